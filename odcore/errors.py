@@ -1,0 +1,62 @@
+"""One exception family for domain failures.
+
+Pages catch :class:`ODCoreError` and show ``st.error``; the CLI prints the message and exits 2.
+"""
+
+from __future__ import annotations
+
+
+class ODCoreError(Exception):
+    """Base class of every error the engine raises on purpose."""
+
+
+class ParameterError(ODCoreError, ValueError):
+    """A parameter is out of range; the message names the parameter, its value and what is expected."""
+
+
+class TraceFormatError(ODCoreError, ValueError):
+    """An input file cannot be read as traces.
+
+    Parameters
+    ----------
+    message:
+        What is wrong and what is expected.
+    file, row, column:
+        Where it is wrong, when known. ``row`` is 1-based as a person counts lines of the file
+        (header excluded for files with a header).
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, row: int | None = None,
+                 column: str | None = None) -> None:
+        self.file = file
+        self.row = row
+        self.column = column
+        where = []
+        if file is not None:
+            where.append(f"file {file!s}")
+        if row is not None:
+            where.append(f"row {row}")
+        if column is not None:
+            where.append(f"column {column!r}")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + message)
+
+
+def check_positive(name: str, value: float, *, allow_zero: bool = False) -> float:
+    """Return ``float(value)`` or raise :class:`ParameterError` naming ``name``.
+
+    >>> check_positive("epsilon", 0.66)
+    0.66
+    """
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a number, got {name}={value!r}.") from None
+    if v != v:  # NaN
+        raise ParameterError(f"{name} must be a number, got {name}=nan.")
+    if v == float("inf"):
+        raise ParameterError(f"{name} must be finite, got {name}=inf.")
+    if (v < 0) if allow_zero else (v <= 0):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ParameterError(f"{name} must be {bound}, got {name}={value!r}.")
+    return v
