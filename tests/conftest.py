@@ -40,7 +40,7 @@ def streamlit_url():
     """Start ``streamlit run app.py`` on a free local port for the whole session; yield its URL."""
     port = _free_port()
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    log = open(REPO_ROOT / ".pytest_cache_streamlit.log", "w")  # noqa: SIM115
+    log = open(REPO_ROOT / ".pytest_cache_streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(REPO_ROOT / "app.py"), "--server.headless=true",
          f"--server.port={port}", "--server.address=127.0.0.1", "--server.fileWatcherType=none"],

@@ -1,0 +1,41 @@
+# Two commands do everything on a fresh machine (Python >= 3.11):
+#   make run    create .venv if missing, install requirements.txt, start the dashboard
+#   make test   create .venv if missing, install requirements-dev.txt, run ruff and the test suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8501
+
+.PHONY: run test test-all lint bench sample-data clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(VENV)/.app-installed: requirements.txt | $(PY)
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(PY)
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@ $(VENV)/.app-installed
+
+run: $(VENV)/.app-installed
+	$(PY) -m streamlit run app.py --server.port $(PORT)
+
+test: $(VENV)/.dev-installed
+	$(PY) -m ruff check .
+	$(PY) -m pytest
+
+test-all: $(VENV)/.dev-installed
+	$(PY) -m ruff check .
+	$(PY) -m pytest -m ""
+
+lint: $(VENV)/.dev-installed
+	$(PY) -m ruff check .
+
+bench: $(VENV)/.dev-installed
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
