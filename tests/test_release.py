@@ -1,0 +1,279 @@
+"""Tests of odcore.release: noise distribution, release rule, closed forms vs simulation, bounding, errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from odcore.errors import ParameterError
+from odcore.release import (
+    RAW_COUNT,
+    RELEASE_COLUMNS,
+    Mode,
+    ReleaseConfig,
+    bound_contributions,
+    release,
+    release_probability,
+    release_with_report,
+    threshold_delta,
+)
+
+ALPHA = 1e-6  # tiny alpha: a correct implementation fails with probability 1e-6 per test at a fixed seed anyway
+
+
+def singleton_pairs(n: int, weeks: int = 1) -> pd.DataFrame:
+    """n distinct pairs per week, each made by exactly one user."""
+    w = np.repeat(np.arange(weeks), n)
+    i = np.tile(np.arange(n), weeks)
+    return pd.DataFrame({"week": w, "user": [f"u{k}" for k in i], "origin": i, "destination": i + 1})
+
+
+def pairs_with_count(c: int, n_pairs: int) -> pd.DataFrame:
+    """n_pairs pairs in week 0, each with exactly c distinct users."""
+    p = np.repeat(np.arange(n_pairs), c)
+    u = np.tile(np.arange(c), n_pairs)
+    return pd.DataFrame({"week": 0, "user": u, "origin": p, "destination": p})
+
+
+# ------------------------------------------------------------------ noise distribution
+
+
+@pytest.mark.parametrize(("mode", "max_pairs", "eps", "scale"),
+                         [(Mode.PER_METRIC, None, 0.66, 1 / 0.66), (Mode.USER_LEVEL, 4, 0.5, 8.0)])
+def test_noise_is_laplace_and_wrong_scales_are_rejected(mode, max_pairs, eps, scale):
+    cfg = ReleaseConfig(epsilon=eps, threshold=100, mode=mode, max_pairs=max_pairs)
+    assert cfg.scale == pytest.approx(scale)
+    noise = release(singleton_pairs(20_000), cfg, rng=12345)["noise"].to_numpy()
+    assert stats.kstest(noise, stats.laplace(scale=scale).cdf).pvalue > ALPHA
+    # The same test must be able to fail: it rejects a noise scale 30% too small or too large.
+    for wrong in (0.7, 1.3):
+        assert stats.kstest(noise, stats.laplace(scale=wrong * scale).cdf).pvalue < ALPHA
+
+
+def test_noisy_count_is_true_count_plus_noise_and_release_rule():
+    t = release(pairs_with_count(3, 5000), ReleaseConfig(epsilon=0.5, threshold=4), rng=1)
+    np.testing.assert_array_equal(t["noisy_count"].to_numpy(), t["true_count"].to_numpy() + t["noise"].to_numpy())
+    np.testing.assert_array_equal(t["released"].to_numpy(), t["noisy_count"].to_numpy() >= 4)
+    assert list(t.columns) == list(RELEASE_COLUMNS)
+    assert (t["true_count"] == 3).all()
+
+
+# ------------------------------------------------------------------ release probability (same >= everywhere)
+
+
+@pytest.mark.parametrize(("c", "eps", "tau"), [(1, 1.0, 5), (3, 0.5, 4), (6, 0.5, 4), (100, 0.66, 100)])
+def test_released_fraction_matches_exact_release_probability(c, eps, tau):
+    n = 20_000
+    t = release(pairs_with_count(c, n), ReleaseConfig(epsilon=eps, threshold=tau), rng=7)
+    k = int(t["released"].sum())
+    p = release_probability(c, eps, tau)
+    assert t["release_prob"].to_numpy() == pytest.approx(p)
+    assert stats.binomtest(k, n, p).pvalue > ALPHA
+    # ... and the test would see an off-by-one in the count or the threshold (the OpenDP #2922 kind of bug).
+    for wrong in (release_probability(c + 1, eps, tau), release_probability(c - 1, eps, tau)):
+        assert stats.binomtest(k, n, wrong).pvalue < ALPHA
+
+
+def test_release_probability_closed_form_and_scipy():
+    # P(c + Lap(b) >= tau) = laplace.sf(tau - c) (continuous: >= and > coincide)
+    c = np.arange(0, 200)
+    for eps, tau, sens in [(0.66, 100, 1), (1.0, 5, 3), (0.1, 1, 1)]:
+        expect = stats.laplace(scale=sens / eps).sf(tau - c)
+        np.testing.assert_allclose(release_probability(c, eps, tau, sens), expect, rtol=1e-12, atol=1e-300)
+    assert release_probability(100, 0.66, 100) == 0.5  # tie: count exactly at the threshold, P(L >= 0) = 1/2
+    assert np.isnan(release_probability([np.nan], 1, 5)[0])
+    p = release_probability(np.arange(0, 300), 0.66, 100)
+    assert np.all(np.diff(p) >= 0)
+    assert np.all(np.diff(p[:150]) > 0)
+    assert p[-1] <= 1
+
+
+def test_threshold_delta_golden_bassolas():
+    # Bassolas et al. reply: "epsilon = 0.66 and delta = 2.1 x 10^-29"; 1/2 exp(-0.66 * 99) = 2.0998e-29
+    d = threshold_delta(0.66, 100)
+    assert d == pytest.approx(0.5 * math.exp(-0.66 * 99), rel=1e-12)
+    assert f"{d:.1e}" == "2.1e-29"
+    assert d == release_probability(1, 0.66, 100)
+
+
+@pytest.mark.parametrize(("eps", "tau", "sens", "n"), [(1.0, 5, 1, 1), (1.0, 5, 1, 4), (1.0, 5, 3, 3), (2.0, 3, 2, 2)])
+def test_threshold_delta_matches_simulation_of_the_release(eps, tau, sens, n):
+    """A user alone on n pairs: delta = P(any of them published) = 1 - (1 - delta_1)^n (Google partition selection)."""
+    weeks = 20_000
+    pairs = singleton_pairs(n, weeks=weeks)
+    pairs["user"] = "victim"  # the same user makes all n pairs each week
+    if sens == 1:
+        cfg = ReleaseConfig(epsilon=eps, threshold=tau)
+    else:
+        assert sens == n  # user-level bounding with max_pairs = n keeps them all
+        cfg = ReleaseConfig(epsilon=eps, threshold=tau, mode="user_level", max_pairs=n)
+    t = release(pairs, cfg, rng=2024)
+    any_released = t.groupby("week")["released"].any().to_numpy()
+    d = threshold_delta(eps, tau, sens, n)
+    assert d > 1e-3  # large enough to see
+    k = int(any_released.sum())
+    assert stats.binomtest(k, weeks, d).pvalue > ALPHA
+    if n > 1:  # the single-pair delta would be visibly wrong
+        assert stats.binomtest(k, weeks, threshold_delta(eps, tau, sens, 1)).pvalue < ALPHA
+    assert d <= n * threshold_delta(eps, tau, sens, 1) + 1e-15  # never above basic composition
+
+
+# ------------------------------------------------------------------ contribution bounding
+
+
+def test_bounding_keeps_at_most_max_pairs_and_counts_drops():
+    rng = np.random.default_rng(0)
+    n = 5000
+    pairs = pd.DataFrame({"week": rng.integers(0, 3, n), "user": rng.integers(0, 50, n),
+                          "origin": rng.integers(0, 10, n), "destination": rng.integers(0, 10, n)})
+    kept, rep = bound_contributions(pairs, 3, rng=1)
+    per_uw = kept.groupby(["week", "user"]).size()
+    assert per_uw.max() <= 3
+    uniq = pairs.drop_duplicates()
+    full = uniq.groupby(["week", "user"]).size()
+    np.testing.assert_array_equal(per_uw.reindex(full.index).to_numpy(), np.minimum(full.to_numpy(), 3))
+    assert rep["duplicate_rows_dropped"] == n - len(uniq)
+    assert rep["contributions_in"] - rep["contributions_dropped_by_bounding"] == len(kept)
+    assert rep["user_weeks_bounded"] == int((full > 3).sum())
+    # kept rows are a subset of the input
+    assert len(kept.merge(uniq, how="inner")) == len(kept)
+
+
+def test_bounding_subset_is_uniform():
+    # one user with 5 pairs per week, keep 1: each pair kept 1/5 of the time (chi-square), over 10,000 weeks
+    weeks, k = 10_000, 5
+    pairs = singleton_pairs(k, weeks=weeks)
+    pairs["user"] = "a"
+    kept, _ = bound_contributions(pairs, 1, rng=3)
+    obs = kept["origin"].value_counts().reindex(range(k), fill_value=0).to_numpy()
+    assert stats.chisquare(obs).pvalue > ALPHA
+    # and a biased rule (always the first pair) would be rejected
+    assert stats.chisquare(np.r_[weeks, np.zeros(k - 1)] + 1e-9).pvalue < ALPHA
+
+
+def test_user_level_counts_match_loop_reference_and_emptied_pairs_are_never_published():
+    rng = np.random.default_rng(5)
+    n = 400
+    pairs = pd.DataFrame({"week": rng.integers(0, 2, n), "user": rng.integers(0, 20, n),
+                          "origin": rng.integers(0, 6, n), "destination": rng.integers(0, 6, n)})
+    cfg = ReleaseConfig(epsilon=1.0, threshold=1, mode="user_level", max_pairs=2)
+    res = release_with_report(pairs, cfg, rng=9)
+    t = res.table
+    # slow reference: distinct users per pair before bounding
+    ref = {}
+    for w, u, o, d in pairs.drop_duplicates().itertuples(index=False):
+        ref.setdefault((w, o, d), set()).add(u)
+    got = {(w, o, d): c for w, o, d, c in t[["week", "origin", "destination", RAW_COUNT]].itertuples(index=False)}
+    assert got == {k: len(v) for k, v in ref.items()}
+    assert (t["true_count"] <= t[RAW_COUNT]).all()
+    assert t["true_count"].sum() == res.report["contributions_in"] - res.report["contributions_dropped_by_bounding"]
+    empty = t["true_count"] == 0
+    assert empty.sum() == res.report["pairs_emptied_by_bounding"] > 0
+    assert not t.loc[empty, "released"].any()
+    assert t.loc[empty, "noise"].isna().all()
+    assert (t.loc[empty, "release_prob"] == 0).all()
+    assert res.report["delta_user_week"] == pytest.approx(threshold_delta(1.0, 1, 2, 2))
+
+
+def test_duplicates_are_removed_and_counted():
+    pairs = pd.DataFrame({"week": [0, 0, 0], "user": ["a", "a", "b"], "origin": [1, 1, 1], "destination": [2, 2, 2]})
+    res = release_with_report(pairs, ReleaseConfig(epsilon=1, threshold=1), rng=0)
+    assert res.report["duplicate_rows_dropped"] == 1
+    assert res.table["true_count"].tolist() == [2]
+
+
+def test_empty_input():
+    t = release(singleton_pairs(0), ReleaseConfig(), rng=0)
+    assert len(t) == 0
+    assert list(t.columns) == list(RELEASE_COLUMNS)
+
+
+# ------------------------------------------------------------------ properties
+
+
+pairs_strategy = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 15), st.integers(0, 5), st.integers(0, 5)), min_size=0, max_size=80,
+).map(lambda rows: pd.DataFrame(rows, columns=["week", "user", "origin", "destination"], dtype="int64"))
+
+config_strategy = st.one_of(
+    st.builds(ReleaseConfig, epsilon=st.floats(0.05, 5), threshold=st.integers(1, 6)),
+    st.builds(ReleaseConfig, epsilon=st.floats(0.05, 5), threshold=st.integers(1, 6),
+              mode=st.just(Mode.USER_LEVEL), max_pairs=st.integers(1, 4)),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pairs=pairs_strategy, cfg=config_strategy, seed=st.integers(0, 2**32 - 1))
+def test_properties(pairs, cfg, seed):
+    t = release(pairs, cfg, rng=seed)
+    pub = t[t["released"]]
+    assert (pub["noisy_count"] >= cfg.threshold).all()  # every published count clears the threshold
+    assert (pub["true_count"] >= 1).all()  # a pair with true count 0 (emptied by bounding) is never published
+    pd.testing.assert_frame_equal(t, release(pairs, cfg, rng=seed))  # same seed, same output
+    # input row order does not matter
+    shuffled = pairs.sample(frac=1.0, random_state=seed % 1000)
+    pd.testing.assert_frame_equal(t, release(shuffled, cfg, rng=seed))
+    assert t["release_prob"].between(0, 1).all()
+    assert len(t) == len(pairs.drop_duplicates()[["week", "origin", "destination"]].drop_duplicates())
+
+
+def test_different_seeds_differ():
+    p = singleton_pairs(50)
+    a = release(p, ReleaseConfig(), rng=1)["noise"].to_numpy()
+    b = release(p, ReleaseConfig(), rng=2)["noise"].to_numpy()
+    assert not np.array_equal(a, b)
+
+
+# ------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"epsilon": 0}, "epsilon"), ({"epsilon": -1}, "epsilon"), ({"epsilon": float("nan")}, "epsilon"),
+    ({"epsilon": float("inf")}, "epsilon"), ({"epsilon": "abc"}, "epsilon"),
+    ({"threshold": 0.5}, "threshold"), ({"threshold": float("nan")}, "threshold"), ({"threshold": -3}, "threshold"),
+    ({"mode": "user_level", "max_pairs": 0}, "max_pairs"), ({"mode": "user_level", "max_pairs": 2.5}, "max_pairs"),
+    ({"mode": "user_level", "max_pairs": float("nan")}, "max_pairs"), ({"mode": "user_level"}, "max_pairs"),
+    ({"max_pairs": 3}, "max_pairs"), ({"mode": "per_user"}, "mode"),
+])
+def test_bad_config(kwargs, match):
+    with pytest.raises(ParameterError, match=match):
+        ReleaseConfig(**kwargs)
+
+
+def test_bad_function_parameters():
+    with pytest.raises(ParameterError, match="epsilon"):
+        release_probability(3, 0, 5)
+    with pytest.raises(ParameterError, match="threshold"):
+        threshold_delta(1, 0.2)
+    with pytest.raises(ParameterError, match="max_pairs"):
+        threshold_delta(1, 5, 1, 0)
+    with pytest.raises(ParameterError, match="max_pairs"):
+        bound_contributions(singleton_pairs(3), 0)
+
+
+def test_bad_pairs_tables():
+    with pytest.raises(ParameterError, match="missing column"):
+        release(pd.DataFrame({"week": [0], "user": [1], "origin": [1]}))
+    bad = singleton_pairs(3).astype({"origin": float})
+    bad.loc[1, "origin"] = np.nan
+    with pytest.raises(ParameterError, match=r"'origin'.*row 1"):
+        release(bad)
+    with pytest.raises(ParameterError, match="pandas DataFrame"):
+        release([1, 2, 3])
+    with pytest.raises(ParameterError, match="integers"):
+        release(singleton_pairs(3).astype({"destination": str}))
+
+
+def test_config_mode_string_and_sensitivity():
+    cfg = ReleaseConfig(epsilon=0.5, threshold=10, mode="user_level", max_pairs=7)
+    assert cfg.mode is Mode.USER_LEVEL
+    assert cfg.sensitivity == 7
+    assert cfg.scale == 14
+    assert ReleaseConfig().to_dict() == {"epsilon": 0.66, "threshold": 100, "mode": "per_metric", "max_pairs": None}
+    assert hash(cfg) == hash(ReleaseConfig(epsilon=0.5, threshold=10, mode=Mode.USER_LEVEL, max_pairs=7))
