@@ -1,0 +1,94 @@
+"""Command-line options shared by every subcommand that reads traces or builds weekly OD counts.
+
+>>> import argparse
+>>> p = argparse.ArgumentParser()
+>>> add_loader_args(p); add_grid_args(p)
+>>> a = p.parse_args(["--input", "x.csv", "--cell-km2", "2"])
+>>> (a.format, a.cell_km2, a.tz)
+('auto', 2.0, 'auto')
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from odcore.paths import SAMPLE_DATA_DIR
+
+if TYPE_CHECKING:  # pragma: no cover
+    from odcore.traces import Traces
+    from odcore.trips import ODData
+
+DEFAULT_INPUT = SAMPLE_DATA_DIR / "synthetic_city.parquet"
+
+# Local time zone of known formats (used when --tz auto): the Cabspotting README gives America/Los_Angeles.
+FORMAT_TZ = {"cabspotting": "America/Los_Angeles"}
+
+
+def add_loader_args(parser: argparse.ArgumentParser) -> None:
+    """Add ``--input --format --tz --time-offset --poi --bbox --start --end`` to ``parser``."""
+    g = parser.add_argument_group("input traces")
+    g.add_argument("--input", default=str(DEFAULT_INPUT),
+                   help="trace file, folder or zip (default: the bundled synthetic city %(default)s)")
+    g.add_argument("--format", default="auto", choices=["auto", "csv", "parquet", "cabspotting", "checkins"],
+                   help="input format (default: detect from names / first line)")
+    g.add_argument("--tz", default="auto",
+                   help="IANA time zone for naive times, hours and Monday-00:00 week starts; 'auto' = "
+                        "America/Los_Angeles for Cabspotting, UTC otherwise (default: %(default)s)")
+    g.add_argument("--time-offset", type=float, default=0.0, metavar="SECONDS",
+                   help="seconds added to every time (the shared check-in sets are 8 h early: 28800)")
+    g.add_argument("--poi", default=None, metavar="PATH",
+                   help="check-ins: POI coordinates file 'poi lat lon' (found automatically in a folder/zip)")
+    g.add_argument("--bbox", default="auto", metavar="S,W,N,E",
+                   help="keep points inside south,west,north,east; 'auto' = robust percentile box that clips "
+                        "far GPS glitches; 'none' keeps all (default: %(default)s)")
+    g.add_argument("--start", default=None, help="keep times >= this date/time (naive = in --tz)")
+    g.add_argument("--end", default=None, help="keep times < this date/time (naive = in --tz)")
+
+
+def add_grid_args(parser: argparse.ArgumentParser) -> None:
+    """Add ``--cell-km2`` (square grid cell area, default 1.3 km² as in Bassolas et al.'s reply)."""
+    g = parser.add_argument_group("grid")
+    g.add_argument("--cell-km2", type=float, default=1.3,
+                   help="grid cell area in km² (default %(default)s, Bassolas et al. 2022 reply)")
+
+
+def _format_of(args: argparse.Namespace) -> str:
+    return getattr(args, "format", "auto") or "auto"
+
+
+def resolve_tz(args: argparse.Namespace, fmt: str | None = None) -> str:
+    """The time zone in effect: ``--tz`` unless ``auto``, then the format's local zone or UTC."""
+    tz = getattr(args, "tz", "auto") or "auto"
+    if tz != "auto":
+        return tz
+    return FORMAT_TZ.get(fmt or _format_of(args), "UTC")
+
+
+def traces_from_args(args: argparse.Namespace) -> Traces:
+    """Load the traces named by :func:`add_loader_args` options."""
+    from odcore.traces import load_traces
+
+    fmt = _format_of(args)
+    bbox = getattr(args, "bbox", None)
+    if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
+        bbox = None
+    tz = resolve_tz(args, fmt if fmt != "auto" else None)
+    return load_traces(args.input, format=fmt, tz=tz, time_offset_s=getattr(args, "time_offset", 0.0) or 0.0,
+                       bbox=bbox, start=getattr(args, "start", None), end=getattr(args, "end", None),
+                       poi_source=getattr(args, "poi", None))
+
+
+def od_config_from_args(args: argparse.Namespace, fmt: str | None = None):
+    """The :class:`odcore.trips.ODConfig` of ``--cell-km2`` and ``--tz``."""
+    from odcore.trips import ODConfig
+
+    return ODConfig(cell_km2=getattr(args, "cell_km2", 1.3), tz=resolve_tz(args, fmt))
+
+
+def od_from_args(args: argparse.Namespace) -> tuple[Traces, ODData]:
+    """Load traces and build the weekly unique OD counts (grid, hourly locations, trips)."""
+    from odcore.trips import build_od
+
+    traces = traces_from_args(args)
+    return traces, build_od(traces.df, od_config_from_args(args, traces.report.format))

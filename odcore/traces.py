@@ -1,0 +1,837 @@
+"""Trace table: one schema for every mobility source, and loaders that turn real files into it.
+
+The trace table (:class:`Traces`) has the columns of :data:`odcore.constants.TRACE_COLUMNS`:
+``user`` (pseudonymous id, integer or categorical string), ``time`` (``datetime64[ns, UTC]``), ``lat`` and
+``lon`` (WGS84 degrees, float64), plus an optional integer ``loc`` (a precomputed location id such as a POI).
+Rows are sorted by (user, time).
+
+Loaders (:func:`load_traces`):
+
+- ``csv`` / ``parquet``: generic tables with a :class:`ColumnMapping` (time as ISO text or Unix seconds; naive
+  times are read in the ``tz`` time zone);
+- ``cabspotting``: one file per cab, ``lat lon occupancy unix_time`` (gzip or plain, a folder, a zip or one file);
+  the cab id is the file name without ``new_`` and ``.txt[.gz]`` (Piorkowski et al., CRAWDAD epfl/mobility);
+- ``checkins``: a check-ins file ``user poi unix_time`` plus a POI coordinates file ``poi lat lon``
+  (the preprocessed Foursquare / Gowalla sets of Liu et al. 2017; their times are 8 h early, use
+  ``time_offset_s=28800``).
+
+Every dropped row is counted in :attr:`LoadReport.rows_dropped` under its reason; a file that cannot be used raises
+:class:`odcore.errors.TraceFormatError` naming the file, the first bad row and the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import os
+import re
+import zipfile
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from odcore.constants import LAT, LOC, LON, TIME, USER
+from odcore.errors import ParameterError, TraceFormatError
+
+__all__ = [
+    "BBox",
+    "ColumnMapping",
+    "LoadReport",
+    "TraceFormat",
+    "Traces",
+    "finalize_traces",
+    "load_traces",
+]
+
+# Reasons under which rows are dropped (keys of LoadReport.rows_dropped).
+DROP_MISSING = "missing_value"
+DROP_DUPLICATE = "duplicate_row"
+DROP_BBOX = "outside_bbox"
+DROP_DATES = "outside_date_range"
+DROP_UNKNOWN_POI = "unknown_poi"
+
+_NS = 1_000_000_000
+
+
+class TraceFormat(StrEnum):
+    """Input formats understood by :func:`load_traces`."""
+
+    AUTO = "auto"
+    CSV = "csv"
+    PARQUET = "parquet"
+    CABSPOTTING = "cabspotting"
+    CHECKINS = "checkins"
+
+
+_TIME_UNITS = ("auto", "iso", "s", "ms")
+
+
+@dataclass(frozen=True)
+class ColumnMapping:
+    """Which column of a generic CSV / Parquet table holds what.
+
+    Parameters
+    ----------
+    user, time, lat, lon:
+        Column names in the file.
+    loc:
+        Optional column with a precomputed location id (integer).
+    time_unit:
+        ``"iso"`` (text such as ``2008-05-19T07:00:00``), ``"s"`` / ``"ms"`` (Unix seconds / milliseconds) or
+        ``"auto"`` (numbers are Unix seconds, text is ISO).
+    """
+
+    user: str = USER
+    time: str = TIME
+    lat: str = LAT
+    lon: str = LON
+    loc: str | None = None
+    time_unit: str = "auto"
+
+    def __post_init__(self) -> None:
+        for name in ("user", "time", "lat", "lon"):
+            v = getattr(self, name)
+            if not isinstance(v, str) or not v:
+                raise ParameterError(f"ColumnMapping.{name} must be a non-empty column name, got {v!r}.")
+        if self.time_unit not in _TIME_UNITS:
+            raise ParameterError(f"ColumnMapping.time_unit must be one of {_TIME_UNITS}, got {self.time_unit!r}.")
+
+
+# Column names recognised when no mapping is given (lower-cased).
+_ALIASES = {
+    USER: ("user", "user_id", "userid", "uid", "id", "taxi", "cab", "cab_id", "device", "device_id"),
+    TIME: ("time", "timestamp", "datetime", "date_time", "unix_time", "ts", "t", "utc_time"),
+    LAT: ("lat", "latitude", "y"),
+    LON: ("lon", "lng", "long", "longitude", "x"),
+    LOC: ("loc", "location", "location_id", "poi", "poi_id", "venue_id", "cell", "antenna"),
+}
+
+
+@dataclass(frozen=True)
+class BBox:
+    """A latitude/longitude box (inclusive), e.g. to clip GPS glitches hundreds of km away."""
+
+    south: float
+    west: float
+    north: float
+    east: float
+
+    def __post_init__(self) -> None:
+        vals = (self.south, self.west, self.north, self.east)
+        if not all(np.isfinite(v) for v in vals):
+            raise ParameterError(f"bbox values must be finite numbers, got bbox={vals}.")
+        if not (-90 <= self.south < self.north <= 90):
+            raise ParameterError(f"bbox needs -90 <= south < north <= 90, got south={self.south}, north={self.north}.")
+        if not (-180 <= self.west < self.east <= 180):
+            raise ParameterError(f"bbox needs -180 <= west < east <= 180, got west={self.west}, east={self.east}.")
+
+    @classmethod
+    def parse(cls, value: BBox | str | Iterable[float]) -> BBox:
+        """From a :class:`BBox`, ``"south,west,north,east"`` or a 4-sequence."""
+        if isinstance(value, BBox):
+            return value
+        if isinstance(value, str):
+            parts = [p for p in re.split(r"[,\s]+", value.strip()) if p]
+        else:
+            parts = list(value)
+        if len(parts) != 4:
+            raise ParameterError(f"bbox must be south,west,north,east (4 numbers), got bbox={value!r}.")
+        try:
+            s, w, n, e = (float(p) for p in parts)
+        except (TypeError, ValueError):
+            raise ParameterError(f"bbox must be 4 numbers south,west,north,east, got bbox={value!r}.") from None
+        return cls(s, w, n, e)
+
+    @classmethod
+    def robust(cls, lat: np.ndarray, lon: np.ndarray, *, q: float = 0.5, pad: float = 0.25) -> BBox:
+        """The ``q``–``100-q`` percentile box of the points, widened by ``pad`` × its size on each side.
+
+        Clips far-away GPS glitches (Cabspotting has fixes at latitude 33 and 50 for a city at 37.7) while
+        keeping the whole metropolitan area.
+        """
+        lo_lat, hi_lat = np.percentile(lat, [q, 100 - q])
+        lo_lon, hi_lon = np.percentile(lon, [q, 100 - q])
+        dlat = max(hi_lat - lo_lat, 0.01) * pad
+        dlon = max(hi_lon - lo_lon, 0.01) * pad
+        return cls(max(lo_lat - dlat, -90.0), max(lo_lon - dlon, -180.0),
+                   min(hi_lat + dlat, 90.0), min(hi_lon + dlon, 180.0))
+
+    def as_tuple(self) -> tuple[float, float, float, float]:
+        return (float(self.south), float(self.west), float(self.north), float(self.east))
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What a loader read, kept and dropped (with reasons)."""
+
+    source: str
+    format: str
+    rows_read: int
+    rows_kept: int
+    rows_dropped: dict[str, int] = field(default_factory=dict)
+    bbox_used: tuple[float, float, float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Traces:
+    """A trace table (columns ``user, time, lat, lon[, loc]``, ``time`` UTC) and its :class:`LoadReport`."""
+
+    df: pd.DataFrame
+    report: LoadReport
+
+    @property
+    def n_users(self) -> int:
+        return int(self.df[USER].nunique())
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-able summary: counts, time span, bounding box and the load report."""
+        df = self.df
+        t = df[TIME]
+        return {
+            "source": self.report.source,
+            "format": self.report.format,
+            "users": self.n_users,
+            "rows": len(df),
+            "rows_read": self.report.rows_read,
+            "rows_kept": self.report.rows_kept,
+            "rows_dropped": dict(self.report.rows_dropped),
+            "bbox_used": list(self.report.bbox_used) if self.report.bbox_used else None,
+            "time_min": t.min().isoformat() if len(df) else None,
+            "time_max": t.max().isoformat() if len(df) else None,
+            "lat_range": [float(df[LAT].min()), float(df[LAT].max())] if len(df) else None,
+            "lon_range": [float(df[LON].min()), float(df[LON].max())] if len(df) else None,
+            "has_loc": LOC in df.columns,
+        }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sources: a path (file, folder, zip) or a binary file-like object; iterate over named members.
+# --------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Member:
+    name: str          # for messages and cab ids
+    path: Path | None = None
+    data: bytes | None = None
+
+    def raw_bytes(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        assert self.path is not None
+        return self.path.read_bytes()
+
+    def text_bytes(self) -> bytes:
+        """Content, decompressed when gzip."""
+        raw = self.raw_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            try:
+                return gzip.decompress(raw)
+            except (OSError, EOFError) as exc:
+                raise TraceFormatError(f"corrupt gzip data ({exc}).", file=self.name) from None
+        return raw
+
+
+def _members(source: Any, name: str | None) -> tuple[str, list[_Member]]:
+    """Return (display name, members) for a path or a file-like object."""
+    if hasattr(source, "read"):
+        data = source.read()
+        if isinstance(data, str):
+            data = data.encode()
+        disp = name or getattr(source, "name", None) or "<upload>"
+        disp = os.path.basename(str(disp))
+        if zipfile.is_zipfile(io.BytesIO(data)):
+            return disp, _zip_members(io.BytesIO(data), disp)
+        return disp, [_Member(disp, data=data)]
+    path = Path(source)
+    if not path.exists():
+        raise TraceFormatError("no such file or folder.", file=str(path))
+    disp = str(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")
+                       and p.name.lower() not in ("readme.md", "readme.txt", "readme"))
+        if not files:
+            raise TraceFormatError("the folder holds no data files.", file=disp)
+        return disp, [_Member(p.name, path=p) for p in files]
+    if zipfile.is_zipfile(path):
+        return disp, _zip_members(path, disp)
+    return disp, [_Member(path.name, path=path)]
+
+
+def _zip_members(src: Any, disp: str) -> list[_Member]:
+    try:
+        with zipfile.ZipFile(src) as z:
+            out = [_Member(os.path.basename(i.filename), data=z.read(i))
+                   for i in z.infolist()
+                   if not i.is_dir() and not os.path.basename(i.filename).startswith(".")
+                   and "__MACOSX" not in i.filename
+                   and os.path.basename(i.filename).lower() not in ("readme.md", "readme.txt", "readme")]
+    except zipfile.BadZipFile as exc:
+        raise TraceFormatError(f"corrupt zip archive ({exc}).", file=disp) from None
+    if not out:
+        raise TraceFormatError("the zip archive holds no data files.", file=disp)
+    return sorted(out, key=lambda m: m.name)
+
+
+def _strip_ext(name: str) -> str:
+    base = name
+    for ext in (".gz", ".txt", ".csv", ".plt", ".dat"):
+        if base.lower().endswith(ext):
+            base = base[: -len(ext)]
+    return base
+
+
+def _is_checkins_name(n: str) -> bool:
+    return "checkin" in n.lower()
+
+
+def _is_poi_name(n: str) -> bool:
+    return "poi" in n.lower() and "coo" in n.lower()
+
+
+def _detect_format(members: list[_Member], disp: str) -> TraceFormat:
+    names = [m.name.lower() for m in members]
+    if any(_is_checkins_name(n) for n in names) and any(_is_poi_name(n) for n in names):
+        return TraceFormat.CHECKINS
+    if all(n.endswith((".parquet", ".pq")) for n in names):
+        return TraceFormat.PARQUET
+    if all(n.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) for n in names):
+        return TraceFormat.CSV
+    # Sniff the first line: 4 numeric space-separated fields, lat/lon in range -> Cabspotting.
+    head = members[0].text_bytes()[:4096].decode("utf-8", "replace").splitlines()
+    first = head[0].split() if head else []
+    if len(first) == 4:
+        try:
+            lat, lon, occ, t = (float(x) for x in first)
+            if abs(lat) <= 90 and abs(lon) <= 180 and occ in (0.0, 1.0) and t > 1e8:
+                return TraceFormat.CABSPOTTING
+        except ValueError:
+            pass
+    if head and ("," in head[0] or "\t" in head[0]):
+        return TraceFormat.CSV
+    raise TraceFormatError(
+        "cannot tell the format; pass format= one of csv, parquet, cabspotting, checkins.", file=disp)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Cabspotting: `lat lon occupancy unix_time`, one file per cab.
+# --------------------------------------------------------------------------------------------------------------
+
+def _read_cab(m: _Member) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    data = m.text_bytes()
+    if not data.strip():
+        return np.empty(0), np.empty(0), np.empty(0, np.int64)
+    ro = pcsv.ReadOptions(column_names=["lat", "lon", "occ", "t"], use_threads=False)
+    po = pcsv.ParseOptions(delimiter=" ")
+    co = pcsv.ConvertOptions(column_types={"lat": pa.float64(), "lon": pa.float64(), "occ": pa.float64(),
+                                           "t": pa.float64()}, strings_can_be_null=False)
+    try:
+        tab = pcsv.read_csv(io.BytesIO(data), read_options=ro, parse_options=po, convert_options=co)
+    except pa.ArrowInvalid as exc:
+        _diagnose_cab(m.name, data, exc)
+        raise  # pragma: no cover - _diagnose_cab always raises
+    lat = tab.column("lat").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    lon = tab.column("lon").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    t = tab.column("t").to_numpy(zero_copy_only=False)
+    return lat, lon, t
+
+
+def _diagnose_cab(name: str, data: bytes, exc: Exception) -> None:
+    """Slow path after the fast parser failed: name the first bad row and column."""
+    cols = ("lat", "lon", "occupancy", "unix_time")
+    for i, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 4:
+            raise TraceFormatError(
+                f"expected 4 space-separated fields 'lat lon occupancy unix_time', got {len(parts)}: {line[:80]!r}.",
+                file=name, row=i)
+        for c, p in zip(cols, parts, strict=True):
+            try:
+                float(p)
+            except ValueError:
+                what = "Unix seconds" if c == "unix_time" else "a number"
+                raise TraceFormatError(f"cannot parse {p!r} as {what}.", file=name, row=i, column=c) from None
+    raise TraceFormatError(f"cannot parse the file as Cabspotting ({exc}).", file=name)
+
+
+def _load_cabspotting(members: list[_Member], disp: str) -> tuple[pd.DataFrame, dict[str, int]]:
+    members = [m for m in members if not m.name.lower().endswith((".md", ".json", ".html"))]
+    workers = max(1, min(len(members), os.cpu_count() or 1))
+    if len(members) > 1:
+        with ThreadPoolExecutor(workers) as ex:
+            parts = list(ex.map(_read_cab, members))
+    else:
+        parts = [_read_cab(members[0])]
+    sizes = np.array([len(p[0]) for p in parts], dtype=np.int64)
+    cab_ids = [_strip_ext(m.name).removeprefix("new_") for m in members]
+    if len(set(cab_ids)) != len(cab_ids):
+        raise TraceFormatError("two files give the same cab id.", file=disp)
+    lat = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
+    lon = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
+    t = np.concatenate([p[2] for p in parts]) if parts else np.empty(0)
+    codes = np.repeat(np.arange(len(members), dtype=np.int32), sizes)
+    # Unix seconds: integers in the source; a non-integer value is not an error (rounded down).
+    bad_t = ~np.isfinite(t)
+    t_int = np.where(bad_t, 0, t).astype(np.int64)
+    user = pd.Categorical.from_codes(codes, categories=pd.Index(cab_ids, dtype=object))
+    df = pd.DataFrame({USER: user, "_t": t_int, LAT: lat, LON: lon})
+    df.loc[bad_t, "_t"] = np.iinfo(np.int64).min  # marked missing below
+    df.attrs["_row_in_file"] = (sizes, [m.name for m in members])
+    return df, {}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Check-ins: `user poi unix_time` + POI coordinates `poi lat lon`.
+# --------------------------------------------------------------------------------------------------------------
+
+def _read_numeric_table(m: _Member, columns: tuple[str, ...]) -> pd.DataFrame:
+    data = m.text_bytes()
+    if not data.strip():
+        raise TraceFormatError("the file is empty.", file=m.name)
+    try:
+        df = pd.read_csv(io.BytesIO(data), sep=r"\s+", header=None, engine="c", dtype=np.float64,
+                         names=list(columns))
+    except ValueError:
+        # name the first bad row
+        for i, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != len(columns):
+                raise TraceFormatError(f"expected {len(columns)} fields {' '.join(columns)}, got {len(parts)}.",
+                                       file=m.name, row=i) from None
+            for c, p in zip(columns, parts, strict=True):
+                try:
+                    float(p)
+                except ValueError:
+                    raise TraceFormatError(f"cannot parse {p!r} as a number.", file=m.name, row=i,
+                                           column=c) from None
+        raise
+    if df.shape[1] != len(columns) or df.iloc[:, -1].isna().all():
+        raise TraceFormatError(f"expected {len(columns)} fields {' '.join(columns)}.", file=m.name)
+    return df
+
+
+def _load_checkins(members: list[_Member], disp: str, poi_source: Any) -> tuple[pd.DataFrame, dict[str, int]]:
+    ck = [m for m in members if _is_checkins_name(m.name)] or [m for m in members if not _is_poi_name(m.name)]
+    if poi_source is not None:
+        _, pm = _members(poi_source, None)
+        poi = pm[0]
+    else:
+        cand = [m for m in members if _is_poi_name(m.name)]
+        if not cand:
+            raise TraceFormatError("check-ins need a POI coordinates file (poi lat lon): pass poi_source / --poi.",
+                                   file=disp)
+        poi = cand[0]
+    if len(ck) != 1:
+        raise TraceFormatError(f"expected one check-ins file, found {[m.name for m in ck]}.", file=disp)
+    c = _read_numeric_table(ck[0], ("user", "poi", "unix_time"))
+    p = _read_numeric_table(poi, ("poi", "lat", "lon"))
+    pid = p["poi"].to_numpy()
+    if np.isnan(pid).any():
+        raise TraceFormatError("missing POI id.", file=poi.name, row=int(np.flatnonzero(np.isnan(pid))[0]) + 1,
+                               column="poi")
+    pid = pid.astype(np.int64)
+    order = np.argsort(pid, kind="stable")
+    spid = pid[order]
+    if (np.diff(spid) == 0).any():
+        dup = int(spid[np.flatnonzero(np.diff(spid) == 0)[0]])
+        raise TraceFormatError(f"POI id {dup} appears twice with coordinates.", file=poi.name, column="poi")
+    cpoi = c["poi"].to_numpy()
+    cpoi_i = np.where(np.isnan(cpoi), -1, cpoi).astype(np.int64)
+    pos = np.clip(np.searchsorted(spid, cpoi_i), 0, max(len(spid) - 1, 0))
+    found = (spid[pos] == cpoi_i) & ~np.isnan(cpoi) if len(spid) else np.zeros(len(c), bool)
+    idx = order[pos]
+    lat = np.where(found, p["lat"].to_numpy()[idx], np.nan)
+    lon = np.where(found, p["lon"].to_numpy()[idx], np.nan)
+    drops: dict[str, int] = {}
+    n_unknown = int((~found & ~np.isnan(cpoi)).sum())
+    if n_unknown:
+        drops[DROP_UNKNOWN_POI] = n_unknown
+    known = found | np.isnan(cpoi)
+    t = c["unix_time"].to_numpy()
+    t_int = np.where(np.isfinite(t), t, 0).astype(np.int64)
+    u = c["user"].to_numpy()
+    df = pd.DataFrame({
+        USER: np.where(np.isnan(u), -1, u).astype(np.int64),
+        "_t": np.where(np.isfinite(t), t_int, np.iinfo(np.int64).min),
+        LAT: lat, LON: lon, LOC: cpoi_i,
+    })
+    missing = np.isnan(u) | ~np.isfinite(t) | np.isnan(cpoi)
+    df.loc[missing, "_t"] = np.iinfo(np.int64).min
+    df = df.loc[known].reset_index(drop=True)
+    df.attrs["_file"] = ck[0].name
+    return df, drops
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Generic CSV / Parquet with a column mapping.
+# --------------------------------------------------------------------------------------------------------------
+
+def _read_table(m: _Member, fmt: TraceFormat) -> pd.DataFrame:
+    if fmt is TraceFormat.PARQUET:
+        try:
+            return pd.read_parquet(io.BytesIO(m.raw_bytes()) if m.path is None else m.path)
+        except Exception as exc:  # pyarrow raises several types for a corrupt file
+            raise TraceFormatError(f"cannot read as Parquet ({type(exc).__name__}: {exc}).", file=m.name) from None
+    data = m.text_bytes()
+    if not data.strip():
+        raise TraceFormatError("the file is empty.", file=m.name)
+    head = data[:4096].decode("utf-8", "replace")
+    try:
+        sep = csv.Sniffer().sniff(head.splitlines()[0], delimiters=",;\t|").delimiter
+    except csv.Error:
+        sep = ","
+    try:
+        return pd.read_csv(io.BytesIO(data), sep=sep, engine="pyarrow")
+    except Exception:
+        try:
+            return pd.read_csv(io.BytesIO(data), sep=sep, engine="c")
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise TraceFormatError(f"cannot parse as CSV ({exc}).", file=m.name) from None
+
+
+def _resolve_mapping(columns: list[str], mapping: ColumnMapping | dict | None, fname: str) -> ColumnMapping:
+    if isinstance(mapping, dict):
+        mapping = ColumnMapping(**mapping)
+    if mapping is not None:
+        for role in ("user", "time", "lat", "lon", "loc"):
+            col = getattr(mapping, role)
+            if col is not None and col not in columns:
+                raise TraceFormatError(
+                    f"missing column {col!r} for {role}; the file has columns {columns}.", file=fname, column=col)
+        return mapping
+    lower = {c.lower().strip(): c for c in columns}
+    found: dict[str, str | None] = {}
+    for role, names in _ALIASES.items():
+        found[role] = next((lower[n] for n in names if n in lower), None)
+    for role in (USER, TIME, LAT, LON):
+        if found[role] is None:
+            raise TraceFormatError(
+                f"missing column for {role} (looked for {list(_ALIASES[role])}); the file has columns {columns}. "
+                "Pass a column mapping.", file=fname, column=role)
+    return ColumnMapping(user=found[USER], time=found[TIME], lat=found[LAT], lon=found[LON], loc=found[LOC])
+
+
+def _parse_time(s: pd.Series, unit: str, tz: str, fname: str, col: str) -> np.ndarray:
+    """Column -> int64 Unix seconds (missing = int64 min). Naive text is read in ``tz``."""
+    miss = s.isna().to_numpy()
+    if pd.api.types.is_datetime64_any_dtype(s):
+        dt = s if s.dt.tz is not None else s.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
+        ns = dt.dt.tz_convert("UTC").astype("datetime64[ns, UTC]").to_numpy(dtype="datetime64[ns]").view(np.int64)
+        out = np.where(miss | (ns == np.iinfo(np.int64).min), np.iinfo(np.int64).min, ns // _NS)
+        return out
+    numeric = pd.api.types.is_numeric_dtype(s)
+    if unit in ("s", "ms") or (unit == "auto" and numeric):
+        v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64)
+        bad = np.isnan(v) & ~miss
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise TraceFormatError(f"cannot parse {s.iloc[i]!r} as Unix time.", file=fname, row=i + 1, column=col)
+        if unit == "ms":
+            v = v / 1000.0
+        return np.where(miss, np.iinfo(np.int64).min, np.floor(np.where(miss, 0, v))).astype(np.int64)
+    txt = s.astype("string")
+    dt = pd.to_datetime(txt, format="ISO8601", errors="coerce", utc=False)
+    if dt.isna().to_numpy().any() & (dt.isna().to_numpy() & ~miss).any():
+        # Mixed offsets / odd strings: retry element-wise in UTC before giving up.
+        dt = pd.to_datetime(txt, errors="coerce", utc=True, format="mixed")
+    bad = dt.isna().to_numpy() & ~miss
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise TraceFormatError(f"cannot parse {s.iloc[i]!r} as a time (expected ISO 8601 text or Unix seconds).",
+                               file=fname, row=i + 1, column=col)
+    if getattr(dt.dt, "tz", None) is None:
+        dt = dt.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
+        bad = dt.isna().to_numpy() & ~miss
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise TraceFormatError(f"time {s.iloc[i]!r} does not exist or is ambiguous in time zone {tz}.",
+                                   file=fname, row=i + 1, column=col)
+    ns = dt.dt.tz_convert("UTC").astype("datetime64[ns, UTC]").to_numpy(dtype="datetime64[ns]").view(np.int64)
+    return np.where(miss, np.iinfo(np.int64).min, ns // _NS)
+
+
+def _load_table(members: list[_Member], fmt: TraceFormat, mapping: Any, tz: str) -> tuple[pd.DataFrame, dict]:
+    frames = []
+    for m in members:
+        raw = _read_table(m, fmt)
+        if len(raw) == 0:
+            raise TraceFormatError("the file has a header but no rows.", file=m.name)
+        cols = [str(c) for c in raw.columns]
+        raw.columns = cols
+        mp = _resolve_mapping(cols, mapping, m.name)
+        t = _parse_time(raw[mp.time], mp.time_unit, tz, m.name, mp.time)
+        lat = pd.to_numeric(raw[mp.lat], errors="coerce").to_numpy(dtype=np.float64)
+        lon = pd.to_numeric(raw[mp.lon], errors="coerce").to_numpy(dtype=np.float64)
+        for col, v in ((mp.lat, lat), (mp.lon, lon)):
+            bad = np.isnan(v) & raw[col].notna().to_numpy()
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise TraceFormatError(f"cannot parse {raw[col].iloc[i]!r} as a number.", file=m.name, row=i + 1,
+                                       column=col)
+        user = raw[mp.user]
+        d = {USER: user.to_numpy() if pd.api.types.is_integer_dtype(user) else user.astype(object).to_numpy(),
+             "_t": t, LAT: lat, LON: lon}
+        if mp.loc is not None:
+            loc = pd.to_numeric(raw[mp.loc], errors="coerce")
+            d[LOC] = loc.to_numpy(dtype=np.float64)
+        f = pd.DataFrame(d)
+        f["_file"] = m.name
+        f["_row"] = np.arange(1, len(f) + 1)
+        frames.append(f)
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    # missing users / locs count as missing values
+    miss_user = df[USER].isna().to_numpy()
+    if LOC in df.columns:
+        miss_user |= np.isnan(df[LOC].to_numpy(dtype=np.float64))
+        df[LOC] = np.where(np.isnan(df[LOC].to_numpy(dtype=np.float64)), -1, df[LOC]).astype(np.int64)
+    df.loc[miss_user, "_t"] = np.iinfo(np.int64).min
+    # user ids: integers stay integers, anything else becomes a categorical of strings
+    u = df[USER]
+    if not pd.api.types.is_integer_dtype(u):
+        s = u.astype(object)
+        s = s.where(~miss_user, None)
+        df[USER] = pd.Categorical(pd.Series(s, dtype=object).map(lambda x: None if x is None else str(x)))
+    return df, {}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Common validation, filters, duplicates.
+# --------------------------------------------------------------------------------------------------------------
+
+def _where(df: pd.DataFrame, i: int) -> tuple[str | None, int | None]:
+    """(file, 1-based row) of row ``i`` of the concatenated table, when known."""
+    if "_file" in df.columns:
+        return str(df["_file"].iloc[i]), int(df["_row"].iloc[i])
+    info = df.attrs.get("_row_in_file")
+    if info is not None:
+        sizes, names = info
+        ends = np.cumsum(sizes)
+        k = int(np.searchsorted(ends, i, side="right"))
+        start = ends[k] - sizes[k]
+        return names[k], int(i - start + 1)
+    return df.attrs.get("_file"), i + 1
+
+
+def _to_time_ns(value: Any, tz: str, name: str) -> int:
+    try:
+        ts = pd.Timestamp(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a date or time (ISO 8601), got {name}={value!r}.") from None
+    if ts is pd.NaT:
+        raise ParameterError(f"{name} must be a date or time, got {name}={value!r}.")
+    if ts.tzinfo is None:
+        ts = ts.tz_localize(tz)
+    return int(ts.tz_convert("UTC").as_unit("ns").value)
+
+
+def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, drops: dict[str, int] | None = None,
+                    time_offset_s: float = 0, bbox: Any = None, start: Any = None, end: Any = None,
+                    tz: str = "UTC", min_users: int = 2) -> Traces:
+    """Validate a raw table (``user, _t`` Unix seconds, ``lat, lon[, loc]``), filter, sort and wrap it.
+
+    Also used for in-memory tables (e.g. :func:`odcore.synth.generate_city` output) via :func:`traces_from_frame`.
+    Missing values, duplicate rows and rows outside the box / date range are dropped and counted; out-of-range
+    coordinates raise :class:`TraceFormatError` (they usually mean swapped or mislabelled columns).
+    """
+    drops = dict(drops or {})
+    t = df["_t"].to_numpy()
+    lat = df[LAT].to_numpy(dtype=np.float64)
+    lon = df[LON].to_numpy(dtype=np.float64)
+    imin = np.iinfo(np.int64).min
+    missing = (t == imin) | np.isnan(lat) | np.isnan(lon)
+    ok_lat = np.abs(np.where(np.isnan(lat), 0, lat)) <= 90
+    ok_lon = np.abs(np.where(np.isnan(lon), 0, lon)) <= 180
+    for ok, col, rng_ in ((ok_lat, LAT, "[-90, 90]"), (ok_lon, LON, "[-180, 180]")):
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            f, r = _where(df, i)
+            v = lat[i] if col == LAT else lon[i]
+            raise TraceFormatError(f"{col} {v} is outside {rng_} (are latitude and longitude swapped?).",
+                                   file=f, row=r, column=col)
+    keep = ~missing
+    if missing.any():
+        drops[DROP_MISSING] = drops.get(DROP_MISSING, 0) + int(missing.sum())
+    if len(df) == 0 or not keep.any():
+        raise TraceFormatError("no usable rows (the file is empty or every row misses a value).", file=source)
+
+    t = t + round(time_offset_s)
+    bbox_used = None
+    if bbox is not None:
+        if isinstance(bbox, str) and bbox.strip().lower() == "auto":
+            box = BBox.robust(lat[keep], lon[keep])
+        else:
+            box = BBox.parse(bbox)
+        bbox_used = box.as_tuple()
+        inside = (lat >= box.south) & (lat <= box.north) & (lon >= box.west) & (lon <= box.east)
+        out = keep & ~inside
+        if out.any():
+            drops[DROP_BBOX] = int(out.sum())
+        keep &= inside
+    if start is not None or end is not None:
+        in_range = np.ones(len(t), bool)
+        if start is not None:
+            in_range &= t * _NS >= _to_time_ns(start, tz, "start")
+        if end is not None:
+            in_range &= t * _NS < _to_time_ns(end, tz, "end")
+        out = keep & ~in_range
+        if out.any():
+            drops[DROP_DATES] = int(out.sum())
+        keep &= in_range
+    if not keep.any():
+        raise TraceFormatError(f"no rows left after filtering (dropped: {drops}).", file=source)
+
+    idx = np.flatnonzero(keep)
+    ucol = df[USER]
+    if isinstance(ucol.dtype, pd.CategoricalDtype):
+        ucodes = ucol.cat.codes.to_numpy()[idx]
+    else:
+        ucodes = pd.factorize(ucol.iloc[idx], sort=True)[0]
+    tk = t[idx]
+    # Sort by (user, time); skip when already sorted (Cabspotting files are in time order).
+    du = np.diff(ucodes)
+    already = len(ucodes) < 2 or bool(((du > 0) | ((du == 0) & (np.diff(tk) >= 0))).all())
+    order = np.arange(len(idx)) if already else np.lexsort((tk, ucodes))
+    sel = idx[order]
+    ucodes_s = ucodes[order]
+    t_s = tk[order]
+    lat_s, lon_s = lat[sel], lon[sel]
+    # Exact duplicate rows (same user, time, lat, lon[, loc]) -> drop and count.
+    same_ut = np.zeros(len(sel), bool)
+    if len(sel) > 1:
+        same_ut[1:] = (ucodes_s[1:] == ucodes_s[:-1]) & (t_s[1:] == t_s[:-1])
+    dup = np.zeros(len(sel), bool)
+    if same_ut.any():
+        grp = same_ut.copy()
+        grp[:-1] |= same_ut[1:]
+        cand = np.flatnonzero(grp)
+        sub = pd.DataFrame({"u": ucodes_s[cand], "t": t_s[cand], "a": lat_s[cand], "o": lon_s[cand]})
+        if LOC in df.columns:
+            sub["l"] = df[LOC].to_numpy()[sel[cand]]
+        dup[cand] = sub.duplicated().to_numpy()
+        if dup.any():
+            drops[DROP_DUPLICATE] = int(dup.sum())
+    fin = sel[~dup]
+    if isinstance(ucol.dtype, pd.CategoricalDtype):
+        # remove unused categories by a bincount (pandas' version sorts all codes)
+        codes = ucol.cat.codes.to_numpy()[fin]
+        cats = ucol.cat.categories
+        used = np.bincount(codes, minlength=len(cats)) > 0
+        remap = np.cumsum(used) - 1
+        us = pd.Series(pd.Categorical.from_codes(remap[codes].astype(codes.dtype), categories=cats[used]))
+    else:
+        us = ucol.iloc[fin].reset_index(drop=True)
+    out = pd.DataFrame({
+        USER: us,
+        TIME: pd.DatetimeIndex((t[fin] * _NS).view("datetime64[ns]")).tz_localize("UTC"),
+        LAT: lat[fin],
+        LON: lon[fin],
+    })
+    if LOC in df.columns:
+        out[LOC] = df[LOC].to_numpy()[fin].astype(np.int64)
+    n_users = int(out[USER].nunique())
+    if n_users < min_users:
+        raise TraceFormatError(
+            f"only {n_users} user(s) after loading; weekly OD counts and attacks need at least {min_users} users.",
+            file=source, column=USER)
+    report = LoadReport(source=source, format=fmt, rows_read=int(rows_read), rows_kept=len(out),
+                        rows_dropped={k: v for k, v in drops.items() if v}, bbox_used=bbox_used)
+    return Traces(out, report)
+
+
+def traces_from_frame(df: pd.DataFrame, *, source: str = "<dataframe>", **kw: Any) -> Traces:
+    """Wrap an in-memory table that already has the trace columns (``time`` tz-aware or naive UTC)."""
+    missing = [c for c in (USER, TIME, LAT, LON) if c not in df.columns]
+    if missing:
+        raise TraceFormatError(f"missing columns {missing}; have {list(df.columns)}.", file=source,
+                               column=missing[0])
+    raw = pd.DataFrame({USER: df[USER].to_numpy() if not isinstance(df[USER].dtype, pd.CategoricalDtype)
+                        else df[USER].array,
+                        "_t": _parse_time(df[TIME], "auto", "UTC", source, TIME),
+                        LAT: df[LAT].to_numpy(np.float64), LON: df[LON].to_numpy(np.float64)})
+    if LOC in df.columns:
+        raw[LOC] = df[LOC].to_numpy(np.int64)
+    return finalize_traces(raw, source=source, fmt="dataframe", rows_read=len(df), **kw)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------------------------
+
+def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: ColumnMapping | dict | None = None,
+                tz: str = "UTC", time_offset_s: float = 0, bbox: Any = None, start: Any = None, end: Any = None,
+                poi_source: Any = None, name: str | None = None, min_users: int = 2) -> Traces:
+    """Load traces from a file, folder, zip or binary file-like object into the trace schema.
+
+    Parameters
+    ----------
+    source:
+        A path (file, folder or zip) or a binary file-like object (an upload; ``name`` gives the file name).
+    format:
+        ``auto``, ``csv``, ``parquet``, ``cabspotting`` or ``checkins`` (:class:`TraceFormat`).
+    mapping:
+        For csv / parquet: a :class:`ColumnMapping` (or a dict of its fields). Default: recognise common names.
+    tz:
+        Time zone in which naive (offset-less) times in text columns, and naive ``start`` / ``end``, are read.
+        Unix times are UTC. The table always stores UTC.
+    time_offset_s:
+        Seconds added to every time (the shared check-in sets are 8 h early: ``28800``).
+    bbox:
+        ``None`` (keep all), ``"auto"`` (robust percentile box, clips GPS glitches), a :class:`BBox`,
+        ``"south,west,north,east"`` or a 4-sequence. Rows outside are dropped and counted.
+    start, end:
+        Keep ``start <= time < end`` (dates or times; naive ones in ``tz``). Rows outside are dropped and counted.
+    poi_source:
+        For check-ins: the POI coordinates file (``poi lat lon``); found automatically in a folder / zip.
+    name:
+        File name of a file-like ``source`` (format detection and messages).
+    min_users:
+        Fewest distinct users accepted (default 2: a single user cannot give OD counts or membership games).
+
+    Returns
+    -------
+    Traces
+
+    Raises
+    ------
+    TraceFormatError
+        Missing columns, unparsable values (naming file, row and column), out-of-range coordinates, empty files,
+        fewer than ``min_users`` users or no rows left after filters.
+    """
+    try:
+        fmt = TraceFormat(format.lower() if isinstance(format, str) else format)
+    except ValueError:
+        raise ParameterError(f"format must be one of {[f.value for f in TraceFormat]}, got format={format!r}.") from None
+    _check_tz(tz)
+    disp, members = _members(source, name)
+    if fmt is TraceFormat.AUTO:
+        fmt = _detect_format(members, disp)
+    if fmt is TraceFormat.CABSPOTTING:
+        raw, drops = _load_cabspotting(members, disp)
+    elif fmt is TraceFormat.CHECKINS:
+        raw, drops = _load_checkins(members, disp, poi_source)
+    else:
+        raw, drops = _load_table(members, fmt, mapping, tz)
+    rows_read = len(raw) + sum(drops.values())
+    return finalize_traces(raw, source=disp, fmt=fmt.value, rows_read=rows_read, drops=drops,
+                           time_offset_s=time_offset_s, bbox=bbox, start=start, end=end, tz=tz, min_users=min_users)
+
+
+def _check_tz(tz: str) -> None:
+    try:
+        pd.Timestamp("2020-01-01").tz_localize(tz)
+    except Exception:
+        raise ParameterError(f"tz must be an IANA time zone such as 'UTC' or 'America/Los_Angeles', got tz={tz!r}.") \
+            from None
