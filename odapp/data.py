@@ -1,0 +1,136 @@
+"""Loading the data in use: bundled sample, synthesised city or an upload (bytes + name, testable without UI).
+
+The loaded traces are identified by a small :class:`~odcore.state.DatasetRef` whose ``id`` is content-derived, so
+everything computed from them can be cached on ``(dataset id, frozen config, seed)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from odapp.state import (
+    K_DATASET,
+    K_SOURCE,
+    K_UPLOAD_ERROR,
+    K_UPLOAD_TRACES,
+    DatasetRef,
+    DataSource,
+)
+from odcore.errors import ODCoreError, TraceFormatError
+from odcore.paths import SAMPLE_DATA_DIR
+
+SAMPLE_FILE = SAMPLE_DATA_DIR / "synthetic_city.parquet"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """Traces in the engine's schema plus what loading them did (rows read, kept, dropped and why)."""
+
+    df: pd.DataFrame = field(repr=False)
+    summary: dict
+
+
+@dataclass(frozen=True)
+class UploadOptions:
+    """How to read an upload: format (``"auto"`` detects it from the name), column mapping, time zone, offset."""
+
+    format: str = "auto"
+    mapping: tuple[tuple[str, str], ...] = ()   # (engine column, file column) pairs; empty = detect
+    tz: str = "UTC"
+    time_offset_s: int = 0
+
+    def mapping_dict(self) -> dict[str, str] | None:
+        m = {k: v for k, v in self.mapping if v}
+        return m or None
+
+
+def sample_ref() -> DatasetRef:
+    """Handle on the bundled synthetic city; its id changes when the file is regenerated."""
+    try:
+        st_ = SAMPLE_FILE.stat()
+        stamp = f"{st_.st_size}:{st_.st_mtime_ns}"
+    except FileNotFoundError:
+        stamp = "missing"
+    return DatasetRef(id=f"sample:{stamp}", kind=DataSource.SAMPLE.value, label="Bundled synthetic city")
+
+
+def synth_ref(users: int, weeks: int, extent_km: float, seed: int) -> DatasetRef:
+    return DatasetRef(
+        id=f"synth:{int(users)}:{int(weeks)}:{float(extent_km):g}:{int(seed)}", kind=DataSource.SYNTH.value,
+        label=f"Synthetic city ({int(users):,} users, {int(weeks)} weeks, {float(extent_km):g} km, seed {int(seed)})",
+        synth_users=int(users), synth_weeks=int(weeks), synth_extent_km=float(extent_km), synth_seed=int(seed))
+
+
+def upload_ref(data: bytes, name: str, options: UploadOptions) -> DatasetRef:
+    h = hashlib.sha256(data)
+    h.update(json.dumps([name, options.format, list(options.mapping), options.tz, options.time_offset_s]).encode())
+    return DatasetRef(id=f"upload:{h.hexdigest()[:20]}", kind=DataSource.UPLOAD.value, label=f"Upload: {name}")
+
+
+def _summary_of(traces) -> dict:
+    s = traces.summary() if hasattr(traces, "summary") else {}
+    return dict(s)
+
+
+def load_sample() -> Loaded:
+    """Read the bundled sample through the engine's loader (raises :class:`TraceFormatError` when missing)."""
+    from odcore.traces import load_traces
+
+    if not SAMPLE_FILE.is_file():
+        raise TraceFormatError("the bundled sample is missing; regenerate it with `make sample-data`.",
+                               file=str(SAMPLE_FILE))
+    t = load_traces(SAMPLE_FILE)
+    return Loaded(t.df, _summary_of(t))
+
+
+def load_synth(users: int, weeks: int, extent_km: float, seed: int) -> Loaded:
+    """Synthesise a city with :func:`odcore.synth.generate_city` (every row is kept: nothing to drop)."""
+    from odcore.synth import SynthConfig, generate_city
+
+    cfg = SynthConfig(users=int(users), weeks=int(weeks), extent_km=float(extent_km))
+    df = generate_city(cfg, rng=int(seed))
+    summary = {"source": f"odcore.synth seed={int(seed)}", "format": "synthetic", "rows_read": len(df),
+               "rows_kept": len(df), "rows_dropped": {}}
+    return Loaded(df, summary)
+
+
+def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()) -> Loaded:
+    """Read uploaded bytes with :func:`odcore.traces.load_traces`.
+
+    Raises
+    ------
+    TraceFormatError
+        The file cannot be read; the message names the file (and row/column when known) and what is expected.
+    """
+    from odcore.traces import load_traces
+
+    if not data:
+        raise TraceFormatError("the file is empty; upload a CSV, Parquet, JSON or zip file of traces.", file=name)
+    t = load_traces(io.BytesIO(data), format=options.format, mapping=options.mapping_dict(), tz=options.tz,
+                    time_offset_s=options.time_offset_s, name=name)
+    return Loaded(t.df, _summary_of(t))
+
+
+def apply_upload(state: MutableMapping, data: bytes, name: str, options: UploadOptions = UploadOptions()) -> bool:
+    """Load an upload into ``state``; on failure keep the previous data and store the error message.
+
+    Returns ``True`` when the upload became the data in use. The message in ``state[K_UPLOAD_ERROR]`` says what is
+    wrong and how to fix it; the sidebar shows it with ``st.error``.
+    """
+    try:
+        loaded = read_upload(data, name, options)
+    except ODCoreError as exc:
+        state[K_UPLOAD_ERROR] = (f"Could not read {name!r}: {exc} — check the format and the column mapping "
+                                 "below (user, time, lat, lon); the previous data stays loaded.")
+        return False
+    state[K_UPLOAD_TRACES] = loaded
+    state[K_DATASET] = upload_ref(data, name, options)
+    state[K_SOURCE] = DataSource.UPLOAD.value
+    state.pop(K_UPLOAD_ERROR, None)
+    return True

@@ -1,0 +1,112 @@
+"""Charts with their exports: PNG and SVG (plotly + kaleido), the data behind them as CSV, the configuration as JSON.
+
+PNG/SVG are made only when the button is clicked (``st.download_button(data=callable)`` runs it on demand), so
+drawing a page never waits for kaleido's headless Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import Enum
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+import streamlit as st
+
+# A clean light theme with readable fonts, for the screen and for papers.
+FONT = "Inter, 'Source Sans Pro', 'DejaVu Sans', Arial, sans-serif"
+PALETTE = ["#1f5fa8", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#a6761d", "#666666"]
+TEMPLATE = go.layout.Template(pio.templates["plotly_white"])
+TEMPLATE.layout.update(
+    font={"family": FONT, "size": 14, "color": "#1b1f24"},
+    title={"font": {"size": 17}, "x": 0.0, "xanchor": "left"},
+    colorway=PALETTE,
+    legend={"bgcolor": "rgba(255,255,255,0.85)", "bordercolor": "#d0d4da", "borderwidth": 1},
+    margin={"l": 60, "r": 20, "t": 60, "b": 55},
+    xaxis={"gridcolor": "#e6e9ee", "linecolor": "#9aa3ad", "ticks": "outside", "showline": True},
+    yaxis={"gridcolor": "#e6e9ee", "linecolor": "#9aa3ad", "ticks": "outside", "showline": True},
+)
+EXPORT_SIZE = {"width": 900, "height": 540, "scale": 2}
+
+
+def styled(fig: go.Figure, title: str | None = None, *, height: int = 440) -> go.Figure:
+    """Apply the lab's theme (and a title) to ``fig``; returns it."""
+    fig.update_layout(template=TEMPLATE, height=height)
+    if title:
+        fig.update_layout(title_text=title)
+    return fig
+
+
+def slug(text: str) -> str:
+    """File-name-safe version of a chart name.
+
+    >>> slug("p_k curve (ε=0.66)")
+    'p_k-curve-0.66'
+    """
+    s = re.sub(r"[^A-Za-z0-9_.]+", "-", text).strip("-")
+    return s or "chart"
+
+
+def figure_image(fig_json: str, fmt: str) -> bytes:
+    """Render a figure (its JSON) to ``png`` or ``svg`` bytes through kaleido."""
+    fig = pio.from_json(fig_json)
+    fig.update_layout(height=EXPORT_SIZE["height"], width=EXPORT_SIZE["width"])
+    return fig.to_image(format=fmt, scale=EXPORT_SIZE["scale"] if fmt == "png" else 1)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _cached_image(fig_json: str, fmt: str) -> bytes:
+    return figure_image(fig_json, fmt)
+
+
+def to_json_text(obj: Any) -> str:
+    """JSON text of a configuration (numpy scalars and enums converted)."""
+    import numpy as np
+
+    def default(o):
+        if isinstance(o, Enum):
+            return o.value
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+        raise TypeError(f"cannot write {type(o).__name__} to JSON")
+
+    return json.dumps(obj, indent=2, default=default, allow_nan=False, ensure_ascii=False)
+
+
+def export_buttons(name: str, *, fig: go.Figure | None = None, data: pd.DataFrame | None = None,
+                   config: dict | None = None, key: str | None = None) -> None:
+    """A row of download buttons: PNG, SVG (from ``fig``), CSV (``data``) and configuration JSON (``config``)."""
+    base = slug(name)
+    key = key or base
+    cols = st.columns(4)
+    if fig is not None:
+        fig_json = fig.to_json()
+        cols[0].download_button("PNG", data=lambda: _cached_image(fig_json, "png"), file_name=f"{base}.png",
+                                mime="image/png", key=f"dl_png_{key}", on_click="ignore", icon="🖼️",
+                                help="The chart as a PNG image (1800×1080 px), for slides and papers.")
+        cols[1].download_button("SVG", data=lambda: _cached_image(fig_json, "svg"), file_name=f"{base}.svg",
+                                mime="image/svg+xml", key=f"dl_svg_{key}", on_click="ignore", icon="📐",
+                                help="The chart as a vector SVG image, for papers.")
+    if data is not None:
+        csv = data.to_csv(index=False)
+        cols[2].download_button("CSV", data=csv, file_name=f"{base}.csv", mime="text/csv",
+                                key=f"dl_csv_{key}", on_click="ignore", icon="📄",
+                                help="The numbers behind the chart, one row per plotted point.")
+    if config is not None:
+        cols[3].download_button("Config JSON", data=to_json_text(config), file_name=f"{base}.config.json",
+                                mime="application/json", key=f"dl_cfg_{key}", on_click="ignore", icon="⚙️",
+                                help="Every setting behind this chart; `python -m odcore ... --config FILE` "
+                                     "reproduces it from a shell (the command is inside).")
+
+
+def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config: dict | None = None,
+          key: str | None = None) -> None:
+    """Draw a plotly chart with its export buttons underneath."""
+    st.plotly_chart(fig, use_container_width=True, key=f"chart_{key or slug(name)}",
+                    config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
+    export_buttons(name, fig=fig, data=data, config=config, key=key)

@@ -1,0 +1,198 @@
+"""The shared settings in the sidebar of every page (values kept across pages under explicit keys).
+
+``render()`` draws the controls, loads the data in use (cached on its id) and returns a :class:`PageContext`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import streamlit as st
+
+from odapp import cache
+from odapp.data import Loaded, UploadOptions, apply_upload, sample_ref, synth_ref
+from odapp.errors import engine_errors
+from odapp.state import (
+    CELL_KM2_RANGE,
+    DATA_SOURCE_LABELS,
+    EPSILON_RANGE,
+    K_CELL_KM2,
+    K_DATASET,
+    K_EPSILON,
+    K_MAX_PAIRS,
+    K_MODE,
+    K_SEED,
+    K_SOURCE,
+    K_SYNTH_EXTENT,
+    K_SYNTH_USERS,
+    K_SYNTH_WEEKS,
+    K_THRESHOLD,
+    K_UPLOAD_ERROR,
+    K_UPLOAD_TRACES,
+    K_WEEK,
+    THRESHOLD_RANGE,
+    DatasetRef,
+    DataSource,
+    Settings,
+    apply_preset,
+    init_state,
+    is_bassolas_preset,
+    widget_key,
+)
+
+MODE_LABELS = {"per_metric": "per metric (as Google did)", "user_level": "per user (bounded contribution)"}
+
+
+@dataclass(frozen=True)
+class PageContext:
+    """What a page needs: the frozen settings, the loaded traces and their weekly OD data."""
+
+    settings: Settings
+    loaded: Loaded
+    od: object   # odcore.trips.ODData
+    od_config: object  # odcore.trips.ODConfig
+
+
+def _bound(key: str, widget: Callable, **kwargs):
+    """Draw ``widget`` under the widget key of ``key`` and copy its value back to the persistent key."""
+    wk = widget_key(key)
+    if wk not in st.session_state:
+        st.session_state[wk] = st.session_state[key]
+    value = widget(key=wk, **kwargs)
+    st.session_state[key] = value
+    return value
+
+
+def _source_controls() -> None:
+    ss = st.session_state
+    _bound(K_SOURCE, st.radio, label="Data source", options=[s.value for s in DataSource],
+           format_func=lambda v: DATA_SOURCE_LABELS[DataSource(v)],
+           help="Where the traces come from. The bundled synthetic city opens instantly; a synthesised city "
+                "uses odcore's generator with the parameters below; an upload reads your own traces "
+                "(CSV, Parquet, JSON, GeoJSON, zip of these) with a column mapping.")
+    source = ss[K_SOURCE]
+    if source == DataSource.SYNTH:
+        with st.form("synth_form", border=False):
+            users = st.number_input("Users", 100, 50_000, int(ss[K_SYNTH_USERS]), step=100,
+                                    help="How many synthetic people live in the city.")
+            weeks = st.number_input("Weeks", 1, 12, int(ss[K_SYNTH_WEEKS]),
+                                    help="How many Monday-weeks of traces to generate.")
+            extent = st.number_input("City size (km across)", 2.0, 60.0, float(ss[K_SYNTH_EXTENT]), step=1.0,
+                                     help="Width of the square city; with 1.3 km² cells a 12 km city has "
+                                          "about 110 cells.")
+            if st.form_submit_button("Generate city", help="Synthesise the city with these parameters and the "
+                                                           "seed below (same seed, same city)."):
+                ss[K_SYNTH_USERS], ss[K_SYNTH_WEEKS], ss[K_SYNTH_EXTENT] = int(users), int(weeks), float(extent)
+    elif source == DataSource.UPLOAD:
+        _upload_controls()
+
+
+def _upload_controls() -> None:
+    ss = st.session_state
+    up = st.file_uploader("Trace file", key="w.upload_file",
+                          help="One row per location fix or check-in with a user id, a time, a latitude and a "
+                               "longitude: CSV (optionally gzipped), Parquet, Cabspotting cab files or a "
+                               "check-ins + POI pair, alone or in a zip.")
+    with st.expander("Reading options (format, columns, time zone)"):
+        from odcore.traces import TraceFormat
+
+        fmt = st.selectbox("Format", [f.value for f in TraceFormat], key="w.upload_format",
+                           help="'auto' guesses from the file name and first line. csv/parquet: a table with "
+                                "user, time, lat, lon columns; cabspotting: 'lat lon occupancy unix_time' per "
+                                "cab; checkins: 'user poi unix_time' plus a POI file in the same zip.")
+        cols = {}
+        for col, hint in (("user", "user id"), ("time", "timestamp (ISO text or unix seconds)"),
+                          ("lat", "latitude, WGS84 degrees"), ("lon", "longitude, WGS84 degrees")):
+            cols[col] = st.text_input(f"Column for {col}", key=f"w.upload_col_{col}", placeholder="detect",
+                                      help=f"Name of the column holding the {hint}; leave empty to detect it.")
+        unit = st.selectbox("Time unit", ["auto", "iso", "s", "ms"], key="w.upload_time_unit",
+                            help="auto: numbers are Unix seconds, text is ISO 8601; or force ISO text, Unix "
+                                 "seconds (s) or milliseconds (ms).")
+        tz = st.text_input("Time zone of naive timestamps", "UTC", key="w.upload_tz",
+                           help="IANA name such as America/Los_Angeles; used when timestamps carry no zone.")
+        offset = st.number_input("Time offset (seconds)", value=0, step=3600, key="w.upload_offset",
+                                 help="Added to every timestamp, e.g. 28800 for check-in sets that are 8 h early.")
+    if st.button("Load this file", disabled=up is None, key="w.upload_go",
+                 help="Read the file; if it cannot be read, the data loaded before stays in use."):
+        mapping = tuple((k, v.strip()) for k, v in cols.items() if v.strip())
+        if mapping or unit != "auto":
+            mapping = (*mapping, ("time_unit", unit))
+        opts = UploadOptions(format=fmt, mapping=mapping,
+                             tz=tz.strip() or "UTC", time_offset_s=int(offset))
+        apply_upload(ss, up.getvalue(), up.name, opts)
+    if ss.get(K_UPLOAD_ERROR):
+        st.error(ss[K_UPLOAD_ERROR], icon="⚠️")
+    elif K_UPLOAD_TRACES not in ss:
+        st.info("No file loaded yet: the bundled synthetic city stays in use.")
+
+
+def current_dataset() -> tuple[DatasetRef, Loaded]:
+    """The data in use, loaded through the caches (an upload lives in the session)."""
+    ss = st.session_state
+    source = ss[K_SOURCE]
+    if source == DataSource.UPLOAD and K_UPLOAD_TRACES in ss and K_DATASET in ss \
+            and ss[K_DATASET].kind == DataSource.UPLOAD:
+        return ss[K_DATASET], ss[K_UPLOAD_TRACES]
+    if source == DataSource.SYNTH:
+        ref = synth_ref(ss[K_SYNTH_USERS], ss[K_SYNTH_WEEKS], ss[K_SYNTH_EXTENT], ss[K_SEED])
+        return ref, cache.synth_traces(ref.synth_users, ref.synth_weeks, ref.synth_extent_km, ref.synth_seed)
+    ref = sample_ref()
+    return ref, cache.sample_traces(ref.id)
+
+
+def render() -> PageContext:
+    """Draw the shared sidebar; load the data; return the frozen settings and data for the page."""
+    from odcore.trips import ODConfig
+
+    ss = st.session_state
+    init_state(ss)
+    with st.sidebar:
+        st.header("Settings")
+        st.button("Google/Bassolas 2019 setting", on_click=apply_preset, args=(ss,), type="primary",
+                  use_container_width=True,
+                  help="ε = 0.66 per metric, noisy counts below 100 removed, ~1.3 km² grid cells: the release "
+                       "Google shared with Bassolas et al. (their reply, Nature Communications 2022).")
+        if is_bassolas_preset(ss):
+            st.caption("✓ Google/Bassolas 2019 setting")
+        _source_controls()
+        _bound(K_CELL_KM2, st.number_input, label="Grid cell area (km²)", min_value=CELL_KM2_RANGE[0],
+               max_value=CELL_KM2_RANGE[1], step=CELL_KM2_RANGE[2], format="%.1f",
+               help="Area of each square grid cell; origins and destinations are cells. Google used ~1.3 km².")
+        with engine_errors("Could not load the data",
+                           "Pick the bundled synthetic city or fix the file, then try again."):
+            ref, loaded = current_dataset()
+            od_config = ODConfig(cell_km2=float(ss[K_CELL_KM2]))
+            od = cache.od_data(ref.id, od_config, _df=loaded.df)
+        ss[K_DATASET] = ref
+        n_weeks = max(1, len(od.week_starts))
+        if ss[K_WEEK] >= n_weeks:
+            ss[K_WEEK] = n_weeks - 1
+            ss[widget_key(K_WEEK)] = n_weeks - 1
+        _bound(K_WEEK, st.selectbox, label="Week", options=list(range(n_weeks)),
+               format_func=lambda w: f"Week {w} (from Mon {od.week_starts[w]})" if w < len(od.week_starts)
+               else f"Week {w}",
+               help="Which Monday-to-Sunday week is released (each week is a separate release).")
+        _bound(K_EPSILON, st.slider, label="ε (privacy parameter per count)", min_value=EPSILON_RANGE[0],
+               max_value=EPSILON_RANGE[1], step=EPSILON_RANGE[2],
+               help="Laplace noise of scale 1/ε is added to every count. Smaller ε: more noise, stronger "
+                    "protection. Google used 0.66.")
+        _bound(K_THRESHOLD, st.slider, label="Threshold (suppress noisy counts below)",
+               min_value=THRESHOLD_RANGE[0], max_value=THRESHOLD_RANGE[1], step=THRESHOLD_RANGE[2],
+               help="Pairs whose noisy count is below this are not published. Google used 100.")
+        _bound(K_MODE, st.selectbox, label="Guarantee unit", options=list(MODE_LABELS),
+               format_func=MODE_LABELS.get,
+               help="'per metric' protects one trip of one user in one week (Google's reading); 'per user' "
+                    "bounds each user's whole contribution so the guarantee covers a person.")
+        if ss[K_MODE] == "user_level":
+            _bound(K_MAX_PAIRS, st.number_input, label="Max pairs per user and week", min_value=1,
+                   max_value=200, step=1,
+                   help="Each user keeps at most this many of their unique pairs per week; the noise scale "
+                        "becomes max_pairs/ε so the whole week is ε-DP per user.")
+        _bound(K_SEED, st.number_input, label="Seed", min_value=0, max_value=2**31 - 1, step=1,
+               help="Seed of every random draw (noise, synthesis, Monte Carlo): same seed, same numbers.")
+        st.caption(f"Data: {ref.label}")
+    settings = Settings(dataset=ref, week=int(ss[K_WEEK]), cell_km2=float(ss[K_CELL_KM2]),
+                        epsilon=float(ss[K_EPSILON]), threshold=float(ss[K_THRESHOLD]), seed=int(ss[K_SEED]),
+                        mode=str(ss[K_MODE]), max_pairs=int(ss[K_MAX_PAIRS]))
+    return PageContext(settings=settings, loaded=loaded, od=od, od_config=od_config)
