@@ -1,0 +1,331 @@
+"""The privacy budget of the weekly OD release: per metric, per user-week, over weeks; basic, advanced, tight.
+
+What is claimed and what it adds up to:
+
+- Per metric (Bassolas et al. reply): each (week, A, B) count gets Laplace(1/ε) noise and is published iff the
+  noisy count is >= τ, which is (ε, δ)-DP for the presence of one user on that one pair, with
+  δ = ½·exp(−ε(τ − 1)) = 2.1e-29 at ε = 0.66, τ = 100 (:func:`odcore.release.threshold_delta`).
+- Per user and week (Houssiau et al. 2022, Methods, "Conservative estimate of the privacy loss"): a user with n
+  unique trips touches n counts, so basic composition gives (n·ε, n·δ): 46.2 at n = 70. (Houssiau et al. keep
+  δ = 2.1e-29 there; composing n thresholded releases costs n·δ by basic composition, or exactly
+  1 − (1 − δ)^n for the thresholding event, the Google partition-selection rule; both are reported.)
+- Over W weeks: W·n·ε (2402.4 for 52 weeks, 70 trips).
+- Advanced composition (Dwork, Rothblum, Vadhan 2010; Dwork & Roth 2014, Thm 3.20): k mechanisms each (ε, δ)-DP
+  are (ε', kδ + δ')-DP with ε' = sqrt(2k ln(1/δ'))·ε + k·ε·(e^ε − 1).
+- Tight: the exact ε(δ) of the k-fold Laplace composition from its privacy-loss distribution
+  (:mod:`odcore.pld`, cross-checked in the tests against Google's ``dp_accounting`` PLD). For the thresholded
+  release the δ of the thresholding event is added: δ_total = δ_PLD + (1 − (1 − δ₁)^n).
+  Houssiau et al., Methods: "while better bounds can be obtained, they require larger values of δ" — the ε(δ)
+  curves (:func:`epsilon_delta_curve`) show it.
+- Posterior bound (Houssiau et al., Methods, "Theoretical bounds"): for an ε-DP mechanism and prior π that the
+  user is in the data, the attacker's posterior is at most π·e^ε / (π·e^ε + 1 − π); e^ε/(1 + e^ε) = 0.659 at
+  π = ½, ε = 0.66 — the "16%" over a random guess of Bassolas et al.
+
+Why odcore.pld for the tight value and dp_accounting only as a reference: odcore.pld computes the Laplace PLD in
+closed form (no discretisation, vectorised over k, cheap at k = 3640), while dp_accounting discretises the loss
+(pessimistic by up to k times the discretisation interval) and is a test-only dependency (requirements-dev.txt).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from odcore.errors import ParameterError, check_positive
+from odcore.release import _check_max_pairs, _check_threshold, threshold_delta
+
+__all__ = [
+    "BudgetConfig",
+    "advanced_composition",
+    "basic_composition",
+    "budget",
+    "epsilon_delta_curve",
+    "epsilon_over_weeks",
+    "epsilon_vs_trips",
+    "posterior_bound",
+    "posterior_gain",
+    "tight_epsilon",
+]
+
+
+def _check_prob(name: str, value, *, open_low: bool = True) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a probability in (0, 1), got {name}={value!r}.") from None
+    if not (0 < v < 1) if open_low else not (0 <= v < 1):
+        bound = "(0, 1)" if open_low else "[0, 1)"
+        raise ParameterError(f"{name} must be in {bound}, got {name}={value!r}.")
+    return v
+
+
+def _check_k(name: str, k) -> np.ndarray:
+    arr = np.asarray(k)
+    try:
+        f = arr.astype(float)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be integer(s) >= 1, got {name}={k!r}.") from None
+    if f.size == 0 or not np.all(np.isfinite(f)) or np.any(f < 1) or np.any(f != np.floor(f)):
+        raise ParameterError(f"{name} must be integer(s) >= 1, got {name}={k!r}.")
+    return f.astype(np.int64)
+
+
+def _out(x: np.ndarray, like):
+    return float(x) if np.ndim(like) == 0 else x
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Posterior bound
+# ---------------------------------------------------------------------------------------------------------------
+
+def posterior_bound(epsilon, prior: float = 0.5):
+    """Largest posterior an attacker can reach that the user is in the data, for an ε-DP release.
+
+    Houssiau et al. 2022, Methods, "Theoretical bounds": π(y)/(1 − π(y)) <= e^ε · prior/(1 − prior), so
+    π(y) <= prior·e^ε / (prior·e^ε + 1 − prior); with prior ½ this is e^ε/(1 + e^ε) (0.659 at ε = 0.66).
+    Computed as a logistic function, so huge ε (2402.4) gives 1.0 without overflow.
+
+    Parameters
+    ----------
+    epsilon:
+        Scalar or array, > 0.
+    prior:
+        Attacker's prior probability that the user is in the data, in (0, 1).
+
+    Examples
+    --------
+    >>> round(posterior_bound(0.66), 3)
+    0.659
+    """
+    eps = np.asarray(epsilon, dtype=float)
+    if eps.size == 0 or np.any(~np.isfinite(eps)) or np.any(eps <= 0):
+        raise ParameterError(f"epsilon must be finite and > 0, got epsilon={epsilon!r}.")
+    p = _check_prob("prior", prior)
+    log_odds = eps + math.log(p) - math.log1p(-p)
+    return _out(1.0 / (1.0 + np.exp(-log_odds)), epsilon)
+
+
+def posterior_gain(epsilon, prior: float = 0.5):
+    """Posterior bound minus the prior: 0.159 at ε = 0.66 — Bassolas et al.'s "at most 16%" over a random guess."""
+    return _out(np.asarray(posterior_bound(epsilon, prior)) - prior, epsilon)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Composition
+# ---------------------------------------------------------------------------------------------------------------
+
+def basic_composition(epsilon: float, delta: float, k):
+    """k mechanisms each (ε, δ)-DP are (k·ε, k·δ)-DP (Dwork & Roth 2014, Thm 3.16). Vectorised over k.
+
+    >>> basic_composition(0.66, 0.0, 70)[0]
+    46.2
+    """
+    eps = check_positive("epsilon", epsilon)
+    d = check_positive("delta", delta, allow_zero=True)
+    kk = _check_k("k", k)
+    e, dd = np.round(kk * eps, 12), np.minimum(kk * d, 1.0)
+    return _out(e, k), _out(dd, k)
+
+
+def advanced_composition(epsilon: float, k, delta_prime: float, delta: float = 0.0):
+    """Advanced composition (Dwork, Rothblum, Vadhan 2010; Dwork & Roth 2014, Thm 3.20).
+
+    k mechanisms each (ε, δ)-DP are (ε', k·δ + δ')-DP with
+    ε' = sqrt(2k·ln(1/δ'))·ε + k·ε·(e^ε − 1). Vectorised over k.
+
+    Returns
+    -------
+    (epsilon_total, delta_total)
+    """
+    eps = check_positive("epsilon", epsilon)
+    dp = _check_prob("delta_prime", delta_prime)
+    d = check_positive("delta", delta, allow_zero=True)
+    kk = _check_k("k", k).astype(float)
+    e = np.sqrt(2.0 * kk * math.log(1.0 / dp)) * eps + kk * eps * math.expm1(eps)
+    return _out(e, k), _out(np.minimum(kk * d + dp, 1.0), k)
+
+
+def tight_epsilon(delta: float, k, epsilon: float):
+    """Exact smallest ε' such that the k-fold Laplace(1/ε) composition is (ε', δ)-DP.
+
+    Delegates to :func:`odcore.pld.epsilon_for_delta` (exact privacy-loss distribution of the k-fold Laplace
+    mechanism, sensitivity 1 per coordinate); vectorised over k. Never above basic composition k·ε.
+    """
+    # The attack module's exact PLD, imported lazily (one implementation in the engine).
+    from odcore import pld
+
+    eps = check_positive("epsilon", epsilon)
+    d = _check_prob("delta", delta)
+    kk = _check_k("k", k)
+    res = np.asarray(pld.epsilon_for_delta(d, kk, eps), dtype=float)
+    return _out(np.minimum(res, kk * eps), k)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One budget
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    """Parameters of the budget computation (the ``budget`` CLI's flags, same names).
+
+    Parameters
+    ----------
+    epsilon:
+        Per-metric Laplace ε (0.66).
+    threshold:
+        Publication threshold τ (100), >= 1.
+    trips:
+        Unique trips (OD pairs) of one user in one week, n (70 in Houssiau et al.'s conservative estimate).
+    weeks:
+        Number of weekly releases W (52).
+    delta:
+        δ at which advanced composition and the tight ε(δ) are evaluated (1e-6), in (0, 1).
+    max_pairs:
+        Optional user-level contribution bound; adds the budget of the user-level release
+        (:class:`odcore.release.Mode` ``user_level``, noise max_pairs/ε).
+    """
+
+    epsilon: float = 0.66
+    threshold: float = 100
+    trips: int = 70
+    weeks: int = 52
+    delta: float = 1e-6
+    max_pairs: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
+        t = _check_threshold(self.threshold)
+        object.__setattr__(self, "threshold", int(t) if t == int(t) else t)
+        object.__setattr__(self, "trips", int(_check_k("trips", self.trips)))
+        object.__setattr__(self, "weeks", int(_check_k("weeks", self.weeks)))
+        object.__setattr__(self, "delta", _check_prob("delta", self.delta))
+        if self.max_pairs is not None:
+            object.__setattr__(self, "max_pairs", _check_max_pairs(self.max_pairs))
+
+
+def budget(config: BudgetConfig | None = None) -> dict:
+    """Every budget figure of the release for one user, as a JSON-able dict.
+
+    Keys (Houssiau et al. 2022 golden values at the defaults in brackets):
+
+    - ``epsilon_per_metric`` (0.66), ``delta_per_metric`` (2.1e-29, :func:`odcore.release.threshold_delta`),
+      ``posterior_bound_per_metric`` (0.659), ``posterior_gain_per_metric`` (0.159, the "16%");
+    - ``epsilon_user_week`` = n·ε (46.2), ``delta_user_week`` = n·δ (basic composition),
+      ``delta_user_week_partition`` = 1 − (1 − δ)^n (Google partition-selection rule, <= n·δ);
+    - ``epsilon_user_total`` = W·n·ε (2402.4), ``delta_user_total`` = W·n·δ;
+    - ``epsilon_user_week_advanced`` / ``delta_user_week_advanced`` (DRV at δ' = ``delta``), same ``_total``;
+    - ``epsilon_user_week_tight``: exact ε of the n-fold Laplace composition at δ = ``delta`` (odcore.pld), with
+      ``delta_user_week_tight`` = ``delta`` + 1 − (1 − δ)^n (the thresholding event); ``epsilon_user_total_tight``
+      for the W·n-fold composition;
+    - ``posterior_bound_user_week`` / ``_total`` (basic ε);
+    - with ``max_pairs``: ``epsilon_user_week_bounded`` = ε, ``delta_user_week_bounded`` (thresholding of the
+      user-level release, scale max_pairs/ε), ``epsilon_user_total_bounded`` = W·ε and its tight counterpart.
+    """
+    c = BudgetConfig() if config is None else config
+    if not isinstance(c, BudgetConfig):
+        raise ParameterError(f"config must be a BudgetConfig, got {type(c).__name__}.")
+    eps, n, w = c.epsilon, c.trips, c.weeks
+    d1 = threshold_delta(eps, c.threshold)
+    d_part = threshold_delta(eps, c.threshold, 1, n)
+    e_week, d_week = basic_composition(eps, d1, n)
+    e_tot, d_tot = basic_composition(eps, d1, n * w)
+    ea_week, da_week = advanced_composition(eps, n, c.delta, d1)
+    ea_tot, da_tot = advanced_composition(eps, n * w, c.delta, d1)
+    et_week = tight_epsilon(c.delta, n, eps)
+    et_tot = tight_epsilon(c.delta, n * w, eps)
+    out = {
+        **{k: getattr(c, k) for k in ("epsilon", "threshold", "trips", "weeks", "delta", "max_pairs")},
+        "epsilon_per_metric": eps,
+        "delta_per_metric": d1,
+        "posterior_bound_per_metric": posterior_bound(eps),
+        "posterior_gain_per_metric": posterior_gain(eps),
+        "epsilon_user_week": e_week,
+        "delta_user_week": d_week,
+        "delta_user_week_partition": d_part,
+        "epsilon_user_total": e_tot,
+        "delta_user_total": d_tot,
+        "epsilon_user_week_advanced": ea_week,
+        "delta_user_week_advanced": da_week,
+        "epsilon_user_total_advanced": ea_tot,
+        "delta_user_total_advanced": da_tot,
+        "epsilon_user_week_tight": et_week,
+        "delta_user_week_tight": min(c.delta + d_part, 1.0),
+        "epsilon_user_total_tight": et_tot,
+        "delta_user_total_tight": min(c.delta + float(threshold_delta(eps, c.threshold, 1, n * w)), 1.0),
+        "posterior_bound_user_week": posterior_bound(e_week),
+        "posterior_bound_user_total": posterior_bound(e_tot),
+    }
+    if c.max_pairs is not None:
+        m = c.max_pairs
+        db = threshold_delta(eps, c.threshold, m, m)
+        out.update({
+            "epsilon_user_week_bounded": eps,
+            "delta_user_week_bounded": db,
+            "epsilon_user_total_bounded": basic_composition(eps, db, w)[0],
+            "delta_user_total_bounded": basic_composition(eps, db, w)[1],
+            "epsilon_user_total_bounded_tight": tight_epsilon(c.delta, w, eps) if w > 1 else eps,
+            "noise_scale_bounded": m / eps,
+        })
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Curves (the dashboard plots them)
+# ---------------------------------------------------------------------------------------------------------------
+
+def epsilon_vs_trips(epsilon: float = 0.66, trips_max: int = 70, delta: float = 1e-6) -> pd.DataFrame:
+    """ε of one user-week against the number n of unique trips: basic n·ε, advanced (δ'), tight (δ).
+
+    Returns
+    -------
+    DataFrame[trips, basic, advanced, tight, posterior_basic, posterior_tight]
+    """
+    n = np.arange(1, int(_check_k("trips_max", trips_max)) + 1)
+    basic = basic_composition(epsilon, 0.0, n)[0]
+    adv = advanced_composition(epsilon, n, delta)[0]
+    tight = tight_epsilon(delta, n, epsilon)
+    return pd.DataFrame({"trips": n, "basic": basic, "advanced": adv, "tight": tight,
+                         "posterior_basic": posterior_bound(basic), "posterior_tight": posterior_bound(tight)})
+
+
+def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, delta: float = 1e-6) -> pd.DataFrame:
+    """Cumulative ε of one user after 1..W weekly releases of ``trips`` unique trips each (k = w·trips).
+
+    Returns
+    -------
+    DataFrame[weeks, k, basic, advanced, tight]
+    """
+    n = int(_check_k("trips", trips))
+    w = np.arange(1, int(_check_k("weeks", weeks)) + 1)
+    k = w * n
+    return pd.DataFrame({"weeks": w, "k": k, "basic": basic_composition(epsilon, 0.0, k)[0],
+                         "advanced": advanced_composition(epsilon, k, delta)[0],
+                         "tight": tight_epsilon(delta, k, epsilon)})
+
+
+def epsilon_delta_curve(epsilon: float = 0.66, k: int = 70, deltas=None) -> pd.DataFrame:
+    """ε(δ) of the k-fold composition: basic (constant k·ε), advanced and tight, over a grid of δ.
+
+    Houssiau et al. 2022, Methods: "better bounds can be obtained, [but] they require larger values of δ".
+
+    Parameters
+    ----------
+    deltas:
+        Values in (0, 1); default 40 log-spaced values from 1e-30 to 0.5.
+
+    Returns
+    -------
+    DataFrame[delta, basic, advanced, tight]
+    """
+    kk = int(_check_k("k", k))
+    ds = np.logspace(-30, math.log10(0.5), 40) if deltas is None else np.asarray(deltas, dtype=float)
+    if ds.size == 0 or np.any(~(ds > 0)) or np.any(~(ds < 1)):
+        raise ParameterError(f"deltas must all be in (0, 1), got deltas={deltas!r}.")
+    basic = np.full(ds.shape, basic_composition(epsilon, 0.0, kk)[0])
+    adv = np.array([advanced_composition(epsilon, kk, float(d))[0] for d in ds])  # closed form; len(ds) is small
+    tight = np.array([tight_epsilon(float(d), kk, epsilon) for d in ds])
+    return pd.DataFrame({"delta": ds, "basic": basic, "advanced": adv, "tight": tight})

@@ -1,0 +1,165 @@
+"""Tests of odcore.accounting: golden values from the papers, composition, tight ε(δ) vs dp_accounting."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from odcore.accounting import (
+    BudgetConfig,
+    advanced_composition,
+    basic_composition,
+    budget,
+    epsilon_delta_curve,
+    epsilon_over_weeks,
+    epsilon_vs_trips,
+    posterior_bound,
+    posterior_gain,
+    tight_epsilon,
+)
+from odcore.errors import ParameterError
+from odcore.release import threshold_delta
+
+
+def _has_pld() -> bool:
+    try:
+        from odcore import pld  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_pld = pytest.mark.skipif(not _has_pld(), reason="odcore.pld (attack module) not available yet")
+
+
+# ------------------------------------------------------------------ golden values
+
+
+def test_golden_posterior_bound():
+    # Bassolas et al. reply / Houssiau et al. Methods: e^0.66/(1+e^0.66) = 0.6593, "at most 16%" over 0.5
+    assert posterior_bound(0.66) == pytest.approx(math.exp(0.66) / (1 + math.exp(0.66)), rel=1e-14)
+    assert round(posterior_bound(0.66), 3) == 0.659
+    assert round(posterior_gain(0.66), 2) == 0.16
+    assert posterior_bound(2402.4) == 1.0  # no overflow
+    # prior generalisation: pi e^eps / (pi e^eps + 1 - pi)
+    for pi in (0.01, 0.3, 0.9):
+        e = math.exp(0.66)
+        assert posterior_bound(0.66, pi) == pytest.approx(pi * e / (pi * e + 1 - pi), rel=1e-13)
+    np.testing.assert_allclose(posterior_bound(np.array([0.1, 1.0])), 1 / (1 + np.exp(-np.array([0.1, 1.0]))))
+
+
+def test_golden_composition():
+    # Houssiau et al. 2022, Methods: 70 unique trips x 0.66 = 46.2 per week; 52 x 70 x 0.66 = 2402.4 per year
+    assert basic_composition(0.66, 0.0, 70)[0] == pytest.approx(46.2, abs=1e-9)
+    assert basic_composition(0.66, 0.0, 52 * 70)[0] == pytest.approx(2402.4, abs=1e-9)
+    e, d = basic_composition(0.66, 2e-29, np.array([1, 2, 3]))
+    np.testing.assert_allclose(e, [0.66, 1.32, 1.98])
+    np.testing.assert_allclose(d, [2e-29, 4e-29, 6e-29])
+
+
+def test_advanced_composition_formula():
+    # DRV: sqrt(2k ln(1/d')) eps + k eps (e^eps - 1), delta = k delta + d'
+    e, d = advanced_composition(0.1, 100, 1e-5, 1e-9)
+    assert e == pytest.approx(math.sqrt(200 * math.log(1e5)) * 0.1 + 100 * 0.1 * (math.exp(0.1) - 1))
+    assert d == pytest.approx(100 * 1e-9 + 1e-5)
+    # for small eps and many k it beats basic composition; at eps=0.66, k=70, delta'=1e-6 it does not
+    assert advanced_composition(0.01, 10_000, 1e-6)[0] < 0.01 * 10_000
+    assert advanced_composition(0.66, 70, 1e-6)[0] > 46.2
+
+
+@needs_pld
+def test_budget_keys_and_golden_values():
+    b = budget(BudgetConfig(epsilon=0.66, threshold=100, trips=70, weeks=52, delta=1e-6))
+    for key in ("epsilon_per_metric", "delta_per_metric", "posterior_bound_per_metric", "epsilon_user_week",
+                "delta_user_week", "epsilon_user_total", "delta_user_total", "epsilon_user_week_tight"):
+        assert key in b
+    assert b["epsilon_per_metric"] == 0.66
+    assert f"{b['delta_per_metric']:.1e}" == "2.1e-29"  # Bassolas et al.
+    assert round(b["posterior_bound_per_metric"], 3) == 0.659
+    assert b["epsilon_user_week"] == pytest.approx(46.2)  # Houssiau et al.
+    assert b["epsilon_user_total"] == pytest.approx(2402.4)
+    assert b["delta_user_week"] == pytest.approx(70 * threshold_delta(0.66, 100))
+    assert b["delta_user_total"] == pytest.approx(52 * 70 * threshold_delta(0.66, 100))
+    assert b["delta_user_week_partition"] <= b["delta_user_week"]
+    assert b["epsilon_user_week_tight"] < b["epsilon_user_week"]
+    assert b["epsilon_user_total_tight"] < b["epsilon_user_total"]
+
+
+# ------------------------------------------------------------------ tight epsilon vs an independent library
+
+
+@needs_pld
+@pytest.mark.parametrize(("eps", "k", "delta"), [(0.66, 1, 1e-6), (0.66, 3, 1e-3), (0.66, 70, 1e-6), (0.1, 50, 1e-5)])
+def test_tight_epsilon_vs_dp_accounting(eps, k, delta):
+    pld_lib = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    interval = 1e-4
+    ref = pld_lib.from_laplace_mechanism(parameter=1 / eps, sensitivity=1,
+                                         value_discretization_interval=interval).self_compose(k)
+    e_ref = ref.get_epsilon_for_delta(delta)
+    ours = tight_epsilon(delta, k, eps)
+    # dp_accounting is pessimistic by at most ~ k * interval from discretisation
+    assert ours <= e_ref + 1e-9
+    assert ours == pytest.approx(e_ref, abs=k * interval + 1e-6)
+
+
+@needs_pld
+def test_tight_epsilon_single_laplace_and_vectorised():
+    # one Laplace(1/eps) mechanism is eps-DP with delta 0; at any delta > 0 its tight eps is <= eps
+    assert tight_epsilon(1e-12, 1, 0.66) <= 0.66 + 1e-12
+    ks = np.array([1, 5, 70])
+    np.testing.assert_allclose(tight_epsilon(1e-6, ks, 0.66), [tight_epsilon(1e-6, int(k), 0.66) for k in ks])
+
+
+# ------------------------------------------------------------------ curves
+
+
+@needs_pld
+def test_curves_shapes_and_order():
+    t = epsilon_vs_trips(0.66, 70, 1e-6)
+    assert list(t.columns) == ["trips", "basic", "advanced", "tight", "posterior_basic", "posterior_tight"]
+    assert len(t) == 70
+    assert t["basic"].iloc[-1] == pytest.approx(46.2)
+    assert (t["tight"] <= t["basic"] + 1e-9).all()
+    assert np.all(np.diff(t["tight"].to_numpy()) >= -1e-9)
+    w = epsilon_over_weeks(0.66, 70, 52, 1e-6)
+    assert w["basic"].iloc[-1] == pytest.approx(2402.4)
+    assert (w["tight"] <= w["basic"] + 1e-9).all()
+    c = epsilon_delta_curve(0.66, 70, np.logspace(-30, -1, 12))
+    # Houssiau et al.: better bounds require larger delta -> tight eps decreases as delta grows
+    assert np.all(np.diff(c["tight"].to_numpy()) <= 1e-9)
+    assert np.all(np.diff(c["advanced"].to_numpy()) <= 1e-9)
+    assert c["tight"].iloc[0] > c["tight"].iloc[-1]
+
+
+def test_curves_without_pld_parts():
+    # advanced composition grows like sqrt(k) for tiny eps
+    e = advanced_composition(0.01, np.array([100, 400]), 1e-6)[0]
+    assert e[1] / e[0] == pytest.approx(2.0, rel=0.05)
+
+
+# ------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"epsilon": 0}, "epsilon"), ({"epsilon": float("nan")}, "epsilon"), ({"threshold": 0}, "threshold"),
+    ({"trips": 0}, "trips"), ({"trips": 2.5}, "trips"), ({"weeks": -1}, "weeks"), ({"delta": 0}, "delta"),
+    ({"delta": 1}, "delta"), ({"delta": float("nan")}, "delta"), ({"max_pairs": 0}, "max_pairs"),
+])
+def test_bad_budget_config(kwargs, match):
+    with pytest.raises(ParameterError, match=match):
+        BudgetConfig(**kwargs)
+
+
+def test_bad_function_arguments():
+    with pytest.raises(ParameterError, match="prior"):
+        posterior_bound(0.66, prior=1.0)
+    with pytest.raises(ParameterError, match="epsilon"):
+        posterior_bound(-1)
+    with pytest.raises(ParameterError, match="k"):
+        basic_composition(0.66, 0.0, 0)
+    with pytest.raises(ParameterError, match="delta_prime"):
+        advanced_composition(0.66, 3, 0.0)
+    with pytest.raises(ParameterError, match="deltas"):
+        epsilon_delta_curve(0.66, 3, [0.0, 0.1])
