@@ -1,0 +1,292 @@
+"""``python -m odcore budget`` and ``python -m odcore release``.
+
+``budget`` prints the privacy budget of the weekly release for one user (:func:`odcore.accounting.budget`).
+``release`` loads traces, builds weekly unique OD pairs, runs the Laplace + threshold release
+(:func:`odcore.release.release_with_report`) and writes the released table (CSV and Parquet, with cell centroids)
+and a JSON summary.
+
+Both accept ``--config FILE.json`` whose keys are the flags' names in snake_case (``--max-pairs`` -> ``max_pairs``),
+as exported by the dashboard. Precedence: explicit flags > config file > defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from odcore.errors import ParameterError
+
+# Keys the dashboard exports that a command does not use: accepted in --config, reported on stderr, ignored.
+_IGNORED_BUDGET = frozenset({"dataset", "week", "cell_km2", "seed"})
+_IGNORED_RELEASE = frozenset({"dataset"})
+_NOT_CONFIG = frozenset({"help", "config", "json", "func"})
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    pb = sub.add_parser(
+        "budget", help="privacy budget of the weekly OD release for one user (per metric, per week, total)",
+        description="Privacy budget of the Laplace + threshold weekly OD release: per metric (Bassolas et al.), "
+                    "per user-week and over weeks by basic, advanced (Dwork-Rothblum-Vadhan) and tight (exact "
+                    "privacy-loss distribution) composition, and the posterior bound e^eps/(1+e^eps).")
+    pb.add_argument("--epsilon", type=float, default=0.66, help="per-metric Laplace epsilon (default %(default)s)")
+    pb.add_argument("--threshold", type=float, default=100, help="publish iff noisy count >= this (default %(default)s)")
+    pb.add_argument("--trips", type=int, default=70,
+                    help="unique trips of one user in one week (default %(default)s, Houssiau et al.)")
+    pb.add_argument("--weeks", type=int, default=52, help="number of weekly releases (default %(default)s)")
+    pb.add_argument("--delta", type=float, default=1e-6,
+                    help="delta for the advanced and tight epsilon (default %(default)s)")
+    pb.add_argument("--mode", default="per_metric", choices=["per_metric", "user_level"],
+                    help="user_level adds the budget of the contribution-bounded release (default %(default)s)")
+    pb.add_argument("--max-pairs", type=int, default=None,
+                    help="user-level contribution bound (unique pairs per user-week); needs --mode user_level")
+    _common_flags(pb)
+    pb.set_defaults(func=run_budget, _defaults=_suppress_defaults(pb), _ignored=_IGNORED_BUDGET)
+
+    pr = sub.add_parser(
+        "release", help="run the Laplace + threshold release on traces; write the OD table and a JSON summary",
+        description="Load traces, build weekly unique OD pairs on a square grid, add Laplace noise to the "
+                    "distinct-user counts and publish pairs whose noisy count is >= the threshold. Writes "
+                    "release.csv, release.parquet (with cell centroids) and summary.json to --out.")
+    from odcore.cli.common import add_grid_args, add_loader_args
+
+    add_loader_args(pr)
+    add_grid_args(pr)
+    g = pr.add_argument_group("release")
+    g.add_argument("--epsilon", type=float, default=0.66, help="Laplace epsilon (default %(default)s)")
+    g.add_argument("--threshold", type=float, default=100, help="publish iff noisy count >= this (default %(default)s)")
+    g.add_argument("--mode", default="per_metric", choices=["per_metric", "user_level"],
+                   help="per_metric: noise 1/eps (Bassolas); user_level: cap each user to --max-pairs unique pairs "
+                        "per week, noise max_pairs/eps (default %(default)s)")
+    g.add_argument("--max-pairs", type=int, default=None, help="user-level contribution bound (needs --mode user_level)")
+    g.add_argument("--week", type=int, default=None, help="release only this week number (default: every week)")
+    g.add_argument("--seed", type=int, default=None, help="random seed (same seed, same output)")
+    g.add_argument("--out", default=None, help="output folder (created); required")
+    _common_flags(pr)
+    pr.set_defaults(func=run_release, _defaults=_suppress_defaults(pr), _ignored=_IGNORED_RELEASE)
+
+
+def _common_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=None, metavar="FILE.json",
+                   help="JSON object of settings, keys = flag names in snake_case (explicit flags win)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _suppress_defaults(p: argparse.ArgumentParser) -> dict[str, Any]:
+    """Record each option's default and hide it from the namespace, so explicit flags can be told apart."""
+    defaults: dict[str, Any] = {}
+    for a in p._actions:
+        if a.dest in _NOT_CONFIG or a.dest == argparse.SUPPRESS:
+            continue
+        defaults[a.dest] = a.default
+        if a.help:
+            a.help = a.help.replace("%(default)s", str(a.default))
+        a.default = argparse.SUPPRESS
+    return defaults
+
+
+def _settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    """Defaults, overridden by ``--config`` keys, overridden by explicit flags. Returns (settings, notes)."""
+    defaults: dict[str, Any] = args._defaults
+    explicit = {k: v for k, v in vars(args).items() if k in defaults}
+    notes: list[str] = []
+    cfg: dict[str, Any] = {}
+    if getattr(args, "config", None):
+        path = Path(args.config)
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ParameterError(f"--config file not found: {path}.") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ParameterError(f"--config {path}: not a readable JSON file ({exc}).") from None
+        if not isinstance(raw, dict):
+            raise ParameterError(f"--config {path}: expected a JSON object of settings, got {type(raw).__name__}.")
+        unknown = []
+        for key, value in raw.items():
+            k = str(key).replace("-", "_")
+            if k in defaults:
+                cfg[k] = value
+            elif k in args._ignored:
+                notes.append(f"config key {key!r} is not used by this command (ignored)")
+            else:
+                unknown.append(key)
+        if unknown:
+            raise ParameterError(f"--config {path}: unknown key(s) {unknown}; expected keys among "
+                                 f"{sorted(defaults)} (flag names in snake_case).")
+    s = {**defaults, **cfg, **explicit}
+    if s.get("mode") != "user_level" and s.get("max_pairs") is not None:
+        if "max_pairs" in explicit:
+            raise ParameterError(f"--max-pairs={s['max_pairs']} needs --mode user_level (per_metric mode bounds each "
+                                 "user to 1 per pair and does not cap the number of pairs).")
+        notes.append(f"config max_pairs={s['max_pairs']} is only used with mode user_level (ignored)")
+        s["max_pairs"] = None
+    return s, notes
+
+
+def _note(notes: list[str]) -> None:
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# budget
+# ---------------------------------------------------------------------------------------------------------------
+
+def run_budget(args: argparse.Namespace) -> int:
+    from odcore.accounting import BudgetConfig, budget
+    from odcore.cli import print_json
+
+    s, notes = _settings(args)
+    _note(notes)
+    cfg = BudgetConfig(epsilon=s["epsilon"], threshold=s["threshold"], trips=s["trips"], weeks=s["weeks"],
+                       delta=s["delta"], max_pairs=s["max_pairs"] if s["mode"] == "user_level" else None)
+    if s["mode"] == "user_level" and cfg.max_pairs is None:
+        raise ParameterError("mode user_level needs --max-pairs (an integer >= 1).")
+    out = {"mode": s["mode"], **budget(cfg)}
+    if args.json:
+        print_json(out)
+    else:
+        _print_budget(out)
+    return 0
+
+
+def _print_budget(b: dict) -> None:
+    eps, n, w, d = b["epsilon"], b["trips"], b["weeks"], b["delta"]
+    print(f"Per metric (one week, one OD pair): epsilon = {eps:g}, delta = {b['delta_per_metric']:.3g}; "
+          f"posterior <= {b['posterior_bound_per_metric']:.3f} (prior 0.5)")
+    print(f"Per user-week, {n} unique trips (basic composition): epsilon = {b['epsilon_user_week']:g}, "
+          f"delta = {b['delta_user_week']:.3g}")
+    print(f"  advanced (DRV, delta' = {d:g}): epsilon = {b['epsilon_user_week_advanced']:.4g}, "
+          f"delta = {b['delta_user_week_advanced']:.3g}")
+    print(f"  tight (exact PLD, delta = {d:g}): epsilon = {b['epsilon_user_week_tight']:.4g}, "
+          f"delta incl. thresholding = {b['delta_user_week_tight']:.3g}")
+    print(f"Over {w} weeks: basic epsilon = {b['epsilon_user_total']:g}, advanced = "
+          f"{b['epsilon_user_total_advanced']:.5g}, tight = {b['epsilon_user_total_tight']:.5g}")
+    if "epsilon_user_week_bounded" in b:
+        print(f"User-level release (max_pairs = {b['max_pairs']}, noise scale {b['noise_scale_bounded']:g}): "
+              f"epsilon = {b['epsilon_user_week_bounded']:g} per week, delta = {b['delta_user_week_bounded']:.3g}; "
+              f"over {w} weeks: basic {b['epsilon_user_total_bounded']:g}, "
+              f"tight {b['epsilon_user_total_bounded_tight']:.4g}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# release
+# ---------------------------------------------------------------------------------------------------------------
+
+def run_release(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from odcore.accounting import BudgetConfig, budget
+    from odcore.cli import print_json
+    from odcore.cli.common import od_from_args
+    from odcore.constants import DESTINATION, LAT, LON, ORIGIN, UNIQUE_TRIPS, WEEK
+    from odcore.release import Mode, ReleaseConfig, release_with_report
+    from odcore.utility import release_utility, utility_by_week
+
+    s, notes = _settings(args)
+    _note(notes)
+    if not s.get("out"):
+        raise ParameterError("--out DIR is required (the folder for release.csv, release.parquet, summary.json).")
+    mode = Mode(s["mode"]) if s["mode"] in ("per_metric", "user_level") else s["mode"]
+    cfg = ReleaseConfig(epsilon=s["epsilon"], threshold=s["threshold"], mode=mode, max_pairs=s["max_pairs"])
+    ns = argparse.Namespace(**s)
+    traces, od = od_from_args(ns)
+    pairs = od.pairs
+    week = s.get("week")
+    if week is not None:
+        weeks_present = sorted(int(x) for x in pairs[WEEK].unique())
+        if int(week) not in weeks_present:
+            raise ParameterError(f"--week={week} has no trips; weeks with trips: {weeks_present}.")
+        pairs = pairs[pairs[WEEK] == int(week)]
+    res = release_with_report(pairs, cfg, rng=s["seed"])
+    table = res.table
+    # cell centroids and week start dates (Bassolas et al.: ~1.3 km² grid cells)
+    cent = od.grid.centroids()
+    lat = dict(zip(cent["cell"].to_numpy(), cent[LAT].to_numpy(), strict=True))
+    lon = dict(zip(cent["cell"].to_numpy(), cent[LON].to_numpy(), strict=True))
+    out_table = table.copy()
+    starts = np.asarray(od.week_starts, dtype=object)
+    out_table.insert(1, "week_start", starts[table[WEEK].to_numpy()] if len(table) else [])
+    for end, col in (("origin", ORIGIN), ("destination", DESTINATION)):
+        out_table[f"{end}_lat"] = table[col].map(lat).astype(float)
+        out_table[f"{end}_lon"] = table[col].map(lon).astype(float)
+    out_dir = Path(s["out"])
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        out_table.to_csv(out_dir / "release.csv", index=False)
+        out_table.to_parquet(out_dir / "release.parquet", index=False)
+    except OSError as exc:
+        raise ParameterError(f"--out {out_dir}: cannot write ({exc}).") from None
+
+    uw = od.user_week
+    if week is not None:
+        uw = uw[uw[WEEK] == int(week)]
+    trips = uw[UNIQUE_TRIPS].to_numpy() if len(uw) else np.zeros(0)
+    n_typ = int(max(1, round(float(np.median(trips))))) if len(trips) else 1
+    n_max = int(max(1, trips.max())) if len(trips) else 1
+    n_weeks = int(table[WEEK].nunique()) if len(table) else 1
+    bcfg_kw = {"epsilon": cfg.epsilon, "threshold": cfg.threshold, "weeks": max(n_weeks, 1),
+               "max_pairs": cfg.max_pairs}
+    summary = {
+        "config": {**{k: v for k, v in s.items() if k not in ("out",)}, **cfg.to_dict()},
+        "traces": traces.summary(),
+        "grid": {"cell_km2": od.grid.cell_km2, "cells": len(cent)},
+        "weeks": {"count": n_weeks, "week_starts": list(od.week_starts), "selected": week},
+        "release": res.report,
+        "utility": release_utility(table),
+        "utility_by_week": utility_by_week(table).to_dict(orient="records") if len(table) else [],
+        "unique_trips_per_user_week": {"median": float(np.median(trips)) if len(trips) else None,
+                                       "max": int(trips.max()) if len(trips) else None,
+                                       "user_weeks": len(trips)},
+        "budget_typical_user": budget(BudgetConfig(trips=n_typ, **bcfg_kw)),
+        "budget_max_user": budget(BudgetConfig(trips=n_max, **bcfg_kw)),
+        "files": {"csv": str(out_dir / "release.csv"), "parquet": str(out_dir / "release.parquet"),
+                  "summary": str(out_dir / "summary.json")},
+    }
+    summary = _jsonable(summary)
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False), encoding="utf-8")
+    if args.json:
+        print_json(summary)
+    else:
+        u, r = summary["utility"], res.report
+        print(f"traces: {summary['traces']['users']} users, {summary['traces']['rows']} rows "
+              f"({summary['traces']['rows_dropped']} dropped)")
+        print(f"release ({cfg.mode.value}, epsilon={cfg.epsilon:g}, threshold={cfg.threshold:g}, noise scale "
+              f"{cfg.scale:g}): {u['pairs_published']} of {u['pairs_total']} OD pairs published "
+              f"({u['pairs_published_frac']:.1%}), {u['trips_published']} of {u['trips_total']} user-trips "
+              f"({u['trips_published_frac']:.1%}); mean relative error {u['mean_relative_error']:.3g}")
+        if r.get("contributions_dropped_by_bounding"):
+            print(f"bounding dropped {r['contributions_dropped_by_bounding']} of {r['contributions_in']} user-pair "
+                  f"contributions ({r['user_weeks_bounded']} user-weeks over {cfg.max_pairs} pairs)")
+        print(f"wrote {out_dir / 'release.csv'}, {out_dir / 'release.parquet'}, {out_dir / 'summary.json'}")
+    return 0
+
+
+def _jsonable(o: Any) -> Any:
+    """Plain JSON types; NaN and infinities (undefined figures, e.g. nothing published) become null."""
+    import math
+
+    import numpy as np
+
+    if isinstance(o, dict):
+        return {str(k): _jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return [_jsonable(v) for v in o.tolist()]
+    if isinstance(o, (bool, np.bool_)):
+        return bool(o)
+    if isinstance(o, (int, np.integer)):
+        return int(o)
+    if isinstance(o, (float, np.floating)):
+        f = float(o)
+        return f if math.isfinite(f) else None
+    if o is None or isinstance(o, str):
+        return o
+    if hasattr(o, "isoformat"):
+        return o.isoformat()
+    if hasattr(o, "value") and isinstance(o.value, str):  # str enums
+        return o.value
+    return str(o)
