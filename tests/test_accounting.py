@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from odcore.accounting import (
+    TIGHT_K_MAX,
     BudgetConfig,
     advanced_composition,
     basic_composition,
@@ -17,6 +18,7 @@ from odcore.accounting import (
     epsilon_vs_trips,
     posterior_bound,
     posterior_gain,
+    rdp_epsilon,
     tight_epsilon,
 )
 from odcore.errors import ParameterError
@@ -84,7 +86,12 @@ def test_budget_keys_and_golden_values():
     assert b["delta_user_total"] == pytest.approx(52 * 70 * threshold_delta(0.66, 100))
     assert b["delta_user_week_partition"] <= b["delta_user_week"]
     assert b["epsilon_user_week_tight"] < b["epsilon_user_week"]
-    assert b["epsilon_user_total_tight"] < b["epsilon_user_total"]
+    # k = 3640 is above TIGHT_K_MAX: the exact value is left out, the RDP bound is given
+    assert b["epsilon_user_total_tight"] is None
+    assert b["epsilon_user_week_tight"] < b["epsilon_user_week_rdp"] < b["epsilon_user_week"]
+    assert b["epsilon_user_total_rdp"] < b["epsilon_user_total"]
+    small = budget(BudgetConfig(trips=5, weeks=4))
+    assert small["epsilon_user_total_tight"] == pytest.approx(tight_epsilon(1e-6, 20, 0.66))
 
 
 # ------------------------------------------------------------------ tight epsilon vs an independent library
@@ -118,19 +125,42 @@ def test_tight_epsilon_single_laplace_and_vectorised():
 @needs_pld
 def test_curves_shapes_and_order():
     t = epsilon_vs_trips(0.66, 70, 1e-6)
-    assert list(t.columns) == ["trips", "basic", "advanced", "tight", "posterior_basic", "posterior_tight"]
+    assert list(t.columns) == ["trips", "basic", "advanced", "rdp", "tight", "posterior_basic", "posterior_tight"]
+    assert (t["tight"] <= t["rdp"] + 1e-9).all()
     assert len(t) == 70
     assert t["basic"].iloc[-1] == pytest.approx(46.2)
     assert (t["tight"] <= t["basic"] + 1e-9).all()
     assert np.all(np.diff(t["tight"].to_numpy()) >= -1e-9)
     w = epsilon_over_weeks(0.66, 70, 52, 1e-6)
     assert w["basic"].iloc[-1] == pytest.approx(2402.4)
-    assert (w["tight"] <= w["basic"] + 1e-9).all()
+    ok = w["tight"].notna()
+    assert ok.sum() == (w["k"] <= TIGHT_K_MAX).sum() > 0
+    assert (w.loc[ok, "tight"] <= w.loc[ok, "rdp"] + 1e-9).all()
+    assert (w["rdp"] <= w["basic"] + 1e-9).all()
     c = epsilon_delta_curve(0.66, 70, np.logspace(-30, -1, 12))
     # Houssiau et al.: better bounds require larger delta -> tight eps decreases as delta grows
     assert np.all(np.diff(c["tight"].to_numpy()) <= 1e-9)
     assert np.all(np.diff(c["advanced"].to_numpy()) <= 1e-9)
     assert c["tight"].iloc[0] > c["tight"].iloc[-1]
+
+
+@pytest.mark.parametrize(("eps", "k", "delta"), [(0.66, 70, 1e-6), (0.66, 3640, 1e-6), (0.1, 1000, 1e-9), (2.0, 3, 1e-3)])
+def test_rdp_epsilon_vs_dp_accounting_rdp_accountant(eps, k, delta):
+    dpa = pytest.importorskip("dp_accounting")
+    from dp_accounting import rdp
+
+    from odcore.accounting import _RDP_ORDERS
+
+    acc = rdp.RdpAccountant(orders=list(_RDP_ORDERS))
+    acc.compose(dpa.LaplaceDpEvent(noise_multiplier=1 / eps), k)
+    assert rdp_epsilon(delta, k, eps) == pytest.approx(min(acc.get_epsilon(delta), k * eps), rel=1e-9)
+
+
+@needs_pld
+def test_rdp_is_an_upper_bound_on_tight():
+    ks = np.array([1, 2, 10, 70, 200])
+    for delta in (1e-3, 1e-6, 1e-10):
+        assert np.all(tight_epsilon(delta, ks, 0.66) <= rdp_epsilon(delta, ks, 0.66) + 1e-9)
 
 
 def test_curves_without_pld_parts():
