@@ -1,0 +1,388 @@
+"""Exact privacy-loss distribution (PLD) of the k-fold Laplace mechanism.
+
+The object studied by Houssiau et al. 2022 (Methods, "Performing the attack", "Theoretical bounds"): an attacker who
+knows everyone else's trips subtracts their counts and is left with ``k`` coordinates (the victim's unique trips),
+each either ``Lap(0, 1/ε)`` (victim out, ``P``) or ``Lap(1, 1/ε)`` (victim in, ``Q``). This module gives, exactly,
+
+- ``hockey_stick_delta(eps_prime, k, epsilon)``: ``δ(ε') = sup_E P(E) − e^{ε'} Q(E)`` (equal with P and Q swapped,
+  the pair is symmetric under ``x → 1 − x``);
+- ``epsilon_for_delta(delta, k, epsilon)``: the smallest ``ε' >= 0`` with ``δ(ε') <= delta`` (tight composition);
+- ``optimal_accuracy(k, epsilon) = ½ + ½·TV(P^k, Q^k) = ½ + ½·δ(0)``: the success of the best membership test with
+  equal priors (Neyman–Pearson / Le Cam).
+
+Method (why it is exact and stable)
+-----------------------------------
+Per coordinate the privacy loss is ``L(x) = ε(|x−1| − |x|) = ε(1 − 2c)`` with ``c = clip(x, 0, 1)``: atoms at ``±ε``
+and a continuous part in between. ``T = Σ c_i`` is therefore a sufficient statistic, ``L = ε(k − 2T)``. Under
+``P`` the law of one ``c`` is ``e^{−εc}·μ(dc)`` with ``μ = ½δ₀ + ½δ₁ + (ε/2)·Leb(0, 1)``, and under ``Q`` it is
+``e^{−ε(1−c)}·μ(dc)``; hence the law of ``T`` under ``P`` is ``e^{−εt}·μ^{*k}(dt)`` and under ``Q`` it is
+``e^{−εk}·e^{εt}·μ^{*k}(dt)``. ``μ^{*k}`` is a sum of atoms at the integers (all coordinates in the atom region)
+plus a piecewise polynomial of degree ``k − 1`` with breakpoints at the integers (a binomial mixture of shifted
+Irwin–Hall densities, i.e. cardinal B-splines).
+
+Instead of the alternating Irwin–Hall formula (catastrophic cancellation beyond ``k ≈ 20``) we build the P-density
+``e^{−εt}·p_m(t − m)`` on each unit interval ``[m, m+1]`` by recursion over the coordinates, holding ``p_m`` in the
+Bernstein basis. One step (convolution with the per-coordinate P-law) is
+
+    p'_m = ½ p_m + ½e^{−ε} p_{m−1} + (ε/2)·[∫₀ˢ p_m + e^{−ε}·∫ₛ¹ p_{m−1}] + (ε/2)·α_m,
+    α'_n = ½ α_n + ½e^{−ε} α_{n−1}            (atoms, P-masses)
+
+and in the Bernstein basis degree elevation, ``∫₀ˢ`` and ``∫ₛ¹`` are cumulative sums with non-negative weights, so
+every operation adds non-negative numbers: no cancellation, relative error ``O(k·u)`` with ``u`` the unit roundoff,
+and no overflow (coefficients are P-probability densities). Then
+
+    δ(ε') = Σ_{t < a} (P_T(t) − e^{ε'} Q_T(t)),   a = (k − ε'/ε)/2,
+
+is a sum of non-negative terms: the atoms give ``α_n·(1 − e^{ε' − εk + 2εn})₊`` and each interval gives
+``∫ e^{−εs} p_m(s)·(1 − e^{ε' − εk + 2ε(m+s)})₊ ds``, evaluated by Gauss–Legendre quadrature with ``⌈n/2⌉ + 40``
+nodes on ``[0, min(1, a − m)]`` (the kink sits at the end of the range); the integrand is a degree-``n`` polynomial
+times ``e^{±εs}`` with ``ε <= 10``, for which this many nodes leave a quadrature error far below 1e-14. Measured
+against ``dp_accounting`` (tests) and Monte Carlo; the absolute error is ~1e-13 for ``k <= 200``, ``ε <= 10``.
+
+Cost: ``O(K³)`` flops for the whole curve ``k = 0..K`` (K = 70: a few milliseconds).
+
+References
+----------
+Houssiau, Rocher, de Montjoye (2022), "On the difficulty of achieving differential privacy in practice: user-level
+guarantees in aggregate location data", Nature Communications 13:29, Methods.
+Meiser & Mohammadi (2018), Sommer et al. (2019): privacy-loss distributions; Koskela et al. (2020) for the
+hockey-stick / PLD identities used here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import optimize, special
+
+from odcore.errors import ParameterError, check_positive
+
+__all__ = [
+    "LaplaceKFold",
+    "epsilon_for_delta",
+    "hockey_stick_delta",
+    "iter_k_fold",
+    "optimal_accuracy",
+]
+
+#: Range of ε over which the 1e-9 accuracy claim is tested (the method itself works beyond).
+EPSILON_MAX_TESTED = 10.0
+
+
+def _check_epsilon(epsilon) -> float:
+    eps = check_positive("epsilon", epsilon)
+    if eps > 50:
+        raise ParameterError(f"epsilon must be <= 50 for the exact k-fold Laplace PLD, got epsilon={epsilon!r}.")
+    return eps
+
+
+def _check_k_array(k) -> np.ndarray:
+    arr = np.asarray(k)
+    try:
+        f = np.asarray(arr, dtype=float)
+    except (TypeError, ValueError):
+        raise ParameterError(f"k must be a non-negative integer (number of trips), got k={k!r}.") from None
+    if arr.dtype == bool or not np.all(np.isfinite(f)) or np.any(f < 0) or np.any(f != np.round(f)):
+        raise ParameterError(f"k must be a non-negative integer (number of trips), got k={k!r}.")
+    if f.size and f.max() > 5000:
+        raise ParameterError(f"k must be <= 5000 for the exact k-fold Laplace PLD, got max k={int(f.max())}.")
+    return f.astype(np.int64)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Bernstein helpers
+# ---------------------------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=256)
+def _gauss_legendre(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss–Legendre nodes and weights on [0, 1] (cached; read-only arrays)."""
+    x, w = special.roots_legendre(n_nodes)
+    x = 0.5 * (x + 1.0)
+    w = 0.5 * w
+    x.setflags(write=False)
+    w.setflags(write=False)
+    return x, w
+
+
+def _bernstein_matrix(n: int, s: np.ndarray) -> np.ndarray:
+    """``B[..., r] = C(n, r) s^r (1 − s)^{n−r}`` for ``s`` strictly inside (0, 1); computed in logs (all > 0)."""
+    r = np.arange(n + 1, dtype=float)
+    logc = special.gammaln(n + 1.0) - special.gammaln(r + 1.0) - special.gammaln(n - r + 1.0)
+    s = np.asarray(s, dtype=float)[..., None]
+    return np.exp(logc + r * np.log(s) + (n - r) * np.log1p(-s))
+
+
+def _n_nodes(degree: int) -> int:
+    # exact for polynomials of degree 2N − 1 >= degree + 70 (room for the e^{±εs} factors); rounded up to a
+    # multiple of 8 so that few node sets are computed and cached
+    return -(-(degree // 2 + 40) // 8) * 8
+
+
+@dataclass(frozen=True)
+class LaplaceKFold:
+    """Exact law of the sufficient statistic ``T = Σ clip(x_i, 0, 1)`` of the k-fold Laplace pair, under ``P``.
+
+    Attributes
+    ----------
+    k, epsilon:
+        Number of coordinates and Laplace parameter (scale 1/ε, sensitivity 1).
+    atoms:
+        ``atoms[n] = P(T = n)`` (all coordinates in the atom region, ``n`` of them at 1), shape ``(k + 1,)``.
+    coef:
+        Bernstein coefficients, shape ``(k, k)``: on ``[m, m+1]`` the P-density of ``T`` is
+        ``e^{−ε s}·Σ_r coef[m, r]·B_r^{k−1}(s)``, ``s = t − m``. Empty for ``k = 0``.
+    """
+
+    k: int
+    epsilon: float
+    atoms: np.ndarray
+    coef: np.ndarray
+
+    # -- hockey stick ------------------------------------------------------------------------------------------
+    def delta(self, eps_prime) -> np.ndarray:
+        """``δ(ε')`` for an array of ``ε'`` (any real); see the module docstring for the formula."""
+        ep = np.atleast_1d(np.asarray(eps_prime, dtype=float))
+        k, eps = self.k, self.epsilon
+        # atoms: α_n (1 − e^{ε' − εk + 2εn})₊
+        n = np.arange(k + 1, dtype=float)
+        expo = ep[:, None] - eps * k + 2.0 * eps * n[None, :]
+        with np.errstate(over="ignore"):
+            out = np.sum(self.atoms[None, :] * np.maximum(-np.expm1(np.minimum(expo, 0.0)), 0.0), axis=1)
+        if k == 0:
+            return out
+        deg = k - 1
+        a = (k - ep / eps) / 2.0  # continuous part contributes on t < a
+        m = np.arange(k, dtype=float)
+        # full intervals [m, m+1] with m + 1 <= a
+        x, w = _gauss_legendre(_n_nodes(deg))
+        rows = int(np.clip(np.floor(a.max()), 0, k))        # only intervals entirely below a are needed
+        bx = _bernstein_matrix(deg, x)                       # (N, deg+1)
+        px = self.coef[:rows] @ bx.T                          # (rows, N): p_m at the nodes
+        ja = np.zeros(k)
+        jb = np.zeros(k)
+        ja[:rows] = px @ (w * np.exp(-eps * x))              # ∫ e^{-εs} p_m
+        jb[:rows] = px @ (w * np.exp(eps * x))               # ∫ e^{+εs} p_m
+        full = (m[None, :] + 1.0) <= a[:, None]
+        expo_m = np.where(full, ep[:, None] - eps * k + 2.0 * eps * m[None, :], -np.inf)
+        out = out + np.sum(np.where(full, ja[None, :] - np.exp(expo_m) * jb[None, :], 0.0), axis=1)
+        # the interval holding a: ∫_0^τ e^{-εs} p_m(s) (1 − e^{−2ε(τ − s)}) ds
+        m0 = np.floor(a)
+        part = (m0 >= 0) & (m0 <= k - 1) & (a > m0)
+        if np.any(part):
+            idx = np.nonzero(part)[0]
+            mm = m0[idx].astype(np.int64)
+            tau = a[idx] - m0[idx]
+            s = tau[:, None] * x[None, :]                     # (P, N)
+            bs = _bernstein_matrix(deg, s)                    # (P, N, deg+1)
+            ps = np.einsum("pnr,pr->pn", bs, self.coef[mm])
+            g = np.exp(-eps * s) * (-np.expm1(-2.0 * eps * (tau[:, None] - s)))
+            out[idx] += tau * np.sum(w[None, :] * ps * g, axis=1)
+        return np.clip(out, 0.0, 1.0)
+
+    def tails(self, t) -> tuple[np.ndarray, np.ndarray]:
+        """``(P(T > t), Q(T > t))`` for an array of thresholds ``t`` (atoms at ``t`` excluded).
+
+        Used for ROC curves: the test "declare in when T > t" has FPR ``P(T > t)`` and TPR ``Q(T > t)``.
+        ``Q(T > t) = P(T < k − t)`` by the reflection ``c → 1 − c`` that maps Q to P, so both are sums of
+        non-negative P-masses (no cancellation, no overflow for large kε).
+        """
+        tt = np.atleast_1d(np.asarray(t, dtype=float))
+        return self._p_mass(tt, upper=True), self._p_mass(self.k - tt, upper=False)
+
+    def _p_mass(self, u: np.ndarray, *, upper: bool) -> np.ndarray:
+        """``P(T > u)`` if ``upper`` else ``P(T < u)``, as sums of non-negative terms."""
+        k, eps = self.k, self.epsilon
+        n = np.arange(k + 1, dtype=float)
+        sel = (n[None, :] > u[:, None]) if upper else (n[None, :] < u[:, None])
+        out = np.sum(np.where(sel, self.atoms[None, :], 0.0), axis=1)
+        if k == 0:
+            return np.clip(out, 0.0, 1.0)
+        deg = k - 1
+        m = np.arange(k, dtype=float)
+        x, w = _gauss_legendre(_n_nodes(deg))
+        px = self.coef @ _bernstein_matrix(deg, x).T
+        ja = (px * (w * np.exp(-eps * x))[None, :]).sum(axis=1)
+        full = (m[None, :] >= u[:, None]) if upper else ((m[None, :] + 1.0) <= u[:, None])
+        out += np.sum(np.where(full, ja[None, :], 0.0), axis=1)
+        m0 = np.floor(u)
+        part = (m0 >= 0) & (m0 <= k - 1) & (u > m0)
+        if np.any(part):
+            idx = np.nonzero(part)[0]
+            mm = m0[idx].astype(np.int64)
+            frac = u[idx] - m0[idx]
+            lo = frac if upper else np.zeros_like(frac)
+            width = (1.0 - frac) if upper else frac
+            s = lo[:, None] + width[:, None] * x[None, :]
+            ps = np.einsum("pnr,pr->pn", _bernstein_matrix(deg, s), self.coef[mm])
+            out[idx] += width * np.sum(w * ps * np.exp(-eps * s), axis=1)
+        return np.clip(out, 0.0, 1.0)
+
+
+def iter_k_fold(k_max: int, epsilon: float) -> Iterator[LaplaceKFold]:
+    """Yield the exact :class:`LaplaceKFold` for ``k = 0, 1, ..., k_max`` (one recursion step each).
+
+    The recursion is the convolution with one coordinate's law, in the Bernstein basis (module docstring).
+    """
+    eps = _check_epsilon(epsilon)
+    e = math.exp(-eps)
+    atoms = np.ones(1)
+    coef = np.zeros((0, 0))
+    yield LaplaceKFold(0, eps, atoms, coef)
+    for k in range(1, int(k_max) + 1):
+        n_old = k - 2  # old degree (coef has n_old + 1 columns); k = 1: no continuous part yet
+        new = np.zeros((k, k))
+        if k >= 2:
+            c = coef
+            cols = n_old + 1
+            r = np.arange(cols + 1, dtype=float)
+            # degree elevation n_old -> n_old + 1: E_r = r/(n+1)·b_{r-1} + (1 − r/(n+1))·b_r
+            elev = np.zeros((k - 1, cols + 1))
+            elev[:, 1:] += (r[1:] / cols) * c
+            elev[:, :-1] += (1.0 - r[:-1] / cols) * c
+            # ∫_0^s p (forward) and ∫_s^1 p (reverse) as degree n_old + 1 Bernstein polynomials
+            fwd = np.zeros((k - 1, cols + 1))
+            fwd[:, 1:] = np.cumsum(c, axis=1) / cols
+            rev = np.zeros((k - 1, cols + 1))
+            rev[:, :-1] = np.cumsum(c[:, ::-1], axis=1)[:, ::-1] / cols
+            new[:-1] += 0.5 * elev + 0.5 * eps * fwd
+            new[1:] += 0.5 * e * elev + 0.5 * eps * e * rev
+        # atoms convolved with the continuous part of the new coordinate: constant (ε/2)·α_m on [m, m+1]
+        new += (0.5 * eps * atoms[:k])[:, None]
+        new_atoms = np.zeros(k + 1)
+        new_atoms[:-1] += 0.5 * atoms
+        new_atoms[1:] += 0.5 * e * atoms
+        atoms, coef = new_atoms, new
+        yield LaplaceKFold(k, eps, atoms, coef)
+
+
+def _by_k(k_arr: np.ndarray, epsilon: float) -> dict[int, LaplaceKFold]:
+    wanted = set(np.unique(k_arr).tolist())
+    out: dict[int, LaplaceKFold] = {}
+    if not wanted:
+        return out
+    for st in iter_k_fold(max(wanted), epsilon):
+        if st.k in wanted:
+            out[st.k] = st
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------------------------------------------
+
+def hockey_stick_delta(eps_prime, k, epsilon: float):
+    """Exact hockey-stick divergence ``δ(ε') = sup_E P^k(E) − e^{ε'}·Q^k(E)`` of the k-fold Laplace mechanism.
+
+    ``P = Lap(0, 1/ε)``, ``Q = Lap(1, 1/ε)`` per coordinate (sensitivity 1); the value is the same with P and Q
+    swapped. The mechanism is (ε', δ(ε'))-DP and no smaller δ holds.
+
+    Parameters
+    ----------
+    eps_prime:
+        Real or array (negative values allowed: δ(ε') for ε' < 0 is the trade-off-curve dual used for ROC).
+    k:
+        Non-negative integer or integer array (number of unique trips of the victim).
+    epsilon:
+        Laplace parameter ε > 0 (scale 1/ε).
+
+    Returns
+    -------
+    float or numpy.ndarray
+        Broadcast shape of ``eps_prime`` and ``k``.
+
+    Raises
+    ------
+    ParameterError
+        ε not > 0, k not a non-negative integer, ε' not finite.
+
+    Examples
+    --------
+    >>> round(float(hockey_stick_delta(0.0, 1, 0.66)), 6)  # TV of one coordinate = 1 − e^{−ε/2}
+    0.281076
+    """
+    eps = _check_epsilon(epsilon)
+    kk = _check_k_array(k)
+    ep = np.asarray(eps_prime, dtype=float)
+    if not np.all(np.isfinite(ep)):
+        raise ParameterError(f"eps_prime must be finite, got eps_prime={eps_prime!r}.")
+    ep_b, k_b = np.broadcast_arrays(ep, kk)
+    out = np.empty(ep_b.shape, dtype=float)
+    states = _by_k(k_b.ravel(), eps)
+    flat_ep, flat_k, flat_out = ep_b.ravel(), k_b.ravel(), out.reshape(-1)
+    for kv, st in states.items():
+        sel = flat_k == kv
+        flat_out[sel] = st.delta(flat_ep[sel])
+    return float(out) if out.ndim == 0 else out
+
+
+def optimal_accuracy(k, epsilon: float):
+    """Success of the optimal membership test with equal priors: ``½ + ½·TV(P^k, Q^k) = ½ + ½·δ(0)``.
+
+    Houssiau et al. 2022, Fig. 1 (their Monte Carlo p_k; e.g. p_3 = 70.5 %, p_32 = 95.4 % at ε = 0.66).
+
+    Examples
+    --------
+    >>> round(float(optimal_accuracy(2, 0.66)), 4)  # Houssiau et al.'s p_2
+    0.6563
+    """
+    return 0.5 + 0.5 * hockey_stick_delta(0.0, k, epsilon)
+
+
+def epsilon_for_delta(delta, k, epsilon: float):
+    """Smallest ``ε' >= 0`` such that the k-fold Laplace mechanism is ``(ε', delta)``-DP (tight composition).
+
+    Solves ``δ(ε') = delta`` (δ is continuous and strictly decreasing where positive) by Brent's method on
+    ``[0, kε]``; 0 when ``δ(0) <= delta``; never above basic composition ``kε``.
+
+    Parameters
+    ----------
+    delta:
+        Target δ in [0, 1] (scalar).
+    k:
+        Non-negative integer or integer array.
+    epsilon:
+        Laplace parameter ε > 0.
+
+    Returns
+    -------
+    float or numpy.ndarray (shape of ``k``)
+
+    Examples
+    --------
+    >>> round(float(epsilon_for_delta(0.0, 3, 0.66)), 6)  # δ = 0: basic composition 3ε is tight
+    1.98
+    """
+    eps = _check_epsilon(epsilon)
+    try:
+        d = float(delta)
+    except (TypeError, ValueError):
+        raise ParameterError(f"delta must be a number in [0, 1], got delta={delta!r}.") from None
+    if not (0.0 <= d <= 1.0):
+        raise ParameterError(f"delta must be in [0, 1], got delta={delta!r}.")
+    kk = _check_k_array(k)
+    out = np.zeros(kk.shape, dtype=float)
+    states = _by_k(kk.ravel(), eps)
+    flat_k, flat_out = kk.ravel(), out.reshape(-1)
+    for kv, st in states.items():
+        flat_out[flat_k == kv] = _solve_eps(st, d)
+    return float(out) if out.ndim == 0 else out
+
+
+def _solve_eps(st: LaplaceKFold, d: float) -> float:
+    if st.k == 0:
+        return 0.0
+    hi = st.k * st.epsilon
+    if float(st.delta(0.0)[0]) <= d:
+        return 0.0
+    if d <= 0.0:
+        return hi
+
+    def f(x: float) -> float:
+        return float(st.delta(x)[0]) - d
+
+    # δ(kε − 0) > 0 = δ(kε): the root lies in (0, kε]
+    return float(optimize.brentq(f, 0.0, hi, xtol=1e-12, rtol=4 * np.finfo(float).eps, maxiter=200))
