@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,10 @@ def run_budget(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fmt(x, spec: str = ".4g") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
 def _print_budget(b: dict) -> None:
     eps, n, w, d = b["epsilon"], b["trips"], b["weeks"], b["delta"]
     print(f"Per metric (one week, one OD pair): epsilon = {eps:g}, delta = {b['delta_per_metric']:.3g}; "
@@ -160,15 +165,19 @@ def _print_budget(b: dict) -> None:
           f"delta = {b['delta_user_week']:.3g}")
     print(f"  advanced (DRV, delta' = {d:g}): epsilon = {b['epsilon_user_week_advanced']:.4g}, "
           f"delta = {b['delta_user_week_advanced']:.3g}")
-    print(f"  tight (exact PLD, delta = {d:g}): epsilon = {b['epsilon_user_week_tight']:.4g}, "
-          f"delta incl. thresholding = {b['delta_user_week_tight']:.3g}")
+    print(f"  tight (exact PLD, delta = {d:g}): epsilon = {_fmt(b['epsilon_user_week_tight'])}, "
+          f"delta incl. thresholding = {b['delta_user_week_tight']:.3g}; Renyi-DP bound "
+          f"{b['epsilon_user_week_rdp']:.4g}")
+    tight_tot = b["epsilon_user_total_tight"]
+    tight_txt = (_fmt(tight_tot, ".5g") if tight_tot is not None
+                 else f"not computed (k = {n * w} > {b['tight_k_max']})")
     print(f"Over {w} weeks: basic epsilon = {b['epsilon_user_total']:g}, advanced = "
-          f"{b['epsilon_user_total_advanced']:.5g}, tight = {b['epsilon_user_total_tight']:.5g}")
+          f"{b['epsilon_user_total_advanced']:.5g}, Renyi-DP = {b['epsilon_user_total_rdp']:.5g}, tight = {tight_txt}")
     if "epsilon_user_week_bounded" in b:
         print(f"User-level release (max_pairs = {b['max_pairs']}, noise scale {b['noise_scale_bounded']:g}): "
               f"epsilon = {b['epsilon_user_week_bounded']:g} per week, delta = {b['delta_user_week_bounded']:.3g}; "
               f"over {w} weeks: basic {b['epsilon_user_total_bounded']:g}, "
-              f"tight {b['epsilon_user_total_bounded_tight']:.4g}")
+              f"tight {_fmt(b['epsilon_user_total_bounded_tight'])}")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -181,7 +190,7 @@ def run_release(args: argparse.Namespace) -> int:
     from odcore.accounting import BudgetConfig, budget
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
-    from odcore.constants import DESTINATION, LAT, LON, ORIGIN, UNIQUE_TRIPS, WEEK
+    from odcore.constants import CELL, DESTINATION, LAT, LON, ORIGIN, UNIQUE_TRIPS, WEEK
     from odcore.release import Mode, ReleaseConfig, release_with_report
     from odcore.utility import release_utility, utility_by_week
 
@@ -203,9 +212,8 @@ def run_release(args: argparse.Namespace) -> int:
     res = release_with_report(pairs, cfg, rng=s["seed"])
     table = res.table
     # cell centroids and week start dates (Bassolas et al.: ~1.3 km² grid cells)
-    cent = od.grid.centroids()
-    lat = dict(zip(cent["cell"].to_numpy(), cent[LAT].to_numpy(), strict=True))
-    lon = dict(zip(cent["cell"].to_numpy(), cent[LON].to_numpy(), strict=True))
+    cent = od.centroids().set_index(CELL)
+    lat, lon = cent[LAT], cent[LON]
     out_table = table.copy()
     starts = np.asarray(od.week_starts, dtype=object)
     out_table.insert(1, "week_start", starts[table[WEEK].to_numpy()] if len(table) else [])
@@ -232,7 +240,8 @@ def run_release(args: argparse.Namespace) -> int:
     summary = {
         "config": {**{k: v for k, v in s.items() if k not in ("out",)}, **cfg.to_dict()},
         "traces": traces.summary(),
-        "grid": {"cell_km2": od.grid.cell_km2, "cells": len(cent)},
+        "grid": {"cell_km2": od.grid.cell_km2, "cells_used": len(cent)},
+        "od": od.summary(threshold=math.ceil(cfg.threshold)),
         "weeks": {"count": n_weeks, "week_starts": list(od.week_starts), "selected": week},
         "release": res.report,
         "utility": release_utility(table),

@@ -1,0 +1,214 @@
+"""Tests of ``python -m odcore budget`` and ``python -m odcore release``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from odcore.cli import main
+from odcore.paths import REPO_ROOT
+
+BUDGET_KEYS = ("epsilon_per_metric", "delta_per_metric", "posterior_bound_per_metric", "epsilon_user_week",
+               "delta_user_week", "epsilon_user_total", "delta_user_total", "epsilon_user_week_tight")
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def traces_csv(tmp_path_factory):
+    """A small trace CSV: 120 users commuting between 12 spots, hourly fixes over 2 weeks."""
+    rng = np.random.default_rng(0)
+    users, hours = 120, 24 * 14
+    spots = np.c_[37.77 + rng.uniform(-0.04, 0.04, 12), -122.42 + rng.uniform(-0.04, 0.04, 12)]
+    h = np.arange(hours)
+    t0 = pd.Timestamp("2024-01-01T00:10:00Z").value // 10**9
+    frames = []
+    for u in range(users):
+        home, work = rng.integers(0, 12, 2)
+        loc = np.where((h % 24 >= 9) & (h % 24 < 17), work, home)
+        evening = (h % 24 == 19) & (rng.random(hours) < 0.4)
+        loc = np.where(evening, rng.integers(0, 12, hours), loc)
+        frames.append(pd.DataFrame({"user": f"u{u}", "time": t0 + h * 3600, "lat": spots[loc, 0],
+                                    "lon": spots[loc, 1]}))
+    p = tmp_path_factory.mktemp("traces") / "traces.csv"
+    pd.concat(frames).to_csv(p, index=False)
+    return p
+
+
+# ------------------------------------------------------------------ budget
+
+
+def test_budget_json_golden(capsys):
+    code, out, _ = _run(capsys, "budget", "--epsilon", "0.66", "--threshold", "100", "--trips", "70", "--weeks",
+                        "52", "--json")
+    assert code == 0
+    b = json.loads(out)
+    for k in BUDGET_KEYS:
+        assert k in b
+    assert f"{b['delta_per_metric']:.1e}" == "2.1e-29"  # Bassolas et al. reply
+    assert b["epsilon_user_week"] == pytest.approx(46.2)  # Houssiau et al. 2022, Methods
+    assert b["epsilon_user_total"] == pytest.approx(2402.4)
+    assert round(b["posterior_bound_per_metric"], 3) == 0.659
+    assert 0 < b["epsilon_user_week_tight"] < 46.2
+    assert b["delta"] == 1e-6
+
+
+def test_budget_text_and_user_level(capsys):
+    code, out, _ = _run(capsys, "budget", "--mode", "user_level", "--max-pairs", "10")
+    assert code == 0
+    assert "46.2" in out
+    assert "User-level release (max_pairs = 10" in out
+
+
+def test_budget_config_file_and_precedence(capsys, tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"epsilon": 1.0, "trips": 10, "weeks": 2, "delta": 1e-5}))
+    code, out, _ = _run(capsys, "budget", "--config", str(cfg), "--json")
+    assert code == 0
+    b = json.loads(out)
+    assert b["epsilon_user_week"] == pytest.approx(10.0)
+    assert b["epsilon_user_total"] == pytest.approx(20.0)
+    code, out, _ = _run(capsys, "budget", "--config", str(cfg), "--trips", "3", "--json")  # explicit flag wins
+    assert json.loads(out)["epsilon_user_week"] == pytest.approx(3.0)
+
+
+def test_budget_accepts_dashboard_config(capsys, tmp_path):
+    # odapp.state.Settings.as_dict(): the dashboard's export; per_metric with max_pairs set is fine (ignored)
+    cfg = tmp_path / "dash.json"
+    cfg.write_text(json.dumps({"dataset": {"id": "synthetic", "kind": "sample"}, "week": 0, "cell_km2": 1.3,
+                               "epsilon": 0.66, "threshold": 100, "seed": 0, "mode": "per_metric", "max_pairs": 10}))
+    code, out, err = _run(capsys, "budget", "--config", str(cfg), "--json")
+    assert code == 0
+    assert "ignored" in err
+    assert json.loads(out)["epsilon_user_week"] == pytest.approx(46.2)
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["budget", "--epsilon", "0"], "epsilon"),
+    (["budget", "--epsilon", "nan"], "epsilon"),
+    (["budget", "--threshold", "0.5"], "threshold"),
+    (["budget", "--trips", "0"], "trips"),
+    (["budget", "--max-pairs", "3"], "user_level"),
+    (["budget", "--mode", "user_level"], "max-pairs"),
+    (["budget", "--mode", "user_level", "--max-pairs", "0"], "max_pairs"),
+    (["budget", "--config", "/nonexistent/x.json"], "not found"),
+])
+def test_budget_errors(capsys, argv, match):
+    code, _, err = _run(capsys, *argv)
+    assert code == 2
+    assert err.startswith("error:")
+    assert match in err
+    assert "Traceback" not in err
+
+
+def test_budget_config_errors(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"epsilon": 0.66, "epsilonn": 1}))
+    code, _, err = _run(capsys, "budget", "--config", str(bad))
+    assert code == 2
+    assert "epsilonn" in err
+    bad.write_text("[1, 2]")
+    code, _, err = _run(capsys, "budget", "--config", str(bad))
+    assert code == 2
+    assert "JSON object" in err
+    bad.write_text("{not json")
+    code, _, err = _run(capsys, "budget", "--config", str(bad))
+    assert code == 2
+    assert "JSON" in err
+
+
+def test_budget_as_a_subprocess():
+    r = subprocess.run([sys.executable, "-m", "odcore", "budget", "--epsilon", "0.66", "--threshold", "100",
+                        "--trips", "70", "--weeks", "52", "--json"], cwd=REPO_ROOT, capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["epsilon_user_total"] == pytest.approx(2402.4)
+
+
+# ------------------------------------------------------------------ release
+
+
+def test_release_writes_table_and_summary(capsys, tmp_path, traces_csv):
+    out = tmp_path / "out"
+    code, stdout, err = _run(capsys, "release", "--input", str(traces_csv), "--cell-km2", "1.3", "--epsilon", "1",
+                             "--threshold", "5", "--seed", "3", "--out", str(out), "--json")
+    assert code == 0, err
+    summary = json.loads(stdout)
+    assert json.loads((out / "summary.json").read_text()) == summary
+    csv = pd.read_csv(out / "release.csv")
+    pq = pd.read_parquet(out / "release.parquet")
+    assert len(csv) == len(pq) == summary["utility"]["pairs_total"] > 0
+    for c in ("week", "week_start", "origin", "destination", "true_count", "noise", "noisy_count", "released",
+              "release_prob", "origin_lat", "origin_lon", "destination_lat", "destination_lon"):
+        assert c in pq.columns
+    assert pq[["origin_lat", "origin_lon", "destination_lat", "destination_lon"]].notna().all().all()
+    assert pq["origin_lat"].between(37.6, 37.9).all()
+    assert (pq.loc[pq["released"], "noisy_count"] >= 5).all()
+    assert summary["utility"]["pairs_published"] == int(pq["released"].sum())
+    assert summary["release"]["noise_scale"] == 1.0
+    assert summary["config"]["epsilon"] == 1.0
+    assert summary["budget_typical_user"]["epsilon_per_metric"] == 1.0
+    # same seed, same output
+    out2 = tmp_path / "out2"
+    code, _, _ = _run(capsys, "release", "--input", str(traces_csv), "--epsilon", "1", "--threshold", "5",
+                      "--seed", "3", "--out", str(out2))
+    assert code == 0
+    pd.testing.assert_frame_equal(pq, pd.read_parquet(out2 / "release.parquet"))
+
+
+def test_release_user_level_week_and_config(capsys, tmp_path, traces_csv):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"epsilon": 2.0, "threshold": 3, "mode": "user_level", "max_pairs": 2, "week": 1,
+                               "seed": 5, "cell_km2": 1.3, "dataset": {"id": "x"}}))
+    out = tmp_path / "o"
+    code, stdout, err = _run(capsys, "release", "--input", str(traces_csv), "--config", str(cfg), "--out", str(out),
+                             "--json")
+    assert code == 0, err
+    s = json.loads(stdout)
+    assert s["release"]["mode"] == "user_level"
+    assert s["release"]["noise_scale"] == 1.0
+    assert s["release"]["contributions_dropped_by_bounding"] > 0
+    t = pd.read_parquet(out / "release.parquet")
+    assert set(t["week"]) == {1}
+    assert (t["true_count"] <= t["raw_count"]).all()
+    assert "budget_max_user" in s
+
+
+@pytest.mark.parametrize(("extra", "match"), [
+    ([], "--out"),
+    (["--out", "{tmp}", "--epsilon", "-1"], "epsilon"),
+    (["--out", "{tmp}", "--threshold", "0"], "threshold"),
+    (["--out", "{tmp}", "--mode", "user_level"], "max_pairs"),
+    (["--out", "{tmp}", "--week", "99"], "week"),
+])
+def test_release_errors(capsys, tmp_path, traces_csv, extra, match):
+    argv = ["release", "--input", str(traces_csv), *[a.replace("{tmp}", str(tmp_path / "o")) for a in extra]]
+    code, _, err = _run(capsys, *argv)
+    assert code == 2
+    assert match in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.realdata
+def test_release_on_real_checkins(capsys, tmp_path, shared_data):
+    src = shared_data / "gowalla_liu2017_1k"
+    if not src.is_dir():
+        pytest.skip("gowalla_liu2017_1k not present")
+    out = tmp_path / "g"
+    code, stdout, err = _run(capsys, "release", "--input", str(src), "--format", "checkins", "--time-offset",
+                             "28800", "--epsilon", "0.66", "--threshold", "2", "--seed", "0", "--out", str(out),
+                             "--json")
+    assert code == 0, err
+    s = json.loads(stdout)
+    assert s["utility"]["pairs_total"] > 0
+    t = pd.read_parquet(out / "release.parquet")
+    assert (t.loc[t["released"], "noisy_count"] >= 2).all()
