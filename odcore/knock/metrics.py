@@ -1,0 +1,110 @@
+"""AUC, privacy loss (Eq. 3), privacy gain (Eq. 6), MRE (Eq. 7) and target sampling (Pyrgelis et al. 2018)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from odcore.errors import ParameterError
+
+
+def auc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """Area under the ROC curve of ``scores`` for binary ``labels`` (1 = target in the group), §IV-C."""
+    from sklearn.metrics import roc_auc_score
+
+    y = np.asarray(labels)
+    if len(np.unique(y)) < 2:
+        raise ParameterError("AUC needs both in- and out-groups in the test set.")
+    return float(roc_auc_score(y, np.asarray(scores, dtype=float)))
+
+
+def roc(labels: np.ndarray, scores: np.ndarray) -> dict[str, list[float]]:
+    """ROC curve points ``{"fpr": [...], "tpr": [...]}`` (§IV-C)."""
+    from sklearn.metrics import roc_curve
+
+    fpr, tpr, _ = roc_curve(np.asarray(labels), np.asarray(scores, dtype=float))
+    return {"fpr": fpr.round(6).tolist(), "tpr": tpr.round(6).tolist()}
+
+
+def privacy_loss(auc_value: float | np.ndarray) -> float | np.ndarray:
+    """PL = (AUC − 0.5)/0.5 if AUC > 0.5 else 0 (Eq. 3).
+
+    >>> privacy_loss(0.9), privacy_loss(0.4)
+    (0.8, 0.0)
+    """
+    a = np.asarray(auc_value, dtype=float)
+    pl = np.where(a > 0.5, (a - 0.5) / 0.5, 0.0)
+    return float(np.round(pl, 12)) if pl.ndim == 0 else pl
+
+
+def privacy_gain(auc_raw: float | np.ndarray, auc_noisy: float | np.ndarray) -> float | np.ndarray:
+    """PG = (AUC_A − AUC_A')/(AUC_A − 0.5) if AUC_A > AUC_A' >= 0.5, else 0 (Eq. 6).
+
+    Note Eq. 6 as printed gives 0 when the noisy AUC falls *below* 0.5 (which in practice means complete
+    protection); we follow the printed definition and report such cases separately where it matters.
+
+    >>> privacy_gain(1.0, 0.75)
+    0.5
+    """
+    a = np.asarray(auc_raw, dtype=float)
+    b = np.asarray(auc_noisy, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pg = np.where((a > b) & (b >= 0.5), (a - b) / (a - 0.5), 0.0)
+    return float(np.round(pg, 12)) if pg.ndim == 0 else pg
+
+
+def mre(true: np.ndarray, noisy: np.ndarray, *, gamma_fraction: float = 0.001) -> np.ndarray:
+    """Mean relative error of each series along the last axis (Eq. 7).
+
+    ``MRE(Y, Y') = mean_i |Y'_i − Y_i| / max(γ, Y_i)`` with γ = ``gamma_fraction`` (0.1%, after Ács &
+    Castelluccia) of the series' sum. Series whose sum is 0 have no defined MRE and give NaN (callers count them).
+    """
+    y = np.asarray(true, dtype=float)
+    z = np.asarray(noisy, dtype=float)
+    if y.shape != z.shape:
+        raise ParameterError(f"true and noisy series differ in shape: {y.shape} vs {z.shape}.")
+    gamma = gamma_fraction * y.sum(axis=-1, keepdims=True)
+    den = np.maximum(gamma, y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.abs(z - y) / den
+    out = r.mean(axis=-1)
+    out[np.squeeze(gamma, -1) <= 0] = np.nan
+    return out
+
+
+def cdf(values: np.ndarray) -> dict[str, list[float]]:
+    """Empirical CDF ``{"x": sorted values, "p": i/n}`` (the paper's Fig. 2/4 view of AUC over targets)."""
+    v = np.sort(np.asarray(values, dtype=float))
+    return {"x": v.tolist(), "p": (np.arange(1, len(v) + 1) / max(len(v), 1)).tolist()}
+
+
+def sample_targets(reports: np.ndarray, n_targets: int, rng: np.random.Generator | int | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Targets sampled equally from the highly / mildly / somewhat mobile thirds (§V-A "Sampling Users").
+
+    Users are sorted by number of ROI reports and split into three groups of (nearly) equal size; ``n_targets``
+    users are drawn at random, ``n_targets // 3`` from each third (the remainder from the most mobile thirds first).
+
+    Returns
+    -------
+    (indices, classes)
+        User indices and their class label (``"high"``, ``"mild"``, ``"somewhat"``), grouped by class.
+    """
+    rng = np.random.default_rng(rng)
+    r = np.asarray(reports)
+    n = len(r)
+    if int(n_targets) != n_targets or n_targets < 1:
+        raise ParameterError(f"targets must be an integer >= 1, got targets={n_targets!r}.")
+    if n_targets > n:
+        raise ParameterError(f"targets={n_targets} exceeds the {n} users.")
+    order = np.argsort(-r, kind="stable")  # most reports first
+    thirds = np.array_split(order, 3)
+    base, extra = divmod(int(n_targets), 3)
+    idx, cls = [], []
+    for j, (name, part) in enumerate(zip(("high", "mild", "somewhat"), thirds, strict=True)):
+        k = base + (1 if j < extra else 0)
+        if k > len(part):
+            raise ParameterError(f"targets={n_targets} needs {k} users from the {name} third, which has {len(part)}.")
+        pick = rng.choice(part, size=k, replace=False)
+        idx.append(np.sort(pick))
+        cls += [name] * k
+    return np.concatenate(idx).astype(np.int64), np.array(cls)
