@@ -20,6 +20,7 @@ from odcore.errors import ODCoreError
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "odcore.cli.info",
     "odcore.cli.release",
+    "odcore.cli.knock",
 )
 
 
