@@ -19,6 +19,7 @@ from odcore.errors import ODCoreError
 # One line per family of subcommands (each module owns its own parser code).
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "odcore.cli.info",
+    "odcore.cli.data",
     "odcore.cli.release",
     "odcore.cli.knock",
 )
