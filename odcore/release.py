@@ -247,8 +247,56 @@ def threshold_delta(epsilon: float, threshold: float, sensitivity: float = 1, n_
 # Input checking and counting
 # ---------------------------------------------------------------------------------------------------------------
 
-def _validate_pairs(pairs: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """Check the per-user pairs table; return it with integer keys, canonically sorted, and the duplicates count."""
+@dataclass(frozen=True)
+class _Pairs:
+    """Deduplicated user-pair contributions as int64 arrays, sorted canonically by (week, origin, destination, user).
+
+    ``u`` holds codes into ``users`` (the sorted distinct user labels), so the order — and hence every random draw —
+    does not depend on the input row order.
+    """
+
+    w: np.ndarray
+    o: np.ndarray
+    d: np.ndarray
+    u: np.ndarray
+    users: np.ndarray
+    n_dup: int
+
+    def __len__(self) -> int:
+        return len(self.w)
+
+    def take(self, idx: np.ndarray) -> _Pairs:
+        return _Pairs(self.w[idx], self.o[idx], self.d[idx], self.u[idx], self.users, self.n_dup)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame({WEEK: self.w, USER: self.users[self.u] if len(self.users) else self.u,
+                             ORIGIN: self.o, DESTINATION: self.d})
+
+
+def _canonical_order(cols: list[np.ndarray]) -> np.ndarray:
+    """Order sorting rows by ``cols`` (most significant first): one argsort of a packed int64 key when the value
+    ranges fit in 63 bits (the usual case), else a lexsort."""
+    n = len(cols[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    key = np.zeros(n, dtype=np.int64)
+    span = 1
+    shifted = []
+    for c in cols:
+        lo, hi = int(c.min()), int(c.max())
+        r = hi - lo + 1
+        span *= r
+        shifted.append((c - lo, r))
+    if span >= 2**62:
+        return np.lexsort(tuple(reversed(cols)))
+    for c, r in shifted:
+        key *= r
+        key += c
+    return np.argsort(key, kind="stable")
+
+
+def _validate_pairs(pairs: pd.DataFrame) -> _Pairs:
+    """Check the per-user pairs table; return deduplicated, canonically sorted arrays (and the duplicates count)."""
     if not isinstance(pairs, pd.DataFrame):
         raise ParameterError(f"pairs must be a pandas DataFrame with columns {list(PAIRS_COLUMNS)}, "
                              f"got {type(pairs).__name__}.")
@@ -256,54 +304,53 @@ def _validate_pairs(pairs: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     if missing:
         raise ParameterError(f"pairs is missing column(s) {missing}; expected columns {list(PAIRS_COLUMNS)} "
                              f"(one row per unique (week, user, origin, destination)), got {list(pairs.columns)}.")
-    df = pairs.loc[:, list(PAIRS_COLUMNS)]
+    arrays = {}
     for col in (WEEK, ORIGIN, DESTINATION):
-        s = df[col]
-        bad = s.isna().to_numpy()
+        s = pairs[col]
         if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
             raise ParameterError(f"pairs column {col!r} must hold integers, got dtype {s.dtype}.")
+        if pd.api.types.is_integer_dtype(s) and not s.hasnans:
+            arrays[col] = s.to_numpy(dtype=np.int64)
+            continue
+        v = s.to_numpy(dtype=float, na_value=np.nan)
+        bad = np.isnan(v)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ParameterError(f"pairs column {col!r} has {int(bad.sum())} missing value(s); first at row {i} "
                                  f"(0-based position); expected integer ids.")
-        v = s.to_numpy(dtype=float)
         nonint = v != np.floor(v)
         if nonint.any():
             i = int(np.flatnonzero(nonint)[0])
             raise ParameterError(f"pairs column {col!r} must hold integers; row {i} has {v[i]!r}.")
-    ubad = df[USER].isna().to_numpy()
+        arrays[col] = v.astype(np.int64)
+    ubad = pairs[USER].isna().to_numpy()
     if ubad.any():
         i = int(np.flatnonzero(ubad)[0])
         raise ParameterError(f"pairs column 'user' has {int(ubad.sum())} missing value(s); first at row {i}.")
-    out = pd.DataFrame({
-        WEEK: df[WEEK].to_numpy(dtype=np.int64),
-        USER: df[USER].to_numpy(),
-        ORIGIN: df[ORIGIN].to_numpy(dtype=np.int64),
-        DESTINATION: df[DESTINATION].to_numpy(dtype=np.int64),
-    })
-    n0 = len(out)
+    ucode, users = pd.factorize(pairs[USER], sort=True)
+    ucode = ucode.astype(np.int64)
+    users = np.asarray(users)
+    w, o, d = arrays[WEEK], arrays[ORIGIN], arrays[DESTINATION]
     # Canonical order, so the random draws do not depend on the input row order.
-    ucode, _ = pd.factorize(out[USER], sort=True)
-    order = np.lexsort((out[DESTINATION].to_numpy(), out[ORIGIN].to_numpy(), ucode, out[WEEK].to_numpy()))
-    out = out.take(order).reset_index(drop=True)
-    ucode = ucode[order]
-    w, o, d = (out[c].to_numpy() for c in (WEEK, ORIGIN, DESTINATION))
+    order = _canonical_order([w, o, d, ucode])
+    w, o, d, ucode = w[order], o[order], d[order], ucode[order]
+    n0 = len(w)
     dup = np.zeros(n0, dtype=bool)
     if n0 > 1:
-        dup[1:] = (w[1:] == w[:-1]) & (ucode[1:] == ucode[:-1]) & (o[1:] == o[:-1]) & (d[1:] == d[:-1])
+        dup[1:] = (w[1:] == w[:-1]) & (o[1:] == o[:-1]) & (d[1:] == d[:-1]) & (ucode[1:] == ucode[:-1])
     n_dup = int(dup.sum())
-    out["_ucode"] = ucode
     if n_dup:
-        out = out.loc[~dup].reset_index(drop=True)
-    return out, n_dup
+        keep = ~dup
+        w, o, d, ucode = w[keep], o[keep], d[keep], ucode[keep]
+    return _Pairs(w, o, d, ucode, users, n_dup)
 
 
 def bound_contributions(pairs: pd.DataFrame, max_pairs: int, rng=None) -> tuple[pd.DataFrame, dict]:
     """Keep at most ``max_pairs`` unique pairs per (week, user), chosen uniformly at random.
 
-    Sampling rule: rows are sorted canonically by (week, user, origin, destination), each gets one
+    Sampling rule: rows are sorted canonically by (week, origin, destination, user), each gets one
     ``rng.random()`` key, and within a (week, user) the ``max_pairs`` rows with the smallest keys are kept — a
-    uniformly random subset of size ``min(max_pairs, n)``. Vectorised (one lexsort, no loop over users).
+    uniformly random subset of size ``min(max_pairs, n)``. Vectorised (one sort, no loop over users).
 
     Parameters
     ----------
@@ -317,53 +364,59 @@ def bound_contributions(pairs: pd.DataFrame, max_pairs: int, rng=None) -> tuple[
     Returns
     -------
     (pandas.DataFrame, dict)
-        The kept rows (columns week, user, origin, destination) and a report with ``rows_in``,
-        ``duplicate_rows_dropped``, ``contributions_in``, ``contributions_dropped_by_bounding``, ``user_weeks``,
-        ``user_weeks_bounded``.
+        The kept rows (columns week, user, origin, destination, in canonical order) and a report with
+        ``rows_in``, ``duplicate_rows_dropped``, ``contributions_in``, ``contributions_dropped_by_bounding``,
+        ``user_weeks``, ``user_weeks_bounded``.
     """
     m = _check_max_pairs(max_pairs)
     rng = np.random.default_rng(rng)
-    df, n_dup = _validate_pairs(pairs)
-    kept, rep = _bound_sorted(df, m, rng)
-    rep = {"rows_in": len(pairs), "duplicate_rows_dropped": n_dup, **rep}
-    return kept.drop(columns="_ucode"), rep
+    p = _validate_pairs(pairs)
+    keep, rep = _bound_mask(p, m, rng)
+    rep = {"rows_in": len(pairs), "duplicate_rows_dropped": p.n_dup, **rep}
+    return p.take(np.flatnonzero(keep)).frame(), rep
 
 
-def _bound_sorted(df: pd.DataFrame, m: int, rng: np.random.Generator) -> tuple[pd.DataFrame, dict]:
-    n = len(df)
-    w = df[WEEK].to_numpy()
-    u = df["_ucode"].to_numpy()
+def _bound_mask(p: _Pairs, m: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+    """Boolean mask of the contributions kept by the sampling rule of :func:`bound_contributions`."""
+    n = len(p)
     key = rng.random(n)
-    order = np.lexsort((key, u, w))
-    ws, us = w[order], u[order]
+    # order by (week, user), ties in random-key order: argsort the keys, then a stable sort by (week, user)
+    by_key = np.argsort(key)
+    order = by_key[_canonical_order([p.w[by_key], p.u[by_key]])]
+    ws, us = p.w[order], p.u[order]
     new_group = np.ones(n, dtype=bool)
     if n > 1:
         new_group[1:] = (ws[1:] != ws[:-1]) | (us[1:] != us[:-1])
     starts = np.flatnonzero(new_group)
     group_id = np.cumsum(new_group) - 1
     rank = np.arange(n) - starts[group_id] if n else np.zeros(0, dtype=np.int64)
-    keep_sorted = rank < m
     keep = np.zeros(n, dtype=bool)
-    keep[order] = keep_sorted
+    keep[order] = rank < m
     sizes = np.diff(np.append(starts, n))
     rep = {
-        "contributions_in": int(n),
+        "contributions_in": n,
         "contributions_dropped_by_bounding": int(n - keep.sum()),
         "user_weeks": len(starts),
         "user_weeks_bounded": int((sizes > m).sum()),
     }
-    return df.loc[keep].reset_index(drop=True), rep
+    return keep, rep
 
 
-def _count(df: pd.DataFrame) -> pd.DataFrame:
-    """Distinct users per (week, origin, destination) of a deduplicated pairs table."""
-    if len(df) == 0:
-        return pd.DataFrame({WEEK: np.zeros(0, np.int64), ORIGIN: np.zeros(0, np.int64),
-                             DESTINATION: np.zeros(0, np.int64), TRUE_COUNT: np.zeros(0, np.int64)})
-    c = df.groupby([WEEK, ORIGIN, DESTINATION], sort=True).size()
-    out = c.reset_index(name=TRUE_COUNT)
-    out[TRUE_COUNT] = out[TRUE_COUNT].astype(np.int64)
-    return out
+def _count(p: _Pairs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct users per (week, origin, destination) of canonically sorted, deduplicated contributions.
+
+    Rows are already sorted by pair, so the counts are run lengths (no hashing, no second sort). Also returns each
+    row's pair index.
+    """
+    n = len(p)
+    if n == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z, z, z
+    new = np.ones(n, dtype=bool)
+    new[1:] = (p.w[1:] != p.w[:-1]) | (p.o[1:] != p.o[:-1]) | (p.d[1:] != p.d[:-1])
+    starts = np.flatnonzero(new)
+    counts = np.diff(np.append(starts, n)).astype(np.int64)
+    return p.w[starts], p.o[starts], p.d[starts], counts, np.cumsum(new) - 1
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -412,28 +465,26 @@ def release_with_report(pairs: pd.DataFrame, config: ReleaseConfig | None = None
     if not isinstance(config, ReleaseConfig):
         raise ParameterError(f"config must be a ReleaseConfig, got {type(config).__name__}.")
     rng = np.random.default_rng(rng)
-    df, n_dup = _validate_pairs(pairs)
-    raw = _count(df).rename(columns={TRUE_COUNT: RAW_COUNT})
+    p = _validate_pairs(pairs)
+    w, o, d, raw, pair_of_row = _count(p)
     report: dict[str, Any] = {
         **config.to_dict(),
         "sensitivity": config.sensitivity,
         "noise_scale": config.scale,
         "rows_in": len(pairs),
-        "duplicate_rows_dropped": n_dup,
-        "weeks": int(raw[WEEK].nunique()),
-        "users": int(df["_ucode"].nunique()) if len(df) else 0,
-        "contributions_in": len(df),
+        "duplicate_rows_dropped": p.n_dup,
+        "weeks": int(np.count_nonzero(np.diff(w)) + 1) if len(w) else 0,  # w is sorted
+        "users": len(p.users),  # factorize codes every user present; dedup never removes a user
+        "contributions_in": len(p),
         "contributions_dropped_by_bounding": 0,
     }
     if config.mode is Mode.USER_LEVEL:
-        kept, brep = _bound_sorted(df, int(config.max_pairs), rng)
+        keep, brep = _bound_mask(p, int(config.max_pairs), rng)
         report.update(brep)
-        bounded = _count(kept)
-        table = raw.merge(bounded, on=[WEEK, ORIGIN, DESTINATION], how="left", sort=False)
-        table[TRUE_COUNT] = table[TRUE_COUNT].fillna(0).astype(np.int64)
+        tc = np.bincount(pair_of_row[keep], minlength=len(w)).astype(np.int64)
     else:
-        table = raw.assign(**{TRUE_COUNT: raw[RAW_COUNT].to_numpy()})
-    tc = table[TRUE_COUNT].to_numpy()
+        tc = raw
+    table = pd.DataFrame({WEEK: w, ORIGIN: o, DESTINATION: d, RAW_COUNT: raw, TRUE_COUNT: tc})
     live = tc > 0
     noise = np.full(len(table), np.nan)
     noise[live] = rng.laplace(0.0, config.scale, size=int(live.sum()))

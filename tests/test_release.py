@@ -172,6 +172,11 @@ def test_user_level_counts_match_loop_reference_and_emptied_pairs_are_never_publ
     got = {(w, o, d): c for w, o, d, c in t[["week", "origin", "destination", RAW_COUNT]].itertuples(index=False)}
     assert got == {k: len(v) for k, v in ref.items()}
     assert (t["true_count"] <= t[RAW_COUNT]).all()
+    # the bounded counts are those of bound_contributions with the same seed (same sampling rule)
+    kept, _ = bound_contributions(pairs, 2, rng=9)
+    ref_b = kept.groupby(["week", "origin", "destination"]).size()
+    got_b = t.set_index(["week", "origin", "destination"])["true_count"]
+    pd.testing.assert_series_equal(got_b[got_b > 0], ref_b, check_names=False)
     assert t["true_count"].sum() == res.report["contributions_in"] - res.report["contributions_dropped_by_bounding"]
     empty = t["true_count"] == 0
     assert empty.sum() == res.report["pairs_emptied_by_bounding"] > 0
