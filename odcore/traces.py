@@ -593,7 +593,7 @@ def _load_table(members: list[_Member], fmt: TraceFormat, mapping: Any, tz: str)
         frames.append(f)
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     # missing users / locs count as missing values
-    miss_user = df[USER].isna().to_numpy()
+    miss_user = df[USER].isna().to_numpy().copy()
     if LOC in df.columns:
         miss_user |= np.isnan(df[LOC].to_numpy(dtype=np.float64))
         df[LOC] = np.where(np.isnan(df[LOC].to_numpy(dtype=np.float64)), -1, df[LOC]).astype(np.int64)
