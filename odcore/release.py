@@ -432,7 +432,28 @@ class ReleaseResult:
     report: dict = field(default_factory=dict)
 
 
-def release_with_report(pairs: pd.DataFrame, config: ReleaseConfig | None = None, rng=None) -> ReleaseResult:
+def _domain_arrays(domain: pd.DataFrame, weeks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(week, origin, destination) of a public domain of pairs; without a week column it applies to ``weeks``."""
+    if not isinstance(domain, pd.DataFrame):
+        raise ParameterError(f"domain must be a pandas DataFrame with columns ['origin', 'destination'] (optionally "
+                             f"'week'), got {type(domain).__name__}.")
+    cols = [c for c in (WEEK, ORIGIN, DESTINATION) if c in domain.columns]
+    if ORIGIN not in cols or DESTINATION not in cols:
+        raise ParameterError(f"domain needs columns 'origin' and 'destination', got {list(domain.columns)}.")
+    arr = {}
+    for c in cols:
+        s = domain[c]
+        if not pd.api.types.is_integer_dtype(s) or s.hasnans:
+            raise ParameterError(f"domain column {c!r} must hold integers without missing values, got dtype {s.dtype}.")
+        arr[c] = s.to_numpy(dtype=np.int64)
+    if WEEK in arr:
+        return arr[WEEK], arr[ORIGIN], arr[DESTINATION]
+    nw = len(weeks)
+    return (np.repeat(weeks, len(domain)), np.tile(arr[ORIGIN], nw), np.tile(arr[DESTINATION], nw))
+
+
+def release_with_report(pairs: pd.DataFrame, config: ReleaseConfig | None = None, rng=None, *,
+                        domain: pd.DataFrame | None = None) -> ReleaseResult:
     """Run the release and return the table with a report of every row removed and why.
 
     Parameters
@@ -445,6 +466,12 @@ def release_with_report(pairs: pd.DataFrame, config: ReleaseConfig | None = None
         :class:`ReleaseConfig` (default: the Bassolas setting ε = 0.66, τ = 100, per metric).
     rng:
         ``numpy.random.Generator | int | None``. Same seed, same output (independent of the input row order).
+    domain:
+        Optional public list of pairs (DataFrame[origin, destination], optionally with week; without week it
+        applies to every week of ``pairs``) that get noise whether observed or not. A domain pair nobody made has
+        true_count 0 and is published only if its noise alone reaches the threshold (probability
+        ``release_probability(0, ...)`` = ½·exp(−τε/sensitivity)). Default None: only observed pairs, the Google
+        setting, where the threshold is what keeps unobserved pairs out (hence δ).
 
     Returns
     -------
@@ -458,8 +485,10 @@ def release_with_report(pairs: pd.DataFrame, config: ReleaseConfig | None = None
         - ``release_prob = P(true_count + Lap >= threshold)`` (exact, :func:`release_probability`).
 
         Pairs whose every contribution was removed by user-level bounding (true_count 0) are kept in the table,
-        never submitted to the mechanism: noise and noisy_count NaN, released False, release_prob 0 (publishing
-        them would let dropped contributions influence the output). ``report`` counts them.
+        never submitted to the mechanism unless they are in ``domain``: noise and noisy_count NaN, released False,
+        release_prob 0 (publishing them would let dropped contributions influence the output). ``report`` counts
+        them (``pairs_emptied_by_bounding``) and the pairs published with true count 0
+        (``pairs_released_with_true_count_0``, only possible for domain pairs).
     """
     config = ReleaseConfig() if config is None else config
     if not isinstance(config, ReleaseConfig):
@@ -484,8 +513,30 @@ def release_with_report(pairs: pd.DataFrame, config: ReleaseConfig | None = None
         tc = np.bincount(pair_of_row[keep], minlength=len(w)).astype(np.int64)
     else:
         tc = raw
+    in_domain = np.zeros(len(w), dtype=bool)
+    if domain is not None:
+        dw, do, dd = _domain_arrays(domain, np.unique(w) if len(w) else np.zeros(0, np.int64))
+        aw, ao, ad = np.concatenate([w, dw]), np.concatenate([o, do]), np.concatenate([d, dd])
+        order = _canonical_order([aw, ao, ad])
+        aw, ao, ad = aw[order], ao[order], ad[order]
+        src = np.concatenate([np.arange(len(w)), np.full(len(dw), -1)])[order]  # observed row index or -1
+        new = np.ones(len(aw), dtype=bool)
+        new[1:] = (aw[1:] != aw[:-1]) | (ao[1:] != ao[:-1]) | (ad[1:] != ad[:-1])
+        gid = np.cumsum(new) - 1
+        ng = int(gid[-1]) + 1 if len(gid) else 0
+        obs_idx = np.full(ng, -1, dtype=np.int64)
+        obs_idx[gid[src >= 0]] = src[src >= 0]
+        dom = np.zeros(ng, dtype=bool)
+        dom[gid[src < 0]] = True
+        starts = np.flatnonzero(new)
+        has = obs_idx >= 0
+        raw_u, tc_u = np.zeros(ng, np.int64), np.zeros(ng, np.int64)
+        raw_u[has], tc_u[has] = raw[obs_idx[has]], tc[obs_idx[has]]
+        w, o, d, raw, tc, in_domain = aw[starts], ao[starts], ad[starts], raw_u, tc_u, dom
+        report["domain_pairs"] = int(dom.sum())
+        report["domain_pairs_unobserved"] = int((dom & ~has).sum())
     table = pd.DataFrame({WEEK: w, ORIGIN: o, DESTINATION: d, RAW_COUNT: raw, TRUE_COUNT: tc})
-    live = tc > 0
+    live = (tc > 0) | in_domain
     noise = np.full(len(table), np.nan)
     noise[live] = rng.laplace(0.0, config.scale, size=int(live.sum()))
     noisy = tc + noise
@@ -500,8 +551,9 @@ def release_with_report(pairs: pd.DataFrame, config: ReleaseConfig | None = None
     table = table.loc[:, list(RELEASE_COLUMNS)]
     report.update({
         "pairs_observed": len(table),
-        "pairs_emptied_by_bounding": int((~live).sum()),
+        "pairs_emptied_by_bounding": int(((raw > 0) & (tc == 0) & ~in_domain).sum()),
         "pairs_released": int(released.sum()),
+        "pairs_released_with_true_count_0": int((released & (tc == 0)).sum()),
         "pairs_released_expected": float(prob.sum()),
         "delta_per_pair": threshold_delta(config.epsilon, config.threshold, config.sensitivity, 1),
         "delta_user_week": (threshold_delta(config.epsilon, config.threshold, config.sensitivity,
@@ -510,7 +562,8 @@ def release_with_report(pairs: pd.DataFrame, config: ReleaseConfig | None = None
     return ReleaseResult(table=table, config=config, report=report)
 
 
-def release(pairs: pd.DataFrame, config: ReleaseConfig | None = None, rng=None) -> pd.DataFrame:
+def release(pairs: pd.DataFrame, config: ReleaseConfig | None = None, rng=None, *,
+            domain: pd.DataFrame | None = None) -> pd.DataFrame:
     """Noisy, thresholded weekly OD counts (the table of :func:`release_with_report`).
 
     Bassolas et al. reply: "for each week W and each location pair (A, B), we compute the number of unique users
@@ -528,4 +581,4 @@ def release(pairs: pd.DataFrame, config: ReleaseConfig | None = None, rng=None) 
     >>> bool((t["released"] == (t["noisy_count"] >= 1)).all())
     True
     """
-    return release_with_report(pairs, config, rng).table
+    return release_with_report(pairs, config, rng, domain=domain).table

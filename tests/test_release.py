@@ -186,6 +186,43 @@ def test_user_level_counts_match_loop_reference_and_emptied_pairs_are_never_publ
     assert res.report["delta_user_week"] == pytest.approx(threshold_delta(1.0, 1, 2, 2))
 
 
+@pytest.mark.parametrize("mode", ["per_metric", "user_level"])
+def test_domain_pairs_with_true_count_zero_published_only_by_noise(mode):
+    """A public domain: unobserved pairs get noise too; they appear only when Laplace noise alone reaches tau."""
+    eps, tau = 1.0, 2
+    cfg = (ReleaseConfig(epsilon=eps, threshold=tau) if mode == "per_metric"
+           else ReleaseConfig(epsilon=eps, threshold=tau, mode=mode, max_pairs=1))
+    observed = singleton_pairs(50)
+    n = 20_000
+    domain = pd.DataFrame({"origin": np.arange(1000, 1000 + n), "destination": np.arange(n)})
+    res = release_with_report(observed, cfg, rng=11, domain=domain)
+    t = res.table
+    zero = t["true_count"] == 0
+    assert zero.sum() == n
+    z = t[zero]
+    np.testing.assert_array_equal(z["released"].to_numpy(), z["noise"].to_numpy() >= tau)
+    p0 = release_probability(0, eps, tau, cfg.sensitivity)  # = 1/2 exp(-tau eps / sensitivity)
+    assert p0 == pytest.approx(0.5 * math.exp(-tau * eps / cfg.sensitivity))
+    k = int(z["released"].sum())
+    assert stats.binomtest(k, n, p0).pvalue > ALPHA
+    assert stats.binomtest(k, n, release_probability(1, eps, tau, cfg.sensitivity)).pvalue < ALPHA
+    assert res.report["pairs_released_with_true_count_0"] == k
+    assert res.report["domain_pairs_unobserved"] == n
+    # without the domain, nothing with true count 0 is ever published
+    assert release_with_report(observed, cfg, rng=11).report["pairs_released_with_true_count_0"] == 0
+
+
+def test_domain_overlapping_observed_pairs_and_week_column():
+    pairs = pd.DataFrame({"week": [0, 0, 1], "user": ["a", "b", "a"], "origin": [1, 1, 2], "destination": [2, 2, 3]})
+    dom = pd.DataFrame({"week": [0, 1, 1], "origin": [1, 2, 5], "destination": [2, 3, 5]})
+    t = release(pairs, ReleaseConfig(epsilon=1, threshold=1), rng=0, domain=dom)
+    assert t[["week", "origin", "destination", "true_count"]].to_numpy().tolist() == [
+        [0, 1, 2, 2], [1, 2, 3, 1], [1, 5, 5, 0]]
+    assert t["noise"].notna().all()
+    with pytest.raises(ParameterError, match="domain"):
+        release(pairs, ReleaseConfig(), domain=pd.DataFrame({"origin": [1]}))
+
+
 def test_duplicates_are_removed_and_counted():
     pairs = pd.DataFrame({"week": [0, 0, 0], "user": ["a", "a", "b"], "origin": [1, 1, 1], "destination": [2, 2, 2]})
     res = release_with_report(pairs, ReleaseConfig(epsilon=1, threshold=1), rng=0)
@@ -219,6 +256,7 @@ def test_properties(pairs, cfg, seed):
     t = release(pairs, cfg, rng=seed)
     pub = t[t["released"]]
     assert (pub["noisy_count"] >= cfg.threshold).all()  # every published count clears the threshold
+    np.testing.assert_array_equal(t["released"].to_numpy(), t["noisy_count"].to_numpy() >= cfg.threshold)
     assert (pub["true_count"] >= 1).all()  # a pair with true count 0 (emptied by bounding) is never published
     pd.testing.assert_frame_equal(t, release(pairs, cfg, rng=seed))  # same seed, same output
     # input row order does not matter
@@ -226,6 +264,24 @@ def test_properties(pairs, cfg, seed):
     pd.testing.assert_frame_equal(t, release(shuffled, cfg, rng=seed))
     assert t["release_prob"].between(0, 1).all()
     assert len(t) == len(pairs.drop_duplicates()[["week", "origin", "destination"]].drop_duplicates())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pairs=pairs_strategy, cfg=config_strategy, seed=st.integers(0, 2**32 - 1),
+       dom=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=20, unique=True))
+def test_properties_with_domain(pairs, cfg, seed, dom):
+    domain = pd.DataFrame(dom, columns=["origin", "destination"], dtype="int64")
+    res = release_with_report(pairs, cfg, rng=seed, domain=domain)
+    t = res.table
+    pub = t[t["released"]]
+    assert (pub["noisy_count"] >= cfg.threshold).all()
+    # a published pair with true count 0 is a domain pair pushed over the threshold by noise alone
+    z = pub[pub["true_count"] == 0]
+    assert (z["noise"] >= cfg.threshold).all()
+    keys = set(map(tuple, domain.to_numpy().tolist()))
+    assert all((o, d) in keys for o, d in z[["origin", "destination"]].itertuples(index=False))
+    assert res.report["pairs_released_with_true_count_0"] == len(z)
+    pd.testing.assert_frame_equal(t, release(pairs, cfg, rng=seed, domain=domain))
 
 
 def test_different_seeds_differ():
