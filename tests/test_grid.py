@@ -1,0 +1,84 @@
+"""Square grid: cell area, ids, centroids and polygons; UTM zone from the data, equal-area for wide data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from odcore.errors import ParameterError
+from odcore.grid import SquareGrid, utm_epsg
+
+
+def _city(n=2000, lat=37.77, lon=-122.42, seed=0):
+    rng = np.random.default_rng(seed)
+    return lat + rng.normal(0, 0.05, n), lon + rng.normal(0, 0.05, n)
+
+
+def test_utm_zone_from_data():
+    lat, lon = _city()
+    g = SquareGrid.fit(lat, lon, 1.3)
+    assert g.crs == "EPSG:32610"
+    assert g.cell_km2 == pytest.approx(1.3)
+    assert g.side_m == pytest.approx(1140.175, abs=1e-3)   # sqrt(1.3 km²)
+    assert utm_epsg(-33.9, 151.2) == 32756
+
+
+def test_every_point_gets_a_cell_and_same_cell_means_close():
+    lat, lon = _city()
+    g = SquareGrid.fit(lat, lon, 1.3)
+    c = g.assign(lat, lon)
+    assert (c >= 0).all()
+    assert c.max() < g.n_cells
+    # Points in the same cell are at most a diagonal apart (in metres, in the grid's CRS)
+    x, y = g.project(lat, lon)
+    for cell in np.unique(c)[:50]:
+        m = c == cell
+        assert np.ptp(x[m]) <= g.side_m + 1e-6
+        assert np.ptp(y[m]) <= g.side_m + 1e-6
+
+
+def test_outside_points_get_minus_one():
+    lat, lon = _city()
+    g = SquareGrid.fit(lat, lon, 1.3)
+    assert g.assign([45.0], [-100.0])[0] == -1
+
+
+def test_centroids_roundtrip_and_polygon_area():
+    lat, lon = _city()
+    g = SquareGrid.fit(lat, lon, 2.0)
+    cells = np.unique(g.assign(lat, lon))
+    cen = g.centroids(cells)
+    np.testing.assert_array_equal(g.assign(cen["lat"], cen["lon"]), cells)
+    poly = g.polygons(cells[:20])
+    assert poly.crs.to_epsg() == 4326
+    # Independent check of the area with geopandas in an equal-area CRS (UTM scale error < 0.1 % here)
+    areas = poly.to_crs("+proj=cea +lon_0=-122.42 +datum=WGS84").area / 1e6
+    np.testing.assert_allclose(areas, 2.0, rtol=2e-3)
+    import geopandas as gpd
+
+    pts = gpd.points_from_xy(cen["lon"].to_numpy()[:20], cen["lat"].to_numpy()[:20], crs="EPSG:4326")
+    assert poly.contains(gpd.GeoSeries(pts, index=poly.index)).all()
+
+
+def test_wide_extent_uses_equal_area_cells():
+    rng = np.random.default_rng(1)
+    lat, lon = rng.uniform(25, 49, 3000), rng.uniform(-124, -70, 3000)    # contiguous USA
+    g = SquareGrid.fit(lat, lon, 1.3)
+    assert "laea" in g.crs
+    c = g.assign(lat, lon)
+    assert (c >= 0).all()
+    poly = g.polygons(np.unique(c)[:10])
+    areas = poly.to_crs("+proj=cea +lon_0=-97 +datum=WGS84").area / 1e6
+    np.testing.assert_allclose(areas, 1.3, rtol=1e-3)
+
+
+def test_fit_is_deterministic_and_validates():
+    lat, lon = _city()
+    assert SquareGrid.fit(lat, lon) == SquareGrid.fit(lat, lon)
+    with pytest.raises(ParameterError, match="cell_km2"):
+        SquareGrid.fit(lat, lon, -1)
+    with pytest.raises(ParameterError, match="zero points"):
+        SquareGrid.fit([], [])
+    g = SquareGrid.fit(lat, lon)
+    with pytest.raises(ParameterError, match="cell ids"):
+        g.centroids([g.n_cells])
