@@ -376,13 +376,28 @@ def bound_contributions(pairs: pd.DataFrame, max_pairs: int, rng=None) -> tuple[
     return p.take(np.flatnonzero(keep)).frame(), rep
 
 
+_MIN_RANDOM_BITS = 40
+"""Random bits per row in the fast bounding path (ties within a user-week then have probability ~n²/2^41)."""
+
+
 def _bound_mask(p: _Pairs, m: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
     """Boolean mask of the contributions kept by the sampling rule of :func:`bound_contributions`."""
     n = len(p)
-    key = rng.random(n)
-    # order by (week, user), ties in random-key order: argsort the keys, then a stable sort by (week, user)
-    by_key = np.argsort(key)
-    order = by_key[_canonical_order([p.w[by_key], p.u[by_key]])]
+    order = None
+    if n:
+        # Fast path: one argsort of (week, user) packed in the high bits and a random integer in the low bits,
+        # i.e. rows grouped by (week, user) and in uniformly random order within each group.
+        w0 = p.w - p.w.min()
+        n_u = int(p.u.max()) + 1
+        span = (int(w0.max()) + 1) * n_u
+        bits = 62 - max(span - 1, 1).bit_length()
+        if bits >= _MIN_RANDOM_BITS:
+            key = ((w0 * n_u + p.u) << bits) | rng.integers(0, 1 << bits, size=n, dtype=np.int64)
+            order = np.argsort(key)  # keys are distinct w.h.p.; introsort beats timsort on random keys
+    if order is None:
+        # General path: argsort random keys, then a stable sort by (week, user).
+        by_key = np.argsort(rng.random(n))
+        order = by_key[_canonical_order([p.w[by_key], p.u[by_key]])]
     ws, us = p.w[order], p.u[order]
     new_group = np.ones(n, dtype=bool)
     if n > 1:

@@ -145,8 +145,11 @@ def test_bounding_keeps_at_most_max_pairs_and_counts_drops():
     assert len(kept.merge(uniq, how="inner")) == len(kept)
 
 
-def test_bounding_subset_is_uniform():
+@pytest.mark.parametrize("fast", [True, False])
+def test_bounding_subset_is_uniform(fast, monkeypatch):
     # one user with 5 pairs per week, keep 1: each pair kept 1/5 of the time (chi-square), over 10,000 weeks
+    if not fast:  # force the general path (used when (week, user) ranges leave too few random bits)
+        monkeypatch.setattr("odcore.release._MIN_RANDOM_BITS", 63)
     weeks, k = 10_000, 5
     pairs = singleton_pairs(k, weeks=weeks)
     pairs["user"] = "a"
