@@ -111,7 +111,7 @@ class SynthConfig:
             ts = pd.Timestamp(self.start)
         except (TypeError, ValueError):
             raise ParameterError(f"start must be an ISO date, got start={self.start!r}.") from None
-        if ts.dayofweek != 0 or ts != ts.normalize():
+        if ts.day_of_week != 0 or ts != ts.normalize():
             raise ParameterError(f"start must be a Monday at 00:00, got start={self.start!r} ({ts.day_name()}).")
         try:
             pd.Timestamp("2020-01-01").tz_localize(self.tz)
