@@ -63,6 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="post-processing: clip to [0, m] ('group', default), [0, inf) or none")
     d.add_argument("--norm", default="ortho", choices=["ortho", "backward"],
                    help="fpa/efpag transform scaling ('backward' is NOT DP; shows default-FFT magnitudes)")
+    d.add_argument("--round", dest="round_counts", action="store_true",
+                   help="post-processing: round released values to integers")
     d.add_argument("--train-on-noisy", action="store_true", help="strategic adversary trained on noisy aggregates")
     p.add_argument("--roc", action="store_true", help="include ROC curves in the JSON")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -82,6 +84,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--kappa", type=int, default=20)
     q.add_argument("--clip", default="group", choices=["none", "nonneg", "group"])
     q.add_argument("--norm", default="ortho", choices=["ortho", "backward"])
+    q.add_argument("--round", dest="round_counts", action="store_true", help="round released values")
+    q.add_argument("--gamma-scope", default="series", choices=["series", "matrix"],
+                   help="MRE sanity bound: 0.1%% of each ROI series' sum (paper) or of the whole release")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=run_defences)
@@ -152,7 +157,8 @@ def run_knock(args: argparse.Namespace) -> int:
         prior=args.prior, m=args.m, alpha=args.alpha, targets=args.targets,
         target_ids=tuple(t.strip() for t in args.target_ids.split(",") if t.strip()) if args.target_ids else None,
         classifiers=args.classifiers, selection=args.selection, defence=args.defence, epsilon=args.epsilon,
-        delta=args.delta, kappa=args.kappa, clip=args.clip, norm=args.norm, train_on_noisy=args.train_on_noisy,
+        delta=args.delta, kappa=args.kappa, clip=args.clip, norm=args.norm, round_counts=args.round_counts,
+        train_on_noisy=args.train_on_noisy,
         seed=args.seed, n_train=args.n_train, n_test=args.n_test, beta=args.beta, n_groups=args.n_groups,
         period_slots=args.period_slots, inference_period=args.inference_period, n_jobs=args.n_jobs)
     ts = series_from_args(args)
@@ -182,7 +188,8 @@ def run_defences(args: argparse.Namespace) -> int:
     cfg = MREConfig(epsilons=eps, mechanisms=tuple(x.strip() for x in args.mechanisms.split(",") if x.strip()),
                     m=args.m, n_groups=args.groups, period_slots=args.period_slots,
                     inference_period=args.inference_period, delta=args.delta, kappa=args.kappa, clip=args.clip,
-                    norm=args.norm, seed=args.seed)
+                    norm=args.norm, round_counts=args.round_counts, gamma_scope=args.gamma_scope,
+                    seed=args.seed)
     ts = series_from_args(args)
     t0 = time.perf_counter()
     out = mre_table(ts, cfg)

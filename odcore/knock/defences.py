@@ -79,6 +79,8 @@ class DefenceConfig:
         Post-processing :class:`Clip` (default ``group``: clip to ``[0, m]``).
     norm:
         :class:`TransformNorm` for ``fpa``/``efpag``.
+    round_counts:
+        Post-processing: round the released values to integers (after clipping).
     """
 
     mechanism: Mechanism
@@ -89,6 +91,7 @@ class DefenceConfig:
     kappa: int = 20
     clip: Clip = Clip.GROUP
     norm: TransformNorm = TransformNorm.ORTHO
+    round_counts: bool = False
 
     def __post_init__(self) -> None:
         for name, enum in (("mechanism", Mechanism), ("clip", Clip), ("norm", TransformNorm)):
@@ -239,4 +242,5 @@ def perturb(agg: np.ndarray, config: DefenceConfig, rng: np.random.Generator | i
     else:
         div = math.sqrt(2 * n) if config.norm == TransformNorm.BACKWARD else 1.0
         out = efpag(x, config.epsilon, config.delta, config.delta2, rng, noise_divisor=div)
-    return _clip(out, config.clip, group_size)
+    out = _clip(out, config.clip, group_size)
+    return np.rint(out, out=out) if config.round_counts else out

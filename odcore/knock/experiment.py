@@ -48,6 +48,8 @@ class KnockConfig:
         Seed of everything random (game, targets, noise, classifiers).
     n_train, n_test, beta, n_groups, period_slots, inference_period:
         Game sizes (paper defaults).
+    allow_repeats:
+        Allow repeated groups when fewer distinct groups exist than needed (e.g. m = 1).
     n_jobs:
         Parallel jobs for the random forest.
     """
@@ -65,6 +67,7 @@ class KnockConfig:
     kappa: int = 20
     clip: Clip = Clip.GROUP
     norm: TransformNorm = TransformNorm.ORTHO
+    round_counts: bool = False
     train_on_noisy: bool = False
     seed: int = 0
     n_train: int = 400
@@ -73,6 +76,7 @@ class KnockConfig:
     n_groups: int = 400
     period_slots: int = 168
     inference_period: int | None = None
+    allow_repeats: bool = False
     n_jobs: int = 2
 
     def __post_init__(self) -> None:
@@ -109,13 +113,13 @@ class KnockConfig:
     def game(self) -> GameConfig:
         return GameConfig(prior=self.prior, m=self.m, alpha=self.alpha, n_train=self.n_train, n_test=self.n_test,
                           beta=self.beta, n_groups=self.n_groups, period_slots=self.period_slots,
-                          inference_period=self.inference_period)
+                          inference_period=self.inference_period, allow_repeats=self.allow_repeats)
 
     def defence_config(self, sensitivity: float) -> DefenceConfig | None:
         if self.defence is None:
             return None
         return DefenceConfig(self.defence, self.epsilon, sensitivity, delta=self.delta, kappa=self.kappa,
-                             clip=self.clip, norm=self.norm)
+                             clip=self.clip, norm=self.norm, round_counts=self.round_counts)
 
 
 @dataclass(frozen=True, eq=False)
@@ -374,8 +378,10 @@ class MREConfig:
         Number of random groups whose inference-period aggregates are perturbed (MRE averaged over groups and ROIs).
     period_slots, inference_period:
         The released period (default: the first week).
-    delta, kappa, clip, norm:
-        Mechanism parameters (paper: δ = 0.1, κ = 20 for SFC).
+    delta, kappa, clip, norm, round_counts:
+        Mechanism parameters (paper: δ = 0.1, κ = 20 for SFC) and post-processing.
+    gamma_scope:
+        ``series`` (γ = 0.1% of each ROI series' sum, the paper's wording) or ``matrix`` (of the whole release).
     seed:
         Seed.
     """
@@ -390,9 +396,13 @@ class MREConfig:
     kappa: int = 20
     clip: Clip = Clip.GROUP
     norm: TransformNorm = TransformNorm.ORTHO
+    round_counts: bool = False
+    gamma_scope: str = "series"
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.gamma_scope not in ("series", "matrix"):
+            raise ParameterError(f"gamma_scope must be 'series' or 'matrix', got {self.gamma_scope!r}.")
         if not self.epsilons:
             raise ParameterError("epsilons must hold at least one value.")
         from odcore.errors import check_positive
@@ -419,7 +429,8 @@ def mre_table(data: LocationTimeSeries | pd.DataFrame, config: MREConfig | None 
               ) -> dict[str, Any]:
     """MRE of each mechanism and ε on the inference-period aggregates of random groups (§VII-C, Tables II/III).
 
-    Returns ``{"mre": {mechanism: {str(ε): value}}, "sensitivity": Δ, "l2_sensitivity": Δ₂, "m": m,
+    Returns ``{"mre": {mechanism: {str(ε): mean over groups and ROI series}}, "mre_median": same with the median,
+    "sensitivity": Δ, "l2_sensitivity": Δ₂, "m": m,
     "n_groups": ..., "series_without_mre": count of all-zero ROI series (MRE undefined, excluded)}``.
     """
     config = config or MREConfig()
@@ -437,16 +448,20 @@ def mre_table(data: LocationTimeSeries | pd.DataFrame, config: MREConfig | None 
     agg = ts.aggregate(groups, t0, t1)
     delta_l1 = ts.sensitivity(t0, t1)
     table: dict[str, dict[str, float]] = {}
+    medians: dict[str, dict[str, float]] = {}
     undefined = 0
     for mech in config.mechanisms:
-        row = {}
+        row, med = {}, {}
         for eps in config.epsilons:
             cfg = DefenceConfig(mech, eps, delta_l1, delta=config.delta, kappa=config.kappa, clip=config.clip,
-                                norm=config.norm)
-            r = mre(agg, perturb(agg, cfg, rng, group_size=m))
+                                norm=config.norm, round_counts=config.round_counts)
+            r = mre(agg, perturb(agg, cfg, rng, group_size=m), scope=config.gamma_scope)
             undefined = int(np.isnan(r).sum())
             row[f"{eps:g}"] = float(np.nanmean(r))
+            med[f"{eps:g}"] = float(np.nanmedian(r))
         table[mech.value] = row
-    return {"mre": table, "sensitivity": delta_l1, "l2_sensitivity": float(np.sqrt(delta_l1)), "m": m,
+        medians[mech.value] = med
+    return {"mre": table, "mre_median": medians, "sensitivity": delta_l1, "l2_sensitivity": float(np.sqrt(delta_l1)), "m": m,
             "n_groups": config.n_groups, "inference_slots": [t0, t1], "series_without_mre": undefined,
-            "clip": config.clip.value, "norm": config.norm.value, "kappa": config.kappa, "delta": config.delta}
+            "clip": config.clip.value, "norm": config.norm.value,
+            "round_counts": config.round_counts, "gamma_scope": config.gamma_scope, "kappa": config.kappa, "delta": config.delta}

@@ -52,17 +52,30 @@ def privacy_gain(auc_raw: float | np.ndarray, auc_noisy: float | np.ndarray) -> 
     return float(np.round(pg, 12)) if pg.ndim == 0 else pg
 
 
-def mre(true: np.ndarray, noisy: np.ndarray, *, gamma_fraction: float = 0.001) -> np.ndarray:
+def mre(true: np.ndarray, noisy: np.ndarray, *, gamma_fraction: float = 0.001, scope: str = "series"
+        ) -> np.ndarray:
     """Mean relative error of each series along the last axis (Eq. 7).
 
     ``MRE(Y, Y') = mean_i |Y'_i − Y_i| / max(γ, Y_i)`` with γ = ``gamma_fraction`` (0.1%, after Ács &
-    Castelluccia) of the series' sum. Series whose sum is 0 have no defined MRE and give NaN (callers count them).
+    Castelluccia) of the series' sum (``scope="series"``, the paper's wording) or of the sum of the whole released
+    matrix, i.e. the last two axes ROI × T (``scope="matrix"``, Ács & Castelluccia's population-wide bound).
+    Series whose γ is 0 (all-zero series) have no defined MRE and give NaN (callers count them).
+
+    >>> float(mre(np.array([[10., 0., 10.]]), np.array([[11., 1., 10.]]), gamma_fraction=0.1)[0])
+    0.8
     """
     y = np.asarray(true, dtype=float)
     z = np.asarray(noisy, dtype=float)
     if y.shape != z.shape:
         raise ParameterError(f"true and noisy series differ in shape: {y.shape} vs {z.shape}.")
-    gamma = gamma_fraction * y.sum(axis=-1, keepdims=True)
+    if scope == "series":
+        gamma = gamma_fraction * y.sum(axis=-1, keepdims=True)
+    elif scope == "matrix":
+        if y.ndim < 2:
+            raise ParameterError("scope='matrix' needs (..., ROI, T) arrays.")
+        gamma = np.broadcast_to(gamma_fraction * y.sum(axis=(-2, -1), keepdims=True), (*y.shape[:-1], 1))
+    else:
+        raise ParameterError(f"scope must be 'series' or 'matrix', got scope={scope!r}.")
     den = np.maximum(gamma, y)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.abs(z - y) / den
