@@ -22,6 +22,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "odcore.cli.data",
     "odcore.cli.release",
     "odcore.cli.knock",
+    "odcore.cli.attack",
 )
 
 
