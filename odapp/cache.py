@@ -28,3 +28,62 @@ def od_data(dataset_id: str, od_config, _df):
     from odcore.trips import build_od
 
     return build_od(_df, od_config)
+
+
+# ---- budget (odcore.accounting) --------------------------------------------------------------------------------
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def budget(config) -> dict:
+    from odcore.accounting import budget as _budget
+
+    return _budget(config)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def budget_curves(epsilon: float, trips: int, weeks: int, delta: float, trips_max: int):
+    """The three curves of the budget page: ε vs trips, ε over weeks, ε(δ)."""
+    from odcore import accounting as acc
+
+    return (acc.epsilon_vs_trips(epsilon, trips_max=trips_max, delta=delta),
+            acc.epsilon_over_weeks(epsilon, trips=trips, weeks=weeks, delta=delta),
+            acc.epsilon_delta_curve(epsilon, k=trips))
+
+
+# ---- data page -------------------------------------------------------------------------------------------------
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def cell_density(dataset_id: str, od_config, _df, _grid):
+    """``DataFrame[cell, points]``: trace points per grid cell (every cell of the grid, zeros included)."""
+    import numpy as np
+    import pandas as pd
+
+    cells = _grid.assign(_df["lat"].to_numpy(), _df["lon"].to_numpy())
+    counts = np.bincount(cells[cells >= 0], minlength=_grid.n_cells)
+    return pd.DataFrame({"cell": np.arange(_grid.n_cells), "points": counts}), int((cells < 0).sum())
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def cell_shapes(dataset_id: str, od_config, cells: tuple[int, ...] | None, _grid):
+    """Square polygons of ``cells`` (all cells when None) for pydeck."""
+    import numpy as np
+
+    from odapp.maps import cell_polygons
+
+    c = np.arange(_grid.n_cells) if cells is None else np.asarray(cells, dtype=np.int64)
+    return cell_polygons(_grid, c)
+
+
+# ---- release (odcore.release / odcore.utility) -----------------------------------------------------------------
+
+@st.cache_data(max_entries=32, show_spinner="Adding noise and thresholding…")
+def week_release(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
+    """:func:`odcore.release.release_with_report` of one week's unique pairs (same seed, same noise)."""
+    from odcore.release import release_with_report
+
+    return release_with_report(_od.week_pairs(week), release_config, rng=seed)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def used_centroids(dataset_id: str, od_config, _od):
+    """Centroids of the cells that hold data (for arcs)."""
+    return _od.centroids()

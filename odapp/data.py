@@ -23,7 +23,7 @@ from odapp.state import (
     DataSource,
 )
 from odcore.errors import ODCoreError, TraceFormatError
-from odcore.paths import SAMPLE_DATA_DIR
+from odcore.paths import REPO_ROOT, SAMPLE_DATA_DIR
 
 SAMPLE_FILE = SAMPLE_DATA_DIR / "synthetic_city.parquet"
 
@@ -34,6 +34,13 @@ class Loaded:
 
     df: pd.DataFrame = field(repr=False)
     summary: dict
+    cli: dict = field(default_factory=dict)
+    """Loader flags of ``python -m odcore`` (snake_case keys) that read the same traces the same way."""
+
+    @property
+    def tz(self) -> str:
+        """Time zone of local hours and week starts (as the CLI resolves ``--tz auto``)."""
+        return self.cli.get("tz", "UTC")
 
 
 @dataclass(frozen=True)
@@ -42,8 +49,13 @@ class UploadOptions:
 
     format: str = "auto"
     mapping: tuple[tuple[str, str], ...] = ()   # (engine column, file column) pairs; empty = detect
-    tz: str = "UTC"
+    tz: str = "auto"          # "auto": the format's local zone (Cabspotting: America/Los_Angeles), else UTC
     time_offset_s: int = 0
+
+    def resolved_tz(self, fmt: str) -> str:
+        from odcore.cli.common import FORMAT_TZ
+
+        return FORMAT_TZ.get(fmt, "UTC") if self.tz == "auto" else self.tz
 
     def mapping_dict(self) -> dict[str, str] | None:
         m = {k: v for k, v in self.mapping if v}
@@ -86,7 +98,11 @@ def load_sample() -> Loaded:
         raise TraceFormatError("the bundled sample is missing; regenerate it with `make sample-data`.",
                                file=str(SAMPLE_FILE))
     t = load_traces(SAMPLE_FILE)
-    return Loaded(t.df, _summary_of(t))
+    try:
+        rel = str(SAMPLE_FILE.relative_to(REPO_ROOT))
+    except ValueError:
+        rel = str(SAMPLE_FILE)
+    return Loaded(t.df, _summary_of(t), {"input": rel, "format": "parquet", "tz": "UTC", "bbox": "none"})
 
 
 def load_synth(users: int, weeks: int, extent_km: float, seed: int) -> Loaded:
@@ -96,8 +112,9 @@ def load_synth(users: int, weeks: int, extent_km: float, seed: int) -> Loaded:
     cfg = SynthConfig(users=int(users), weeks=int(weeks), extent_km=float(extent_km))
     df = generate_city(cfg, rng=int(seed))
     summary = {"source": f"odcore.synth seed={int(seed)}", "format": "synthetic", "rows_read": len(df),
-               "rows_kept": len(df), "rows_dropped": {}}
-    return Loaded(df, summary)
+               "rows_kept": len(df), "rows_dropped": {}, "users": int(df["user"].nunique()),
+               "time_min": df["time"].min().isoformat(), "time_max": df["time"].max().isoformat()}
+    return Loaded(df, summary, {"input": "synthetic.parquet", "format": "parquet", "tz": "UTC", "bbox": "none"})
 
 
 def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()) -> Loaded:
@@ -112,9 +129,15 @@ def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()
 
     if not data:
         raise TraceFormatError("the file is empty; upload a CSV, Parquet, JSON or zip file of traces.", file=name)
-    t = load_traces(io.BytesIO(data), format=options.format, mapping=options.mapping_dict(), tz=options.tz,
-                    time_offset_s=options.time_offset_s, name=name)
-    return Loaded(t.df, _summary_of(t))
+    # With tz "auto", naive text times are read as UTC and the format's local zone (Cabspotting: unix times,
+    # America/Los_Angeles hours and weeks) is used for hours and weeks, as `python -m odcore --tz auto` does.
+    t = load_traces(io.BytesIO(data), format=options.format, mapping=options.mapping_dict(),
+                    tz="UTC" if options.tz == "auto" else options.tz, time_offset_s=options.time_offset_s,
+                    name=name)
+    tz = options.resolved_tz(t.report.format)
+    cli = {"input": name, "format": t.report.format, "tz": tz, "time_offset": float(options.time_offset_s),
+           "bbox": "none"}
+    return Loaded(t.df, _summary_of(t), cli)
 
 
 def apply_upload(state: MutableMapping, data: bytes, name: str, options: UploadOptions = UploadOptions()) -> bool:

@@ -79,8 +79,11 @@ def to_json_text(obj: Any) -> str:
 
 
 def export_buttons(name: str, *, fig: go.Figure | None = None, data: pd.DataFrame | None = None,
-                   config: dict | None = None, key: str | None = None) -> None:
-    """A row of download buttons: PNG, SVG (from ``fig``), CSV (``data``) and configuration JSON (``config``)."""
+                   config: dict | None = None, command: str | None = None, key: str | None = None) -> None:
+    """A row of download buttons: PNG, SVG (from ``fig``), CSV (``data``) and configuration JSON (``config``).
+
+    ``command`` names the ``python -m odcore`` subcommand that accepts the JSON (:data:`odapp.cli_config.COMMANDS`).
+    """
     base = slug(name)
     key = key or base
     cols = st.columns(4)
@@ -93,20 +96,23 @@ def export_buttons(name: str, *, fig: go.Figure | None = None, data: pd.DataFram
                                 mime="image/svg+xml", key=f"dl_svg_{key}", on_click="ignore", icon="📐",
                                 help="The chart as a vector SVG image, for papers.")
     if data is not None:
-        csv = data.to_csv(index=False)
-        cols[2].download_button("CSV", data=csv, file_name=f"{base}.csv", mime="text/csv",
+        cols[2].download_button("CSV", data=lambda: data.to_csv(index=False), file_name=f"{base}.csv", mime="text/csv",
                                 key=f"dl_csv_{key}", on_click="ignore", icon="📄",
                                 help="The numbers behind the chart, one row per plotted point.")
     if config is not None:
-        cols[3].download_button("Config JSON", data=to_json_text(config), file_name=f"{base}.config.json",
+        from odapp.cli_config import COMMANDS
+
+        file_name = f"{base}.config.json"
+        how = (f"Reproduce it from a shell: `{COMMANDS[command].format(file=file_name)}`" if command in COMMANDS
+               else "")
+        cols[3].download_button("Config JSON", data=to_json_text(config), file_name=file_name,
                                 mime="application/json", key=f"dl_cfg_{key}", on_click="ignore", icon="⚙️",
-                                help="Every setting behind this chart; `python -m odcore ... --config FILE` "
-                                     "reproduces it from a shell (the command is inside).")
+                                help=f"Every setting behind this chart, as the command line's flags. {how}")
 
 
 def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config: dict | None = None,
-          key: str | None = None) -> None:
+          command: str | None = None, key: str | None = None) -> None:
     """Draw a plotly chart with its export buttons underneath."""
     st.plotly_chart(fig, use_container_width=True, key=f"chart_{key or slug(name)}",
                     config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
-    export_buttons(name, fig=fig, data=data, config=config, key=key)
+    export_buttons(name, fig=fig, data=data, config=config, command=command, key=key)

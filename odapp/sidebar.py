@@ -54,14 +54,20 @@ class PageContext:
     od_config: object  # odcore.trips.ODConfig
 
 
+def _copy_to_persistent(key: str) -> None:
+    st.session_state[key] = st.session_state[widget_key(key)]
+
+
 def _bound(key: str, widget: Callable, **kwargs):
-    """Draw ``widget`` under the widget key of ``key`` and copy its value back to the persistent key."""
+    """Draw ``widget`` under the widget key of ``key``, always starting from the persistent value.
+
+    Streamlit forgets a widget's state when a page that does not draw it runs (and a page switch makes new
+    widgets), so the persistent key is the source of truth: it is copied into the widget key before drawing, and a
+    change of the widget is copied back by the ``on_change`` callback, which runs before the script.
+    """
     wk = widget_key(key)
-    if wk not in st.session_state:
-        st.session_state[wk] = st.session_state[key]
-    value = widget(key=wk, **kwargs)
-    st.session_state[key] = value
-    return value
+    st.session_state[wk] = st.session_state[key]
+    return widget(key=wk, on_change=_copy_to_persistent, args=(key,), **kwargs)
 
 
 def _source_controls() -> None:
@@ -109,8 +115,10 @@ def _upload_controls() -> None:
         unit = st.selectbox("Time unit", ["auto", "iso", "s", "ms"], key="w.upload_time_unit",
                             help="auto: numbers are Unix seconds, text is ISO 8601; or force ISO text, Unix "
                                  "seconds (s) or milliseconds (ms).")
-        tz = st.text_input("Time zone of naive timestamps", "UTC", key="w.upload_tz",
-                           help="IANA name such as America/Los_Angeles; used when timestamps carry no zone.")
+        tz = st.text_input("Time zone", "auto", key="w.upload_tz",
+                           help="IANA name such as America/Los_Angeles, used for timestamps without a zone and "
+                                "for local hours and Monday week starts; 'auto' = America/Los_Angeles for "
+                                "Cabspotting, UTC otherwise (as the command line's --tz auto).")
         offset = st.number_input("Time offset (seconds)", value=0, step=3600, key="w.upload_offset",
                                  help="Added to every timestamp, e.g. 28800 for check-in sets that are 8 h early.")
     if st.button("Load this file", disabled=up is None, key="w.upload_go",
@@ -119,7 +127,7 @@ def _upload_controls() -> None:
         if mapping or unit != "auto":
             mapping = (*mapping, ("time_unit", unit))
         opts = UploadOptions(format=fmt, mapping=mapping,
-                             tz=tz.strip() or "UTC", time_offset_s=int(offset))
+                             tz=tz.strip() or "auto", time_offset_s=int(offset))
         apply_upload(ss, up.getvalue(), up.name, opts)
     if ss.get(K_UPLOAD_ERROR):
         st.error(ss[K_UPLOAD_ERROR], icon="⚠️")
@@ -162,7 +170,7 @@ def render() -> PageContext:
         with engine_errors("Could not load the data",
                            "Pick the bundled synthetic city or fix the file, then try again."):
             ref, loaded = current_dataset()
-            od_config = ODConfig(cell_km2=float(ss[K_CELL_KM2]))
+            od_config = ODConfig(cell_km2=float(ss[K_CELL_KM2]), tz=loaded.tz)
             od = cache.od_data(ref.id, od_config, _df=loaded.df)
         ss[K_DATASET] = ref
         n_weeks = max(1, len(od.week_starts))

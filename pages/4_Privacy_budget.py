@@ -1,0 +1,157 @@
+"""Privacy budget: per metric vs per user, ε against trips and weeks, and what each ε means for an attacker."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from odapp import cache
+from odapp.cli_config import budget_config
+from odapp.errors import engine_errors
+from odapp.export import chart, styled
+from odapp.layout import metric, page
+from odapp.words import epsilon_words, num, pct, probability_words
+from odcore.accounting import BudgetConfig, posterior_bound
+
+ctx = page(
+    "Privacy budget",
+    "Google's ε = 0.66 is a promise about **one count**: whether one person made one trip A → B in one week "
+    "(“per metric”). A person with *n* distinct trips in a week is in *n* counts, so their own budget adds up "
+    "— to n·ε per week and more over many weeks. This page puts the two readings side by side and turns each ε "
+    "into the best an attacker could do.",
+    icon="🧮",
+)
+s = ctx.settings
+uw = ctx.od.user_week
+week_uw = uw[uw["week"] == s.week]
+typical = int(week_uw["unique_trips"].median()) if len(week_uw) else 0
+
+c1, c2, c3, c4 = st.columns(4)
+trips = c1.number_input(
+    "Unique trips of the user per week (n)", min_value=1, max_value=500, value=70, step=1, key="budget_trips",
+    help="Distinct origin–destination pairs a person contributes in a week. Houssiau et al. take 70 (10 a day) as "
+         f"a conservative bound; in the loaded data the median user of week {s.week} has {typical}.")
+weeks = c2.number_input("Weeks released (W)", min_value=1, max_value=520, value=52, step=1, key="budget_weeks",
+                        help="Number of weekly releases the person appears in (one year = 52).")
+delta = c3.select_slider(
+    "δ for the advanced and tight bounds", options=[1e-12, 1e-9, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2], value=1e-6,
+    key="budget_delta", format_func=lambda d: f"{d:.0e}",
+    help="Advanced composition and the exact (tight) bound trade ε for a small probability δ of failure.")
+prior = c4.slider("Attacker's prior that the person is in the data", 0.01, 0.99, 0.5, 0.01, key="budget_prior",
+                  help="What the attacker believes before seeing the release; 0.5 is a coin flip (the 16 % "
+                       "statement assumes it).")
+
+with engine_errors("Could not compute the budget"):
+    b = cache.budget(BudgetConfig(epsilon=s.epsilon, threshold=s.threshold, trips=int(trips), weeks=int(weeks),
+                                  delta=float(delta), max_pairs=s.max_pairs if s.mode == "user_level" else None))
+    vs_trips, over_weeks, eps_delta = cache.budget_curves(s.epsilon, int(trips), int(weeks), float(delta),
+                                                          max(70, int(trips)))
+
+
+
+def tight_or_rdp(span: str) -> tuple[float, str]:
+    """The exact ε(δ) when the engine computed it, else its Rényi-DP bound (odcore.accounting.TIGHT_K_MAX)."""
+    v = b[f"epsilon_user_{span}_tight"]
+    return (float(v), "tight") if v is not None else (float(b[f"epsilon_user_{span}_rdp"]), "Rényi bound")
+
+
+cli_config = budget_config(s, trips=int(trips), weeks=int(weeks), delta=float(delta))
+
+st.subheader("Per metric vs per user")
+left, right = st.columns(2)
+with left, st.container(border=True):
+    st.markdown("#### Per metric — what the “16 %” covers")
+    a, b_, c = st.columns(3)
+    metric(a, "ε per count", num(b["epsilon_per_metric"]), epsilon_words(b["epsilon_per_metric"]))
+    metric(b_, "δ per count", f"{b['delta_per_metric']:.1e}", "chance the threshold leaks a count")
+    p = float(posterior_bound(b["epsilon_per_metric"], prior))
+    metric(c, "Attacker's best posterior", pct(p), probability_words(p),
+           help="e^ε·π / (e^ε·π + 1 − π) for prior π (Houssiau et al., Methods, Theoretical bounds).")
+    st.markdown(
+        f"Covers: *did this person travel from A to B in week W?* — an attacker who knows everyone else's trips "
+        f"moves from {pct(prior, 0)} to at most **{pct(p)}**. "
+        "Does **not** cover: *is this person in the data at all*, *where else did they go*, or anything spanning "
+        "several trips or weeks.")
+with right, st.container(border=True):
+    st.markdown(f"#### Per user — what a person with n = {int(trips)} trips risks")
+    a, b_, c = st.columns(3)
+    metric(a, "ε per user-week (basic)", num(b["epsilon_user_week"]), epsilon_words(b["epsilon_user_week"]),
+           help="n·ε: simple composition over the n counts the person is in (Houssiau et al. 46.2 at n = 70).")
+    week_tight, week_tight_name = tight_or_rdp("week")
+    metric(b_, f"ε per user-week ({week_tight_name}, δ={delta:.0e})", num(week_tight), epsilon_words(week_tight),
+           help="Exact ε(δ) of the n-fold Laplace composition from its privacy-loss distribution (above "
+                "k = 400 counts the Rényi-DP bound, within a few % of it, is shown instead).")
+    metric(c, f"ε over {int(weeks)} weeks (basic)", num(b["epsilon_user_total"]),
+           epsilon_words(b["epsilon_user_total"]),
+           help="W·n·ε (Houssiau et al. 2402.4 for 52 weeks of 70 trips).")
+    pw = float(posterior_bound(week_tight, prior))
+    st.markdown(
+        f"Covers the whole week of the person: whether they are in the data at all. With these numbers the "
+        f"attacker's posterior bound after one week is **{pct(pw)}** ({probability_words(pw)}): the formal "
+        "guarantee says almost nothing at this level.")
+if s.mode == "user_level":
+    with st.container(border=True):
+        st.markdown(f"#### With per-user bounding (max {s.max_pairs} pairs per user and week)")
+        a, b_, c = st.columns(3)
+        metric(a, "ε per user-week", num(b["epsilon_user_week_bounded"]),
+               epsilon_words(b["epsilon_user_week_bounded"]))
+        metric(b_, "Noise scale", num(b["noise_scale_bounded"]), "max_pairs / ε: the price in accuracy")
+        metric(c, f"ε over {int(weeks)} weeks (tight)", num(b["epsilon_user_total_bounded_tight"]),
+               epsilon_words(b["epsilon_user_total_bounded_tight"]))
+
+st.subheader("ε of one user-week against the number of unique trips")
+fig = go.Figure()
+for col, name in (("basic", "basic composition n·ε"), ("advanced", f"advanced (δ' = {delta:.0e})"),
+                  ("rdp", "Rényi-DP bound"), ("tight", f"tight ε(δ = {delta:.0e})")):
+    fig.add_scatter(x=vs_trips["trips"], y=vs_trips[col], mode="lines", name=name)
+fig.add_vline(x=int(trips), line_dash="dot", line_color="#888", annotation_text=f"n = {int(trips)}")
+if typical:
+    fig.add_vline(x=typical, line_dash="dash", line_color="#1b9e77",
+                  annotation_text=f"median user, week {s.week}", annotation_position="top left")
+fig.add_hline(y=7, line_dash="dot", line_color="#d95f02", annotation_text="ε = 7, top of the usual range")
+styled(fig, f"ε per user and week (per-count ε = {s.epsilon:g})")
+fig.update_layout(xaxis_title="unique trips n in the week", yaxis_title="ε of the user-week")
+chart(fig, "epsilon_vs_trips", data=vs_trips, config=cli_config, command="budget", key="eps_trips")
+
+left, right = st.columns(2)
+with left:
+    st.subheader("Cumulative ε over weeks")
+    fig = go.Figure()
+    for col, name in (("basic", "basic W·n·ε"), ("advanced", "advanced"), ("rdp", "Rényi-DP bound"),
+                      ("tight", "tight (k ≤ 400)")):
+        fig.add_scatter(x=over_weeks["weeks"], y=over_weeks[col], mode="lines", name=name)
+    styled(fig, f"{int(trips)} unique trips every week")
+    fig.update_layout(xaxis_title="weeks released", yaxis_title="cumulative ε", yaxis_type="log")
+    chart(fig, "epsilon_over_weeks", data=over_weeks, config=cli_config, command="budget", key="eps_weeks")
+with right:
+    st.subheader("ε against δ (one user-week)")
+    fig = go.Figure()
+    for col, name in (("basic", "basic (any δ)"), ("advanced", "advanced"), ("rdp", "Rényi-DP bound"),
+                      ("tight", "tight")):
+        if col not in eps_delta:
+            continue
+        fig.add_scatter(x=eps_delta["delta"], y=eps_delta[col], mode="lines", name=name)
+    styled(fig, f"k = {int(trips)} counts: smaller ε only for larger δ")
+    fig.update_layout(xaxis_title="δ", yaxis_title="ε(δ)", xaxis_type="log")
+    chart(fig, "epsilon_delta", data=eps_delta, config=cli_config, command="budget", key="eps_delta")
+
+st.subheader("What each ε means for an attacker")
+rows = [("one count (per metric)", b["epsilon_per_metric"]),
+        (f"one user-week, basic (n = {int(trips)})", b["epsilon_user_week"]),
+        (f"one user-week, {tight_or_rdp('week')[1]} (δ = {delta:.0e})", tight_or_rdp("week")[0]),
+        (f"{int(weeks)} weeks, basic", b["epsilon_user_total"]),
+        (f"{int(weeks)} weeks, {tight_or_rdp('total')[1]} (δ = {delta:.0e})", tight_or_rdp("total")[0])]
+post = posterior_bound([e for _, e in rows], prior)
+reading = pd.DataFrame({
+    "guarantee": [r for r, _ in rows], "epsilon": [e for _, e in rows],
+    "best posterior": post,
+    "in words": [probability_words(float(x)) for x in post],
+    "on the usual scale": [epsilon_words(e) for _, e in rows],
+})
+st.dataframe(reading, hide_index=True, use_container_width=True,
+             column_config={"best posterior": st.column_config.NumberColumn(format="percent"),
+                            "epsilon": st.column_config.NumberColumn(format="%.3g")})
+st.caption(f"Best posterior of an attacker starting from a {pct(prior, 0)} prior, e^ε·π/(e^ε·π + 1 − π) "
+           "(Houssiau et al. 2022, Methods; δ ignored). Budgets from `odcore.accounting`; the tight values come "
+           "from the exact privacy-loss distribution of the Laplace mechanism (`odcore.pld`).")
