@@ -82,3 +82,19 @@ def test_fit_is_deterministic_and_validates():
     g = SquareGrid.fit(lat, lon)
     with pytest.raises(ParameterError, match="cell ids"):
         g.centroids([g.n_cells])
+
+
+def test_large_inputs_surrogate_matches_pyproj():
+    """> 200,000 points use the polynomial surrogate; it must agree with pyproj to < 1 mm and on every cell."""
+    from odcore.grid import _transformer
+
+    lat, lon = _city(300_000, seed=3)
+    g = SquareGrid.fit(lat, lon, 1.3)
+    x, y = g.project(lat, lon)
+    xr, yr = _transformer(g.crs, False).transform(lon, lat)
+    assert np.abs(x - xr).max() < 1e-3
+    assert np.abs(y - yr).max() < 1e-3
+    ref = (np.floor((yr - g.y0) / g.side_m) * g.n_cols + np.floor((xr - g.x0) / g.side_m)).astype(np.int64)
+    np.testing.assert_array_equal(g.assign(lat, lon), ref)
+    # the boundary-based fit covers every point
+    assert (g.assign(lat, lon) >= 0).all()
