@@ -339,3 +339,26 @@ def test_week_risk_speed_on_realistic_week():
     t = time.perf_counter()
     attack.week_risk(pairs, 0, EPS, 10)
     assert time.perf_counter() - t < 10  # measured well under 1 s on 2 idle cores
+
+
+@pytest.mark.realdata
+def test_week_risk_on_real_checkins(shared_data):
+    # Gowalla (1,000 users), busiest week 57: with τ = 100 no pair comes close to the threshold, so the release
+    # tells the attacker (almost) nothing; with τ = 5 the quiet pairs leak. Per-user values match user_risk.
+    from odcore.traces import load_traces
+    from odcore.trips import ODConfig, build_od
+
+    tr = load_traces(shared_data / "gowalla_liu2017_1k", time_offset_s=28800)
+    od = build_od(tr.df, ODConfig())
+    risk, rep = attack.week_risk(od.pairs, 57, EPS, 100, counts=od.counts)
+    assert rep["users"] == int((od.user_week["week"] == 57).sum() - (od.user_week.query("week == 57")
+                                                                         ["unique_trips"] == 0).sum())
+    assert risk["success"].max() < 0.5 + 1e-9
+    low, _ = attack.week_risk(od.pairs, 57, EPS, 5, counts=od.counts, resolution=32, extrapolate=True)
+    assert low["success"].max() > 0.6
+    merged = od.week_pairs(57).merge(od.week_counts(57), on=["week", "origin", "destination"])
+    top = low.sort_values("success").tail(3)["user"]
+    for u in top:
+        others = merged.loc[merged["user"] == u, "count"].to_numpy() - 1
+        assert low.loc[low["user"] == u, "success"].iloc[0] == pytest.approx(
+            attack.user_risk(others, EPS, 5).success, abs=1e-5)
