@@ -102,3 +102,44 @@ def test_bundled_sample_meets_the_targets():
 def test_200k_users():
     df = generate_city(SynthConfig(users=200_000), 1)
     assert df["user"].nunique() == 200_000
+
+
+# --- the random ingredients follow their laws (KS at tiny alpha; the same test rejects a wrong parameter) ------
+
+def _lomax_cdf(r, r0, beta, cap):
+    """CDF of P(r) ~ (r + r0)^-(1+beta) on [0, cap] (Song et al. 2010 jump lengths)."""
+    f = 1 - (1 + np.minimum(r, cap) / r0) ** (-beta)
+    return f / (1 - (1 + cap / r0) ** (-beta))
+
+
+def test_jump_lengths_follow_truncated_power_law():
+    from scipy import stats
+
+    from odcore.synth import _truncated_power_law
+
+    cfg = SynthConfig(users=10)
+    r = _truncated_power_law(20_000, cfg, np.random.default_rng(0))
+    cap = 1.5 * cfg.extent_km
+    assert r.min() >= 0
+    assert r.max() <= cap
+    assert stats.kstest(r, lambda x: _lomax_cdf(x, cfg.r0_km, cfg.beta, cap)).pvalue > 1e-4
+    for wrong in (0.7, 1.3):
+        p = stats.kstest(r, lambda x, w=wrong: _lomax_cdf(x, cfg.r0_km, cfg.beta * w, cap)).pvalue
+        assert p < 1e-6
+
+
+def test_radial_density_is_clark_exponential():
+    """Points with density ~ exp(-r/s) in the plane: radius ~ Gamma(2, s)."""
+    from scipy import stats
+
+    from odcore.synth import _radial
+
+    s = 3.0
+    pts = _radial(20_000, s, np.random.default_rng(1))
+    r = np.hypot(pts[:, 0], pts[:, 1])
+    assert stats.kstest(r, stats.gamma(2, scale=s).cdf).pvalue > 1e-4
+    for wrong in (0.7, 1.3):
+        assert stats.kstest(r, stats.gamma(2, scale=s * wrong).cdf).pvalue < 1e-6
+    # isotropic: angles uniform
+    ang = np.arctan2(pts[:, 1], pts[:, 0])
+    assert stats.kstest(ang, stats.uniform(-np.pi, 2 * np.pi).cdf).pvalue > 1e-4
