@@ -23,10 +23,15 @@ noisy value ≤ c), ``−ε`` (published, ≥ c + 1), a continuous part in betwe
 ``ℓ = log(P_out(suppressed)/P_in(suppressed)) ∈ [0, ε]``. Each pair's loss law is put on the grid
 ``h·Z`` with ``h = ε/resolution`` by *connect-the-dots* (Doroshenko et al. 2022): the mass of every loss value
 is split between the two neighbouring grid points so that both its P-mass and its Q-mass (``e^{−l}``·P-mass) are
-kept. The discretised pair dominates the true one (the true pair is a post-processing of it), so the computed
-success is an upper bound, and the error is second order in ``h`` (tests: vs the exact :mod:`odcore.pld` curve the
-difference is < 1e-6 at the default resolution). Pairs of a user are composed by FFT; pairs with the same
-others' count share a spectrum, so a user costs one product of powers and one inverse FFT.
+kept. The discretised pair dominates the true one (the true pair is a post-processing of it), so the
+connect-the-dots success is an upper bound; its error is mostly ``c/R²`` (R = grid points per ε), so
+:func:`user_risk` computes it at R and R/2 and Richardson-extrapolates (measured error ~1e-7 at R = 256, and
+exactly the :mod:`odcore.pld` curve, to 1e-13, when no pair is ever suppressed), and also returns a rigorous
+bracket ``[success_low, success_high]`` (round-down discretisation / connect-the-dots). Pairs of a user are composed
+by FFT; pairs with the same others' count share a spectrum. :func:`week_risk` (the population view) groups users by
+their multiset of pair types, and evaluates ``TV = Σ_j P_j (1 − e^{−l_j})₊`` in the frequency domain (Parseval), so
+each distinct user costs one sparse product of log-spectra and one complex exponential per frequency — no inverse
+FFT and no Python loop over users. Its accuracy/speed trade-off is set by ``resolution``/``extrapolate`` (see there).
 
 Two documented simplifications, both with an error bound returned per user (``error_bound``):
 - "silent" pairs (far below the threshold, per-pair TV < ``tol``) are left out: by sub-additivity of TV over

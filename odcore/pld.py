@@ -112,8 +112,18 @@ def _bernstein_matrix(n: int, s: np.ndarray) -> np.ndarray:
     """``B[..., r] = C(n, r) s^r (1 − s)^{n−r}`` for ``s`` strictly inside (0, 1); computed in logs (all > 0)."""
     r = np.arange(n + 1, dtype=float)
     logc = special.gammaln(n + 1.0) - special.gammaln(r + 1.0) - special.gammaln(n - r + 1.0)
-    s = np.asarray(s, dtype=float)[..., None]
+    # endpoints (reached only by rounding) are nudged inside; the change in any value is < 1e-15 relative
+    s = np.clip(np.asarray(s, dtype=float), 1e-300, 1.0 - 2.0**-53)[..., None]
     return np.exp(logc + r * np.log(s) + (n - r) * np.log1p(-s))
+
+
+@lru_cache(maxsize=512)
+def _bernstein_at_nodes(deg: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(x, w, B)``: Gauss–Legendre nodes/weights on [0, 1] for degree ``deg`` and ``B = B_r^deg(x)`` (cached)."""
+    x, w = _gauss_legendre(_n_nodes(deg))
+    b = _bernstein_matrix(deg, x)
+    b.setflags(write=False)
+    return x, w, b
 
 
 def _n_nodes(degree: int) -> int:
@@ -158,9 +168,8 @@ class LaplaceKFold:
         a = (k - ep / eps) / 2.0  # continuous part contributes on t < a
         m = np.arange(k, dtype=float)
         # full intervals [m, m+1] with m + 1 <= a
-        x, w = _gauss_legendre(_n_nodes(deg))
         rows = int(np.clip(np.floor(a.max()), 0, k))        # only intervals entirely below a are needed
-        bx = _bernstein_matrix(deg, x)                       # (N, deg+1)
+        x, w, bx = _bernstein_at_nodes(deg)                  # (N,), (N,), (N, deg+1)
         px = self.coef[:rows] @ bx.T                          # (rows, N): p_m at the nodes
         ja = np.zeros(k)
         jb = np.zeros(k)
@@ -203,8 +212,8 @@ class LaplaceKFold:
             return np.clip(out, 0.0, 1.0)
         deg = k - 1
         m = np.arange(k, dtype=float)
-        x, w = _gauss_legendre(_n_nodes(deg))
-        px = self.coef @ _bernstein_matrix(deg, x).T
+        x, w, bx = _bernstein_at_nodes(deg)
+        px = self.coef @ bx.T
         ja = (px * (w * np.exp(-eps * x))[None, :]).sum(axis=1)
         full = (m[None, :] >= u[:, None]) if upper else ((m[None, :] + 1.0) <= u[:, None])
         out += np.sum(np.where(full, ja[None, :], 0.0), axis=1)
