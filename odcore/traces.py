@@ -539,6 +539,8 @@ def _parse_time(s: pd.Series, unit: str, tz: str, fname: str, col: str) -> np.nd
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise TraceFormatError(f"cannot parse {s.iloc[i]!r} as Unix time.", file=fname, row=i + 1, column=col)
+        if unit == "auto" and np.nanmedian(np.abs(v)) > 1e11 if (~miss).any() else False:
+            unit = "ms"   # > 1e11 s would be after the year 5000: these are Unix milliseconds
         if unit == "ms":
             v = v / 1000.0
         return np.where(miss, np.iinfo(np.int64).min, np.floor(np.where(miss, 0, v))).astype(np.int64)
@@ -582,7 +584,8 @@ def _load_table(members: list[_Member], fmt: TraceFormat, mapping: Any, tz: str)
                 raise TraceFormatError(f"cannot parse {raw[col].iloc[i]!r} as a number.", file=m.name, row=i + 1,
                                        column=col)
         user = raw[mp.user]
-        d = {USER: user.to_numpy() if pd.api.types.is_integer_dtype(user) else user.astype(object).to_numpy(),
+        d = {USER: user.to_numpy() if pd.api.types.is_numeric_dtype(user) and not pd.api.types.is_bool_dtype(user)
+             else user.astype(object).to_numpy(),
              "_t": t, LAT: lat, LON: lon}
         if mp.loc is not None:
             loc = pd.to_numeric(raw[mp.loc], errors="coerce")
@@ -598,13 +601,26 @@ def _load_table(members: list[_Member], fmt: TraceFormat, mapping: Any, tz: str)
         miss_user |= np.isnan(df[LOC].to_numpy(dtype=np.float64))
         df[LOC] = np.where(np.isnan(df[LOC].to_numpy(dtype=np.float64)), -1, df[LOC]).astype(np.int64)
     df.loc[miss_user, "_t"] = np.iinfo(np.int64).min
-    # user ids: integers stay integers, anything else becomes a categorical of strings
-    u = df[USER]
-    if not pd.api.types.is_integer_dtype(u):
-        s = u.astype(object)
-        s = s.where(~miss_user, None)
-        df[USER] = pd.Categorical(pd.Series(s, dtype=object).map(lambda x: None if x is None else str(x)))
+    df[USER] = _normalise_users(df[USER])
     return df, {}
+
+
+def _normalise_users(u: pd.Series) -> pd.Series:
+    """Integers (or integral floats) stay int64 (missing -> -1, already flagged); anything else becomes a
+    categorical of strings. Vectorised: factorize once, convert only the distinct values to text."""
+    if pd.api.types.is_integer_dtype(u):
+        return u.astype(np.int64)
+    if pd.api.types.is_float_dtype(u):
+        v = u.to_numpy(dtype=np.float64)
+        fin = np.isfinite(v)
+        if np.all(v[fin] == np.round(v[fin])):
+            return pd.Series(np.where(fin, v, -1).astype(np.int64), index=u.index)
+    codes, uniques = pd.factorize(u, sort=False, use_na_sentinel=True)
+    labels = pd.Index(np.asarray(uniques, dtype=object).astype(str), dtype=object)
+    # distinct raw values can print the same (1 and "1"): merge them
+    cats, inv = np.unique(labels.to_numpy(dtype=str), return_inverse=True)
+    new_codes = np.where(codes >= 0, inv[np.maximum(codes, 0)], -1)
+    return pd.Series(pd.Categorical.from_codes(new_codes, categories=pd.Index(cats, dtype=object)), index=u.index)
 
 
 # --------------------------------------------------------------------------------------------------------------

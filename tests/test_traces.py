@@ -297,3 +297,21 @@ def test_real_checkins(shared_data, folder, users, rows):
         # README: first check-in, corrected to UTC, is 2012-04-03 18:00:08
         assert tr.df["time"].min() == pd.Timestamp("2012-04-03 18:00:08", tz="UTC")
     assert np.isfinite(tr.df[["lat", "lon"]].to_numpy()).all()
+
+
+def test_unix_milliseconds_detected_and_string_users_vectorised(tmp_path):
+    p = tmp_path / "ms.csv"
+    p.write_text("user,time,lat,lon\nx1,1700000000000,48.1,11.5\nx2,1700003600000,48.2,11.6\n")
+    tr = load_traces(p)
+    assert tr.df["time"].iloc[0] == pd.Timestamp(1_700_000_000, unit="s", tz="UTC")
+    assert isinstance(tr.df["user"].dtype, pd.CategoricalDtype)
+    assert sorted(tr.df["user"].astype(str)) == ["x1", "x2"]
+
+
+def test_float_user_ids_become_integers(tmp_path):
+    p = tmp_path / "f.parquet"
+    pd.DataFrame({"user": [1.0, 2.0, 2.0], "time": pd.to_datetime([0, 3600, 7200], unit="s", utc=True),
+                  "lat": [1.0, 1.1, 1.2], "lon": [2.0, 2.1, 2.2]}).to_parquet(p)
+    tr = load_traces(p)
+    assert tr.df["user"].dtype == np.int64
+    assert tr.df["user"].tolist() == [1, 2, 2]
