@@ -87,3 +87,74 @@ def week_release(dataset_id: str, od_config, week: int, release_config, seed: in
 def used_centroids(dataset_id: str, od_config, _od):
     """Centroids of the cells that hold data (for arcs)."""
     return _od.centroids()
+
+
+# ---- attack (odcore.attack) -------------------------------------------------------------------------------------
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def success_curve(epsilon: float, k_max: int, prior: float):
+    """Exact p_k (equal priors), the Bayes success at ``prior`` and the posterior bound, for k = 0..k_max."""
+    import numpy as np
+    import pandas as pd
+
+    from odcore import attack
+
+    k = np.arange(k_max + 1)
+    df = pd.DataFrame({"k": k, "success": attack.success_curve(epsilon, k_max),
+                       "bound": attack.posterior_bound(epsilon, 0.5)})
+    if prior != 0.5:
+        df["bayes_success"] = np.asarray(attack.bayes_success(k, epsilon, prior), dtype=float)
+        df["posterior_bound_prior"] = attack.posterior_bound(epsilon, prior)
+    return df
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
+    """The week's (user, pair) rows the release counts, and per pair the count of *other* users' trips.
+
+    Per-metric: every unique pair; user-level: the pairs kept by :func:`odcore.release.bound_contributions`
+    (seeded as the release). Returns ``(pairs, counts or None)`` as :func:`odcore.attack.week_risk` takes them.
+    """
+    from odcore.release import Mode, bound_contributions
+
+    pairs = _od.week_pairs(week)
+    if release_config.mode is Mode.USER_LEVEL:
+        pairs, _ = bound_contributions(pairs, release_config.max_pairs, rng=seed)
+        return pairs, None
+    counts = _od.counts
+    return pairs, counts.loc[counts["week"].to_numpy() == week]
+
+
+@st.cache_data(max_entries=16, show_spinner="Attacking every user of the week…")
+def week_risk(dataset_id: str, od_config, week: int, release_config, seed: int, _pairs, _counts):
+    from odcore.attack import risk_summary
+    from odcore.attack import week_risk as _week_risk
+
+    risk, report = _week_risk(_pairs, week, 1.0 / release_config.scale, release_config.threshold, counts=_counts)
+    return risk, report, risk_summary(risk)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def user_risk(others: tuple[float, ...], epsilon_pair: float, threshold: float):
+    from odcore.attack import roc_plain
+    from odcore.attack import user_risk as _user_risk
+
+    r = _user_risk(list(others), epsilon_pair, threshold, roc=True)
+    return r, roc_plain(len(others), epsilon_pair)
+
+
+# ---- Knock Knock (odcore.knock) ---------------------------------------------------------------------------------
+
+@st.cache_resource(max_entries=4, show_spinner="Building location time-series (10 × 10 grid, hourly)…")
+def knock_series(dataset_id: str, ts_config, _df):
+    """:func:`odcore.knock.build_timeseries` of the dataset (heavy, read-only: not copied per rerun)."""
+    from odcore.knock import build_timeseries
+
+    return build_timeseries(_df, ts_config)
+
+
+@st.cache_data(max_entries=16, show_spinner="Measuring the defences' error…")
+def knock_mre(dataset_id: str, ts_config, mre_config, _ts):
+    from odcore.knock import mre_table
+
+    return mre_table(_ts, mre_config)

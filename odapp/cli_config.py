@@ -37,7 +37,54 @@ def budget_config(s: Settings, *, trips: int, weeks: int, delta: float) -> dict:
     return cfg
 
 
+def attack_curve_config(s: Settings, *, k_max: int, prior: float, monte_carlo: int | None) -> dict:
+    """``python -m odcore attack-curve`` flags."""
+    cfg = {"epsilon": s.epsilon, "k_max": int(k_max), "prior": float(prior)}
+    if monte_carlo:
+        cfg.update({"monte_carlo": int(monte_carlo), "seed": s.seed})
+    return cfg
+
+
+def user_risk_config(s: Settings, loaded: Loaded, *, user: str | None = None) -> dict:
+    """``python -m odcore user-risk`` flags (the app's population view uses resolution 16 without
+    extrapolation, the CLI's ``--fast``)."""
+    cfg = {**loader_keys(loaded), "cell_km2": s.cell_km2, "epsilon": s.epsilon, "threshold": s.threshold,
+           "mode": s.mode, "week": s.week, "seed": s.seed, "fast": True}
+    if s.mode == "user_level":
+        cfg["max_pairs"] = s.max_pairs
+    if user is not None:
+        cfg["user"] = user
+    return cfg
+
+
+def knock_config(k, loaded: Loaded) -> dict:
+    """``python -m odcore knock`` flags of a :class:`odcore.knock.KnockConfig`."""
+    cfg = {**loader_keys(loaded), "prior": k.prior.value, "m": k.m, "alpha": k.alpha, "targets": k.targets,
+           "classifiers": ",".join(c.value for c in k.classifiers), "selection": k.selection.value,
+           "n_train": k.n_train, "n_test": k.n_test, "seed": k.seed}
+    if k.defence is not None:
+        cfg.update({"defence": k.defence.value, "epsilon": k.epsilon, "delta": k.delta, "kappa": k.kappa,
+                    "clip": k.clip.value, "train_on_noisy": bool(k.train_on_noisy)})
+    return cfg
+
+
+def command_line(command: str, config: dict) -> str:
+    """The same settings as explicit flags: ``python -m odcore <command> --flag value ...``."""
+    import shlex
+
+    parts = ["python -m odcore", command]
+    for k, v in config.items():
+        if k == "dataset" or v is None or v is False:
+            continue
+        flag = "--" + k.replace("_", "-")
+        parts.append(flag if v is True else f"{flag} {shlex.quote(str(v))}")
+    if command == "release":
+        parts.append("--out release_out")
+    return " ".join(parts)
+
+
 COMMANDS = {
     "release": "python -m odcore release --config {file} --out release_out/",
     "budget": "python -m odcore budget --config {file}",
 }
+"""Commands whose ``--config`` reads the exported JSON; for the others :func:`command_line` gives the flags."""

@@ -100,11 +100,12 @@ def export_buttons(name: str, *, fig: go.Figure | None = None, data: pd.DataFram
                                 key=f"dl_csv_{key}", on_click="ignore", icon="📄",
                                 help="The numbers behind the chart, one row per plotted point.")
     if config is not None:
-        from odapp.cli_config import COMMANDS
+        from odapp.cli_config import COMMANDS, command_line
 
         file_name = f"{base}.config.json"
-        how = (f"Reproduce it from a shell: `{COMMANDS[command].format(file=file_name)}`" if command in COMMANDS
-               else "")
+        how = (f"Reproduce it from a shell: `{COMMANDS[command].format(file=file_name)}` or "
+               if command in COMMANDS else "Reproduce it from a shell: ") + \
+            (f"`{command_line(command, config)}`" if command else "")
         cols[3].download_button("Config JSON", data=to_json_text(config), file_name=file_name,
                                 mime="application/json", key=f"dl_cfg_{key}", on_click="ignore", icon="⚙️",
                                 help=f"Every setting behind this chart, as the command line's flags. {how}")
