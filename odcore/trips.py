@@ -363,7 +363,8 @@ def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: S
     Parameters
     ----------
     traces_df:
-        Trace table (``user, time, lat, lon``; ``time`` UTC), e.g. ``load_traces(...).df``.
+        Trace table (``user, time, lat, lon``; ``time`` UTC), e.g. ``load_traces(...).df``. An optional ``loc``
+        column is not used: locations are the grid cells of the coordinates (Bassolas et al.).
     config:
         :class:`ODConfig` (cell area, time zone). Default: 1.3 km² cells, UTC.
     grid:
