@@ -6,7 +6,10 @@ from pathlib import Path
 
 import streamlit as st
 
+from odapp import sidebar
+from odapp.words import pct, probability_words
 from odcore import __version__
+from odcore.attack import posterior_bound, success_curve
 
 st.set_page_config(page_title="OD Privacy Lab", page_icon="🗺️", layout="wide")
 
@@ -32,12 +35,29 @@ OD flows on a map, and watch the attack-success and privacy-budget curves move.
 """
 )
 
+ctx = sidebar.render()   # the shared settings (data, week, grid, ε, threshold, seed) live in the sidebar
+
+PAGE_NOTES = {
+    "1_Data.py": "what was loaded, where, on which grid; total vs unique trips per person",
+    "2_OD_release.py": "the week's published flows on a map, raw vs noised, and what suppression costs",
+    "3_Attack.py": "how often the strongest attacker is right, for k trips and for real people of the week",
+    "4_Privacy_budget.py": "per metric vs per user: ε per week and over weeks, and what each ε allows",
+    "5_Knock_Knock.py": "machine-learning membership inference on aggregate time-series, and DP defences",
+}
 pages = sorted((Path(__file__).parent / "pages").glob("*.py"))
 if pages:
     st.subheader("Pages")
     for p in pages:
-        st.page_link(str(p.relative_to(Path(__file__).parent)))
-else:
-    st.info("The analysis pages are being built; the engine is available from a shell as `python -m odcore --help`.")
+        c1, c2 = st.columns([1, 3])
+        c1.page_link(str(p.relative_to(Path(__file__).parent)))
+        c2.markdown(PAGE_NOTES.get(p.name, ""))
+
+s = ctx.settings
+p = success_curve(s.epsilon, 32)
+bound = posterior_bound(s.epsilon)
+st.info(f"At ε = {s.epsilon:g} the promise for one trip is an attacker right at most **{pct(bound)}** of the time "
+        f"({probability_words(bound)}); against someone with 32 unique trips the same release lets the attacker be "
+        f"right **{pct(float(p[32]))}** of the time ({probability_words(float(p[32]))}). "
+        f"Data in use: {s.dataset.label}.", icon="💡")
 
 st.caption(f"odcore {__version__} · numbers computed by the `odcore` engine; see the README for where they come from.")

@@ -12,11 +12,16 @@ from odapp.state import Settings
 
 
 def _dataset(s: Settings, loaded: Loaded) -> dict:
-    return {"label": s.dataset.label, "id": s.dataset.id}
+    """Informative ``dataset`` key (ignored by the CLI); ``make`` recreates a synthesised city's input file."""
+    d = {"label": s.dataset.label, "id": s.dataset.id}
+    if "_make" in loaded.cli:
+        d["make"] = loaded.cli["_make"]
+    return d
 
 
 def loader_keys(loaded: Loaded) -> dict:
-    return dict(loaded.cli)
+    """``input``, ``format``, ``tz``, ``time_offset``, ``bbox`` (keys starting with ``_`` are not flags)."""
+    return {k: v for k, v in loaded.cli.items() if not k.startswith("_")}
 
 
 def release_config(s: Settings, loaded: Loaded) -> dict:
@@ -49,7 +54,7 @@ def user_risk_config(s: Settings, loaded: Loaded, *, user: str | None = None) ->
     """``python -m odcore user-risk`` flags (the app's population view uses resolution 16 without
     extrapolation, the CLI's ``--fast``)."""
     cfg = {**loader_keys(loaded), "cell_km2": s.cell_km2, "epsilon": s.epsilon, "threshold": s.threshold,
-           "mode": s.mode, "week": s.week, "seed": s.seed, "fast": True}
+           "mode": s.mode, "week": s.week, "seed": s.seed, "fast": True, "dataset": _dataset(s, loaded)}
     if s.mode == "user_level":
         cfg["max_pairs"] = s.max_pairs
     if user is not None:
@@ -57,11 +62,11 @@ def user_risk_config(s: Settings, loaded: Loaded, *, user: str | None = None) ->
     return cfg
 
 
-def knock_config(k, loaded: Loaded) -> dict:
+def knock_config(k, s: Settings, loaded: Loaded) -> dict:
     """``python -m odcore knock`` flags of a :class:`odcore.knock.KnockConfig`."""
     cfg = {**loader_keys(loaded), "prior": k.prior.value, "m": k.m, "alpha": k.alpha, "targets": k.targets,
            "classifiers": ",".join(c.value for c in k.classifiers), "selection": k.selection.value,
-           "n_train": k.n_train, "n_test": k.n_test, "seed": k.seed}
+           "n_train": k.n_train, "n_test": k.n_test, "seed": k.seed, "dataset": _dataset(s, loaded)}
     if k.defence is not None:
         cfg.update({"defence": k.defence.value, "epsilon": k.epsilon, "delta": k.delta, "kappa": k.kappa,
                     "clip": k.clip.value, "train_on_noisy": bool(k.train_on_noisy)})
@@ -69,10 +74,13 @@ def knock_config(k, loaded: Loaded) -> dict:
 
 
 def command_line(command: str, config: dict) -> str:
-    """The same settings as explicit flags: ``python -m odcore <command> --flag value ...``."""
+    """The same settings as explicit flags: ``python -m odcore <command> --flag value ...`` (preceded by the
+    ``synth`` command that recreates a synthesised city, from ``config["dataset"]["make"]``)."""
     import shlex
 
-    parts = ["python -m odcore", command]
+    make = (config.get("dataset") or {}).get("make")
+    parts = [make, "&&"] if make else []
+    parts += ["python -m odcore", command]
     for k, v in config.items():
         if k == "dataset" or v is None or v is False:
             continue

@@ -114,7 +114,10 @@ def load_synth(users: int, weeks: int, extent_km: float, seed: int) -> Loaded:
     summary = {"source": f"odcore.synth seed={int(seed)}", "format": "synthetic", "rows_read": len(df),
                "rows_kept": len(df), "rows_dropped": {}, "users": int(df["user"].nunique()),
                "time_min": df["time"].min().isoformat(), "time_max": df["time"].max().isoformat()}
-    return Loaded(df, summary, {"input": "synthetic.parquet", "format": "parquet", "tz": "UTC", "bbox": "none"})
+    out = f"synthetic_{int(users)}u_{int(weeks)}w_{float(extent_km):g}km_seed{int(seed)}.parquet"
+    make = (f"python -m odcore synth --users {int(users)} --weeks {int(weeks)} --extent-km {float(extent_km):g} "
+            f"--seed {int(seed)} --out {out}")
+    return Loaded(df, summary, {"input": out, "format": "parquet", "tz": "UTC", "bbox": "none", "_make": make})
 
 
 def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()) -> Loaded:

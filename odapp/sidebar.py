@@ -84,9 +84,9 @@ def _source_controls() -> None:
                                     help="How many synthetic people live in the city.")
             weeks = st.number_input("Weeks", 1, 12, int(ss[K_SYNTH_WEEKS]),
                                     help="How many Monday-weeks of traces to generate.")
-            extent = st.number_input("City size (km across)", 2.0, 60.0, float(ss[K_SYNTH_EXTENT]), step=1.0,
-                                     help="Width of the square city; with 1.3 km² cells a 12 km city has "
-                                          "about 110 cells.")
+            extent = st.number_input("City radius (km)", 2.0, 60.0, float(ss[K_SYNTH_EXTENT]), step=1.0,
+                                     help="How far from the centre people live and go; with 1.3 km² cells a "
+                                          "12 km radius gives a few hundred cells.")
             if st.form_submit_button("Generate city", help="Synthesise the city with these parameters and the "
                                                            "seed below (same seed, same city)."):
                 ss[K_SYNTH_USERS], ss[K_SYNTH_WEEKS], ss[K_SYNTH_EXTENT] = int(users), int(weeks), float(extent)

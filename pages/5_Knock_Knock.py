@@ -95,7 +95,7 @@ if run:
         results[key] = run_experiment(ts, kcfg, progress=progress)
     bar.empty()
 res = results.get(key)
-cli_cfg = knock_config(kcfg, ctx.loaded)
+cli_cfg = knock_config(kcfg, s, ctx.loaded)
 if res is None:
     st.info("Press **Run the experiment**. With the defaults (3 targets, 2 classifiers) it takes 10–30 s.")
 else:
