@@ -216,6 +216,14 @@ def test_user_risk_reduces_to_plain_far_above(k):
     assert r.k_informative == k
 
 
+@pytest.mark.parametrize("prior", [0.05, 0.3, 0.5, 0.9])
+def test_user_risk_prior_matches_plain(prior):
+    for k in (1, 4, 25):
+        r = attack.user_risk([10**6] * k, EPS, 100, prior=prior)
+        assert r.success_prior == pytest.approx(attack.bayes_success(k, EPS, prior), abs=1e-5)
+    assert attack.user_risk([0] * 5, EPS, 100, prior=prior).success_prior == pytest.approx(max(prior, 1 - prior))
+
+
 def test_user_risk_half_far_below():
     r = attack.user_risk([0] * 40 + [3] * 10, EPS, 100)
     assert r.success == pytest.approx(0.5, abs=1e-12)
