@@ -799,6 +799,8 @@ def week_risk(pairs: pd.DataFrame, week: int, epsilon: float, threshold: float, 
     out = pd.DataFrame({USER: ucodes, "k": k, "k_informative": k_inf, "success": success,
                         "error_bound": err, "effective_k": np.minimum(eff, k)})
     report.update({"users": int(n_users), "signatures": int(sig.shape[0]), "pair_types": int(n_types),
+                   "pairs": int(others.size), "pairs_silent": int(np.sum(silent_c[inv_c])),
+                   "pairs_never_suppressed": int(np.sum(plain_c[inv_c])),
                    "epsilon": eps, "threshold": tau, "week": int(week), "resolution": R})
     return out, report
 

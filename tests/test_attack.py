@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from odcore import attack, pld
@@ -269,6 +271,18 @@ def test_user_risk_against_simulation():
     lo2 = llr(others + rng.laplace(0, 1.3 * b, (n, others.size)))
     li2 = llr(others + 1 + rng.laplace(0, 1.3 * b, (n, others.size)))
     assert abs(0.5 * np.mean(lo2 > 0) + 0.5 * np.mean(li2 < 0) - r.success) > 5 * 0.5 / math.sqrt(n)
+
+
+@settings(max_examples=25, deadline=None)
+@given(others=st.lists(st.integers(0, 40), min_size=1, max_size=8), extra=st.integers(0, 40),
+       tau=st.sampled_from([3.0, 10.0, 25.0]))
+def test_user_risk_properties(others, extra, tau):
+    # ½ <= success <= plain p_k (thresholding is post-processing); one more pair never helps the user
+    r = attack.user_risk(others, EPS, tau, resolution=64)
+    assert 0.5 - 1e-9 <= r.success <= pld.optimal_accuracy(len(others), EPS) + 1e-6
+    assert r.success_low - 1e-9 <= r.success <= r.success_high + 1e-9
+    r2 = attack.user_risk([*others, extra], EPS, tau, resolution=64)
+    assert r2.success >= r.success - 1e-6
 
 
 def test_user_risk_bad_input():
