@@ -33,6 +33,15 @@ def test_one_coordinate_closed_form(eps):
     np.testing.assert_allclose(pld.hockey_stick_delta(ep, 1, eps), want, atol=1e-13)
 
 
+@pytest.mark.parametrize("eps", [0.01, 0.66, 3.0, 10.0])
+def test_two_coordinates_closed_form(eps):
+    # k = 2 by hand in the T = c1 + c2 picture: TV = P(T < 1) − P(T > 1) (Q(T < 1) = P(T > 1) by reflection).
+    e = math.exp(-eps)
+    p_lt = 0.25 + 0.5 * (1 - e) + 0.25 * (1 - e * (1 + eps))
+    p_gt = e * 0.5 * (1 - e) + 0.25 * e * e + 0.25 * e * (eps - 1 + e)
+    assert pld.hockey_stick_delta(0.0, 2, eps) == pytest.approx(p_lt - p_gt, abs=1e-14)
+
+
 def test_k_zero_and_trivial():
     assert pld.optimal_accuracy(0, 0.66) == 0.5
     assert pld.hockey_stick_delta(0.0, 0, 1.0) == 0.0
