@@ -81,7 +81,7 @@ def test_window_keeps_layout():
 
 
 def test_aggregate_equals_loop_reference():
-    ts = build_timeseries(random_traces(), TimeSeriesConfig(grid="bbox", bbox=BOX))
+    ts = build_timeseries(random_traces(n_users=50), TimeSeriesConfig(grid="bbox", bbox=BOX))
     rng = np.random.default_rng(1)
     groups = np.array([rng.choice(ts.n_users, 7, replace=False) for _ in range(25)])
     got = ts.aggregate(groups, 24, 24 + 168)
@@ -92,6 +92,15 @@ def test_aggregate_equals_loop_reference():
             ref[i] += dense[u]
     np.testing.assert_array_equal(got, ref)
     assert got.shape == (25, 101, 168)
+    # the dense operand (sparse x dense for m <= 32, BLAS for larger groups) gives the same counts
+    dense_op = ts.aggregation_operand(24, 24 + 168)
+    assert isinstance(dense_op, np.ndarray)
+    np.testing.assert_array_equal(ts.aggregate(groups, 24, 24 + 168, window=dense_op), ref)
+    big = np.array([rng.choice(ts.n_users, 40, replace=False) for _ in range(4)])  # m > 32: BLAS path
+    ref_big = np.stack([dense[g].sum(axis=0) for g in big])
+    for op in (dense_op, ts.window(24, 24 + 168)):
+        np.testing.assert_array_equal(ts.aggregate(big, 24, 24 + 168, window=op), ref_big)
+    assert isinstance(ts.aggregation_operand(0, 10, max_dense_bytes=10), type(ts.window(0, 10)))
 
 
 def test_auto_grid_reports_central_box():

@@ -228,7 +228,7 @@ def _samples(ts: LocationTimeSeries, groups: np.ndarray, windows: tuple[tuple[in
     parts = []
     for w in windows:
         if w not in cache:
-            cache[w] = ts.window(*w)
+            cache[w] = ts.aggregation_operand(*w)
         parts.append(ts.aggregate(groups, *w, window=cache[w]))
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 

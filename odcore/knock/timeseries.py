@@ -272,9 +272,24 @@ class LocationTimeSeries:
         """
         return int(self.reports(t0, t1).max()) if self.n_users else 0
 
+    def aggregation_operand(self, t0: int = 0, t1: int | None = None, *,
+                            max_dense_bytes: int = 256 * 2**20) -> sp.csr_matrix | np.ndarray:
+        """The ``users × ROI·T`` operand for :meth:`aggregate`: dense float32 when it fits ``max_dense_bytes``
+        (faster products, see ``benchmarks/bench_knock.py``), else the sparse :meth:`window`. Cache it per window."""
+        t0, t1 = self._check_window(t0, t1)
+        w = self.window(t0, t1)
+        if self.n_users * w.shape[1] * 4 <= max_dense_bytes:
+            return w.toarray()
+        return w
+
     def aggregate(self, groups: np.ndarray, t0: int = 0, t1: int | None = None, *,
-                  window: sp.csr_matrix | None = None) -> np.ndarray:
-        """``A_X`` for many groups at once: ``(groups × users) @ (users × ROI·T)`` as one sparse product (§III-A).
+                  window: sp.csr_matrix | np.ndarray | None = None) -> np.ndarray:
+        """``A_X`` for many groups at once: ``(groups × users) @ (users × ROI·T)`` in one product (§III-A).
+
+        The group indicator is a sparse CSR matrix. With a sparse ``window`` the product is sparse × sparse; with a
+        dense ``window`` (:meth:`aggregation_operand`) it is sparse × dense for small groups (``m <= 32``) and a
+        BLAS dense product for larger ones — on the SFC data (400 groups × 534 users × 17k columns) that is
+        0.04 s instead of 0.24 s at m = 10, and 0.09 s instead of 0.87 s at m = 500. Never a loop over users.
 
         Parameters
         ----------
@@ -283,7 +298,7 @@ class LocationTimeSeries:
         t0, t1:
             Slot window.
         window:
-            Pre-sliced :meth:`window` (saves re-slicing when called repeatedly).
+            Pre-sliced :meth:`window` or :meth:`aggregation_operand` (saves re-slicing in repeated calls).
 
         Returns
         -------
@@ -304,7 +319,14 @@ class LocationTimeSeries:
                             shape=(n, self.n_users))
         ind.sum_duplicates()
         w = self.window(t0, t1) if window is None else window
-        out = (ind @ w).toarray()
+        if w.shape != (self.n_users, self.n_rois * (t1 - t0)):
+            raise ParameterError(f"window has shape {w.shape}, expected {(self.n_users, self.n_rois * (t1 - t0))}.")
+        if sp.issparse(w):
+            out = (ind @ w).toarray()
+        elif m <= 32:
+            out = np.asarray(ind @ w, dtype=np.float32)
+        else:
+            out = ind.toarray() @ np.asarray(w, dtype=np.float32)
         return out.reshape(n, self.n_rois, t1 - t0)
 
     # --- persistence (experiments re-use the parsed series) -------------------------------------------------
