@@ -385,8 +385,8 @@ def _load_cabspotting(members: list[_Member], disp: str) -> tuple[pd.DataFrame, 
     bad_t = ~np.isfinite(t)
     t_int = np.where(bad_t, 0, t).astype(np.int64)
     user = pd.Categorical.from_codes(codes, categories=pd.Index(cab_ids, dtype=object))
-    df = pd.DataFrame({USER: user, "_t": t_int, LAT: lat, LON: lon})
-    df.loc[bad_t, "_t"] = np.iinfo(np.int64).min  # marked missing below
+    t_int[bad_t] = np.iinfo(np.int64).min  # marked missing below
+    df = pd.DataFrame({USER: user, "_t": t_int, LAT: lat, LON: lon}, copy=False)
     df.attrs["_row_in_file"] = (sizes, [m.name for m in members])
     return df, {}
 
@@ -668,15 +668,14 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
     lon = df[LON].to_numpy(dtype=np.float64)
     imin = np.iinfo(np.int64).min
     missing = (t == imin) | np.isnan(lat) | np.isnan(lon)
-    ok_lat = np.abs(np.where(np.isnan(lat), 0, lat)) <= 90
-    ok_lon = np.abs(np.where(np.isnan(lon), 0, lon)) <= 180
-    for ok, col, rng_ in ((ok_lat, LAT, "[-90, 90]"), (ok_lon, LON, "[-180, 180]")):
-        if not ok.all():
-            i = int(np.flatnonzero(~ok)[0])
-            f, r = _where(df, i)
-            v = lat[i] if col == LAT else lon[i]
-            raise TraceFormatError(f"{col} {v} is outside {rng_} (are latitude and longitude swapped?).",
-                                   file=f, row=r, column=col)
+    with np.errstate(invalid="ignore"):
+        for arr, col, lim in ((lat, LAT, 90), (lon, LON, 180)):
+            bad = np.abs(arr) > lim                      # NaN compares False
+            if bad.any():
+                i = int(np.argmax(bad))
+                f, r = _where(df, i)
+                raise TraceFormatError(f"{col} {arr[i]} is outside [-{lim}, {lim}] (are latitude and longitude "
+                                       "swapped?).", file=f, row=r, column=col)
     keep = ~missing
     if missing.any():
         drops[DROP_MISSING] = drops.get(DROP_MISSING, 0) + int(missing.sum())
@@ -709,55 +708,76 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
     if not keep.any():
         raise TraceFormatError(f"no rows left after filtering (dropped: {drops}).", file=source)
 
-    idx = np.flatnonzero(keep)
+    # idx = None means "every row" (no copies on the fast path of a clean, sorted file)
+    idx = None if keep.all() else np.flatnonzero(keep)
+
+    def take(a: np.ndarray, ix: np.ndarray | None) -> np.ndarray:
+        return a if ix is None else a[ix]
+
     ucol = df[USER]
-    if isinstance(ucol.dtype, pd.CategoricalDtype):
-        ucodes = ucol.cat.codes.to_numpy()[idx]
+    is_cat = isinstance(ucol.dtype, pd.CategoricalDtype)
+    if is_cat:
+        ucodes = take(ucol.cat.codes.to_numpy(), idx)
     else:
-        ucodes = pd.factorize(ucol.iloc[idx], sort=True)[0]
-    tk = t[idx]
+        ucodes = pd.factorize(ucol if idx is None else ucol.iloc[idx], sort=True)[0]
+    tk = take(t, idx)
+    n = len(tk)
     # Sort by (user, time); skip when already sorted (Cabspotting files are in time order).
-    du = np.diff(ucodes)
-    already = len(ucodes) < 2 or bool(((du > 0) | ((du == 0) & (np.diff(tk) >= 0))).all())
-    order = np.arange(len(idx)) if already else np.lexsort((tk, ucodes))
-    sel = idx[order]
-    ucodes_s = ucodes[order]
-    t_s = tk[order]
-    lat_s, lon_s = lat[sel], lon[sel]
+    if n < 2:
+        order = None
+    else:
+        du = np.diff(ucodes)
+        already = bool(((du > 0) | ((du == 0) & (np.diff(tk) >= 0))).all())
+        del du
+        order = None if already else np.lexsort((tk, ucodes))
+    sel = idx if order is None else take(np.arange(len(t)), idx)[order]
+    ucodes_s = take(ucodes, order)
+    t_s = take(tk, order)
     # Exact duplicate rows (same user, time, lat, lon[, loc]) -> drop and count.
-    same_ut = np.zeros(len(sel), bool)
-    if len(sel) > 1:
+    same_ut = np.zeros(n, bool)
+    if n > 1:
         same_ut[1:] = (ucodes_s[1:] == ucodes_s[:-1]) & (t_s[1:] == t_s[:-1])
-    dup = np.zeros(len(sel), bool)
+    dup = None
     if same_ut.any():
         grp = same_ut.copy()
         grp[:-1] |= same_ut[1:]
         cand = np.flatnonzero(grp)
-        sub = pd.DataFrame({"u": ucodes_s[cand], "t": t_s[cand], "a": lat_s[cand], "o": lon_s[cand]})
+        rows = cand if sel is None else sel[cand]
+        sub = pd.DataFrame({"u": ucodes_s[cand], "t": t_s[cand], "a": lat[rows], "o": lon[rows]})
         if LOC in df.columns:
-            sub["l"] = df[LOC].to_numpy()[sel[cand]]
-        dup[cand] = sub.duplicated().to_numpy()
-        if dup.any():
-            drops[DROP_DUPLICATE] = int(dup.sum())
-    fin = sel[~dup]
-    if isinstance(ucol.dtype, pd.CategoricalDtype):
+            sub["l"] = df[LOC].to_numpy()[rows]
+        d = sub.duplicated().to_numpy()
+        if d.any():
+            dup = np.zeros(n, bool)
+            dup[cand] = d
+            drops[DROP_DUPLICATE] = int(d.sum())
+    del same_ut
+    if dup is None:
+        fin = sel
+    else:
+        fin = np.flatnonzero(~dup) if sel is None else sel[~dup]
+    if is_cat:
         # remove unused categories by a bincount (pandas' version sorts all codes)
-        codes = ucol.cat.codes.to_numpy()[fin]
+        codes = take(ucol.cat.codes.to_numpy(), fin)
         cats = ucol.cat.categories
         used = np.bincount(codes, minlength=len(cats)) > 0
-        remap = np.cumsum(used) - 1
-        us = pd.Series(pd.Categorical.from_codes(remap[codes].astype(codes.dtype), categories=cats[used]))
+        n_users = int(used.sum())
+        if n_users < len(cats):
+            remap = (np.cumsum(used) - 1).astype(codes.dtype)
+            codes = remap[codes]
+        us = pd.Categorical.from_codes(codes, categories=cats[used])
     else:
-        us = ucol.iloc[fin].reset_index(drop=True)
+        us = take(ucol.to_numpy(), fin)
+        n_users = int(ucodes.max()) + 1 if len(ucodes) else 0   # duplicates never remove a user's last row
+    tt = take(t, fin) * _NS
     out = pd.DataFrame({
         USER: us,
-        TIME: pd.DatetimeIndex((t[fin] * _NS).view("datetime64[ns]")).tz_localize("UTC"),
-        LAT: lat[fin],
-        LON: lon[fin],
-    })
+        TIME: pd.DatetimeIndex(tt.view("datetime64[ns]")).tz_localize("UTC"),
+        LAT: take(lat, fin),
+        LON: take(lon, fin),
+    }, copy=False)
     if LOC in df.columns:
-        out[LOC] = df[LOC].to_numpy()[fin].astype(np.int64)
-    n_users = int(out[USER].nunique())
+        out[LOC] = take(df[LOC].to_numpy(), fin).astype(np.int64)
     if n_users < min_users:
         raise TraceFormatError(
             f"only {n_users} user(s) after loading; weekly OD counts and attacks need at least {min_users} users.",
