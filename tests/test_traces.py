@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.traces import BBox, ColumnMapping, load_traces, traces_from_frame
@@ -315,3 +317,26 @@ def test_float_user_ids_become_integers(tmp_path):
     tr = load_traces(p)
     assert tr.df["user"].dtype == np.int64
     assert tr.df["user"].tolist() == [1, 2, 2]
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", ""]), st.integers(0, 5),
+                               st.sampled_from(["51.5", "51.6", ""]), st.sampled_from(["-0.1", "-0.2"])),
+                     min_size=1, max_size=30))
+def test_every_row_is_kept_or_counted(rows):
+    """Property: rows_read = rows_kept + sum(rows_dropped); kept rows are unique and sorted by (user, time)."""
+    body = HEAD + "".join(f"{u},{1_700_000_000 + 3600 * t},{la},{lo}\n" for u, t, la, lo in rows)
+    err = None
+    try:
+        tr = load_traces(io.BytesIO(body.encode()), name="p.csv")
+    except TraceFormatError as e:
+        err = str(e)
+    if err is not None:
+        assert "user" in err or "no usable rows" in err   # fewer than 2 users / nothing usable
+        return
+    rep = tr.report
+    assert rep.rows_read == len(rows)
+    assert rep.rows_kept + sum(rep.rows_dropped.values()) == rep.rows_read
+    assert not tr.df.duplicated().any()
+    key = tr.df[["user", "time"]].astype({"user": str})
+    assert key.equals(key.sort_values(["user", "time"], kind="stable"))
