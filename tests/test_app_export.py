@@ -1,0 +1,128 @@
+"""Exports: PNG/SVG through kaleido, JSON that the CLI accepts and that reproduces the app's numbers, words."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from enum import StrEnum
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from odapp import cli_config
+from odapp.data import load_sample
+from odapp.export import figure_image, slug, styled, to_json_text
+from odapp.state import Settings
+from odapp.words import epsilon_words, num, pct, probability_words
+from odcore.paths import REPO_ROOT
+
+SAMPLE = REPO_ROOT / "sample_data" / "synthetic_city.parquet"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "odcore", *args], capture_output=True, text=True, cwd=REPO_ROOT,
+                          timeout=300)
+
+
+def test_png_and_svg_through_kaleido():
+    fig = styled(go.Figure(go.Scatter(x=[0, 1, 2], y=[0.5, 0.7, 0.95], name="p_k")), "test")
+    png = figure_image(fig.to_json(), "png")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width = int.from_bytes(png[16:20], "big")
+    assert width == 1800      # 900 px at scale 2
+    svg = figure_image(fig.to_json(), "svg")
+    assert svg.lstrip().startswith(b"<svg")
+    assert b">test</text>" in svg
+
+
+def test_json_text_handles_enums_and_numpy():
+    class Mode(StrEnum):
+        A = "a"
+
+    text = to_json_text({"mode": Mode.A, "eps": np.float64(0.66), "k": np.int64(3), "v": np.arange(2)})
+    assert json.loads(text) == {"mode": "a", "eps": 0.66, "k": 3, "v": [0, 1]}
+
+
+def test_slug_and_words():
+    assert slug("roc user 12/3") == "roc-user-12-3"
+    assert probability_words(0.5) == "a coin flip"
+    assert probability_words(0.659) == "somewhat better than a coin flip"
+    assert probability_words(0.955) == "very likely right"
+    assert probability_words(0.995) == "near-certain"
+    assert "far outside" in epsilon_words(2402.4)
+    assert pct(0.7071) == "70.7 %"
+    assert num(46.2) == "46.2"
+    assert num(2402.4) == "2,402.4"
+
+
+def _settings(**kw) -> Settings:
+    from odapp.data import sample_ref
+
+    base = {"dataset": sample_ref(), "week": 0, "cell_km2": 1.3, "epsilon": 0.66, "threshold": 100, "seed": 7}
+    return Settings(**{**base, **kw})
+
+
+def test_settings_validate():
+    from odcore.errors import ParameterError
+
+    for bad in ({"epsilon": 0}, {"threshold": 0.5}, {"week": -1}, {"mode": "x"}, {"max_pairs": 0}):
+        with pytest.raises(ParameterError):
+            _settings(**bad)
+
+
+def test_budget_json_is_accepted_by_the_cli_and_reproduces_the_numbers(tmp_path):
+    from odcore.accounting import BudgetConfig, budget
+
+    s = _settings(epsilon=0.5, threshold=50)
+    cfg = cli_config.budget_config(s, trips=20, weeks=4, delta=1e-5)
+    f = tmp_path / "budget.config.json"
+    f.write_text(to_json_text(cfg))
+    r = _cli("budget", "--config", str(f), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    want = budget(BudgetConfig(epsilon=0.5, threshold=50, trips=20, weeks=4, delta=1e-5))
+    for key in ("epsilon_user_week", "epsilon_user_total", "epsilon_user_week_tight", "delta_per_metric"):
+        assert out[key] == pytest.approx(want[key], rel=1e-12)
+
+
+def test_command_line_flags_parse():
+    from odcore.cli import build_parser
+
+    s = _settings(mode="user_level", max_pairs=5)
+    loaded_cli = {"input": "x.parquet", "format": "parquet", "tz": "UTC", "bbox": "none"}
+
+    class L:
+        cli = loaded_cli
+
+    for command, cfg in (("release", cli_config.release_config(s, L)),
+                         ("user-risk", cli_config.user_risk_config(s, L, user="12")),
+                         ("attack-curve", cli_config.attack_curve_config(s, k_max=70, prior=0.3, monte_carlo=500)),
+                         ("budget", cli_config.budget_config(s, trips=10, weeks=2, delta=1e-6))):
+        line = cli_config.command_line(command, cfg)
+        argv = line.split()[3:]   # drop "python -m odcore"
+        assert argv[0] == command
+        ns = build_parser().parse_args(argv)
+        for k, v in cfg.items():
+            if k != "dataset":
+                got = getattr(ns, k)
+                assert (got == pytest.approx(v)) if isinstance(v, int | float) and not isinstance(v, bool) else (str(got) == str(v)), (command, k)
+
+
+@pytest.mark.skipif(not SAMPLE.is_file(), reason="bundled sample missing")
+def test_release_json_reproduces_the_app_release(tmp_path):
+    from odcore.release import release_with_report
+    from odcore.trips import ODConfig, build_od
+
+    s = _settings(epsilon=0.8, threshold=60, seed=11)
+    loaded = load_sample()
+    od = build_od(loaded.df, ODConfig(cell_km2=s.cell_km2, tz=loaded.tz))
+    app = release_with_report(od.week_pairs(0), s.release_config(), rng=s.seed)   # what the page shows
+    f = tmp_path / "release.config.json"
+    f.write_text(to_json_text(cli_config.release_config(s, loaded)))
+    r = _cli("release", "--config", str(f), "--out", str(tmp_path / "out"), "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["release"]["pairs_released"] == app.report["pairs_released"]
+    assert summary["release"]["pairs_observed"] == app.report["pairs_observed"]
