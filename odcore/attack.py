@@ -72,6 +72,7 @@ __all__ = [
     "simulate_attack",
     "success_curve",
     "tpr_at_fpr",
+    "tpr_curve",
     "user_risk",
     "week_risk",
     "wilson_interval",
@@ -320,50 +321,63 @@ def roc_plain(k: int, epsilon: float, n_points: int = 400) -> ROC:
     return ROC(np.maximum.accumulate(fpr[order]), np.maximum.accumulate(tpr[order]))
 
 
-def tpr_at_fpr(k: int, epsilon: float, fpr) -> np.ndarray:
-    """Exact TPR of the most powerful test at false-positive rate(s) ``fpr`` (Neyman–Pearson, randomised at atoms).
-
-    Solves ``P(T > t) = α`` for ``t`` by bisection; if α falls in an atom of ``T`` the test is randomised there.
-    """
-    kk = int(pld._check_k_array(k))
-    eps = check_positive("epsilon", epsilon)
+def _check_fpr(fpr) -> np.ndarray:
     alphas = np.atleast_1d(np.asarray(fpr, dtype=float))
     if np.any(~np.isfinite(alphas)) or np.any((alphas < 0) | (alphas > 1)):
         raise ParameterError(f"fpr must be in [0, 1], got fpr={fpr!r}.")
+    return alphas
+
+
+def tpr_at_fpr(k: int, epsilon: float, fpr) -> np.ndarray:
+    """Exact TPR of the most powerful test at false-positive rate(s) ``fpr`` (Neyman–Pearson, randomised at atoms).
+
+    Solves ``P(T > t) = α`` for ``t`` by bisection (vectorised over α); if α falls in an atom of ``T`` the test
+    is randomised there.
+    """
+    kk = int(pld._check_k_array(k))
+    eps = check_positive("epsilon", epsilon)
+    alphas = _check_fpr(fpr)
     if kk == 0:
         return alphas.copy()
-    st = _state(kk, eps)
-    out = np.empty_like(alphas)
-    for i, a in enumerate(alphas):
-        out[i] = _tpr_at(st, float(a))
+    return _tpr_at(_state(kk, eps), alphas)
+
+
+def tpr_curve(epsilon: float, k_max: int, fpr=(0.01, 0.001)) -> np.ndarray:
+    """``TPR[k, j]`` of the optimal attacker at FPR ``fpr[j]`` for ``k = 0..k_max`` (one recursion for all k)."""
+    km = _check_k_max(k_max)
+    eps = check_positive("epsilon", epsilon)
+    alphas = _check_fpr(fpr)
+    out = np.empty((km + 1, alphas.size))
+    for st in pld.iter_k_fold(km, eps):
+        out[st.k] = alphas if st.k == 0 else _tpr_at(st, alphas)
     return out
 
 
-def _tpr_at(st: pld.LaplaceKFold, alpha: float) -> float:
+def _tpr_at(st: pld.LaplaceKFold, alphas: np.ndarray) -> np.ndarray:
     k = st.k
-    if alpha <= 0.0:
-        return 0.0
-    if alpha >= 1.0:
-        return 1.0
-
-    def fp(t: float) -> float:
-        return float(st.tails(np.array([t]))[0][0])
-
-    lo, hi = -1.0, float(k) + 1.0   # fp(lo) = 1 >= alpha > fp(hi) = 0
-    for _ in range(80):
+    a = np.clip(alphas, 0.0, 1.0)
+    lo = np.full(a.shape, -1.0)            # P(T > lo) = 1 >= α
+    hi = np.full(a.shape, float(k) + 1.0)  # P(T > hi) = 0 <= α
+    for _ in range(60):
         mid = 0.5 * (lo + hi)
-        if fp(mid) > alpha:
-            lo = mid
-        else:
-            hi = mid
-    n = round(hi)
-    if abs(hi - n) < 1e-9 and 0 <= n <= k and st.atoms[n] > 0:
+        above = st.tails(mid)[0] > a
+        lo = np.where(above, mid, lo)
+        hi = np.where(above, hi, mid)
+    _, q_hi = st.tails(hi)
+    out = q_hi.copy()
+    n = np.rint(hi).astype(np.int64)
+    on_atom = (np.abs(hi - n) < 1e-9) & (n >= 0) & (n <= k)
+    if np.any(on_atom):
+        nn = n[on_atom]
+        atom = st.atoms[nn]
+        ok = atom > 0
         # α inside the jump of the atom at n: P(T > n) <= α <= P(T >= n); randomise on T = n
-        p_gt, q_gt = st.tails(np.array([float(n)]))
-        q_atom = st.atoms[k - n]   # Q(T = n) = P(T = k − n) (reflection c -> 1 − c)
-        frac = min(max((alpha - p_gt[0]) / st.atoms[n], 0.0), 1.0)
-        return float(min(q_gt[0] + frac * q_atom, 1.0))
-    return float(st.tails(np.array([hi]))[1][0])
+        p_gt, q_gt = st.tails(nn.astype(float))
+        q_atom = st.atoms[k - nn]          # Q(T = n) = P(T = k − n) (reflection c -> 1 − c)
+        frac = np.clip((a[on_atom] - p_gt) / np.where(ok, atom, 1.0), 0.0, 1.0)
+        out[on_atom] = np.where(ok, np.minimum(q_gt + frac * q_atom, 1.0), out[on_atom])
+    out = np.where(a <= 0.0, 0.0, np.where(a >= 1.0, 1.0, out))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -164,6 +164,13 @@ def test_roc_plain_properties_and_simulation():
     assert t[0] == pytest.approx(dual, abs=1e-4)
 
 
+def test_tpr_curve_matches_pointwise():
+    curve = attack.tpr_curve(EPS, 6, [0.01, 0.2])
+    for k in range(7):
+        np.testing.assert_allclose(curve[k], attack.tpr_at_fpr(k, EPS, [0.01, 0.2]), atol=1e-12)
+    assert np.all(np.diff(curve[:, 0]) >= -1e-12)
+
+
 def test_roc_identical_and_separable():
     # k = 0: nothing to learn, the ROC is the diagonal (AUC ½); huge ε: separable, AUC → 1
     assert attack.roc_plain(0, EPS).auc == pytest.approx(0.5)

@@ -50,6 +50,15 @@ def test_attack_curve_text_and_prior(capsys):
     assert "prior 0.2" in out
 
 
+def test_attack_curve_tpr(capsys):
+    code, out, _ = _run(capsys, ["attack-curve", "--k-max", "4", "--tpr", "--json"])
+    assert code == 0
+    d = json.loads(out)
+    np.testing.assert_allclose(d["tpr_at_fpr_1pct"], [attack.tpr_at_fpr(k, 0.66, 0.01)[0] for k in range(5)],
+                               atol=1e-9)
+    assert d["tpr_at_fpr_0.1pct"][0] == pytest.approx(0.001)
+
+
 def test_attack_curve_errors(capsys):
     code, _, err = _run(capsys, ["attack-curve", "--epsilon", "-1"])
     assert code == 2
@@ -92,6 +101,11 @@ def test_user_risk_user_detail_text_and_threshold_effect(capsys, small_city):
     u = d["users"]["user"][int(np.argmax(d["users"]["success"]))]
     code, out, _ = _run(capsys, ["user-risk", "--input", str(small_city), "--threshold", "5", "--user", str(u)])
     assert code == 0
+    _, out_j, _ = _run(capsys, ["user-risk", "--input", str(small_city), "--threshold", "5", "--user", str(u),
+                                "--prior", "0.1", "--json"])
+    detail = json.loads(out_j)["user"]
+    assert 0.9 <= detail["success_prior"] <= 1
+    assert detail["prior"] == 0.1
     assert f"user {u}:" in out
     assert "TPR at FPR 1%" in out
     # a high threshold suppresses almost everything in a 400-user city: success ~ ½ for everyone

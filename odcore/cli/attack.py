@@ -28,6 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     pc.add_argument("--prior", type=float, default=0.5,
                     help="prior probability that the user is in (default %(default)s); != 0.5 adds the "
                          "Bayes-optimal success and posterior bound for that prior")
+    pc.add_argument("--tpr", action="store_true",
+                    help="also the optimal attacker's TPR at FPR 1%% and 0.1%% for every k (exact ROC points)")
     pc.add_argument("--json", action="store_true", help="print JSON instead of text")
     pc.set_defaults(func=run_curve)
 
@@ -57,6 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="dashboard mode: resolution 16 without extrapolation (error <= ~5e-5, upward)")
     g.add_argument("--user", default=None,
                    help="detail for one user: exact success with bounds and the ROC (TPR at FPR 1%%, 0.1%%)")
+    g.add_argument("--prior", type=float, default=None,
+                   help="with --user: also the Bayes-optimal success when the user is in with this prior")
     g.add_argument("--json", action="store_true", help="print JSON instead of text")
     pu.set_defaults(func=run_user_risk)
 
@@ -80,6 +84,10 @@ def run_curve(args: argparse.Namespace) -> int:
         out["bayes_success"] = np.asarray(
             attack.bayes_success(np.arange(args.k_max + 1), eps, args.prior)).tolist()
         out["posterior_bound"] = attack.posterior_bound(eps, args.prior)
+    if args.tpr:
+        tpr = attack.tpr_curve(eps, args.k_max, (0.01, 0.001))
+        out["tpr_at_fpr_1pct"] = tpr[:, 0].tolist()
+        out["tpr_at_fpr_0.1pct"] = tpr[:, 1].tolist()
     if args.monte_carlo is not None:
         if args.monte_carlo < 1:
             raise ParameterError(f"--monte-carlo must be >= 1 repetitions, got {args.monte_carlo}.")
@@ -95,6 +103,8 @@ def run_curve(args: argparse.Namespace) -> int:
         head += "     MC     95% CI"
     if "bayes_success" in out:
         head += f"   prior {args.prior:g}"
+    if "tpr_at_fpr_1pct" in out:
+        head += "   TPR@1%  TPR@0.1%"
     print(head)
     for i, k in enumerate(out["k"]):
         line = f"{k:<5d} {out['success'][i]:.4f}"
@@ -102,6 +112,8 @@ def run_curve(args: argparse.Namespace) -> int:
             line += f"   {out['mc_success'][i]:.4f} [{out['mc_ci_low'][i]:.4f}, {out['mc_ci_high'][i]:.4f}]"
         if "bayes_success" in out:
             line += f"   {out['bayes_success'][i]:.4f}"
+        if "tpr_at_fpr_1pct" in out:
+            line += f"   {out['tpr_at_fpr_1pct'][i]:.4f}  {out['tpr_at_fpr_0.1pct'][i]:.4f}"
         print(line)
     return 0
 
@@ -148,7 +160,7 @@ def run_user_risk(args: argparse.Namespace) -> int:
     if bounding is not None:
         out["bounding"] = bounding
     if args.user is not None:
-        out["user"] = _user_detail(args.user, pairs, counts, args.week, eps_pair, cfg.threshold, USER)
+        out["user"] = _user_detail(args.user, pairs, counts, args.week, eps_pair, cfg.threshold, USER, args.prior)
     out["users"] = {
         "user": risk[USER].tolist(), "k": risk["k"].tolist(), "k_informative": risk["k_informative"].tolist(),
         "effective_k": np.round(risk["effective_k"].to_numpy(), 6).tolist(),
@@ -176,7 +188,8 @@ def run_user_risk(args: argparse.Namespace) -> int:
     return 0
 
 
-def _user_detail(user_arg: str, pairs, counts, week: int, eps: float, tau: float, user_col: str) -> dict:
+def _user_detail(user_arg: str, pairs, counts, week: int, eps: float, tau: float, user_col: str,
+                 prior: float | None = None) -> dict:
     import numpy as np
 
     from odcore import attack
@@ -195,8 +208,12 @@ def _user_detail(user_arg: str, pairs, counts, week: int, eps: float, tau: float
     others = own.merge(cnt, on=[ORIGIN, DESTINATION], how="left")[COUNT].to_numpy(dtype=float) - 1.0
     if np.any(~np.isfinite(others)):
         raise ParameterError(f"--user {user_arg!r}: a pair of this user has no count in week {week}.")
-    r = attack.user_risk(others, eps, tau, roc=True)
+    r = attack.user_risk(others, eps, tau, roc=True, prior=prior)
+    if prior is not None:
+        d_prior = {"prior": float(prior), "posterior_bound_per_metric": attack.posterior_bound(eps, prior)}
     d = r.to_dict()
     d["user"] = str(user_arg)
+    if prior is not None:
+        d.update(d_prior)
     d["plain_success_same_k"] = float(attack.success_curve(eps, r.k)[-1]) if r.k <= 2000 else math.nan
     return d
