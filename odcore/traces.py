@@ -590,11 +590,10 @@ def _load_table(members: list[_Member], fmt: TraceFormat, mapping: Any, tz: str)
         if mp.loc is not None:
             loc = pd.to_numeric(raw[mp.loc], errors="coerce")
             d[LOC] = loc.to_numpy(dtype=np.float64)
-        f = pd.DataFrame(d)
-        f["_file"] = m.name
-        f["_row"] = np.arange(1, len(f) + 1)
-        frames.append(f)
+        frames.append(pd.DataFrame(d))
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    # where each row came from (file, 1-based row) for error messages, without a per-row column
+    df.attrs["_row_in_file"] = (np.array([len(f) for f in frames], dtype=np.int64), [m.name for m in members])
     # missing users / locs count as missing values
     miss_user = df[USER].isna().to_numpy().copy()
     if LOC in df.columns:

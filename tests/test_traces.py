@@ -340,3 +340,14 @@ def test_every_row_is_kept_or_counted(rows):
     assert not tr.df.duplicated().any()
     key = tr.df[["user", "time"]].astype({"user": str})
     assert key.equals(key.sort_values(["user", "time"], kind="stable"))
+
+
+def test_folder_of_csvs_names_the_right_file_and_row(tmp_path):
+    (tmp_path / "a.csv").write_text(HEAD + "a,2024-01-08T08:00,51.5,-0.1\nb,2024-01-08T09:00,51.5,-0.1\n")
+    (tmp_path / "b.csv").write_text(HEAD + "c,2024-01-08T08:00,51.5,-0.1\nd,2024-01-08T09:00,51.5,-0.1\n"
+                                           "e,2024-01-08T09:00,-91,-0.1\n")
+    with pytest.raises(TraceFormatError) as e:
+        load_traces(tmp_path)
+    assert (e.value.file, e.value.row, e.value.column) == ("b.csv", 3, "lat")
+    (tmp_path / "b.csv").write_text(HEAD + "c,2024-01-08T08:00,51.5,-0.1\n")
+    assert load_traces(tmp_path).n_users == 3
