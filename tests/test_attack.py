@@ -256,9 +256,11 @@ def test_user_risk_mixed_is_between_and_matches_fine_grid():
     assert 0 <= d["roc"]["tpr_at_fpr_0.1pct"] <= d["roc"]["tpr_at_fpr_1pct"] <= 1
 
 
-def test_user_risk_against_simulation():
-    # Monte Carlo of the optimal LR test on the thresholded observations of 6 pairs near τ = 10
-    eps, tau = 1.0, 10.0
+@pytest.mark.parametrize("tau", [10.0, 9.5])
+def test_user_risk_against_simulation(tau):
+    # Monte Carlo of the optimal LR test on the thresholded observations of 6 pairs near τ (τ = 9.5: the
+    # suppression boundary falls inside the continuous part of some pairs, 0 < τ − c < 1)
+    eps = 1.0
     others = np.array([8.0, 9.0, 9.0, 10.0, 12.0, 6.0])
     r = attack.user_risk(others, eps, tau)
     rng = np.random.default_rng(8)

@@ -195,7 +195,7 @@ def test_bad_epsilon(bad):
         pld.optimal_accuracy(3, bad)
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, [1, -2], True, float("nan")])
+@pytest.mark.parametrize("bad", [-1, 1.5, [1, -2], True, float("nan"), 1001])
 def test_bad_k(bad):
     with pytest.raises(ParameterError, match="k must be"):
         pld.optimal_accuracy(bad, 0.66)
