@@ -37,5 +37,8 @@ lint: $(VENV)/.dev-installed
 bench: $(VENV)/.dev-installed
 	$(PY) -m benchmarks
 
+sample-data: $(VENV)/.app-installed
+	$(PY) -m odcore synth --out sample_data/synthetic_city.parquet
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
