@@ -760,9 +760,10 @@ def week_risk(pairs: pd.DataFrame, week: int, epsilon: float, threshold: float, 
     extrapolate:
         Also compute at ``2·resolution`` and Richardson-extrapolate (the connect-the-dots error is mostly
         ``c/R²``; the suppressed atoms add a part that oscillates with their position on the grid, which
-        extrapolation does not remove). Measured max error vs resolution 512: 3.5e-5 at resolution 16 without
-        extrapolation (the default, for the dashboard's slider; always upward, connect-the-dots is pessimistic),
-        4.9e-6 at 16 with it, 1.5e-6 at 32 with it (the CLI's default), 5e-7 at 64 with it.
+        extrapolation does not remove). Measured max error vs :func:`user_risk`: ~3.5e-5 at resolution 16
+        without extrapolation (the default, for the dashboard's slider; upward, connect-the-dots is pessimistic),
+        ~5e-6 at 16 with it, 1.5e-6–9e-6 at 32 with it (the CLI's default; 9e-6 on the bundled city at τ = 10),
+        5e-7 at 64 with it.
 
     Returns
     -------
