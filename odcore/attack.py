@@ -762,8 +762,8 @@ def week_risk(pairs: pd.DataFrame, week: int, epsilon: float, threshold: float, 
         ``c/R²``; the suppressed atoms add a part that oscillates with their position on the grid, which
         extrapolation does not remove). Measured max error vs :func:`user_risk`: ~3.5e-5 at resolution 16
         without extrapolation (the default, for the dashboard's slider; upward, connect-the-dots is pessimistic),
-        ~5e-6 at 16 with it, 1.5e-6–9e-6 at 32 with it (the CLI's default; 9e-6 on the bundled city at τ = 10),
-        5e-7 at 64 with it.
+        ~5e-6 at 16 with it, 1.5e-6–9e-6 at 32 with it (9e-6 on the bundled city at τ = 10), ~5e-7 at 64 with
+        it (the CLI's default).
 
     Returns
     -------

@@ -53,8 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--max-pairs", type=int, default=None, help="user-level contribution bound")
     g.add_argument("--week", type=int, default=0, help="week number (default %(default)s)")
     g.add_argument("--seed", type=int, default=None, help="seed of the user-level pair sampling")
-    g.add_argument("--resolution", type=int, default=32,
-                   help="loss grid points per epsilon (default %(default)s, with Richardson extrapolation)")
+    g.add_argument("--resolution", type=int, default=64,
+                   help="loss grid points per epsilon (default %(default)s, with Richardson extrapolation: error ~1e-6)")
     g.add_argument("--fast", action="store_true",
                    help="dashboard mode: resolution 16 without extrapolation (error <= ~5e-5, upward)")
     g.add_argument("--user", default=None,
