@@ -1,8 +1,10 @@
 """Every ``st.cache_*`` wrapper of the app, keyed on small things (dataset id, frozen configs, seed).
 
 Large objects are passed as ``_``-prefixed arguments, which Streamlit does not hash: the dataset id already says
-which data they are. Heavy, read-only engine objects use ``st.cache_resource`` (no copy on each rerun, which keeps a
-slider change well under 300 ms); small tables use ``st.cache_data``. Nothing in here reads a global.
+which data they are. Heavy tables use ``st.cache_resource``: ``st.cache_data`` would unpickle a copy on every rerun
+(~0.2 s for a week's release of the bundled sample), too slow for a slider to redraw within 300 ms. Their results
+are shared and must be treated as read-only by the pages (pandas copy-on-write makes accidental writes local).
+Small results use ``st.cache_data``. Nothing in here reads a global.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def budget_curves(epsilon: float, trips: int, weeks: int, delta: float, trips_ma
 
 # ---- data page -------------------------------------------------------------------------------------------------
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@st.cache_resource(max_entries=16, show_spinner=False)
 def cell_density(dataset_id: str, od_config, _df, _grid):
     """``DataFrame[cell, points]``: trace points per grid cell (every cell of the grid, zeros included)."""
     import numpy as np
@@ -62,7 +64,7 @@ def cell_density(dataset_id: str, od_config, _df, _grid):
     return pd.DataFrame({"cell": np.arange(_grid.n_cells), "points": counts}), int((cells < 0).sum())
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@st.cache_resource(max_entries=16, show_spinner=False)
 def cell_shapes(dataset_id: str, od_config, cells: tuple[int, ...] | None, _grid):
     """Square polygons of ``cells`` (all cells when None) for pydeck."""
     import numpy as np
@@ -75,7 +77,7 @@ def cell_shapes(dataset_id: str, od_config, cells: tuple[int, ...] | None, _grid
 
 # ---- release (odcore.release / odcore.utility) -----------------------------------------------------------------
 
-@st.cache_data(max_entries=32, show_spinner="Adding noise and thresholding…")
+@st.cache_resource(max_entries=32, show_spinner="Adding noise and thresholding…")
 def week_release(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
     """:func:`odcore.release.release_with_report` of one week's unique pairs (same seed, same noise)."""
     from odcore.release import release_with_report
@@ -83,7 +85,7 @@ def week_release(dataset_id: str, od_config, week: int, release_config, seed: in
     return release_with_report(_od.week_pairs(week), release_config, rng=seed)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@st.cache_resource(max_entries=16, show_spinner=False)
 def used_centroids(dataset_id: str, od_config, _od):
     """Centroids of the cells that hold data (for arcs)."""
     return _od.centroids()
@@ -108,7 +110,7 @@ def success_curve(epsilon: float, k_max: int, prior: float):
     return df
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@st.cache_resource(max_entries=16, show_spinner=False)
 def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
     """The week's (user, pair) rows the release counts, and per pair the count of *other* users' trips.
 
@@ -125,7 +127,7 @@ def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: in
     return pairs, counts.loc[counts["week"].to_numpy() == week]
 
 
-@st.cache_data(max_entries=16, show_spinner="Attacking every user of the week…")
+@st.cache_resource(max_entries=16, show_spinner="Attacking every user of the week…")
 def week_risk(dataset_id: str, od_config, week: int, release_config, seed: int, _pairs, _counts):
     from odcore.attack import risk_summary
     from odcore.attack import week_risk as _week_risk

@@ -55,11 +55,9 @@ shapes = cache.cell_shapes(s.dataset.id, ctx.od_config, None if len(draw) == od.
 cells_df = shapes.merge(draw, on="cell")
 logp = np.log10(cells_df["points"].to_numpy() + 1)
 vmax = float(logp.max()) if len(logp) else 1.0
-cols = np.array(maps.ramp(logp, 0, vmax, alpha=190), dtype=object)
 empty = cells_df["points"].to_numpy() == 0
-for i in np.flatnonzero(empty):
-    cols[i] = [255, 255, 255, 0]
-cells_df["color"] = list(cols)
+cells_df["color"] = [[255, 255, 255, 0] if e else c
+                     for c, e in zip(maps.ramp(logp, 0, vmax, alpha=190), empty, strict=True)]
 cells_df["tip"] = [f"cell {c}<br>{p:,} trace points" for c, p in zip(cells_df["cell"], cells_df["points"],
                                                                       strict=True)]
 cent = od.grid.centroids(cells_df.loc[~empty, "cell"].to_numpy())
@@ -81,25 +79,34 @@ metric(c[2], "Median unique trips", num(float(np.median(uniq))) if len(wk) else 
        help="Distinct origin–destination pairs: what enters the counts (each person adds at most 1 per pair).")
 metric(c[3], "Repeats discarded", f"{100 * (1 - uniq.sum() / trips.sum()):.0f} %" if trips.sum() else "–",
        help="Share of trips that are repeats of a pair already made that week.")
+# Drawn from binned counts (not one marker per user), so the page stays light with 25,000 users.
+hi = int(max(trips.max() if len(trips) else 1, 1))
+edges = np.arange(0, hi + 2)
+h_total, _ = np.histogram(trips, bins=edges)
+h_unique, _ = np.histogram(uniq, bins=edges)
+hist = pd.DataFrame({"trips_in_week": edges[:-1], "users_total": h_total, "users_unique": h_unique})
+pairs_tu = wk.groupby(["trips", "unique_trips"], sort=True).size().rename("users").reset_index()
 left, right = st.columns(2)
 with left:
     fig = go.Figure()
-    fig.add_histogram(x=trips, name="total trips", opacity=0.6, nbinsx=40)
-    fig.add_histogram(x=uniq, name="unique trips", opacity=0.6, nbinsx=40)
+    fig.add_bar(x=hist["trips_in_week"], y=hist["users_total"], name="total trips", opacity=0.6)
+    fig.add_bar(x=hist["trips_in_week"], y=hist["users_unique"], name="unique trips", opacity=0.6)
     styled(fig, "Distribution over users")
-    fig.update_layout(barmode="overlay", xaxis_title="trips in the week", yaxis_title="users")
-    chart(fig, f"trips_hist_week{s.week}", data=wk[["user", "trips", "unique_trips"]].astype({"user": str}),
-          config=release_config(s, ctx.loaded), command="release", key="trips_hist")
+    fig.update_layout(barmode="overlay", bargap=0, xaxis_title="trips in the week", yaxis_title="users")
+    chart(fig, f"trips_hist_week{s.week}", data=hist, config=release_config(s, ctx.loaded), command="release",
+          key="trips_hist")
 with right:
     fig = go.Figure()
-    fig.add_scatter(x=trips, y=uniq, mode="markers", name="users", marker={"size": 6, "opacity": 0.5})
-    m = float(trips.max()) if len(trips) else 1.0
-    fig.add_scatter(x=[0, m], y=[0, m], mode="lines", name="every trip unique", line={"dash": "dot"})
+    fig.add_scatter(x=pairs_tu["trips"], y=pairs_tu["unique_trips"], mode="markers", name="users",
+                    marker={"size": 4 + 10 * np.sqrt(pairs_tu["users"] / max(pairs_tu["users"].max(), 1)),
+                            "opacity": 0.5},
+                    customdata=pairs_tu["users"], hovertemplate="%{x} trips, %{y} unique: %{customdata} users")
+    fig.add_scatter(x=[0, hi], y=[0, hi], mode="lines", name="every trip unique", line={"dash": "dot"})
     fig.add_scatter(x=[39], y=[32], mode="markers+text", name="Houssiau et al.: 39 → 32",
                     text=["39 → 32"], textposition="top center", marker={"size": 12, "symbol": "star"})
-    styled(fig, "Each user: total vs unique")
+    styled(fig, "Each user: total vs unique (marker size = users)")
     fig.update_layout(xaxis_title="total trips", yaxis_title="unique trips")
-    chart(fig, f"trips_scatter_week{s.week}", data=wk[["user", "trips", "unique_trips"]].astype({"user": str}),
-          key="trips_scatter")
+    chart(fig, f"trips_scatter_week{s.week}", data=pairs_tu, config=release_config(s, ctx.loaded),
+          command="release", key="trips_scatter")
 st.caption("Houssiau et al. (2022): one author's 39 trips in a typical week were 32 unique trips, so 7 repeats "
            "were discarded; each unique trip is one count he is in. Numbers from `odcore.trips.build_od`.")
