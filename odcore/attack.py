@@ -676,36 +676,41 @@ def _user_pairs_with_counts(pairs: pd.DataFrame, counts: pd.DataFrame | None, we
     return df, report
 
 
-def _unique_rows(mult: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of an integer matrix and the row -> distinct-row index (like ``np.unique(axis=0)``).
+def _unique_rows(mult: sparse.csr_matrix) -> tuple[sparse.csr_matrix, np.ndarray]:
+    """Distinct rows of a sparse integer matrix and the row -> distinct-row index (like ``np.unique(axis=0)``).
 
-    Hash-based (two fixed random 64-bit linear hashes, grouped with ``pandas.factorize``) because
-    ``np.unique(axis=0)`` sorts rows as opaque bytes and is ~10× slower on a week's users × pair-types matrix;
-    the grouping is verified exactly and falls back to ``np.unique`` on a (never observed) hash collision.
+    Hash-based (two fixed random 64-bit linear hashes, grouped with ``pandas.factorize``), sparse throughout: a
+    week of 10⁵ users × hundreds of pair types never becomes a dense matrix. The grouping is verified exactly
+    (every row equals its group's representative) and falls back to ``np.unique`` on a hash collision.
     """
-    if mult.shape[0] == 0:
+    n = mult.shape[0]
+    if n == 0:
         return mult.copy(), np.zeros(0, dtype=np.int64)
     weights = np.random.default_rng(0x5EED).integers(1, 2**62, size=(mult.shape[1], 2), dtype=np.int64)
+    coo = mult.tocoo()
+    h = np.zeros((n, 2), dtype=np.int64)
     with np.errstate(over="ignore"):
-        h = mult.astype(np.int64) @ weights      # wraps modulo 2^64: fine for hashing
+        for j in range(2):   # Σ_t mult[u, t]·w[t] modulo 2^64, accumulated per row
+            np.add.at(h[:, j], coo.row, coo.data.astype(np.int64) * weights[coo.col, j])
     codes, _ = pd.MultiIndex.from_arrays([h[:, 0], h[:, 1]]).factorize()
     codes = np.asarray(codes, dtype=np.int64)
     first = np.full(codes.max() + 1, -1, dtype=np.int64)
-    first[codes[::-1]] = np.arange(codes.size - 1, -1, -1)      # first row of each group
+    first[codes[::-1]] = np.arange(n - 1, -1, -1)      # one row of each group
     sig = mult[first]
-    if not np.array_equal(sig[codes], mult):
-        sig, inv = np.unique(mult, axis=0, return_inverse=True)
-        return sig, inv.reshape(-1)
+    if (sig[codes] != mult).nnz:
+        dense_sig, inv = np.unique(mult.toarray(), axis=0, return_inverse=True)
+        return sparse.csr_matrix(dense_sig), inv.reshape(-1)
     return sig, codes
 
 
-def _signature_success(sig: np.ndarray, types: np.ndarray, eps: float, tau: float, R: int,
+def _signature_success(sig, types: np.ndarray, eps: float, tau: float, R: int,
                        single: bool = False) -> np.ndarray:
     """½ + ½·TV for each row of ``sig`` (multiplicities of each pair type), connect-the-dots at resolution R.
 
     ``single``: the per-user products in complex64 (2× faster; adds ~1e-6 rounding error, used in fast mode).
     """
-    sig_k = sig.sum(axis=1)
+    sig = sparse.csr_matrix(sig)
+    sig_k = np.asarray(sig.sum(axis=1)).reshape(-1)
     out = np.full(sig.shape[0], 0.5)
     if types.size == 0:
         return out
@@ -714,7 +719,7 @@ def _signature_success(sig: np.ndarray, types: np.ndarray, eps: float, tau: floa
         rows = np.nonzero(sig_k == kk)[0]
         n = 2 * int(kk) * R + 1
         size = sfft.next_fast_len(n, real=True)
-        used = np.nonzero(sig[rows].sum(axis=0) > 0)[0]
+        used = np.nonzero(np.asarray(sig[rows].sum(axis=0)).reshape(-1) > 0)[0]
         spec = sfft.rfft(pm_all[used], n=size, axis=1)
         with np.errstate(divide="ignore"):
             logspec = np.log(spec)
@@ -733,7 +738,7 @@ def _signature_success(sig: np.ndarray, types: np.ndarray, eps: float, tau: floa
         batch = max(1, int(2_000_000 // wf.size))
         for s in range(0, rows.size, batch):
             rr = rows[s:s + batch]
-            nsub = sparse.csr_matrix(sig[rr][:, used].astype(ftype))
+            nsub = sig[rr][:, used].astype(ftype)
             tot = np.exp(nsub @ logspec)
             out[rr] = 0.5 + 0.5 * np.clip((tot @ wf).real, 0.0, 1.0)
     return out
@@ -798,9 +803,10 @@ def week_risk(pairs: pd.DataFrame, week: int, epsilon: float, threshold: float, 
     informative = ~silent_c[inv_c]
     # multiplicity matrix users × types (informative pairs only)
     t_idx = type_of_c[inv_c][informative]
-    mult = np.zeros((n_users, n_types), dtype=np.int64)
-    np.add.at(mult, (user_idx[informative], t_idx), 1)
-    k_inf = mult.sum(axis=1)
+    mult = sparse.csr_matrix((np.ones(t_idx.size, dtype=np.int64), (user_idx[informative], t_idx)),
+                             shape=(n_users, n_types))
+    mult.sum_duplicates()
+    k_inf = np.asarray(mult.sum(axis=1)).reshape(-1)
     # distinct signatures
     sig, sig_inv = _unique_rows(mult)
     if extrapolate:
