@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 OUT=${OUT:-/tmp/knock_results}
-TARGETS=${TARGETS:-30}          # per experiment, 1/3 from each mobility third (paper: 150)
-DTARGETS=${DTARGETS:-6}         # per defence experiment (paper: 150)
+TARGETS=${TARGETS:-45}          # per experiment, 1/3 from each mobility third (paper: 150)
+DTARGETS=${DTARGETS:-10}        # per defence experiment (paper: 150)
 mkdir -p "$OUT"
 COMMON=(--input ../shared/data/cabspotting_sf --format cabspotting --grid sfc --series-cache "$OUT/sfc_series.npz")
 what=${1:-all}

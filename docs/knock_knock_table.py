@@ -44,6 +44,8 @@ def fmt(v, nd=2):
         return "–"
     if isinstance(v, str):
         return v
+    if v != 0 and abs(v) < 0.1:
+        return f"{v:.2g}"
     return f"{v:.{nd}f}" if abs(v) < 1000 else f"{v:.3g}"
 
 

@@ -173,6 +173,14 @@ def test_cli_knock_and_defences(tmp_path, capsys):
     assert out["sensitivity"] > 0
     assert main(["knock", *base, "--m", "500", "--targets", "1"]) == 2  # domain error -> exit 2
     assert "error:" in capsys.readouterr().err
+    cache = tmp_path / "series.npz"
+    args = ["defences", *base, "--epsilon", "1", "--m", "5", "--groups", "2", "--series-cache", str(cache)]
+    assert main(args) == 0
+    assert "built location time-series" in capsys.readouterr().err
+    assert main(args) == 0
+    assert "reusing" in capsys.readouterr().err
+    assert main([*args, "--grid-shape", "3x3"]) == 0  # changed options: rebuilt, not reused
+    assert "built location time-series" in capsys.readouterr().err
 
 
 @pytest.mark.slow
