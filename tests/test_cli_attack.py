@@ -27,6 +27,7 @@ def test_attack_curve_json(capsys):
     np.testing.assert_allclose(d["success"], attack.success_curve(0.66, 70), atol=1e-15)
     assert d["success"][3] == pytest.approx(0.7071, abs=1e-4)
     assert "mc_success" not in d
+    assert d["first_k_above_bound"] == 3   # Houssiau et al. 2022: risk above the 16 % claim from 3 trips
 
 
 def test_attack_curve_monte_carlo(capsys):

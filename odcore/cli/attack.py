@@ -79,6 +79,8 @@ def run_curve(args: argparse.Namespace) -> int:
     eps = float(args.epsilon)
     out: dict = {"epsilon": eps, "k": list(range(args.k_max + 1)), "success": curve.tolist(),
                  "bound": attack.posterior_bound(eps, 0.5)}
+    above = np.nonzero(curve > out["bound"])[0]
+    out["first_k_above_bound"] = int(above[0]) if above.size else None   # Houssiau et al.: 3 at ε = 0.66
     if args.prior != 0.5:
         out["prior"] = float(args.prior)
         out["bayes_success"] = np.asarray(
@@ -97,7 +99,8 @@ def run_curve(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
         return 0
-    print(f"membership attack, epsilon={eps:g}: bound e^eps/(1+e^eps) = {out['bound']:.4f}")
+    print(f"membership attack, epsilon={eps:g}: bound e^eps/(1+e^eps) = {out['bound']:.4f}, exceeded from "
+          f"k = {out['first_k_above_bound']}")
     head = "k     exact"
     if "mc_success" in out:
         head += "     MC     95% CI"
