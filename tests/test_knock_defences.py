@@ -149,7 +149,9 @@ def test_metrics_golden_values():
     # PG, Eq. 6
     assert privacy_gain(1.0, 0.5) == 1.0
     assert privacy_gain(0.9, 0.95) == 0.0
-    assert privacy_gain(1.0, 0.4) == 0.0  # printed definition: requires AUC_A' >= 0.5
+    assert privacy_gain(1.0, 0.4) == 1.0  # below the random guess: full protection (default reading)
+    assert privacy_gain(1.0, 0.4, literal=True) == 0.0  # printed definition: requires AUC_A' >= 0.5
+    assert privacy_gain(0.5, 0.5) == 0.0
 
 
 def test_config_errors():
