@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from odcore.knock.metrics import privacy_gain  # noqa: E402
+from odcore.knock.metrics import privacy_gain
 
 # Paper numbers (Pyrgelis et al. 2018, SFC). Subset prior, §VI-A / Fig. 4 and Fig. 3b (mean AUC; PL of "best").
 PAPER_SUBSET = {
