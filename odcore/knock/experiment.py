@@ -261,8 +261,8 @@ def run_target(ts: LocationTimeSeries, target: int, config: KnockConfig, rng: np
     tm["features"] = tm.get("features", 0.0) + t2 - t1
     seed = int(rng.integers(2**31 - 1))
     x_tr = x_tr_noisy if x_tr_noisy is not None else x_tr_raw
-    keep = select_features(x_tr, y_tr, config.selection, rng=seed)
-    keep_raw = select_features(x_tr_raw, y_tr, config.selection, rng=seed) if x_tr_noisy is not None else keep
+    keep = select_features(x_tr, y_tr, config.selection)
+    keep_raw = select_features(x_tr_raw, y_tr, config.selection) if x_tr_noisy is not None else keep
     t3 = time.perf_counter()
     tm["selection"] = tm.get("selection", 0.0) + t3 - t2
     aucs, pls, rocs, aucs_raw, pgs = {}, {}, {}, {}, {}

@@ -71,9 +71,9 @@ class Selection(StrEnum):
     RFE_FAST = "rfe-fast"
 
 
-def select_features(x_train: np.ndarray, y_train: np.ndarray, method: Selection | str = Selection.VARIANCE,
-                    *, rng: np.random.Generator | int | None = None) -> np.ndarray:
-    """Boolean mask of kept feature columns, fitted on the training set only."""
+def select_features(x_train: np.ndarray, y_train: np.ndarray, method: Selection | str = Selection.VARIANCE
+                    ) -> np.ndarray:
+    """Boolean mask of kept feature columns, fitted on the training set only (deterministic)."""
     method = Selection(method)
     x = np.asarray(x_train, dtype=float)
     keep = np.ones(x.shape[1], dtype=bool)
