@@ -58,6 +58,6 @@ bound = posterior_bound(s.epsilon)
 st.info(f"At ε = {s.epsilon:g} the promise for one trip is an attacker right at most **{pct(bound)}** of the time "
         f"({probability_words(bound)}); against someone with 32 unique trips the same release lets the attacker be "
         f"right **{pct(float(p[32]))}** of the time ({probability_words(float(p[32]))}). "
-        f"Data in use: {s.dataset.label}.", icon="💡")
+        f"Data in use: {s.dataset.label}.", icon=":material/lightbulb:")
 
 st.caption(f"odcore {__version__} · numbers computed by the `odcore` engine; see the README for where they come from.")

@@ -49,7 +49,7 @@ def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0) -> pdk.ViewSt
     la0, la1 = np.nanpercentile(lat, [1, 99])
     lo0, lo1 = np.nanpercentile(lon, [1, 99])
     span = max(lo1 - lo0, (la1 - la0) / max(math.cos(math.radians((la0 + la1) / 2)), 0.1), 1e-3)
-    zoom = float(np.clip(math.log2(360 / span) - 0.6, 1, 16))
+    zoom = float(np.clip(math.log2(360 / span) + 0.5, 1, 16))
     return pdk.ViewState(latitude=float((la0 + la1) / 2), longitude=float((lo0 + lo1) / 2), zoom=zoom, pitch=pitch)
 
 

@@ -33,15 +33,17 @@ cent = cache.used_centroids(s.dataset.id, ctx.od_config, _od=ctx.od)
 
 st.subheader(f"Week {s.week}: what is published")
 c = st.columns(5)
-metric(c[0], "Pairs published", f"{util['pairs_published']:,} / {util['pairs_total']:,}",
-       f"{pct(util['pairs_published_frac'])} of the observed pairs" if util["pairs_total"] else None,
+metric(c[0], "Pairs published", f"{util['pairs_published']:,}",
+       f"of {util['pairs_total']:,} observed pairs ({pct(util['pairs_published_frac'])})" if util["pairs_total"]
+       else None,
        help="Origin–destination pairs whose noisy count reached the threshold.")
-metric(c[1], "Trips published", f"{util['trips_published']:,} / {util['trips_total']:,}",
-       f"{pct(util['trips_published_frac'])} of user-trips" if util["trips_total"] else None,
+metric(c[1], "Trips published", f"{util['trips_published']:,}",
+       f"of {util['trips_total']:,} user-trips ({pct(util['trips_published_frac'])})" if util["trips_total"]
+       else None,
        help="Unique user trips on the published pairs (each person counts once per pair).")
 metric(c[2], "Mean relative error", pct(util["mean_relative_error"]) if util["pairs_published"] else "–",
        "of the published counts", help="Mean |noisy − true| / true over published pairs.")
-metric(c[3], "Expected pairs published", num(round(util.get("pairs_published_expected", float("nan")), 1)),
+metric(c[3], "Expected published", num(round(util.get("pairs_published_expected", float("nan")), 1)),
        help="Sum of the exact release probabilities: what the count above averages to over noise draws.")
 metric(c[4], "Noise scale", num(res.report["noise_scale"]),
        f"Laplace, {'per user' if s.mode == 'user_level' else 'per count'}",
@@ -68,7 +70,7 @@ cells_df = shapes.merge(cell_p, on="cell")
 cells_df["color"] = [[31, 95, 168, int(a)] for a in 20 + 170 * cells_df["release_prob_any"].to_numpy()]
 cells_df["tip"] = [f"<b>cell {c}</b><br>{n} outgoing pairs<br>P(at least one published): {p:.3f}"
                    for c, n, p in zip(cells_df["cell"], cells_df["pairs"], cells_df["release_prob_any"], strict=True)]
-vs = maps.view_state(cent["lat"], cent["lon"], pitch=35)
+vs = maps.view_state(cent["lat"], cent["lon"], pitch=30)
 
 
 def flows_deck(raw: bool):

@@ -66,7 +66,7 @@ with left, st.container(border=True):
     metric(a, "ε per count", num(b["epsilon_per_metric"]), epsilon_words(b["epsilon_per_metric"]))
     metric(b_, "δ per count", f"{b['delta_per_metric']:.1e}", "chance the threshold leaks a count")
     p = float(posterior_bound(b["epsilon_per_metric"], prior))
-    metric(c, "Attacker's best posterior", pct(p), probability_words(p),
+    metric(c, "Best posterior", pct(p), probability_words(p),
            help="e^ε·π / (e^ε·π + 1 − π) for prior π (Houssiau et al., Methods, Theoretical bounds).")
     st.markdown(
         f"Covers: *did this person travel from A to B in week W?* — an attacker who knows everyone else's trips "
@@ -76,13 +76,13 @@ with left, st.container(border=True):
 with right, st.container(border=True):
     st.markdown(f"#### Per user — what a person with n = {int(trips)} trips risks")
     a, b_, c = st.columns(3)
-    metric(a, "ε per user-week (basic)", num(b["epsilon_user_week"]), epsilon_words(b["epsilon_user_week"]),
+    metric(a, "ε per week, basic", num(b["epsilon_user_week"]), epsilon_words(b["epsilon_user_week"]),
            help="n·ε: simple composition over the n counts the person is in (Houssiau et al. 46.2 at n = 70).")
     week_tight, week_tight_name = tight_or_rdp("week")
-    metric(b_, f"ε per user-week ({week_tight_name}, δ={delta:.0e})", num(week_tight), epsilon_words(week_tight),
-           help="Exact ε(δ) of the n-fold Laplace composition from its privacy-loss distribution (above "
+    metric(b_, f"ε per week, {week_tight_name}", num(week_tight), epsilon_words(week_tight),
+           help=f"Exact ε(δ = {delta:.0e}) of the n-fold Laplace composition from its privacy-loss distribution (above "
                 "k = 400 counts the Rényi-DP bound, within a few % of it, is shown instead).")
-    metric(c, f"ε over {int(weeks)} weeks (basic)", num(b["epsilon_user_total"]),
+    metric(c, f"ε, {int(weeks)} weeks, basic", num(b["epsilon_user_total"]),
            epsilon_words(b["epsilon_user_total"]),
            help="W·n·ε (Houssiau et al. 2402.4 for 52 weeks of 70 trips).")
     pw = float(posterior_bound(week_tight, prior))
@@ -122,7 +122,8 @@ with left:
                       ("tight", "tight (k ≤ 400)")):
         fig.add_scatter(x=over_weeks["weeks"], y=over_weeks[col], mode="lines", name=name)
     styled(fig, f"{int(trips)} unique trips every week")
-    fig.update_layout(xaxis_title="weeks released", yaxis_title="cumulative ε", yaxis_type="log")
+    fig.update_layout(xaxis_title="weeks released", yaxis_title="cumulative ε", yaxis_type="log",
+                      yaxis_dtick=1)
     chart(fig, "epsilon_over_weeks", data=over_weeks, config=cli_config, command="budget", key="eps_weeks")
 with right:
     st.subheader("ε against δ (one user-week)")

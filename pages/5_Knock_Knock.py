@@ -119,11 +119,13 @@ else:
         fig = go.Figure()
         for name, g in per.groupby("classifier", sort=False):
             x = np.sort(g["auc"].to_numpy())
-            fig.add_scatter(x=np.repeat(x, 2)[1:], y=np.repeat(np.arange(1, x.size + 1) / x.size, 2)[:-1],
-                            mode="lines", name=name.upper())
+            steps_x = np.concatenate([[0.0], np.repeat(x, 2), [1.0]])
+            steps_y = np.concatenate([[0.0, 0.0], np.repeat(np.arange(1, x.size + 1) / x.size, 2)])
+            fig.add_scatter(x=steps_x, y=steps_y, mode="lines", name=name.upper())
         fig.add_vline(x=0.5, line_dash="dot", annotation_text="guessing")
         styled(fig, "CDF of AUC over targets")
-        fig.update_layout(xaxis_title="AUC", yaxis_title="fraction of targets", xaxis_range=[0.3, 1.0])
+        fig.update_layout(xaxis_title="AUC", yaxis_title="fraction of targets with AUC ≤ x", xaxis_range=[0.3, 1.0],
+                          yaxis_range=[0, 1.02])
         chart(fig, "knock_auc_cdf", data=per, config=cli_cfg, command="knock", key="knock_cdf")
     with right:
         fig = go.Figure()
