@@ -274,11 +274,8 @@ def test_real_cabspotting_subset_zip(shared_data):
 @pytest.mark.realdata
 @pytest.mark.slow
 def test_real_cabspotting_full(shared_data):
-    import time
-
-    t = time.perf_counter()
+    # (its load time is measured in benchmarks/bench_trips.py, not asserted here)
     tr = load_traces(shared_data / "cabspotting_sf", format="cabspotting", bbox="auto")
-    assert time.perf_counter() - t < 60
     assert tr.n_users == 534                 # README: 534 cabs
     assert tr.report.rows_read == 10_006_896  # README: 10,006,896 fixes
     assert 0 < tr.report.rows_dropped.get("outside_bbox", 0) < 0.01 * tr.report.rows_read
