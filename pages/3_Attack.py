@@ -103,6 +103,9 @@ st.subheader(f"A real person of week {s.week}, in the thresholded release")
 st.markdown("In the real release, pairs with few people are usually suppressed, and a suppressed pair says little. "
             "So a person's **effective k** — the k of the curve above with the same success — is often far "
             "below their number of trips.")
+if s.mode == "user_level":
+    st.caption(f"Per-user mode: each person keeps at most {s.max_pairs} pairs and every count gets noise of scale "
+               f"{s.max_pairs}/ε, so each pair carries ε/{s.max_pairs} = {s.epsilon / s.max_pairs:.3g}.")
 rcfg = s.release_config()
 with engine_errors("Could not prepare the week for the attack"):
     pairs, counts = cache.attack_pairs(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
@@ -136,7 +139,8 @@ eps_pair = 1.0 / rcfg.scale
 with engine_errors("Could not attack this user"):
     ur, roc_plain = cache.user_risk(tuple(np.sort(others).tolist()), eps_pair, float(rcfg.threshold))
 k_user = len(others)
-plain_k = float(curve["success"][min(k_user, K_MAX)]) if k_user <= K_MAX else float("nan")
+# p_k of the release's own per-pair noise (1/scale: ε per count, or ε/max_pairs in the per-user mode)
+plain_k = float(cache.success_curve(eps_pair, max(k_user, 1), 0.5)["success"][k_user]) if k_user else 0.5
 c = st.columns(4)
 metric(c[0], "User", str(user), f"{k_user} unique trips this week")
 metric(c[1], "Effective k after suppression", num(round(ur.effective_k, 1)),
@@ -146,7 +150,7 @@ metric(c[2], "Attack success on this user", pct(ur.success), probability_words(u
        help=f"Exact (within {ur.error_bound:.0e}): ½ + ½·TV of what the release shows with and without them.")
 metric(c[3], "Without suppression", pct(plain_k) if np.isfinite(plain_k) else "–",
        "if every pair were published" if np.isfinite(plain_k) else None,
-       help="p_k of the curve above at this user's k.")
+       help="p_k at this user's k for the release's per-pair noise (the curve above in per-metric mode).")
 left, right = st.columns(2)
 with left:
     fig = go.Figure()

@@ -172,3 +172,17 @@ def test_knock_knock_small_run(at):
     auc = float(_metric(at, "Mean AUC"))
     assert 0.0 <= auc <= 1.0
     assert at.dataframe     # per-target table and MRE table
+
+
+def test_per_user_mode_on_every_page(at):
+    at.switch_page("pages/2_OD_release.py").run()
+    at.sidebar.selectbox(key="w.mode").set_value("user_level").run()
+    _no_errors(at)
+    assert _metric(at, "Noise scale") == "15.2"        # max_pairs / ε = 10 / 0.66
+    at.sidebar.number_input(key="w.max_pairs").set_value(3).run()
+    assert _metric(at, "Noise scale") == "4.55"
+    for page in PAGES[:4]:
+        at.switch_page(page).run()
+        _no_errors(at)
+    at.sidebar.selectbox(key="w.mode").set_value("per_metric").run()
+    _no_errors(at)

@@ -46,7 +46,7 @@ def _screenshot(page, name: str) -> None:
         .map(e => e.scrollHeight + e.getBoundingClientRect().top), document.body.scrollHeight)""")
     page.mouse.move(5, 5)          # no hover tooltip in the picture
     page.set_viewport_size({"width": 1400, "height": int(min(max(h + 40, 900), 7000))})
-    page.wait_for_timeout(1500)
+    page.wait_for_timeout(700)
     _settle(page)
     page.screenshot(path=str(SHOTS / name), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 1000})
@@ -108,7 +108,7 @@ def test_pydeck_map_canvas_is_drawn(streamlit_url, page):
     assert box is not None
     assert box["width"] > 300
     assert box["height"] > 300
-    page.wait_for_timeout(1500)
+    page.wait_for_timeout(800)
     img = Image.open(io.BytesIO(deck.screenshot())).convert("L")
     lo, hi = img.getextrema()
     assert hi - lo > 50, "the map area is blank"
