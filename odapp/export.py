@@ -117,6 +117,6 @@ def export_buttons(name: str, *, fig: go.Figure | None = None, data: pd.DataFram
 def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config: dict | None = None,
           command: str | None = None, key: str | None = None) -> None:
     """Draw a plotly chart with its export buttons underneath."""
-    st.plotly_chart(fig, use_container_width=True, key=f"chart_{key or slug(name)}",
+    st.plotly_chart(fig, width="stretch", key=f"chart_{key or slug(name)}",
                     config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
     export_buttons(name, fig=fig, data=data, config=config, command=command, key=key)

@@ -158,7 +158,7 @@ def render() -> PageContext:
     with st.sidebar:
         st.header("Settings")
         st.button("Google/Bassolas 2019 setting", on_click=apply_preset, args=(ss,), type="primary",
-                  use_container_width=True,
+                  width="stretch",
                   help="ε = 0.66 per metric, noisy counts below 100 removed, ~1.3 km² grid cells: the release "
                        "Google shared with Bassolas et al. (their reply, Nature Communications 2022).")
         if is_bassolas_preset(ss):

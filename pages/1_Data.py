@@ -42,7 +42,7 @@ od_drops = {f"trips step: {k}": v for k, v in (od.stats.get("rows_dropped") or {
 if dropped or od_drops:
     st.dataframe(pd.DataFrame({"reason": list(dropped) + list(od_drops),
                                "rows": list(dropped.values()) + list(od_drops.values())}),
-                 hide_index=True, use_container_width=False)
+                 hide_index=True, width="content")
 st.caption(f"Source: {summ.get('source', s.dataset.label)} · format {summ.get('format', '?')} · "
            f"time span {summ.get('time_min', '?')} → {summ.get('time_max', '?')} · grid {ods['grid_cells']:,} cells "
            f"of {ods['cell_km2']:.2f} km² ({ods['cells']:,} used) · CRS {ods['crs']}")

@@ -136,7 +136,7 @@ chart(fig, f"release_probability_week{s.week}", data=curve, config=cli_config, c
 
 st.subheader("The published table")
 pub = table.loc[released].sort_values("noisy_count", ascending=False)
-st.dataframe(pub, hide_index=True, use_container_width=True, height=300,
+st.dataframe(pub, hide_index=True, width="stretch", height=300,
              column_config={"noisy_count": st.column_config.NumberColumn(format="%.1f"),
                             "noise": st.column_config.NumberColumn(format="%.2f"),
                             "release_prob": st.column_config.NumberColumn(format="%.3f")})

@@ -150,7 +150,7 @@ reading = pd.DataFrame({
     "in words": [probability_words(float(x)) for x in post],
     "on the usual scale": [epsilon_words(e) for _, e in rows],
 })
-st.dataframe(reading, hide_index=True, use_container_width=True,
+st.dataframe(reading, hide_index=True, width="stretch",
              column_config={"best posterior": st.column_config.NumberColumn(format="percent"),
                             "epsilon": st.column_config.NumberColumn(format="%.3g")})
 st.caption(f"Best posterior of an attacker starting from a {pct(prior, 0)} prior, e^ε·π/(e^ε·π + 1 − π) "

@@ -155,7 +155,7 @@ else:
     with right:
         st.markdown("**Per target**")
         st.dataframe(per.pivot_table(index=["target", "mobility"], columns="classifier", values="auc").reset_index(),
-                     hide_index=True, use_container_width=True)
+                     hide_index=True, width="stretch")
         if res.mre is not None:
             st.markdown(f"MRE of the released aggregates under {kcfg.defence.value} at ε = {kcfg.epsilon:g}: "
                         f"**{res.mre:.3g}**. Mean privacy gain: "
@@ -166,7 +166,7 @@ mre_cfg = MREConfig(m=min(int(m), ts.n_users - 1), n_groups=20, seed=int(s.seed)
 with engine_errors("Could not compute the MRE table"):
     mre = cache.knock_mre(s.dataset.id, ts_config, mre_cfg, _ts=ts)
 mre_df = pd.DataFrame(mre["mre"]).T.rename_axis("mechanism").reset_index()
-st.dataframe(mre_df, hide_index=True, use_container_width=False,
+st.dataframe(mre_df, hide_index=True, width="content",
              column_config={c: st.column_config.NumberColumn(f"ε = {c}", format="%.3g") for c in mre_df.columns[1:]})
 st.caption(f"Mean over {mre['n_groups']} random groups of m = {mre['m']} and every area of |noisy − true| / "
            f"max(true, γ) (§VII-C, Tables II/III; Δ = {mre['sensitivity']}). A value of 1 means errors as large as "
