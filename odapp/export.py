@@ -120,3 +120,19 @@ def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config
     st.plotly_chart(fig, width="stretch", key=f"chart_{key or slug(name)}",
                     config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
     export_buttons(name, fig=fig, data=data, config=config, command=command, key=key)
+
+
+def reproduce(items: list[tuple[str, str, dict]]) -> None:
+    """An expander with the shell commands that reproduce this page's figures: ``(what, command, config)``.
+
+    For commands whose ``--config`` reads the exported JSON the short form is shown too.
+    """
+    from odapp.cli_config import COMMANDS, command_line
+
+    with st.expander("Reproduce from the command line"):
+        for what, command, config in items:
+            st.markdown(f"**{what}**")
+            st.code(command_line(command, config), language="bash", wrap_lines=True)
+            if command in COMMANDS:
+                st.caption("or, with the downloaded JSON: `" + COMMANDS[command].format(file=f"{slug(what)}.json")
+                           + "`")

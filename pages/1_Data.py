@@ -9,7 +9,7 @@ import streamlit as st
 
 from odapp import cache, maps
 from odapp.cli_config import release_config
-from odapp.export import chart, styled
+from odapp.export import chart, reproduce, styled
 from odapp.layout import metric, page
 from odapp.words import num
 
@@ -110,3 +110,6 @@ with right:
           command="release", key="trips_scatter")
 st.caption("Houssiau et al. (2022): one author's 39 trips in a typical week were 32 unique trips, so 7 repeats "
            "were discarded; each unique trip is one count he is in. Numbers from `odcore.trips.build_od`.")
+trips_cfg = {k: v for k, v in release_config(s, ctx.loaded).items()
+             if k in ("input", "format", "tz", "time_offset", "bbox", "cell_km2", "dataset")}
+reproduce([("Loading, grid, hourly cells, trips and weekly unique OD counts (summary)", "trips", trips_cfg)])

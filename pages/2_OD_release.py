@@ -10,7 +10,7 @@ import streamlit as st
 from odapp import cache, maps
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
-from odapp.export import chart, export_buttons, styled
+from odapp.export import chart, export_buttons, reproduce, styled
 from odapp.layout import metric, page
 from odapp.words import num, pct
 from odcore.release import release_probability
@@ -143,3 +143,4 @@ st.dataframe(pub, hide_index=True, width="stretch", height=300,
 export_buttons(f"release_week{s.week}", data=table, config=cli_config, command="release", key="rel_table")
 st.caption("The CSV holds every observed pair of the week (published or not) with its true count, noise, noisy "
            "count and exact release probability.")
+reproduce([("The week's release (release.csv, release.parquet, summary.json)", "release", cli_config)])

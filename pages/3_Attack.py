@@ -10,7 +10,7 @@ import streamlit as st
 from odapp import cache
 from odapp.cli_config import attack_curve_config, user_risk_config
 from odapp.errors import engine_errors
-from odapp.export import chart, styled
+from odapp.export import chart, reproduce, styled
 from odapp.layout import metric, page
 from odapp.words import num, pct, probability_words
 from odcore.attack import simulate_attack
@@ -195,3 +195,7 @@ with right:
                    "(`odcore.attack.week_risk`).")
 st.caption("Curves: `odcore.attack.success_curve` (exact, from the privacy-loss distribution of `odcore.pld`), "
            "`simulate_attack` (the paper's Monte Carlo), `user_risk` / `week_risk` (the thresholded release).")
+reproduce([("The p_k curve" + (" with the Monte Carlo" if mc is not None else ""), "attack-curve",
+            attack_curve_config(s, k_max=K_MAX, prior=float(prior), monte_carlo=int(reps) if mc is not None else None)),
+           (f"Every user of week {s.week} (add --user ID for one user's ROC)", "user-risk",
+            user_risk_config(s, ctx.loaded))])

@@ -9,7 +9,7 @@ import streamlit as st
 from odapp import cache
 from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
-from odapp.export import chart, styled
+from odapp.export import chart, reproduce, styled
 from odapp.layout import metric, page
 from odapp.words import epsilon_words, num, pct, probability_words
 from odcore.accounting import BudgetConfig, posterior_bound
@@ -156,3 +156,4 @@ st.dataframe(reading, hide_index=True, width="stretch",
 st.caption(f"Best posterior of an attacker starting from a {pct(prior, 0)} prior, e^ε·π/(e^ε·π + 1 − π) "
            "(Houssiau et al. 2022, Methods; δ ignored). Budgets from `odcore.accounting`; the tight values come "
            "from the exact privacy-loss distribution of the Laplace mechanism (`odcore.pld`).")
+reproduce([("Every budget figure of this page", "budget", cli_config)])

@@ -99,7 +99,8 @@ def test_command_line_flags_parse():
     for command, cfg in (("release", cli_config.release_config(s, L)),
                          ("user-risk", cli_config.user_risk_config(s, L, user="12")),
                          ("attack-curve", cli_config.attack_curve_config(s, k_max=70, prior=0.3, monte_carlo=500)),
-                         ("budget", cli_config.budget_config(s, trips=10, weeks=2, delta=1e-6))):
+                         ("budget", cli_config.budget_config(s, trips=10, weeks=2, delta=1e-6)),
+                         ("trips", {**loaded_cli, "cell_km2": 2.0})):
         line = cli_config.command_line(command, cfg)
         argv = line.split()[3:]   # drop "python -m odcore"
         assert argv[0] == command
