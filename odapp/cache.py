@@ -42,13 +42,31 @@ def budget(config) -> dict:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def budget_curves(epsilon: float, trips: int, weeks: int, delta: float, trips_max: int):
-    """The three curves of the budget page: ε vs trips, ε over weeks, ε(δ)."""
+def epsilon_vs_trips(epsilon: float, trips_max: int, delta: float):
     from odcore import accounting as acc
 
-    return (acc.epsilon_vs_trips(epsilon, trips_max=trips_max, delta=delta),
-            acc.epsilon_over_weeks(epsilon, trips=trips, weeks=weeks, delta=delta),
-            acc.epsilon_delta_curve(epsilon, k=trips))
+    return acc.epsilon_vs_trips(epsilon, trips_max=trips_max, delta=delta)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def epsilon_over_weeks(epsilon: float, trips: int, weeks: int, delta: float):
+    from odcore import accounting as acc
+
+    return acc.epsilon_over_weeks(epsilon, trips=trips, weeks=weeks, delta=delta)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def epsilon_delta_curve(epsilon: float, k: int):
+    from odcore import accounting as acc
+
+    return acc.epsilon_delta_curve(epsilon, k=k)
+
+
+def budget_curves(epsilon: float, trips: int, weeks: int, delta: float, trips_max: int):
+    """The three curves of the budget page, each cached on its own inputs only (moving δ recomputes two of
+    them, moving the weeks one)."""
+    return (epsilon_vs_trips(epsilon, trips_max, delta), epsilon_over_weeks(epsilon, trips, weeks, delta),
+            epsilon_delta_curve(epsilon, trips))
 
 
 # ---- data page -------------------------------------------------------------------------------------------------
