@@ -177,8 +177,9 @@ with right:
                                                     _pairs=pairs, _counts=counts)
         fig = go.Figure()
         fig.add_histogram(x=risk["success"], nbinsx=50, name="users")
-        fig.add_vline(x=bound, line_dash="dash", annotation_text="per-trip bound")
-        fig.add_vline(x=float(ur.success), line_dash="dot", line_color="#d95f02", annotation_text=f"user {user}")
+        fig.add_vline(x=bound, line_dash="dash", annotation_text="per-trip bound", annotation_position="top left")
+        fig.add_vline(x=float(ur.success), line_dash="dot", line_color="#d95f02", annotation_text=f"user {user}",
+                      annotation_position="bottom right")
         styled(fig, "Attack success over the users of the week")
         fig.update_layout(xaxis_title="probability the attacker is right", yaxis_title="users", showlegend=False)
         chart(fig, f"population_risk_week{s.week}", data=risk.astype({"user": str}),

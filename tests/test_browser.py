@@ -68,6 +68,15 @@ def _metric(page, label: str) -> str:
 def test_every_page_and_screenshots(streamlit_url, page):
     for path, heading, shot in PAGES:
         _open(page, f"{streamlit_url}/{path}", heading)
+        if path == "Attack":   # show the Monte Carlo points and the population histogram in the picture
+            page.get_by_text("Monte Carlo check (the paper's simulation)").click()
+            page.get_by_role("button", name="Run the Monte Carlo").click()
+            page.get_by_text("of the exact values fall inside").wait_for(timeout=120_000)
+            _settle(page)
+            page.get_by_text("Attack every user of the week").click()
+            page.get_by_text("Median success").wait_for(timeout=120_000)
+            _settle(page)
+            assert page.locator("[data-testid='stException']").count() == 0
         if path == "Knock_Knock":
             page.get_by_role("button", name="Run the experiment").click()
             page.get_by_text("Mean AUC, best classifier").wait_for(timeout=180_000)
