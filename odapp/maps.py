@@ -40,16 +40,23 @@ def legend_html(title: str, vmin: float, vmax: float, fmt: str = "{:,.0f}", note
             f"</div><span>{fmt.format(vmax)}</span><span style='color:#555'>{note}</span></div></div>")
 
 
-def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0) -> pdk.ViewState:
-    """Centre and zoom that fit the points (web-mercator zoom from the larger span)."""
+def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0, *, width_px: int = 900,
+               height_px: int = 540) -> pdk.ViewState:
+    """Centre and web-mercator zoom that fit the points (1st–99th percentile box) in a map of the given size.
+
+    At zoom z deck.gl's world is 512·2^z px wide, so a longitude span Δλ fits a width W when
+    z = log2(W·360 / (512·Δλ)); a latitude span is stretched by 1/cos(latitude) first.
+    """
     lat = np.asarray(lat, dtype=float)
     lon = np.asarray(lon, dtype=float)
     if lat.size == 0:
         return pdk.ViewState(latitude=0, longitude=0, zoom=1)
-    la0, la1 = np.nanpercentile(lat, [1, 99])
-    lo0, lo1 = np.nanpercentile(lon, [1, 99])
-    span = max(lo1 - lo0, (la1 - la0) / max(math.cos(math.radians((la0 + la1) / 2)), 0.1), 1e-3)
-    zoom = float(np.clip(math.log2(360 / span) + 0.5, 1, 16))
+    la0, la1 = np.nanpercentile(lat, [0.5, 99.5])
+    lo0, lo1 = np.nanpercentile(lon, [0.5, 99.5])
+    stretch = 1 / max(math.cos(math.radians((la0 + la1) / 2)), 0.1)
+    z_lon = math.log2(width_px * 360 / (512 * max(lo1 - lo0, 1e-4)))
+    z_lat = math.log2(height_px * 360 / (512 * max((la1 - la0) * stretch, 1e-4)))
+    zoom = float(np.clip(min(z_lon, z_lat) - 0.1 + pitch / 120, 1, 16))   # a tilted map shrinks the far side
     return pdk.ViewState(latitude=float((la0 + la1) / 2), longitude=float((lo0 + lo1) / 2), zoom=zoom, pitch=pitch)
 
 

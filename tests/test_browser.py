@@ -46,8 +46,11 @@ def _screenshot(page, name: str) -> None:
         .map(e => e.scrollHeight + e.getBoundingClientRect().top), document.body.scrollHeight)""")
     page.mouse.move(5, 5)          # no hover tooltip in the picture
     page.set_viewport_size({"width": 1400, "height": int(min(max(h + 40, 900), 7000))})
-    page.wait_for_timeout(700)
+    page.wait_for_timeout(1000)
     _settle(page)
+    for deck in page.locator("[data-testid='stDeckGlJsonChart']").all():   # maps redraw after the resize
+        deck.locator("canvas").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1200)
     page.screenshot(path=str(SHOTS / name), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 1000})
 
