@@ -117,10 +117,15 @@ def test_release_views_and_filters(at):
 
 def test_data_source_synth_and_week(at):
     at.switch_page("pages/1_Data.py").run()
-    at.session_state[K_SYNTH_USERS] = 300
-    at.session_state[K_SYNTH_WEEKS] = 2
-    at.sidebar.radio(key="w.source").set_value("synth").run()
+    at.sidebar.radio(key="w.source").set_value("synth").run()      # default synthetic city first
     _no_errors(at)
+    users = next(n for n in at.sidebar.number_input if n.label == "Users")
+    users.set_value(300)
+    next(n for n in at.sidebar.number_input if n.label == "Weeks").set_value(2)
+    next(b for b in at.sidebar.button if b.label == "Generate city").click().run()
+    _no_errors(at)
+    assert at.session_state[K_SYNTH_USERS] == 300
+    assert at.session_state[K_SYNTH_WEEKS] == 2
     assert _metric(at, "Users") == "300"
     assert _metric(at, "Weeks") == "2"
     assert len(at.sidebar.selectbox(key="w.week").options) == 2
@@ -137,6 +142,18 @@ def test_data_source_synth_and_week(at):
     _no_errors(at)
     assert at.session_state[K_SOURCE] == "sample"
     assert at.session_state[K_WEEK] == 0
+
+
+def test_cell_area_rebuilds_the_grid(at):
+    at.switch_page("pages/1_Data.py").run()
+    cells = next(c.value for c in at.caption if "grid " in c.value and "cells" in c.value)
+    at.sidebar.number_input(key="w.cell_km2").set_value(4.0).run()
+    _no_errors(at)
+    bigger = next(c.value for c in at.caption if "grid " in c.value and "cells" in c.value)
+    assert "4.00 km²" in bigger
+    assert bigger != cells
+    at.sidebar.button[0].click().run()      # the preset puts 1.3 km² back
+    assert at.session_state[K_CELL_KM2] == 1.3
 
 
 def test_attack_population_and_user_picks(at):
