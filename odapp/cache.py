@@ -34,28 +34,28 @@ def od_data(dataset_id: str, od_config, _df):
 
 # ---- budget (odcore.accounting) --------------------------------------------------------------------------------
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_data(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def budget(config) -> dict:
     from odcore.accounting import budget as _budget
 
     return _budget(config)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_data(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_vs_trips(epsilon: float, trips_max: int, delta: float):
     from odcore import accounting as acc
 
     return acc.epsilon_vs_trips(epsilon, trips_max=trips_max, delta=delta)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_data(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_over_weeks(epsilon: float, trips: int, weeks: int, delta: float):
     from odcore import accounting as acc
 
     return acc.epsilon_over_weeks(epsilon, trips=trips, weeks=weeks, delta=delta)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_data(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_delta_curve(epsilon: float, k: int):
     from odcore import accounting as acc
 
