@@ -379,7 +379,9 @@ def epsilon_delta_curve(epsilon: float = 0.66, k: int = 70, deltas=None) -> pd.D
     adv = np.array([advanced_composition(epsilon, kk, float(d))[0] for d in ds])  # closed form; len(ds) is small
     rdp = np.array([rdp_epsilon(float(d), kk, epsilon) for d in ds])
     if kk <= TIGHT_K_MAX:
-        tight = np.array([tight_epsilon(float(d), kk, epsilon) for d in ds])
+        from odcore import pld  # one k-fold law, solved for every delta (not rebuilt per delta)
+
+        tight = np.minimum(np.asarray(pld.epsilon_for_delta(ds, kk, epsilon), dtype=float), kk * epsilon)
     else:
         tight = np.full(ds.shape, np.nan)
     return pd.DataFrame({"delta": ds, "basic": basic, "advanced": adv, "rdp": rdp, "tight": tight})

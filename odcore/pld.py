@@ -351,7 +351,7 @@ def epsilon_for_delta(delta, k, epsilon: float):
     Parameters
     ----------
     delta:
-        Target δ in [0, 1] (scalar).
+        Target δ in [0, 1], scalar or array (broadcast with ``k``; the k-fold law is built once for all δ).
     k:
         Non-negative integer or integer array.
     epsilon:
@@ -359,7 +359,7 @@ def epsilon_for_delta(delta, k, epsilon: float):
 
     Returns
     -------
-    float or numpy.ndarray (shape of ``k``)
+    float or numpy.ndarray (broadcast shape of ``delta`` and ``k``)
 
     Examples
     --------
@@ -368,31 +368,46 @@ def epsilon_for_delta(delta, k, epsilon: float):
     """
     eps = _check_epsilon(epsilon)
     try:
-        d = float(delta)
+        d = np.asarray(delta, dtype=float)
     except (TypeError, ValueError):
         raise ParameterError(f"delta must be a number in [0, 1], got delta={delta!r}.") from None
-    if not (0.0 <= d <= 1.0):
+    if not np.all((d >= 0.0) & (d <= 1.0)):
         raise ParameterError(f"delta must be in [0, 1], got delta={delta!r}.")
     kk = _check_k_array(k)
-    out = np.zeros(kk.shape, dtype=float)
-    states = _by_k(kk.ravel(), eps)
-    flat_k, flat_out = kk.ravel(), out.reshape(-1)
+    d_b, k_b = np.broadcast_arrays(d, kk)
+    out = np.zeros(k_b.shape, dtype=float)
+    states = _by_k(k_b.ravel(), eps)  # one recursion up to max k, shared by every delta
+    flat_d, flat_k, flat_out = d_b.ravel(), k_b.ravel(), out.reshape(-1)
     for kv, st in states.items():
-        flat_out[flat_k == kv] = _solve_eps(st, d)
+        idx = np.nonzero(flat_k == kv)[0]
+        grid = _bracket_grid(st) if idx.size > 4 else None  # many deltas: one vectorised scan for brackets
+        for i in idx:
+            flat_out[i] = _solve_eps(st, float(flat_d[i]), grid)
     return float(out) if out.ndim == 0 else out
 
 
-def _solve_eps(st: LaplaceKFold, d: float) -> float:
+def _bracket_grid(st: LaplaceKFold, n: int = 257) -> tuple[np.ndarray, np.ndarray]:
+    """``(ε', δ(ε'))`` on an even grid of ``[0, kε]`` (δ decreasing), to bracket several roots at once."""
+    x = np.linspace(0.0, st.k * st.epsilon, n)
+    return x, st.delta(x)
+
+
+def _solve_eps(st: LaplaceKFold, d: float, grid: tuple[np.ndarray, np.ndarray] | None = None) -> float:
     if st.k == 0:
         return 0.0
-    hi = st.k * st.epsilon
+    lo, hi = 0.0, st.k * st.epsilon
     if float(st.delta(0.0)[0]) <= d:
         return 0.0
     if d <= 0.0:
         return hi
+    if grid is not None:  # narrow the bracket: δ(x[j]) > d >= δ(x[j+1])
+        x, dx = grid
+        j = int(np.searchsorted(-dx, -d, side="left")) - 1
+        if 0 <= j < x.size - 1:
+            lo, hi = float(x[j]), float(x[j + 1])
 
     def f(x: float) -> float:
         return float(st.delta(x)[0]) - d
 
     # δ(kε − 0) > 0 = δ(kε): the root lies in (0, kε]
-    return float(optimize.brentq(f, 0.0, hi, xtol=1e-12, rtol=4 * np.finfo(float).eps, maxiter=200))
+    return float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=4 * np.finfo(float).eps, maxiter=200))
