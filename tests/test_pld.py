@@ -202,3 +202,16 @@ def test_bad_delta(bad):
 def test_bad_eps_prime():
     with pytest.raises(ParameterError, match="eps_prime"):
         pld.hockey_stick_delta(float("nan"), 3, 0.66)
+
+
+def test_epsilon_for_delta_broadcasts_over_delta():
+    # many deltas at once (bracketed by one vectorised scan) give the same roots as one delta at a time
+    ds = np.logspace(-30, -0.5, 12)
+    many = pld.epsilon_for_delta(ds, 40, 0.66)
+    one = np.array([pld.epsilon_for_delta(float(d), 40, 0.66) for d in ds])
+    assert many.shape == ds.shape
+    np.testing.assert_allclose(many, one, atol=1e-9)
+    assert np.all(np.diff(many) <= 1e-12)  # larger delta, smaller epsilon
+    both = pld.epsilon_for_delta(ds[:, None], np.array([[10, 40]]), 0.66)
+    assert both.shape == (12, 2)
+    np.testing.assert_allclose(both[:, 1], one, atol=1e-9)
