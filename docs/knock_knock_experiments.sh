@@ -2,7 +2,7 @@
 # Reproduces docs/knock_knock_results.md: Pyrgelis et al. 2018 (Knock Knock) SFC experiments on the real
 # Cabspotting data in ../shared/data/cabspotting_sf. Writes one JSON per run into $OUT (not the repo: the JSON
 # holds per-cab results) and then prints the tables with docs/knock_knock_table.py.
-#   usage: bash docs/knock_knock_experiments.sh [subset|past|mre|defences|all]   (default all)
+#   usage: bash docs/knock_knock_experiments.sh [subset|rfe|past|mre|defences|backward|all]   (default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -17,6 +17,12 @@ if [[ $what == subset || $what == all ]]; then   # Section VI-A, Fig. 3b/4: subs
   for m in 5 10 50 100; do
     $PY -m odcore knock "${COMMON[@]}" --prior subset --alpha 0.2 --m $m --targets $TARGETS --seed 1 --json \
       > "$OUT/subset_m$m.json"
+  done
+fi
+if [[ $what == rfe || $what == all ]]; then      # the paper's feature selection: RFE down to the training size
+  for m in 10 100; do
+    $PY -m odcore knock "${COMMON[@]}" --prior subset --alpha 0.2 --m $m --targets $TARGETS --seed 1 \
+      --selection rfe --json > "$OUT/subset_rfe_m$m.json"
   done
 fi
 if [[ $what == past || $what == all ]]; then     # Section VI-B, Figs. 7 and 10: participation in past groups
@@ -43,6 +49,15 @@ if [[ $what == defences || $what == all ]]; then # Section VII-C, Figs. 12b/13b:
         $PY -m odcore knock "${COMMON[@]}" --prior perfect --m 500 --classifiers mlp --targets $DTARGETS \
           --defence $mech --epsilon $eps "${extra[@]}" --seed 5 --json > "$OUT/pg_${mech}_${eps}_${mode}.json"
       done
+    done
+  done
+fi
+if [[ $what == backward || $what == all ]]; then # FPA/EFPAG with unnormalised transforms (NOT DP; see the doc)
+  for mech in fpa efpag; do
+    for mode in raw noisy; do
+      extra=(); [[ $mode == noisy ]] && extra=(--train-on-noisy)
+      $PY -m odcore knock "${COMMON[@]}" --prior perfect --m 500 --classifiers mlp --targets $DTARGETS \
+        --defence $mech --epsilon 10 --norm backward "${extra[@]}" --seed 5 --json > "$OUT/pgb_${mech}_10_${mode}.json"
     done
   done
 fi

@@ -67,6 +67,18 @@ def main(out: Path) -> None:
               f"{fmt(a.get('mlp'))} | {fmt(a.get('best'))} | {fmt(pl.get('best'))} | {ptxt} | "
               f"{d['seconds']:.0f} |")
     print()
+    rfe = [(m, load(out / f"subset_rfe_m{m}.json"), load(out / f"subset_m{m}.json")) for m in (10, 100)]
+    rfe = [r for r in rfe if r[1] is not None]
+    if rfe:
+        print("### Same, with the paper's RFE (down to the 400 training samples) instead of `variance` selection\n")
+        print("| m | targets | LR | k-NN | RF | MLP | best | best with `variance` | s |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for m, d, v in rfe:
+            a = d["mean_auc"]
+            vb = fmt(v["mean_auc"]["best"]) if v else "–"
+            print(f"| {m} | {len(d['per_target'])} | {fmt(a.get('lr'))} | {fmt(a.get('knn'))} | "
+                  f"{fmt(a.get('rf'))} | {fmt(a.get('mlp'))} | {fmt(a.get('best'))} | {vb} | {d['seconds']:.0f} |")
+        print()
     for name, key, paper in (("Same groups as released (2a), β = 150, 2 observation weeks, 3rd week inference",
                               "same", PAPER_SAME),
                              ("Different groups than released (2b), 400 groups 75/25", "diff", PAPER_DIFF)):
@@ -128,6 +140,17 @@ def main(out: Path) -> None:
                     cells.append(f"**{fmt(pg_floor)}** [{fmt(pg_lit)}] (AUC {fmt(a_noisy.mean())})")
                 print(f"| {mech} | trained on {mode} | " + " | ".join(cells) + f" | "
                       f"{PAPER_PG10[mode].get(mech, '–')} |")
+        for mech in ("fpa", "efpag"):
+            for mode in ("raw", "noisy"):
+                d = load(out / f"pgb_{mech}_10_{mode}.json")
+                if d is None:
+                    continue
+                a_raw = np.array([t["auc_raw"]["mlp"] for t in d["per_target"]])
+                a_noisy = np.array([t["auc"]["mlp"] for t in d["per_target"]])
+                print(f"| {mech}, `--norm backward` (not DP) | trained on {mode} | " + " | ".join(
+                    "–" for e in eps_all if e != "10") + f" | **{fmt(np.mean(privacy_gain(a_raw, a_noisy)))}** "
+                    f"[{fmt(np.mean(privacy_gain(a_raw, a_noisy, literal=True)))}] (AUC {fmt(a_noisy.mean())}) | "
+                    f"{PAPER_PG10[mode].get(mech, '–')} |")
         n = {len(d["per_target"]) for d in pg.values()}
         secs = np.sum([d["seconds"] for d in pg.values()])
         print(f"\n({sorted(n)} targets per cell; {secs:.0f} s in total)\n")
