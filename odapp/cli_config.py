@@ -94,5 +94,8 @@ def command_line(command: str, config: dict) -> str:
 COMMANDS = {
     "release": "python -m odcore release --config {file} --out release_out/",
     "budget": "python -m odcore budget --config {file}",
+    "attack-curve": "python -m odcore attack-curve --config {file} --json",
+    "user-risk": "python -m odcore user-risk --config {file} --json",
+    "knock": "python -m odcore knock --config {file} --json",
 }
-"""Commands whose ``--config`` reads the exported JSON; for the others :func:`command_line` gives the flags."""
+"""Every subcommand reads the exported JSON with ``--config`` (flags given on the command line win)."""

@@ -127,3 +127,21 @@ def test_release_json_reproduces_the_app_release(tmp_path):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["release"]["pairs_released"] == app.report["pairs_released"]
     assert summary["release"]["pairs_observed"] == app.report["pairs_observed"]
+
+
+def test_attack_curve_json_is_accepted_by_the_cli(tmp_path):
+    from odcore.attack import success_curve
+
+    s = _settings(epsilon=0.9, seed=3)
+    cfg = {**cli_config.attack_curve_config(s, k_max=12, prior=0.5, monte_carlo=None), "dataset": {"label": "x"}}
+    f = tmp_path / "attack.config.json"
+    f.write_text(to_json_text(cfg))
+    r = _cli("attack-curve", "--config", str(f), "--json")
+    assert r.returncode == 0, r.stderr
+    assert "'dataset' is not used" in r.stderr
+    out = json.loads(r.stdout)
+    assert out["k"] == list(range(13))
+    np.testing.assert_allclose(out["success"], np.asarray(success_curve(0.9, 12)), atol=1e-12)
+    # an explicit flag wins over the file
+    r = _cli("attack-curve", "--config", str(f), "--k-max", "5", "--json")
+    assert json.loads(r.stdout)["k"] == list(range(6))

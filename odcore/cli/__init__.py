@@ -3,6 +3,12 @@
 Each module in :data:`SUBCOMMAND_MODULES` exposes ``register(subparsers)``, which adds its
 subcommands with ``set_defaults(func=...)``; ``func(args)`` returns an exit code. Domain errors
 (:class:`odcore.errors.ODCoreError`) are printed as one line on stderr with exit code 2, never a traceback.
+
+Every subcommand accepts ``--config FILE.json``: a JSON object whose keys are the command's flag names in
+snake_case (``--max-pairs`` -> ``max_pairs``), as the dashboard exports them. Precedence: explicit flags > config
+file > defaults. The informative key ``dataset`` (and keys a command lists in ``set_defaults(_config_ignored=...)``)
+are accepted and ignored with a note on stderr; any other unknown key is an error. ``args._explicit`` holds the
+options given on the command line.
 """
 
 from __future__ import annotations
@@ -12,9 +18,10 @@ import importlib
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from odcore import __version__
-from odcore.errors import ODCoreError
+from odcore.errors import ODCoreError, ParameterError
 
 # One line per family of subcommands (each module owns its own parser code).
 SUBCOMMAND_MODULES: tuple[str, ...] = (
@@ -36,16 +43,65 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="subcommands", metavar="SUBCOMMAND")
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    for command, p in sub.choices.items():
+        if not any("--config" in a.option_strings for a in p._actions):
+            p.add_argument("--config", default=None, metavar="FILE.json",
+                           help="JSON object of settings; keys = flag names in snake_case (explicit flags win)")
+        p.set_defaults(_parser=p, _command=command)
     return parser
 
 
+_UNSET = object()
+_NOT_SETTINGS = frozenset({"help", "config", "json", "func"})
+ALWAYS_IGNORED = frozenset({"dataset"})  # informative key of the dashboard's exports
+
+
+def _apply_config(args: argparse.Namespace, argv: list[str]) -> argparse.Namespace:
+    """Re-parse the subcommand's arguments on top of ``--config`` values (explicit flags still win)."""
+    p: argparse.ArgumentParser = args._parser
+    sub_argv = argv[argv.index(args._command) + 1:]
+    dests = {a.dest for a in p._actions if a.dest not in _NOT_SETTINGS and a.dest != argparse.SUPPRESS}
+    probe = p.parse_args(sub_argv, namespace=argparse.Namespace(**dict.fromkeys(dests, _UNSET)))
+    explicit = {d for d in dests if getattr(probe, d) is not _UNSET}
+    values: dict = {}
+    if args.config:
+        path = Path(args.config)
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ParameterError(f"--config file not found: {path}.") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ParameterError(f"--config {path}: not a readable JSON file ({exc}).") from None
+        if not isinstance(raw, dict):
+            raise ParameterError(f"--config {path}: expected a JSON object of settings, got {type(raw).__name__}.")
+        ignored = ALWAYS_IGNORED | frozenset(getattr(args, "_config_ignored", ()))
+        unknown = []
+        for key, value in raw.items():
+            k = str(key).replace("-", "_")
+            if k in dests:
+                values[k] = value
+            elif k in ignored:
+                print(f"note: config key {key!r} is not used by this command (ignored)", file=sys.stderr)
+            else:
+                unknown.append(key)
+        if unknown:
+            raise ParameterError(f"--config {path}: unknown key(s) {unknown}; expected keys among "
+                                 f"{sorted(dests)} (flag names in snake_case).")
+    ns = p.parse_args(sub_argv, namespace=argparse.Namespace(**values))
+    ns._explicit = frozenset(explicit)
+    ns._from_config = frozenset(values) - explicit
+    return ns
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
         parser.print_help()
         return 0
     try:
+        args = _apply_config(args, argv)
         return int(args.func(args) or 0)
     except ODCoreError as exc:
         print(f"error: {exc}", file=sys.stderr)

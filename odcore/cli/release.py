@@ -23,7 +23,7 @@ from odcore.errors import ParameterError
 # Keys the dashboard exports that a command does not use: accepted in --config, reported on stderr, ignored.
 _IGNORED_BUDGET = frozenset({"dataset", "week", "cell_km2", "seed"})
 _IGNORED_RELEASE = frozenset({"dataset"})
-_NOT_CONFIG = frozenset({"help", "config", "json", "func"})
+_NOT_CONFIG = frozenset({"help", "config", "json", "func"})  # not settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pb.add_argument("--max-pairs", type=int, default=None,
                     help="user-level contribution bound (unique pairs per user-week); needs --mode user_level")
     _common_flags(pb)
-    pb.set_defaults(func=run_budget, _defaults=_suppress_defaults(pb), _ignored=_IGNORED_BUDGET)
+    pb.set_defaults(func=run_budget, _config_ignored=_IGNORED_BUDGET)
 
     pr = sub.add_parser(
         "release", help="run the Laplace + threshold release on traces; write the OD table and a JSON summary",
@@ -66,59 +66,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--seed", type=int, default=None, help="random seed (same seed, same output)")
     g.add_argument("--out", default=None, help="output folder (created); required")
     _common_flags(pr)
-    pr.set_defaults(func=run_release, _defaults=_suppress_defaults(pr), _ignored=_IGNORED_RELEASE)
+    pr.set_defaults(func=run_release, _config_ignored=_IGNORED_RELEASE)
 
 
 def _common_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default=None, metavar="FILE.json",
-                   help="JSON object of settings, keys = flag names in snake_case (explicit flags win)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
-def _suppress_defaults(p: argparse.ArgumentParser) -> dict[str, Any]:
-    """Record each option's default and hide it from the namespace, so explicit flags can be told apart."""
-    defaults: dict[str, Any] = {}
-    for a in p._actions:
-        if a.dest in _NOT_CONFIG or a.dest == argparse.SUPPRESS:
-            continue
-        defaults[a.dest] = a.default
-        if a.help:
-            a.help = a.help.replace("%(default)s", str(a.default))
-        a.default = argparse.SUPPRESS
-    return defaults
-
-
 def _settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
-    """Defaults, overridden by ``--config`` keys, overridden by explicit flags. Returns (settings, notes)."""
-    defaults: dict[str, Any] = args._defaults
-    explicit = {k: v for k, v in vars(args).items() if k in defaults}
+    """The command's settings (defaults < ``--config`` < explicit flags, merged by :mod:`odcore.cli`) and notes."""
+    s = {k: v for k, v in vars(args).items() if not k.startswith("_") and k not in _NOT_CONFIG}
     notes: list[str] = []
-    cfg: dict[str, Any] = {}
-    if getattr(args, "config", None):
-        path = Path(args.config)
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ParameterError(f"--config file not found: {path}.") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ParameterError(f"--config {path}: not a readable JSON file ({exc}).") from None
-        if not isinstance(raw, dict):
-            raise ParameterError(f"--config {path}: expected a JSON object of settings, got {type(raw).__name__}.")
-        unknown = []
-        for key, value in raw.items():
-            k = str(key).replace("-", "_")
-            if k in defaults:
-                cfg[k] = value
-            elif k in args._ignored:
-                notes.append(f"config key {key!r} is not used by this command (ignored)")
-            else:
-                unknown.append(key)
-        if unknown:
-            raise ParameterError(f"--config {path}: unknown key(s) {unknown}; expected keys among "
-                                 f"{sorted(defaults)} (flag names in snake_case).")
-    s = {**defaults, **cfg, **explicit}
     if s.get("mode") != "user_level" and s.get("max_pairs") is not None:
-        if "max_pairs" in explicit:
+        if "max_pairs" in getattr(args, "_explicit", ()):
             raise ParameterError(f"--max-pairs={s['max_pairs']} needs --mode user_level (per_metric mode bounds each "
                                  "user to 1 per pair and does not cap the number of pairs).")
         notes.append(f"config max_pairs={s['max_pairs']} is only used with mode user_level (ignored)")
