@@ -133,10 +133,3 @@ def flows_frame(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, kee
     return out
 
 
-def cell_release_probability(table: pd.DataFrame) -> pd.DataFrame:
-    """``DataFrame[cell, pairs, release_prob_any]``: per origin cell, the probability that at least one of its
-    outgoing pairs is published, ``1 − Π(1 − p)`` (noise draws are independent across pairs)."""
-    lp = np.log1p(-np.clip(table["release_prob"].to_numpy(dtype=float), 0, 1 - 1e-16))
-    g = pd.DataFrame({"cell": table["origin"].to_numpy(), "lp": lp, "pairs": 1}).groupby("cell", sort=True).sum()
-    return pd.DataFrame({"cell": g.index.to_numpy(), "pairs": g["pairs"].to_numpy(),
-                         "release_prob_any": -np.expm1(g["lp"].to_numpy())})

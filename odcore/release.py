@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from odcore.constants import (
+    CELL,
     DESTINATION,
     NOISE,
     NOISY_COUNT,
@@ -597,3 +598,30 @@ def release(pairs: pd.DataFrame, config: ReleaseConfig | None = None, rng=None, 
     True
     """
     return release_with_report(pairs, config, rng, domain=domain).table
+
+
+def cell_release_probability(table: pd.DataFrame) -> pd.DataFrame:
+    """Per origin cell, the probability that at least one of its outgoing pairs is published.
+
+    ``1 − Π(1 − p)`` over the cell's pairs, with ``p`` the exact per-pair release probability (the noise draws
+    are independent across pairs). The dashboard colours cells by it.
+
+    Parameters
+    ----------
+    table:
+        A release table with columns ``origin`` and ``release_prob`` (:func:`release`).
+
+    Returns
+    -------
+    DataFrame[cell, pairs, release_prob_any]
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"origin": [1, 1, 2], "release_prob": [0.5, 0.5, 0.1]})
+    >>> cell_release_probability(t)["release_prob_any"].round(3).tolist()
+    [0.75, 0.1]
+    """
+    lp = np.log1p(-np.clip(table[RELEASE_PROB].to_numpy(dtype=float), 0.0, 1.0 - 1e-16))
+    g = pd.DataFrame({CELL: table[ORIGIN].to_numpy(), "lp": lp, "pairs": 1}).groupby(CELL, sort=True).sum()
+    return pd.DataFrame({CELL: g.index.to_numpy(), "pairs": g["pairs"].to_numpy(),
+                         "release_prob_any": -np.expm1(g["lp"].to_numpy())})

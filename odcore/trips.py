@@ -135,7 +135,7 @@ class ODData:
         p = self.pairs
         m = (p[USER] == user).to_numpy()
         if week is not None:
-            m &= p[WEEK].to_numpy() == self._check_week(week)
+            m = m & (p[WEEK].to_numpy() == self._check_week(week))  # to_numpy() may be read-only (CoW)
         return p.loc[m].reset_index(drop=True)
 
     def centroids(self) -> pd.DataFrame:

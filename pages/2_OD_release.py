@@ -13,7 +13,7 @@ from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, reproduce, styled
 from odapp.layout import metric, page
 from odapp.words import num, pct
-from odcore.release import release_probability
+from odcore.release import cell_release_probability, release_probability
 from odcore.utility import release_utility
 
 ctx = page(
@@ -64,7 +64,7 @@ released = table["released"].to_numpy()
 vmax = float(max(table["noisy_count"].max(skipna=True) if released.any() else 1.0, table["true_count"].max(), 1))
 crange = (float(s.threshold) * 0.9, vmax)
 
-cell_p = maps.cell_release_probability(table)
+cell_p = cell_release_probability(table)
 shapes = cache.cell_shapes(s.dataset.id, ctx.od_config, tuple(int(x) for x in cell_p["cell"]), _grid=ctx.od.grid)
 cells_df = shapes.merge(cell_p, on="cell")
 cells_df["color"] = [[31, 95, 168, int(a)] for a in 20 + 170 * cells_df["release_prob_any"].to_numpy()]

@@ -341,3 +341,24 @@ def test_config_mode_string_and_sensitivity():
     assert cfg.scale == 14
     assert ReleaseConfig().to_dict() == {"epsilon": 0.66, "threshold": 100, "mode": "per_metric", "max_pairs": None}
     assert hash(cfg) == hash(ReleaseConfig(epsilon=0.5, threshold=10, mode=Mode.USER_LEVEL, max_pairs=7))
+
+
+def test_cell_release_probability_matches_simulation():
+    # P(at least one outgoing pair of a cell is published) = 1 − Π(1 − p_pair); checked against many releases
+    from odcore.release import cell_release_probability
+
+    pairs = pd.DataFrame({"week": 0, "user": np.arange(300),
+                          "origin": np.r_[np.zeros(200, int), np.ones(100, int)],
+                          "destination": np.r_[np.repeat([5, 6], 100), np.full(100, 7)]})
+    cfg = ReleaseConfig(epsilon=0.5, threshold=100)
+    table = release(pairs, cfg, rng=0)
+    exact = cell_release_probability(table).set_index("cell")["release_prob_any"]
+    rng = np.random.default_rng(1)
+    hits = np.zeros(2)
+    n = 4000
+    for _ in range(n):
+        t = release(pairs, cfg, rng=rng)
+        hits += t.groupby("origin")["released"].any().reindex([0, 1]).to_numpy()
+    # binomial tolerance at alpha ~ 1e-6 (5 standard errors)
+    se = np.sqrt(exact.to_numpy() * (1 - exact.to_numpy()) / n)
+    assert np.all(np.abs(hits / n - exact.to_numpy()) < 5 * se + 1e-9)

@@ -122,6 +122,7 @@ def test_39_trips_32_unique():
     me = od.user_week[od.user_week["user"] == "me"].iloc[0]
     assert (me["trips"], me["unique_trips"]) == (39, 32)
     assert len(od.user_pairs("me")) == 32
+    assert len(od.user_pairs("me", week=0)) == 32  # the week filter (read-only masks under copy-on-write)
     # pair 0 -> 1 made by both users: 2 distinct users; every other pair by "me" only
     c = od.week_counts(0)
     c01 = GRID.assign(P_LAT[[0, 1]], P_LON[[0, 1]])
