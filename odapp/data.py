@@ -140,6 +140,8 @@ def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()
     tz = options.resolved_tz(t.report.format)
     cli = {"input": name, "format": t.report.format, "tz": tz, "time_offset": float(options.time_offset_s),
            "bbox": "none"}
+    for role, column in (options.mapping_dict() or {}).items():  # same flags as `python -m odcore --user-col ...`
+        cli["time_unit" if role == "time_unit" else f"{role}_col"] = column
     return Loaded(t.df, _summary_of(t), cli)
 
 

@@ -85,3 +85,24 @@ def test_trips_default_input_is_the_bundled_sample(capsys):
         pytest.skip("bundled sample absent")
     out = _json(capsys, ["trips", "--json"])
     assert out["od_pairs_over_threshold"] >= 200
+
+
+def test_trips_with_a_column_mapping(capsys, tmp_path):
+    # a generic CSV whose columns have other names: the mapping flags say which is which
+    import pandas as pd
+
+    src = tmp_path / "city.parquet"
+    _json(capsys, ["synth", "--users", "200", "--weeks", "1", "--seed", "5", "--out", str(src), "--json"])
+    df = pd.read_parquet(src)
+    renamed = pd.DataFrame({"pid": df["user"], "epoch": (df["time"] - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1),
+                            "y": df["lat"], "x": df["lon"]})
+    f = tmp_path / "renamed.csv"
+    renamed.to_csv(f, index=False)
+    want = _json(capsys, ["trips", "--input", str(src), "--json"])
+    got = _json(capsys, ["trips", "--input", str(f), "--user-col", "pid", "--time-col", "epoch", "--lat-col", "y",
+                         "--lon-col", "x", "--time-unit", "s", "--json"])
+    for key in ("users", "trips", "unique_trips", "od_pairs"):
+        assert got[key] == want[key], key
+    # without the mapping the file is refused with a message naming the missing column
+    assert main(["trips", "--input", str(f), "--json"]) == 2
+    assert "column" in capsys.readouterr().err

@@ -26,7 +26,8 @@ FORMAT_TZ = {"cabspotting": "America/Los_Angeles"}
 
 
 def add_loader_args(parser: argparse.ArgumentParser) -> None:
-    """Add ``--input --format --tz --time-offset --poi --bbox --start --end`` to ``parser``."""
+    """Add ``--input --format --tz --time-offset --poi --bbox --start --end`` and the column mapping
+    (``--user-col --time-col --lat-col --lon-col --loc-col --time-unit``) to ``parser``."""
     g = parser.add_argument_group("input traces")
     g.add_argument("--input", default=str(DEFAULT_INPUT),
                    help="trace file, folder or zip (default: the bundled synthetic city %(default)s)")
@@ -44,6 +45,12 @@ def add_loader_args(parser: argparse.ArgumentParser) -> None:
                         "far GPS glitches; 'none' keeps all (default: %(default)s)")
     g.add_argument("--start", default=None, help="keep times >= this date/time (naive = in --tz)")
     g.add_argument("--end", default=None, help="keep times < this date/time (naive = in --tz)")
+    m = parser.add_argument_group("column mapping (generic CSV / Parquet; default: detect common names)")
+    for role, what in (("user", "user id"), ("time", "timestamp"), ("lat", "latitude"), ("lon", "longitude"),
+                       ("loc", "optional precomputed location id")):
+        m.add_argument(f"--{role}-col", default=None, metavar="NAME", help=f"column holding the {what}")
+    m.add_argument("--time-unit", default=None, choices=["auto", "iso", "s", "ms"],
+                   help="times as ISO text, Unix seconds or milliseconds (default: auto)")
 
 
 def add_grid_args(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +72,19 @@ def resolve_tz(args: argparse.Namespace, fmt: str | None = None) -> str:
     return FORMAT_TZ.get(fmt or _format_of(args), "UTC")
 
 
+def mapping_from_args(args: argparse.Namespace) -> dict[str, str] | None:
+    """The column mapping given by ``--user-col`` ... ``--time-unit`` (None: detect common column names).
+
+    >>> mapping_from_args(argparse.Namespace(user_col="id", time_col="ts", lat_col=None, lon_col=None,
+    ...                                      loc_col=None, time_unit="s"))
+    {'user': 'id', 'time': 'ts', 'time_unit': 's'}
+    """
+    m = {role: getattr(args, f"{role}_col", None) for role in ("user", "time", "lat", "lon", "loc")}
+    m["time_unit"] = getattr(args, "time_unit", None)
+    m = {k: v for k, v in m.items() if v}
+    return m or None
+
+
 def traces_from_args(args: argparse.Namespace) -> Traces:
     """Load the traces named by :func:`add_loader_args` options."""
     from odcore.traces import load_traces
@@ -76,7 +96,7 @@ def traces_from_args(args: argparse.Namespace) -> Traces:
     tz = resolve_tz(args, fmt if fmt != "auto" else None)
     return load_traces(args.input, format=fmt, tz=tz, time_offset_s=getattr(args, "time_offset", 0.0) or 0.0,
                        bbox=bbox, start=getattr(args, "start", None), end=getattr(args, "end", None),
-                       poi_source=getattr(args, "poi", None))
+                       poi_source=getattr(args, "poi", None), mapping=mapping_from_args(args))
 
 
 def od_config_from_args(args: argparse.Namespace, fmt: str | None = None):
