@@ -15,15 +15,7 @@ import time
 
 import numpy as np
 
-
-def _best(fn, repeat: int) -> tuple[float, object]:
-    best = float("inf")
-    out = None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
+from benchmarks import best_of
 
 
 def _dp_curve(eps: float, k_max: int, interval: float) -> np.ndarray:
@@ -45,12 +37,12 @@ def run(quick: bool) -> list[dict]:
     rows: list[dict] = []
     eps, k_max = 0.66, 70
     attack.success_curve(eps, k_max)  # warm-up (quadrature nodes)
-    t_exact, exact = _best(lambda: attack.success_curve(eps, k_max), 3 if quick else 7)
+    t_exact, exact = best_of(lambda: attack.success_curve(eps, k_max), 3 if quick else 7)
     rows.append({"case": "exact curve k=0..70 eps=0.66", "metric": "time", "value": t_exact * 1e3, "unit": "ms",
                  "baseline": None, "ratio": None, "note": "odcore.attack.success_curve (Bernstein recursion)"})
 
     interval = 1e-3 if quick else 1e-4
-    t_dp, dp = _best(lambda: _dp_curve(eps, k_max, interval), 1)
+    t_dp, dp = best_of(lambda: _dp_curve(eps, k_max, interval), 1)
     rows.append({"case": "dp_accounting curve k=0..70 eps=0.66", "metric": "time", "value": t_dp * 1e3,
                  "unit": "ms", "baseline": None, "ratio": None,
                  "note": f"PLD connect-the-dots, value_discretization_interval={interval:g}, compose per k"})
@@ -62,7 +54,7 @@ def run(quick: bool) -> list[dict]:
                  "note": "dp_accounting is pessimistic: its error is this difference (exact ~1e-13)"})
 
     reps = 2_000 if quick else 10_000
-    t_mc, sim = _best(lambda: attack.simulate_attack(eps, np.arange(k_max + 1), reps=reps, rng=2022), 1)
+    t_mc, sim = best_of(lambda: attack.simulate_attack(eps, np.arange(k_max + 1), reps=reps, rng=2022), 1)
     rows.append({"case": f"paper Monte Carlo k=0..70, {reps} reps/k", "metric": "time", "value": t_mc * 1e3,
                  "unit": "ms", "baseline": None, "ratio": None, "note": "odcore.attack.simulate_attack"})
     rows.append({"case": "exact curve vs Monte Carlo", "metric": "speed-up", "value": t_mc / t_exact, "unit": "x",
@@ -76,7 +68,7 @@ def run(quick: bool) -> list[dict]:
                  "note": f"p_3 = {exact[3]:.4f} (paper MC 0.705), p_32 = {exact[32]:.4f} (paper MC 0.954); "
                          f"MC here {sim.success[3]:.4f}, {sim.success[32]:.4f}"})
 
-    t200, _ = _best(lambda: attack.success_curve(10.0, 200), 1 if quick else 3)
+    t200, _ = best_of(lambda: attack.success_curve(10.0, 200), 1 if quick else 3)
     rows.append({"case": "exact curve k=0..200 eps=10", "metric": "time", "value": t200 * 1e3, "unit": "ms",
                  "baseline": None, "ratio": None, "note": "largest range the 1e-6 accuracy is claimed for"})
 
@@ -101,9 +93,9 @@ def _population(quick: bool) -> list[dict]:
     rows = []
     for tau in (100, 10):
         c0 = time.process_time()
-        t_fast, (_risk, rep) = _best(lambda tau=tau: attack.week_risk(pairs, 0, 0.66, tau, counts=counts), 1)
+        t_fast, (_risk, rep) = best_of(lambda tau=tau: attack.week_risk(pairs, 0, 0.66, tau, counts=counts), 1)
         cpu_fast = time.process_time() - c0
-        t_prec, (risk_p, _) = _best(lambda tau=tau: attack.week_risk(pairs, 0, 0.66, tau, counts=counts,
+        t_prec, (risk_p, _) = best_of(lambda tau=tau: attack.week_risk(pairs, 0, 0.66, tau, counts=counts,
                                                                     resolution=32, extrapolate=True), 1)
         summ = attack.risk_summary(risk_p)
         # baseline: one user at a time with user_risk, timed on a sample and scaled to all users

@@ -24,17 +24,10 @@ import time
 import numpy as np
 import pandas as pd
 
+from benchmarks import best_of
+
 TSFRESH_PARAMS = {"variance": None, "minimum": None, "maximum": None, "median": None, "mean": None,
                   "standard_deviation": None, "sum_values": None}
-
-
-def _best(fn, repeat: int = 3):
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def _row(case, metric, value, unit, baseline=None, ratio=None, note=""):
@@ -108,8 +101,8 @@ def run(quick: bool) -> list[dict]:
     agg = None
     for m in (10, 100, 500):
         groups = np.argpartition(rng.random((n_groups, ts.n_users)), m - 1, axis=1)[:, :m]
-        t_ss, a_ss = _best(lambda g=groups: ts.aggregate(g, 0, 168, window=w))
-        t_auto, a_auto = _best(lambda g=groups: ts.aggregate(g, 0, 168, window=dense))
+        t_ss, a_ss = best_of(lambda g=groups: ts.aggregate(g, 0, 168, window=w))
+        t_auto, a_auto = best_of(lambda g=groups: ts.aggregate(g, 0, 168, window=dense))
 
         def loop(g=groups):
             out = np.zeros((n_groups, dense.shape[1]), dtype=np.float32)
@@ -118,7 +111,7 @@ def run(quick: bool) -> list[dict]:
                     out[i] += dense[u]
             return out
 
-        t_loop, ref = _best(loop)
+        t_loop, ref = best_of(loop)
         assert np.array_equal(ref.reshape(a_ss.shape), a_ss)
         assert np.array_equal(a_auto, a_ss)
         kind = "sparse x dense" if m <= 32 else "BLAS dense"
@@ -128,8 +121,8 @@ def run(quick: bool) -> list[dict]:
         if m == 10:
             agg = a_auto
 
-    t_ours, feats = _best(lambda: extract_features(agg))
-    t_l, f_loop = _best(lambda: _loop_features(agg), repeat=1)
+    t_ours, feats = best_of(lambda: extract_features(agg))
+    t_l, f_loop = best_of(lambda: _loop_features(agg), repeat=1)
     rows.append(_row("features", f"{n_groups} groups x {ts.n_rois} ROIs x 168, 7 stats", t_ours, "s",
                      "numpy loop per group/ROI", t_l / t_ours,
                      f"max |diff| {np.abs(feats - f_loop).max():.1e}; {feats.shape[1]} features"))

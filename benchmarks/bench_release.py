@@ -8,11 +8,10 @@ contribution bounding cost on top.
 
 from __future__ import annotations
 
-import time
-import tracemalloc
-
 import numpy as np
 import pandas as pd
+
+from benchmarks import best_of, peak_mib
 
 
 def _week(n_pairs: int, mean_users: float = 3.0, users: int = 100_000, seed: int = 0) -> pd.DataFrame:
@@ -33,24 +32,6 @@ def _baseline(pairs: pd.DataFrame, eps: float, tau: float, seed: int) -> pd.Data
     return c
 
 
-def _timed(fn, repeat: int) -> tuple[float, object]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
-
-
-def _peak_mib(fn) -> float:
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    fn()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return peak / 2**20
-
-
 def run(quick: bool) -> list[dict]:
     from odcore.release import ReleaseConfig, release
     from odcore.utility import release_utility
@@ -63,13 +44,13 @@ def run(quick: bool) -> list[dict]:
     user_level = ReleaseConfig(epsilon=0.66, threshold=5, mode="user_level", max_pairs=10)
     label = f"{n_pairs:,} OD pairs, {n_rows:,} user-pairs, 1 week"
 
-    t_base, _ = _timed(lambda: _baseline(pairs, 0.66, 5, 0), repeat)
-    t_pm, table = _timed(lambda: release(pairs, per_metric, rng=0), repeat)
-    t_ul, _ = _timed(lambda: release(pairs, user_level, rng=0), repeat)
-    t_ut, util = _timed(lambda: release_utility(table), repeat)
-    m_base = _peak_mib(lambda: _baseline(pairs, 0.66, 5, 0))
-    m_pm = _peak_mib(lambda: release(pairs, per_metric, rng=0))
-    m_ul = _peak_mib(lambda: release(pairs, user_level, rng=0))
+    t_base, _ = best_of(lambda: _baseline(pairs, 0.66, 5, 0), repeat)
+    t_pm, table = best_of(lambda: release(pairs, per_metric, rng=0), repeat)
+    t_ul, _ = best_of(lambda: release(pairs, user_level, rng=0), repeat)
+    t_ut, util = best_of(lambda: release_utility(table), repeat)
+    m_base = peak_mib(lambda: _baseline(pairs, 0.66, 5, 0))
+    m_pm = peak_mib(lambda: release(pairs, per_metric, rng=0))
+    m_ul = peak_mib(lambda: release(pairs, user_level, rng=0))
     input_mib = pairs.memory_usage(deep=True).sum() / 2**20
     assert util["pairs_total"] == n_pairs
 
