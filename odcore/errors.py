@@ -60,3 +60,30 @@ def check_positive(name: str, value: float, *, allow_zero: bool = False) -> floa
         bound = ">= 0" if allow_zero else "> 0"
         raise ParameterError(f"{name} must be {bound}, got {name}={value!r}.")
     return v
+
+
+def coerce_enum(obj: object, name: str, enum: type) -> None:
+    """Replace the frozen dataclass field ``obj.<name>`` by ``enum(value)``, or raise :class:`ParameterError`
+    naming the field, the value and the choices (for ``__post_init__`` of configs whose choices are str enums).
+
+    >>> from dataclasses import dataclass
+    >>> from enum import StrEnum
+    >>> class Colour(StrEnum):
+    ...     RED = "red"
+    >>> @dataclass(frozen=True)
+    ... class C:
+    ...     colour: str = "red"
+    ...     def __post_init__(self):
+    ...         coerce_enum(self, "colour", Colour)
+    >>> C().colour is Colour.RED
+    True
+    >>> C("blue")
+    Traceback (most recent call last):
+    ...
+    odcore.errors.ParameterError: colour must be one of ['red'], got colour='blue'.
+    """
+    value = getattr(obj, name)
+    try:
+        object.__setattr__(obj, name, enum(value))
+    except ValueError:
+        raise ParameterError(f"{name} must be one of {[e.value for e in enum]}, got {name}={value!r}.") from None

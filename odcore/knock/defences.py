@@ -32,7 +32,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from odcore.errors import ParameterError, check_positive
+from odcore.errors import ParameterError, check_positive, coerce_enum
 
 
 class Mechanism(StrEnum):
@@ -95,11 +95,7 @@ class DefenceConfig:
 
     def __post_init__(self) -> None:
         for name, enum in (("mechanism", Mechanism), ("clip", Clip), ("norm", TransformNorm)):
-            try:
-                object.__setattr__(self, name, enum(getattr(self, name)))
-            except ValueError:
-                raise ParameterError(f"{name} must be one of {[e.value for e in enum]}, got "
-                                     f"{name}={getattr(self, name)!r}.") from None
+            coerce_enum(self, name, enum)
         object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
         object.__setattr__(self, "sensitivity", check_positive("sensitivity", self.sensitivity))
         if not 0 < self.delta < 1:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from odcore.errors import ParameterError
+from odcore.errors import ParameterError, coerce_enum
 from odcore.knock.classifiers import ALL_CLASSIFIERS, Classifier, fit_scores, parse_classifiers
 from odcore.knock.defences import ALL_MECHANISMS, Clip, DefenceConfig, Mechanism, TransformNorm, perturb
 from odcore.knock.features import Selection, extract_features, select_features
@@ -81,23 +81,10 @@ class KnockConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "classifiers", parse_classifiers(self.classifiers))
-        for name, enum in (("prior", Prior), ("clip", Clip), ("norm", TransformNorm)):
-            try:
-                object.__setattr__(self, name, enum(getattr(self, name)))
-            except ValueError:
-                raise ParameterError(f"{name} must be one of {[e.value for e in enum]}, got "
-                                     f"{name}={getattr(self, name)!r}.") from None
-        try:
-            object.__setattr__(self, "selection", Selection(self.selection))
-        except ValueError:
-            raise ParameterError(f"selection must be one of {[s.value for s in Selection]}, got "
-                                 f"{self.selection!r}.") from None
+        for name, enum in (("prior", Prior), ("clip", Clip), ("norm", TransformNorm), ("selection", Selection)):
+            coerce_enum(self, name, enum)
         if self.defence is not None:
-            try:
-                object.__setattr__(self, "defence", Mechanism(self.defence))
-            except ValueError:
-                raise ParameterError(f"defence must be one of {[d.value for d in Mechanism]}, got "
-                                     f"defence={self.defence!r}.") from None
+            coerce_enum(self, "defence", Mechanism)
             if self.epsilon is None:
                 raise ParameterError(f"defence={self.defence.value} needs epsilon.")
         if self.train_on_noisy and self.defence is None:
@@ -413,11 +400,7 @@ class MREConfig:
         except ValueError as exc:
             raise ParameterError(f"mechanisms: {exc}; expected some of {[x.value for x in Mechanism]}.") from None
         for name, enum in (("clip", Clip), ("norm", TransformNorm)):
-            try:
-                object.__setattr__(self, name, enum(getattr(self, name)))
-            except ValueError:
-                raise ParameterError(f"{name} must be one of {[e.value for e in enum]}, got "
-                                     f"{name}={getattr(self, name)!r}.") from None
+            coerce_enum(self, name, enum)
         if self.m is not None and (int(self.m) != self.m or self.m < 1):
             raise ParameterError(f"m must be an integer >= 1, got m={self.m!r}.")
         if int(self.n_groups) != self.n_groups or self.n_groups < 1:

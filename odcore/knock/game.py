@@ -15,7 +15,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from odcore.errors import ParameterError
+from odcore.errors import ParameterError, coerce_enum
 
 
 class Prior(StrEnum):
@@ -68,11 +68,7 @@ class GameConfig:
     allow_repeats: bool = False
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "prior", Prior(self.prior))
-        except ValueError:
-            raise ParameterError(f"prior must be one of {[p.value for p in Prior]}, got prior={self.prior!r}.") \
-                from None
+        coerce_enum(self, "prior", Prior)
         for name in ("m", "n_train", "n_test", "beta", "n_groups", "period_slots"):
             v = getattr(self, name)
             if int(v) != v or v < 1:

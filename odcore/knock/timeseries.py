@@ -20,7 +20,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from odcore.constants import LAT, LOC, LON, TIME, USER
-from odcore.errors import ParameterError, TraceFormatError, check_positive
+from odcore.errors import ParameterError, TraceFormatError, check_positive, coerce_enum
 
 #: Mean Earth radius used for the small-box degree <-> km conversion (km).
 EARTH_RADIUS_KM = 6371.0088
@@ -174,11 +174,7 @@ class TimeSeriesConfig:
     drop_empty_users: bool = True
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "grid", GridKind(self.grid))
-        except ValueError:
-            raise ParameterError(f"grid must be one of {[g.value for g in GridKind]}, got grid={self.grid!r}.") \
-                from None
+        coerce_enum(self, "grid", GridKind)
         if self.grid == GridKind.BBOX and self.bbox is None:
             raise ParameterError("grid='bbox' needs bbox=(lat_min, lon_min, lat_max, lon_max).")
         if self.bbox is not None:
