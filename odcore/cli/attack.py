@@ -39,18 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "optimal membership attack against the Laplace + threshold release (a pair is observed as "
                     "'suppressed' or as its noisy count), the effective k (k of the plain curve with the same "
                     "success), and the distribution over users (share facing > 90%% success).")
-    from odcore.cli.common import add_grid_args, add_loader_args
+    from odcore.cli.common import add_grid_args, add_loader_args, add_release_args
 
     add_loader_args(pu)
     add_grid_args(pu)
     g = pu.add_argument_group("release and attack")
-    g.add_argument("--epsilon", type=float, default=0.66, help="Laplace epsilon (default %(default)s)")
-    g.add_argument("--threshold", type=float, default=100,
-                   help="publish iff noisy count >= this (default %(default)s)")
-    g.add_argument("--mode", default="per_metric", choices=["per_metric", "user_level"],
-                   help="per_metric: noise 1/eps; user_level: each user keeps --max-pairs random pairs, noise "
-                        "max_pairs/eps (default %(default)s)")
-    g.add_argument("--max-pairs", type=int, default=None, help="user-level contribution bound")
+    add_release_args(g)
     g.add_argument("--week", type=int, default=0, help="week number (default %(default)s)")
     g.add_argument("--seed", type=int, default=None, help="seed of the user-level pair sampling")
     g.add_argument("--resolution", type=int, default=64,

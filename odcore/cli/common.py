@@ -60,6 +60,18 @@ def add_grid_args(parser: argparse.ArgumentParser) -> None:
                    help="grid cell area in km² (default %(default)s, Bassolas et al. 2022 reply)")
 
 
+def add_release_args(group) -> None:
+    """Add ``--epsilon --threshold --mode --max-pairs`` (the Laplace + threshold release) to a parser or group."""
+    group.add_argument("--epsilon", type=float, default=0.66, help="Laplace epsilon (default %(default)s)")
+    group.add_argument("--threshold", type=float, default=100,
+                       help="publish iff noisy count >= this (default %(default)s)")
+    group.add_argument("--mode", default="per_metric", choices=["per_metric", "user_level"],
+                       help="per_metric: noise 1/eps (Bassolas); user_level: each user keeps --max-pairs random "
+                            "unique pairs per week, noise max_pairs/eps (default %(default)s)")
+    group.add_argument("--max-pairs", type=int, default=None,
+                       help="user-level contribution bound (needs --mode user_level)")
+
+
 def _format_of(args: argparse.Namespace) -> str:
     return getattr(args, "format", "auto") or "auto"
 

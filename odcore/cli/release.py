@@ -51,17 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Load traces, build weekly unique OD pairs on a square grid, add Laplace noise to the "
                     "distinct-user counts and publish pairs whose noisy count is >= the threshold. Writes "
                     "release.csv, release.parquet (with cell centroids) and summary.json to --out.")
-    from odcore.cli.common import add_grid_args, add_loader_args
+    from odcore.cli.common import add_grid_args, add_loader_args, add_release_args
 
     add_loader_args(pr)
     add_grid_args(pr)
     g = pr.add_argument_group("release")
-    g.add_argument("--epsilon", type=float, default=0.66, help="Laplace epsilon (default %(default)s)")
-    g.add_argument("--threshold", type=float, default=100, help="publish iff noisy count >= this (default %(default)s)")
-    g.add_argument("--mode", default="per_metric", choices=["per_metric", "user_level"],
-                   help="per_metric: noise 1/eps (Bassolas); user_level: cap each user to --max-pairs unique pairs "
-                        "per week, noise max_pairs/eps (default %(default)s)")
-    g.add_argument("--max-pairs", type=int, default=None, help="user-level contribution bound (needs --mode user_level)")
+    add_release_args(g)
     g.add_argument("--week", type=int, default=None, help="release only this week number (default: every week)")
     g.add_argument("--seed", type=int, default=None, help="random seed (same seed, same output)")
     g.add_argument("--out", default=None, help="output folder (created); required")
