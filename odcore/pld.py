@@ -380,13 +380,14 @@ def epsilon_for_delta(delta, k, epsilon: float):
     flat_d, flat_k, flat_out = d_b.ravel(), k_b.ravel(), out.reshape(-1)
     for kv, st in states.items():
         idx = np.nonzero(flat_k == kv)[0]
-        grid = _bracket_grid(st) if idx.size > 4 else None  # many deltas: one vectorised scan for brackets
+        # one vectorised scan of δ(ε') brackets every root, then Brent refines in a narrow bracket
+        grid = _bracket_grid(st, 257 if idx.size > 4 else 17)
         for i in idx:
             flat_out[i] = _solve_eps(st, float(flat_d[i]), grid)
     return float(out) if out.ndim == 0 else out
 
 
-def _bracket_grid(st: LaplaceKFold, n: int = 257) -> tuple[np.ndarray, np.ndarray]:
+def _bracket_grid(st: LaplaceKFold, n: int) -> tuple[np.ndarray, np.ndarray]:
     """``(ε', δ(ε'))`` on an even grid of ``[0, kε]`` (δ decreasing), to bracket several roots at once."""
     x = np.linspace(0.0, st.k * st.epsilon, n)
     return x, st.delta(x)
