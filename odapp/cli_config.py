@@ -33,10 +33,10 @@ def release_config(s: Settings, loaded: Loaded) -> dict:
     return cfg
 
 
-def budget_config(s: Settings, *, trips: int, weeks: int, delta: float) -> dict:
+def budget_config(s: Settings, *, trips: int, weeks: int, delta: float, total_interval: float = 1e-3) -> dict:
     """``python -m odcore budget --config FILE.json``."""
     cfg = {"epsilon": s.epsilon, "threshold": s.threshold, "trips": int(trips), "weeks": int(weeks),
-           "delta": float(delta), "mode": s.mode}
+           "delta": float(delta), "mode": s.mode, "total_interval": float(total_interval)}
     if s.mode == "user_level":
         cfg["max_pairs"] = s.max_pairs
     return cfg

@@ -227,6 +227,10 @@ class BudgetConfig:
     max_pairs:
         Optional user-level contribution bound; adds the budget of the user-level release
         (:class:`odcore.release.Mode` ``user_level``, noise max_pairs/ε).
+    total_interval:
+        Loss-grid step of the tight ε over many weeks when ``weeks·trips`` exceeds :data:`TIGHT_K_MAX`
+        (:func:`odcore.pld.composed_epsilon_bounds`: the exact weekly law, rounded both ways and composed by FFT;
+        the bracket is at most ``2·weeks·total_interval`` wide). 0 skips it (then only the Rényi bound is given).
     """
 
     epsilon: float = 0.66
@@ -235,6 +239,7 @@ class BudgetConfig:
     weeks: int = 52
     delta: float = 1e-6
     max_pairs: int | None = None
+    total_interval: float = 1e-3
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
@@ -245,6 +250,22 @@ class BudgetConfig:
         object.__setattr__(self, "delta", _check_prob("delta", self.delta))
         if self.max_pairs is not None:
             object.__setattr__(self, "max_pairs", _check_max_pairs(self.max_pairs))
+        object.__setattr__(self, "total_interval", check_positive("total_interval", self.total_interval,
+                                                                  allow_zero=True))
+
+
+def _tight_total(c: BudgetConfig) -> tuple[float | None, float | None, str | None]:
+    """(lower, upper, method) of the tight ε of the ``weeks·trips``-fold composition at ``c.delta``."""
+    from odcore import pld
+
+    n, w = c.trips, c.weeks
+    if n * w <= TIGHT_K_MAX:
+        e = tight_epsilon(c.delta, n * w, c.epsilon)
+        return e, e, "exact"
+    if n <= TIGHT_K_MAX and c.total_interval > 0:
+        lo, hi = pld.composed_epsilon_bounds(c.delta, n, c.epsilon, w, interval=c.total_interval)
+        return lo, min(hi, n * w * c.epsilon), "bracket"
+    return None, None, None
 
 
 def budget(config: BudgetConfig | None = None) -> dict:
@@ -260,8 +281,10 @@ def budget(config: BudgetConfig | None = None) -> dict:
     - ``epsilon_user_week_advanced`` / ``delta_user_week_advanced`` (DRV at δ' = ``delta``), same ``_total``;
     - ``epsilon_user_week_tight``: exact ε of the n-fold Laplace composition at δ = ``delta`` (odcore.pld), with
       ``delta_user_week_tight`` = ``delta`` + 1 − (1 − δ)^n (the thresholding event); ``epsilon_user_total_tight``
-      for the W·n-fold composition — None when k exceeds :data:`TIGHT_K_MAX` (cost), then use the Rényi-DP
-      bounds ``epsilon_user_week_rdp`` / ``epsilon_user_total_rdp`` (always given, >= tight);
+      for the W·n-fold composition: exact when W·n <= :data:`TIGHT_K_MAX`, else the upper end of a guaranteed
+      bracket (``epsilon_user_total_tight_lower`` is its lower end; :func:`odcore.pld.composed_epsilon_bounds`,
+      ``tight_total_method`` says which); the Rényi-DP bounds ``epsilon_user_week_rdp`` /
+      ``epsilon_user_total_rdp`` are always given (>= tight);
     - ``posterior_bound_user_week`` / ``_total`` (basic ε);
     - with ``max_pairs``: ``epsilon_user_week_bounded`` = ε, ``delta_user_week_bounded`` (thresholding of the
       user-level release, scale max_pairs/ε), ``epsilon_user_total_bounded`` = W·ε and its tight counterpart.
@@ -277,9 +300,10 @@ def budget(config: BudgetConfig | None = None) -> dict:
     ea_week, da_week = advanced_composition(eps, n, c.delta, d1)
     ea_tot, da_tot = advanced_composition(eps, n * w, c.delta, d1)
     et_week = tight_epsilon(c.delta, n, eps) if n <= TIGHT_K_MAX else None
-    et_tot = tight_epsilon(c.delta, n * w, eps) if n * w <= TIGHT_K_MAX else None
+    et_tot_lo, et_tot, tot_method = _tight_total(c)
     out = {
-        **{k: getattr(c, k) for k in ("epsilon", "threshold", "trips", "weeks", "delta", "max_pairs")},
+        **{k: getattr(c, k) for k in ("epsilon", "threshold", "trips", "weeks", "delta", "max_pairs",
+                                      "total_interval")},
         "epsilon_per_metric": eps,
         "delta_per_metric": d1,
         "posterior_bound_per_metric": posterior_bound(eps),
@@ -300,6 +324,8 @@ def budget(config: BudgetConfig | None = None) -> dict:
         "tight_k_max": TIGHT_K_MAX,
         "delta_user_total_tight": min(c.delta + float(threshold_delta(eps, c.threshold, 1, n * w)), 1.0),
         "epsilon_user_total_tight": et_tot,
+        "epsilon_user_total_tight_lower": et_tot_lo,
+        "tight_total_method": tot_method,
         "posterior_bound_user_week": posterior_bound(e_week),
         "posterior_bound_user_total": posterior_bound(e_tot),
     }

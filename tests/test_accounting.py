@@ -86,8 +86,12 @@ def test_budget_keys_and_golden_values():
     assert b["delta_user_total"] == pytest.approx(52 * 70 * threshold_delta(0.66, 100))
     assert b["delta_user_week_partition"] <= b["delta_user_week"]
     assert b["epsilon_user_week_tight"] < b["epsilon_user_week"]
-    # k = 3640 is above TIGHT_K_MAX: the exact value is left out, the RDP bound is given
-    assert b["epsilon_user_total_tight"] is None
+    # k = 3640 is above TIGHT_K_MAX: the tight value comes as a guaranteed bracket (weekly law composed by FFT),
+    # below the Renyi bound; with total_interval=0 it is left out and only the Renyi bound is given
+    assert b["tight_total_method"] == "bracket"
+    assert b["epsilon_user_total_tight_lower"] <= b["epsilon_user_total_tight"] < b["epsilon_user_total_rdp"]
+    assert b["epsilon_user_total_tight"] - b["epsilon_user_total_tight_lower"] <= 2 * 52 * b["total_interval"]
+    assert budget(BudgetConfig(total_interval=0))["epsilon_user_total_tight"] is None
     assert b["epsilon_user_week_tight"] < b["epsilon_user_week_rdp"] < b["epsilon_user_week"]
     assert b["epsilon_user_total_rdp"] < b["epsilon_user_total"]
     small = budget(BudgetConfig(trips=5, weeks=4))

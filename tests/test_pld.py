@@ -215,3 +215,35 @@ def test_epsilon_for_delta_broadcasts_over_delta():
     both = pld.epsilon_for_delta(ds[:, None], np.array([[10, 40]]), 0.66)
     assert both.shape == (12, 2)
     np.testing.assert_allclose(both[:, 1], one, atol=1e-9)
+
+
+@pytest.mark.parametrize(("k", "weeks", "eps"), [(5, 4, 0.66), (70, 3, 0.66), (20, 10, 0.3), (12, 8, 2.0)])
+def test_composed_bracket_contains_the_exact_value(k, weeks, eps):
+    # the weekly law rounded up / down on a loss grid and composed by FFT brackets the exact k·weeks-fold value
+    for delta in (1e-3, 1e-6, 1e-10):
+        exact = pld.epsilon_for_delta(delta, k * weeks, eps)
+        lo, hi = pld.composed_epsilon_bounds(delta, k, eps, weeks, interval=1e-3)
+        assert lo <= exact + 1e-9
+        assert exact <= hi + 1e-9
+        assert hi - lo <= 2 * weeks * 1e-3 + 1e-9
+
+
+def test_composed_bracket_narrows_with_the_grid_and_a_year_of_weeks():
+    # Houssiau et al.'s year (52 weeks x 70 trips, eps 0.66): far below basic composition 2402.4 and below the
+    # Renyi bound, and the finer grid's bracket sits inside the coarser one
+    from odcore.accounting import rdp_epsilon
+
+    lo1, hi1 = pld.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=1e-2)
+    lo2, hi2 = pld.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=2e-3)
+    assert lo1 <= lo2 <= hi2 <= hi1
+    assert hi2 - lo2 <= 2 * 52 * 2e-3
+    assert hi1 < rdp_epsilon(1e-6, 70 * 52, 0.66) < 2402.4
+
+
+def test_composed_bracket_errors():
+    with pytest.raises(ParameterError, match="weeks"):
+        pld.composed_epsilon_bounds(1e-6, 5, 0.66, 0)
+    with pytest.raises(ParameterError, match="delta"):
+        pld.composed_epsilon_bounds(0.0, 5, 0.66, 2)
+    with pytest.raises(ParameterError, match="interval"):
+        pld.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=1e-7)

@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="user_level adds the budget of the contribution-bounded release (default %(default)s)")
     pb.add_argument("--max-pairs", type=int, default=None,
                     help="user-level contribution bound (unique pairs per user-week); needs --mode user_level")
+    pb.add_argument("--total-interval", type=float, default=1e-3,
+                    help="loss-grid step of the tight epsilon over many weeks (bracket width <= 2*weeks*step; "
+                         "0 skips it; default %(default)s)")
     _common_flags(pb)
     pb.set_defaults(func=run_budget, _config_ignored=_IGNORED_BUDGET)
 
@@ -97,7 +100,8 @@ def run_budget(args: argparse.Namespace) -> int:
     s, notes = _settings(args)
     _note(notes)
     cfg = BudgetConfig(epsilon=s["epsilon"], threshold=s["threshold"], trips=s["trips"], weeks=s["weeks"],
-                       delta=s["delta"], max_pairs=s["max_pairs"] if s["mode"] == "user_level" else None)
+                       delta=s["delta"], max_pairs=s["max_pairs"] if s["mode"] == "user_level" else None,
+                       total_interval=s["total_interval"])
     if s["mode"] == "user_level" and cfg.max_pairs is None:
         raise ParameterError("mode user_level needs --max-pairs (an integer >= 1).")
     out = {"mode": s["mode"], **budget(cfg)}
@@ -124,8 +128,12 @@ def _print_budget(b: dict) -> None:
           f"delta incl. thresholding = {b['delta_user_week_tight']:.3g}; Renyi-DP bound "
           f"{b['epsilon_user_week_rdp']:.4g}")
     tight_tot = b["epsilon_user_total_tight"]
-    tight_txt = (_fmt(tight_tot, ".5g") if tight_tot is not None
-                 else f"not computed (k = {n * w} > {b['tight_k_max']})")
+    if tight_tot is None:
+        tight_txt = f"not computed (k = {n * w} > {b['tight_k_max']})"
+    elif b["tight_total_method"] == "bracket":
+        tight_txt = f"in [{b['epsilon_user_total_tight_lower']:.5g}, {tight_tot:.5g}]"
+    else:
+        tight_txt = _fmt(tight_tot, ".5g")
     print(f"Over {w} weeks: basic epsilon = {b['epsilon_user_total']:g}, advanced = "
           f"{b['epsilon_user_total_advanced']:.5g}, Renyi-DP = {b['epsilon_user_total_rdp']:.5g}, tight = {tight_txt}")
     if "epsilon_user_week_bounded" in b:
