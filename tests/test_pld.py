@@ -247,3 +247,15 @@ def test_composed_bracket_errors():
         pld.composed_epsilon_bounds(0.0, 5, 0.66, 2)
     with pytest.raises(ParameterError, match="interval"):
         pld.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=1e-7)
+
+
+def test_composed_bracket_upper_end_against_dp_accounting():
+    # Independent check of the year-long bound: Google's dp_accounting (pessimistic connect-the-dots PLD, 52
+    # compositions of the 70-fold Laplace) already gives delta <= 1e-6 at our upper end, which is therefore a
+    # valid (eps, 1e-6) guarantee; its own eps(1e-6) is a little looser.
+    dpl = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    lo, hi = pld.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=1e-3)
+    p = dpl.from_laplace_mechanism(parameter=1 / 0.66, sensitivity=1, value_discretization_interval=1e-3)
+    year = p.self_compose(70).self_compose(52)
+    assert year.get_delta_for_epsilon(hi) <= 1e-6 * (1 + 1e-3)
+    assert year.get_epsilon_for_delta(1e-6) >= lo
