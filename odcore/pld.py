@@ -64,6 +64,7 @@ from odcore.errors import ParameterError, check_positive
 __all__ = [
     "LaplaceKFold",
     "composed_epsilon_bounds",
+    "composed_epsilon_curve",
     "epsilon_for_delta",
     "hockey_stick_delta",
     "iter_k_fold",
@@ -525,33 +526,54 @@ def composed_epsilon_bounds(delta: float, k: int, epsilon: float, weeks: int, *,
     >>> bool(lo <= exact <= hi) and hi - lo < 0.01
     True
     """
+    lo, hi = composed_epsilon_curve(delta, k, epsilon, [weeks], interval=interval)
+    return float(lo[0]), float(hi[0])
+
+
+def composed_epsilon_curve(delta: float, k: int, epsilon: float, weeks, *,
+                           interval: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`composed_epsilon_bounds` for several numbers of weeks at once (one weekly law, one FFT).
+
+    Returns ``(lower, upper)`` arrays, one entry per value of ``weeks`` (integers >= 1).
+
+    Examples
+    --------
+    >>> lo, hi = composed_epsilon_curve(1e-6, 5, 0.66, [1, 2, 4])
+    >>> bool(np.all(lo <= hi)) and bool(np.all(np.diff(hi) > 0))
+    True
+    """
     from scipy import fft
 
     eps = _check_epsilon(epsilon)
-    d = float(delta)
+    try:
+        d = float(delta)
+    except (TypeError, ValueError):
+        raise ParameterError(f"delta must be in (0, 1), got delta={delta!r}.") from None
     if not 0.0 < d < 1.0:
         raise ParameterError(f"delta must be in (0, 1), got delta={delta!r}.")
     kk = int(_check_k_array(k))
-    if int(weeks) != weeks or weeks < 1:
-        raise ParameterError(f"weeks must be an integer >= 1, got weeks={weeks!r}.")
+    ws = np.atleast_1d(np.asarray(weeks))
+    if ws.size == 0 or not np.all(np.isfinite(ws.astype(float))) or np.any(ws != np.round(ws)) or np.any(ws < 1):
+        raise ParameterError(f"weeks must be integers >= 1, got weeks={weeks!r}.")
+    ws = ws.astype(np.int64)
     h = check_positive("interval", interval)
-    w = int(weeks)
+    lower, upper = np.zeros(ws.shape), np.zeros(ws.shape)
     if kk == 0:
-        return 0.0, 0.0
-    if 2.0 * w * kk * eps / h > 5e7:
-        raise ParameterError(f"interval={interval} makes a grid of {2 * w * kk * eps / h:,.0f} points for "
-                             f"weeks={w}, k={kk}, epsilon={eps}; use a larger interval (<= 5e7 points).")
+        return lower, upper
+    w_max = int(ws.max())
+    if 2.0 * w_max * kk * eps / h > 5e7:
+        raise ParameterError(f"interval={interval} makes a grid of {2 * w_max * kk * eps / h:,.0f} points for "
+                             f"weeks={w_max}, k={kk}, epsilon={eps}; use a larger interval (<= 5e7 points).")
     st = _by_k(np.array([kk]), eps)[kk]
     masses = _loss_bin_masses(st, h)
     upper_pmf = masses                                   # mass of (L_{j−1}, L_j] at L_j
     lower_pmf = np.append(masses[1:], 0.0)               # ... at L_{j−1}
     lower_pmf[0] += masses[0]                            # the atom at L_0 stays at L_0
-    n_out = w * (masses.size - 1) + 1
-    size = fft.next_fast_len(n_out, real=True)
-    l0 = -w * kk * eps
-    out = []
-    for pmf in (lower_pmf, upper_pmf):
-        comp = fft.irfft(fft.rfft(pmf, size) ** w, size)[:n_out]
-        comp = np.maximum(comp, 0.0)
-        out.append(_epsilon_from_pmf(comp, l0, h, d))
-    return out[0], out[1]
+    size = fft.next_fast_len(w_max * (masses.size - 1) + 1, real=True)
+    for pmf, out in ((lower_pmf, lower), (upper_pmf, upper)):
+        spec = fft.rfft(pmf, size)
+        for i, w in enumerate(ws):
+            n_out = int(w) * (masses.size - 1) + 1
+            comp = np.maximum(fft.irfft(spec ** int(w), size)[:n_out], 0.0)
+            out[i] = _epsilon_from_pmf(comp, -int(w) * kk * eps, h, d)
+    return lower, upper

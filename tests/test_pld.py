@@ -259,3 +259,12 @@ def test_composed_bracket_upper_end_against_dp_accounting():
     year = p.self_compose(70).self_compose(52)
     assert year.get_delta_for_epsilon(hi) <= 1e-6 * (1 + 1e-3)
     assert year.get_epsilon_for_delta(1e-6) >= lo
+
+
+def test_composed_curve_equals_the_bounds_one_week_count_at_a_time():
+    weeks = [1, 3, 7]
+    lo, hi = pld.composed_epsilon_curve(1e-5, 9, 0.8, weeks, interval=2e-3)
+    for i, w in enumerate(weeks):
+        assert (lo[i], hi[i]) == pytest.approx(pld.composed_epsilon_bounds(1e-5, 9, 0.8, w, interval=2e-3), abs=1e-9)
+    with pytest.raises(ParameterError, match="weeks"):
+        pld.composed_epsilon_curve(1e-5, 9, 0.8, [1, 2.5])
