@@ -58,7 +58,7 @@ from scipy import sparse, stats
 
 from odcore import pld
 from odcore.constants import COUNT, DESTINATION, ORIGIN, USER, WEEK
-from odcore.errors import ParameterError, check_positive
+from odcore.errors import ParameterError, check_int, check_positive
 
 __all__ = [
     "ROC",
@@ -84,17 +84,10 @@ DEFAULT_TOL = 1e-10        # per-pair tolerance for "silent" / "never suppressed
 
 
 def _check_k_max(k_max) -> int:
-    if isinstance(k_max, bool):
-        raise ParameterError(f"k_max must be an integer >= 0, got k_max={k_max!r}.")
-    try:
-        f = float(k_max)
-    except (TypeError, ValueError):
-        raise ParameterError(f"k_max must be an integer >= 0, got k_max={k_max!r}.") from None
-    if not math.isfinite(f) or f < 0 or f != int(f):
-        raise ParameterError(f"k_max must be an integer >= 0, got k_max={k_max!r}.")
-    if f > 2000:
+    k = check_int("k_max", k_max)
+    if k > 2000:
         raise ParameterError(f"k_max must be <= 2000, got k_max={k_max!r}.")
-    return int(f)
+    return k
 
 
 def _check_prior(prior) -> float:

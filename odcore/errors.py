@@ -62,6 +62,30 @@ def check_positive(name: str, value: float, *, allow_zero: bool = False) -> floa
     return v
 
 
+def check_int(name: str, value, *, minimum: int = 0) -> int:
+    """Return ``int(value)`` when it is a whole number >= ``minimum``, else raise :class:`ParameterError` naming it.
+
+    Booleans are refused; ``3.0`` is accepted as 3.
+
+    >>> check_int("max_pairs", 10.0, minimum=1)
+    10
+    >>> check_int("k_max", -1)
+    Traceback (most recent call last):
+    ...
+    odcore.errors.ParameterError: k_max must be an integer >= 0, got k_max=-1.
+    """
+    msg = f"{name} must be an integer >= {minimum}, got {name}={value!r}."
+    if isinstance(value, bool):
+        raise ParameterError(msg)
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(msg) from None
+    if not (f == f and abs(f) != float("inf")) or f < minimum or f != int(f):
+        raise ParameterError(msg)
+    return int(f)
+
+
 def coerce_enum(obj: object, name: str, enum: type) -> None:
     """Replace the frozen dataclass field ``obj.<name>`` by ``enum(value)``, or raise :class:`ParameterError`
     naming the field, the value and the choices (for ``__post_init__`` of configs whose choices are str enums).

@@ -47,7 +47,7 @@ from odcore.constants import (
     USER,
     WEEK,
 )
-from odcore.errors import ParameterError, check_positive
+from odcore.errors import ParameterError, check_int, check_positive
 
 RAW_COUNT = "raw_count"
 """Distinct users on the pair before contribution bounding (equals ``true_count`` in per-metric mode)."""
@@ -88,15 +88,7 @@ def _check_threshold(threshold: Any) -> float:
 
 
 def _check_max_pairs(max_pairs: Any) -> int:
-    if isinstance(max_pairs, bool):
-        raise ParameterError(f"max_pairs must be an integer >= 1, got max_pairs={max_pairs!r}.")
-    try:
-        f = float(max_pairs)
-    except (TypeError, ValueError):
-        raise ParameterError(f"max_pairs must be an integer >= 1, got max_pairs={max_pairs!r}.") from None
-    if not math.isfinite(f) or f < 1 or f != int(f):
-        raise ParameterError(f"max_pairs must be an integer >= 1, got max_pairs={max_pairs!r}.")
-    return int(f)
+    return check_int("max_pairs", max_pairs, minimum=1)
 
 
 @dataclass(frozen=True)

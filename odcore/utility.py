@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from odcore.constants import NOISY_COUNT, RELEASE_PROB, RELEASED, TRUE_COUNT, WEEK
-from odcore.errors import ParameterError, check_positive
+from odcore.errors import ParameterError, check_int, check_positive
 from odcore.release import RAW_COUNT, _check_threshold
 
 __all__ = ["atlanta_arithmetic", "release_utility", "utility_by_week"]
@@ -169,16 +169,7 @@ def atlanta_arithmetic(published_pairs: int = 46_333, threshold: float = 100, *,
     >>> round(a["min_user_trips"] / 1e6, 1)
     4.6
     """
-    if isinstance(published_pairs, bool):
-        raise ParameterError(f"published_pairs must be an integer >= 0, got published_pairs={published_pairs!r}.")
-    try:
-        p = float(published_pairs)
-    except (TypeError, ValueError):
-        raise ParameterError(f"published_pairs must be an integer >= 0, got published_pairs={published_pairs!r}.") \
-            from None
-    if not math.isfinite(p) or p < 0 or p != int(p):
-        raise ParameterError(f"published_pairs must be an integer >= 0, got published_pairs={published_pairs!r}.")
-    pairs = int(p)
+    pairs = check_int("published_pairs", published_pairs)
     tau = _check_threshold(threshold)
     pop = check_positive("population", population)
     share = check_positive("app_share", app_share)
