@@ -35,20 +35,24 @@ import numpy as np
 import pandas as pd
 
 from odcore.errors import ParameterError, check_positive
-from odcore.release import _check_max_pairs, _check_threshold, threshold_delta
+from odcore.release import _check_max_pairs, _check_threshold, release_probability, threshold_delta
 
 __all__ = [
     "BudgetConfig",
     "advanced_composition",
     "basic_composition",
     "budget",
+    "default_user_threshold",
     "epsilon_delta_curve",
     "epsilon_over_weeks",
     "epsilon_vs_trips",
+    "partition_selection_delta",
+    "partition_threshold",
     "posterior_bound",
     "posterior_gain",
     "rdp_epsilon",
     "tight_epsilon",
+    "user_level_budget",
 ]
 
 TIGHT_K_MAX = 400
@@ -330,17 +334,7 @@ def budget(config: BudgetConfig | None = None) -> dict:
         "posterior_bound_user_total": posterior_bound(e_tot),
     }
     if c.max_pairs is not None:
-        m = c.max_pairs
-        db = threshold_delta(eps, c.threshold, m, m)
-        out.update({
-            "epsilon_user_week_bounded": eps,
-            "delta_user_week_bounded": db,
-            "epsilon_user_total_bounded": basic_composition(eps, db, w)[0],
-            "delta_user_total_bounded": basic_composition(eps, db, w)[1],
-            "epsilon_user_total_bounded_tight": (tight_epsilon(c.delta, w, eps) if w <= TIGHT_K_MAX else None),
-            "epsilon_user_total_bounded_rdp": rdp_epsilon(c.delta, w, eps),
-            "noise_scale_bounded": m / eps,
-        })
+        out.update(bounded_keys(user_level_budget(eps, c.max_pairs, c.threshold, w, c.delta, c.total_interval)))
     return out
 
 
@@ -411,3 +405,184 @@ def epsilon_delta_curve(epsilon: float = 0.66, k: int = 70, deltas=None) -> pd.D
     else:
         tight = np.full(ds.shape, np.nan)
     return pd.DataFrame({"delta": ds, "basic": basic, "advanced": adv, "rdp": rdp, "tight": tight})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# User level: contribution bounding to m pairs per person and week, noise m/ε, threshold τ
+# ---------------------------------------------------------------------------------------------------------------
+
+USER_GRID_POINTS = 2**20
+"""Loss-grid size of the user-level bracket over many weeks: the step is ``2·W·ε / USER_GRID_POINTS`` (at most
+the ``total_interval`` asked for), so the bracket is narrow whatever W and ε (52 weeks at ε = 0.66: step 6.5e-5,
+bracket [5.2012, 5.2027] around dp_accounting's 5.2023)."""
+
+
+def partition_selection_delta(epsilon: float, threshold: float, max_pairs: int, weeks: int = 1) -> float:
+    """δ of thresholding for a person who may add ``max_pairs`` new pairs per week, over ``weeks`` weeks.
+
+    Google's ``LaplacePartitionSelection::CalculateDelta`` (differential-privacy, ``cc/algorithms/
+    partition-selection.h``) with ``max_partitions_contributed = m``: diversity ``b = m/ε``, per-partition
+    ``δ₁ = ½·exp((1 − τ)/b)`` for ``τ >= 1`` (the chance that a pair only this person makes, count 1, is
+    published), then ``1 − (1 − δ₁)^m`` (``CalculateUnadjustedDelta``). Over W weeks the person's new pairs number at
+    most ``m·W``, so ``1 − (1 − δ₁)^{m·W}``.
+
+    >>> f"{partition_selection_delta(0.66, 100, 20):.3f}"   # Google's tau = 100 is useless with noise 20/0.66
+    '0.319'
+    """
+    m = _check_max_pairs(max_pairs)
+    w = int(_check_k("weeks", weeks))
+    return threshold_delta(epsilon, threshold, m, m * w)
+
+
+def partition_threshold(epsilon: float, max_pairs: int, delta: float, weeks: int = 1) -> float:
+    """Smallest threshold τ whose partition-selection δ over ``weeks`` weeks is <= ``delta``.
+
+    Google's ``LaplacePartitionSelection::CalculateThreshold`` with ``max_partitions_contributed = m·W`` new pairs
+    at noise ``m/ε``: ``δ_adj = 1 − (1 − δ)^{1/(m·W)}`` (``CalculateAdjustedDelta``), then
+    ``τ = 1 − (m/ε)·log(2·δ_adj)`` for ``δ <= ½`` (``τ = 1 + (m/ε)·log(2(1 − δ_adj))`` above), at least 1. The
+    exact inverse of :func:`partition_selection_delta` (tested both ways).
+
+    >>> round(partition_threshold(0.66, 20, 1e-6), 1)
+    489.4
+    >>> round(partition_threshold(0.66, 1, threshold_delta(0.66, 100)), 6)   # Google's per-metric setting
+    100.0
+    """
+    eps = check_positive("epsilon", epsilon)
+    m = _check_max_pairs(max_pairs)
+    d = _check_prob("delta", delta)
+    n = m * int(_check_k("weeks", weeks))
+    d_adj = -math.expm1(math.log1p(-d) / n)
+    b = m / eps
+    tau = 1.0 + b * math.log(2.0 * (1.0 - d_adj)) if d > 0.5 else 1.0 - b * math.log(2.0 * d_adj)
+    return max(tau, 1.0)
+
+
+def default_user_threshold(epsilon: float, max_pairs: int, delta: float = 1e-6, weeks: int = 1) -> int:
+    """The whole-number threshold proposed in user-level mode: :func:`partition_threshold` rounded up, so the
+    partition-selection δ over ``weeks`` weeks stays <= ``delta`` (δ falls as τ grows).
+
+    >>> default_user_threshold(0.66, 20)
+    490
+    """
+    return math.ceil(partition_threshold(epsilon, max_pairs, delta, weeks) - 1e-9)
+
+
+def bounded_keys(ul: dict) -> dict:
+    """:func:`user_level_budget`'s figures under the ``budget`` names: ``epsilon_user_week_tight`` ->
+    ``epsilon_user_week_bounded_tight``, ``noise_scale`` -> ``noise_scale_bounded`` (its inputs are left out)."""
+    out = {}
+    for k, v in ul.items():
+        if k in ("epsilon", "max_pairs", "threshold", "weeks", "delta"):
+            continue
+        for unit in ("user_week", "user_total", "partition_week", "partition_total"):
+            if f"_{unit}" in k:
+                k = k.replace(f"_{unit}", f"_{unit}_bounded", 1)
+                break
+        else:
+            k = f"{k}_bounded"
+        out[k] = v
+    return out
+
+
+def user_level_budget(epsilon: float, max_pairs: int, threshold: float, weeks: int = 52, delta: float = 1e-6,
+                      total_interval: float = 1e-3) -> dict:
+    """The privacy budget of the contribution-bounded release, per person and week and over ``weeks`` weeks.
+
+    Neighbouring relation (the unit of protection): two datasets differ by **one person's whole contribution**
+    (all their trips, every week). The release keeps at most ``m = max_pairs`` of each person's unique pairs per week
+    (a random subset drawn for that person alone), adds Laplace noise of scale ``m/ε`` to every distinct-user count
+    and publishes a pair iff its noisy count is >= τ. Adding or removing a person then changes at most m counts per
+    week by 1 each; each count's noise Laplace(m/ε) is the Laplace mechanism with parameter ε/m at sensitivity 1,
+    so on the pairs that exist without the person the privacy loss is the **(W·m)-fold composition of Laplace
+    with parameter ε/m** (fewer changed counts only lower it: post-processing). The person's *new* pairs (count 1
+    with them, absent without) are published only by the thresholding event, of probability
+    ``δ_ps = 1 − (1 − δ₁)^{m·W}`` (:func:`partition_selection_delta`).
+
+    Combining the two: with ``g = 1 − δ_ps`` the chance that none of the new pairs is published, the add direction
+    costs ``δ_L(ε') + δ_ps`` and the remove direction ``δ_L(ε' − η)`` with ``η = −log g``; since the hockey-stick
+    curve ``δ_L`` has slope in [−1, 0], both are at most ``δ_L(ε') + η``. Every δ below therefore adds
+    ``η = −log(1 − δ_ps) = m·W·(−log(1 − δ₁))`` (equal to δ_ps to 7 digits when δ_ps <= 1e-7) to the δ of the
+    Laplace part.
+
+    Figures (keys end in ``_week`` for one week, ``_total`` for W weeks):
+
+    - basic: ε per week (m·(ε/m)), W·ε in total; δ = η.
+    - advanced (Dwork–Rothblum–Vadhan at δ' = ``delta``) of the m·W mechanisms ε/m each, capped at basic.
+    - Rényi: :func:`rdp_epsilon` of the m·W-fold composition at ``delta``.
+    - tight: the exact ε(δ = ``delta``) of the m-fold (per week) and m·W-fold compositions (:mod:`odcore.pld`):
+      exact when the number of coordinates is <= :data:`TIGHT_K_MAX`, else a guaranteed bracket
+      (:func:`odcore.pld.composed_epsilon_bounds`: exact weekly law rounded up and down on a loss grid of step
+      ``min(total_interval, 2·W·ε/USER_GRID_POINTS)``, composed by FFT); ``..._tight`` is its upper end (a valid
+      guarantee), ``..._tight_lower`` the lower end. Cross-checked against dp_accounting's pessimistic PLD: at
+      ε = 0.66, δ = 1e-6, 52 weeks: 5.20 at m = 20, 11.42 at m = 5; one week at m = 20: 0.555.
+
+    Parameters
+    ----------
+    epsilon:
+        ε per person and week (the noise is Laplace(m/ε)).
+    max_pairs:
+        m, unique pairs kept per person and week.
+    threshold:
+        τ >= 1.
+    weeks:
+        W weekly releases.
+    delta:
+        δ of the Laplace part at which advanced, Rényi and tight ε are given (the partition-selection η is added).
+    total_interval:
+        Largest loss-grid step of the bracket; 0 skips the bracket (the tight total is then None unless exact).
+    """
+    eps = check_positive("epsilon", epsilon)
+    m = _check_max_pairs(max_pairs)
+    tau = _check_threshold(threshold)
+    w = int(_check_k("weeks", weeks))
+    d = _check_prob("delta", delta)
+    h_max = check_positive("total_interval", total_interval, allow_zero=True)
+    e1 = eps / m
+    ps_week = partition_selection_delta(eps, tau, m, 1)
+    ps_total = partition_selection_delta(eps, tau, m, w)
+    d1 = float(release_probability(1.0, eps, tau, m))   # a pair only this person makes is published
+    eta1 = -m * math.log1p(-d1) if d1 < 1 else math.inf
+    eta_week, eta_total = min(eta1, 1.0), min(w * eta1, 1.0)
+
+    def add(x: float) -> float:
+        return min(x, 1.0)
+
+    out: dict = {
+        "epsilon": eps, "max_pairs": m, "threshold": tau, "weeks": w, "delta": d,
+        "noise_scale": m / eps, "epsilon_per_count": e1,
+        "delta_partition_week": ps_week, "delta_partition_total": ps_total,
+        "threshold_for_delta_week": partition_threshold(eps, m, d, 1),
+        "threshold_for_delta_total": partition_threshold(eps, m, d, w),
+        "epsilon_user_week": eps, "delta_user_week": eta_week,
+        "epsilon_user_total": w * eps, "delta_user_total": eta_total,
+    }
+    for key, k, cap, eta in (("week", m, eps, eta_week), ("total", m * w, w * eps, eta_total)):
+        ea = float(advanced_composition(e1, k, d)[0])
+        out[f"epsilon_user_{key}_advanced"] = min(ea, cap)
+        out[f"delta_user_{key}_advanced"] = add(d + eta)
+        out[f"epsilon_user_{key}_rdp"] = float(rdp_epsilon(d, k, e1))
+        out[f"delta_user_{key}_rdp"] = add(d + eta)
+        out[f"delta_user_{key}_tight"] = add(d + eta)
+    et_week = float(tight_epsilon(d, m, e1)) if m <= TIGHT_K_MAX else None
+    out["epsilon_user_week_tight"] = et_week
+    lo = hi = None
+    method = None
+    if m * w <= TIGHT_K_MAX:
+        lo = hi = float(tight_epsilon(d, m * w, e1))
+        method = "exact"
+    elif m <= TIGHT_K_MAX and h_max > 0:
+        from odcore import pld
+
+        h = min(h_max, 2.0 * w * eps / USER_GRID_POINTS)
+        lo, hi = pld.composed_epsilon_bounds(d, m, e1, w, interval=h)
+        hi = min(hi, w * eps)
+        method = "bracket"
+    out["epsilon_user_total_tight"] = hi
+    out["epsilon_user_total_tight_lower"] = lo
+    out["tight_total_method"] = method
+    best_week = et_week if et_week is not None else out["epsilon_user_week_rdp"]
+    best_total = hi if hi is not None else out["epsilon_user_total_rdp"]
+    out["posterior_bound_user_week"] = posterior_bound(best_week) if best_week > 0 else 0.5
+    out["posterior_bound_user_total"] = posterior_bound(best_total) if best_total > 0 else 0.5
+    return out
+

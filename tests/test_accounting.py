@@ -13,13 +13,17 @@ from odcore.accounting import (
     advanced_composition,
     basic_composition,
     budget,
+    default_user_threshold,
     epsilon_delta_curve,
     epsilon_over_weeks,
     epsilon_vs_trips,
+    partition_selection_delta,
+    partition_threshold,
     posterior_bound,
     posterior_gain,
     rdp_epsilon,
     tight_epsilon,
+    user_level_budget,
 )
 from odcore.errors import ParameterError
 from odcore.release import threshold_delta
@@ -197,3 +201,114 @@ def test_bad_function_arguments():
         advanced_composition(0.66, 3, 0.0)
     with pytest.raises(ParameterError, match="deltas"):
         epsilon_delta_curve(0.66, 3, [0.0, 0.1])
+
+
+# ------------------------------------------------------------------ user level (contribution bounding to m pairs)
+
+def _dp_pessimistic(eps: float, m: int, weeks: int, delta: float, interval: float = 1e-4) -> float:
+    """dp_accounting's pessimistic PLD of the (weeks·m)-fold Laplace with parameter ε/m (noise m/ε, sensitivity 1)."""
+    pld_lib = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    one = pld_lib.from_laplace_mechanism(parameter=m / eps, sensitivity=1, pessimistic_estimate=True,
+                                         value_discretization_interval=interval)
+    return one.self_compose(m * weeks).get_epsilon_for_delta(delta)
+
+
+@needs_pld
+@pytest.mark.parametrize(("m", "weeks", "golden", "tol"), [
+    (20, 52, 5.20, 0.01),    # issue 10: dp_accounting pessimistic, grid 1e-4: 5.2023
+    (5, 52, 11.42, 0.01),    # issue 10: 11.42
+    (20, 1, 0.555, 0.005),   # issue 10: one week at m = 20 (the reply says 0.66)
+])
+def test_user_level_tight_golden_values(m, weeks, golden, tol):
+    ul = user_level_budget(0.66, m, 100, weeks, 1e-6)
+    tight = ul["epsilon_user_total_tight"]
+    assert tight == pytest.approx(golden, abs=tol)
+    ref = _dp_pessimistic(0.66, m, weeks, 1e-6)
+    # our bracket holds the true value; dp_accounting's pessimistic value is >= the true value and within ~K·1e-4
+    assert ul["epsilon_user_total_tight_lower"] <= ref + 1e-9
+    assert tight == pytest.approx(ref, abs=0.005)
+    if weeks == 1:
+        assert ul["epsilon_user_week_tight"] == pytest.approx(tight, abs=1e-12)
+        assert ul["tight_total_method"] == "exact"
+
+
+@needs_pld
+@pytest.mark.parametrize(("eps", "m", "weeks", "delta"), [
+    (1.0, 10, 4, 1e-6), (0.3, 3, 10, 1e-5), (2.0, 8, 30, 1e-7), (0.66, 50, 8, 1e-6), (0.1, 1, 100, 1e-6)])
+def test_user_level_tight_vs_dp_accounting(eps, m, weeks, delta):
+    ul = user_level_budget(eps, m, 100, weeks, delta)
+    ref = _dp_pessimistic(eps, m, weeks, delta)
+    lo, hi = ul["epsilon_user_total_tight_lower"], ul["epsilon_user_total_tight"]
+    assert lo <= hi
+    assert lo <= ref + 1e-9                          # pessimistic reference is never below the truth
+    assert hi == pytest.approx(ref, abs=0.01)
+    # order of the bounds: tight <= Rényi <= basic, tight <= advanced
+    assert hi <= ul["epsilon_user_total_rdp"] + 1e-9 <= ul["epsilon_user_total"] + 2e-9
+    assert hi <= ul["epsilon_user_total_advanced"] + 1e-9
+    week_ref = _dp_pessimistic(eps, m, 1, delta)
+    assert ul["epsilon_user_week_tight"] <= week_ref + 1e-9
+    assert ul["epsilon_user_week_tight"] == pytest.approx(week_ref, abs=m * 1e-4 + 1e-6)
+
+
+def test_user_level_tight_is_not_the_per_count_composition():
+    # the old, wrong reading: W-fold composition of Laplace(ε) (26.55 at 52 weeks) is far above the truth
+    ul = user_level_budget(0.66, 20, 100, 52, 1e-6)
+    assert ul["epsilon_user_total_tight"] < 0.25 * tight_epsilon(1e-6, 52, 0.66)
+
+
+def test_partition_selection_delta_matches_google_formula_and_simulation():
+    eps, m, tau = 0.66, 20, 100
+    d1 = 0.5 * math.exp((1 - tau) * eps / m)     # LaplacePartitionSelection::CalculateDelta, threshold >= 1
+    assert partition_selection_delta(eps, tau, m) == pytest.approx(1 - (1 - d1) ** m, rel=1e-12)
+    assert partition_selection_delta(eps, tau, m) == pytest.approx(0.319, abs=5e-4)   # issue 10's 0.319
+    assert partition_selection_delta(eps, tau, m, 3) == pytest.approx(1 - (1 - d1) ** (3 * m), rel=1e-12)
+    # simulation: a person alone on m pairs; the chance that at least one of them is published
+    rng = np.random.default_rng(10)
+    noisy = 1 + rng.laplace(0.0, m / eps, size=(200_000, m))
+    hit = np.mean(np.any(noisy >= tau, axis=1))
+    se = math.sqrt(hit * (1 - hit) / 200_000)
+    assert abs(hit - partition_selection_delta(eps, tau, m)) < 6 * se
+    # a wrong noise scale (1/ε instead of m/ε) is rejected by the same check
+    assert abs(hit - threshold_delta(eps, tau, 1, m)) > 6 * se
+
+
+@pytest.mark.parametrize(("eps", "m", "delta", "weeks"), [(0.66, 20, 1e-6, 1), (0.66, 5, 1e-6, 52), (2.0, 1, 1e-9, 1),
+                                                         (0.1, 30, 1e-3, 4)])
+def test_partition_threshold_is_the_inverse(eps, m, delta, weeks):
+    tau = partition_threshold(eps, m, delta, weeks)
+    assert partition_selection_delta(eps, tau, m, weeks) == pytest.approx(delta, rel=1e-9)
+    assert partition_selection_delta(eps, tau - 0.01, m, weeks) > delta        # smallest such τ
+    t_int = default_user_threshold(eps, m, delta, weeks)
+    assert t_int >= tau > t_int - 1
+    assert partition_selection_delta(eps, t_int, m, weeks) <= delta
+
+
+def test_user_level_every_delta_includes_partition_selection():
+    ul = user_level_budget(0.66, 20, 100, 52, 1e-6)
+    assert ul["delta_partition_week"] == pytest.approx(0.319, abs=5e-4)
+    for key in ("delta_user_week", "delta_user_week_tight", "delta_user_week_advanced", "delta_user_week_rdp"):
+        assert ul[key] >= ul["delta_partition_week"]
+    assert ul["delta_user_total_tight"] == 1.0                                      # useless at τ = 100
+    tau = default_user_threshold(0.66, 20, 1e-6, 52)
+    ok = user_level_budget(0.66, 20, tau, 52, 1e-6)
+    assert ok["delta_partition_total"] <= 1e-6
+    assert ok["delta_user_total_tight"] <= 2e-6 + 1e-12
+    assert ok["delta_user_total_tight"] >= 1e-6 + ok["delta_partition_total"]
+
+
+def test_budget_bounded_keys_come_from_user_level_budget():
+    b = budget(BudgetConfig(max_pairs=20, threshold=490))
+    ul = user_level_budget(0.66, 20, 490, 52, 1e-6)
+    assert b["epsilon_user_total_bounded_tight"] == ul["epsilon_user_total_tight"]
+    assert b["epsilon_user_week_bounded_tight"] == ul["epsilon_user_week_tight"]
+    assert b["delta_user_week_bounded_tight"] == ul["delta_user_week_tight"]
+    assert b["noise_scale_bounded"] == pytest.approx(20 / 0.66)
+
+
+def test_user_level_bad_input():
+    with pytest.raises(ParameterError, match="max_pairs"):
+        user_level_budget(0.66, 0, 100)
+    with pytest.raises(ParameterError, match="threshold"):
+        user_level_budget(0.66, 5, 0.5)
+    with pytest.raises(ParameterError, match="delta"):
+        partition_threshold(0.66, 5, 0.0)

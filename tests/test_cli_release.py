@@ -63,10 +63,11 @@ def test_budget_json_golden(capsys):
 
 
 def test_budget_text_and_user_level(capsys):
-    code, out, _ = _run(capsys, "budget", "--mode", "user_level", "--max-pairs", "10")
+    code, out, err = _run(capsys, "budget", "--mode", "user_level", "--max-pairs", "10")
     assert code == 0
     assert "46.2" in out
-    assert "User-level release (max_pairs = 10" in out
+    assert "Per person (max_pairs = 10" in out
+    assert "note: user_level: threshold" in err
 
 
 def test_budget_config_file_and_precedence(capsys, tmp_path):

@@ -98,6 +98,13 @@ def run_budget(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
 
     s, notes = _settings(args)
+    given = getattr(args, "_explicit", frozenset()) | getattr(args, "_from_config", frozenset())
+    if s["mode"] == "user_level" and s.get("max_pairs") is not None and "threshold" not in given:
+        from odcore.accounting import default_user_threshold
+
+        s["threshold"] = default_user_threshold(s["epsilon"], s["max_pairs"], s["delta"], s["weeks"])
+        notes.append(f"user_level: threshold {s['threshold']} (the smallest whole number whose partition-selection "
+                     f"delta over {s['weeks']} weeks is <= {s['delta']:g}; give --threshold to override)")
     _note(notes)
     cfg = BudgetConfig(epsilon=s["epsilon"], threshold=s["threshold"], trips=s["trips"], weeks=s["weeks"],
                        delta=s["delta"], max_pairs=s["max_pairs"] if s["mode"] == "user_level" else None,
@@ -137,10 +144,27 @@ def _print_budget(b: dict) -> None:
     print(f"Over {w} weeks: basic epsilon = {b['epsilon_user_total']:g}, advanced = "
           f"{b['epsilon_user_total_advanced']:.5g}, Renyi-DP = {b['epsilon_user_total_rdp']:.5g}, tight = {tight_txt}")
     if "epsilon_user_week_bounded" in b:
-        print(f"User-level release (max_pairs = {b['max_pairs']}, noise scale {b['noise_scale_bounded']:g}): "
-              f"epsilon = {b['epsilon_user_week_bounded']:g} per week, delta = {b['delta_user_week_bounded']:.3g}; "
-              f"over {w} weeks: basic {b['epsilon_user_total_bounded']:g}, "
-              f"tight {_fmt(b['epsilon_user_total_bounded_tight'])}")
+        _print_user_level(b)
+
+
+def _print_user_level(b: dict) -> None:
+    w, d = b["weeks"], b["delta"]
+    print(f"Per person (max_pairs = {b['max_pairs']}, noise scale {b['noise_scale_bounded']:g}, threshold "
+          f"{b['threshold']:g}): a person changes at most {b['max_pairs']} counts per week by 1, each with "
+          f"Laplace noise of parameter {b['epsilon_per_count_bounded']:.4g}")
+    print(f"  partition selection: delta {b['delta_partition_week_bounded']:.3g} per week, "
+          f"{b['delta_partition_total_bounded']:.3g} over {w} weeks (threshold for delta <= {d:g}: "
+          f"{b['threshold_for_delta_week_bounded']:.1f} per week, {b['threshold_for_delta_total_bounded']:.1f} "
+          f"over {w} weeks)")
+    for unit, label in (("week", "per week"), ("total", f"over {w} weeks")):
+        tight = b[f"epsilon_user_{unit}_bounded_tight"]
+        lo = b.get(f"epsilon_user_{unit}_bounded_tight_lower")
+        tight_txt = (f"in [{lo:.5g}, {tight:.5g}]" if lo is not None and tight is not None and lo != tight
+                     else _fmt(tight, ".5g"))
+        print(f"  {label}: basic epsilon = {b[f'epsilon_user_{unit}_bounded']:.4g} (delta "
+              f"{b[f'delta_user_{unit}_bounded']:.3g}); advanced {b[f'epsilon_user_{unit}_bounded_advanced']:.4g}, "
+              f"Renyi {b[f'epsilon_user_{unit}_bounded_rdp']:.4g}, tight {tight_txt} "
+              f"(delta {b[f'delta_user_{unit}_bounded_tight']:.3g} = {d:g} + partition selection)")
 
 
 # ---------------------------------------------------------------------------------------------------------------
