@@ -137,6 +137,8 @@ class SquareGrid:
     side_m: float
     n_cols: int
     n_rows: int
+    kind = "square"   # zone-system interface (odcore.zones): not a dataclass field
+    outside_reason = "outside_grid"
 
     def __post_init__(self) -> None:
         check_positive("side_m", self.side_m)
@@ -280,7 +282,22 @@ class SquareGrid:
         geoms = shapely.polygons(coords)
         return gpd.GeoDataFrame({CELL: c}, geometry=geoms, crs="EPSG:4326")
 
+    @property
+    def spec(self) -> str:
+        """The ``--zones`` text of this grid's cell size (``square:1.3``)."""
+        return f"square:{self.cell_km2:.6g}"
+
+    def names(self, cells=None) -> np.ndarray:
+        """Labels ``"r<row>c<col>"`` of ``cells`` (row 0 is the southernmost)."""
+        row, col = np.divmod(self._check_cells(cells), self.n_cols)
+        return np.array([f"r{r}c{c}" for r, c in zip(row.tolist(), col.tolist(), strict=True)], dtype=object)
+
     def to_dict(self) -> dict:
-        """JSON-able description."""
-        return {"crs": self.crs, "x0": self.x0, "y0": self.y0, "side_m": self.side_m, "n_cols": self.n_cols,
-                "n_rows": self.n_rows, "cell_km2": self.cell_km2}
+        """JSON-able description (:meth:`from_dict` rebuilds the same grid)."""
+        return {"kind": "square", "spec": self.spec, "crs": self.crs, "x0": self.x0, "y0": self.y0,
+                "side_m": self.side_m, "n_cols": self.n_cols, "n_rows": self.n_rows, "cell_km2": self.cell_km2}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SquareGrid:
+        return cls(crs=d["crs"], x0=float(d["x0"]), y0=float(d["y0"]), side_m=float(d["side_m"]),
+                   n_cols=int(d["n_cols"]), n_rows=int(d["n_rows"]))
