@@ -46,10 +46,14 @@ class ODConfig:
         Grid cell area in km² (Bassolas et al. 2022: ~1.3 km²).
     tz:
         IANA time zone defining local hours and Monday-00:00 week starts (timestamps stay UTC).
+    zones:
+        Zone system spec (:func:`odcore.zones.parse_zone_spec`: ``square:1.3``, ``h3:8`` or a zone file path);
+        None = squares of ``cell_km2``.
     """
 
     cell_km2: float = 1.3
     tz: str = "UTC"
+    zones: str | None = None
 
     def __post_init__(self) -> None:
         check_positive("cell_km2", self.cell_km2)
@@ -60,6 +64,10 @@ class ODConfig:
         except Exception:
             raise ParameterError(f"tz must be an IANA time zone such as 'UTC' or 'Europe/London', got tz={self.tz!r}.") \
                 from None
+        if self.zones is not None:
+            from odcore.zones import parse_zone_spec
+
+            object.__setattr__(self, "zones", str(parse_zone_spec(self.zones)))
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,8 @@ class ODData:
     Attributes
     ----------
     grid:
-        The :class:`~odcore.grid.SquareGrid` the cells refer to.
+        The zone system the cells refer to: a :class:`~odcore.grid.SquareGrid` or any :mod:`odcore.zones` system
+        (H3 hexagons, the user's polygons); ``origin``/``destination`` are its zone ids.
     week_starts:
         ISO dates of the Mondays; index = week number.
     user_week:
@@ -86,7 +95,7 @@ class ODData:
         Rows used, rows dropped (reason -> count), user-hours.
     """
 
-    grid: SquareGrid
+    grid: SquareGrid | Any
     week_starts: list[str]
     user_week: pd.DataFrame
     pairs: pd.DataFrame
@@ -287,10 +296,12 @@ def _core(traces_df: pd.DataFrame, grid: SquareGrid, tz: str) -> dict[str, Any]:
     dropped: dict[str, int] = {}
     ok = cell >= 0
     if not ok.all():
-        dropped["outside_grid"] = int((~ok).sum())
+        reason = getattr(grid, "outside_reason", "outside_grid")
+        dropped[reason] = int((~ok).sum())
         u, t, cell = u[ok], t[ok], cell[ok]
         if u.size == 0:
-            raise TraceFormatError("no trace row falls inside the grid.")
+            raise TraceFormatError("no trace row falls inside the grid." if reason == "outside_grid" else
+                                   f"no trace row falls inside the zones ({getattr(grid, 'spec', '')}).")
     if _whole_hour_offsets(int(t.min()), int(t.max()), tz):
         slot_abs = t // 3600           # local hour boundaries are UTC hour boundaries
     else:
@@ -357,7 +368,7 @@ def _core(traces_df: pd.DataFrame, grid: SquareGrid, tz: str) -> dict[str, Any]:
 # Trips and weekly unique OD counts
 # ---------------------------------------------------------------------------------------------------------------
 
-def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: SquareGrid | None = None) -> ODData:
+def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: SquareGrid | Any | None = None) -> ODData:
     """Traces -> grid cells -> hourly winner-takes-all cells -> trips -> weekly unique OD counts.
 
     Parameters
@@ -368,7 +379,9 @@ def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: S
     config:
         :class:`ODConfig` (cell area, time zone). Default: 1.3 km² cells, UTC.
     grid:
-        Use this grid instead of fitting one to the data (e.g. to compare two datasets on the same cells).
+        Use this grid or zone system (anything with ``assign``/``n_cells``, :mod:`odcore.zones`) instead of fitting
+        one to the data (e.g. to compare two datasets on the same cells). Points outside every zone are dropped and
+        counted in ``stats["rows_dropped"]`` under the zone system's ``outside_reason``.
 
     Returns
     -------
@@ -381,6 +394,10 @@ def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: S
     of ~1.3 km².
     """
     config = config or ODConfig()
+    if grid is None and config.zones is not None:
+        from odcore.zones import make_zones
+
+        grid = make_zones(config.zones, traces_df[LAT].to_numpy(np.float64), traces_df[LON].to_numpy(np.float64))
     if grid is None:
         grid = SquareGrid.fit(traces_df[LAT].to_numpy(np.float64), traces_df[LON].to_numpy(np.float64),
                               config.cell_km2)

@@ -38,7 +38,7 @@ def test_trips_checkins_with_offset_and_threshold(capsys, tmp_path):
     assert out["format"] == "checkins"
     assert out["rows_dropped"] == {"unknown_poi": 1}
     assert out["od_pairs_over_threshold"] == out["od_pairs"]
-    assert counts.read_text().startswith("week,origin,destination,count")
+    assert counts.read_text().startswith("week,origin,origin_name,destination,destination_name,count")
 
 
 def test_synth_then_trips(capsys, tmp_path):

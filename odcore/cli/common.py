@@ -54,10 +54,16 @@ def add_loader_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_grid_args(parser: argparse.ArgumentParser) -> None:
-    """Add ``--cell-km2`` (square grid cell area, default 1.3 km² as in Bassolas et al.'s reply)."""
-    g = parser.add_argument_group("grid")
+    """Add ``--zones`` (square grid, H3 hexagons or a zone file) and ``--cell-km2`` (shorthand for ``square:KM2``,
+    default 1.3 km² as in Bassolas et al.'s reply)."""
+    g = parser.add_argument_group("zones (origins and destinations)")
+    g.add_argument("--zones", default=None, metavar="SPEC",
+                   help="square:KM2 (square cells), h3:RES (H3 hexagons, res 8 ≈ 0.74 km²) or a zone file "
+                        "(.geojson, .gpkg, zipped Shapefile; any CRS; a 'name' column labels zones); points "
+                        "outside every zone are dropped and counted (default: square:--cell-km2)")
     g.add_argument("--cell-km2", type=float, default=1.3,
-                   help="grid cell area in km² (default %(default)s, Bassolas et al. 2022 reply)")
+                   help="square grid cell area in km², same as --zones square:KM2 (default %(default)s, "
+                        "Bassolas et al. 2022 reply)")
 
 
 def add_release_args(group) -> None:
@@ -112,10 +118,15 @@ def traces_from_args(args: argparse.Namespace) -> Traces:
 
 
 def od_config_from_args(args: argparse.Namespace, fmt: str | None = None):
-    """The :class:`odcore.trips.ODConfig` of ``--cell-km2`` and ``--tz``."""
+    """The :class:`odcore.trips.ODConfig` of ``--zones`` (or ``--cell-km2``) and ``--tz``."""
+    from odcore.errors import ParameterError
     from odcore.trips import ODConfig
 
-    return ODConfig(cell_km2=getattr(args, "cell_km2", 1.3), tz=resolve_tz(args, fmt))
+    zones = getattr(args, "zones", None) or None
+    explicit = getattr(args, "_explicit", frozenset())
+    if zones is not None and "cell_km2" in explicit and "zones" in explicit:
+        raise ParameterError("give --zones or --cell-km2, not both (--cell-km2 K is --zones square:K).")
+    return ODConfig(cell_km2=getattr(args, "cell_km2", 1.3), tz=resolve_tz(args, fmt), zones=zones)
 
 
 def od_from_args(args: argparse.Namespace) -> tuple[Traces, ODData]:

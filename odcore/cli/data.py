@@ -37,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--threshold", type=int, default=100,
                    help="count pair-weeks with at least this many distinct users (default %(default)s)")
     q.add_argument("--counts-out", default=None, metavar="FILE",
-                   help="also write the weekly counts table (week, origin, destination, count) to CSV/Parquet")
+                   help="also write the weekly counts table (week, origin, origin_name, destination, "
+                        "destination_name, count) to CSV/Parquet, and the used zones' geometry beside it "
+                        "(FILE's name + .zones.geojson)")
     q.add_argument("--json", action="store_true", help="print JSON instead of text")
     q.set_defaults(func=run_trips)
 
@@ -80,7 +82,9 @@ def run_synth(args: argparse.Namespace) -> int:
 
 def run_trips(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
+    from odcore.errors import ParameterError
     from odcore.trips import build_od
+    from odcore.zones import add_zone_names, write_zone_geometry, zones_summary
 
     t0 = time.perf_counter()
     traces = traces_from_args(args)
@@ -105,6 +109,7 @@ def run_trips(args: argparse.Namespace) -> int:
         "rows_dropped": dropped,
         "bbox_used": list(rep.bbox_used) if rep.bbox_used else None,
         "cell_km2": s["cell_km2"],
+        "zones": zones_summary(od.grid),
         "crs": s["crs"],
         "cells": s["cells"],
         "grid_cells": s["grid_cells"],
@@ -120,11 +125,17 @@ def run_trips(args: argparse.Namespace) -> int:
     }
     if args.counts_out:
         p = Path(args.counts_out)
-        if p.suffix.lower() in (".parquet", ".pq"):
-            od.counts.to_parquet(p, index=False)
-        else:
-            od.counts.to_csv(p, index=False)
+        table = add_zone_names(od.counts, od.grid)
+        try:
+            if p.suffix.lower() in (".parquet", ".pq"):
+                table.to_parquet(p, index=False)
+            else:
+                table.to_csv(p, index=False)
+            geo = write_zone_geometry(od.grid, p.with_name(p.name.split(".")[0] + ".zones.geojson"), od.cells)
+        except OSError as exc:
+            raise ParameterError(f"--counts-out {p}: cannot write ({exc}).") from None
         out["counts_out"] = str(p)
+        out["zones_out"] = str(geo)
     if args.json:
         print_json(out)
     else:

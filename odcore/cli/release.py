@@ -21,7 +21,7 @@ from typing import Any
 from odcore.errors import ParameterError
 
 # Keys the dashboard exports that a command does not use: accepted in --config, reported on stderr, ignored.
-_IGNORED_BUDGET = frozenset({"dataset", "week", "cell_km2", "seed"})
+_IGNORED_BUDGET = frozenset({"dataset", "week", "cell_km2", "zones", "seed"})
 _IGNORED_RELEASE = frozenset({"dataset"})
 _NOT_CONFIG = frozenset({"help", "config", "json", "func"})  # not settings
 
