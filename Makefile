@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: run test test-all lint bench sample-data clean
+.PHONY: run test test-all lint bench sample-data districts clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ bench: $(VENV)/.dev-installed
 
 sample-data: $(VENV)/.app-installed
 	$(PY) -m odcore synth --out sample_data/synthetic_city.parquet
+	$(PY) -m odcore districts --out sample_data/districts.geojson
+
+districts: $(VENV)/.app-installed
+	$(PY) -m odcore districts --out sample_data/districts.geojson
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

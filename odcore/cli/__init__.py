@@ -30,6 +30,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "odcore.cli.release",
     "odcore.cli.knock",
     "odcore.cli.attack",
+    "odcore.cli.zones",
 )
 
 
