@@ -2,8 +2,8 @@
 
 ``budget`` prints the privacy budget of the weekly release for one user (:func:`odcore.accounting.budget`).
 ``release`` loads traces, builds weekly unique OD pairs, runs the Laplace + threshold release
-(:func:`odcore.release.release_with_report`) and writes the released table (CSV and Parquet, with cell centroids)
-and a JSON summary.
+(:func:`odcore.release.release_with_report`) and writes the released table (CSV and Parquet, with zone centroids and
+names), the used zones' geometry (zones.geojson) and a JSON summary.
 
 Both accept ``--config FILE.json`` whose keys are the flags' names in snake_case (``--max-pairs`` -> ``max_pairs``),
 as exported by the dashboard. Precedence: explicit flags > config file > defaults.
@@ -180,6 +180,7 @@ def run_release(args: argparse.Namespace) -> int:
     from odcore.constants import CELL, DESTINATION, LAT, LON, ORIGIN, UNIQUE_TRIPS, WEEK
     from odcore.release import Mode, ReleaseConfig, release_with_report
     from odcore.utility import release_utility, utility_by_week
+    from odcore.zones import add_zone_names, write_zone_geometry, zones_summary
 
     s, notes = _settings(args)
     _note(notes)
@@ -207,11 +208,13 @@ def run_release(args: argparse.Namespace) -> int:
     for end, col in (("origin", ORIGIN), ("destination", DESTINATION)):
         out_table[f"{end}_lat"] = table[col].map(lat).astype(float)
         out_table[f"{end}_lon"] = table[col].map(lon).astype(float)
+    out_table = add_zone_names(out_table, od.grid)
     out_dir = Path(s["out"])
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         out_table.to_csv(out_dir / "release.csv", index=False)
         out_table.to_parquet(out_dir / "release.parquet", index=False)
+        write_zone_geometry(od.grid, out_dir / "zones.geojson", od.cells)
     except OSError as exc:
         raise ParameterError(f"--out {out_dir}: cannot write ({exc}).") from None
 
@@ -228,6 +231,7 @@ def run_release(args: argparse.Namespace) -> int:
         "config": {**{k: v for k, v in s.items() if k not in ("out",)}, **cfg.to_dict()},
         "traces": traces.summary(),
         "grid": {"cell_km2": od.grid.cell_km2, "cells_used": len(cent)},
+        "zones": zones_summary(od.grid),
         "od": od.summary(threshold=math.ceil(cfg.threshold)),
         "weeks": {"count": n_weeks, "week_starts": list(od.week_starts), "selected": week},
         "release": res.report,
@@ -239,7 +243,7 @@ def run_release(args: argparse.Namespace) -> int:
         "budget_typical_user": budget(BudgetConfig(trips=n_typ, **bcfg_kw)),
         "budget_max_user": budget(BudgetConfig(trips=n_max, **bcfg_kw)),
         "files": {"csv": str(out_dir / "release.csv"), "parquet": str(out_dir / "release.parquet"),
-                  "summary": str(out_dir / "summary.json")},
+                  "summary": str(out_dir / "summary.json"), "zones": str(out_dir / "zones.geojson")},
     }
     summary = _jsonable(summary)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False), encoding="utf-8")
@@ -249,6 +253,9 @@ def run_release(args: argparse.Namespace) -> int:
         u, r = summary["utility"], res.report
         print(f"traces: {summary['traces']['users']} users, {summary['traces']['rows']} rows "
               f"({summary['traces']['rows_dropped']} dropped)")
+        zd = od.stats.get("rows_dropped", {})
+        print(f"zones: {summary['zones']['spec']} ({summary['zones']['n_zones']} zones, {len(cent)} used)"
+              + "".join(f"; {n:,} rows dropped: {why}" for why, n in zd.items()))
         print(f"release ({cfg.mode.value}, epsilon={cfg.epsilon:g}, threshold={cfg.threshold:g}, noise scale "
               f"{cfg.scale:g}): {u['pairs_published']} of {u['pairs_total']} OD pairs published "
               f"({u['pairs_published_frac']:.1%}), {u['trips_published']} of {u['trips_total']} user-trips "
@@ -256,7 +263,8 @@ def run_release(args: argparse.Namespace) -> int:
         if r.get("contributions_dropped_by_bounding"):
             print(f"bounding dropped {r['contributions_dropped_by_bounding']} of {r['contributions_in']} user-pair "
                   f"contributions ({r['user_weeks_bounded']} user-weeks over {cfg.max_pairs} pairs)")
-        print(f"wrote {out_dir / 'release.csv'}, {out_dir / 'release.parquet'}, {out_dir / 'summary.json'}")
+        print(f"wrote {out_dir / 'release.csv'}, {out_dir / 'release.parquet'}, {out_dir / 'summary.json'}, "
+              f"{out_dir / 'zones.geojson'}")
     return 0
 
 
