@@ -335,3 +335,58 @@ def test_cli_zone_errors_exit_2(capsys, argv, message):
     assert message in err
     assert "Traceback" not in err
     assert err.count("\n") == 1
+
+
+def test_compare_zones_matches_a_direct_run_and_bigger_zones_publish_more():
+    from odcore import attack
+    from odcore.release import ReleaseConfig, release
+    from odcore.trips import ODConfig, build_od
+    from odcore.utility import release_utility
+    from odcore.zone_compare import compare_zones
+
+    df = _city(2000)
+    specs = ["square:1.3", "square:5", str(DISTRICTS)]
+    t = compare_zones(df, specs, epsilon=0.66, threshold=10, rng=3)
+    assert list(t["zones"]) == ["square:1.3", "square:5", str(DISTRICTS)]
+    # row 1 by hand: same child stream of the seed
+    od = build_od(df, ODConfig(zones="square:5"))
+    w = int(t["week"][1])
+    pairs = od.pairs[od.pairs["week"] == w]
+    u = release_utility(release(pairs, ReleaseConfig(0.66, 10), rng=np.random.default_rng(3).spawn(3)[1]))
+    assert t["pairs_published"][1] == u["pairs_published"]
+    assert t["user_trips_published"][1] == u["trips_published"]
+    risk, _ = attack.week_risk(pairs, w, 0.66, 10, counts=od.counts)
+    assert t["median_success"][1] == pytest.approx(float(np.median(risk["success"])))
+    # bigger zones: fewer pairs, more of the user-trips published, fewer distinct pairs per person
+    assert t["od_pairs"].is_monotonic_decreasing
+    assert t["user_trips_published_frac"].is_monotonic_increasing
+    assert t["median_unique_pairs"].is_monotonic_decreasing
+    assert t["rows_outside"].tolist()[:2] == [0, 0]
+    assert t["rows_outside"][2] > 0
+
+
+def test_cli_zones_compare_table(capsys):
+    from odcore.cli import main
+
+    assert main(["zones-compare", "--zones", "square:5", "h3:7", "--threshold", "50", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["zones"] for r in rows] == ["square:5", "h3:7"]
+    assert {"pairs_published", "user_trips_published_frac", "median_success", "share_above_90pct"} <= set(rows[0])
+    assert main(["zones-compare", "--zones", "square:5", "nope.gpkg"]) == 2
+    assert "zone file not found: nope.gpkg" in capsys.readouterr().err
+
+
+def test_cli_release_on_h3_writes_zone_names_and_geometry(capsys, tmp_path):
+    from odcore.cli import main
+
+    assert main(["release", "--zones", "h3:7", "--threshold", "50", "--seed", "1", "--out", str(tmp_path),
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["zones"]["kind"] == "h3"
+    table = pd.read_csv(tmp_path / "release.csv")
+    assert table["origin_name"].map(h3.is_valid_cell).all()
+    geo = gpd.read_file(tmp_path / "zones.geojson")
+    assert set(table["origin_name"]) <= set(geo["name"])
+    # the centroid written for a zone is its hexagon's centre
+    row = table.iloc[0]
+    assert (row["origin_lat"], row["origin_lon"]) == pytest.approx(h3.cell_to_latlng(row["origin_name"]))
