@@ -65,6 +65,7 @@ __all__ = [
     "SimulationResult",
     "UserRisk",
     "bayes_success",
+    "bounded_success_curve",
     "pair_loss_pmf",
     "posterior_bound",
     "risk_summary",
@@ -121,6 +122,40 @@ def success_curve(epsilon: float, k_max: int) -> np.ndarray:
     """
     km = _check_k_max(k_max)
     return np.asarray(pld.optimal_accuracy(np.arange(km + 1), epsilon), dtype=float).reshape(km + 1)
+
+
+def bounded_success_curve(epsilon: float, max_pairs: int, n_max: int, threshold: float | None = None) -> np.ndarray:
+    """Success of the best membership attacker against the contribution-bounded (per-person) release, n = 0..n_max.
+
+    Neighbouring relation: one person in or out. With contribution bounding a person's week adds 1 to
+    ``min(n, m)`` counts (their kept pairs), each with Laplace noise of scale ``m/ε`` (parameter ε/m). The attacker
+    of Houssiau et al. knows everyone else's data and all n of the person's trips, and (worst case for the person)
+    which ``min(n, m)`` pairs were kept; the best test then has success ``½ + ½·TV`` of the ``min(n, m)``-fold
+    Laplace(ε/m) pair, computed exactly (:func:`odcore.pld.optimal_accuracy`). The curve grows with n and is
+    **flat from n = m on**: trips beyond m add nothing.
+
+    With ``threshold`` the release is also thresholded; the attacker sees the published pairs only, and the
+    success is at most the value above plus ½·δ_ps, the chance that a pair only this person makes is published
+    (:func:`odcore.accounting.partition_selection_delta`; TV is sub-additive and thresholding is post-processing):
+    that upper bound is returned.
+
+    Examples
+    --------
+    >>> c = bounded_success_curve(0.66, 20, 40)
+    >>> round(float(c[20]), 4) == round(float(c[40]), 4)
+    True
+    """
+    from odcore.release import _check_max_pairs
+
+    m = _check_max_pairs(max_pairs)
+    km = _check_k_max(n_max)
+    n = np.minimum(np.arange(km + 1), m)
+    out = np.asarray(pld.optimal_accuracy(n, float(epsilon) / m), dtype=float).reshape(km + 1)
+    if threshold is not None:
+        from odcore.accounting import partition_selection_delta
+
+        out = np.where(n > 0, np.minimum(out + 0.5 * partition_selection_delta(epsilon, threshold, m), 1.0), out)
+    return out
 
 
 def posterior_bound(epsilon: float, prior: float = 0.5) -> float:

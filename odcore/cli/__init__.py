@@ -31,6 +31,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "odcore.cli.knock",
     "odcore.cli.attack",
     "odcore.cli.zones",
+    "odcore.cli.design",
 )
 
 

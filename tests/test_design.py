@@ -1,0 +1,146 @@
+"""Tests of odcore.design (the release designer), odcore.sheet and the ``design`` CLI on the bundled city."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import numpy as np
+import pytest
+
+from odcore.accounting import partition_selection_delta, user_level_budget
+from odcore.attack import bounded_success_curve, simulate_attack
+from odcore.cli import main
+from odcore.design import DEFAULT_MAX_PAIRS, Goal, GoalKind, achieved, design_report, frontier, goal_epsilon
+from odcore.errors import ParameterError
+
+
+@pytest.fixture(scope="module")
+def week0():
+    from odcore.paths import SAMPLE_DATA_DIR
+    from odcore.traces import load_traces
+    from odcore.trips import ODConfig, build_od
+
+    od = build_od(load_traces(SAMPLE_DATA_DIR / "synthetic_city.parquet").df, ODConfig())
+    uw = od.user_week
+    return od.week_pairs(0), uw.loc[uw["week"] == 0, "unique_trips"].to_numpy()
+
+
+def _budget_cli(capsys, command: str) -> dict:
+    argv = shlex.split(command)[3:]            # drop "python -m odcore"
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+GOALS = [Goal(GoalKind.WEEK, epsilon=1.0), Goal(GoalKind.TOTAL, epsilon=10.0, weeks=52),
+         Goal(GoalKind.ATTACK, known_trips=32, success=0.6)]
+
+
+@pytest.mark.parametrize("goal", GOALS, ids=lambda g: g.kind.value)
+def test_design_meets_goal_checked_by_budget_cli(goal, week0, capsys):
+    pairs, trips = week0
+    rep = design_report(goal, pairs, trips, max_pairs=None if goal.kind is GoalKind.WEEK else 20, rng=0)
+    assert rep["goal_met"]
+    b = _budget_cli(capsys, rep["budget_command"])            # the budget CLI on the design's settings
+    assert b["epsilon_user_week_bounded_tight"] == pytest.approx(rep["epsilon_user_week"], rel=1e-12)
+    assert b["epsilon_user_total_bounded_tight"] == pytest.approx(rep["epsilon_user_total"], rel=1e-12)
+    assert b["delta_user_week_bounded_tight"] == pytest.approx(rep["delta_user_week"], rel=1e-12)
+    assert b["delta_user_total_bounded_tight"] == pytest.approx(rep["delta_user_total"], rel=1e-12)
+    if goal.kind is GoalKind.WEEK:
+        assert b["epsilon_user_week_bounded_tight"] <= goal.epsilon
+        assert b["delta_user_week_bounded_tight"] <= goal.delta
+    elif goal.kind is GoalKind.TOTAL:
+        assert b["epsilon_user_total_bounded_tight"] <= goal.epsilon
+        assert b["delta_user_total_bounded_tight"] <= goal.delta
+    else:
+        k = min(goal.known_trips, rep["max_pairs"])
+        succ = bounded_success_curve(rep["epsilon"], rep["max_pairs"], k, rep["threshold"])[k]
+        assert succ <= goal.success
+        assert b["delta_user_week_bounded_tight"] <= goal.delta
+    # the search is not slack: 1 % more ε breaks the goal
+    assert achieved(goal, rep["epsilon"] * 1.01, rep["max_pairs"]) > (goal.success or goal.epsilon)
+    for key in ("max_pairs", "noise_scale", "threshold", "epsilon_user_week", "delta_user_week",
+                "epsilon_user_total", "delta_user_total", "weeks", "pairs_published", "trips_published",
+                "mean_relative_error", "noise_dominated_published", "goal"):
+        assert key in rep
+
+
+def test_tuning_is_said_and_default_is_data_independent(week0):
+    pairs, trips = week0
+    rep = design_report(GOALS[0], pairs, trips, rng=0)
+    assert "uses the data" in rep["tuning_note"]
+    assert rep["default"]["max_pairs"] == DEFAULT_MAX_PAIRS
+    assert not rep["default"]["tuned_on_data"]
+    assert {c["max_pairs"] for c in rep["candidates"]} >= {1, 10, 20, 50}
+    fixed = design_report(GOALS[0], pairs, trips, max_pairs=5, rng=0)
+    assert not fixed["tuned_on_data"]
+    assert "fixed before" in fixed["tuning_note"]
+
+
+def test_goal_epsilon_monotone_and_bad_goals():
+    g = Goal(GoalKind.WEEK, epsilon=1.0)
+    e5, e20 = goal_epsilon(g, 5), goal_epsilon(g, 20)
+    assert 1.0 <= e5 <= e20            # more pairs share the budget: tight ε per week falls, so ε can rise
+    assert achieved(g, e20, 20) <= 1.0
+    with pytest.raises(ParameterError, match="goal"):
+        Goal("yearly", epsilon=1.0)
+    with pytest.raises(ParameterError, match="success"):
+        Goal(GoalKind.ATTACK, known_trips=3, success=0.4)
+    with pytest.raises(ParameterError, match="delta"):
+        Goal(GoalKind.WEEK, epsilon=1.0, delta=0)
+
+
+def test_frontier_shape(week0):
+    pairs, _ = week0
+    f = frontier(pairs, max_pairs=(1, 10), epsilons=[0.5, 2.0, 8.0], rng=0)
+    assert len(f) == 6
+    for _, g in f.groupby("max_pairs"):
+        assert np.all(np.diff(g["trips_published_frac"].to_numpy()) >= 0)     # more ε, more published
+        assert np.all(g["epsilon_user_week"].to_numpy() <= g["epsilon"].to_numpy() + 1e-12)
+
+
+def test_bounded_success_curve_flat_at_m_and_vs_monte_carlo():
+    eps, m = 0.66, 5
+    c = bounded_success_curve(eps, m, 12)
+    assert np.all(np.diff(c[: m + 1]) > 0)
+    assert np.allclose(c[m:], c[m])
+    # the paper's Monte Carlo at the per-pair parameter ε/m and min(n, m) coordinates
+    sim = simulate_attack(eps / m, [m], reps=40_000, rng=3)
+    assert sim.ci_low[0] <= c[m] <= sim.ci_high[0]
+    # wrong noise (per-count ε instead of ε/m) is rejected by the same check
+    wrong = simulate_attack(eps, [m], reps=40_000, rng=3)
+    assert not wrong.ci_low[0] <= c[m] <= wrong.ci_high[0]
+    # with a threshold: the bound adds half the partition-selection δ
+    ct = bounded_success_curve(eps, m, 12, threshold=30)
+    assert ct[m] == pytest.approx(c[m] + 0.5 * partition_selection_delta(eps, 30, m), abs=1e-12)
+
+
+def test_design_cli_json_and_sheet(tmp_path, capsys):
+    sheet = tmp_path / "sheet.html"
+    code = main(["design", "--goal", "total", "--target-epsilon", "10", "--max-pairs", "20", "--json",
+                 "--sheet", str(sheet)])
+    assert code == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["goal"]["kind"] == "total"
+    assert rep["goal_met"]
+    b = user_level_budget(rep["epsilon"], 20, rep["threshold"], 52, rep["delta"])
+    assert b["epsilon_user_total_tight"] == pytest.approx(rep["epsilon_user_total"], rel=1e-12)
+    text = sheet.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    assert "<script" not in text
+    assert "http" not in text
+    assert "One person, all of their trips, every week" in text
+    assert f"{rep['threshold']}" in text
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["design", "--goal", "attack", "--success", "0.3"], "success"),
+    (["design", "--target-delta", "2"], "delta"),
+    (["design", "--week", "9"], "week"),
+])
+def test_design_cli_bad_input(argv, match, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:")
+    assert match in err
+    assert "Traceback" not in err
