@@ -16,32 +16,24 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
-# A clean light theme with readable fonts, for the screen and for papers.
-FONT = "Inter, 'Source Sans Pro', 'DejaVu Sans', Arial, sans-serif"
-PALETTE = ["#1f5fa8", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#a6761d", "#666666"]
-# Layout-only template (plotly_white's look): validating it costs ~2 ms per figure instead of ~20 ms for the full
-# plotly_white template with its per-trace defaults, which matters when a slider redraws a page of charts.
-TEMPLATE = go.layout.Template()
-TEMPLATE.layout.update(
-    paper_bgcolor="white", plot_bgcolor="white", hovermode="closest",
-    hoverlabel={"align": "left"},
-    font={"family": FONT, "size": 14, "color": "#1b1f24"},
-    title={"font": {"size": 17}, "x": 0.0, "xanchor": "left", "xref": "paper"},
-    colorway=PALETTE,
-    legend={"bgcolor": "rgba(255,255,255,0.85)", "bordercolor": "#d0d4da", "borderwidth": 1},
-    margin={"l": 60, "r": 20, "t": 60, "b": 55},
-    xaxis={"gridcolor": "#e6e9ee", "linecolor": "#9aa3ad", "ticks": "outside", "showline": True},
-    yaxis={"gridcolor": "#e6e9ee", "linecolor": "#9aa3ad", "ticks": "outside", "showline": True},
-)
+from odcore import figures
+
+# The one template of every chart (odcore.figures.template); projector=True gives large, high-contrast type.
+TEMPLATE = figures.template(False)
 EXPORT_SIZE = {"width": 900, "height": 540, "scale": 2}
 
 
+def projector_mode() -> bool:
+    """Whether charts use the projector template (large type, high contrast); a session-state switch."""
+    return bool(st.session_state.get(PROJECTOR_KEY, False))
+
+
+PROJECTOR_KEY = "odlab.projector"
+
+
 def styled(fig: go.Figure, title: str | None = None, *, height: int = 440) -> go.Figure:
-    """Apply the lab's theme (and a title) to ``fig``; returns it."""
-    fig.update_layout(template=TEMPLATE, height=height)
-    if title:
-        fig.update_layout(title_text=title)
-    return fig
+    """Apply the lab's template (:func:`odcore.figures.template`, projector mode if on) and a title to ``fig``."""
+    return figures.style(fig, title, height=height, projector=projector_mode())
 
 
 def slug(text: str) -> str:
@@ -52,6 +44,36 @@ def slug(text: str) -> str:
     """
     s = re.sub(r"[^A-Za-z0-9_.]+", "-", text).strip("-")
     return s or "chart"
+
+
+def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in: float = 4.5,
+                 label: str = "Download as an image (PNG, SVG, PDF)") -> None:
+    """An expander to render ``build()`` (a plotly figure) as PNG/SVG/PDF at a chosen size and DPI, with a status
+    line while kaleido works (5–20 s the first time), then a download button."""
+    ss = st.session_state
+    with st.expander(label, icon=":material/download:"):
+        c = st.columns([1, 1, 1, 1.3])
+        w = c[0].number_input("Width (in)", 2.0, 20.0, float(width_in), 0.5, key=f"img_w_{key}",
+                              help="Printed width in inches (a journal column is about 3.5 in, a page 7 in).")
+        h = c[1].number_input("Height (in)", 2.0, 20.0, float(height_in), 0.5, key=f"img_h_{key}",
+                              help="Printed height in inches.")
+        dpi = c[2].selectbox("DPI (PNG)", [150, 300, 600], index=1, key=f"img_dpi_{key}",
+                             help="Pixels per inch of the PNG (300 for print); SVG and PDF are vector images.")
+        fmt = c[3].radio("Format", ["png", "svg", "pdf"], horizontal=True, key=f"img_fmt_{key}",
+                         format_func=str.upper, help="PNG for slides, SVG or PDF for papers (vector, any size).")
+        want = (fmt, float(w), float(h), int(dpi))
+        if st.button(f"Make the {fmt.upper()}", key=f"img_go_{key}", icon=":material/image:",
+                     help="Draw the image (a few seconds: plotly renders it in a headless browser)."):
+            with st.status(f"Drawing the {fmt.upper()} ({w:g} × {h:g} in"
+                           f"{f', {dpi} dpi' if fmt == 'png' else ''})…", expanded=False) as status:
+                data = figures.image_bytes(build(), fmt, width_in=w, height_in=h, dpi=int(dpi))
+                status.update(label=f"{fmt.upper()} ready: {len(data) / 1024:,.0f} KiB", state="complete")
+            ss[f"img_data_{key}"] = (want, data)
+        made = ss.get(f"img_data_{key}")
+        if made and made[0] == want:
+            mime = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}[fmt]
+            st.download_button(f"Download {slug(name)}.{fmt}", data=made[1], file_name=f"{slug(name)}.{fmt}",
+                               mime=mime, key=f"img_dl_{key}", on_click="ignore", type="primary")
 
 
 def figure_image(fig_json: str, fmt: str) -> bytes:

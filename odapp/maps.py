@@ -1,16 +1,28 @@
 """pydeck maps of the grid, trace density and OD flows (presentation only; the numbers come from odcore).
 
-No base map: this lab must work offline, so ``map_style=None`` and the grid itself is drawn as the background.
+Every map layer of the app is built here; cell geometry comes from the grid's ``polygons()``/``centroids()``.
+
+Nothing leaves the machine by default. ``pdk.Deck(map_style=None)`` does *not* mean "no base map" in Streamlit:
+``st.pydeck_chart`` then fills in a CARTO style JSON (fetched by the browser from CARTO's servers). pydeck's own
+default ``map_style`` is the ``"__MAP_STYLE__"`` placeholder; with ``map_provider=None`` pydeck leaves it as it is
+and Streamlit's map component reads it as "no style": no base map is drawn and nothing is fetched
+(``tests/test_browser.py`` records every request of every page and fails on one to another host). The grid itself
+is the background. A base map (:data:`BASEMAP`) is drawn only when the user turns it on.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pydeck as pdk
+
+from odapp.words import coord, num
+from odcore import figures
 
 # Sequential colour ramp (light yellow -> dark blue, viridis-like but readable on white), RGB.
 RAMP = np.array([[253, 231, 37], [122, 209, 81], [34, 168, 132], [42, 120, 142], [65, 68, 135], [68, 1, 84]],
@@ -28,16 +40,6 @@ def ramp(values: np.ndarray, vmin: float, vmax: float, alpha: int = 200) -> list
     rgb = RAMP[i] * (1 - f) + RAMP[i + 1] * f
     out = np.concatenate([rgb, np.full((len(v), 1), alpha)], axis=1).round().astype(int)
     return out.tolist()
-
-
-def legend_html(title: str, vmin: float, vmax: float, fmt: str = "{:,.0f}", note: str = "") -> str:
-    """A horizontal colour-bar legend (HTML) matching :func:`ramp`."""
-    stops = ", ".join(f"rgb({r:.0f},{g:.0f},{b:.0f}) {100 * k / (len(RAMP) - 1):.0f}%"
-                      for k, (r, g, b) in enumerate(RAMP))
-    return (f"<div style='font-size:0.9rem;margin:0.2rem 0 0.6rem 0'><b>{title}</b>"
-            f"<div style='display:flex;align-items:center;gap:0.5rem'><span>{fmt.format(vmin)}</span>"
-            f"<div style='flex:0 0 240px;height:12px;border-radius:3px;background:linear-gradient(to right,{stops})'>"
-            f"</div><span>{fmt.format(vmax)}</span><span style='color:#555'>{note}</span></div></div>")
 
 
 def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0, *, width_px: int = 900,
@@ -61,12 +63,19 @@ def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0, *, width_px: 
 
 
 def cell_polygons(grid, cells: np.ndarray) -> pd.DataFrame:
-    """``DataFrame[cell, polygon]`` with the cell squares as lists of [lon, lat] (for a PolygonLayer)."""
+    """``DataFrame[cell, polygon]``: each cell's outline (``grid.polygons()``) as a list of [lon, lat] (for a
+    PolygonLayer and :func:`odcore.figures.flow_map_figure`); squares, hexagons or any zone polygon."""
     gdf = grid.polygons(np.asarray(cells, dtype=np.int64))
     import shapely
 
-    xy = np.round(shapely.get_coordinates(gdf.geometry.to_numpy()), 6).reshape(len(gdf), 5, 2)[:, :4]
-    coords = xy.tolist()
+    geoms = shapely.get_exterior_ring(gdf.geometry.to_numpy())
+    xy, idx = shapely.get_coordinates(geoms, return_index=True)
+    xy = np.round(xy, 6)
+    if len(idx) == 5 * len(gdf):      # all squares: one reshape
+        coords = xy.reshape(len(gdf), 5, 2)[:, :4].tolist()
+    else:
+        starts = np.searchsorted(idx, np.arange(len(gdf) + 1))
+        coords = [xy[a:b - 1].tolist() for a, b in itertools.pairwise(starts)]
     return pd.DataFrame({"cell": gdf["cell"].to_numpy(), "polygon": coords})
 
 
@@ -83,11 +92,28 @@ class CompactDeck(pdk.Deck):
         return json.dumps(self, sort_keys=True, default=default_serialize, separators=(",", ":"))
 
 
-def deck(layers: list, vs: pdk.ViewState, tooltip_html: str | None = "{tip}", height: int = 560) -> pdk.Deck:
-    tooltip = {"html": tooltip_html, "style": {"backgroundColor": "#1b1f24", "color": "white",
-                                               "fontSize": "13px"}} if tooltip_html else False
-    return CompactDeck(layers=layers, initial_view_state=vs, map_style=None, map_provider=None, tooltip=tooltip,
-                    height=height)
+# The opt-in base map: CARTO's public "Positron" vector style (no key). pydeck names it ("carto", "light").
+BASEMAP = {"provider": "carto", "style": "light",
+           "caption": "Base map: CARTO Positron vector tiles (© CARTO, © OpenStreetMap contributors). With it on, "
+                      "your browser loads the style and tiles from CARTO's servers, which see your IP address; "
+                      "offline, the map is drawn without it."}
+TOOLTIP_STYLE = {"backgroundColor": "#1b1f24", "color": "white", "fontSize": "13px", "lineHeight": "1.35",
+                 # centred under the pointer (CSS `translate` adds to deck.gl's own `transform`): cut at an edge
+                 # only within ~125 px of it, instead of anywhere in the right 250 px
+                 "translate": "-50% 18px",
+                 "maxWidth": "250px", "whiteSpace": "pre-line", "padding": "6px 8px", "borderRadius": "4px"}
+ORIGIN_RGB = list(figures.ORIGIN_RGB)
+DESTINATION_RGB = list(figures.DESTINATION_RGB)
+
+
+def deck(layers: list, vs: pdk.ViewState, tooltip: bool = True, height: int = 560, *,
+         basemap: bool = False) -> pdk.Deck:
+    """A deck with no base map (nothing fetched from outside) unless ``basemap``; tooltips show each object's
+    ``tip`` field as plain text (Streamlit escapes field values inside an ``html`` tooltip, so markup would show)."""
+    tip = {"text": "{tip}", "style": TOOLTIP_STYLE} if tooltip else False
+    kw = ({"map_provider": BASEMAP["provider"], "map_style": BASEMAP["style"]} if basemap
+          else {"map_provider": None})   # map_style stays pydeck's placeholder: no style at all
+    return CompactDeck(layers=layers, initial_view_state=vs, tooltip=tip, height=height, **kw)
 
 
 def grid_layer(cells_df: pd.DataFrame, color: list | str = "color", *, line: bool = True, pickable: bool = True,
@@ -97,39 +123,224 @@ def grid_layer(cells_df: pd.DataFrame, color: list | str = "color", *, line: boo
                      filled=True, pickable=pickable, auto_highlight=pickable)
 
 
-def arc_layer(flows: pd.DataFrame, *, width: str = "width", color: str = "color", layer_id: str = "flows",
-              pickable: bool = True) -> pdk.Layer:
+def arc_layer(flows: pd.DataFrame, *, layer_id: str = "flows", pickable: bool = True) -> pdk.Layer:
+    """Two-tone arcs: origin end orange, destination end purple (:data:`odcore.figures.ORIGIN_RGB`); a constant
+    tilt leans every arc to one side of its direction, so A→B and B→A do not overlap."""
     return pdk.Layer("ArcLayer", data=flows, id=layer_id, get_source_position=["o_lon", "o_lat"],
-                     get_target_position=["d_lon", "d_lat"], get_source_color=color, get_target_color=color,
-                     get_width=width, width_min_pixels=1, width_max_pixels=14, pickable=pickable,
-                     auto_highlight=pickable, great_circle=False)
+                     get_target_position=["d_lon", "d_lat"], get_source_color="src_color",
+                     get_target_color="dst_color", get_width="width", get_tilt=25, width_min_pixels=1.5,
+                     width_max_pixels=14, pickable=pickable, auto_highlight=pickable, great_circle=False)
 
 
-def flows_frame(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, keep: np.ndarray, top_n: int,
-                min_count: float, color_range: tuple[float, float]) -> pd.DataFrame:
-    """Arcs for the ``top_n`` rows of ``table`` (where ``keep``) by ``value`` (>= ``min_count``), with positions,
-    width/colour by ``value`` and an HTML tooltip showing origin, destination, true and noisy count and the
-    release probability."""
-    t = table.loc[keep & (table[value].to_numpy() >= min_count)]
-    t = t.nlargest(int(top_n), value) if len(t) > top_n else t.sort_values(value, ascending=False)
+def line_layer(flows: pd.DataFrame, color: list, *, layer_id: str, width: float = 1.5) -> pdk.Layer:
+    return pdk.Layer("LineLayer", data=flows, id=layer_id, get_source_position=["o_lon", "o_lat"],
+                     get_target_position=["d_lon", "d_lat"], get_color=color, get_width=width,
+                     width_min_pixels=1, pickable=True, auto_highlight=True)
+
+
+def flow_tip(origin, destination, o_lat, o_lon, d_lat, d_lon, true_count, noisy_count, release_prob,
+             released) -> list[str]:
+    """Plain-text tooltip lines of each flow (no markup: see :func:`deck`)."""
+    out = []
+    for a, b, ola, olo, dla, dlo, tc, nc, p, r in zip(origin, destination, o_lat, o_lon, d_lat, d_lon, true_count,
+                                                       noisy_count, release_prob, released, strict=True):
+        noisy = "–" if nc != nc else num(round(float(nc), 1))
+        out.append(f"cell {a} → cell {b}\nfrom {coord(ola, olo)}\nto {coord(dla, dlo)}\n"
+                   f"true count: {num(int(tc))} people\nnoisy count: {noisy} "
+                   f"({'published' if r else 'suppressed'})\nrelease probability: {p:.3f}")
+    return out
+
+
+def count_range(values: np.ndarray) -> tuple[float, float]:
+    """``(low, high)`` of the drawn counts, low < high (so a legend never reads backwards)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return 0.0, 1.0
+    lo, hi = float(v.min()), float(v.max())
+    return (lo, hi) if hi > lo else (lo, lo + 1.0)
+
+
+def select_flows(table: pd.DataFrame, *, value: str, keep: np.ndarray, top_n: int, min_count: float,
+                 cell: int | None = None) -> pd.DataFrame:
+    """The ``top_n`` rows of ``table`` (where ``keep``, ``value >= min_count``, touching ``cell`` if given)."""
+    m = keep & (table[value].to_numpy() >= min_count)
+    if cell is not None:
+        m &= (table["origin"].to_numpy() == cell) | (table["destination"].to_numpy() == cell)
+    t = table.loc[m]
+    return t.nlargest(int(top_n), value) if len(t) > top_n else t.sort_values(value, ascending=False)
+
+
+def flows_frame(t: pd.DataFrame, centroids: pd.DataFrame, *, value: str,
+                color_range: tuple[float, float]) -> pd.DataFrame:
+    """Arc rows of the selected pairs ``t`` (from :func:`select_flows`): positions, width by ``value``, two-tone
+    colours (alpha by ``value``) and a plain-text tooltip (cells, their centres, true and noisy count, release
+    probability)."""
     c = centroids.set_index("cell")
     o = c.reindex(t["origin"].to_numpy())
     d = c.reindex(t["destination"].to_numpy())
     out = pd.DataFrame({
         "origin": t["origin"].to_numpy(), "destination": t["destination"].to_numpy(),
         "true_count": t["true_count"].to_numpy(), "noisy_count": t["noisy_count"].to_numpy(),
-        "release_prob": t["release_prob"].to_numpy(),
+        "release_prob": t["release_prob"].to_numpy(), "released": t["released"].to_numpy(),
         "o_lat": o["lat"].to_numpy(), "o_lon": o["lon"].to_numpy(),
         "d_lat": d["lat"].to_numpy(), "d_lon": d["lon"].to_numpy(),
+        "count": t[value].to_numpy(dtype=float),
     })
-    v = t[value].to_numpy(dtype=float)
     lo, hi = color_range
-    out["width"] = 1 + 9 * np.clip((v - lo) / (hi - lo), 0, 1) if hi > lo else 2.0
-    out["color"] = ramp(v, lo, hi, alpha=210)
-    out["tip"] = [
-        f"<b>{a} → {b}</b><br>true count: {tc:,.0f}<br>noisy count: {nc:,.1f}<br>release probability: {p:.3f}"
-        for a, b, tc, nc, p in zip(out["origin"], out["destination"], out["true_count"], out["noisy_count"],
-                                   out["release_prob"], strict=True)]
+    f = np.clip((out["count"].to_numpy() - lo) / (hi - lo), 0, 1) if hi > lo else np.ones(len(out))
+    out["width"] = 1.5 + 10.5 * f
+    alpha = (120 + 120 * f).round().astype(int)
+    out["src_color"] = [[*ORIGIN_RGB, int(a)] for a in alpha]
+    out["dst_color"] = [[*DESTINATION_RGB, int(a)] for a in alpha]
+    out["tip"] = flow_tip(out["origin"], out["destination"], out["o_lat"], out["o_lon"], out["d_lat"], out["d_lon"],
+                          out["true_count"], out["noisy_count"], out["release_prob"], out["released"])
     return out
 
 
+def cells_frame(shapes: pd.DataFrame, cell_p: pd.DataFrame, centroids: pd.DataFrame) -> pd.DataFrame:
+    """Cell polygons shaded by the chance that at least one flow leaving the cell is published, with a tooltip."""
+    df = shapes.merge(cell_p, on="cell").merge(centroids, on="cell", how="left")
+    p = df["release_prob_any"].to_numpy(dtype=float)
+    rgb = figures.mix(figures.CELL_LOW_RGB, figures.CELL_HIGH_RGB, p).round().astype(int)
+    df["color"] = [[*c, 170] for c in rgb.tolist()]
+    df["value"] = p
+    df["tip"] = [f"cell {c}\ncentre {coord(la, lo)}\n{num(int(n))} outgoing pairs observed\n"
+                 f"P(at least one published): {q:.3f}"
+                 for c, la, lo, n, q in zip(df["cell"], df["lat"], df["lon"], df["pairs"], p, strict=True)]
+    return df
+
+
+def scale_bar(lat: np.ndarray, lon: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+    """A scale bar anchored in the map (it grows and shrinks with the zoom, so it stays true): a path under the
+    bottom-left of the data and its label. Returns ``(path_df, label_df, km)``."""
+    lat = np.asarray(lat, float)
+    lon = np.asarray(lon, float)
+    la0, la1 = np.nanpercentile(lat, [0.5, 99.5])
+    lo0, lo1 = np.nanpercentile(lon, [0.5, 99.5])
+    kx = figures.km_per_deg_lon(float(la0))
+    km = figures.nice_km(max((lo1 - lo0) * kx, 0.5))
+    y = float(la0 - 0.06 * max(la1 - la0, 0.005))
+    dy = 0.012 * max(la1 - la0, 0.005)
+    x0, x1 = float(lo0), float(lo0 + km / kx)
+    path = pd.DataFrame({"path": [[[x0, y + dy], [x0, y], [x1, y], [x1, y + dy]]], "tip": [f"scale: {km:g} km"]})
+    label = pd.DataFrame({"position": [[(x0 + x1) / 2, y + 1.2 * dy]], "text": [f"{km:g} km"], "tip": [""]})
+    return path, label, km
+
+
+def scale_bar_layers(lat: np.ndarray, lon: np.ndarray) -> list[pdk.Layer]:
+    path, label, _ = scale_bar(lat, lon)
+    return [pdk.Layer("PathLayer", data=path, id="scale_bar", get_path="path", get_color=[27, 31, 36, 255],
+                      get_width=3, width_units="pixels", pickable=False),
+            pdk.Layer("TextLayer", data=label, id="scale_label", get_position="position", get_text="text",
+                      get_size=15, get_color=[27, 31, 36, 255], get_text_anchor="'middle'",
+                      get_alignment_baseline="'bottom'", font_family="'DejaVu Sans', Arial, sans-serif",
+                      font_weight=600, pickable=False)]
+
+
+def legend_html(title: str, vmin: float, vmax: float, fmt: str = "{:,.0f}", note: str = "") -> str:
+    """A horizontal colour-bar legend (HTML) matching :func:`ramp`; low on the left, high on the right."""
+    vmin, vmax = min(vmin, vmax), max(vmin, vmax)
+    stops = ", ".join(f"rgb({r:.0f},{g:.0f},{b:.0f}) {100 * k / (len(RAMP) - 1):.0f}%"
+                      for k, (r, g, b) in enumerate(RAMP))
+    return (f"<div style='font-size:0.95rem;margin:0.2rem 0 0.4rem 0'><b>{title}</b>"
+            f"<div style='display:flex;align-items:center;gap:0.5rem;flex-wrap:wrap'><span>{fmt.format(vmin)}</span>"
+            f"<div style='flex:0 0 200px;height:12px;border-radius:3px;background:linear-gradient(to right,{stops})'>"
+            f"</div><span>{fmt.format(vmax)}</span><span style='color:#333'>{note}</span></div></div>")
+
+
+def flow_legend_html(count_label: str, lo: float, hi: float, km: float | None = None, *,
+                     suppressed: bool = False, heading: str = "") -> str:
+    """The release map's legend: direction colours, width = count (low → high), cell shading, scale."""
+    o = "rgb({},{},{})".format(*ORIGIN_RGB)
+    d = "rgb({},{},{})".format(*DESTINATION_RGB)
+    c0 = "rgb({},{},{})".format(*figures.CELL_LOW_RGB)
+    c1 = "rgb({},{},{})".format(*figures.CELL_HIGH_RGB)
+    sw = "display:inline-block;vertical-align:middle;margin:0 4px"
+    parts = [f"<b>{heading}</b>"] if heading else []
+    parts += [
+        f"<span><span style='{sw};width:44px;height:6px;background:linear-gradient(to right,{o},{d})'></span>"
+        "flow from <b style='color:{o}'>origin</b> to <b style='color:{d}'>destination</b></span>".format(o=o, d=d),
+        f"<span>{count_label}: arc width <span style='{sw};width:18px;height:2px;background:#555'></span>"
+        f"{num(round(lo, 1))} to <span style='{sw};width:18px;height:9px;background:#555'></span>"
+        f"{num(round(hi, 1))}</span>",
+        f"<span>cells: <span style='{sw};width:36px;height:11px;border:1px solid #999;"
+        f"background:linear-gradient(to right,{c0},{c1})'></span>P(a flow leaving it is published) 0 → 1</span>",
+    ]
+    if suppressed:
+        parts.append(f"<span><span style='{sw};width:24px;height:3px;background:rgb(200,30,45)'></span>"
+                     "suppressed (never published)</span>")
+    if km:
+        parts.append(f"<span>scale bar: {km:g} km</span>")
+    return ("<div style='display:flex;flex-wrap:wrap;gap:0.1rem 1.1rem;font-size:0.9rem;line-height:1.5;"
+            "color:#1b1f24;margin:0 0 0.2rem 0'>" + "".join(parts) + "</div>")
+
+
+SUPPRESSED_RGB = [200, 30, 45]
+VIEWS = ("Published", "Raw counts", "Side by side")
+
+
+@dataclass(frozen=True)
+class FlowMap:
+    """One drawn flow map: its heading, deck, the flows drawn and what the legend needs."""
+
+    heading: str
+    deck: pdk.Deck
+    flows: pd.DataFrame
+    count_label: str
+    lo: float
+    hi: float
+    km: float
+    suppressed: bool = False
+
+
+def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.DataFrame, *, view: str, top_n: int,
+                 min_count: float, threshold: float, cell: int | None = None, show_suppressed: bool = False,
+                 basemap: bool = False, height: int = 460) -> list[FlowMap]:
+    """The OD release page's map(s): "Published" (noisy counts of the published pairs), "Raw counts" (true counts
+    of every observed pair) or "Side by side" (what suppression removes, in red, next to what is published)."""
+    released = table["released"].to_numpy(dtype=bool)
+    everything = np.ones(len(table), dtype=bool)
+    lat, lon = centroids["lat"].to_numpy(), centroids["lon"].to_numpy()
+    bar_layers = scale_bar_layers(lat, lon)
+    _, _, km = scale_bar(lat, lon)
+    vs = view_state(lat, lon, pitch=30, height_px=height)
+    base = [grid_layer(cells_df, layer_id="cells")]
+
+    def one(heading, value, keep, label, extra=(), faint=None, suppressed=False):
+        sel = select_flows(table, value=value, keep=keep, top_n=top_n, min_count=min_count, cell=cell)
+        lo, hi = count_range(sel[value].to_numpy())
+        flows = flows_frame(sel, centroids, value=value, color_range=(lo, hi))
+        layers = [*base]
+        if faint is not None:
+            layers.append(line_layer(faint, [*SUPPRESSED_RGB, 150], layer_id="suppressed", width=1.5))
+        layers += [*extra, arc_layer(flows), *bar_layers]
+        return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap), flows, label, lo, hi, km,
+                       suppressed)
+
+    def suppressed_lines(n):
+        sel = select_flows(table, value="true_count", keep=~released, top_n=n, min_count=0, cell=cell)
+        lo, hi = count_range(sel["true_count"].to_numpy())
+        return flows_frame(sel, centroids, value="true_count", color_range=(lo, hi))
+
+    if view == "Raw counts":
+        return [one("Raw counts (never published)", "true_count", everything, "true count")]
+    published_label = f"Published: noisy count ≥ {threshold:g}"
+    if view == "Side by side":
+        removed = suppressed_lines(top_n)
+        left = one("What suppression removes (red) — true counts", "true_count", released,
+                   "true count of published pairs", faint=removed, suppressed=True)
+        left = FlowMap(left.heading, left.deck, pd.concat([left.flows, removed], ignore_index=True),
+                       left.count_label, left.lo, left.hi, km, True)
+        return [left, one(published_label, "noisy_count", released, "noisy count")]
+    faint = suppressed_lines(3000) if show_suppressed else None
+    return [one(published_label, "noisy_count", released, "noisy count", faint=faint, suppressed=show_suppressed)]
+
+
+def map_figure(fm: FlowMap, cells_df: pd.DataFrame, *, title: str, subtitle: str = "", projector: bool = False,
+               empty_note: str | None = None):
+    """The same map as a plotly figure (cells, two-tone arcs, legend, scale bar, title) for PNG/SVG/PDF."""
+    flows = fm.flows.loc[fm.flows["released"].to_numpy(dtype=bool) | ~fm.suppressed] if fm.suppressed else fm.flows
+    return figures.flow_map_figure(cells_df[["cell", "polygon", "value"]], flows, title=title,
+                                   count_label=fm.count_label, subtitle=subtitle, projector=projector,
+                                   empty_note=empty_note)

@@ -79,3 +79,49 @@ def num(x: float) -> str:
     if abs(x) < 1e-3 and x != 0:
         return f"{x:.2e}"
     return f"{x:.3g}"
+
+
+def coord(lat: float, lon: float, digits: int = 4) -> str:
+    """A point as degrees with hemispheres (4 decimals ≈ 11 m).
+
+    >>> coord(37.77493, -122.41942)
+    '37.7749° N, 122.4194° W'
+    """
+    if lat is None or lon is None or lat != lat or lon != lon:
+        return "–"
+    return f"{abs(lat):.{digits}f}° {'N' if lat >= 0 else 'S'}, {abs(lon):.{digits}f}° {'E' if lon >= 0 else 'W'}"
+
+
+def empty_release_advice(true_counts, threshold: float, epsilon: float, sensitivity: float = 1.0) -> str:
+    """Why a week's release publishes nothing, and what to change (markdown).
+
+    >>> print(empty_release_advice([3, 32, 5], 100, 0.66))  # doctest: +ELLIPSIS
+    **Nothing is published this week.** The busiest pair has 32 people, and a pair is published only if its noisy count reaches 100: ...
+    """
+    import numpy as np
+
+    from odcore.release import release_probability
+
+    tc = np.asarray(true_counts, dtype=float)
+    if not len(tc):
+        return ("**No trips this week**, so there is nothing to release. Pick another week in the sidebar, or load "
+                "data with more people or a longer time span.")
+    top = float(tc.max())
+    p = float(release_probability(top, epsilon, threshold, sensitivity))
+    return (f"**Nothing is published this week.** The busiest pair has {num(int(top))} people, and a pair is "
+            f"published only if its noisy count reaches {num(threshold)}: the chance for that pair is {p:.2g}. "
+            f"To see flows: lower the threshold towards {num(int(top))} (sidebar), use larger grid cells (more "
+            "people per pair), pick a busier week, load data with more people, or switch the map to "
+            "**Raw counts** to see what was there before suppression.")
+
+
+def single_case_note(users: int, weeks: int) -> str | None:
+    """A note when the data are degenerate for a page (one user or one week), else None."""
+    if users <= 1:
+        return ("Only **one person** is in the data: every count is 0 or 1, so nothing can reach a threshold of "
+                "several people and every published number would be about that one person. Load data with more "
+                "people (or synthesise a city) to see the release work.")
+    if weeks <= 1:
+        return ("The data cover **one week**: the week player and anything over several weeks show that single "
+                "week only.")
+    return None

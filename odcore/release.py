@@ -617,3 +617,38 @@ def cell_release_probability(table: pd.DataFrame) -> pd.DataFrame:
     g = pd.DataFrame({CELL: table[ORIGIN].to_numpy(), "lp": lp, "pairs": 1}).groupby(CELL, sort=True).sum()
     return pd.DataFrame({CELL: g.index.to_numpy(), "pairs": g["pairs"].to_numpy(),
                          "release_prob_any": -np.expm1(g["lp"].to_numpy())})
+
+
+def release_csv_table(table: pd.DataFrame, centroids: pd.DataFrame, week_starts=None) -> pd.DataFrame:
+    """The release table as written to ``release.csv`` (CLI and dashboard): the week's start date (if
+    ``week_starts`` is given), both cells' centres (``origin_lat`` … ``destination_lon``), and ``raw_count`` only
+    when it differs from ``true_count`` somewhere (user-level bounding); per metric it would repeat it.
+
+    Parameters
+    ----------
+    table:
+        :func:`release` output.
+    centroids:
+        ``DataFrame[cell, lat, lon]`` (``ODData.centroids()``).
+    week_starts:
+        Sequence of week start dates indexed by week number, or None.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"week": [0], "origin": [1], "destination": [2], "raw_count": [5], "true_count": [5]})
+    >>> c = pd.DataFrame({"cell": [1, 2], "lat": [10.0, 11.0], "lon": [20.0, 21.0]})
+    >>> release_csv_table(t, c).columns.tolist()
+    ['week', 'origin', 'destination', 'true_count', 'origin_lat', 'origin_lon', 'destination_lat', 'destination_lon']
+    """
+    out = table.copy()
+    if RAW_COUNT in out and TRUE_COUNT in out and np.array_equal(out[RAW_COUNT].to_numpy(),
+                                                                  out[TRUE_COUNT].to_numpy()):
+        out = out.drop(columns=RAW_COUNT)
+    if week_starts is not None:
+        starts = np.asarray(week_starts, dtype=object)
+        out.insert(1, "week_start", starts[table[WEEK].to_numpy()] if len(table) else [])
+    c = centroids.set_index(CELL)
+    for end, col in (("origin", ORIGIN), ("destination", DESTINATION)):
+        out[f"{end}_lat"] = table[col].map(c["lat"]).astype(float)
+        out[f"{end}_lon"] = table[col].map(c["lon"]).astype(float)
+    return out

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from odapp import cache, maps
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
-from odapp.export import chart, export_buttons, reproduce, styled
+from odapp.export import chart, export_buttons, image_export, projector_mode, reproduce, styled
 from odapp.layout import metric, page
-from odapp.words import num, pct
-from odcore.release import cell_release_probability, release_probability
+from odapp.words import empty_release_advice, num, pct
+from odcore.figures import release_curve_figure
+from odcore.release import cell_release_probability, release_csv_table
 from odcore.utility import release_utility
 
 ctx = page(
@@ -31,116 +29,142 @@ table = res.table
 util = release_utility(table)
 cent = cache.used_centroids(s.dataset.id, ctx.od_config, _od=ctx.od)
 
+released = table["released"].to_numpy()
+n_weeks = max(1, len(ctx.od.week_starts))
+
+
+def week_cells(tbl):
+    """Cells of a week's table, shaded by the chance that one of their flows is published."""
+    cp = cell_release_probability(tbl)
+    shapes = cache.cell_shapes(s.dataset.id, ctx.od_config, tuple(int(x) for x in cp["cell"]), _grid=ctx.od.grid)
+    return cp, maps.cells_frame(shapes, cp, cent)
+
+
+cell_p, cells_df = week_cells(table)
+
+opt = st.columns([1.5, 1, 1, 1.3])
+view = opt[0].selectbox("Map", maps.VIEWS, key="rel_view",
+                        help="What is published (noisy, thresholded), the true counts before any protection, or "
+                             "what suppression removes next to what is published.")
+top_n = opt[1].number_input("Top N flows", 10, 5000, 300, 10, key="rel_topn",
+                            help="Draw only the N largest flows (by the count shown) to keep the map readable.")
+min_count = opt[2].number_input("Min. count", 0, 100_000, 0, 10, key="rel_min",
+                                help="Hide flows whose shown count (noisy or true) is below this.")
+busiest = cell_p.sort_values("pairs", ascending=False)["cell"].head(500).tolist()
+cell = opt[3].selectbox("One cell", [None, *busiest], key="rel_cell",
+                        format_func=lambda c: "all cells" if c is None else f"cell {c}",
+                        help="Show only the flows that start or end in this cell (the 500 cells with the most "
+                             "observed pairs; hover a cell on the map for its id).")
+opt2 = st.columns([1.1, 1, 1.6])
+show_sup = opt2[0].toggle("Suppressed", value=False, key="rel_faint",
+                          help="Also draw pairs that were observed but not published, as thin red lines "
+                               "(at most 3000).")
+basemap = opt2[1].toggle("Base map", value=False, key="rel_basemap",
+                         help="Draw streets and coastline under the grid. Off by default: nothing leaves this "
+                              "machine. On: your browser fetches the map from CARTO (no key needed).")
+if n_weeks > 1:
+    play = opt2[2].button(f"▶ Play weeks 0–{n_weeks - 1}", key="rel_play",
+                          help="Show each week's published flows in turn (about one second each).")
+else:
+    play = False
+    opt2[2].caption("One week of data: no week player.")
+
+if not released.any():
+    st.warning(empty_release_advice(table["true_count"].to_numpy(), s.threshold, s.epsilon, rcfg.sensitivity),
+               icon=":material/visibility_off:")
+
+
+def draw(tbl, cdf, week):
+    fms = maps.release_maps(tbl, cent, cdf, view=view, top_n=int(top_n), min_count=min_count,
+                            threshold=s.threshold, cell=cell, show_suppressed=show_sup, basemap=basemap)
+    with st.container(border=True):
+        st.markdown(maps.flow_legend_html(fms[-1].count_label, fms[-1].lo, fms[-1].hi, fms[-1].km,
+                                          suppressed=any(f.suppressed for f in fms),
+                                          heading=f"Week {week}" + (f": {fms[0].heading}" if len(fms) == 1 else "")),
+                    unsafe_allow_html=True)
+        cols = st.columns(len(fms)) if len(fms) > 1 else [st.container()]
+        for i, (col, fm) in enumerate(zip(cols, fms, strict=True)):
+            if len(fms) > 1:
+                col.markdown(f"**{fm.heading}**")
+            col.pydeck_chart(fm.deck, height=460, key=None if week != s.week else f"map_{i}")
+        if basemap:
+            st.caption(maps.BASEMAP["caption"])
+    return fms
+
+
+slot = st.empty()
+if play:
+    import time
+
+    for w in range(n_weeks):
+        with slot.container():
+            t_w = cache.week_release(s.dataset.id, ctx.od_config, w, rcfg, s.seed, _od=ctx.od).table
+            draw(t_w, week_cells(t_w)[1], w)
+        time.sleep(1.0)
+with slot.container():
+    fms = draw(table, cells_df, s.week)
+flows = fms[-1].flows
+n_sup = int((~released).sum())
+st.caption(f"{num(n_sup)} observed pairs suppressed (noisy count below {num(s.threshold)}); {num(len(flows))} flows "
+           "drawn. Hover over an arc or a cell for its numbers; drag to pan, scroll to zoom, right-drag to tilt. "
+           "Flows from `odcore.release`, utility from `odcore.utility`.")
+if view == "Side by side":
+    sup = table.loc[~released]
+    st.caption(f"Suppression removed {num(len(sup))} of {num(len(table))} pairs, carrying "
+               f"{num(int(sup['true_count'].sum()))} of {num(int(table['true_count'].sum()))} user-trips: the red "
+               "lines on the left (largest first, up to Top N) are flows that exist but are never published.")
+
+
+def map_image():
+    return maps.map_figure(fms[-1], cells_df, title=f"OD flows, week {s.week}: {fms[-1].heading.lower()}",
+                           subtitle=f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale "
+                                    f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · {s.dataset.label}",
+                           projector=projector_mode(),
+                           empty_note=None if len(flows) else "No flow to draw: nothing is published")
+
+
+image_export(map_image, f"od_map_week{s.week}", key="od_map", width_in=8, height_in=6,
+             label="Download this map as an image (PNG, SVG, PDF) with legend and scale bar")
+
 st.subheader(f"Week {s.week}: what is published")
-c = st.columns(5)
-metric(c[0], "Pairs published", f"{util['pairs_published']:,}",
-       f"of {util['pairs_total']:,} observed pairs ({pct(util['pairs_published_frac'])})" if util["pairs_total"]
+c = st.columns(3)
+metric(c[0], "Pairs published", num(util["pairs_published"]),
+       f"of {num(util['pairs_total'])} observed pairs ({pct(util['pairs_published_frac'])})" if util["pairs_total"]
        else None,
        help="Origin–destination pairs whose noisy count reached the threshold.")
-metric(c[1], "Trips published", f"{util['trips_published']:,}",
-       f"of {util['trips_total']:,} user-trips ({pct(util['trips_published_frac'])})" if util["trips_total"]
+metric(c[1], "Trips published", num(util["trips_published"]),
+       f"of {num(util['trips_total'])} user-trips ({pct(util['trips_published_frac'])})" if util["trips_total"]
        else None,
        help="Unique user trips on the published pairs (each person counts once per pair).")
-metric(c[2], "Mean relative error", pct(util["mean_relative_error"]) if util["pairs_published"] else "–",
+metric(c[2], "Mean rel. error", pct(util["mean_relative_error"]) if util["pairs_published"] else "–",
        "of the published counts", help="Mean |noisy − true| / true over published pairs.")
-metric(c[3], "Expected published", num(round(util.get("pairs_published_expected", float("nan")), 1)),
+c = st.columns(3)
+metric(c[0], "Expected published", num(round(util.get("pairs_published_expected", float("nan")), 1)),
+       "pairs, averaged over noise draws",
        help="Sum of the exact release probabilities: what the count above averages to over noise draws.")
-metric(c[4], "Noise scale", num(res.report["noise_scale"]),
+metric(c[1], "Noise scale", num(res.report["noise_scale"]),
        f"Laplace, {'per user' if s.mode == 'user_level' else 'per count'}",
        help="Scale b of the Laplace noise: sensitivity / ε. Its standard deviation is b·√2.")
-
-opt = st.columns([2, 1, 1, 1])
-view = opt[0].radio("Show", ["Noised release", "Raw counts", "Side by side"], horizontal=True, key="rel_view",
-                    help="The published (noised, thresholded) flows, the true counts before any protection, or "
-                         "both maps next to each other.")
-top_n = opt[1].slider("Top N flows", 10, 2000, 300, 10, key="rel_topn",
-                      help="Draw only the N largest flows (by the count shown) to keep the map readable.")
-min_count = opt[2].number_input("Minimum count", 0, 100_000, 0, 10, key="rel_min",
-                                help="Hide flows whose shown count (noisy or true) is below this.")
-faint = opt[3].toggle("Draw suppressed pairs faintly", value=False, key="rel_faint",
-                      help="Pairs that were observed but not published, as thin grey lines (at most 3000).")
-
-released = table["released"].to_numpy()
-vmax = float(max(table["noisy_count"].max(skipna=True) if released.any() else 1.0, table["true_count"].max(), 1))
-crange = (float(s.threshold) * 0.9, vmax)
-
-cell_p = cell_release_probability(table)
-shapes = cache.cell_shapes(s.dataset.id, ctx.od_config, tuple(int(x) for x in cell_p["cell"]), _grid=ctx.od.grid)
-cells_df = shapes.merge(cell_p, on="cell")
-cells_df["color"] = [[31, 95, 168, int(a)] for a in 20 + 170 * cells_df["release_prob_any"].to_numpy()]
-cells_df["tip"] = [f"<b>cell {c}</b><br>{n} outgoing pairs<br>P(at least one published): {p:.3f}"
-                   for c, n, p in zip(cells_df["cell"], cells_df["pairs"], cells_df["release_prob_any"], strict=True)]
-vs = maps.view_state(cent["lat"], cent["lon"], pitch=30)
-
-
-def flows_deck(raw: bool):
-    value = "true_count" if raw else "noisy_count"
-    keep = np.ones(len(table), bool) if raw else released
-    flows = maps.flows_frame(table, cent, value=value, keep=keep, top_n=top_n, min_count=min_count,
-                             color_range=crange)
-    layers = [maps.grid_layer(cells_df, layer_id="cells")]
-    if faint and not raw:
-        sup = table.loc[~released].nlargest(3000, "true_count")
-        sup_df = maps.flows_frame(sup, cent, value="true_count", keep=np.ones(len(sup), bool), top_n=3000,
-                                  min_count=0, color_range=crange)
-        layers.append(maps.pdk.Layer("LineLayer", data=sup_df, id="suppressed",
-                                     get_source_position=["o_lon", "o_lat"], get_target_position=["d_lon", "d_lat"],
-                                     get_color=[120, 120, 120, 60], get_width=1, pickable=True))
-    layers.append(maps.arc_layer(flows))
-    return maps.deck(layers, vs, height=540), flows
-
-
-def legend():
-    st.markdown(maps.legend_html("Flow count (arc colour and width)", crange[0], crange[1]) +
-                "<div style='font-size:0.9rem'><span style='display:inline-block;width:14px;height:12px;"
-                "background:rgba(31,95,168,0.75);margin-right:6px'></span>cells: darker = more likely that at "
-                "least one flow leaving the cell is published</div>", unsafe_allow_html=True)
-
-
-if view == "Side by side":
-    left, right = st.columns(2)
-    with left:
-        st.markdown("**Raw counts** (never published)")
-        deck_raw, _ = flows_deck(True)
-        st.pydeck_chart(deck_raw, height=520, key="map_raw")
-    with right:
-        st.markdown(f"**Published**: noisy counts ≥ {s.threshold:g}")
-        deck_pub, flows = flows_deck(False)
-        st.pydeck_chart(deck_pub, height=520, key="map_pub")
-else:
-    deck_one, flows = flows_deck(view == "Raw counts")
-    st.pydeck_chart(deck_one, height=560, key="map_one")
-legend()
-n_sup = int((~released).sum())
-st.caption(f"{n_sup:,} observed pairs suppressed (noisy count below {s.threshold:g}); {len(flows):,} flows drawn. "
-           "Hover over an arc or a cell for its numbers. Flows from `odcore.release`, utility from `odcore.utility`.")
 
 cli_config = release_config(s, ctx.loaded)
 
 st.subheader("Which flows survive: release probability against the true count")
-x_max = float(max(2 * s.threshold, np.percentile(table["true_count"], 99) if len(table) else 1))
-xs = np.linspace(0, x_max, 400)
-curve = pd.DataFrame({"true_count": xs,
-                      "release_prob": release_probability(xs, s.epsilon, s.threshold, rcfg.sensitivity)})
-hist, edges = np.histogram(table["true_count"].to_numpy(), bins=80, range=(0, x_max))
-fig = go.Figure()
-fig.add_bar(x=(edges[:-1] + edges[1:]) / 2, y=hist, width=np.diff(edges), name="observed pairs", yaxis="y2",
-            opacity=0.35)
-fig.add_scatter(x=curve["true_count"], y=curve["release_prob"], mode="lines", name="P(published)")
-fig.add_vline(x=s.threshold, line_dash="dot", annotation_text=f"threshold {s.threshold:g}")
-styled(fig, f"ε = {s.epsilon:g}, threshold {s.threshold:g}, noise scale {res.report['noise_scale']:.3g}")
-fig.update_layout(xaxis_title="true count (distinct users on the pair)", yaxis_title="probability published",
-                  yaxis2={"title": "pairs", "overlaying": "y", "side": "right", "showgrid": False},
-                  legend={"x": 0.01, "y": 0.99})
+fig, curve = release_curve_figure(table["true_count"].to_numpy(), s.epsilon, s.threshold, rcfg.sensitivity)
+styled(fig, f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale {num(res.report['noise_scale'])}")
+fig.update_layout(margin={"r": 90})
 chart(fig, f"release_probability_week{s.week}", data=curve, config=cli_config, command="release", key="rel_prob")
 
 st.subheader("The published table")
-pub = table.loc[released].sort_values("noisy_count", ascending=False)
-st.dataframe(pub, hide_index=True, width="stretch", height=300,
-             column_config={"noisy_count": st.column_config.NumberColumn(format="%.1f"),
-                            "noise": st.column_config.NumberColumn(format="%.2f"),
-                            "release_prob": st.column_config.NumberColumn(format="%.3f")})
-export_buttons(f"release_week{s.week}", data=table, config=cli_config, command="release", key="rel_table")
+if released.any():
+    pub = table.loc[released].sort_values("noisy_count", ascending=False)
+    st.dataframe(pub, hide_index=True, width="stretch", height=300,
+                 column_config={"noisy_count": st.column_config.NumberColumn(format="%.1f"),
+                                "noise": st.column_config.NumberColumn(format="%.2f"),
+                                "release_prob": st.column_config.NumberColumn(format="%.3f")})
+else:
+    st.info("Empty: no pair reached the threshold this week (see the note above the map for what to change).")
+export_buttons(f"release_week{s.week}", data=release_csv_table(table, cent), config=cli_config, command="release",
+               key="rel_table")
 st.caption("The CSV holds every observed pair of the week (published or not) with its true count, noise, noisy "
-           "count and exact release probability.")
+           "count, exact release probability and the centres of both cells (as the CLI's release.csv).")
 reproduce([("The week's release (release.csv, release.parquet, summary.json)", "release", cli_config)])

@@ -107,12 +107,29 @@ def test_threshold_changes_what_is_published_and_preset_restores(at):
 
 def test_release_views_and_filters(at):
     at.switch_page("pages/2_OD_release.py").run()
-    for view in ("Raw counts", "Side by side", "Noised release"):
-        at.radio(key="rel_view").set_value(view).run()
+    for view in ("Raw counts", "Side by side", "Published"):
+        at.selectbox(key="rel_view").set_value(view).run()
         _no_errors(at)
     at.toggle(key="rel_faint").set_value(True).run()
-    at.slider(key="rel_topn").set_value(50).run()
+    at.number_input(key="rel_topn").set_value(50).run()
     _no_errors(at)
+    cells = at.selectbox(key="rel_cell").options
+    at.selectbox(key="rel_cell").set_value(int(cells[1].split()[-1])).run()   # one cell's flows only
+    _no_errors(at)
+    at.toggle(key="rel_basemap").set_value(True).run()
+    _no_errors(at)
+    assert any("CARTO" in c.value for c in at.caption)                       # the caption names the provider
+
+
+def test_release_nothing_published_is_explained(at):
+    at.switch_page("pages/2_OD_release.py").run()
+    at.sidebar.radio(key="w.source").set_value("synth").run()
+    next(n for n in at.sidebar.number_input if n.label == "Users").set_value(60)
+    next(b for b in at.sidebar.button if b.label == "Generate city").click().run()   # 60 people: no pair has 100
+    _no_errors(at)
+    warn = " ".join(w.value for w in at.warning)
+    assert "Nothing is published this week" in warn
+    assert "lower the threshold" in warn
 
 
 def test_data_source_synth_and_week(at):

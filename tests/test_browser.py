@@ -1,5 +1,7 @@
-"""The dashboard in a real headless Chromium: every page draws, the ε slider moves the attack curve, the pydeck map
-canvas is drawn, an unreadable upload shows an error; full-page screenshots go to ``docs/screenshots/``."""
+"""The dashboard in a real headless Chromium: every page draws, nothing is requested from another host, the ε slider
+moves the attack curve, the pydeck map canvas is drawn and its tooltips are plain text, the base map fails softly
+offline, an unreadable upload shows an error; screenshots of every page at 1024×768 and 1440×900 go to
+``docs/screenshots/``."""
 
 from __future__ import annotations
 
@@ -22,6 +24,24 @@ PAGES = [  # (url path, heading, screenshot name)
 ]
 
 
+SIZES = {"1440": (1440, 900), "1024": (1024, 768)}
+LOCAL_SCHEMES = ("data:", "blob:", "about:")
+
+
+def _watch_requests(page, base: str) -> list[str]:
+    """Record every request the page makes; requests to another host are recorded and then aborted (this machine
+    has no internet: an outside request would hang or fail anyway)."""
+    seen: list[str] = []
+
+    def outside(url: str) -> bool:
+        return not (url.startswith(base) or url.startswith(LOCAL_SCHEMES))
+
+    page.on("request", lambda r: seen.append(r.url))
+    page.route(lambda url: outside(url), lambda route: route.abort())
+    page.outside = lambda: [u for u in seen if outside(u)]
+    return seen
+
+
 def _settle(page, timeout_s: float = 120) -> None:
     """Wait until the script run is over: Streamlit marks ``stApp`` with ``data-test-script-state``."""
     page.wait_for_timeout(300)
@@ -39,20 +59,33 @@ def _open(page, url: str, heading: str) -> None:
     assert page.locator("[data-testid='stException']").count() == 0, f"{url}: exception shown"
 
 
-def _screenshot(page, name: str) -> None:
+def _screenshot(page, name: str, size: str = "1440") -> None:
+    """Full-page screenshot at a viewport width of 1440 or 1024 px (``NAME.png`` and ``NAME_1024.png``); the
+    first screen alone (viewport height 900 or 768) as ``NAME_screen*.png``."""
     SHOTS.mkdir(parents=True, exist_ok=True)
+    w, vh = SIZES[size]
+    suffix = "" if size == "1440" else "_1024"
+    page.mouse.move(5, 5)          # no hover tooltip in the picture
+    page.set_viewport_size({"width": w, "height": vh})
+    page.wait_for_timeout(800)
+    _settle(page)
+    _maps_drawn(page)
+    page.screenshot(path=str(SHOTS / f"{name}_screen{suffix or '_1440'}.png"))
     h = page.evaluate("""() => Math.max(...['stMain', 'stMainBlockContainer', 'stAppViewContainer']
         .map(id => document.querySelector(`[data-testid="${id}"]`)).filter(Boolean)
         .map(e => e.scrollHeight + e.getBoundingClientRect().top), document.body.scrollHeight)""")
-    page.mouse.move(5, 5)          # no hover tooltip in the picture
-    page.set_viewport_size({"width": 1400, "height": int(min(max(h + 40, 900), 7000))})
+    page.set_viewport_size({"width": w, "height": int(min(max(h + 40, vh), 7000))})
     page.wait_for_timeout(1000)
     _settle(page)
-    for deck in page.locator("[data-testid='stDeckGlJsonChart']").all():   # maps redraw after the resize
+    _maps_drawn(page)
+    page.screenshot(path=str(SHOTS / f"{name}{suffix}.png"), full_page=True)
+    page.set_viewport_size({"width": w, "height": vh})
+
+
+def _maps_drawn(page) -> None:
+    for deck in page.locator("[data-testid='stDeckGlJsonChart']").all():   # maps redraw after a resize
         deck.locator("canvas").first.wait_for(timeout=60_000)
     page.wait_for_timeout(1200)
-    page.screenshot(path=str(SHOTS / name), full_page=True)
-    page.set_viewport_size({"width": 1400, "height": 1000})
 
 
 def _plotly_y(page, index: int = 0) -> list[float]:
@@ -69,6 +102,7 @@ def _metric(page, label: str) -> str:
 
 
 def test_every_page_and_screenshots(streamlit_url, page):
+    _watch_requests(page, streamlit_url)
     for path, heading, shot in PAGES:
         _open(page, f"{streamlit_url}/{path}", heading)
         if path == "Attack":   # show the Monte Carlo points and the population histogram in the picture
@@ -85,8 +119,10 @@ def test_every_page_and_screenshots(streamlit_url, page):
             page.get_by_text("Mean AUC, best classifier").wait_for(timeout=180_000)
             _settle(page, 180)
             assert page.locator("[data-testid='stException']").count() == 0
-        _screenshot(page, shot)
+        for size in SIZES:
+            _screenshot(page, shot.removesuffix(".png"), size)
         assert (SHOTS / shot).stat().st_size > 20_000
+        assert page.outside() == [], f"{path or 'home'}: requests to another host: {page.outside()}"
 
 
 def test_epsilon_slider_moves_the_attack_curve(streamlit_url, page):
@@ -145,3 +181,57 @@ def test_unreadable_upload_shows_error_and_keeps_data(streamlit_url, page, tmp_p
     assert "previous data stays loaded" in err.first.inner_text()
     assert page.locator("[data-testid='stException']").count() == 0
     assert _metric(page, "Users") == users_before
+
+
+def _hover_until(page, deck, needle: str, step: int = 14):
+    """Move the pointer over the map on a grid until the deck.gl tooltip shows ``needle``; return it or None."""
+    deck.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    box = deck.locator("canvas").first.bounding_box()
+    tip = deck.locator(".deck-tooltip")
+    for fy in [0.5 + d for d in (0, 0.05, -0.05, 0.1, -0.1, 0.15, -0.15, 0.2, -0.2, 0.25, -0.25)]:
+        for i in range(step):
+            fx = 0.2 + 0.6 * i / (step - 1)
+            page.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
+            page.wait_for_timeout(40)
+            if tip.count() and tip.first.is_visible() and needle in tip.first.inner_text():
+                return tip.first
+    return None
+
+
+def test_map_tooltips_are_plain_text_and_nothing_leaves(streamlit_url, browser):
+    ctx = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = ctx.new_page()
+    _watch_requests(page, streamlit_url)
+    _open(page, f"{streamlit_url}/OD_release", "OD release")
+    deck = page.locator("[data-testid='stDeckGlJsonChart']").first
+    deck.locator("canvas").first.wait_for(timeout=60_000)
+    assert deck.bounding_box()["y"] < 768, "the map starts below the first screen at 1024×768"
+    page.wait_for_timeout(1500)
+    found = {}
+    for needle in ("→", "outgoing pairs"):          # an arc, a cell
+        tip = _hover_until(page, deck, needle)
+        assert tip is not None, f"no tooltip with {needle!r} found over the map"
+        text, html = tip.inner_text(), tip.inner_html()
+        assert "<" not in text, f"markup in the tooltip: {text!r}"
+        assert "&lt;" not in html, f"escaped markup in the tooltip: {html!r}"
+        found[needle] = text
+        tb, mb = tip.bounding_box(), deck.bounding_box()
+        assert tb["x"] >= mb["x"] - 1, "tooltip cut on the left"
+        assert tb["x"] + tb["width"] <= mb["x"] + mb["width"] + 1, "tooltip cut on the right"
+    assert "true count" in found["→"]
+    assert "noisy count" in found["→"]
+    assert "release probability" in found["→"]
+    assert "° N" in found["→"]
+    assert "centre" in found["outgoing pairs"]
+    assert page.outside() == [], f"requests to another host: {page.outside()}"
+    # the base map on: the browser asks CARTO for the style; offline (aborted here) the flows are still drawn
+    page.get_by_text("Base map", exact=True).click()
+    _settle(page)
+    page.wait_for_timeout(2500)
+    assert any("cartocdn" in u for u in page.outside()), "the base map toggle did not request a style"
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert page.get_by_text("CARTO Positron").first.is_visible()
+    deck = page.locator("[data-testid='stDeckGlJsonChart']").first
+    assert _hover_until(page, deck, "→") is not None, "with the base map failing, the arcs are not drawn"
+    ctx.close()

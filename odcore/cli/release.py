@@ -63,6 +63,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--week", type=int, default=None, help="release only this week number (default: every week)")
     g.add_argument("--seed", type=int, default=None, help="random seed (same seed, same output)")
     g.add_argument("--out", default=None, help="output folder (created); required")
+    m = pr.add_argument_group("flow map image")
+    m.add_argument("--map", default=None, metavar="FILE[,FILE]",
+                   help="also draw the published flows of the week (--week, default the first) as FILE.png, .svg or "
+                        ".pdf, with legend, scale bar and title; several files separated by commas")
+    m.add_argument("--map-top", type=int, default=300, help="draw the N largest flows (default %(default)s)")
+    m.add_argument("--map-size", default="8x6", metavar="WxH",
+                   help="image size in inches (default %(default)s)")
+    m.add_argument("--map-dpi", type=int, default=300, help="PNG resolution (default %(default)s)")
     _common_flags(pr)
     pr.set_defaults(func=run_release, _config_ignored=_IGNORED_RELEASE)
 
@@ -177,8 +185,8 @@ def run_release(args: argparse.Namespace) -> int:
     from odcore.accounting import BudgetConfig, budget
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
-    from odcore.constants import CELL, DESTINATION, LAT, LON, ORIGIN, UNIQUE_TRIPS, WEEK
-    from odcore.release import Mode, ReleaseConfig, release_with_report
+    from odcore.constants import CELL, UNIQUE_TRIPS, WEEK
+    from odcore.release import Mode, ReleaseConfig, release_csv_table, release_with_report
     from odcore.utility import release_utility, utility_by_week
     from odcore.zones import add_zone_names, write_zone_geometry, zones_summary
 
@@ -201,13 +209,7 @@ def run_release(args: argparse.Namespace) -> int:
     table = res.table
     # cell centroids and week start dates (Bassolas et al.: ~1.3 km² grid cells)
     cent = od.centroids().set_index(CELL)
-    lat, lon = cent[LAT], cent[LON]
-    out_table = table.copy()
-    starts = np.asarray(od.week_starts, dtype=object)
-    out_table.insert(1, "week_start", starts[table[WEEK].to_numpy()] if len(table) else [])
-    for end, col in (("origin", ORIGIN), ("destination", DESTINATION)):
-        out_table[f"{end}_lat"] = table[col].map(lat).astype(float)
-        out_table[f"{end}_lon"] = table[col].map(lon).astype(float)
+    out_table = release_csv_table(table, od.centroids(), od.week_starts)
     out_table = add_zone_names(out_table, od.grid)
     out_dir = Path(s["out"])
     try:
@@ -245,6 +247,8 @@ def run_release(args: argparse.Namespace) -> int:
         "files": {"csv": str(out_dir / "release.csv"), "parquet": str(out_dir / "release.parquet"),
                   "summary": str(out_dir / "summary.json"), "zones": str(out_dir / "zones.geojson")},
     }
+    if s.get("map"):
+        summary["files"]["map"] = [str(p) for p in _write_maps(s, od, table, cfg, week)]
     summary = _jsonable(summary)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False), encoding="utf-8")
     if args.json:
@@ -294,3 +298,56 @@ def _jsonable(o: Any) -> Any:
     if hasattr(o, "value") and isinstance(o.value, str):  # str enums
         return o.value
     return str(o)
+
+
+def _write_maps(s: dict, od, table, cfg, week) -> list[Path]:
+    """``--map FILE``: the week's published flows as an image (odcore.figures.flow_map_figure)."""
+    import numpy as np
+    import pandas as pd
+
+    from odcore import figures
+    from odcore.release import cell_release_probability
+
+    try:
+        w_in, h_in = (float(v) for v in str(s["map_size"]).lower().split("x"))
+    except ValueError:
+        raise ParameterError(f"--map-size={s['map_size']!r}: expected WIDTHxHEIGHT in inches, e.g. 8x6.") from None
+    paths = [Path(p.strip()) for p in str(s["map"]).split(",") if p.strip()]
+    for p in paths:
+        if p.suffix.lower().lstrip(".") not in figures.IMAGE_FORMATS:
+            raise ParameterError(f"--map {p}: the file name must end in .png, .svg or .pdf.")
+    wk = int(week) if week is not None else (int(table["week"].min()) if len(table) else 0)
+    t = table.loc[table["week"].to_numpy() == wk]
+    cent = od.centroids()
+    cp = cell_release_probability(t)
+    polys = od.grid.polygons(cp["cell"].to_numpy())
+    cells = pd.DataFrame({"cell": cp["cell"].to_numpy(),
+                          "polygon": [np.asarray(g.exterior.coords)[:-1].tolist() for g in polys.geometry],
+                          "value": cp["release_prob_any"].to_numpy()})
+    pub = t.loc[t["released"].to_numpy(dtype=bool)].nlargest(int(s["map_top"]), "noisy_count")
+    c = cent.set_index("cell")
+    flows = pd.DataFrame({"o_lon": pub["origin"].map(c["lon"]).to_numpy(), "o_lat": pub["origin"].map(c["lat"]).to_numpy(),
+                          "d_lon": pub["destination"].map(c["lon"]).to_numpy(),
+                          "d_lat": pub["destination"].map(c["lat"]).to_numpy(),
+                          "count": pub["noisy_count"].to_numpy(dtype=float)})
+    start = od.week_starts[wk] if wk < len(od.week_starts) else wk
+    note = None if len(flows) else (f"Nothing published: the busiest pair has {int(t['true_count'].max()) if len(t) else 0}"
+                                    f" people, threshold {cfg.threshold:g}")
+    fig = figures.flow_map_figure(
+        cells, flows, title=f"Published OD flows, week {wk} (from {start})", count_label="noisy count",
+        subtitle=f"ε = {cfg.epsilon:g}, threshold {cfg.threshold:g}, noise scale {cfg.scale:.3g}, "
+                 f"{_zones_words(od.grid)}, {len(flows):,} largest flows", empty_note=note)
+    for p in paths:
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            figures.write_image(fig, p, width_in=w_in, height_in=h_in, dpi=int(s["map_dpi"]))
+        except ValueError as exc:
+            raise ParameterError(f"--map {p}: {exc}") from None
+        except OSError as exc:
+            raise ParameterError(f"--map {p}: cannot write ({exc}).") from None
+    return paths
+
+
+def _zones_words(grid) -> str:
+    km2 = getattr(grid, "cell_km2", None)
+    return f"{km2:g} km² cells" if km2 else f"{getattr(grid, 'n_cells', '?')} zones"

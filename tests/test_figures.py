@@ -1,0 +1,120 @@
+"""odcore.figures: the one template, tick helpers, the flow map figure and its image files (app and CLI)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from odcore import figures
+from odcore.paths import REPO_ROOT
+
+
+def _cells_and_flows():
+    sq = [[-84.40, 33.75], [-84.39, 33.75], [-84.39, 33.76], [-84.40, 33.76]]
+    cells = pd.DataFrame({"cell": [1, 2], "polygon": [sq, [[x + 0.05, y] for x, y in sq]], "value": [0.9, np.nan]})
+    flows = pd.DataFrame({"o_lon": [-84.395, -84.345], "o_lat": [33.755, 33.755], "d_lon": [-84.345, -84.395],
+                          "d_lat": [33.755, 33.755], "count": [120.4, 310.0]})
+    return cells, flows
+
+
+def test_template_switches_to_projector_sizes():
+    small, big = figures.template(False), figures.template(True)
+    assert big.layout.font.size > small.layout.font.size >= 14
+    assert small.layout.xaxis.tickfont.color == figures.INK          # axis text in full ink, not pale grey
+    assert big.layout.xaxis.automargin
+    assert big.layout.yaxis.automargin
+
+
+def test_ticks_are_round():
+    assert figures.nice_ticks(85_700) == [0, 20_000, 40_000, 60_000, 80_000, 100_000]
+    vals, labels = figures.log_ticks(1e-28, 1e-2)
+    assert labels[0] in ("10⁻²⁸", "10⁻²⁶")
+    assert labels[-1] == "10⁻²"
+    assert all(v > 0 for v in vals)
+    assert figures.nice_km(30) == 5
+    assert figures.nice_km(0.8) == 0.1
+
+
+def test_integer_bins_have_no_comb():
+    v = np.repeat(np.arange(300), 100)                # every integer 100 times: every full bin the same count
+    h, e = figures.integer_bins(v, 299, max_bins=80)
+    assert np.all(np.diff(e) == np.diff(e)[0])
+    assert float(np.diff(e)[0]).is_integer()
+    assert len(set(h[:-1].tolist())) == 1
+    comb, _ = np.histogram(v, bins=80, range=(0, 299))  # float-edged bins: 3 or 4 integers per bin
+    assert comb.max() / comb.min() > 1.3
+
+
+def test_arcs_bend_right_so_reciprocal_flows_separate():
+    bx, by = figures.arc_points(np.array([0.0, 10.0]), np.array([0.0, 0.0]), np.array([10.0, 0.0]),
+                                np.array([0.0, 0.0]))
+    mid = bx.shape[1] // 2
+    assert by[0, mid] < 0 < by[1, mid]                # A→B below the line, B→A above it
+
+
+def test_flow_map_svg_and_png_have_legend_scale_bar_and_resolution():
+    cells, flows = _cells_and_flows()
+    fig = figures.flow_map_figure(cells, flows, title="Test flows", count_label="noisy count")
+    svg = figures.image_bytes(fig, "svg", width_in=6, height_in=4).decode()
+    for text in ("Test flows", "noisy count (arc width)", "origin end of a flow", "destination end", " km<",
+                 "P(at least one flow of the cell published)"):
+        assert text in svg, text
+    png = figures.image_bytes(fig, "png", width_in=6, height_in=4, dpi=200)
+    from PIL import Image
+
+    im = Image.open(io.BytesIO(png))
+    assert im.size == (1200, 800)
+    assert round(im.info["dpi"][0]) == 200
+    with pytest.raises(ValueError, match="dpi"):
+        figures.image_bytes(fig, "png", dpi=5)
+    with pytest.raises(ValueError, match="format"):
+        figures.image_bytes(fig, "gif")
+
+
+def test_empty_flow_map_says_why():
+    cells, flows = _cells_and_flows()
+    fig = figures.flow_map_figure(cells, flows.iloc[:0], title="Nothing", empty_note="Nothing published")
+    assert any(a.text == "Nothing published" for a in fig.layout.annotations)
+
+
+def test_release_curve_axes():
+    tc = np.r_[np.ones(80_000), np.arange(1, 400)]
+    fig, curve = figures.release_curve_figure(tc, 0.66, 100)
+    assert fig.layout.yaxis2.type == "log"
+    assert fig.layout.yaxis2.range[0] < 0.0 <= fig.layout.yaxis2.range[0] + 0.1
+    assert fig.layout.yaxis.range[0] == 0
+    assert curve["release_prob"].between(0, 1).all()
+
+
+def test_cli_release_map_png_and_svg(tmp_path):
+    png, svg = tmp_path / "m.png", tmp_path / "m.svg"
+    r = subprocess.run([sys.executable, "-m", "odcore", "release", "--week", "0", "--seed", "1", "--out",
+                        str(tmp_path / "out"), "--map", f"{png},{svg}", "--map-size", "6x4.5", "--map-dpi", "150",
+                        "--json"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["files"]["map"] == [str(png), str(svg)]
+    from PIL import Image
+
+    assert Image.open(png).size == (900, 675)
+    assert png.stat().st_size > 50_000
+    text = svg.read_text()
+    assert "noisy count (arc width)" in text
+    assert "Published OD flows, week 0" in text
+    assert "5 km" in text
+    csv = pd.read_csv(tmp_path / "out" / "release.csv", nrows=5)
+    assert "origin_lat" in csv
+    assert "raw_count" not in csv
+
+
+def test_cli_release_map_bad_name(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "odcore", "release", "--week", "0", "--out", str(tmp_path / "o"),
+                        "--map", str(tmp_path / "m.gif")], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert r.returncode == 2
+    assert "must end in .png, .svg or .pdf" in r.stderr
