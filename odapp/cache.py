@@ -41,6 +41,14 @@ def budget(config) -> dict:
     return _budget(config)
 
 
+@st.cache_data(max_entries=128, show_spinner=False)
+def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pairs: int | None, delta: float) -> dict:
+    """:func:`odcore.accounting.person_week` (one week of one person, in the chosen unit)."""
+    from odcore.accounting import person_week as _person_week
+
+    return _person_week(mode, epsilon, threshold, trips, max_pairs, delta)
+
+
 @st.cache_data(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_vs_trips(epsilon: float, trips_max: int, delta: float):
     from odcore import accounting as acc
@@ -126,6 +134,31 @@ def success_curve(epsilon: float, k_max: int, prior: float):
         df["bayes_success"] = np.asarray(attack.bayes_success(k, epsilon, prior), dtype=float)
         df["posterior_bound_prior"] = attack.posterior_bound(epsilon, prior)
     return df
+
+
+@st.cache_data(max_entries=32, show_spinner="Computing per-person budgets…")
+def person_curves(epsilon: float, max_pairs: int, delta: float, vs_trips, over_weeks):
+    """Add ``person_tight`` to the budget curves: per person with contribution bounding, the tight ε of a week
+    for n trips (the min(n, m)-fold Laplace(ε/m)) and over 1..W weeks (upper end of the bracket)."""
+    import numpy as np
+
+    from odcore import pld
+
+    m = int(max_pairs)
+    n = np.minimum(vs_trips["trips"].to_numpy(), m)
+    vs = vs_trips.assign(person_tight=np.asarray(pld.epsilon_for_delta(delta, n, epsilon / m), dtype=float))
+    w = over_weeks["weeks"].to_numpy()
+    step = max(1e-3, 2.0 * int(w.max()) * epsilon / 2**18)
+    _, hi = pld.composed_epsilon_curve(delta, m, epsilon / m, w, interval=step)
+    return vs, over_weeks.assign(person_tight=np.minimum(hi, w * epsilon))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def bounded_success_curve(epsilon: float, max_pairs: int, k_max: int):
+    """:func:`odcore.attack.bounded_success_curve`: the per-person (bounded) release, k = 0..k_max."""
+    from odcore.attack import bounded_success_curve as _curve
+
+    return _curve(epsilon, max_pairs, k_max)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)

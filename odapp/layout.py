@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from odapp import sidebar
+from odapp import cache, sidebar
+from odapp.words import UNIT_COVERS, num, pct, unit_words
+
+HEADLINE_DELTA = 1e-6   # δ of the tight per-person figure in every page's headline
 
 
 def page(title: str, intro: str, *, icon: str = "🗺️") -> sidebar.PageContext:
@@ -13,7 +16,32 @@ def page(title: str, intro: str, *, icon: str = "🗺️") -> sidebar.PageContex
     compact_top()
     st.title(title)
     st.markdown(intro)
-    return sidebar.render()
+    ctx = sidebar.render()
+    unit_headline(ctx)
+    return ctx
+
+
+def unit_headline(ctx: sidebar.PageContext) -> dict:
+    """The guarantee in the chosen unit, at the top of every page: what the ε covers and what a typical person of
+    the week risks (tight ε of their week, :func:`odcore.accounting.person_week`). Returns the figures."""
+    s = ctx.settings
+    uw = ctx.od.user_week
+    trips = uw.loc[uw["week"] == s.week, "unique_trips"]
+    typical = round(float(trips.median())) if len(trips) else 1
+    g = cache.person_week(s.mode, s.epsilon, s.threshold, typical, s.max_pairs if s.mode == "user_level" else None,
+                          HEADLINE_DELTA)
+    unit = unit_words(s.mode)
+    with st.container(border=True):
+        c = st.columns([2, 1, 1, 1])
+        c[0].markdown(f"**Guarantee unit: {unit}** — ε covers {UNIT_COVERS[s.mode]}.")
+        metric(c[1], f"ε {unit}", num(s.epsilon))
+        metric(c[2], "Typical person's week: ε", num(round(g["epsilon_person_week"], 3)),
+               f"{typical} unique trips; tight, δ {g['delta_person_week']:.1e}",
+               help="Tight ε of one week of the median person of the week (exact privacy-loss distribution): per "
+                    "count it adds up over their trips; per person it is bounded whatever they do.")
+        metric(c[3], "Attacker's best posterior", pct(g["posterior_person_week"]),
+               "from 50 %, about that person's week", help="e^ε/(1+e^ε) at the typical person's weekly ε.")
+    return g
 
 
 def metric(col, label: str, value: str, words: str | None = None, help: str | None = None) -> None:

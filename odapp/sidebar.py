@@ -20,6 +20,7 @@ from odapp.state import (
     K_CELL_KM2,
     K_DATASET,
     K_EPSILON,
+    K_FIT_THRESHOLD,
     K_MAX_PAIRS,
     K_MODE,
     K_SEED,
@@ -30,8 +31,11 @@ from odapp.state import (
     K_THRESHOLD,
     K_UPLOAD_ERROR,
     K_UPLOAD_TRACES,
+    K_USER_THRESHOLD,
     K_WEEK,
     THRESHOLD_RANGE,
+    USER_DELTA,
+    USER_THRESHOLD_MAX,
     DatasetRef,
     DataSource,
     Settings,
@@ -40,6 +44,7 @@ from odapp.state import (
     is_bassolas_preset,
     widget_key,
 )
+from odapp.words import epsilon_label, unit_words
 
 MODE_LABELS = {"per_metric": "per metric (as Google did)", "user_level": "per user (bounded contribution)"}
 
@@ -135,6 +140,36 @@ def _upload_controls() -> None:
         st.info("No file loaded yet: the bundled synthetic city stays in use.")
 
 
+def _user_threshold() -> float:
+    """Per-user mode: the threshold fitted to the noise (proposed by default) or set by hand, and its δ."""
+    from odcore.accounting import default_user_threshold, partition_selection_delta
+
+    ss = st.session_state
+    eps, m = float(ss[K_EPSILON]), int(ss[K_MAX_PAIRS])
+    fitted = default_user_threshold(eps, m, USER_DELTA)
+    _bound(K_FIT_THRESHOLD, st.toggle, label=f"Fit the threshold to the noise (δ ≤ {USER_DELTA:.0e})",
+           help=f"Propose the smallest threshold whose partition-selection δ (Google's LaplacePartitionSelection: "
+                f"the chance that a pair only one person makes is published) is at most {USER_DELTA:.0e} "
+                f"{unit_words('user_level')}. Switch off to set it by hand.")
+    if ss[K_FIT_THRESHOLD]:
+        tau = float(fitted)
+        st.markdown(f"Threshold: **{fitted:,}** (fitted to noise {m}/ε)")
+    else:
+        _bound(K_USER_THRESHOLD, st.number_input, label="Threshold (suppress noisy counts below)", min_value=1,
+               max_value=USER_THRESHOLD_MAX, step=10,
+               help=f"Pairs whose noisy count is below this are not published; {fitted:,} would keep δ ≤ "
+                    f"{USER_DELTA:.0e}.")
+        tau = float(ss[K_USER_THRESHOLD])
+    d = partition_selection_delta(eps, tau, m)
+    text = f"Partition-selection δ {unit_words('user_level')}: **{d:.2g}**"
+    if d > USER_DELTA:
+        st.warning(f"{text} — above {USER_DELTA:.0e}: a pair only one person makes can be published "
+                   f"(the fitted threshold is {fitted:,}).")
+    else:
+        st.caption(text)
+    return tau
+
+
 def current_dataset() -> tuple[DatasetRef, Loaded]:
     """The data in use, loaded through the caches (an upload lives in the session)."""
     ss = st.session_state
@@ -181,13 +216,14 @@ def render() -> PageContext:
                format_func=lambda w: f"Week {w} (from Mon {od.week_starts[w]})" if w < len(od.week_starts)
                else f"Week {w}",
                help="Which Monday-to-Sunday week is released (each week is a separate release).")
-        _bound(K_EPSILON, st.slider, label="ε (privacy parameter per count)", min_value=EPSILON_RANGE[0],
+        user_mode = ss[K_MODE] == "user_level"
+        _bound(K_EPSILON, st.slider, label=epsilon_label(ss[K_MODE]), min_value=EPSILON_RANGE[0],
                max_value=EPSILON_RANGE[1], step=EPSILON_RANGE[2],
-               help="Laplace noise of scale 1/ε is added to every count. Smaller ε: more noise, stronger "
+               help="Per person and week: the whole week of one person is protected at this ε (each count gets "
+                    "noise max_pairs/ε). Per count: Laplace noise of scale 1/ε on every count, protecting one trip "
+                    "of one person; Google used 0.66." if user_mode else
+                    "Laplace noise of scale 1/ε is added to every count. Smaller ε: more noise, stronger "
                     "protection. Google used 0.66.")
-        _bound(K_THRESHOLD, st.slider, label="Threshold (suppress noisy counts below)",
-               min_value=THRESHOLD_RANGE[0], max_value=THRESHOLD_RANGE[1], step=THRESHOLD_RANGE[2],
-               help="Pairs whose noisy count is below this are not published. Google used 100.")
         _bound(K_MODE, st.selectbox, label="Guarantee unit", options=list(MODE_LABELS),
                format_func=MODE_LABELS.get,
                help="'per metric' protects one trip of one user in one week (Google's reading); 'per user' "
@@ -197,10 +233,16 @@ def render() -> PageContext:
                    max_value=200, step=1,
                    help="Each user keeps at most this many of their unique pairs per week; the noise scale "
                         "becomes max_pairs/ε so the whole week is ε-DP per user.")
+            threshold = _user_threshold()
+        else:
+            _bound(K_THRESHOLD, st.slider, label="Threshold (suppress noisy counts below)",
+                   min_value=THRESHOLD_RANGE[0], max_value=THRESHOLD_RANGE[1], step=THRESHOLD_RANGE[2],
+                   help="Pairs whose noisy count is below this are not published. Google used 100.")
+            threshold = float(ss[K_THRESHOLD])
         _bound(K_SEED, st.number_input, label="Seed", min_value=0, max_value=2**31 - 1, step=1,
                help="Seed of every random draw (noise, synthesis, Monte Carlo): same seed, same numbers.")
         st.caption(f"Data: {ref.label}")
     settings = Settings(dataset=ref, week=int(ss[K_WEEK]), cell_km2=float(ss[K_CELL_KM2]),
-                        epsilon=float(ss[K_EPSILON]), threshold=float(ss[K_THRESHOLD]), seed=int(ss[K_SEED]),
+                        epsilon=float(ss[K_EPSILON]), threshold=threshold, seed=int(ss[K_SEED]),
                         mode=str(ss[K_MODE]), max_pairs=int(ss[K_MAX_PAIRS]))
     return PageContext(settings=settings, loaded=loaded, od=od, od_config=od_config)

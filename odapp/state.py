@@ -37,6 +37,8 @@ K_THRESHOLD = "odlab.threshold"
 K_SEED = "odlab.seed"
 K_MODE = "odlab.mode"
 K_MAX_PAIRS = "odlab.max_pairs"          # contribution bound of the per-user mode
+K_FIT_THRESHOLD = "odlab.fit_threshold"  # per-user mode: threshold fitted to the noise (default) or set by hand
+K_USER_THRESHOLD = "odlab.user_threshold"  # per-user mode: the threshold set by hand
 K_SYNTH_USERS = "odlab.synth_users"
 K_SYNTH_WEEKS = "odlab.synth_weeks"
 K_SYNTH_EXTENT = "odlab.synth_extent_km"
@@ -57,6 +59,8 @@ DEFAULTS: dict[str, object] = {
     K_SEED: 0,
     K_MODE: "per_metric",
     K_MAX_PAIRS: 10,
+    K_FIT_THRESHOLD: True,
+    K_USER_THRESHOLD: 200,
     K_SYNTH_USERS: 2000,
     K_SYNTH_WEEKS: 2,
     K_SYNTH_EXTENT: 12.0,
@@ -64,6 +68,9 @@ DEFAULTS: dict[str, object] = {
 
 EPSILON_RANGE = (0.05, 5.0, 0.01)      # min, max, step of the ε slider
 THRESHOLD_RANGE = (1, 500, 1)
+USER_THRESHOLD_MAX = 100_000
+USER_DELTA = 1e-6
+"""Per-user mode: the fitted threshold keeps the partition-selection δ per person and week at most this."""
 CELL_KM2_RANGE = (0.1, 25.0, 0.1)
 
 

@@ -125,3 +125,32 @@ def single_case_note(users: int, weeks: int) -> str | None:
         return ("The data cover **one week**: the week player and anything over several weeks show that single "
                 "week only.")
     return None
+
+
+# ---- the two units of protection, in one place ------------------------------------------------------------------
+
+UNIT_WORDS = {"per_metric": "per count", "user_level": "per person and week"}
+"""How the guarantee unit is said everywhere (labels, headlines, chart titles, exports)."""
+
+UNIT_COVERS = {
+    "per_metric": "one trip of one person in one week (did this person go from A to B?)",
+    "user_level": "everything one person does in a week (is this person in the data at all?)",
+}
+
+
+def unit_words(mode: str) -> str:
+    """``'per count'`` or ``'per person and week'``.
+
+    >>> unit_words("user_level")
+    'per person and week'
+    """
+    return UNIT_WORDS[mode]
+
+
+def epsilon_label(mode: str) -> str:
+    """Label of the ε setting in the sidebar.
+
+    >>> epsilon_label("per_metric")
+    'ε (privacy parameter per count)'
+    """
+    return f"ε (privacy parameter {UNIT_WORDS[mode]})"

@@ -48,6 +48,7 @@ __all__ = [
     "epsilon_vs_trips",
     "partition_selection_delta",
     "partition_threshold",
+    "person_week",
     "posterior_bound",
     "posterior_gain",
     "rdp_epsilon",
@@ -586,3 +587,35 @@ def user_level_budget(epsilon: float, max_pairs: int, threshold: float, weeks: i
     out["posterior_bound_user_total"] = posterior_bound(best_total) if best_total > 0 else 0.5
     return out
 
+
+
+def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pairs: int | None = None,
+                delta: float = 1e-6) -> dict:
+    """What one person with ``trips`` unique trips risks in one week, in either unit (cheap: one week only).
+
+    ``per_metric`` (noise 1/ε per count, no bounding): the person is in ``trips`` counts, so the tight ε is that of
+    the ``trips``-fold Laplace(ε) composition and δ adds the thresholding event ``1 − (1 − δ₁)^trips``.
+    ``user_level``: the m-fold Laplace(ε/m) composition (:func:`user_level_budget`, one week), whatever ``trips``.
+
+    Returns ``{"unit_epsilon", "epsilon_person_week", "delta_person_week", "posterior_person_week", "trips"}``:
+    ``unit_epsilon`` is the ε the unit promises (per count, or per person and week); ``epsilon_person_week`` the
+    tight ε of this person's week at ``delta`` (δ of the thresholding added in ``delta_person_week``).
+    """
+    eps = check_positive("epsilon", epsilon)
+    d = _check_prob("delta", delta)
+    n = int(_check_k("trips", max(int(trips), 1)))
+    if mode == "user_level":
+        m = _check_max_pairs(max_pairs)
+        e_week = float(tight_epsilon(d, m, eps / m)) if m <= TIGHT_K_MAX else float(rdp_epsilon(d, m, eps / m))
+        d1 = float(release_probability(1.0, eps, threshold, m))
+        eta = min(-m * math.log1p(-d1), 1.0) if d1 < 1 else 1.0
+        out = {"unit_epsilon": eps, "epsilon_person_week": e_week, "delta_person_week": min(d + eta, 1.0)}
+    elif mode == "per_metric":
+        e_week = float(tight_epsilon(d, n, eps)) if n <= TIGHT_K_MAX else float(rdp_epsilon(d, n, eps))
+        out = {"unit_epsilon": eps, "epsilon_person_week": e_week,
+               "delta_person_week": min(d + threshold_delta(eps, threshold, 1, n), 1.0)}
+    else:
+        raise ParameterError(f"mode must be 'per_metric' or 'user_level', got mode={mode!r}.")
+    out["posterior_person_week"] = posterior_bound(e_week) if e_week > 0 else 0.5
+    out["trips"] = n
+    return out

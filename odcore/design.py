@@ -46,10 +46,10 @@ from odcore.accounting import (
     tight_epsilon,
     user_level_budget,
 )
-from odcore.constants import DESTINATION, ORIGIN, RELEASED, USER
+from odcore.constants import DESTINATION, ORIGIN, USER
 from odcore.errors import ParameterError, check_int, check_positive
-from odcore.release import RAW_COUNT, Mode, ReleaseConfig, release_probability, release_with_report
-from odcore.utility import release_utility
+from odcore.release import Mode, ReleaseConfig, release_probability, release_with_report
+from odcore.utility import noise_dominated, release_utility
 
 __all__ = [
     "CANDIDATE_MAX_PAIRS",
@@ -242,13 +242,11 @@ def release_keeps(week_pairs: pd.DataFrame, epsilon: float, threshold: float, ma
     cfg = ReleaseConfig(epsilon=epsilon, threshold=threshold, mode=mode, max_pairs=max_pairs)
     table = release_with_report(week_pairs, cfg, rng=rng).table
     u = release_utility(table)
-    pub = table[RELEASED].to_numpy(dtype=bool)
-    raw = table[RAW_COUNT].to_numpy(dtype=float)
     return {"pairs_total": u["pairs_total"], "pairs_published": u["pairs_published"],
             "pairs_published_frac": u["pairs_published_frac"], "trips_total": u["trips_total"],
             "trips_published": u["trips_published"], "trips_published_frac": u["trips_published_frac"],
             "mean_relative_error": u["mean_relative_error"],
-            "noise_dominated_published": int(np.sum(pub & (raw < threshold / 2)))}
+            "noise_dominated_published": noise_dominated(table, threshold)}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from odcore.constants import NOISY_COUNT, RELEASE_PROB, RELEASED, TRUE_COUNT, WE
 from odcore.errors import ParameterError, check_int, check_positive
 from odcore.release import RAW_COUNT, _check_threshold
 
-__all__ = ["atlanta_arithmetic", "release_utility", "utility_by_week"]
+__all__ = ["atlanta_arithmetic", "noise_dominated", "release_utility", "utility_by_week"]
 
 _NEEDED = (TRUE_COUNT, NOISY_COUNT, RELEASED)
 
@@ -70,6 +70,19 @@ def _arrays(table: pd.DataFrame):
     rel = table[RELEASED].to_numpy(dtype=bool)
     prob = table[RELEASE_PROB].to_numpy(dtype=float) if RELEASE_PROB in table.columns else None
     return raw, true, noisy, rel, prob
+
+
+def noise_dominated(table: pd.DataFrame, threshold: float) -> int:
+    """Published pairs whose true count (before bounding) is under ``threshold / 2``: mostly noise.
+
+    >>> t = pd.DataFrame({"true_count": [10, 80, 300], "noisy_count": [101, 120, 310], "released": [True] * 3})
+    >>> noise_dominated(t, 100)
+    1
+    """
+    _check_table(table)
+    tau = _check_threshold(threshold)
+    raw = table[RAW_COUNT] if RAW_COUNT in table.columns else table[TRUE_COUNT]
+    return int((table[RELEASED].to_numpy(dtype=bool) & (raw.to_numpy(dtype=float) < tau / 2)).sum())
 
 
 def release_utility(table: pd.DataFrame) -> dict:

@@ -9,10 +9,10 @@ from odapp.cli_config import release_config
 from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, image_export, projector_mode, reproduce, styled
 from odapp.layout import metric, page
-from odapp.words import empty_release_advice, num, pct
+from odapp.words import empty_release_advice, num, pct, unit_words
 from odcore.figures import release_curve_figure
 from odcore.release import cell_release_probability, release_csv_table
-from odcore.utility import release_utility
+from odcore.utility import noise_dominated, release_utility
 
 ctx = page(
     "OD release",
@@ -143,8 +143,20 @@ metric(c[0], "Expected published", num(round(util.get("pairs_published_expected"
        "pairs, averaged over noise draws",
        help="Sum of the exact release probabilities: what the count above averages to over noise draws.")
 metric(c[1], "Noise scale", num(res.report["noise_scale"]),
-       f"Laplace, {'per user' if s.mode == 'user_level' else 'per count'}",
+       f"Laplace, ε {unit_words(s.mode)}",
        help="Scale b of the Laplace noise: sensitivity / ε. Its standard deviation is b·√2.")
+noisy_pub = int(noise_dominated(table, s.threshold))
+metric(c[2], "Published but mostly noise", num(noisy_pub), f"pairs with under {num(s.threshold / 2)} people",
+       help="Published pairs whose true count is under half the threshold: their value is mostly noise.")
+if util["pairs_published"]:
+    st.caption(
+        f"{noisy_pub:,} of the {util['pairs_published']:,} published pairs have a true count under "
+        f"{s.threshold / 2:g} (half the threshold): their published value is mostly noise"
+        + (f" (noise scale {num(res.report['noise_scale'])} = {s.max_pairs}/ε, since ε is {unit_words(s.mode)})"
+           if s.mode == "user_level" else "")
+        + ". The mean relative error compares published counts with the true number of people on the pair"
+        + (", before contribution bounding, so it also counts the trips bounding left out." if s.mode == "user_level"
+           else "."))
 
 cli_config = release_config(s, ctx.loaded)
 

@@ -12,7 +12,7 @@ from odapp.cli_config import attack_curve_config, user_risk_config
 from odapp.errors import engine_errors
 from odapp.export import chart, reproduce, styled
 from odapp.layout import metric, page
-from odapp.words import num, pct, probability_words
+from odapp.words import num, pct, probability_words, unit_words
 from odcore.attack import simulate_attack
 
 K_MAX = 70   # Houssiau et al. 2022, Fig. 1: k = 0..70
@@ -33,15 +33,27 @@ prior = c1.slider("Attacker's prior that you are in", 0.05, 0.95, 0.5, 0.05, key
                        "Bayes-optimal attacker's success.")
 with engine_errors("Could not compute the attack curve", "Check ε in the sidebar."):
     curve = cache.success_curve(s.epsilon, K_MAX, float(prior))
-p3, p32, bound = float(curve["success"][3]), float(curve["success"][32]), float(curve["bound"][0])
+user_mode = s.mode == "user_level"
+if user_mode:   # the bounded release: a person's week adds min(n, m) counts, each with Laplace(m/ε)
+    with engine_errors("Could not compute the per-person curve", "Check ε and max pairs in the sidebar."):
+        curve["success_per_person"] = cache.bounded_success_curve(s.epsilon, s.max_pairs, K_MAX)
+head = curve["success_per_person"] if user_mode else curve["success"]
+p3, p32, bound = float(head[3]), float(head[32]), float(curve["bound"][0])
+pm3, pm32 = float(curve["success"][3]), float(curve["success"][32])
 with c2:
     c = st.columns(3)
     metric(c[0], "Bound promised (one trip)", pct(bound), probability_words(bound),
            help="e^ε/(1+e^ε): the most an ε-DP count lets an attacker be right, from a 50/50 prior.")
-    metric(c[1], "Success with k = 3 trips", pct(p3), probability_words(p3),
-           help="Exact p_3 (Houssiau et al. report 70.5 % by Monte Carlo at ε = 0.66).")
-    metric(c[2], "Success with k = 32 trips", pct(p32), probability_words(p32),
-           help="Exact p_32: the author's 32 unique trips (Houssiau et al.: 95.4 % at ε = 0.66).")
+    unit = unit_words(s.mode)
+    metric(c[1], "Success with k = 3 trips", pct(p3),
+           f"{probability_words(p3)} ({unit}; per count: {pct(pm3)})" if user_mode else probability_words(p3),
+           help="Exact success against the release in the chosen unit. Per count: p_3 (Houssiau et al. report "
+                "70.5 % by Monte Carlo at ε = 0.66). Per person: the bounded release, min(3, max pairs) counts "
+                "each with noise max_pairs/ε.")
+    metric(c[2], "Success with k = 32 trips", pct(p32),
+           f"{probability_words(p32)} ({unit}; per count: {pct(pm32)})" if user_mode else probability_words(p32),
+           help="Exact success for the author's 32 unique trips (Houssiau et al.: 95.4 % per count at ε = 0.66); "
+                "per person it stops growing at max pairs.")
 
 with st.expander("Monte Carlo check (the paper's simulation)", expanded=False):
     m1, m2, m3 = st.columns([1, 1, 2])
@@ -73,8 +85,11 @@ with st.expander("Monte Carlo check (the paper's simulation)", expanded=False):
         st.caption(f"{pct(inside, 0)} of the exact values fall inside the 95 % intervals (expect about 95 %).")
 
 fig = go.Figure()
-fig.add_scatter(x=curve["k"], y=curve["success"], mode="lines", name="exact success p_k (50/50 prior)",
-                line={"width": 3})
+fig.add_scatter(x=curve["k"], y=curve["success"], mode="lines",
+                name=f"exact success p_k, {unit_words('per_metric')} (50/50 prior)", line={"width": 3})
+if user_mode:
+    fig.add_scatter(x=curve["k"], y=curve["success_per_person"], mode="lines", line={"width": 3},
+                    name=f"{unit_words('user_level')}: max {s.max_pairs} pairs, noise {s.max_pairs}/ε")
 fig.add_scatter(x=curve["k"], y=curve["bound"], mode="lines", name="e^ε/(1+e^ε): the per-trip bound",
                 line={"dash": "dash"})
 if "bayes_success" in curve:
@@ -88,7 +103,8 @@ if mc is not None and show_mc:
 fig.add_scatter(x=[3, 32], y=[p3, p32], mode="markers+text", name="k = 3 and k = 32",
                 text=[pct(p3), pct(p32)], textposition="bottom right", marker={"size": 10, "symbol": "diamond"},
                 showlegend=False)
-styled(fig, f"Membership attack success against k unique trips (ε = {s.epsilon:g})", height=460)
+styled(fig, f"Membership attack success against k unique trips (ε = {s.epsilon:g} {unit_words(s.mode)})"
+       + (f": flat from k = {s.max_pairs}" if user_mode else ""), height=460)
 fig.update_layout(xaxis_title="k: unique trips of the victim known to the attacker",
                   yaxis_title="probability the attacker is right", yaxis_range=[0.45, 1.01],
                   legend={"x": 0.55, "y": 0.05})

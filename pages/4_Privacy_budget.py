@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -11,8 +13,9 @@ from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
 from odapp.export import chart, reproduce, styled
 from odapp.layout import metric, page
-from odapp.words import epsilon_words, num, pct, probability_words
+from odapp.words import epsilon_words, num, pct, probability_words, unit_words
 from odcore.accounting import BudgetConfig, posterior_bound
+from odcore.sheet import budget_sheet
 
 # Loss-grid step of the many-week tight bracket on this page (width <= 2·weeks·step, 2 at 52 weeks; ~0.06 s).
 PAGE_TOTAL_INTERVAL = 2e-2
@@ -51,6 +54,10 @@ with engine_errors("Could not compute the budget"):
                                   total_interval=PAGE_TOTAL_INTERVAL))
     vs_trips, over_weeks, eps_delta = cache.budget_curves(s.epsilon, int(trips), int(weeks), float(delta),
                                                           max(70, int(trips)))
+user_mode = s.mode == "user_level"
+if user_mode:   # the same curves for the bounded release (per person and week)
+    with engine_errors("Could not compute the per-person curves"):
+        vs_trips, over_weeks = cache.person_curves(s.epsilon, s.max_pairs, float(delta), vs_trips, over_weeks)
 
 
 
@@ -68,14 +75,18 @@ def tight_or_rdp(span: str) -> tuple[float, str]:
 cli_config = budget_config(s, trips=int(trips), weeks=int(weeks), delta=float(delta),
                            total_interval=PAGE_TOTAL_INTERVAL)
 
-st.subheader("Per metric vs per user")
+st.subheader(f"The same week in both units ({unit_words(s.mode)} is in use)")
 left, right = st.columns(2)
+e_count = s.epsilon / s.max_pairs if user_mode else b["epsilon_per_metric"]
 with left, st.container(border=True):
-    st.markdown("#### Per metric — what the “16 %” covers")
+    st.markdown(f"#### {unit_words('per_metric').capitalize()} — what the “16 %” covers")
     a, b_, c = st.columns(3)
-    metric(a, "ε per count", num(b["epsilon_per_metric"]), epsilon_words(b["epsilon_per_metric"]))
-    metric(b_, "δ per count", f"{b['delta_per_metric']:.1e}", "chance the threshold leaks a count")
-    p = float(posterior_bound(b["epsilon_per_metric"], prior))
+    metric(a, "ε per count", num(e_count),
+           f"noise {s.max_pairs}/ε on every count" if user_mode else epsilon_words(e_count))
+    d_count = b["delta_partition_week_bounded"] if user_mode else b["delta_per_metric"]
+    metric(b_, "δ per count" if not user_mode else "δ of thresholding", f"{d_count:.1e}",
+           "chance the threshold leaks a pair")
+    p = float(posterior_bound(e_count, prior))
     metric(c, "Best posterior", pct(p), probability_words(p),
            help="e^ε·π / (e^ε·π + 1 − π) for prior π (Houssiau et al., Methods, Theoretical bounds).")
     st.markdown(
@@ -84,43 +95,70 @@ with left, st.container(border=True):
         "Does **not** cover: *is this person in the data at all*, *where else did they go*, or anything spanning "
         "several trips or weeks.")
 with right, st.container(border=True):
-    st.markdown(f"#### Per user — what a person with n = {int(trips)} trips risks")
-    a, b_, c = st.columns(3)
-    metric(a, "ε per week, basic", num(b["epsilon_user_week"]), epsilon_words(b["epsilon_user_week"]),
-           help="n·ε: simple composition over the n counts the person is in (Houssiau et al. 46.2 at n = 70).")
-    week_tight, week_tight_name = tight_or_rdp("week")
-    metric(b_, f"ε per week, {week_tight_name}", num(week_tight), epsilon_words(week_tight),
-           help=f"Exact ε(δ = {delta:.0e}) of the n-fold Laplace composition from its privacy-loss distribution (above "
-                "k = 400 counts the Rényi-DP bound, within a few % of it, is shown instead).")
-    metric(c, f"ε, {int(weeks)} weeks, basic", num(b["epsilon_user_total"]),
-           epsilon_words(b["epsilon_user_total"]),
-           help="W·n·ε (Houssiau et al. 2402.4 for 52 weeks of 70 trips).")
-    pw = float(posterior_bound(week_tight, prior))
-    st.markdown(
-        f"Covers the whole week of the person: whether they are in the data at all. With these numbers the "
-        f"attacker's posterior bound after one week is **{pct(pw)}** ({probability_words(pw)}): the formal "
-        "guarantee says almost nothing at this level.")
-if s.mode == "user_level":
-    with st.container(border=True):
-        st.markdown(f"#### With per-user bounding (max {s.max_pairs} pairs per user and week)")
+    if user_mode:
+        st.markdown(f"#### {unit_words('user_level').capitalize()} — what any person risks "
+                    f"(max {s.max_pairs} pairs)")
+        week_tight, week_tight_name = b["epsilon_user_week_bounded_tight"], "tight"
+        total_v = b["epsilon_user_total_bounded_tight"]
         a, b_, c = st.columns(3)
-        metric(a, "ε per user-week", num(b["epsilon_user_week_bounded"]),
-               epsilon_words(b["epsilon_user_week_bounded"]))
-        metric(b_, "Noise scale", num(b["noise_scale_bounded"]), "max_pairs / ε: the price in accuracy")
-        metric(c, f"ε over {int(weeks)} weeks (tight)", num(b["epsilon_user_total_bounded_tight"]),
-               epsilon_words(b["epsilon_user_total_bounded_tight"]))
+        metric(a, "ε per person and week", num(week_tight), epsilon_words(week_tight),
+               help=f"Exact ε(δ = {delta:.0e}) of the {s.max_pairs}-fold Laplace(ε/{s.max_pairs}) composition: "
+                    "a person changes at most max_pairs counts by 1, each with noise max_pairs/ε.")
+        metric(b_, "δ per person and week", f"{b['delta_user_week_bounded_tight']:.1e}",
+               f"{delta:.0e} + thresholding {b['delta_partition_week_bounded']:.1e}")
+        metric(c, f"ε, {int(weeks)} weeks", num(total_v), epsilon_words(total_v),
+               help=f"Tight ε of the {int(weeks)}·{s.max_pairs}-fold composition (upper end of a guaranteed "
+                    f"bracket; the true value is ≥ {b['epsilon_user_total_bounded_tight_lower']:.3g}); "
+                    f"δ {b['delta_user_total_bounded_tight']:.1e}.")
+        pw = float(posterior_bound(week_tight, prior))
+        st.markdown(
+            f"Covers the whole week of any person, however many trips they make: whether they are in the data at "
+            f"all. After one week the attacker's posterior is at most **{pct(pw)}** ({probability_words(pw)}); "
+            f"noise scale {num(b['noise_scale_bounded'])} instead of {num(1 / s.epsilon)}.")
+        if b["delta_user_week_bounded_tight"] > 1e-3:
+            st.warning(f"δ = {b['delta_user_week_bounded_tight']:.2g}: with noise {s.max_pairs}/ε this threshold "
+                       f"({s.threshold:g}) lets pairs only one person makes through — the guarantee is void. A "
+                       f"threshold of {math.ceil(b['threshold_for_delta_week_bounded']):,} keeps it under "
+                       f"{delta:.0e} (switch on 'Fit the threshold' in the sidebar).")
+    else:
+        st.markdown(f"#### {unit_words('user_level').capitalize()} — what a person with n = {int(trips)} trips "
+                    "risks")
+        a, b_, c = st.columns(3)
+        metric(a, "ε per week, basic", num(b["epsilon_user_week"]), epsilon_words(b["epsilon_user_week"]),
+               help="n·ε: simple composition over the n counts the person is in (Houssiau et al. 46.2 at n = 70).")
+        week_tight, week_tight_name = tight_or_rdp("week")
+        metric(b_, f"ε per week, {week_tight_name}", num(week_tight), epsilon_words(week_tight),
+               help=f"Exact ε(δ = {delta:.0e}) of the n-fold Laplace composition from its privacy-loss distribution "
+                    "(above k = 400 counts the Rényi-DP bound, within a few % of it, is shown instead).")
+        metric(c, f"ε, {int(weeks)} weeks, basic", num(b["epsilon_user_total"]),
+               epsilon_words(b["epsilon_user_total"]),
+               help="W·n·ε (Houssiau et al. 2402.4 for 52 weeks of 70 trips).")
+        pw = float(posterior_bound(week_tight, prior))
+        st.markdown(
+            f"Covers the whole week of the person: whether they are in the data at all. With these numbers the "
+            f"attacker's posterior bound after one week is **{pct(pw)}** ({probability_words(pw)}): the formal "
+            "guarantee says almost nothing at this level.")
+if user_mode:
+    st.download_button("Guarantee sheet (HTML, printable)", budget_sheet(b), file_name="guarantee_sheet.html",
+                       mime="text/html", key="budget_sheet",
+                       help="One page: unit of protection, ε and δ per week and per year, what an attacker can "
+                            "learn, in plain words.")
 
 st.subheader("ε of one user-week against the number of unique trips")
 fig = go.Figure()
 for col, name in (("basic", "basic composition n·ε"), ("advanced", f"advanced (δ' = {delta:.0e})"),
-                  ("rdp", "Rényi-DP bound"), ("tight", f"tight ε(δ = {delta:.0e})")):
-    fig.add_scatter(x=vs_trips["trips"], y=vs_trips[col], mode="lines", name=name)
+                  ("rdp", "Rényi-DP bound"), ("tight", f"tight ε(δ = {delta:.0e})"),
+                  ("person_tight", f"{unit_words('user_level')}, max {s.max_pairs} pairs (tight)")):
+    if col in vs_trips:
+        fig.add_scatter(x=vs_trips["trips"], y=vs_trips[col], mode="lines", name=name,
+                        line={"width": 4} if col == "person_tight" else None)
 fig.add_vline(x=int(trips), line_dash="dot", line_color="#888", annotation_text=f"n = {int(trips)}")
 if typical:
     fig.add_vline(x=typical, line_dash="dash", line_color="#1b9e77",
                   annotation_text=f"median user, week {s.week}", annotation_position="top left")
 fig.add_hline(y=7, line_dash="dot", line_color="#d95f02", annotation_text="ε = 7, top of the usual range")
-styled(fig, f"ε per user and week (per-count ε = {s.epsilon:g})")
+styled(fig, f"ε per person and week, per-count ε = {e_count:.3g}" + (
+    f" (noise {s.max_pairs}/ε; {unit_words('user_level')} ε = {s.epsilon:g})" if user_mode else ""))
 fig.update_layout(xaxis_title="unique trips n in the week", yaxis_title="ε of the user-week")
 chart(fig, "epsilon_vs_trips", data=vs_trips, config=cli_config, command="budget", key="eps_trips")
 
@@ -129,9 +167,12 @@ with left:
     st.subheader("Cumulative ε over weeks")
     fig = go.Figure()
     for col, name in (("basic", "basic W·n·ε"), ("advanced", "advanced"), ("rdp", "Rényi-DP bound"),
-                      ("tight", "tight (k ≤ 400)")):
-        fig.add_scatter(x=over_weeks["weeks"], y=over_weeks[col], mode="lines", name=name)
-    styled(fig, f"{int(trips)} unique trips every week")
+                      ("tight", "tight (k ≤ 400)"),
+                      ("person_tight", f"{unit_words('user_level')}, max {s.max_pairs} pairs (tight, ≤)")):
+        if col in over_weeks:
+            fig.add_scatter(x=over_weeks["weeks"], y=over_weeks[col], mode="lines", name=name)
+    styled(fig, f"{int(trips)} unique trips every week" + (f"; {unit_words('user_level')} bounded at "
+                                                           f"{s.max_pairs} pairs" if user_mode else ""))
     fig.update_layout(xaxis_title="weeks released", yaxis_title="cumulative ε", yaxis_type="log",
                       yaxis_dtick=1)
     chart(fig, "epsilon_over_weeks", data=over_weeks, config=cli_config, command="budget", key="eps_weeks")
@@ -153,6 +194,10 @@ rows = [("one count (per metric)", b["epsilon_per_metric"]),
         (f"one user-week, {tight_or_rdp('week')[1]} (δ = {delta:.0e})", tight_or_rdp("week")[0]),
         (f"{int(weeks)} weeks, basic", b["epsilon_user_total"]),
         (f"{int(weeks)} weeks, {tight_or_rdp('total')[1]} (δ = {delta:.0e})", tight_or_rdp("total")[0])]
+if user_mode:
+    rows += [(f"one person-week, {unit_words('user_level')} (max {s.max_pairs} pairs, tight)",
+              b["epsilon_user_week_bounded_tight"]),
+             (f"{int(weeks)} weeks, {unit_words('user_level')} (tight, ≤)", b["epsilon_user_total_bounded_tight"])]
 post = posterior_bound([e for _, e in rows], prior)
 reading = pd.DataFrame({
     "guarantee": [r for r, _ in rows], "epsilon": [e for _, e in rows],

@@ -312,3 +312,16 @@ def test_user_level_bad_input():
         user_level_budget(0.66, 5, 0.5)
     with pytest.raises(ParameterError, match="delta"):
         partition_threshold(0.66, 5, 0.0)
+
+
+def test_person_week_in_both_units():
+    from odcore.accounting import person_week
+
+    pm = person_week("per_metric", 0.66, 100, 70)
+    assert pm["epsilon_person_week"] == pytest.approx(tight_epsilon(1e-6, 70, 0.66))     # 32.98, Houssiau n = 70
+    ul = person_week("user_level", 0.66, 490, 70, max_pairs=20)
+    assert ul["epsilon_person_week"] == pytest.approx(0.555, abs=0.005)                   # issue 10's one week
+    assert ul["delta_person_week"] == pytest.approx(
+        user_level_budget(0.66, 20, 490, 1, 1e-6)["delta_user_week_tight"], rel=1e-12)
+    with pytest.raises(ParameterError, match="mode"):
+        person_week("per_trip", 0.66, 100, 3)

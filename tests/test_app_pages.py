@@ -220,3 +220,47 @@ def test_per_user_mode_on_every_page(at):
         _no_errors(at)
     at.sidebar.selectbox(key="w.mode").set_value("per_metric").run()
     _no_errors(at)
+
+
+# page -> a page-specific headline metric that must change with the unit (besides the shared unit headline)
+UNIT_HEADLINES = {"pages/2_OD_release.py": "Noise scale", "pages/3_Attack.py": "Success with k = 3 trips",
+                  "pages/4_Privacy_budget.py": "ε per count"}
+
+
+def _headline(at) -> dict:
+    labels = [m.label for m in at.metric]
+    unit = next(lb for lb in labels if lb.startswith("ε per "))
+    return {"unit": unit, "typical": _metric(at, "Typical person's week: ε"),
+            "posterior": _metric(at, "Attacker's best posterior")}
+
+
+def test_unit_switch_changes_every_page_headline(at):
+    at.sidebar.selectbox(key="w.mode").set_value("per_metric").run()
+    before = {}
+    for page in PAGES:
+        at.switch_page(page).run()
+        _no_errors(at)
+        before[page] = (_headline(at), _metric(at, UNIT_HEADLINES[page]) if page in UNIT_HEADLINES else None)
+    at.sidebar.selectbox(key="w.mode").set_value("user_level").run()
+    for page in PAGES:
+        at.switch_page(page).run()
+        _no_errors(at)
+        head, specific = _headline(at), (_metric(at, UNIT_HEADLINES[page]) if page in UNIT_HEADLINES else None)
+        old_head, old_specific = before[page]
+        assert old_head["unit"] == "ε per count"
+        assert head["unit"] == "ε per person and week"
+        assert head["typical"] != old_head["typical"]
+        assert head["posterior"] != old_head["posterior"]
+        if specific is not None:
+            assert specific != old_specific, page
+    # the sidebar speaks the unit and proposes the threshold that fits the noise, with its δ
+    assert at.sidebar.slider(key="w.epsilon").label == "ε (privacy parameter per person and week)"
+    assert any("Partition-selection δ per person and week" in c.value for c in at.sidebar.caption)
+    at.sidebar.number_input(key="w.max_pairs").set_value(20).run()
+    at.sidebar.toggle(key="w.fit_threshold").set_value(False).run()
+    at.sidebar.number_input(key="w.user_threshold").set_value(100).run()
+    assert any("Partition-selection δ" in w.value for w in at.sidebar.warning)    # τ = 100 is too low at m = 20
+    at.sidebar.toggle(key="w.fit_threshold").set_value(True).run()
+    at.sidebar.selectbox(key="w.mode").set_value("per_metric").run()
+    _no_errors(at)
+    assert at.session_state[K_THRESHOLD] == 100          # the per-count threshold is kept
