@@ -153,6 +153,18 @@ def person_curves(epsilon: float, max_pairs: int, delta: float, vs_trips, over_w
     return vs, over_weeks.assign(person_tight=np.minimum(hi, w * epsilon))
 
 
+@st.cache_data(max_entries=16, show_spinner="Designing the release (searching max pairs, noise and threshold)…")
+def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | None, seed: int, _od) -> dict:
+    """:func:`odcore.design.design_report` on one week of the data (with the frontier), JSON-able."""
+    from odcore.cli.release import _jsonable
+    from odcore.design import design_report as _design_report
+
+    uw = _od.user_week
+    trips = uw.loc[uw["week"] == week, "unique_trips"].to_numpy()
+    return _jsonable(_design_report(goal, _od.week_pairs(week), trips, week=week, max_pairs=max_pairs, rng=seed,
+                                    with_frontier=True))
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
 def bounded_success_curve(epsilon: float, max_pairs: int, k_max: int):
     """:func:`odcore.attack.bounded_success_curve`: the per-person (bounded) release, k = 0..k_max."""

@@ -73,6 +73,19 @@ def knock_config(k, s: Settings, loaded: Loaded) -> dict:
     return cfg
 
 
+def design_config(s: Settings, loaded: Loaded, goal, *, max_pairs: int | None) -> dict:
+    """``python -m odcore design`` flags of a :class:`odcore.design.Goal` on the loaded week."""
+    cfg = {**loader_keys(loaded), "cell_km2": s.cell_km2, "week": s.week, "seed": s.seed, "goal": goal.kind.value,
+           "target_delta": goal.delta, "weeks": goal.weeks, "dataset": _dataset(s, loaded)}
+    if goal.kind.value == "attack":
+        cfg.update({"known_trips": goal.known_trips, "success": goal.success})
+    else:
+        cfg["target_epsilon"] = goal.epsilon
+    if max_pairs is not None:
+        cfg["max_pairs"] = int(max_pairs)
+    return cfg
+
+
 def command_line(command: str, config: dict) -> str:
     """The same settings as explicit flags: ``python -m odcore <command> --flag value ...`` (preceded by the
     ``synth`` command that recreates a synthesised city, from ``config["dataset"]["make"]``)."""
@@ -97,5 +110,6 @@ COMMANDS = {
     "attack-curve": "python -m odcore attack-curve --config {file} --json",
     "user-risk": "python -m odcore user-risk --config {file} --json",
     "knock": "python -m odcore knock --config {file} --json",
+    "design": "python -m odcore design --config {file} --json",
 }
 """Every subcommand reads the exported JSON with ``--config`` (flags given on the command line win)."""

@@ -21,7 +21,7 @@ from odcore.paths import REPO_ROOT
 pytestmark = pytest.mark.timeout(300)
 
 PAGES = ["pages/1_Data.py", "pages/2_OD_release.py", "pages/3_Attack.py", "pages/4_Privacy_budget.py",
-         "pages/5_Knock_Knock.py"]
+         "pages/5_Knock_Knock.py", "pages/6_Release_designer.py"]
 SAMPLE = REPO_ROOT / "sample_data" / "synthetic_city.parquet"
 
 
@@ -264,3 +264,25 @@ def test_unit_switch_changes_every_page_headline(at):
     at.sidebar.selectbox(key="w.mode").set_value("per_metric").run()
     _no_errors(at)
     assert at.session_state[K_THRESHOLD] == 100          # the per-count threshold is kept
+
+
+def test_release_designer_page(at):
+    at.switch_page("pages/6_Release_designer.py").run()
+    _no_errors(at)
+    assert any("Goal met" in x.value for x in at.success)
+    assert any("uses the data" in w.value for w in at.warning)                # m tuned on the week: said so
+    tuned_m = _metric(at, "Max pairs per person and week")
+    assert float(_metric(at, "ε per person and week")) <= 1.0                 # the default goal: ε <= 1 per week
+    # an attack goal with the data-independent default m = 10
+    at.radio(key="design_kind").set_value("attack")
+    at.number_input(key="design_p").set_value(0.6)
+    at.toggle(key="design_tune").set_value(False)
+    at.button[0].click().run()                                                # the form's submit button
+    _no_errors(at)
+    assert _metric(at, "Max pairs per person and week") == "10"
+    assert any("fixed before" in i.value for i in at.info)
+    typical = float(_metric(at, "Attack on a typical person").rstrip(" %"))
+    assert 50.0 < typical <= 60.0
+    assert tuned_m
+    labels = [b.label for b in at.get("download_button")]
+    assert "Guarantee sheet (HTML, printable)" in labels

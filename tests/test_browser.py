@@ -21,6 +21,7 @@ PAGES = [  # (url path, heading, screenshot name)
     ("Attack", "Attack", "3_attack.png"),
     ("Privacy_budget", "Privacy budget", "4_privacy_budget.png"),
     ("Knock_Knock", "Knock Knock", "5_knock_knock.png"),
+    ("Release_designer", "Release designer", "6_release_designer.png"),
 ]
 
 
@@ -235,3 +236,18 @@ def test_map_tooltips_are_plain_text_and_nothing_leaves(streamlit_url, browser):
     deck = page.locator("[data-testid='stDeckGlJsonChart']").first
     assert _hover_until(page, deck, "→") is not None, "with the base map failing, the arcs are not drawn"
     ctx.close()
+
+
+def test_release_designer_meets_an_attack_goal(streamlit_url, page):
+    _open(page, f"{streamlit_url}/Release_designer", "Release designer")
+    page.get_by_text("Goal met").first.wait_for(timeout=300_000)       # the default goal: ε per person-week <= 1
+    page.get_by_text("an attacker who knows k trips is right at most p of the time").click()
+    page.get_by_text("Tune max pairs on the data").click()                # the data-independent default m = 10
+    page.get_by_role("button", name="Design the release").click()
+    page.get_by_text("an attacker who knows 32 of a person's trips").first.wait_for(timeout=300_000)
+    _settle(page, 300)
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert page.get_by_text("Goal met").count() >= 1
+    assert _metric(page, "Max pairs per person and week") == "10"
+    typical = float(_metric(page, "Attack on a typical person").rstrip(" %"))
+    assert 50.0 < typical <= 60.0                                         # p = 0.6

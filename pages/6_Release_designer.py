@@ -1,0 +1,144 @@
+"""Release designer: state a goal per person, get settings (max pairs, noise, threshold) and what they keep."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from odapp import cache
+from odapp.cli_config import design_config
+from odapp.errors import engine_errors
+from odapp.export import chart, reproduce, styled
+from odapp.layout import metric, page
+from odapp.words import num, pct, probability_words, unit_words
+from odcore.design import DEFAULT_MAX_PAIRS, Goal, GoalKind
+from odcore.sheet import guarantee_sheet
+
+ctx = page(
+    "Release designer",
+    "Say what a **person** should be protected against, in plain words; the designer finds how many trips each "
+    "person may contribute per week (*max pairs*), how much noise to add and which threshold to use, checks the "
+    "guarantee exactly, and shows what the release still publishes on the loaded week — next to Google's "
+    "per-count setting.",
+    icon="🛠️",
+)
+s = ctx.settings
+GOAL_LABELS = {GoalKind.WEEK.value: "ε per person per week ≤ X",
+               GoalKind.TOTAL.value: "ε per person over W weeks ≤ X",
+               GoalKind.ATTACK.value: "an attacker who knows k trips is right at most p of the time"}
+
+with st.form("design_goal"):
+    kind = st.radio("Goal", list(GOAL_LABELS), format_func=GOAL_LABELS.get, horizontal=True, key="design_kind",
+                    help="The unit is always one person: everything they do in a week (or over W weeks).")
+    c = st.columns(5)
+    x = c[0].number_input("X (largest ε)", 0.01, 100.0, 1.0, 0.1, key="design_x",
+                          help="Goals on ε: the largest ε per person (per week, or over W weeks).")
+    d = c[1].select_slider("D (largest δ)", [1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4], value=1e-6, key="design_d",
+                           format_func=lambda v: f"{v:.0e}",
+                           help="Chance the guarantee fails, thresholding included (half for the noise, half for "
+                                "the threshold).")
+    w = c[2].number_input("W (weeks)", 1, 520, 52, key="design_w", help="Weekly releases the total covers.")
+    k = c[3].number_input("k (trips known)", 1, 200, 32, key="design_k",
+                          help="Attack goal: unique trips of the person the attacker knows (Houssiau et al.: 32).")
+    p = c[4].number_input("p (largest success)", 0.51, 0.99, 0.6, 0.01, key="design_p",
+                          help="Attack goal: the attacker may be right at most this often (0.5 = coin flip).")
+    c = st.columns([1, 1, 2])
+    tune = c[0].toggle("Tune max pairs on the data", value=True, key="design_tune",
+                       help="Try several max pairs and keep the one publishing most trips on this week. That choice "
+                            "uses the data; switch off to fix max pairs in advance.")
+    fixed_m = c[1].number_input("Fixed max pairs", 1, 200, DEFAULT_MAX_PAIRS, key="design_m",
+                                help=f"Used when tuning is off; {DEFAULT_MAX_PAIRS} is the data-independent default.")
+    c[2].form_submit_button("Design the release", type="primary")
+
+with engine_errors("Could not design the release", "Loosen the goal (larger X, p or D)."):
+    goal = Goal(kind=kind, epsilon=float(x), delta=float(d), weeks=int(w),
+                known_trips=int(k) if kind == "attack" else None, success=float(p) if kind == "attack" else None)
+    max_pairs = None if tune else int(fixed_m)
+    rep = cache.design_report(s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed, _od=ctx.od)
+
+st.subheader(f"Design for: {rep['goal']['words']}")
+if rep["goal_met"]:
+    st.success(f"Goal met: {num(rep['goal_value'])} (checked on the exact privacy-loss distribution).")
+else:
+    st.error("Goal not met by the settings found.")
+c = st.columns(4)
+metric(c[0], "Max pairs per person and week", num(rep["max_pairs"]),
+       "tuned on this week's data" if rep["tuned_on_data"] else "fixed in advance")
+metric(c[1], "Noise scale", num(round(rep["noise_scale"], 2)), f"Laplace, ε {num(round(rep['epsilon'], 3))} "
+       f"{unit_words('user_level')}")
+metric(c[2], "Threshold", num(rep["threshold"]), f"thresholding δ {rep['delta_partition_week']:.1e} per week")
+metric(c[3], "ε per person and week", num(round(rep["epsilon_user_week"], 3)),
+       f"δ {rep['delta_user_week']:.1e} (tight)")
+c = st.columns(4)
+metric(c[0], f"ε per person, {rep['weeks']} weeks", num(round(rep["epsilon_user_total"], 3)),
+       f"δ {rep['delta_user_total']:.1e} (tight, ≤)")
+metric(c[1], f"Attack on a typical person ({rep['typical_trips']} trips)", pct(rep["attack_success_typical"]),
+       probability_words(rep["attack_success_typical"]))
+metric(c[2], f"Attack on the busiest ({rep['busy_trips']} trips)", pct(rep["attack_success_busy"]),
+       probability_words(rep["attack_success_busy"]))
+g = rep["google"]
+metric(c[3], "Google's setting, typical person", f"ε {num(round(g['epsilon_user_week_typical'], 2))}",
+       f"per week ({g['typical_trips']} trips at ε {g['epsilon']} per count)")
+
+st.subheader(f"What the release keeps in week {rep['week']}")
+c = st.columns(4)
+metric(c[0], "Pairs published", num(rep["pairs_published"]), f"of {num(rep['pairs_total'])}")
+metric(c[1], "User-trips published", num(rep["trips_published"]),
+       f"of {num(rep['trips_total'])} ({pct(rep['trips_published_frac'])})")
+metric(c[2], "Mean relative error", pct(rep["mean_relative_error"]) if rep["pairs_published"] else "–",
+       "published counts vs true counts")
+metric(c[3], "Published but mostly noise", num(rep["noise_dominated_published"]),
+       f"true count under {num(rep['threshold'] / 2)}")
+(st.warning if rep["tuned_on_data"] else st.info)(rep["tuning_note"])
+
+dflt = rep["default"]
+compare = pd.DataFrame([
+    {"design": f"chosen (max pairs {rep['max_pairs']})", "ε per person-week": rep["epsilon_user_week"],
+     "noise scale": rep["noise_scale"], "threshold": rep["threshold"], "user-trips published": rep["trips_published"],
+     "pairs published": rep["pairs_published"], "mean relative error": rep["mean_relative_error"]},
+    {"design": f"data-independent default (max pairs {dflt['max_pairs']})",
+     "ε per person-week": dflt["epsilon_user_week"], "noise scale": dflt["noise_scale"],
+     "threshold": dflt["threshold"], "user-trips published": dflt["trips_published"],
+     "pairs published": dflt["pairs_published"], "mean relative error": dflt["mean_relative_error"]},
+])
+st.dataframe(compare, hide_index=True, width="stretch",
+             column_config={"mean relative error": st.column_config.NumberColumn(format="percent"),
+                            "ε per person-week": st.column_config.NumberColumn(format="%.3g"),
+                            "noise scale": st.column_config.NumberColumn(format="%.3g")})
+
+st.subheader("Utility against per-person ε")
+front = pd.DataFrame(rep["frontier"])
+fig = go.Figure()
+for m, grp in front.groupby("max_pairs"):
+    fig.add_scatter(x=grp["epsilon_user_week"], y=grp["trips_published_frac"], mode="lines+markers",
+                    name=f"max pairs {m} (threshold fitted, δ ≤ {d:.0e})")
+fig.add_scatter(x=[g["epsilon_user_week_typical"], g["epsilon_user_week_max"]],
+                y=[g["trips_published_frac"]] * 2, mode="markers+text", marker={"size": 12, "symbol": "x"},
+                text=[f"Google, typical ({g['typical_trips']} trips)", f"Google, busiest ({g['max_trips']})"],
+                textposition="top center", name="Google per-count (ε 0.66, threshold 100)")
+fig.add_scatter(x=[rep["epsilon_user_week"]], y=[rep["trips_published_frac"]], mode="markers",
+                marker={"size": 14, "symbol": "star"}, name="this design (one seeded release)")
+styled(fig, f"Share of user-trips published against ε {unit_words('user_level')}, week {rep['week']}", height=480)
+fig.update_layout(xaxis_title=f"ε {unit_words('user_level')} (tight, δ = {d / 2:.0e} + thresholding)",
+                  yaxis_title="share of user-trips on published pairs", xaxis_type="log", yaxis_tickformat=".0%")
+cfg = design_config(s, ctx.loaded, goal, max_pairs=max_pairs)
+chart(fig, "design_frontier", data=front, config=cfg, command="design", key="design_frontier")
+st.caption("Each line: one max pairs, the release ε varied, the threshold fitted to its noise; y is the exact expected "
+           "share given one seeded contribution bounding. Google's points: its per-count release, whose per-person "
+           "ε depends on how many trips a person makes.")
+
+c = st.columns(2)
+report_json = json.dumps({k: v for k, v in rep.items() if k != "frontier"}, indent=2, allow_nan=False)
+c[0].download_button("Design report (JSON)", report_json, file_name="design.json", mime="application/json",
+                     key="design_json", help="The same keys as `python -m odcore design --json`.")
+c[1].download_button("Guarantee sheet (HTML, printable)", guarantee_sheet(rep), file_name="guarantee_sheet.html",
+                     mime="text/html", key="design_sheet",
+                     help="One page in plain words: who is protected, ε and δ per week and per year, what an "
+                          "attacker can learn, what is published and what it costs.")
+with st.expander("Candidates tried"):
+    st.dataframe(pd.DataFrame(rep["candidates"]), hide_index=True, width="stretch")
+    st.caption(f"Check the budget: `{rep['budget_command']}`")
+reproduce([("This design", "design", cfg)])
