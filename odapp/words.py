@@ -154,3 +154,31 @@ def epsilon_label(mode: str) -> str:
     'ε (privacy parameter per count)'
     """
     return f"ε (privacy parameter {UNIT_WORDS[mode]})"
+
+
+def short_path(path) -> str:
+    """A data file as a reader needs it: relative to the repository (or ``../shared``), else its name only;
+    never the machine's absolute path.
+
+    >>> from odcore.paths import REPO_ROOT
+    >>> short_path(REPO_ROOT / "sample_data" / "synthetic_city.parquet")
+    'sample_data/synthetic_city.parquet'
+    >>> short_path("/home/someone/private/trips.csv")
+    'trips.csv'
+    >>> short_path("Bundled synthetic city")
+    'Bundled synthetic city'
+    """
+    from pathlib import Path
+
+    from odcore.paths import REPO_ROOT
+
+    text = str(path)
+    p = Path(text)
+    if not p.is_absolute():
+        return text
+    for root, prefix in ((REPO_ROOT, ""), (REPO_ROOT.parent, "../")):
+        try:
+            return prefix + p.relative_to(root).as_posix()
+        except ValueError:
+            continue
+    return p.name

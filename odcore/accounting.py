@@ -363,19 +363,34 @@ def epsilon_vs_trips(epsilon: float = 0.66, trips_max: int = 70, delta: float = 
                          "tight": tight, "posterior_basic": posterior_bound(basic), "posterior_tight": post_tight})
 
 
-def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, delta: float = 1e-6) -> pd.DataFrame:
+def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, delta: float = 1e-6,
+                       interval: float | None = None) -> pd.DataFrame:
     """Cumulative ε of one user after 1..W weekly releases of ``trips`` unique trips each (k = w·trips).
+
+    With ``interval`` (a loss-grid step) the tight ε of every week count comes from
+    :func:`odcore.pld.composed_epsilon_curve` (one weekly law, one FFT): ``tight_lower`` ≤ true ε ≤ ``tight``,
+    a guaranteed bracket at most ``2·w·interval`` wide, for any k (without it, ``tight`` is NaN where
+    k > :data:`TIGHT_K_MAX`, near week 5 at 70 trips).
 
     Returns
     -------
-    DataFrame[weeks, k, basic, advanced, rdp, tight]; tight is NaN where k > :data:`TIGHT_K_MAX`.
+    DataFrame[weeks, k, basic, advanced, rdp, tight] (+ ``tight_lower`` with ``interval``).
     """
     n = int(_check_k("trips", trips))
     w = np.arange(1, int(_check_k("weeks", weeks)) + 1)
     k = w * n
-    return pd.DataFrame({"weeks": w, "k": k, "basic": basic_composition(epsilon, 0.0, k)[0],
-                         "advanced": advanced_composition(epsilon, k, delta)[0],
-                         "rdp": rdp_epsilon(delta, k, epsilon), "tight": _tight_or_nan(delta, k, epsilon)})
+    out = pd.DataFrame({"weeks": w, "k": k, "basic": basic_composition(epsilon, 0.0, k)[0],
+                        "advanced": advanced_composition(epsilon, k, delta)[0],
+                        "rdp": rdp_epsilon(delta, k, epsilon)})
+    if interval is not None and n <= TIGHT_K_MAX:
+        from odcore import pld
+
+        lo, hi = pld.composed_epsilon_curve(delta, n, epsilon, w, interval=interval)
+        out["tight"] = np.minimum(hi, out["basic"].to_numpy())
+        out["tight_lower"] = np.minimum(lo, out["tight"].to_numpy())
+    else:
+        out["tight"] = _tight_or_nan(delta, k, epsilon)
+    return out
 
 
 def epsilon_delta_curve(epsilon: float = 0.66, k: int = 70, deltas=None) -> pd.DataFrame:

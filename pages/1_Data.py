@@ -11,7 +11,7 @@ from odapp import cache, maps
 from odapp.cli_config import release_config
 from odapp.export import chart, reproduce, styled
 from odapp.layout import metric, page
-from odapp.words import num
+from odapp.words import num, short_path
 
 MAX_GRID_CELLS_DRAWN = 20_000
 
@@ -43,7 +43,7 @@ if dropped or od_drops:
     st.dataframe(pd.DataFrame({"reason": list(dropped) + list(od_drops),
                                "rows": list(dropped.values()) + list(od_drops.values())}),
                  hide_index=True, width="content")
-st.caption(f"Source: {summ.get('source', s.dataset.label)} · format {summ.get('format', '?')} · "
+st.caption(f"Source: {short_path(summ.get('source', s.dataset.label))} · format {summ.get('format', '?')} · "
            f"time span {summ.get('time_min', '?')} → {summ.get('time_max', '?')} · grid {ods['grid_cells']:,} cells "
            f"of {ods['cell_km2']:.2f} km² ({ods['cells']:,} used) · CRS {ods['crs']}")
 
@@ -58,11 +58,12 @@ vmax = float(logp.max()) if len(logp) else 1.0
 empty = cells_df["points"].to_numpy() == 0
 cells_df["color"] = [[255, 255, 255, 0] if e else c
                      for c, e in zip(maps.ramp(logp, 0, vmax, alpha=190), empty, strict=True)]
-cells_df["tip"] = [f"cell {c}<br>{p:,} trace points" for c, p in zip(cells_df["cell"], cells_df["points"],
-                                                                      strict=True)]
+cells_df["tip"] = [f"cell {c}\n{num(int(p))} trace points" for c, p in zip(cells_df["cell"], cells_df["points"],
+                                                                          strict=True)]
 cent = od.grid.centroids(cells_df.loc[~empty, "cell"].to_numpy())
-st.pydeck_chart(maps.deck([maps.grid_layer(cells_df)], maps.view_state(cent["lat"], cent["lon"])),
-                height=560, key="data_map")
+st.pydeck_chart(maps.deck([maps.grid_layer(cells_df), *maps.scale_bar_layers(cent["lat"], cent["lon"])],
+                          maps.view_state(cent["lat"], cent["lon"], height_px=480)),
+                height=480, key="data_map")
 st.markdown(maps.legend_html("Trace points per cell (log scale)", 1, 10 ** vmax,
                              note=f"· empty cells drawn as outlines · {outside:,} points outside the grid"),
             unsafe_allow_html=True)
@@ -88,11 +89,14 @@ hist = pd.DataFrame({"trips_in_week": edges[:-1], "users_total": h_total, "users
 pairs_tu = wk.groupby(["trips", "unique_trips"], sort=True).size().rename("users").reset_index()
 left, right = st.columns(2)
 with left:
-    fig = go.Figure()
-    fig.add_bar(x=hist["trips_in_week"], y=hist["users_total"], name="total trips", opacity=0.6)
-    fig.add_bar(x=hist["trips_in_week"], y=hist["users_unique"], name="unique trips", opacity=0.6)
+    fig = go.Figure()   # step outlines: one value per integer, no bar edges to alias into a comb
+    fig.add_scatter(x=hist["trips_in_week"], y=hist["users_total"], name="total trips", mode="lines",
+                    line={"shape": "hvh", "width": 2}, fill="tozeroy")
+    fig.add_scatter(x=hist["trips_in_week"], y=hist["users_unique"], name="unique trips", mode="lines",
+                    line={"shape": "hvh", "width": 2}, fill="tozeroy")
     styled(fig, "Distribution over users")
-    fig.update_layout(barmode="overlay", bargap=0, xaxis_title="trips in the week", yaxis_title="users")
+    fig.update_layout(xaxis_title="trips in the week", yaxis_title="users", yaxis_rangemode="tozero",
+                      legend={"x": 0.99, "xanchor": "right"})
     chart(fig, f"trips_hist_week{s.week}", data=hist, config=release_config(s, ctx.loaded), command="release",
           key="trips_hist")
 with right:

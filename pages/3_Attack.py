@@ -86,11 +86,11 @@ with st.expander("Monte Carlo check (the paper's simulation)", expanded=False):
 
 fig = go.Figure()
 fig.add_scatter(x=curve["k"], y=curve["success"], mode="lines",
-                name=f"exact success p_k, {unit_words('per_metric')} (50/50 prior)", line={"width": 3})
+                name=f"exact success p<sub>k</sub>, {unit_words('per_metric')} (50/50 prior)", line={"width": 3})
 if user_mode:
     fig.add_scatter(x=curve["k"], y=curve["success_per_person"], mode="lines", line={"width": 3},
                     name=f"{unit_words('user_level')}: max {s.max_pairs} pairs, noise {s.max_pairs}/ε")
-fig.add_scatter(x=curve["k"], y=curve["bound"], mode="lines", name="e^ε/(1+e^ε): the per-trip bound",
+fig.add_scatter(x=curve["k"], y=curve["bound"], mode="lines", name="e<sup>ε</sup>/(1+e<sup>ε</sup>): the per-trip bound",
                 line={"dash": "dash"})
 if "bayes_success" in curve:
     fig.add_scatter(x=curve["k"], y=curve["bayes_success"], mode="lines", name=f"Bayes success, prior {prior:g}",

@@ -15,6 +15,7 @@ from odapp.export import chart, reproduce, styled
 from odapp.layout import metric, page
 from odapp.words import epsilon_words, num, pct, probability_words, unit_words
 from odcore.accounting import BudgetConfig, posterior_bound
+from odcore.figures import log_ticks
 from odcore.sheet import budget_sheet
 
 # Loss-grid step of the many-week tight bracket on this page (width <= 2·weeks·step, 2 at 52 weeks; ~0.06 s).
@@ -53,7 +54,7 @@ with engine_errors("Could not compute the budget"):
                                   delta=float(delta), max_pairs=s.max_pairs if s.mode == "user_level" else None,
                                   total_interval=PAGE_TOTAL_INTERVAL))
     vs_trips, over_weeks, eps_delta = cache.budget_curves(s.epsilon, int(trips), int(weeks), float(delta),
-                                                          max(70, int(trips)))
+                                                          max(70, int(trips)), PAGE_TOTAL_INTERVAL)
 user_mode = s.mode == "user_level"
 if user_mode:   # the same curves for the bounded release (per person and week)
     with engine_errors("Could not compute the per-person curves"):
@@ -146,7 +147,7 @@ if user_mode:
 
 st.subheader("ε of one user-week against the number of unique trips")
 fig = go.Figure()
-for col, name in (("basic", "basic composition n·ε"), ("advanced", f"advanced (δ' = {delta:.0e})"),
+for col, name in (("basic", "basic composition <i>n·ε</i>"), ("advanced", f"advanced (δ' = {delta:.0e})"),
                   ("rdp", "Rényi-DP bound"), ("tight", f"tight ε(δ = {delta:.0e})"),
                   ("person_tight", f"{unit_words('user_level')}, max {s.max_pairs} pairs (tight)")):
     if col in vs_trips:
@@ -166,15 +167,20 @@ left, right = st.columns(2)
 with left:
     st.subheader("Cumulative ε over weeks")
     fig = go.Figure()
-    for col, name in (("basic", "basic W·n·ε"), ("advanced", "advanced"), ("rdp", "Rényi-DP bound"),
-                      ("tight", "tight (k ≤ 400)"),
+    for col, name in (("basic", "basic <i>W·n·ε</i>"), ("advanced", "advanced"), ("rdp", "Rényi-DP bound"),
+                      ("tight", "tight (exact PLD, upper end)"),
                       ("person_tight", f"{unit_words('user_level')}, max {s.max_pairs} pairs (tight, ≤)")):
         if col in over_weeks:
             fig.add_scatter(x=over_weeks["weeks"], y=over_weeks[col], mode="lines", name=name)
     styled(fig, f"{int(trips)} unique trips every week" + (f"; {unit_words('user_level')} bounded at "
                                                            f"{s.max_pairs} pairs" if user_mode else ""))
+    shown = [c for c in ("basic", "advanced", "rdp", "tight", "person_tight") if c in over_weeks]
+    y_lo = float(over_weeks[shown].min().min())
+    y_hi = float(over_weeks[shown].max().max())
+    vals, labels = log_ticks(y_lo, y_hi)
     fig.update_layout(xaxis_title="weeks released", yaxis_title="cumulative ε", yaxis_type="log",
-                      yaxis_dtick=1)
+                      yaxis={"tickvals": vals, "ticktext": [num(v) for v in vals]},
+                      legend={"x": 0.99, "xanchor": "right", "y": 0.02, "yanchor": "bottom"})
     chart(fig, "epsilon_over_weeks", data=over_weeks, config=cli_config, command="budget", key="eps_weeks")
 with right:
     st.subheader("ε against δ (one user-week)")
@@ -185,7 +191,9 @@ with right:
             continue
         fig.add_scatter(x=eps_delta["delta"], y=eps_delta[col], mode="lines", name=name)
     styled(fig, f"k = {int(trips)} counts: smaller ε only for larger δ")
-    fig.update_layout(xaxis_title="δ", yaxis_title="ε(δ)", xaxis_type="log")
+    vals, labels = log_ticks(float(eps_delta["delta"].min()), float(eps_delta["delta"].max()))
+    fig.update_layout(xaxis_title="δ", yaxis_title="ε(δ)", xaxis_type="log",
+                      xaxis={"tickvals": vals, "ticktext": labels})
     chart(fig, "epsilon_delta", data=eps_delta, config=cli_config, command="budget", key="eps_delta")
 
 st.subheader("What each ε means for an attacker")
@@ -200,15 +208,15 @@ if user_mode:
              (f"{int(weeks)} weeks, {unit_words('user_level')} (tight, ≤)", b["epsilon_user_total_bounded_tight"])]
 post = posterior_bound([e for _, e in rows], prior)
 reading = pd.DataFrame({
-    "guarantee": [r for r, _ in rows], "epsilon": [e for _, e in rows],
+    "guarantee": [r for r, _ in rows], "epsilon": [num(e) for _, e in rows],   # written as on the cards
     "best posterior": post,
     "in words": [probability_words(float(x)) for x in post],
     "on the usual scale": [epsilon_words(e) for _, e in rows],
 })
 st.dataframe(reading, hide_index=True, width="stretch",
              column_config={"best posterior": st.column_config.NumberColumn(format="percent"),
-                            "epsilon": st.column_config.NumberColumn(format="%.3g")})
-st.caption(f"Best posterior of an attacker starting from a {pct(prior, 0)} prior, e^ε·π/(e^ε·π + 1 − π) "
+                            "epsilon": st.column_config.TextColumn("ε")})
+st.caption(f"Best posterior of an attacker starting from a {pct(prior, 0)} prior, $e^{{ε}}π/(e^{{ε}}π + 1 − π)$ "
            "(Houssiau et al. 2022, Methods; δ ignored). Budgets from `odcore.accounting`; the tight values come "
            "from the exact privacy-loss distribution of the Laplace mechanism (`odcore.pld`).")
 reproduce([("Every budget figure of this page", "budget", cli_config)])

@@ -325,3 +325,17 @@ def test_person_week_in_both_units():
         user_level_budget(0.66, 20, 490, 1, 1e-6)["delta_user_week_tight"], rel=1e-12)
     with pytest.raises(ParameterError, match="mode"):
         person_week("per_trip", 0.66, 100, 3)
+
+
+def test_epsilon_over_weeks_tight_runs_to_the_last_week():
+    # The cumulative-ε chart's tight line used to stop at k = TIGHT_K_MAX (week 5 at 70 trips); with a loss grid
+    # it is a guaranteed bracket at every week, and at 52 weeks it agrees with budget()'s year-long bracket.
+    from odcore.accounting import BudgetConfig, budget, epsilon_over_weeks
+
+    ow = epsilon_over_weeks(0.66, trips=70, weeks=52, delta=1e-6, interval=2e-2)
+    assert ow["tight"].notna().all()
+    assert (ow["tight_lower"] <= ow["tight"]).all()
+    assert (ow["tight"] <= ow["basic"] + 1e-9).all()
+    b = budget(BudgetConfig(epsilon=0.66, threshold=100, trips=70, weeks=52, delta=1e-6, total_interval=2e-2))
+    assert ow["tight"].iloc[-1] == pytest.approx(b["epsilon_user_total_tight"], abs=1e-6)
+    assert ow["tight_lower"].iloc[-1] <= 807.5 <= ow["tight"].iloc[-1] + 1.0
