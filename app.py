@@ -7,9 +7,9 @@ from pathlib import Path
 import streamlit as st
 
 from odapp import sidebar
-from odapp.words import pct, probability_words
+from odapp.words import pct, probability_words, unit_words
 from odcore import __version__
-from odcore.attack import posterior_bound, success_curve
+from odcore.attack import bounded_success_curve, posterior_bound, success_curve
 
 st.set_page_config(page_title="OD Privacy Lab", page_icon="🗺️", layout="wide")
 
@@ -45,6 +45,7 @@ PAGE_NOTES = {
     "3_Attack.py": "how often the strongest attacker is right, for k trips and for real people of the week",
     "4_Privacy_budget.py": "per metric vs per user: ε per week and over weeks, and what each ε allows",
     "5_Knock_Knock.py": "machine-learning membership inference on aggregate time-series, and DP defences",
+    "6_Release_designer.py": "state a goal per person; get max pairs, noise and threshold, and what they keep",
 }
 pages = sorted((Path(__file__).parent / "pages").glob("*.py"))
 if pages:
@@ -57,9 +58,16 @@ if pages:
 s = ctx.settings
 p = success_curve(s.epsilon, 32)
 bound = posterior_bound(s.epsilon)
-st.info(f"At ε = {s.epsilon:g} the promise for one trip is an attacker right at most **{pct(bound)}** of the time "
-        f"({probability_words(bound)}); against someone with 32 unique trips the same release lets the attacker be "
-        f"right **{pct(float(p[32]))}** of the time ({probability_words(float(p[32]))}). "
-        f"Data in use: {s.dataset.label}.", icon=":material/lightbulb:")
+if s.mode == "user_level":
+    pb = float(bounded_success_curve(s.epsilon, s.max_pairs, 32)[32])
+    st.info(f"Guarantee unit: **{unit_words(s.mode)}**. With at most {s.max_pairs} pairs per person and noise "
+            f"{s.max_pairs}/ε, an attacker who knows 32 of someone's trips is right at most **{pct(pb)}** of the time "
+            f"({probability_words(pb)}); with the same ε {unit_words('per_metric')} they would be right "
+            f"{pct(float(p[32]))}. Data in use: {s.dataset.label}.", icon=":material/lightbulb:")
+else:
+    st.info(f"Guarantee unit: **{unit_words(s.mode)}**. At ε = {s.epsilon:g} the promise for one trip is an "
+            f"attacker right at most **{pct(bound)}** of the time ({probability_words(bound)}); against someone with "
+            f"32 unique trips the same release lets the attacker be right **{pct(float(p[32]))}** of the time "
+            f"({probability_words(float(p[32]))}). Data in use: {s.dataset.label}.", icon=":material/lightbulb:")
 
 st.caption(f"odcore {__version__} · numbers computed by the `odcore` engine; see the README for where they come from.")

@@ -261,7 +261,11 @@ def test_unit_switch_changes_every_page_headline(at):
     at.sidebar.number_input(key="w.user_threshold").set_value(100).run()
     assert any("Partition-selection δ" in w.value for w in at.sidebar.warning)    # τ = 100 is too low at m = 20
     at.sidebar.toggle(key="w.fit_threshold").set_value(True).run()
+    at.switch_page("app.py").run()
+    _no_errors(at)
+    assert any("Guarantee unit: **per person and week**" in i.value for i in at.info)
     at.sidebar.selectbox(key="w.mode").set_value("per_metric").run()
+    assert any("Guarantee unit: **per count**" in i.value for i in at.info)
     _no_errors(at)
     assert at.session_state[K_THRESHOLD] == 100          # the per-count threshold is kept
 
