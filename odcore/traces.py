@@ -22,11 +22,11 @@ Every dropped row is counted in :attr:`LoadReport.rows_dropped` under its reason
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import os
 import re
 import zipfile
+import zlib
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,6 +39,17 @@ import pandas as pd
 
 from odcore.constants import LAT, LOC, LON, TIME, USER
 from odcore.errors import ParameterError, TraceFormatError
+from odcore.validate import (
+    DEFAULT_LIMITS,
+    MISSING_TIME,
+    ArchiveLimits,
+    Inflation,
+    check_member_name,
+    decode_text,
+    normalise_user_ids,
+    parse_times,
+    user_ids_need_text,
+)
 
 __all__ = [
     "BBox",
@@ -177,6 +188,10 @@ class LoadReport:
     rows_kept: int
     rows_dropped: dict[str, int] = field(default_factory=dict)
     bbox_used: tuple[float, float, float, float] | None = None
+    rows_adjusted: dict[str, int] = field(default_factory=dict)
+    """Rows kept but read by a stated rule (daylight-saving gap / repeated hour, naive times next to UTC offsets)."""
+    encoding: str | None = None
+    time_unit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +218,9 @@ class Traces:
             "rows_kept": self.report.rows_kept,
             "rows_dropped": dict(self.report.rows_dropped),
             "bbox_used": list(self.report.bbox_used) if self.report.bbox_used else None,
+            "rows_adjusted": dict(self.report.rows_adjusted),
+            "encoding": self.report.encoding,
+            "time_unit": self.report.time_unit,
             "time_min": t.min().isoformat() if len(df) else None,
             "time_max": t.max().isoformat() if len(df) else None,
             "lat_range": [float(df[LAT].min()), float(df[LAT].max())] if len(df) else None,
@@ -220,6 +238,7 @@ class _Member:
     name: str          # for messages and cab ids
     path: Path | None = None
     data: bytes | None = None
+    inflation: Inflation | None = field(default=None, compare=False, repr=False)
 
     def raw_bytes(self) -> bytes:
         if self.data is not None:
@@ -231,51 +250,100 @@ class _Member:
         """Content, decompressed when gzip."""
         raw = self.raw_bytes()
         if raw[:2] == b"\x1f\x8b":
-            try:
-                return gzip.decompress(raw)
-            except (OSError, EOFError) as exc:
-                raise TraceFormatError(f"corrupt gzip data ({exc}).", file=self.name) from None
+            return (self.inflation or Inflation(self.name)).gunzip(raw, self.name)
         return raw
 
+    def head_bytes(self, n: int = 4096) -> bytes:
+        """The first ``n`` bytes of the content (decompressing only that much of a gzip stream)."""
+        raw = self.raw_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            import gzip
 
-def _members(source: Any, name: str | None) -> tuple[str, list[_Member]]:
-    """Return (display name, members) for a path or a file-like object."""
+            try:
+                with gzip.GzipFile(fileobj=io.BytesIO(raw)) as g:
+                    return g.read(n)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise TraceFormatError(f"corrupt or truncated gzip data ({exc}).", file=self.name) from None
+        return raw[:n]
+
+
+def _members(source: Any, name: str | None,
+             limits: ArchiveLimits = DEFAULT_LIMITS) -> tuple[str, list[_Member]]:
+    """Return (display name, members) for a path or a file-like object; archives are read under ``limits``."""
     if hasattr(source, "read"):
         data = source.read()
         if isinstance(data, str):
             data = data.encode()
         disp = name or getattr(source, "name", None) or "<upload>"
         disp = os.path.basename(str(disp))
-        if zipfile.is_zipfile(io.BytesIO(data)):
-            return disp, _zip_members(io.BytesIO(data), disp)
-        return disp, [_Member(disp, data=data)]
+        inf = Inflation(disp, limits)
+        if data[:4] == b"PK\x05\x06" or zipfile.is_zipfile(io.BytesIO(data)):
+            return disp, _zip_members(io.BytesIO(data), disp, inf)
+        _not_a_broken_zip(data[:4], disp)
+        return disp, [_Member(disp, data=data, inflation=inf)]
     path = Path(source)
     if not path.exists():
         raise TraceFormatError("no such file or folder.", file=str(path))
     disp = str(path)
+    inf = Inflation(disp, limits)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")
                        and p.name.lower() not in ("readme.md", "readme.txt", "readme"))
         if not files:
             raise TraceFormatError("the folder holds no data files.", file=disp)
-        return disp, [_Member(p.name, path=p) for p in files]
+        for p in files:
+            inf.count_member(p.name)
+        return disp, [_Member(p.name, path=p, inflation=inf) for p in files]
     if zipfile.is_zipfile(path):
-        return disp, _zip_members(path, disp)
-    return disp, [_Member(path.name, path=path)]
+        return disp, _zip_members(path, disp, inf)
+    with path.open("rb") as f:
+        _not_a_broken_zip(f.read(4), disp)
+    return disp, [_Member(path.name, path=path, inflation=inf)]
 
 
-def _zip_members(src: Any, disp: str) -> list[_Member]:
+def _base(name: str) -> str:
+    """File name of an archive member, whichever slash it uses."""
+    return name.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _not_a_broken_zip(head: bytes, disp: str) -> None:
+    """A file that starts like a zip but has no readable directory is a truncated or corrupt archive."""
+    if head == b"PK\x03\x04" or (disp.lower().endswith(".zip") and head[:2] == b"PK"):
+        raise TraceFormatError("corrupt or truncated zip archive (no central directory); download it again.",
+                               file=disp)
+
+
+def _zip_members(src: Any, disp: str, inf: Inflation) -> list[_Member]:
+    """Members of a zip, each decompressed in chunks under the caps of ``inf`` (checked before and while reading)."""
+    out = []
     try:
         with zipfile.ZipFile(src) as z:
-            out = [_Member(os.path.basename(i.filename), data=z.read(i))
-                   for i in z.infolist()
-                   if not i.is_dir() and not os.path.basename(i.filename).startswith(".")
-                   and "__MACOSX" not in i.filename
-                   and os.path.basename(i.filename).lower() not in ("readme.md", "readme.txt", "readme")]
-    except zipfile.BadZipFile as exc:
-        raise TraceFormatError(f"corrupt zip archive ({exc}).", file=disp) from None
+            for i in z.infolist():
+                check_member_name(i.filename, disp)
+            infos = [i for i in z.infolist()
+                     if not i.is_dir() and not _base(i.filename).startswith(".")
+                     and "__MACOSX" not in i.filename
+                     and _base(i.filename).lower() not in ("readme.md", "readme.txt", "readme")]
+            for i in infos:
+                inf.count_member(i.filename)
+            declared = sum(i.file_size for i in infos)
+            if declared > inf.limits.max_bytes:
+                raise TraceFormatError(f"the archive declares {declared / (1 << 20):,.0f} MiB of data, over the cap "
+                                       f"of {inf.limits.max_bytes / (1 << 20):,.0f} MiB.", file=disp)
+            for i in infos:
+                with z.open(i) as f:
+                    data = inf.read(f, i.filename, i.compress_size)
+                out.append(_Member(_base(i.filename), data=data, inflation=inf))
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+        raise TraceFormatError(f"corrupt or unsupported zip archive ({exc}).", file=disp) from None
+    except RuntimeError as exc:   # encrypted members
+        raise TraceFormatError(f"cannot read the zip archive ({exc}); encrypted archives are not read.",
+                               file=disp) from None
     if not out:
         raise TraceFormatError("the zip archive holds no data files.", file=disp)
+    if len({m.name for m in out}) != len(out):
+        raise TraceFormatError("two members of the zip archive have the same file name in different folders.",
+                               file=disp)
     return sorted(out, key=lambda m: m.name)
 
 
@@ -304,7 +372,7 @@ def _detect_format(members: list[_Member], disp: str) -> TraceFormat:
     if all(n.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) for n in names):
         return TraceFormat.CSV
     # Sniff the first line: 4 numeric space-separated fields, lat/lon in range -> Cabspotting.
-    head = members[0].text_bytes()[:4096].decode("utf-8", "replace").splitlines()
+    head = members[0].head_bytes(4096).decode("utf-8", "replace").splitlines()
     first = head[0].split() if head else []
     if len(first) == 4:
         try:
@@ -341,8 +409,16 @@ def _read_cab(m: _Member) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise  # pragma: no cover - _diagnose_cab always raises
     lat = tab.column("lat").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
     lon = tab.column("lon").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    t = tab.column("t").to_numpy(zero_copy_only=False)
+    t = tab.column("t").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    # Unix seconds: range-checked as floats before the integer conversion (missing -> MISSING_TIME).
+    t = _unix_seconds(t, m.name, "unix_time")
     return lat, lon, t
+
+
+def _unix_seconds(t: np.ndarray, fname: str, col: str) -> np.ndarray:
+    from odcore.validate import TimeInfo, _numeric_seconds
+
+    return _numeric_seconds(t, np.isfinite(t) | np.isinf(t), "s", pd.Series(t), fname, col, TimeInfo())
 
 
 def _diagnose_cab(name: str, data: bytes, exc: Exception) -> None:
@@ -381,11 +457,9 @@ def _load_cabspotting(members: list[_Member], disp: str) -> tuple[pd.DataFrame, 
     lon = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
     t = np.concatenate([p[2] for p in parts]) if parts else np.empty(0)
     codes = np.repeat(np.arange(len(members), dtype=np.int32), sizes)
-    # Unix seconds: integers in the source; a non-integer value is not an error (rounded down).
-    bad_t = ~np.isfinite(t)
-    t_int = np.where(bad_t, 0, t).astype(np.int64)
+    # Unix seconds (a non-integer value is rounded down; missing = MISSING_TIME, counted below).
+    t_int = t.astype(np.int64, copy=False)
     user = pd.Categorical.from_codes(codes, categories=pd.Index(cab_ids, dtype=object))
-    t_int[bad_t] = np.iinfo(np.int64).min  # marked missing below
     df = pd.DataFrame({USER: user, "_t": t_int, LAT: lat, LON: lon}, copy=False)
     df.attrs["_row_in_file"] = (sizes, [m.name for m in members])
     return df, {}
@@ -461,11 +535,11 @@ def _load_checkins(members: list[_Member], disp: str, poi_source: Any) -> tuple[
         drops[DROP_UNKNOWN_POI] = n_unknown
     known = found | np.isnan(cpoi)
     t = c["unix_time"].to_numpy()
-    t_int = np.where(np.isfinite(t), t, 0).astype(np.int64)
+    t_int = _unix_seconds(t, ck[0].name, "unix_time")
     u = c["user"].to_numpy()
     df = pd.DataFrame({
         USER: np.where(np.isnan(u), -1, u).astype(np.int64),
-        "_t": np.where(np.isfinite(t), t_int, np.iinfo(np.int64).min),
+        "_t": t_int,
         LAT: lat, LON: lon, LOC: cpoi_i,
     })
     missing = np.isnan(u) | ~np.isfinite(t) | np.isnan(cpoi)
@@ -485,26 +559,43 @@ def _read_table(m: _Member, fmt: TraceFormat) -> pd.DataFrame:
             return pd.read_parquet(io.BytesIO(m.raw_bytes()) if m.path is None else m.path)
         except Exception as exc:  # pyarrow raises several types for a corrupt file
             raise TraceFormatError(f"cannot read as Parquet ({type(exc).__name__}: {exc}).", file=m.name) from None
-    data = m.text_bytes()
+    data, enc = decode_text(m.text_bytes(), m.name)
     if not data.strip():
         raise TraceFormatError("the file is empty.", file=m.name)
-    head = data[:4096].decode("utf-8", "replace")
+    first = data[:65536].decode("utf-8", "replace").lstrip().splitlines()[0]
     try:
-        sep = csv.Sniffer().sniff(head.splitlines()[0], delimiters=",;\t|").delimiter
+        sep = csv.Sniffer().sniff(first, delimiters=",;\t|").delimiter
     except csv.Error:
         sep = ","
+    header = [h.strip().strip('"') for h in next(csv.reader([first], delimiter=sep))]
+    dups = sorted({h for h in header if header.count(h) > 1})
+    if dups:
+        raise TraceFormatError(f"column(s) {dups} appear more than once in the header {header}; rename them.",
+                               file=m.name, column=dups[0])
     try:
-        return pd.read_csv(io.BytesIO(data), sep=sep, engine="pyarrow")
+        df = pd.read_csv(io.BytesIO(data), sep=sep, engine="pyarrow")
     except Exception:
         try:
-            return pd.read_csv(io.BytesIO(data), sep=sep, engine="c")
+            df = pd.read_csv(io.BytesIO(data), sep=sep, engine="c")
         except (ValueError, pd.errors.ParserError) as exc:
-            raise TraceFormatError(f"cannot parse as CSV ({exc}).", file=m.name) from None
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise TraceFormatError(f"cannot parse as CSV ({msg}).", file=m.name) from None
+    df.attrs["_encoding"] = enc
+    df.attrs["_csv"] = (data, sep)
+    return df
 
 
 def _resolve_mapping(columns: list[str], mapping: ColumnMapping | dict | None, fname: str) -> ColumnMapping:
     if isinstance(mapping, dict):
-        mapping = ColumnMapping(**mapping)
+        # roles not named are detected (giving only time_unit does not turn detection off)
+        given = {k: v for k, v in mapping.items() if v is not None}
+        roles = (USER, TIME, LAT, LON)
+        need = [r for r in roles if r not in given]
+        if need:
+            found = _detect_columns(columns, fname, need=need)
+            keep = need + ([LOC] if len(need) == len(roles) and found[LOC] else [])
+            given.update({r: found[r] for r in keep})
+        mapping = ColumnMapping(**given)
     if mapping is not None:
         for role in ("user", "time", "lat", "lon", "loc"):
             col = getattr(mapping, role)
@@ -512,61 +603,32 @@ def _resolve_mapping(columns: list[str], mapping: ColumnMapping | dict | None, f
                 raise TraceFormatError(
                     f"missing column {col!r} for {role}; the file has columns {columns}.", file=fname, column=col)
         return mapping
+    found = _detect_columns(columns, fname, need=[USER, TIME, LAT, LON])
+    return ColumnMapping(user=found[USER], time=found[TIME], lat=found[LAT], lon=found[LON], loc=found[LOC])
+
+
+def _detect_columns(columns: list[str], fname: str, need: list[str]) -> dict[str, str | None]:
+    """Columns of each role recognised by name (:data:`_ALIASES`); a role in ``need`` that is absent is an error."""
     lower = {c.lower().strip(): c for c in columns}
     found: dict[str, str | None] = {}
     for role, names in _ALIASES.items():
         found[role] = next((lower[n] for n in names if n in lower), None)
-    for role in (USER, TIME, LAT, LON):
+    for role in need:
         if found[role] is None:
             raise TraceFormatError(
                 f"missing column for {role} (looked for {list(_ALIASES[role])}); the file has columns {columns}. "
                 "Pass a column mapping.", file=fname, column=role)
-    return ColumnMapping(user=found[USER], time=found[TIME], lat=found[LAT], lon=found[LON], loc=found[LOC])
+    return found
 
 
 def _parse_time(s: pd.Series, unit: str, tz: str, fname: str, col: str) -> np.ndarray:
-    """Column -> int64 Unix seconds (missing = int64 min). Naive text is read in ``tz``."""
-    miss = s.isna().to_numpy()
-    if pd.api.types.is_datetime64_any_dtype(s):
-        dt = s if s.dt.tz is not None else s.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
-        ns = dt.dt.tz_convert("UTC").astype("datetime64[ns, UTC]").to_numpy(dtype="datetime64[ns]").view(np.int64)
-        out = np.where(miss | (ns == np.iinfo(np.int64).min), np.iinfo(np.int64).min, ns // _NS)
-        return out
-    numeric = pd.api.types.is_numeric_dtype(s)
-    if unit in ("s", "ms") or (unit == "auto" and numeric):
-        v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64)
-        bad = np.isnan(v) & ~miss
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise TraceFormatError(f"cannot parse {s.iloc[i]!r} as Unix time.", file=fname, row=i + 1, column=col)
-        if unit == "auto" and np.nanmedian(np.abs(v)) > 1e11 if (~miss).any() else False:
-            unit = "ms"   # > 1e11 s would be after the year 5000: these are Unix milliseconds
-        if unit == "ms":
-            v = v / 1000.0
-        return np.where(miss, np.iinfo(np.int64).min, np.floor(np.where(miss, 0, v))).astype(np.int64)
-    txt = s.astype("string")
-    dt = pd.to_datetime(txt, format="ISO8601", errors="coerce", utc=False)
-    if dt.isna().to_numpy().any() & (dt.isna().to_numpy() & ~miss).any():
-        # Mixed offsets / odd strings: retry element-wise in UTC before giving up.
-        dt = pd.to_datetime(txt, errors="coerce", utc=True, format="mixed")
-    bad = dt.isna().to_numpy() & ~miss
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise TraceFormatError(f"cannot parse {s.iloc[i]!r} as a time (expected ISO 8601 text or Unix seconds).",
-                               file=fname, row=i + 1, column=col)
-    if getattr(dt.dt, "tz", None) is None:
-        dt = dt.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
-        bad = dt.isna().to_numpy() & ~miss
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise TraceFormatError(f"time {s.iloc[i]!r} does not exist or is ambiguous in time zone {tz}.",
-                                   file=fname, row=i + 1, column=col)
-    ns = dt.dt.tz_convert("UTC").astype("datetime64[ns, UTC]").to_numpy(dtype="datetime64[ns]").view(np.int64)
-    return np.where(miss, np.iinfo(np.int64).min, ns // _NS)
+    """Column -> int64 Unix seconds (missing = int64 min); see :func:`odcore.validate.parse_times`."""
+    return parse_times(s, unit, tz, fname, col)[0]
 
 
 def _load_table(members: list[_Member], fmt: TraceFormat, mapping: Any, tz: str) -> tuple[pd.DataFrame, dict]:
     frames = []
+    info: dict[str, Any] = {"adjusted": {}, "encoding": None, "time_unit": None}
     for m in members:
         raw = _read_table(m, fmt)
         if len(raw) == 0:
@@ -574,52 +636,53 @@ def _load_table(members: list[_Member], fmt: TraceFormat, mapping: Any, tz: str)
         cols = [str(c) for c in raw.columns]
         raw.columns = cols
         mp = _resolve_mapping(cols, mapping, m.name)
-        t = _parse_time(raw[mp.time], mp.time_unit, tz, m.name, mp.time)
-        lat = pd.to_numeric(raw[mp.lat], errors="coerce").to_numpy(dtype=np.float64)
-        lon = pd.to_numeric(raw[mp.lon], errors="coerce").to_numpy(dtype=np.float64)
+        t, tinfo = parse_times(raw[mp.time], mp.time_unit, tz, m.name, mp.time)
+        for k, v in tinfo.adjusted.items():
+            info["adjusted"][k] = info["adjusted"].get(k, 0) + v
+        info["time_unit"] = tinfo.unit
+        info["encoding"] = raw.attrs.get("_encoding", info["encoding"])
+        lat = pd.to_numeric(raw[mp.lat], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        lon = pd.to_numeric(raw[mp.lon], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         for col, v in ((mp.lat, lat), (mp.lon, lon)):
             bad = np.isnan(v) & raw[col].notna().to_numpy()
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise TraceFormatError(f"cannot parse {raw[col].iloc[i]!r} as a number.", file=m.name, row=i + 1,
-                                       column=col)
+                raise TraceFormatError(f"cannot parse {raw[col].iloc[i]!r} as a number (degrees).", file=m.name,
+                                       row=i + 1, column=col)
         user = raw[mp.user]
+        if user_ids_need_text(user):
+            user = _user_as_text(raw, m, mp.user)
         d = {USER: user.to_numpy() if pd.api.types.is_numeric_dtype(user) and not pd.api.types.is_bool_dtype(user)
              else user.astype(object).to_numpy(),
              "_t": t, LAT: lat, LON: lon}
         if mp.loc is not None:
             loc = pd.to_numeric(raw[mp.loc], errors="coerce")
-            d[LOC] = loc.to_numpy(dtype=np.float64)
+            d[LOC] = loc.to_numpy(dtype=np.float64, na_value=np.nan)
         frames.append(pd.DataFrame(d))
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     # where each row came from (file, 1-based row) for error messages, without a per-row column
     df.attrs["_row_in_file"] = (np.array([len(f) for f in frames], dtype=np.int64), [m.name for m in members])
+    df.attrs["_info"] = info
     # missing users / locs count as missing values
     miss_user = df[USER].isna().to_numpy().copy()
     if LOC in df.columns:
         miss_user |= np.isnan(df[LOC].to_numpy(dtype=np.float64))
         df[LOC] = np.where(np.isnan(df[LOC].to_numpy(dtype=np.float64)), -1, df[LOC]).astype(np.int64)
-    df.loc[miss_user, "_t"] = np.iinfo(np.int64).min
-    df[USER] = _normalise_users(df[USER])
+    df.loc[miss_user, "_t"] = MISSING_TIME
+    df[USER] = normalise_user_ids(df[USER])
     return df, {}
 
 
-def _normalise_users(u: pd.Series) -> pd.Series:
-    """Integers (or integral floats) stay int64 (missing -> -1, already flagged); anything else becomes a
-    categorical of strings. Vectorised: factorize once, convert only the distinct values to text."""
-    if pd.api.types.is_integer_dtype(u):
-        return u.astype(np.int64)
-    if pd.api.types.is_float_dtype(u):
-        v = u.to_numpy(dtype=np.float64)
-        fin = np.isfinite(v)
-        if np.all(v[fin] == np.round(v[fin])):
-            return pd.Series(np.where(fin, v, -1).astype(np.int64), index=u.index)
-    codes, uniques = pd.factorize(u, sort=False, use_na_sentinel=True)
-    labels = pd.Index(np.asarray(uniques, dtype=object).astype(str), dtype=object)
-    # distinct raw values can print the same (1 and "1"): merge them
-    cats, inv = np.unique(labels.to_numpy(dtype=str), return_inverse=True)
-    new_codes = np.where(codes >= 0, inv[np.maximum(codes, 0)], -1)
-    return pd.Series(pd.Categorical.from_codes(new_codes, categories=pd.Index(cats, dtype=object)), index=u.index)
+def _user_as_text(raw: pd.DataFrame, m: _Member, col: str) -> pd.Series:
+    """Re-read the user column as text: ids above 2^63 (or beyond 2^53 as floats) must not go through a float."""
+    if "_csv" in raw.attrs:
+        data, sep = raw.attrs["_csv"]
+        return pd.read_csv(io.BytesIO(data), sep=sep, usecols=[col], dtype=str, engine="c")[col]
+    u = raw[col]
+    if pd.api.types.is_unsigned_integer_dtype(u):
+        return u.astype(str)
+    raise TraceFormatError("user ids are stored as floating-point numbers beyond 2^53, so distinct ids may have "
+                           "merged; store them as text or 64-bit integers.", file=m.name, column=col)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -643,13 +706,14 @@ def _where(df: pd.DataFrame, i: int) -> tuple[str | None, int | None]:
 def _to_time_ns(value: Any, tz: str, name: str) -> int:
     try:
         ts = pd.Timestamp(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"{name} must be a date or time (ISO 8601), got {name}={value!r}.") from None
-    if ts is pd.NaT:
-        raise ParameterError(f"{name} must be a date or time, got {name}={value!r}.")
-    if ts.tzinfo is None:
-        ts = ts.tz_localize(tz)
-    return int(ts.tz_convert("UTC").as_unit("ns").value)
+        if ts is pd.NaT:
+            raise ValueError
+        if ts.tzinfo is None:
+            ts = ts.tz_localize(tz, ambiguous=True, nonexistent="shift_forward")
+        return int(ts.tz_convert("UTC").as_unit("ns").value)
+    except (TypeError, ValueError, OverflowError):   # OutOfBoundsDatetime is a ValueError
+        raise ParameterError(f"{name} must be a date or time (ISO 8601) between 1678 and 2261, got "
+                             f"{name}={value!r}.") from None
 
 
 def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, drops: dict[str, int] | None = None,
@@ -781,8 +845,11 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
         raise TraceFormatError(
             f"only {n_users} user(s) after loading; weekly OD counts and attacks need at least {min_users} users.",
             file=source, column=USER)
+    info = df.attrs.get("_info") or {}
     report = LoadReport(source=source, format=fmt, rows_read=int(rows_read), rows_kept=len(out),
-                        rows_dropped={k: v for k, v in drops.items() if v}, bbox_used=bbox_used)
+                        rows_dropped={k: v for k, v in drops.items() if v}, bbox_used=bbox_used,
+                        rows_adjusted={k: v for k, v in info.get("adjusted", {}).items() if v},
+                        encoding=info.get("encoding"), time_unit=info.get("time_unit"))
     return Traces(out, report)
 
 
@@ -807,7 +874,8 @@ def traces_from_frame(df: pd.DataFrame, *, source: str = "<dataframe>", **kw: An
 
 def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: ColumnMapping | dict | None = None,
                 tz: str = "UTC", time_offset_s: float = 0, bbox: Any = None, start: Any = None, end: Any = None,
-                poi_source: Any = None, name: str | None = None, min_users: int = 2) -> Traces:
+                poi_source: Any = None, name: str | None = None, min_users: int = 2,
+                limits: ArchiveLimits = DEFAULT_LIMITS) -> Traces:
     """Load traces from a file, folder, zip or binary file-like object into the trace schema.
 
     Parameters
@@ -834,6 +902,9 @@ def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: Col
         File name of a file-like ``source`` (format detection and messages).
     min_users:
         Fewest distinct users accepted (default 2: a single user cannot give OD counts or membership games).
+    limits:
+        Caps on decompressed size, member count and compression ratio of zip / gzip input
+        (:class:`odcore.validate.ArchiveLimits`), checked while reading.
 
     Returns
     -------
@@ -850,7 +921,7 @@ def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: Col
     except ValueError:
         raise ParameterError(f"format must be one of {[f.value for f in TraceFormat]}, got format={format!r}.") from None
     _check_tz(tz)
-    disp, members = _members(source, name)
+    disp, members = _members(source, name, limits)
     if fmt is TraceFormat.AUTO:
         fmt = _detect_format(members, disp)
     if fmt is TraceFormat.CABSPOTTING:

@@ -309,7 +309,7 @@ def test_unix_milliseconds_detected_and_string_users_vectorised(tmp_path):
 
 def test_float_user_ids_become_integers(tmp_path):
     p = tmp_path / "f.parquet"
-    pd.DataFrame({"user": [1.0, 2.0, 2.0], "time": pd.to_datetime([0, 3600, 7200], unit="s", utc=True),
+    pd.DataFrame({"user": [1.0, 2.0, 2.0], "time": pd.to_datetime([1_700_000_000, 1_700_003_600, 1_700_007_200], unit="s", utc=True),
                   "lat": [1.0, 1.1, 1.2], "lon": [2.0, 2.1, 2.2]}).to_parquet(p)
     tr = load_traces(p)
     assert tr.df["user"].dtype == np.int64
