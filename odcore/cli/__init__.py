@@ -3,6 +3,9 @@
 Each module in :data:`SUBCOMMAND_MODULES` exposes ``register(subparsers)``, which adds its
 subcommands with ``set_defaults(func=...)``; ``func(args)`` returns an exit code. Domain errors
 (:class:`odcore.errors.ODCoreError`) are printed as one line on stderr with exit code 2, never a traceback.
+Numeric parameters (ε, δ, τ, cell area, k, resolution, Monte Carlo size, seed, weeks, ...) are checked once, here,
+against :data:`odcore.validate.PARAMETERS` (the same rule the engine's configs use), whether they come from a flag
+or from ``--config``.
 
 Every subcommand accepts ``--config FILE.json``: a JSON object whose keys are the command's flag names in
 snake_case (``--max-pairs`` -> ``max_pairs``), as the dashboard exports them. Precedence: explicit flags > config
@@ -104,10 +107,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         args = _apply_config(args, argv)
+        _check_parameters(args)
         return int(args.func(args) or 0)
     except ODCoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _check_parameters(args: argparse.Namespace) -> None:
+    """Every known parameter (flag or ``--config`` value) against the one rule of :data:`odcore.validate.PARAMETERS`,
+    before any work and before any output is written."""
+    from odcore.validate import check_params
+
+    values = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    for k, v in check_params(values).items():
+        setattr(args, k, v)
 
 
 def print_json(obj: object) -> None:

@@ -85,8 +85,9 @@ def run_curve(args: argparse.Namespace) -> int:
         out["tpr_at_fpr_1pct"] = tpr[:, 0].tolist()
         out["tpr_at_fpr_0.1pct"] = tpr[:, 1].tolist()
     if args.monte_carlo is not None:
-        if args.monte_carlo < 1:
-            raise ParameterError(f"--monte-carlo must be >= 1 repetitions, got {args.monte_carlo}.")
+        from odcore.validate import check_monte_carlo_work
+
+        check_monte_carlo_work(args.monte_carlo, args.k_max)
         sim = attack.simulate_attack(eps, np.arange(args.k_max + 1), reps=args.monte_carlo, rng=args.seed)
         out.update({"mc_reps": sim.reps, "mc_seed": args.seed, "mc_success": sim.success.tolist(),
                     "mc_ci_low": sim.ci_low.tolist(), "mc_ci_high": sim.ci_high.tolist()})

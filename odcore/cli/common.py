@@ -129,9 +129,21 @@ def od_config_from_args(args: argparse.Namespace, fmt: str | None = None):
     return ODConfig(cell_km2=getattr(args, "cell_km2", 1.3), tz=resolve_tz(args, fmt), zones=zones)
 
 
+def grid_note(df, cell_km2: float) -> None:
+    """Refuse a grid over :data:`odcore.validate.MAX_GRID_CELLS` cells; note on stderr a continent-wide one."""
+    import sys
+
+    from odcore.validate import check_grid_size
+
+    _, warning = check_grid_size(df["lat"].to_numpy(), df["lon"].to_numpy(), cell_km2)
+    if warning:
+        print(f"note: {warning}", file=sys.stderr)
+
+
 def od_from_args(args: argparse.Namespace) -> tuple[Traces, ODData]:
     """Load traces and build the weekly unique OD counts (grid, hourly locations, trips)."""
     from odcore.trips import build_od
-
     traces = traces_from_args(args)
-    return traces, build_od(traces.df, od_config_from_args(args, traces.report.format))
+    cfg = od_config_from_args(args, traces.report.format)
+    grid_note(traces.df, cfg.cell_km2)
+    return traces, build_od(traces.df, cfg)

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from odcore.cli.common import add_grid_args, add_loader_args, od_config_from_args, traces_from_args
+from odcore.paths import atomic_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,15 +62,15 @@ def run_synth(args: argparse.Namespace) -> int:
     cfg = SynthConfig(users=args.users, weeks=args.weeks, center=_parse_center(args.center),
                       extent_km=args.extent_km, start=args.start, tz=args.tz)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    if out.suffix.lower() in (".parquet", ".pq"):
-        df = write_sample(out, cfg, args.seed)
-    else:
-        from odcore.synth import generate_city
+    with atomic_output(out) as tmp:
+        if out.suffix.lower() in (".parquet", ".pq"):
+            df = write_sample(tmp, cfg, args.seed)
+        else:
+            from odcore.synth import generate_city
 
-        df = generate_city(cfg, args.seed)
-        df.assign(time=df["time"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")).to_csv(out, index=False)
+            df = generate_city(cfg, args.seed)
+            df.assign(time=df["time"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")).to_csv(tmp, index=False)
     info = {"out": str(out), "users": cfg.users, "weeks": cfg.weeks, "seed": args.seed, "rows": len(df),
             "bytes": out.stat().st_size, "seconds": round(time.perf_counter() - t0, 3)}
     if args.json:
@@ -82,6 +83,7 @@ def run_synth(args: argparse.Namespace) -> int:
 
 def run_trips(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
+    from odcore.cli.common import grid_note
     from odcore.errors import ParameterError
     from odcore.trips import build_od
     from odcore.zones import add_zone_names, write_zone_geometry, zones_summary
@@ -90,6 +92,7 @@ def run_trips(args: argparse.Namespace) -> int:
     traces = traces_from_args(args)
     t1 = time.perf_counter()
     cfg = od_config_from_args(args, traces.report.format)
+    grid_note(traces.df, cfg.cell_km2)
     od = build_od(traces.df, cfg)
     t2 = time.perf_counter()
     rep = traces.report
@@ -107,6 +110,11 @@ def run_trips(args: argparse.Namespace) -> int:
         "rows_read": rep.rows_read,
         "rows_kept": rep.rows_kept,
         "rows_dropped": dropped,
+        "rows_adjusted": dict(rep.rows_adjusted),
+        "encoding": rep.encoding,
+        "time_unit": rep.time_unit,
+        "time_min": traces.df["time"].min().isoformat(),
+        "time_max": traces.df["time"].max().isoformat(),
         "bbox_used": list(rep.bbox_used) if rep.bbox_used else None,
         "cell_km2": s["cell_km2"],
         "zones": zones_summary(od.grid),
@@ -126,12 +134,15 @@ def run_trips(args: argparse.Namespace) -> int:
     if args.counts_out:
         p = Path(args.counts_out)
         table = add_zone_names(od.counts, od.grid)
+        geo_path = p.with_name(p.name.split(".")[0] + ".zones.geojson")
         try:
-            if p.suffix.lower() in (".parquet", ".pq"):
-                table.to_parquet(p, index=False)
-            else:
-                table.to_csv(p, index=False)
-            geo = write_zone_geometry(od.grid, p.with_name(p.name.split(".")[0] + ".zones.geojson"), od.cells)
+            with atomic_output(p) as tmp, atomic_output(geo_path) as tmp_geo:
+                if p.suffix.lower() in (".parquet", ".pq"):
+                    table.to_parquet(tmp, index=False)
+                else:
+                    table.to_csv(tmp, index=False)
+                write_zone_geometry(od.grid, tmp_geo, od.cells)
+            geo = geo_path
         except OSError as exc:
             raise ParameterError(f"--counts-out {p}: cannot write ({exc}).") from None
         out["counts_out"] = str(p)

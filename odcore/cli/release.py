@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from odcore.errors import ParameterError
+from odcore.paths import atomic_output
 
 # Keys the dashboard exports that a command does not use: accepted in --config, reported on stderr, ignored.
 _IGNORED_BUDGET = frozenset({"dataset", "week", "cell_km2", "zones", "seed"})
@@ -212,13 +213,6 @@ def run_release(args: argparse.Namespace) -> int:
     out_table = release_csv_table(table, od.centroids(), od.week_starts)
     out_table = add_zone_names(out_table, od.grid)
     out_dir = Path(s["out"])
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        out_table.to_csv(out_dir / "release.csv", index=False)
-        out_table.to_parquet(out_dir / "release.parquet", index=False)
-        write_zone_geometry(od.grid, out_dir / "zones.geojson", od.cells)
-    except OSError as exc:
-        raise ParameterError(f"--out {out_dir}: cannot write ({exc}).") from None
 
     uw = od.user_week
     if week is not None:
@@ -250,7 +244,17 @@ def run_release(args: argparse.Namespace) -> int:
     if s.get("map"):
         summary["files"]["map"] = [str(p) for p in _write_maps(s, od, table, cfg, week)]
     summary = _jsonable(summary)
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False), encoding="utf-8")
+    text = json.dumps(summary, indent=2, allow_nan=False)
+    # Written last and atomically: a command that fails before this point leaves nothing behind.
+    try:
+        with atomic_output(out_dir / "release.csv") as a, atomic_output(out_dir / "release.parquet") as b, \
+                atomic_output(out_dir / "zones.geojson") as z, atomic_output(out_dir / "summary.json") as c:
+            out_table.to_csv(a, index=False)
+            out_table.to_parquet(b, index=False)
+            write_zone_geometry(od.grid, z, od.cells)
+            c.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ParameterError(f"--out {out_dir}: cannot write ({exc}).") from None
     if args.json:
         print_json(summary)
     else:
@@ -262,8 +266,9 @@ def run_release(args: argparse.Namespace) -> int:
               + "".join(f"; {n:,} rows dropped: {why}" for why, n in zd.items()))
         print(f"release ({cfg.mode.value}, epsilon={cfg.epsilon:g}, threshold={cfg.threshold:g}, noise scale "
               f"{cfg.scale:g}): {u['pairs_published']} of {u['pairs_total']} OD pairs published "
-              f"({u['pairs_published_frac']:.1%}), {u['trips_published']} of {u['trips_total']} user-trips "
-              f"({u['trips_published_frac']:.1%}); mean relative error {u['mean_relative_error']:.3g}")
+              f"({_fmt(u['pairs_published_frac'], '.1%')}), {u['trips_published']} of {u['trips_total']} user-trips "
+              f"({_fmt(u['trips_published_frac'], '.1%')}); mean relative error "
+              f"{_fmt(u['mean_relative_error'], '.3g')}")
         if r.get("contributions_dropped_by_bounding"):
             print(f"bounding dropped {r['contributions_dropped_by_bounding']} of {r['contributions_in']} user-pair "
                   f"contributions ({r['user_weeks_bounded']} user-weeks over {cfg.max_pairs} pairs)")
