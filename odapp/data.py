@@ -45,12 +45,14 @@ class Loaded:
 
 @dataclass(frozen=True)
 class UploadOptions:
-    """How to read an upload: format (``"auto"`` detects it from the name), column mapping, time zone, offset."""
+    """How to read an upload: format (``"auto"`` detects it from the name), column mapping, time zone, offset and
+    bounding box -- the same defaults as ``python -m odcore`` (``--tz auto``, ``--bbox auto``)."""
 
     format: str = "auto"
     mapping: tuple[tuple[str, str], ...] = ()   # (engine column, file column) pairs; empty = detect
     tz: str = "auto"          # "auto": the format's local zone (Cabspotting: America/Los_Angeles), else UTC
     time_offset_s: int = 0
+    bbox: str = "auto"        # "auto": robust percentile box (clips far GPS glitches); "none"; or "S,W,N,E"
 
     def resolved_tz(self, fmt: str) -> str:
         from odcore.cli.common import FORMAT_TZ
@@ -81,7 +83,8 @@ def synth_ref(users: int, weeks: int, extent_km: float, seed: int) -> DatasetRef
 
 def upload_ref(data: bytes, name: str, options: UploadOptions) -> DatasetRef:
     h = hashlib.sha256(data)
-    h.update(json.dumps([name, options.format, list(options.mapping), options.tz, options.time_offset_s]).encode())
+    h.update(json.dumps([name, options.format, list(options.mapping), options.tz, options.time_offset_s,
+                         options.bbox]).encode())
     return DatasetRef(id=f"upload:{h.hexdigest()[:20]}", kind=DataSource.UPLOAD.value, label=f"Upload: {name}")
 
 
@@ -134,12 +137,13 @@ def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()
         raise TraceFormatError("the file is empty; upload a CSV, Parquet, JSON or zip file of traces.", file=name)
     # With tz "auto", naive text times are read as UTC and the format's local zone (Cabspotting: unix times,
     # America/Los_Angeles hours and weeks) is used for hours and weeks, as `python -m odcore --tz auto` does.
+    bbox = None if options.bbox.strip().lower() in ("", "none", "off") else options.bbox
     t = load_traces(io.BytesIO(data), format=options.format, mapping=options.mapping_dict(),
                     tz="UTC" if options.tz == "auto" else options.tz, time_offset_s=options.time_offset_s,
-                    name=name)
+                    name=name, bbox=bbox)
     tz = options.resolved_tz(t.report.format)
     cli = {"input": name, "format": t.report.format, "tz": tz, "time_offset": float(options.time_offset_s),
-           "bbox": "none"}
+           "bbox": options.bbox if bbox is not None else "none"}
     for role, column in (options.mapping_dict() or {}).items():  # same flags as `python -m odcore --user-col ...`
         cli["time_unit" if role == "time_unit" else f"{role}_col"] = column
     return Loaded(t.df, _summary_of(t), cli)

@@ -120,19 +120,24 @@ def _upload_controls() -> None:
         unit = st.selectbox("Time unit", ["auto", "iso", "s", "ms"], key="w.upload_time_unit",
                             help="auto: numbers are Unix seconds, text is ISO 8601; or force ISO text, Unix "
                                  "seconds (s) or milliseconds (ms).")
-        tz = st.text_input("Time zone", "auto", key="w.upload_tz",
-                           help="IANA name such as America/Los_Angeles, used for timestamps without a zone and "
-                                "for local hours and Monday week starts; 'auto' = America/Los_Angeles for "
-                                "Cabspotting, UTC otherwise (as the command line's --tz auto).")
+        tz = st.selectbox("Time zone", time_zone_choices(), key="w.upload_tz",
+                          help="Zone of timestamps written without an offset, and of local hours and Monday week "
+                               "starts; 'auto' = America/Los_Angeles for Cabspotting, UTC otherwise (as the command "
+                               "line's --tz auto). Local times in a daylight-saving gap are read with the offset "
+                               "before the change, repeated hours as their first occurrence; both are counted.")
         offset = st.number_input("Time offset (seconds)", value=0, step=3600, key="w.upload_offset",
                                  help="Added to every timestamp, e.g. 28800 for check-in sets that are 8 h early.")
+        bbox = st.text_input("Bounding box", "auto", key="w.upload_bbox",
+                             help="Keep points inside south,west,north,east (degrees). 'auto' = the robust box "
+                                  "of the command line (0.5-99.5 percentiles widened by 25 %), which drops far "
+                                  "GPS glitches so one stray fix does not stretch the grid; 'none' keeps all.")
     if st.button("Load this file", disabled=up is None, key="w.upload_go",
                  help="Read the file; if it cannot be read, the data loaded before stays in use."):
         mapping = tuple((k, v.strip()) for k, v in cols.items() if v.strip())
         if mapping or unit != "auto":
             mapping = (*mapping, ("time_unit", unit))
-        opts = UploadOptions(format=fmt, mapping=mapping,
-                             tz=tz.strip() or "auto", time_offset_s=int(offset))
+        opts = UploadOptions(format=fmt, mapping=mapping, tz=tz or "auto", time_offset_s=int(offset),
+                             bbox=bbox.strip() or "auto")
         apply_upload(ss, up.getvalue(), up.name, opts)
     if ss.get(K_UPLOAD_ERROR):
         st.error(ss[K_UPLOAD_ERROR], icon="⚠️")
@@ -170,6 +175,13 @@ def _user_threshold() -> float:
     return tau
 
 
+def time_zone_choices() -> list[str]:
+    """'auto', 'UTC', then every IANA zone name (the select box is searchable)."""
+    import zoneinfo
+
+    return ["auto", "UTC", *sorted(z for z in zoneinfo.available_timezones() if "/" in z)]
+
+
 def current_dataset() -> tuple[DatasetRef, Loaded]:
     """The data in use, loaded through the caches (an upload lives in the session)."""
     ss = st.session_state
@@ -182,6 +194,19 @@ def current_dataset() -> tuple[DatasetRef, Loaded]:
         return ref, cache.synth_traces(ref.synth_users, ref.synth_weeks, ref.synth_extent_km, ref.synth_seed)
     ref = sample_ref()
     return ref, cache.sample_traces(ref.id)
+
+
+def grid_check(loaded: Loaded, cell_km2: float) -> str | None:
+    """The warning of :func:`odcore.validate.check_grid_size` for the loaded points (raises over the limit)."""
+    from odcore.validate import check_grid_size
+
+    summary = loaded.summary
+    if summary.get("lat_range") and summary.get("lon_range"):
+        lat, lon = summary["lat_range"], summary["lon_range"]
+    else:
+        lat, lon = loaded.df["lat"].to_numpy(), loaded.df["lon"].to_numpy()
+    _, warning = check_grid_size(lat, lon, cell_km2, what="grid cell area")
+    return warning
 
 
 def render() -> PageContext:
@@ -206,6 +231,7 @@ def render() -> PageContext:
                            "Pick the bundled synthetic city or fix the file, then try again."):
             ref, loaded = current_dataset()
             od_config = ODConfig(cell_km2=float(ss[K_CELL_KM2]), tz=loaded.tz)
+            grid_warning = grid_check(loaded, od_config.cell_km2)
             od = cache.od_data(ref.id, od_config, _df=loaded.df)
         ss[K_DATASET] = ref
         n_weeks = max(1, len(od.week_starts))
@@ -242,6 +268,11 @@ def render() -> PageContext:
         _bound(K_SEED, st.number_input, label="Seed", min_value=0, max_value=2**31 - 1, step=1,
                help="Seed of every random draw (noise, synthesis, Monte Carlo): same seed, same numbers.")
         st.caption(f"Data: {ref.label}")
+    # In the main area too: the sidebar's messages are below the fold.
+    if ss[K_SOURCE] == DataSource.UPLOAD and ss.get(K_UPLOAD_ERROR):
+        st.error(ss[K_UPLOAD_ERROR], icon="⚠️")
+    if grid_warning:
+        st.warning(f"Very large grid: {grid_warning}", icon="⚠️")
     settings = Settings(dataset=ref, week=int(ss[K_WEEK]), cell_km2=float(ss[K_CELL_KM2]),
                         epsilon=float(ss[K_EPSILON]), threshold=threshold, seed=int(ss[K_SEED]),
                         mode=str(ss[K_MODE]), max_pairs=int(ss[K_MAX_PAIRS]))

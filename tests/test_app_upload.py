@@ -28,7 +28,7 @@ def test_good_csv_with_detected_columns():
     assert loaded.summary["users"] == 2
     assert loaded.summary["rows_kept"] == 4
     assert list(loaded.df.columns[:4]) == ["user", "time", "lat", "lon"]
-    assert loaded.cli == {"input": "trips.csv", "format": "csv", "tz": "UTC", "time_offset": 0.0, "bbox": "none"}
+    assert loaded.cli == {"input": "trips.csv", "format": "csv", "tz": "UTC", "time_offset": 0.0, "bbox": "auto"}
 
 
 def test_column_mapping_and_time_offset():

@@ -1,0 +1,208 @@
+"""Hostile input: every generated file (tests/hostile/generator.py) through the CLI and the dashboard's upload path.
+
+Each file either gives exit code 2 and one line ``error: ...`` containing the expected fragment (no traceback, no
+hang), or loads with exactly the expected users, rows kept, rows dropped / adjusted and first time. The same file
+through :func:`odapp.data.apply_upload` (what the upload button calls) gives the same message or the same figures.
+Bad parameter values are checked the same way. The bombs run once, in a subprocess whose peak memory is measured.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+
+import pytest
+
+from odcore.cli import main
+from odcore.paths import REPO_ROOT
+from tests.hostile.generator import CASES, Case, gzip_zeros, upload_options, write_all, zip_zeros
+
+LIGHT = [c for c in CASES if not c.heavy]
+
+
+@contextmanager
+def deadline(seconds: int, what: str):
+    """Fail (instead of hanging the suite) when the block takes longer than ``seconds``."""
+    def boom(signum, frame):
+        raise TimeoutError(f"{what} did not finish within {seconds} s (hang)")
+    old = signal.signal(signal.SIGALRM, boom)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    return {c.name: p for c, p in write_all(tmp_path_factory.mktemp("hostile"))}
+
+
+def test_the_suite_is_large_enough():
+    assert len(CASES) >= 80
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+def check_loaded(case: Case, summary: dict) -> None:
+    assert summary["users"] == case.users, summary
+    assert summary["rows_kept"] == case.rows_kept, summary
+    assert summary["rows_dropped"] == case.dropped, summary
+    assert summary["rows_adjusted"] == case.adjusted, summary
+    if case.time_min:
+        assert summary["time_min"] == case.time_min, summary
+
+
+@pytest.mark.parametrize("case", LIGHT, ids=lambda c: c.name)
+def test_cli(case, files, capsys):
+    with deadline(60, case.name):
+        rc = main(["trips", "--input", str(files[case.name]), "--threshold", "1", "--json", *case.cli])
+    out, err = capsys.readouterr()
+    if case.error:
+        assert rc == 2, (out, err)
+        assert out == ""
+        assert err.startswith("error: "), err
+        assert err.count("\n") == 1, err
+        assert case.error in err, err
+        assert "Traceback" not in err
+    else:
+        assert rc == 0, err
+        check_loaded(case, json.loads(out))
+
+
+@pytest.mark.parametrize("case", [c for c in LIGHT if c.app], ids=lambda c: c.name)
+def test_app_upload_path(case, files):
+    from odapp.data import apply_upload
+    from odapp.state import K_UPLOAD_ERROR, K_UPLOAD_TRACES
+
+    state: dict = {}
+    with deadline(60, case.name):
+        ok = apply_upload(state, files[case.name].read_bytes(), files[case.name].name, upload_options(case))
+    if case.error:
+        assert not ok
+        assert case.error in state[K_UPLOAD_ERROR], state[K_UPLOAD_ERROR]
+        assert "\n" not in state[K_UPLOAD_ERROR]
+    else:
+        assert ok, state.get(K_UPLOAD_ERROR)
+        check_loaded(case, state[K_UPLOAD_TRACES].summary)
+
+
+BAD_PARAMETERS = [
+    (["budget", "--epsilon", "1e308"], "(--epsilon) must be a number > 0 and <= 50"),
+    (["budget", "--epsilon", "0"], "(--epsilon) must be a number > 0"),
+    (["budget", "--epsilon", "nan"], "(--epsilon) must be"),
+    (["budget", "--epsilon", "inf"], "(--epsilon) must be"),
+    (["budget", "--delta", "1"], "(--delta) must be a number > 0 and < 1"),
+    (["budget", "--delta", "-0.1"], "(--delta) must be"),
+    (["budget", "--weeks", "0"], "(--weeks) must be an integer >= 1"),
+    (["budget", "--weeks", "100000"], "(--weeks) must be an integer >= 1 and <= 520"),
+    (["budget", "--trips", "0"], "(--trips) must be an integer >= 1"),
+    (["budget", "--threshold", "-5"], "(--threshold) must be a number >= 1"),
+    (["release", "--epsilon", "1e308", "--out", "{tmp}/r"], "(--epsilon) must be"),
+    (["release", "--seed", "-1", "--out", "{tmp}/r"], "(--seed) must be an integer >= 0"),
+    (["release", "--threshold", "0.5", "--out", "{tmp}/r"], "(--threshold) must be a number >= 1"),
+    (["release", "--cell-km2", "0", "--out", "{tmp}/r"], "(--cell-km2) must be a number >= 0.01"),
+    (["release", "--cell-km2", "1e9", "--out", "{tmp}/r"], "(--cell-km2) must be"),
+    (["release", "--week", "-1", "--out", "{tmp}/r"], "(--week) must be an integer >= 0"),
+    (["release", "--mode", "user_level", "--max-pairs", "0", "--out", "{tmp}/r"], "(--max-pairs) must be"),
+    (["release", "--time-offset", "1e300", "--out", "{tmp}/r"], "(--time-offset) must be"),
+    (["trips", "--threshold", "-5"], "(--threshold) must be a number >= 1"),
+    (["trips", "--cell-km2", "-1"], "(--cell-km2) must be"),
+    (["trips", "--end", "2300-01-01"], "end must be a date or time"),
+    (["trips", "--start", "yesterday-ish"], "start must be a date or time"),
+    (["trips", "--tz", "Mars/Olympus"], "tz must be an IANA time zone"),
+    (["trips", "--bbox", "1,2,3"], "bbox must be south,west,north,east"),
+    (["user-risk", "--resolution", "100000000"], "(--resolution) must be an integer >= 2 and <= 1,024"),
+    (["user-risk", "--resolution", "1"], "(--resolution) must be"),
+    (["user-risk", "--epsilon", "-1"], "(--epsilon) must be"),
+    (["user-risk", "--prior", "1.5"], "(--prior) must be"),
+    (["attack-curve", "--monte-carlo", "1000000000"], "(--monte-carlo) must be an integer >= 1 and <= 1,000,000"),
+    (["attack-curve", "--monte-carlo", "0"], "(--monte-carlo) must be"),
+    (["attack-curve", "--monte-carlo", "1000000", "--k-max", "500"], "noise draws"),
+    (["attack-curve", "--k-max", "-3"], "(--k-max) must be an integer >= 0"),
+    (["attack-curve", "--seed", "-7"], "(--seed) must be"),
+    (["attack-curve", "--prior", "0"], "(--prior) must be"),
+    (["synth", "--users", "0", "--out", "{tmp}/s.parquet"], "(--users) must be an integer >= 1"),
+    (["synth", "--weeks", "9999", "--out", "{tmp}/s.parquet"], "(--weeks) must be"),
+    (["synth", "--seed", "-1", "--out", "{tmp}/s.parquet"], "(--seed) must be"),
+    (["synth", "--extent-km", "0", "--out", "{tmp}/s.parquet"], "(--extent-km) must be"),
+    (["knock", "mre", "--epsilon", "0.1,-1"], "(--epsilon) must be"),
+    (["release", "--config", "{tmp}/bad.json", "--out", "{tmp}/r"], "(--epsilon) must be"),
+]
+
+
+@pytest.mark.parametrize(("argv", "fragment"), BAD_PARAMETERS, ids=lambda a: " ".join(a) if isinstance(a, list)
+                         else None)
+def test_bad_parameters_one_line_exit_2_and_nothing_written(argv, fragment, tmp_path, capsys):
+    (tmp_path / "bad.json").write_text(json.dumps({"epsilon": "lots"}))
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    try:
+        rc = main(argv)
+    except SystemExit as exc:   # argparse refuses a value of the wrong type itself (also exit 2)
+        rc = exc.code
+    out, err = capsys.readouterr()
+    assert rc == 2, (out, err)
+    assert "Traceback" not in err
+    if err.startswith("error: "):
+        assert err.count("\n") == 1, err
+        assert fragment in err, err
+    else:
+        assert "invalid" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]   # nothing written
+
+
+def test_release_writes_nothing_when_it_fails_late(tmp_path, capsys):
+    """The week check runs after loading; the output folder must stay empty (atomic outputs)."""
+    rc = main(["release", "--week", "300", "--out", str(tmp_path / "r")])
+    assert rc == 2
+    assert "--week=300 has no trips" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+def test_release_text_mode_when_nothing_is_published(tmp_path, capsys):
+    rc = main(["release", "--threshold", "10000", "--out", str(tmp_path / "r")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "0 of " in out
+    assert "mean relative error n/a" in out
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["release.csv", "release.parquet", "summary.json"]
+
+
+_BOMB_SCRIPT = """
+import sys, time
+from odcore.cli import main
+t0 = time.perf_counter()
+rc = main(["trips", "--input", sys.argv[1]])
+# VmHWM: peak resident memory of this process image (ru_maxrss would include the forking pytest process)
+peak_kb = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM"))
+print(rc, round(time.perf_counter() - t0, 2), peak_kb // 1024, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(("name", "make"), [("bomb.csv.gz", gzip_zeros), ("bomb.zip", zip_zeros)])
+def test_bomb_stops_at_the_cap_fast_and_small(name, make, tmp_path):
+    """1 GiB of zeros in ~1 MB: stopped while decompressing, under 300 MB peak memory (whole process); the seconds
+    it took are printed by the script (no timed assertion; the subprocess timeout guards against a hang)."""
+    p = tmp_path / name
+    p.write_bytes(make(1 << 30))
+    assert p.stat().st_size < 2_000_000
+    r = subprocess.run([sys.executable, "-c", _BOMB_SCRIPT, str(p)], capture_output=True, text=True, timeout=120,
+                       cwd=REPO_ROOT)
+    lines = r.stderr.strip().splitlines()
+    assert lines[0].startswith("error: "), r.stderr
+    assert "decompression bomb" in lines[0], r.stderr
+    rc, _seconds, peak_mb = lines[-1].split()
+    assert rc == "2"
+    assert int(peak_mb) < 300, f"peak RSS {peak_mb} MB"
+
+
+def test_cli_in_a_real_process_no_traceback(files):
+    """The installed entry point (not only main()): exit 2, one line, for a file that used to crash it."""
+    r = subprocess.run([sys.executable, "-m", "odcore", "trips", "--input", str(files["iso_year_2300"])],
+                       capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert "year 2300" in r.stderr, r.stderr
