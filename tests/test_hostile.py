@@ -129,7 +129,8 @@ BAD_PARAMETERS = [
     (["synth", "--weeks", "9999", "--out", "{tmp}/s.parquet"], "(--weeks) must be"),
     (["synth", "--seed", "-1", "--out", "{tmp}/s.parquet"], "(--seed) must be"),
     (["synth", "--extent-km", "0", "--out", "{tmp}/s.parquet"], "(--extent-km) must be"),
-    (["knock", "mre", "--epsilon", "0.1,-1"], "(--epsilon) must be"),
+    (["defences", "--epsilon", "0.1,-1"], "(--epsilon) must be"),
+    (["knock", "--prior", "7"], "(--prior) must be"),
     (["release", "--config", "{tmp}/bad.json", "--out", "{tmp}/r"], "(--epsilon) must be"),
 ]
 
@@ -168,7 +169,8 @@ def test_release_text_mode_when_nothing_is_published(tmp_path, capsys):
     assert rc == 0, err
     assert "0 of " in out
     assert "mean relative error n/a" in out
-    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["release.csv", "release.parquet", "summary.json"]
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["release.csv", "release.parquet", "summary.json",
+                                                                   "zones.geojson"]
 
 
 _BOMB_SCRIPT = """

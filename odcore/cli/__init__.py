@@ -117,9 +117,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check_parameters(args: argparse.Namespace) -> None:
     """Every known parameter (flag or ``--config`` value) against the one rule of :data:`odcore.validate.PARAMETERS`,
     before any work and before any output is written."""
+    import re
+
     from odcore.validate import check_params
 
-    values = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    typed = {a.dest for a in args._parser._actions if a.type in (int, float)}
+    numeric_list = re.compile(r"^\s*[-+0-9.eE]+(\s*,\s*[-+0-9.eE]+)*\s*$")
+    # numeric flags, and untyped ones holding numbers (comma lists such as --epsilon 0.1,1,10); not word choices
+    values = {k: v for k, v in vars(args).items() if not k.startswith("_")
+              and (k in typed or (isinstance(v, (int, float)) and not isinstance(v, bool))
+                   or (isinstance(v, str) and numeric_list.match(v)))}
     for k, v in check_params(values).items():
         setattr(args, k, v)
 
