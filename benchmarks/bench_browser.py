@@ -1,0 +1,500 @@
+"""The dashboard in a real browser: input-to-paint of every sidebar control on every page, cold start, N sessions.
+
+``python -m benchmarks -k browser`` drives Debian's headless Chromium (``/usr/bin/chromium``, Playwright's Python
+package, the flags of ``odapp.live.CHROMIUM_ARGS``) against ``streamlit run app.py`` on 127.0.0.1.
+
+What is timed
+-------------
+*Input-to-paint* of one control = from the input event (``keydown`` ``event.timeStamp`` of a key press on the
+focused control, taken in the page) to the **painted frame**: the first animation frame that begins after both (a)
+the rerun the input caused has finished (``stApp``'s ``data-test-script-state`` went ``running`` then
+``notRunning``) and (b) the last DOM change of that rerun (a ``MutationObserver`` on the whole document: Streamlit's
+elements, plotly's SVG, tables, the stale-element fade). The time taken is that of a ``setTimeout(0)`` queued from
+the frame's ``requestAnimationFrame`` callback, i.e. after the frame's callbacks, style, layout and paint were
+done. deck.gl draws its canvas in its own ``requestAnimationFrame`` callback of the same frame (a canvas draw is not
+a DOM change), so a map update is inside the figure. A change counts as the last one when no further DOM change
+follows for ``QUIET_MS``; the wait for that quiet period is not part of the figure.
+
+Each control is measured in a fresh browser session on a page of a freshly started server (so no earlier case warmed
+the caches the page uses): sliders and number inputs step one step up per key press (ArrowRight / ArrowUp: every
+press is a value that page has not seen, as for a person exploring), a select box moves one option down then back
+up (ArrowDown/ArrowUp, Enter), a radio to the next option (ArrowDown, wrapping), a toggle flips (Space), so after
+the warm-ups these revisit options. ``WARMUP`` presses are dropped,
+the next ``REPEAT`` give the median and the worst. The baseline of each page is a rerun in which nothing changed
+(the ``r`` shortcut), measured in the same session.
+
+Breakdown of each press (medians): *to server* = input -> first WebSocket message of the rerun (the widget message
+reaches the server and the run starts); *server* = that message -> the run's end (``notRunning``): script,
+serialisation and the transfer of every delta, which the server streams while the script runs and the browser draws
+as they arrive; *after the run* = end of the run -> painted frame; *browser main thread busy* = long tasks (>= 50
+ms, ``PerformanceObserver('longtask')``) between the input and the painted frame: React, plotly, deck.gl, tables;
+*received* = bytes of WebSocket messages from the input to the end of the run. ``python -m benchmarks -k app``
+(AppTest, no browser) gives the script time alone.
+
+Cold start = from launching the server process to the landing page's painted frame (the browser is already open);
+*first open* of each page = click on its link in the navigation (same session, server just started) to its painted
+frame, with the OD release map's canvas present. Concurrency: ``N`` sessions (N = 1, 5, 10, 30) open the OD release
+page on one server, each sets its own seed (so each session's release is its own, as for a class exploring
+independently), then every session presses ArrowRight on ε at the same moment, ``ROUNDS`` times; the median and the
+worst input-to-paint over all presses, the errors (exceptions shown, timeouts), the server's resident memory (process
+tree; peak during the rounds and after the sessions closed) are reported. All browser sessions share the machine's
+cores with the server (a real class has one laptop per person), so those figures are pessimistic.
+
+Environment knobs: ``ODLAB_BENCH_PAGES`` (comma-separated URL paths, ``home`` for the landing page),
+``ODLAB_BENCH_SESSIONS`` (e.g. ``1,5``), ``ODLAB_BENCH_APP_DIR`` (measure another checkout, e.g. a baseline
+``git worktree``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from odapp import live
+from odcore.paths import REPO_ROOT
+
+WARMUP, REPEAT, ROUNDS = 2, 7, 3
+QUICK_WARMUP, QUICK_REPEAT, QUICK_ROUNDS = 1, 3, 2
+QUIET_MS = 400
+SESSIONS, QUICK_SESSIONS = (1, 5, 10, 30), (1, 5)
+TIMEOUT_MS = int(os.environ.get("ODLAB_BENCH_TIMEOUT_S", 240)) * 1000
+VIEWPORT = {"width": 1400, "height": 1000}
+
+# Installed before any page script: WebSocket message log, input times, script-state changes, DOM changes, frames.
+INSTRUMENT_JS = r"""
+(() => {
+  if (window.__odb) return;
+  const B = window.__odb = {inputT: null, lastMut: 0, states: [], msgs: [], paints: []};
+  const WS = window.WebSocket;
+  window.WebSocket = class extends WS {
+    constructor(...a) {
+      super(...a);
+      this.addEventListener('message', e => {
+        const d = e.data;
+        B.msgs.push([performance.now(), d.byteLength ?? d.size ?? d.length ?? 0]);
+        if (B.msgs.length > 20000) B.msgs.splice(0, 10000);
+      });
+    }
+  };
+  for (const t of ['keydown', 'mousedown']) window.addEventListener(t, e => { B.inputT = e.timeStamp; }, true);
+  const obs = new MutationObserver(recs => {
+    const t = performance.now();
+    for (const r of recs) {
+      if (r.type === 'attributes' && r.attributeName === 'data-test-script-state')
+        B.states.push([t, r.target.getAttribute('data-test-script-state')]);
+    }
+    B.lastMut = t;
+  });
+  obs.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  B.long = [];
+  new PerformanceObserver(l => { for (const e of l.getEntries()) B.long.push([e.startTime, e.duration]); })
+    .observe({type: 'longtask', buffered: true});
+  const loop = () => requestAnimationFrame(() => {
+    const f = performance.now();
+    setTimeout(() => {
+      B.paints.push([f, performance.now()]);
+      if (B.paints.length > 4000) B.paints.splice(0, 2000);
+      loop();
+    }, 0);
+  });
+  loop();
+})();
+"""
+
+# Done when the rerun after the input finished, the DOM has been quiet for `quiet` ms and a frame painted it.
+DONE_JS = r"""
+([quiet, since]) => {
+  const B = window.__odb;
+  const t0 = since ?? B.inputT;
+  if (t0 === null) return false;
+  const app = document.querySelector('[data-testid=stApp]');
+  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  const st = B.states.filter(s => s[0] >= t0);
+  const iRun = st.findIndex(s => s[1] === 'running' || s[1] === 'rerunRequested');
+  if (iRun < 0) return false;
+  const fins = st.slice(iRun).filter(s => s[1] === 'notRunning');
+  if (!fins.length) return false;
+  const now = performance.now();
+  if (now - B.lastMut < quiet) return false;
+  const paint = B.paints.find(p => p[0] >= B.lastMut);
+  if (!paint) return false;
+  const fin = fins[fins.length - 1][0];
+  const msgs = B.msgs.filter(m => m[0] >= t0 && m[0] <= fin + 1);
+  const running = msgs.length ? msgs[0][0] : st[iRun][0];
+  const busy = B.long.filter(e => e[0] + e[1] >= t0 && e[0] <= paint[1])
+    .reduce((a, e) => a + Math.min(e[0] + e[1], paint[1]) - Math.max(e[0], t0), 0);
+  return {input: t0, running, finished: fin, lastMut: B.lastMut, paint: paint[1], busy,
+          bytes: msgs.reduce((a, m) => a + m[1], 0), origin: performance.timeOrigin,
+          exceptions: document.querySelectorAll('[data-testid=stException]').length};
+}
+"""
+
+# Sidebar controls, found generically: (kind, css of the control's block, css of the element to focus, keys).
+CONTROL_KINDS = [
+    ("slider", "[data-testid=stSlider]", "[role=slider], input[type=range]", ["ArrowRight"]),
+    ("number", "[data-testid=stNumberInput]", "input", ["ArrowUp"]),
+    ("select", "[data-testid=stSelectbox]", "input", ["ArrowDown", "ArrowDown", "Enter"]),
+    ("radio", "[data-testid=stRadio]", "input:checked", ["ArrowDown"]),
+    ("toggle", "[data-testid=stCheckbox]", "input", ["Space"]),
+]
+SIDEBAR = "[data-testid=stSidebarUserContent]"
+
+
+class Timeout(Exception):
+    pass
+
+
+def _app_dir() -> Path:
+    return Path(os.environ.get("ODLAB_BENCH_APP_DIR") or REPO_ROOT).resolve()
+
+
+async def _wait_done(page, since: float | None = None, timeout_ms: float = TIMEOUT_MS) -> dict:
+    try:
+        h = await page.wait_for_function(DONE_JS, arg=[QUIET_MS, since], timeout=timeout_ms, polling=50)
+    except Exception as e:  # playwright's TimeoutError, or the page went away
+        try:
+            state = await page.evaluate(
+                "() => { const B = window.__odb; return {states: B.states.slice(-3), input: B.inputT, "
+                "lastMut: B.lastMut, now: performance.now(), app: document.querySelector('[data-testid=stApp]')"
+                "?.getAttribute('data-test-script-state')}; }")
+        except Exception:  # the page is gone
+            state = None
+        raise Timeout(f"{str(e).splitlines()[0]} ({state})") from e
+    return await h.json_value()
+
+
+def _split(r: dict) -> dict:
+    """Milliseconds of one measured input: total and its parts; bytes received."""
+    return {"total": r["paint"] - r["input"], "to_server": r["running"] - r["input"],
+            "server": r["finished"] - r["running"], "browser": r["paint"] - r["finished"],
+            "busy": r["busy"], "bytes": r["bytes"], "exceptions": r["exceptions"]}
+
+
+async def _new_page(browser, viewport=VIEWPORT):
+    ctx = await browser.new_context(viewport=viewport)
+    await ctx.add_init_script(INSTRUMENT_JS)
+    return ctx, await ctx.new_page()
+
+
+async def _goto_drawn(page, url: str) -> dict:
+    """Open ``url`` in ``page`` and wait for its painted frame (the page's title and sidebar widgets drawn)."""
+    await page.goto(url, wait_until="commit")
+    for css in ("[data-testid=stMain] h1", f"{SIDEBAR} [data-testid=stWidgetLabel]"):
+        await page.locator(css).first.wait_for(timeout=TIMEOUT_MS)
+    return await _wait_done(page, 0)
+
+
+async def _discover_controls(page) -> list[dict]:
+    """Every sidebar control of the kinds above, in page order: kind, index within its kind, label, options."""
+    found = []
+    for kind, block, _, _ in CONTROL_KINDS:
+        loc = page.locator(f"{SIDEBAR} {block}")
+        for i in range(await loc.count()):
+            el = loc.nth(i)
+            if not await el.is_visible():
+                continue
+            label = (await el.locator("[data-testid=stWidgetLabel]").first.inner_text()).strip() \
+                if await el.locator("[data-testid=stWidgetLabel]").count() else f"{kind} {i}"
+            n_opt = None
+            if kind == "radio":
+                n_opt = await el.locator("input[type=radio]").count()
+            if kind == "select":
+                await el.locator("input").first.click()
+                try:
+                    await page.locator("[role=option]").first.wait_for(timeout=5000)
+                except Exception:  # playwright's TimeoutError: no option at all
+                    pass
+                n_opt = await page.locator("[role=option]").count() or None   # None: could not count
+                await page.keyboard.press("Escape")
+                await page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            found.append({"kind": kind, "index": i, "label": label.split("\n")[0], "options": n_opt})
+    return found
+
+
+STARTED_JS = "() => window.__odb.inputT !== null && window.__odb.states.some(s => s[0] >= window.__odb.inputT)"
+
+
+async def _timed(page, act, tries: int = 3) -> dict:
+    """Run ``act`` (an input), wait for its painted frame and split the time. An input that starts no rerun within
+    10 s (a key press can be lost while the page is busy) is repeated, at most ``tries`` times."""
+    for _ in range(tries):
+        await page.evaluate("() => { window.__odb.inputT = null; }")
+        await act()
+        try:
+            await page.wait_for_function(STARTED_JS, timeout=10_000, polling=50)
+        except Exception:  # playwright's TimeoutError: no rerun started, try the input again
+            continue
+        return _split(await _wait_done(page))
+    raise Timeout(f"no rerun started after {tries} inputs")
+
+
+async def _press(page, ctl: dict, i: int = 0) -> dict:
+    """Focus the control, press its keys (the last key is the input timed), wait for the painted frame. A select
+    box goes one option down on even ``i`` and back up on odd ``i`` (its list does not wrap around)."""
+    _, block, focus, keys = next(k for k in CONTROL_KINDS if k[0] == ctl["kind"])
+    if ctl["kind"] == "select" and i % 2:
+        keys = ["ArrowDown", "ArrowUp", "Enter"]
+    target = page.locator(f"{SIDEBAR} {block}").nth(ctl["index"]).locator(focus).first
+
+    async def act():
+        await target.focus()
+        for k in keys[:-1]:
+            await page.keyboard.press(k)
+            await page.wait_for_timeout(60)
+        await page.evaluate("() => { window.__odb.inputT = null; }")
+        await page.keyboard.press(keys[-1])
+
+    return await _timed(page, act)
+
+
+async def _rerun_unchanged(page) -> dict:
+    async def act():
+        await page.evaluate("() => { document.activeElement && document.activeElement.blur(); "
+                            "window.__odb.inputT = null; }")   # the shortcut works when no widget has the focus
+        await page.keyboard.press("r")
+
+    return await _timed(page, act)
+
+
+def _med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def _control_rows(page_name: str, label: str, kind: str, runs: list[dict], base: float | None,
+                  note: str) -> list[dict]:
+    tot = [r["total"] for r in runs]
+    case = f"{page_name}: {label}"
+    med = _med(tot)
+    return [
+        {"case": case, "metric": "median input-to-paint", "value": med, "unit": "ms",
+         "baseline": "rerun, nothing changed" if base else None, "ratio": med / base if base else None,
+         "note": f"{kind}; {note}; target < 300 ms"},
+        {"case": case, "metric": "worst input-to-paint", "value": max(tot), "unit": "ms", "baseline": None,
+         "ratio": None, "note": "target < 600 ms"},
+        {"case": case, "metric": "breakdown (median)", "value": None, "unit": "",
+         "baseline": None, "ratio": None,
+         "note": (f"to server {_med([r['to_server'] for r in runs]):.0f} ms, server "
+                  f"{_med([r['server'] for r in runs]):.0f} ms, after the run {_med([r['browser'] for r in runs]):.0f}"
+                  f" ms; browser main thread busy {_med([r['busy'] for r in runs]):.0f} ms; received "
+                  f"{_med([r['bytes'] for r in runs]) / 1024:.0f} KiB")},
+    ]
+
+
+def _page_name(href_path: str) -> str:
+    return href_path or "home"
+
+
+async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int, log: Path) -> list[dict]:
+    """Fresh server: cold start to the landing page, first open of ``path``, then each sidebar control."""
+    rows: list[dict] = []
+    ctx, page = await _new_page(browser)
+    t_launch = time.time() * 1000
+    proc, url = live.start_server(log, app_dir=app_dir)
+    try:
+        await asyncio.to_thread(live.wait_healthy, proc, url, 120)
+        r = await _goto_drawn(page, url)
+        cold = r["origin"] + r["paint"] - t_launch
+        rows.append({"case": f"cold start (for {_page_name(path)})", "metric": "launch to landing page painted",
+                     "value": cold, "unit": "ms", "baseline": None, "ratio": None, "note": "target < 5000 ms"})
+        if path:
+            link = page.locator(f"[data-testid=stSidebarNav] a[href$='/{path}']").first
+            await page.evaluate("() => { window.__odb.inputT = null; }")
+            await link.click()
+            r = _split(await _wait_done(page))
+            if await page.locator("[data-testid=stDeckGlJsonChart]").count():
+                await page.locator("[data-testid=stDeckGlJsonChart] canvas").first.wait_for(timeout=TIMEOUT_MS)
+            rows.append({"case": f"{path}: first open", "metric": "click to painted", "value": r["total"],
+                         "unit": "ms", "baseline": None, "ratio": None,
+                         "note": f"server just started; server {r['server']:.0f} ms, browser {r['browser']:.0f} ms,"
+                                 f" received {r['bytes'] / 1024:.0f} KiB; target < 5000 ms"})
+        await ctx.close()
+        ctx, page = await _new_page(browser)
+        await _goto_drawn(page, f"{url}/{path}")
+        controls = await _discover_controls(page)
+        base_runs = [await _rerun_unchanged(page) for _ in range(warmup + repeat)][warmup:]
+        base = _med([b["total"] for b in base_runs])
+        rows += _control_rows(_page_name(path), "rerun with nothing changed ('r')", "baseline", base_runs, None,
+                              "everything cached")
+        await ctx.close()
+        for ctl in controls:
+            if ctl["options"] is not None and ctl["options"] < 2:
+                rows.append({"case": f"{_page_name(path)}: {ctl['label']}", "metric": "skipped", "value": None,
+                             "unit": "", "baseline": None, "ratio": None,
+                             "note": f"{ctl['kind']} with {ctl['options']} option: nothing to change"})
+                continue
+            ctx, page = await _new_page(browser)
+            await _goto_drawn(page, f"{url}/{path}")
+            runs = []
+            for i in range(warmup + repeat):
+                runs.append(await _press(page, ctl, i))
+            await ctx.close()
+            errors = sum(r["exceptions"] for r in runs)
+            note = {"slider": "each press a new value", "number": "each press a new value",
+                    "select": "down one option, then back up", "radio": f"cycles {ctl['options']} options",
+                    }.get(ctl["kind"], "toggles") + (f"; {errors} exceptions shown" if errors else "")
+            rows += _control_rows(_page_name(path), ctl["label"], ctl["kind"], runs[warmup:], base, note)
+    finally:
+        live.stop_server(proc)
+    return rows
+
+
+class _RssSampler:
+    """Peak resident memory of the server's process tree, sampled every 0.25 s in a thread."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, live.tree_rss_bytes(self.pid))
+            self._stop.wait(0.25)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+
+
+async def _session(browser, url: str, path: str, seed: int, rounds: int, barrier, out: dict):
+    ctx, page = await _new_page(browser, {"width": 1200, "height": 900})
+    try:
+        t = time.time() * 1000
+        r = await _goto_drawn(page, f"{url}/{path}")
+        out["open"].append(r["origin"] + r["paint"] - t)
+        seed_box = page.locator(f"{SIDEBAR} [data-testid=stNumberInput]").filter(has_text="Seed").locator("input")
+        await seed_box.fill(str(seed))
+        await page.evaluate("() => { window.__odb.inputT = null; }")
+        await seed_box.press("Enter")
+        await _wait_done(page)
+        ctl = {"kind": "slider", "index": 0}
+        eps = page.locator(f"{SIDEBAR} [data-testid=stSlider]").filter(has_text="ε")
+        ctl["index"] = await page.locator(f"{SIDEBAR} [data-testid=stSlider]").evaluate_all(
+            "(els) => els.findIndex(e => e.innerText.includes('ε'))")
+        assert await eps.count()
+        for _ in range(rounds):
+            await barrier()
+            r = await _press(page, ctl)
+            out["press"].append(r["total"])
+            out["exceptions"] += r["exceptions"]
+    except (Timeout, AssertionError, Exception) as e:
+        out["errors"].append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    finally:
+        await ctx.close()
+        await barrier(leave=True)
+
+
+class _Barrier:
+    """All live sessions press at the same moment (a session that failed leaves the barrier)."""
+
+    def __init__(self, n: int):
+        self.n, self.waiting, self.cond = n, 0, asyncio.Condition()
+        self.generation = 0
+
+    async def __call__(self, leave: bool = False):
+        async with self.cond:
+            if leave:
+                self.n -= 1
+            else:
+                self.waiting += 1
+                gen = self.generation
+            if self.waiting >= self.n and self.waiting:
+                self.waiting, self.generation = 0, self.generation + 1
+                self.cond.notify_all()
+            elif not leave:
+                await self.cond.wait_for(lambda: self.generation != gen)
+
+
+async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds: int, log: Path) -> list[dict]:
+    rows: list[dict] = []
+    path = "OD_release"
+    proc, url = live.start_server(log, app_dir=app_dir)
+    try:
+        await asyncio.to_thread(live.wait_healthy, proc, url, 120)
+        ctx, page = await _new_page(browser)
+        await _goto_drawn(page, f"{url}/{path}")     # load the bundled city once
+        await ctx.close()
+        for n in sessions:
+            out = {"open": [], "press": [], "errors": [], "exceptions": 0}
+            barrier = _Barrier(n)
+            rss_before = live.tree_rss_bytes(proc.pid)
+            with _RssSampler(proc.pid) as rss:
+                await asyncio.gather(*(_session(browser, url, path, 1000 * n + i, rounds, barrier, out)
+                                       for i in range(n)))
+            await asyncio.sleep(5)
+            rss_after = live.tree_rss_bytes(proc.pid)
+            case = f"{n} concurrent session{'s' if n > 1 else ''} ({path}, ε)"
+            errs = len(out["errors"]) + out["exceptions"]
+            note = f"{len(out['press'])} presses, {rounds} rounds, each session its own seed"
+            rows += [
+                {"case": case, "metric": "median input-to-paint", "value": _med(out["press"]), "unit": "ms",
+                 "baseline": None, "ratio": None, "note": note + "; target (10 sessions) < 1000 ms"},
+                {"case": case, "metric": "worst input-to-paint",
+                 "value": max(out["press"]) if out["press"] else None, "unit": "ms", "baseline": None,
+                 "ratio": None, "note": ""},
+                {"case": case, "metric": "median page open", "value": _med(out["open"]), "unit": "ms",
+                 "baseline": None, "ratio": None, "note": "all sessions open the page at once"},
+                {"case": case, "metric": "errors", "value": errs, "unit": "", "baseline": None, "ratio": None,
+                 "note": "; ".join(sorted(set(out["errors"])))[:300] or "none"},
+                {"case": case, "metric": "server RSS peak", "value": rss.peak / 2**20, "unit": "MiB",
+                 "baseline": None, "ratio": None,
+                 "note": f"before {rss_before / 2**20:.0f} MiB, 5 s after the sessions closed "
+                         f"{rss_after / 2**20:.0f} MiB"},
+            ]
+    finally:
+        live.stop_server(proc)
+    return rows
+
+
+async def _run(quick: bool) -> list[dict]:
+    from playwright.async_api import async_playwright
+
+    exe = live.chromium_executable()
+    if exe is None:
+        raise RuntimeError("no Chromium on this machine (Debian package 'chromium')")
+    app_dir = _app_dir()
+    warmup, repeat, rounds = (QUICK_WARMUP, QUICK_REPEAT, QUICK_ROUNDS) if quick else (WARMUP, REPEAT, ROUNDS)
+    sessions = tuple(int(x) for x in os.environ["ODLAB_BENCH_SESSIONS"].split(",") if x) \
+        if os.environ.get("ODLAB_BENCH_SESSIONS") is not None else (QUICK_SESSIONS if quick else SESSIONS)
+    log = Path(tempfile.gettempdir()) / f"odlab_bench_browser_{os.getpid()}.log"
+    rows: list[dict] = []
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)
+        try:
+            paths = await _discover_pages(browser, app_dir, log)
+            wanted = os.environ.get("ODLAB_BENCH_PAGES")
+            if wanted:
+                keep = {w.strip() for w in wanted.split(",")}
+                paths = [q for q in paths if _page_name(q) in keep]
+            for path in paths:
+                rows += await _one_page(browser, app_dir, path, warmup, repeat, log)
+            if sessions:
+                rows += await _concurrency(browser, app_dir, sessions, rounds, log)
+        finally:
+            await browser.close()
+    for r in rows:
+        r["note"] = (r.get("note") or "") + f" [app: {app_dir.name}]" if app_dir != REPO_ROOT else r.get("note")
+    return rows
+
+
+async def _discover_pages(browser, app_dir: Path, log: Path) -> list[str]:
+    """URL paths of every page in the app's navigation ('' = the landing page), in navigation order."""
+    with live.streamlit_server(log, app_dir=app_dir, timeout_s=120) as url:
+        ctx, page = await _new_page(browser)
+        await _goto_drawn(page, url)
+        hrefs = await page.locator("[data-testid=stSidebarNav] a").evaluate_all("els => els.map(e => e.href)")
+        await ctx.close()
+    paths = [h.removeprefix(url).strip("/") for h in hrefs]
+    return [""] + [q for q in paths if q] if "" not in paths else paths
+
+
+def run(quick: bool) -> list[dict]:
+    return asyncio.run(_run(quick))

@@ -1,0 +1,117 @@
+"""The dashboard as a person meets it: a ``streamlit run`` server on 127.0.0.1 and a headless Debian Chromium.
+
+Shared by the browser tests (``tests/conftest.py``) and the browser benchmark (``benchmarks/bench_browser.py``), so
+both start the same server with the same flags and drive the same browser (Debian's ``/usr/bin/chromium``, never
+Playwright's own download). Nothing here is imported by the app itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from odcore.paths import REPO_ROOT
+
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--no-first-run", "--disable-sync", "--disable-quic", "--disable-dev-shm-usage",
+]
+
+
+def chromium_executable() -> str | None:
+    """Path of Debian's Chromium (``chromium`` or ``chromium-browser`` on PATH), or None when absent."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(log_path: Path, *, app_dir: Path = REPO_ROOT, port: int | None = None) -> tuple[subprocess.Popen, str]:
+    """Launch ``streamlit run app.py`` of ``app_dir`` headless on 127.0.0.1 (output to ``log_path``).
+
+    Returns at once with the process and its URL; :func:`wait_healthy` waits until it answers.
+    """
+    port = port or free_port()
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    log = open(log_path, "w")   # closed by stop_server
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(app_dir / "app.py"), "--server.headless=true",
+         f"--server.port={port}", "--server.address=127.0.0.1", "--server.fileWatcherType=none"],
+        cwd=app_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    proc._odlab_log = log  # type: ignore[attr-defined]
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 60) -> None:
+    """Wait until ``url``'s health endpoint answers 200; RuntimeError if the server exits or never answers."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {proc.returncode} before answering on {url}")
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"streamlit did not become healthy on {url} within {timeout_s:g} s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """Terminate the server started by :func:`start_server` (kill after 10 s) and close its log."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log = getattr(proc, "_odlab_log", None)
+    if log is not None:
+        log.close()
+
+
+@contextmanager
+def streamlit_server(log_path: Path, *, app_dir: Path = REPO_ROOT, timeout_s: float = 60) -> Iterator[str]:
+    """A healthy ``streamlit run app.py`` on a free local port for the ``with`` block; yields its URL."""
+    proc, url = start_server(log_path, app_dir=app_dir)
+    try:
+        wait_healthy(proc, url, timeout_s)
+        yield url
+    finally:
+        stop_server(proc)
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of process ``pid`` and all its descendants (Linux ``/proc``), in bytes; 0 if gone."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            status = (d / "status").read_text()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(d.name))
+        kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+        rss[int(d.name)] = kb * 1024
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo.extend(children.get(p, []))
+    return total
