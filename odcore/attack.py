@@ -66,6 +66,7 @@ __all__ = [
     "UserRisk",
     "bayes_success",
     "bounded_success_curve",
+    "pair_llr",
     "pair_loss_pmf",
     "posterior_bound",
     "risk_summary",
@@ -491,6 +492,59 @@ def pair_loss_pmf(others_count, epsilon: float, threshold: float, *, resolution:
     np.add.at(out, (rows, R + j), s_mass * w_left)
     np.add.at(out, (rows, R + j + 1), s_mass * (1.0 - w_left))
     return out
+
+
+def pair_llr(others_count, published, noisy_count, epsilon: float, threshold: float) -> np.ndarray:
+    """Log-likelihood ratio ``log(P_in(obs) / P_out(obs))`` of what the release shows on each of a victim's pairs.
+
+    The optimal attacker's statistic against a thresholded release, one term per pair (Neyman–Pearson: declare
+    "in" when the sum is > 0, "out" when < 0, a fair coin on a tie). With others' true count ``c``, noise
+    ``Lap(0, 1/ε)`` and ``x = noisy_count − c``:
+
+    - published (``noisy_count >= τ``): ``ε(|x| − |x − 1|)``, in ``[−ε, ε]`` (exactly ``−ε`` for ``x <= 0`` and
+      ``+ε`` for ``x >= 1``, the atoms of :func:`pair_loss_pmf`);
+    - suppressed: ``log F(τ − c − 1) − log F(τ − c)`` with ``F`` the Laplace CDF, in ``[−ε, 0]`` (computed in
+      log space, so a pair far below the threshold gives a tiny negative number, not 0 or NaN).
+
+    The law of the sum of these terms is what :func:`user_risk` composes exactly; Houssiau et al. 2022, Methods,
+    "Performing the attack" (no threshold: every pair published).
+
+    Parameters
+    ----------
+    others_count:
+        True count of the other users on each pair (``c``; array-like, >= 0).
+    published:
+        Whether each pair was published (bool array, same shape).
+    noisy_count:
+        The published noisy counts (ignored where ``published`` is False; may be NaN there).
+    epsilon, threshold:
+        Per-coordinate Laplace parameter (1/scale) and publication threshold τ.
+
+    Examples
+    --------
+    >>> pair_llr([500, 500], [True, True], [501.3, 499.2], 0.66, 100).round(2).tolist()
+    [0.66, -0.66]
+    >>> bool(pair_llr([10], [False], [float("nan")], 0.66, 100)[0] < 0)
+    True
+    """
+    eps = check_positive("epsilon", epsilon)
+    tau = check_positive("threshold", threshold)
+    c = np.atleast_1d(np.asarray(others_count, dtype=float))
+    pub = np.atleast_1d(np.asarray(published, dtype=bool))
+    y = np.atleast_1d(np.asarray(noisy_count, dtype=float))
+    if not (c.shape == pub.shape == y.shape):
+        raise ParameterError(f"others_count, published and noisy_count must have the same shape, got {c.shape}, "
+                             f"{pub.shape} and {y.shape}.")
+    if np.any(~np.isfinite(c)) or np.any(c < 0):
+        raise ParameterError("others_count must be finite counts >= 0 (true count minus the victim).")
+    if np.any(pub & ~np.isfinite(y)):
+        raise ParameterError("noisy_count must be a finite number wherever published is True.")
+    x = np.where(pub, y - c, 0.0)
+    # in units of ε: atoms are the exact floats ±1, so a sum of atoms that cancels is an exact 0 (a tie)
+    released = np.clip(x, 0.0, 1.0) * 2.0 - 1.0
+    d = tau - c
+    suppressed = (_log_laplace_cdf(d - 1.0, eps) - _log_laplace_cdf(d, eps)) / eps
+    return eps * np.where(pub, released, suppressed)
 
 
 def _log_laplace_sf(x: np.ndarray, eps: float) -> np.ndarray:
