@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from odapp import sidebar
+from odapp import guide, sidebar
 from odapp.words import pct, probability_words, unit_words
 from odcore import __version__
 from odcore.attack import bounded_success_curve, posterior_bound, success_curve
@@ -38,6 +38,7 @@ OD flows on a map, and watch the attack-success and privacy-budget curves move.
 )
 
 ctx = sidebar.render()   # the shared settings (data, week, grid, ε, threshold, seed) live in the sidebar
+guide.panel(__file__, ctx)   # step 1 of the guided tour (odapp.guide)
 
 PAGE_NOTES = {
     "1_Data.py": "what was loaded, where, on which grid; total vs unique trips per person",
@@ -46,6 +47,8 @@ PAGE_NOTES = {
     "4_Privacy_budget.py": "per metric vs per user: ε per week and over weeks, and what each ε allows",
     "5_Knock_Knock.py": "machine-learning membership inference on aggregate time-series, and DP defences",
     "6_Release_designer.py": "state a goal per person; get max pairs, noise and threshold, and what they keep",
+    "7_Play_the_attacker.py": "be the attacker: guess in or out from the published counts, against the optimal attacker",
+    "8_See_the_noise.py": "what gets published for one true count: the noise, the threshold, the chance of suppression",
 }
 pages = sorted((Path(__file__).parent / "pages").glob("*.py"))
 if pages:

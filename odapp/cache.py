@@ -209,6 +209,27 @@ def user_risk(others: tuple[float, ...], epsilon_pair: float, threshold: float):
     return r, roc_plain(len(others), epsilon_pair)
 
 
+# ---- teaching mode (odcore.teaching) ----------------------------------------------------------------------------
+
+@st.cache_resource(max_entries=8, show_spinner="Listing the week's people and their trips…")
+def attacker_pool(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
+    """:class:`odcore.teaching.AttackerPool` of the week, for the release's mode (bounded pairs per user)."""
+    from odcore.teaching import AttackerPool
+
+    pairs, counts = attack_pairs(dataset_id, od_config, week, release_config, seed, _od=_od)
+    return AttackerPool.from_pairs(pairs, counts)
+
+
+@st.cache_data(max_entries=64, show_spinner="Computing the optimal attacker's exact success on the game's rounds…")
+def game_theory(dataset_id: str, od_config, week: int, release_config, seed: int, game_seed: int, k: int,
+                rounds: int, _pool):
+    """Exact success of the optimal attacker on each of the first ``rounds`` rounds of level ``k``."""
+    from odcore.teaching import GameRules, expected_success
+
+    rules = GameRules(release_config.epsilon, release_config.threshold, release_config.sensitivity)
+    return expected_success(_pool, rules, k, game_seed, rounds=rounds)
+
+
 # ---- Knock Knock (odcore.knock) ---------------------------------------------------------------------------------
 
 @st.cache_resource(max_entries=4, show_spinner="Building location time-series (10 × 10 grid, hourly)…")

@@ -24,11 +24,10 @@ EXPORT_SIZE = {"width": 900, "height": 540, "scale": 2}
 
 
 def projector_mode() -> bool:
-    """Whether charts use the projector template (large type, high contrast); a session-state switch."""
-    return bool(st.session_state.get(PROJECTOR_KEY, False))
+    """Whether charts use the projector template (large type, high contrast): :func:`odapp.projector.on`."""
+    from odapp import projector
 
-
-PROJECTOR_KEY = "odlab.projector"
+    return projector.on()
 
 
 def styled(fig: go.Figure, title: str | None = None, *, height: int = 440) -> go.Figure:
@@ -141,7 +140,10 @@ def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config
     """Draw a plotly chart with its export buttons underneath."""
     st.plotly_chart(fig, width="stretch", key=f"chart_{key or slug(name)}",
                     config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
-    export_buttons(name, fig=fig, data=data, config=config, command=command, key=key)
+    from odapp import projector
+
+    if not projector.on():   # downloads are secondary controls: hidden in projector mode
+        export_buttons(name, fig=fig, data=data, config=config, command=command, key=key)
 
 
 def reproduce(items: list[tuple[str, str, dict]]) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from odapp import cache
+from odapp import cache, guide, projector
 from odapp.data import Loaded, UploadOptions, apply_upload, sample_ref, synth_ref
 from odapp.errors import engine_errors
 from odapp.state import (
@@ -268,11 +268,14 @@ def render() -> PageContext:
         _bound(K_SEED, st.number_input, label="Seed", min_value=0, max_value=2**31 - 1, step=1,
                help="Seed of every random draw (noise, synthesis, Monte Carlo): same seed, same numbers.")
         st.caption(f"Data: {ref.label}")
+        projector.toggle()
+        guide.reopen_button()
     # In the main area too: the sidebar's messages are below the fold.
     if ss[K_SOURCE] == DataSource.UPLOAD and ss.get(K_UPLOAD_ERROR):
         st.error(ss[K_UPLOAD_ERROR], icon="⚠️")
     if grid_warning:
         st.warning(f"Very large grid: {grid_warning}", icon="⚠️")
+    projector.apply()
     settings = Settings(dataset=ref, week=int(ss[K_WEEK]), cell_km2=float(ss[K_CELL_KM2]),
                         epsilon=float(ss[K_EPSILON]), threshold=threshold, seed=int(ss[K_SEED]),
                         mode=str(ss[K_MODE]), max_pairs=int(ss[K_MAX_PAIRS]))

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache, maps
+from odapp import cache, guide, maps
 from odapp.cli_config import release_config
 from odapp.export import chart, reproduce, styled
 from odapp.layout import metric, page
@@ -22,6 +22,7 @@ ctx = page(
     "What Google counted is **unique** trips: a commute made five times in a week counts once.",
     icon="📍",
 )
+guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
 summ = ctx.loaded.summary
 od = ctx.od

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from odapp import cache, maps
+from odapp import cache, guide, maps
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, image_export, projector_mode, reproduce, styled
@@ -21,6 +21,7 @@ ctx = page(
     "unchanged; small flows — the ones that could single someone out — mostly disappear.",
     icon="🧭",
 )
+guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
 with engine_errors("Could not release the week", "Check ε, the threshold and the guarantee unit in the sidebar."):
     rcfg = s.release_config()

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache
+from odapp import cache, guide
 from odapp.cli_config import attack_curve_config, user_risk_config
 from odapp.errors import engine_errors
 from odapp.export import chart, reproduce, styled
@@ -26,6 +26,7 @@ ctx = page(
     "“16 %” statement promises (one trip).",
     icon="🎯",
 )
+guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
 c1, c2 = st.columns([1, 3])
 prior = c1.slider("Attacker's prior that you are in", 0.05, 0.95, 0.5, 0.05, key="attack_prior",

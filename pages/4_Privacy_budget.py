@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache
+from odapp import cache, guide
 from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
 from odapp.export import chart, reproduce, styled
@@ -29,6 +29,7 @@ ctx = page(
     "into the best an attacker could do.",
     icon="🧮",
 )
+guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
 uw = ctx.od.user_week
 week_uw = uw[uw["week"] == s.week]

@@ -21,7 +21,8 @@ from odcore.paths import REPO_ROOT
 pytestmark = pytest.mark.timeout(300)
 
 PAGES = ["pages/1_Data.py", "pages/2_OD_release.py", "pages/3_Attack.py", "pages/4_Privacy_budget.py",
-         "pages/5_Knock_Knock.py", "pages/6_Release_designer.py"]
+         "pages/5_Knock_Knock.py", "pages/6_Release_designer.py", "pages/7_Play_the_attacker.py",
+         "pages/8_See_the_noise.py"]
 SAMPLE = REPO_ROOT / "sample_data" / "synthetic_city.parquet"
 
 
@@ -67,7 +68,7 @@ def test_every_page_renders(at, page):
 
 
 def test_every_control_has_help(at):
-    for page in PAGES[:4]:
+    for page in [*PAGES[:4], *PAGES[6:]]:   # + the teaching pages
         at.switch_page(page).run()
         widgets = [*at.slider, *at.number_input, *at.selectbox, *at.radio, *at.toggle, *at.text_input,
                    *at.button, *at.multiselect]
@@ -215,7 +216,7 @@ def test_per_user_mode_on_every_page(at):
     assert _metric(at, "Noise scale") == "15.2"        # max_pairs / ε = 10 / 0.66
     at.sidebar.number_input(key="w.max_pairs").set_value(3).run()
     assert _metric(at, "Noise scale") == "4.55"
-    for page in PAGES[:4]:
+    for page in [*PAGES[:4], *PAGES[6:]]:   # + the teaching pages
         at.switch_page(page).run()
         _no_errors(at)
     at.sidebar.selectbox(key="w.mode").set_value("per_metric").run()

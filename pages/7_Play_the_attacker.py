@@ -1,0 +1,237 @@
+"""Play the attacker: guess whether a real person of the week is in the release, against the optimal attacker."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from odapp import cache, guide, projector
+from odapp.errors import engine_errors
+from odapp.export import chart, styled
+from odapp.layout import metric, page
+from odapp.words import pct, probability_words
+from odcore.attack import wilson_interval
+from odcore.errors import ODCoreError
+from odcore.teaching import (
+    LADDER,
+    LADDER_CHOICES,
+    THEORY_ROUNDS,
+    GameRules,
+    binomial_interval,
+    class_code,
+    deal,
+    game_level,
+    parse_class_code,
+    settings_fingerprint,
+)
+
+GAME = "teach.game"            # session_state: {"key": identity of the game, "history": [one dict per round]}
+CHOICE_LABELS = ["Climb: 1 → 3 → 10 → 32", "k = 1", "k = 3", "k = 10", "k = 32"]
+
+ctx = page(
+    "Play the attacker",
+    "You are the attacker. The lab picks a real person of this week and tosses a hidden coin: **in** the release "
+    "or **out**. You know everyone else's trips, so you know how many *other* people are on each of this "
+    "person's trips; you see what the release published there. Were they in? The lab's optimal attacker plays "
+    "the same rounds.",
+    icon="🕵️",
+)
+guide.panel(__file__, ctx)
+s = ctx.settings
+rcfg = s.release_config()
+with engine_errors("Could not prepare the week's people", "Pick another week or data source in the sidebar."):
+    pool = cache.attacker_pool(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
+    rules = GameRules(s.epsilon, s.threshold, rcfg.sensitivity)
+fingerprint = settings_fingerprint(s.epsilon, s.threshold, rcfg.sensitivity, s.week, pool.users.size,
+                                   pool.others.size)
+ss = st.session_state
+ss.setdefault("game_seed", int(s.seed) % 2 ** 20)
+ss.setdefault("game_choice", 0)
+
+
+def _join() -> None:
+    """Callback of "Join": take seed and known-trips choice from the code (before the widgets are drawn)."""
+    try:
+        seed, choice, fp = parse_class_code(ss.get("game_join_code", ""))
+    except ODCoreError as exc:
+        ss["game_join_error"] = str(exc)
+        return
+    if fp != fingerprint:
+        ss["game_join_error"] = ("this code was made with other settings (data, week, ε, threshold or guarantee "
+                                 "unit): set the sidebar as on the teacher's screen, then join again.")
+        return
+    ss["game_join_error"] = None
+    ss["game_seed"], ss["game_choice"] = seed, choice
+
+
+top = st.columns([2, 1, 1, 1]) if not projector.on() else st.columns([2, 1])
+choice = top[0].selectbox("Known trips", range(len(CHOICE_LABELS)), format_func=CHOICE_LABELS.__getitem__,
+                          key="game_choice",
+                          help="How many of the person's unique trips the attacker knows. 'Climb' starts at k = 1 "
+                               "and moves up every few rounds (Houssiau et al. quote k = 3 and k = 32).")
+per_level = 5
+if not projector.on():
+    top[1].number_input("Game seed", 0, 2 ** 20 - 1, step=1, key="game_seed",
+                        help="Same seed, same rounds (people, coins and noise). A class code carries it.")
+    per_level = int(top[2].number_input("Rounds per level", 1, 50, 5, key="game_per_level",
+                                        help="When climbing: rounds at each k before the next."))
+ladder = LADDER_CHOICES[int(choice)]
+game_seed = int(ss["game_seed"])
+key = (s.dataset.id, s.week, rcfg, s.seed, game_seed, int(choice), per_level)
+if ss.get(GAME, {}).get("key") != key:
+    if GAME in ss:                       # the settings changed: a new game, and an old join message is stale
+        ss["game_join_error"] = None
+    ss[GAME] = {"key": key, "history": []}
+history: list[dict] = ss[GAME]["history"]
+if top[-1].button("New game", key="game_new", help="Forget the score and start again at round 1 (same seed, "
+                                                    "same rounds)."):
+    history.clear()
+
+with st.expander("Class mode: everyone plays the same rounds", expanded=bool(ss.get("game_class_open"))):
+    code = class_code(game_seed, int(choice), fingerprint)
+    st.markdown(f"Code for this game: <span style='font-size:2.6rem;font-weight:700;letter-spacing:0.15em'>"
+                f"{code}</span>", unsafe_allow_html=True)
+    st.caption("Students: open this page with the same sidebar settings, enter the code, press Join.")
+    j1, j2 = st.columns([2, 1])
+    j1.text_input("Join with a code", key="game_join_code", placeholder="e.g. " + code,
+                  help="The 7-character code on the teacher's screen (dash optional).")
+    j2.button("Join", key="game_join", on_click=_join, help="Play the rounds of that code.")
+    if ss.get("game_join_error"):
+        st.error(f"**Could not join** — {ss['game_join_error']}", icon="⚠️")
+
+n_played = len(history)
+k, j = game_level(n_played, ladder, per_level)
+with engine_errors("Could not deal the round", "Pick a smaller number of known trips."):
+    rnd = deal(pool, rules, k, j, game_seed)
+
+
+def _answer(guess_in: bool) -> None:
+    r = deal(pool, rules, k, j, game_seed)
+    history.append({"round": n_played + 1, "k": k, "j": j, "user": str(r.user), "guess": guess_in,
+                    "member": r.member, "optimal": r.optimal_guess, "llr": r.llr_total,
+                    "exact_success": r.exact_success()})
+
+
+# ---- the last round's reveal -------------------------------------------------------------------------------------
+if history:
+    last = history[-1]
+    prev = deal(pool, rules, last["k"], last["j"], game_seed)
+    right = last["guess"] == last["member"]
+    st.subheader(f"Round {last['round']}: the person was **{'IN' if last['member'] else 'OUT'}**")
+    verdict = "in" if last["optimal"] else "out"
+    ex = prev.explanation()
+    n_pub = int((ex["state"] == "released").sum())
+    why = (f"Its evidence, the log-likelihood ratio, adds one term per pair: {n_pub} of {prev.k} pairs were "
+           f"published (each between −{rules.epsilon_pair:.3g} and +{rules.epsilon_pair:.3g}: above the others' "
+           f"count + 1 points to *in*, at or below it to *out*), {prev.k - n_pub} suppressed (each slightly "
+           f"towards *out*: a pair is suppressed a little more often without the person). Total "
+           f"**{last['llr']:+.3f}**" + (", an exact tie: it tossed a coin." if prev.tie else
+                                        f" {'>' if last['llr'] > 0 else '<'} 0, so *{verdict}*."))
+    cols = st.columns([1, 2])
+    with cols[0]:
+        (st.success if right else st.warning)(
+            f"You said **{'in' if last['guess'] else 'out'}**: {'right' if right else 'wrong'}.", icon="🎯")
+        st.markdown(f"The optimal attacker said **{verdict}** "
+                    f"({'right' if last['optimal'] == last['member'] else 'wrong'}). "
+                    f"On this person and these {prev.k} pairs it is right {pct(last['exact_success'])} of the time "
+                    f"({probability_words(last['exact_success'])}).")
+        st.caption(why)
+    with cols[1]:
+        fig = go.Figure()
+        fig.add_bar(x=ex["pair"], y=ex["llr"], name="this pair's evidence",
+                    marker_color=np.where(ex["state"] == "released", "#1f5fa8", "#9a9a9a").tolist(),
+                    hovertext=ex["state"])
+        fig.add_scatter(x=ex["pair"], y=ex["cumulative"], mode="lines+markers", name="running total",
+                        line={"color": "#d95f02"})
+        fig.add_hline(y=0, line_color="#000")
+        styled(fig, "The optimal attacker's log-likelihood ratio, pair by pair (> 0: in)", height=300)
+        fig.update_layout(xaxis_title="known pair (blue: published, grey: suppressed)", yaxis_title="LLR",
+                          legend={"orientation": "h", "y": 1.12, "x": 0.3}, margin={"t": 70})
+        chart(fig, "llr_last_round", data=ex, key="game_llr")
+
+# ---- the current round -----------------------------------------------------------------------------------------
+st.subheader(f"Round {n_played + 1} · the attacker knows k = {k} of person {rnd.user}'s unique trips")
+shown = rnd.shown()
+n_sup = int((shown["state"] == "suppressed").sum())
+st.markdown(f"What the release shows on these {k} pairs: **{k - n_sup} published, {n_sup} suppressed** "
+            f"(threshold {s.threshold:g}; each count has noise of scale {rules.scale:.3g}). "
+            "If the person is in, each count is one higher than the others alone.")
+st.dataframe(shown, hide_index=True, width="stretch", key="game_shown", height=min(38 + 35 * k, 420),
+             column_config={
+                 "pair": st.column_config.NumberColumn("pair", help="Known trip number"),
+                 "origin": st.column_config.NumberColumn("from cell", format="%d"),
+                 "destination": st.column_config.NumberColumn("to cell", format="%d"),
+                 "others": st.column_config.NumberColumn("others on it (known)", format="%d",
+                                                         help="People other than this person on the pair"),
+                 "published": st.column_config.NumberColumn("published count", format="%.2f",
+                                                            help="Empty when suppressed"),
+                 "state": st.column_config.TextColumn("published?")})
+b = st.columns([1, 1, 3])
+b[0].button("In", key="game_in", type="primary", on_click=_answer, args=(True,), width="stretch",
+            help="Guess that this person is in this week's release.")
+b[1].button("Out", key="game_out", on_click=_answer, args=(False,), width="stretch",
+            help="Guess that this person is not in this week's release.")
+
+# ---- the score -------------------------------------------------------------------------------------------------
+st.subheader("Score")
+if not history:
+    st.caption("No rounds played yet.")
+hist = pd.DataFrame(history, columns=["round", "k", "j", "user", "guess", "member", "optimal", "llr",
+                                      "exact_success"])
+n = len(hist)
+you = int((hist["guess"] == hist["member"]).sum())
+opt = int((hist["optimal"] == hist["member"]).sum())
+theory = float(hist["exact_success"].mean()) if n else float("nan")
+c = st.columns(3)
+metric(c[0], "Your score", f"{you}/{n}" + (f" ({pct(you / n, 0)})" if n else ""), None,
+       help="Rounds you got right.")
+metric(c[1], "Optimal attacker", f"{opt}/{n}" + (f" ({pct(opt / n, 0)})" if n else ""), None,
+       help="The likelihood-ratio test on the same rounds (odcore.attack.pair_llr summed).")
+if n:
+    lo, hi = binomial_interval(theory, n)
+    metric(c[2], "Theory for these rounds", pct(theory),
+           f"the optimal attacker's expected score; 99 % of games of {n} rounds land in {pct(lo, 0)}–{pct(hi, 0)}",
+           help="Mean over the rounds played of the optimal attacker's exact success on each "
+                "(odcore.attack.user_risk against the thresholded release).")
+
+levels = sorted(set(ladder))
+ks = [kk for kk in levels if pool.eligible(kk).size]
+theory_k = {}
+with engine_errors("Could not compute the game's theory"):
+    for kk in ks:
+        theory_k[kk] = float(cache.game_theory(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, game_seed, kk,
+                                               THEORY_ROUNDS, _pool=pool).mean())
+kmax = max(max(LADDER), *ks)
+plain = cache.success_curve(rules.epsilon_pair, kmax, 0.5)["success"].to_numpy()
+fig = go.Figure()
+fig.add_scatter(x=np.arange(kmax + 1), y=plain, mode="lines", line={"dash": "dash"},
+                name="no threshold: p_k (Houssiau et al. Fig. 1)")
+fig.add_scatter(x=list(theory_k), y=list(theory_k.values()), mode="lines+markers", marker={"size": 11},
+                name=f"this game: optimal attacker vs the thresholded release (mean of {THEORY_ROUNDS} rounds)")
+rows = []
+if n:
+    for kk, g in hist.groupby("k"):
+        for who, col in (("you", "guess"), ("optimal attacker", "optimal")):
+            w = int((g[col] == g["member"]).sum())
+            lo_w, hi_w = wilson_interval(w, len(g))
+            rows.append({"k": kk, "who": who, "rounds": len(g), "success": w / len(g), "ci_low": float(lo_w),
+                         "ci_high": float(hi_w)})
+    sc = pd.DataFrame(rows)
+    for who, sym in (("you", "circle"), ("optimal attacker", "diamond")):
+        d = sc[sc["who"] == who]
+        fig.add_scatter(x=d["k"], y=d["success"], mode="markers", marker={"size": 12, "symbol": sym},
+                        name=f"{who} (95 % interval)",
+                        error_y={"type": "data", "symmetric": False, "array": d["ci_high"] - d["success"],
+                                 "arrayminus": d["success"] - d["ci_low"]})
+styled(fig, "Success against the number of known trips k", height=420)
+fig.update_layout(xaxis_title="k: known unique trips", yaxis_title="share of rounds right", yaxis_range=[0, 1.02],
+                  legend={"x": 0.35, "y": 0.05})
+curve = pd.DataFrame({"k": np.arange(kmax + 1), "p_k_no_threshold": plain,
+                      "game_theory": [theory_k.get(kk, np.nan) for kk in range(kmax + 1)]})
+chart(fig, "play_the_attacker_score", data=curve, key="game_score")
+st.caption("Why the game's theory is below p_k: most of a person's pairs carry few people and are suppressed in both "
+           "cases, and a suppressed pair tells the attacker almost nothing. The dashed curve is what the attacker "
+           "would reach if every pair were published. Rounds: `odcore.teaching.deal`; verdict: "
+           "`odcore.attack.pair_llr`; theory: `odcore.attack.user_risk` per round.")

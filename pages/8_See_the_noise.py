@@ -1,0 +1,76 @@
+"""See the noise: what gets published for one true count (Laplace noise around it, the threshold, suppression)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from odapp import guide, projector
+from odapp.errors import engine_errors
+from odapp.export import chart, styled
+from odapp.layout import metric, page
+from odapp.state import EPSILON_RANGE
+from odapp.words import pct
+from odcore.teaching import noise_picture
+
+ctx = page(
+    "See the noise",
+    "Every published count is the true number of people **plus random noise**, and it is published only if the "
+    "noisy number reaches the threshold. Drag the true count and ε to see what comes out: a number a few people "
+    "off, or nothing at all.",
+    icon="🎲",
+)
+guide.panel(__file__, ctx)
+s = ctx.settings
+c1, c2, c3 = st.columns(3)
+count = c1.slider("True count c (people on a pair this week)", 0, 300, 120, 1, key="noise_count",
+                  help="The distinct people who made this trip this week, before any noise.")
+eps = c2.slider("ε for this picture", EPSILON_RANGE[0], EPSILON_RANGE[1], float(s.epsilon), EPSILON_RANGE[2],
+                key="noise_eps", help="Noise of scale 1/ε (per user: max pairs/ε). Starts at the sidebar's ε.")
+per_user = c3.toggle("Per-user mode (noise max pairs / ε)", value=s.mode == "user_level", key="noise_per_user",
+                     help="The per-user release bounds each person to a number of pairs and divides ε among them: "
+                          "noise of scale max pairs/ε on every count.")
+m = int(s.max_pairs)
+if per_user and not projector.on():
+    m = int(c3.number_input("Max pairs per person", 1, 200, int(s.max_pairs), key="noise_max_pairs",
+                            help="The per-user contribution bound (starts at the sidebar's value)."))
+other = int(count) - 25 if int(count) - 25 >= 0 else int(count) + 25
+if not projector.on():
+    other = c1.number_input("A second count to compare", 0, 1000, max(int(s.threshold) - 5, 0), 1,
+                            key="noise_other", help="Shown as a second curve and a second sentence.")
+sens = m if per_user else 1
+with engine_errors("Could not draw the noise", "Check ε and the threshold."):
+    pic = noise_picture(count, eps, s.threshold, sensitivity=sens)
+    pic2 = noise_picture(other, eps, s.threshold, sensitivity=sens)
+
+st.info(pic.sentence() + "  \n" + pic2.sentence(), icon=":material/campaign:")
+c = st.columns(4)
+metric(c[0], "Published", pct(pic.p_published), f"a count of {count} (release probability)",
+       help="P(c + noise ≥ threshold): odcore.release.release_probability, the release's own rule.")
+metric(c[1], "Suppressed", pct(1 - pic.p_published), f"below the threshold of {s.threshold:g}",
+       help="The pair is removed from the release when its noisy count is below the threshold.")
+metric(c[2], "95 % of weeks between", f"{pic.low:.1f} – {pic.high:.1f}", f"noise scale {pic.scale:.3g} people",
+       help="The central 95 % range of c + Laplace noise: c ± scale·ln 20.")
+metric(c[3], f"A count of {other}", pct(pic2.p_published), "published",
+       help="The same for the second count.")
+
+fig = go.Figure()
+for p, name in ((pic, f"true count {count}"), (pic2, f"true count {other}")):
+    d = p.density()
+    pub = d[d["published"]]
+    sup = d[~d["published"]]
+    fig.add_scatter(x=d["noisy_count"], y=d["density"], mode="lines", name=f"{name}: what the noise makes of it")
+    fig.add_scatter(x=sup["noisy_count"], y=sup["density"], mode="lines", fill="tozeroy", line={"width": 0},
+                    fillcolor="rgba(120,120,120,0.35)", name=f"{name}: suppressed ({pct(1 - p.p_published)})",
+                    hoverinfo="skip")
+    fig.add_scatter(x=pub["noisy_count"], y=pub["density"], mode="lines", fill="tozeroy", line={"width": 0},
+                    name=f"{name}: published ({pct(p.p_published)})", hoverinfo="skip", opacity=0.4)
+fig.add_vline(x=s.threshold, line_dash="dash", line_width=3, annotation_text=f"threshold {s.threshold:g}",
+              annotation_position="top left")
+fig.add_vline(x=count, line_dash="dot", annotation_text=f"c = {count}", annotation_position="top right")
+styled(fig, f"What is published for a true count (Laplace noise of scale {pic.scale:.3g}, ε = {eps:g})", height=440)
+fig.update_layout(xaxis_title="noisy count", yaxis_title="probability density", legend={"x": 0.01, "y": 0.99})
+table = pic.density().assign(true_count=count)
+chart(fig, "noise_picture", data=table, key="noise_picture")
+st.caption("Computed by `odcore.teaching.noise_picture` from the release's mechanism: Laplace noise of scale "
+           "sensitivity/ε, published iff the noisy count ≥ threshold (`odcore.release.release_probability`).")

@@ -1,0 +1,178 @@
+"""AppTest of the teaching mode: the game played through the page by scripted learners, the noise page, class codes,
+projector mode and the guided tour.
+
+The game's theory is the optimal attacker's exact success against the *thresholded* release, averaged over the
+rounds dealt (``odcore.teaching.expected_success``), not the no-threshold p_k of Houssiau et al. Fig. 1: at
+ε = 0.66, τ = 100 on the bundled city and k = 32 it is about 67 %, while p_32 = 95.5 %.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from odapp import guide
+from odapp.projector import K_PROJECTOR
+from odcore.attack import pair_llr, success_curve
+from odcore.paths import REPO_ROOT
+from odcore.teaching import AttackerPool, GameRules, binomial_interval, expected_success
+
+pytestmark = pytest.mark.timeout(600)
+
+SAMPLE = REPO_ROOT / "sample_data" / "synthetic_city.parquet"
+GAME = "pages/7_Play_the_attacker.py"
+NOISE = "pages/8_See_the_noise.py"
+ROUNDS = 200
+SEED = 2022
+
+
+def _no_errors(at) -> None:
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def _metric(at, label_start: str) -> str:
+    for m in at.metric:
+        if m.label.startswith(label_start):
+            return m.value
+    raise AssertionError(f"no metric starting with {label_start!r}; have {[m.label for m in at.metric]}")
+
+
+@pytest.fixture(scope="module")
+def at():
+    """One AppTest session for the module (the caches warm up once); each test starts from the home page."""
+    from streamlit.testing.v1 import AppTest
+
+    if not SAMPLE.is_file():
+        pytest.skip("bundled sample missing (make sample-data)")
+    app = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=120)
+    app.run()
+    _no_errors(app)
+    return app
+
+
+@pytest.fixture(scope="module")
+def theory_k32():
+    """The game's theory at k = 32 for the rounds the page deals with seed 2022 (engine, independent of the page)."""
+    from odcore.traces import load_traces
+    from odcore.trips import ODConfig, build_od
+
+    od = build_od(load_traces(SAMPLE).df, ODConfig(cell_km2=1.3))
+    pool = AttackerPool.from_pairs(od.week_pairs(0), od.week_counts(0))
+    return float(expected_success(pool, GameRules(0.66, 100), 32, SEED, rounds=ROUNDS).mean())
+
+
+def _play(at, learner, rounds: int) -> tuple[int, int]:
+    """Play ``rounds`` rounds through the page; returns (wins, optimal attacker's wins) from the page's score."""
+    for _ in range(rounds):
+        shown = at.dataframe[0].value
+        at.button(key="game_in" if learner(shown) else "game_out").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    you = _metric(at, "Your score").split()[0]
+    opt = _metric(at, "Optimal attacker").split()[0]
+    assert you.endswith(f"/{rounds}")
+    return int(you.split("/")[0]), int(opt.split("/")[0])
+
+
+def _optimal_learner(shown) -> bool:
+    """Reads only what the page shows (others' counts, published values) and runs the likelihood-ratio test."""
+    pub = shown["published"].notna().to_numpy()
+    llr = pair_llr(shown["others"].to_numpy(float), pub, shown["published"].to_numpy(float), 0.66, 100)
+    return float(llr.sum()) > 0
+
+
+def _start_game(at, seed: int, choice: int = 4) -> None:
+    at.switch_page(GAME).run()
+    _no_errors(at)
+    at.selectbox(key="game_choice").set_value(choice).run()      # 4: k = 32
+    at.number_input(key="game_seed").set_value(seed).run()
+    _no_errors(at)
+    assert "k = 32" in at.subheader[0].value
+
+
+def test_optimal_learner_scores_the_game_theory(at, theory_k32):
+    """200 rounds at k = 32: a scripted learner that follows the optimal attacker scores within the binomial 99 %
+    interval of the game's theory (and exactly the page's optimal attacker); the no-threshold p_32 is outside."""
+    _start_game(at, SEED)
+    wins, opt = _play(at, _optimal_learner, ROUNDS)
+    assert wins == opt      # no exact ties at k = 32 here: the learner and the page's attacker agree every round
+    lo, hi = binomial_interval(theory_k32, ROUNDS)
+    assert lo <= wins / ROUNDS <= hi, (wins, theory_k32, lo, hi)
+    assert not (lo <= float(success_curve(0.66, 32)[32]) <= hi)
+    assert _metric(at, "Theory for these rounds") == f"{100 * theory_k32:.1f} %"
+
+
+def test_always_in_learner_scores_a_coin_flip(at):
+    _start_game(at, SEED + 1)
+    wins, _ = _play(at, lambda shown: True, ROUNDS)
+    lo, hi = binomial_interval(0.5, ROUNDS)
+    assert lo <= wins / ROUNDS <= hi
+
+
+def test_class_code_gives_the_same_rounds_and_refuses_other_settings(at):
+    _start_game(at, 777)
+    table = at.dataframe[0].value
+    code = next(m.value for m in at.markdown if "Code for this game" in m.value).split(">")[1].split("<")[0]
+    at.number_input(key="game_seed").set_value(5).run()
+    assert not at.dataframe[0].value.equals(table)
+    at.text_input(key="game_join_code").input(code.lower()).run()
+    at.button(key="game_join").click().run()
+    _no_errors(at)
+    assert at.session_state["game_seed"] == 777
+    assert at.dataframe[0].value.equals(table)
+    at.slider(key="w.threshold").set_value(50).run()       # another release: the same code must be refused
+    at.button(key="game_join").click().run()
+    assert any("other settings" in e.value for e in at.error)
+    at.sidebar.button[0].click().run()                     # back to the Google/Bassolas setting
+    assert at.session_state["odlab.threshold"] == 100
+
+
+def test_noise_page_sentence_and_per_user_mode(at):
+    at.switch_page(NOISE).run()
+    _no_errors(at)
+    text = at.info[0].value
+    assert "A count of 120 is published in 100.0 % of weeks, as a number between 115.5–124.5 in 95 %" in text
+    assert "A count of 95 is published 1.8 % of the time" in text     # ½·exp(−0.66·5) = 1.84 %
+    at.slider(key="noise_count").set_value(100).run()
+    assert _metric(at, "Published") == "50.0 %"
+    at.toggle(key="noise_per_user").set_value(True).run()
+    _no_errors(at)
+    assert "noise scale 15.2" in next(c.value for c in at.caption if "noise scale" in c.value)   # 10 / 0.66
+
+
+def test_projector_mode_and_guided_tour(at):
+    at.switch_page("app.py").run()
+    assert at.session_state[guide.K_OPEN] is True          # open on a first visit
+    assert any("step 1 of" in m.value for m in at.markdown)
+    at.button(key="guide_next").click().run()
+    _no_errors(at)
+    assert any("step 2 of" in m.value for m in at.markdown)
+    at.button(key="guide_close").click().run()
+    assert not any("Guided tour · step" in m.value for m in at.markdown)
+    at.sidebar.button(key="guide_reopen").click().run()
+    _no_errors(at)
+    assert any("step 1 of" in m.value for m in at.markdown)
+    at.switch_page(NOISE).run()
+    n_dl = len(at.get("download_button"))
+    at.sidebar.toggle(key="w.projector").set_value(True).run()
+    _no_errors(at)
+    assert at.session_state[K_PROJECTOR] is True
+    assert any("font-size: 22px" in m.value for m in at.markdown)
+    assert len(at.get("download_button")) < n_dl                    # downloads hidden
+    at.switch_page(GAME).run()
+    _no_errors(at)
+    assert not at.main.number_input                                 # secondary controls hidden
+    assert at.sidebar.toggle(key="w.projector").value is True        # kept across pages
+
+
+def test_worksheet_answers_come_from_the_lab(at):
+    from odapp.state import Settings
+
+    at.switch_page("pages/4_Privacy_budget.py").run()
+    assert any("step 7 of 7" in m.value for m in at.markdown)
+    assert at.get("download_button")      # the worksheet on the last step
+    ctxless = guide.worksheet(Settings(dataset=at.session_state["odlab.dataset"], week=0, cell_km2=1.3,
+                                       epsilon=0.66, threshold=100, seed=0))
+    assert "70.7 %" in ctxless
+    assert np.isclose(0.66 * 32, 21.12)
+    assert "21.12" in ctxless
