@@ -31,6 +31,15 @@ def test_template_switches_to_projector_sizes():
     assert big.layout.yaxis.automargin
 
 
+def test_template_is_built_once_and_figures_get_copies():
+    import plotly.graph_objects as go
+
+    assert figures.template(False) is figures.template(False)      # cached: ~50 ms saved per chart and rerun
+    fig = figures.style(go.Figure(), "t")
+    fig.layout.template.layout.font.size = 99                        # a page changing its figure ...
+    assert figures.template(False).layout.font.size == 15            # ... leaves the shared template alone
+
+
 def test_ticks_are_round():
     assert figures.nice_ticks(85_700) == [0, 20_000, 40_000, 60_000, 80_000, 100_000]
     vals, labels = figures.log_ticks(1e-28, 1e-2)
