@@ -50,15 +50,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-from scipy import fft as sfft
-from scipy import sparse, stats
 
 from odcore import pld
 from odcore.constants import COUNT, DESTINATION, ORIGIN, USER, WEEK
 from odcore.errors import ParameterError, check_int, check_positive
+
+if TYPE_CHECKING:  # pragma: no cover - pandas and scipy are imported where used, so `import odcore.attack` is fast
+    import pandas as pd
+    from scipy import sparse
 
 __all__ = [
     "ROC",
@@ -203,7 +206,7 @@ def wilson_interval(successes, n, confidence: float = 0.95) -> tuple[np.ndarray,
         raise ParameterError(f"confidence must be in (0, 1), got confidence={confidence!r}.")
     s = np.asarray(successes, dtype=float)
     n = np.asarray(n, dtype=float)
-    z = stats.norm.ppf(0.5 + confidence / 2.0)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)   # the normal quantile (Wichura's AS241, ~1e-16)
     phat = s / n
     denom = 1.0 + z * z / n
     centre = (phat + z * z / (2 * n)) / denom
@@ -622,6 +625,8 @@ def _classify(others: np.ndarray, eps: float, tau: float, tol: float):
 def _compose(type_values: np.ndarray, mult: np.ndarray, eps: float, tau: float, R: int, method: str,
              want_q: bool = False):
     """PMF of the total loss (P, and optionally Q) for ``mult[i]`` pairs of type ``type_values[i]``."""
+    from scipy import fft as sfft
+
     K = int(mult.sum())
     n = 2 * K * R + 1
     pm = pair_loss_pmf(type_values, eps, tau, resolution=R, method=method)
@@ -727,6 +732,8 @@ def user_risk(others_counts, epsilon: float, threshold: float, *, resolution: in
 # ---------------------------------------------------------------------------------------------------------------
 
 def _user_pairs_with_counts(pairs: pd.DataFrame, counts: pd.DataFrame | None, week: int) -> tuple[pd.DataFrame, dict]:
+    import pandas as pd
+
     need = [WEEK, USER, ORIGIN, DESTINATION]
     missing = [c for c in need if c not in pairs.columns]
     if missing:
@@ -765,6 +772,9 @@ def _unique_rows(mult: sparse.csr_matrix) -> tuple[sparse.csr_matrix, np.ndarray
     week of 10⁵ users × hundreds of pair types never becomes a dense matrix. The grouping is verified exactly
     (every row equals its group's representative) and falls back to ``np.unique`` on a hash collision.
     """
+    import pandas as pd
+    from scipy import sparse
+
     n = mult.shape[0]
     if n == 0:
         return mult.copy(), np.zeros(0, dtype=np.int64)
@@ -791,6 +801,9 @@ def _signature_success(sig, types: np.ndarray, eps: float, tau: float, R: int,
 
     ``single``: the per-user products in complex64 (2× faster; adds ~1e-6 rounding error, used in fast mode).
     """
+    from scipy import fft as sfft
+    from scipy import sparse
+
     sig = sparse.csr_matrix(sig)
     sig_k = np.asarray(sig.sum(axis=1)).reshape(-1)
     out = np.full(sig.shape[0], 0.5)
@@ -865,6 +878,9 @@ def week_risk(pairs: pd.DataFrame, week: int, epsilon: float, threshold: float, 
     number of informative pairs and composed in batches (one matrix product of log-spectra, one batched inverse
     FFT), so there is no Python loop over users.
     """
+    import pandas as pd
+    from scipy import sparse
+
     eps = check_positive("epsilon", epsilon)
     tau = check_positive("threshold", threshold)
     R = int(resolution)

@@ -57,7 +57,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, special
 
 from odcore.errors import ParameterError, check_positive
 
@@ -103,6 +102,8 @@ def _check_k_array(k) -> np.ndarray:
 @lru_cache(maxsize=256)
 def _gauss_legendre(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """Gauss–Legendre nodes and weights on [0, 1] (cached; read-only arrays)."""
+    from scipy import special
+
     x, w = special.roots_legendre(n_nodes)
     x = 0.5 * (x + 1.0)
     w = 0.5 * w
@@ -113,6 +114,8 @@ def _gauss_legendre(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _bernstein_matrix(n: int, s: np.ndarray) -> np.ndarray:
     """``B[..., r] = C(n, r) s^r (1 − s)^{n−r}`` for ``s`` strictly inside (0, 1); computed in logs (all > 0)."""
+    from scipy import special
+
     r = np.arange(n + 1, dtype=float)
     logc = special.gammaln(n + 1.0) - special.gammaln(r + 1.0) - special.gammaln(n - r + 1.0)
     # endpoints (reached only by rounding) are nudged inside; the change in any value is < 1e-15 relative
@@ -396,6 +399,8 @@ def _bracket_grid(st: LaplaceKFold, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _solve_eps(st: LaplaceKFold, d: float, grid: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+    from scipy import optimize
+
     if st.k == 0:
         return 0.0
     lo, hi = 0.0, st.k * st.epsilon
