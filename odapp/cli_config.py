@@ -44,7 +44,9 @@ def budget_config(s: Settings, *, trips: int, weeks: int, delta: float, total_in
 
 def attack_curve_config(s: Settings, *, k_max: int, prior: float, monte_carlo: int | None) -> dict:
     """``python -m odcore attack-curve`` flags."""
-    cfg = {"epsilon": s.epsilon, "k_max": int(k_max), "prior": float(prior)}
+    cfg = {"epsilon": s.epsilon, "k_max": int(k_max), "prior": float(prior), "mode": s.mode}
+    if s.mode == "user_level":
+        cfg["max_pairs"] = s.max_pairs
     if monte_carlo:
         cfg.update({"monte_carlo": int(monte_carlo), "seed": s.seed})
     return cfg

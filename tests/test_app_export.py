@@ -87,6 +87,12 @@ def test_budget_json_is_accepted_by_the_cli_and_reproduces_the_numbers(tmp_path)
         assert out[key] == pytest.approx(want[key], rel=1e-12)
 
 
+def _goal():
+    from odcore.design import Goal
+
+    return Goal("attack", known_trips=32, success=0.6, delta=1e-6, weeks=52)
+
+
 def test_command_line_flags_parse():
     from odcore.cli import build_parser
 
@@ -100,6 +106,7 @@ def test_command_line_flags_parse():
                          ("user-risk", cli_config.user_risk_config(s, L, user="12")),
                          ("attack-curve", cli_config.attack_curve_config(s, k_max=70, prior=0.3, monte_carlo=500)),
                          ("budget", cli_config.budget_config(s, trips=10, weeks=2, delta=1e-6)),
+                         ("design", cli_config.design_config(s, L, _goal(), max_pairs=5)),
                          ("trips", {**loaded_cli, "cell_km2": 2.0})):
         line = cli_config.command_line(command, cfg)
         argv = line.split()[3:]   # drop "python -m odcore"

@@ -128,3 +128,16 @@ def test_user_risk_user_level_and_errors(capsys, small_city):
     code, _, err = _run(capsys, ["user-risk", "--input", str(small_city), "--user", "no-such-user"])
     assert code == 2
     assert "no-such-user" in err
+
+
+def test_attack_curve_per_person(capsys):
+    from odcore.attack import bounded_success_curve
+    from odcore.cli import main
+
+    assert main(["attack-curve", "--mode", "user_level", "--max-pairs", "10", "--k-max", "40", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["unit"] == "per person and week"
+    assert out["success_per_person"] == pytest.approx(bounded_success_curve(0.66, 10, 40).tolist(), abs=1e-15)
+    assert out["success_per_person"][40] == pytest.approx(out["success_per_person"][10], abs=1e-15)   # flat at m
+    assert main(["attack-curve", "--mode", "user_level"]) == 2
+    assert "--max-pairs" in capsys.readouterr().err

@@ -144,3 +144,16 @@ def test_design_cli_bad_input(argv, match, capsys):
     assert err.startswith("error:")
     assert match in err
     assert "Traceback" not in err
+
+
+def test_budget_sheet_is_self_contained():
+    from odcore.accounting import BudgetConfig, budget
+    from odcore.sheet import budget_sheet
+
+    b = budget(BudgetConfig(max_pairs=20, threshold=610, total_interval=1e-3))
+    text = budget_sheet(b)
+    assert text.startswith("<!DOCTYPE html>")
+    assert "<script" not in text
+    assert "http" not in text
+    assert "0.555" in text                  # ε per person and week at m = 20 (tight)
+    assert "@media print" in text

@@ -30,6 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "Bayes-optimal success and posterior bound for that prior")
     pc.add_argument("--tpr", action="store_true",
                     help="also the optimal attacker's TPR at FPR 1%% and 0.1%% for every k (exact ROC points)")
+    pc.add_argument("--mode", default="per_metric", choices=["per_metric", "user_level"],
+                    help="user_level adds the success against the per-person (bounded) release, noise "
+                         "max_pairs/eps on min(k, max_pairs) counts (default %(default)s)")
+    pc.add_argument("--max-pairs", type=int, default=None, help="contribution bound of --mode user_level")
     pc.add_argument("--json", action="store_true", help="print JSON instead of text")
     pc.set_defaults(func=run_curve)
 
@@ -75,6 +79,14 @@ def run_curve(args: argparse.Namespace) -> int:
                  "bound": attack.posterior_bound(eps, 0.5)}
     above = np.nonzero(curve > out["bound"])[0]
     out["first_k_above_bound"] = int(above[0]) if above.size else None   # Houssiau et al.: 3 at ε = 0.66
+    out["unit"] = "per count"
+    if getattr(args, "mode", "per_metric") == "user_level":
+        if args.max_pairs is None:
+            raise ParameterError("--mode user_level needs --max-pairs (an integer >= 1).")
+        out.update({"unit": "per person and week", "max_pairs": int(args.max_pairs),
+                    "success_per_person": attack.bounded_success_curve(eps, args.max_pairs, args.k_max).tolist()})
+    elif getattr(args, "max_pairs", None) is not None:
+        raise ParameterError(f"--max-pairs={args.max_pairs} needs --mode user_level.")
     if args.prior != 0.5:
         out["prior"] = float(args.prior)
         out["bayes_success"] = np.asarray(
@@ -97,6 +109,8 @@ def run_curve(args: argparse.Namespace) -> int:
     print(f"membership attack, epsilon={eps:g}: bound e^eps/(1+e^eps) = {out['bound']:.4f}, exceeded from "
           f"k = {out['first_k_above_bound']}")
     head = "k     exact"
+    if "success_per_person" in out:
+        head += f"  per person (max_pairs {out['max_pairs']})"
     if "mc_success" in out:
         head += "     MC     95% CI"
     if "bayes_success" in out:
@@ -106,6 +120,8 @@ def run_curve(args: argparse.Namespace) -> int:
     print(head)
     for i, k in enumerate(out["k"]):
         line = f"{k:<5d} {out['success'][i]:.4f}"
+        if "success_per_person" in out:
+            line += f"  {out['success_per_person'][i]:.4f}"
         if "mc_success" in out:
             line += f"   {out['mc_success'][i]:.4f} [{out['mc_ci_low'][i]:.4f}, {out['mc_ci_high'][i]:.4f}]"
         if "bayes_success" in out:
