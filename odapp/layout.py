@@ -39,7 +39,8 @@ def unit_headline(ctx: sidebar.PageContext) -> dict:
                f"{typical} unique trips; tight, δ {g['delta_person_week']:.1e}",
                help="Tight ε of one week of the median person of the week (exact privacy-loss distribution): per "
                     "count it adds up over their trips; per person it is bounded whatever they do.")
-        metric(c[3], "Attacker's best posterior", pct(g["posterior_person_week"]),
+        post = g["posterior_person_week"]
+        metric(c[3], "Attacker's best posterior", "> 99.9 %" if post > 0.999 else pct(post),
                "from 50 %, about that person's week", help="e^ε/(1+e^ε) at the typical person's weekly ε.")
     return g
 
