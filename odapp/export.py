@@ -61,6 +61,9 @@ def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in
         fmt = c[3].radio("Format", ["png", "svg", "pdf"], horizontal=True, key=f"img_fmt_{key}",
                          format_func=str.upper, help="PNG for slides, SVG or PDF for papers (vector, any size).")
         want = (fmt, float(w), float(h), int(dpi))
+        if figures.find_browser() is None:
+            st.info(figures.NO_BROWSER_MESSAGE, icon=":material/info:")
+            return
         if st.button(f"Make the {fmt.upper()}", key=f"img_go_{key}", icon=":material/image:",
                      help="Draw the image (a few seconds: plotly renders it in a headless browser)."):
             with st.status(f"Drawing the {fmt.upper()} ({w:g} × {h:g} in"
@@ -77,6 +80,7 @@ def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in
 
 def figure_image(fig_json: str, fmt: str) -> bytes:
     """Render a figure (its JSON) to ``png`` or ``svg`` bytes through kaleido."""
+    figures.require_browser()
     fig = pio.from_json(fig_json)
     fig.update_layout(height=EXPORT_SIZE["height"], width=EXPORT_SIZE["width"])
     return fig.to_image(format=fmt, scale=EXPORT_SIZE["scale"] if fmt == "png" else 1)
@@ -112,7 +116,9 @@ def export_buttons(name: str, *, fig: go.Figure | None = None, data: pd.DataFram
     base = slug(name)
     key = key or base
     cols = st.columns(4)
-    if fig is not None:
+    if fig is not None and figures.find_browser() is None:
+        cols[0].caption("PNG/SVG: no Chrome/Chromium found", help=figures.NO_BROWSER_MESSAGE)
+    elif fig is not None:
         cols[0].download_button("PNG", data=lambda: _cached_image(fig.to_json(), "png"), file_name=f"{base}.png",
                                 mime="image/png", key=f"dl_png_{key}", on_click="ignore", icon=":material/image:",
                                 help="The chart as a PNG image (1800×1080 px), for slides and papers.")

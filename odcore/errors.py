@@ -14,6 +14,10 @@ class ParameterError(ODCoreError, ValueError):
     """A parameter is out of range; the message names the parameter, its value and what is expected."""
 
 
+class MissingBrowserError(ODCoreError, RuntimeError):
+    """PNG/SVG/PDF export needs a local Chrome or Chromium (kaleido draws with it) and none was found."""
+
+
 class TraceFormatError(ODCoreError, ValueError):
     """An input file cannot be read as traces.
 

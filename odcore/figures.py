@@ -310,13 +310,49 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
 # ---- files -----------------------------------------------------------------------------------------------------
 
 IMAGE_FORMATS = ("png", "svg", "pdf")
+BROWSER_ENV = "ODLAB_BROWSER"
+"""Environment variable: path of the Chrome/Chromium used for image export, or ``none`` to act as if there is none
+(how the test suite checks a machine without Chromium)."""
+NO_BROWSER_MESSAGE = ("PNG/SVG/PDF export needs Google Chrome or Chromium on this machine (plotly's kaleido draws "
+                      "the image with it) and none was found: install the 'chromium' package (Debian/Ubuntu) or "
+                      "Chrome, or set BROWSER_PATH to it. CSV and JSON downloads work without it.")
+
+
+def find_browser() -> str | None:
+    """Path of the Chrome/Chromium kaleido would use, or ``None`` (``ODLAB_BROWSER=none`` forces ``None``)."""
+    import os
+    import shutil
+
+    forced = os.environ.get(BROWSER_ENV)
+    if forced is not None:
+        return None if forced.strip().lower() in ("", "none", "0", "off") else forced
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
+        if p := shutil.which(name):
+            return p
+    try:   # kaleido's own search (BROWSER_PATH, typical install folders)
+        from choreographer.browsers.chromium import Chromium
+
+        return Chromium.find_browser(skip_local=False)
+    except Exception:  # pragma: no cover - choreographer missing or changed: no browser known
+        return None
+
+
+def require_browser() -> str:
+    """:func:`find_browser` or raise :class:`odcore.errors.MissingBrowserError` saying what is missing."""
+    from odcore.errors import MissingBrowserError
+
+    path = find_browser()
+    if path is None:
+        raise MissingBrowserError(NO_BROWSER_MESSAGE)
+    return path
 
 
 def image_bytes(fig: go.Figure, fmt: str, *, width_in: float = 7.0, height_in: float = 4.5, dpi: int = 300) -> bytes:
     """``fig`` as PNG/SVG/PDF bytes, ``width_in`` × ``height_in`` inches; PNG at ``dpi`` (pixels = inches × dpi,
     with the resolution written into the file), type sizes true to print (plotly's px = 1/96 in).
 
-    Raises ``ValueError`` for an unknown format or a size/dpi out of range.
+    Raises ``ValueError`` for an unknown format or a size/dpi out of range, and
+    :class:`odcore.errors.MissingBrowserError` when no Chrome/Chromium is found (:func:`find_browser`).
     """
     fmt = fmt.lower().lstrip(".")
     if fmt not in IMAGE_FORMATS:
@@ -325,6 +361,7 @@ def image_bytes(fig: go.Figure, fmt: str, *, width_in: float = 7.0, height_in: f
         raise ValueError(f"image size must be 1 to 40 inches a side, got {width_in:g} × {height_in:g}.")
     if not 50 <= dpi <= 1200:
         raise ValueError(f"dpi must be 50 to 1200, got dpi={dpi}.")
+    require_browser()
     w, h = round(width_in * CSS_PX_PER_INCH), round(height_in * CSS_PX_PER_INCH)
     out = fig.to_image(format=fmt, width=w, height=h, scale=dpi / CSS_PX_PER_INCH if fmt == "png" else 1)
     if fmt == "png":

@@ -33,7 +33,8 @@ def browser():
     """A headless Debian Chromium driven by Playwright (never Playwright's own browser download)."""
     exe = live.chromium_executable()
     if exe is None:
-        pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
+        pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it; "
+                    "ODLAB_BROWSER=none simulates its absence)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright's Python package is not installed")
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)

@@ -16,6 +16,7 @@ from odapp.data import load_sample
 from odapp.export import figure_image, slug, styled, to_json_text
 from odapp.state import Settings
 from odapp.words import epsilon_words, num, pct, probability_words
+from odcore.figures import find_browser
 from odcore.paths import REPO_ROOT
 
 SAMPLE = REPO_ROOT / "sample_data" / "synthetic_city.parquet"
@@ -26,6 +27,20 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+def test_no_browser_gives_a_clear_error(monkeypatch):
+    from odcore import figures
+    from odcore.errors import MissingBrowserError
+
+    monkeypatch.setenv(figures.BROWSER_ENV, "none")
+    fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1]))
+    with pytest.raises(MissingBrowserError, match="needs Google Chrome or Chromium"):
+        figure_image(fig.to_json(), "png")
+    with pytest.raises(MissingBrowserError, match="CSV and JSON downloads work without it"):
+        figures.image_bytes(fig, "svg")
+
+
+@pytest.mark.skipif(find_browser() is None, reason="no Chrome/Chromium on this machine: kaleido cannot draw PNG/SVG "
+                    "(Debian package 'chromium'; .ci/run installs it)")
 def test_png_and_svg_through_kaleido():
     fig = styled(go.Figure(go.Scatter(x=[0, 1, 2], y=[0.5, 0.7, 0.95], name="p_k")), "test")
     png = figure_image(fig.to_json(), "png")

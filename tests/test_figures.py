@@ -14,6 +14,8 @@ import pytest
 from odcore import figures
 from odcore.paths import REPO_ROOT
 
+NEEDS_BROWSER = pytest.mark.skipif(figures.find_browser() is None, reason="no Chrome/Chromium on this machine: "
+                                   "kaleido cannot draw PNG/SVG (Debian package 'chromium'; .ci/run installs it)")
 
 def _cells_and_flows():
     sq = [[-84.40, 33.75], [-84.39, 33.75], [-84.39, 33.76], [-84.40, 33.76]]
@@ -67,6 +69,7 @@ def test_arcs_bend_right_so_reciprocal_flows_separate():
     assert by[0, mid] < 0 < by[1, mid]                # A→B below the line, B→A above it
 
 
+@NEEDS_BROWSER
 def test_flow_map_svg_and_png_have_legend_scale_bar_and_resolution():
     cells, flows = _cells_and_flows()
     fig = figures.flow_map_figure(cells, flows, title="Test flows", count_label="noisy count")
@@ -101,6 +104,7 @@ def test_release_curve_axes():
     assert curve["release_prob"].between(0, 1).all()
 
 
+@NEEDS_BROWSER
 def test_cli_release_map_png_and_svg(tmp_path):
     png, svg = tmp_path / "m.png", tmp_path / "m.svg"
     r = subprocess.run([sys.executable, "-m", "odcore", "release", "--week", "0", "--seed", "1", "--out",
