@@ -19,6 +19,13 @@ def sample_traces(dataset_id: str) -> _data.Loaded:
     return _data.load_sample()
 
 
+@st.cache_resource(max_entries=4, show_spinner="Reading the uploaded traces…")
+def upload_traces(path: str) -> _data.Loaded:
+    """An upload's traces, read once from its session's Parquet file (:class:`odapp.data.StoredUpload`);
+    at most 4 uploads are held in memory server-wide, others are read again when used."""
+    return _data.StoredUpload(path, {}).load()
+
+
 @st.cache_resource(max_entries=4, show_spinner="Synthesising a city…")
 def synth_traces(users: int, weeks: int, extent_km: float, seed: int) -> _data.Loaded:
     return _data.load_synth(users, weeks, extent_km, seed)

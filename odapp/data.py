@@ -11,6 +11,7 @@ import io
 import json
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -149,11 +150,59 @@ def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()
     return Loaded(t.df, _summary_of(t), cli)
 
 
+K_UPLOAD_DIR = "odlab.upload_dir"       # this session's TemporaryDirectory (removed when the session is dropped)
+
+
+@dataclass(frozen=True)
+class StoredUpload:
+    """The last good upload of a session, kept once: its traces as Parquet in the session's temporary folder.
+
+    Session state holds only this handle (a path and the small summary); the table is read back through one
+    bounded server-wide cache (:func:`odapp.cache.upload_traces`), so an upload costs one copy in memory however
+    many widgets, pages and reruns use it, and none once it falls out of the cache.
+    """
+
+    path: str
+    summary: dict
+    cli: dict = field(default_factory=dict)
+
+    def load(self) -> Loaded:
+        """The traces (read from the Parquet file)."""
+        return Loaded(pd.read_parquet(self.path), self.summary, self.cli)
+
+
+def session_folder(state: MutableMapping) -> Path:
+    """This session's temporary folder (created on first use; deleted when the session state is dropped, i.e.
+    when Streamlit forgets the session, or at interpreter exit)."""
+    import tempfile
+
+    tmp = state.get(K_UPLOAD_DIR)
+    if tmp is None or not Path(tmp.name).is_dir():
+        tmp = tempfile.TemporaryDirectory(prefix="odlab-session-")
+        state[K_UPLOAD_DIR] = tmp
+    return Path(tmp.name)
+
+
+def store_upload(state: MutableMapping, loaded: Loaded, ref: DatasetRef) -> StoredUpload:
+    """Write the traces once as Parquet in the session folder (replacing the previous upload's file)."""
+    folder = session_folder(state)
+    path = folder / f"{ref.id.replace(':', '_')}.parquet"
+    for old in folder.glob("*.parquet"):
+        if old != path:
+            old.unlink(missing_ok=True)
+    if not path.is_file():
+        tmp = path.with_suffix(".tmp")
+        loaded.df.to_parquet(tmp, index=False)
+        tmp.replace(path)
+    return StoredUpload(str(path), loaded.summary, loaded.cli)
+
+
 def apply_upload(state: MutableMapping, data: bytes, name: str, options: UploadOptions = UploadOptions()) -> bool:
     """Load an upload into ``state``; on failure keep the previous data and store the error message.
 
-    Returns ``True`` when the upload became the data in use. The message in ``state[K_UPLOAD_ERROR]`` says what is
-    wrong and how to fix it; the sidebar shows it with ``st.error``.
+    Returns ``True`` when the upload became the data in use (``state[K_UPLOAD_TRACES]`` is then a
+    :class:`StoredUpload`). The message in ``state[K_UPLOAD_ERROR]`` says what is wrong and how to fix it; the
+    sidebar and the main area show it with ``st.error``.
     """
     try:
         loaded = read_upload(data, name, options)
@@ -161,8 +210,9 @@ def apply_upload(state: MutableMapping, data: bytes, name: str, options: UploadO
         state[K_UPLOAD_ERROR] = (f"Could not read {name!r}: {exc} — check the format and the column mapping "
                                  "below (user, time, lat, lon); the previous data stays loaded.")
         return False
-    state[K_UPLOAD_TRACES] = loaded
-    state[K_DATASET] = upload_ref(data, name, options)
+    ref = upload_ref(data, name, options)
+    state[K_UPLOAD_TRACES] = store_upload(state, loaded, ref)
+    state[K_DATASET] = ref
     state[K_SOURCE] = DataSource.UPLOAD.value
     state.pop(K_UPLOAD_ERROR, None)
     return True

@@ -46,6 +46,8 @@ from odapp.state import (
 )
 from odapp.words import epsilon_label, unit_words
 
+K_UPLOAD_GEN = "odlab.upload_generation"   # bumps after each good upload (fresh uploader widget)
+
 MODE_LABELS = {"per_metric": "per metric (as Google did)", "user_level": "per user (bounded contribution)"}
 
 
@@ -101,7 +103,9 @@ def _source_controls() -> None:
 
 def _upload_controls() -> None:
     ss = st.session_state
-    up = st.file_uploader("Trace file", key="w.upload_file",
+    # A new key after each good upload: the widget lets go of the file's bytes (the traces are kept once, as
+    # Parquet in the session folder; see odapp.data.StoredUpload).
+    up = st.file_uploader("Trace file", key=f"w.upload_file.{ss.get(K_UPLOAD_GEN, 0)}",
                           help="One row per location fix or check-in with a user id, a time, a latitude and a "
                                "longitude: CSV (optionally gzipped), Parquet, Cabspotting cab files or a "
                                "check-ins + POI pair, alone or in a zip.")
@@ -138,7 +142,8 @@ def _upload_controls() -> None:
             mapping = (*mapping, ("time_unit", unit))
         opts = UploadOptions(format=fmt, mapping=mapping, tz=tz or "auto", time_offset_s=int(offset),
                              bbox=bbox.strip() or "auto")
-        apply_upload(ss, up.getvalue(), up.name, opts)
+        if apply_upload(ss, up.getvalue(), up.name, opts):
+            ss[K_UPLOAD_GEN] = ss.get(K_UPLOAD_GEN, 0) + 1
     if ss.get(K_UPLOAD_ERROR):
         st.error(ss[K_UPLOAD_ERROR], icon="⚠️")
     elif K_UPLOAD_TRACES not in ss:
@@ -188,7 +193,9 @@ def current_dataset() -> tuple[DatasetRef, Loaded]:
     source = ss[K_SOURCE]
     if source == DataSource.UPLOAD and K_UPLOAD_TRACES in ss and K_DATASET in ss \
             and ss[K_DATASET].kind == DataSource.UPLOAD:
-        return ss[K_DATASET], ss[K_UPLOAD_TRACES]
+        stored = ss[K_UPLOAD_TRACES]
+        df = cache.upload_traces(stored.path).df
+        return ss[K_DATASET], Loaded(df, stored.summary, stored.cli)
     if source == DataSource.SYNTH:
         ref = synth_ref(ss[K_SYNTH_USERS], ss[K_SYNTH_WEEKS], ss[K_SYNTH_EXTENT], ss[K_SEED])
         return ref, cache.synth_traces(ref.synth_users, ref.synth_weeks, ref.synth_extent_km, ref.synth_seed)
