@@ -33,9 +33,9 @@ goes to the **lowest zone id** among the polygons that cover it (cover = interio
 ``sjoin(predicate="intersects")`` on points, then the minimum ``index_right``).
 
 Speed: polygon assignment uses a spatial index, not a loop over zones or points. A lookup raster over the zones'
-bounding box marks the raster boxes covered by exactly one zone (their points are assigned by array indexing) or
-touched by none (outside); only the points in boxes crossed by an edge are tested exactly with a shapely
-``STRtree.query(points, predicate="intersects")``.
+bounding box marks the boxes no edge comes near; each connected region of them lies in one zone (or none), found
+by testing one point per region, and their points are assigned by array indexing. Only the points in boxes an edge
+may touch are tested exactly with a shapely ``STRtree.query(points, predicate="intersects")``.
 """
 
 from __future__ import annotations
@@ -505,49 +505,85 @@ def _polygonal(g):
 
 
 class _PolygonIndex:
-    """Lookup raster + STRtree over polygons (see the module docstring)."""
+    """Lookup raster + STRtree over polygons (see the module docstring).
+
+    A raster of ``nx x ny`` boxes spans the zones' bounding box (in lon/lat, where the zones' edges are straight).
+    Boxes an edge may touch are marked "mixed": every edge (outer and inner rings) is sampled at steps of at most
+    half a box, and the boxes of each sample moved by a quarter box (plus a rounding margin) towards the four
+    corners are marked: a superset of the boxes the edge passes through, whatever the rounding. The other boxes form 4-connected regions no edge
+    crosses, so every point of a region is covered by the same set of zones: one test of one box centre per
+    region (``scipy.ndimage.label``) gives the whole region's zone (lowest covering id) or -1. A point in such a
+    box is assigned by array indexing; points in mixed boxes are tested exactly with
+    ``STRtree.query(points, predicate="intersects")``.
+    """
 
     def __init__(self, geoms: np.ndarray) -> None:
         import shapely
+        from scipy import ndimage
 
         self.geoms = geoms
         shapely.prepare(geoms)
         self.tree = shapely.STRtree(geoms)
         x0, y0, x1, y1 = (float(v) for v in shapely.total_bounds(geoms))
         w, h = max(x1 - x0, 1e-9), max(y1 - y0, 1e-9)
-        n_boxes = int(min(1 << 20, max(4096, 64 * geoms.size)))
+        n_boxes = int(min(1 << 24, max(1 << 20, 8192 * geoms.size)))
         nx = max(1, round(math.sqrt(n_boxes * w / h)))
         ny = max(1, round(n_boxes / nx))
-        self.x0, self.y0, self.dx, self.dy, self.nx, self.ny = x0, y0, w / nx, h / ny, nx, ny
-        ix, iy = np.meshgrid(np.arange(nx), np.arange(ny))
-        ix, iy = ix.ravel(), iy.ravel()
-        eps = 1e-9 * max(1.0, abs(x0), abs(x1), abs(y0), abs(y1))
-        boxes = shapely.box(x0 + ix * self.dx - eps, y0 + iy * self.dy - eps,
-                            x0 + (ix + 1) * self.dx + eps, y0 + (iy + 1) * self.dy + eps)
-        b, g = self.tree.query(boxes, predicate="intersects")
-        n_hit = np.bincount(b, minlength=boxes.size)
-        # -2: mixed (test exactly); -1: no zone touches the box; >= 0: the one zone that covers the whole box
-        table = np.full(boxes.size, -2, dtype=np.int64)
-        table[n_hit == 0] = OUTSIDE
-        single = n_hit[b] == 1
-        sb, sg = b[single], g[single]
-        cov = shapely.covers(geoms[sg], boxes[sb])
-        table[sb[cov]] = sg[cov]
-        self.table = table
+        self.x0, self.y0, self.x1, self.y1, self.nx, self.ny = x0, y0, x1, y1, nx, ny
+        self.dx, self.dy = w / nx, h / ny
+        # -- boxes an edge may touch ---------------------------------------------------------------------------
+        rings = shapely.get_rings(shapely.get_parts(geoms))
+        xy, ring = shapely.get_coordinates(rings, return_index=True)
+        same = ring[1:] == ring[:-1]
+        a, b = xy[:-1][same], xy[1:][same]
+        # samples every half box or less: each point of an edge is within a quarter box (per axis) of a sample,
+        # so the boxes of the samples moved by +-(quarter box + rounding margin) on each axis hold the whole edge
+        steps = np.ceil(2 * np.maximum(np.abs(b[:, 0] - a[:, 0]) / self.dx, np.abs(b[:, 1] - a[:, 1]) / self.dy))
+        steps = steps.astype(np.int64) + 1
+        seg = np.repeat(np.arange(a.shape[0]), steps + 1)
+        t = (np.arange(seg.size) - np.repeat(np.cumsum(steps + 1) - (steps + 1), steps + 1)) / steps[seg]
+        fx = (a[seg, 0] + t * (b[seg, 0] - a[seg, 0]) - x0) / self.dx
+        fy = (a[seg, 1] + t * (b[seg, 1] - a[seg, 1]) - y0) / self.dy
+        del seg, t
+        mixed = np.zeros((ny, nx), dtype=bool)
+        m = 0.25 + 1e-6
+        for ox, oy in ((0.0, 0.0), (-m, -m), (-m, m), (m, -m), (m, m)):
+            cx = np.clip(np.floor(fx + ox).astype(np.int64), 0, nx - 1)
+            cy = np.clip(np.floor(fy + oy).astype(np.int64), 0, ny - 1)
+            mixed[cy, cx] = True
+        del fx, fy, cx, cy
+        # -- regions without edges: one zone (or none) each ----------------------------------------------------
+        labels, n_regions = ndimage.label(~mixed)
+        status = np.full(n_regions + 1, -2, dtype=np.int32)
+        if n_regions:
+            rx = np.empty(n_regions)
+            ry = np.empty(n_regions)
+            for k, sl in enumerate(ndimage.find_objects(labels), start=1):
+                r0 = sl[0].start
+                c = sl[1].start + int(np.flatnonzero(labels[r0, sl[1]] == k)[0])
+                rx[k - 1], ry[k - 1] = x0 + (c + 0.5) * self.dx, y0 + (r0 + 0.5) * self.dy
+            pi, zi = self.tree.query(shapely.points(rx, ry), predicate="intersects")
+            best = np.full(n_regions, OUTSIDE, dtype=np.int64)
+            if pi.size:
+                low = np.full(n_regions, np.iinfo(np.int64).max)
+                np.minimum.at(low, pi, zi)
+                hit = low != np.iinfo(np.int64).max
+                best[hit] = low[hit]
+            status[1:] = best
+        self.table = status[labels].ravel()   # int32: zone id, -1 outside every zone, -2 test exactly
+        self.mixed_share = float(mixed.mean())
 
     def assign(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         import shapely
 
         out = np.full(x.size, OUTSIDE, dtype=np.int64)
-        with np.errstate(invalid="ignore"):
-            fx = (x - self.x0) / self.dx
-            fy = (y - self.y0) / self.dy
-            inside = (fx >= 0) & (fx <= self.nx) & (fy >= 0) & (fy <= self.ny)
+        with np.errstate(invalid="ignore"):   # NaN compares False: outside
+            inside = (x >= self.x0) & (x <= self.x1) & (y >= self.y0) & (y <= self.y1)
         i = np.flatnonzero(inside)
         if i.size == 0:
             return out
-        bx = np.minimum(fx[i].astype(np.int64), self.nx - 1)
-        by = np.minimum(fy[i].astype(np.int64), self.ny - 1)
+        bx = np.clip(np.floor((x[i] - self.x0) / self.dx).astype(np.int64), 0, self.nx - 1)
+        by = np.clip(np.floor((y[i] - self.y0) / self.dy).astype(np.int64), 0, self.ny - 1)
         t = self.table[by * self.nx + bx]
         out[i] = np.where(t >= -1, t, OUTSIDE)
         mixed = i[t == -2]
@@ -629,14 +665,17 @@ def voronoi_districts(lat, lon, n: int = 40, *, rng=None, radius_quantile: float
 
     rng = np.random.default_rng(rng)
     lat, lon = _coords(lat, lon)
-    if n < 2 or n > lat.size:
-        raise ParameterError(f"n must be in [2, {lat.size}] (number of points), got n={n}.")
+    if n < 2:
+        raise ParameterError(f"n must be >= 2 districts, got n={n}.")
     crs = f"EPSG:{utm_epsg(float(np.median(lat)), float(np.median(lon)))}"
     x, y = _transformer(crs, False).transform(lon, lat)
     x, y = np.asarray(x), np.asarray(y)
     cx, cy = float(np.median(x)), float(np.median(y))
     r = float(np.quantile(np.hypot(x - cx, y - cy), radius_quantile))
     xy = np.unique(np.round(np.stack([x, y], axis=1), 0), axis=0)
+    xy = xy[np.hypot(xy[:, 0] - cx, xy[:, 1] - cy) < r]     # seeds inside the disc: no empty district
+    if n > len(xy):
+        raise ParameterError(f"n={n} districts need as many distinct points inside the city; there are {len(xy)}.")
     seeds = xy[rng.choice(len(xy), size=n, replace=False)]
     disc = shapely.Point(cx, cy).buffer(r, quad_segs=16)
     cells = shapely.voronoi_polygons(shapely.MultiPoint(seeds), extend_to=disc)
