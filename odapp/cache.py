@@ -100,13 +100,23 @@ def cell_density(dataset_id: str, od_config, _df, _grid):
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def cell_shapes(dataset_id: str, od_config, cells: tuple[int, ...] | None, _grid):
-    """Square polygons of ``cells`` (all cells when None) for pydeck."""
+    """Outlines (``cell, name, polygon``) of ``cells`` (all cells when None) for pydeck: squares, hexagons or the
+    user's polygons (:func:`odapp.zones_ui.zone_polygons`)."""
     import numpy as np
 
-    from odapp.maps import cell_polygons
+    from odapp.zones_ui import zone_polygons
 
     c = np.arange(_grid.n_cells) if cells is None else np.asarray(cells, dtype=np.int64)
-    return cell_polygons(_grid, c)
+    return zone_polygons(_grid, c)
+
+
+@st.cache_data(max_entries=16, show_spinner="Comparing zone systems: trips, release and attack for each…")
+def zone_comparison(dataset_id: str, tz: str, specs: tuple[str, ...], epsilon: float, threshold: float,
+                    week: int, seed: int, _df):
+    """:func:`odcore.zone_compare.compare_zones` of the dataset (same ε, τ, week and seed for every zone system)."""
+    from odcore.zone_compare import compare_zones
+
+    return compare_zones(_df, list(specs), epsilon=epsilon, threshold=threshold, week=week, tz=tz, rng=seed)
 
 
 # ---- release (odcore.release / odcore.utility) -----------------------------------------------------------------

@@ -24,9 +24,18 @@ def loader_keys(loaded: Loaded) -> dict:
     return {k: v for k, v in loaded.cli.items() if not k.startswith("_")}
 
 
+def zone_keys(s: Settings) -> dict:
+    """``cell_km2`` for square cells, ``zones`` (an H3 spec or the zone file's path) otherwise."""
+    if s.zones is None:
+        return {"cell_km2": s.cell_km2}
+    from odapp.zones_ui import export_spec
+
+    return {"zones": export_spec(s.zones)}
+
+
 def release_config(s: Settings, loaded: Loaded) -> dict:
     """``python -m odcore release --config FILE.json --out DIR``."""
-    cfg = {**loader_keys(loaded), "cell_km2": s.cell_km2, "epsilon": s.epsilon, "threshold": s.threshold,
+    cfg = {**loader_keys(loaded), **zone_keys(s), "epsilon": s.epsilon, "threshold": s.threshold,
            "mode": s.mode, "week": s.week, "seed": s.seed, "dataset": _dataset(s, loaded)}
     if s.mode == "user_level":
         cfg["max_pairs"] = s.max_pairs
@@ -55,7 +64,7 @@ def attack_curve_config(s: Settings, *, k_max: int, prior: float, monte_carlo: i
 def user_risk_config(s: Settings, loaded: Loaded, *, user: str | None = None) -> dict:
     """``python -m odcore user-risk`` flags (the app's population view uses resolution 16 without
     extrapolation, the CLI's ``--fast``)."""
-    cfg = {**loader_keys(loaded), "cell_km2": s.cell_km2, "epsilon": s.epsilon, "threshold": s.threshold,
+    cfg = {**loader_keys(loaded), **zone_keys(s), "epsilon": s.epsilon, "threshold": s.threshold,
            "mode": s.mode, "week": s.week, "seed": s.seed, "fast": True, "dataset": _dataset(s, loaded)}
     if s.mode == "user_level":
         cfg["max_pairs"] = s.max_pairs
@@ -100,7 +109,10 @@ def command_line(command: str, config: dict) -> str:
         if k == "dataset" or v is None or v is False:
             continue
         flag = "--" + k.replace("_", "-")
-        parts.append(flag if v is True else f"{flag} {shlex.quote(str(v))}")
+        if isinstance(v, (list, tuple)):
+            parts.append(" ".join([flag, *(shlex.quote(str(x)) for x in v)]))
+        else:
+            parts.append(flag if v is True else f"{flag} {shlex.quote(str(v))}")
     if command == "release":
         parts.append("--out release_out")
     return " ".join(parts)
@@ -113,5 +125,6 @@ COMMANDS = {
     "user-risk": "python -m odcore user-risk --config {file} --json",
     "knock": "python -m odcore knock --config {file} --json",
     "design": "python -m odcore design --config {file} --json",
+    "zones-compare": "python -m odcore zones-compare --config {file}",
 }
 """Every subcommand reads the exported JSON with ``--config`` (flags given on the command line win)."""

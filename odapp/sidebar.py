@@ -14,7 +14,6 @@ from odapp import cache, guide, projector
 from odapp.data import Loaded, UploadOptions, apply_upload, sample_ref, synth_ref
 from odapp.errors import engine_errors
 from odapp.state import (
-    CELL_KM2_RANGE,
     DATA_SOURCE_LABELS,
     EPSILON_RANGE,
     K_CELL_KM2,
@@ -45,6 +44,7 @@ from odapp.state import (
     widget_key,
 )
 from odapp.words import epsilon_label, unit_words
+from odapp.zones_ui import zone_controls, zone_spec
 
 K_UPLOAD_GEN = "odlab.upload_generation"   # bumps after each good upload (fresh uploader widget)
 
@@ -231,14 +231,13 @@ def render() -> PageContext:
         if is_bassolas_preset(ss):
             st.caption("✓ Google/Bassolas 2019 setting")
         _source_controls()
-        _bound(K_CELL_KM2, st.number_input, label="Grid cell area (km²)", min_value=CELL_KM2_RANGE[0],
-               max_value=CELL_KM2_RANGE[1], step=CELL_KM2_RANGE[2], format="%.1f",
-               help="Area of each square grid cell; origins and destinations are cells. Google used ~1.3 km².")
+        zone_controls(ss, _bound)
+        zones, zones_label = zone_spec(ss)
         with engine_errors("Could not load the data",
                            "Pick the bundled synthetic city or fix the file, then try again."):
             ref, loaded = current_dataset()
-            od_config = ODConfig(cell_km2=float(ss[K_CELL_KM2]), tz=loaded.tz)
-            grid_warning = grid_check(loaded, od_config.cell_km2)
+            od_config = ODConfig(cell_km2=float(ss[K_CELL_KM2]), tz=loaded.tz, zones=zones)
+            grid_warning = grid_check(loaded, od_config.cell_km2) if zones is None else None
             od = cache.od_data(ref.id, od_config, _df=loaded.df)
         ss[K_DATASET] = ref
         n_weeks = max(1, len(od.week_starts))
@@ -285,5 +284,6 @@ def render() -> PageContext:
     projector.apply()
     settings = Settings(dataset=ref, week=int(ss[K_WEEK]), cell_km2=float(ss[K_CELL_KM2]),
                         epsilon=float(ss[K_EPSILON]), threshold=threshold, seed=int(ss[K_SEED]),
-                        mode=str(ss[K_MODE]), max_pairs=int(ss[K_MAX_PAIRS]))
+                        mode=str(ss[K_MODE]), max_pairs=int(ss[K_MAX_PAIRS]), zones=zones,
+                        zones_label=zones_label)
     return PageContext(settings=settings, loaded=loaded, od=od, od_config=od_config)

@@ -45,10 +45,15 @@ K_SYNTH_EXTENT = "odlab.synth_extent_km"
 K_DATASET = "odlab.dataset"            # DatasetRef of the data in use
 K_UPLOAD_TRACES = "odlab.upload_traces"  # Traces of the last good upload (kept when a later upload fails)
 K_UPLOAD_ERROR = "odlab.upload_error"    # message of the last failed upload, shown until the next good one
+K_ZONE_KIND = "odlab.zone_kind"          # "square" | "h3" | "file" (odcore.zones)
+K_H3_RES = "odlab.h3_res"                # H3 resolution when zone_kind is "h3"
+K_ZONE_FILE = "odlab.zone_file"          # path of the zone file in use (bundled districts or a saved upload)
+K_ZONE_LABEL = "odlab.zone_label"        # what the zone file is called in the app and in exports
+K_ZONE_ERROR = "odlab.zone_error"        # message of the last failed zone upload
 
 # Google / Bassolas et al. 2019 as described in their reply (Nature Communications 2022): ε = 0.66 per metric,
 # threshold 100 on the noisy count, ~1.3 km² grid cells.
-BASSOLAS_2019 = {K_EPSILON: 0.66, K_THRESHOLD: 100, K_CELL_KM2: 1.3, K_MODE: "per_metric"}
+BASSOLAS_2019 = {K_EPSILON: 0.66, K_THRESHOLD: 100, K_CELL_KM2: 1.3, K_MODE: "per_metric", K_ZONE_KIND: "square"}
 
 DEFAULTS: dict[str, object] = {
     K_SOURCE: DataSource.SAMPLE.value,
@@ -64,6 +69,8 @@ DEFAULTS: dict[str, object] = {
     K_SYNTH_USERS: 2000,
     K_SYNTH_WEEKS: 2,
     K_SYNTH_EXTENT: 12.0,
+    K_ZONE_KIND: "square",
+    K_H3_RES: 8,
 }
 
 EPSILON_RANGE = (0.05, 5.0, 0.01)      # min, max, step of the ε slider
@@ -126,6 +133,8 @@ class Settings:
     seed: int
     mode: str = "per_metric"
     max_pairs: int = 10
+    zones: str | None = None   # odcore.zones spec ("h3:8", a zone file path); None = squares of cell_km2
+    zones_label: str | None = None   # how the zone system is named on pages and in exports
 
     def __post_init__(self) -> None:
         check_positive("epsilon", self.epsilon)

@@ -9,9 +9,11 @@ import streamlit as st
 
 from odapp import cache, guide, maps
 from odapp.cli_config import release_config
+from odapp.errors import engine_errors
 from odapp.export import chart, reproduce, styled
 from odapp.layout import metric, page
 from odapp.words import num, short_path
+from odapp.zones_ui import export_spec, zone_file
 
 MAX_GRID_CELLS_DRAWN = 20_000
 
@@ -44,11 +46,12 @@ if dropped or od_drops:
     st.dataframe(pd.DataFrame({"reason": list(dropped) + list(od_drops),
                                "rows": list(dropped.values()) + list(od_drops.values())}),
                  hide_index=True, width="content")
+zone_text = (f"grid {ods['grid_cells']:,} cells of {ods['cell_km2']:.2f} km² ({ods['cells']:,} used) · CRS {ods['crs']}"
+             if s.zones is None else f"zones: {s.zones_label} · {ods['grid_cells']:,} zones ({ods['cells']:,} used)")
 st.caption(f"Source: {short_path(summ.get('source', s.dataset.label))} · format {summ.get('format', '?')} · "
-           f"time span {summ.get('time_min', '?')} → {summ.get('time_max', '?')} · grid {ods['grid_cells']:,} cells "
-           f"of {ods['cell_km2']:.2f} km² ({ods['cells']:,} used) · CRS {ods['crs']}")
+           f"time span {summ.get('time_min', '?')} → {summ.get('time_max', '?')} · {zone_text}")
 
-st.subheader("Where the traces are, on the grid")
+st.subheader("Where the traces are, on the grid" if s.zones is None else "Where the traces are, by zone")
 density, outside = cache.cell_density(s.dataset.id, ctx.od_config, _df=ctx.loaded.df, _grid=od.grid)
 draw = density if od.grid.n_cells <= MAX_GRID_CELLS_DRAWN else density[density["points"] > 0]
 shapes = cache.cell_shapes(s.dataset.id, ctx.od_config, None if len(draw) == od.grid.n_cells
@@ -59,14 +62,16 @@ vmax = float(logp.max()) if len(logp) else 1.0
 empty = cells_df["points"].to_numpy() == 0
 cells_df["color"] = [[255, 255, 255, 0] if e else c
                      for c, e in zip(maps.ramp(logp, 0, vmax, alpha=190), empty, strict=True)]
-cells_df["tip"] = [f"cell {c}\n{num(int(p))} trace points" for c, p in zip(cells_df["cell"], cells_df["points"],
-                                                                          strict=True)]
+square = getattr(od.grid, "kind", "square") == "square"
+cells_df["tip"] = [f"{maps.zone_label(c, None if square else n)}\n{num(int(p))} trace points" for n, c, p in
+                   zip(cells_df["name"], cells_df["cell"], cells_df["points"], strict=True)]
 cent = od.grid.centroids(cells_df.loc[~empty, "cell"].to_numpy())
 st.pydeck_chart(maps.deck([maps.grid_layer(cells_df), *maps.scale_bar_layers(cent["lat"], cent["lon"])],
                           maps.view_state(cent["lat"], cent["lon"], height_px=480)),
                 height=480, key="data_map")
-st.markdown(maps.legend_html("Trace points per cell (log scale)", 1, 10 ** vmax,
-                             note=f"· empty cells drawn as outlines · {outside:,} points outside the grid"),
+outside_words = "outside the grid" if getattr(od.grid, "kind", "square") != "polygons" else "outside every zone"
+st.markdown(maps.legend_html("Trace points per zone (log scale)", 1, 10 ** vmax,
+                             note=f"· empty zones drawn as outlines · {outside:,} points {outside_words}"),
             unsafe_allow_html=True)
 
 st.subheader(f"Total vs unique trips per user, week {s.week}")
@@ -116,5 +121,58 @@ with right:
 st.caption("Houssiau et al. (2022): one author's 39 trips in a typical week were 32 unique trips, so 7 repeats "
            "were discarded; each unique trip is one count he is in. Numbers from `odcore.trips.build_od`.")
 trips_cfg = {k: v for k, v in release_config(s, ctx.loaded).items()
-             if k in ("input", "format", "tz", "time_offset", "bbox", "cell_km2", "dataset")}
+             if k in ("input", "format", "tz", "time_offset", "bbox", "cell_km2", "zones", "dataset")}
 reproduce([("Loading, grid, hourly cells, trips and weekly unique OD counts (summary)", "trips", trips_cfg)])
+
+st.subheader("Zone systems compared")
+st.markdown(
+    "The same traces, the same ε, threshold and week, cut into different zones. Bigger zones put more people on "
+    "each pair, so more pairs and more of the user-trips clear the threshold, and each person has fewer distinct "
+    "pairs; the membership attack (Houssiau et al. 2022, per user, exact) is scored on what each release "
+    "publishes. Each zone system rebuilds the week's trips, so this takes a few seconds per system.")
+zone_choices = {"square:0.5": "squares 0.5 km²", "square:1.3": "squares 1.3 km²", "square:5": "squares 5 km²",
+                "h3:9": "H3 res 9 (0.11 km²)", "h3:8": "H3 res 8 (0.74 km²)", "h3:7": "H3 res 7 (5.2 km²)"}
+zfile, zlabel = zone_file(st.session_state)
+zone_choices[zfile] = zlabel
+picked = st.multiselect("Zone systems", list(zone_choices), default=["square:1.3", "h3:7", zfile],
+                        format_func=zone_choices.get, key="zones_compare_pick",
+                        help="Squares and hexagons are fitted to the data; the zone file is the one chosen in the "
+                             "sidebar (the bundled districts until you upload your own).")
+if st.button("Compare zone systems", key="zones_compare_go", disabled=not picked, type="primary"):
+    st.session_state["zones_compare_on"] = tuple(picked)
+if st.session_state.get("zones_compare_on"):
+    specs = st.session_state["zones_compare_on"]
+    with engine_errors("Could not compare the zone systems", "Pick other zone systems or another week."):
+        comp = cache.zone_comparison(s.dataset.id, ctx.od_config.tz, specs, s.epsilon, s.threshold, s.week,
+                                     s.seed, _df=ctx.loaded.df)
+    comp = comp.assign(label=[zone_choices.get(z, z) for z in specs])
+    fig = go.Figure()
+    fig.add_bar(x=comp["label"], y=100 * comp["user_trips_published_frac"], name="user-trips published (%)",
+                customdata=np.stack([comp["pairs_published"], comp["od_pairs"]], axis=1),
+                hovertemplate="%{x}: %{y:.1f} % of user-trips; %{customdata[0]:,} of %{customdata[1]:,} pairs"
+                              "<extra></extra>")
+    fig.add_scatter(x=comp["label"], y=100 * comp["median_success"], name="attack success, median user (%)",
+                    mode="lines+markers", yaxis="y")
+    fig.add_scatter(x=comp["label"], y=100 * comp["p90_success"], name="attack success, 90th percentile (%)",
+                    mode="lines+markers", line={"dash": "dot"})
+    styled(fig, f"Week {s.week}, ε = {s.epsilon:g}, threshold {s.threshold:g}: what is published and how exposed "
+                "people are")
+    fig.update_layout(yaxis_title="%", yaxis_range=[0, 100], xaxis_title="zone system (median zone area)")
+    fig.update_xaxes(ticktext=[f"{lb}<br>{a:.2g} km²" for lb, a in zip(comp["label"], comp["zone_km2"],
+                                                                         strict=True)],
+                     tickvals=comp["label"])
+    cmp_cfg = {**{k: v for k, v in trips_cfg.items() if k not in ("cell_km2", "zones")},
+               "zones": [export_spec(z) for z in specs], "epsilon": s.epsilon, "threshold": s.threshold,
+               "week": s.week, "seed": s.seed}
+    chart(fig, f"zones_compare_week{s.week}", data=comp.drop(columns=["label"]), config=cmp_cfg,
+          command="zones-compare", key="zones_compare_chart")
+    show = comp[["label", "n_zones", "zone_km2", "rows_outside", "od_pairs", "pairs_published",
+                 "user_trips_published_frac", "median_unique_pairs", "median_success", "share_above_90pct"]]
+    st.dataframe(show.rename(columns={"label": "zones", "n_zones": "zones (count)", "zone_km2": "median km²",
+                                      "rows_outside": "rows outside", "od_pairs": "pairs",
+                                      "pairs_published": "published", "user_trips_published_frac":
+                                      "user-trips published", "median_unique_pairs": "median k",
+                                      "median_success": "attack median", "share_above_90pct": "users > 90 %"}),
+                 hide_index=True, width="stretch")
+    st.caption("Numbers from `odcore.zone_compare.compare_zones`: `odcore.trips.build_od` on each zone system, "
+               "`odcore.release.release` (seeded) and `odcore.attack.week_risk` for every user of the week.")

@@ -1,0 +1,134 @@
+"""Zones in the app: the sidebar's zone kinds on every page (AppTest), zone uploads, exports the CLI reads back."""
+
+from __future__ import annotations
+
+import json
+
+import geopandas as gpd
+import pytest
+import shapely
+
+from odapp.cli_config import release_config
+from odapp.data import load_sample, sample_ref
+from odapp.state import K_ZONE_ERROR, K_ZONE_FILE, K_ZONE_KIND, K_ZONE_LABEL, Settings
+from odapp.zones_ui import BUNDLED_ZONES, apply_zone_upload, export_spec, zone_polygons, zone_spec
+from odcore.paths import REPO_ROOT
+from odcore.zones import OUTSIDE_REASON, read_zone_file
+
+pytestmark = pytest.mark.timeout(600)
+
+PAGES = ["pages/1_Data.py", "pages/2_OD_release.py", "pages/3_Attack.py"]
+
+
+def _no_errors(at) -> None:
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+@pytest.fixture(scope="module")
+def at():
+    from streamlit.testing.v1 import AppTest
+
+    app = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=300)
+    app.run()
+    _no_errors(app)
+    return app
+
+
+def test_bundled_districts_on_every_page(at):
+    at.switch_page("pages/1_Data.py").run()
+    at.sidebar.radio(key="w.zone_kind").set_value("file").run()
+    _no_errors(at)
+    assert at.session_state[K_ZONE_KIND] == "file"
+    cap = next(c.value for c in at.caption if "zones:" in c.value)
+    assert "Bundled districts" in cap
+    assert "40 zones (40 used)" in cap
+    # the points outside every district are counted with their reason
+    reasons = at.dataframe[0].value
+    assert f"trips step: {OUTSIDE_REASON}" in set(reasons["reason"])
+    for page in PAGES[1:]:
+        at.switch_page(page).run()
+        _no_errors(at)
+    at.switch_page("pages/1_Data.py").run()
+    at.sidebar.radio(key="w.zone_kind").set_value("h3").run()
+    _no_errors(at)
+    assert any("H3 hexagons, resolution 8" in c.value for c in at.caption)
+    at.sidebar.number_input(key="w.h3_res").set_value(7).run()
+    _no_errors(at)
+    assert any("resolution 7" in c.value for c in at.caption)
+    at.sidebar.button[0].click().run()      # the Google/Bassolas preset puts the square grid back
+    assert at.session_state[K_ZONE_KIND] == "square"
+
+
+def test_zone_comparison_chart(at):
+    at.switch_page("pages/1_Data.py").run()
+    at.multiselect(key="zones_compare_pick").set_value(["h3:7", str(BUNDLED_ZONES)]).run()
+    at.button(key="zones_compare_go").click().run()
+    _no_errors(at)
+    table = at.dataframe[-1].value
+    assert list(table["zones"]) == ["H3 res 7 (5.2 km²)", "Bundled districts (40 Voronoi districts of the "
+                                                          "synthetic city)"]
+    # bigger zones (districts ~10 km² vs hexagons ~5 km²) publish a larger share of the user-trips
+    pub = table["user-trips published"].tolist()
+    assert pub[1] > pub[0]
+
+
+def test_zone_upload_good_and_bad(tmp_path):
+    state: dict = {}
+    assert apply_zone_upload(state, BUNDLED_ZONES.read_bytes(), "my_districts.geojson")
+    assert state[K_ZONE_KIND] == "file"
+    assert state[K_ZONE_LABEL] == "my_districts.geojson (40 zones)"
+    saved = read_zone_file(state[K_ZONE_FILE])
+    assert saved.names([0]).tolist() == ["District 01"]
+    good = state[K_ZONE_FILE]
+    pts = tmp_path / "pts.geojson"
+    gpd.GeoDataFrame(geometry=[shapely.Point(0, 0)], crs="EPSG:4326").to_file(pts)
+    for data, name, words in ((b"{ nope", "bad.geojson", "not a readable"),
+                              (pts.read_bytes(), "pts.geojson", "is a Point"),
+                              (b"", "empty.gpkg", "empty"),
+                              (b"x", "zones.csv", "unknown zone file type")):
+        assert not apply_zone_upload(state, data, name)
+        assert words in state[K_ZONE_ERROR]
+        assert state[K_ZONE_ERROR].count("\n") == 0
+        assert state[K_ZONE_FILE] == good           # the previous zones stay in use
+    assert zone_spec(state) == (good, "my_districts.geojson (40 zones)")
+
+
+def test_too_many_zones_are_refused(monkeypatch, tmp_path):
+    import odapp.zones_ui as zu
+
+    monkeypatch.setattr(zu, "MAX_APP_ZONES", 10)
+    state: dict = {}
+    assert not apply_zone_upload(state, BUNDLED_ZONES.read_bytes(), "d.geojson")
+    assert "40 zones; at most 10" in state[K_ZONE_ERROR]
+
+
+def test_exported_config_runs_in_the_cli(capsys, tmp_path):
+    from odcore.cli import main
+
+    spec, label = zone_spec({K_ZONE_KIND: "file"})
+    s = Settings(dataset=sample_ref(), week=0, cell_km2=1.3, epsilon=0.66, threshold=100, seed=3, zones=spec,
+                 zones_label=label)
+    cfg = release_config(s, load_sample())
+    assert cfg["zones"] == "sample_data/districts.geojson" == export_spec(str(BUNDLED_ZONES))
+    assert "cell_km2" not in cfg
+    f = tmp_path / "release.json"
+    cfg["input"] = str(REPO_ROOT / cfg["input"])
+    cfg["zones"] = str(REPO_ROOT / cfg["zones"])
+    f.write_text(json.dumps(cfg))
+    assert main(["release", "--config", str(f), "--out", str(tmp_path / "out"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["zones"]["kind"] == "polygons"
+    assert out["zones"]["n_zones"] == 40
+
+
+def test_zone_polygons_for_maps_handle_multipolygons():
+    from odcore.zones import PolygonZones
+
+    gdf = gpd.GeoDataFrame({"name": ["two parts", "one"]},
+                           geometry=[shapely.MultiPolygon([shapely.box(0, 0, 1, 1), shapely.box(2, 0, 3, 1)]),
+                                     shapely.box(0, 2, 1, 3)], crs="EPSG:4326")
+    df = zone_polygons(PolygonZones.from_geodataframe(gdf), [0, 1])
+    assert df["cell"].tolist() == [0, 0, 1]
+    assert df["name"].tolist() == ["two parts", "two parts", "one"]
+    assert all(len(p) == 4 for p in df["polygon"])
