@@ -138,7 +138,9 @@ picked = st.multiselect("Zone systems", list(zone_choices), default=["square:1.3
                         format_func=zone_choices.get, key="zones_compare_pick",
                         help="Squares and hexagons are fitted to the data; the zone file is the one chosen in the "
                              "sidebar (the bundled districts until you upload your own).")
-if st.button("Compare zone systems", key="zones_compare_go", disabled=not picked, type="primary"):
+if st.button("Compare zone systems", key="zones_compare_go", disabled=not picked, type="primary",
+             help="Rebuild the week on each zone system, release it with the sidebar's ε, threshold and seed, "
+                  "and attack every user."):
     st.session_state["zones_compare_on"] = tuple(picked)
 if st.session_state.get("zones_compare_on"):
     specs = st.session_state["zones_compare_on"]
