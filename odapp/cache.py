@@ -131,8 +131,14 @@ def week_release(dataset_id: str, od_config, week: int, release_config, seed: in
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def used_centroids(dataset_id: str, od_config, _od):
-    """Centroids of the cells that hold data (for arcs)."""
-    return _od.centroids()
+    """Centroids (``cell, lat, lon``, and ``name`` for hexagons and polygons) of the zones that hold data (for arcs
+    and tooltips)."""
+    from odcore.zones import zone_names
+
+    c = _od.centroids()
+    if getattr(_od.grid, "kind", "square") == "square":   # squares are "cell <id>" in every tooltip
+        return c
+    return c.assign(name=zone_names(_od.grid, c["cell"].to_numpy()))
 
 
 # ---- attack (odcore.attack) -------------------------------------------------------------------------------------

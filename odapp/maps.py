@@ -138,14 +138,22 @@ def line_layer(flows: pd.DataFrame, color: list, *, layer_id: str, width: float 
                      width_min_pixels=1, pickable=True, auto_highlight=True)
 
 
+def zone_label(cell, name=None) -> str:
+    """``"cell 12"``, or the zone's name with its id (``"District 03 (zone 2)"``) when the zones have names."""
+    return f"cell {cell}" if name is None or name != name else f"{name} (zone {cell})"
+
+
 def flow_tip(origin, destination, o_lat, o_lon, d_lat, d_lon, true_count, noisy_count, release_prob,
-             released) -> list[str]:
-    """Plain-text tooltip lines of each flow (no markup: see :func:`deck`)."""
+             released, o_name=None, d_name=None) -> list[str]:
+    """Plain-text tooltip lines of each flow (no markup: see :func:`deck`); zone names when given."""
     out = []
-    for a, b, ola, olo, dla, dlo, tc, nc, p, r in zip(origin, destination, o_lat, o_lon, d_lat, d_lon, true_count,
-                                                       noisy_count, release_prob, released, strict=True):
+    o_name = [None] * len(origin) if o_name is None else o_name
+    d_name = [None] * len(origin) if d_name is None else d_name
+    for a, b, ola, olo, dla, dlo, tc, nc, p, r, na, nb in zip(origin, destination, o_lat, o_lon, d_lat, d_lon,
+                                                               true_count, noisy_count, release_prob, released,
+                                                               o_name, d_name, strict=True):
         noisy = "–" if nc != nc else num(round(float(nc), 1))
-        out.append(f"cell {a} → cell {b}\nfrom {coord(ola, olo)}\nto {coord(dla, dlo)}\n"
+        out.append(f"{zone_label(a, na)} → {zone_label(b, nb)}\nfrom {coord(ola, olo)}\nto {coord(dla, dlo)}\n"
                    f"true count: {num(int(tc))} people\nnoisy count: {noisy} "
                    f"({'published' if r else 'suppressed'})\nrelease probability: {p:.3f}")
     return out
@@ -193,21 +201,27 @@ def flows_frame(t: pd.DataFrame, centroids: pd.DataFrame, *, value: str,
     alpha = (120 + 120 * f).round().astype(int)
     out["src_color"] = [[*ORIGIN_RGB, int(a)] for a in alpha]
     out["dst_color"] = [[*DESTINATION_RGB, int(a)] for a in alpha]
+    names = "name" in c.columns
     out["tip"] = flow_tip(out["origin"], out["destination"], out["o_lat"], out["o_lon"], out["d_lat"], out["d_lon"],
-                          out["true_count"], out["noisy_count"], out["release_prob"], out["released"])
+                          out["true_count"], out["noisy_count"], out["release_prob"], out["released"],
+                          o["name"].to_numpy() if names else None, d["name"].to_numpy() if names else None)
     return out
 
 
 def cells_frame(shapes: pd.DataFrame, cell_p: pd.DataFrame, centroids: pd.DataFrame) -> pd.DataFrame:
     """Cell polygons shaded by the chance that at least one flow leaving the cell is published, with a tooltip."""
+    if "name" in shapes.columns and "name" in centroids.columns:
+        shapes = shapes.drop(columns="name")
     df = shapes.merge(cell_p, on="cell").merge(centroids, on="cell", how="left")
+    names = df["name"] if "name" in df.columns else [None] * len(df)
     p = df["release_prob_any"].to_numpy(dtype=float)
     rgb = figures.mix(figures.CELL_LOW_RGB, figures.CELL_HIGH_RGB, p).round().astype(int)
     df["color"] = [[*c, 170] for c in rgb.tolist()]
     df["value"] = p
-    df["tip"] = [f"cell {c}\ncentre {coord(la, lo)}\n{num(int(n))} outgoing pairs observed\n"
+    df["tip"] = [f"{zone_label(c, nm)}\ncentre {coord(la, lo)}\n{num(int(n))} outgoing pairs observed\n"
                  f"P(at least one published): {q:.3f}"
-                 for c, la, lo, n, q in zip(df["cell"], df["lat"], df["lon"], df["pairs"], p, strict=True)]
+                 for c, nm, la, lo, n, q in zip(df["cell"], names, df["lat"], df["lon"], df["pairs"], p,
+                                                strict=True)]
     return df
 
 

@@ -13,6 +13,7 @@ from odapp.words import empty_release_advice, num, pct, unit_words
 from odcore.figures import release_curve_figure
 from odcore.release import cell_release_probability, release_csv_table
 from odcore.utility import noise_dominated, release_utility
+from odcore.zones import add_zone_names
 
 ctx = page(
     "OD release",
@@ -176,8 +177,8 @@ if released.any():
                                 "release_prob": st.column_config.NumberColumn(format="%.3f")})
 else:
     st.info("Empty: no pair reached the threshold this week (see the note above the map for what to change).")
-export_buttons(f"release_week{s.week}", data=release_csv_table(table, cent), config=cli_config, command="release",
-               key="rel_table")
+export_buttons(f"release_week{s.week}", data=add_zone_names(release_csv_table(table, cent), ctx.od.grid),
+               config=cli_config, command="release", key="rel_table")
 st.caption("The CSV holds every observed pair of the week (published or not) with its true count, noise, noisy "
            "count, exact release probability and the centres of both cells (as the CLI's release.csv).")
 reproduce([("The week's release (release.csv, release.parquet, summary.json)", "release", cli_config)])

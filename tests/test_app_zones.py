@@ -49,6 +49,11 @@ def test_bundled_districts_on_every_page(at):
     for page in PAGES[1:]:
         at.switch_page(page).run()
         _no_errors(at)
+        if page == "pages/2_OD_release.py":
+            # zone outlines and names in the map's tooltips (cells and flows)
+            deck = str(json.loads(at.get("deck_gl_json_chart")[0].proto.json))
+            assert "'District 01 (zone 0)\\n" in deck
+            assert " → District " in deck
     at.switch_page("pages/1_Data.py").run()
     at.sidebar.radio(key="w.zone_kind").set_value("h3").run()
     _no_errors(at)
