@@ -41,6 +41,7 @@ tree; peak during the rounds and after the sessions closed) are reported. All br
 cores with the server (a real class has one laptop per person), so those figures are pessimistic.
 
 Environment knobs: ``ODLAB_BENCH_PAGES`` (comma-separated URL paths, ``home`` for the landing page),
+``ODLAB_BENCH_CONTROLS`` (comma-separated parts of control labels, e.g. ``ε,Threshold``),
 ``ODLAB_BENCH_SESSIONS`` (e.g. ``1,5``), ``ODLAB_BENCH_APP_DIR`` (measure another checkout, e.g. a baseline
 ``git worktree``).
 """
@@ -50,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -239,10 +241,15 @@ async def _press(page, ctl: dict, i: int = 0) -> dict:
     _, block, focus, keys = next(k for k in CONTROL_KINDS if k[0] == ctl["kind"])
     if ctl["kind"] == "select" and i % 2:
         keys = ["ArrowDown", "ArrowUp", "Enter"]
-    target = page.locator(f"{SIDEBAR} {block}").nth(ctl["index"]).locator(focus).first
+    blocks = page.locator(f"{SIDEBAR} {block}")
+    if ctl.get("label"):   # by its label: other controls may appear above it (e.g. the synthetic city's form)
+        blocks = blocks.filter(has=page.locator("[data-testid=stWidgetLabel]", has_text=ctl["label"]))
+    else:
+        blocks = blocks.nth(ctl["index"])
+    target = blocks.first.locator(focus).first
 
     async def act():
-        await target.focus()
+        await target.focus(timeout=TIMEOUT_MS)
         for k in keys[:-1]:
             await page.keyboard.press(k)
             await page.wait_for_timeout(60)
@@ -321,18 +328,31 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
         rows += _control_rows(_page_name(path), "rerun with nothing changed ('r')", "baseline", base_runs, None,
                               "everything cached")
         await ctx.close()
+        wanted = [w.strip() for w in os.environ.get("ODLAB_BENCH_CONTROLS", "").split(",") if w.strip()]
         for ctl in controls:
+            if wanted and not any(w in ctl["label"] for w in wanted):
+                continue
             if ctl["options"] is not None and ctl["options"] < 2:
                 rows.append({"case": f"{_page_name(path)}: {ctl['label']}", "metric": "skipped", "value": None,
                              "unit": "", "baseline": None, "ratio": None,
                              "note": f"{ctl['kind']} with {ctl['options']} option: nothing to change"})
                 continue
             ctx, page = await _new_page(browser)
-            await _goto_drawn(page, f"{url}/{path}")
             runs = []
-            for i in range(warmup + repeat):
-                runs.append(await _press(page, ctl, i))
-            await ctx.close()
+            try:
+                await _goto_drawn(page, f"{url}/{path}")
+                for i in range(warmup + repeat):
+                    runs.append(await _press(page, ctl, i))
+            except Exception as e:  # a control that fails is reported, the others are still measured
+                rows.append({"case": f"{_page_name(path)}: {ctl['label']}", "metric": "error", "value": None,
+                             "unit": "", "baseline": None, "ratio": None,
+                             "note": f"after {len(runs)} presses: {type(e).__name__}: {str(e)[:200]}"})
+                print(f"  {_page_name(path)}: {ctl['label']}: {type(e).__name__}", file=sys.stderr)
+                continue
+            finally:
+                await ctx.close()
+            print(f"  {_page_name(path)}: {ctl['label']}: median {_med([r['total'] for r in runs[warmup:]]):.0f} ms",
+                  file=sys.stderr)
             errors = sum(r["exceptions"] for r in runs)
             note = {"slider": "each press a new value", "number": "each press a new value",
                     "select": "down one option, then back up", "radio": f"cycles {ctl['options']} options",
@@ -475,9 +495,18 @@ async def _run(quick: bool) -> list[dict]:
                 keep = {w.strip() for w in wanted.split(",")}
                 paths = [q for q in paths if _page_name(q) in keep]
             for path in paths:
-                rows += await _one_page(browser, app_dir, path, warmup, repeat, log)
+                try:
+                    rows += await _one_page(browser, app_dir, path, warmup, repeat, log)
+                except Exception as e:  # a page that fails is reported, the other pages are still measured
+                    rows.append({"case": _page_name(path), "metric": "error", "value": None, "unit": "",
+                                 "baseline": None, "ratio": None, "note": f"{type(e).__name__}: {str(e)[:300]}"})
+                    print(f"  {_page_name(path)}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
             if sessions:
-                rows += await _concurrency(browser, app_dir, sessions, rounds, log)
+                try:
+                    rows += await _concurrency(browser, app_dir, sessions, rounds, log)
+                except Exception as e:  # reported; the rows measured before stay
+                    rows.append({"case": "concurrent sessions", "metric": "error", "value": None, "unit": "",
+                                 "baseline": None, "ratio": None, "note": f"{type(e).__name__}: {str(e)[:300]}"})
         finally:
             await browser.close()
     for r in rows:
