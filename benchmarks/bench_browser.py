@@ -64,7 +64,7 @@ WARMUP, REPEAT, ROUNDS = 2, 7, 3
 QUICK_WARMUP, QUICK_REPEAT, QUICK_ROUNDS = 1, 3, 2
 QUIET_MS = 400
 SESSIONS, QUICK_SESSIONS = (1, 5, 10, 30), (1, 5)
-TIMEOUT_MS = int(os.environ.get("ODLAB_BENCH_TIMEOUT_S", 240)) * 1000
+TIMEOUT_MS = int(os.environ.get("ODLAB_BENCH_TIMEOUT_S", 120)) * 1000
 VIEWPORT = {"width": 1400, "height": 1000}
 
 # Installed before any page script: WebSocket message log, input times, script-state changes, DOM changes, frames.

@@ -121,12 +121,21 @@ def zone_comparison(dataset_id: str, tz: str, specs: tuple[str, ...], epsilon: f
 
 # ---- release (odcore.release / odcore.utility) -----------------------------------------------------------------
 
+@st.cache_resource(max_entries=16, show_spinner=False)
+def week_pairs_prepared(dataset_id: str, od_config, week: int, _od):
+    """One week's unique pairs checked, sorted and counted once (:func:`odcore.release.prepare_pairs`): every
+    release of that week (each ε, threshold, mode and seed a slider visits, in every session) starts from it."""
+    from odcore.release import prepare_pairs
+
+    return prepare_pairs(_od.week_pairs(week))
+
+
 @st.cache_resource(max_entries=32, show_spinner="Adding noise and thresholding…")
 def week_release(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
     """:func:`odcore.release.release_with_report` of one week's unique pairs (same seed, same noise)."""
     from odcore.release import release_with_report
 
-    return release_with_report(_od.week_pairs(week), release_config, rng=seed)
+    return release_with_report(week_pairs_prepared(dataset_id, od_config, week, _od=_od), release_config, rng=seed)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)

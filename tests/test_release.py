@@ -18,6 +18,7 @@ from odcore.release import (
     Mode,
     ReleaseConfig,
     bound_contributions,
+    prepare_pairs,
     release,
     release_probability,
     release_with_report,
@@ -362,3 +363,24 @@ def test_cell_release_probability_matches_simulation():
     # binomial tolerance at alpha ~ 1e-6 (5 standard errors)
     se = np.sqrt(exact.to_numpy() * (1 - exact.to_numpy()) / n)
     assert np.all(np.abs(hits / n - exact.to_numpy()) < 5 * se + 1e-9)
+
+
+@pytest.mark.parametrize(("mode", "max_pairs"), [("per_metric", None), ("user_level", 2)])
+def test_prepared_pairs_release_exactly_as_the_table(mode, max_pairs):
+    """Preparing a week once (the dashboard's sliders) changes nothing: same table and report, any config/seed;
+    duplicates and row order are handled as for the DataFrame; the prepared arrays cannot be written to."""
+    rng = np.random.default_rng(5)
+    n = 4000
+    pairs = pd.DataFrame({"week": rng.integers(0, 2, n), "user": rng.integers(0, 300, n).astype(str),
+                          "origin": rng.integers(0, 12, n), "destination": rng.integers(0, 12, n)})
+    pairs = pd.concat([pairs, pairs.iloc[:50]]).sample(frac=1.0, random_state=1)   # duplicates, shuffled
+    prep = prepare_pairs(pairs)
+    for eps, tau, seed in [(0.66, 5, 0), (2.0, 1, 7), (0.1, 20, 123)]:
+        cfg = ReleaseConfig(epsilon=eps, threshold=tau, mode=mode, max_pairs=max_pairs)
+        a, b = release_with_report(pairs, cfg, rng=seed), release_with_report(prep, cfg, rng=seed)
+        pd.testing.assert_frame_equal(a.table, b.table)
+        assert a.report == b.report
+        assert b.report["duplicate_rows_dropped"] == int(pairs.duplicated().sum()) >= 50
+    assert not prep.counts[3].flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        prep.pairs.w[0] = 1
