@@ -204,8 +204,9 @@ def _check_ids(cells, n: int) -> np.ndarray:
 class H3Zones:
     """H3 hexagons (h3 v4) at ``resolution``; zone id ``i`` is the H3 cell ``cells[i]`` (sorted H3 integers).
 
-    Build with :meth:`fit` (every hexagon whose centre lies in the points' bounding box grown by three average edge
-    lengths, so every point of the box falls in one of them).
+    Build with :meth:`fit`: every hexagon whose centre lies in the points' bounding box grown by three average edge
+    lengths (a hexagon's centre is within one edge length of each of its points, so every point of the box falls in
+    one of them). The cells depend only on the box, so engines that fit the same box get the same ids.
     """
 
     resolution: int
@@ -244,10 +245,9 @@ class H3Zones:
                                  f"{MAX_H3_CELLS:,}); use a lower resolution.")
         poly = h3.LatLngPoly([(la0, lo0), (la0, lo1), (la1, lo1), (la1, lo0)])
         cells = np.array([h3.str_to_int(c) for c in h3.h3shape_to_cells(poly, res)], dtype=np.uint64)
-        # Points' own cells too (guards the box edges against the sphere/plane difference of the cover).
-        step = max(1, int(ok.sum()) // 100_000)
-        own = _h3_ints(lat[ok][::step], lon[ok][::step], res)
-        return cls(res, np.concatenate([cells, own.astype(np.uint64)]))
+        # The cells depend on the bounding box only (not on which points lie inside it), so every engine that fits
+        # the same box gets the same zone ids.
+        return cls(res, cells)
 
     @property
     def n_cells(self) -> int:

@@ -390,3 +390,13 @@ def test_cli_release_on_h3_writes_zone_names_and_geometry(capsys, tmp_path):
     # the centroid written for a zone is its hexagon's centre
     row = table.iloc[0]
     assert (row["origin_lat"], row["origin_lon"]) == pytest.approx(h3.cell_to_latlng(row["origin_name"]))
+
+
+def test_h3_cells_depend_on_the_box_only():
+    # engines that fit the zones from a streaming min/max pass must get the same ids as the in-memory fit
+    rng = np.random.default_rng(8)
+    lat = rng.uniform(33.6, 33.9, 30_000)
+    lon = rng.uniform(-84.5, -84.2, 30_000)
+    z_all = H3Zones.fit(lat, lon, 8)
+    z_box = H3Zones.fit([lat.min(), lat.max()], [lon.min(), lon.max()], 8)
+    np.testing.assert_array_equal(z_all.cells, z_box.cells)
