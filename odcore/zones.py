@@ -562,19 +562,11 @@ class _PolygonIndex:
                 r0 = sl[0].start
                 c = sl[1].start + int(np.flatnonzero(labels[r0, sl[1]] == k)[0])
                 rx[k - 1], ry[k - 1] = x0 + (c + 0.5) * self.dx, y0 + (r0 + 0.5) * self.dy
-            pi, zi = self.tree.query(shapely.points(rx, ry), predicate="intersects")
-            best = np.full(n_regions, OUTSIDE, dtype=np.int64)
-            if pi.size:
-                low = np.full(n_regions, np.iinfo(np.int64).max)
-                np.minimum.at(low, pi, zi)
-                hit = low != np.iinfo(np.int64).max
-                best[hit] = low[hit]
-            status[1:] = best
+            status[1:] = self._lowest(rx, ry)
         self.table = status[labels].ravel()   # int32: zone id, -1 outside every zone, -2 test exactly
         self.mixed_share = float(mixed.mean())
 
     def assign(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        import shapely
 
         out = np.full(x.size, OUTSIDE, dtype=np.int64)
         with np.errstate(invalid="ignore"):   # NaN compares False: outside
@@ -589,13 +581,18 @@ class _PolygonIndex:
         mixed = i[t == -2]
         for s in range(0, mixed.size, 1_000_000):   # bounded memory for shapely point objects
             m = mixed[s:s + 1_000_000]
-            p, z = self.tree.query(shapely.points(x[m], y[m]), predicate="intersects")
-            if p.size:
-                best = np.full(m.size, np.iinfo(np.int64).max)
-                np.minimum.at(best, p, z)
-                hit = best != np.iinfo(np.int64).max
-                out[m[hit]] = best[hit]
+            out[m] = self._lowest(x[m], y[m])
         return out
+
+    def _lowest(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Exact: the lowest id of the zones covering each point (``STRtree`` query), -1 where none does."""
+        import shapely
+
+        p, z = self.tree.query(shapely.points(x, y), predicate="intersects")
+        low = np.full(x.size, np.iinfo(np.int64).max)
+        np.minimum.at(low, p, z)
+        low[low == np.iinfo(np.int64).max] = OUTSIDE
+        return low
 
 
 # ---------------------------------------------------------------------------------------------------------------
