@@ -140,10 +140,20 @@ def grid_note(df, cell_km2: float) -> None:
         print(f"note: {warning}", file=sys.stderr)
 
 
+def zones_note(df, cfg) -> None:
+    """:func:`grid_note` for square zones (``--cell-km2`` or ``--zones square:KM2``); H3 covers and zone files have
+    their own limits (:data:`odcore.zones.MAX_H3_CELLS`, :data:`odcore.zones.MAX_ZONES`)."""
+    from odcore.zones import parse_zone_spec
+
+    spec = parse_zone_spec(cfg.zones) if cfg.zones is not None else None
+    if spec is None or spec.kind == "square":
+        grid_note(df, cfg.cell_km2 if spec is None else spec.value)
+
+
 def od_from_args(args: argparse.Namespace) -> tuple[Traces, ODData]:
     """Load traces and build the weekly unique OD counts (grid, hourly locations, trips)."""
     from odcore.trips import build_od
     traces = traces_from_args(args)
     cfg = od_config_from_args(args, traces.report.format)
-    grid_note(traces.df, cfg.cell_km2)
+    zones_note(traces.df, cfg)
     return traces, build_od(traces.df, cfg)

@@ -83,7 +83,7 @@ def run_synth(args: argparse.Namespace) -> int:
 
 def run_trips(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
-    from odcore.cli.common import grid_note
+    from odcore.cli.common import zones_note
     from odcore.errors import ParameterError
     from odcore.trips import build_od
     from odcore.zones import add_zone_names, write_zone_geometry, zones_summary
@@ -92,7 +92,7 @@ def run_trips(args: argparse.Namespace) -> int:
     traces = traces_from_args(args)
     t1 = time.perf_counter()
     cfg = od_config_from_args(args, traces.report.format)
-    grid_note(traces.df, cfg.cell_km2)
+    zones_note(traces.df, cfg)
     od = build_od(traces.df, cfg)
     t2 = time.perf_counter()
     rep = traces.report
