@@ -27,7 +27,6 @@ from benchmarks.bench_browser import (
     SIDEBAR,
     Timeout,
     _Barrier,
-    _goto_drawn,
     _new_page,
     _press,
     _RssSampler,
@@ -64,9 +63,13 @@ def make_upload(path: Path, target_mb: float = TARGET_MB) -> tuple[int, int]:
 async def _upload_session(browser, url: str, file: Path, rounds: int, barrier, out: dict) -> None:
     ctx, page = await _new_page(browser, {"width": 1200, "height": 900})
     try:
-        await _goto_drawn(page, url)
+        # generous waits: while other sessions' uploads are parsed, a rerun can wait minutes for the server
+        await page.goto(url, wait_until="commit")
+        await page.locator(f"{SIDEBAR} [data-testid=stWidgetLabel]").first.wait_for(timeout=LOAD_TIMEOUT_MS)
+        await _wait_done(page, 0, LOAD_TIMEOUT_MS)
+        await page.evaluate("() => { window.__odb.inputT = null; }")
         await page.locator(SIDEBAR).get_by_text("Upload a file").click()
-        await _wait_done(page)
+        await _wait_done(page, None, LOAD_TIMEOUT_MS)
         await page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(str(file))
         await page.locator("[data-testid=stFileChipName]").first.wait_for(timeout=LOAD_TIMEOUT_MS)
         await page.locator("[data-testid=stFileChipIconSpinner]").wait_for(state="detached", timeout=LOAD_TIMEOUT_MS)

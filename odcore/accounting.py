@@ -36,6 +36,7 @@ import pandas as pd
 
 from odcore.errors import ParameterError, check_positive
 from odcore.release import _check_max_pairs, _check_threshold, release_probability, threshold_delta
+from odcore.validate import check_param
 
 __all__ = [
     "BudgetConfig",
@@ -247,7 +248,7 @@ class BudgetConfig:
     total_interval: float = 1e-3
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
+        object.__setattr__(self, "epsilon", float(check_param("epsilon", self.epsilon)))  # odcore.validate: one rule
         t = _check_threshold(self.threshold)
         object.__setattr__(self, "threshold", int(t) if t == int(t) else t)
         object.__setattr__(self, "trips", int(_check_k("trips", self.trips)))

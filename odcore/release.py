@@ -48,6 +48,7 @@ from odcore.constants import (
     WEEK,
 )
 from odcore.errors import ParameterError, check_int, check_positive
+from odcore.validate import check_param
 
 RAW_COUNT = "raw_count"
 """Distinct users on the pair before contribution bounding (equals ``true_count`` in per-metric mode)."""
@@ -122,7 +123,7 @@ class ReleaseConfig:
     max_pairs: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
+        object.__setattr__(self, "epsilon", float(check_param("epsilon", self.epsilon)))  # odcore.validate: one rule
         t = _check_threshold(self.threshold)
         object.__setattr__(self, "threshold", int(t) if t == int(t) else t)
         try:
