@@ -55,7 +55,8 @@ STEPS: tuple[Step, ...] = (
     Step("pages/4_Privacy_budget.py", "Why 0.66 per count can mean near-certainty per person",
          "Add up the ε of all of a person's trips and weeks: per person the budget is tens or hundreds, far "
          "outside the usual range, and each ε reads as an attacker's best possible confidence.",
-         ("**Unique trips per week**", "**Weeks**", "the per metric vs per user comparison")),
+         ("**Unique trips of the user per week (n)**", "**Weeks released (W)**",
+          "the same week in both units (per count vs per person)")),
 )
 
 

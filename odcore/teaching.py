@@ -383,14 +383,17 @@ class NoisePicture:
         c = f"{self.count:g}"
         pub = _pct(self.p_published)
         lvl = _pct(self.level, 0)
-        rng_txt = f"{self.low:.1f}–{self.high:.1f}"
+        rng_txt = f"{self.low:.1f} and {self.high:.1f}"
         if self.p_published >= 0.9995 or self.low >= self.threshold:
             return (f"A count of {c} is published in {pub} of weeks, as a number between {rng_txt} in {lvl} "
                     "of weeks.")
         if self.p_published < 0.0005:
-            return (f"A count of {c} is published {pub} of the time: almost every week it is suppressed "
+            return (f"A count of {c} is published {pub} of the weeks: almost every week it is suppressed "
                     f"(below the threshold of {self.threshold:g}).")
         shown_lo = max(self.low, self.threshold)
+        if shown_lo > self.high:      # the usual range lies below the threshold: only the rare high draws show
+            return (f"A count of {c} is published {pub} of the time (suppressed otherwise); when it is, the "
+                    f"number shown is at least {self.threshold:g}, well above the true count.")
         return (f"A count of {c} is published {pub} of the time (suppressed otherwise); when it is, the number "
                 f"shown is at least {self.threshold:g}: between {shown_lo:.1f} and {self.high:.1f} in "
                 f"{_pct(self.p_published_in_range)} of weeks.")
@@ -405,6 +408,8 @@ class NoisePicture:
 
 
 def _pct(p: float, digits: int = 1) -> str:
+    if 0 < p < 1e-5:
+        return "less than 0.001 %"
     if 0 < p < 0.001:
         return f"{100 * p:.2g} %"
     return f"{100 * p:.{digits}f} %"
@@ -421,7 +426,7 @@ def noise_picture(count: float, epsilon: float, threshold: float, sensitivity: i
     >>> round(pic.low, 1), round(pic.high, 1)
     (115.5, 124.5)
     >>> pic.sentence()
-    'A count of 120 is published in 100.0 % of weeks, as a number between 115.5–124.5 in 95 % of weeks.'
+    'A count of 120 is published in 100.0 % of weeks, as a number between 115.5 and 124.5 in 95 % of weeks.'
     """
     c = float(count)
     if not math.isfinite(c) or c < 0:

@@ -132,10 +132,11 @@ if history:
     cols = st.columns([1, 2])
     with cols[0]:
         (st.success if right else st.warning)(
-            f"You said **{'in' if last['guess'] else 'out'}**: {'right' if right else 'wrong'}.", icon="🎯")
+            f"You said **{'in' if last['guess'] else 'out'}**: {'right' if right else 'wrong'}.",
+            icon=":material/check_circle:" if right else ":material/cancel:")
         st.markdown(f"The optimal attacker said **{verdict}** "
                     f"({'right' if last['optimal'] == last['member'] else 'wrong'}). "
-                    f"On this person and these {prev.k} pairs it is right {pct(last['exact_success'])} of the time "
+                    f"On this person and {'this pair' if prev.k == 1 else f'these {prev.k} pairs'} it is right {pct(last['exact_success'])} of the time "
                     f"({probability_words(last['exact_success'])}).")
         st.caption(why)
     with cols[1]:
@@ -147,6 +148,7 @@ if history:
                         line={"color": "#d95f02"})
         fig.add_hline(y=0, line_color="#000")
         styled(fig, "The optimal attacker's log-likelihood ratio, pair by pair (> 0: in)", height=300)
+        fig.update_xaxes(range=[0.4, prev.k + 0.6], dtick=1 if prev.k <= 16 else 4)
         fig.update_layout(xaxis_title="known pair (blue: published, grey: suppressed)", yaxis_title="LLR",
                           legend={"orientation": "h", "y": 1.12, "x": 0.3}, margin={"t": 70})
         chart(fig, "llr_last_round", data=ex, key="game_llr")
@@ -155,7 +157,7 @@ if history:
 st.subheader(f"Round {n_played + 1} · the attacker knows k = {k} of person {rnd.user}'s unique trips")
 shown = rnd.shown()
 n_sup = int((shown["state"] == "suppressed").sum())
-st.markdown(f"What the release shows on these {k} pairs: **{k - n_sup} published, {n_sup} suppressed** "
+st.markdown(f"What the release shows on {'this pair' if k == 1 else f'these {k} pairs'}: **{k - n_sup} published, {n_sup} suppressed** "
             f"(threshold {s.threshold:g}; each count has noise of scale {rules.scale:.3g}). "
             "If the person is in, each count is one higher than the others alone.")
 st.dataframe(shown, hide_index=True, width="stretch", key="game_shown", height=min(38 + 35 * k, 420),
