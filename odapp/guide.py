@@ -39,7 +39,7 @@ STEPS: tuple[Step, ...] = (
          "Every count gets noise, and counts whose noisy value is below the threshold are not published. "
          "Lower the threshold and watch more pairs appear.",
          ("**Threshold** (sidebar): try 20, then the preset button to go back",
-          "**View**: raw counts vs noised release")),
+          "**Map**: published vs the true counts, or side by side")),
     Step("pages/8_See_the_noise.py", "The noise on one count",
          "Pick a true count and see what gets published: a number a few people off, or nothing at all. "
          "This is all the protection one count gets.",
