@@ -8,6 +8,7 @@ import pytest
 
 from odapp.guide import STEPS
 from odcore.paths import REPO_ROOT
+from tests.test_browser import _settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -15,15 +16,6 @@ SHOTS = REPO_ROOT / "docs" / "screenshots"
 HEADINGS = {"app.py": "OD Privacy Lab", "pages/1_Data.py": "Data", "pages/2_OD_release.py": "OD release",
             "pages/3_Attack.py": "Attack", "pages/4_Privacy_budget.py": "Privacy budget",
             "pages/7_Play_the_attacker.py": "Play the attacker", "pages/8_See_the_noise.py": "See the noise"}
-
-
-def _settle(page, timeout_s: float = 180) -> None:
-    page.wait_for_timeout(300)
-    page.wait_for_function(
-        "() => { const a = document.querySelector('[data-testid=stApp]'); "
-        "return a && !['running', 'initial'].includes(a.getAttribute('data-test-script-state')); }",
-        timeout=timeout_s * 1000)
-    page.wait_for_timeout(600)
 
 
 def _step_panel(page, i: int):
