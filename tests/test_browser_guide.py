@@ -54,7 +54,7 @@ def test_guided_tour_end_to_end(streamlit_url, page, tmp_path):
             _settle(page)
         if i < len(STEPS):
             _shot(page, i)
-            panel.get_by_role("button", name=f"Next: {STEPS[i].title} →").click()
+            panel.get_by_role("button", name=f"Next: {STEPS[i].title} →").click(timeout=180_000)
             page.get_by_role("heading", name=HEADINGS[STEPS[i].page], exact=True).first.wait_for(timeout=180_000)
         else:
             _shot(page, i)
