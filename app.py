@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import streamlit as st
 
 from odapp import guide, sidebar
+from odapp.layout import PAGE_FILES, compact_top
 from odapp.words import pct, probability_words, unit_words
 from odcore import __version__
 from odcore.attack import bounded_success_curve, posterior_bound, success_curve
 
 st.set_page_config(page_title="OD Privacy Lab", page_icon="🗺️", layout="wide")
+compact_top()
 
 st.title("OD Privacy Lab")
 _exact = success_curve(0.66, 32)
@@ -50,12 +50,11 @@ PAGE_NOTES = {
     "7_Play_the_attacker.py": "be the attacker: guess in or out from the published counts, against the optimal attacker",
     "8_See_the_noise.py": "what gets published for one true count: the noise, the threshold, the chance of suppression",
 }
-pages = sorted((Path(__file__).parent / "pages").glob("*.py"))
-if pages:
+if PAGE_FILES:
     st.subheader("Pages")
-    for p in pages:
+    for p in PAGE_FILES:
         c1, c2 = st.columns([1, 3])
-        c1.page_link(str(p.relative_to(Path(__file__).parent)))
+        c1.page_link(f"pages/{p.name}")
         c2.markdown(PAGE_NOTES.get(p.name, ""))
 
 s = ctx.settings

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from odapp import cache, sidebar
 from odapp.words import UNIT_COVERS, num, pct, unit_words
 
 HEADLINE_DELTA = 1e-6   # δ of the tight per-person figure in every page's headline
+
+
+PAGE_FILES = sorted((Path(__file__).resolve().parent.parent / "pages").glob("*.py"))
 
 
 def page(title: str, intro: str, *, icon: str = "🗺️") -> sidebar.PageContext:
@@ -52,7 +57,17 @@ def metric(col, label: str, value: str, words: str | None = None, help: str | No
         col.caption(words)
 
 
+PAGE_CSS = """<style>
+[data-testid='stMainBlockContainer']{padding-top:2.2rem}
+[data-testid='stMetricLabel'] *{white-space:normal!important;overflow:visible!important;text-overflow:clip!important}
+[data-testid='stMetricValue']{font-size:clamp(1.35rem,2.3vw,2.25rem)}
+[data-testid='stMetricValue'] *{overflow:visible!important;text-overflow:clip!important}
+[data-testid='stWidgetLabel'] p{white-space:normal!important;overflow:visible!important}
+</style>"""
+
+
 def compact_top() -> None:
-    """Less empty space above the title (Streamlit's default is 6 rem), so a page's first chart or map starts
-    within the first screen at 1024×768."""
-    st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}</style>")
+    """Page CSS for 1024×768: less empty space above the title (Streamlit's default is 6 rem), so a page's first
+    chart or map starts within the first screen; metric and widget labels wrap instead of ending in "…"; metric
+    values shrink with the window instead of being cut."""
+    st.html(PAGE_CSS)

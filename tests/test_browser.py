@@ -229,7 +229,10 @@ def test_map_tooltips_are_plain_text_and_nothing_leaves(streamlit_url, browser):
     # the base map on: the browser asks CARTO for the style; offline (aborted here) the flows are still drawn
     page.get_by_text("Base map", exact=True).click()
     _settle(page)
-    page.wait_for_timeout(2500)
+    for _ in range(120):                     # the map redraws after the rerun; a loaded machine is slow
+        if any("cartocdn" in u for u in page.outside()):
+            break
+        page.wait_for_timeout(500)
     assert any("cartocdn" in u for u in page.outside()), "the base map toggle did not request a style"
     assert page.locator("[data-testid='stException']").count() == 0
     assert page.get_by_text("CARTO Positron").first.is_visible()
