@@ -39,6 +39,14 @@ def od_data(dataset_id: str, od_config, _df):
     return build_od(_df, od_config)
 
 
+@st.cache_resource(max_entries=4, show_spinner="Reading the OD counts folder…")
+def counts_folder(dataset_id: str, path: str):
+    """:func:`odcore.odtable.read_counts_folder` (``dataset_id`` changes when the folder is rewritten)."""
+    from odcore.odtable import read_counts_folder
+
+    return read_counts_folder(path)
+
+
 # ---- budget (odcore.accounting) --------------------------------------------------------------------------------
 
 @st.cache_data(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
@@ -135,6 +143,10 @@ def week_release(dataset_id: str, od_config, week: int, release_config, seed: in
     """:func:`odcore.release.release_with_report` of one week's unique pairs (same seed, same noise)."""
     from odcore.release import release_with_report
 
+    if not _od.stats.get("pairs_available", True):   # an OD counts folder: the release from its counts
+        from odcore.release import release_counts_with_report
+
+        return release_counts_with_report(_od.week_counts(week), release_config, rng=seed)
     return release_with_report(week_pairs_prepared(dataset_id, od_config, week, _od=_od), release_config, rng=seed)
 
 

@@ -71,3 +71,14 @@ def compact_top() -> None:
     chart or map starts within the first screen; metric and widget labels wrap instead of ending in "…"; metric
     values shrink with the window instead of being cut."""
     st.html(PAGE_CSS)
+
+
+def needs_pairs(ctx: sidebar.PageContext, what: str) -> None:
+    """Stop the page with a plain explanation when the data in use has no per-person pairs (an OD counts folder)."""
+    if ctx.od.stats.get("pairs_available", True):
+        return
+    from odcore.odtable import NO_PAIRS_REASON
+
+    st.info(f"**{what} is not available for this data.** The data in use is an OD counts folder: {NO_PAIRS_REASON} "
+            "The OD release and Privacy budget pages work from the counts.")
+    st.stop()

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import streamlit as st
 
 from odapp import cache, guide, projector
@@ -17,6 +20,7 @@ from odapp.state import (
     DATA_SOURCE_LABELS,
     EPSILON_RANGE,
     K_CELL_KM2,
+    K_COUNTS_DIR,
     K_DATASET,
     K_EPSILON,
     K_FIT_THRESHOLD,
@@ -99,6 +103,13 @@ def _source_controls() -> None:
                 ss[K_SYNTH_USERS], ss[K_SYNTH_WEEKS], ss[K_SYNTH_EXTENT] = int(users), int(weeks), float(extent)
     elif source == DataSource.UPLOAD:
         _upload_controls()
+    elif source == DataSource.COUNTS:
+        _bound(K_COUNTS_DIR, st.text_input, label="Counts folder",
+               placeholder="/path/to/folder written by trips --counts-out",
+               help="A folder written by `python -m odcore trips ... --counts-out DIR` (any engine, e.g. a Spark "
+                    "job on a cluster): weekly distinct-user counts per zone pair, zones and a manifest. The "
+                    "release, budget and map pages work from it; pages that need each person's pairs or traces "
+                    "say why they cannot.")
 
 
 def _upload_controls() -> None:
@@ -196,11 +207,36 @@ def current_dataset() -> tuple[DatasetRef, Loaded]:
         stored = ss[K_UPLOAD_TRACES]
         df = cache.upload_traces(stored.path).df
         return ss[K_DATASET], Loaded(df, stored.summary, stored.cli)
+    if source == DataSource.COUNTS:
+        return counts_dataset(str(ss.get(K_COUNTS_DIR, "") or ""))
     if source == DataSource.SYNTH:
         ref = synth_ref(ss[K_SYNTH_USERS], ss[K_SYNTH_WEEKS], ss[K_SYNTH_EXTENT], ss[K_SEED])
         return ref, cache.synth_traces(ref.synth_users, ref.synth_weeks, ref.synth_extent_km, ref.synth_seed)
     ref = sample_ref()
     return ref, cache.sample_traces(ref.id)
+
+
+def counts_dataset(path: str) -> tuple[DatasetRef, Loaded]:
+    """A counts folder as the data in use: no traces (an empty table), its manifest as the summary."""
+    from odcore.errors import ParameterError
+    from odcore.odtable import MANIFEST, is_counts_folder
+
+    if not path.strip():
+        raise ParameterError("type the path of a folder written by `python -m odcore trips --counts-out DIR`.")
+    if not is_counts_folder(path):
+        raise ParameterError(f"{path} is not an OD counts folder (no manifest.json of kind odcore-od-counts); "
+                             "write one with `python -m odcore trips --input TRACES --counts-out DIR`.")
+    stamp = (Path(path) / MANIFEST).stat().st_mtime_ns
+    ref = DatasetRef(id=f"counts:{path}:{stamp}", kind=DataSource.COUNTS.value, label=f"OD counts folder {path}")
+    od = cache.counts_folder(ref.id, path)
+    m = od.stats["manifest"]
+    st_ = m.get("stats") or {}
+    empty = pd.DataFrame({"user": np.empty(0, np.int64), "time": pd.DatetimeIndex([], tz="UTC"),
+                          "lat": np.empty(0), "lon": np.empty(0)})
+    summary = {"source": m.get("source"), "format": "od-counts-folder", "users": m.get("users"),
+               "rows_read": st_.get("rows_read"), "rows_kept": st_.get("rows_used"),
+               "rows_dropped": st_.get("rows_dropped", {}), "engine": m.get("engine"), "counts_folder": path}
+    return ref, Loaded(empty, summary, {"input": path, "tz": od.config.tz})
 
 
 def grid_check(loaded: Loaded, cell_km2: float) -> str | None:
@@ -236,9 +272,16 @@ def render() -> PageContext:
         with engine_errors("Could not load the data",
                            "Pick the bundled synthetic city or fix the file, then try again."):
             ref, loaded = current_dataset()
-            od_config = ODConfig(cell_km2=float(ss[K_CELL_KM2]), tz=loaded.tz, zones=zones)
-            grid_warning = grid_check(loaded, od_config.cell_km2) if zones is None else None
-            od = cache.od_data(ref.id, od_config, _df=loaded.df)
+            if ref.kind == DataSource.COUNTS:   # the folder fixes zones and weeks
+                od = cache.counts_folder(ref.id, loaded.cli["input"])
+                od_config = od.config
+                grid_warning = None
+                st.caption(f"Zones and weeks come from the counts folder ({od.grid.to_dict().get('spec', '')}); "
+                           "the zone controls above do not apply.")
+            else:
+                od_config = ODConfig(cell_km2=float(ss[K_CELL_KM2]), tz=loaded.tz, zones=zones)
+                grid_warning = grid_check(loaded, od_config.cell_km2) if zones is None else None
+                od = cache.od_data(ref.id, od_config, _df=loaded.df)
         ss[K_DATASET] = ref
         n_weeks = max(1, len(od.week_starts))
         if ss[K_WEEK] >= n_weeks:

@@ -20,16 +20,19 @@ class DataSource(StrEnum):
     SAMPLE = "sample"
     SYNTH = "synth"
     UPLOAD = "upload"
+    COUNTS = "counts"
 
 
 DATA_SOURCE_LABELS = {
     DataSource.SAMPLE: "Bundled synthetic city",
     DataSource.SYNTH: "Synthesise a new city",
     DataSource.UPLOAD: "Upload a file",
+    DataSource.COUNTS: "OD counts folder (trips --counts-out)",
 }
 
 # ---- persistent keys (the contract between pages) -------------------------------------------------------------
 K_SOURCE = "odlab.source"
+K_COUNTS_DIR = "odlab.counts_dir"
 K_WEEK = "odlab.week"
 K_CELL_KM2 = "odlab.cell_km2"
 K_EPSILON = "odlab.epsilon"
@@ -71,6 +74,7 @@ DEFAULTS: dict[str, object] = {
     K_SYNTH_EXTENT: 12.0,
     K_ZONE_KIND: "square",
     K_H3_RES: 8,
+    K_COUNTS_DIR: "",
 }
 
 EPSILON_RANGE = (0.05, 5.0, 0.01)      # min, max, step of the ε slider

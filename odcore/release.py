@@ -37,6 +37,7 @@ import pandas as pd
 
 from odcore.constants import (
     CELL,
+    COUNT,
     DESTINATION,
     NOISE,
     NOISY_COUNT,
@@ -587,6 +588,46 @@ def release_with_report(pairs: pd.DataFrame | PreparedPairs, config: ReleaseConf
         w, o, d, raw, tc, in_domain = aw[starts], ao[starts], ad[starts], raw_u, tc_u, dom
         report["domain_pairs"] = int(dom.sum())
         report["domain_pairs_unobserved"] = int((dom & ~has).sum())
+    return _noisy_table(w, o, d, raw, tc, in_domain, config, rng, report)
+
+
+def release_counts_with_report(counts: pd.DataFrame, config: ReleaseConfig | None = None,
+                               rng=None) -> ReleaseResult:
+    """The per-metric release from a counts table (``week, origin, destination, count``), e.g. an OD counts folder
+    (:func:`odcore.odtable.read_counts_folder`) with no per-person pairs.
+
+    Same table as :func:`release_with_report` on the pairs these counts came from, with the same ``rng`` (the noise
+    is drawn in the same canonical pair order). User-level bounding needs the pairs and is refused.
+    """
+    config = ReleaseConfig() if config is None else config
+    if not isinstance(config, ReleaseConfig):
+        raise ParameterError(f"config must be a ReleaseConfig, got {type(config).__name__}.")
+    if config.mode is Mode.USER_LEVEL:
+        from odcore.odtable import NO_PAIRS_REASON
+
+        raise ParameterError(f"mode user_level bounds each person's pairs, but {NO_PAIRS_REASON}")
+    rng = np.random.default_rng(rng)
+    cols = [WEEK, ORIGIN, DESTINATION, COUNT]
+    if not isinstance(counts, pd.DataFrame) or any(c not in counts.columns for c in cols):
+        raise ParameterError(f"counts must be a DataFrame with columns {cols}.")
+    a = [counts[c].to_numpy(np.int64) for c in cols]
+    if len(a[0]) and a[3].min() < 1:
+        raise ParameterError("counts must be >= 1 (distinct users of an observed pair).")
+    order = _canonical_order(a[:3])
+    w, o, d, raw = (x[order] for x in a)
+    if len(w) > 1 and not ((w[1:] != w[:-1]) | (o[1:] != o[:-1]) | (d[1:] != d[:-1])).all():
+        raise ParameterError("counts has repeated (week, origin, destination) rows.")
+    report: dict[str, Any] = {
+        **config.to_dict(), "sensitivity": config.sensitivity, "noise_scale": config.scale,
+        "rows_in": len(counts), "duplicate_rows_dropped": 0,
+        "weeks": int(np.count_nonzero(np.diff(w)) + 1) if len(w) else 0, "users": None,
+        "contributions_in": int(raw.sum()), "contributions_dropped_by_bounding": 0, "from_counts": True,
+    }
+    return _noisy_table(w, o, d, raw, raw, np.zeros(len(w), dtype=bool), config, rng, report)
+
+
+def _noisy_table(w, o, d, raw, tc, in_domain, config: ReleaseConfig, rng, report: dict) -> ReleaseResult:
+    """Laplace noise on the live counts (canonical pair order), threshold, exact release probability."""
     table = pd.DataFrame({WEEK: w, ORIGIN: o, DESTINATION: d, RAW_COUNT: raw, TRUE_COUNT: tc})
     live = (tc > 0) | in_domain
     noise = np.full(len(table), np.nan)

@@ -38,9 +38,11 @@ import pandas as pd
 from odcore.constants import LAT, LON, TIME, USER
 from odcore.errors import ParameterError, check_positive
 
-__all__ = ["DEFAULT_SAMPLE_CONFIG", "DEFAULT_SAMPLE_SEED", "SynthConfig", "generate_city", "write_sample"]
+__all__ = ["DEFAULT_SAMPLE_CONFIG", "DEFAULT_SAMPLE_SEED", "SynthConfig", "generate_city", "write_city_chunked",
+           "write_sample"]
 
 _KM_PER_DEG = 111.32
+_MAX_IN_MEMORY_USER_WEEKS = 5_000_000   # ~7 GB for the table and the simulation's arrays
 _MAX_PLACES = 40          # personal place slots: 0 home, 1 work, 2.. venues
 
 
@@ -94,8 +96,8 @@ class SynthConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.users, int | np.integer) or self.users < 2:
             raise ParameterError(f"users must be an integer >= 2, got users={self.users!r}.")
-        if self.users > 5_000_000:
-            raise ParameterError(f"users must be <= 5,000,000, got users={self.users}.")
+        if self.users > 100_000_000:
+            raise ParameterError(f"users must be <= 100,000,000, got users={self.users}.")
         if not isinstance(self.weeks, int | np.integer) or not (1 <= self.weeks <= 104):
             raise ParameterError(f"weeks must be an integer in [1, 104], got weeks={self.weeks!r}.")
         try:
@@ -214,21 +216,35 @@ def generate_city(config: SynthConfig | None = None, rng: np.random.Generator | 
     pandas.DataFrame
         Columns ``user`` (int64), ``time`` (datetime64[ns, UTC]), ``lat``, ``lon``, sorted by (user, time).
     """
+    cfg = config or SynthConfig()
+    if cfg.users * cfg.weeks > _MAX_IN_MEMORY_USER_WEEKS:
+        raise ParameterError(f"{cfg.users:,} users x {cfg.weeks} weeks is too big for one table in memory (limit "
+                             f"{_MAX_IN_MEMORY_USER_WEEKS:,} user-weeks); write it in chunks to a folder "
+                             "(write_city_chunked, or synth --out DIR).")
+    rng = np.random.default_rng(rng)
+    return _simulate(cfg, rng, _city(cfg, rng), int(cfg.users), 0)
+
+
+def _city(cfg: SynthConfig, rng: np.random.Generator) -> tuple:
+    """Space shared by every user: sub-centres, venues (km offsets from the centre), their popularity and index."""
     from scipy.spatial import cKDTree
 
-    cfg = config or SynthConfig()
-    rng = np.random.default_rng(rng)
-    U = int(cfg.users)
-    H = 168 * int(cfg.weeks)
-    K = _MAX_PLACES
-
-    # --- space: sub-centres, venues, homes, workplaces (km offsets from the centre) ---------------------------
     subs = _subcentres(cfg, rng)
     e = cfg.extent_km
     venues = _mixture(cfg.n_venues, cfg, subs, w_core=0.45, core_scale=e / 20, sub_scale=e / 40, w_spread=0.15,
                       rng=rng)
     v_pop = rng.pareto(1.0, cfg.n_venues) + 1.0              # Zipf-like popularity
-    tree = cKDTree(venues)
+    return subs, venues, v_pop, cKDTree(venues)
+
+
+def _simulate(cfg: SynthConfig, rng: np.random.Generator, city: tuple, U: int, first_user: int) -> pd.DataFrame:
+    """Traces of ``U`` users (ids from ``first_user``) living in ``city``."""
+    subs, venues, v_pop, tree = city
+    e = cfg.extent_km
+    H = 168 * int(cfg.weeks)
+    K = _MAX_PLACES
+
+    # --- homes, workplaces (km offsets from the centre) --------------------------------------------------------
     homes = _mixture(U, cfg, subs, w_core=0.50, core_scale=e / 10, sub_scale=e / 25, w_spread=0.10, rng=rng)
     works = _mixture(U, cfg, subs, w_core=0.55, core_scale=e / 20, sub_scale=e / 40, w_spread=0.10, rng=rng)
 
@@ -349,22 +365,69 @@ def generate_city(config: SynthConfig | None = None, rng: np.random.Generator | 
     sec = 60 * rng.integers(0, 60, uu.size)                 # a random minute within the hour
     t_ns = hour_ns[hh] + sec * 1_000_000_000
     time = pd.DatetimeIndex(t_ns.view("datetime64[ns]")).tz_localize("UTC")
-    return pd.DataFrame({USER: uu.astype(np.int64), TIME: time, LAT: np.round(lat, 5), LON: np.round(lon, 5)})
+    return pd.DataFrame({USER: uu.astype(np.int64) + int(first_user), TIME: time, LAT: np.round(lat, 5),
+                         LON: np.round(lon, 5)})
 
 
-def write_sample(path, config: SynthConfig | None = None, seed: int = DEFAULT_SAMPLE_SEED) -> pd.DataFrame:
-    """Generate a city and write it as zstd-compressed Parquet (used for ``sample_data/``)."""
+def _arrow_table(df: pd.DataFrame):
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    df = generate_city(config or DEFAULT_SAMPLE_CONFIG, seed)
     # Seconds resolution + delta encoding keep the time column small (it dominates the file otherwise).
-    table = pa.table({
-        USER: pa.array(df[USER].to_numpy(np.int32)),
+    return pa.table({
+        USER: pa.array(df[USER].to_numpy(np.int64 if df[USER].max() >= 2**31 else np.int32)),
         TIME: pa.array(df[TIME].to_numpy(dtype="datetime64[ns]").astype("datetime64[s]"), pa.timestamp("s", tz="UTC")),
         LAT: pa.array(df[LAT].to_numpy()),
         LON: pa.array(df[LON].to_numpy()),
     })
+
+
+def write_city_chunked(folder, config: SynthConfig | None = None, seed: int = DEFAULT_SAMPLE_SEED, *,
+                       chunk_users: int = 200_000) -> dict:
+    """Generate a big city in chunks of users and write one Parquet file per chunk (``part-00000.parquet`` ...).
+
+    Memory stays that of one chunk (~1.5 KB per user-week of the chunk), so 10 million users fit on a laptop. The
+    city (sub-centres, venues) is drawn once from ``seed``; chunk ``i`` then simulates its users with the generator
+    ``default_rng([seed, i])``, so the output depends only on (config, seed, chunk_users), and the files read as one
+    table (a folder of Parquet files, as ``--input`` and the engines accept it).
+
+    Returns ``{"files", "rows", "users"}``.
+    """
+    import pyarrow.parquet as pq
+
+    from odcore.errors import ParameterError
+
+    cfg = config or DEFAULT_SAMPLE_CONFIG
+    if int(chunk_users) < 1:
+        raise ParameterError(f"chunk_users must be >= 1, got chunk_users={chunk_users}.")
+    from pathlib import Path
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("part-*.parquet"):
+        old.unlink()
+    city = _city(cfg, np.random.default_rng(seed))
+    rows = 0
+    files = []
+    for i, first in enumerate(range(0, int(cfg.users), int(chunk_users))):
+        n = min(int(chunk_users), int(cfg.users) - first)
+        df = _simulate(cfg, np.random.default_rng([int(seed), i]), city, n, first)
+        path = out / f"part-{i:05d}.parquet"
+        pq.write_table(_arrow_table(df), str(path), compression="zstd", compression_level=3,
+                       use_dictionary=[LAT, LON], column_encoding={USER: "DELTA_BINARY_PACKED",
+                                                                   TIME: "DELTA_BINARY_PACKED"},
+                       row_group_size=1 << 20)
+        rows += len(df)
+        files.append(str(path))
+        del df
+    return {"files": files, "rows": rows, "users": int(cfg.users)}
+
+
+def write_sample(path, config: SynthConfig | None = None, seed: int = DEFAULT_SAMPLE_SEED) -> pd.DataFrame:
+    """Generate a city and write it as zstd-compressed Parquet (used for ``sample_data/``)."""
+    import pyarrow.parquet as pq
+
+    df = generate_city(config or DEFAULT_SAMPLE_CONFIG, seed)
+    table = _arrow_table(df)
     pq.write_table(table, str(path), compression="zstd", compression_level=19, use_dictionary=[USER, LAT, LON],
                    column_encoding={TIME: "DELTA_BINARY_PACKED"}, row_group_size=1 << 22)
     return df

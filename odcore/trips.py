@@ -302,17 +302,29 @@ def _core(traces_df: pd.DataFrame, grid: SquareGrid, tz: str) -> dict[str, Any]:
         if u.size == 0:
             raise TraceFormatError("no trace row falls inside the grid." if reason == "outside_grid" else
                                    f"no trace row falls inside the zones ({getattr(grid, 'spec', '')}).")
-    if _whole_hour_offsets(int(t.min()), int(t.max()), tz):
-        slot_abs = t // 3600           # local hour boundaries are UTC hour boundaries
-    else:
-        slot_abs = (t + local_offsets(t, tz) % 3600) // 3600
+    from odcore.engines.kernel import hour_slots
+
+    slot_abs = hour_slots(t, tz)     # shared with the DuckDB and Spark engines
     del t
+    out = _winners(u, slot_abs, cell, len(labels), grid.n_cells, tz)
+    out.update({"labels": labels, "dropped": dropped, "rows_used": int(ok.sum())})
+    return out
+
+
+def _winners(u: np.ndarray, slot_abs: np.ndarray, cell: np.ndarray, n_users: int, n_cells: int,
+             tz: str) -> dict[str, Any]:
+    """Winner-takes-all cell of every (user code, absolute hour slot); ties to the lower cell id.
+
+    Consumes ``u``, ``slot_abs`` and ``cell`` (int64; callers pass arrays they no longer need). Returns the
+    winners sorted by (user, slot): ``wu, ws`` (slot relative to the first), ``wc``, ``wweek`` (absolute
+    Monday-week), ``slot`` (absolute), ``slot_shift`` and ``n_users``.
+    """
+    from odcore.engines.kernel import week_of_slots
+
     smin = int(slot_abs.min())
     s = slot_abs - smin
     del slot_abs
-    n_users = len(labels)
     n_slots = int(s.max()) + 1
-    n_cells = grid.n_cells
     cells_map = None
     if n_users * n_slots * n_cells >= _BIG:
         cells_map, cell = np.unique(cell, return_inverse=True)
@@ -355,20 +367,22 @@ def _core(traces_df: pd.DataFrame, grid: SquareGrid, tz: str) -> dict[str, Any]:
     wu = wus // n_slots
     ws = wus % n_slots
     # local Monday-week of each hour slot, from a table over the (few) slots: offset at the slot start
-    t_slot = (np.arange(n_slots, dtype=np.int64) + smin) * 3600
-    t_start = t_slot - local_offsets(t_slot, tz) % 3600
-    off_s = local_offsets(t_start, tz)
-    week_of_slot = ((t_start + off_s) // 86400 + 3) // 7
+    slots = np.arange(n_slots, dtype=np.int64) + smin
+    week_of_slot = week_of_slots(slots, tz)
+    t_start = slots * 3600
+    t_start -= local_offsets(t_start, tz) % 3600
+    off_shift = local_offsets(t_start, tz) % 3600
     wweek = week_of_slot[ws]
-    return {"wu": wu, "ws": ws, "wc": wc, "wweek": wweek, "slot": ws + smin, "slot_shift": (off_s % 3600)[ws],
-            "labels": labels, "n_users": n_users, "dropped": dropped, "rows_used": int(ok.sum())}
+    return {"wu": wu, "ws": ws, "wc": wc, "wweek": wweek, "slot": ws + smin, "slot_shift": off_shift[ws],
+            "n_users": n_users}
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Trips and weekly unique OD counts
 # ---------------------------------------------------------------------------------------------------------------
 
-def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: SquareGrid | Any | None = None) -> ODData:
+def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: SquareGrid | Any | None = None,
+             engine: str = "memory", keep_pairs: bool = True) -> ODData:
     """Traces -> grid cells -> hourly winner-takes-all cells -> trips -> weekly unique OD counts.
 
     Parameters
@@ -382,6 +396,10 @@ def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: S
         Use this grid or zone system (anything with ``assign``/``n_cells``, :mod:`odcore.zones`) instead of fitting
         one to the data (e.g. to compare two datasets on the same cells). Points outside every zone are dropped and
         counted in ``stats["rows_dropped"]`` under the zone system's ``outside_reason``.
+    engine:
+        ``memory`` (numpy, here), ``duckdb`` or ``spark`` (:mod:`odcore.engines`; identical results).
+    keep_pairs:
+        For ``duckdb`` / ``spark``: also return every user's unique pairs (``ODData.pairs``).
 
     Returns
     -------
@@ -394,27 +412,59 @@ def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: S
     of ~1.3 km².
     """
     config = config or ODConfig()
-    if grid is None and config.zones is not None:
-        from odcore.zones import make_zones
+    if engine != "memory":
+        from odcore.engines import build_od as build_with
 
-        grid = make_zones(config.zones, traces_df[LAT].to_numpy(np.float64), traces_df[LON].to_numpy(np.float64))
-    if grid is None:
-        grid = SquareGrid.fit(traces_df[LAT].to_numpy(np.float64), traces_df[LON].to_numpy(np.float64),
-                              config.cell_km2)
+        return build_with(traces_df, config, grid=grid, engine=engine, keep_pairs=keep_pairs)
+    if grid is None:   # zones from a min/max pass, as every engine does (odcore.engines.kernel.fit_zones)
+        from odcore.engines import _grid_of_frame
+
+        grid = _grid_of_frame(traces_df, config)
     core = _core(traces_df, grid, config.tz)
-    wu, ws, wc, wweek = core["wu"], core["ws"], core["wc"], core["wweek"]
-    n_users = core["n_users"]
+    tb = _od_tables(core["wu"], core["ws"], core["wc"], core["wweek"], core["n_users"], grid.n_cells)
+    week0 = int(tb["a_week"].min())
+    n_weeks = int(tb["a_week"].max()) - week0 + 1
+    week_starts = [str(np.datetime64(int((week0 + i) * 7 - 3), "D")) for i in range(n_weeks)]
+    like = traces_df[USER]
+    user_week = pd.DataFrame({
+        WEEK: tb["a_week"] - week0,
+        USER: _labels_take(core["labels"], tb["a_user"], like),
+        TRIPS: tb["trips"],
+        UNIQUE_TRIPS: tb["uniq"],
+    })
+    pairs = pd.DataFrame({
+        WEEK: tb["p_week"] - week0,
+        USER: _labels_take(core["labels"], tb["p_user"], like),
+        ORIGIN: tb["p_o"],
+        DESTINATION: tb["p_d"],
+    })
+    counts = pd.DataFrame({WEEK: tb["c_week"] - week0, ORIGIN: tb["c_o"], DESTINATION: tb["c_d"],
+                           COUNT: tb["c_n"]})
+    stats = {"rows_used": core["rows_used"], "rows_dropped": core["dropped"], "user_hours": tb["user_hours"],
+             "cells_used": tb["used_cells"]}
+    return ODData(grid=grid, week_starts=week_starts, user_week=user_week, pairs=pairs, counts=counts,
+                  config=config, stats=stats)
+
+
+def _od_tables(wu: np.ndarray, ws: np.ndarray, wc: np.ndarray, wweek: np.ndarray, n_users: int,
+               grid_cells: int) -> dict[str, Any]:
+    """Trips, active user-weeks, unique pairs and distinct-user counts from the winners (absolute weeks).
+
+    Returns int64 arrays: ``a_week, a_user, trips, uniq`` (every active user-week, sorted by (week, user)),
+    ``p_week, p_user, p_o, p_d`` (unique pairs, sorted), ``c_week, c_o, c_d, c_n`` (counts, sorted), plus
+    ``used_cells`` and ``user_hours``.
+    """
     week0 = int(wweek.min())
     wk = wweek - week0
     n_weeks = int(wk.max()) + 1
-    week_starts = [str(np.datetime64(int((week0 + i) * 7 - 3), "D")) for i in range(n_weeks)]
 
     # Trips: consecutive hour slots of the same user, to a distinct cell (Houssiau et al. 2022, Methods).
     is_trip = (wu[1:] == wu[:-1]) & (ws[1:] == ws[:-1] + 1) & (wc[1:] != wc[:-1])
     i = np.flatnonzero(is_trip)
+    del is_trip
     t_user, t_week = wu[i], wk[i]          # a trip belongs to the week of its origin hour
-    if grid.n_cells <= 50_000_000:   # lookup table instead of a sort
-        present = np.zeros(grid.n_cells, dtype=bool)
+    if grid_cells <= 50_000_000:   # lookup table instead of a sort
+        present = np.zeros(grid_cells, dtype=bool)
         present[wc] = True
         used_cells = np.flatnonzero(present)
         remap = np.cumsum(present, dtype=np.int64) - 1
@@ -423,6 +473,8 @@ def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: S
     else:
         used_cells, wc_compact = np.unique(wc, return_inverse=True)
         t_o, t_d = wc_compact[i], wc_compact[i + 1]
+        del wc_compact
+    del i
     n_c = len(used_cells)
 
     # user-weeks active (at least one hourly location); winners are sorted by (user, hour), so the
@@ -432,52 +484,40 @@ def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: S
     chg[0] = True
     np.not_equal(k_active[1:], k_active[:-1], out=chg[1:])
     ua = k_active[chg]
+    del k_active, chg
     a_user, a_week = np.divmod(ua, n_weeks)
     uw_active = np.sort(a_week * n_users + a_user)
     uw_trip = t_week * n_users + t_user
+    del t_week, t_user
     # unique pairs per user-week
     if n_weeks * n_users * n_c * n_c < _BIG:
-        pk = _unique((uw_trip * n_c + t_o) * n_c + t_d)
+        pk = (uw_trip * n_c + t_o) * n_c + t_d
+        pk = _unique(pk)
         p_uw, rem = np.divmod(pk, n_c * n_c)
+        del pk
         p_o, p_d = np.divmod(rem, n_c)
+        del rem
     else:  # pragma: no cover - huge grids with many users
         dd = pd.DataFrame({"uw": uw_trip, "o": t_o, "d": t_d}).drop_duplicates().sort_values(["uw", "o", "d"])
         p_uw, p_o, p_d = (dd[c].to_numpy() for c in ("uw", "o", "d"))
+    del t_o, t_d
     p_week, p_user = np.divmod(p_uw, n_users)
 
     # per user-week: total trips and unique trips
-    pos_t = np.searchsorted(uw_active, uw_trip)
-    pos_p = np.searchsorted(uw_active, p_uw)
-    trips = np.bincount(pos_t, minlength=len(uw_active))
-    uniq = np.bincount(pos_p, minlength=len(uw_active))
+    trips = np.bincount(np.searchsorted(uw_active, uw_trip), minlength=len(uw_active))
+    del uw_trip
+    uniq = np.bincount(np.searchsorted(uw_active, p_uw), minlength=len(uw_active))
+    del p_uw
     a_week, a_user = np.divmod(uw_active, n_users)
-    like = traces_df[USER]
-    user_week = pd.DataFrame({
-        WEEK: a_week.astype(np.int64),
-        USER: _labels_take(core["labels"], a_user, like),
-        TRIPS: trips.astype(np.int64),
-        UNIQUE_TRIPS: uniq.astype(np.int64),
-    })
-    pairs = pd.DataFrame({
-        WEEK: p_week.astype(np.int64),
-        USER: _labels_take(core["labels"], p_user, like),
-        ORIGIN: used_cells[p_o],
-        DESTINATION: used_cells[p_d],
-    })
     # distinct users per (week, origin, destination): pairs rows are unique per user, so count rows
     ck, cc = _unique((p_week * n_c + p_o) * n_c + p_d, return_counts=True)
     c_week, rem = np.divmod(ck, n_c * n_c)
     c_o, c_d = np.divmod(rem, n_c)
-    counts = pd.DataFrame({
-        WEEK: c_week.astype(np.int64),
-        ORIGIN: used_cells[c_o],
-        DESTINATION: used_cells[c_d],
-        COUNT: cc.astype(np.int64),
-    })
-    stats = {"rows_used": core["rows_used"], "rows_dropped": core["dropped"], "user_hours": len(wu),
-             "cells_used": used_cells}
-    return ODData(grid=grid, week_starts=week_starts, user_week=user_week, pairs=pairs, counts=counts,
-                  config=config, stats=stats)
+    return {"a_week": a_week.astype(np.int64) + week0, "a_user": a_user, "trips": trips.astype(np.int64),
+            "uniq": uniq.astype(np.int64), "p_week": p_week.astype(np.int64) + week0, "p_user": p_user,
+            "p_o": used_cells[p_o], "p_d": used_cells[p_d], "c_week": c_week.astype(np.int64) + week0,
+            "c_o": used_cells[c_o], "c_d": used_cells[c_d], "c_n": cc.astype(np.int64),
+            "used_cells": used_cells, "user_hours": len(wu)}
 
 
 def grid_side_km(cell_km2: float) -> float:

@@ -51,6 +51,12 @@ zone_text = (f"grid {ods['grid_cells']:,} cells of {ods['cell_km2']:.2f} km² ({
 st.caption(f"Source: {short_path(summ.get('source', s.dataset.label))} · format {summ.get('format', '?')} · "
            f"time span {summ.get('time_min', '?')} → {summ.get('time_max', '?')} · {zone_text}")
 
+if not od.stats.get("pairs_available", True):   # an OD counts folder: no traces to map or compare
+    st.info("The map of trace points, the trips histograms per person and the zone comparison need the traces; "
+            "the data in use is an OD counts folder (weekly counts per zone pair). Open the OD release and Privacy "
+            "budget pages, which work from the counts.")
+    st.stop()
+
 st.subheader("Where the traces are, on the grid" if s.zones is None else "Where the traces are, by zone")
 density, outside = cache.cell_density(s.dataset.id, ctx.od_config, _df=ctx.loaded.df, _grid=od.grid)
 draw = density if od.grid.n_cells <= MAX_GRID_CELLS_DRAWN else density[density["points"] > 0]

@@ -11,7 +11,7 @@ from odapp import cache, guide
 from odapp.cli_config import attack_curve_config, user_risk_config
 from odapp.errors import engine_errors
 from odapp.export import chart, reproduce, styled
-from odapp.layout import metric, page
+from odapp.layout import metric, needs_pairs, page
 from odapp.words import num, pct, probability_words, unit_words
 from odcore.attack import simulate_attack
 
@@ -26,6 +26,7 @@ ctx = page(
     "“16 %” statement promises (one trip).",
     icon="🎯",
 )
+needs_pairs(ctx, "The per-person attack")
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
 c1, c2 = st.columns([1, 3])

@@ -11,7 +11,7 @@ from odapp import cache
 from odapp.cli_config import command_line, knock_config
 from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, styled
-from odapp.layout import metric, page
+from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words
 from odcore.knock import (
     Classifier,
@@ -39,6 +39,7 @@ ctx = page(
     "defences add noise to the aggregates, at a price in accuracy (the MRE table).",
     icon="🚪",
 )
+needs_pairs(ctx, "Knock Knock (it needs each person's traces)")
 s = ctx.settings
 ts_config = TimeSeriesConfig(tz=ctx.loaded.tz)
 with engine_errors("Could not build the location time-series", "Load data with at least one full week."):

@@ -12,7 +12,7 @@ from odapp import cache
 from odapp.cli_config import design_config
 from odapp.errors import engine_errors
 from odapp.export import chart, reproduce, styled
-from odapp.layout import metric, page
+from odapp.layout import metric, needs_pairs, page
 from odapp.words import num, pct, probability_words, unit_words
 from odcore.design import DEFAULT_MAX_PAIRS, Goal, GoalKind
 from odcore.sheet import guarantee_sheet
@@ -25,6 +25,7 @@ ctx = page(
     "per-count setting.",
     icon="🛠️",
 )
+needs_pairs(ctx, "The release designer (it bounds each person's pairs)")
 s = ctx.settings
 GOAL_LABELS = {GoalKind.WEEK.value: "ε per person per week ≤ X",
                GoalKind.TOTAL.value: "ε per person over W weeks ≤ X",

@@ -10,7 +10,7 @@ import streamlit as st
 from odapp import cache, guide, projector
 from odapp.errors import engine_errors
 from odapp.export import chart, styled
-from odapp.layout import metric, page
+from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words
 from odcore.attack import wilson_interval
 from odcore.errors import ODCoreError
@@ -38,6 +38,7 @@ ctx = page(
     "the same rounds.",
     icon="🕵️",
 )
+needs_pairs(ctx, "The attacker game (it draws people and their pairs)")
 guide.panel(__file__, ctx)
 s = ctx.settings
 rcfg = s.release_config()

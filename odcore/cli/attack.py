@@ -149,6 +149,10 @@ def run_user_risk(args: argparse.Namespace) -> int:
     if args.resolution < 2:
         raise ParameterError(f"--resolution must be >= 2, got {args.resolution}.")
     _traces, od = od_from_args(args)
+    if not od.stats.get("pairs_available", True):
+        from odcore.odtable import NO_PAIRS_REASON
+
+        raise ParameterError(f"user-risk scores each person from their own pairs, but {NO_PAIRS_REASON}")
     pairs = od.pairs
     weeks = sorted(int(w) for w in pairs[WEEK].unique())
     if args.week not in weeks:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odcore.paths import SAMPLE_DATA_DIR
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from odcore.trips import ODData
 
 DEFAULT_INPUT = SAMPLE_DATA_DIR / "synthetic_city.parquet"
+STREAM_BYTES = 256 * 2**20   # the memory engine streams generic Parquet/CSV inputs from this size (and folders)
 
 # Local time zone of known formats (used when --tz auto): the Cabspotting README gives America/Los_Angeles.
 FORMAT_TZ = {"cabspotting": "America/Los_Angeles"}
@@ -64,6 +66,14 @@ def add_grid_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--cell-km2", type=float, default=1.3,
                    help="square grid cell area in km², same as --zones square:KM2 (default %(default)s, "
                         "Bassolas et al. 2022 reply)")
+    e = parser.add_argument_group("OD engine (identical results; odcore.engines)")
+    e.add_argument("--engine", default="memory", choices=["memory", "duckdb", "spark"],
+                   help="memory: numpy in this process; duckdb: embedded, out of core (streams Parquet/CSV with "
+                        "bounded memory); spark: PySpark, local mode or spark-submit (default %(default)s)")
+    e.add_argument("--memory-limit", default="3GB", metavar="SIZE",
+                   help="duckdb: memory limit before spilling to disk (default %(default)s)")
+    e.add_argument("--spark-master", default="local[2]", metavar="URL",
+                   help="spark: master when no session exists (default %(default)s; spark-submit sets its own)")
 
 
 def add_release_args(group) -> None:
@@ -105,7 +115,12 @@ def mapping_from_args(args: argparse.Namespace) -> dict[str, str] | None:
 
 def traces_from_args(args: argparse.Namespace) -> Traces:
     """Load the traces named by :func:`add_loader_args` options."""
+    from odcore.errors import ParameterError
+    from odcore.odtable import NO_PAIRS_REASON, is_counts_folder
     from odcore.traces import load_traces
+
+    if is_counts_folder(getattr(args, "input", None)):
+        raise ParameterError(f"--input {args.input}: this command needs traces, but {NO_PAIRS_REASON}")
 
     fmt = _format_of(args)
     bbox = getattr(args, "bbox", None)
@@ -150,10 +165,51 @@ def zones_note(df, cfg) -> None:
         grid_note(df, cfg.cell_km2 if spec is None else spec.value)
 
 
+def engine_options(args: argparse.Namespace) -> dict:
+    """Engine keyword arguments of ``--engine --memory-limit --spark-master``."""
+    engine = getattr(args, "engine", "memory") or "memory"
+    if engine == "duckdb":
+        return {"memory_limit": getattr(args, "memory_limit", "3GB")}
+    if engine == "spark":
+        return {"master": getattr(args, "spark_master", "local[2]")}
+    return {}
+
+
+def stream_source_from_args(args: argparse.Namespace):
+    """A :class:`odcore.engines.FileSource` when ``--input`` names generic Parquet/CSV files the engine reads
+    itself: always for duckdb/spark; for the memory engine when they are big (a folder of Parquet files or
+    >= :data:`STREAM_BYTES`), streamed in user shards. Else None (the loader reads the input)."""
+    from odcore.engines import file_source, is_streamable
+
+    if not is_streamable(args.input, _format_of(args)):
+        return None
+    if (getattr(args, "engine", "memory") or "memory") == "memory":
+        src = file_source(args.input, format=_format_of(args))
+        if not (Path(args.input).is_dir() and src.format == "parquet") and src.n_bytes < STREAM_BYTES:
+            return None
+    bbox = getattr(args, "bbox", None)
+    if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
+        bbox = None
+    fmt = _format_of(args)
+    return file_source(args.input, format=fmt, mapping=mapping_from_args(args), tz=resolve_tz(args, None),
+                       time_offset_s=getattr(args, "time_offset", 0.0) or 0.0, bbox=bbox,
+                       start=getattr(args, "start", None), end=getattr(args, "end", None))
+
+
 def od_from_args(args: argparse.Namespace) -> tuple[Traces, ODData]:
-    """Load traces and build the weekly unique OD counts (grid, hourly locations, trips)."""
-    from odcore.trips import build_od
+    """Load traces and build the weekly unique OD counts (grid, hourly locations, trips) with ``--engine``.
+
+    An OD counts folder (``trips --counts-out DIR``) as ``--input`` gives its table directly (no per-person pairs:
+    ``od.stats["pairs_available"]`` is False) and a :class:`odcore.odtable.CountsInput` in place of the traces.
+    """
+    from odcore.engines import build_od
+    from odcore.odtable import CountsInput, is_counts_folder, read_counts_folder
+
+    if is_counts_folder(getattr(args, "input", None)):
+        od = read_counts_folder(args.input)
+        return CountsInput(od), od
     traces = traces_from_args(args)
     cfg = od_config_from_args(args, traces.report.format)
     zones_note(traces.df, cfg)
-    return traces, build_od(traces.df, cfg)
+    od = build_od(traces.df, cfg, engine=getattr(args, "engine", "memory") or "memory", **engine_options(args))
+    return traces, od

@@ -25,7 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--extent-km", type=float, default=d.extent_km, help="city radius in km (default %(default)s)")
     p.add_argument("--start", default=d.start, help="first Monday, ISO date (default %(default)s)")
     p.add_argument("--tz", default=d.tz, help="local time zone of the daily schedule (default %(default)s)")
-    p.add_argument("--out", required=True, help="output file (.parquet or .csv[.gz])")
+    p.add_argument("--out", required=True,
+                   help="output file (.parquet or .csv[.gz]), or a folder (no suffix): Parquet files written in "
+                        "chunks of users, for big cities (any size in the memory of one chunk)")
+    p.add_argument("--chunk-users", type=int, default=200_000,
+                   help="users per chunk when --out is a folder (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(func=run_synth)
 
@@ -37,10 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_grid_args(q)
     q.add_argument("--threshold", type=int, default=100,
                    help="count pair-weeks with at least this many distinct users (default %(default)s)")
-    q.add_argument("--counts-out", default=None, metavar="FILE",
-                   help="also write the weekly counts table (week, origin, origin_name, destination, "
-                        "destination_name, count) to CSV/Parquet, and the used zones' geometry beside it "
-                        "(FILE's name + .zones.geojson)")
+    q.add_argument("--counts-out", default=None, metavar="DIR|FILE",
+                   help="DIR (no suffix): write an OD counts folder (Parquet partitioned by week, per-user-week "
+                        "figures, zones, manifest.json) that every subcommand and the dashboard accept as --input; "
+                        "FILE (.csv/.parquet): the weekly counts table (week, origin, origin_name, destination, "
+                        "destination_name, count) and the used zones' geometry beside it (FILE's name + "
+                        ".zones.geojson)")
     q.add_argument("--json", action="store_true", help="print JSON instead of text")
     q.set_defaults(func=run_trips)
 
@@ -63,6 +69,20 @@ def run_synth(args: argparse.Namespace) -> int:
                       extent_km=args.extent_km, start=args.start, tz=args.tz)
     out = Path(args.out)
     t0 = time.perf_counter()
+    if not out.suffix:
+        from odcore.synth import write_city_chunked
+
+        res = write_city_chunked(out, cfg, args.seed, chunk_users=args.chunk_users)
+        info = {"out": str(out), "users": cfg.users, "weeks": cfg.weeks, "seed": args.seed, "rows": res["rows"],
+                "files": len(res["files"]), "chunk_users": args.chunk_users,
+                "bytes": sum(Path(f).stat().st_size for f in res["files"]),
+                "seconds": round(time.perf_counter() - t0, 3)}
+        if args.json:
+            print_json(info)
+        else:
+            print(f"wrote {info['rows']:,} rows of {cfg.users:,} users x {cfg.weeks} week(s) to {out}/ in "
+                  f"{info['files']} Parquet files ({info['bytes'] / 1e6:.1f} MB, {info['seconds']} s)")
+        return 0
     with atomic_output(out) as tmp:
         if out.suffix.lower() in (".parquet", ".pq"):
             df = write_sample(tmp, cfg, args.seed)
@@ -83,39 +103,64 @@ def run_synth(args: argparse.Namespace) -> int:
 
 def run_trips(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
-    from odcore.cli.common import zones_note
+    from odcore.cli.common import engine_options, stream_source_from_args, zones_note
+    from odcore.engines import build_od
     from odcore.errors import ParameterError
-    from odcore.trips import build_od
+    from odcore.odtable import is_counts_folder, read_counts_folder, write_counts_folder
     from odcore.zones import add_zone_names, write_zone_geometry, zones_summary
 
     t0 = time.perf_counter()
-    traces = traces_from_args(args)
-    t1 = time.perf_counter()
-    cfg = od_config_from_args(args, traces.report.format)
-    zones_note(traces.df, cfg)
-    od = build_od(traces.df, cfg)
+    engine = args.engine
+    src = stream_source_from_args(args)
+    traces = None
+    folder_out = bool(args.counts_out) and not Path(args.counts_out).suffix
+    if is_counts_folder(args.input):   # an OD counts folder: its table as written
+        od = read_counts_folder(args.input)
+        t1 = time.perf_counter()
+        cfg = od.config
+        m = od.stats["manifest"]
+        source, fmt, engine = m.get("source"), "od-counts-folder", m.get("engine")
+        rows_read, rows_kept = od.stats.get("rows_read"), od.stats.get("rows_used")
+        dropped = {}
+        bbox_used = None
+    elif src is None:   # the loader reads the input (any format); the engine gets the table
+        traces = traces_from_args(args)
+        t1 = time.perf_counter()
+        cfg = od_config_from_args(args, traces.report.format)
+        zones_note(traces.df, cfg)
+        od = build_od(traces.df, cfg, engine=engine, keep_pairs=engine == "memory" and not folder_out,
+                      **engine_options(args))
+        rep = traces.report
+        source, fmt, rows_read, rows_kept = rep.source, rep.format, rep.rows_read, rep.rows_kept
+        dropped = dict(rep.rows_dropped)
+        bbox_used = rep.bbox_used
+    else:             # the engine streams the files itself (filters, duplicates and zones as the loader's)
+        t1 = t0
+        cfg = od_config_from_args(args, src.format)
+        od = build_od(src, cfg, engine=engine, keep_pairs=False, **engine_options(args))
+        source, fmt, rows_read, rows_kept = src.display, src.format, od.stats["rows_read"], od.stats["rows_used"]
+        dropped = {}
+        bbox_used = od.stats.get("bbox_used")
     t2 = time.perf_counter()
-    rep = traces.report
     s = od.summary(threshold=args.threshold)
-    dropped = dict(rep.rows_dropped)
     for k, v in od.stats.get("rows_dropped", {}).items():
         dropped[k] = dropped.get(k, 0) + v
     out = {
-        "input": rep.source,
-        "format": rep.format,
+        "input": source,
+        "format": fmt,
+        "engine": engine,
         "tz": cfg.tz,
         "users": s["users"],
         "weeks": s["weeks"],
         "week_starts": s["week_starts"],
-        "rows_read": rep.rows_read,
-        "rows_kept": rep.rows_kept,
+        **({} if traces is None else {
+            "rows_adjusted": dict(traces.report.rows_adjusted), "encoding": traces.report.encoding,
+            "time_unit": traces.report.time_unit, "time_min": traces.df["time"].min().isoformat(),
+            "time_max": traces.df["time"].max().isoformat()}),
+        "rows_read": rows_read,
+        "rows_kept": rows_kept,
         "rows_dropped": dropped,
-        "rows_adjusted": dict(rep.rows_adjusted),
-        "encoding": rep.encoding,
-        "time_unit": rep.time_unit,
-        "time_min": traces.df["time"].min().isoformat(),
-        "time_max": traces.df["time"].max().isoformat(),
-        "bbox_used": list(rep.bbox_used) if rep.bbox_used else None,
+        "bbox_used": list(bbox_used) if bbox_used else None,
         "cell_km2": s["cell_km2"],
         "zones": zones_summary(od.grid),
         "crs": s["crs"],
@@ -131,7 +176,11 @@ def run_trips(args: argparse.Namespace) -> int:
         "max_count": s["max_count"],
         "seconds": {"load": round(t1 - t0, 3), "build_od": round(t2 - t1, 3)},
     }
-    if args.counts_out:
+    if folder_out:
+        man = write_counts_folder(od, args.counts_out, source=source, engine=engine)
+        out["counts_out"] = str(args.counts_out)
+        out["counts_out_rows"] = man["rows"]["counts"]
+    elif args.counts_out:
         p = Path(args.counts_out)
         table = add_zone_names(od.counts, od.grid)
         geo_path = p.with_name(p.name.split(".")[0] + ".zones.geojson")

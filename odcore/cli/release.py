@@ -202,11 +202,17 @@ def run_release(args: argparse.Namespace) -> int:
     pairs = od.pairs
     week = s.get("week")
     if week is not None:
-        weeks_present = sorted(int(x) for x in pairs[WEEK].unique())
+        weeks_present = sorted(int(x) for x in (pairs if len(pairs) else od.counts)[WEEK].unique())
         if int(week) not in weeks_present:
             raise ParameterError(f"--week={week} has no trips; weeks with trips: {weeks_present}.")
         pairs = pairs[pairs[WEEK] == int(week)]
-    res = release_with_report(pairs, cfg, rng=s["seed"])
+    if od.stats.get("pairs_available", True):
+        res = release_with_report(pairs, cfg, rng=s["seed"])
+    else:   # an OD counts folder: the per-metric release from the counts (same draws as from the pairs)
+        from odcore.release import release_counts_with_report
+
+        counts = od.counts if week is None else od.counts[od.counts[WEEK] == int(week)]
+        res = release_counts_with_report(counts, cfg, rng=s["seed"])
     table = res.table
     # cell centroids and week start dates (Bassolas et al.: ~1.3 km² grid cells)
     cent = od.centroids().set_index(CELL)

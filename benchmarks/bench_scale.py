@@ -1,0 +1,143 @@
+"""Scaling of the trace -> weekly OD step: ``python -m odcore trips`` per engine, side by side, in one run.
+
+Inputs are synthetic cities written in chunks by ``python -m odcore synth --out DIR`` (a folder of Parquet files):
+0.1 M, 0.5 M, 1 M and 5 M users x 1 week and 1 M users x 4 weeks (``--quick``: 20 k and 50 k users). Datasets are
+generated once and kept under ``$ODCORE_BENCH_DATA`` (default ``/tmp/odcore-bench``); generation time is reported.
+``ODCORE_BENCH_SIZES=100000x1,1000000x4`` and ``ODCORE_BENCH_ENGINES=memory,duckdb`` choose a subset.
+
+Each (size, engine) runs ``python -m odcore trips --input DIR --engine E --json`` in a fresh process; wall time and
+the peak resident memory of the whole process tree (the Python process plus, for Spark, its JVM and Python workers;
+sampled every 0.1 s from /proc) are measured. A run is skipped, with the reason printed, when the engine's memory
+per user-week measured at a smaller size predicts more than ``LIMIT_GIB`` (the shared machine's per-process limit),
+or for Spark above ``SPARK_MAX_USERS`` (local mode on two cores: the estimated time exceeds the run's budget).
+Every finished run's OD table summary is compared with the DuckDB run of the same input (users, trips, unique trips,
+OD pairs, largest count).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("ODCORE_BENCH_DATA", "/tmp/odcore-bench"))
+LIMIT_GIB = 10.0
+SPARK_MAX_USERS = 1_000_000
+DUCKDB_MEMORY_LIMIT = "3GB"
+SIZES = [(100_000, 1), (500_000, 1), (1_000_000, 1), (5_000_000, 1), (1_000_000, 4)]
+QUICK_SIZES = [(20_000, 1), (50_000, 1)]
+ENGINES = ("memory", "duckdb", "spark")
+KEYS = ("users", "trips", "unique_trips", "od_pairs", "max_count")
+
+
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+            ppid, pages = int(parts[1]), int(parts[21])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+        rss[int(d)] = pages * os.sysconf("SC_PAGE_SIZE")
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo.extend(children.get(p, []))
+    return total
+
+
+def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, float, str, int]:
+    """(wall seconds, peak tree RSS in GiB, stdout, return code) of a command."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss(proc.pid))
+        time.sleep(0.1)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        print(err[-2000:], file=sys.stderr)
+    return wall, peak / 2**30, out, proc.returncode
+
+
+def dataset(users: int, weeks: int) -> tuple[Path, float | None]:
+    """The city folder (generated when missing) and the generation wall time (None when it existed)."""
+    d = DATA / f"city_{users}u_{weeks}w"
+    if (d / ".complete").is_file():
+        return d, None
+    wall, _, _, rc = run_measured([sys.executable, "-m", "odcore", "synth", "--users", str(users), "--weeks",
+                                   str(weeks), "--seed", "1", "--out", str(d), "--chunk-users", "250000", "--json"])
+    if rc != 0:
+        raise RuntimeError(f"synth failed for {users} users x {weeks} weeks")
+    (d / ".complete").write_text("ok")
+    return d, wall
+
+
+def run(quick: bool = False) -> list[dict]:
+    rows: list[dict] = []
+    per_uw: dict[str, float] = {}          # GiB per user-week, from the largest finished run of each engine
+    sizes = QUICK_SIZES if quick else SIZES
+    if os.environ.get("ODCORE_BENCH_SIZES"):      # e.g. "100000x1,1000000x1" (users x weeks)
+        sizes = [tuple(int(x) for x in item.split("x")) for item in os.environ["ODCORE_BENCH_SIZES"].split(",")]
+    engines = tuple(os.environ.get("ODCORE_BENCH_ENGINES", ",".join(ENGINES)).split(","))
+    print(f"{'users':>10} {'weeks':>5} | " + " | ".join(f"{e:^24}" for e in engines))
+    for users, weeks in sizes:
+        d, gen = dataset(users, weeks)
+        if gen is not None:
+            rows.append({"case": f"synth {users} users x {weeks} w", "metric": "generation wall", "value": gen,
+                         "unit": "s", "note": "python -m odcore synth --out DIR (chunks of 250k users)"})
+        uw = users * weeks
+        res: dict[str, dict] = {}
+        cells = []
+        for e in engines:
+            est = per_uw.get(e, 0.0) * uw
+            if est > LIMIT_GIB:
+                res[e] = {"skip": f"skipped: ~{est:.1f} GiB predicted > {LIMIT_GIB:g} GiB limit"}
+            elif e == "spark" and users > SPARK_MAX_USERS:
+                res[e] = {"skip": f"skipped: local Spark on {os.cpu_count()} cores above {SPARK_MAX_USERS:,} users "
+                                  "exceeds the run's time budget"}
+            else:
+                argv = [sys.executable, "-m", "odcore", "trips", "--input", str(d), "--engine", e, "--json",
+                        "--bbox", "none"]
+                if e == "duckdb":
+                    argv += ["--memory-limit", DUCKDB_MEMORY_LIMIT]
+                wall, peak, out, rc = run_measured(argv)
+                if rc != 0:
+                    res[e] = {"skip": f"failed (exit {rc})"}
+                else:
+                    summ = json.loads(out)
+                    res[e] = {"wall": wall, "peak": peak, "summary": {k: summ[k] for k in KEYS}}
+                    per_uw[e] = max(per_uw.get(e, 0.0), peak / uw)
+            r = res[e]
+            if "skip" in r:
+                cells.append(f"{r['skip'][:24]:<24}")
+                rows.append({"case": f"{users} users x {weeks} w, {e}", "metric": "skipped", "value": None,
+                             "unit": "", "note": r["skip"]})
+            else:
+                cells.append(f"{r['wall']:8.1f} s {r['peak']:7.2f} GiB  ")
+                rows.append({"case": f"{users} users x {weeks} w, {e}", "metric": "wall", "value": r["wall"],
+                             "unit": "s", "baseline": res.get("memory", {}).get("wall"),
+                             "ratio": (r["wall"] / res["memory"]["wall"]) if "wall" in res.get("memory", {}) else None,
+                             "note": f"peak {r['peak']:.2f} GiB, {r['peak'] * 2**20 / uw:.2f} KiB per user-week"})
+                rows.append({"case": f"{users} users x {weeks} w, {e}", "metric": "peak memory", "value": r["peak"],
+                             "unit": "GiB", "note": "process tree RSS, sampled every 0.1 s"})
+        ref = res.get("duckdb", {}).get("summary")
+        same = all(res[e]["summary"] == ref for e in engines if "summary" in res[e]) if ref else None
+        print(f"{users:>10,} {weeks:>5} | " + " | ".join(cells) + f" | tables agree: {same}")
+        for e in engines:
+            if "skip" in res[e]:
+                print(f"{'':>18}{e}: {res[e]['skip']}")
+    return rows

@@ -1,0 +1,293 @@
+"""The three engines (memory, DuckDB, Spark) give identical weekly OD tables and per-user figures.
+
+Spark runs in one local[2] session for the whole test session, on tiny inputs; the bundled city through Spark is
+marked slow (minutes on two cores).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from odcore.engines import ENGINES, build_od, file_source
+from odcore.engines.kernel import Bounds, fit_grid_bounds, hour_slots, week_of_slots
+from odcore.errors import ParameterError, TraceFormatError
+from odcore.grid import SquareGrid
+from odcore.paths import SAMPLE_DATA_DIR
+from odcore.traces import load_traces
+from odcore.trips import ODConfig
+from odcore.trips import build_od as build_memory
+
+# A line of points 2 km apart in San Francisco (distinct 1.3 km² cells).
+P_LAT = 37.70 + np.arange(12) * 0.018
+P_LON = np.full(12, -122.45)
+GRID = SquareGrid.fit(P_LAT, P_LON, 1.3)
+
+
+def _traces(rows) -> pd.DataFrame:
+    """rows: (user, time, point index); times tz-aware or naive UTC."""
+    users, times, idx = zip(*rows, strict=True)
+    ts = pd.DatetimeIndex([pd.Timestamp(t) if pd.Timestamp(t).tzinfo else pd.Timestamp(t, tz="UTC") for t in times])
+    return pd.DataFrame({"user": list(users), "time": ts.tz_convert("UTC"), "lat": P_LAT[list(idx)],
+                         "lon": P_LON[list(idx)]})
+
+
+def _edge_cases() -> dict[str, tuple[pd.DataFrame, str]]:
+    h = pd.Timedelta(hours=1)
+    t = pd.Timestamp("2024-01-08 10:10", tz="UTC")
+    ties = [("a", t, 3), ("a", t + pd.Timedelta(minutes=5), 1),                 # tie -> lower cell (1)
+            ("a", t + h, 5), ("a", t + h, 5), ("a", t + h + pd.Timedelta(minutes=1), 2),  # winner 5 (2 vs 1)
+            ("a", t + 2 * h, 5), ("a", t + 3 * h, 7),                              # same cell: no trip; then 5->7
+            ("b", t, 1), ("b", t + 2 * h, 4),                                      # gap of an hour: no trip
+            ("c", t, 2), ("c", t + h, 3), ("c", t + 2 * h, 2), ("c", t + 3 * h, 3)]  # repeated pair: unique 2
+    sun = pd.Timestamp("2024-01-14 23:30", tz="America/Los_Angeles")            # Sunday night -> Monday
+    weeks = [("a", sun, 0), ("a", sun + h, 1), ("a", sun + 2 * h, 2), ("b", sun + h, 0), ("b", sun + 2 * h, 3),
+             ("b", sun + pd.Timedelta(days=7), 4), ("b", sun + pd.Timedelta(days=7) + h, 5)]
+    fall = pd.Timestamp("2024-11-03 07:30", tz="UTC")                            # LA fall back at 09:00 UTC
+    spring = pd.Timestamp("2024-03-10 09:30", tz="UTC")                          # LA spring forward at 10:00 UTC
+    dst = [("a", fall + i * h, i % 3) for i in range(5)] + [("b", spring + i * h, (i * 2) % 5) for i in range(5)] \
+        + [("c", fall + h, 6), ("c", fall + 2 * h, 7)]
+    lh = pd.Timestamp("2024-04-06 14:10", tz="UTC")                              # Lord Howe: 30-minute DST change
+    half = [("a", lh + i * pd.Timedelta(minutes=40), i % 4) for i in range(8)] + [("b", lh, 1), ("b", lh + h, 2)]
+    one = [("solo", t + i * h, i % 3) for i in range(6)]
+    return {"ties": (_traces(ties), "UTC"), "weeks": (_traces(weeks), "America/Los_Angeles"),
+            "dst": (_traces(dst), "America/Los_Angeles"), "half_hour_dst": (_traces(half), "Australia/Lord_Howe"),
+            "one_user": (_traces(one), "UTC")}
+
+
+EDGE = _edge_cases()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    pytest.importorskip("pyspark")
+    import shutil
+
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs Java 17+ (.ci/run installs openjdk-17-jre-headless)")
+    from odcore.engines.spark_engine import spark_session
+
+    s = spark_session("local[2]", "1g", shuffle_partitions=2)
+    yield s
+    s.stop()
+
+
+def assert_same(a, b, pairs: bool = True) -> None:
+    """Identical OD tables, per-user-week trips / unique trips, (pairs), weeks and used cells."""
+    assert a.week_starts == b.week_starts
+    pd.testing.assert_frame_equal(a.counts, b.counts)
+    pd.testing.assert_frame_equal(a.user_week, b.user_week)
+    if pairs:
+        pd.testing.assert_frame_equal(a.pairs, b.pairs)
+    np.testing.assert_array_equal(a.cells, b.cells)
+    assert a.stats["user_hours"] == b.stats["user_hours"]
+
+
+@pytest.mark.parametrize("case", sorted(EDGE))
+def test_duckdb_matches_memory_on_edge_cases(case):
+    df, tz = EDGE[case]
+    m = build_memory(df, ODConfig(tz=tz), grid=GRID)
+    d = build_od(df, ODConfig(tz=tz), grid=GRID, engine="duckdb")
+    assert_same(m, d)
+    assert len(m.counts) > 0
+
+
+def test_edge_cases_have_the_expected_answers():
+    """The fixtures test what they say (memory engine, checked by hand)."""
+    m = build_memory(EDGE["ties"][0], ODConfig(), grid=GRID)
+    uw = m.user_week.set_index("user")
+    assert uw.loc["a", "trips"] == 2
+    assert uw.loc["b", "trips"] == 0
+    assert uw.loc["c", "unique_trips"] == 2
+    cell = GRID.assign(P_LAT, P_LON)
+    a = m.pairs[m.pairs["user"] == "a"]
+    assert set(zip(a["origin"], a["destination"], strict=True)) == {(cell[1], cell[5]), (cell[5], cell[7])}
+    w = build_memory(EDGE["weeks"][0], ODConfig(tz="America/Los_Angeles"), grid=GRID)
+    assert w.week_starts == ["2024-01-08", "2024-01-15", "2024-01-22"]
+    assert (w.pairs["week"] == 0).sum() == 1      # the Sunday 23:30 -> Monday 00:30 trip counts in week 0
+
+
+def test_spark_matches_memory_on_edge_cases(spark):
+    """One Spark job per time zone (cases of a zone side by side, users prefixed), plus the one-user case."""
+    groups: dict[str, list[pd.DataFrame]] = {}
+    for case, (df, tz) in sorted(EDGE.items()):
+        key = "one_user" if case == "one_user" else tz
+        groups.setdefault(key, []).append(df.assign(user=case + ":" + df["user"]))
+    assert len(groups) == 4
+    for key, parts in groups.items():
+        tz = "UTC" if key == "one_user" else key
+        df = pd.concat(parts, ignore_index=True)
+        m = build_memory(df, ODConfig(tz=tz), grid=GRID)
+        s = build_od(df, ODConfig(tz=tz), grid=GRID, engine="spark", spark=spark)
+        assert_same(m, s)
+
+
+def _random_city(n_users: int, seed: int) -> pd.DataFrame:
+    """Random walks with many ties and repeats on a small grid, over two weeks, string user ids."""
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(20, 60, n_users)
+    user = np.repeat([f"u{i:03d}" for i in range(n_users)], rows)
+    t0 = pd.Timestamp("2024-03-04", tz="UTC").value // 10**9
+    t = t0 + rng.integers(0, 14 * 24 * 3600, rows.sum())
+    p = rng.integers(0, 12, rows.sum())
+    return pd.DataFrame({"user": user, "time": pd.to_datetime(t, unit="s", utc=True), "lat": P_LAT[p],
+                         "lon": P_LON[p] + rng.normal(0, 0.002, p.size)})
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_duckdb_matches_memory_on_random_cities(seed):
+    df = _random_city(150, seed)
+    for tz in ("UTC", "Europe/Paris"):
+        m = build_od(df, ODConfig(tz=tz), engine="memory")
+        d = build_od(df, ODConfig(tz=tz), engine="duckdb", shard_rows=2_000)  # several user shards
+        assert d.stats["shards"] > 1
+        assert_same(m, d)
+
+
+def test_all_engines_on_a_random_city_with_the_default_grid(spark):
+    df = _random_city(60, 7)
+    m, d, s = (build_od(df, ODConfig(tz="Europe/Paris"), engine=e, spark=spark) if e == "spark"
+               else build_od(df, ODConfig(tz="Europe/Paris"), engine=e) for e in ENGINES)
+    assert_same(m, d)
+    assert_same(m, s)
+
+
+def test_bundled_city_duckdb_identical():
+    df = pd.read_parquet(SAMPLE_DATA_DIR / "synthetic_city.parquet")
+    m = build_od(df, ODConfig(), engine="memory")
+    d = build_od(df, ODConfig(), engine="duckdb")
+    assert_same(m, d)
+    assert m.counts["count"].max() >= 100
+
+
+@pytest.mark.slow
+def test_bundled_city_spark_identical(spark):
+    df = pd.read_parquet(SAMPLE_DATA_DIR / "synthetic_city.parquet")
+    assert_same(build_od(df, ODConfig(), engine="memory"), build_od(df, ODConfig(), engine="spark", spark=spark))
+
+
+def _messy_file(tmp_path) -> tuple[str, pd.DataFrame]:
+    """A Parquet file with duplicates, missing values, a far GPS glitch and rows outside a date range."""
+    df = _random_city(40, 3)
+    df = pd.concat([df, df.iloc[:25]], ignore_index=True)                    # 25 exact duplicates
+    df.loc[3, "lat"] = np.nan
+    df.loc[5, "time"] = pd.NaT
+    df.loc[7, "lat"], df.loc[7, "lon"] = 40.0, -100.0                        # far away
+    path = tmp_path / "messy.parquet"
+    df.to_parquet(path, index=False)
+    return str(path), df
+
+
+def test_file_source_streams_like_the_loader(tmp_path, spark):
+    """A Parquet file read by each engine itself: same filters, drops, grid and tables as load_traces + memory."""
+    path, _ = _messy_file(tmp_path)
+    opts = {"tz": "Europe/Paris", "bbox": "36.0,-123.0,39.0,-122.0", "start": "2024-03-05", "end": "2024-03-15"}
+    tr = load_traces(path, **opts)
+    src = file_source(path, **opts)
+    cfg = ODConfig(tz="Europe/Paris")
+    m = build_od(src, cfg, engine="memory")
+    d = build_od(src, cfg, engine="duckdb")
+    s = build_od(src, cfg, engine="spark", spark=spark)
+    assert_same(m, build_od(tr, cfg, engine="memory"))
+    assert_same(m, d)
+    assert_same(m, s)
+    want = dict(tr.report.rows_dropped)
+    assert want["duplicate_row"] > 0
+    assert want["missing_value"] == 2
+    assert want["outside_bbox"] == 1
+    for od in (d, s):
+        got = {k: v for k, v in od.stats["rows_dropped"].items() if k != "outside_grid"}
+        assert got == want, od.stats["engine"]
+
+
+@pytest.mark.parametrize("shard_rows", [300, 10**9])
+def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows):
+    """The memory engine on files (sharded by a hash of the user) equals the loader + build_od; text user ids."""
+    path, _ = _messy_file(tmp_path)
+    opts = {"tz": "Europe/Paris", "bbox": "36.0,-123.0,39.0,-122.0"}
+    cfg = ODConfig(tz="Europe/Paris")
+    m = build_od(file_source(path, **opts), cfg, engine="memory", shard_rows=shard_rows)
+    assert (m.stats["shards"] > 1) == (shard_rows == 300)
+    ref = build_od(load_traces(path, **opts), cfg, engine="memory")
+    assert_same(m, ref)
+    assert m.stats["rows_dropped"]["duplicate_row"] == ref.stats.get("rows_dropped", {}).get(
+        "duplicate_row", load_traces(path, **opts).report.rows_dropped["duplicate_row"])
+
+
+def test_user_hash_is_deterministic_and_spreads():
+    import pyarrow as pa
+
+    from odcore.engines.memory_stream import user_hash
+
+    text = pa.array([f"user-{i}" for i in range(20_000)] + ["", "é", "user-1"])
+    h = user_hash(text)
+    assert h[1] == h[-1]
+    assert h[-3] != h[-2]
+    assert len(np.unique(h)) == 20_002                                      # no collision among distinct ids
+    shards = np.bincount((h[:20_000] % np.uint64(8)).astype(np.int64), minlength=8)
+    assert shards.min() > 2_000                                             # about 2,500 per shard
+    ints = user_hash(pa.array(np.arange(20_000, dtype=np.int64)))
+    assert len(np.unique(ints)) == 20_000
+    np.testing.assert_array_equal(user_hash(text.slice(5, 10)), h[5:15])    # offsets of sliced arrays
+
+
+def test_file_source_auto_bbox_and_errors(tmp_path):
+    path, df = _messy_file(tmp_path)
+    d = build_od(file_source(path, bbox="auto"), ODConfig(), engine="duckdb")
+    m = build_od(file_source(path, bbox="auto"), ODConfig(), engine="memory")
+    assert_same(m, d)                       # the sample is the whole (small) file: the loader's robust box
+    assert d.stats["rows_dropped"]["outside_bbox"] >= 1                    # at least the far glitch
+    bad = df.assign(lat=df["lon"], lon=df["lat"])
+    bad.to_parquet(tmp_path / "swapped.parquet", index=False)
+    with pytest.raises(TraceFormatError, match="outside"):
+        build_od(file_source(tmp_path / "swapped.parquet"), ODConfig(), engine="duckdb")
+    with pytest.raises(ParameterError, match="engine must be one of"):
+        build_od(df, ODConfig(), engine="hadoop")
+
+
+def test_grid_from_bounds_covers_every_point_and_matches_fit_cells():
+    rng = np.random.default_rng(0)
+    lat = 37.6 + rng.random(5000) * 0.3
+    lon = -122.5 + rng.random(5000) * 0.3
+    b = Bounds()
+    for i in range(0, 5000, 1000):                                         # a streaming pass in chunks
+        b.update(lat[i:i + 1000], lon[i:i + 1000])
+    g = fit_grid_bounds(b, 1.3)
+    ref = SquareGrid.fit(lat, lon, 1.3)
+    assert g.crs == ref.crs
+    assert (g.assign(lat, lon) >= 0).all()
+    # same squares: the cell corners agree modulo the side (origins snapped to multiples of the side)
+    assert (g.x0 - ref.x0) % g.side_m == pytest.approx(0, abs=1e-6) or \
+        (g.x0 - ref.x0) % g.side_m == pytest.approx(g.side_m, abs=1e-6)
+
+
+def test_hour_slots_and_weeks():
+    t = np.array([pd.Timestamp("2024-11-03 08:30", tz="UTC").value // 10**9,
+                  pd.Timestamp("2024-11-03 09:30", tz="UTC").value // 10**9])
+    s = hour_slots(t, "America/Los_Angeles")
+    assert s[1] - s[0] == 1                                                # the fall-back hour is a real hour
+    kol = hour_slots(np.array([pd.Timestamp("2024-01-08 00:29", tz="UTC").value // 10**9]), "Asia/Kolkata")
+    # 05:59 local: slot starts at 05:00 local = 23:30 UTC the day before
+    assert kol[0] * 3600 - 1800 == pd.Timestamp("2024-01-07 23:30", tz="UTC").value // 10**9
+    w = week_of_slots(np.array([pd.Timestamp("2024-01-14 23:00", tz="UTC").value // 10**9 // 3600,
+                                pd.Timestamp("2024-01-15 00:00", tz="UTC").value // 10**9 // 3600]), "UTC")
+    assert w[1] - w[0] == 1
+
+
+def test_cli_trips_engines_agree_on_a_streamed_file(tmp_path, capsys):
+    """``trips --engine duckdb`` streams the Parquet file itself and reports what the memory engine reports."""
+    import json
+
+    from odcore.cli import main
+
+    path, _ = _messy_file(tmp_path)
+    outs = {}
+    for engine in ("memory", "duckdb"):
+        assert main(["trips", "--input", path, "--engine", engine, "--bbox", "36,-123,39,-122", "--tz", "UTC",
+                     "--threshold", "2", "--json"]) == 0
+        outs[engine] = json.loads(capsys.readouterr().out)
+    keys = ("users", "weeks", "week_starts", "rows_read", "rows_kept", "rows_dropped", "cells", "grid_cells",
+            "user_hours", "trips", "unique_trips", "od_pairs", "od_pairs_over_threshold", "max_count")
+    assert {k: outs["memory"][k] for k in keys} == {k: outs["duckdb"][k] for k in keys}
+    assert outs["duckdb"]["engine"] == "duckdb"
