@@ -14,6 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 K_OPEN = "odlab.guide_open"     # the tour is shown (True on a first visit)
+K_STARTED = "odlab.guide_started"   # the visitor has been on step 1 or pressed Back/Next/Guided tour
 
 
 @dataclass(frozen=True)
@@ -76,11 +77,16 @@ def _close() -> None:
     st.session_state[K_OPEN] = False
 
 
+def _start() -> None:
+    st.session_state[K_STARTED] = True
+
+
 def reopen_button() -> None:
     """Sidebar button: reopen the tour at step 1."""
     if st.button("Guided tour", key="guide_reopen", icon=":material/school:", width="stretch",
                  help="Open the guided tour again, from step 1 (what an OD flow is)."):
         st.session_state[K_OPEN] = True
+        _start()
         st.switch_page(STEPS[0].page)
 
 
@@ -118,23 +124,36 @@ def panel(page_file: str, ctx=None) -> None:
         return
     step = STEPS[i]
     n = len(STEPS)
+    if i == 0:
+        _start()
+    if not st.session_state.get(K_STARTED, False):
+        # A first visit that lands straight on a deeper page: offer the tour in one line rather than push the
+        # page's content (the OD release map) below the first screen.
+        with st.expander(f":material/school: Guided tour · step {i + 1} of {n}: {step.title}", expanded=False):
+            _step_body(i, step, n, ctx)
+        return
     with st.container(border=True, key=f"guide_step_{i + 1}"):
         st.markdown(f"#### :material/school: Guided tour · step {i + 1} of {n}: {step.title}")
-        st.markdown(step.text)
-        st.markdown("**Touch:** " + " · ".join(step.controls))
-        c = st.columns([1, 2, 1, 2])
-        if i > 0 and c[0].button("← Back", key="guide_back", help=f"Step {i}: {STEPS[i - 1].title}"):
-            st.switch_page(STEPS[i - 1].page)
-        if i + 1 < n:
-            if c[1].button(f"Next: {STEPS[i + 1].title} →", key="guide_next", type="primary",
-                           help=f"Step {i + 2} of {n}, on its page."):
-                st.switch_page(STEPS[i + 1].page)
-        elif ctx is not None:
-            c[1].download_button(
-                "Worksheet (HTML, printable)", key="guide_worksheet", on_click="ignore", icon=":material/print:",
-                data=lambda: worksheet(ctx.settings, ctx.od, od_config=ctx.od_config),
-                file_name="od_privacy_lab_worksheet.html", mime="text/html",
-                help="Questions for a class with the answers on a separate page, computed by the lab for the "
-                     "current settings.")
-        c[2].button("Close the tour", key="guide_close", on_click=_close,
-                    help="Hide the tour; reopen it with 'Guided tour' in the sidebar.")
+        _step_body(i, step, n, ctx)
+
+
+def _step_body(i: int, step: Step, n: int, ctx) -> None:
+    """The step's text, the controls to touch, and the Back / Next / worksheet / Close buttons."""
+    st.markdown(step.text)
+    st.markdown("**Touch:** " + " · ".join(step.controls))
+    c = st.columns([1, 2, 1, 2])
+    if i > 0 and c[0].button("← Back", key="guide_back", help=f"Step {i}: {STEPS[i - 1].title}", on_click=_start):
+        st.switch_page(STEPS[i - 1].page)
+    if i + 1 < n:
+        if c[1].button(f"Next: {STEPS[i + 1].title} →", key="guide_next", type="primary",
+                       help=f"Step {i + 2} of {n}, on its page.", on_click=_start):
+            st.switch_page(STEPS[i + 1].page)
+    elif ctx is not None:
+        c[1].download_button(
+            "Worksheet (HTML, printable)", key="guide_worksheet", on_click="ignore", icon=":material/print:",
+            data=lambda: worksheet(ctx.settings, ctx.od, od_config=ctx.od_config),
+            file_name="od_privacy_lab_worksheet.html", mime="text/html",
+            help="Questions for a class with the answers on a separate page, computed by the lab for the "
+                 "current settings.")
+    c[2].button("Close the tour", key="guide_close", on_click=_close,
+                help="Hide the tour; reopen it with 'Guided tour' in the sidebar.")
