@@ -128,6 +128,8 @@ def _check_parameters(args: argparse.Namespace) -> None:
               and (k in typed or (isinstance(v, (int, float)) and not isinstance(v, bool))
                    or (isinstance(v, str) and numeric_list.match(v)))}
     for k, v in check_params(values).items():
+        if k not in typed and isinstance(values[k], str):
+            continue   # an untyped list flag (--epsilon 1 or 0.1,1) stays text for its command to split; it was checked
         setattr(args, k, v)
 
 
