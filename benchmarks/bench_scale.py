@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from odapp.live import tree_rss_bytes
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("ODCORE_BENCH_DATA", "/tmp/odcore-bench"))
 LIMIT_GIB = 10.0
@@ -34,29 +36,6 @@ ENGINES = ("memory", "duckdb", "spark")
 KEYS = ("users", "trips", "unique_trips", "od_pairs", "max_count")
 
 
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and all its descendants (from /proc)."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                parts = f.read().rsplit(")", 1)[1].split()
-            ppid, pages = int(parts[1]), int(parts[21])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(d))
-        rss[int(d)] = pages * os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        total += rss.get(p, 0)
-        todo.extend(children.get(p, []))
-    return total
-
-
 def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, float, str, int]:
     """(wall seconds, peak tree RSS in GiB, stdout, return code) of a command."""
     t0 = time.perf_counter()
@@ -64,7 +43,7 @@ def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, float
                             env={**os.environ, **(env or {})})
     peak = 0
     while proc.poll() is None:
-        peak = max(peak, _tree_rss(proc.pid))
+        peak = max(peak, tree_rss_bytes(proc.pid))
         time.sleep(0.1)
     out, err = proc.communicate()
     wall = time.perf_counter() - t0
