@@ -28,6 +28,21 @@ def streamlit_url():
         pytest.fail(f"{e}; see .pytest_cache_streamlit.log")
 
 
+@pytest.fixture(scope="module")
+def at():
+    """One AppTest session of the dashboard per test module, on the landing page (the caches warm up once); skips
+    when the bundled sample is missing. A module that needs another start (test_app_counts) defines its own."""
+    from streamlit.testing.v1 import AppTest
+
+    if not (REPO_ROOT / "sample_data" / "synthetic_city.parquet").is_file():
+        pytest.skip("bundled sample missing (make sample-data)")
+    app = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=300)
+    app.run()
+    assert not app.exception, [e.message for e in app.exception]
+    assert not app.error, [e.value for e in app.error]
+    return app
+
+
 @pytest.fixture(scope="session")
 def browser():
     """A headless Debian Chromium driven by Playwright (never Playwright's own browser download)."""

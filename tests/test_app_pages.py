@@ -38,18 +38,6 @@ def _no_errors(at) -> None:
     assert not at.error, [e.value for e in at.error]
 
 
-@pytest.fixture(scope="module")
-def at():
-    from streamlit.testing.v1 import AppTest
-
-    if not SAMPLE.is_file():
-        pytest.skip("bundled sample missing (make sample-data)")
-    app = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=120)
-    app.run()
-    _no_errors(app)
-    return app
-
-
 def test_landing_page_has_sidebar_and_tour(at):
     assert at.title[0].value == "OD Privacy Lab"
     assert any("per metric" in m.value for m in at.markdown)

@@ -31,19 +31,6 @@ ROUND_COUNTS = [20, pytest.param(200, marks=pytest.mark.slow)]
 
 
 @pytest.fixture(scope="module")
-def at():
-    """One AppTest session for the module (the caches warm up once); each test starts from the home page."""
-    from streamlit.testing.v1 import AppTest
-
-    if not SAMPLE.is_file():
-        pytest.skip("bundled sample missing (make sample-data)")
-    app = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=120)
-    app.run()
-    _no_errors(app)
-    return app
-
-
-@pytest.fixture(scope="module")
 def theory_k32():
     """The game's theory at k = 32 for the first n rounds the page deals with seed 2022 (engine, independent of the
     page): a function of n."""

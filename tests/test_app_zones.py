@@ -25,16 +25,6 @@ def _no_errors(at) -> None:
     assert not at.error, [e.value for e in at.error]
 
 
-@pytest.fixture(scope="module")
-def at():
-    from streamlit.testing.v1 import AppTest
-
-    app = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=300)
-    app.run()
-    _no_errors(app)
-    return app
-
-
 def test_bundled_districts_on_every_page(at):
     at.switch_page("pages/1_Data.py").run()
     at.sidebar.radio(key="w.zone_kind").set_value("file").run()
