@@ -46,3 +46,32 @@ def test_pages_needing_pairs_say_why(at, page):
     assert not at.exception, [e.message for e in at.exception]
     text = " ".join(i.value for i in at.info)
     assert "counts folder" in text
+
+
+@pytest.mark.slow
+def test_a_million_user_counts_folder_opens_and_releases(tmp_path):
+    """The issue's check at scale: a 1 M-user counts folder (DuckDB engine, streamed) opens in the dashboard and the
+    release and budget pages work. Needs the benchmark's city (``python -m benchmarks -k scale`` writes it)."""
+    import json
+    import os
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    city = Path(os.environ.get("ODCORE_BENCH_DATA", "/tmp/odcore-bench")) / "city_1000000u_1w"
+    if not (city / ".complete").is_file():
+        pytest.skip(f"{city} not generated (python -m odcore synth --users 1000000 --weeks 1 --out {city})")
+    folder = tmp_path / "od1m"
+    assert main(["trips", "--input", str(city), "--engine", "duckdb", "--counts-out", str(folder)]) == 0
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["users"] >= 990_000
+    app = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=300)
+    app.session_state[K_SOURCE] = DataSource.COUNTS.value
+    app.session_state[K_COUNTS_DIR] = str(folder)
+    app.run()
+    for page in ("pages/2_OD_release.py", "pages/4_Privacy_budget.py"):
+        app.switch_page(page).run()
+        assert not app.exception, [e.message for e in app.exception]
+        assert not app.error, [e.value for e in app.error]
+    app.switch_page("pages/2_OD_release.py").run()
+    assert any("published" in m.label.lower() or "pairs" in m.label.lower() for m in app.metric)

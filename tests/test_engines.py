@@ -246,6 +246,48 @@ def test_file_source_auto_bbox_and_errors(tmp_path):
         build_od(df, ODConfig(), engine="hadoop")
 
 
+def _glitchy_city(path, n_users: int = 1_500, per_user: int = 160, seed: int = 3) -> int:
+    """More rows than the robust box's sample (``SAMPLE_ROWS``): a city with 3 % far GPS glitches, so the box
+    depends on which rows are sampled. Returns the row count."""
+    from odcore.engines.kernel import SAMPLE_ROWS
+
+    rng = np.random.default_rng(seed)
+    n = n_users * per_user
+    assert n > SAMPLE_ROWS
+    t0 = pd.Timestamp("2024-03-04", tz="UTC").value // 10**9
+    lat = 37.75 + rng.normal(0, 0.03, n)
+    lon = -122.42 + rng.normal(0, 0.03, n)
+    far = rng.random(n) < 0.03
+    lat[far] += rng.uniform(-1.5, 1.5, far.sum())
+    lon[far] += rng.uniform(-1.5, 1.5, far.sum())
+    pd.DataFrame({"user": np.repeat(np.arange(n_users), per_user),
+                  "time": pd.to_datetime(t0 + rng.integers(0, 7 * 24 * 3600, n), unit="s", utc=True),
+                  "lat": lat.round(5), "lon": lon.round(5)}).to_parquet(path, index=False)
+    return n
+
+
+def test_auto_bbox_on_a_big_input_gives_every_engine_the_same_grid(tmp_path, spark):
+    """Above SAMPLE_ROWS rows the robust box comes from a sample; every engine samples the same rows (a hash of the
+    coordinates, kernel.sample_batch), so the box, the grid and the tables agree."""
+    from odcore.traces import BBox
+
+    path = tmp_path / "glitchy.parquet"
+    _glitchy_city(path)
+    src = file_source(path, bbox="auto")
+    m = build_od(src, ODConfig(), engine="memory", shard_rows=100_000)
+    d = build_od(src, ODConfig(), engine="duckdb")
+    s = build_od(src, ODConfig(), engine="spark", spark=spark)
+    df = pd.read_parquet(path)
+    full = BBox.robust(df["lat"].to_numpy(), df["lon"].to_numpy()).as_tuple()
+    assert m.stats["bbox_used"] != full                     # a sample, not every row: sampling matters here
+    np.testing.assert_allclose(m.stats["bbox_used"], full, atol=0.05)   # ... and it is a fair one
+    for od in (d, s):
+        assert od.stats["bbox_used"] == m.stats["bbox_used"], od.stats["engine"]
+        assert od.stats["rows_dropped"]["outside_bbox"] == m.stats["rows_dropped"]["outside_bbox"]
+        assert od.grid.to_dict() == m.grid.to_dict()
+        assert_same(m, od, pairs=False)
+
+
 def test_grid_from_bounds_covers_every_point_and_matches_fit_cells():
     rng = np.random.default_rng(0)
     lat = 37.6 + rng.random(5000) * 0.3

@@ -104,12 +104,11 @@ class _Scan:
                 raise TraceFormatError(f"cannot parse {bad[0][0]!r} as a number.", file=self.source.display,
                                        column=col)
 
-    def sample(self, n: int = 200_000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """A repeatable reservoir sample of valid coordinates (for the robust box)."""
-        sql = (f"SELECT lat, lon FROM ({self.sql}) WHERE lat IS NOT NULL AND lon IS NOT NULL "
-               f"AND user IS NOT NULL AND time IS NOT NULL USING SAMPLE reservoir({int(n)} ROWS) REPEATABLE ({seed})")
-        df = self.con.execute(sql).df()
-        return df[LAT].to_numpy(np.float64), df[LON].to_numpy(np.float64)
+    def count_exact(self) -> int:
+        """The source's row count (CSV: DuckDB counts the rows; :meth:`count` only estimates it from the size)."""
+        if self.sql is None:
+            return len(self.source)
+        return int(self.con.execute(f"SELECT count(*) FROM ({self.sql})").fetchall()[0][0])
 
     def batches(self):
         """Yield (user Arrow array, time pandas Series, lat, lon) per batch."""
@@ -146,10 +145,13 @@ def _resolve_bbox(scan: _Scan, source) -> tuple[float, float, float, float] | No
     if not isinstance(source, FileSource) or source.bbox is None:
         return None
     if isinstance(source.bbox, str) and source.bbox.strip().lower() == "auto":
-        lat, lon = scan.sample()
-        if lat.size == 0:
-            raise TraceFormatError("no usable rows (every row misses a value).", file=source.display)
-        return BBox.robust(lat, lon).as_tuple()
+        n_rows = scan.count_exact()
+        la, lo = [], []
+        for user, time_, lat, lon in scan.batches():   # the same rows as every engine's sample
+            a, b = K.sample_batch(user, time_, lat, lon, n_rows)
+            la.append(a)
+            lo.append(b)
+        return K.robust_bbox(la, lo, source.display)
     return BBox.parse(source.bbox).as_tuple()
 
 

@@ -23,7 +23,8 @@ from odcore.constants import COUNT, DESTINATION, LAT, LON, ORIGIN, TIME, TRIPS, 
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.grid import SquareGrid
 
-__all__ = ["ENGINES", "Bounds", "PrepStats", "fit_grid_bounds", "hour_slots", "week_of_slots", "week_starts_of"]
+__all__ = ["ENGINES", "SAMPLE_ROWS", "Bounds", "PrepStats", "fit_grid_bounds", "hour_slots", "mix64", "robust_bbox",
+           "sample_batch", "week_of_slots", "week_starts_of"]
 
 ENGINES = ("memory", "duckdb", "spark")
 
@@ -253,6 +254,54 @@ def filter_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Fil
         code[out] = 3
         st.drop(DROP_DATES, int(out.sum()))
     return code, t
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The robust box's sample (``bbox="auto"``): the same rows in every engine
+# ---------------------------------------------------------------------------------------------------------------
+
+SAMPLE_ROWS = 200_000
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser (a bijection of uint64), vectorised."""
+    x = np.asarray(x).astype(np.uint64, copy=True)
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(30)
+        x *= _MIX1
+        x ^= x >> np.uint64(27)
+        x *= _MIX2
+        x ^= x >> np.uint64(31)
+    return x
+
+
+def sample_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, n_rows: int) -> tuple[np.ndarray,
+                                                                                                  np.ndarray]:
+    """The rows of one raw batch that enter the robust box's sample: ``(lat, lon)`` of the selected rows.
+
+    Rows with every value present; all of them when the source has at most :data:`SAMPLE_ROWS` rows (then the box
+    is the loader's), else those whose hash of the coordinates' bits falls below ``SAMPLE_ROWS / n_rows`` of the
+    64-bit range. The choice depends only on a row's own values and the source's total row count, not on batch
+    sizes, order or partitioning, so every engine feeds :meth:`odcore.traces.BBox.robust` the same multiset of
+    points and lays the same grid.
+    """
+    ok = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | np.asarray(pd.isna(time), dtype=bool))
+    if n_rows > SAMPLE_ROWS:
+        bits_lat = (lat + 0.0).view(np.uint64)          # + 0.0: -0.0 and 0.0 are one coordinate
+        bits_lon = (lon + 0.0).view(np.uint64)
+        h = mix64(mix64(bits_lat) ^ bits_lon)
+        ok &= h < np.uint64(int(SAMPLE_ROWS / n_rows * 2.0**64))
+    return lat[ok], lon[ok]
+
+
+def robust_bbox(lats: list[np.ndarray], lons: list[np.ndarray], source: str) -> tuple[float, float, float, float]:
+    """:meth:`odcore.traces.BBox.robust` of the sampled points (order does not matter: percentiles)."""
+    from odcore.traces import BBox
+
+    if not lats or sum(len(x) for x in lats) == 0:
+        raise TraceFormatError("no usable rows (every row misses a value).", file=source)
+    return BBox.robust(np.concatenate(lats), np.concatenate(lons)).as_tuple()
 
 
 def assign_batch(grid, lat: np.ndarray, lon: np.ndarray, t: np.ndarray, tz: str, st: PrepStats):

@@ -1,18 +1,19 @@
-"""The memory engine on files: streamed, sharded by a hash of the user, compact arrays.
+"""The memory engine on files: streamed, sharded by a hash of the user, one shard in memory at a time.
 
 Instead of loading the whole trace table into pandas (``load_traces``) and running :func:`odcore.trips.build_od` on
-it, the files are read in Arrow batches (``pyarrow.dataset``), filtered like the loader does
-(:func:`odcore.engines.kernel.filter_batch`), mapped to (zone, hour slot) with the shared per-row code, and kept
-as compact arrays split into user shards by a 64-bit hash of the user id (numpy over the Arrow buffers: no Python
-object per id). Each shard then runs the numpy kernel (:func:`odcore.trips._winners`, :func:`odcore.trips.
-_od_tables`) alone; the distinct-user counts of the shards are summed, which is exact because every user is in
-exactly one shard. Text user ids are factorised per shard by Arrow (``dictionary_encode``), so distinct ids never
-merge, whatever their hashes.
-"""
+it, the files are read in Arrow batches (``pyarrow.dataset``: the four columns only, one batch in flight), filtered
+like the loader does (:func:`odcore.engines.kernel.filter_batch`) and split into user shards by a 64-bit hash of
+the user id (numpy over the Arrow buffers: no Python object per id). With several shards each goes to a temporary
+Arrow IPC file, so memory holds one batch while reading and one shard (about ``shard_rows`` rows) while computing.
+Each shard then gets its zones and hour slots (the shared per-row code) and runs the numpy kernel
+(:func:`odcore.trips._winners`, :func:`odcore.trips._od_tables`) alone; the distinct-user counts of the shards are
+summed, which is exact because every user is in exactly one shard. Text user ids are factorised per shard by Arrow
+(``dictionary_encode``), so distinct ids never merge, whatever their hashes."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,21 +27,9 @@ from odcore.errors import TraceFormatError
 __all__ = ["build_od_memory_stream", "user_hash"]
 
 BATCH_ROWS = 1_000_000
-SHARD_ROWS = 8_000_000
+SHARD_ROWS = 2_000_000
 _P = np.uint64(0x100000001B3)          # FNV-1a 64-bit prime (used as a polynomial base here)
-_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser (a bijection of uint64)."""
-    x = x.astype(np.uint64, copy=True)
-    with np.errstate(over="ignore"):
-        x ^= x >> np.uint64(30)
-        x *= _MIX1
-        x ^= x >> np.uint64(27)
-        x *= _MIX2
-        x ^= x >> np.uint64(31)
-    return x
+_mix = K.mix64
 
 
 def user_hash(user) -> np.ndarray:
@@ -87,7 +76,11 @@ def user_hash(user) -> np.ndarray:
 
 
 class _Reader:
-    """Arrow batches (user, time, lat, lon) of a FileSource with the loader's column mapping."""
+    """Arrow batches (user, time, lat, lon) of a FileSource with the loader's column mapping.
+
+    Only the four columns are read (projection), one batch at a time (no read-ahead: pyarrow's default keeps 16
+    batches and 4 files in flight, about 1 GiB more at a million rows per batch).
+    """
 
     def __init__(self, src: FileSource, batch_rows: int):
         import pyarrow.dataset as ds
@@ -112,7 +105,8 @@ class _Reader:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        for b in self.ds.to_batches(columns=self.cols, batch_size=self.batch_rows):
+        for b in self.ds.to_batches(columns=self.cols, batch_size=self.batch_rows, batch_readahead=1,
+                                    fragment_readahead=1):
             if b.num_rows == 0:
                 continue
             lat = b.column(2)
@@ -125,26 +119,119 @@ class _Reader:
             yield b.column(0), b.column(1).to_pandas(), np.asarray(lat, np.float64), np.asarray(lon, np.float64)
 
 
-class _Shard:
-    """Compact per-shard columns, appended batch by batch."""
+def _user_array(user):
+    """One Arrow array of user ids: integers as int64, text as large_string (one type for every batch)."""
+    import pyarrow as pa
 
-    __slots__ = ("cell", "lat", "lon", "slot", "t", "user")
+    if isinstance(user, pa.ChunkedArray):
+        user = user.combine_chunks()
+    if pa.types.is_dictionary(user.type):
+        user = user.cast(user.type.value_type)
+    if pa.types.is_integer(user.type):
+        return user.cast(pa.int64())
+    return user.cast(pa.large_string())
+
+
+class _Shards:
+    """The kept rows (user, t, lat, lon) split by a hash of the user: one shard in memory, or several in temporary
+    Arrow IPC files (one per shard, appended batch by batch), so that only one shard is ever in memory."""
+
+    def __init__(self, n_shards: int, temp_dir: str | None):
+        self.n = n_shards
+        self.mem: list = []
+        self.dir = None
+        self.writers: dict[int, Any] = {}
+        if n_shards > 1:
+            import tempfile
+
+            self.dir = Path(tempfile.mkdtemp(prefix="odcore-memory-", dir=temp_dir))
+
+    def append(self, batch) -> None:
+        import pyarrow as pa
+
+        if self.n == 1:
+            self.mem.append(batch)
+            return
+        sh = (user_hash(batch.column(0)) % np.uint64(self.n)).astype(np.int64)
+        order = np.argsort(sh, kind="stable")
+        bounds = np.searchsorted(sh[order], np.arange(self.n + 1))
+        for k in np.flatnonzero(np.diff(bounds)):
+            part = batch.take(pa.array(order[bounds[k]:bounds[k + 1]]))
+            w = self.writers.get(k)
+            if w is None:
+                w = self.writers[k] = pa.ipc.new_stream(str(self.dir / f"s{k:05d}.arrows"), part.schema)
+            w.write_batch(part)
+
+    def tables(self):
+        """Yield each non-empty shard as an Arrow table (its file is deleted once read)."""
+        import pyarrow as pa
+
+        if self.n == 1:
+            if self.mem:
+                tbl = pa.Table.from_batches(self.mem)
+                self.mem = []
+                yield tbl
+            return
+        for w in self.writers.values():
+            w.close()
+        for k in sorted(self.writers):
+            path = self.dir / f"s{k:05d}.arrows"
+            with pa.OSFile(str(path), "rb") as f:
+                tbl = pa.ipc.open_stream(f).read_all()
+            path.unlink()
+            yield tbl
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            try:
+                w.close()
+            except Exception:  # already closed
+                pass
+        if self.dir is not None:
+            import shutil
+
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _CountsSum:
+    """Running sum of the shards' distinct-user counts by (week, origin, destination), compacted as it grows
+    (each shard repeats most pairs, so the pending rows are summed whenever they outgrow the running table)."""
 
     def __init__(self) -> None:
-        self.user: list = []
-        self.t: list = []
-        self.lat: list = []
-        self.lon: list = []
-        self.slot: list = []
-        self.cell: list = []
+        self.total: pd.DataFrame | None = None
+        self.pending: list[pd.DataFrame] = []
+        self.n_pending = 0
+
+    def add(self, week, o, d, n) -> None:
+        self.pending.append(pd.DataFrame({WEEK: week, ORIGIN: o, DESTINATION: d, COUNT: n}))
+        self.n_pending += len(week)
+        if self.n_pending > max(1_000_000, 0 if self.total is None else len(self.total)):
+            self._compact()
+
+    def _compact(self) -> None:
+        parts = ([] if self.total is None else [self.total]) + self.pending
+        if len(parts) == 1:
+            self.total = parts[0]
+        elif parts:
+            c = pd.concat(parts, ignore_index=True)
+            self.total = c.groupby([WEEK, ORIGIN, DESTINATION], sort=True, as_index=False)[COUNT].sum()
+        self.pending, self.n_pending = [], 0
+
+    def result(self) -> pd.DataFrame:
+        self._compact()
+        return self.total
 
 
 def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bool = True,
-                           shard_rows: int = SHARD_ROWS, batch_rows: int = BATCH_ROWS):
+                           shard_rows: int = SHARD_ROWS, batch_rows: int = BATCH_ROWS, temp_dir: str | None = None):
     """Weekly unique OD data of Parquet/CSV files with the numpy kernel, streamed and sharded by user.
 
     Same filters, duplicate removal, zones and tables as :func:`odcore.traces.load_traces` followed by
-    :func:`odcore.trips.build_od` (``bbox="auto"``: the robust box of a systematic sample of at most 200,000 rows).
+    :func:`odcore.trips.build_od` (``bbox="auto"``: the robust box of :func:`odcore.engines.kernel.sample_batch`'s
+    rows, the same in every engine). One pass reads the files (the robust box's sample needs one more): rows are
+    filtered, their bounding box kept for the zones, and they go to the shard of their user's hash; then each
+    shard (about ``shard_rows`` rows; in a temporary file under ``temp_dir`` when there are several) gets its zones
+    and hour slots and runs the numpy kernel alone, and the shards' counts are summed.
     """
     import pyarrow as pa
 
@@ -155,82 +242,91 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
     bbox = None
     if src.bbox is not None:
         if isinstance(src.bbox, str) and src.bbox.strip().lower() == "auto":
-            step = max(1, n_rows // 200_000)
             la, lo = [], []
             for user, time_, lat, lon in rd.batches():
-                ok = ~(np.isnan(lat) | np.isnan(lon) | K._user_missing(user) | time_.isna().to_numpy())
-                la.append(lat[ok][::step])
-                lo.append(lon[ok][::step])
-            if not la or sum(len(x) for x in la) == 0:
-                raise TraceFormatError("no usable rows (every row misses a value).", file=src.display)
-            bbox = BBox.robust(np.concatenate(la), np.concatenate(lo)).as_tuple()
+                a, b = K.sample_batch(user, time_, lat, lon, n_rows)
+                la.append(a)
+                lo.append(b)
+            bbox = K.robust_bbox(la, lo, src.display)
         else:
             bbox = BBox.parse(src.bbox).as_tuple()
     f = K.Filters(source=src.display, tz=src.tz, time_unit=rd.time_unit, time_offset_s=src.time_offset_s, bbox=bbox,
                   start_ns=None if src.start is None else _to_time_ns(src.start, src.tz, "start"),
                   end_ns=None if src.end is None else _to_time_ns(src.end, src.tz, "end"))
-    if grid is None:   # the zones from a streaming min/max pass over the kept rows
-        b = K.Bounds()
-        for user, time_, lat, lon in rd.batches():
-            code, _ = K.filter_batch(user, time_, lat, lon, f, K.PrepStats())
-            b.update(lat[code == 0], lon[code == 0])
-        grid = K.fit_zones(b, config)
     n_shards = max(1, math.ceil(n_rows / max(1, int(shard_rows))))
-    shards = [_Shard() for _ in range(n_shards)]
+    shards = _Shards(n_shards, temp_dir)
     st = K.PrepStats()
-    cell_dtype = np.int32 if grid.n_cells < 2**31 else np.int64
-    for user, time_, lat, lon in rd.batches():
-        code, t = K.filter_batch(user, time_, lat, lon, f, st)
-        idx = np.flatnonzero(code == 0)
-        if idx.size == 0:
-            continue
-        lat, lon, t = lat[idx], lon[idx], t[idx]
-        ok, slot, cell = K.assign_batch(grid, lat, lon, t, config.tz, st)
-        idx = idx[ok]
-        if not ok.all():
-            lat, lon, t, slot, cell = lat[ok], lon[ok], t[ok], slot[ok], cell[ok]
-        if isinstance(user, pa.ChunkedArray):
-            user = user.combine_chunks()
-        u = user.take(pa.array(idx))
-        sh = (user_hash(u) % np.uint64(n_shards)).astype(np.int64) if n_shards > 1 else np.zeros(len(idx), np.int64)
-        order = np.argsort(sh, kind="stable")
-        bounds = np.searchsorted(sh[order], np.arange(n_shards + 1))
-        for k in range(n_shards):
-            sel = order[bounds[k]:bounds[k + 1]]
-            if sel.size == 0:
+    try:
+        for user, time_, lat, lon in rd.batches():
+            code, t = K.filter_batch(user, time_, lat, lon, f, st)
+            idx = np.flatnonzero(code == 0)
+            if idx.size == 0:
                 continue
-            s = shards[k]
-            s.user.append(u.take(pa.array(sel)))
-            s.t.append(t[sel])
-            s.lat.append(lat[sel])
-            s.lon.append(lon[sel])
-            s.slot.append(slot[sel].astype(np.int32) if slot.size and abs(int(slot.max())) < 2**31
-                          else slot[sel])
-            s.cell.append(cell[sel].astype(cell_dtype))
-        del u, sh, order, code, t, lat, lon, slot, cell, idx
+            lat, lon = lat[idx], lon[idx]
+            st.bounds.update(lat, lon)      # the zones, when not given, come from the kept rows' min/max
+            u = _user_array(user)
+            if idx.size < len(code):
+                u = u.take(pa.array(idx))
+            shards.append(pa.record_batch([u, pa.array(t[idx]), pa.array(lat), pa.array(lon)],
+                                          names=[USER, K.T_S, "lat", "lon"]))
+            del u, code, t, lat, lon, idx
+        pa.default_memory_pool().release_unused()
+        if st.bounds.n == 0:
+            raise TraceFormatError("no trace row falls inside the grid.", file=src.display)
+        if grid is None:
+            grid = K.fit_zones(st.bounds, config)
+        counts = _CountsSum()
+        acc: dict[str, list] = {k: [] for k in ("a_week", "a_user", "trips", "uniq", "used_cells", "p_week",
+                                                 "p_user", "p_o", "p_d")}
+        rows_used = user_hours = dup_total = 0
+        for tbl in shards.tables():
+            part = _run_shard(tbl, grid, config.tz, keep_pairs, st)
+            del tbl
+            if part is None:
+                continue
+            rows_used += part["rows"]
+            user_hours += part["user_hours"]
+            dup_total += part["dups"]
+            counts.add(part["c_week"], part["c_o"], part["c_d"], part["c_n"])
+            labels = part["labels"]
+            for k in ("a_week", "trips", "uniq", "used_cells") + (("p_week", "p_o", "p_d") if keep_pairs else ()):
+                acc[k].append(part[k])
+            acc["a_user"].append(labels[part["a_user"]])
+            if keep_pairs:
+                acc["p_user"].append(labels[part["p_user"]])
+            del part
+    finally:
+        shards.close()
     if st.slot_min == K.IMIN:
         raise TraceFormatError("no trace row falls inside the grid.", file=src.display)
-    parts: list[dict[str, Any]] = []
-    dup_total = 0
-    for k in range(n_shards):
-        s = shards[k]
-        if not s.t:
-            continue
-        parts.append(_run_shard(s, grid, config.tz, keep_pairs))
-        dup_total += parts[-1]["dups"]
-        shards[k] = _Shard()   # free the shard's columns
-    return _merge(parts, grid, config, st, dup_total, bbox, n_shards, keep_pairs)
+    return _merge(acc, counts.result(), grid, config, st, dup_total, rows_used, user_hours, bbox, n_shards,
+                  keep_pairs)
 
 
-def _run_shard(s: _Shard, grid, tz: str, keep_pairs: bool) -> dict[str, Any]:
+def _run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[str, Any] | None:
+    """Zones, hour slots, duplicate removal and the numpy kernel on one user shard (an Arrow table)."""
     import pyarrow as pa
 
     from odcore.trips import _od_tables, _winners
 
-    users = pa.chunked_array(s.user).combine_chunks()
-    s.user = []
+    def col(name, dtype):
+        c = tbl.column(name)
+        return np.concatenate([x.to_numpy(zero_copy_only=False) for x in c.chunks]).astype(dtype, copy=False) \
+            if c.num_chunks != 1 else c.chunk(0).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+
+    t = col(K.T_S, np.int64)
+    lat = col("lat", np.float64)
+    lon = col("lon", np.float64)
+    ok, slot, cell = K.assign_batch(grid, lat, lon, t, tz, st)
+    users = tbl.column(USER).combine_chunks()
+    if not ok.all():
+        keep = np.flatnonzero(ok)
+        t, lat, lon, slot, cell = t[keep], lat[keep], lon[keep], slot[keep], cell[keep]
+        users = users.take(pa.array(keep))
+    if len(t) == 0:
+        return None
     if pa.types.is_integer(users.type):
-        labels, codes = np.unique(users.to_numpy(zero_copy_only=False).astype(np.int64), return_inverse=True)
+        labels, codes = np.unique(users.to_numpy(zero_copy_only=False), return_inverse=True)
         codes = codes.astype(np.int64).ravel()
     else:
         enc = users.dictionary_encode()
@@ -241,16 +337,6 @@ def _run_shard(s: _Shard, grid, tz: str, keep_pairs: bool) -> dict[str, Any]:
         codes = rank[enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
         labels = d[order]
     del users
-    t = np.concatenate(s.t)
-    s.t = []
-    lat = np.concatenate(s.lat)
-    s.lat = []
-    lon = np.concatenate(s.lon)
-    s.lon = []
-    slot = np.concatenate(s.slot).astype(np.int64)
-    s.slot = []
-    cell = np.concatenate(s.cell).astype(np.int64)
-    s.cell = []
     dup = _duplicates(codes, t, lat, lon, len(labels))
     del t, lat, lon
     n_dup = int(dup.sum())
@@ -258,9 +344,12 @@ def _run_shard(s: _Shard, grid, tz: str, keep_pairs: bool) -> dict[str, Any]:
         keep = ~dup
         codes, slot, cell = codes[keep], slot[keep], cell[keep]
     del dup
+    n_rows = len(codes)
     w = _winners(codes, slot, cell, len(labels), grid.n_cells, tz)
+    del codes, slot, cell
     tb = _od_tables(w["wu"], w["ws"], w["wc"], w["wweek"], w["n_users"], grid.n_cells)
-    out = {"labels": labels, "dups": n_dup, "rows": len(codes), **tb}
+    del w
+    out = {"labels": labels, "dups": n_dup, "rows": n_rows, **tb}
     if not keep_pairs:
         for key in ("p_week", "p_user", "p_o", "p_d"):
             out.pop(key)
@@ -304,36 +393,20 @@ def _duplicates(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndarr
     return dup
 
 
-def _merge(parts, grid, config, st: K.PrepStats, n_dup: int, bbox, n_shards: int, keep_pairs: bool):
+def _merge(acc: dict[str, list], counts: pd.DataFrame, grid, config, st: K.PrepStats, n_dup: int, rows_used: int,
+           user_hours: int, bbox, n_shards: int, keep_pairs: bool):
     from odcore.traces import DROP_DUPLICATE
 
-    def users_of(part, key):
-        return part["labels"][part[key]]
-
-    user_week = pd.DataFrame({
-        WEEK: np.concatenate([p["a_week"] for p in parts]),
-        USER: np.concatenate([users_of(p, "a_user") for p in parts]),
-        TRIPS: np.concatenate([p["trips"] for p in parts]),
-        UNIQUE_TRIPS: np.concatenate([p["uniq"] for p in parts]),
-    })
+    user_week = pd.DataFrame({WEEK: np.concatenate(acc["a_week"]), USER: np.concatenate(acc["a_user"]),
+                              TRIPS: np.concatenate(acc["trips"]), UNIQUE_TRIPS: np.concatenate(acc["uniq"])})
     pairs = None
     if keep_pairs:
-        pairs = pd.DataFrame({
-            WEEK: np.concatenate([p["p_week"] for p in parts]),
-            USER: np.concatenate([users_of(p, "p_user") for p in parts]),
-            ORIGIN: np.concatenate([p["p_o"] for p in parts]),
-            DESTINATION: np.concatenate([p["p_d"] for p in parts]),
-        })
-    c = pd.DataFrame({WEEK: np.concatenate([p["c_week"] for p in parts]),
-                      ORIGIN: np.concatenate([p["c_o"] for p in parts]),
-                      DESTINATION: np.concatenate([p["c_d"] for p in parts]),
-                      COUNT: np.concatenate([p["c_n"] for p in parts])})
-    counts = c.groupby([WEEK, ORIGIN, DESTINATION], sort=True, as_index=False)[COUNT].sum() if len(parts) > 1 else c
+        pairs = pd.DataFrame({WEEK: np.concatenate(acc["p_week"]), USER: np.concatenate(acc["p_user"]),
+                              ORIGIN: np.concatenate(acc["p_o"]), DESTINATION: np.concatenate(acc["p_d"])})
     dropped = dict(st.dropped)
     if n_dup:
         dropped[DROP_DUPLICATE] = n_dup
-    cells = np.unique(np.concatenate([p["used_cells"] for p in parts]))
-    stats = {"rows_read": st.rows_read, "rows_used": int(sum(p["rows"] for p in parts)), "rows_dropped": dropped,
-             "user_hours": int(sum(p["user_hours"] for p in parts)), "cells_used": cells, "engine": "memory",
-             "shards": n_shards, "bbox_used": bbox}
+    stats = {"rows_read": st.rows_read, "rows_used": rows_used, "rows_dropped": dropped, "user_hours": user_hours,
+             "cells_used": np.unique(np.concatenate(acc["used_cells"])), "engine": "memory", "shards": n_shards,
+             "bbox_used": bbox}
     return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats)

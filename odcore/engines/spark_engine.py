@@ -152,6 +152,18 @@ def _prep_fn(grid, tz: str, filters: K.Filters | None, with_assign: bool):
     return fn
 
 
+def _sample_fn(n_rows: int):
+    """The mapInPandas function of the robust box's sample (:func:`odcore.engines.kernel.sample_batch`)."""
+
+    def fn(batches):
+        for pdf in batches:
+            lat, lon = K.sample_batch(pdf[USER], pdf[TIME], pdf[LAT].to_numpy(np.float64),
+                                      pdf[LON].to_numpy(np.float64), n_rows)
+            yield pd.DataFrame({LAT: lat, LON: lon})
+
+    return fn
+
+
 def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=None, master: str = "local[2]",
                    driver_memory: str = "2g"):
     """Weekly unique OD counts of ``source`` (a trace DataFrame or a :class:`FileSource`) computed by Spark.
@@ -159,7 +171,6 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
     Same parameters and result as :func:`odcore.engines.duckdb_engine.build_od_duckdb`; ``spark`` is a
     SparkSession (default: the active one, or a local one with ``master`` and ``driver_memory``).
     """
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     from odcore.traces import BBox
@@ -170,13 +181,9 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
     bbox = None
     if isinstance(source, FileSource) and source.bbox is not None:
         if isinstance(source.bbox, str) and source.bbox.strip().lower() == "auto":
-            valid = raw.where(F.col(LAT).isNotNull() & F.col(LON).isNotNull() & F.col(USER).isNotNull()
-                              & F.col(TIME).isNotNull()).select(LAT, LON)
-            n = valid.count()
-            if n == 0:
-                raise TraceFormatError("no usable rows (every row misses a value).", file=source.display)
-            smp = valid.sample(False, min(1.0, 250_000 / n), seed=0).toPandas()
-            bbox = BBox.robust(smp[LAT].to_numpy(), smp[LON].to_numpy()).as_tuple()
+            n_rows = raw.count()
+            smp = raw.mapInPandas(_sample_fn(n_rows), f"{LAT} double, {LON} double").toPandas()
+            bbox = K.robust_bbox([smp[LAT].to_numpy(np.float64)], [smp[LON].to_numpy(np.float64)], source.display)
         else:
             bbox = BBox.parse(source.bbox).as_tuple()
     filters = _filters(source, tz, unit, bbox)
