@@ -2,16 +2,24 @@
 
 ``python -m benchmarks -k load`` starts ``streamlit run app.py`` on 127.0.0.1 (:mod:`odapp.live`, the server of the
 browser tests), writes one CSV of synthetic traces (``odcore.synth``, ISO times, ~50 MB) and opens ``N`` (default
-10, ``ODLAB_BENCH_LOAD_SESSIONS``) headless Chromium sessions at once. Each session picks "Upload a file", sends the
-file through the page's file picker, presses "Load this file", waits until the sidebar says the upload is the data
-in use, then presses ArrowRight on the ε slider ``ROUNDS`` times, all sessions at the same moment (the driver of
-``benchmarks/bench_browser.py``: its instrumented pages, painted-frame wait and barrier).
+10, ``ODLAB_BENCH_LOAD_SESSIONS``) headless Chromium sessions at once. Every session uploads its own copy of the file
+(same rows, its own name, so each upload is a different dataset with its own caches, as ten people with ten files
+would be): it picks "Upload a file", sends the file through the page's file picker, presses "Load this file",
+waits until the sidebar says the upload is the data in use, then presses ArrowRight on the ε slider ``ROUNDS``
+times, all sessions at the same moment (the driver of ``benchmarks/bench_browser.py``: its instrumented pages,
+painted-frame wait and barrier).
+
+Every session has its own deadline (``ODLAB_BENCH_LOAD_TIMEOUT_S``, default 420 s from the start of the sessions);
+a session that passes it is stopped and counted as an error of kind ``timeout`` with the step it was in. A line is
+printed as each session ends and every 30 s while they run (phases, server memory), and a summary always at the
+end, so a run that goes wrong still says where.
 
 Reported: the peak resident memory of the server's process tree while the sessions run (sampled every 0.25 s),
-the memory before and after, the errors (exceptions drawn in a page, error boxes, timeouts, sessions whose upload
-did not become the data in use), the median and worst time from "Load this file" to the painted page and the
-median and worst slider input-to-paint. The browsers share the machine's cores with the server, so the times are
-pessimistic; memory is the server's alone.
+the memory before and after, the errors by kind (``timeout`` in a step, ``refused`` upload with its message,
+``exception`` drawn in a page, ``error-box``, ``crash`` of the browser page), the median and worst time from
+"Load this file" to the painted page, how long uploads waited in the server's parse queue (the page says
+"queued, N ahead"), and the median and worst slider input-to-paint. The browsers share the machine's cores with
+the server, so the times are pessimistic; memory is the server's alone.
 """
 
 from __future__ import annotations
@@ -19,14 +27,13 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from benchmarks.bench_browser import (
     SIDEBAR,
-    Timeout,
-    _Barrier,
     _new_page,
     _press,
     _RssSampler,
@@ -38,7 +45,10 @@ SESSIONS = 10
 QUICK_SESSIONS = 2
 ROUNDS = 3
 TARGET_MB = 50
-LOAD_TIMEOUT_MS = 900_000
+SESSION_TIMEOUT_S = 420
+HEARTBEAT_S = 30
+BARRIER_WAIT_S = 60
+CLICK_RETRY_S = 15
 
 
 def make_upload(path: Path, target_mb: float = TARGET_MB) -> tuple[int, int]:
@@ -60,52 +70,175 @@ def make_upload(path: Path, target_mb: float = TARGET_MB) -> tuple[int, int]:
     return len(out), path.stat().st_size
 
 
-async def _upload_session(browser, url: str, file: Path, rounds: int, barrier, out: dict) -> None:
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+class _Barrier:
+    """All live sessions press at the same moment, but none waits more than ``wait_s`` for the others (a stuck
+    session must not turn every other session into a timeout); a session that ends leaves the barrier."""
+
+    def __init__(self, n: int, wait_s: float = BARRIER_WAIT_S):
+        self.n, self.waiting, self.generation, self.wait_s = n, 0, 0, wait_s
+        self.cond = asyncio.Condition()
+
+    async def __call__(self, leave: bool = False) -> None:
+        async with self.cond:
+            if leave:
+                self.n -= 1
+            else:
+                self.waiting += 1
+                gen = self.generation
+            if self.waiting and self.waiting >= self.n:
+                self.waiting, self.generation = 0, self.generation + 1
+                self.cond.notify_all()
+            elif not leave:
+                try:
+                    await asyncio.wait_for(self.cond.wait_for(lambda: self.generation != gen), self.wait_s)
+                except TimeoutError:   # go alone; the others were too slow
+                    if self.generation == gen:
+                        self.waiting -= 1
+
+
+class _Session:
+    """What one session did: the step it is in, its times and its errors (kind, step, message)."""
+
+    def __init__(self, i: int, file: Path, budget: float):
+        self.i, self.file, self.budget = i, file, budget
+        self.deadline = time.monotonic() + budget
+        self.step = "start"
+        self.load_ms: float | None = None
+        self.queued = False
+        self.press: list[float] = []
+        self.errors: list[tuple[str, str, str]] = []
+        self.done = False
+        self.shots: Path | None = None
+
+    def left_ms(self) -> float:
+        """Milliseconds to this session's deadline (at least 1)."""
+        return max(1.0, (self.deadline - time.monotonic()) * 1000)
+
+    def line(self) -> str:
+        press = ", ".join(f"{p:.0f}" for p in self.press) or "-"
+        load = f"{self.load_ms / 1000:.1f} s" if self.load_ms is not None else "-"
+        errs = "; ".join(f"{k} in {s}: {m}" for k, s, m in self.errors) or "no errors"
+        return (f"session {self.i:2d}: load {load}{' (was queued)' if self.queued else ''}, "
+                f"ε presses [{press}] ms; {errs}")
+
+
+async def _upload_session(browser, url: str, s: _Session, rounds: int, barrier) -> None:
     ctx, page = await _new_page(browser, {"width": 1200, "height": 900})
-    try:
-        # generous waits: while other sessions' uploads are parsed, a rerun can wait minutes for the server
-        await page.goto(url, wait_until="commit")
-        await page.locator(f"{SIDEBAR} [data-testid=stWidgetLabel]").first.wait_for(timeout=LOAD_TIMEOUT_MS)
-        await _wait_done(page, 0, LOAD_TIMEOUT_MS)
-        await page.evaluate("() => { window.__odb.inputT = null; }")
-        await page.locator(SIDEBAR).get_by_text("Upload a file").click()
-        await _wait_done(page, None, LOAD_TIMEOUT_MS)
-        await page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(str(file))
-        await page.locator("[data-testid=stFileChipName]").first.wait_for(timeout=LOAD_TIMEOUT_MS)
-        await page.locator("[data-testid=stFileChipIconSpinner]").wait_for(state="detached", timeout=LOAD_TIMEOUT_MS)
+
+    async def steps():
+        s.step = "open page"
+        await page.goto(url, wait_until="commit", timeout=s.left_ms())
+        await page.locator(f"{SIDEBAR} [data-testid=stWidgetLabel]").first.wait_for(timeout=s.left_ms())
+        await _wait_done(page, 0, s.left_ms())
+        s.step = "pick upload"
+        picker = page.locator("[data-testid=stFileUploaderDropzoneInput]")
+        for k in range(5):   # a click can be lost while the page is busy: click again until the picker is there
+            s.step = f"pick upload (click {k + 1})"
+            await page.locator(SIDEBAR).get_by_text("Upload a file").click(timeout=s.left_ms())
+            try:
+                await picker.wait_for(state="attached", timeout=min(CLICK_RETRY_S * 1000, s.left_ms()))
+                break
+            except Exception:  # playwright's TimeoutError: the click started no rerun
+                if time.monotonic() > s.deadline:
+                    raise
+        s.step = "pick upload (page settles)"
+        await _wait_done(page, 0, s.left_ms())
+        s.step = "send file"
+        await picker.set_input_files(str(s.file), timeout=s.left_ms())
+        await page.locator("[data-testid=stFileChipName]").first.wait_for(timeout=s.left_ms())
+        await page.locator("[data-testid=stFileChipIconSpinner]").wait_for(state="detached", timeout=s.left_ms())
         go = page.get_by_role("button", name="Load this file")
-        await go.wait_for(timeout=LOAD_TIMEOUT_MS)
-        await _wait_done(page, None, LOAD_TIMEOUT_MS)   # the rerun the upload caused (it enables the button)
+        await go.wait_for(timeout=s.left_ms())
+        await _wait_done(page, None, s.left_ms())   # the rerun the upload caused (it enables the button)
+        s.step = "load file"
         t0 = time.time() * 1000
         await page.evaluate("() => { window.__odb.inputT = null; }")
-        await go.click()
-        loaded = page.locator(SIDEBAR).get_by_text(f"Data: Upload: {file.name}")
+        await go.click(timeout=s.left_ms())
+        loaded = page.locator(SIDEBAR).get_by_text(f"Data: Upload: {s.file.name}")
         failed = page.locator("[data-testid=stAlertContentError]")
-        await loaded.or_(failed).first.wait_for(timeout=LOAD_TIMEOUT_MS)
+        queued = page.get_by_text("ahead of yours")
+        end = loaded.or_(failed).first
+        while True:   # note whether the page said it was queued, until the upload is in use or refused
+            try:
+                await end.wait_for(timeout=min(1000.0, s.left_ms()))
+                break
+            except Exception:  # playwright's TimeoutError: not there yet
+                if time.monotonic() > s.deadline:
+                    raise
+                s.queued = s.queued or bool(await queued.count())
         if not await loaded.count():
-            raise AssertionError(f"upload refused: {(await failed.first.inner_text())[:150]}")
-        r = await _wait_done(page, None, LOAD_TIMEOUT_MS)
-        out["load"].append(r["origin"] + r["paint"] - t0)
+            s.errors.append(("refused", s.step, (await failed.first.inner_text())[:150]))
+            return
+        r = await _wait_done(page, None, s.left_ms())
+        s.load_ms = r["origin"] + r["paint"] - t0
+        s.step = "move ε"
         idx = await page.locator(f"{SIDEBAR} [data-testid=stSlider]").evaluate_all(
             "(els) => els.findIndex(e => e.innerText.includes('ε'))")
         if idx < 0:
-            raise AssertionError("no ε slider in the sidebar")
-        for _ in range(rounds):
+            s.errors.append(("missing", s.step, "no ε slider in the sidebar"))
+            return
+        for k in range(rounds):
+            s.step = f"wait for the others (round {k + 1})"
             await barrier()
+            s.step = f"move ε (round {k + 1})"
             r = await _press(page, {"kind": "slider", "index": idx})
-            out["press"].append(r["total"])
-            out["exceptions"] += r["exceptions"]
-        out["exceptions"] += await page.locator("[data-testid=stException]").count()
-        out["error_boxes"] += await page.locator("[data-testid=stAlertContentError]").count()
-    except (Timeout, AssertionError, Exception) as e:
-        out["errors"].append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200])
+            s.press.append(r["total"])
+            if r["exceptions"]:
+                s.errors.append(("exception", s.step, f"{r['exceptions']} exception(s) drawn in the page"))
+        s.step = "check page"
+        n_exc = await page.locator("[data-testid=stException]").count()
+        n_box = await page.locator("[data-testid=stAlertContentError]").count()
+        if n_exc:
+            s.errors.append(("exception", s.step, f"{n_exc} exception(s) in the page at the end"))
+        if n_box:
+            text = await page.locator("[data-testid=stAlertContentError]").first.inner_text()
+            s.errors.append(("error-box", s.step, f"{n_box} error box(es): {text[:150]}"))
+
+    try:
+        await asyncio.wait_for(steps(), timeout=max(0.001, s.deadline - time.monotonic()))
+    except TimeoutError:
+        s.errors.append(("timeout", s.step, f"the session's deadline ({s.budget:.0f} s) passed"))
+    except Exception as e:  # playwright errors: a step's own wait, the page or browser gone
+        msg = str(e).splitlines()[0] if str(e) else ""
+        kind = "timeout" if "Timeout" in type(e).__name__ or "Timeout" in msg else "crash"
+        s.errors.append((kind, s.step, f"{type(e).__name__}: {msg}"[:200]))
     finally:
-        await ctx.close()
+        s.done = True
+        _say(s.line())
+        if s.errors and s.shots is not None:
+            try:   # what the page showed when it went wrong
+                await asyncio.wait_for(page.screenshot(path=str(s.shots / f"session_{s.i:02d}.png")), timeout=20)
+            except Exception:  # the page is gone
+                pass
+        try:
+            await asyncio.wait_for(ctx.close(), timeout=30)
+        except Exception:  # a page that cannot close does not stop the report
+            pass
         await barrier(leave=True)
+
+
+async def _heartbeat(sessions: list[_Session], pid: int, t0: float) -> None:
+    while True:
+        await asyncio.sleep(HEARTBEAT_S)
+        steps: dict[str, int] = {}
+        for s in sessions:
+            if not s.done:
+                steps[s.step] = steps.get(s.step, 0) + 1
+        rss = live.tree_rss_bytes(pid) / 2**20
+        _say(f"  t={time.monotonic() - t0:4.0f} s: {sum(s.done for s in sessions)}/{len(sessions)} done; "
+             f"running {dict(sorted(steps.items()))}; server RSS {rss:.0f} MiB")
 
 
 def _med(xs):
     return statistics.median(xs) if xs else None
+
+
+def _session_folders() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("odlab-session-*")}
 
 
 async def _run(quick: bool) -> list[dict]:
@@ -115,13 +248,28 @@ async def _run(quick: bool) -> list[dict]:
     if exe is None:
         raise RuntimeError("no Chromium on this machine (Debian package 'chromium')")
     n = int(os.environ.get("ODLAB_BENCH_LOAD_SESSIONS") or (QUICK_SESSIONS if quick else SESSIONS))
+    budget = float(os.environ.get("ODLAB_BENCH_LOAD_TIMEOUT_S") or SESSION_TIMEOUT_S)
     tmp = Path(tempfile.mkdtemp(prefix="odlab_bench_load_"))
     file = tmp / "upload_traces.csv"
     t0 = time.perf_counter()
     n_rows, n_bytes = make_upload(file, 5 if quick else TARGET_MB)
+    files = []
+    for i in range(n):   # one name per session: a different dataset id each (hard links: no extra disk)
+        f = tmp / f"upload_traces_{i:02d}.csv"
+        os.link(file, f)
+        files.append(f)
     t_make = time.perf_counter() - t0
+    case = f"{n} sessions x upload {n_bytes / 1e6:.0f} MB ({n_rows:,} rows) + ε slider"
+    _say(f"bench_load: {case}; file made in {t_make:.0f} s; session deadline {budget:.0f} s; "
+         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     log = tmp / "server.log"
-    out = {"load": [], "press": [], "errors": [], "exceptions": 0, "error_boxes": 0}
+    folders_before = _session_folders()
+    sessions = [_Session(i, files[i], budget) for i in range(n)]
+    for s in sessions:
+        s.shots = tmp
+    rss_before = rss_after = 0
+    peak = 0
+    wall = 0.0
     proc, url = live.start_server(log)
     try:
         await asyncio.to_thread(live.wait_healthy, proc, url, 120)
@@ -130,35 +278,57 @@ async def _run(quick: bool) -> list[dict]:
             browser = await p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)
             try:
                 barrier = _Barrier(n)
-                t0 = time.perf_counter()
+                t_start = time.monotonic()
+                for s in sessions:
+                    s.deadline = t_start + s.budget
+                beat = asyncio.create_task(_heartbeat(sessions, proc.pid, t_start))
                 with _RssSampler(proc.pid) as rss:
-                    await asyncio.gather(*(_upload_session(browser, url, file, ROUNDS, barrier, out)
-                                           for _ in range(n)))
-                wall = time.perf_counter() - t0
+                    try:
+                        await asyncio.gather(*(_upload_session(browser, url, s, ROUNDS, barrier) for s in sessions))
+                    finally:
+                        beat.cancel()
+                        peak = rss.peak
+                wall = time.monotonic() - t_start
             finally:
                 await browser.close()
         await asyncio.sleep(5)
         rss_after = live.tree_rss_bytes(proc.pid)
-        temp_left = sorted(p.name for p in Path(tempfile.gettempdir()).glob("odlab-session-*"))
+        if proc.poll() is not None:
+            sessions[0].errors.append(("crash", "server", f"the server exited with code {proc.returncode}"))
     finally:
         live.stop_server(proc)
-    case = f"{n} sessions x upload {n_bytes / 1e6:.0f} MB ({n_rows:,} rows) + ε slider"
-    errors = len(out["errors"]) + out["exceptions"] + out["error_boxes"] + (n - len(out["load"]))
-    detail = "; ".join(sorted(set(out["errors"])))[:400]
+    left = len(_session_folders() - folders_before)   # folders of this server not removed at its exit
+    errors = [(s.i, *e) for s in sessions for e in s.errors]
+    not_loaded = sum(s.load_ms is None for s in sessions)
+    loads = [s.load_ms for s in sessions if s.load_ms is not None]
+    presses = [p for s in sessions for p in s.press]
+    kinds: dict[str, int] = {}
+    for _, k, _, _ in errors:
+        kinds[k] = kinds.get(k, 0) + 1
+    detail = "; ".join(f"session {i} {k} in {st}: {m}" for i, k, st, m in errors)
+    _say(f"bench_load summary: {len(errors)} error(s) {kinds or ''}; {n - not_loaded}/{n} uploads became the data "
+         f"in use; {sum(s.queued for s in sessions)} sessions saw the queue message; server RSS peak "
+         f"{peak / 2**20:.0f} MiB (idle {rss_before / 2**20:.0f}, 5 s after {rss_after / 2**20:.0f}); wall "
+         f"{wall:.0f} s; load average {os.getloadavg()[0]:.2f}")
+    for i, k, st, m in errors:
+        _say(f"  error: session {i} {k} in {st}: {m}")
+    if errors:
+        print(f"  server log and screenshots of the failed sessions: {tmp}", file=sys.stderr)
     return [
-        {"case": case, "metric": "server RSS peak", "value": rss.peak / 2**20, "unit": "MiB", "baseline":
-         rss_before / 2**20, "ratio": rss.peak / max(rss_before, 1),
+        {"case": case, "metric": "server RSS peak", "value": peak / 2**20, "unit": "MiB", "baseline":
+         rss_before / 2**20, "ratio": peak / max(rss_before, 1),
          "note": f"baseline = idle server; 5 s after the sessions closed {rss_after / 2**20:.0f} MiB"},
-        {"case": case, "metric": "errors", "value": errors, "unit": "", "baseline": None, "ratio": None,
-         "note": (f"{len(out['load'])}/{n} uploads became the data in use; exceptions {out['exceptions']}, "
-                  f"error boxes {out['error_boxes']}; {detail or 'no failures'}")},
-        {"case": case, "metric": "median load (button to painted page)", "value": _med(out["load"]), "unit": "ms",
-         "baseline": None, "ratio": None, "note": f"worst {max(out['load']) if out['load'] else None} ms; "
-                                                  f"all {n} sessions at once; wall {wall:.0f} s"},
-        {"case": case, "metric": "median ε slider input-to-paint", "value": _med(out["press"]), "unit": "ms",
+        {"case": case, "metric": "errors", "value": len(errors), "unit": "", "baseline": None, "ratio": None,
+         "note": (f"{n - not_loaded}/{n} uploads became the data in use; by kind {kinds or 'none'}; "
+                  f"{detail or 'no failures'}")[:600]},
+        {"case": case, "metric": "median load (button to painted page)", "value": _med(loads), "unit": "ms",
          "baseline": None, "ratio": None,
-         "note": f"worst {max(out['press']) if out['press'] else None} ms; {len(out['press'])} presses; "
-                 f"file made in {t_make:.0f} s; session folders left: {len(temp_left)}"},
+         "note": f"worst {max(loads) if loads else None} ms; all {n} sessions at once, "
+                 f"{sum(s.queued for s in sessions)} saw 'queued'; wall {wall:.0f} s"},
+        {"case": case, "metric": "median ε slider input-to-paint", "value": _med(presses), "unit": "ms",
+         "baseline": None, "ratio": None,
+         "note": f"worst {max(presses) if presses else None} ms; {len(presses)} presses; "
+                 f"file made in {t_make:.0f} s; session folders left after the server stopped: {left}"},
     ]
 
 

@@ -19,10 +19,12 @@ def sample_traces(dataset_id: str) -> _data.Loaded:
     return _data.load_sample()
 
 
-@st.cache_resource(max_entries=4, show_spinner="Reading the uploaded traces…")
+@st.cache_resource(max_entries=12, show_spinner="Reading the uploaded traces…")
 def upload_traces(path: str) -> _data.Loaded:
     """An upload's traces, read once from its session's Parquet file (:class:`odapp.data.StoredUpload`);
-    at most 4 uploads are held in memory server-wide, others are read again when used."""
+    at most 12 uploads are held in memory server-wide (~32 MB per million rows each), others are read again when
+    used. Fewer entries than sessions working at once would make every rerun a miss (least recently used goes
+    first, and the sessions take turns), so this is sized for ten people at once."""
     return _data.StoredUpload(path, {}).load()
 
 
@@ -31,7 +33,7 @@ def synth_traces(users: int, weeks: int, extent_km: float, seed: int) -> _data.L
     return _data.load_synth(users, weeks, extent_km, seed)
 
 
-@st.cache_resource(max_entries=8, show_spinner="Cutting traces into weekly trips on the grid…")
+@st.cache_resource(max_entries=16, show_spinner="Cutting traces into weekly trips on the grid…")
 def od_data(dataset_id: str, od_config, _df):
     """:func:`odcore.trips.build_od` of the dataset ``dataset_id`` (``_df`` is its trace table)."""
     from odcore.trips import build_od

@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import MutableMapping
+import threading
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,21 +199,95 @@ def store_upload(state: MutableMapping, loaded: Loaded, ref: DatasetRef) -> Stor
     return StoredUpload(str(path), loaded.summary, loaded.cli)
 
 
-def apply_upload(state: MutableMapping, data: bytes, name: str, options: UploadOptions = UploadOptions()) -> bool:
+class ParseQueue:
+    """A server-wide first-come-first-served queue for reading uploads: at most ``slots`` are parsed at once.
+
+    Streamlit runs each session's script in its own thread, so ten people pressing "Load this file" together
+    would parse ten files at once on a 2-core machine, each with a few hundred MB of temporary memory. Through
+    this queue they are read one (or ``slots``) at a time; the others wait, and ``on_wait(n_ahead)`` lets the page
+    say "queued, N ahead" while they do. After each parse the freed memory is handed back to the system
+    (:func:`release_memory`), so the server's memory follows the one parse in flight, not the sum of all.
+    """
+
+    def __init__(self, slots: int = 1, poll_s: float = 0.5):
+        self.slots, self.poll_s = int(slots), float(poll_s)
+        self._cond = threading.Condition()
+        self._line: list[object] = []   # tickets in arrival order: the first ``slots`` of them are being read
+        self.served = 0
+
+    def ahead(self, ticket: object) -> int:
+        """Uploads before ``ticket`` in the queue (being read or waiting)."""
+        with self._cond:
+            return self._line.index(ticket)
+
+    @contextmanager
+    def slot(self, on_wait: Callable[[int], None] | None = None) -> Iterator[None]:
+        """Wait for a turn (calling ``on_wait`` with the uploads ahead whenever that number changes), then hold
+        it for the ``with`` block. A script stopped while waiting (the person left or pressed something else)
+        leaves the queue."""
+        ticket = object()
+        with self._cond:
+            self._line.append(ticket)
+        try:
+            shown = None
+            while True:
+                with self._cond:
+                    n = self._line.index(ticket)
+                    if n < self.slots:
+                        break
+                    if n == shown:
+                        self._cond.wait(self.poll_s)
+                        continue
+                if on_wait is not None:   # outside the lock: it draws in the page (and may stop the script)
+                    on_wait(n)
+                shown = n
+            yield
+        finally:
+            with self._cond:
+                self._line.remove(ticket)
+                self.served += 1
+                self._cond.notify_all()
+            release_memory()
+
+
+def release_memory() -> None:
+    """Give freed heap memory back to the system (glibc ``malloc_trim``; nothing elsewhere).
+
+    Parsing a large upload allocates and frees a few hundred MB in a script thread's own malloc arena, which glibc
+    otherwise keeps for later; without this a server that read ten uploads keeps ten such peaks."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):   # not glibc
+        pass
+
+
+UPLOAD_QUEUE = ParseQueue(slots=1)
+"""The server's queue for reading uploads (one at a time; see :class:`ParseQueue`)."""
+
+
+def apply_upload(state: MutableMapping, data: bytes, name: str, options: UploadOptions = UploadOptions(), *,
+                 on_wait: Callable[[int], None] | None = None, queue: ParseQueue | None = None) -> bool:
     """Load an upload into ``state``; on failure keep the previous data and store the error message.
 
-    Returns ``True`` when the upload became the data in use (``state[K_UPLOAD_TRACES]`` is then a
-    :class:`StoredUpload`). The message in ``state[K_UPLOAD_ERROR]`` says what is wrong and how to fix it; the
-    sidebar and the main area show it with ``st.error``.
+    The file is read and stored through ``queue`` (default :data:`UPLOAD_QUEUE`, one upload at a time server-wide);
+    ``on_wait(n)`` is called while ``n`` uploads are ahead. Returns ``True`` when the upload became the data in
+    use (``state[K_UPLOAD_TRACES]`` is then a :class:`StoredUpload`). The message in ``state[K_UPLOAD_ERROR]`` says
+    what is wrong and how to fix it; the sidebar and the main area show it with ``st.error``.
     """
-    try:
-        loaded = read_upload(data, name, options)
-    except ODCoreError as exc:
-        state[K_UPLOAD_ERROR] = (f"Could not read {name!r}: {exc} — check the format and the column mapping "
-                                 "below (user, time, lat, lon); the previous data stays loaded.")
-        return False
-    ref = upload_ref(data, name, options)
-    state[K_UPLOAD_TRACES] = store_upload(state, loaded, ref)
+    with (queue or UPLOAD_QUEUE).slot(on_wait):
+        try:
+            loaded = read_upload(data, name, options)
+        except ODCoreError as exc:
+            state[K_UPLOAD_ERROR] = (f"Could not read {name!r}: {exc} — check the format and the column mapping "
+                                     "below (user, time, lat, lon); the previous data stays loaded.")
+            return False
+        ref = upload_ref(data, name, options)
+        stored = store_upload(state, loaded, ref)
+        del loaded
+    state[K_UPLOAD_TRACES] = stored
     state[K_DATASET] = ref
     state[K_SOURCE] = DataSource.UPLOAD.value
     state.pop(K_UPLOAD_ERROR, None)

@@ -153,7 +153,16 @@ def _upload_controls() -> None:
             mapping = (*mapping, ("time_unit", unit))
         opts = UploadOptions(format=fmt, mapping=mapping, tz=tz or "auto", time_offset_s=int(offset),
                              bbox=bbox.strip() or "auto")
-        if apply_upload(ss, up.getvalue(), up.name, opts):
+        note = st.empty()
+
+        def queued(n: int) -> None:
+            note.info(f"Queued: {n} upload{'s' if n > 1 else ''} ahead of yours (the server reads one file at a "
+                      "time); yours starts when they are done.", icon="⏳")
+
+        with st.spinner(f"Reading {up.name}…"):
+            ok = apply_upload(ss, up.getvalue(), up.name, opts, on_wait=queued)
+        note.empty()
+        if ok:
             ss[K_UPLOAD_GEN] = ss.get(K_UPLOAD_GEN, 0) + 1
     if ss.get(K_UPLOAD_ERROR):
         st.error(ss[K_UPLOAD_ERROR], icon="⚠️")

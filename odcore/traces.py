@@ -396,7 +396,7 @@ def _read_cab(m: _Member) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     import pyarrow.csv as pcsv
 
     data = m.text_bytes()
-    if not data.strip():
+    if _blank(data):
         return np.empty(0), np.empty(0), np.empty(0, np.int64)
     ro = pcsv.ReadOptions(column_names=["lat", "lon", "occ", "t"], use_threads=False)
     po = pcsv.ParseOptions(delimiter=" ")
@@ -471,7 +471,7 @@ def _load_cabspotting(members: list[_Member], disp: str) -> tuple[pd.DataFrame, 
 
 def _read_numeric_table(m: _Member, columns: tuple[str, ...]) -> pd.DataFrame:
     data = m.text_bytes()
-    if not data.strip():
+    if _blank(data):
         raise TraceFormatError("the file is empty.", file=m.name)
     try:
         df = pd.read_csv(io.BytesIO(data), sep=r"\s+", header=None, engine="c", dtype=np.float64,
@@ -560,7 +560,7 @@ def _read_table(m: _Member, fmt: TraceFormat) -> pd.DataFrame:
         except Exception as exc:  # pyarrow raises several types for a corrupt file
             raise TraceFormatError(f"cannot read as Parquet ({type(exc).__name__}: {exc}).", file=m.name) from None
     data, enc = decode_text(m.text_bytes(), m.name)
-    if not data.strip():
+    if _blank(data):
         raise TraceFormatError("the file is empty.", file=m.name)
     first = data[:65536].decode("utf-8", "replace").lstrip().splitlines()[0]
     try:
@@ -573,7 +573,7 @@ def _read_table(m: _Member, fmt: TraceFormat) -> pd.DataFrame:
         raise TraceFormatError(f"column(s) {dups} appear more than once in the header {header}; rename them.",
                                file=m.name, column=dups[0])
     try:
-        df = pd.read_csv(io.BytesIO(data), sep=sep, engine="pyarrow")
+        df = _arrow_csv(data, sep)
     except Exception:
         try:
             df = pd.read_csv(io.BytesIO(data), sep=sep, engine="c")
@@ -583,6 +583,37 @@ def _read_table(m: _Member, fmt: TraceFormat) -> pd.DataFrame:
     df.attrs["_encoding"] = enc
     df.attrs["_csv"] = (data, sep)
     return df
+
+
+def _blank(data: bytes) -> bool:
+    """True when ``data`` holds only whitespace (without copying it, as ``data.strip()`` would)."""
+    return _NON_BLANK.search(data) is None
+
+
+_NON_BLANK = re.compile(rb"\S")
+
+
+def _arrow_csv(data: bytes, sep: str) -> pd.DataFrame:
+    """One pass of ``pyarrow.csv`` over the text (one thread: a server parses one upload at a time and keeps the
+    other core for the other sessions), with pandas' missing-value words, into a pandas table.
+
+    ISO times with ``Z`` or an offset come out as UTC timestamps, naive ones as naive timestamps (read later in the
+    chosen time zone), columns pyarrow cannot type (mixed offsets, bad cells) as text for the checks of
+    :func:`odcore.validate.parse_times`. Raises pyarrow's errors on ragged rows or bad quoting (the caller falls
+    back to pandas' C parser for its messages)."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    from pandas._libs.parsers import STR_NA_VALUES
+
+    tab = pcsv.read_csv(io.BytesIO(data), read_options=pcsv.ReadOptions(use_threads=False),
+                        parse_options=pcsv.ParseOptions(delimiter=sep),
+                        convert_options=pcsv.ConvertOptions(null_values=sorted(STR_NA_VALUES),
+                                                            strings_can_be_null=True))
+    # all-empty columns are float NaN (as pandas reads them), not objects holding None
+    for i, t in enumerate(tab.schema.types):
+        if pa.types.is_null(t):
+            tab = tab.set_column(i, tab.schema.field(i).with_type(pa.float64()), tab.column(i).cast(pa.float64()))
+    return tab.to_pandas(split_blocks=True, self_destruct=True)
 
 
 def _resolve_mapping(columns: list[str], mapping: ColumnMapping | dict | None, fname: str) -> ColumnMapping:

@@ -112,3 +112,104 @@ def test_app_shows_error_and_keeps_sample(tmp_path):
     at.run()   # still there, still no traceback
     assert not at.exception
     assert any("broken.csv" in e.value for e in at.sidebar.error)
+
+
+def test_parse_queue_reads_one_upload_at_a_time_and_says_how_many_are_ahead():
+    """Uploads of several sessions (threads) go through the queue one at a time, in arrival order; a waiting one
+    is told how many are ahead of it, and the counts it is told only go down."""
+    import threading
+    import time
+
+    from odapp.data import ParseQueue
+
+    q = ParseQueue(slots=1, poll_s=0.01)
+    inside, most, order, told = [0], [0], [], {}
+    lock = threading.Lock()
+
+    def session(i: int) -> None:
+        while len(q._line) < i:   # arrive in order 0, 1, 2, 3
+            time.sleep(0.002)
+        with q.slot(on_wait=lambda n: told.setdefault(i, []).append(n)):
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+                order.append(i)
+            while i == 0 and len(q._line) < 4:   # hold the slot until everyone is queued
+                time.sleep(0.002)
+            time.sleep(0.05)
+            with lock:
+                inside[0] -= 1
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert most[0] == 1, "two uploads were parsed at the same time"
+    assert order == [0, 1, 2, 3]
+    assert 0 not in told                   # the first one never waited
+    assert told[3] == sorted(told[3], reverse=True)
+    assert (told[3][0], told[3][-1]) == (3, 1)
+    assert (q.served, q._line) == (4, [])
+
+
+def test_parse_queue_lets_a_stopped_waiter_leave():
+    """A session stopped while waiting (its script raises in on_wait) leaves the queue; the next one goes on."""
+    import threading
+
+    from odapp.data import ParseQueue
+
+    q = ParseQueue(slots=1, poll_s=0.01)
+    release = threading.Event()
+
+    def holder():
+        with q.slot():
+            release.wait(timeout=5)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    while not q._line:
+        pass
+
+    def stop(n):
+        raise RuntimeError("script stopped")
+
+    with pytest.raises(RuntimeError):
+        with q.slot(on_wait=stop):
+            pass
+    assert len(q._line) == 1
+    release.set()
+    t.join(timeout=5)
+    with q.slot():
+        assert len(q._line) == 1
+    assert q._line == []
+
+
+def test_apply_upload_waits_in_the_queue_and_reports_it():
+    """apply_upload goes through the queue it is given; while another upload holds the slot it calls on_wait."""
+    import threading
+
+    from odapp.data import ParseQueue
+
+    q = ParseQueue(slots=1, poll_s=0.01)
+    release = threading.Event()
+    told = []
+
+    def holder():
+        with q.slot():
+            release.wait(timeout=5)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    while not q._line:
+        pass
+
+    def on_wait(n):
+        told.append(n)
+        release.set()
+
+    state = {}
+    assert apply_upload(state, GOOD, "trips.csv", on_wait=on_wait, queue=q) is True
+    t.join(timeout=5)
+    assert told == [1]
+    assert state[K_SOURCE] == "upload"
