@@ -268,3 +268,24 @@ def test_composed_curve_equals_the_bounds_one_week_count_at_a_time():
         assert (lo[i], hi[i]) == pytest.approx(pld.composed_epsilon_bounds(1e-5, 9, 0.8, w, interval=2e-3), abs=1e-9)
     with pytest.raises(ParameterError, match="weeks"):
         pld.composed_epsilon_curve(1e-5, 9, 0.8, [1, 2.5])
+
+
+def test_composed_window_equals_the_whole_support_composition():
+    # The composed law is computed on a window around its bulk (Chernoff bound, tail mass 1e-9·δ per side). The
+    # reference composes the same rounded weekly law on its whole support (no window): same ε to 1e-6.
+    from scipy import fft
+
+    delta, k, eps, h, weeks = 1e-6, 30, 0.66, 1e-2, np.array([1, 2, 5, 13, 26])
+    lo, hi = pld.composed_epsilon_curve(delta, k, eps, weeks, interval=h)
+    masses = pld._loss_bin_masses(pld._by_k(np.array([k]), eps)[k], h)
+    lower_pmf = np.append(masses[1:], 0.0)
+    lower_pmf[0] += masses[0]
+    for pmf, got in ((masses, hi), (lower_pmf, lo)):
+        size = fft.next_fast_len(int(weeks.max()) * (pmf.size - 1) + 1, real=True)
+        spec = fft.rfft(pmf, size)
+        for w, g in zip(weeks, got, strict=True):
+            full = np.maximum(fft.irfft(spec ** int(w), size)[: int(w) * (pmf.size - 1) + 1], 0.0)
+            assert g == pytest.approx(pld._epsilon_from_pmf(full, -int(w) * k * eps, h, delta), abs=1e-6)
+    # the window is much smaller than the support at many weeks, and it holds all but a tiny tail
+    wlo, whi = pld._chernoff_window(masses, -k * eps, h, np.array([26]), 1e-15)
+    assert (whi[0] - wlo[0]) < 0.5 * 26 * 2 * k * eps
