@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
@@ -107,9 +108,11 @@ def to_json_text(obj: Any) -> str:
     return json.dumps(obj, indent=2, default=default, allow_nan=False, ensure_ascii=False)
 
 
-def export_buttons(name: str, *, fig: go.Figure | None = None, data: pd.DataFrame | None = None,
-                   config: dict | None = None, command: str | None = None, key: str | None = None) -> None:
-    """A row of download buttons: PNG, SVG (from ``fig``), CSV (``data``) and configuration JSON (``config``).
+def export_buttons(name: str, *, fig: go.Figure | None = None,
+                   data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None, config: dict | None = None,
+                   command: str | None = None, key: str | None = None) -> None:
+    """A row of download buttons: PNG, SVG (from ``fig``), CSV (``data``, or a function that builds it when the
+    button is clicked) and configuration JSON (``config``).
 
     ``command`` names the ``python -m odcore`` subcommand that accepts the JSON (:data:`odapp.cli_config.COMMANDS`).
     """
@@ -126,7 +129,7 @@ def export_buttons(name: str, *, fig: go.Figure | None = None, data: pd.DataFram
                                 mime="image/svg+xml", key=f"dl_svg_{key}", on_click="ignore", icon=":material/draw:",
                                 help="The chart as a vector SVG image, for papers.")
     if data is not None:
-        cols[2].download_button("CSV", data=lambda: data.to_csv(index=False), file_name=f"{base}.csv", mime="text/csv",
+        cols[2].download_button("CSV", data=lambda: (data() if callable(data) else data).to_csv(index=False), file_name=f"{base}.csv", mime="text/csv",
                                 key=f"dl_csv_{key}", on_click="ignore", icon=":material/table:",
                                 help="The numbers behind the chart, one row per plotted point.")
     if config is not None:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from statistics import NormalDist
 from typing import TYPE_CHECKING
 
@@ -125,7 +126,15 @@ def success_curve(epsilon: float, k_max: int) -> np.ndarray:
     [0.5, 0.6405, 0.6563, 0.7071]
     """
     km = _check_k_max(k_max)
-    return np.asarray(pld.optimal_accuracy(np.arange(km + 1), epsilon), dtype=float).reshape(km + 1)
+    return _success_curve(float(epsilon), km).copy()
+
+
+@lru_cache(maxsize=256)
+def _success_curve(epsilon: float, k_max: int) -> np.ndarray:
+    """:func:`success_curve`, remembered per (ε, k_max) (read-only): every user's effective k reads it."""
+    out = np.asarray(pld.optimal_accuracy(np.arange(k_max + 1), epsilon), dtype=float).reshape(k_max + 1)
+    out.setflags(write=False)
+    return out
 
 
 def bounded_success_curve(epsilon: float, max_pairs: int, n_max: int, threshold: float | None = None) -> np.ndarray:
@@ -650,7 +659,7 @@ def _tv_from_p(p: np.ndarray, K: int, R: int, eps: float) -> float:
 
 
 def _effective_k(success, k_hi: int, eps: float) -> np.ndarray:
-    curve = success_curve(eps, max(int(k_hi), 1))
+    curve = _success_curve(float(eps), _check_k_max(max(int(k_hi), 1)))
     s = np.asarray(success, dtype=float)
     return np.interp(np.minimum(s, curve[-1]), curve, np.arange(curve.size, dtype=float))
 

@@ -273,7 +273,15 @@ def expected_success(pool: AttackerPool, rules: GameRules, k: int, seed: int, ro
     attacker); compare :func:`odcore.attack.success_curve`, which is the no-threshold p_k.
     """
     rounds = check_int("rounds", rounds, minimum=1)
-    return np.array([deal(pool, rules, k, j, seed).exact_success(resolution) for j in range(rounds)])
+    done: dict[tuple, float] = {}       # the success depends only on the multiset of others' counts
+    out = np.empty(rounds)
+    for j in range(rounds):
+        r = deal(pool, rules, k, j, seed)
+        key = tuple(np.sort(r.others).tolist())
+        if key not in done:
+            done[key] = r.exact_success(resolution)
+        out[j] = done[key]
+    return out
 
 
 def binomial_interval(p: float, n: int, confidence: float = 0.99) -> tuple[float, float]:

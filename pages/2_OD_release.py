@@ -177,7 +177,7 @@ if released.any():
                                 "release_prob": st.column_config.NumberColumn(format="%.3f")})
 else:
     st.info("Empty: no pair reached the threshold this week (see the note above the map for what to change).")
-export_buttons(f"release_week{s.week}", data=add_zone_names(release_csv_table(table, cent), ctx.od.grid),
+export_buttons(f"release_week{s.week}", data=lambda: add_zone_names(release_csv_table(table, cent), ctx.od.grid),
                config=cli_config, command="release", key="rel_table")
 st.caption("The CSV holds every observed pair of the week (published or not) with its true count, noise, noisy "
            "count, exact release probability and the centres of both cells (as the CLI's release.csv).")
