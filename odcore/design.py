@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -48,7 +49,7 @@ from odcore.accounting import (
 )
 from odcore.constants import DESTINATION, ORIGIN, USER
 from odcore.errors import ParameterError, check_int, check_positive
-from odcore.release import Mode, ReleaseConfig, release_probability, release_with_report
+from odcore.release import Mode, ReleaseConfig, prepare_pairs, release_probability, release_with_report
 from odcore.utility import noise_dominated, release_utility
 
 __all__ = [
@@ -170,16 +171,29 @@ def threshold_for(goal: Goal, epsilon: float, max_pairs: int) -> int:
     return default_user_threshold(epsilon, max_pairs, goal.partition_delta, weeks)
 
 
+# The privacy side depends on numbers only (not on the data or the seed): remembered, so that a new seed, week or
+# dataset re-runs only the releases.
+@lru_cache(maxsize=4096)
+def _tight(delta: float, k: int, epsilon: float) -> float:
+    return float(tight_epsilon(delta, k, epsilon))
+
+
+@lru_cache(maxsize=256)
+def _budget(epsilon: float, max_pairs: int, threshold: float, weeks: int, delta: float) -> dict:
+    return user_level_budget(epsilon, max_pairs, threshold, weeks, delta)
+
+
+@lru_cache(maxsize=4096)
 def achieved(goal: Goal, epsilon: float, max_pairs: int, *, coarse: bool = False) -> float:
     """The goal's figure at release ε and m: ε per week, ε over W weeks (upper end of the bracket, on the same loss
     grid as :func:`odcore.accounting.user_level_budget` unless ``coarse``), or the attack success bound."""
     e1 = epsilon / max_pairs
     if goal.kind is GoalKind.WEEK:
-        return float(tight_epsilon(goal.pld_delta, max_pairs, e1))
+        return float(_tight(goal.pld_delta, max_pairs, e1))
     if goal.kind is GoalKind.TOTAL:
         k = max_pairs * goal.weeks
         if k <= TIGHT_K_MAX and not coarse:
-            return float(tight_epsilon(goal.pld_delta, k, e1))
+            return float(_tight(goal.pld_delta, k, e1))
         h = min(1e-3, 2.0 * goal.weeks * epsilon / (2**14 if coarse else USER_GRID_POINTS))
         return min(pld.composed_epsilon_bounds(goal.pld_delta, max_pairs, e1, goal.weeks, interval=h)[1],
                    goal.weeks * epsilon)
@@ -189,6 +203,7 @@ def achieved(goal: Goal, epsilon: float, max_pairs: int, *, coarse: bool = False
     return min(0.5 + 0.5 * (tv + ps), 1.0)
 
 
+@lru_cache(maxsize=1024)
 def goal_epsilon(goal: Goal, max_pairs: int, *, final: bool = True) -> float:
     """Largest release ε (noise scale m/ε) for which the goal holds at this m, by bisection (to 0.2 %).
 
@@ -230,7 +245,7 @@ def goal_epsilon(goal: Goal, max_pairs: int, *, final: bool = True) -> float:
 # Utility side: what a design keeps on the loaded week
 # ---------------------------------------------------------------------------------------------------------------
 
-def release_keeps(week_pairs: pd.DataFrame, epsilon: float, threshold: float, max_pairs: int | None,
+def release_keeps(week_pairs, epsilon: float, threshold: float, max_pairs: int | None,
                   rng=None) -> dict:
     """Run the release on one week's pairs (seeded) and say what it keeps.
 
@@ -293,10 +308,10 @@ class Design:
         return self.budget[key] <= self.goal.delta * (1 + 1e-9)
 
 
-def _design_at(goal: Goal, m: int, week_pairs: pd.DataFrame, rng, tuned: bool) -> Design:
+def _design_at(goal: Goal, m: int, week_pairs, rng, tuned: bool) -> Design:
     e = goal_epsilon(goal, m)
     tau = threshold_for(goal, e, m)
-    b = user_level_budget(e, m, tau, goal.weeks, goal.pld_delta)
+    b = dict(_budget(e, m, tau, goal.weeks, goal.pld_delta))
     keeps = release_keeps(week_pairs, e, tau, m, rng=rng)
     value = {GoalKind.WEEK: b["epsilon_user_week_tight"], GoalKind.TOTAL: b["epsilon_user_total_tight"]}.get(
         goal.kind)
@@ -321,22 +336,27 @@ class _Ranked:
         self.rank = rank
         self.n_pairs = int(self.pid.max()) + 1 if len(p) else 0
         self.raw = np.bincount(self.pid, minlength=self.n_pairs).astype(float)
+        self._counts: dict[int, np.ndarray] = {}
 
     def counts(self, m: int | None) -> np.ndarray:
         if m is None:
             return self.raw
-        return np.bincount(self.pid[self.rank < m], minlength=self.n_pairs).astype(float)
+        if m not in self._counts:        # the frontier asks for each m at a dozen ε
+            self._counts[m] = np.bincount(self.pid[self.rank < m], minlength=self.n_pairs).astype(float)
+        return self._counts[m]
 
     def expected(self, m: int | None, epsilon: float, threshold: float) -> tuple[float, float]:
         """(expected share of user-trips published, expected pairs published), exact given the bounding."""
         true = self.counts(m)
-        p = np.where(true > 0, release_probability(true, epsilon, threshold, 1 if m is None else m), 0.0)
+        vals, inv = np.unique(true, return_inverse=True)     # counts repeat a lot: one probability per value
+        p = np.where(true > 0, release_probability(vals, epsilon, threshold, 1 if m is None else m)[inv], 0.0)
         total = self.raw.sum()
         return (float((self.raw * p).sum() / total) if total else math.nan), float(p.sum())
 
 
 def design(goal: Goal, week_pairs: pd.DataFrame, *, max_pairs: int | None = None,
-           candidates=CANDIDATE_MAX_PAIRS, rng=None) -> tuple[Design, Design, pd.DataFrame]:
+           candidates=CANDIDATE_MAX_PAIRS, rng=None, _ranked: _Ranked | None = None
+           ) -> tuple[Design, Design, pd.DataFrame]:
     """Design a release that meets ``goal`` on one week of unique (user, pair) rows.
 
     Parameters
@@ -365,7 +385,8 @@ def design(goal: Goal, week_pairs: pd.DataFrame, *, max_pairs: int | None = None
                                     "trips_published_frac": d.keeps["trips_published_frac"],
                                     "pairs_published_expected": float("nan")}])
     ms = sorted({check_int("candidate max_pairs", c, minimum=1) for c in candidates} | {DEFAULT_MAX_PAIRS})
-    ranked = _Ranked(week_pairs, rng)
+    ranked = _ranked or _Ranked(week_pairs, rng)
+    prep = prepare_pairs(week_pairs)       # validated and counted once for the two seeded releases below
     rows = []
     for m in ms:
         e = goal_epsilon(goal, m, final=False)
@@ -376,8 +397,8 @@ def design(goal: Goal, week_pairs: pd.DataFrame, *, max_pairs: int | None = None
     table = pd.DataFrame(rows)
     best_m = int(table.sort_values(["trips_published_frac", "max_pairs"], ascending=[False, True],
                                    kind="stable").iloc[0]["max_pairs"])
-    best = _design_at(goal, best_m, week_pairs, rng, True)
-    default = best if best_m == DEFAULT_MAX_PAIRS else _design_at(goal, DEFAULT_MAX_PAIRS, week_pairs, rng, False)
+    best = _design_at(goal, best_m, prep, rng, True)
+    default = best if best_m == DEFAULT_MAX_PAIRS else _design_at(goal, DEFAULT_MAX_PAIRS, prep, rng, False)
     if default is best:
         default = Design(**{**best.__dict__, "tuned_on_data": False})
     return best, default, table
@@ -388,7 +409,7 @@ def design(goal: Goal, week_pairs: pd.DataFrame, *, max_pairs: int | None = None
 # ---------------------------------------------------------------------------------------------------------------
 
 def frontier(week_pairs: pd.DataFrame, *, max_pairs=(1, 5, 10, 20, 50), epsilons=None, delta: float = 1e-6,
-             rng=None) -> pd.DataFrame:
+             rng=None, _ranked: _Ranked | None = None) -> pd.DataFrame:
     """Expected share of user-trips published against ε per person and week, for several m.
 
     For each m the week's pairs are bounded once (seeded) and, for each release ε, the threshold is the smallest
@@ -402,7 +423,7 @@ def frontier(week_pairs: pd.DataFrame, *, max_pairs=(1, 5, 10, 20, 50), epsilons
     """
     eps_grid = np.geomspace(0.1, 20.0, 12) if epsilons is None else np.asarray(epsilons, dtype=float)
     goal = Goal(GoalKind.WEEK, epsilon=1.0, delta=delta, weeks=1)
-    ranked = _Ranked(week_pairs, rng)
+    ranked = _ranked or _Ranked(week_pairs, rng)
     rows = []
     for m in max_pairs:
         m = check_int("max_pairs", m, minimum=1)
@@ -410,20 +431,21 @@ def frontier(week_pairs: pd.DataFrame, *, max_pairs=(1, 5, 10, 20, 50), epsilons
             tau = threshold_for(goal, float(e), m)
             frac, n_pub = ranked.expected(m, float(e), tau)
             rows.append({"max_pairs": m, "epsilon": float(e), "threshold": tau,
-                         "epsilon_user_week": float(tight_epsilon(goal.pld_delta, m, float(e) / m)),
+                         "epsilon_user_week": float(_tight(goal.pld_delta, m, float(e) / m)),
                          "trips_published_frac": frac, "pairs_published_expected": n_pub})
     return pd.DataFrame(rows)
 
 
-def google_point(week_pairs: pd.DataFrame, user_trips: np.ndarray, *, delta: float = 1e-6) -> dict:
+def google_point(week_pairs: pd.DataFrame, user_trips: np.ndarray, *, delta: float = 1e-6,
+                 _ranked: _Ranked | None = None) -> dict:
     """Google's per-metric setting (ε 0.66, τ 100) on the same axes: expected share of user-trips published, and
     the per-person ε per week (tight, δ = D/2) of a typical (median unique trips) and the busiest person."""
-    raw = _Ranked(week_pairs, 0).raw
+    raw = (_ranked or _Ranked(week_pairs, 0)).raw          # raw counts do not depend on the ranking's seed
     p = release_probability(raw, GOOGLE_EPSILON, GOOGLE_THRESHOLD)
     trips = np.asarray(user_trips, dtype=int)
     n_typ = int(max(1, round(float(np.median(trips))))) if trips.size else 1
     n_max = int(max(1, trips.max())) if trips.size else 1
-    eps = {n: float(tight_epsilon(delta / 2, n, GOOGLE_EPSILON)) if n <= 400 else n * GOOGLE_EPSILON
+    eps = {n: float(_tight(delta / 2, n, GOOGLE_EPSILON)) if n <= 400 else n * GOOGLE_EPSILON
            for n in {n_typ, n_max}}
     return {"epsilon": GOOGLE_EPSILON, "threshold": GOOGLE_THRESHOLD, "typical_trips": n_typ, "max_trips": n_max,
             "epsilon_user_week_typical": eps[n_typ], "epsilon_user_week_max": eps[n_max],
@@ -434,6 +456,7 @@ def google_point(week_pairs: pd.DataFrame, user_trips: np.ndarray, *, delta: flo
 # The whole report (CLI ``design --json``, the designer page, the guarantee sheet)
 # ---------------------------------------------------------------------------------------------------------------
 
+@lru_cache(maxsize=1024)
 def person_risk(epsilon: float, max_pairs: int, threshold: float, trips: int) -> float:
     """Upper bound on the best attacker's success (equal priors, one week) for a person with ``trips`` unique trips
     who is fully known to the attacker (:func:`odcore.attack.bounded_success_curve` with the threshold)."""
@@ -455,7 +478,8 @@ def design_report(goal: Goal, week_pairs: pd.DataFrame, user_trips, *, week: int
     (the data-independent design, same keys), ``candidates`` (m tried), ``google`` (:func:`google_point`),
     ``tuning_note`` and, with ``with_frontier``, ``frontier`` (:func:`frontier` rows).
     """
-    best, default, cands = design(goal, week_pairs, max_pairs=max_pairs, rng=rng)
+    ranked = None if max_pairs is not None else _Ranked(week_pairs, rng)   # one ranking for design and frontier
+    best, default, cands = design(goal, week_pairs, max_pairs=max_pairs, rng=rng, _ranked=ranked)
     trips = np.asarray(user_trips, dtype=int)
     n_typ = round(float(np.median(trips))) if trips.size else 0
     n_busy = int(trips.max()) if trips.size else 0
@@ -468,7 +492,7 @@ def design_report(goal: Goal, week_pairs: pd.DataFrame, user_trips, *, week: int
 
     rep = {**with_risk(best), "week": int(week), "typical_trips": n_typ, "busy_trips": n_busy,
            "default": with_risk(default), "candidates": cands.to_dict(orient="records"),
-           "google": google_point(week_pairs, trips, delta=goal.delta)}
+           "google": google_point(week_pairs, trips, delta=goal.delta, _ranked=ranked)}
     if best.tuned_on_data:
         rep["tuning_note"] = (f"max_pairs = {best.max_pairs} was chosen among {len(cands)} values because it "
                               f"publishes the most user-trips on this week's data: that choice itself uses the data "
@@ -477,5 +501,5 @@ def design_report(goal: Goal, week_pairs: pd.DataFrame, user_trips, *, week: int
     else:
         rep["tuning_note"] = f"max_pairs = {best.max_pairs} was fixed before looking at the data."
     if with_frontier:
-        rep["frontier"] = frontier(week_pairs, delta=goal.delta, rng=rng).to_dict(orient="records")
+        rep["frontier"] = frontier(week_pairs, delta=goal.delta, rng=rng, _ranked=ranked).to_dict(orient="records")
     return rep
