@@ -16,7 +16,7 @@ from odapp import data as _data
 
 @st.cache_resource(max_entries=2, show_spinner="Reading the bundled synthetic city…")
 def sample_traces(dataset_id: str) -> _data.Loaded:
-    return _data.load_sample()
+    return _data.disk_cached("sample", dataset_id, _data.load_sample)
 
 
 @st.cache_resource(max_entries=12, show_spinner="Reading the uploaded traces…")
@@ -38,6 +38,9 @@ def od_data(dataset_id: str, od_config, _df):
     """:func:`odcore.trips.build_od` of the dataset ``dataset_id`` (``_df`` is its trace table)."""
     from odcore.trips import build_od
 
+    if dataset_id.startswith("sample:") and (od_config.zones is None or ":" in str(od_config.zones)):
+        # the bundled city on a grid or H3 (not a zone file, whose content could change under the same name)
+        return _data.disk_cached("od", f"{dataset_id}|{od_config!r}", lambda: build_od(_df, od_config))
     return build_od(_df, od_config)
 
 

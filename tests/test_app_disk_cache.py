@@ -1,0 +1,58 @@
+"""The disk cache of the bundled city's tables (odapp.data.disk_cached): built once, read back, rebuilt when
+damaged, keyed on the engine's source, switched off by ODLAB_CACHE_DIR=none, never used for uploads."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from odapp import data
+
+
+def test_built_once_then_read_back(tmp_path, monkeypatch):
+    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path))
+    calls = []
+
+    def build():
+        calls.append(1)
+        return pd.DataFrame({"x": [1, 2, 3]})
+
+    a = data.disk_cached("t", "key", build)
+    b = data.disk_cached("t", "key", build)
+    assert len(calls) == 1 and a.equals(b) and a is not b
+    data.disk_cached("t", "other key", build)
+    assert len(calls) == 2
+    assert len(list(tmp_path.glob("*.pkl"))) == 2 and not list(tmp_path.glob("*.tmp"))
+
+
+def test_damaged_file_is_rebuilt_and_switch_off(tmp_path, monkeypatch):
+    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path))
+    data.disk_cached("t", "k", lambda: [1])
+    (f,) = tmp_path.glob("*.pkl")
+    f.write_bytes(b"not a pickle")
+    assert data.disk_cached("t", "k", lambda: [2]) == [2]
+    assert data.disk_cached("t", "k", lambda: [3]) == [2]          # the rebuilt value was written back
+    monkeypatch.setenv(data.CACHE_ENV, "none")
+    assert data.disk_cached("t", "k", lambda: [4]) == [4]          # off: always built, nothing read
+
+
+def test_key_includes_the_engine_source(tmp_path, monkeypatch):
+    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path))
+    data.disk_cached("t", "k", lambda: "old code")
+    monkeypatch.setattr(data, "code_stamp", lambda: "another version of odcore")
+    assert data.disk_cached("t", "k", lambda: "new code") == "new code"
+
+
+def test_only_the_bundled_city_is_kept(tmp_path, monkeypatch):
+    # an upload or a synthetic city never reaches the disk; the bundled city ("sample:" ids) does
+    from odapp import cache
+    from odcore.trips import ODConfig
+
+    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path))
+    df = data.load_synth(200, 1, 3.0, 1).df
+    build = cache.od_data.__wrapped__          # the function under st.cache_resource
+    for dataset_id in ("upload:abc", "synth:200:1:3:1"):
+        build(dataset_id, ODConfig(), _df=df)
+    assert not list(tmp_path.glob("*.pkl"))
+    od = build("sample:test", ODConfig(), _df=df)
+    assert len(list(tmp_path.glob("od-*.pkl"))) == 1
+    assert build("sample:test", ODConfig(), _df=df.iloc[:0]).counts.equals(od.counts)   # read back, not rebuilt
