@@ -18,10 +18,13 @@ def test_built_once_then_read_back(tmp_path, monkeypatch):
 
     a = data.disk_cached("t", "key", build)
     b = data.disk_cached("t", "key", build)
-    assert len(calls) == 1 and a.equals(b) and a is not b
+    assert len(calls) == 1
+    assert a.equals(b)
+    assert a is not b
     data.disk_cached("t", "other key", build)
     assert len(calls) == 2
-    assert len(list(tmp_path.glob("*.pkl"))) == 2 and not list(tmp_path.glob("*.tmp"))
+    assert len(list(tmp_path.glob("*.pkl"))) == 2
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_damaged_file_is_rebuilt_and_switch_off(tmp_path, monkeypatch):
