@@ -46,7 +46,9 @@ def _connect(memory_limit: str, threads: int | None, temp_dir: str):
                            "preserve_insertion_order": False}
     if threads:
         cfg["threads"] = int(threads)
-    return duckdb.connect(config=cfg)
+    con = duckdb.connect(config=cfg)
+    con.execute("SET enable_progress_bar = false")   # a bar on stderr per query: noise in the CLI and the logs
+    return con
 
 
 def _q(name: str) -> str:
@@ -180,16 +182,36 @@ def prepared_batches(scan: _Scan, grid, tz: str, filters: K.Filters | None, st: 
                               names=[USER, K.T_S, LAT, LON, K.SLOT, "cell"])
 
 
-def _shard_sql(src: str, dedupe: bool, keep_pairs: bool) -> list[str]:
-    """The per-shard pipeline (tables pts -> win -> trp -> prs), appended into the result tables."""
-    rows = f"(SELECT DISTINCT user, t, lat, lon, slot, cell FROM {src})" if dedupe else src
+_B32 = 4294967296   # 2**32: (slot, cell) packed in one BIGINT, and the winner's (count, -cell) in another
+
+
+def _shard_sql(src: str, dedupe: bool, keep_pairs: bool, slot_min: int, packed: bool) -> list[str]:
+    """The per-shard pipeline (tables pts -> win -> trp -> prs), appended into the result tables.
+
+    ``packed`` (cell ids and the hour span below 2**31): the hour (relative to ``slot_min``) and the cell are one
+    BIGINT key ``s * 2**32 + cell`` and the winner is the plain ``max`` of ``n * 2**32 + (2**32 - 1 - cell)`` (most
+    records, then the lowest cell id): integer aggregates, about twice as fast as grouping by three columns and
+    ``arg_max`` over a struct, with the same result.
+    """
+    # exact duplicate rows (same user, time and coordinates; their slot and cell are then equal too) count once
+    rows = (f"(SELECT user, any_value(slot) AS slot, any_value(cell) AS cell FROM {src} GROUP BY user, t, lat, lon)"
+            if dedupe else src)
+    if packed:
+        pts = (f"CREATE OR REPLACE TEMP TABLE pts AS SELECT user, (slot - {int(slot_min)}) * {_B32} + cell AS sc, "
+               f"count(*) AS n FROM {rows} GROUP BY ALL")
+        npts = "CREATE OR REPLACE TEMP TABLE npts AS SELECT sum(n)::BIGINT AS n FROM pts"
+        # Houssiau et al. 2022, Methods: winner takes all per user-hour, ties to the lower cell id
+        win = (f"CREATE OR REPLACE TEMP TABLE win AS SELECT user, sc // {_B32} + {int(slot_min)} AS slot, "
+               f"{_B32 - 1} - max(n * {_B32} + ({_B32 - 1} - sc % {_B32})) % {_B32} AS cell FROM pts "
+               f"GROUP BY user, sc // {_B32}")
+    else:
+        pts = f"CREATE OR REPLACE TEMP TABLE pts AS SELECT user, slot, cell, count(*) AS n FROM {rows} GROUP BY ALL"
+        npts = "CREATE OR REPLACE TEMP TABLE npts AS SELECT sum(n)::BIGINT AS n FROM pts"
+        win = ("CREATE OR REPLACE TEMP TABLE win AS SELECT user, slot, arg_max(cell, (n, -cell)) AS cell FROM pts "
+               "GROUP BY ALL")
     out = [
         f"CREATE OR REPLACE TEMP TABLE nrows AS SELECT count(*) AS n FROM {src}",
-        f"CREATE OR REPLACE TEMP TABLE pts AS SELECT user, slot, cell, count(*) AS n FROM {rows} GROUP BY ALL",
-        "CREATE OR REPLACE TEMP TABLE npts AS SELECT sum(n)::BIGINT AS n FROM pts",
-        # Houssiau et al. 2022, Methods: winner takes all per user-hour, ties to the lower cell id
-        "CREATE OR REPLACE TEMP TABLE win AS SELECT user, slot, arg_max(cell, (n, -cell)) AS cell FROM pts "
-        "GROUP BY ALL",
+        pts, npts, win,
         # trips: to a distinct cell in the next hour slot; week of the origin hour
         "CREATE OR REPLACE TEMP TABLE trp AS SELECT w.user, sw.week, w.cell AS o, w.ncell AS d FROM ("
         "  SELECT user, slot, cell, lead(slot) OVER u AS nslot, lead(cell) OVER u AS ncell FROM win"
@@ -275,7 +297,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         for i, batch in enumerate(prepared_batches(scan, grid, tz, filters, st)):
             tbl = pa.Table.from_batches([batch])
             con.execute(f"COPY (SELECT *, (hash(user) % {n_shards})::INTEGER AS shard FROM tbl) TO "
-                        f"'{part / f'b{i:06d}'}' (FORMAT parquet, PARTITION_BY (shard), COMPRESSION zstd)")
+                        f"'{part / f'b{i:06d}'}' (FORMAT parquet, PARTITION_BY (shard), COMPRESSION snappy)")
             n_batches += 1
             del tbl
         if n_batches == 0:
@@ -294,10 +316,11 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         con.execute("CREATE TEMP TABLE r_stats (rows_in BIGINT, rows_dedup BIGINT, user_hours BIGINT)")
         # --- stage B: per shard -------------------------------------------------------------------------------
         dedupe = isinstance(source, FileSource)
+        packed = grid.n_cells < 2**31 and st.slot_max - st.slot_min < 2**31
         shard_dirs = sorted({d.name for b in part.iterdir() for d in b.iterdir()})
         for name in shard_dirs:
             files = f"read_parquet('{part}/*/{name}/*.parquet')"
-            for sql in _shard_sql(files, dedupe, keep_pairs):
+            for sql in _shard_sql(files, dedupe, keep_pairs, st.slot_min, packed):
                 con.execute(sql)
         timings["stage_b"] = time.perf_counter() - t0 - timings["grid"] - timings["stage_a"]
         counts = con.execute("SELECT week, o AS origin, d AS destination, sum(n)::BIGINT AS count FROM r_counts "
