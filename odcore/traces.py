@@ -538,7 +538,7 @@ def _load_checkins(members: list[_Member], disp: str, poi_source: Any) -> tuple[
     t_int = _unix_seconds(t, ck[0].name, "unix_time")
     u = c["user"].to_numpy()
     df = pd.DataFrame({
-        USER: np.where(np.isnan(u), -1, u).astype(np.int64),
+        USER: _checkin_users(c["user"], ck[0]),
         "_t": t_int,
         LAT: lat, LON: lon, LOC: cpoi_i,
     })
@@ -547,6 +547,21 @@ def _load_checkins(members: list[_Member], disp: str, poi_source: Any) -> tuple[
     df = df.loc[known].reset_index(drop=True)
     df.attrs["_file"] = ck[0].name
     return df, drops
+
+
+def _checkin_users(u: pd.Series, m: _Member) -> pd.Series | np.ndarray:
+    """User ids of a check-ins table read as floats: int64 when exact, else the column read again as text.
+
+    Ids at or above 2^53 do not survive a float (distinct ids merge), so then the first column is re-read as text:
+    ids that fit int64 become exact integers, larger ones (above 2^63) stay text, as on the CSV path
+    (:func:`odcore.validate.normalise_user_ids`). A missing id is -1 / missing (the row is dropped and counted)."""
+    if not user_ids_need_text(u):
+        v = u.to_numpy()
+        return np.where(np.isnan(v), -1, v).astype(np.int64)
+    txt = pd.read_csv(io.BytesIO(m.text_bytes()), sep=r"\s+", header=None, usecols=[0], dtype=str, engine="c")[0]
+    num = pd.to_numeric(txt, errors="coerce")
+    exact = pd.api.types.is_integer_dtype(num)   # every id an integer that fits int64 or uint64
+    return normalise_user_ids(num if exact else txt.str.strip()).set_axis(u.index)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -162,6 +162,19 @@ def _dst_repeat(i: int, t: int) -> str:
 BIG = 2**63
 
 
+def checkins_zip(users: Callable[[int], str], n_users: int = USERS) -> bytes:
+    """The base rows as a check-ins set (``user poi unix_time`` + ``poi lat lon``, whitespace-separated, in one zip,
+    the layout of the shared Foursquare sets): one POI per distinct place."""
+    places: dict[tuple[float, float], int] = {}
+    ck = []
+    for u, t, la, lo in rows(n_users):
+        poi = places.setdefault((la, lo), len(places) + 1)
+        ck.append(f"{users(u)}\t{poi}\t{t}")
+    poi = [f"{i} {la} {lo}" for (la, lo), i in places.items()]
+    return zip_bytes({"checkins.txt": ("\n".join(ck) + "\n").encode(),
+                      "poi_coords.txt": ("\n".join(poi) + "\n").encode()})
+
+
 CASES: list[Case] = [
     # --- times ----------------------------------------------------------------------------------------------
     Case("iso_year_2300", "y2300.csv", lambda: _t(table(times=_iso_in_2300)), error="row 1, column 'time'"),
@@ -212,6 +225,12 @@ CASES: list[Case] = [
     Case("four_huge_ids", "big4.csv", lambda: _t(table(users=lambda u: str(2**64 - 1 - u), n_users=4)),
          users=4, rows_kept=32),
     Case("ids_near_2_53", "id53.csv", lambda: _t(table(users=lambda u: str(2**53 + u)))),
+    Case("checkins_small_ids", "ck.zip", lambda: checkins_zip(users=str)),
+    Case("checkins_ids_above_2_63_mixed", "ck_bigid.zip",
+         lambda: checkins_zip(users=lambda u: str(BIG + u) if u % 2 else str(u))),
+    Case("checkins_ids_near_2_53", "ck_id53.zip", lambda: checkins_zip(users=lambda u: str(2**53 + u))),
+    Case("checkins_four_huge_ids", "ck_big4.zip", lambda: checkins_zip(users=lambda u: str(2**64 - 1 - u), n_users=4),
+         users=4, rows_kept=32),
     Case("negative_ids", "negid.csv", lambda: _t(table(users=lambda u: str(-u - 1)))),
     Case("float_ids", "floatid.csv", lambda: _t(table(users=lambda u: f"{u}.0"))),
     Case("text_ids_unicode", "uni.csv", lambda: _t(table(users=lambda u: f"usér-{u}-東京"))),
