@@ -199,6 +199,72 @@ def test_release_errors(capsys, tmp_path, traces_csv, extra, match):
     assert "Traceback" not in err
 
 
+@pytest.fixture
+def fake_image(monkeypatch):
+    """Image export without a browser: the map is 'drawn' as fixed bytes (the writing path is what is tested)."""
+    from odcore import figures
+
+    monkeypatch.setattr(figures, "require_browser", lambda: "/fake/chromium")
+    monkeypatch.setattr(figures, "image_bytes", lambda fig, fmt, **kw: b"IMAGE:" + fmt.encode())
+
+
+def test_release_map_is_written_with_the_release(capsys, tmp_path, traces_csv, fake_image):
+    out, maps = tmp_path / "out", tmp_path / "maps"
+    code, _, err = _run(capsys, "release", "--input", str(traces_csv), "--threshold", "5", "--out", str(out),
+                        "--map", f"{maps / 'flows.png'},{maps / 'flows.svg'}")
+    assert code == 0, err
+    assert (maps / "flows.png").read_bytes() == b"IMAGE:.png"
+    assert (maps / "flows.svg").read_bytes() == b"IMAGE:.svg"
+    assert sorted(q.name for q in maps.iterdir()) == ["flows.png", "flows.svg"]   # no temporary files left
+
+
+def test_failing_release_writes_no_map(capsys, tmp_path, traces_csv, fake_image):
+    """The release cannot be written (--out is a file): exit 2 and the map images are not written either."""
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("x")
+    maps = tmp_path / "maps"
+    maps.mkdir()
+    code, _, err = _run(capsys, "release", "--input", str(traces_csv), "--threshold", "5", "--out", str(blocker),
+                        "--map", str(maps / "flows.png"))
+    assert code == 2, err
+    assert "cannot write" in err
+    assert "Traceback" not in err
+    assert list(maps.iterdir()) == []
+
+
+def test_failing_map_writes_no_release(capsys, tmp_path, traces_csv, monkeypatch):
+    """The second map cannot be drawn: exit 2, and neither the release files nor the first map are written."""
+    from odcore import figures
+
+    def image_bytes(fig, fmt, **kw):
+        if fmt.lstrip(".") == "svg":
+            raise ValueError("svg export broke")
+        return b"IMAGE"
+
+    monkeypatch.setattr(figures, "require_browser", lambda: "/fake/chromium")
+    monkeypatch.setattr(figures, "image_bytes", image_bytes)
+    out = tmp_path / "out"
+    code, _, err = _run(capsys, "release", "--input", str(traces_csv), "--threshold", "5", "--out", str(out),
+                        "--map", f"{tmp_path / 'a.png'},{tmp_path / 'b.svg'}")
+    assert code == 2
+    assert "--map" in err
+    assert "svg export broke" in err
+    assert not (tmp_path / "a.png").exists()
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_release_map_without_a_browser_says_what_is_missing(capsys, tmp_path, traces_csv, monkeypatch):
+    monkeypatch.setenv("ODLAB_BROWSER", "none")
+    out = tmp_path / "out"
+    code, _, err = _run(capsys, "release", "--input", str(traces_csv), "--threshold", "5", "--out", str(out),
+                        "--map", str(tmp_path / "m.png"))
+    assert code == 2
+    assert "Chromium" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "m.png").exists()
+    assert not out.exists() or list(out.iterdir()) == []
+
+
 @pytest.mark.realdata
 def test_release_on_real_checkins(capsys, tmp_path, shared_data):
     src = shared_data / "gowalla_liu2017_1k"

@@ -12,6 +12,7 @@ as exported by the dashboard. Precedence: explicit flags > config file > default
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -247,18 +248,24 @@ def run_release(args: argparse.Namespace) -> int:
         "files": {"csv": str(out_dir / "release.csv"), "parquet": str(out_dir / "release.parquet"),
                   "summary": str(out_dir / "summary.json"), "zones": str(out_dir / "zones.geojson")},
     }
-    if s.get("map"):
-        summary["files"]["map"] = [str(p) for p in _write_maps(s, od, table, cfg, week)]
+    maps = _map_images(s, od, table, cfg, week) if s.get("map") else []
+    if maps:
+        summary["files"]["map"] = [str(p) for p, _ in maps]
     summary = _jsonable(summary)
     text = json.dumps(summary, indent=2, allow_nan=False)
-    # Written last and atomically: a command that fails before this point leaves nothing behind.
+    # Written last and atomically, map images included: a command that fails leaves nothing behind (each file is
+    # written to a temporary name and renamed only when every file has been written).
     try:
-        with atomic_output(out_dir / "release.csv") as a, atomic_output(out_dir / "release.parquet") as b, \
-                atomic_output(out_dir / "zones.geojson") as z, atomic_output(out_dir / "summary.json") as c:
+        with contextlib.ExitStack() as stack:
+            a, b, z, c = (stack.enter_context(atomic_output(out_dir / f))
+                          for f in ("release.csv", "release.parquet", "zones.geojson", "summary.json"))
+            tmp_maps = [(p, write, stack.enter_context(atomic_output(p))) for p, write in maps]
             out_table.to_csv(a, index=False)
             out_table.to_parquet(b, index=False)
             write_zone_geometry(od.grid, z, od.cells)
             c.write_text(text, encoding="utf-8")
+            for p, write, tmp in tmp_maps:
+                write(p, tmp)
     except OSError as exc:
         raise ParameterError(f"--out {out_dir}: cannot write ({exc}).") from None
     if args.json:
@@ -311,8 +318,11 @@ def _jsonable(o: Any) -> Any:
     return str(o)
 
 
-def _write_maps(s: dict, od, table, cfg, week) -> list[Path]:
-    """``--map FILE``: the week's published flows as an image (odcore.figures.flow_map_figure)."""
+def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
+    """``--map FILE[,FILE]``: the week's published flows as an image (odcore.figures.flow_map_figure).
+
+    Checks the flags and draws the figure; returns ``(path, write)`` pairs, where ``write(path, tmp)`` renders the
+    image into the temporary file ``tmp`` (the caller renames it to ``path`` once every output is written)."""
     import numpy as np
     import pandas as pd
 
@@ -348,15 +358,17 @@ def _write_maps(s: dict, od, table, cfg, week) -> list[Path]:
         cells, flows, title=f"Published OD flows, week {wk} (from {start})", count_label="noisy count",
         subtitle=f"ε = {cfg.epsilon:g}, threshold {cfg.threshold:g}, noise scale {cfg.scale:.3g}, "
                  f"{_zones_words(od.grid)}, {len(flows):,} largest flows", empty_note=note)
-    for p in paths:
+    figures.require_browser()   # before anything is written: say at once that the image cannot be drawn
+
+    def write(p: Path, tmp: Path) -> None:
         try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            figures.write_image(fig, p, width_in=w_in, height_in=h_in, dpi=int(s["map_dpi"]))
+            figures.write_image(fig, tmp, width_in=w_in, height_in=h_in, dpi=int(s["map_dpi"]))
         except ValueError as exc:
             raise ParameterError(f"--map {p}: {exc}") from None
         except OSError as exc:
             raise ParameterError(f"--map {p}: cannot write ({exc}).") from None
-    return paths
+
+    return [(p, write) for p in paths]
 
 
 def _zones_words(grid) -> str:
