@@ -499,10 +499,24 @@ PARAMETERS: dict[str, Rule] = {
     "time_offset": Rule(-1e9, 1e9, why="seconds (about 31 years either way)"),
     "prior": Rule(0, 1, lo_open=True, hi_open=True),
     "total_interval": Rule(0, 1),
+    # Knock Knock (python -m odcore knock / knock-defences, odcore.knock.experiment's configs)
+    "m": Rule(1, 10_000, integer=True, why="users per group: each released aggregate sums m users"),
+    "alpha": Rule(0, 1, lo_open=True, why="fraction of the users the adversary knows"),
+    "targets": Rule(1, 10_000, integer=True, why="target users, each a full game"),
+    "n_train": Rule(1, 100_000, integer=True, why="groups; memory grows with groups x ROIs x slots"),
+    "n_test": Rule(1, 100_000, integer=True, why="groups; memory grows with groups x ROIs x slots"),
+    "beta": Rule(1, 100_000, integer=True, why="groups; memory grows with groups x ROIs x slots"),
+    "n_groups": Rule(1, 100_000, integer=True, why="groups; memory grows with groups x ROIs x slots"),
+    "period_slots": Rule(1, 52_704, integer=True, why="time slots of one released period: a year of 10-minute slots"),
+    "inference_period": Rule(0, 10_000, integer=True),
+    "kappa": Rule(1, 52_704, integer=True, why="Fourier coefficients kept, at most one per slot"),
+    "slot_minutes": Rule(1, 10_080, integer=True, why="at most one week"),
+    "grid_side": Rule(1, 1000, integer=True, why="rows or columns of the location grid"),
+    "n_jobs": Rule(1, 64, integer=True, why="parallel jobs of the random forest"),
 }
 """One rule per parameter name, used by every subcommand (flags and ``--config`` values) and the engine's configs."""
 
-_ALIASES = {"monte_carlo": "monte_carlo", "reps": "monte_carlo", "tau": "threshold"}
+_ALIASES = {"monte_carlo": "monte_carlo", "reps": "monte_carlo", "tau": "threshold", "groups": "n_groups"}
 
 
 def check_param(name: str, value: Any, *, flag: str | None = None) -> float | int:

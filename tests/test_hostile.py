@@ -9,6 +9,7 @@ Bad parameter values are checked the same way. The bombs run once, in a subproce
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -131,6 +132,24 @@ BAD_PARAMETERS = [
     (["synth", "--extent-km", "0", "--out", "{tmp}/s.parquet"], "(--extent-km) must be"),
     (["defences", "--epsilon", "0.1,-1"], "(--epsilon) must be"),
     (["knock", "--prior", "7"], "(--prior) must be"),
+    # Knock Knock's own parameters go through the same rule (odcore.validate.PARAMETERS)
+    (["knock", "--m", "0"], "m (--m) must be an integer >= 1 and <= 10,000"),
+    (["knock", "--m", "100000000"], "m (--m) must be an integer >= 1 and <= 10,000"),
+    (["knock", "--alpha", "1.5"], "alpha (--alpha) must be a number > 0 and <= 1"),
+    (["knock", "--targets", "0"], "targets (--targets) must be an integer >= 1"),
+    (["knock", "--n-train", "100000000"], "n_train (--n-train) must be an integer >= 1 and <= 100,000"),
+    (["knock", "--n-test", "0"], "n_test (--n-test) must be"),
+    (["knock", "--beta", "-2"], "beta (--beta) must be"),
+    (["knock", "--n-groups", "1e9"], "(--n-groups) must be"),
+    (["knock", "--period-slots", "0"], "period_slots (--period-slots) must be"),
+    (["knock", "--inference-period", "-1"], "inference_period (--inference-period) must be"),
+    (["knock", "--kappa", "0"], "kappa (--kappa) must be"),
+    (["knock", "--slot-minutes", "0"], "slot_minutes (--slot-minutes) must be an integer >= 1 and <= 10,080"),
+    (["knock", "--n-jobs", "100000"], "n_jobs (--n-jobs) must be an integer >= 1 and <= 64"),
+    (["knock", "--grid-shape", "10x100000"], "--grid-shape rows and columns each must be an integer >= 1 and <= 1,000"),
+    (["defences", "--groups", "0"], "groups (--groups) must be an integer >= 1"),
+    (["defences", "--kappa", "1000000"], "kappa (--kappa) must be"),
+    (["defences", "--m", "0"], "m (--m) must be"),
     (["release", "--config", "{tmp}/bad.json", "--out", "{tmp}/r"], "(--epsilon) must be"),
 ]
 
@@ -153,6 +172,25 @@ def test_bad_parameters_one_line_exit_2_and_nothing_written(argv, fragment, tmp_
     else:
         assert "invalid" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]   # nothing written
+
+
+def test_knock_configs_take_the_same_rule_as_the_command_line():
+    """The Python API (KnockConfig, MREConfig, TimeSeriesConfig) refuses what the CLI refuses, with the same words."""
+    from odcore.errors import ParameterError
+    from odcore.knock.experiment import KnockConfig, MREConfig
+    from odcore.knock.timeseries import TimeSeriesConfig
+
+    for make, fragment in ((lambda: KnockConfig(m=0), "m must be an integer >= 1 and <= 10,000"),
+                           (lambda: KnockConfig(alpha=0), "alpha must be a number > 0 and <= 1"),
+                           (lambda: KnockConfig(n_train=10**9), "n_train must be an integer >= 1 and <= 100,000"),
+                           (lambda: KnockConfig(n_jobs=1000), "n_jobs must be"),
+                           (lambda: MREConfig(n_groups=0), "n_groups must be an integer >= 1"),
+                           (lambda: MREConfig(kappa=10**7), "kappa must be"),
+                           (lambda: TimeSeriesConfig(slot_minutes=0), "slot_minutes must be an integer >= 1"),
+                           (lambda: TimeSeriesConfig(shape=(10, 5000)), "must be an integer >= 1 and <= 1,000")):
+        with pytest.raises(ParameterError, match=re.escape(fragment)):
+            make()
+    assert KnockConfig(m=3.0, n_train=40).m == 3   # whole numbers written as floats are accepted as integers
 
 
 def test_release_writes_nothing_when_it_fails_late(tmp_path, capsys):

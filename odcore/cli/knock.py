@@ -111,12 +111,15 @@ def series_from_args(args: argparse.Namespace):
 
     from odcore.cli.common import resolve_tz, traces_from_args
     from odcore.knock.timeseries import LocationTimeSeries, TimeSeriesConfig, build_timeseries
+    from odcore.validate import check_param
 
     bbox = None
     if args.grid_bbox is not None:
         s, w, n, e = _parse_pair(args.grid_bbox, "--grid-bbox", ",", 4)
         bbox = (s, w, n, e)
     shape = _parse_pair(args.grid_shape, "--grid-shape", "x", 2, int)
+    for v in shape:   # before the traces are read
+        check_param("grid_side", v, flag="--grid-shape rows and columns each")
     key = json.dumps({"input": str(Path(args.input).resolve()), "format": args.format, "tz": args.tz,
                       "bbox": args.bbox, "start": args.start, "end": args.end, "offset": args.time_offset,
                       "grid": args.grid, "grid_bbox": bbox, "shape": shape, "slot": args.slot_minutes,

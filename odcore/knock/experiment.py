@@ -20,6 +20,7 @@ from odcore.knock.features import Selection, extract_features, select_features
 from odcore.knock.game import GameConfig, GameData, Prior, make_game, sample_unique_groups
 from odcore.knock.metrics import auc, mre, privacy_gain, privacy_loss, roc, sample_targets
 from odcore.knock.timeseries import LocationTimeSeries, TimeSeriesConfig, build_timeseries
+from odcore.validate import check_param
 
 Progress = Callable[[int, int, str], None]
 
@@ -89,8 +90,10 @@ class KnockConfig:
                 raise ParameterError(f"defence={self.defence.value} needs epsilon.")
         if self.train_on_noisy and self.defence is None:
             raise ParameterError("train_on_noisy needs a defence.")
-        if int(self.targets) != self.targets or self.targets < 1:
-            raise ParameterError(f"targets must be an integer >= 1, got targets={self.targets!r}.")
+        for name in ("m", "alpha", "targets", "n_train", "n_test", "beta", "n_groups", "period_slots", "kappa",
+                     "n_jobs", "inference_period"):   # the one rule of odcore.validate.PARAMETERS (as the CLI)
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_param(name, getattr(self, name)))
         if self.target_ids is not None:
             object.__setattr__(self, "target_ids", tuple(str(t) for t in self.target_ids))
         if not isinstance(self.seed, int | np.integer) or self.seed < 0:
@@ -388,6 +391,9 @@ class MREConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("m", "n_groups", "period_slots", "inference_period", "kappa"):   # as KnockConfig and the CLI
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_param(name, getattr(self, name)))
         if self.gamma_scope not in ("series", "matrix"):
             raise ParameterError(f"gamma_scope must be 'series' or 'matrix', got {self.gamma_scope!r}.")
         if not self.epsilons:

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 from odcore.constants import LAT, LOC, LON, TIME, USER
 from odcore.errors import ParameterError, TraceFormatError, check_positive, coerce_enum
+from odcore.validate import check_param
 
 #: Mean Earth radius used for the small-box degree <-> km conversion (km).
 EARTH_RADIUS_KM = 6371.0088
@@ -183,11 +184,11 @@ class TimeSeriesConfig:
             object.__setattr__(self, "bbox", tuple(float(v) for v in self.bbox))
             if self.grid == GridKind.AUTO:
                 object.__setattr__(self, "grid", GridKind.BBOX)
-        if len(self.shape) != 2 or any(int(v) != v or v < 1 for v in self.shape):
+        if len(self.shape) != 2:
             raise ParameterError(f"shape must be (rows, cols) of integers >= 1, got shape={self.shape!r}.")
-        object.__setattr__(self, "shape", (int(self.shape[0]), int(self.shape[1])))
-        if int(self.slot_minutes) != self.slot_minutes or self.slot_minutes < 1:
-            raise ParameterError(f"slot_minutes must be an integer >= 1, got slot_minutes={self.slot_minutes!r}.")
+        object.__setattr__(self, "shape", tuple(int(check_param("grid_side", v, flag="shape (--grid-shape) rows and "
+                                                                "columns each")) for v in self.shape))
+        object.__setattr__(self, "slot_minutes", int(check_param("slot_minutes", self.slot_minutes)))
         if self.n_slots is not None and (int(self.n_slots) != self.n_slots or self.n_slots < 1):
             raise ParameterError(f"n_slots must be an integer >= 1, got n_slots={self.n_slots!r}.")
 
