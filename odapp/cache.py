@@ -111,6 +111,29 @@ def cell_density(dataset_id: str, od_config, _df, _grid):
     return pd.DataFrame({"cell": np.arange(_grid.n_cells), "points": counts}), int((cells < 0).sum())
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def od_summary(dataset_id: str, od_config, threshold: int, _od) -> dict:
+    """:meth:`odcore.trips.ODData.summary` (the Data page's figures; computed once per data, grid and τ)."""
+    return _od.summary(threshold=threshold)
+
+
+@st.cache_resource(max_entries=8, show_spinner="Drawing the trace points on the grid…")
+def trace_density_map(dataset_id: str, od_config, _df, _grid):
+    """The Data page's map: trace points per zone (log colour scale, empty zones as outlines), with a scale bar.
+    Returns ``(deck, vmax, outside)``; the deck's JSON is made once and reused by every rerun and session."""
+    from odapp.maps import trace_density_deck
+
+    density, outside = cell_density(dataset_id, od_config, _df=_df, _grid=_grid)
+    draw = density if _grid.n_cells <= MAX_GRID_CELLS_DRAWN else density[density["points"] > 0]
+    shapes = cell_shapes(dataset_id, od_config, None if len(draw) == _grid.n_cells
+                         else tuple(int(x) for x in draw["cell"]), _grid=_grid)
+    deck, vmax = trace_density_deck(shapes.merge(draw, on="cell"), _grid)
+    return deck, vmax, outside
+
+
+MAX_GRID_CELLS_DRAWN = 20_000   # above this, the Data map draws only the zones that hold points
+
+
 @st.cache_resource(max_entries=16, show_spinner=False)
 def cell_shapes(dataset_id: str, od_config, cells: tuple[int, ...] | None, _grid):
     """Outlines (``cell, name, polygon``) of ``cells`` (all cells when None) for pydeck: squares, hexagons or the

@@ -92,6 +92,34 @@ class CompactDeck(pdk.Deck):
         return json.dumps(self, sort_keys=True, default=default_serialize, separators=(",", ":"))
 
 
+class FrozenDeck(CompactDeck):
+    """A :class:`CompactDeck` whose JSON is made once (the deck must not change afterwards): for decks cached across
+    reruns and sessions, so a rerun does not serialise the same thousand polygons again."""
+
+    def to_json(self) -> str:
+        if getattr(self, "_json", None) is None:
+            self._json = super().to_json()
+        return self._json
+
+
+def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
+    """The Data page's map of trace points per zone (``cells_df``: ``cell, name, polygon, points``): log colour
+    scale, empty zones as outlines, scale bar. Returns the (frozen) deck and the largest log10 count."""
+    logp = np.log10(cells_df["points"].to_numpy() + 1)
+    vmax = float(logp.max()) if len(logp) else 1.0
+    empty = cells_df["points"].to_numpy() == 0
+    cells_df = cells_df.copy()
+    cells_df["color"] = [[255, 255, 255, 0] if e else c
+                         for c, e in zip(ramp(logp, 0, vmax, alpha=190), empty, strict=True)]
+    square = getattr(grid, "kind", "square") == "square"
+    cells_df["tip"] = [f"{zone_label(c, None if square else n)}\n{num(int(p))} trace points" for n, c, p in
+                       zip(cells_df["name"], cells_df["cell"], cells_df["points"], strict=True)]
+    cent = grid.centroids(cells_df.loc[~empty, "cell"].to_numpy())
+    d = deck([grid_layer(cells_df), *scale_bar_layers(cent["lat"], cent["lon"])],
+             view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
+    return d, vmax
+
+
 # The opt-in base map: CARTO's public "Positron" vector style (no key). pydeck names it ("carto", "light").
 BASEMAP = {"provider": "carto", "style": "light",
            "caption": "Base map: CARTO Positron vector tiles (© CARTO, © OpenStreetMap contributors). With it on, "
@@ -107,13 +135,14 @@ DESTINATION_RGB = list(figures.DESTINATION_RGB)
 
 
 def deck(layers: list, vs: pdk.ViewState, tooltip: bool = True, height: int = 560, *,
-         basemap: bool = False) -> pdk.Deck:
+         basemap: bool = False, frozen: bool = False) -> pdk.Deck:
     """A deck with no base map (nothing fetched from outside) unless ``basemap``; tooltips show each object's
     ``tip`` field as plain text (Streamlit escapes field values inside an ``html`` tooltip, so markup would show)."""
     tip = {"text": "{tip}", "style": TOOLTIP_STYLE} if tooltip else False
     kw = ({"map_provider": BASEMAP["provider"], "map_style": BASEMAP["style"]} if basemap
           else {"map_provider": None})   # map_style stays pydeck's placeholder: no style at all
-    return CompactDeck(layers=layers, initial_view_state=vs, tooltip=tip, height=height, **kw)
+    return (FrozenDeck if frozen else CompactDeck)(layers=layers, initial_view_state=vs, tooltip=tip, height=height,
+                                                   **kw)
 
 
 def grid_layer(cells_df: pd.DataFrame, color: list | str = "color", *, line: bool = True, pickable: bool = True,

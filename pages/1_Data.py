@@ -15,8 +15,6 @@ from odapp.layout import metric, page
 from odapp.words import num, short_path
 from odapp.zones_ui import export_spec, zone_file
 
-MAX_GRID_CELLS_DRAWN = 20_000
-
 ctx = page(
     "Data",
     "Everything starts from location traces: who was where, when. They are snapped to a grid of square cells, "
@@ -28,7 +26,7 @@ guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
 summ = ctx.loaded.summary
 od = ctx.od
-ods = od.summary(threshold=int(s.threshold))
+ods = cache.od_summary(s.dataset.id, ctx.od_config, int(s.threshold), _od=od)
 
 st.subheader("What was loaded")
 c = st.columns(5)
@@ -58,23 +56,8 @@ if not od.stats.get("pairs_available", True):   # an OD counts folder: no traces
     st.stop()
 
 st.subheader("Where the traces are, on the grid" if s.zones is None else "Where the traces are, by zone")
-density, outside = cache.cell_density(s.dataset.id, ctx.od_config, _df=ctx.loaded.df, _grid=od.grid)
-draw = density if od.grid.n_cells <= MAX_GRID_CELLS_DRAWN else density[density["points"] > 0]
-shapes = cache.cell_shapes(s.dataset.id, ctx.od_config, None if len(draw) == od.grid.n_cells
-                           else tuple(int(x) for x in draw["cell"]), _grid=od.grid)
-cells_df = shapes.merge(draw, on="cell")
-logp = np.log10(cells_df["points"].to_numpy() + 1)
-vmax = float(logp.max()) if len(logp) else 1.0
-empty = cells_df["points"].to_numpy() == 0
-cells_df["color"] = [[255, 255, 255, 0] if e else c
-                     for c, e in zip(maps.ramp(logp, 0, vmax, alpha=190), empty, strict=True)]
-square = getattr(od.grid, "kind", "square") == "square"
-cells_df["tip"] = [f"{maps.zone_label(c, None if square else n)}\n{num(int(p))} trace points" for n, c, p in
-                   zip(cells_df["name"], cells_df["cell"], cells_df["points"], strict=True)]
-cent = od.grid.centroids(cells_df.loc[~empty, "cell"].to_numpy())
-st.pydeck_chart(maps.deck([maps.grid_layer(cells_df), *maps.scale_bar_layers(cent["lat"], cent["lon"])],
-                          maps.view_state(cent["lat"], cent["lon"], height_px=480)),
-                height=480, key="data_map")
+deck, vmax, outside = cache.trace_density_map(s.dataset.id, ctx.od_config, _df=ctx.loaded.df, _grid=od.grid)
+st.pydeck_chart(deck, height=480, key="data_map")
 outside_words = "outside the grid" if getattr(od.grid, "kind", "square") != "polygons" else "outside every zone"
 st.markdown(maps.legend_html("Trace points per zone (log scale)", 1, 10 ** vmax,
                              note=f"· empty zones drawn as outlines · {outside:,} points {outside_words}"),
