@@ -178,6 +178,38 @@ def week_release(dataset_id: str, od_config, week: int, release_config, seed: in
     return release_with_report(week_pairs_prepared(dataset_id, od_config, week, _od=_od), release_config, rng=seed)
 
 
+@st.cache_resource(max_entries=64, show_spinner=False)
+def release_cells(dataset_id: str, od_config, week: int, release_config, bounding_seed: int | None, _table, _grid,
+                  _cent):
+    """``(cell_p, cells_df)`` of a week's release: per origin cell the exact chance that one of its pairs is
+    published (:func:`odcore.release.cell_release_probability`) and the map's cell frame (:func:`odapp.maps.
+    cells_frame`). They depend on the true counts and the release settings, not on the noise: one entry serves
+    every seed and session (per user, the seed also picks the pairs each person keeps: ``bounding_seed``)."""
+    from odapp.maps import cells_frame
+    from odcore.release import cell_release_probability
+
+    cp = cell_release_probability(_table)
+    shapes = cell_shapes(dataset_id, od_config, tuple(int(x) for x in cp["cell"]), _grid=_grid)
+    return cp, cells_frame(shapes, cp, _cent)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def release_curve(dataset_id: str, od_config, week: int, release_config, bounding_seed: int | None, projector: bool,
+                  _true_counts):
+    """The OD release page's release-probability chart, styled (read-only: the same figure serves every seed and
+    session). Returns ``(figure, curve)`` of :func:`odcore.figures.release_curve_figure`."""
+    from odapp.words import num
+    from odcore import figures
+    from odcore.release import ReleaseConfig
+
+    rc: ReleaseConfig = release_config
+    fig, curve = figures.release_curve_figure(_true_counts, rc.epsilon, rc.threshold, rc.sensitivity)
+    figures.style(fig, f"ε = {rc.epsilon:g}, threshold {num(rc.threshold)}, noise scale {num(rc.scale)}",
+                  height=440, projector=projector)
+    fig.update_layout(margin={"r": 90})
+    return fig, curve
+
+
 @st.cache_resource(max_entries=16, show_spinner=False)
 def used_centroids(dataset_id: str, od_config, _od):
     """Centroids (``cell, lat, lon``, and ``name`` for hexagons and polygons) of the zones that hold data (for arcs

@@ -7,11 +7,10 @@ import streamlit as st
 from odapp import cache, guide, maps
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
-from odapp.export import chart, export_buttons, image_export, projector_mode, reproduce, styled
+from odapp.export import chart, export_buttons, image_export, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import empty_release_advice, num, pct, unit_words
-from odcore.figures import release_curve_figure
-from odcore.release import cell_release_probability, release_csv_table
+from odcore.release import release_csv_table
 from odcore.utility import noise_dominated, release_utility
 from odcore.zones import add_zone_names
 
@@ -33,16 +32,17 @@ cent = cache.used_centroids(s.dataset.id, ctx.od_config, _od=ctx.od)
 
 released = table["released"].to_numpy()
 n_weeks = max(1, len(ctx.od.week_starts))
+bounding_seed = s.seed if s.mode == "user_level" else None   # per user, the seed also picks the pairs kept
 
 
-def week_cells(tbl):
-    """Cells of a week's table, shaded by the chance that one of their flows is published."""
-    cp = cell_release_probability(tbl)
-    shapes = cache.cell_shapes(s.dataset.id, ctx.od_config, tuple(int(x) for x in cp["cell"]), _grid=ctx.od.grid)
-    return cp, maps.cells_frame(shapes, cp, cent)
+def week_cells(tbl, week):
+    """Cells of a week's table, shaded by the chance that one of their flows is published (exact probabilities:
+    the same for every seed, so cached per week and release settings, shared by every session)."""
+    return cache.release_cells(s.dataset.id, ctx.od_config, week, rcfg, bounding_seed, _table=tbl, _grid=ctx.od.grid,
+                               _cent=cent)
 
 
-cell_p, cells_df = week_cells(table)
+cell_p, cells_df = week_cells(table, s.week)
 
 opt = st.columns([1.5, 1, 1, 1.3])
 view = opt[0].selectbox("Map", maps.VIEWS, key="rel_view",
@@ -101,7 +101,7 @@ if play:
     for w in range(n_weeks):
         with slot.container():
             t_w = cache.week_release(s.dataset.id, ctx.od_config, w, rcfg, s.seed, _od=ctx.od).table
-            draw(t_w, week_cells(t_w)[1], w)
+            draw(t_w, week_cells(t_w, w)[1], w)
         time.sleep(1.0)
 with slot.container():
     fms = draw(table, cells_df, s.week)
@@ -163,9 +163,8 @@ if util["pairs_published"]:
 cli_config = release_config(s, ctx.loaded)
 
 st.subheader("Which flows survive: release probability against the true count")
-fig, curve = release_curve_figure(table["true_count"].to_numpy(), s.epsilon, s.threshold, rcfg.sensitivity)
-styled(fig, f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale {num(res.report['noise_scale'])}")
-fig.update_layout(margin={"r": 90})
+fig, curve = cache.release_curve(s.dataset.id, ctx.od_config, s.week, rcfg, bounding_seed, projector_mode(),
+                                 _true_counts=table["true_count"].to_numpy())
 chart(fig, f"release_probability_week{s.week}", data=curve, config=cli_config, command="release", key="rel_prob")
 
 st.subheader("The published table")
