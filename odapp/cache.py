@@ -194,6 +194,19 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
+def release_map(dataset_id: str, od_config, week: int, release_config, seed: int, view: str, top_n: int,
+                min_count: float, cell: int | None, show_suppressed: bool, basemap: bool, _table, _cent, _cells_df):
+    """The OD release page's map(s) (:func:`odapp.maps.release_maps`) with decks whose JSON is made once: a rerun
+    that changes nothing on the map (another control, a return to earlier settings) sends the same text again
+    without rebuilding it. Read-only, shared by the sessions with the same settings and seed."""
+    from odapp.maps import release_maps
+
+    return release_maps(_table, _cent, _cells_df, view=view, top_n=top_n, min_count=min_count,
+                        threshold=release_config.threshold, cell=cell, show_suppressed=show_suppressed,
+                        basemap=basemap, frozen=True)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
 def release_curve(dataset_id: str, od_config, week: int, release_config, bounding_seed: int | None, projector: bool,
                   _true_counts):
     """The OD release page's release-probability chart, styled (read-only: the same figure serves every seed and

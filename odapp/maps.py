@@ -339,7 +339,7 @@ class FlowMap:
 
 def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.DataFrame, *, view: str, top_n: int,
                  min_count: float, threshold: float, cell: int | None = None, show_suppressed: bool = False,
-                 basemap: bool = False, height: int = 460) -> list[FlowMap]:
+                 basemap: bool = False, height: int = 460, frozen: bool = False) -> list[FlowMap]:
     """The OD release page's map(s): "Published" (noisy counts of the published pairs), "Raw counts" (true counts
     of every observed pair) or "Side by side" (what suppression removes, in red, next to what is published)."""
     released = table["released"].to_numpy(dtype=bool)
@@ -358,8 +358,8 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         if faint is not None:
             layers.append(line_layer(faint, [*SUPPRESSED_RGB, 150], layer_id="suppressed", width=1.5))
         layers += [*extra, arc_layer(flows), *bar_layers]
-        return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap), flows, label, lo, hi, km,
-                       suppressed)
+        return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen), flows, label, lo,
+                       hi, km, suppressed)
 
     def suppressed_lines(n):
         sel = select_flows(table, value="true_count", keep=~released, top_n=n, min_count=0, cell=cell)

@@ -321,11 +321,19 @@ NO_BROWSER_MESSAGE = ("PNG/SVG/PDF export needs Google Chrome or Chromium on thi
 def find_browser() -> str | None:
     """Path of the Chrome/Chromium kaleido would use, or ``None`` (``ODLAB_BROWSER=none`` forces ``None``)."""
     import os
-    import shutil
+    import time
 
     forced = os.environ.get(BROWSER_ENV)
     if forced is not None:
         return None if forced.strip().lower() in ("", "none", "0", "off") else forced
+    return _search_browser(os.environ.get("PATH", ""), os.environ.get("BROWSER_PATH", ""), int(time.time() // 60))
+
+
+@lru_cache(maxsize=4)
+def _search_browser(path: str, browser_path: str, minute: int) -> str | None:
+    """The search of :func:`find_browser`, remembered for the minute (every page's export buttons ask)."""
+    import shutil
+
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
         if p := shutil.which(name):
             return p

@@ -77,8 +77,8 @@ if not released.any():
 
 
 def draw(tbl, cdf, week):
-    fms = maps.release_maps(tbl, cent, cdf, view=view, top_n=int(top_n), min_count=min_count,
-                            threshold=s.threshold, cell=cell, show_suppressed=show_sup, basemap=basemap)
+    fms = cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, view, int(top_n), float(min_count),
+                            cell, show_sup, basemap, _table=tbl, _cent=cent, _cells_df=cdf)
     with st.container(border=True):
         st.markdown(maps.flow_legend_html(fms[-1].count_label, fms[-1].lo, fms[-1].hi, fms[-1].km,
                                           suppressed=any(f.suppressed for f in fms),
