@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -211,7 +212,14 @@ async def _upload_session(browser, url: str, s: _Session, rounds: int, barrier) 
     try:
         await asyncio.wait_for(steps(), timeout=max(0.001, s.deadline - time.monotonic()))
     except TimeoutError:
-        s.errors.append(("timeout", s.step, f"the session's deadline ({s.budget:.0f} s) passed"))
+        try:   # the page's last script states (is a rerun still running on the server?)
+            states = await asyncio.wait_for(page.evaluate(
+                "() => [document.querySelector('[data-testid=stApp]')?.getAttribute('data-test-script-state'),"
+                " window.__odb.states.slice(-3).map(x => [Math.round(performance.now() - x[0]), x[1]])]"), 10)
+        except Exception:  # the page is gone
+            states = None
+        s.errors.append(("timeout", s.step, f"the session's deadline ({s.budget:.0f} s) passed; page script "
+                                            f"state [now, [ms ago, state] x3]: {states}"))
     except Exception as e:  # playwright errors: a step's own wait, the page or browser gone
         msg = str(e).splitlines()[0] if str(e) else ""
         kind = "timeout" if "Timeout" in type(e).__name__ or "Timeout" in msg else "crash"
@@ -280,7 +288,14 @@ async def _run(quick: bool) -> list[dict]:
     rss_before = rss_after = 0
     peak = 0
     wall = 0.0
+    # a server that has to be stopped with SIGABRT writes every thread's Python stack into its log
+    fault = os.environ.get("PYTHONFAULTHANDLER")
+    os.environ["PYTHONFAULTHANDLER"] = "1"
     proc, url = live.start_server(log)
+    if fault is None:
+        os.environ.pop("PYTHONFAULTHANDLER")
+    else:
+        os.environ["PYTHONFAULTHANDLER"] = fault
     try:
         await asyncio.to_thread(live.wait_healthy, proc, url, 120)
         rss_before = live.tree_rss_bytes(proc.pid)
@@ -305,6 +320,9 @@ async def _run(quick: bool) -> list[dict]:
         rss_after = live.tree_rss_bytes(proc.pid)
         if proc.poll() is not None:
             sessions[0].errors.append(("crash", "server", f"the server exited with code {proc.returncode}"))
+        elif any(k == "timeout" for s in sessions for k, _, _ in s.errors):
+            os.kill(proc.pid, signal.SIGABRT)   # where the server's threads are (faulthandler, into server.log)
+            await asyncio.sleep(2)
     finally:
         live.stop_server(proc)
     left = len(_session_folders() - folders_before)   # folders of this server not removed at its exit

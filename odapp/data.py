@@ -10,6 +10,8 @@ import hashlib
 import io
 import json
 import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -216,6 +218,7 @@ def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()
     return Loaded(t.df, _summary_of(t), cli)
 
 
+K_SESSION_UID = "odlab.session_uid"    # a random id of this session (its place in the upload queue)
 K_UPLOAD_DIR = "odlab.upload_dir"       # this session's TemporaryDirectory (removed when the session is dropped)
 
 
@@ -263,6 +266,15 @@ def store_upload(state: MutableMapping, loaded: Loaded, ref: DatasetRef) -> Stor
     return StoredUpload(str(path), loaded.summary, loaded.cli)
 
 
+class _Ticket:
+    """A place in the :class:`ParseQueue`: who holds it (``key``) and when its owner last looked at it."""
+
+    __slots__ = ("key", "seen")
+
+    def __init__(self, key: object):
+        self.key, self.seen = key, time.monotonic()
+
+
 class ParseQueue:
     """A server-wide first-come-first-served queue for reading uploads: at most ``slots`` are parsed at once.
 
@@ -271,33 +283,47 @@ class ParseQueue:
     this queue they are read one (or ``slots``) at a time; the others wait, and ``on_wait(n_ahead)`` lets the page
     say "queued, N ahead" while they do. After each parse the freed memory is handed back to the system
     (:func:`release_memory`), so the server's memory follows the one parse in flight, not the sum of all.
+
+    A wait that is interrupted (Streamlit stops a script when the person presses something else, or presses the
+    button again) keeps its place for ``lease_s`` seconds: a new wait with the same ``key`` (the same session and
+    file) takes it over instead of going to the back; a place nobody takes over is dropped after that.
     """
 
-    def __init__(self, slots: int = 1, poll_s: float = 0.5):
-        self.slots, self.poll_s = int(slots), float(poll_s)
+    def __init__(self, slots: int = 1, poll_s: float = 0.5, lease_s: float = 10.0):
+        self.slots, self.poll_s, self.lease_s = int(slots), float(poll_s), float(lease_s)
         self._cond = threading.Condition()
-        self._line: list[object] = []   # tickets in arrival order: the first ``slots`` of them are being read
+        self._line: list[_Ticket] = []   # arrival order; the holders are among the first ``slots``
+        self._holding: set[_Ticket] = set()
         self.served = 0
 
-    def ahead(self, ticket: object) -> int:
-        """Uploads before ``ticket`` in the queue (being read or waiting)."""
-        with self._cond:
-            return self._line.index(ticket)
+    def _drop_abandoned(self, now: float) -> None:
+        gone = [t for t in self._line if t not in self._holding and now - t.seen > self.lease_s]
+        for t in gone:
+            self._line.remove(t)
+        if gone:
+            self._cond.notify_all()
 
     @contextmanager
-    def slot(self, on_wait: Callable[[int], None] | None = None) -> Iterator[None]:
+    def slot(self, on_wait: Callable[[int], None] | None = None, key: object = None) -> Iterator[None]:
         """Wait for a turn (calling ``on_wait`` with the uploads ahead whenever that number changes), then hold
-        it for the ``with`` block. A script stopped while waiting (the person left or pressed something else)
-        leaves the queue."""
-        ticket = object()
+        it for the ``with`` block."""
         with self._cond:
-            self._line.append(ticket)
+            ticket = next((t for t in self._line if key is not None and t.key == key and t not in self._holding),
+                          None)
+            if ticket is None:
+                ticket = _Ticket(key)
+                self._line.append(ticket)
+            ticket.seen = time.monotonic()
         try:
             shown = None
             while True:
                 with self._cond:
+                    now = time.monotonic()
+                    ticket.seen = now
+                    self._drop_abandoned(now)
                     n = self._line.index(ticket)
-                    if n < self.slots:
+                    if n < self.slots and len(self._holding) < self.slots:
+                        self._holding.add(ticket)
                         break
                     if n == shown:
                         self._cond.wait(self.poll_s)
@@ -305,9 +331,17 @@ class ParseQueue:
                 if on_wait is not None:   # outside the lock: it draws in the page (and may stop the script)
                     on_wait(n)
                 shown = n
+        except BaseException:
+            if key is None:   # nobody can take the place over
+                with self._cond:
+                    self._line.remove(ticket)
+                    self._cond.notify_all()
+            raise
+        try:
             yield
         finally:
             with self._cond:
+                self._holding.discard(ticket)
                 self._line.remove(ticket)
                 self.served += 1
                 self._cond.notify_all()
@@ -341,14 +375,15 @@ def apply_upload(state: MutableMapping, data: bytes, name: str, options: UploadO
     use (``state[K_UPLOAD_TRACES]`` is then a :class:`StoredUpload`). The message in ``state[K_UPLOAD_ERROR]`` says
     what is wrong and how to fix it; the sidebar and the main area show it with ``st.error``.
     """
-    with (queue or UPLOAD_QUEUE).slot(on_wait):
+    ref = upload_ref(data, name, options)
+    session = state.setdefault(K_SESSION_UID, uuid.uuid4().hex)
+    with (queue or UPLOAD_QUEUE).slot(on_wait, key=(session, ref.id)):
         try:
             loaded = read_upload(data, name, options)
         except ODCoreError as exc:
             state[K_UPLOAD_ERROR] = (f"Could not read {name!r}: {exc} — check the format and the column mapping "
                                      "below (user, time, lat, lon); the previous data stays loaded.")
             return False
-        ref = upload_ref(data, name, options)
         stored = store_upload(state, loaded, ref)
         del loaded
     state[K_UPLOAD_TRACES] = stored

@@ -213,3 +213,64 @@ def test_apply_upload_waits_in_the_queue_and_reports_it():
     t.join(timeout=5)
     assert told == [1]
     assert state[K_SOURCE] == "upload"
+
+
+def test_parse_queue_keeps_the_place_of_an_interrupted_wait():
+    """Streamlit stops a waiting script when the person presses again: the same session and file take their place
+    back (not the back of the line); a place nobody takes back is dropped after the lease."""
+    import threading
+    import time
+
+    from odapp.data import ParseQueue
+
+    q = ParseQueue(slots=1, poll_s=0.01, lease_s=0.5)
+    release, order, told = threading.Event(), [], []
+
+    def holder():
+        with q.slot(key="h"):
+            release.wait(timeout=10)
+
+    def stopped(n):
+        raise RuntimeError("rerun requested")
+
+    def waiter(key, record=None):
+        with q.slot(on_wait=record, key=key):
+            order.append(key)
+
+    threads = [threading.Thread(target=holder)]
+    threads[0].start()
+    while not q._line:
+        time.sleep(0.001)
+    with pytest.raises(RuntimeError):   # "c" is interrupted while waiting: its place stays
+        with q.slot(on_wait=stopped, key="c"):
+            pass
+    threads.append(threading.Thread(target=waiter, args=("d",)))
+    threads[-1].start()
+    while len(q._line) < 3:
+        time.sleep(0.001)
+    threads.append(threading.Thread(target=waiter, args=("c", told.append)))   # "c" again, after "d" arrived
+    threads[-1].start()
+    time.sleep(0.1)
+    assert told[0] == 1                 # one ahead (the holder), not two
+    release.set()
+    for t in threads:
+        t.join(timeout=10)
+    assert order == ["c", "d"]
+    release.clear()
+    h = threading.Thread(target=holder)
+    h.start()
+    while not q._line:
+        time.sleep(0.001)
+    with pytest.raises(RuntimeError):   # interrupted and never taken back: dropped after the lease
+        with q.slot(on_wait=stopped, key="e"):
+            pass
+    assert [t.key for t in q._line] == ["h", "e"]
+    f = threading.Thread(target=waiter, args=("f",))
+    f.start()
+    time.sleep(0.8)
+    assert [t.key for t in q._line] == ["h", "f"]
+    release.set()
+    for t in (h, f):
+        t.join(timeout=10)
+    assert order == ["c", "d", "f"]
+    assert q._line == []
