@@ -239,6 +239,35 @@ def test_bomb_stops_at_the_cap_fast_and_small(name, make, tmp_path):
     assert int(peak_mb) < 300, f"peak RSS {peak_mb} MB"
 
 
+_BOMB_UPLOAD_SCRIPT = """
+import sys
+from pathlib import Path
+from odapp.data import apply_upload
+from odapp.state import K_UPLOAD_ERROR
+p = Path(sys.argv[1])
+state = {}
+ok = apply_upload(state, p.read_bytes(), p.name)
+peak_kb = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM"))
+print(state.get(K_UPLOAD_ERROR, "loaded").replace(chr(10), " "), file=sys.stderr)
+print(int(ok), peak_kb // 1024, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(("name", "make"), [("bomb.csv.gz", gzip_zeros), ("bomb.zip", zip_zeros)])
+def test_bomb_upload_stops_at_the_cap_in_the_app_path(name, make, tmp_path):
+    """The same bombs through the dashboard's upload function (what "Load this file" calls): refused with the
+    message, under 300 MB peak memory for the whole process."""
+    p = tmp_path / name
+    p.write_bytes(make(1 << 30))
+    r = subprocess.run([sys.executable, "-c", _BOMB_UPLOAD_SCRIPT, str(p)], capture_output=True, text=True,
+                       timeout=120, cwd=REPO_ROOT)
+    message, last = r.stderr.strip().splitlines()[-2:]
+    assert "decompression bomb" in message, r.stderr
+    ok, peak_mb = last.split()
+    assert ok == "0"
+    assert int(peak_mb) < 300, f"peak RSS {peak_mb} MB"
+
+
 def test_cli_in_a_real_process_no_traceback(files):
     """The installed entry point (not only main()): exit 2, one line, for a file that used to crash it."""
     r = subprocess.run([sys.executable, "-m", "odcore", "trips", "--input", str(files["iso_year_2300"])],
