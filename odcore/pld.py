@@ -54,7 +54,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -112,12 +112,21 @@ def _gauss_legendre(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     return x, w
 
 
-def _bernstein_matrix(n: int, s: np.ndarray) -> np.ndarray:
-    """``B[..., r] = C(n, r) s^r (1 − s)^{n−r}`` for ``s`` strictly inside (0, 1); computed in logs (all > 0)."""
+@lru_cache(maxsize=1024)
+def _log_binomials(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(r, log C(n, r))`` for ``r = 0..n`` (cached; read-only)."""
     from scipy import special
 
     r = np.arange(n + 1, dtype=float)
     logc = special.gammaln(n + 1.0) - special.gammaln(r + 1.0) - special.gammaln(n - r + 1.0)
+    r.setflags(write=False)
+    logc.setflags(write=False)
+    return r, logc
+
+
+def _bernstein_matrix(n: int, s: np.ndarray) -> np.ndarray:
+    """``B[..., r] = C(n, r) s^r (1 − s)^{n−r}`` for ``s`` strictly inside (0, 1); computed in logs (all > 0)."""
+    r, logc = _log_binomials(int(n))
     # endpoints (reached only by rounding) are nudged inside; the change in any value is < 1e-15 relative
     s = np.clip(np.asarray(s, dtype=float), 1e-300, 1.0 - 2.0**-53)[..., None]
     return np.exp(logc + r * np.log(s) + (n - r) * np.log1p(-s))
@@ -175,12 +184,12 @@ class LaplaceKFold:
         m = np.arange(k, dtype=float)
         # full intervals [m, m+1] with m + 1 <= a
         rows = int(np.clip(np.floor(a.max()), 0, k))        # only intervals entirely below a are needed
-        x, w, bx = _bernstein_at_nodes(deg)                  # (N,), (N,), (N, deg+1)
-        px = self.coef[:rows] @ bx.T                          # (rows, N): p_m at the nodes
+        x, w, _ = _bernstein_at_nodes(deg)                   # (N,), (N,)
+        ja_all, jb_all = self._unit_integrals
         ja = np.zeros(k)
         jb = np.zeros(k)
-        ja[:rows] = px @ (w * np.exp(-eps * x))              # ∫ e^{-εs} p_m
-        jb[:rows] = px @ (w * np.exp(eps * x))               # ∫ e^{+εs} p_m
+        ja[:rows] = ja_all[:rows]                             # ∫ e^{-εs} p_m
+        jb[:rows] = jb_all[:rows]                             # ∫ e^{+εs} p_m
         full = (m[None, :] + 1.0) <= a[:, None]
         expo_m = np.where(full, ep[:, None] - eps * k + 2.0 * eps * m[None, :], -np.inf)
         out = out + np.sum(np.where(full, ja[None, :] - np.exp(expo_m) * jb[None, :], 0.0), axis=1)
@@ -197,6 +206,14 @@ class LaplaceKFold:
             g = np.exp(-eps * s) * (-np.expm1(-2.0 * eps * (tau[:, None] - s)))
             out[idx] += tau * np.sum(w[None, :] * ps * g, axis=1)
         return np.clip(out, 0.0, 1.0)
+
+    @cached_property
+    def _unit_integrals(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(∫₀¹ e^{−εs} p_m(s) ds, ∫₀¹ e^{+εs} p_m(s) ds)`` for every unit interval ``m`` (made once per law: every
+        δ(ε') reads them)."""
+        x, w, bx = _bernstein_at_nodes(self.k - 1)
+        px = self.coef @ bx.T                                 # (k, N): p_m at the nodes
+        return px @ (w * np.exp(-self.epsilon * x)), px @ (w * np.exp(self.epsilon * x))
 
     def tails(self, t) -> tuple[np.ndarray, np.ndarray]:
         """``(P(T > t), Q(T > t))`` for an array of thresholds ``t`` (atoms at ``t`` excluded).
