@@ -585,8 +585,7 @@ def composed_epsilon_curve(delta: float, k: int, epsilon: float, weeks, *,
     if 2.0 * w_max * kk * eps / h > 5e7:
         raise ParameterError(f"interval={interval} makes a grid of {2 * w_max * kk * eps / h:,.0f} points for "
                              f"weeks={w_max}, k={kk}, epsilon={eps}; use a larger interval (<= 5e7 points).")
-    st = _by_k(np.array([kk]), eps)[kk]
-    masses = _loss_bin_masses(st, h)
+    masses = _weekly_masses(kk, eps, h)
     upper_pmf = masses                                   # mass of (L_{j−1}, L_j] at L_j
     lower_pmf = np.append(masses[1:], 0.0)               # ... at L_{j−1}
     lower_pmf[0] += masses[0]                            # the atom at L_0 stays at L_0
@@ -596,6 +595,15 @@ def composed_epsilon_curve(delta: float, k: int, epsilon: float, weeks, *,
     for pmf, out, sign in ((lower_pmf, lower, +1.0), (upper_pmf, upper, -1.0)):
         out[:] = _windowed_epsilons(pmf, -kk * eps, h, ws, d + sign * 2.0 * tau, tau)
     return lower, upper
+
+
+@lru_cache(maxsize=32)
+def _weekly_masses(k: int, epsilon: float, h: float) -> np.ndarray:
+    """:func:`_loss_bin_masses` of the exact k-fold law (cached: a page asks for the same weekly law for its
+    many-week curve and for its budget card; read-only)."""
+    out = _loss_bin_masses(_by_k(np.array([k]), epsilon)[k], h)
+    out.setflags(write=False)
+    return out
 
 
 TAIL_MASS = 1e-9   # per side, relative to δ: what the composed window may leave out (moves δ by 2e-9·δ)
