@@ -7,7 +7,8 @@ generated once and kept under ``$ODCORE_BENCH_DATA`` (default ``/tmp/odcore-benc
 
 Each (size, engine) runs ``python -m odcore trips --input DIR --engine E --json`` in a fresh process; wall time and
 the peak resident memory of the whole process tree (the Python process plus, for Spark, its JVM and Python workers;
-sampled every 0.1 s from /proc) are measured. A run is skipped, with the reason printed, when the engine's memory
+sampled every 0.1 s from /proc) are measured, and its CPU seconds (user + system, ``getrusage`` of the waited-for
+children: less sensitive than wall time to other jobs on a shared machine; the 1-minute load is noted). A run is skipped, with the reason printed, when the engine's memory
 per user-week measured at a smaller size predicts more than ``LIMIT_GIB`` (the shared machine's per-process limit),
 or for Spark above ``SPARK_MAX_USERS`` (local mode on two cores: the estimated time exceeds the run's budget).
 Every finished run's OD table summary is compared with the DuckDB run of the same input (users, trips, unique trips,
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -33,11 +35,15 @@ DUCKDB_MEMORY_LIMIT = "3GB"
 SIZES = [(100_000, 1), (500_000, 1), (1_000_000, 1), (5_000_000, 1), (1_000_000, 4)]
 QUICK_SIZES = [(20_000, 1), (50_000, 1)]
 ENGINES = ("memory", "duckdb", "spark")
+LAST_CPU = 0.0
 KEYS = ("users", "trips", "unique_trips", "od_pairs", "max_count")
 
 
 def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, float, str, int]:
-    """(wall seconds, peak tree RSS in GiB, stdout, return code) of a command."""
+    """(wall seconds, peak tree RSS in GiB, stdout, return code) of a command; its CPU seconds (user + system of
+    the waited-for process tree, from ``getrusage``) go to :data:`LAST_CPU`."""
+    global LAST_CPU
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **(env or {})})
@@ -47,6 +53,8 @@ def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, float
         time.sleep(0.1)
     out, err = proc.communicate()
     wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    LAST_CPU = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     if proc.returncode != 0:
         print(err[-2000:], file=sys.stderr)
     return wall, peak / 2**30, out, proc.returncode
@@ -72,7 +80,7 @@ def run(quick: bool = False) -> list[dict]:
     if os.environ.get("ODCORE_BENCH_SIZES"):      # e.g. "100000x1,1000000x1" (users x weeks)
         sizes = [tuple(int(x) for x in item.split("x")) for item in os.environ["ODCORE_BENCH_SIZES"].split(",")]
     engines = tuple(os.environ.get("ODCORE_BENCH_ENGINES", ",".join(ENGINES)).split(","))
-    print(f"{'users':>10} {'weeks':>5} | " + " | ".join(f"{e:^24}" for e in engines))
+    print(f"{'users':>10} {'weeks':>5} | " + " | ".join(f"{e:^29}" for e in engines))
     for users, weeks in sizes:
         d, gen = dataset(users, weeks)
         if gen is not None:
@@ -98,19 +106,22 @@ def run(quick: bool = False) -> list[dict]:
                     res[e] = {"skip": f"failed (exit {rc})"}
                 else:
                     summ = json.loads(out)
-                    res[e] = {"wall": wall, "peak": peak, "summary": {k: summ[k] for k in KEYS}}
+                    res[e] = {"wall": wall, "peak": peak, "cpu": LAST_CPU, "summary": {k: summ[k] for k in KEYS}}
                     per_uw[e] = max(per_uw.get(e, 0.0), peak / uw)
             r = res[e]
             if "skip" in r:
-                cells.append(f"{r['skip'][:24]:<24}")
+                cells.append(f"{r['skip'][:29]:<29}")
                 rows.append({"case": f"{users} users x {weeks} w, {e}", "metric": "skipped", "value": None,
                              "unit": "", "note": r["skip"]})
             else:
-                cells.append(f"{r['wall']:8.1f} s {r['peak']:7.2f} GiB  ")
+                cells.append(f"{r['wall']:6.1f} s {r['cpu']:6.1f} cpu {r['peak']:5.2f} GiB")
                 rows.append({"case": f"{users} users x {weeks} w, {e}", "metric": "wall", "value": r["wall"],
                              "unit": "s", "baseline": res.get("memory", {}).get("wall"),
                              "ratio": (r["wall"] / res["memory"]["wall"]) if "wall" in res.get("memory", {}) else None,
-                             "note": f"peak {r['peak']:.2f} GiB, {r['peak'] * 2**20 / uw:.2f} KiB per user-week"})
+                             "note": f"peak {r['peak']:.2f} GiB, {r['peak'] * 2**20 / uw:.2f} KiB per user-week, "
+                                     f"CPU {r['cpu']:.1f} s, load {os.getloadavg()[0]:.1f}"})
+                rows.append({"case": f"{users} users x {weeks} w, {e}", "metric": "cpu", "value": r["cpu"],
+                             "unit": "s", "note": "user + system seconds of the process tree (getrusage)"})
                 rows.append({"case": f"{users} users x {weeks} w, {e}", "metric": "peak memory", "value": r["peak"],
                              "unit": "GiB", "note": "process tree RSS, sampled every 0.1 s"})
         ref = res.get("duckdb", {}).get("summary")
