@@ -631,6 +631,15 @@ def _classify(others: np.ndarray, eps: float, tau: float, tol: float):
     return typ[~silent], err, silent, plain
 
 
+@lru_cache(maxsize=8192)
+def _pair_pmf_row(others: float, eps: float, tau: float, R: int, method: str) -> np.ndarray:
+    """One row of :func:`pair_loss_pmf` (remembered: the users of a week share few distinct counts, and the game
+    deals hundreds of rounds on them; read-only)."""
+    row = pair_loss_pmf([others], eps, tau, resolution=R, method=method)[0]
+    row.setflags(write=False)
+    return row
+
+
 def _compose(type_values: np.ndarray, mult: np.ndarray, eps: float, tau: float, R: int, method: str,
              want_q: bool = False):
     """PMF of the total loss (P, and optionally Q) for ``mult[i]`` pairs of type ``type_values[i]``."""
@@ -638,7 +647,7 @@ def _compose(type_values: np.ndarray, mult: np.ndarray, eps: float, tau: float, 
 
     K = int(mult.sum())
     n = 2 * K * R + 1
-    pm = pair_loss_pmf(type_values, eps, tau, resolution=R, method=method)
+    pm = np.stack([_pair_pmf_row(float(v), eps, tau, R, method) for v in type_values])
     size = sfft.next_fast_len(n, real=True)
     spec = sfft.rfft(pm, n=size, axis=1)
     tot = np.prod(spec ** mult[:, None], axis=0)

@@ -273,15 +273,29 @@ def expected_success(pool: AttackerPool, rules: GameRules, k: int, seed: int, ro
     attacker); compare :func:`odcore.attack.success_curve`, which is the no-threshold p_k.
     """
     rounds = check_int("rounds", rounds, minimum=1)
+    k = check_int("k", k, minimum=1)
+    seed = check_int("seed", seed)
+    who = pool.eligible(k)
+    if who.size == 0:
+        deal(pool, rules, k, 0, seed)    # raises the error that names the largest k available
     done: dict[tuple, float] = {}       # the success depends only on the multiset of others' counts
     out = np.empty(rounds)
     for j in range(rounds):
-        r = deal(pool, rules, k, j, seed)
-        key = tuple(np.sort(r.others).tolist())
+        key = tuple(np.sort(_dealt_others(pool, who, k, j, seed)).tolist())
         if key not in done:
-            done[key] = r.exact_success(resolution)
+            done[key] = float(user_risk(np.asarray(key, dtype=float), rules.epsilon_pair, rules.threshold,
+                                        resolution=resolution).success)
         out[j] = done[key]
     return out
+
+
+def _dealt_others(pool: AttackerPool, who: np.ndarray, k: int, index: int, seed: int) -> np.ndarray:
+    """The others' counts on the pairs :func:`deal` picks for round ``index`` (the same draws, in the same order;
+    the coin and the noise, drawn after them, are not needed for the round's exact success)."""
+    rng = np.random.default_rng((seed, k, index))
+    i = int(who[rng.integers(who.size)])
+    lo, hi = int(pool.start[i]), int(pool.start[i + 1])
+    return pool.others[lo + rng.choice(hi - lo, size=k, replace=False)]
 
 
 def binomial_interval(p: float, n: int, confidence: float = 0.99) -> tuple[float, float]:

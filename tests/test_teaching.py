@@ -136,6 +136,16 @@ def test_optimal_attacker_scores_the_thresholded_theory_not_the_plain_curve(pool
     assert lo5 <= always_in / n <= hi5
 
 
+def test_theory_rounds_are_the_dealt_rounds(pool):
+    """expected_success draws each round's pairs without dealing the whole round (no coin, no noise) and computes
+    each distinct set of counts once: the same values as Round.exact_success on every dealt round."""
+    rules, seed = T.GameRules(0.7, 100), 11
+    for k in (1, 10):
+        got = T.expected_success(pool, rules, k, seed, rounds=40)
+        want = np.array([T.deal(pool, rules, k, j, seed).exact_success() for j in range(40)])
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
 def test_theory_is_the_plain_curve_when_nothing_is_suppressed():
     """Every pair far above the threshold: the per-round exact success is p_k, and the optimal attacker's score
     over 2,000 rounds of k = 3 matches p_3 = 70.7 % within the binomial 99 % interval."""
