@@ -72,6 +72,12 @@ def make_upload(path: Path, target_mb: float = TARGET_MB) -> tuple[int, int]:
     return len(out), path.stat().st_size
 
 
+# The press was taken: a rerun started after it, or the script is running now (a press while it runs makes no new
+# state change; pressing again would only restart it, and put a queued upload back in the line).
+BUSY_JS = ("() => (" + STARTED_JS.removeprefix("() => ") + ") || document.querySelector('[data-testid=stApp]')"
+           "?.getAttribute('data-test-script-state') === 'running'")
+
+
 def _say(msg: str) -> None:
     print(msg, flush=True)
 
@@ -162,7 +168,7 @@ async def _upload_session(browser, url: str, s: _Session, rounds: int, barrier) 
             await page.evaluate("() => { window.__odb.inputT = null; }")
             await go.click(timeout=s.left_ms())
             try:
-                await page.wait_for_function(STARTED_JS, timeout=min(CLICK_RETRY_S * 1000, s.left_ms()),
+                await page.wait_for_function(BUSY_JS, timeout=min(CLICK_RETRY_S * 1000, s.left_ms()),
                                              polling=100)
                 break
             except Exception:  # playwright's TimeoutError: the press started no rerun

@@ -114,6 +114,24 @@ def test_app_shows_error_and_keeps_sample(tmp_path):
     assert any("broken.csv" in e.value for e in at.sidebar.error)
 
 
+def _hold(q, key=None):
+    """Start a thread that holds ``q``'s slot until the returned event is set; return (thread, event)."""
+    import threading
+    import time
+
+    release = threading.Event()
+
+    def holder():
+        with q.slot(key=key):
+            release.wait(timeout=10)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    while not q._line:
+        time.sleep(0.001)
+    return t, release
+
+
 def test_parse_queue_reads_one_upload_at_a_time_and_says_how_many_are_ahead():
     """Uploads of several sessions (threads) go through the queue one at a time, in arrival order; a waiting one
     is told how many are ahead of it, and the counts it is told only go down."""
@@ -155,21 +173,11 @@ def test_parse_queue_reads_one_upload_at_a_time_and_says_how_many_are_ahead():
 
 def test_parse_queue_lets_a_stopped_waiter_leave():
     """A session stopped while waiting (its script raises in on_wait) leaves the queue; the next one goes on."""
-    import threading
 
     from odapp.data import ParseQueue
 
     q = ParseQueue(slots=1, poll_s=0.01)
-    release = threading.Event()
-
-    def holder():
-        with q.slot():
-            release.wait(timeout=5)
-
-    t = threading.Thread(target=holder)
-    t.start()
-    while not q._line:
-        pass
+    t, release = _hold(q)
 
     def stop(n):
         raise RuntimeError("script stopped")
@@ -187,22 +195,12 @@ def test_parse_queue_lets_a_stopped_waiter_leave():
 
 def test_apply_upload_waits_in_the_queue_and_reports_it():
     """apply_upload goes through the queue it is given; while another upload holds the slot it calls on_wait."""
-    import threading
 
     from odapp.data import ParseQueue
 
     q = ParseQueue(slots=1, poll_s=0.01)
-    release = threading.Event()
+    t, release = _hold(q)
     told = []
-
-    def holder():
-        with q.slot():
-            release.wait(timeout=5)
-
-    t = threading.Thread(target=holder)
-    t.start()
-    while not q._line:
-        pass
 
     def on_wait(n):
         told.append(n)
@@ -224,11 +222,7 @@ def test_parse_queue_keeps_the_place_of_an_interrupted_wait():
     from odapp.data import ParseQueue
 
     q = ParseQueue(slots=1, poll_s=0.01, lease_s=0.5)
-    release, order, told = threading.Event(), [], []
-
-    def holder():
-        with q.slot(key="h"):
-            release.wait(timeout=10)
+    order, told = [], []
 
     def stopped(n):
         raise RuntimeError("rerun requested")
@@ -237,10 +231,8 @@ def test_parse_queue_keeps_the_place_of_an_interrupted_wait():
         with q.slot(on_wait=record, key=key):
             order.append(key)
 
-    threads = [threading.Thread(target=holder)]
-    threads[0].start()
-    while not q._line:
-        time.sleep(0.001)
+    h, release = _hold(q, "h")
+    threads = [h]
     with pytest.raises(RuntimeError):   # "c" is interrupted while waiting: its place stays
         with q.slot(on_wait=stopped, key="c"):
             pass
@@ -256,11 +248,7 @@ def test_parse_queue_keeps_the_place_of_an_interrupted_wait():
     for t in threads:
         t.join(timeout=10)
     assert order == ["c", "d"]
-    release.clear()
-    h = threading.Thread(target=holder)
-    h.start()
-    while not q._line:
-        time.sleep(0.001)
+    h, release = _hold(q, "h")
     with pytest.raises(RuntimeError):   # interrupted and never taken back: dropped after the lease
         with q.slot(on_wait=stopped, key="e"):
             pass
