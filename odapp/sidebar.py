@@ -51,6 +51,7 @@ from odapp.words import epsilon_label, unit_words
 from odapp.zones_ui import zone_controls, zone_spec
 
 K_UPLOAD_GEN = "odlab.upload_generation"   # bumps after each good upload (fresh uploader widget)
+K_UPLOAD_PENDING = "odlab.upload_pending"   # UploadOptions of a pressed "Load this file" not read yet
 
 MODE_LABELS = {"per_metric": "per metric (as Google did)", "user_level": "per user (bounded contribution)"}
 
@@ -151,16 +152,26 @@ def _upload_controls() -> None:
         mapping = tuple((k, v.strip()) for k, v in cols.items() if v.strip())
         if mapping or unit != "auto":
             mapping = (*mapping, ("time_unit", unit))
-        opts = UploadOptions(format=fmt, mapping=mapping, tz=tz or "auto", time_offset_s=int(offset),
-                             bbox=bbox.strip() or "auto")
+        # Kept until the file is read: a rerun while it waits in the queue (another widget moved, a second press)
+        # resumes the load instead of losing the button's one-run press.
+        ss[K_UPLOAD_PENDING] = UploadOptions(format=fmt, mapping=mapping, tz=tz or "auto",
+                                             time_offset_s=int(offset), bbox=bbox.strip() or "auto")
+    if ss.get(K_UPLOAD_PENDING) is not None and up is None:   # the file was removed before its turn
+        ss.pop(K_UPLOAD_PENDING)
+    elif ss.get(K_UPLOAD_PENDING) is not None:
         note = st.empty()
 
         def queued(n: int) -> None:
             note.info(f"Queued: {n} upload{'s' if n > 1 else ''} ahead of yours (the server reads one file at a "
                       "time); yours starts when they are done.", icon="⏳")
 
-        with st.spinner(f"Reading {up.name}…"):
-            ok = apply_upload(ss, up.getvalue(), up.name, opts, on_wait=queued)
+        try:   # Streamlit's stop/rerun (BaseException) keeps the request for the next run; an error ends it
+            with st.spinner(f"Reading {up.name}…"):
+                ok = apply_upload(ss, up.getvalue(), up.name, ss[K_UPLOAD_PENDING], on_wait=queued)
+        except Exception:
+            ss.pop(K_UPLOAD_PENDING, None)
+            raise
+        ss.pop(K_UPLOAD_PENDING, None)
         note.empty()
         if ok:
             ss[K_UPLOAD_GEN] = ss.get(K_UPLOAD_GEN, 0) + 1
