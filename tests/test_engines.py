@@ -215,6 +215,24 @@ def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows):
         "duplicate_row", load_traces(path, **opts).report.rows_dropped["duplicate_row"])
 
 
+def test_running_counts_sum_equals_one_groupby():
+    """The memory engine's running sum of the shards' counts, compacted many times, equals one sum at the end."""
+    from odcore.engines.memory_stream import _CountsSum
+
+    rng = np.random.default_rng(5)
+    acc = _CountsSum(min_rows=50)
+    parts = []
+    for _ in range(40):
+        n = int(rng.integers(1, 120))
+        p = pd.DataFrame({"week": rng.integers(2800, 2802, n), "origin": rng.integers(0, 6, n),
+                          "destination": rng.integers(0, 6, n), "count": rng.integers(1, 9, n)})
+        p = p.drop_duplicates(["week", "origin", "destination"])      # a shard's counts have unique keys
+        parts.append(p)
+        acc.add(*(p[c].to_numpy() for c in ("week", "origin", "destination", "count")))
+    want = pd.concat(parts).groupby(["week", "origin", "destination"], as_index=False)["count"].sum()
+    pd.testing.assert_frame_equal(acc.result().reset_index(drop=True), want)
+
+
 def test_user_hash_is_deterministic_and_spreads():
     import pyarrow as pa
 

@@ -197,7 +197,8 @@ class _CountsSum:
     """Running sum of the shards' distinct-user counts by (week, origin, destination), compacted as it grows
     (each shard repeats most pairs, so the pending rows are summed whenever they outgrow the running table)."""
 
-    def __init__(self) -> None:
+    def __init__(self, min_rows: int = 1_000_000) -> None:
+        self.min_rows = min_rows
         self.total: pd.DataFrame | None = None
         self.pending: list[pd.DataFrame] = []
         self.n_pending = 0
@@ -205,7 +206,7 @@ class _CountsSum:
     def add(self, week, o, d, n) -> None:
         self.pending.append(pd.DataFrame({WEEK: week, ORIGIN: o, DESTINATION: d, COUNT: n}))
         self.n_pending += len(week)
-        if self.n_pending > max(1_000_000, 0 if self.total is None else len(self.total)):
+        if self.n_pending > max(self.min_rows, 0 if self.total is None else len(self.total)):
             self._compact()
 
     def _compact(self) -> None:
