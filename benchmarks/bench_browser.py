@@ -220,6 +220,19 @@ async def _discover_controls(page) -> list[dict]:
     return found
 
 
+async def _stable_controls(page, tries: int = 6) -> list[dict]:
+    """:func:`_discover_controls` until two looks 0.5 s apart find the same controls (on a busy machine the page can
+    look drawn while the sidebar is still arriving)."""
+    prev = await _discover_controls(page)
+    for _ in range(tries):
+        await page.wait_for_timeout(500)
+        cur = await _discover_controls(page)
+        if [c["label"] for c in cur] == [c["label"] for c in prev]:
+            return cur
+        prev = cur
+    return prev
+
+
 STARTED_JS = "() => window.__odb.inputT !== null && window.__odb.states.some(s => s[0] >= window.__odb.inputT)"
 
 
@@ -349,7 +362,7 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
         await ctx.close()
         ctx, page = await _new_page(browser)
         await _goto_drawn(page, f"{url}/{path}")
-        controls = await _discover_controls(page)
+        controls = await _stable_controls(page)
         base_runs = [await _rerun_unchanged(page) for _ in range(warmup + repeat)][warmup:]
         base = _med([b["total"] for b in base_runs])
         rows += _control_rows(_page_name(path), "rerun with nothing changed ('r')", "baseline", base_runs, None,
