@@ -369,6 +369,11 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
                               "everything cached")
         await ctx.close()
         wanted = [w.strip() for w in os.environ.get("ODLAB_BENCH_CONTROLS", "").split(",") if w.strip()]
+        for w in wanted:   # a control asked for but not on the page is said, not silently left out
+            if not any(w in c["label"] for c in controls):
+                rows.append({"case": f"{_page_name(path)}: {w}", "metric": "not found", "value": None, "unit": "",
+                             "baseline": None, "ratio": None,
+                             "note": "found: " + ", ".join(c["label"] for c in controls)})
         for ctl in controls:
             if wanted and not any(w in ctl["label"] for w in wanted):
                 continue
