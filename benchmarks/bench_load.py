@@ -221,11 +221,12 @@ async def _upload_session(browser, url: str, s: _Session, rounds: int, barrier) 
         try:   # the page's last script states (is a rerun still running on the server?)
             states = await asyncio.wait_for(page.evaluate(
                 "() => [document.querySelector('[data-testid=stApp]')?.getAttribute('data-test-script-state'),"
-                " window.__odb.states.slice(-3).map(x => [Math.round(performance.now() - x[0]), x[1]])]"), 10)
+                " window.__odb.states.slice(-3).map(x => [Math.round(performance.now() - x[0]), x[1]]),"
+                " document.querySelector('[data-testid=stStatusWidget]')?.innerText || 'no status widget']"), 10)
         except Exception:  # the page is gone
             states = None
         s.errors.append(("timeout", s.step, f"the session's deadline ({s.budget:.0f} s) passed; page script "
-                                            f"state [now, [ms ago, state] x3]: {states}"))
+                                            f"state [now, [ms ago, state] x3, status widget]: {states}"))
     except Exception as e:  # playwright errors: a step's own wait, the page or browser gone
         msg = str(e).splitlines()[0] if str(e) else ""
         kind = "timeout" if "Timeout" in type(e).__name__ or "Timeout" in msg else "crash"
