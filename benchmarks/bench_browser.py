@@ -458,24 +458,29 @@ async def _session(browser, url: str, path: str, seed: int, rounds: int, barrier
 
 
 class _Barrier:
-    """All live sessions press at the same moment (a session that failed leaves the barrier)."""
+    """All live sessions press at the same moment; a session that ends leaves the barrier. With ``wait_s`` none waits
+    longer than that for the others (a stuck session must not turn every other session into a timeout)."""
 
-    def __init__(self, n: int):
-        self.n, self.waiting, self.cond = n, 0, asyncio.Condition()
-        self.generation = 0
+    def __init__(self, n: int, wait_s: float | None = None):
+        self.n, self.waiting, self.generation, self.wait_s = n, 0, 0, wait_s
+        self.cond = asyncio.Condition()
 
-    async def __call__(self, leave: bool = False):
+    async def __call__(self, leave: bool = False) -> None:
         async with self.cond:
             if leave:
                 self.n -= 1
             else:
                 self.waiting += 1
                 gen = self.generation
-            if self.waiting >= self.n and self.waiting:
+            if self.waiting and self.waiting >= self.n:
                 self.waiting, self.generation = 0, self.generation + 1
                 self.cond.notify_all()
             elif not leave:
-                await self.cond.wait_for(lambda: self.generation != gen)
+                try:
+                    await asyncio.wait_for(self.cond.wait_for(lambda: self.generation != gen), self.wait_s)
+                except TimeoutError:   # go alone; the others were too slow
+                    if self.generation == gen:
+                        self.waiting -= 1
 
 
 async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds: int, log: Path) -> list[dict]:

@@ -36,6 +36,7 @@ from pathlib import Path
 from benchmarks.bench_browser import (
     SIDEBAR,
     STARTED_JS,
+    _Barrier,
     _new_page,
     _press,
     _RssSampler,
@@ -80,32 +81,6 @@ BUSY_JS = ("() => (" + STARTED_JS.removeprefix("() => ") + ") || document.queryS
 
 def _say(msg: str) -> None:
     print(msg, flush=True)
-
-
-class _Barrier:
-    """All live sessions press at the same moment, but none waits more than ``wait_s`` for the others (a stuck
-    session must not turn every other session into a timeout); a session that ends leaves the barrier."""
-
-    def __init__(self, n: int, wait_s: float = BARRIER_WAIT_S):
-        self.n, self.waiting, self.generation, self.wait_s = n, 0, 0, wait_s
-        self.cond = asyncio.Condition()
-
-    async def __call__(self, leave: bool = False) -> None:
-        async with self.cond:
-            if leave:
-                self.n -= 1
-            else:
-                self.waiting += 1
-                gen = self.generation
-            if self.waiting and self.waiting >= self.n:
-                self.waiting, self.generation = 0, self.generation + 1
-                self.cond.notify_all()
-            elif not leave:
-                try:
-                    await asyncio.wait_for(self.cond.wait_for(lambda: self.generation != gen), self.wait_s)
-                except TimeoutError:   # go alone; the others were too slow
-                    if self.generation == gen:
-                        self.waiting -= 1
 
 
 class _Session:
@@ -309,7 +284,7 @@ async def _run(quick: bool) -> list[dict]:
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)
             try:
-                barrier = _Barrier(n)
+                barrier = _Barrier(n, BARRIER_WAIT_S)
                 t_start = time.monotonic()
                 for s in sessions:
                     s.deadline = t_start + s.budget
