@@ -79,6 +79,6 @@ def needs_pairs(ctx: sidebar.PageContext, what: str) -> None:
         return
     from odcore.odtable import NO_PAIRS_REASON
 
-    st.info(f"**{what} is not available for this data.** The data in use is an OD counts folder: {NO_PAIRS_REASON} "
+    st.info(f"**{what} is not available for this data:** {NO_PAIRS_REASON} "
             "The OD release and Privacy budget pages work from the counts.")
     st.stop()
