@@ -234,10 +234,7 @@ def deal(pool: AttackerPool, rules: GameRules, k: int, index: int, seed: int) ->
     if who.size == 0:
         raise ParameterError(f"nobody in this week has k={k} unique trips (the most is {int(pool.trips.max())}); "
                              "pick a smaller k or another week.")
-    rng = np.random.default_rng((seed, k, index))
-    i = int(who[rng.integers(who.size)])
-    lo, hi = int(pool.start[i]), int(pool.start[i + 1])
-    pick = lo + rng.choice(hi - lo, size=k, replace=False)
+    rng, i, pick = _draw_pairs(pool, who, k, index, seed)
     member = bool(rng.random() < 0.5)
     others = pool.others[pick]
     noisy = others + float(member) + rng.laplace(0.0, rules.scale, size=k)
@@ -281,7 +278,7 @@ def expected_success(pool: AttackerPool, rules: GameRules, k: int, seed: int, ro
     done: dict[tuple, float] = {}       # the success depends only on the multiset of others' counts
     out = np.empty(rounds)
     for j in range(rounds):
-        key = tuple(np.sort(_dealt_others(pool, who, k, j, seed)).tolist())
+        key = tuple(np.sort(pool.others[_draw_pairs(pool, who, k, j, seed)[2]]).tolist())
         if key not in done:
             done[key] = float(user_risk(np.asarray(key, dtype=float), rules.epsilon_pair, rules.threshold,
                                         resolution=resolution).success)
@@ -289,13 +286,13 @@ def expected_success(pool: AttackerPool, rules: GameRules, k: int, seed: int, ro
     return out
 
 
-def _dealt_others(pool: AttackerPool, who: np.ndarray, k: int, index: int, seed: int) -> np.ndarray:
-    """The others' counts on the pairs :func:`deal` picks for round ``index`` (the same draws, in the same order;
-    the coin and the noise, drawn after them, are not needed for the round's exact success)."""
+def _draw_pairs(pool: AttackerPool, who: np.ndarray, k: int, index: int, seed: int):
+    """The first draws of round ``index`` of level ``k``: ``(rng, person, pair rows)``. :func:`deal` goes on with the
+    coin and the noise from ``rng``; :func:`expected_success` needs only the pairs (their exact success)."""
     rng = np.random.default_rng((seed, k, index))
     i = int(who[rng.integers(who.size)])
     lo, hi = int(pool.start[i]), int(pool.start[i + 1])
-    return pool.others[lo + rng.choice(hi - lo, size=k, replace=False)]
+    return rng, i, lo + rng.choice(hi - lo, size=k, replace=False)
 
 
 def binomial_interval(p: float, n: int, confidence: float = 0.99) -> tuple[float, float]:
