@@ -213,9 +213,8 @@ def release_curve(dataset_id: str, od_config, week: int, release_config, boundin
     session). Returns ``(figure, curve)`` of :func:`odcore.figures.release_curve_figure`."""
     from odapp.words import num
     from odcore import figures
-    from odcore.release import ReleaseConfig
 
-    rc: ReleaseConfig = release_config
+    rc = release_config
     fig, curve = figures.release_curve_figure(_true_counts, rc.epsilon, rc.threshold, rc.sensitivity)
     figures.style(fig, f"ε = {rc.epsilon:g}, threshold {num(rc.threshold)}, noise scale {num(rc.scale)}",
                   height=440, projector=projector)

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from odapp import live
+from odapp.data import CACHE_ENV
 from odcore.paths import REPO_ROOT, SHARED_DATA_DIR
 
 # The app keeps the bundled city's tables on disk between launches (odapp.data.disk_cached); the tests use a
 # folder of their own (the servers they start inherit it), not the user's ~/.cache/odlab.
-os.environ.setdefault("ODLAB_CACHE_DIR", tempfile.mkdtemp(prefix="odlab-test-cache-"))
+os.environ.setdefault(CACHE_ENV, tempfile.mkdtemp(prefix="odlab-test-cache-"))
 
 
 @pytest.fixture(scope="session")
