@@ -185,12 +185,29 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
     published (:func:`odcore.release.cell_release_probability`) and the map's cell frame (:func:`odapp.maps.
     cells_frame`). They depend on the true counts and the release settings, not on the noise: one entry serves
     every seed and session (per user, the seed also picks the pairs each person keeps: ``bounding_seed``)."""
+    import hashlib
+
+    import numpy as np
+
     from odapp.maps import cells_frame
     from odcore.release import cell_release_probability
 
     cp = cell_release_probability(_table)
-    shapes = cell_shapes(dataset_id, od_config, tuple(int(x) for x in cp["cell"]), _grid=_grid)
-    return cp, cells_frame(shapes, cp, _cent)
+    # what the cells' outlines and first tooltip lines depend on (not ε or the threshold): hashed here once,
+    # instead of Streamlit hashing a tuple of a thousand cell ids on every call
+    key = hashlib.blake2b(cp["cell"].to_numpy(np.int64).tobytes() + cp["pairs"].to_numpy(np.int64).tobytes(),
+                          digest_size=16).hexdigest()
+    return cp, cells_frame(release_cells_base(dataset_id, od_config, key, _cell_p=cp, _grid=_grid, _cent=_cent), cp)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def release_cells_base(dataset_id: str, od_config, cells_key: str, _cell_p, _grid, _cent):
+    """:func:`odapp.maps.cells_base` of the cells with observed pairs (``cells_key``: a digest of their ids and
+    pair counts), shared by every ε, threshold and seed of a week."""
+    from odapp.maps import cells_base
+
+    shapes = cell_shapes(dataset_id, od_config, tuple(int(x) for x in _cell_p["cell"]), _grid=_grid)
+    return cells_base(shapes, _cell_p, _cent)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

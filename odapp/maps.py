@@ -28,6 +28,10 @@ from odcore import figures
 RAMP = np.array([[253, 231, 37], [122, 209, 81], [34, 168, 132], [42, 120, 142], [65, 68, 135], [68, 1, 84]],
                 dtype=float)
 GREY = [150, 150, 150]
+DIGITS = 5                                   # decimals of what a layer sends: 1e-5° ≈ 1 m
+FLOW_POSITIONS = {"ox": "o_lon", "oy": "o_lat", "dx": "d_lon", "dy": "d_lat"}
+WIDTH = (1.5, 10.5)                          # arc width (px) = WIDTH[0] + WIDTH[1]·f, f = count scaled to [0, 1]
+ALPHA = (120, 120)                           # arc opacity = ALPHA[0] + ALPHA[1]·f
 
 
 def ramp(values: np.ndarray, vmin: float, vmax: float, alpha: int = 200) -> list[list[int]]:
@@ -70,7 +74,7 @@ def cell_polygons(grid, cells: np.ndarray) -> pd.DataFrame:
 
     geoms = shapely.get_exterior_ring(gdf.geometry.to_numpy())
     xy, idx = shapely.get_coordinates(geoms, return_index=True)
-    xy = np.round(xy, 6)
+    xy = np.round(xy, DIGITS)
     if len(idx) == 5 * len(gdf):      # all squares: one reshape
         coords = xy.reshape(len(gdf), 5, 2)[:, :4].tolist()
     else:
@@ -89,7 +93,7 @@ class CompactDeck(pdk.Deck):
     def to_json(self) -> str:
         from pydeck.bindings.json_tools import default_serialize
 
-        return json.dumps(self, sort_keys=True, default=default_serialize, separators=(",", ":"))
+        return json.dumps(self, sort_keys=True, default=default_serialize, separators=(",", ":"), ensure_ascii=False)
 
 
 class FrozenDeck(CompactDeck):
@@ -145,25 +149,47 @@ def deck(layers: list, vs: pdk.ViewState, tooltip: bool = True, height: int = 56
                                                    **kw)
 
 
+def layer_rows(df: pd.DataFrame, columns: dict[str, str], digits: int = DIGITS) -> list[dict]:
+    """The rows a layer draws, as the records sent to the browser: only ``columns`` (``{name sent: column}``), float
+    columns rounded to ``digits`` decimals. Everything else of a frame stays on the server: the whole deck is sent
+    again (and parsed again by the browser) on every rerun that changes it."""
+    out = {}
+    for name, col in columns.items():
+        v = df[col]
+        out[name] = v.round(digits) if v.dtype.kind == "f" else v
+    return pd.DataFrame(out, index=df.index).to_dict(orient="records")
+
+
 def grid_layer(cells_df: pd.DataFrame, color: list | str = "color", *, line: bool = True, pickable: bool = True,
-               layer_id: str = "cells") -> pdk.Layer:
-    return pdk.Layer("PolygonLayer", data=cells_df, id=layer_id, get_polygon="polygon", get_fill_color=color,
-                     get_line_color=[90, 90, 90, 120], line_width_min_pixels=0.5 if line else 0, stroked=line,
-                     filled=True, pickable=pickable, auto_highlight=pickable)
+               layer_id: str = "cells", columns: tuple[str, ...] = ("color",)) -> pdk.Layer:
+    """Cell polygons: ``color`` is a column, a constant or a deck.gl expression over ``columns`` (sent with the
+    ``polygon`` and, when pickable, the ``tip``)."""
+    cols = ["polygon", *columns, *(["tip"] if pickable else [])]
+    return pdk.Layer("PolygonLayer", data=layer_rows(cells_df, {c: c for c in cols}), id=layer_id,
+                     get_polygon="polygon", get_fill_color=color, get_line_color=[90, 90, 90, 120],
+                     line_width_min_pixels=0.5 if line else 0, stroked=line, filled=True, pickable=pickable,
+                     auto_highlight=pickable)
+
+
+def _alpha_expr(rgb) -> str:
+    """deck.gl expression of an arc end's colour: ``rgb`` with the opacity of the row's weight ``f``."""
+    return "[{}, {}, {}, {} + {} * f]".format(*rgb, *ALPHA)
 
 
 def arc_layer(flows: pd.DataFrame, *, layer_id: str = "flows", pickable: bool = True) -> pdk.Layer:
     """Two-tone arcs: origin end orange, destination end purple (:data:`odcore.figures.ORIGIN_RGB`); a constant
     tilt leans every arc to one side of its direction, so A→B and B→A do not overlap."""
-    return pdk.Layer("ArcLayer", data=flows, id=layer_id, get_source_position=["o_lon", "o_lat"],
-                     get_target_position=["d_lon", "d_lat"], get_source_color="src_color",
-                     get_target_color="dst_color", get_width="width", get_tilt=25, width_min_pixels=1.5,
-                     width_max_pixels=14, pickable=pickable, auto_highlight=pickable, great_circle=False)
+    cols = {**FLOW_POSITIONS, "f": "f", **({"tip": "tip"} if pickable else {})}
+    return pdk.Layer("ArcLayer", data=layer_rows(flows, cols), id=layer_id, get_source_position="[ox, oy]",
+                     get_target_position="[dx, dy]", get_source_color=_alpha_expr(ORIGIN_RGB),
+                     get_target_color=_alpha_expr(DESTINATION_RGB), get_width=f"{WIDTH[0]} + {WIDTH[1]} * f",
+                     get_tilt=25, width_min_pixels=1.5, width_max_pixels=14, pickable=pickable,
+                     auto_highlight=pickable, great_circle=False)
 
 
 def line_layer(flows: pd.DataFrame, color: list, *, layer_id: str, width: float = 1.5) -> pdk.Layer:
-    return pdk.Layer("LineLayer", data=flows, id=layer_id, get_source_position=["o_lon", "o_lat"],
-                     get_target_position=["d_lon", "d_lat"], get_color=color, get_width=width,
+    return pdk.Layer("LineLayer", data=layer_rows(flows, {**FLOW_POSITIONS, "tip": "tip"}), id=layer_id,
+                     get_source_position="[ox, oy]", get_target_position="[dx, dy]", get_color=color, get_width=width,
                      width_min_pixels=1, pickable=True, auto_highlight=True)
 
 
@@ -211,7 +237,7 @@ def select_flows(table: pd.DataFrame, *, value: str, keep: np.ndarray, top_n: in
 def flows_frame(t: pd.DataFrame, centroids: pd.DataFrame, *, value: str,
                 color_range: tuple[float, float]) -> pd.DataFrame:
     """Arc rows of the selected pairs ``t`` (from :func:`select_flows`): positions, width by ``value``, two-tone
-    colours (alpha by ``value``) and a plain-text tooltip (cells, their centres, true and noisy count, release
+    colours (alpha by ``value``; the map computes them in the browser from the weight ``f``) and a plain-text tooltip (cells, their centres, true and noisy count, release
     probability)."""
     c = centroids.set_index("cell")
     o = c.reindex(t["origin"].to_numpy())
@@ -226,31 +252,41 @@ def flows_frame(t: pd.DataFrame, centroids: pd.DataFrame, *, value: str,
     })
     lo, hi = color_range
     f = np.clip((out["count"].to_numpy() - lo) / (hi - lo), 0, 1) if hi > lo else np.ones(len(out))
-    out["width"] = 1.5 + 10.5 * f
-    alpha = (120 + 120 * f).round().astype(int)
-    out["src_color"] = [[*ORIGIN_RGB, int(a)] for a in alpha]
-    out["dst_color"] = [[*DESTINATION_RGB, int(a)] for a in alpha]
+    out["f"] = f
     names = "name" in c.columns
-    out["tip"] = flow_tip(out["origin"], out["destination"], out["o_lat"], out["o_lon"], out["d_lat"], out["d_lon"],
-                          out["true_count"], out["noisy_count"], out["release_prob"], out["released"],
-                          o["name"].to_numpy() if names else None, d["name"].to_numpy() if names else None)
+    out["tip"] = flow_tip(*(out[k].tolist() for k in ("origin", "destination", "o_lat", "o_lon", "d_lat", "d_lon",
+                                                       "true_count", "noisy_count", "release_prob", "released")),
+                          o["name"].tolist() if names else None, d["name"].tolist() if names else None)
     return out
 
 
-def cells_frame(shapes: pd.DataFrame, cell_p: pd.DataFrame, centroids: pd.DataFrame) -> pd.DataFrame:
-    """Cell polygons shaded by the chance that at least one flow leaving the cell is published, with a tooltip."""
+# A release map cell's fill: figures.mix(CELL_LOW_RGB, CELL_HIGH_RGB, value), as a deck.gl expression of ``value``.
+CELL_COLOR = "[{}, {}, {}, 170]".format(*(f"{a} {'+' if b >= a else '-'} {abs(b - a)} * value" for a, b in
+                                            zip(figures.CELL_LOW_RGB, figures.CELL_HIGH_RGB, strict=True)))
+
+
+def cells_base(shapes: pd.DataFrame, cell_p: pd.DataFrame, centroids: pd.DataFrame) -> pd.DataFrame:
+    """The part of :func:`cells_frame` that ε, the threshold and the seed do not change (made once per week):
+    each cell's outline (rounded to :data:`DIGITS` decimals), centre, observed pairs and the tooltip's first lines
+    (``head``)."""
     if "name" in shapes.columns and "name" in centroids.columns:
         shapes = shapes.drop(columns="name")
-    df = shapes.merge(cell_p, on="cell").merge(centroids, on="cell", how="left")
-    names = df["name"] if "name" in df.columns else [None] * len(df)
-    p = df["release_prob_any"].to_numpy(dtype=float)
-    rgb = figures.mix(figures.CELL_LOW_RGB, figures.CELL_HIGH_RGB, p).round().astype(int)
-    df["color"] = [[*c, 170] for c in rgb.tolist()]
-    df["value"] = p
-    df["tip"] = [f"{zone_label(c, nm)}\ncentre {coord(la, lo)}\n{num(int(n))} outgoing pairs observed\n"
-                 f"P(at least one published): {q:.3f}"
-                 for c, nm, la, lo, n, q in zip(df["cell"], names, df["lat"], df["lon"], df["pairs"], p,
-                                                strict=True)]
+    df = shapes.merge(cell_p[["cell", "pairs"]], on="cell").merge(centroids, on="cell", how="left")
+    names = df["name"].tolist() if "name" in df.columns else [None] * len(df)
+    df["polygon"] = [np.round(np.asarray(q, dtype=float), DIGITS).tolist() for q in df["polygon"].tolist()]
+    df["head"] = [f"{zone_label(c, nm)}\ncentre {coord(la, lo)}\n{num(int(n))} outgoing pairs observed\n"
+                  for c, nm, la, lo, n in zip(df["cell"].tolist(), names, df["lat"].tolist(), df["lon"].tolist(),
+                                              df["pairs"].tolist(), strict=True)]
+    return df
+
+
+def cells_frame(base: pd.DataFrame, cell_p: pd.DataFrame) -> pd.DataFrame:
+    """Cell polygons (``base``: :func:`cells_base`) shaded by the chance that at least one flow leaving the cell is
+    published (``value``; the colour :data:`CELL_COLOR` is computed in the browser), with a tooltip (``tip``)."""
+    p = cell_p.set_index("cell")["release_prob_any"].reindex(base["cell"].to_numpy()).to_numpy(dtype=float)
+    df = base.drop(columns="head").assign(release_prob_any=p, value=np.clip(p, 0, 1))
+    df["tip"] = [f"{h}P(at least one published): {q:.3f}" for h, q in zip(base["head"].tolist(), p.tolist(),
+                                                                           strict=True)]
     return df
 
 
@@ -348,7 +384,7 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
     bar_layers = scale_bar_layers(lat, lon)
     _, _, km = scale_bar(lat, lon)
     vs = view_state(lat, lon, pitch=30, height_px=height)
-    base = [grid_layer(cells_df, layer_id="cells")]
+    base = [grid_layer(cells_df, CELL_COLOR, layer_id="cells", columns=("value",))]
 
     def one(heading, value, keep, label, extra=(), faint=None, suppressed=False):
         sel = select_flows(table, value=value, keep=keep, top_n=top_n, min_count=min_count, cell=cell)

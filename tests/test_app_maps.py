@@ -1,0 +1,115 @@
+"""The OD release map as the browser receives it: a small deck JSON, colours computed in the browser from one number
+per row (the same colours as before), tooltips that carry each cell's and each arc's numbers.
+
+Issue 13: the whole deck is sent again and parsed again by the browser on every rerun that changes the map, so its
+size is the map's cost per slider step (744 KiB per ε step before: every frame column, full-precision floats and RGBA
+lists per row).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from odapp import maps
+from odapp.words import num
+from odcore import figures
+
+pytestmark = pytest.mark.timeout(300)
+
+# The bundled city's release map (1,259 cell outlines, top 300 arcs) was 687 kB of deck JSON before issue 13.
+DECK_BYTES_MAX = 420_000
+
+
+def _expr(expr: str, **row) -> list[float]:
+    """Evaluate a deck.gl accessor expression of arithmetic over a row's fields (also valid Python)."""
+    assert re.fullmatch(r"[\w\s\[\],.+\-*/]+", expr), expr      # nothing but arithmetic, names and a list
+    return eval(expr, {"__builtins__": {}}, row)
+
+
+def _decks(at) -> list[dict]:
+    return [json.loads(el.proto.json) for el in at.get("deck_gl_json_chart")]
+
+
+def _layer(deck: dict, layer_id: str) -> dict:
+    return next(layer for layer in deck["layers"] if layer["id"] == layer_id)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.013, 0.5, 0.999, 1.0])
+def test_cell_colour_expression_is_the_old_colour(p):
+    old = [*figures.mix(figures.CELL_LOW_RGB, figures.CELL_HIGH_RGB, np.array([p]))[0], 170]
+    assert _expr(maps.CELL_COLOR, value=p) == pytest.approx(old, abs=1e-9)
+
+
+@pytest.mark.parametrize("f", [0.0, 0.25, 1.0])
+def test_arc_colour_and_width_expressions(f):
+    assert _expr(maps._alpha_expr(maps.ORIGIN_RGB), f=f) == pytest.approx([*maps.ORIGIN_RGB, 120 + 120 * f])
+    assert _expr(maps._alpha_expr(maps.DESTINATION_RGB), f=f) == pytest.approx([*maps.DESTINATION_RGB, 120 + 120 * f])
+    layer = maps.arc_layer(maps.flows_frame(_pairs(), _centroids(), value="noisy_count", color_range=(10, 50)))
+    assert _expr(layer.get_width.removeprefix("@@="), f=f) == pytest.approx(1.5 + 10.5 * f)
+
+
+def _pairs():
+    import pandas as pd
+
+    return pd.DataFrame({"origin": [1, 2], "destination": [2, 1], "true_count": [40, 12],
+                         "noisy_count": [50.26, float("nan")], "release_prob": [0.99, 0.2], "released": [True, False]})
+
+
+def _centroids():
+    import pandas as pd
+
+    return pd.DataFrame({"cell": [1, 2], "lat": [45.123456789, -0.5], "lon": [7.987654321, -0.25]})
+
+
+def test_arc_rows_send_only_what_is_drawn_and_read():
+    flows = maps.flows_frame(_pairs(), _centroids(), value="noisy_count", color_range=(10.0, 50.26))
+    rows = maps.arc_layer(flows).data
+    assert list(rows[0]) == ["ox", "oy", "dx", "dy", "f", "tip"]
+    assert rows[0]["ox"] == 7.98765                                      # 5 decimals, about 1 m
+    assert rows[0]["oy"] == 45.12346
+    assert rows[0]["f"] == 1.0
+    tip = rows[0]["tip"]
+    for part in ("cell 1 → cell 2", "45.1235° N", "true count: 40 people", "noisy count: 50.3 (published)",
+                 "release probability: 0.990"):
+        assert part in tip
+    assert "noisy count: – (suppressed)" in rows[1]["tip"]
+    assert "release probability: 0.200" in rows[1]["tip"]
+
+
+def test_bundled_release_map_is_small_and_its_tooltips_carry_the_numbers(at):
+    at.switch_page("pages/2_OD_release.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    (deck,) = _decks(at)
+    size = len(at.get("deck_gl_json_chart")[0].proto.json.encode())
+    assert size < DECK_BYTES_MAX, f"the map's deck JSON is {size:,} bytes"
+    cells, arcs = _layer(deck, "cells"), _layer(deck, "flows")
+    assert cells["getFillColor"] == "@@=" + maps.CELL_COLOR
+    assert len(cells["data"]) > 1000
+    assert {tuple(r) for r in cells["data"]} == {("polygon", "tip", "value")}
+    for r in cells["data"]:
+        shown = float(r["tip"].rsplit("P(at least one published): ", 1)[1])
+        assert abs(shown - r["value"]) <= 5e-4 + 1e-5
+        assert "outgoing pairs observed" in r["tip"]
+        assert "centre " in r["tip"]
+        assert all(len(str(x).split(".")[-1]) <= maps.DIGITS for pt in r["polygon"] for x in pt)
+    assert len(arcs["data"]) == 300                                     # Top N
+    assert {tuple(r) for r in arcs["data"]} == {("dx", "dy", "f", "ox", "oy", "tip")}   # sent sorted by name
+    # the widest arc is the largest published noisy count, and its tooltip says that count
+    top = max(arcs["data"], key=lambda r: r["f"])
+    assert top["f"] == 1.0
+    table = at.dataframe[0].value                                       # the published table under the map
+    best = table.loc[table["noisy_count"].idxmax()]
+    assert f"noisy count: {num(round(float(best['noisy_count']), 1))} (published)" in top["tip"]
+    assert f"true count: {num(int(best['true_count']))} people" in top["tip"]
+
+
+def test_data_page_map_sends_outline_colour_and_tooltip_only(at):
+    at.switch_page("pages/1_Data.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    cells = _layer(_decks(at)[0], "cells")
+    assert {tuple(r) for r in cells["data"]} == {("color", "polygon", "tip")}
+    assert any("trace points" in r["tip"] for r in cells["data"])
