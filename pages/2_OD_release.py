@@ -44,41 +44,11 @@ def week_cells(tbl, week):
 
 cell_p, cells_df = week_cells(table, s.week)
 
-opt = st.columns([1.5, 1, 1, 1.3])
-view = opt[0].selectbox("Map", maps.VIEWS, key="rel_view",
-                        help="What is published (noisy, thresholded), the true counts before any protection, or "
-                             "what suppression removes next to what is published.")
-top_n = opt[1].number_input("Top N flows", 10, 5000, 300, 10, key="rel_topn",
-                            help="Draw only the N largest flows (by the count shown) to keep the map readable.")
-min_count = opt[2].number_input("Min. count", 0, 100_000, 0, 10, key="rel_min",
-                                help="Hide flows whose shown count (noisy or true) is below this.")
-busiest = cell_p.sort_values("pairs", ascending=False)["cell"].head(500).tolist()
-cell = opt[3].selectbox("One cell", [None, *busiest], key="rel_cell",
-                        format_func=lambda c: "all cells" if c is None else f"cell {c}",
-                        help="Show only the flows that start or end in this cell (the 500 cells with the most "
-                             "observed pairs; hover a cell on the map for its id).")
-opt2 = st.columns([1.1, 1, 1.6])
-show_sup = opt2[0].toggle("Suppressed", value=False, key="rel_faint",
-                          help="Also draw pairs that were observed but not published, as thin red lines "
-                               "(at most 3000).")
-basemap = opt2[1].toggle("Base map", value=False, key="rel_basemap",
-                         help="Draw streets and coastline under the grid. Off by default: nothing leaves this "
-                              "machine. On: your browser fetches the map from CARTO (no key needed).")
-if n_weeks > 1:
-    play = opt2[2].button(f"▶ Play weeks 0–{n_weeks - 1}", key="rel_play",
-                          help="Show each week's published flows in turn (about one second each).")
-else:
-    play = False
-    opt2[2].caption("One week of data: no week player.")
-
-if not released.any():
-    st.warning(empty_release_advice(table["true_count"].to_numpy(), s.threshold, s.epsilon, rcfg.sensitivity),
-               icon=":material/visibility_off:")
-
-
-def draw(tbl, cdf, week):
-    fms = cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, view, int(top_n), float(min_count),
-                            cell, show_sup, basemap, _table=tbl, _cent=cent, _cells_df=cdf)
+def draw(tbl, cdf, week, o: dict):
+    """The week's map(s) with their legend, for the map options ``o``; returns the drawn :class:`~odapp.maps.FlowMap`
+    list."""
+    fms = cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], o["top_n"], o["min_count"],
+                            o["cell"], o["show_sup"], o["basemap"], _table=tbl, _cent=cent, _cells_df=cdf)
     with st.container(border=True):
         st.markdown(maps.flow_legend_html(fms[-1].count_label, fms[-1].lo, fms[-1].hi, fms[-1].km,
                                           suppressed=any(f.suppressed for f in fms),
@@ -89,44 +59,83 @@ def draw(tbl, cdf, week):
             if len(fms) > 1:
                 col.markdown(f"**{fm.heading}**")
             col.pydeck_chart(fm.deck, height=460, key=None if week != s.week else f"map_{i}")
-        if basemap:
+        if o["basemap"]:
             st.caption(maps.BASEMAP["caption"])
     return fms
 
 
-slot = st.empty()
-if play:
-    import time
+@st.fragment
+def map_section():
+    """The map, its options and its export. A change of a map option (view, Top N, min. count, one cell, suppressed,
+    base map, the week player) reruns only this part: the release, the metrics, the curve and the table stay."""
+    opt = st.columns([1.5, 1, 1, 1.3])
+    view = opt[0].selectbox("Map", maps.VIEWS, key="rel_view",
+                            help="What is published (noisy, thresholded), the true counts before any protection, "
+                                 "or what suppression removes next to what is published.")
+    top_n = opt[1].number_input("Top N flows", 10, 5000, 300, 10, key="rel_topn",
+                                help="Draw only the N largest flows (by the count shown) to keep the map readable.")
+    min_count = opt[2].number_input("Min. count", 0, 100_000, 0, 10, key="rel_min",
+                                    help="Hide flows whose shown count (noisy or true) is below this.")
+    busiest = cell_p.sort_values("pairs", ascending=False)["cell"].head(500).tolist()
+    cell = opt[3].selectbox("One cell", [None, *busiest], key="rel_cell",
+                            format_func=lambda c: "all cells" if c is None else f"cell {c}",
+                            help="Show only the flows that start or end in this cell (the 500 cells with the most "
+                                 "observed pairs; hover a cell on the map for its id).")
+    opt2 = st.columns([1.1, 1, 1.6])
+    show_sup = opt2[0].toggle("Suppressed", value=False, key="rel_faint",
+                              help="Also draw pairs that were observed but not published, as thin red lines "
+                                   "(at most 3000).")
+    basemap = opt2[1].toggle("Base map", value=False, key="rel_basemap",
+                             help="Draw streets and coastline under the grid. Off by default: nothing leaves this "
+                                  "machine. On: your browser fetches the map from CARTO (no key needed).")
+    if n_weeks > 1:
+        play = opt2[2].button(f"▶ Play weeks 0–{n_weeks - 1}", key="rel_play",
+                              help="Show each week's published flows in turn (about one second each).")
+    else:
+        play = False
+        opt2[2].caption("One week of data: no week player.")
 
-    for w in range(n_weeks):
-        with slot.container():
-            t_w = cache.week_release(s.dataset.id, ctx.od_config, w, rcfg, s.seed, _od=ctx.od).table
-            draw(t_w, week_cells(t_w, w)[1], w)
-        time.sleep(1.0)
-with slot.container():
-    fms = draw(table, cells_df, s.week)
-flows = fms[-1].flows
-n_sup = int((~released).sum())
-st.caption(f"{num(n_sup)} observed pairs suppressed (noisy count below {num(s.threshold)}); {num(len(flows))} flows "
-           "drawn. Hover over an arc or a cell for its numbers; drag to pan, scroll to zoom, right-drag to tilt. "
-           "Flows from `odcore.release`, utility from `odcore.utility`.")
-if view == "Side by side":
-    sup = table.loc[~released]
-    st.caption(f"Suppression removed {num(len(sup))} of {num(len(table))} pairs, carrying "
-               f"{num(int(sup['true_count'].sum()))} of {num(int(table['true_count'].sum()))} user-trips: the red "
-               "lines on the left (largest first, up to Top N) are flows that exist but are never published.")
+    if not released.any():
+        st.warning(empty_release_advice(table["true_count"].to_numpy(), s.threshold, s.epsilon, rcfg.sensitivity),
+                   icon=":material/visibility_off:")
+
+    o = {"view": view, "top_n": int(top_n), "min_count": float(min_count), "cell": cell, "show_sup": show_sup,
+         "basemap": basemap}
+    slot = st.empty()
+    if play:
+        import time
+
+        for w in range(n_weeks):
+            with slot.container():
+                t_w = cache.week_release(s.dataset.id, ctx.od_config, w, rcfg, s.seed, _od=ctx.od).table
+                draw(t_w, week_cells(t_w, w)[1], w, o)
+            time.sleep(1.0)
+    with slot.container():
+        fms = draw(table, cells_df, s.week, o)
+    flows = fms[-1].flows
+    n_sup = int((~released).sum())
+    st.caption(f"{num(n_sup)} observed pairs suppressed (noisy count below {num(s.threshold)}); {num(len(flows))} "
+               "flows drawn. Hover over an arc or a cell for its numbers; drag to pan, scroll to zoom, right-drag to "
+               "tilt. Flows from `odcore.release`, utility from `odcore.utility`.")
+    if view == "Side by side":
+        sup = table.loc[~released]
+        st.caption(f"Suppression removed {num(len(sup))} of {num(len(table))} pairs, carrying "
+                   f"{num(int(sup['true_count'].sum()))} of {num(int(table['true_count'].sum()))} user-trips: the "
+                   "red lines on the left (largest first, up to Top N) are flows that exist but are never published.")
+
+    def map_image():
+        return maps.map_figure(fms[-1], cells_df, title=f"OD flows, week {s.week}: {fms[-1].heading.lower()}",
+                               subtitle=f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale "
+                                        f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · "
+                                        f"{s.dataset.label}",
+                               projector=projector_mode(),
+                               empty_note=None if len(flows) else "No flow to draw: nothing is published")
+
+    image_export(map_image, f"od_map_week{s.week}", key="od_map", width_in=8, height_in=6,
+                 label="Download this map as an image (PNG, SVG, PDF) with legend and scale bar")
 
 
-def map_image():
-    return maps.map_figure(fms[-1], cells_df, title=f"OD flows, week {s.week}: {fms[-1].heading.lower()}",
-                           subtitle=f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale "
-                                    f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · {s.dataset.label}",
-                           projector=projector_mode(),
-                           empty_note=None if len(flows) else "No flow to draw: nothing is published")
-
-
-image_export(map_image, f"od_map_week{s.week}", key="od_map", width_in=8, height_in=6,
-             label="Download this map as an image (PNG, SVG, PDF) with legend and scale bar")
+map_section()
 
 st.subheader(f"Week {s.week}: what is published")
 c = st.columns(3)
