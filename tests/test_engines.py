@@ -201,6 +201,48 @@ def test_file_source_streams_like_the_loader(tmp_path, spark):
         assert got == want, od.stats["engine"]
 
 
+def _hours_city(kind: str, n_users: int = 120, seed: int = 5) -> pd.DataFrame:
+    """Traces whose user-hours have one row each ("sparse"), a few with several rows, ties and exact duplicates
+    ("mixed"), or mostly several ("dense"); over a week boundary, string user ids."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    t0 = pd.Timestamp("2024-03-10 12:00", tz="UTC")          # Sunday: the trips cross into the next week
+    for u in range(n_users):
+        hours = np.sort(rng.choice(48, 30, replace=False))
+        for h in hours:
+            base = t0 + pd.Timedelta(hours=int(h), minutes=int(rng.integers(0, 50)))
+            rows.append((f"u{u}", base, int(rng.integers(0, 12))))
+            extra = {"sparse": 0, "mixed": int(rng.random() < 0.1) * 3, "dense": 3}[kind]
+            for i in range(extra):   # more rows in the same hour: ties, repeats of the first cell, duplicates
+                rows.append((f"u{u}", base + pd.Timedelta(minutes=i + 1), int(rng.integers(0, 12)) if i else rows[-1][2]))
+            if extra and rng.random() < 0.5:
+                rows.append(rows[-1])                          # an exact duplicate row
+    return _traces(rows)
+
+
+@pytest.mark.parametrize("kind", ["sparse", "mixed", "dense"])
+def test_duckdb_stage_b_paths_match_memory_on_files(tmp_path, kind):
+    """DuckDB's per-shard paths (one window over the rows when every user-hour has one row; otherwise the hour
+    aggregate, with duplicate removal and per-cell counts for the hours with several rows or for all rows) give
+    the memory engine's tables and duplicate count, over several user shards."""
+    df = _hours_city(kind)
+    path = tmp_path / f"{kind}.parquet"
+    df.to_parquet(path, index=False)
+    cfg = ODConfig(tz="Europe/Paris")
+    src = file_source(str(path), tz="Europe/Paris")
+    m = build_od(src, cfg, grid=GRID, engine="memory")
+    d = build_od(src, cfg, grid=GRID, engine="duckdb", shard_rows=1_500)
+    assert d.stats["shards"] > 1
+    assert_same(m, d)
+    dup = m.stats["rows_dropped"].get("duplicate_row", 0)
+    assert d.stats["rows_dropped"].get("duplicate_row", 0) == dup
+    assert (dup > 0) == (kind != "sparse")
+    assert d.stats["rows_used"] == m.stats["rows_used"]
+    taken = {k for k, v in d.stats["shard_paths"].items() if v}
+    assert taken == {"sparse": {"one row per user-hour"}, "mixed": {"several-row hours apart"},
+                     "dense": {"all rows deduplicated"}}[kind]
+
+
 @pytest.mark.parametrize("shard_rows", [300, 10**9])
 def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows):
     """The memory engine on files (sharded by a hash of the user) equals the loader + build_od; text user ids."""

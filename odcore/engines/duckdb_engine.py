@@ -19,8 +19,10 @@ Memory is bounded by DuckDB's ``memory_limit`` (spilling to ``temp_directory`` b
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,8 @@ class _Scan:
 
     def __init__(self, con, source, batch_rows: int):
         self.con, self.source, self.batch_rows = con, source, batch_rows
+        self._cursors: dict[int, Any] = {}
+        self._lock = threading.Lock()
         if isinstance(source, FileSource):
             if source.format == "parquet":
                 scan = f"read_parquet({_sql_list(source.paths)}, union_by_name = true)"
@@ -85,6 +89,20 @@ class _Scan:
         else:
             self.time_unit = "auto"
             self.sql = None
+
+    def cursor(self):
+        """The calling thread's own cursor on the scan's connection (a cursor must not be shared by threads)."""
+        key = threading.get_ident()
+        with self._lock:
+            if key not in self._cursors:
+                self._cursors[key] = self.con.cursor()
+            return self._cursors[key]
+
+    def close(self) -> None:
+        for cur in self._cursors.values():
+            cur.close()
+        self._cursors.clear()
+        self.con.close()
 
     def count(self) -> int:
         if self.sql is None:
@@ -112,8 +130,9 @@ class _Scan:
             return len(self.source)
         return int(self.con.execute(f"SELECT count(*) FROM ({self.sql})").fetchall()[0][0])
 
-    def batches(self):
-        """Yield (user Arrow array, time pandas Series, lat, lon) per batch."""
+    def raw_batches(self):
+        """Yield the source's batches as read (:meth:`columns` turns one into arrays; that part can run on
+        another thread)."""
         if self.sql is None:
             df = self.source
             user = K.frame_user_array(df[USER])
@@ -124,10 +143,19 @@ class _Scan:
                 sl = slice(i, i + self.batch_rows)
                 yield user[sl], t_s[sl], lat[sl], lon[sl]
             return
-        rdr = self.con.sql(self.sql).to_arrow_reader(self.batch_rows)
-        for b in rdr:
-            yield (b.column(0), b.column(1).to_pandas(), b.column(2).to_numpy(zero_copy_only=False),
-                   b.column(3).to_numpy(zero_copy_only=False))
+        yield from self.con.sql(self.sql).to_arrow_reader(self.batch_rows)
+
+    @staticmethod
+    def columns(b):
+        """(user Arrow array, time pandas Series, lat, lon) of a batch of :meth:`raw_batches`."""
+        if isinstance(b, tuple):
+            return b
+        return (b.column(0), b.column(1).to_pandas(), b.column(2).to_numpy(zero_copy_only=False),
+                b.column(3).to_numpy(zero_copy_only=False))
+
+    def batches(self):
+        """Yield (user Arrow array, time pandas Series, lat, lon) per batch."""
+        return map(self.columns, self.raw_batches())
 
 
 def _filters(source, tz: str, time_unit: str, bbox) -> K.Filters | None:
@@ -141,7 +169,7 @@ def _filters(source, tz: str, time_unit: str, bbox) -> K.Filters | None:
                      end_ns=None if source.end is None else _to_time_ns(source.end, source.tz, "end"))
 
 
-def _resolve_bbox(scan: _Scan, source) -> tuple[float, float, float, float] | None:
+def _resolve_bbox(scan: _Scan, source, workers: int = 1) -> tuple[float, float, float, float] | None:
     from odcore.traces import BBox
 
     if not isinstance(source, FileSource) or source.bbox is None:
@@ -149,86 +177,160 @@ def _resolve_bbox(scan: _Scan, source) -> tuple[float, float, float, float] | No
     if isinstance(source.bbox, str) and source.bbox.strip().lower() == "auto":
         n_rows = scan.count_exact()
         la, lo = [], []
-        for user, time_, lat, lon in scan.batches():   # the same rows as every engine's sample
-            a, b = K.sample_batch(user, time_, lat, lon, n_rows)
+        for a, b in _threaded(lambda x: K.sample_batch(*scan.columns(x), n_rows), scan.raw_batches(), workers):   # every engine's rows
             la.append(a)
             lo.append(b)
         return K.robust_bbox(la, lo, source.display)
     return BBox.parse(source.bbox).as_tuple()
 
 
-def prepared_batches(scan: _Scan, grid, tz: str, filters: K.Filters | None, st: K.PrepStats):
-    """Yield Arrow batches ``user, t, lat, lon, slot, cell`` of the kept rows (shared by the DuckDB stages)."""
+def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shards: int):
+    """One batch of :meth:`_Scan.raw_batches` -> (``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the
+    kept rows, its :class:`~odcore.engines.kernel.PrepStats`). The shard of a row is DuckDB's ``hash(user)``
+    modulo ``n_shards`` (a cursor of this thread's own)."""
     import pyarrow as pa
 
-    for user, time_, lat, lon in scan.batches():
-        if filters is None:
-            st.rows_read += len(lat)
-            t = np.asarray(time_, dtype=np.int64)
-            keep = None
-        else:
-            code, t = K.filter_batch(user, time_, lat, lon, filters, st)
-            keep = code == 0
-            if not keep.all():
-                idx = np.flatnonzero(keep)
-                user, t, lat, lon = user.take(pa.array(idx)), t[idx], lat[idx], lon[idx]
-        ok, slot, cell = K.assign_batch(grid, lat, lon, t, tz, st)
-        if not ok.all():
-            idx = np.flatnonzero(ok)
-            user, t, lat, lon, slot, cell = user.take(pa.array(idx)), t[idx], lat[idx], lon[idx], slot[idx], cell[idx]
-        if isinstance(user, pa.ChunkedArray):
-            user = user.combine_chunks()
-        yield pa.record_batch([user, pa.array(t), pa.array(lat), pa.array(lon), pa.array(slot), pa.array(cell)],
-                              names=[USER, K.T_S, LAT, LON, K.SLOT, "cell"])
+    user, time_, lat, lon = scan.columns(raw)
+    st = K.PrepStats()
+    if filters is None:
+        st.rows_read += len(lat)
+        t = np.asarray(time_, dtype=np.int64)
+    else:
+        code, t = K.filter_batch(user, time_, lat, lon, filters, st)
+        keep = code == 0
+        if not keep.all():
+            idx = np.flatnonzero(keep)
+            user, t, lat, lon = user.take(pa.array(idx)), t[idx], lat[idx], lon[idx]
+    ok, slot, cell = K.assign_batch(grid, lat, lon, t, tz, st)
+    if not ok.all():
+        idx = np.flatnonzero(ok)
+        user, t, lat, lon, slot, cell = user.take(pa.array(idx)), t[idx], lat[idx], lon[idx], slot[idx], cell[idx]
+    if isinstance(user, pa.ChunkedArray):
+        user = user.combine_chunks()
+    tbl = pa.table([user, pa.array(t), pa.array(lat), pa.array(lon), pa.array(slot), pa.array(cell)],
+                   names=[USER, K.T_S, LAT, LON, K.SLOT, "cell"])
+    if n_shards == 1 or not len(tbl):
+        return [(0, tbl)], st
+    cur = scan.cursor()
+    cur.register("batch_tbl", tbl)
+    sh = cur.execute(f"SELECT (hash(user) % {n_shards})::INTEGER AS s FROM batch_tbl").fetchnumpy()["s"]
+    cur.unregister("batch_tbl")
+    order = np.argsort(sh, kind="stable")
+    ends = np.cumsum(np.bincount(sh, minlength=n_shards))
+    tbl = tbl.take(pa.array(order))
+    return [(k, tbl.slice(int(e - n), int(n))) for k, (e, n) in enumerate(zip(ends, np.diff(ends, prepend=0),
+                                                                            strict=True)) if n], st
 
 
-_B32 = 4294967296   # 2**32: (slot, cell) packed in one BIGINT, and the winner's (count, -cell) in another
+def _threaded(fn, items, workers: int):
+    """``map(fn, items)`` in order on ``workers`` threads, at most ``2 * workers`` items in flight (memory stays
+    that of a few batches). The per-row work is numpy and pyproj, which release the GIL on whole arrays, so a
+    second thread uses the second core while DuckDB and the first thread are busy."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(workers) as ex:
+        pending: deque = deque()
+        for it in items:
+            pending.append(ex.submit(fn, it))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
-def _shard_sql(src: str, dedupe: bool, keep_pairs: bool, slot_min: int, packed: bool) -> list[str]:
-    """The per-shard pipeline (tables pts -> win -> trp -> prs), appended into the result tables.
+def prepared_batches(scan: _Scan, grid, tz: str, filters: K.Filters | None, st: K.PrepStats, workers: int = 1,
+                     n_shards: int = 1):
+    """Yield, per source batch, ``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the kept rows,
+    prepared on ``workers`` threads (what was read and dropped is added to ``st``)."""
+    for parts, bst in _threaded(lambda b: _prepare(b, scan, grid, tz, filters, n_shards), scan.raw_batches(),
+                                workers):
+        st.merge(bst)
+        yield parts
 
-    ``packed`` (cell ids and the hour span below 2**31): the hour (relative to ``slot_min``) and the cell are one
-    BIGINT key ``s * 2**32 + cell`` and the winner is the plain ``max`` of ``n * 2**32 + (2**32 - 1 - cell)`` (most
-    records, then the lowest cell id): integer aggregates, about twice as fast as grouping by three columns and
-    ``arg_max`` over a struct, with the same result.
+
+_B32 = 4294967296   # 2**32: the winner's (count, -cell) packed in one BIGINT
+ROWS_COLS = "user, t, lat, lon, slot, cell"
+
+
+def _winners_sql(src: str, dedupe: bool, packed: bool) -> str:
+    """Winner of every user-hour of ``src`` (rows ``user, t, lat, lon, slot, cell``) as ``user, slot, cell, n``
+    (``n``: the hour's rows after duplicate removal).
+
+    Houssiau et al. 2022, Methods: winner takes all per user-hour, ties to the lower cell id. Exact duplicate rows
+    (same user, time and coordinates: their slot and cell are then equal too) count once. ``packed`` (cell ids
+    below 2**31): the winner is the integer ``max(n * 2**32 + (2**32 - 1 - cell))`` (most records, then the lowest
+    cell id), about twice as fast as ``arg_max`` over a struct, with the same result.
     """
-    # exact duplicate rows (same user, time and coordinates; their slot and cell are then equal too) count once
     rows = (f"(SELECT user, any_value(slot) AS slot, any_value(cell) AS cell FROM {src} GROUP BY user, t, lat, lon)"
             if dedupe else src)
+    pts = f"SELECT user, slot, cell, count(*) AS n FROM {rows} GROUP BY ALL"
     if packed:
-        pts = (f"CREATE OR REPLACE TEMP TABLE pts AS SELECT user, (slot - {int(slot_min)}) * {_B32} + cell AS sc, "
-               f"count(*) AS n FROM {rows} GROUP BY ALL")
-        npts = "CREATE OR REPLACE TEMP TABLE npts AS SELECT sum(n)::BIGINT AS n FROM pts"
-        # Houssiau et al. 2022, Methods: winner takes all per user-hour, ties to the lower cell id
-        win = (f"CREATE OR REPLACE TEMP TABLE win AS SELECT user, sc // {_B32} + {int(slot_min)} AS slot, "
-               f"{_B32 - 1} - max(n * {_B32} + ({_B32 - 1} - sc % {_B32})) % {_B32} AS cell FROM pts "
-               f"GROUP BY user, sc // {_B32}")
+        return (f"SELECT user, slot, {_B32 - 1} - max(n * {_B32} + ({_B32 - 1} - cell)) % {_B32} AS cell, "
+                f"sum(n)::BIGINT AS n FROM ({pts}) GROUP BY user, slot")
+    return f"SELECT user, slot, arg_max(cell, (n, -cell)) AS cell, sum(n)::BIGINT AS n FROM ({pts}) GROUP BY ALL"
+
+
+SHARD_PATHS = ("one row per user-hour", "hours aggregated", "several-row hours apart", "all rows deduplicated")
+
+
+def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows_window: bool) -> str:
+    """The per-shard pipeline (user-hours -> winners -> trips -> unique pairs), appended into the result tables.
+
+    With ``rows_window``, one window over the shard's rows (each user's rows by hour and cell, the next row's hour
+    and cell) comes first: when no row is followed by a row of the same hour, every user-hour has one row, which is
+    its winner (and no row can be a duplicate of another): the same window gives the trips. That is the case in the
+    synthetic cities and in sparse real data. Otherwise the user-hours are aggregated: an hour with one row has that
+    row's cell as winner, and only the rows of hours with several rows go through duplicate removal and the
+    per-cell count (:func:`_winners_sql`), or all rows when most are in such hours (dense GPS traces); the window
+    then runs over the winners. Returns the path taken (:data:`SHARD_PATHS`); the caller tries the one window again
+    on the next shard only if it held.
+    """
+    nxt = "lead(slot) OVER u AS nslot, lead(cell) OVER u AS ncell"
+    single = False
+    if rows_window:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE lw AS SELECT user, slot, cell, {nxt} FROM {src} "
+                    "WINDOW u AS (PARTITION BY user ORDER BY slot, cell)")
+        same_hour, n_rows = con.execute("SELECT count(*) FILTER (WHERE nslot = slot), count(*) FROM lw").fetchall()[0]
+        single = same_hour == 0
+    if single:
+        n_dedup, path = n_rows, SHARD_PATHS[0]
     else:
-        pts = f"CREATE OR REPLACE TEMP TABLE pts AS SELECT user, slot, cell, count(*) AS n FROM {rows} GROUP BY ALL"
-        npts = "CREATE OR REPLACE TEMP TABLE npts AS SELECT sum(n)::BIGINT AS n FROM pts"
-        win = ("CREATE OR REPLACE TEMP TABLE win AS SELECT user, slot, arg_max(cell, (n, -cell)) AS cell FROM pts "
-               "GROUP BY ALL")
-    out = [
-        f"CREATE OR REPLACE TEMP TABLE nrows AS SELECT count(*) AS n FROM {src}",
-        pts, npts, win,
-        # trips: to a distinct cell in the next hour slot; week of the origin hour
-        "CREATE OR REPLACE TEMP TABLE trp AS SELECT w.user, sw.week, w.cell AS o, w.ncell AS d FROM ("
-        "  SELECT user, slot, cell, lead(slot) OVER u AS nslot, lead(cell) OVER u AS ncell FROM win"
-        "  WINDOW u AS (PARTITION BY user ORDER BY slot)) w JOIN slot_week sw ON sw.slot = w.slot "
-        "WHERE w.nslot = w.slot + 1 AND w.ncell <> w.cell",
-        "CREATE OR REPLACE TEMP TABLE prs AS SELECT DISTINCT week, user, o, d FROM trp",
-        "INSERT INTO r_counts SELECT week, o, d, count(*) FROM prs GROUP BY ALL",
-        "INSERT INTO r_user_week SELECT a.week, a.user, coalesce(t.n, 0), coalesce(p.n, 0) FROM "
-        "(SELECT DISTINCT sw.week, w.user FROM win w JOIN slot_week sw USING (slot)) a "
-        "LEFT JOIN (SELECT week, user, count(*) AS n FROM trp GROUP BY ALL) t USING (week, user) "
-        "LEFT JOIN (SELECT week, user, count(*) AS n FROM prs GROUP BY ALL) p USING (week, user)",
-        "INSERT INTO r_cells SELECT DISTINCT cell FROM win",
-        "INSERT INTO r_stats SELECT (SELECT n FROM nrows), (SELECT n FROM npts), (SELECT count(*) FROM win)",
-    ]
+        con.execute(f"CREATE OR REPLACE TEMP TABLE hrs AS SELECT user, slot, count(*) AS c, min(cell) AS cell "
+                    f"FROM {src} GROUP BY user, slot")
+        n_rows, n_multi_rows = (int(x or 0) for x in con.execute(
+            "SELECT sum(c), sum(c) FILTER (WHERE c > 1) FROM hrs").fetchall()[0])
+        if n_multi_rows == 0:
+            win, path = "SELECT user, slot, cell, c AS n FROM hrs", SHARD_PATHS[1]
+        elif n_multi_rows > n_rows // 2:
+            win, path = _winners_sql(src, dedupe, packed), SHARD_PATHS[3]
+        else:
+            path = SHARD_PATHS[2]
+            con.execute(f"CREATE OR REPLACE TEMP TABLE mrows AS SELECT s.* FROM {src} s SEMI JOIN "
+                        "(SELECT user, slot FROM hrs WHERE c > 1) h ON s.user = h.user AND s.slot = h.slot")
+            win = (f"SELECT user, slot, cell, c AS n FROM hrs WHERE c = 1 UNION ALL "
+                   f"{_winners_sql('mrows', dedupe, packed)}")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE win AS {win}")
+        n_dedup = int(con.execute("SELECT sum(n) FROM win").fetchall()[0][0] or 0)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE lw AS SELECT user, slot, cell, {nxt} FROM win "
+                    "WINDOW u AS (PARTITION BY user ORDER BY slot)")
+    # trips: to a distinct cell in the next hour slot, in the week of the origin hour; pairs: distinct per user-week
+    con.execute("CREATE OR REPLACE TEMP TABLE prs AS SELECT sw.week, w.user, w.cell AS o, w.ncell AS d, count(*) AS k "
+                "FROM lw w JOIN slot_week sw ON sw.slot = w.slot WHERE w.nslot = w.slot + 1 AND w.ncell <> w.cell "
+                "GROUP BY ALL")
+    con.execute("INSERT INTO r_counts SELECT week, o, d, count(*) FROM prs GROUP BY ALL")
+    con.execute("INSERT INTO r_user_week SELECT a.week, a.user, coalesce(p.trips, 0), coalesce(p.uniq, 0) FROM "
+                "(SELECT DISTINCT sw.week, w.user FROM lw w JOIN slot_week sw USING (slot)) a "
+                "LEFT JOIN (SELECT week, user, sum(k)::BIGINT AS trips, count(*) AS uniq FROM prs GROUP BY ALL) p "
+                "USING (week, user)")
+    con.execute("INSERT INTO r_cells SELECT DISTINCT cell FROM lw")
+    con.execute(f"INSERT INTO r_stats SELECT {int(n_rows)}, {n_dedup}, count(*) FROM lw")
     if keep_pairs:
-        out.append("INSERT INTO r_pairs SELECT week, user, o, d FROM prs")
-    return out
+        con.execute("INSERT INTO r_pairs SELECT week, user, o, d FROM prs")
+    return path
 
 
 def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memory_limit: str = "3GB",
@@ -271,44 +373,49 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
                 raise TraceFormatError("no trace rows.")
             scan = _Scan(src_con, source, batch_rows)
         t0 = time.perf_counter()
-        bbox = _resolve_bbox(scan, source)
+        workers = int(threads) if threads else max(1, min(2, os.cpu_count() or 1))   # Python threads per pass
+        bbox = _resolve_bbox(scan, source, workers)
         filters = _filters(source, tz, scan.time_unit, bbox)
         if grid is None:   # the grid from a streaming min/max pass over the kept rows
             b = K.Bounds()
             if filters is None:
                 b.update(source[LAT].to_numpy(np.float64), source[LON].to_numpy(np.float64))
             else:
-                for user, time_, lat, lon in scan.batches():
-                    code, _ = K.filter_batch(user, time_, lat, lon, filters, K.PrepStats())
-                    b.update(lat[code == 0], lon[code == 0])
+                for la, lo in _threaded(lambda x: K.kept_points(*scan.columns(x), filters), scan.raw_batches(),
+                                        workers):
+                    b.update(la, lo)
             grid = K.fit_zones(b, config)
         timings["grid"] = time.perf_counter() - t0
         n_est = scan.count()
         n_shards = max(1, math.ceil(n_est / max(1, int(shard_rows))))
-        # --- stage A: prepared rows, partitioned by a hash of the user ------------------------------------------
-        import pyarrow as pa
-
+        # --- stage A: prepared rows, into one DuckDB table per user shard ---------------------------------------
         st = K.PrepStats()
-        part = work / "rows"
-        part.mkdir()
         n_batches = 0
-        # One COPY per prepared batch, driven from this thread (DuckDB never calls back into Python while it
-        # reads the source on the other connection): each writes its rows hash-partitioned by user.
-        for i, batch in enumerate(prepared_batches(scan, grid, tz, filters, st)):
-            tbl = pa.Table.from_batches([batch])
-            con.execute(f"COPY (SELECT *, (hash(user) % {n_shards})::INTEGER AS shard FROM tbl) TO "
-                        f"'{part / f'b{i:06d}'}' (FORMAT parquet, PARTITION_BY (shard), COMPRESSION snappy)")
+        created: set[int] = set()
+        # Driven from this thread (DuckDB never calls back into Python while it reads the source on the other
+        # connection): each prepared batch is split by a hash of the user and appended to its shard's temporary
+        # table (DuckDB's buffer manager keeps them within memory_limit, spilling blocks to temp_directory).
+        for parts in prepared_batches(scan, grid, tz, filters, st, workers, n_shards):
+            for k, part_tbl in parts:
+                con.register("part_tbl", part_tbl)
+                if k not in created:
+                    con.execute(f"CREATE TEMP TABLE rows_{k} AS SELECT {ROWS_COLS} FROM part_tbl")
+                    created.add(k)
+                else:
+                    con.execute(f"INSERT INTO rows_{k} SELECT {ROWS_COLS} FROM part_tbl")
+                con.unregister("part_tbl")
             n_batches += 1
-            del tbl
+            del parts
         if n_batches == 0:
             raise TraceFormatError("no trace rows.")
-        src_con.close()
+        scan.close()
         timings["stage_a"] = time.perf_counter() - t0 - timings["grid"]
-        if st.slot_min == K.IMIN:
+        if st.slot_min == K.IMIN or not created:
             raise TraceFormatError("no trace row falls inside the grid.")
-        sw = K.slot_week_table(st.slot_min, st.slot_max, tz)   # noqa: F841 (read by DuckDB by name)
+        con.register("sw", K.slot_week_table(st.slot_min, st.slot_max, tz))
         con.execute("CREATE TEMP TABLE slot_week AS SELECT * FROM sw")
-        utype = con.execute(f"SELECT typeof(user) FROM read_parquet('{part}/*/*/*.parquet') LIMIT 1").fetchall()[0][0]
+        con.unregister("sw")
+        utype = con.execute(f"SELECT typeof(user) FROM rows_{min(created)} LIMIT 1").fetchall()[0][0]
         con.execute("CREATE TEMP TABLE r_counts (week BIGINT, o BIGINT, d BIGINT, n BIGINT)")
         con.execute(f"CREATE TEMP TABLE r_user_week (week BIGINT, user {utype}, trips BIGINT, uniq BIGINT)")
         con.execute(f"CREATE TEMP TABLE r_pairs (week BIGINT, user {utype}, o BIGINT, d BIGINT)")
@@ -316,12 +423,12 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         con.execute("CREATE TEMP TABLE r_stats (rows_in BIGINT, rows_dedup BIGINT, user_hours BIGINT)")
         # --- stage B: per shard -------------------------------------------------------------------------------
         dedupe = isinstance(source, FileSource)
-        packed = grid.n_cells < 2**31 and st.slot_max - st.slot_min < 2**31
-        shard_dirs = sorted({d.name for b in part.iterdir() for d in b.iterdir()})
-        for name in shard_dirs:
-            files = f"read_parquet('{part}/*/{name}/*.parquet')"
-            for sql in _shard_sql(files, dedupe, keep_pairs, st.slot_min, packed):
-                con.execute(sql)
+        packed = grid.n_cells < 2**31
+        paths = dict.fromkeys(SHARD_PATHS, 0)
+        for k in sorted(created):
+            path = _run_shard(con, f"rows_{k}", dedupe, keep_pairs, packed, paths[SHARD_PATHS[0]] == sum(paths.values()))
+            paths[path] += 1
+            con.execute(f"DROP TABLE rows_{k}")
         timings["stage_b"] = time.perf_counter() - t0 - timings["grid"] - timings["stage_a"]
         counts = con.execute("SELECT week, o AS origin, d AS destination, sum(n)::BIGINT AS count FROM r_counts "
                              "GROUP BY ALL").df()
@@ -351,7 +458,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         dropped[DROP_DUPLICATE] = rows_in - rows_dedup
     like = source[USER] if isinstance(source, pd.DataFrame) else None
     stats = {"rows_read": st.rows_read, "rows_used": rows_dedup, "rows_dropped": dropped, "user_hours": user_hours,
-             "cells_used": cells, "engine": "duckdb", "shards": n_shards, "bbox_used": bbox,
+             "cells_used": cells, "engine": "duckdb", "shards": n_shards, "shard_paths": paths, "bbox_used": bbox,
              "seconds": {k: round(v, 3) for k, v in timings.items()}}
     return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats,
                       user_like=like)

@@ -214,6 +214,36 @@ def _user_missing(user) -> np.ndarray:
 DROP_CODES = ("missing_value", "outside_bbox", "outside_date_range", "outside_grid")   # reason code i + 1
 
 
+def _check_ranges(lat: np.ndarray, lon: np.ndarray, f: Filters) -> None:
+    """Coordinates outside [-90, 90] x [-180, 180] raise (they usually mean swapped columns)."""
+    with np.errstate(invalid="ignore"):
+        for arr, col, lim in ((lat, LAT, 90), (lon, LON, 180)):
+            bad = np.abs(arr) > lim
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise TraceFormatError(f"{col} {arr[i]} is outside [-{lim}, {lim}] (are latitude and longitude "
+                                       "swapped?).", file=f.source, column=col)
+
+
+def kept_points(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Filters) -> tuple[np.ndarray,
+                                                                                              np.ndarray]:
+    """``(lat, lon)`` of the rows :func:`filter_batch` keeps (for the zones' min/max pass).
+
+    A datetime column without a date range needs no parsing to know which rows it keeps (a missing time is a
+    null), so only then is the parse skipped; a bad time still raises in :func:`filter_batch` on the next pass.
+    """
+    if f.start_ns is None and f.end_ns is None and pd.api.types.is_datetime64_any_dtype(time):
+        keep = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | time.isna().to_numpy())
+        _check_ranges(lat, lon, f)
+        if f.bbox is not None:
+            s, w, nn, e = f.bbox
+            with np.errstate(invalid="ignore"):
+                keep &= (lat >= s) & (lat <= nn) & (lon >= w) & (lon <= e)
+    else:
+        keep = filter_batch(user, time, lat, lon, f, PrepStats())[0] == 0
+    return lat[keep], lon[keep]
+
+
 def filter_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Filters, st: PrepStats):
     """Validate and filter one batch of a file source like :func:`odcore.traces.load_traces` does.
 
@@ -227,13 +257,7 @@ def filter_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Fil
     st.rows_read += n
     t = _parse_time(time, f.time_unit, f.tz, f.source, TIME)
     missing = (t == IMIN) | np.isnan(lat) | np.isnan(lon) | _user_missing(user)
-    with np.errstate(invalid="ignore"):
-        for arr, col, lim in ((lat, LAT, 90), (lon, LON, 180)):
-            bad = np.abs(arr) > lim
-            if bad.any():
-                i = int(np.argmax(bad))
-                raise TraceFormatError(f"{col} {arr[i]} is outside [-{lim}, {lim}] (are latitude and longitude "
-                                       "swapped?).", file=f.source, column=col)
+    _check_ranges(lat, lon, f)
     code = np.zeros(n, np.int8)
     code[missing] = 1
     st.drop(DROP_MISSING, int(missing.sum()))
