@@ -1,19 +1,22 @@
 """The trace -> weekly OD step in embedded DuckDB: out of core, bounded memory, both cores.
 
-Two stages, both DuckDB:
+Two stages:
 
-A. **Rows -> (user, slot, cell).** DuckDB scans the source (``read_parquet`` / ``read_csv``, or an Arrow view of an
-   in-memory table) and hands Arrow record batches to Python, which applies the loader's filters and the shared
-   per-row definitions (:func:`odcore.engines.kernel.filter_batch`, ``grid.assign``, :func:`~odcore.engines.kernel.
-   hour_slots`); DuckDB reads the prepared batches back as an Arrow stream and writes them, hash-partitioned by
-   user, to a temporary Parquet folder (``COPY ... PARTITION_BY``).
-B. **Per user shard, in SQL.** Each user falls in one shard, so per shard: winner-takes-all per user-hour
-   (``arg_max(cell, (n, -cell))``: most records, ties to the lower cell id), trips with ``lead()`` over the user's
-   hours (next slot = slot + 1, distinct cell), the week of the origin hour from a slot -> week table, unique pairs
-   per user-week; the distinct-user counts of every shard are then summed by (week, origin, destination), which is
-   exact because a user's pairs are all in one shard.
+A. **Rows -> (user, slot, cell), by user shard.** DuckDB scans the source (``read_parquet`` / ``read_csv``, or an
+   Arrow view of an in-memory table) and hands Arrow record batches to Python, which applies the loader's filters
+   and the shared per-row definitions (:func:`odcore.engines.kernel.filter_batch`, the zones' ``assign``,
+   :func:`~odcore.engines.kernel.hour_slots`) on two threads (numpy and pyproj release the GIL on whole arrays) and
+   splits each batch by DuckDB's ``hash(user)``; each part is appended to its shard's temporary table, which
+   DuckDB's buffer manager keeps within ``memory_limit`` (spilling blocks to ``temp_directory``).
+B. **Per user shard, in SQL.** Each user falls in one shard, so per shard: winner-takes-all per user-hour (most
+   records, ties to the lower cell id, exact duplicate rows once), trips with ``lead()`` over the user's hours
+   (next slot = slot + 1, distinct cell), the week of the origin hour from a slot -> week table, unique pairs per
+   user-week; the distinct-user counts of every shard are then summed by (week, origin, destination), which is
+   exact because a user's pairs are all in one shard. When every user-hour of a shard has one row (synthetic
+   cities, sparse real data: the common case), one window over the rows gives both the winners and the trips
+   (:func:`_run_shard`).
 
-Memory is bounded by DuckDB's ``memory_limit`` (spilling to ``temp_directory`` beyond it) and by the shard size.
+Memory is bounded by DuckDB's ``memory_limit`` and by a few batches in flight.
 """
 
 from __future__ import annotations
@@ -223,7 +226,7 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
 
 
 def _threaded(fn, items, workers: int):
-    """``map(fn, items)`` in order on ``workers`` threads, at most ``2 * workers`` items in flight (memory stays
+    """``map(fn, items)`` in order on ``workers`` threads, at most ``workers + 1`` items in flight (memory stays
     that of a few batches). The per-row work is numpy and pyproj, which release the GIL on whole arrays, so a
     second thread uses the second core while DuckDB and the first thread are busy."""
     if workers <= 1:
@@ -236,7 +239,7 @@ def _threaded(fn, items, workers: int):
         pending: deque = deque()
         for it in items:
             pending.append(ex.submit(fn, it))
-            if len(pending) >= 2 * workers:
+            if len(pending) > workers:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
@@ -373,6 +376,8 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
                 raise TraceFormatError("no trace rows.")
             scan = _Scan(src_con, source, batch_rows)
         t0 = time.perf_counter()
+        c0 = time.process_time()
+        cpu: dict[str, float] = {}
         workers = int(threads) if threads else max(1, min(2, os.cpu_count() or 1))   # Python threads per pass
         bbox = _resolve_bbox(scan, source, workers)
         filters = _filters(source, tz, scan.time_unit, bbox)
@@ -386,6 +391,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
                     b.update(la, lo)
             grid = K.fit_zones(b, config)
         timings["grid"] = time.perf_counter() - t0
+        cpu["grid"] = time.process_time() - c0
         n_est = scan.count()
         n_shards = max(1, math.ceil(n_est / max(1, int(shard_rows))))
         # --- stage A: prepared rows, into one DuckDB table per user shard ---------------------------------------
@@ -410,6 +416,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
             raise TraceFormatError("no trace rows.")
         scan.close()
         timings["stage_a"] = time.perf_counter() - t0 - timings["grid"]
+        cpu["stage_a"] = time.process_time() - c0 - cpu["grid"]
         if st.slot_min == K.IMIN or not created:
             raise TraceFormatError("no trace row falls inside the grid.")
         con.register("sw", K.slot_week_table(st.slot_min, st.slot_max, tz))
@@ -430,6 +437,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
             paths[path] += 1
             con.execute(f"DROP TABLE rows_{k}")
         timings["stage_b"] = time.perf_counter() - t0 - timings["grid"] - timings["stage_a"]
+        cpu["stage_b"] = time.process_time() - c0 - cpu["grid"] - cpu["stage_a"]
         counts = con.execute("SELECT week, o AS origin, d AS destination, sum(n)::BIGINT AS count FROM r_counts "
                              "GROUP BY ALL").df()
         user_week = con.execute("SELECT week, user, trips, uniq AS unique_trips FROM r_user_week").df()
@@ -459,7 +467,8 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
     like = source[USER] if isinstance(source, pd.DataFrame) else None
     stats = {"rows_read": st.rows_read, "rows_used": rows_dedup, "rows_dropped": dropped, "user_hours": user_hours,
              "cells_used": cells, "engine": "duckdb", "shards": n_shards, "shard_paths": paths, "bbox_used": bbox,
-             "seconds": {k: round(v, 3) for k, v in timings.items()}}
+             "seconds": {k: round(v, 3) for k, v in timings.items()},
+             "cpu_seconds": {k: round(v, 3) for k, v in cpu.items()}}
     return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats,
                       user_like=like)
 
