@@ -243,6 +243,30 @@ def test_duckdb_stage_b_paths_match_memory_on_files(tmp_path, kind):
                      "dense": {"all rows deduplicated"}}[kind]
 
 
+def test_duckdb_big_batches_keep_each_user_in_one_shard(tmp_path):
+    """Batches big enough for DuckDB to scan them on both threads (and so return rows in another order), on two
+    Python threads, split over several user shards: every user's rows still land in one shard (a user split across
+    shards would be counted twice)."""
+    rng = np.random.default_rng(11)
+    n_users, per_user = 6_000, 100
+    user = np.repeat(np.arange(n_users), per_user)
+    t0 = pd.Timestamp("2024-03-04", tz="UTC").value // 10**9
+    t = t0 + np.sort(rng.integers(0, 7 * 24, (n_users, per_user)), axis=1).ravel() * 3600 + rng.integers(0, 3000,
+                                                                                                          user.size)
+    p = rng.integers(0, 12, user.size)
+    df = pd.DataFrame({"user": user, "time": pd.to_datetime(t, unit="s", utc=True), "lat": P_LAT[p],
+                       "lon": P_LON[p]})
+    path = tmp_path / "big.parquet"
+    df.to_parquet(path, index=False)
+    src = file_source(str(path))
+    m = build_od(src, ODConfig(), grid=GRID, engine="memory", keep_pairs=False)
+    d = build_od(src, ODConfig(), grid=GRID, engine="duckdb", keep_pairs=False, shard_rows=150_000,
+                 batch_rows=300_000)
+    assert d.stats["shards"] == 4
+    assert len(d.user_week) == len(m.user_week) == n_users
+    assert_same(m, d, pairs=False)
+
+
 @pytest.mark.parametrize("shard_rows", [300, 10**9])
 def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows):
     """The memory engine on files (sharded by a hash of the user) equals the loader + build_od; text user ids."""

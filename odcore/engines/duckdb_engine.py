@@ -215,9 +215,12 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
     if n_shards == 1 or not len(tbl):
         return [(0, tbl)], st
     cur = scan.cursor()
-    cur.register("batch_tbl", tbl)
-    sh = cur.execute(f"SELECT (hash(user) % {n_shards})::INTEGER AS s FROM batch_tbl").fetchnumpy()["s"]
+    # the row number goes along: the connections do not preserve insertion order, so rows may come back reordered
+    cur.register("batch_tbl", pa.table({"i": np.arange(len(tbl), dtype=np.int64), USER: tbl.column(USER)}))
+    got = cur.execute(f"SELECT i, (hash(user) % {n_shards})::INTEGER AS s FROM batch_tbl").fetchnumpy()
     cur.unregister("batch_tbl")
+    sh = np.empty(len(tbl), np.int32)
+    sh[got["i"]] = got["s"]
     order = np.argsort(sh, kind="stable")
     ends = np.cumsum(np.bincount(sh, minlength=n_shards))
     tbl = tbl.take(pa.array(order))
