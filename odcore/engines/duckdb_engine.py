@@ -441,9 +441,11 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
             con.execute(f"DROP TABLE rows_{k}")
         timings["stage_b"] = time.perf_counter() - t0 - timings["grid"] - timings["stage_a"]
         cpu["stage_b"] = time.process_time() - c0 - cpu["grid"] - cpu["stage_a"]
+        # sorted here (both cores) in the order of the memory engine's tables, which assemble() then only checks
         counts = con.execute("SELECT week, o AS origin, d AS destination, sum(n)::BIGINT AS count FROM r_counts "
-                             "GROUP BY ALL").df()
-        user_week = con.execute("SELECT week, user, trips, uniq AS unique_trips FROM r_user_week").df()
+                             "GROUP BY ALL ORDER BY ALL").df()
+        user_week = con.execute("SELECT week, user, trips, uniq AS unique_trips FROM r_user_week "
+                                "ORDER BY week, user").df()
         pairs = (con.execute("SELECT week, user, o AS origin, d AS destination FROM r_pairs").df()
                  if keep_pairs else None)
         cells = np.sort(con.execute("SELECT DISTINCT cell FROM r_cells").df()["cell"].to_numpy(np.int64))
