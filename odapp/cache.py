@@ -181,9 +181,9 @@ def week_release(dataset_id: str, od_config, week: int, release_config, seed: in
 @st.cache_resource(max_entries=64, show_spinner=False)
 def release_cells(dataset_id: str, od_config, week: int, release_config, bounding_seed: int | None, _table, _grid,
                   _cent):
-    """``(cell_p, cells_df)`` of a week's release: per origin cell the exact chance that one of its pairs is
-    published (:func:`odcore.release.cell_release_probability`) and the map's cell frame (:func:`odapp.maps.
-    cells_frame`). They depend on the true counts and the release settings, not on the noise: one entry serves
+    """``(cell_p, cells_df, edges)`` of a week's release: per origin cell the exact chance that one of its pairs is
+    published (:func:`odcore.release.cell_release_probability`), the map's cell frame (:func:`odapp.maps.
+    cells_frame`) and the cells' outlines (:func:`odapp.maps.outline_edges`). They depend on the true counts and the release settings, not on the noise: one entry serves
     every seed and session (per user, the seed also picks the pairs each person keeps: ``bounding_seed``)."""
     import hashlib
 
@@ -197,22 +197,25 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
     # instead of Streamlit hashing a tuple of a thousand cell ids on every call
     key = hashlib.blake2b(cp["cell"].to_numpy(np.int64).tobytes() + cp["pairs"].to_numpy(np.int64).tobytes(),
                           digest_size=16).hexdigest()
-    return cp, cells_frame(release_cells_base(dataset_id, od_config, key, _cell_p=cp, _grid=_grid, _cent=_cent), cp)
+    base, edges = release_cells_base(dataset_id, od_config, key, _cell_p=cp, _grid=_grid, _cent=_cent)
+    return cp, cells_frame(base, cp), edges
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def release_cells_base(dataset_id: str, od_config, cells_key: str, _cell_p, _grid, _cent):
     """:func:`odapp.maps.cells_base` of the cells with observed pairs (``cells_key``: a digest of their ids and
-    pair counts), shared by every ε, threshold and seed of a week."""
-    from odapp.maps import cells_base
+    pair counts) and their :func:`odapp.maps.outline_edges`, shared by every ε, threshold and seed of a week."""
+    from odapp.maps import cells_base, outline_edges
 
     shapes = cell_shapes(dataset_id, od_config, tuple(int(x) for x in _cell_p["cell"]), _grid=_grid)
-    return cells_base(shapes, _cell_p, _cent)
+    base = cells_base(shapes, _cell_p, _cent)
+    return base, outline_edges(base["polygon"].tolist())
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def release_map(dataset_id: str, od_config, week: int, release_config, seed: int, view: str, top_n: int,
-                min_count: float, cell: int | None, show_suppressed: bool, basemap: bool, _table, _cent, _cells_df):
+                min_count: float, cell: int | None, show_suppressed: bool, basemap: bool, _table, _cent, _cells_df,
+                _edges=None):
     """The OD release page's map(s) (:func:`odapp.maps.release_maps`) with decks whose JSON is made once: a rerun
     that changes nothing on the map (another control, a return to earlier settings) sends the same text again
     without rebuilding it. Read-only, shared by the sessions with the same settings and seed."""
@@ -220,7 +223,7 @@ def release_map(dataset_id: str, od_config, week: int, release_config, seed: int
 
     return release_maps(_table, _cent, _cells_df, view=view, top_n=top_n, min_count=min_count,
                         threshold=release_config.threshold, cell=cell, show_suppressed=show_suppressed,
-                        basemap=basemap, frozen=True)
+                        basemap=basemap, frozen=True, edges=_edges)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

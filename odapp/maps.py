@@ -32,6 +32,9 @@ DIGITS = 5                                   # decimals of what a layer sends: 1
 FLOW_POSITIONS = {"ox": "o_lon", "oy": "o_lat", "dx": "d_lon", "dy": "d_lat"}
 WIDTH = (1.5, 10.5)                          # arc width (px) = WIDTH[0] + WIDTH[1]·f, f = count scaled to [0, 1]
 ALPHA = (120, 120)                           # arc opacity = ALPHA[0] + ALPHA[1]·f
+# Straight pieces per arc (deck.gl's default 50): the arcs' vertices cost most of a frame in a browser without a GPU
+# (software WebGL: 125 ms of 235 ms per frame for the release map's 300 arcs, 60 ms with 16 pieces).
+ARC_SEGMENTS = 16
 
 
 def ramp(values: np.ndarray, vmin: float, vmax: float, alpha: int = 200) -> list[list[int]]:
@@ -119,7 +122,7 @@ def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
     cells_df["tip"] = [f"{zone_label(c, None if square else n)}\n{num(int(p))} trace points" for n, c, p in
                        zip(cells_df["name"], cells_df["cell"], cells_df["points"], strict=True)]
     cent = grid.centroids(cells_df.loc[~empty, "cell"].to_numpy())
-    d = deck([grid_layer(cells_df), *scale_bar_layers(cent["lat"], cent["lon"])],
+    d = deck([*grid_layers(cells_df), *scale_bar_layers(cent["lat"], cent["lon"])],
              view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
     return d, vmax
 
@@ -160,15 +163,93 @@ def layer_rows(df: pd.DataFrame, columns: dict[str, str], digits: int = DIGITS) 
     return pd.DataFrame(out, index=df.index).to_dict(orient="records")
 
 
-def grid_layer(cells_df: pd.DataFrame, color: list | str = "color", *, line: bool = True, pickable: bool = True,
-               layer_id: str = "cells", columns: tuple[str, ...] = ("color",)) -> pdk.Layer:
+def outline_edges(polygons, tol: float = 10.0 ** -DIGITS) -> np.ndarray:
+    """The outlines of the polygons' rings (lists of [lon, lat]) as few straight segments ``(n, 4)``: lon0, lat0,
+    lon1, lat1. An edge two neighbouring cells share is kept once, and edges that continue each other in a straight
+    line (a grid line through several cells) become one segment when no vertex on the way is more than ``tol``
+    degrees (10⁻⁵ ≈ 1 m, the precision the map is sent with) from it: the same outlines, far fewer segments."""
+    polys = [np.asarray(q, dtype=float).reshape(-1, 2) for q in polygons]
+    if not polys:
+        return np.zeros((0, 4))
+    a = np.concatenate(polys)
+    b = np.concatenate([np.roll(q, -1, axis=0) for q in polys])     # each vertex to the next one, closing the ring
+    swap = (a[:, 0] > b[:, 0]) | ((a[:, 0] == b[:, 0]) & (a[:, 1] > b[:, 1]))
+    e = np.unique(np.round(np.where(swap[:, None], np.hstack([b, a]), np.hstack([a, b])), DIGITS), axis=0)
+    e = e[(e[:, 0] != e[:, 2]) | (e[:, 1] != e[:, 3])]
+    return _merge_straight(e, tol)
+
+
+def _straight_runs(p: np.ndarray, tol: float) -> list[list[float]]:
+    """Segments through the points ``p`` (in order) that skip every point within ``tol`` of the segment."""
+    out, a = [], 0
+    while a < len(p) - 1:
+        b = a + 1
+        while b + 1 < len(p):
+            d = p[b + 1] - p[a]
+            q = p[a + 1:b + 1] - p[a]
+            if (np.abs(d[0] * q[:, 1] - d[1] * q[:, 0]) / np.hypot(*d)).max() > tol:
+                break
+            b += 1
+        out.append([*p[a], *p[b]])
+        a = b
+    return out
+
+
+def _merge_straight(e: np.ndarray, tol: float) -> np.ndarray:
+    """Join the segments ``e`` (n, 4) that meet end to end in a straight line (see :func:`outline_edges`)."""
+    at: dict[tuple, list[int]] = {}
+    for i, (x0, y0, x1, y1) in enumerate(e.tolist()):
+        at.setdefault((x0, y0), []).append(i)
+        at.setdefault((x1, y1), []).append(i)
+    d = e[:, 2:] - e[:, :2]
+    u = d / np.hypot(d[:, 0], d[:, 1])[:, None]
+    partner: dict[tuple[int, tuple], int] = {}          # (segment, vertex) -> the segment going straight on
+    for v, ids in at.items():
+        for k, i in enumerate(ids):
+            for j in ids[k + 1:]:
+                if abs(u[i, 0] * u[j, 1] - u[i, 1] * u[j, 0]) < 1e-2 and (i, v) not in partner \
+                        and (j, v) not in partner:
+                    partner[(i, v)] = j
+                    partner[(j, v)] = i
+    ends = [((x0, y0), (x1, y1)) for x0, y0, x1, y1 in e.tolist()]
+    done = np.zeros(len(e), dtype=bool)
+    out = []
+    for i in range(len(e)):
+        if done[i]:
+            continue
+        chain, pts = [i], list(ends[i])                 # walk both ways from segment i
+        for side in (0, 1):                             # forward from its end, then back from its start
+            cur, v = i, ends[i][1 - side]
+            while (cur, v) in partner and not done[partner[(cur, v)]] and partner[(cur, v)] not in chain:
+                cur = partner[(cur, v)]
+                chain.append(cur)
+                v = ends[cur][0] if ends[cur][1] == v else ends[cur][1]
+                pts.insert(len(pts) if side == 0 else 0, v)
+        done[chain] = True
+        out.extend(_straight_runs(np.asarray(pts), tol))
+    return np.asarray(out, dtype=float).reshape(-1, 4)
+
+
+def grid_layers(cells_df: pd.DataFrame, color: list | str = "color", *, line: bool = True, pickable: bool = True,
+                layer_id: str = "cells", columns: tuple[str, ...] = ("color",),
+                edges: np.ndarray | None = None) -> list[pdk.Layer]:
     """Cell polygons: ``color`` is a column, a constant or a deck.gl expression over ``columns`` (sent with the
-    ``polygon`` and, when pickable, the ``tip``)."""
+    ``polygon`` and, when pickable, the ``tip``); with ``line``, their outlines as a second layer of distinct
+    edges (``<layer_id>_edges``: ``edges`` if given, else :func:`outline_edges` of the polygons).
+
+    The outlines are a LineLayer, not the PolygonLayer's own stroke: in a browser without a GPU (software WebGL)
+    the stroke's paths cost about three times the rest of the map on every frame (measured: 0.6 s against 0.25 s
+    per frame for the bundled city's release map while panning, see ``tests/test_app_maps.py``)."""
     cols = ["polygon", *columns, *(["tip"] if pickable else [])]
-    return pdk.Layer("PolygonLayer", data=layer_rows(cells_df, {c: c for c in cols}), id=layer_id,
-                     get_polygon="polygon", get_fill_color=color, get_line_color=[90, 90, 90, 120],
-                     line_width_min_pixels=0.5 if line else 0, stroked=line, filled=True, pickable=pickable,
-                     auto_highlight=pickable)
+    layers = [pdk.Layer("PolygonLayer", data=layer_rows(cells_df, {c: c for c in cols}), id=layer_id,
+                        get_polygon="polygon", get_fill_color=color, stroked=False, filled=True, pickable=pickable,
+                        auto_highlight=pickable)]
+    if line:
+        e = outline_edges(cells_df["polygon"].tolist()) if edges is None else edges
+        layers.append(pdk.Layer("LineLayer", data=[{"s": r[:2], "t": r[2:]} for r in e.tolist()],
+                                id=f"{layer_id}_edges", get_source_position="s", get_target_position="t",
+                                get_color=[90, 90, 90, 120], get_width=0.5, width_min_pixels=0.5, pickable=False))
+    return layers
 
 
 def _alpha_expr(rgb) -> str:
@@ -183,8 +264,8 @@ def arc_layer(flows: pd.DataFrame, *, layer_id: str = "flows", pickable: bool = 
     return pdk.Layer("ArcLayer", data=layer_rows(flows, cols), id=layer_id, get_source_position="[ox, oy]",
                      get_target_position="[dx, dy]", get_source_color=_alpha_expr(ORIGIN_RGB),
                      get_target_color=_alpha_expr(DESTINATION_RGB), get_width=f"{WIDTH[0]} + {WIDTH[1]} * f",
-                     get_tilt=25, width_min_pixels=1.5, width_max_pixels=14, pickable=pickable,
-                     auto_highlight=pickable, great_circle=False)
+                     get_tilt=25, width_min_pixels=1.5, width_max_pixels=14, num_segments=ARC_SEGMENTS,
+                     pickable=pickable, auto_highlight=pickable, great_circle=False)
 
 
 def line_layer(flows: pd.DataFrame, color: list, *, layer_id: str, width: float = 1.5) -> pdk.Layer:
@@ -375,7 +456,8 @@ class FlowMap:
 
 def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.DataFrame, *, view: str, top_n: int,
                  min_count: float, threshold: float, cell: int | None = None, show_suppressed: bool = False,
-                 basemap: bool = False, height: int = 460, frozen: bool = False) -> list[FlowMap]:
+                 basemap: bool = False, height: int = 460, frozen: bool = False,
+                 edges: np.ndarray | None = None) -> list[FlowMap]:
     """The OD release page's map(s): "Published" (noisy counts of the published pairs), "Raw counts" (true counts
     of every observed pair) or "Side by side" (what suppression removes, in red, next to what is published)."""
     released = table["released"].to_numpy(dtype=bool)
@@ -384,7 +466,7 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
     bar_layers = scale_bar_layers(lat, lon)
     _, _, km = scale_bar(lat, lon)
     vs = view_state(lat, lon, pitch=30, height_px=height)
-    base = [grid_layer(cells_df, CELL_COLOR, layer_id="cells", columns=("value",))]
+    base = grid_layers(cells_df, CELL_COLOR, layer_id="cells", columns=("value",), edges=edges)
 
     def one(heading, value, keep, label, extra=(), faint=None, suppressed=False):
         sel = select_flows(table, value=value, keep=keep, top_n=top_n, min_count=min_count, cell=cell)

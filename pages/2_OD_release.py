@@ -42,13 +42,14 @@ def week_cells(tbl, week):
                                _cent=cent)
 
 
-cell_p, cells_df = week_cells(table, s.week)
+cell_p, cells_df, cell_edges = week_cells(table, s.week)
 
-def draw(tbl, cdf, week, o: dict):
-    """The week's map(s) with their legend, for the map options ``o``; returns the drawn :class:`~odapp.maps.FlowMap`
-    list."""
+def draw(tbl, cells, week, o: dict):
+    """The week's map(s) with their legend, for the map options ``o`` (``cells``: :func:`week_cells`); returns the
+    drawn :class:`~odapp.maps.FlowMap` list."""
     fms = cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], o["top_n"], o["min_count"],
-                            o["cell"], o["show_sup"], o["basemap"], _table=tbl, _cent=cent, _cells_df=cdf)
+                            o["cell"], o["show_sup"], o["basemap"], _table=tbl, _cent=cent, _cells_df=cells[1],
+                            _edges=cells[2])
     with st.container(border=True):
         st.markdown(maps.flow_legend_html(fms[-1].count_label, fms[-1].lo, fms[-1].hi, fms[-1].km,
                                           suppressed=any(f.suppressed for f in fms),
@@ -108,10 +109,10 @@ def map_section():
         for w in range(n_weeks):
             with slot.container():
                 t_w = cache.week_release(s.dataset.id, ctx.od_config, w, rcfg, s.seed, _od=ctx.od).table
-                draw(t_w, week_cells(t_w, w)[1], w, o)
+                draw(t_w, week_cells(t_w, w), w, o)
             time.sleep(1.0)
     with slot.container():
-        fms = draw(table, cells_df, s.week, o)
+        fms = draw(table, (cell_p, cells_df, cell_edges), s.week, o)
     flows = fms[-1].flows
     n_sup = int((~released).sum())
     st.caption(f"{num(n_sup)} observed pairs suppressed (noisy count below {num(s.threshold)}); {num(len(flows))} "
