@@ -76,7 +76,7 @@ def dataset(users: int, weeks: int) -> tuple[Path, float | None]:
 
 def run(quick: bool = False) -> list[dict]:
     rows: list[dict] = []
-    per_uw: dict[str, float] = {}          # GiB per user-week, from the largest finished run of each engine
+    per_uw: dict[str, float] = {}          # GiB per user-week of each engine's latest (largest) finished run
     sizes = QUICK_SIZES if quick else SIZES
     if os.environ.get("ODCORE_BENCH_SIZES"):      # e.g. "100000x1,1000000x1" (users x weeks)
         sizes = [tuple(int(x) for x in item.split("x")) for item in os.environ["ODCORE_BENCH_SIZES"].split(",")]
@@ -108,7 +108,7 @@ def run(quick: bool = False) -> list[dict]:
                 else:
                     summ = json.loads(out)
                     res[e] = {"wall": wall, "peak": peak, "cpu": LAST_CPU, "summary": {k: summ[k] for k in KEYS}}
-                    per_uw[e] = max(per_uw.get(e, 0.0), peak / uw)
+                    per_uw[e] = peak / uw   # the largest run so far: fixed costs weigh least
             r = res[e]
             if "skip" in r:
                 cells.append(f"{r['skip'][:29]:<29}")
