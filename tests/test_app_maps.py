@@ -153,3 +153,16 @@ def test_bundled_release_map_outlines_every_cell(at):
     for pts in (corners, mids):                             # every side of every cell lies on a drawn segment
         assert _on_a_segment(pts, seg, 1.5e-5).all()
     assert _layer(deck, "flows")["numSegments"] == maps.ARC_SEGMENTS
+
+
+def test_bundled_release_map_uses_three_kinds_of_layer_and_the_legend_gives_the_scale(at):
+    """Each kind of layer is a shader program a browser without a GPU compiles before the first frame."""
+    at.switch_page("pages/2_OD_release.py").run()
+    deck = _decks(at)[0]
+    assert {layer["@@type"] for layer in deck["layers"]} == {"PolygonLayer", "LineLayer", "ArcLayer"}
+    bar = _layer(deck, "scale_bar")["data"]
+    assert len(bar) == 3
+    said = [float(g) for m in at.markdown for g in re.findall(r"scale bar: ([\d.]+) km", m.value)]
+    assert len(said) == 1                                              # the bar's length, in the legend
+    (x0, y0), (x1, _) = bar[1]["s"], bar[1]["t"]                       # the bar's horizontal segment
+    assert abs(x1 - x0) * figures.km_per_deg_lon(y0) == pytest.approx(said[0], rel=0.02)
