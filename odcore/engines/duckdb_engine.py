@@ -189,8 +189,9 @@ def _resolve_bbox(scan: _Scan, source, workers: int = 1) -> tuple[float, float, 
 
 def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shards: int):
     """One batch of :meth:`_Scan.raw_batches` -> (``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the
-    kept rows, its :class:`~odcore.engines.kernel.PrepStats`). The shard of a row is DuckDB's ``hash(user)``
-    modulo ``n_shards`` (a cursor of this thread's own)."""
+    kept rows, its :class:`~odcore.engines.kernel.PrepStats`). The shard of a row is a hash of its user modulo
+    ``n_shards`` (integer ids: :func:`~odcore.engines.kernel.mix64`; text: DuckDB's ``hash`` on a cursor of this
+    thread's own)."""
     import pyarrow as pa
 
     user, time_, lat, lon = scan.columns(raw)
@@ -214,13 +215,18 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
                    names=[USER, K.T_S, LAT, LON, K.SLOT, "cell"])
     if n_shards == 1 or not len(tbl):
         return [(0, tbl)], st
-    cur = scan.cursor()
-    # the row number goes along: the connections do not preserve insertion order, so rows may come back reordered
-    cur.register("batch_tbl", pa.table({"i": np.arange(len(tbl), dtype=np.int64), USER: tbl.column(USER)}))
-    got = cur.execute(f"SELECT i, (hash(user) % {n_shards})::INTEGER AS s FROM batch_tbl").fetchnumpy()
-    cur.unregister("batch_tbl")
-    sh = np.empty(len(tbl), np.int32)
-    sh[got["i"]] = got["s"]
+    if pa.types.is_integer(user.type):   # integer ids: a splitmix64 hash in numpy
+        sh = (K.mix64(user.to_numpy().astype(np.int64).view(np.uint64)) % np.uint64(n_shards)).astype(np.int32)
+    else:                                # text ids: DuckDB's hash; the row number goes along, because the
+        cur = scan.cursor()              # connections do not preserve insertion order (rows may come back reordered)
+        cur.register("batch_tbl", pa.table({"i": np.arange(len(tbl), dtype=np.int64), USER: tbl.column(USER)}))
+        got = cur.execute(f"SELECT i, (hash(user) % {n_shards})::INTEGER AS s FROM batch_tbl").fetchnumpy()
+        cur.unregister("batch_tbl")
+        sh = np.empty(len(tbl), np.int32)
+        sh[got["i"]] = got["s"]
+    if n_shards <= 4:                    # a few shards: one mask each is cheaper than sorting the batch
+        parts = [(k, tbl.filter(pa.array(sh == k))) for k in range(n_shards)]
+        return [(k, p) for k, p in parts if len(p)], st
     order = np.argsort(sh, kind="stable")
     ends = np.cumsum(np.bincount(sh, minlength=n_shards))
     tbl = tbl.take(pa.array(order))
