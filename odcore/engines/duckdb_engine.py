@@ -292,7 +292,7 @@ SHARD_PATHS = ("one row per user-hour", "hours aggregated", "several-row hours a
 def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows_window: bool) -> str:
     """The per-shard pipeline (user-hours -> winners -> trips -> unique pairs), appended into the result tables.
 
-    With ``rows_window``, one window over the shard's rows (each user's rows by hour and cell, the next row's hour
+    With ``rows_window``, one window over the shard's rows (each user's rows by hour, the next row's hour
     and cell) comes first: when no row is followed by a row of the same hour, every user-hour has one row, which is
     its winner (and no row can be a duplicate of another): the same window gives the trips. That is the case in the
     synthetic cities and in sparse real data. Otherwise the user-hours are aggregated: an hour with one row has that
@@ -305,7 +305,7 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
     single = False
     if rows_window:
         con.execute(f"CREATE OR REPLACE TEMP TABLE lw AS SELECT user, slot, cell, {nxt} FROM {src} "
-                    "WINDOW u AS (PARTITION BY user ORDER BY slot, cell)")
+                    "WINDOW u AS (PARTITION BY user ORDER BY slot)")
         same_hour, n_rows = con.execute("SELECT count(*) FILTER (WHERE nslot = slot), count(*) FROM lw").fetchall()[0]
         single = same_hour == 0
     if single:
