@@ -33,7 +33,7 @@ FLOW_POSITIONS = {"ox": "o_lon", "oy": "o_lat", "dx": "d_lon", "dy": "d_lat"}
 WIDTH = (1.5, 10.5)                          # arc width (px) = WIDTH[0] + WIDTH[1]·f, f = count scaled to [0, 1]
 ALPHA = (120, 120)                           # arc opacity = ALPHA[0] + ALPHA[1]·f
 # Straight pieces per arc (deck.gl's default 50): the arcs' vertices cost most of a frame in a browser without a GPU
-# (software WebGL: 125 ms of 235 ms per frame for the release map's 300 arcs, 60 ms with 16 pieces).
+# (software WebGL: 125 ms of 235 ms per frame for the release map's 300 arcs, about 55 ms with 16 pieces).
 ARC_SEGMENTS = 16
 
 
@@ -238,8 +238,8 @@ def grid_layers(cells_df: pd.DataFrame, color: list | str = "color", *, line: bo
     edges (``<layer_id>_edges``: ``edges`` if given, else :func:`outline_edges` of the polygons).
 
     The outlines are a LineLayer, not the PolygonLayer's own stroke: in a browser without a GPU (software WebGL)
-    the stroke's paths cost about three times the rest of the map on every frame (measured: 0.6 s against 0.25 s
-    per frame for the bundled city's release map while panning, see ``tests/test_app_maps.py``)."""
+    the stroke's paths cost about three times the rest of the map on every frame (the bundled city's release map
+    while panning: 0.6 s against 0.25 s per frame on a loaded 2-core machine; README, "Speed in a real browser")."""
     cols = ["polygon", *columns, *(["tip"] if pickable else [])]
     layers = [pdk.Layer("PolygonLayer", data=layer_rows(cells_df, {c: c for c in cols}), id=layer_id,
                         get_polygon="polygon", get_fill_color=color, stroked=False, filled=True, pickable=pickable,
@@ -317,9 +317,9 @@ def select_flows(table: pd.DataFrame, *, value: str, keep: np.ndarray, top_n: in
 
 def flows_frame(t: pd.DataFrame, centroids: pd.DataFrame, *, value: str,
                 color_range: tuple[float, float]) -> pd.DataFrame:
-    """Arc rows of the selected pairs ``t`` (from :func:`select_flows`): positions, width by ``value``, two-tone
-    colours (alpha by ``value``; the map computes them in the browser from the weight ``f``) and a plain-text tooltip (cells, their centres, true and noisy count, release
-    probability)."""
+    """Arc rows of the selected pairs ``t`` (from :func:`select_flows`): positions, the weight ``f`` of ``value`` in
+    ``color_range`` (0 to 1: :func:`arc_layer` computes each arc's width and opacity from it in the browser) and a
+    plain-text tooltip (cells, their centres, true and noisy count, release probability)."""
     c = centroids.set_index("cell")
     o = c.reindex(t["origin"].to_numpy())
     d = c.reindex(t["destination"].to_numpy())
