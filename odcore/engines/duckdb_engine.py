@@ -156,10 +156,6 @@ class _Scan:
         return (b.column(0), b.column(1).to_pandas(), b.column(2).to_numpy(zero_copy_only=False),
                 b.column(3).to_numpy(zero_copy_only=False))
 
-    def batches(self):
-        """Yield (user Arrow array, time pandas Series, lat, lon) per batch."""
-        return map(self.columns, self.raw_batches())
-
 
 def _filters(source, tz: str, time_unit: str, bbox) -> K.Filters | None:
     if not isinstance(source, FileSource):
@@ -180,7 +176,8 @@ def _resolve_bbox(scan: _Scan, source, workers: int = 1) -> tuple[float, float, 
     if isinstance(source.bbox, str) and source.bbox.strip().lower() == "auto":
         n_rows = scan.count_exact()
         la, lo = [], []
-        for a, b in _threaded(lambda x: K.sample_batch(*scan.columns(x), n_rows), scan.raw_batches(), workers):   # every engine's rows
+        # the same rows as every engine's sample
+        for a, b in _threaded(lambda x: K.sample_batch(*scan.columns(x), n_rows), scan.raw_batches(), workers):
             la.append(a)
             lo.append(b)
         return K.robust_bbox(la, lo, source.display)
@@ -306,7 +303,8 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
     if rows_window:
         con.execute(f"CREATE OR REPLACE TEMP TABLE lw AS SELECT user, slot, cell, {nxt} FROM {src} "
                     "WINDOW u AS (PARTITION BY user ORDER BY slot)")
-        same_hour, n_rows = con.execute("SELECT count(*) FILTER (WHERE nslot = slot), count(*) FROM lw").fetchall()[0]
+        same_hour, n_rows = con.execute(
+            "SELECT count(*) FILTER (WHERE nslot = slot), count(*) FROM lw").fetchall()[0]
         single = same_hour == 0
     if single:
         n_dedup, path = n_rows, SHARD_PATHS[0]
@@ -330,9 +328,9 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
         con.execute(f"CREATE OR REPLACE TEMP TABLE lw AS SELECT user, slot, cell, {nxt} FROM win "
                     "WINDOW u AS (PARTITION BY user ORDER BY slot)")
     # trips: to a distinct cell in the next hour slot, in the week of the origin hour; pairs: distinct per user-week
-    con.execute("CREATE OR REPLACE TEMP TABLE prs AS SELECT sw.week, w.user, w.cell AS o, w.ncell AS d, count(*) AS k "
-                "FROM lw w JOIN slot_week sw ON sw.slot = w.slot WHERE w.nslot = w.slot + 1 AND w.ncell <> w.cell "
-                "GROUP BY ALL")
+    con.execute("CREATE OR REPLACE TEMP TABLE prs AS SELECT sw.week, w.user, w.cell AS o, w.ncell AS d, "
+                "count(*) AS k FROM lw w JOIN slot_week sw ON sw.slot = w.slot "
+                "WHERE w.nslot = w.slot + 1 AND w.ncell <> w.cell GROUP BY ALL")
     con.execute("INSERT INTO r_counts SELECT week, o, d, count(*) FROM prs GROUP BY ALL")
     con.execute("INSERT INTO r_user_week SELECT a.week, a.user, coalesce(p.trips, 0), coalesce(p.uniq, 0) FROM "
                 "(SELECT DISTINCT sw.week, w.user FROM lw w JOIN slot_week sw USING (slot)) a "
@@ -441,8 +439,9 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         dedupe = isinstance(source, FileSource)
         packed = grid.n_cells < 2**31
         paths = dict.fromkeys(SHARD_PATHS, 0)
+        path = SHARD_PATHS[0]   # the one window is tried first, and again only while it holds
         for k in sorted(created):
-            path = _run_shard(con, f"rows_{k}", dedupe, keep_pairs, packed, paths[SHARD_PATHS[0]] == sum(paths.values()))
+            path = _run_shard(con, f"rows_{k}", dedupe, keep_pairs, packed, path == SHARD_PATHS[0])
             paths[path] += 1
             con.execute(f"DROP TABLE rows_{k}")
         timings["stage_b"] = time.perf_counter() - t0 - timings["grid"] - timings["stage_a"]

@@ -225,6 +225,13 @@ def _check_ranges(lat: np.ndarray, lon: np.ndarray, f: Filters) -> None:
                                        "swapped?).", file=f.source, column=col)
 
 
+def _in_bbox(lat: np.ndarray, lon: np.ndarray, bbox: tuple[float, float, float, float]) -> np.ndarray:
+    """Rows inside the box (south, west, north, east; edges included; NaN is outside)."""
+    s, w, n, e = bbox
+    with np.errstate(invalid="ignore"):
+        return (lat >= s) & (lat <= n) & (lon >= w) & (lon <= e)
+
+
 def kept_points(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Filters) -> tuple[np.ndarray,
                                                                                               np.ndarray]:
     """``(lat, lon)`` of the rows :func:`filter_batch` keeps (for the zones' min/max pass).
@@ -236,9 +243,7 @@ def kept_points(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Filt
         keep = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | time.isna().to_numpy())
         _check_ranges(lat, lon, f)
         if f.bbox is not None:
-            s, w, nn, e = f.bbox
-            with np.errstate(invalid="ignore"):
-                keep &= (lat >= s) & (lat <= nn) & (lon >= w) & (lon <= e)
+            keep &= _in_bbox(lat, lon, f.bbox)
     else:
         keep = filter_batch(user, time, lat, lon, f, PrepStats())[0] == 0
     return lat[keep], lon[keep]
@@ -263,9 +268,7 @@ def filter_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Fil
     st.drop(DROP_MISSING, int(missing.sum()))
     t = np.where(missing, 0, t) + round(f.time_offset_s)
     if f.bbox is not None:
-        s, w, nn, e = f.bbox
-        with np.errstate(invalid="ignore"):
-            out = (code == 0) & ~((lat >= s) & (lat <= nn) & (lon >= w) & (lon <= e))
+        out = (code == 0) & ~_in_bbox(lat, lon, f.bbox)
         code[out] = 2
         st.drop(DROP_BBOX, int(out.sum()))
     if f.start_ns is not None or f.end_ns is not None:
