@@ -183,8 +183,9 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
                   _cent):
     """``(cell_p, cells_df, edges)`` of a week's release: per origin cell the exact chance that one of its pairs is
     published (:func:`odcore.release.cell_release_probability`), the map's cell frame (:func:`odapp.maps.
-    cells_frame`) and the cells' outlines (:func:`odapp.maps.outline_edges`). They depend on the true counts and the release settings, not on the noise: one entry serves
-    every seed and session (per user, the seed also picks the pairs each person keeps: ``bounding_seed``)."""
+    cells_frame`) and the cells' outlines (:func:`odapp.maps.outline_edges`). They depend on the true counts and
+    the release settings, not on the noise: one entry serves every seed and session (per user, the seed also picks
+    the pairs each person keeps: ``bounding_seed``)."""
     import hashlib
 
     import numpy as np

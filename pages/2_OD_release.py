@@ -42,7 +42,9 @@ def week_cells(tbl, week):
                                _cent=cent)
 
 
-cell_p, cells_df, cell_edges = week_cells(table, s.week)
+week_maps = week_cells(table, s.week)
+cell_p, cells_df, _ = week_maps
+
 
 def draw(tbl, cells, week, o: dict):
     """The week's map(s) with their legend, for the map options ``o`` (``cells``: :func:`week_cells`); returns the
@@ -112,7 +114,7 @@ def map_section():
                 draw(t_w, week_cells(t_w, w), w, o)
             time.sleep(1.0)
     with slot.container():
-        fms = draw(table, (cell_p, cells_df, cell_edges), s.week, o)
+        fms = draw(table, week_maps, s.week, o)
     flows = fms[-1].flows
     n_sup = int((~released).sum())
     st.caption(f"{num(n_sup)} observed pairs suppressed (noisy count below {num(s.threshold)}); {num(len(flows))} "
