@@ -348,23 +348,58 @@ def user_risk(others: tuple[float, ...], epsilon_pair: float, threshold: float):
 
 # ---- teaching mode (odcore.teaching) ----------------------------------------------------------------------------
 
-@st.cache_resource(max_entries=8, show_spinner="Listing the week's people and their trips…")
+def _pool_key(release_config, seed: int) -> tuple:
+    """What the week's attacker pool depends on besides data and week: per user, the contribution bound and the seed
+    of :func:`odcore.release.bound_contributions`; per metric nothing (not ε, threshold or seed)."""
+    from odcore.release import Mode
+
+    if release_config.mode is Mode.USER_LEVEL:
+        return (release_config.mode.value, int(release_config.max_pairs), int(seed))
+    return (release_config.mode.value,)
+
+
 def attacker_pool(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
-    """:class:`odcore.teaching.AttackerPool` of the week, for the release's mode (bounded pairs per user)."""
+    """:class:`odcore.teaching.AttackerPool` of the week, for the release's mode (bounded pairs per user); built
+    once per data, week and :func:`_pool_key` (an ε, threshold or, per metric, seed change reuses it)."""
+    return _attacker_pool(dataset_id, od_config, week, _pool_key(release_config, seed), _release_config=release_config,
+                          _seed=seed, _od=_od)
+
+
+@st.cache_resource(max_entries=8, show_spinner="Listing the week's people and their trips…")
+def _attacker_pool(dataset_id: str, od_config, week: int, pool_key: tuple, _release_config, _seed: int, _od):
     from odcore.teaching import AttackerPool
 
-    pairs, counts = attack_pairs(dataset_id, od_config, week, release_config, seed, _od=_od)
+    pairs, counts = attack_pairs(dataset_id, od_config, week, _release_config, _seed, _od=_od)
     return AttackerPool.from_pairs(pairs, counts)
 
 
-@st.cache_data(max_entries=64, show_spinner="Computing the optimal attacker's exact success on the game's rounds…")
 def game_theory(dataset_id: str, od_config, week: int, release_config, seed: int, game_seed: int, k: int,
                 rounds: int, _pool):
-    """Exact success of the optimal attacker on each of the first ``rounds`` rounds of level ``k``."""
-    from odcore.teaching import GameRules, expected_success
+    """Exact success of the optimal attacker on each of the first ``rounds`` rounds of level ``k``
+    (:func:`odcore.teaching.expected_success`). The rounds' pairs are drawn once per pool, game seed and k; an ε or
+    threshold change only recomputes the successes (:func:`odcore.teaching.round_success`, batched)."""
+    pool_key = _pool_key(release_config, seed)
+    others = _round_others(dataset_id, od_config, week, pool_key, game_seed, k, rounds, _pool=_pool)
+    return _round_success(dataset_id, od_config, week, pool_key, game_seed, k, rounds, release_config.epsilon,
+                          release_config.threshold, release_config.sensitivity, _others=others)
 
-    rules = GameRules(release_config.epsilon, release_config.threshold, release_config.sensitivity)
-    return expected_success(_pool, rules, k, game_seed, rounds=rounds)
+
+@st.cache_resource(max_entries=32, show_spinner="Dealing the game's rounds…")
+def _round_others(dataset_id: str, od_config, week: int, pool_key: tuple, game_seed: int, k: int, rounds: int,
+                  _pool):
+    from odcore.teaching import round_others
+
+    out = round_others(_pool, k, game_seed, rounds)
+    out.setflags(write=False)
+    return out
+
+
+@st.cache_data(max_entries=64, show_spinner="Computing the optimal attacker's exact success on the game's rounds…")
+def _round_success(dataset_id: str, od_config, week: int, pool_key: tuple, game_seed: int, k: int, rounds: int,
+                   epsilon: float, threshold: float, sensitivity: int, _others):
+    from odcore.teaching import GameRules, round_success
+
+    return round_success(_others, GameRules(epsilon, threshold, sensitivity))
 
 
 # ---- Knock Knock (odcore.knock) ---------------------------------------------------------------------------------

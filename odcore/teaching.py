@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from odcore.attack import pair_llr, success_curve, user_risk
+from odcore.attack import DEFAULT_TOL, _pair_errors, pair_llr, pair_loss_pmf, success_curve, user_risk
 from odcore.constants import COUNT, DESTINATION, ORIGIN, USER
 from odcore.errors import ParameterError, check_int, check_positive
 from odcore.release import release_probability
@@ -53,6 +53,8 @@ __all__ = [
     "game_level",
     "noise_picture",
     "parse_class_code",
+    "round_others",
+    "round_success",
     "settings_fingerprint",
     "worksheet_html",
     "worksheet_items",
@@ -267,22 +269,89 @@ def expected_success(pool: AttackerPool, rules: GameRules, k: int, seed: int, ro
     """Exact success of the optimal attacker on each of the first ``rounds`` rounds of level ``k``.
 
     Their mean is the theory for the game as played (the expected score of a player who follows the optimal
-    attacker); compare :func:`odcore.attack.success_curve`, which is the no-threshold p_k.
+    attacker); compare :func:`odcore.attack.success_curve`, which is the no-threshold p_k. The same as
+    :func:`round_others` then :func:`round_success` (the app keeps the first, which does not depend on ε or τ).
+    """
+    return round_success(round_others(pool, k, seed, rounds), rules, resolution)
+
+
+def round_others(pool: AttackerPool, k: int, seed: int, rounds: int = THEORY_ROUNDS) -> np.ndarray:
+    """The others' counts on the pairs of each of the first ``rounds`` rounds of level ``k``: shape ``(rounds, k)``,
+    row ``j`` = ``deal(pool, rules, k, j, seed).others`` for any rules (the pairs are drawn before the coin and the
+    noise, so they do not depend on ε, the threshold or the guarantee's sensitivity).
+
+    Raises
+    ------
+    ParameterError
+        As :func:`deal` (``k`` < 1, or nobody has ``k`` unique trips).
     """
     rounds = check_int("rounds", rounds, minimum=1)
     k = check_int("k", k, minimum=1)
     seed = check_int("seed", seed)
     who = pool.eligible(k)
     if who.size == 0:
-        deal(pool, rules, k, 0, seed)    # raises the error that names the largest k available
-    done: dict[tuple, float] = {}       # the success depends only on the multiset of others' counts
-    out = np.empty(rounds)
-    for j in range(rounds):
-        key = tuple(np.sort(pool.others[_draw_pairs(pool, who, k, j, seed)[2]]).tolist())
-        if key not in done:
-            done[key] = float(user_risk(np.asarray(key, dtype=float), rules.epsilon_pair, rules.threshold,
-                                        resolution=resolution).success)
-        out[j] = done[key]
+        deal(pool, GameRules(), k, 0, seed)    # raises the error that names the largest k available
+    rows = np.stack([_draw_pairs(pool, who, k, j, seed)[2] for j in range(rounds)])
+    return pool.others[rows]
+
+
+def round_success(others, rules: GameRules, resolution: int = 64) -> np.ndarray:
+    """:func:`odcore.attack.user_risk` ``(row, rules.epsilon_pair, rules.threshold, resolution=resolution).success``
+    for every row of ``others`` (shape ``(rounds, k)``: the others' counts on each round's ``k`` pairs), batched.
+
+    The same computation as ``user_risk``: pairs whose lone TV is below its tolerance are silent, pairs that are
+    (almost) never suppressed are one type, the loss PMFs are composed by FFT (connect-the-dots) at ``resolution``
+    and at half of it, and the two TVs are Richardson-extrapolated and clipped as there. Here every round has ``k``
+    pairs, a silent pair composes as a point mass at loss 0 (shifting the sum by one grid step per pair instead of
+    leaving it out), each distinct multiset of pair types is composed once, and all of them in one batched FFT: the
+    results agree with ``user_risk`` to rounding (``tests/test_teaching.py`` checks 1e-12).
+    """
+    c = np.asarray(others, dtype=float)
+    if c.ndim != 2 or c.shape[0] == 0 or c.shape[1] == 0:
+        raise ParameterError(f"others must be a non-empty table (rounds × k) of counts, got shape {c.shape}.")
+    if np.any(~np.isfinite(c)) or np.any(c < 0):
+        raise ParameterError("others must be finite counts >= 0 (true count minus the person).")
+    R = check_int("resolution", resolution, minimum=4)
+    eps, tau = rules.epsilon_pair, float(rules.threshold)
+    uniq, inv = np.unique(c, return_inverse=True)
+    tv, supp = _pair_errors(uniq, eps, tau)
+    silent = tv < DEFAULT_TOL
+    plain = ~silent & (supp < DEFAULT_TOL)
+    types, type_of = np.unique(np.where(plain, np.inf, uniq)[~silent], return_inverse=True)
+    code = np.zeros(uniq.size, dtype=np.int64)          # 0: silent; 1 + i: informative type i
+    code[~silent] = 1 + type_of
+    sig, sig_of = np.unique(np.sort(code[inv.reshape(c.shape)], axis=1), axis=0, return_inverse=True)
+    out = np.full(sig.shape[0], 0.5)                    # nothing informative: user_risk's exact ½
+    has = (sig > 0).any(axis=1)
+    if has.any():
+        hi = _composed_success(sig[has], types, eps, tau, R)
+        half = _composed_success(sig[has], types, eps, tau, R // 2)
+        out[has] = np.clip((4.0 * hi - half) / 3.0, 0.5, hi)
+    return out[sig_of.reshape(-1)]
+
+
+def _composed_success(sig: np.ndarray, types: np.ndarray, eps: float, tau: float, R: int) -> np.ndarray:
+    """½ + ½·TV of the sum of the informative pairs' losses for each row of ``sig`` (type codes: 0 = silent, left
+    out; ``1 + i`` = ``types[i]``; every row has one informative pair at least), connect-the-dots at resolution
+    ``R``: the composition and TV of ``odcore.attack.user_risk``, for many rounds at once."""
+    from scipy import fft as sfft
+
+    kin = np.count_nonzero(sig, axis=1)
+    order = np.argsort(-kin, kind="stable")             # most informative pairs first ...
+    sig, kin = -np.sort(-sig[order], axis=1), kin[order]  # ... and each row's informative pairs first
+    n = 2 * int(kin[0]) * R + 1
+    size = sfft.next_fast_len(n, real=True)
+    spec = sfft.rfft(pair_loss_pmf(types, eps, tau, resolution=R), n=size, axis=1)
+    tot = spec[sig[:, 0] - 1]
+    for t in range(1, int(kin[0])):
+        m = int(np.count_nonzero(kin > t))              # the rows with more than t informative pairs (a prefix)
+        tot[:m] *= spec[sig[:m, t] - 1]
+    p = np.clip(sfft.irfft(tot, n=size, axis=1)[:, :n], 0.0, None)
+    # row r's loss on grid point j is (j − kin_r·R)·ε/R, on its own support j <= 2·kin_r·R
+    j = np.arange(n)[None, :] - (kin * R)[:, None]
+    w = np.where((j > 0) & (j <= (kin * R)[:, None]), -np.expm1(-j * (eps / R)), 0.0)
+    out = np.empty(sig.shape[0])
+    out[order] = 0.5 + 0.5 * np.einsum("ij,ij->i", p, w)
     return out
 
 

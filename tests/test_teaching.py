@@ -146,6 +146,49 @@ def test_theory_rounds_are_the_dealt_rounds(pool):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize(("eps", "tau", "sens"), [(0.66, 100, 1), (0.1, 10, 1), (2.0, 300, 1), (0.7, 1, 1),
+                                                (1.0, 20, 5)])
+def test_batched_round_success_is_user_risk(pool, eps, tau, sens):
+    """round_success (all rounds of a level in one batched FFT, silent pairs as a point mass at loss 0) equals
+    user_risk(...).success round by round, on the city's rounds at every ladder level and on settings where most
+    pairs are silent (τ = 300), most are informative (τ = 1, 10) and per user (sensitivity 5)."""
+    from odcore.attack import user_risk
+
+    rules = T.GameRules(eps, tau, sens)
+    for k in T.LADDER:
+        others = T.round_others(pool, k, 7, rounds=30)
+        want = [user_risk(row, rules.epsilon_pair, tau, resolution=64).success for row in others]
+        np.testing.assert_allclose(T.round_success(others, rules), want, rtol=0, atol=1e-12)
+
+
+def test_batched_round_success_edge_rows():
+    """Rows with nothing informative are exactly ½ (as user_risk); never-suppressed pairs (one type) give p_k;
+    repeated and mixed rows; a bad table is refused."""
+    from odcore.attack import user_risk
+
+    rules = T.GameRules(0.66, 100)
+    rows = np.array([[0, 0, 0], [5000, 5000, 5000], [99, 0, 5000], [0, 5000, 99], [120, 95, 80], [0, 0, 0]], float)
+    got = T.round_success(rows, rules)
+    assert got[0] == got[5] == 0.5
+    assert got[1] == pytest.approx(float(success_curve(0.66, 3)[3]), abs=1e-6)
+    assert got[2] == got[3]
+    np.testing.assert_allclose(got, [user_risk(r, 0.66, 100, resolution=64).success for r in rows], rtol=0,
+                               atol=1e-12)
+    for bad in (np.zeros((0, 3)), np.array([1.0, 2.0]), np.array([[1.0, -1.0]]), np.array([[np.nan, 1.0]])):
+        with pytest.raises(ParameterError, match="others"):
+            T.round_success(bad, rules)
+
+
+def test_round_others_are_the_dealt_rounds(pool):
+    """The theory's pairs are the dealt rounds' pairs, whatever ε, threshold or sensitivity the round is dealt with
+    (the app draws them once and reuses them when those change)."""
+    others = T.round_others(pool, 10, 5, rounds=25)
+    for rules in (T.GameRules(0.66, 100), T.GameRules(0.2, 30, 4)):
+        np.testing.assert_array_equal(others, np.stack([T.deal(pool, rules, 10, j, 5).others for j in range(25)]))
+    with pytest.raises(ParameterError, match="unique trips"):
+        T.round_others(pool, 10_000, 5)
+
+
 def test_theory_is_the_plain_curve_when_nothing_is_suppressed():
     """Every pair far above the threshold: the per-round exact success is p_k, and the optimal attacker's score
     over 2,000 rounds of k = 3 matches p_3 = 70.7 % within the binomial 99 % interval."""
