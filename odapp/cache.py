@@ -291,6 +291,14 @@ def person_curves(epsilon: float, max_pairs: int, delta: float, vs_trips, over_w
     return vs, over_weeks.assign(person_tight=np.minimum(hi, w * epsilon))
 
 
+@st.cache_resource(max_entries=8, show_spinner="Indexing the week's pairs for the designer…")
+def design_week(dataset_id: str, od_config, week: int, _od):
+    """:class:`odcore.design.WeekIndex` of one week (seed-independent, read-only): a new seed only re-ranks it."""
+    from odcore.design import WeekIndex
+
+    return WeekIndex(_od.week_pairs(week), prepared=week_pairs_prepared(dataset_id, od_config, week, _od=_od))
+
+
 @st.cache_data(max_entries=16, show_spinner="Designing the release (searching max pairs, noise and threshold)…")
 def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | None, seed: int, _od) -> dict:
     """:func:`odcore.design.design_report` on one week of the data (with the frontier), JSON-able."""
@@ -299,8 +307,8 @@ def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | 
 
     uw = _od.user_week
     trips = uw.loc[uw["week"] == week, "unique_trips"].to_numpy()
-    return _jsonable(_design_report(goal, _od.week_pairs(week), trips, week=week, max_pairs=max_pairs, rng=seed,
-                                    with_frontier=True))
+    return _jsonable(_design_report(goal, design_week(dataset_id, od_config, week, _od=_od), trips, week=week,
+                                    max_pairs=max_pairs, rng=seed, with_frontier=True))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

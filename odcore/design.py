@@ -49,7 +49,14 @@ from odcore.accounting import (
 )
 from odcore.constants import DESTINATION, ORIGIN, USER
 from odcore.errors import ParameterError, check_int, check_positive
-from odcore.release import Mode, ReleaseConfig, prepare_pairs, release_probability, release_with_report
+from odcore.release import (
+    Mode,
+    PreparedPairs,
+    ReleaseConfig,
+    prepare_pairs,
+    release_probability,
+    release_with_report,
+)
 from odcore.utility import noise_dominated, release_utility
 
 __all__ = [
@@ -58,6 +65,7 @@ __all__ = [
     "Design",
     "Goal",
     "GoalKind",
+    "WeekIndex",
     "design",
     "design_report",
     "frontier",
@@ -318,43 +326,87 @@ def _design_at(goal: Goal, m: int, week_pairs, rng, tuned: bool) -> Design:
     return Design(goal, m, e, tau, b, keeps, tuned, achieved(goal, e, m) if value is None else float(value))
 
 
-class _Ranked:
-    """One week's unique (user, pair) rows with a uniformly random rank within each user: keeping the rows of
-    rank < m is a uniformly random subset of min(m, n) pairs per person (the rule of
-    :func:`odcore.release.bound_contributions`), nested across m, so every m is counted with one sort."""
+class WeekIndex:
+    """One week's unique (user, pair) rows indexed once, independent of any seed: pair and user codes, raw counts,
+    the user groups' layout and the week prepared for the seeded releases (:func:`odcore.release.prepare_pairs`).
+    A new seed then only ranks the rows (:class:`_Ranked`)."""
 
-    def __init__(self, week_pairs: pd.DataFrame, rng) -> None:
-        rng = np.random.default_rng(rng)
+    def __init__(self, week_pairs: pd.DataFrame, *, prepared: PreparedPairs | None = None) -> None:
         p = week_pairs[[USER, ORIGIN, DESTINATION]].drop_duplicates()
         self.pid = p.groupby([ORIGIN, DESTINATION], sort=True).ngroup().to_numpy()
         uid = pd.factorize(p[USER], sort=True)[0]
-        order = np.lexsort((rng.random(len(p)), uid))
-        starts = np.r_[0, np.flatnonzero(np.diff(uid[order])) + 1]
-        sizes = np.diff(np.r_[starts, len(p)])
-        rank = np.empty(len(p), dtype=np.int64)
-        rank[order] = np.arange(len(p)) - np.repeat(starts, sizes)
-        self.rank = rank
+        # small unsigned codes: numpy's stable sort of <= 16-bit integers is a radix sort
+        self.uid = uid.astype(np.uint16 if len(uid) == 0 or uid.max() < 2**16 else np.int64)
+        sizes = np.bincount(uid) if len(uid) else np.zeros(0, dtype=np.int64)
+        # position in the user-sorted order -> position of its user's first row there
+        self.first = np.repeat(np.r_[0, np.cumsum(sizes)[:-1]], sizes) if len(uid) else np.zeros(0, np.int64)
         self.n_pairs = int(self.pid.max()) + 1 if len(p) else 0
         self.raw = np.bincount(self.pid, minlength=self.n_pairs).astype(float)
+        self.prepared = prepared if prepared is not None else prepare_pairs(week_pairs)
+
+    def __len__(self) -> int:
+        return len(self.pid)
+
+
+def _index(week_pairs: pd.DataFrame | WeekIndex) -> WeekIndex:
+    return week_pairs if isinstance(week_pairs, WeekIndex) else WeekIndex(week_pairs)
+
+
+class _Ranked:
+    """One week's unique (user, pair) rows with a uniformly random rank within each user: keeping the rows of
+    rank < m is a uniformly random subset of min(m, n) pairs per person (the rule of
+    :func:`odcore.release.bound_contributions`), nested across m, so every m is counted with one sort.
+
+    The rank orders each user's rows by one ``rng.random()`` key per row (rows in the week's order, duplicates
+    dropped): the order of ``numpy.lexsort((keys, user))``, computed as a sort of the keys then a stable radix sort
+    of the user codes (equal to it unless two keys of one user are equal)."""
+
+    def __init__(self, week: WeekIndex | pd.DataFrame, rng) -> None:
+        week = _index(week)
+        rng = np.random.default_rng(rng)
+        n = len(week)
+        by_key = np.argsort(rng.random(n))
+        order = by_key[np.argsort(week.uid[by_key], kind="stable")]
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n) - week.first
+        self.week, self.rank, self.pid, self.n_pairs, self.raw = week, rank, week.pid, week.n_pairs, week.raw
+        # rows by rank (stable radix sort of small ranks): the rows of rank < m are a prefix
+        by_rank = np.argsort(np.minimum(rank, 2**16 - 1).astype(np.uint16), kind="stable")
+        self._pid_by_rank = self.pid[by_rank]
+        self._rank_sorted = rank[by_rank]
         self._counts: dict[int, np.ndarray] = {}
+        self._hist: dict[int | None, tuple[np.ndarray, np.ndarray]] = {}
 
     def counts(self, m: int | None) -> np.ndarray:
+        """Distinct users per pair after keeping each user's rows of rank < m (None: no bounding)."""
         if m is None:
             return self.raw
-        if m not in self._counts:        # the frontier asks for each m at a dozen ε
-            self._counts[m] = np.bincount(self.pid[self.rank < m], minlength=self.n_pairs).astype(float)
+        if m not in self._counts:        # from the largest m counted below it: only the rows in between
+            below = [k for k in self._counts if k < m]
+            k0 = max(below) if below else 0
+            base = self._counts[k0] if below else np.zeros(self.n_pairs)
+            lo, hi = np.searchsorted(self._rank_sorted, [k0, m])
+            self._counts[m] = base + np.bincount(self._pid_by_rank[lo:hi], minlength=self.n_pairs)
         return self._counts[m]
 
+    def _histogram(self, m: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """Per true count c = 0, 1, ...: how many pairs have it, and their raw user-trips."""
+        if m not in self._hist:
+            c = self.counts(m).astype(np.int64)
+            self._hist[m] = (np.bincount(c).astype(float), np.bincount(c, weights=self.raw))
+        return self._hist[m]
+
     def expected(self, m: int | None, epsilon: float, threshold: float) -> tuple[float, float]:
-        """(expected share of user-trips published, expected pairs published), exact given the bounding."""
-        true = self.counts(m)
-        vals, inv = np.unique(true, return_inverse=True)     # counts repeat a lot: one probability per value
-        p = np.where(true > 0, release_probability(vals, epsilon, threshold, 1 if m is None else m)[inv], 0.0)
+        """(expected share of user-trips published, expected pairs published), exact given the bounding:
+        ``Σ raw·P(true + Lap(m/ε) >= τ) / Σ raw`` and ``Σ P(...)`` over pairs with true count > 0, summed per
+        distinct true count (counts repeat a lot: one probability per value)."""
+        n_at, raw_at = self._histogram(m)
+        p = release_probability(np.arange(1, len(n_at)), epsilon, threshold, 1 if m is None else m)
         total = self.raw.sum()
-        return (float((self.raw * p).sum() / total) if total else math.nan), float(p.sum())
+        return (float((raw_at[1:] * p).sum() / total) if total else math.nan), float((n_at[1:] * p).sum())
 
 
-def design(goal: Goal, week_pairs: pd.DataFrame, *, max_pairs: int | None = None,
+def design(goal: Goal, week_pairs: pd.DataFrame | WeekIndex, *, max_pairs: int | None = None,
            candidates=CANDIDATE_MAX_PAIRS, rng=None, _ranked: _Ranked | None = None
            ) -> tuple[Design, Design, pd.DataFrame]:
     """Design a release that meets ``goal`` on one week of unique (user, pair) rows.
@@ -364,7 +416,8 @@ def design(goal: Goal, week_pairs: pd.DataFrame, *, max_pairs: int | None = None
     goal:
         :class:`Goal`.
     week_pairs:
-        DataFrame[week, user, origin, destination] of the week the utility is measured on.
+        DataFrame[week, user, origin, destination] of the week the utility is measured on, or its
+        :class:`WeekIndex` (built once per week: a new seed then skips that work).
     max_pairs:
         Fix m (no tuning on the data); None tunes m over ``candidates``: for each, the largest ε meeting the goal
         (coarse search) and the expected share of user-trips published (exact given one seeded bounding); the m
@@ -380,13 +433,14 @@ def design(goal: Goal, week_pairs: pd.DataFrame, *, max_pairs: int | None = None
         (max_pairs, epsilon, threshold, trips_published_frac, pairs_published_expected).
     """
     if max_pairs is not None:
-        d = _design_at(goal, check_int("max_pairs", max_pairs, minimum=1), week_pairs, rng, False)
+        prep = week_pairs.prepared if isinstance(week_pairs, WeekIndex) else week_pairs
+        d = _design_at(goal, check_int("max_pairs", max_pairs, minimum=1), prep, rng, False)
         return d, d, pd.DataFrame([{"max_pairs": d.max_pairs, "epsilon": d.epsilon, "threshold": d.threshold,
                                     "trips_published_frac": d.keeps["trips_published_frac"],
                                     "pairs_published_expected": float("nan")}])
     ms = sorted({check_int("candidate max_pairs", c, minimum=1) for c in candidates} | {DEFAULT_MAX_PAIRS})
     ranked = _ranked or _Ranked(week_pairs, rng)
-    prep = prepare_pairs(week_pairs)       # validated and counted once for the two seeded releases below
+    prep = ranked.week.prepared            # validated and counted once for the two seeded releases below
     rows = []
     for m in ms:
         e = goal_epsilon(goal, m, final=False)
@@ -408,7 +462,7 @@ def design(goal: Goal, week_pairs: pd.DataFrame, *, max_pairs: int | None = None
 # Frontier: utility against per-person ε for several m, and Google's per-metric point
 # ---------------------------------------------------------------------------------------------------------------
 
-def frontier(week_pairs: pd.DataFrame, *, max_pairs=(1, 5, 10, 20, 50), epsilons=None, delta: float = 1e-6,
+def frontier(week_pairs: pd.DataFrame | WeekIndex, *, max_pairs=(1, 5, 10, 20, 50), epsilons=None, delta: float = 1e-6,
              rng=None, _ranked: _Ranked | None = None) -> pd.DataFrame:
     """Expected share of user-trips published against ε per person and week, for several m.
 
@@ -436,11 +490,11 @@ def frontier(week_pairs: pd.DataFrame, *, max_pairs=(1, 5, 10, 20, 50), epsilons
     return pd.DataFrame(rows)
 
 
-def google_point(week_pairs: pd.DataFrame, user_trips: np.ndarray, *, delta: float = 1e-6,
+def google_point(week_pairs: pd.DataFrame | WeekIndex, user_trips: np.ndarray, *, delta: float = 1e-6,
                  _ranked: _Ranked | None = None) -> dict:
     """Google's per-metric setting (ε 0.66, τ 100) on the same axes: expected share of user-trips published, and
     the per-person ε per week (tight, δ = D/2) of a typical (median unique trips) and the busiest person."""
-    raw = (_ranked or _Ranked(week_pairs, 0)).raw          # raw counts do not depend on the ranking's seed
+    raw = (_ranked.week if _ranked else _index(week_pairs)).raw   # raw counts do not depend on any seed
     p = release_probability(raw, GOOGLE_EPSILON, GOOGLE_THRESHOLD)
     trips = np.asarray(user_trips, dtype=int)
     n_typ = int(max(1, round(float(np.median(trips))))) if trips.size else 1
@@ -466,7 +520,7 @@ def person_risk(epsilon: float, max_pairs: int, threshold: float, trips: int) ->
     return float(bounded_success_curve(epsilon, max_pairs, n, threshold)[n])
 
 
-def design_report(goal: Goal, week_pairs: pd.DataFrame, user_trips, *, week: int = 0,
+def design_report(goal: Goal, week_pairs: pd.DataFrame | WeekIndex, user_trips, *, week: int = 0,
                   max_pairs: int | None = None, rng=None, with_frontier: bool = False) -> dict:
     """Everything the designer says, as a JSON-able dict.
 
@@ -478,7 +532,8 @@ def design_report(goal: Goal, week_pairs: pd.DataFrame, user_trips, *, week: int
     (the data-independent design, same keys), ``candidates`` (m tried), ``google`` (:func:`google_point`),
     ``tuning_note`` and, with ``with_frontier``, ``frontier`` (:func:`frontier` rows).
     """
-    ranked = None if max_pairs is not None else _Ranked(week_pairs, rng)   # one ranking for design and frontier
+    week_pairs = _index(week_pairs)
+    ranked = _Ranked(week_pairs, rng)             # one ranking for design and frontier
     best, default, cands = design(goal, week_pairs, max_pairs=max_pairs, rng=rng, _ranked=ranked)
     trips = np.asarray(user_trips, dtype=int)
     n_typ = round(float(np.median(trips))) if trips.size else 0

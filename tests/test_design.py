@@ -6,6 +6,7 @@ import json
 import shlex
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from odcore.accounting import partition_selection_delta, user_level_budget
@@ -157,3 +158,49 @@ def test_budget_sheet_is_self_contained():
     assert "http" not in text
     assert "0.555" in text                  # ε per person and week at m = 20 (tight)
     assert "@media print" in text
+
+
+def test_ranking_and_expected_match_the_direct_formulas(week0):
+    """The seed-independent index, the two-sort ranking and the per-count sums give what the direct rules give:
+    the rank of numpy.lexsort((keys, user)) with one rng.random() key per row, and Σ raw·P / Σ raw pair by pair."""
+    from odcore.design import WeekIndex, _Ranked
+    from odcore.release import release_probability
+
+    pairs, _ = week0
+    week = WeekIndex(pairs)
+    p = pairs[["user", "origin", "destination"]].drop_duplicates()
+    uid = pd.factorize(p["user"], sort=True)[0]
+    for seed in (0, 1, 12345):
+        ranked = _Ranked(week, seed)
+        order = np.lexsort((np.random.default_rng(seed).random(len(p)), uid))
+        starts = np.r_[0, np.flatnonzero(np.diff(uid[order])) + 1]
+        rank = np.empty(len(p), dtype=np.int64)
+        rank[order] = np.arange(len(p)) - np.repeat(starts, np.diff(np.r_[starts, len(p)]))
+        assert np.array_equal(ranked.rank, rank)
+        for m, eps, tau in ((1, 0.5, 20), (10, 2.0, 35), (50, 8.0, 60), (None, 0.66, 100)):
+            true = ranked.raw if m is None else np.bincount(ranked.pid[rank < m], minlength=ranked.n_pairs)
+            assert np.array_equal(ranked.counts(m), true)
+            prob = np.where(true > 0, release_probability(true, eps, tau, 1 if m is None else m), 0.0)
+            frac, n_pub = ranked.expected(m, eps, tau)
+            assert frac == pytest.approx((ranked.raw * prob).sum() / ranked.raw.sum(), rel=1e-12)
+            assert n_pub == pytest.approx(prob.sum(), rel=1e-12)
+
+
+def test_report_from_the_week_index_is_the_report_from_the_pairs(week0):
+    """The dashboard passes the cached WeekIndex; the CLI the DataFrame: same seed, same report (and another seed
+    a different seeded release)."""
+    from odcore.design import WeekIndex
+
+    pairs, trips = week0
+    week = WeekIndex(pairs)
+
+    def same(x: dict, y: dict) -> bool:
+        return json.dumps(x, sort_keys=True, default=str) == json.dumps(y, sort_keys=True, default=str)
+
+    a = design_report(GOALS[0], pairs, trips, rng=5, with_frontier=True)
+    b = design_report(GOALS[0], week, trips, rng=5, with_frontier=True)
+    assert same(a, b)
+    c = design_report(GOALS[0], week, trips, rng=6, with_frontier=True)
+    assert c["frontier"] != b["frontier"]
+    assert same(design_report(GOALS[0], week, trips, max_pairs=5, rng=5),
+                design_report(GOALS[0], pairs, trips, max_pairs=5, rng=5))
