@@ -217,6 +217,24 @@ def test_epsilon_for_delta_broadcasts_over_delta():
     np.testing.assert_allclose(both[:, 1], one, atol=1e-9)
 
 
+@pytest.mark.parametrize("eps", [0.05, 0.66, 0.67, 2.0, 10.0])
+def test_epsilon_for_delta_is_the_root_of_hockey_stick_delta(eps):
+    # The vectorised Newton solve (all k and δ at once) against Brent's method on the public δ(ε') of each k,
+    # one k and one δ at a time (the way epsilon_for_delta solved it before), for δ from 1e-30 to 0.5.
+    from scipy import optimize
+
+    ks = np.array([1, 2, 3, 7, 22, 32, 70, 71])
+    for delta in (1e-30, 1e-12, 1e-6, 1e-3, 0.5):
+        got = pld.epsilon_for_delta(delta, ks, eps)
+        for k, e in zip(ks, got, strict=True):
+            if pld.hockey_stick_delta(0.0, int(k), eps) <= delta:
+                want = 0.0
+            else:
+                want = optimize.brentq(lambda x, k=k, d=delta: pld.hockey_stick_delta(x, int(k), eps) - d, 0.0,
+                                       k * eps, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=300)
+            assert e == pytest.approx(want, abs=1e-9), (eps, int(k), delta)
+
+
 @pytest.mark.parametrize(("k", "weeks", "eps"), [(5, 4, 0.66), (70, 3, 0.66), (20, 10, 0.3), (12, 8, 2.0)])
 def test_composed_bracket_contains_the_exact_value(k, weeks, eps):
     # the weekly law rounded up / down on a loss grid and composed by FFT brackets the exact k·weeks-fold value
