@@ -163,3 +163,25 @@ def test_config_errors():
         DefenceConfig("gsm", 1, sensitivity=1, delta=1.5)
     with pytest.raises(ParameterError, match="kappa"):
         DefenceConfig("fpa", 1, sensitivity=1, kappa=0)
+
+
+def test_shared_work_across_epsilons_gives_the_same_noise_and_mre():
+    """mre_table computes the EFPA-G basis and the MRE denominators once for all ε (perturb's memo, mre's
+    denominator): same numbers as perturbing and measuring each ε from scratch with the same generator."""
+    from odcore.knock.metrics import mre_denominator
+
+    rng = np.random.default_rng(5)
+    agg = rng.poisson(3.0, (6, 4, 168)).astype(float)
+    agg[0, 0] = 0.0                                   # an all-zero series: MRE undefined (NaN) both ways
+    den = mre_denominator(agg)
+    memo: dict = {}
+    fresh, shared = np.random.default_rng(11), np.random.default_rng(11)
+    for mech in Mechanism:
+        for eps in (0.1, 1.0, 10.0):
+            cfg = DefenceConfig(mech, eps, 4.0, clip=Clip.GROUP)
+            a = mre(agg, perturb(agg, cfg, fresh, group_size=6))
+            b = mre(agg, perturb(agg, cfg, shared, group_size=6, memo=memo), denominator=den)
+            np.testing.assert_array_equal(a, b)
+            assert np.isnan(b[0, 0])
+            assert not np.isnan(b[1:]).any()
+    assert "efpag_basis" in memo

@@ -162,28 +162,38 @@ def fpa(x: np.ndarray, kappa: int, scale: float, rng: np.random.Generator | int 
     return np.fft.irfft(g, n=n, axis=-1, norm="ortho")
 
 
+def _efpag_basis(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The orthonormal DCT-II coefficients of each series and ``tail[k-1] = sqrt(Σ_{i≥k} c_i²)``, k = 1..T (they do
+    not depend on ε or the seed: :func:`perturb` reuses them through its ``memo``)."""
+    from scipy.fft import dct
+
+    c = dct(x, type=2, axis=-1, norm="ortho")
+    sq = c * c
+    rev = np.cumsum(sq[..., ::-1], axis=-1)[..., ::-1]
+    tail = np.sqrt(np.concatenate([rev[..., 1:], np.zeros((*sq.shape[:-1], 1))], axis=-1))
+    return c, tail
+
+
 def efpag(x: np.ndarray, epsilon: float, delta: float, l2_sensitivity: float,
           rng: np.random.Generator | int | None = None, *, noise_divisor: float = 1.0,
-          return_kappa: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+          return_kappa: bool = False, basis: tuple[np.ndarray, np.ndarray] | None = None
+          ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """EFPA with Gaussian noise (Ács & Castelluccia 2014) on each series along the last axis.
 
     Half of ε selects κ ∈ {1..T} by the exponential mechanism with probability ∝ exp(−ε₁·err(κ)/(2Δ₂)),
     ``err(κ) = sqrt(Σ_{i≥κ} c_i²) + sqrt(κ)·σ`` (the tail's root-sum-square changes by at most Δ₂ between
     neighbours); sampled for all series at once with the Gumbel-max trick. The other half calibrates the Gaussian
-    noise ``σ`` added to the κ kept orthonormal-DCT coefficients (L2 sensitivity Δ₂, no sqrt(κ) factor).
+    noise ``σ`` added to the κ kept orthonormal-DCT coefficients (L2 sensitivity Δ₂, no sqrt(κ) factor). ``basis``:
+    the :func:`_efpag_basis` of ``x`` if already computed.
     """
-    from scipy.fft import dct, idct
+    from scipy.fft import idct
 
     rng = np.random.default_rng(rng)
     x = np.asarray(x, dtype=np.float64)
     n = x.shape[-1]
     eps1 = eps2 = epsilon / 2
     sigma = gaussian_sigma(eps2, delta, l2_sensitivity) / noise_divisor
-    c = dct(x, type=2, axis=-1, norm="ortho")
-    sq = c * c
-    # tail[k-1] = sqrt(sum_{i >= k} c_i^2) for k = 1..n
-    rev = np.cumsum(sq[..., ::-1], axis=-1)[..., ::-1]
-    tail = np.sqrt(np.concatenate([rev[..., 1:], np.zeros((*sq.shape[:-1], 1))], axis=-1))
+    c, tail = _efpag_basis(x) if basis is None else basis
     ks = np.arange(1, n + 1)
     err = tail + np.sqrt(ks) * sigma
     logits = -eps1 * err / (2.0 * l2_sensitivity)
@@ -209,7 +219,7 @@ def efpag_kappa_probabilities(series: np.ndarray, epsilon: float, delta: float, 
 
 
 def perturb(agg: np.ndarray, config: DefenceConfig, rng: np.random.Generator | int | None = None, *,
-            group_size: int | None = None) -> np.ndarray:
+            group_size: int | None = None, memo: dict | None = None) -> np.ndarray:
     """Apply ``config``'s mechanism to every series of ``agg`` (time on the last axis); fresh noise per call.
 
     Parameters
@@ -222,6 +232,9 @@ def perturb(agg: np.ndarray, config: DefenceConfig, rng: np.random.Generator | i
         Seed or generator.
     group_size:
         ``m``, the upper bound for ``Clip.GROUP`` (without it, clipping is to ``[0, ∞)``).
+    memo:
+        A dict kept by a caller that perturbs the same ``agg`` many times (e.g. at several ε): what does not depend
+        on ε or the noise is computed once and kept there. Same output with or without it.
     """
     rng = np.random.default_rng(rng)
     x = np.asarray(agg, dtype=np.float64)
@@ -229,14 +242,21 @@ def perturb(agg: np.ndarray, config: DefenceConfig, rng: np.random.Generator | i
     mech = config.mechanism
     n = x.shape[-1]
     if mech in (Mechanism.LPA, Mechanism.LPA_EVENT):
-        out = x + rng.laplace(0.0, s["laplace_scale"], x.shape)
+        out = rng.laplace(0.0, s["laplace_scale"], x.shape)
+        out += x
     elif mech == Mechanism.GSM:
-        out = x + rng.normal(0.0, s["sigma"], x.shape)
+        out = rng.normal(0.0, s["sigma"], x.shape)
+        out += x
     elif mech == Mechanism.FPA:
         div = math.sqrt(n) if config.norm == TransformNorm.BACKWARD else 1.0
         out = fpa(x, config.kappa, s["laplace_scale"], rng, noise_divisor=div)
     else:
         div = math.sqrt(2 * n) if config.norm == TransformNorm.BACKWARD else 1.0
-        out = efpag(x, config.epsilon, config.delta, config.delta2, rng, noise_divisor=div)
+        basis = None
+        if memo is not None:
+            if "efpag_basis" not in memo:
+                memo["efpag_basis"] = _efpag_basis(x)
+            basis = memo["efpag_basis"]
+        out = efpag(x, config.epsilon, config.delta, config.delta2, rng, noise_divisor=div, basis=basis)
     out = _clip(out, config.clip, group_size)
     return np.rint(out, out=out) if config.round_counts else out

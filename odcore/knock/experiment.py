@@ -18,7 +18,7 @@ from odcore.knock.classifiers import ALL_CLASSIFIERS, Classifier, fit_scores, pa
 from odcore.knock.defences import ALL_MECHANISMS, Clip, DefenceConfig, Mechanism, TransformNorm, perturb
 from odcore.knock.features import Selection, extract_features, select_features
 from odcore.knock.game import GameConfig, GameData, Prior, make_game, sample_unique_groups
-from odcore.knock.metrics import auc, mre, privacy_gain, privacy_loss, roc, sample_targets
+from odcore.knock.metrics import auc, mre, mre_denominator, privacy_gain, privacy_loss, roc, sample_targets
 from odcore.knock.timeseries import LocationTimeSeries, TimeSeriesConfig, build_timeseries
 from odcore.validate import check_param
 
@@ -439,12 +439,14 @@ def mre_table(data: LocationTimeSeries | pd.DataFrame, config: MREConfig | None 
     table: dict[str, dict[str, float]] = {}
     medians: dict[str, dict[str, float]] = {}
     undefined = 0
+    den = mre_denominator(agg, scope=config.gamma_scope)     # the same for every mechanism and ε
+    memo: dict = {}
     for mech in config.mechanisms:
         row, med = {}, {}
         for eps in config.epsilons:
             cfg = DefenceConfig(mech, eps, delta_l1, delta=config.delta, kappa=config.kappa, clip=config.clip,
                                 norm=config.norm, round_counts=config.round_counts)
-            r = mre(agg, perturb(agg, cfg, rng, group_size=m), scope=config.gamma_scope)
+            r = mre(agg, perturb(agg, cfg, rng, group_size=m, memo=memo), denominator=den)
             undefined = int(np.isnan(r).sum())
             row[f"{eps:g}"] = float(np.nanmean(r))
             med[f"{eps:g}"] = float(np.nanmedian(r))

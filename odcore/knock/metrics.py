@@ -58,22 +58,11 @@ def privacy_gain(auc_raw: float | np.ndarray, auc_noisy: float | np.ndarray, *, 
     return float(np.round(pg, 12)) if pg.ndim == 0 else pg
 
 
-def mre(true: np.ndarray, noisy: np.ndarray, *, gamma_fraction: float = 0.001, scope: str = "series"
-        ) -> np.ndarray:
-    """Mean relative error of each series along the last axis (Eq. 7).
-
-    ``MRE(Y, Y') = mean_i |Y'_i − Y_i| / max(γ, Y_i)`` with γ = ``gamma_fraction`` (0.1%, after Ács &
-    Castelluccia) of the series' sum (``scope="series"``, the paper's wording) or of the sum of the whole released
-    matrix, i.e. the last two axes ROI × T (``scope="matrix"``, Ács & Castelluccia's population-wide bound).
-    Series whose γ is 0 (all-zero series) have no defined MRE and give NaN (callers count them).
-
-    >>> round(float(mre(np.array([[10., 0., 10.]]), np.array([[11., 1., 10.]]), gamma_fraction=0.1)[0]), 6)
-    0.2
-    """
+def mre_denominator(true: np.ndarray, *, gamma_fraction: float = 0.001, scope: str = "series"
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """``max(γ, Y_i)`` of :func:`mre` and the mask of series whose γ is 0 (MRE undefined); reusable for many noisy
+    versions of the same ``true``."""
     y = np.asarray(true, dtype=float)
-    z = np.asarray(noisy, dtype=float)
-    if y.shape != z.shape:
-        raise ParameterError(f"true and noisy series differ in shape: {y.shape} vs {z.shape}.")
     if scope == "series":
         gamma = gamma_fraction * y.sum(axis=-1, keepdims=True)
     elif scope == "matrix":
@@ -82,11 +71,32 @@ def mre(true: np.ndarray, noisy: np.ndarray, *, gamma_fraction: float = 0.001, s
         gamma = np.broadcast_to(gamma_fraction * y.sum(axis=(-2, -1), keepdims=True), (*y.shape[:-1], 1))
     else:
         raise ParameterError(f"scope must be 'series' or 'matrix', got scope={scope!r}.")
-    den = np.maximum(gamma, y)
+    return np.maximum(gamma, y), np.squeeze(gamma, -1) <= 0
+
+
+def mre(true: np.ndarray, noisy: np.ndarray, *, gamma_fraction: float = 0.001, scope: str = "series",
+        denominator: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Mean relative error of each series along the last axis (Eq. 7).
+
+    ``MRE(Y, Y') = mean_i |Y'_i − Y_i| / max(γ, Y_i)`` with γ = ``gamma_fraction`` (0.1%, after Ács &
+    Castelluccia) of the series' sum (``scope="series"``, the paper's wording) or of the sum of the whole released
+    matrix, i.e. the last two axes ROI × T (``scope="matrix"``, Ács & Castelluccia's population-wide bound).
+    Series whose γ is 0 (all-zero series) have no defined MRE and give NaN (callers count them).
+    ``denominator``: :func:`mre_denominator` of ``true`` if already computed.
+
+    >>> round(float(mre(np.array([[10., 0., 10.]]), np.array([[11., 1., 10.]]), gamma_fraction=0.1)[0]), 6)
+    0.2
+    """
+    y = np.asarray(true, dtype=float)
+    z = np.asarray(noisy, dtype=float)
+    if y.shape != z.shape:
+        raise ParameterError(f"true and noisy series differ in shape: {y.shape} vs {z.shape}.")
+    den, undefined = (mre_denominator(y, gamma_fraction=gamma_fraction, scope=scope) if denominator is None
+                      else denominator)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.abs(z - y) / den
     out = r.mean(axis=-1)
-    out[np.squeeze(gamma, -1) <= 0] = np.nan
+    out[undefined] = np.nan
     return out
 
 
