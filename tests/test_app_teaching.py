@@ -164,3 +164,23 @@ def test_worksheet_answers_come_from_the_lab(at):
     assert "70.7 %" in ctxless
     assert np.isclose(0.66 * 32, 21.12)
     assert "21.12" in ctxless
+
+
+def test_noise_picture_lines_are_the_ones_add_vline_draws(at):
+    """The page sets its threshold and count lines in one layout update: the same shapes and labels as
+    plotly's add_vline (which it no longer calls, for speed)."""
+    import json
+
+    import plotly.graph_objects as go
+
+    at.switch_page(NOISE).run()
+    at.slider(key="noise_count").set_value(120).run()
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    tau = at.session_state["odlab.threshold"]
+    ref = go.Figure()
+    ref.add_vline(x=tau, line_dash="dash", line_width=3, annotation_text=f"threshold {tau:g}",
+                  annotation_position="top left")
+    ref.add_vline(x=120, line_dash="dot", annotation_text="c = 120", annotation_position="top right")
+    ref = json.loads(ref.to_json())["layout"]
+    assert spec["shapes"] == ref["shapes"]
+    assert spec["annotations"] == ref["annotations"]
