@@ -100,30 +100,51 @@ class AttackerPool:
         missing = [c for c in need if c not in pairs.columns]
         if missing:
             raise ParameterError(f"pairs must have columns {need}; missing {missing}.")
-        df = pairs[need].drop_duplicates()
-        if df.empty:
+        if pairs.empty:
             raise ParameterError("pairs has no rows: no one travelled in this week, so there is no one to attack.")
-        own = df.groupby([ORIGIN, DESTINATION], sort=False).size().rename("_n").reset_index()
+        # codes in sorted order, so that sorting one int64 key sorts the rows by (person, origin, destination)
+        codes = {c: pd.factorize(pairs[c], sort=True) for c in need}
+        for c, (code, _) in codes.items():
+            if (code < 0).any():
+                raise ParameterError(f"pairs has {int((code < 0).sum())} missing value(s) in column {c!r}.")
+        (uc, users), (oc, ov), (dc, dv) = codes.values()
+        n_od = ov.size * dv.size
+        if users.size * n_od >= 2 ** 63:
+            raise ParameterError(f"too many people × origins × destinations ({users.size} × {ov.size} × {dv.size}) "
+                                 "for one week's attacker pool.")
+        key = np.sort(uc.astype(np.int64) * n_od + oc * dv.size + dc)
+        key = key[_first_of_runs(key)]                                        # the distinct rows, sorted
+        pair = key % n_od
+        order = np.argsort(pair, kind="stable")
+        first = _first_of_runs(pair[order])
+        pair_ids, own = pair[order][first], np.diff(np.append(np.flatnonzero(first), pair.size))
+        pair_of = np.empty(pair.size, dtype=np.int64)
+        pair_of[order] = np.cumsum(first) - 1
         if counts is None:
-            cnt = own.rename(columns={"_n": COUNT})
+            count = own.astype(float)
         else:
             miss = [c for c in (ORIGIN, DESTINATION, COUNT) if c not in counts.columns]
             if miss:
                 raise ParameterError(f"counts must have columns origin, destination, count; missing {miss}.")
-            cnt = own.merge(counts[[ORIGIN, DESTINATION, COUNT]], on=[ORIGIN, DESTINATION], how="left")
-            bad = cnt[COUNT].isna() | (cnt[COUNT] < cnt["_n"])
+            co, cd = ov.get_indexer(counts[ORIGIN]), dv.get_indexer(counts[DESTINATION])   # -1: no one's pair
+            known = (co >= 0) & (cd >= 0)
+            ckey = co[known].astype(np.int64) * dv.size + cd[known]
+            order = np.argsort(ckey, kind="stable")
+            ckey, cval = ckey[order], counts[COUNT].to_numpy(dtype=float)[known][order]
+            at = np.searchsorted(ckey, pair_ids)
+            found = at < ckey.size
+            found[found] = ckey[at[found]] == pair_ids[found]
+            count = np.full(pair_ids.size, np.nan)
+            count[found] = cval[at[found]]
+            bad = ~found | (count < own)
             if bad.any():
-                row = cnt.loc[bad].iloc[0]
+                i = int(np.flatnonzero(bad)[0])
+                what = f"count {count[i]:g} < {int(own[i])} people in pairs" if found[i] else "no count in counts"
                 raise ParameterError(f"counts disagree with pairs on {int(bad.sum())} pair(s), e.g. origin "
-                                     f"{row[ORIGIN]}, destination {row[DESTINATION]}: count {row[COUNT]} < "
-                                     f"{int(row['_n'])} people in pairs.")
-        df = df.merge(cnt[[ORIGIN, DESTINATION, COUNT]], on=[ORIGIN, DESTINATION], how="left")
-        df = df.sort_values([USER, ORIGIN, DESTINATION], kind="stable", ignore_index=True)
-        users, first, sizes = np.unique(df[USER].to_numpy(), return_index=True, return_counts=True)
-        start = np.append(first, len(df)).astype(np.int64)
-        assert np.array_equal(np.diff(start), sizes)
-        return cls(users=users, start=start, origin=df[ORIGIN].to_numpy(), destination=df[DESTINATION].to_numpy(),
-                   others=df[COUNT].to_numpy(dtype=float) - 1.0)
+                                     f"{ov[pair_ids[i] // dv.size]}, destination {dv[pair_ids[i] % dv.size]}: {what}.")
+        start = np.append(np.flatnonzero(np.diff(key // n_od, prepend=-1)), key.size).astype(np.int64)
+        return cls(users=np.asarray(users), start=start, origin=np.asarray(ov)[pair // dv.size],
+                   destination=np.asarray(dv)[pair % dv.size], others=count[pair_of] - 1.0)
 
     @property
     def trips(self) -> np.ndarray:
@@ -133,6 +154,13 @@ class AttackerPool:
     def eligible(self, k: int) -> np.ndarray:
         """Indices of the people with at least ``k`` unique pairs (those a level-k round can pick)."""
         return np.flatnonzero(self.trips >= k)
+
+
+def _first_of_runs(sorted_values: np.ndarray) -> np.ndarray:
+    """Mask of the first element of each run of equal values (``np.unique`` of a sorted array without its sort)."""
+    first = np.ones(sorted_values.size, dtype=bool)
+    np.not_equal(sorted_values[1:], sorted_values[:-1], out=first[1:])
+    return first
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -358,7 +386,7 @@ def _composed_success(sig: np.ndarray, types: np.ndarray, eps: float, tau: float
 def _draw_pairs(pool: AttackerPool, who: np.ndarray, k: int, index: int, seed: int):
     """The first draws of round ``index`` of level ``k``: ``(rng, person, pair rows)``. :func:`deal` goes on with the
     coin and the noise from ``rng``; :func:`expected_success` needs only the pairs (their exact success)."""
-    rng = np.random.default_rng((seed, k, index))
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence((seed, k, index))))   # = default_rng(...)
     i = int(who[rng.integers(who.size)])
     lo, hi = int(pool.start[i]), int(pool.start[i + 1])
     return rng, i, lo + rng.choice(hi - lo, size=k, replace=False)

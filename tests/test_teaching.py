@@ -67,6 +67,53 @@ def test_pair_llr_far_below_threshold_is_tiny_negative_not_nan():
         pair_llr([1.0, 2.0], [True], [3.0], 0.66, 100)
 
 
+# ---- the pool ------------------------------------------------------------------------------------------------
+
+def _pool_by_pandas(pairs: pd.DataFrame, counts: pd.DataFrame | None) -> dict:
+    """An independent reference for AttackerPool.from_pairs: distinct rows, counts by groupby/merge, sorted."""
+    df = pairs[["user", "origin", "destination"]].drop_duplicates()
+    cnt = (df.groupby(["origin", "destination"]).size().rename("count").reset_index() if counts is None
+           else counts[["origin", "destination", "count"]])
+    df = df.merge(cnt, on=["origin", "destination"]).sort_values(["user", "origin", "destination"], ignore_index=True)
+    users, first = np.unique(df["user"].to_numpy(), return_index=True)
+    return {"users": users, "start": np.append(first, len(df)), "origin": df["origin"].to_numpy(),
+            "destination": df["destination"].to_numpy(), "others": df["count"].to_numpy(float) - 1.0}
+
+
+def test_pool_matches_a_pandas_reference(pool):
+    """from_pairs (sorted integer codes, no groupby/merge) equals groupby/merge/sort on the city's week, on the
+    bounded pairs of a per-user release (counts from the pairs), and on shuffled rows with duplicates and text ids."""
+    from odcore.release import bound_contributions
+    from odcore.traces import load_traces
+    from odcore.trips import ODConfig, build_od
+
+    od = build_od(load_traces(SAMPLE).df, ODConfig(cell_km2=1.3))
+    wp, wc = od.week_pairs(0), od.week_counts(0)
+    shuffled = pd.concat([wp, wp.sample(500, random_state=1)]).sample(frac=1, random_state=2)
+    shuffled["user"] = "p" + shuffled["user"].astype(str)
+    bounded = bound_contributions(wp, 5, rng=3)[0]
+    for got, (pairs, counts) in ((pool, (wp, wc)), (T.AttackerPool.from_pairs(bounded), (bounded, None)),
+                                 (T.AttackerPool.from_pairs(shuffled, wc), (shuffled, wc))):
+        for name, want in _pool_by_pandas(pairs, counts).items():
+            np.testing.assert_array_equal(getattr(got, name), want, err_msg=name)
+
+
+def test_pool_refuses_counts_that_disagree():
+    pairs = pd.DataFrame({"user": [1, 1, 2], "origin": [0, 0, 0], "destination": [1, 2, 1]})
+    good = pd.DataFrame({"origin": [0, 0, 5], "destination": [1, 2, 5], "count": [2, 1, 9]})
+    assert T.AttackerPool.from_pairs(pairs, good).others.tolist() == [1.0, 0.0, 1.0]
+    with pytest.raises(ParameterError, match=r"on 1 pair\(s\), e.g. origin 0, destination 2: no count in counts"):
+        T.AttackerPool.from_pairs(pairs, good.iloc[[0, 2]])
+    with pytest.raises(ParameterError, match=r"origin 0, destination 1: count 1 < 2 people"):
+        T.AttackerPool.from_pairs(pairs, good.assign(count=[1, 1, 9]))
+    with pytest.raises(ParameterError, match="missing value"):
+        T.AttackerPool.from_pairs(pairs.assign(user=[1, None, 2]))
+    with pytest.raises(ParameterError, match="no rows"):
+        T.AttackerPool.from_pairs(pairs.iloc[:0])
+    with pytest.raises(ParameterError, match="missing"):
+        T.AttackerPool.from_pairs(pairs.drop(columns="origin"))
+
+
 # ---- dealing ---------------------------------------------------------------------------------------------------
 
 def test_rounds_are_reproducible_and_seeded(pool):
@@ -79,6 +126,24 @@ def test_rounds_are_reproducible_and_seeded(pool):
     assert a.k == 10
     assert len(set(zip(a.origin, a.destination, strict=True))) == 10     # k distinct pairs of one person
     assert a.shown()["state"].isin(["released", "suppressed"]).all()
+
+
+def test_rounds_come_from_the_documented_stream(pool):
+    """Round j of level k is dealt from default_rng((seed, k, j)): the person, the pairs, the coin, the noise, the
+    tie coin, in that order (replayed here without the module's helpers), so a class code keeps its rounds."""
+    rules = T.GameRules(0.66, 100)
+    for k, j, seed in ((1, 0, 7), (10, 3, 42), (32, 199, 2022)):
+        rng = np.random.default_rng((seed, k, j))
+        who = np.flatnonzero(np.diff(pool.start) >= k)
+        i = int(who[rng.integers(who.size)])
+        pick = pool.start[i] + rng.choice(pool.start[i + 1] - pool.start[i], size=k, replace=False)
+        member = bool(rng.random() < 0.5)
+        noisy = pool.others[pick] + member + rng.laplace(0.0, rules.scale, size=k)
+        tie_coin = bool(rng.random() < 0.5)
+        r = T.deal(pool, rules, k, j, seed)
+        assert (r.user, r.member, r.tie_coin) == (pool.users[i], member, tie_coin)
+        np.testing.assert_array_equal(r.origin, pool.origin[pick])
+        np.testing.assert_array_equal(r.noisy, noisy)
 
 
 def test_deal_needs_someone_with_k_trips(pool):
