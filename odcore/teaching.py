@@ -375,11 +375,14 @@ def _composed_success(sig: np.ndarray, types: np.ndarray, eps: float, tau: float
         m = int(np.count_nonzero(kin > t))              # the rows with more than t informative pairs (a prefix)
         tot[:m] *= spec[sig[:m, t] - 1]
     p = np.clip(sfft.irfft(tot, n=size, axis=1)[:, :n], 0.0, None)
-    # row r's loss on grid point j is (j − kin_r·R)·ε/R, on its own support j <= 2·kin_r·R
-    j = np.arange(n)[None, :] - (kin * R)[:, None]
-    w = np.where((j > 0) & (j <= (kin * R)[:, None]), -np.expm1(-j * (eps / R)), 0.0)
+    # a row with K informative pairs has loss (j − K·R)·ε/R on grid point j <= 2·K·R; TV = Σ_{loss > 0} p·(1 − e^−loss)
+    w = -np.expm1(-np.arange(n // 2 + 1) * (eps / R))
+    tv = np.empty(sig.shape[0])
+    for kk in np.unique(kin):
+        rows = np.flatnonzero(kin == kk)
+        tv[rows] = p[rows, kk * R + 1:2 * kk * R + 1] @ w[1:kk * R + 1]
     out = np.empty(sig.shape[0])
-    out[order] = 0.5 + 0.5 * np.einsum("ij,ij->i", p, w)
+    out[order] = 0.5 + 0.5 * tv
     return out
 
 
