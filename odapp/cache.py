@@ -296,7 +296,7 @@ def design_week(dataset_id: str, od_config, week: int, _od):
     """:class:`odcore.design.WeekIndex` of one week (seed-independent, read-only): a new seed only re-ranks it."""
     from odcore.design import WeekIndex
 
-    return WeekIndex(_od.week_pairs(week), prepared=week_pairs_prepared(dataset_id, od_config, week, _od=_od))
+    return WeekIndex(week_pairs_prepared(dataset_id, od_config, week, _od=_od))
 
 
 @st.cache_data(max_entries=16, show_spinner="Designing the release (searching max pairs, noise and threshold)…")

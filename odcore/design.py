@@ -47,7 +47,6 @@ from odcore.accounting import (
     tight_epsilon,
     user_level_budget,
 )
-from odcore.constants import DESTINATION, ORIGIN, USER
 from odcore.errors import ParameterError, check_int, check_positive
 from odcore.release import (
     Mode,
@@ -327,22 +326,26 @@ def _design_at(goal: Goal, m: int, week_pairs, rng, tuned: bool) -> Design:
 
 
 class WeekIndex:
-    """One week's unique (user, pair) rows indexed once, independent of any seed: pair and user codes, raw counts,
-    the user groups' layout and the week prepared for the seeded releases (:func:`odcore.release.prepare_pairs`).
-    A new seed then only ranks the rows (:class:`_Ranked`)."""
+    """One week's unique (user, pair) rows indexed once, independent of any seed: the week prepared for the seeded
+    releases (:func:`odcore.release.prepare_pairs`: deduplicated, in canonical (pair, user) order, counted), each
+    row's pair and user codes, the raw counts and the user groups' layout. A new seed then only ranks the rows
+    (:class:`_Ranked`).
 
-    def __init__(self, week_pairs: pd.DataFrame, *, prepared: PreparedPairs | None = None) -> None:
-        p = week_pairs[[USER, ORIGIN, DESTINATION]].drop_duplicates()
-        self.pid = p.groupby([ORIGIN, DESTINATION], sort=True).ngroup().to_numpy()
-        uid = pd.factorize(p[USER], sort=True)[0]
+    ``week_pairs``: DataFrame[week, user, origin, destination] of one week, or the same already prepared.
+    """
+
+    def __init__(self, week_pairs: pd.DataFrame | PreparedPairs) -> None:
+        prep = week_pairs if isinstance(week_pairs, PreparedPairs) else prepare_pairs(week_pairs)
+        self.prepared = prep
+        raw, self.pid = prep.counts[3], prep.counts[4]      # per pair: distinct users; per row: its pair
+        uid = prep.pairs.u
         # small unsigned codes: numpy's stable sort of <= 16-bit integers is a radix sort
         self.uid = uid.astype(np.uint16 if len(uid) == 0 or uid.max() < 2**16 else np.int64)
         sizes = np.bincount(uid) if len(uid) else np.zeros(0, dtype=np.int64)
         # position in the user-sorted order -> position of its user's first row there
         self.first = np.repeat(np.r_[0, np.cumsum(sizes)[:-1]], sizes) if len(uid) else np.zeros(0, np.int64)
-        self.n_pairs = int(self.pid.max()) + 1 if len(p) else 0
-        self.raw = np.bincount(self.pid, minlength=self.n_pairs).astype(float)
-        self.prepared = prepared if prepared is not None else prepare_pairs(week_pairs)
+        self.n_pairs = len(raw)
+        self.raw = raw.astype(float)
 
     def __len__(self) -> int:
         return len(self.pid)
@@ -357,9 +360,10 @@ class _Ranked:
     rank < m is a uniformly random subset of min(m, n) pairs per person (the rule of
     :func:`odcore.release.bound_contributions`), nested across m, so every m is counted with one sort.
 
-    The rank orders each user's rows by one ``rng.random()`` key per row (rows in the week's order, duplicates
-    dropped): the order of ``numpy.lexsort((keys, user))``, computed as a sort of the keys then a stable radix sort
-    of the user codes (equal to it unless two keys of one user are equal)."""
+    The rank orders each user's rows by one ``rng.random()`` key per row, drawn in the canonical (pair, user) order
+    of :func:`odcore.release.prepare_pairs` (so it does not depend on the input's row order): the order of
+    ``numpy.lexsort((keys, user))``, computed as a sort of the keys then a stable radix sort of the user codes
+    (equal to it unless two keys of one user are equal)."""
 
     def __init__(self, week: WeekIndex | pd.DataFrame, rng) -> None:
         week = _index(week)

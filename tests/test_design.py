@@ -162,14 +162,16 @@ def test_budget_sheet_is_self_contained():
 
 def test_ranking_and_expected_match_the_direct_formulas(week0):
     """The seed-independent index, the two-sort ranking and the per-count sums give what the direct rules give:
-    the rank of numpy.lexsort((keys, user)) with one rng.random() key per row, and Σ raw·P / Σ raw pair by pair."""
+    the rank of numpy.lexsort((keys, user)) with one rng.random() key per row (canonical order), and Σ raw·P / Σ raw
+    pair by pair."""
     from odcore.design import WeekIndex, _Ranked
     from odcore.release import release_probability
 
     pairs, _ = week0
     week = WeekIndex(pairs)
     p = pairs[["user", "origin", "destination"]].drop_duplicates()
-    uid = pd.factorize(p["user"], sort=True)[0]
+    assert np.array_equal(week.raw, p.groupby(["origin", "destination"], sort=True).size().to_numpy())
+    uid = week.prepared.pairs.u
     for seed in (0, 1, 12345):
         ranked = _Ranked(week, seed)
         order = np.lexsort((np.random.default_rng(seed).random(len(p)), uid))
@@ -184,6 +186,39 @@ def test_ranking_and_expected_match_the_direct_formulas(week0):
             frac, n_pub = ranked.expected(m, eps, tau)
             assert frac == pytest.approx((ranked.raw * prob).sum() / ranked.raw.sum(), rel=1e-12)
             assert n_pub == pytest.approx(prob.sum(), rel=1e-12)
+
+
+def test_ranking_is_uniform_within_each_person():
+    """Each of a person's n rows takes each rank 0..n-1 equally often over seeds (chi-square at α = 1e-4), so
+    rank < m keeps a uniform subset of min(m, n); the same test rejects a ranking biased towards some rows."""
+    from scipy import stats
+
+    from odcore.design import WeekIndex, _Ranked
+
+    pairs = pd.DataFrame({"week": 0, "user": ["a"] * 4 + ["b"] * 2 + ["c"],
+                          "origin": [1, 2, 3, 4, 1, 2, 1], "destination": [2, 3, 4, 1, 2, 3, 5]})
+    week = WeekIndex(pairs)
+    rows_a = np.flatnonzero(week.prepared.pairs.u == 0)
+    n = 4000
+    seen = np.zeros((4, 4))
+    biased = np.zeros((4, 4))
+    for seed in range(n):
+        r = _Ranked(week, seed).rank[rows_a]
+        seen[np.arange(4), r] += 1
+        keys = np.random.default_rng(seed).random(4) ** np.array([1.0, 1.0, 1.0, 1.6])  # row 3 favoured
+        biased[np.arange(4), np.argsort(np.argsort(keys))] += 1
+    assert stats.chisquare(seen.ravel()).pvalue > 1e-4
+    assert stats.chisquare(biased.ravel()).pvalue < 1e-4
+    assert seen.sum(axis=1).tolist() == [n] * 4
+
+
+def test_report_does_not_depend_on_row_order(week0):
+    """The ranking's keys are drawn in canonical order: a shuffled copy of the week gives the same report."""
+    pairs, trips = week0
+    shuffled = pairs.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    a = design_report(GOALS[0], pairs, trips, rng=8, with_frontier=True)
+    b = design_report(GOALS[0], shuffled, trips, rng=8, with_frontier=True)
+    assert json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
 def test_report_from_the_week_index_is_the_report_from_the_pairs(week0):
