@@ -114,12 +114,12 @@ class AttackerPool:
                                  "for one week's attacker pool.")
         key = np.sort(uc.astype(np.int64) * n_od + oc * dv.size + dc)
         key = key[_first_of_runs(key)]                                        # the distinct rows, sorted
-        pair = key % n_od
-        order = np.argsort(pair, kind="stable")
-        first = _first_of_runs(pair[order])
-        pair_ids, own = pair[order][first], np.diff(np.append(np.flatnonzero(first), pair.size))
-        pair_of = np.empty(pair.size, dtype=np.int64)
-        pair_of[order] = np.cumsum(first) - 1
+        pair = key % n_od                                                     # (origin, destination) code
+        dense = n_od <= max(4 * pair.size, 1 << 22)
+        # a slot per pair: its code when origins × destinations are few (no sort), else its rank among the pairs
+        slot_ids = None if dense else np.unique(pair)
+        slot = pair if dense else np.searchsorted(slot_ids, pair)
+        own = np.bincount(slot, minlength=n_od if dense else slot_ids.size)          # people per pair
         if counts is None:
             count = own.astype(float)
         else:
@@ -129,22 +129,24 @@ class AttackerPool:
             co, cd = ov.get_indexer(counts[ORIGIN]), dv.get_indexer(counts[DESTINATION])   # -1: no one's pair
             known = (co >= 0) & (cd >= 0)
             ckey = co[known].astype(np.int64) * dv.size + cd[known]
-            order = np.argsort(ckey, kind="stable")
-            ckey, cval = ckey[order], counts[COUNT].to_numpy(dtype=float)[known][order]
-            at = np.searchsorted(ckey, pair_ids)
-            found = at < ckey.size
-            found[found] = ckey[at[found]] == pair_ids[found]
-            count = np.full(pair_ids.size, np.nan)
-            count[found] = cval[at[found]]
-            bad = ~found | (count < own)
+            cval = counts[COUNT].to_numpy(dtype=float)[known]
+            if not dense:
+                at = np.minimum(np.searchsorted(slot_ids, ckey), slot_ids.size - 1)
+                keep = slot_ids[at] == ckey
+                ckey, cval = at[keep], cval[keep]
+            count = np.full(own.size, np.nan)
+            count[ckey] = cval
+            bad = (own > 0) & ~(count >= own)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                what = f"count {count[i]:g} < {int(own[i])} people in pairs" if found[i] else "no count in counts"
+                code = i if dense else int(slot_ids[i])
+                what = (f"count {count[i]:g} < {int(own[i])} people in pairs" if count[i] == count[i]
+                        else "no count in counts")
                 raise ParameterError(f"counts disagree with pairs on {int(bad.sum())} pair(s), e.g. origin "
-                                     f"{ov[pair_ids[i] // dv.size]}, destination {dv[pair_ids[i] % dv.size]}: {what}.")
+                                     f"{ov[code // dv.size]}, destination {dv[code % dv.size]}: {what}.")
         start = np.append(np.flatnonzero(np.diff(key // n_od, prepend=-1)), key.size).astype(np.int64)
         return cls(users=np.asarray(users), start=start, origin=np.asarray(ov)[pair // dv.size],
-                   destination=np.asarray(dv)[pair % dv.size], others=count[pair_of] - 1.0)
+                   destination=np.asarray(dv)[pair % dv.size], others=count[slot] - 1.0)
 
     @property
     def trips(self) -> np.ndarray:

@@ -92,20 +92,37 @@ def test_pool_matches_a_pandas_reference(pool):
     shuffled = pd.concat([wp, wp.sample(500, random_state=1)]).sample(frac=1, random_state=2)
     shuffled["user"] = "p" + shuffled["user"].astype(str)
     bounded = bound_contributions(wp, 5, rng=3)[0]
+    # few rows over many distinct origins × destinations: the pairs are ranked (sorted), not given a slot each
+    rng = np.random.default_rng(4)
+    sparse = pd.DataFrame({"user": rng.integers(0, 300, 3000), "origin": rng.integers(0, 10**6, 3000),
+                           "destination": rng.integers(0, 10**6, 3000)})
+    own = sparse.drop_duplicates().groupby(["origin", "destination"]).size().rename("count").reset_index()
+    sparse_counts = pd.concat([own.assign(count=own["count"] + rng.integers(0, 50, len(own))),
+                               pd.DataFrame({"origin": [7], "destination": [7], "count": [3]})]).sample(frac=1,
+                                                                                                          random_state=5)
     for got, (pairs, counts) in ((pool, (wp, wc)), (T.AttackerPool.from_pairs(bounded), (bounded, None)),
-                                 (T.AttackerPool.from_pairs(shuffled, wc), (shuffled, wc))):
+                                 (T.AttackerPool.from_pairs(shuffled, wc), (shuffled, wc)),
+                                 (T.AttackerPool.from_pairs(sparse, sparse_counts), (sparse, sparse_counts))):
         for name, want in _pool_by_pandas(pairs, counts).items():
             np.testing.assert_array_equal(getattr(got, name), want, err_msg=name)
 
 
-def test_pool_refuses_counts_that_disagree():
-    pairs = pd.DataFrame({"user": [1, 1, 2], "origin": [0, 0, 0], "destination": [1, 2, 1]})
-    good = pd.DataFrame({"origin": [0, 0, 5], "destination": [1, 2, 5], "count": [2, 1, 9]})
-    assert T.AttackerPool.from_pairs(pairs, good).others.tolist() == [1.0, 0.0, 1.0]
+@pytest.mark.parametrize("pad", [0, 2100])
+def test_pool_refuses_counts_that_disagree(pad):
+    """The same messages whether each (origin, destination) gets a slot or, with ``pad`` people on distinct pairs
+    (2,101 × 2,101 origins × destinations > 2^22), the pairs are ranked."""
+    extra = pd.DataFrame({"user": np.arange(pad) + 10, "origin": np.arange(pad) + 10,
+                          "destination": np.arange(pad) + 10})
+    pairs = pd.concat([pd.DataFrame({"user": [1, 1, 2], "origin": [0, 0, 0], "destination": [1, 2, 1]}), extra])
+    good = pd.concat([pd.DataFrame({"origin": [0, 0, 5], "destination": [1, 2, 5], "count": [2, 1, 9]}),
+                      extra.drop(columns="user").assign(count=1)])
+    assert (pad == 0) == (pairs["origin"].nunique() * pairs["destination"].nunique() <= 1 << 22)
+    assert T.AttackerPool.from_pairs(pairs, good).others[:3].tolist() == [1.0, 0.0, 1.0]
     with pytest.raises(ParameterError, match=r"on 1 pair\(s\), e.g. origin 0, destination 2: no count in counts"):
-        T.AttackerPool.from_pairs(pairs, good.iloc[[0, 2]])
+        T.AttackerPool.from_pairs(pairs, good.iloc[[0, 2, *range(3, 3 + pad)]])
     with pytest.raises(ParameterError, match=r"origin 0, destination 1: count 1 < 2 people"):
-        T.AttackerPool.from_pairs(pairs, good.assign(count=[1, 1, 9]))
+        T.AttackerPool.from_pairs(pairs, good.assign(count=[1, 1, 9] + [1] * pad))
+    pairs = pairs.iloc[:3]
     with pytest.raises(ParameterError, match="missing value"):
         T.AttackerPool.from_pairs(pairs.assign(user=[1, None, 2]))
     with pytest.raises(ParameterError, match="no rows"):
