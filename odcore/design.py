@@ -360,17 +360,17 @@ class _Ranked:
     rank < m is a uniformly random subset of min(m, n) pairs per person (the rule of
     :func:`odcore.release.bound_contributions`), nested across m, so every m is counted with one sort.
 
-    The rank orders each user's rows by one ``rng.random()`` key per row, drawn in the canonical (pair, user) order
-    of :func:`odcore.release.prepare_pairs` (so it does not depend on the input's row order): the order of
-    ``numpy.lexsort((keys, user))``, computed as a sort of the keys then a stable radix sort of the user codes
-    (equal to it unless two keys of one user are equal)."""
+    The rank orders each user's rows as one uniformly random permutation (``rng.permutation``) of all rows, in the
+    canonical (pair, user) order of :func:`odcore.release.prepare_pairs` (so it does not depend on the input's row
+    order), orders them: the rows in that permutation, then a stable radix sort of their user codes (no sort of
+    random keys)."""
 
     def __init__(self, week: WeekIndex | pd.DataFrame, rng) -> None:
         week = _index(week)
         rng = np.random.default_rng(rng)
         n = len(week)
-        by_key = np.argsort(rng.random(n))
-        order = by_key[np.argsort(week.uid[by_key], kind="stable")]
+        shuffled = rng.permutation(n)
+        order = shuffled[np.argsort(week.uid[shuffled], kind="stable")]
         rank = np.empty(n, dtype=np.int64)
         rank[order] = np.arange(n) - week.first
         self.week, self.rank, self.pid, self.n_pairs, self.raw = week, rank, week.pid, week.n_pairs, week.raw

@@ -162,7 +162,7 @@ def test_budget_sheet_is_self_contained():
 
 def test_ranking_and_expected_match_the_direct_formulas(week0):
     """The seed-independent index, the two-sort ranking and the per-count sums give what the direct rules give:
-    the rank of numpy.lexsort((keys, user)) with one rng.random() key per row (canonical order), and Σ raw·P / Σ raw
+    the rank of numpy.lexsort((position in rng.permutation, user)) (rows in canonical order), and Σ raw·P / Σ raw
     pair by pair."""
     from odcore.design import WeekIndex, _Ranked
     from odcore.release import release_probability
@@ -174,7 +174,8 @@ def test_ranking_and_expected_match_the_direct_formulas(week0):
     uid = week.prepared.pairs.u
     for seed in (0, 1, 12345):
         ranked = _Ranked(week, seed)
-        order = np.lexsort((np.random.default_rng(seed).random(len(p)), uid))
+        position = np.argsort(np.random.default_rng(seed).permutation(len(p)))
+        order = np.lexsort((position, uid))
         starts = np.r_[0, np.flatnonzero(np.diff(uid[order])) + 1]
         rank = np.empty(len(p), dtype=np.int64)
         rank[order] = np.arange(len(p)) - np.repeat(starts, np.diff(np.r_[starts, len(p)]))
