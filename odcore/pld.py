@@ -132,6 +132,32 @@ def _bernstein_matrix(n: int, s: np.ndarray) -> np.ndarray:
     return np.exp(logc + r * np.log(s) + (n - r) * np.log1p(-s))
 
 
+def _bernstein_eval(coef: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``Σ_r coef[p, r]·B_r^n(s[p, j])`` for rows of Bernstein coefficients of one degree ``n`` (shape ``(P, n+1)``)
+    at points ``s`` of shape ``(P, N)`` in [0, 1]: :func:`_bernstein_matrix` times ``coef`` without its ``P·N·(n+1)``
+    exponentials.
+
+    Horner's rule in ``t = s/(1 − s)`` where ``s <= ½`` (``p = (1 − s)^n·Σ_r c_r C(n, r) t^r``) and in
+    ``u = (1 − s)/s`` above (``p = s^n·Σ_r c_r C(n, r) u^{n−r}``): ``t, u <= 1`` and every term is non-negative
+    for the non-negative coefficients used here, so the relative error stays ``O(n·u)`` like the sum it replaces.
+    Degrees above 500 (binomials near overflow) go through :func:`_bernstein_matrix`.
+    """
+    n = coef.shape[1] - 1
+    if n > 500:
+        return np.einsum("pnr,pr->pn", _bernstein_matrix(n, s), coef)
+    cc = coef * np.exp(_log_binomials(n)[1])
+    low = s <= 0.5
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(low, s / (1.0 - s), (1.0 - s) / s)
+    t = np.nan_to_num(t, nan=0.0, posinf=0.0)   # s = 0 or 1 exactly: only the end coefficient counts
+    acc_lo = np.zeros_like(s)
+    acc_hi = np.zeros_like(s)
+    for r in range(n + 1):
+        acc_lo = acc_lo * t + cc[:, n - r, None]
+        acc_hi = acc_hi * t + cc[:, r, None]
+    return np.where(low, acc_lo * (1.0 - s) ** n, acc_hi * s**n)
+
+
 @lru_cache(maxsize=512)
 def _bernstein_at_nodes(deg: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(x, w, B)``: Gauss–Legendre nodes/weights on [0, 1] for degree ``deg`` and ``B = B_r^deg(x)`` (cached)."""
@@ -583,40 +609,52 @@ def _loss_bin_masses(st: LaplaceKFold, h: float) -> np.ndarray:
         sl = slice(lo, lo + chunk)
         width = b[sl] - a[sl]
         s_loc = (a[sl] - m[sl])[:, None] + width[:, None] * x[None, :]               # (P, 8) in [0, 1]
-        bern = _bernstein_matrix(deg, s_loc)                                          # (P, 8, deg+1)
-        pm = np.einsum("pnr,pr->pn", bern, st.coef[m[sl]])
+        pm = _bernstein_eval(st.coef[m[sl]], s_loc)                                   # (P, 8)
         mass = width * np.sum(w * pm * np.exp(-eps * s_loc), axis=1)
         np.add.at(out, j_piece[sl], np.maximum(mass, 0.0))
     return out
 
 
 def _epsilon_from_pmf(p: np.ndarray, l0: float, h: float, delta: float) -> float:
-    """Smallest ``ε' >= 0`` with ``Σ_j p_j (1 − e^{ε' − L_j})₊ <= delta`` on the grid ``L_j = l0 + j·h``."""
+    """Smallest ``ε' >= 0`` with ``Σ_j p_j (1 − e^{ε' − L_j})₊ <= delta`` on the grid ``L_j = l0 + j·h``.
+
+    ``δ(L_j) = A_{j+1} − R_j`` with ``A_j = Σ_{i >= j} p_i`` and ``R_j = Σ_{i > j} p_i e^{−(i − j)h} <= e^{−h}·A_{j+1}``,
+    so ``(1 − e^{−h})·A_{j+1} <= δ(L_j) <= A_{j+1}``: the crossing lies where ``A_{j+1}`` is between ``delta`` and
+    ``delta/(1 − e^{−h})``, and ``R`` (a backward recursion) is run from the top of the grid down to there only (the
+    same arithmetic as over the whole grid, so the same values).
+    """
     from scipy.signal import lfilter
 
     n = p.size
     grid = l0 + h * np.arange(n)
     tail = np.cumsum(p[::-1])[::-1]                          # A_j = Σ_{i >= j} p_i
     q = np.exp(-h)
-    # R_j = Σ_{i > j} p_i e^{−(i − j)h}  (a stable backward recursion, run as an IIR filter on the reversed pmf)
-    r = lfilter([0.0, q], [1.0, -q], p[::-1])[::-1]
-    a_next = np.append(tail[1:], 0.0)
-    delta_at = np.maximum(a_next - r, 0.0)                    # δ(L_j) = Σ_{i > j} p_i (1 − e^{L_j − L_i})
     start = int(np.searchsorted(grid, 0.0, side="left"))
     if start >= n:
         return 0.0
-    # δ(0) with the bins of L > 0 (L = 0 contributes nothing)
-    pos = grid > 0.0
-    d0 = float(np.sum(p[pos] * -np.expm1(-grid[pos])))
-    if d0 <= delta:
-        return 0.0
-    hit = np.nonzero(delta_at[start:] <= delta)[0]
+    a_next = np.append(tail[1:], 0.0)
+    # below j0 every δ(L_j) >= (1 − q)·A_{j+1} > delta (with a factor 2 to spare for rounding)
+    j0 = max(start, int(np.searchsorted(-a_next, -2.0 * delta / -math.expm1(-h), side="left")) - 1)
+    while True:
+        # R_j = Σ_{i > j} p_i e^{−(i − j)h}, j >= j0 (a stable backward recursion: an IIR filter on the reversed pmf)
+        r = lfilter([0.0, q], [1.0, -q], p[:j0 - 1:-1] if j0 > 0 else p[::-1])[::-1]
+        delta_at = np.maximum(a_next[j0:] - r, 0.0)           # δ(L_j) = Σ_{i > j} p_i (1 − e^{L_j − L_i})
+        hit = np.nonzero(delta_at <= delta)[0]
+        if j0 == start or (hit.size and hit[0] > 0):
+            break
+        j0 = start                                            # not bracketed after all: the whole range
     if hit.size == 0:
         return float(grid[-1])
-    j = start + int(hit[0])
+    if hit[0] == 0 and j0 == start:
+        # δ(0) with the bins of L > 0 (L = 0 contributes nothing)
+        pos = grid > 0.0
+        d0 = float(np.sum(p[pos] * -np.expm1(-grid[pos])))
+        if d0 <= delta:
+            return 0.0
+    j = j0 + int(hit[0])
     # on [L_{j−1}, L_j): δ(ε') = A_j − e^{ε' − L_j}·(p_j + R_j)
     lo = max(float(grid[j - 1]) if j > 0 else 0.0, 0.0)
-    denom = p[j] + r[j]
+    denom = p[j] + r[j - j0]
     if not denom > 0.0 or tail[j] <= delta:
         return float(max(grid[j], 0.0)) if tail[j] > delta else lo
     return float(np.clip(grid[j] + math.log((tail[j] - delta) / denom), lo, grid[j]))

@@ -307,3 +307,33 @@ def test_composed_window_equals_the_whole_support_composition():
     # the window is much smaller than the support at many weeks, and it holds all but a tiny tail
     wlo, whi = pld._chernoff_window(masses, -k * eps, h, np.array([26]), 1e-15)
     assert (whi[0] - wlo[0]) < 0.5 * 26 * 2 * k * eps
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 69, 300, 600])
+def test_bernstein_eval_equals_the_basis_matrix(n):
+    # Horner in s/(1 − s) (or its mirror) against the explicit basis (exponentials of log binomials), endpoints too
+    rng = np.random.default_rng(n)
+    coef = rng.exponential(size=(7, n + 1))
+    s = np.concatenate([rng.uniform(size=(7, 9)), np.tile([0.0, 0.5, 1.0], (7, 1))], axis=1)
+    want = np.einsum("pnr,pr->pn", pld._bernstein_matrix(n, s), coef)
+    np.testing.assert_allclose(pld._bernstein_eval(coef, s), want, rtol=1e-11, atol=0)
+
+
+@pytest.mark.parametrize("delta", [1e-9, 1e-6, 1e-3, 5e-3, 0.2])
+def test_epsilon_from_pmf_against_the_direct_sum(delta):
+    # the crossing search over the top of the grid only finds the smallest ε' with Σ p_j (1 − e^{ε' − L_j})₊ <= δ
+    rng = np.random.default_rng(3)
+    p = rng.exponential(size=3000) * np.exp(-np.linspace(0, 30, 3000) ** 1.3)
+    p /= p.sum()
+    l0, h = -5.0, 0.02
+    got = pld._epsilon_from_pmf(p, l0, h, delta)
+    grid = l0 + h * np.arange(p.size)
+
+    def d(e: float) -> float:
+        return float(np.sum(p * np.maximum(-np.expm1(e - grid), 0.0)))
+
+    if got == 0.0:
+        assert d(0.0) <= delta
+    else:
+        assert d(got) == pytest.approx(delta, rel=1e-9)
+        assert d(got - 1e-6) > delta
