@@ -85,12 +85,14 @@ INSTRUMENT_JS = r"""
       });
     }
   };
-  for (const t of ['keydown', 'mousedown']) window.addEventListener(t, e => { B.inputT = e.timeStamp; }, true);
+  for (const t of ['keydown', 'mousedown']) window.addEventListener(t, e => { B.inputT = e.timeStamp; B.wake(); }, true);
   const obs = new MutationObserver(recs => {
     const t = performance.now();
     for (const r of recs) {
-      if (r.type === 'attributes' && r.attributeName === 'data-test-script-state')
+      if (r.type === 'attributes' && r.attributeName === 'data-test-script-state') {
         B.states.push([t, r.target.getAttribute('data-test-script-state')]);
+        B.wake();   // a rerun no input of ours started (e.g. a fragment's timer) is measured too
+      }
     }
     B.lastMut = t;
   });
@@ -98,15 +100,19 @@ INSTRUMENT_JS = r"""
   B.long = [];
   new PerformanceObserver(l => { for (const e of l.getEntries()) B.long.push([e.startTime, e.duration]); })
     .observe({type: 'longtask', buffered: true});
+  // The frame loop runs only while a measurement waits for its painted frame (from the page's load or an input
+  // until DONE_JS finds the frame): a loop left running would make an idle page draw 60 frames a second, load
+  // that a person's browser does not have (with 30 sessions, most of the machine).
   const loop = () => requestAnimationFrame(() => {
     const f = performance.now();
     setTimeout(() => {
       B.paints.push([f, performance.now()]);
       if (B.paints.length > 4000) B.paints.splice(0, 2000);
-      loop();
+      if (B.active) loop(); else B.looping = false;
     }, 0);
   });
-  loop();
+  B.wake = () => { B.active = true; if (!B.looping) { B.looping = true; loop(); } };
+  B.wake();
 })();
 """
 
@@ -128,6 +134,7 @@ DONE_JS = r"""
   const paint = B.paints.find(p => p[0] >= B.lastMut);
   if (!paint) return false;
   const fin = fins[fins.length - 1][0];
+  B.active = false;   // found: the frame loop stops after its next frame
   const msgs = B.msgs.filter(m => m[0] >= t0 && m[0] <= fin + 1);
   const running = msgs.length ? msgs[0][0] : st[iRun][0];
   const busy = B.long.filter(e => e[0] + e[1] >= t0 && e[0] <= paint[1])
@@ -505,9 +512,13 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
             out = {"open": [], "press": [], "errors": [], "exceptions": 0}
             barrier = _Barrier(n)
             rss_before = live.tree_rss_bytes(proc.pid)
+            cpu0 = (live.tree_cpu_seconds(proc.pid), live.tree_cpu_seconds(os.getpid(), exclude=proc.pid),
+                    time.perf_counter())
             with _RssSampler(proc.pid) as rss:
                 await asyncio.gather(*(_session(browser, url, path, 1000 * n + i, rounds, barrier, out)
                                        for i in range(n)))
+            cpu = (live.tree_cpu_seconds(proc.pid) - cpu0[0],
+                   live.tree_cpu_seconds(os.getpid(), exclude=proc.pid) - cpu0[1], time.perf_counter() - cpu0[2])
             await asyncio.sleep(5)
             rss_after = live.tree_rss_bytes(proc.pid)
             case = f"{n} concurrent session{'s' if n > 1 else ''} ({path}, ε)"
@@ -527,6 +538,11 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
                  "baseline": None, "ratio": None,
                  "note": f"before {rss_before / 2**20:.0f} MiB, 5 s after the sessions closed "
                          f"{rss_after / 2**20:.0f} MiB"},
+                {"case": case, "metric": "CPU used, server / browsers", "value": cpu[0], "unit": "s",
+                 "baseline": None, "ratio": cpu[1] / cpu[0] if cpu[0] else None,
+                 "note": f"server {cpu[0]:.0f} s, browsers and driver {cpu[1]:.0f} s of CPU in {cpu[2]:.0f} s "
+                         f"(opening the page, the seed, the presses) on {os.cpu_count()} cores; ratio = browsers "
+                         "/ server"},
             ]
     finally:
         live.stop_server(proc)

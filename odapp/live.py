@@ -103,10 +103,13 @@ def streamlit_server(log_path: Path, *, app_dir: Path = REPO_ROOT, timeout_s: fl
         stop_server(proc)
 
 
-def tree_rss_bytes(pid: int) -> int:
-    """Resident memory of process ``pid`` and all its descendants (Linux ``/proc``), in bytes; 0 if gone."""
+def _proc_table() -> tuple[dict[int, list[int]], dict[int, tuple[int, float]]]:
+    """Children of every process, and each process's ``(rss bytes, cpu seconds)`` (Linux ``/proc``)."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
+    info: dict[int, tuple[int, float]] = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -117,10 +120,29 @@ def tree_rss_bytes(pid: int) -> int:
             continue
         children.setdefault(int(fields[1]), []).append(int(d.name))
         kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
-        rss[int(d.name)] = kb * 1024
-    total, todo = 0, [pid]
+        # utime + stime, and cutime + cstime: children that ended (a closed browser tab) still count
+        info[int(d.name)] = (kb * 1024, sum(int(f) for f in fields[11:15]) / tick)
+    return children, info
+
+
+def _tree(pid: int, children: dict[int, list[int]]) -> list[int]:
+    out, todo = [], [pid]
     while todo:
         p = todo.pop()
-        total += rss.get(p, 0)
+        out.append(p)
         todo.extend(children.get(p, []))
-    return total
+    return out
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of process ``pid`` and all its descendants (Linux ``/proc``), in bytes; 0 if gone."""
+    children, info = _proc_table()
+    return sum(info.get(p, (0, 0.0))[0] for p in _tree(pid, children))
+
+
+def tree_cpu_seconds(pid: int, *, exclude: int | None = None) -> float:
+    """CPU time (user + system) used so far by ``pid``'s tree (with the ended children its processes waited for),
+    without the tree of ``exclude`` (e.g. the benchmark's own tree without the server: the browsers)."""
+    children, info = _proc_table()
+    skip = set(_tree(exclude, children)) if exclude is not None else set()
+    return sum(info.get(p, (0, 0.0))[1] for p in _tree(pid, children) if p not in skip)

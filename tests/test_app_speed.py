@@ -41,3 +41,25 @@ def test_full_collection_after_a_run_skips_the_frozen_modules():
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert gc.isenabled()
+
+
+def test_tree_cpu_seconds_counts_children_and_excludes_a_subtree():
+    # The concurrency benchmark splits CPU between the server's tree and the browsers' with this.
+    import os
+    import time
+
+    from odapp import live
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\ntime.sleep(30)"
+    p = subprocess.Popen([sys.executable, "-c", burn])
+    try:
+        deadline = time.time() + 60
+        while live.tree_cpu_seconds(p.pid) < 0.35 and time.time() < deadline:
+            time.sleep(0.1)
+        assert live.tree_cpu_seconds(p.pid) >= 0.35
+        mine = live.tree_cpu_seconds(os.getpid())
+        assert mine - live.tree_cpu_seconds(os.getpid(), exclude=p.pid) >= 0.35
+        assert live.tree_rss_bytes(p.pid) > 1_000_000
+    finally:
+        p.kill()
+        p.wait()
