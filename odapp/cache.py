@@ -278,17 +278,26 @@ def success_curve(epsilon: float, k_max: int, prior: float):
 def person_curves(epsilon: float, max_pairs: int, delta: float, vs_trips, over_weeks):
     """Add ``person_tight`` to the budget curves: per person with contribution bounding, the tight ε of a week
     for n trips (the min(n, m)-fold Laplace(ε/m)) and over 1..W weeks (upper end of the bracket)."""
+    week, total = person_columns(epsilon, int(max_pairs), delta, int(vs_trips["trips"].max()),
+                                 int(over_weeks["weeks"].max()))
+    return vs_trips.assign(person_tight=week), over_weeks.assign(person_tight=total)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def person_columns(epsilon: float, max_pairs: int, delta: float, trips_max: int, weeks: int):
+    """:func:`person_curves`' two columns, for n = 1..trips_max and w = 1..weeks (cached: every rerun of the budget
+    page in the per-person unit draws them)."""
     import numpy as np
 
     from odcore import pld
 
     m = int(max_pairs)
-    n = np.minimum(vs_trips["trips"].to_numpy(), m)
-    vs = vs_trips.assign(person_tight=np.asarray(pld.epsilon_for_delta(delta, n, epsilon / m), dtype=float))
-    w = over_weeks["weeks"].to_numpy()
-    step = max(1e-3, 2.0 * int(w.max()) * epsilon / 2**18)
+    n = np.minimum(np.arange(1, trips_max + 1), m)
+    week = np.asarray(pld.epsilon_for_delta(delta, n, epsilon / m), dtype=float)
+    w = np.arange(1, weeks + 1)
+    step = max(1e-3, 2.0 * weeks * epsilon / 2**18)
     _, hi = pld.composed_epsilon_curve(delta, m, epsilon / m, w, interval=step)
-    return vs, over_weeks.assign(person_tight=np.minimum(hi, w * epsilon))
+    return week, np.minimum(hi, w * epsilon)
 
 
 @st.cache_resource(max_entries=8, show_spinner="Indexing the week's pairs for the designer…")

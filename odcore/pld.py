@@ -731,15 +731,12 @@ def composed_epsilon_curve(delta: float, k: int, epsilon: float, weeks, *,
     if 2.0 * w_max * kk * eps / h > 5e7:
         raise ParameterError(f"interval={interval} makes a grid of {2 * w_max * kk * eps / h:,.0f} points for "
                              f"weeks={w_max}, k={kk}, epsilon={eps}; use a larger interval (<= 5e7 points).")
-    masses = _weekly_masses(kk, eps, h)
-    upper_pmf = masses                                   # mass of (L_{j−1}, L_j] at L_j
-    lower_pmf = np.append(masses[1:], 0.0)               # ... at L_{j−1}
-    lower_pmf[0] += masses[0]                            # the atom at L_0 stays at L_0
     # Mass farther out than TAIL_MASS·δ on either side is left out of the composed grid (a window around the bulk
     # of the w-week law, found by a Chernoff bound); the ε it gives accounts for it (see _windowed_epsilons).
     tau = TAIL_MASS * d
-    for pmf, out, sign in ((lower_pmf, lower, +1.0), (upper_pmf, upper, -1.0)):
-        out[:] = _windowed_epsilons(pmf, -kk * eps, h, ws, d + sign * 2.0 * tau, tau)
+    (lower_pmf, lower_mgf), (upper_pmf, upper_mgf) = _weekly_pmfs(kk, eps, h)
+    for pmf, mgf, out, sign in ((lower_pmf, lower_mgf, lower, +1.0), (upper_pmf, upper_mgf, upper, -1.0)):
+        out[:] = _windowed_epsilons(pmf, -kk * eps, h, ws, d + sign * 2.0 * tau, tau, mgf)
     return lower, upper
 
 
@@ -752,13 +749,25 @@ def _weekly_masses(k: int, epsilon: float, h: float) -> np.ndarray:
     return out
 
 
+@lru_cache(maxsize=32)
+def _weekly_pmfs(k: int, epsilon: float, h: float) -> tuple[tuple[np.ndarray, tuple], tuple[np.ndarray, tuple]]:
+    """The weekly law rounded down and up on the loss grid, each with its :func:`_log_mgf_table` (cached with the
+    masses: the budget card and the many-week curve compose the same law)."""
+    masses = _weekly_masses(k, epsilon, h)
+    upper_pmf = masses                                   # mass of (L_{j−1}, L_j] at L_j
+    lower_pmf = np.append(masses[1:], 0.0)               # ... at L_{j−1}
+    lower_pmf[0] += masses[0]                            # the atom at L_0 stays at L_0
+    lower_pmf.setflags(write=False)
+    l0 = -k * epsilon
+    return (lower_pmf, _log_mgf_table(lower_pmf, l0, h)), (upper_pmf, _log_mgf_table(upper_pmf, l0, h))
+
+
 TAIL_MASS = 1e-9   # per side, relative to δ: what the composed window may leave out (moves δ by 2e-9·δ)
 
 
-def _chernoff_window(pmf: np.ndarray, l0: float, h: float, ws: np.ndarray, tau: float) -> tuple[np.ndarray, np.ndarray]:
-    """Loss bounds ``(lo_w, hi_w)`` with ``P(S_w < lo_w) <= tau`` and ``P(S_w > hi_w) <= tau`` for the sum ``S_w``
-    of ``w`` independent losses of law ``pmf`` (grid ``l0 + j·h``): Chernoff, ``P(S >= t) <= M(λ)^w e^{−λt}``,
-    at the best λ of a log-spaced grid (any λ > 0 gives a valid bound), likewise for the lower tail."""
+def _log_mgf_table(pmf: np.ndarray, l0: float, h: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(λ, log M(λ), log M(−λ))`` of the law ``pmf`` on the grid ``l0 + j·h``, ``M(t) = E e^{tL}``, on the
+    log-spaced grid of λ that :func:`_chernoff_window` minimises over."""
     grid = l0 + h * np.arange(pmf.size)
     nz = pmf > 0
     lp, g = np.log(pmf[nz]), grid[nz]
@@ -771,7 +780,16 @@ def _chernoff_window(pmf: np.ndarray, l0: float, h: float, ws: np.ndarray, tau: 
         top = x.max(axis=1)
         return top + np.log(np.exp(x - top[:, None]).sum(axis=1))
 
-    log_m_up, log_m_lo = log_mgf(lam), log_mgf(-lam)
+    return lam, log_mgf(lam), log_mgf(-lam)
+
+
+def _chernoff_window(pmf: np.ndarray, l0: float, h: float, ws: np.ndarray, tau: float,
+                     mgf: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Loss bounds ``(lo_w, hi_w)`` with ``P(S_w < lo_w) <= tau`` and ``P(S_w > hi_w) <= tau`` for the sum ``S_w``
+    of ``w`` independent losses of law ``pmf`` (grid ``l0 + j·h``): Chernoff, ``P(S >= t) <= M(λ)^w e^{−λt}``,
+    at the best λ of a log-spaced grid (any λ > 0 gives a valid bound), likewise for the lower tail. ``mgf``:
+    the law's :func:`_log_mgf_table` if already made."""
+    lam, log_m_up, log_m_lo = _log_mgf_table(pmf, l0, h) if mgf is None else mgf
     w = ws.astype(float)[:, None]
     hi = np.min((w * log_m_up[None, :] - math.log(tau)) / lam[None, :], axis=1)
     lo = np.max((math.log(tau) - w * log_m_lo[None, :]) / lam[None, :], axis=1)
@@ -780,7 +798,7 @@ def _chernoff_window(pmf: np.ndarray, l0: float, h: float, ws: np.ndarray, tau: 
 
 
 def _windowed_epsilons(pmf: np.ndarray, l0: float, h: float, ws: np.ndarray, target: float,
-                       tau: float) -> np.ndarray:
+                       tau: float, mgf: tuple | None = None) -> np.ndarray:
     """``_epsilon_from_pmf`` of the ``w``-fold composition of ``pmf`` at δ = ``target``, for each ``w`` of ``ws``.
 
     The w-fold law is the FFT power of the one-week law on a circular grid of ``S`` points that holds the window
@@ -792,7 +810,7 @@ def _windowed_epsilons(pmf: np.ndarray, l0: float, h: float, ws: np.ndarray, tar
     from scipy import fft
 
     n1 = pmf.size - 1
-    lo, hi = _chernoff_window(pmf, l0, h, ws, tau)
+    lo, hi = _chernoff_window(pmf, l0, h, ws, tau, mgf)
     a = np.clip(np.floor((lo - ws * l0) / h).astype(np.int64) - 1, 0, ws * n1)   # first index kept, per w
     b = np.clip(np.ceil((hi - ws * l0) / h).astype(np.int64) + 1, 0, ws * n1)    # last index kept
     size = fft.next_fast_len(int(max(np.max(b - a + 1), pmf.size)), real=True)
@@ -805,6 +823,8 @@ def _windowed_epsilons(pmf: np.ndarray, l0: float, h: float, ws: np.ndarray, tar
             cur = cur * (spec if w - cur_w == 1 else spec ** (w - cur_w))
             cur_w = w
         circ = fft.irfft(cur, size)
-        win = np.maximum(circ[(a[i] + np.arange(b[i] - a[i] + 1)) % size], 0.0)
+        lo_i, hi_i = int(a[i]) % size, int(a[i]) % size + int(b[i] - a[i])       # window, circularly
+        win = np.maximum(circ[lo_i:hi_i + 1] if hi_i < size else
+                         np.concatenate([circ[lo_i:], circ[:hi_i + 1 - size]]), 0.0)
         out[i] = _epsilon_from_pmf(win, w * l0 + a[i] * h, h, target)
     return out
