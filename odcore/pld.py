@@ -317,12 +317,29 @@ def iter_k_fold(k_max: int, epsilon: float) -> Iterator[LaplaceKFold]:
         yield LaplaceKFold(k, eps, atoms, coef)
 
 
+#: Largest k whose laws k = 0..K are kept for reuse (:func:`_laws`; K = 128 holds ~6 MB).
+LAWS_CACHED_K = 128
+
+
+@lru_cache(maxsize=8)
+def _laws(k_max: int, epsilon: float) -> tuple[LaplaceKFold, ...]:
+    """The laws k = 0..k_max (cached: one page asks for the same ε's laws for its card, its curves and its loss
+    masses)."""
+    laws = tuple(iter_k_fold(k_max, epsilon))
+    for st in laws:   # shared: read-only
+        st.atoms.setflags(write=False)
+        st.coef.setflags(write=False)
+    return laws
+
+
 def _by_k(k_arr: np.ndarray, epsilon: float) -> dict[int, LaplaceKFold]:
     wanted = set(np.unique(k_arr).tolist())
     out: dict[int, LaplaceKFold] = {}
     if not wanted:
         return out
-    for st in iter_k_fold(max(wanted), epsilon):
+    k_max = max(wanted)
+    laws = _laws(k_max, float(epsilon)) if k_max <= LAWS_CACHED_K else iter_k_fold(k_max, epsilon)
+    for st in laws:
         if st.k in wanted:
             out[st.k] = st
     return out
