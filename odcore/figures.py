@@ -399,6 +399,28 @@ def write_image(fig: go.Figure, path: str | Path, **kw: Any) -> Path:
 
 # ---- charts shared by the app and the CLI ----------------------------------------------------------------------
 
+def thin_curve(x, y, tol: float = 2e-3) -> np.ndarray:
+    """Indices of the points of the polyline ``(x, y)`` worth drawing: the first and the last, and each point that
+    is more than ``tol`` away (in x or in y, axis units) from the last kept one. Every dropped point lies within
+    ``tol`` of a kept one, so on a unit-square chart (an ROC) 2·10⁻³ is under a pixel of a 400-pixel plot, and an
+    exact ROC of ~2,000 vertices is drawn with a few hundred. The data exported with the chart stays whole.
+
+    >>> thin_curve([0, 0.0001, 0.5, 0.5001, 1], [0, 0.0001, 0.7, 0.7, 1]).tolist()
+    [0, 2, 4]
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.size <= 2:
+        return np.arange(x.size)
+    keep, lx, ly = [0], x[0], y[0]
+    for i in range(1, x.size - 1):
+        if abs(x[i] - lx) > tol or abs(y[i] - ly) > tol:
+            keep.append(i)
+            lx, ly = x[i], y[i]
+    keep.append(x.size - 1)
+    return np.asarray(keep)
+
+
+
 def integer_bins(values: np.ndarray, hi: float, max_bins: int = 80) -> tuple[np.ndarray, np.ndarray]:
     """Histogram of integer ``values`` on ``[0, hi]`` with bins of a whole number of units centred on integers, so
     no bin holds one more integer than its neighbour (the "comb" of float-edged bins over integer data).

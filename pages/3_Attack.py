@@ -14,6 +14,7 @@ from odapp.export import chart, reproduce, styled
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import num, pct, probability_words, unit_words
 from odcore.attack import simulate_attack
+from odcore.figures import thin_curve
 
 K_MAX = 70   # Houssiau et al. 2022, Fig. 1: k = 0..70
 MC_KEY = "attack.mc_results"   # session_state: {(epsilon, reps, seed): SimulationResult}
@@ -175,10 +176,12 @@ def real_person():
            help="p_k at this user's k for the release's per-pair noise (the curve above in per-metric mode).")
     left, right = st.columns(2)
     with left:
-        fig = go.Figure()
-        fig.add_scatter(x=ur.roc.fpr, y=ur.roc.tpr, mode="lines", name=f"thresholded release (AUC {ur.roc.auc:.3f})")
-        fig.add_scatter(x=roc_plain.fpr, y=roc_plain.tpr, mode="lines", line={"dash": "dash"},
-                        name=f"every pair published (AUC {roc_plain.auc:.3f})")
+        fig = go.Figure()   # drawn with the points that show (thin_curve); the CSV keeps every vertex
+        t1, t2 = thin_curve(ur.roc.fpr, ur.roc.tpr), thin_curve(roc_plain.fpr, roc_plain.tpr)
+        fig.add_scatter(x=np.asarray(ur.roc.fpr)[t1], y=np.asarray(ur.roc.tpr)[t1], mode="lines",
+                        name=f"thresholded release (AUC {ur.roc.auc:.3f})")
+        fig.add_scatter(x=np.asarray(roc_plain.fpr)[t2], y=np.asarray(roc_plain.tpr)[t2], mode="lines",
+                        line={"dash": "dash"}, name=f"every pair published (AUC {roc_plain.auc:.3f})")
         fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#999"}, name="guessing")
         styled(fig, f"ROC of the attack on user {user}")
         fig.update_layout(xaxis_title="false-positive rate", yaxis_title="true-positive rate",

@@ -131,3 +131,23 @@ def test_cli_release_map_bad_name(tmp_path):
                         "--map", str(tmp_path / "m.gif")], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert r.returncode == 2
     assert "must end in .png, .svg or .pdf" in r.stderr
+
+
+def test_thin_curve_keeps_the_shape_of_an_exact_roc():
+    """The Attack page draws an exact ROC (thousands of vertices) with thin_curve's points: ends kept, far fewer
+    points, and every dropped vertex within tol of the drawn polyline (checked by interpolation)."""
+    from odcore.attack import user_risk
+
+    ur = user_risk(np.r_[np.zeros(5), np.arange(1, 60) * 3.0], 0.66, 100, roc=True)
+    x, y = np.asarray(ur.roc.fpr), np.asarray(ur.roc.tpr)
+    keep = figures.thin_curve(x, y)
+    assert keep[0] == 0
+    assert keep[-1] == len(x) - 1
+    assert (np.diff(keep) > 0).all()
+    assert len(keep) < len(x) / 2, (len(keep), len(x))
+    # ROC x is non-decreasing: the drawn line at every dropped vertex's x is within 2·tol of its y
+    drawn = np.interp(x, x[keep], y[keep])
+    assert np.abs(drawn - y).max() < 4e-3
+    # a curve that needs every point keeps every point
+    xs = np.linspace(0, 1, 50)
+    assert len(figures.thin_curve(xs, xs**2)) == 50
