@@ -496,9 +496,9 @@ async def _session(browser, url: str, path: str, seed: int, rounds: int, barrier
         r = await _goto_drawn(page, f"{url}/{path}")
         out["open"].append(r["origin"] + r["paint"] - t)
         seed_box = page.locator(f"{SIDEBAR} [data-testid=stNumberInput]").filter(has_text="Seed").locator("input")
-        await seed_box.fill(str(seed))
+        await seed_box.fill(str(seed), timeout=TIMEOUT_MS)   # the same patience as for opening the page
         await page.evaluate("() => { window.__odb.inputT = null; }")
-        await seed_box.press("Enter")
+        await seed_box.press("Enter", timeout=TIMEOUT_MS)
         await _wait_done(page)
         ctl = {"kind": "slider", "index": 0}
         eps = page.locator(f"{SIDEBAR} [data-testid=stSlider]").filter(has_text="ε")
