@@ -135,27 +135,39 @@ def _bernstein_matrix(n: int, s: np.ndarray) -> np.ndarray:
 def _bernstein_eval(coef: np.ndarray, s: np.ndarray) -> np.ndarray:
     """``Σ_r coef[p, r]·B_r^n(s[p, j])`` for rows of Bernstein coefficients of one degree ``n`` (shape ``(P, n+1)``)
     at points ``s`` of shape ``(P, N)`` in [0, 1]: :func:`_bernstein_matrix` times ``coef`` without its ``P·N·(n+1)``
-    exponentials.
-
-    Horner's rule in ``t = s/(1 − s)`` where ``s <= ½`` (``p = (1 − s)^n·Σ_r c_r C(n, r) t^r``) and in
-    ``u = (1 − s)/s`` above (``p = s^n·Σ_r c_r C(n, r) u^{n−r}``): ``t, u <= 1`` and every term is non-negative
-    for the non-negative coefficients used here, so the relative error stays ``O(n·u)`` like the sum it replaces.
-    Degrees above 500 (binomials near overflow) go through :func:`_bernstein_matrix`.
+    exponentials (:func:`_horner_bernstein`). Degrees above 500 (binomials near overflow) go through
+    :func:`_bernstein_matrix`.
     """
     n = coef.shape[1] - 1
-    if n > 500:
+    if n > HORNER_MAX_DEGREE:
         return np.einsum("pnr,pr->pn", _bernstein_matrix(n, s), coef)
     cc = coef * np.exp(_log_binomials(n)[1])
+    return _horner_bernstein(cc, cc[:, ::-1], n, s)
+
+
+HORNER_MAX_DEGREE = 500
+
+
+def _horner_bernstein(cc: np.ndarray, cc_rev: np.ndarray, n, s: np.ndarray) -> np.ndarray:
+    """``Σ_r c_r·B_r^n(s)`` from ``cc[p, r] = c_r·C(n_p, r)`` (zero beyond each row's degree ``n_p``; ``n`` a number
+    or one degree per row) and ``cc_rev[p, j] = cc[p, n_p − j]``.
+
+    Horner's rule in ``t = s/(1 − s)`` where ``s <= ½`` (``p = (1 − s)^n·Σ_r c_r C(n, r) t^r``) and in
+    ``u = (1 − s)/s`` above (``p = s^n·Σ_j c_{n−j} C(n, j) u^j``): ``t, u <= 1`` and every term is non-negative
+    for the non-negative coefficients used here, so the relative error stays ``O(n·u)`` like the sum it replaces;
+    the zeros past a row's degree are leading zeros of its polynomial.
+    """
     low = s <= 0.5
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         t = np.where(low, s / (1.0 - s), (1.0 - s) / s)
     t = np.nan_to_num(t, nan=0.0, posinf=0.0)   # s = 0 or 1 exactly: only the end coefficient counts
     acc_lo = np.zeros_like(s)
     acc_hi = np.zeros_like(s)
-    for r in range(n + 1):
-        acc_lo = acc_lo * t + cc[:, n - r, None]
-        acc_hi = acc_hi * t + cc[:, r, None]
-    return np.where(low, acc_lo * (1.0 - s) ** n, acc_hi * s**n)
+    for r in range(cc.shape[1] - 1, -1, -1):
+        acc_lo = acc_lo * t + cc[:, r, None]
+        acc_hi = acc_hi * t + cc_rev[:, r, None]
+    nn = np.asarray(n)[:, None] if np.ndim(n) else n
+    return np.where(low, acc_lo * (1.0 - s) ** nn, acc_hi * s**nn)
 
 
 @lru_cache(maxsize=512)
@@ -487,6 +499,7 @@ def _solve_newton(states: list[LaplaceKFold], targets: np.ndarray) -> np.ndarray
         xs[p, :x.size], ws[p, :w.size] = x, w
         logc[p, :k] = _log_binomials(k - 1)[1]
     deg = (ks - 1).astype(float)
+    binom = np.exp(logc)                                  # C(k − 1, r), 0 past the degree
     r = np.arange(kmax, dtype=float)
     n_at = np.arange(kmax + 1, dtype=float)
     m_all = np.arange(kmax, dtype=float)
@@ -521,6 +534,12 @@ def _solve_newton(states: list[LaplaceKFold], targets: np.ndarray) -> np.ndarray
                 c = order[c0:c0 + chunk]
                 qc = q[c]
                 kc, nc = int(ks[qc].max()), int(n_nodes[qc].max())
+                if kc - 1 <= HORNER_MAX_DEGREE:   # Horner's rule, each row of its own degree (zeros beyond)
+                    cc = coef[c, :kc] * binom[qc, :kc]
+                    idx = (ks[qc, None] - 1) - np.arange(kc)
+                    cc_rev = np.where(idx >= 0, np.take_along_axis(cc, np.maximum(idx, 0), axis=1), 0.0)
+                    ps[c, :nc] = _horner_bernstein(cc, cc_rev, ks[qc] - 1, s[c, :nc])
+                    continue
                 # the Bernstein basis of each problem's own degree, zero beyond it (logc = −inf)
                 sc = np.clip(s[c, :nc], 1e-300, 1.0 - 2.0**-53)[..., None]
                 rc = r[:kc]
@@ -793,9 +812,12 @@ def _log_mgf_table(pmf: np.ndarray, l0: float, h: float) -> tuple[np.ndarray, np
     lam = np.geomspace(1e-3, 30.0, 48) / sd                                      # (Λ,)
 
     def log_mgf(t: np.ndarray) -> np.ndarray:                                   # log E e^{tL}, stable
-        x = t[:, None] * g[None, :] + lp[None, :]
+        x = np.multiply.outer(t, g)                                             # (Λ, n), worked on in place
+        x += lp
         top = x.max(axis=1)
-        return top + np.log(np.exp(x - top[:, None]).sum(axis=1))
+        x -= top[:, None]
+        np.exp(x, out=x)
+        return top + np.log(x.sum(axis=1))
 
     return lam, log_mgf(lam), log_mgf(-lam)
 
