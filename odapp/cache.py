@@ -77,10 +77,11 @@ def epsilon_vs_trips(epsilon: float, trips_max: int, delta: float):
 
 
 @st.cache_data(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
-def epsilon_over_weeks(epsilon: float, trips: int, weeks: int, delta: float, interval: float | None = None):
+def epsilon_over_weeks(epsilon: float, trips: int, weeks: int, delta: float, interval: float | None = None,
+                       lower: bool = True):
     from odcore import accounting as acc
 
-    return acc.epsilon_over_weeks(epsilon, trips=trips, weeks=weeks, delta=delta, interval=interval)
+    return acc.epsilon_over_weeks(epsilon, trips=trips, weeks=weeks, delta=delta, interval=interval, lower=lower)
 
 
 @st.cache_data(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
@@ -93,8 +94,10 @@ def epsilon_delta_curve(epsilon: float, k: int):
 def budget_curves(epsilon: float, trips: int, weeks: int, delta: float, trips_max: int,
                   interval: float | None = None):
     """The three curves of the budget page, each cached on its own inputs only (moving δ recomputes two of
-    them, moving the weeks one). ``interval``: loss-grid step of the many-week tight bracket."""
-    return (epsilon_vs_trips(epsilon, trips_max, delta), epsilon_over_weeks(epsilon, trips, weeks, delta, interval),
+    them, moving the weeks one). ``interval``: loss-grid step of the many-week tight bracket, of which the chart
+    draws the upper end only (the lower end, for the chart's CSV: :func:`epsilon_over_weeks` with ``lower``)."""
+    return (epsilon_vs_trips(epsilon, trips_max, delta),
+            epsilon_over_weeks(epsilon, trips, weeks, delta, interval, lower=False),
             epsilon_delta_curve(epsilon, trips))
 
 

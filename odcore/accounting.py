@@ -365,7 +365,7 @@ def epsilon_vs_trips(epsilon: float = 0.66, trips_max: int = 70, delta: float = 
 
 
 def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, delta: float = 1e-6,
-                       interval: float | None = None) -> pd.DataFrame:
+                       interval: float | None = None, lower: bool = True) -> pd.DataFrame:
     """Cumulative ε of one user after 1..W weekly releases of ``trips`` unique trips each (k = w·trips).
 
     With ``interval`` (a loss-grid step) the tight ε of every week count comes from
@@ -375,7 +375,8 @@ def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, 
 
     Returns
     -------
-    DataFrame[weeks, k, basic, advanced, rdp, tight] (+ ``tight_lower`` with ``interval``).
+    DataFrame[weeks, k, basic, advanced, rdp, tight] (+ ``tight_lower`` with ``interval``, unless ``lower`` is
+    False: then only the upper end is composed, half the work, for a chart that draws ``tight`` only).
     """
     n = int(_check_k("trips", trips))
     w = np.arange(1, int(_check_k("weeks", weeks)) + 1)
@@ -386,9 +387,10 @@ def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, 
     if interval is not None and n <= TIGHT_K_MAX:
         from odcore import pld
 
-        lo, hi = pld.composed_epsilon_curve(delta, n, epsilon, w, interval=interval)
+        lo, hi = pld.composed_epsilon_curve(delta, n, epsilon, w, interval=interval, lower=lower)
         out["tight"] = np.minimum(hi, out["basic"].to_numpy())
-        out["tight_lower"] = np.minimum(lo, out["tight"].to_numpy())
+        if lower:
+            out["tight_lower"] = np.minimum(lo, out["tight"].to_numpy())
     else:
         out["tight"] = _tight_or_nan(delta, k, epsilon)
     return out

@@ -735,10 +735,11 @@ def composed_epsilon_bounds(delta: float, k: int, epsilon: float, weeks: int, *,
 
 
 def composed_epsilon_curve(delta: float, k: int, epsilon: float, weeks, *,
-                           interval: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+                           interval: float = 1e-3, lower: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """:func:`composed_epsilon_bounds` for several numbers of weeks at once (one weekly law, one FFT).
 
-    Returns ``(lower, upper)`` arrays, one entry per value of ``weeks`` (integers >= 1).
+    Returns ``(lower, upper)`` arrays, one entry per value of ``weeks`` (integers >= 1); with ``lower=False`` only
+    the upper end is computed (half the work) and ``lower`` is NaN.
 
     Examples
     --------
@@ -760,9 +761,9 @@ def composed_epsilon_curve(delta: float, k: int, epsilon: float, weeks, *,
         raise ParameterError(f"weeks must be integers >= 1, got weeks={weeks!r}.")
     ws = ws.astype(np.int64)
     h = check_positive("interval", interval)
-    lower, upper = np.zeros(ws.shape), np.zeros(ws.shape)
+    lower_out, upper = np.zeros(ws.shape), np.zeros(ws.shape)
     if kk == 0:
-        return lower, upper
+        return lower_out, upper
     w_max = int(ws.max())
     if 2.0 * w_max * kk * eps / h > 5e7:
         raise ParameterError(f"interval={interval} makes a grid of {2 * w_max * kk * eps / h:,.0f} points for "
@@ -771,9 +772,12 @@ def composed_epsilon_curve(delta: float, k: int, epsilon: float, weeks, *,
     # of the w-week law, found by a Chernoff bound); the ε it gives accounts for it (see _windowed_epsilons).
     tau = TAIL_MASS * d
     (lower_pmf, lower_mgf), (upper_pmf, upper_mgf) = _weekly_pmfs(kk, eps, h)
-    for pmf, mgf, out, sign in ((lower_pmf, lower_mgf, lower, +1.0), (upper_pmf, upper_mgf, upper, -1.0)):
+    ends = ((lower_pmf, lower_mgf, lower_out, +1.0), (upper_pmf, upper_mgf, upper, -1.0))
+    for pmf, mgf, out, sign in ends if lower else ends[1:]:
         out[:] = _windowed_epsilons(pmf, -kk * eps, h, ws, d + sign * 2.0 * tau, tau, mgf)
-    return lower, upper
+    if not lower:
+        lower_out[:] = np.nan
+    return lower_out, upper
 
 
 @lru_cache(maxsize=32)

@@ -191,7 +191,16 @@ with left:
     fig.update_layout(xaxis_title="weeks released", yaxis_title="cumulative ε", yaxis_type="log",
                       yaxis={"tickvals": vals, "ticktext": [num(v) for v in vals]},
                       legend={"x": 0.99, "xanchor": "right", "y": 0.02, "yanchor": "bottom"})
-    chart(fig, "epsilon_over_weeks", data=over_weeks, config=cli_config, command="budget", key="eps_weeks")
+
+
+    def over_weeks_csv() -> pd.DataFrame:
+        """The chart's numbers with the lower end of the tight bracket too (composed only when downloaded)."""
+        full = cache.epsilon_over_weeks(s.epsilon, int(trips), int(weeks), float(delta), PAGE_TOTAL_INTERVAL)
+        if user_mode:
+            full = cache.person_curves(s.epsilon, s.max_pairs, float(delta), vs_trips, full)[1]
+        return full
+
+    chart(fig, "epsilon_over_weeks", data=over_weeks_csv, config=cli_config, command="budget", key="eps_weeks")
 with right:
     st.subheader("ε against δ (one user-week)")
     fig = go.Figure()

@@ -339,3 +339,13 @@ def test_epsilon_over_weeks_tight_runs_to_the_last_week():
     b = budget(BudgetConfig(epsilon=0.66, threshold=100, trips=70, weeks=52, delta=1e-6, total_interval=2e-2))
     assert ow["tight"].iloc[-1] == pytest.approx(b["epsilon_user_total_tight"], abs=1e-6)
     assert ow["tight_lower"].iloc[-1] <= 807.5 <= ow["tight"].iloc[-1] + 1.0
+
+
+def test_epsilon_over_weeks_upper_only_is_the_same_curve():
+    # the chart's curve without the lower end of the bracket (composed only for the CSV): the same upper end
+    import pandas as pd
+
+    full = epsilon_over_weeks(0.7, trips=30, weeks=12, delta=1e-6, interval=2e-2)
+    upper = epsilon_over_weeks(0.7, trips=30, weeks=12, delta=1e-6, interval=2e-2, lower=False)
+    assert "tight_lower" not in upper
+    pd.testing.assert_frame_equal(upper, full.drop(columns="tight_lower"))
