@@ -151,8 +151,9 @@ def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config
                     config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
     from odapp import projector
 
-    if not projector.on():   # downloads are secondary controls: hidden in projector mode
-        export_buttons(name, fig=fig, data=data, config=config, command=command, key=key)
+    with st.container():   # there in both modes, so what follows keeps its place (updated, not rebuilt)
+        if not projector.on():   # downloads are secondary controls: hidden in projector mode
+            export_buttons(name, fig=fig, data=data, config=config, command=command, key=key)
 
 
 def reproduce(items: list[tuple[str, str, dict]]) -> None:

@@ -126,9 +126,11 @@ def real_person():
     st.markdown("In the real release, pairs with few people are usually suppressed, and a suppressed pair says little. "
                 "So a person's **effective k** — the k of the curve above with the same success — is often far "
                 "below their number of trips.")
+    unit_note = st.empty()   # in both units, so the charts below keep their place (updated, not rebuilt)
     if s.mode == "user_level":
-        st.caption(f"Per-user mode: each person keeps at most {s.max_pairs} pairs and every count gets noise of scale "
-                   f"{s.max_pairs}/ε, so each pair carries ε/{s.max_pairs} = {s.epsilon / s.max_pairs:.3g}.")
+        unit_note.caption(f"Per-user mode: each person keeps at most {s.max_pairs} pairs and every count gets noise "
+                          f"of scale {s.max_pairs}/ε, so each pair carries ε/{s.max_pairs} = "
+                          f"{s.epsilon / s.max_pairs:.3g}.")
     rcfg = s.release_config()
     with engine_errors("Could not prepare the week for the attack"):
         pairs, counts = cache.attack_pairs(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
