@@ -140,11 +140,12 @@ with right, st.container(border=True):
             f"Covers the whole week of the person: whether they are in the data at all. With these numbers the "
             f"attacker's posterior bound after one week is **{pct(pw)}** ({probability_words(pw)}): the formal "
             "guarantee says almost nothing at this level.")
-if user_mode:
-    st.download_button("Guarantee sheet (HTML, printable)", budget_sheet(b), file_name="guarantee_sheet.html",
-                       mime="text/html", key="budget_sheet",
-                       help="One page: unit of protection, ε and δ per week and per year, what an attacker can "
-                            "learn, in plain words.")
+with st.container():   # in both units, so the charts below keep their place (updated in the browser, not rebuilt)
+    if user_mode:
+        st.download_button("Guarantee sheet (HTML, printable)", budget_sheet(b), file_name="guarantee_sheet.html",
+                           mime="text/html", key="budget_sheet",
+                           help="One page: unit of protection, ε and δ per week and per year, what an attacker can "
+                                "learn, in plain words.")
 
 st.subheader("ε of one user-week against the number of unique trips")
 fig = go.Figure()

@@ -6,6 +6,8 @@ import gc
 import subprocess
 import sys
 
+import pytest
+
 from odcore.paths import REPO_ROOT
 
 
@@ -63,3 +65,45 @@ def test_tree_cpu_seconds_counts_children_and_excludes_a_subtree():
     finally:
         p.kill()
         p.wait()
+
+
+HEAVY = {"PlotlyChart", "DeckGlJsonChart", "Arrow", "Dataframe", "ArrowTable"}
+PAGES = ["pages/1_Data.py", "pages/2_OD_release.py", "pages/3_Attack.py", "pages/4_Privacy_budget.py",
+         "pages/5_Knock_Knock.py", "pages/6_Release_designer.py", "pages/7_Play_the_attacker.py",
+         "pages/8_See_the_noise.py"]
+
+
+def _heavy_positions(at) -> list[tuple[tuple, str]]:
+    """Positions (delta paths) of the page's charts, maps and tables, in page order."""
+    out = []
+
+    def walk(node, path):
+        ch = getattr(node, "children", None)
+        for k, c in (ch.items() if isinstance(ch, dict) else enumerate(ch or [])):
+            walk(c, (*path, k))
+        p = getattr(node, "proto", None)
+        if p is not None and p.DESCRIPTOR.name in HEAVY:
+            out.append((path, p.DESCRIPTOR.name))
+
+    walk(at.main, ())
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_charts_keep_their_place_when_projector_mode_or_the_unit_changes(at, page):
+    """Streamlit's browser side matches elements by position: a chart or map that moves because something above it
+    appeared or vanished is rebuilt from scratch (plotly's first draw, deck.gl's shaders) instead of updated. So
+    projector mode and the guarantee unit, which add or hide text and buttons, must not move them."""
+    at.switch_page(page).run()
+    before = _heavy_positions(at)
+    assert before, "no chart, map or table found"
+    at.sidebar.toggle(key="w.projector").set_value(True).run()
+    projector = _heavy_positions(at)
+    at.sidebar.toggle(key="w.projector").set_value(False).run()
+    at.sidebar.selectbox(key="w.mode").set_value("user_level").run()
+    per_user = _heavy_positions(at)
+    at.sidebar.selectbox(key="w.mode").set_value("per_metric").run()
+    assert not at.exception, [e.message for e in at.exception]
+    for other in (projector, per_user):
+        common = min(len(before), len(other))
+        assert other[:common] == before[:common]
