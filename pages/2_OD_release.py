@@ -98,9 +98,10 @@ def map_section():
         play = False
         opt2[2].caption("One week of data: no week player.")
 
+    empty_note = st.empty()   # there whether or not the release is empty, so the map below keeps its place
     if not released.any():
-        st.warning(empty_release_advice(table["true_count"].to_numpy(), s.threshold, s.epsilon, rcfg.sensitivity),
-                   icon=":material/visibility_off:")
+        empty_note.warning(empty_release_advice(table["true_count"].to_numpy(), s.threshold, s.epsilon,
+                                                rcfg.sensitivity), icon=":material/visibility_off:")
 
     o = {"view": view, "top_n": int(top_n), "min_count": float(min_count), "cell": cell, "show_sup": show_sup,
          "basemap": basemap}
@@ -162,8 +163,9 @@ metric(c[1], "Noise scale", num(res.report["noise_scale"]),
 noisy_pub = int(noise_dominated(table, s.threshold))
 metric(c[2], "Published but mostly noise", num(noisy_pub), f"pairs with under {num(s.threshold / 2)} people",
        help="Published pairs whose true count is under half the threshold: their value is mostly noise.")
+noise_note = st.empty()   # there whether or not anything is published, so the chart below keeps its place
 if util["pairs_published"]:
-    st.caption(
+    noise_note.caption(
         f"{noisy_pub:,} of the {util['pairs_published']:,} published pairs have a true count under "
         f"{s.threshold / 2:g} (half the threshold): their published value is mostly noise"
         + (f" (noise scale {num(res.report['noise_scale'])} = {s.max_pairs}/ε, since ε is {unit_words(s.mode)})"

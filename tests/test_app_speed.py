@@ -107,3 +107,17 @@ def test_charts_keep_their_place_when_projector_mode_or_the_unit_changes(at, pag
     for other in (projector, per_user):
         common = min(len(before), len(other))
         assert other[:common] == before[:common]
+
+
+def test_od_release_map_keeps_its_place_when_nothing_is_published(at):
+    # The default synthetic city publishes nothing in week 0 at threshold 100: the page then says why above the map
+    # and drops the noise note above the chart. Neither may move the map or the chart.
+    at.switch_page("pages/2_OD_release.py").run()
+    before = _heavy_positions(at)
+    at.sidebar.radio(key="w.source").set_value("synth").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("nothing" in w.value.lower() or "no pair" in w.value.lower() for w in at.warning), \
+        [w.value for w in at.warning]
+    after = _heavy_positions(at)
+    at.sidebar.radio(key="w.source").set_value("sample").run()
+    assert [p for p in after if p[1] != "Dataframe"] == [p for p in before if p[1] != "Dataframe"]
