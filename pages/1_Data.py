@@ -40,10 +40,11 @@ dropped = dict(summ.get("rows_dropped") or {})
 metric(c[4], "Rows dropped", num(sum(dropped.values())), "see the reasons below" if dropped else "none",
        help="Rows removed while loading (missing values, duplicates, outside the box or dates, unknown POI).")
 od_drops = {f"trips step: {k}": v for k, v in (od.stats.get("rows_dropped") or {}).items()}
-if dropped or od_drops:
-    st.dataframe(pd.DataFrame({"reason": list(dropped) + list(od_drops),
-                               "rows": list(dropped.values()) + list(od_drops.values())}),
-                 hide_index=True, width="content")
+with st.container():   # there with or without drops, so the map and charts below keep their place
+    if dropped or od_drops:
+        st.dataframe(pd.DataFrame({"reason": list(dropped) + list(od_drops),
+                                   "rows": list(dropped.values()) + list(od_drops.values())}),
+                     hide_index=True, width="content")
 zone_text = (f"grid {ods['grid_cells']:,} cells of {ods['cell_km2']:.2f} km² ({ods['cells']:,} used) · CRS {ods['crs']}"
              if s.zones is None else f"zones: {s.zones_label} · {ods['grid_cells']:,} zones ({ods['cells']:,} used)")
 st.caption(f"Source: {short_path(summ.get('source', s.dataset.label))} · format {summ.get('format', '?')} · "

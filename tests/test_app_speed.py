@@ -121,3 +121,16 @@ def test_od_release_map_keeps_its_place_when_nothing_is_published(at):
     after = _heavy_positions(at)
     at.sidebar.radio(key="w.source").set_value("sample").run()
     assert [p for p in after if p[1] != "Dataframe"] == [p for p in before if p[1] != "Dataframe"]
+
+
+def test_data_map_keeps_its_place_when_zones_drop_points(at):
+    # The bundled districts drop the points outside them: the Data page then lists the drop reasons above the map.
+    at.switch_page("pages/1_Data.py").run()
+    before = [p for p in _heavy_positions(at) if p[1] != "Dataframe"]
+    at.sidebar.radio(key="w.zone_kind").set_value("file").run()
+    at.sidebar.button(key="w.zone_bundled").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    after = _heavy_positions(at)
+    at.sidebar.radio(key="w.zone_kind").set_value("square").run()
+    assert any(p[1] == "Dataframe" for p in after), after            # the drop reasons are listed
+    assert [p for p in after if p[1] != "Dataframe"] == before
