@@ -49,8 +49,13 @@ def _transformer(crs: str, inverse: bool):
     return pyproj.Transformer.from_crs("EPSG:4326", crs, always_xy=True)
 
 
+def _term_order(deg: int) -> list[tuple[int, int]]:
+    """The exponents ``(i, j)`` of the surrogate's terms u^i·v^j, in the order of its coefficients."""
+    return [(i, j) for i in range(deg + 1) for j in range(deg + 1 - i)]
+
+
 def _poly_terms(u: np.ndarray, v: np.ndarray, deg: int) -> list[np.ndarray]:
-    return [u**i * v**j for i in range(deg + 1) for j in range(deg + 1 - i)]
+    return [u**i * v**j for i, j in _term_order(deg)]
 
 
 def _surrogate(crs: str, lat: np.ndarray, lon: np.ndarray):
@@ -91,7 +96,7 @@ class _Surrogate:
     def __init__(self, cla, clo, sla, slo, deg, cx, cy):
         self.cla, self.clo, self.sla, self.slo, self.deg = cla, clo, sla, slo, deg
         self.cx, self.cy = cx, cy
-        self._index = {t: k for k, t in enumerate((i, j) for i in range(deg + 1) for j in range(deg + 1 - i))}
+        self._index = {t: k for k, t in enumerate(_term_order(deg))}
 
     CHUNK = 1 << 15   # points per block: the ~40 passes of Horner's scheme stay in the CPU cache
 

@@ -15,7 +15,7 @@ from odapp.export import chart, reproduce, styled
 from odapp.layout import metric, page
 from odapp.words import epsilon_words, num, pct, probability_words, unit_words
 from odcore.accounting import BudgetConfig, posterior_bound
-from odcore.figures import log_ticks
+from odcore.figures import log_ticks, marker_lines
 from odcore.sheet import budget_sheet
 
 # Loss-grid step of the many-week tight bracket on this page (width <= 2·weeks·step, 2 at 52 weeks; ~0.06 s).
@@ -155,23 +155,15 @@ for col, name in (("basic", "basic composition <i>n·ε</i>"), ("advanced", f"ad
     if col in vs_trips:
         fig.add_scatter(x=vs_trips["trips"], y=vs_trips[col], mode="lines", name=name,
                         line={"width": 4} if col == "person_tight" else None)
-# The marker lines as the layout's shapes and annotations, written out (what add_vline/add_hline make, without their
-# per-call re-layout of the whole figure: ~20 ms a rerun).
-marks = [(int(trips), "dot", "#888", f"n = {int(trips)}", "left")]
+# The marker lines in one layout update (figures.marker_lines: what add_vline/add_hline draw, without their
+# per-call re-layout of the whole figure, ~20 ms a rerun).
+marks = [(int(trips), {"dash": "dot", "color": "#888"}, f"n = {int(trips)}", "left")]
 if typical:
-    marks.append((typical, "dash", "#1b9e77", f"median user, week {s.week}", "right"))
-shapes = [{"type": "line", "x0": x, "x1": x, "xref": "x", "y0": 0, "y1": 1, "yref": "y domain",
-           "line": {"color": color, "dash": dash}} for x, dash, color, _, _ in marks]
-notes = [{"text": text, "showarrow": False, "x": x, "xref": "x", "xanchor": anchor, "y": 1, "yref": "y domain",
-          "yanchor": "top"} for x, _, _, text, anchor in marks]
-shapes.append({"type": "line", "x0": 0, "x1": 1, "xref": "x domain", "y0": 7, "y1": 7, "yref": "y",
-               "line": {"color": "#d95f02", "dash": "dot"}})
-notes.append({"text": "ε = 7, top of the usual range", "showarrow": False, "x": 1, "xref": "x domain",
-              "xanchor": "right", "y": 7, "yref": "y", "yanchor": "bottom"})
+    marks.append((typical, {"dash": "dash", "color": "#1b9e77"}, f"median user, week {s.week}", "right"))
 styled(fig, f"ε per person and week, per-count ε = {e_count:.3g}" + (
     f" (noise {s.max_pairs}/ε; {unit_words('user_level')} ε = {s.epsilon:g})" if user_mode else ""))
-fig.update_layout(xaxis_title="unique trips n in the week", yaxis_title="ε of the user-week", shapes=shapes,
-                  annotations=notes)
+fig.update_layout(xaxis_title="unique trips n in the week", yaxis_title="ε of the user-week",
+                  **marker_lines(marks, [(7, {"dash": "dot", "color": "#d95f02"}, "ε = 7, top of the usual range")]))
 chart(fig, "epsilon_vs_trips", data=vs_trips, config=cli_config, command="budget", key="eps_trips")
 
 left, right = st.columns(2)

@@ -11,19 +11,8 @@ from odapp.export import chart, styled
 from odapp.layout import metric, page
 from odapp.state import EPSILON_RANGE
 from odapp.words import pct
+from odcore.figures import marker_lines
 from odcore.teaching import noise_picture
-
-
-def vline(x: float, line: dict) -> dict:
-    """The shape ``fig.add_vline(x=x, line_...)`` adds (a line across the plot's height at data x)."""
-    return {"type": "line", "x0": x, "x1": x, "xref": "x", "y0": 0, "y1": 1, "yref": "y domain", "line": line}
-
-
-def vline_label(x: float, text: str, xanchor: str) -> dict:
-    """The annotation of ``add_vline(annotation_position="top left" / "top right")``: xanchor "right" / "left"."""
-    return {"showarrow": False, "text": text, "x": x, "xanchor": xanchor, "xref": "x", "y": 1, "yanchor": "top",
-            "yref": "y domain"}
-
 
 ctx = page(
     "See the noise",
@@ -80,9 +69,8 @@ for p, name in ((pic, f"true count {count}"), (pic2, f"true count {other}")):
 styled(fig, f"What is published for a true count (Laplace noise of scale {pic.scale:.3g}, ε = {eps:g})", height=440)
 # The two vertical lines as add_vline draws them, set in one layout update (add_vline takes ~15 ms each).
 fig.update_layout(xaxis_title="noisy count", yaxis_title="probability density", legend={"x": 0.01, "y": 0.99},
-                  shapes=[vline(s.threshold, {"dash": "dash", "width": 3}), vline(count, {"dash": "dot"})],
-                  annotations=[vline_label(s.threshold, f"threshold {s.threshold:g}", "right"),
-                               vline_label(count, f"c = {count}", "left")])
+                  **marker_lines([(s.threshold, {"dash": "dash", "width": 3}, f"threshold {s.threshold:g}", "right"),
+                                  (count, {"dash": "dot"}, f"c = {count}", "left")]))
 table = pic.density().assign(true_count=count)
 chart(fig, "noise_picture", data=table, key="noise_picture")
 st.caption("Computed by `odcore.teaching.noise_picture` from the release's mechanism: Laplace noise of scale "

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import pytest
 
 from odcore import figures
@@ -151,3 +152,18 @@ def test_thin_curve_keeps_the_shape_of_an_exact_roc():
     # a curve that needs every point keeps every point
     xs = np.linspace(0, 1, 50)
     assert len(figures.thin_curve(xs, xs**2)) == 50
+
+
+def test_marker_lines_are_what_add_vline_and_add_hline_draw():
+    a = go.Figure()
+    a.add_scatter(x=[0, 70], y=[0, 50])
+    a.add_vline(x=21, line_dash="dot", line_color="#888", annotation_text="n = 21")
+    a.add_vline(x=7, line_dash="dash", annotation_text="median", annotation_position="top left")
+    a.add_hline(y=7, line_dash="dot", line_color="#d95f02", annotation_text="ε = 7")
+    b = go.Figure()
+    b.add_scatter(x=[0, 70], y=[0, 50])
+    b.update_layout(**figures.marker_lines([(21, {"dash": "dot", "color": "#888"}, "n = 21", "left"),
+                                            (7, {"dash": "dash"}, "median", "right")],
+                                           [(7, {"dash": "dot", "color": "#d95f02"}, "ε = 7")]))
+    assert a.layout.shapes == b.layout.shapes
+    assert a.layout.annotations == b.layout.annotations
