@@ -35,13 +35,26 @@ def synth_traces(users: int, weeks: int, extent_km: float, seed: int) -> _data.L
 
 @st.cache_resource(max_entries=16, show_spinner="Cutting traces into weekly trips on the grid…")
 def od_data(dataset_id: str, od_config, _df):
-    """:func:`odcore.trips.build_od` of the dataset ``dataset_id`` (``_df`` is its trace table)."""
+    """:func:`odcore.trips.build_od` of the dataset ``dataset_id`` (``_df`` is its trace table), from the dataset's
+    :func:`hour_index` (another grid does not sort the traces again)."""
     from odcore.trips import build_od
+
+    def build():
+        return build_od(_df, od_config, hours=hour_index(dataset_id, od_config.tz, _df=_df))
 
     if dataset_id.startswith("sample:") and (od_config.zones is None or ":" in str(od_config.zones)):
         # the bundled city on a grid or H3 (not a zone file, whose content could change under the same name)
-        return _data.disk_cached("od", f"{dataset_id}|{od_config!r}", lambda: build_od(_df, od_config))
-    return build_od(_df, od_config)
+        return _data.disk_cached("od", f"{dataset_id}|{od_config!r}", build)
+    return build()
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def hour_index(dataset_id: str, tz: str, _df):
+    """:class:`odcore.trips.HourIndex` of the dataset (rows in (user, hour) order, projected coordinates kept per
+    projection), shared by every grid, zone system, session and page (read-only)."""
+    from odcore.trips import HourIndex
+
+    return HourIndex.of(_df, tz)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the OD counts folder…")
@@ -109,7 +122,7 @@ def cell_density(dataset_id: str, od_config, _df, _grid):
     import numpy as np
     import pandas as pd
 
-    cells = _grid.assign(_df["lat"].to_numpy(), _df["lon"].to_numpy())
+    cells = hour_index(dataset_id, od_config.tz, _df=_df).cells(_grid)   # the rows' cells, as the trips have them
     counts = np.bincount(cells[cells >= 0], minlength=_grid.n_cells)
     return pd.DataFrame({"cell": np.arange(_grid.n_cells), "points": counts}), int((cells < 0).sum())
 

@@ -243,11 +243,15 @@ class SquareGrid:
 
     def assign(self, lat, lon) -> np.ndarray:
         """Cell id (int64) of each point; ``-1`` outside the grid or not projectable."""
-        x, y = self.project(lat, lon)
-        x -= self.x0
+        return self.cells_of_xy(*self.project(lat, lon))
+
+    def cells_of_xy(self, x, y) -> np.ndarray:
+        """Cell id (int64) of each point given in metric coordinates of :attr:`crs` (:meth:`project`), ``-1``
+        outside; ``x`` and ``y`` are not modified (several grids of one projection can floor the same arrays)."""
+        x = np.subtract(x, self.x0, dtype=np.float64)   # new arrays, then in place
         x /= self.side_m
         np.floor(x, out=x)
-        y -= self.y0
+        y = np.subtract(y, self.y0, dtype=np.float64)
         y /= self.side_m
         np.floor(y, out=y)
         with np.errstate(invalid="ignore"):

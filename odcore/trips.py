@@ -30,7 +30,7 @@ from odcore.constants import CELL, COUNT, DESTINATION, LAT, LON, ORIGIN, TIME, T
 from odcore.errors import ParameterError, TraceFormatError, check_positive
 from odcore.grid import SquareGrid
 
-__all__ = ["ODConfig", "ODData", "build_od", "hourly_locations", "local_offsets"]
+__all__ = ["HourIndex", "ODConfig", "ODData", "build_od", "hourly_locations", "local_offsets"]
 
 _NS = 1_000_000_000
 _BIG = 2**62
@@ -335,6 +335,28 @@ def _winners(u: np.ndarray, slot_abs: np.ndarray, cell: np.ndarray, n_users: int
     key = (u * n_slots + s) * n_cells + cell
     del u, s, cell
     key.sort()
+    wus, wc = _modes(key, n_cells)
+    del key
+    if cells_map is not None:
+        wc = cells_map[wc]
+    wu = wus // n_slots
+    ws = wus % n_slots
+    # local Monday-week of each hour slot, from a table over the (few) slots: offset at the slot start
+    slots = np.arange(n_slots, dtype=np.int64) + smin
+    week_of_slot = week_of_slots(slots, tz)
+    t_start = slots * 3600
+    t_start -= local_offsets(t_start, tz) % 3600
+    off_shift = local_offsets(t_start, tz) % 3600
+    wweek = week_of_slot[ws]
+    return {"wu": wu, "ws": ws, "wc": wc, "wweek": wweek, "slot": ws + smin, "slot_shift": off_shift[ws],
+            "n_users": n_users}
+
+
+def _modes(key: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """Most frequent cell of each group, ties to the lower cell id, from sorted ``key = group * n_cells + cell``.
+
+    Returns ``(group, cell)`` of each group's winner, in group order.
+    """
     n_key = key.size
     new = np.empty(n_key, bool)
     new[0] = True
@@ -342,7 +364,6 @@ def _winners(u: np.ndarray, slot_abs: np.ndarray, cell: np.ndarray, n_users: int
     starts = np.flatnonzero(new)
     del new
     ukey = key[starts]
-    del key
     cnt = np.diff(np.append(starts, n_key))
     us = ukey // n_cells
     uc = ukey % n_cells
@@ -360,21 +381,118 @@ def _winners(u: np.ndarray, slot_abs: np.ndarray, cell: np.ndarray, n_users: int
         first[0] = True
         np.not_equal(us[cand[1:]], us[cand[:-1]], out=first[1:])
     win = cand[first]
-    wus = us[win]
-    wc = uc[win]
-    if cells_map is not None:
-        wc = cells_map[wc]
-    wu = wus // n_slots
-    ws = wus % n_slots
-    # local Monday-week of each hour slot, from a table over the (few) slots: offset at the slot start
-    slots = np.arange(n_slots, dtype=np.int64) + smin
-    week_of_slot = week_of_slots(slots, tz)
-    t_start = slots * 3600
-    t_start -= local_offsets(t_start, tz) % 3600
-    off_shift = local_offsets(t_start, tz) % 3600
-    wweek = week_of_slot[ws]
-    return {"wu": wu, "ws": ws, "wc": wc, "wweek": wweek, "slot": ws + smin, "slot_shift": off_shift[ws],
-            "n_users": n_users}
+    return us[win], uc[win]
+
+
+@dataclass(frozen=True, eq=False)
+class HourIndex:
+    """What :func:`build_od` needs of a trace table before any zone is known, for one time zone.
+
+    The user code and local hour slot of every row, with the rows ordered by (user, hour slot), plus each slot's
+    Monday-week. Zones change only the cell of each row, so a new grid (the dashboard's grid cell area control)
+    starts from here: the rows are not sorted again and an hour with a single row needs no vote. For square grids
+    the rows' metric coordinates are kept per projection (:meth:`cells`), so another cell size only floors them.
+    Its arrays are read-only; it remembers the last projection and square grid it was asked for. Safe to share
+    between threads.
+    """
+
+    tz: str
+    key: np.ndarray = field(repr=False)      # user code * n_slots + relative slot, sorted (one value per row)
+    n_slots: int
+    smin: int                                # absolute slot of relative slot 0
+    n_users: int
+    labels: Any = field(repr=False)          # labels[code] = user id
+    like: pd.Series = field(repr=False)      # an empty slice of the user column (its dtype)
+    lat: np.ndarray = field(repr=False)      # rows in key order
+    lon: np.ndarray = field(repr=False)
+    week_of_slot: np.ndarray = field(repr=False)   # absolute Monday-week of each relative slot
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+    """``"xy"``: (crs, x, y) of the rows' last projection; ``"cells"``: (grid, ids) of the last square grid."""
+
+    @classmethod
+    def of(cls, traces_df: pd.DataFrame, tz: str = "UTC") -> HourIndex:
+        """Index ``traces_df`` (``user, time, lat, lon``; raises :class:`TraceFormatError` when unusable)."""
+        from odcore.engines.kernel import hour_slots, week_of_slots
+
+        for col in (USER, TIME, LAT, LON):
+            if col not in traces_df.columns:
+                raise TraceFormatError(f"traces miss column {col!r}; have {list(traces_df.columns)}.", column=col)
+        if len(traces_df) == 0:
+            raise TraceFormatError("no trace rows.")
+        u, labels = _user_codes(traces_df[USER])
+        slot = hour_slots(_time_seconds(traces_df[TIME]), tz)
+        smin = int(slot.min())
+        slot -= smin
+        n_slots = int(slot.max()) + 1
+        n_users = len(labels)
+        if n_users * n_slots >= _BIG:
+            raise ParameterError("too many users x hours for 63-bit keys; split the input by time.")
+        key = u * n_slots + slot
+        del u, slot
+        lat = traces_df[LAT].to_numpy(np.float64)
+        lon = traces_df[LON].to_numpy(np.float64)
+        if key.size > 1 and not (key[1:] >= key[:-1]).all():   # files are usually in (user, time) order already
+            order = np.argsort(key, kind="stable")
+            key, lat, lon = key[order], lat[order], lon[order]
+        for a in (key, lat, lon):
+            a.setflags(write=False)   # shared (read-only views of the trace table or copies in key order)
+        wos = week_of_slots(np.arange(n_slots, dtype=np.int64) + smin, tz)
+        return cls(tz=tz, key=key, n_slots=n_slots, smin=smin, n_users=n_users, labels=labels,
+                   like=traces_df[USER].iloc[:0], lat=lat, lon=lon, week_of_slot=wos)
+
+    def cells(self, zones) -> np.ndarray:
+        """Zone id of every row (key order, read-only), as ``zones.assign``. Square grids reuse the projected
+        coordinates, and the last square grid's ids are kept (the trips and a map of the points both ask)."""
+        if not isinstance(zones, SquareGrid):
+            return zones.assign(self.lat, self.lon)
+        last = self._memo.get("cells")
+        if last is not None and last[0] == zones:
+            return last[1]
+        proj = self._memo.get("xy")
+        if proj is None or proj[0] != zones.crs:
+            proj = self._memo["xy"] = (zones.crs, *zones.project(self.lat, self.lon))
+        cell = zones.cells_of_xy(proj[1], proj[2])
+        cell.setflags(write=False)
+        self._memo["cells"] = (zones, cell)
+        return cell
+
+    def winners(self, cell: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """Winner-takes-all cell of every (user, hour) with a row in a zone (``cell >= 0``); ties to the lower id.
+
+        Returns ``(wu, ws, wc, rows_used)``: user code, relative slot and cell of each winner, sorted by (user, slot).
+        """
+        key = self.key
+        ok = cell >= 0
+        rows_used = int(ok.sum())
+        if rows_used < key.size:
+            key, cell = key[ok], cell[ok]
+        n = key.size
+        new = np.empty(n, bool)
+        new[0] = True
+        np.not_equal(key[1:], key[:-1], out=new[1:])
+        starts = np.flatnonzero(new)
+        del new
+        wkey, wc = key[starts], cell[starts]
+        if starts.size < n:    # hours with several rows: the most used cell of each
+            size = np.diff(np.append(starts, n))
+            multi = size > 1
+            rows = np.repeat(multi, size)
+            n_multi = int(multi.sum())
+            mc = cell[rows]
+            cells_map = None
+            if n_multi * n_cells >= _BIG:
+                cells_map, mc = np.unique(mc, return_inverse=True)
+                n_cells = len(cells_map)
+                if n_multi * n_cells >= _BIG:
+                    raise ParameterError("too many users x hours x cells for 63-bit keys; split the input by time.")
+            mkey = np.repeat(np.arange(n_multi, dtype=np.int64), size[multi]) * n_cells + mc
+            del mc, rows
+            mkey.sort()
+            _, win = _modes(mkey, n_cells)
+            wc = wc.copy()
+            wc[multi] = win if cells_map is None else cells_map[win]
+        wu, ws = np.divmod(wkey, self.n_slots)
+        return wu, ws, wc, rows_used
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -382,7 +500,7 @@ def _winners(u: np.ndarray, slot_abs: np.ndarray, cell: np.ndarray, n_users: int
 # ---------------------------------------------------------------------------------------------------------------
 
 def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: SquareGrid | Any | None = None,
-             engine: str = "memory", keep_pairs: bool = True) -> ODData:
+             engine: str = "memory", keep_pairs: bool = True, hours: HourIndex | None = None) -> ODData:
     """Traces -> grid cells -> hourly winner-takes-all cells -> trips -> weekly unique OD counts.
 
     Parameters
@@ -400,6 +518,9 @@ def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: S
         ``memory`` (numpy, here), ``duckdb`` or ``spark`` (:mod:`odcore.engines`; identical results).
     keep_pairs:
         For ``duckdb`` / ``spark``: also return every user's unique pairs (``ODData.pairs``).
+    hours:
+        :class:`HourIndex` of ``traces_df`` for ``config.tz`` (memory engine), to build several grids of the same
+        traces without sorting them again; made here when None.
 
     Returns
     -------
@@ -416,31 +537,46 @@ def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: S
         from odcore.engines import build_od as build_with
 
         return build_with(traces_df, config, grid=grid, engine=engine, keep_pairs=keep_pairs)
+    if hours is None:
+        hours = HourIndex.of(traces_df, config.tz)
+    elif hours.tz != config.tz:
+        raise ParameterError(f"the hour index was built for tz={hours.tz!r}, the config asks for tz={config.tz!r}.")
     if grid is None:   # zones from a min/max pass, as every engine does (odcore.engines.kernel.fit_zones)
         from odcore.engines import _grid_of_frame
 
         grid = _grid_of_frame(traces_df, config)
-    core = _core(traces_df, grid, config.tz)
-    tb = _od_tables(core["wu"], core["ws"], core["wc"], core["wweek"], core["n_users"], grid.n_cells)
+    cell = hours.cells(grid)
+    dropped: dict[str, int] = {}
+    n_out = int((cell < 0).sum())
+    if n_out:
+        reason = getattr(grid, "outside_reason", "outside_grid")
+        dropped[reason] = n_out
+        if n_out == cell.size:
+            raise TraceFormatError("no trace row falls inside the grid." if reason == "outside_grid" else
+                                   f"no trace row falls inside the zones ({getattr(grid, 'spec', '')}).")
+    wu, ws, wc, rows_used = hours.winners(cell, grid.n_cells)
+    del cell
+    tb = _od_tables(wu, ws, wc, hours.week_of_slot[ws], hours.n_users, grid.n_cells)
+    del wu, ws, wc
     week0 = int(tb["a_week"].min())
     n_weeks = int(tb["a_week"].max()) - week0 + 1
     week_starts = [str(np.datetime64(int((week0 + i) * 7 - 3), "D")) for i in range(n_weeks)]
-    like = traces_df[USER]
+    labels, like = hours.labels, hours.like
     user_week = pd.DataFrame({
         WEEK: tb["a_week"] - week0,
-        USER: _labels_take(core["labels"], tb["a_user"], like),
+        USER: _labels_take(labels, tb["a_user"], like),
         TRIPS: tb["trips"],
         UNIQUE_TRIPS: tb["uniq"],
     })
     pairs = pd.DataFrame({
         WEEK: tb["p_week"] - week0,
-        USER: _labels_take(core["labels"], tb["p_user"], like),
+        USER: _labels_take(labels, tb["p_user"], like),
         ORIGIN: tb["p_o"],
         DESTINATION: tb["p_d"],
     })
     counts = pd.DataFrame({WEEK: tb["c_week"] - week0, ORIGIN: tb["c_o"], DESTINATION: tb["c_d"],
                            COUNT: tb["c_n"]})
-    stats = {"rows_used": core["rows_used"], "rows_dropped": core["dropped"], "user_hours": tb["user_hours"],
+    stats = {"rows_used": rows_used, "rows_dropped": dropped, "user_hours": tb["user_hours"],
              "cells_used": tb["used_cells"]}
     return ODData(grid=grid, week_starts=week_starts, user_week=user_week, pairs=pairs, counts=counts,
                   config=config, stats=stats)
@@ -503,11 +639,15 @@ def _od_tables(wu: np.ndarray, ws: np.ndarray, wc: np.ndarray, wweek: np.ndarray
     del t_o, t_d
     p_week, p_user = np.divmod(p_uw, n_users)
 
-    # per user-week: total trips and unique trips
-    trips = np.bincount(np.searchsorted(uw_active, uw_trip), minlength=len(uw_active))
-    del uw_trip
-    uniq = np.bincount(np.searchsorted(uw_active, p_uw), minlength=len(uw_active))
-    del p_uw
+    # per user-week: total trips and unique trips (every trip's and pair's user-week is an active one)
+    n_uw = n_weeks * n_users
+    if n_uw <= 16 * len(uw_active) + 4096:   # a table over every user-week: counts without a search
+        trips = np.bincount(uw_trip, minlength=n_uw)[uw_active]
+        uniq = np.bincount(p_uw, minlength=n_uw)[uw_active]
+    else:
+        trips = np.bincount(np.searchsorted(uw_active, uw_trip), minlength=len(uw_active))
+        uniq = np.bincount(np.searchsorted(uw_active, p_uw), minlength=len(uw_active))
+    del uw_trip, p_uw
     a_week, a_user = np.divmod(uw_active, n_users)
     # distinct users per (week, origin, destination): pairs rows are unique per user, so count rows
     ck, cc = _unique((p_week * n_c + p_o) * n_c + p_d, return_counts=True)

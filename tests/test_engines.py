@@ -161,6 +161,21 @@ def test_bundled_city_duckdb_identical():
     assert m.counts["count"].max() >= 100
 
 
+def test_bundled_city_other_grids_from_one_hour_index_match_duckdb():
+    """The dashboard's grid cell area control: one HourIndex of the traces serves every grid (and H3), and each
+    grid's tables are those of the DuckDB engine, which groups the rows itself."""
+    from odcore.trips import HourIndex
+
+    df = pd.read_parquet(SAMPLE_DATA_DIR / "synthetic_city.parquet")
+    hours = HourIndex.of(df, "UTC")
+    for cfg in (ODConfig(cell_km2=0.8), ODConfig(cell_km2=2.4), ODConfig(zones="h3:7")):
+        m = build_memory(df, cfg, hours=hours)
+        assert_same(m, build_od(df, cfg, engine="duckdb"))
+        np.testing.assert_array_equal(hours.cells(m.grid), m.grid.assign(hours.lat, hours.lon))
+    with pytest.raises(ParameterError, match=r"tz='UTC'.*tz='Europe/Paris'"):
+        build_memory(df, ODConfig(tz="Europe/Paris"), hours=hours)
+
+
 @pytest.mark.slow
 def test_bundled_city_spark_identical(spark):
     df = pd.read_parquet(SAMPLE_DATA_DIR / "synthetic_city.parquet")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.grid import SquareGrid
-from odcore.trips import ODConfig, build_od, hourly_locations, local_offsets
+from odcore.trips import HourIndex, ODConfig, build_od, hourly_locations, local_offsets
 
 # A line of points 2 km apart in San Francisco (distinct 1.3 km² cells), plus a point 100 m from P[0].
 P_LAT = 37.70 + np.arange(40) * 0.018
@@ -108,6 +108,31 @@ def test_vectorised_matches_loop_reference(df, tz):
     # unique trips never exceed trips; counts add up to the pairs table
     assert (od.user_week["unique_trips"] <= od.user_week["trips"]).all()
     assert od.counts["count"].sum() == len(od.pairs)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(df=random_traces(), tz=st.sampled_from(["UTC", "America/Los_Angeles"]), seed=st.integers(0, 2**16),
+       cell_km2=st.sampled_from([0.5, 1.3, 6.0]))
+def test_one_hour_index_for_several_grids_matches_loop_reference(df, tz, seed, cell_km2):
+    """Rows in any order, several rows per hour (votes and ties), a grid that leaves some rows outside: the
+    tables built from a shared HourIndex are the loop reference's on the rows inside, and the same as without it."""
+    df = df.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    hours = HourIndex.of(df, tz)
+    small = SquareGrid.fit(P_LAT[:3], P_LON[:3], cell_km2, margin_cells=0)   # points 3.. fall outside
+    for grid in (GRID, small):
+        inside = grid.assign(df["lat"].to_numpy(), df["lon"].to_numpy()) >= 0
+        if not inside.any():
+            with pytest.raises(TraceFormatError, match="no trace row falls inside the grid"):
+                build_od(df, ODConfig(tz=tz), grid=grid, hours=hours)
+            continue
+        od = build_od(df, ODConfig(tz=tz), grid=grid, hours=hours)
+        assert _as_sets(od) == reference(df[inside], grid, tz)
+        assert od.stats["rows_dropped"] == ({"outside_grid": int((~inside).sum())} if not inside.all() else {})
+        plain = build_od(df, ODConfig(tz=tz), grid=grid)
+        for a, b in ((od.user_week, plain.user_week), (od.pairs, plain.pairs), (od.counts, plain.counts)):
+            pd.testing.assert_frame_equal(a, b)
+        hl = hourly_locations(df[inside], grid, tz)     # the streaming engine's winner-takes-all
+        assert int(od.stats["user_hours"]) == len(hl)
 
 
 # --- the paper's example and the rules one by one ----------------------------------------------------------------
