@@ -1,0 +1,104 @@
+"""The class benchmark's protocol client (``benchmarks/protocol_client.py``) against real servers: it opens the OD
+release page, an ε press really reruns the page with the new ε (the Noise scale shown is 1/ε), cached elements come
+back as references and are resolved, and an exception, a run that never finishes and a closed socket are errors."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+
+import pytest
+
+from benchmarks.protocol_client import ProtocolClient
+from odapp import live
+from odapp.words import num
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _noise(run) -> str:
+    el = run.find("metric", "Noise scale", sidebar=False)
+    assert el is not None, sorted({e.WhichOneof("type") for e in run.elements.values()})
+    return el.metric.body
+
+
+def test_od_release_rerun_with_the_new_epsilon(streamlit_url):
+    async def go():
+        async with ProtocolClient(streamlit_url) as c:
+            opened = await c.open("OD_release")
+            assert opened.status == "FINISHED_SUCCESSFULLY"
+            assert not opened.errors, opened.errors
+            assert c.widget("selectbox", "Guarantee unit").selectbox.raw_value.startswith("per metric")
+            eps0 = c.widget("slider", "ε").slider.value[0]
+            noise0 = _noise(opened)
+            assert noise0 == num(1 / eps0)            # per count: sensitivity 1, so the scale is 1/ε
+
+            same = await c.rerun()                    # nothing changed: the big elements come back as references
+            assert not same.errors, same.errors
+            assert same.bytes < opened.bytes / 2, (same.bytes, opened.bytes)
+            big = {"deck_gl_json_chart", "plotly_chart", "dataframe"}   # the map, the chart, the table: cached
+            assert big <= {e.WhichOneof("type") for e in same.elements.values()}
+            assert _noise(same) == noise0
+
+            pressed = await c.step_slider("ε")
+            assert pressed.status == "FINISHED_SUCCESSFULLY"
+            assert not pressed.errors, pressed.errors
+            eps1 = c.widget("slider", "ε").slider.value[0]
+            assert eps1 == pytest.approx(eps0 + 0.01)   # the slider's step, echoed back by the server
+            assert _noise(pressed) == num(1 / eps1) != noise0
+            assert pressed.bytes > 0
+
+            seeded = await c.set_value("number_input", "Seed", 4321)
+            assert not seeded.errors
+            assert c.widget("number_input", "Seed").number_input.value == 4321
+            assert _noise(seeded) == num(1 / eps1)    # the seed kept ε: every widget's state was sent
+
+    asyncio.run(go())
+
+
+TINY_APP = textwrap.dedent("""
+    import time
+
+    import streamlit as st
+
+    mode = st.radio("mode", ["ok", "raise", "sleep"])
+    if mode == "raise":
+        raise ValueError("boom")
+    if mode == "sleep":
+        time.sleep(20)
+    st.write("done")
+""")
+
+
+@pytest.fixture
+def tiny_server(tmp_path):
+    (tmp_path / "app.py").write_text(TINY_APP)
+    proc, url = live.start_server(tmp_path / "server.log", app_dir=tmp_path)
+    try:
+        live.wait_healthy(proc, url, 60)
+        yield proc, url
+    finally:
+        live.stop_server(proc)
+
+
+def test_exception_timeout_and_closed_socket_are_errors(tiny_server):
+    proc, url = tiny_server
+
+    async def go():
+        async with ProtocolClient(url, fetch_assets=False) as c:
+            assert not (await c.open("")).errors
+            raised = await c.set_value("radio", "mode", "raise")
+            assert raised.errors == ["exception: ValueError: boom"]
+            assert not (await c.set_value("radio", "mode", "ok")).errors
+            c.timeout_s = 2
+            slow = await c.set_value("radio", "mode", "sleep")
+            assert [e.split(":")[0] for e in slow.errors] == ["timeout"]
+            after = await c.rerun()                  # the session is given up after a timeout
+            assert after.errors[:1] == ["socket closed: an earlier run timed out"]
+        async with ProtocolClient(url, fetch_assets=False) as c:
+            assert not (await c.open("")).errors
+            live.stop_server(proc)
+            gone = await c.rerun()
+            assert [e.split(":")[0] for e in gone.errors] == ["socket closed"], gone.errors
+
+    asyncio.run(go())
