@@ -289,7 +289,24 @@ def _canonical_order(cols: list[np.ndarray]) -> np.ndarray:
     for c, r in shifted:
         key *= r
         key += c
-    return np.argsort(key, kind="stable")
+    return _stable_argsort(key, span)
+
+
+_RADIX_MIN_ROWS = 20_000
+
+
+def _stable_argsort(key: np.ndarray, span: int) -> np.ndarray:
+    """``np.argsort(key, kind="stable")`` of int64 keys in ``[0, span)``, by least-significant-digit passes over
+    16-bit digits when that is faster (many rows, keys of at most 48 bits): numpy's stable sort of uint16 is a radix
+    sort, and a stable sort has one result, so the order is the same."""
+    if span > 1 << 48 or (len(key) < _RADIX_MIN_ROWS and span > 1 << 16):
+        return np.argsort(key, kind="stable")
+    perm = None
+    for shift in range(0, max(span - 1, 1).bit_length(), 16):
+        digit = (((key if perm is None else key[perm]) >> shift) & 0xFFFF).astype(np.uint16)
+        step = np.argsort(digit, kind="stable")
+        perm = step if perm is None else perm[step]
+    return perm
 
 
 def _validate_pairs(pairs: pd.DataFrame) -> _Pairs:
@@ -377,8 +394,24 @@ _MIN_RANDOM_BITS = 40
 """Random bits per row in the fast bounding path (ties within a user-week then have probability ~n²/2^41)."""
 
 
-def _bound_mask(p: _Pairs, m: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
-    """Boolean mask of the contributions kept by the sampling rule of :func:`bound_contributions`."""
+def _bound_mask(p: _Pairs, m: int, rng: np.random.Generator, ranks=None) -> tuple[np.ndarray, dict]:
+    """Boolean mask of the contributions kept by the sampling rule of :func:`bound_contributions`.
+
+    ``ranks``: :func:`_bound_ranks` of ``p`` already drawn from ``rng`` (then nothing is drawn here)."""
+    rank, sizes = _bound_ranks(p, rng) if ranks is None else ranks
+    keep = rank < m
+    rep = {
+        "contributions_in": len(p),
+        "contributions_dropped_by_bounding": int(len(p) - keep.sum()),
+        "user_weeks": len(sizes),
+        "user_weeks_bounded": int((sizes > m).sum()),
+    }
+    return keep, rep
+
+
+def _bound_ranks(p: _Pairs, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's rank in a uniformly random order of its (week, user)'s rows, and the size of every (week, user)
+    group: a row is kept under a bound m iff its rank < m. Independent of m (one draw serves every m)."""
     n = len(p)
     order = None
     if n:
@@ -401,17 +434,9 @@ def _bound_mask(p: _Pairs, m: int, rng: np.random.Generator) -> tuple[np.ndarray
         new_group[1:] = (ws[1:] != ws[:-1]) | (us[1:] != us[:-1])
     starts = np.flatnonzero(new_group)
     group_id = np.cumsum(new_group) - 1
-    rank = np.arange(n) - starts[group_id] if n else np.zeros(0, dtype=np.int64)
-    keep = np.zeros(n, dtype=bool)
-    keep[order] = rank < m
-    sizes = np.diff(np.append(starts, n))
-    rep = {
-        "contributions_in": n,
-        "contributions_dropped_by_bounding": int(n - keep.sum()),
-        "user_weeks": len(starts),
-        "user_weeks_bounded": int((sizes > m).sum()),
-    }
-    return keep, rep
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - starts[group_id] if n else np.zeros(0, dtype=np.int64)
+    return rank, np.diff(np.append(starts, n))
 
 
 def _count(p: _Pairs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -443,9 +468,32 @@ class PreparedPairs:
     rows_in: int
     pairs: _Pairs = field(repr=False)
     counts: tuple = field(repr=False)
+    _ranks: dict = field(default_factory=dict, repr=False, compare=False)
+
+    RANK_SEEDS = 4
+    """Seeds whose contribution-bounding draw is kept (:meth:`bound_ranks`)."""
 
     def __len__(self) -> int:
         return len(self.pairs)
+
+    def bound_ranks(self, seed: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`_bound_ranks` of these pairs drawn from ``rng``, a generator just made from the integer ``seed``.
+
+        Kept for the last :attr:`RANK_SEEDS` seeds: another bound, ε or threshold with the same seed (the designer's
+        two releases, a slider moved in the per-person unit) reuses the draw and its sort, and ``rng`` is set to the
+        state the draw left, so what follows draws the same numbers as without the memo."""
+        hit = self._ranks.get(seed)
+        if hit is None:
+            ranks = _bound_ranks(self.pairs, rng)
+            for a in ranks:
+                a.setflags(write=False)
+            while len(self._ranks) >= self.RANK_SEEDS:
+                self._ranks.pop(next(iter(self._ranks)), None)
+            self._ranks[seed] = (ranks, rng.bit_generator.state)
+            return ranks
+        ranks, state = hit
+        rng.bit_generator.state = state
+        return ranks
 
 
 def prepare_pairs(pairs: pd.DataFrame) -> PreparedPairs:
@@ -545,6 +593,7 @@ def release_with_report(pairs: pd.DataFrame | PreparedPairs, config: ReleaseConf
     config = ReleaseConfig() if config is None else config
     if not isinstance(config, ReleaseConfig):
         raise ParameterError(f"config must be a ReleaseConfig, got {type(config).__name__}.")
+    seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
     rng = np.random.default_rng(rng)
     prep = pairs if isinstance(pairs, PreparedPairs) else prepare_pairs(pairs)
     p = prep.pairs
@@ -561,7 +610,8 @@ def release_with_report(pairs: pd.DataFrame | PreparedPairs, config: ReleaseConf
         "contributions_dropped_by_bounding": 0,
     }
     if config.mode is Mode.USER_LEVEL:
-        keep, brep = _bound_mask(p, int(config.max_pairs), rng)
+        ranks = prep.bound_ranks(seed, rng) if seed is not None and pairs is prep else None
+        keep, brep = _bound_mask(p, int(config.max_pairs), rng, ranks)
         report.update(brep)
         tc = np.bincount(pair_of_row[keep], minlength=len(w)).astype(np.int64)
     else:

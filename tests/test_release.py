@@ -384,3 +384,38 @@ def test_prepared_pairs_release_exactly_as_the_table(mode, max_pairs):
     assert not prep.counts[3].flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         prep.pairs.w[0] = 1
+
+
+@pytest.mark.parametrize("bits", [8, 17, 33, 47, 60])
+def test_stable_argsort_by_radix_passes_is_numpys(bits, monkeypatch):
+    """The canonical order's radix passes give numpy's stable argsort exactly (ties kept in input order)."""
+    from odcore.release import _stable_argsort
+
+    rng = np.random.default_rng(bits)
+    for n, min_rows in ((30_000, 20_000), (500, 1)):
+        monkeypatch.setattr("odcore.release._RADIX_MIN_ROWS", min_rows)
+        key = rng.integers(0, 2**bits, n)
+        key[: n // 3] = key[n // 3: 2 * (n // 3)]      # many ties
+        rng.shuffle(key)
+        np.testing.assert_array_equal(_stable_argsort(key, 2**bits), np.argsort(key, kind="stable"))
+
+
+def test_seed_memo_of_prepared_pairs_changes_no_release():
+    """Per person, a prepared week keeps each seed's bounding draw: releases at other bounds, ε and thresholds with
+    a seed seen before (and after it was evicted) are exactly those of a fresh preparation."""
+    from odcore.release import PreparedPairs
+
+    rng = np.random.default_rng(11)
+    n = 6000
+    pairs = pd.DataFrame({"week": np.zeros(n, int), "user": rng.integers(0, 400, n),
+                          "origin": rng.integers(0, 15, n), "destination": rng.integers(0, 15, n)})
+    prep = prepare_pairs(pairs)
+    seeds = [3, 4, 3, *range(10, 10 + PreparedPairs.RANK_SEEDS), 3, 4]
+    for i, seed in enumerate(seeds):
+        cfg = ReleaseConfig(epsilon=0.5 + i / 10, threshold=1 + i % 4, mode="user_level", max_pairs=1 + i % 5)
+        a, b = release_with_report(pairs, cfg, rng=seed), release_with_report(prep, cfg, rng=seed)
+        pd.testing.assert_frame_equal(a.table, b.table)
+        assert a.report == b.report
+    assert len(prep._ranks) == PreparedPairs.RANK_SEEDS
+    gen = release_with_report(prep, cfg, rng=np.random.default_rng(4))   # a generator: drawn, not memoised
+    pd.testing.assert_frame_equal(gen.table, b.table)
