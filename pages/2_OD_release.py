@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from odapp import cache, guide, maps
+from odapp import guide, maps
+from odapp import release_view as rv
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, image_export, projector_mode, reproduce
@@ -25,21 +26,18 @@ guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
 with engine_errors("Could not release the week", "Check ε, the threshold and the guarantee unit in the sidebar."):
     rcfg = s.release_config()
-    res = cache.week_release(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
+    res = rv.week_release(ctx, s.week, rcfg)
 table = res.table
 util = release_utility(table)
-cent = cache.used_centroids(s.dataset.id, ctx.od_config, _od=ctx.od)
+cent = rv.centroids(ctx)
 
 released = table["released"].to_numpy()
 n_weeks = max(1, len(ctx.od.week_starts))
-bounding_seed = s.seed if s.mode == "user_level" else None   # per user, the seed also picks the pairs kept
 
 
 def week_cells(tbl, week):
-    """Cells of a week's table, shaded by the chance that one of their flows is published (exact probabilities:
-    the same for every seed, so cached per week and release settings, shared by every session)."""
-    return cache.release_cells(s.dataset.id, ctx.od_config, week, rcfg, bounding_seed, _table=tbl, _grid=ctx.od.grid,
-                               _cent=cent)
+    """Cells of a week's table (:func:`odapp.release_view.week_cells`)."""
+    return rv.week_cells(ctx, rcfg, tbl, week, cent)
 
 
 week_maps = week_cells(table, s.week)
@@ -49,9 +47,7 @@ cell_p, cells_df, _ = week_maps
 def draw(tbl, cells, week, o: dict):
     """The week's map(s) with their legend, for the map options ``o`` (``cells``: :func:`week_cells`); returns the
     drawn :class:`~odapp.maps.FlowMap` list."""
-    fms = cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], o["top_n"], o["min_count"],
-                            o["cell"], o["show_sup"], o["basemap"], _table=tbl, _cent=cent, _cells_df=cells[1],
-                            _edges=cells[2])
+    fms = rv.flow_maps(ctx, rcfg, tbl, week, cent, cells, o)
     with st.container(border=True):
         st.markdown(maps.flow_legend_html(fms[-1].count_label, fms[-1].lo, fms[-1].hi, fms[-1].km,
                                           suppressed=any(f.suppressed for f in fms),
@@ -72,12 +68,13 @@ def map_section():
     """The map, its options and its export. A change of a map option (view, Top N, min. count, one cell, suppressed,
     base map, the week player) reruns only this part: the release, the metrics, the curve and the table stay."""
     opt = st.columns([1.5, 1, 1, 1.3])
-    view = opt[0].selectbox("Map", maps.VIEWS, key="rel_view",
+    d = rv.MAP_DEFAULTS   # the defaults the landing page computes ahead
+    view = opt[0].selectbox("Map", maps.VIEWS, index=maps.VIEWS.index(d["view"]), key="rel_view",
                             help="What is published (noisy, thresholded), the true counts before any protection, "
                                  "or what suppression removes next to what is published.")
-    top_n = opt[1].number_input("Top N flows", 10, 5000, 300, 10, key="rel_topn",
+    top_n = opt[1].number_input("Top N flows", 10, 5000, d["top_n"], 10, key="rel_topn",
                                 help="Draw only the N largest flows (by the count shown) to keep the map readable.")
-    min_count = opt[2].number_input("Min. count", 0, 100_000, 0, 10, key="rel_min",
+    min_count = opt[2].number_input("Min. count", 0, 100_000, int(d["min_count"]), 10, key="rel_min",
                                     help="Hide flows whose shown count (noisy or true) is below this.")
     busiest = cell_p.sort_values("pairs", ascending=False)["cell"].head(500).tolist()
     cell = opt[3].selectbox("One cell", [None, *busiest], key="rel_cell",
@@ -85,10 +82,10 @@ def map_section():
                             help="Show only the flows that start or end in this cell (the 500 cells with the most "
                                  "observed pairs; hover a cell on the map for its id).")
     opt2 = st.columns([1.1, 1, 1.6])
-    show_sup = opt2[0].toggle("Suppressed", value=False, key="rel_faint",
+    show_sup = opt2[0].toggle("Suppressed", value=d["show_sup"], key="rel_faint",
                               help="Also draw pairs that were observed but not published, as thin red lines "
                                    "(at most 3000).")
-    basemap = opt2[1].toggle("Base map", value=False, key="rel_basemap",
+    basemap = opt2[1].toggle("Base map", value=d["basemap"], key="rel_basemap",
                              help="Draw streets and coastline under the grid. Off by default: nothing leaves this "
                                   "machine. On: your browser fetches the map from CARTO (no key needed).")
     if n_weeks > 1:
@@ -111,7 +108,7 @@ def map_section():
 
         for w in range(n_weeks):
             with slot.container():
-                t_w = cache.week_release(s.dataset.id, ctx.od_config, w, rcfg, s.seed, _od=ctx.od).table
+                t_w = rv.week_release(ctx, w, rcfg).table
                 draw(t_w, week_cells(t_w, w), w, o)
             time.sleep(1.0)
     with slot.container():
@@ -177,8 +174,7 @@ if util["pairs_published"]:
 cli_config = release_config(s, ctx.loaded)
 
 st.subheader("Which flows survive: release probability against the true count")
-fig, curve = cache.release_curve(s.dataset.id, ctx.od_config, s.week, rcfg, bounding_seed, projector_mode(),
-                                 _true_counts=table["true_count"].to_numpy())
+fig, curve = rv.release_curve(ctx, rcfg, table, s.week, projector_mode())
 chart(fig, f"release_probability_week{s.week}", data=curve, config=cli_config, command="release", key="rel_prob")
 
 st.subheader("The published table")

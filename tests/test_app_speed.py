@@ -134,3 +134,45 @@ def test_data_map_keeps_its_place_when_zones_drop_points(at):
     at.sidebar.radio(key="w.zone_kind").set_value("square").run()
     assert any(p[1] == "Dataframe" for p in after), after            # the drop reasons are listed
     assert [p for p in after if p[1] != "Dataframe"] == before
+
+
+def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
+    """The landing page has the OD release page's first view computed (in the server's idle time): opening that page
+    then computes nothing — the same functions, arguments and cache entries as the page (its widget defaults are
+    :data:`odapp.release_view.MAP_DEFAULTS`). If the page asked for anything else, it would compute it here."""
+    import collections
+
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    import odapp.maps
+    import odcore.figures
+    import odcore.release
+    from odapp import release_view
+
+    if not (REPO_ROOT / "sample_data" / "synthetic_city.parquet").is_file():
+        pytest.skip("bundled sample missing (make sample-data)")
+    monkeypatch.setattr(release_view, "_ahead", set())
+    ahead = release_view.first_view_ahead
+    monkeypatch.setattr(release_view, "first_view_ahead", lambda ctx: ahead(ctx, background=False))  # no race
+    calls = collections.Counter()
+    for mod, name in [(odcore.release, "release_with_report"), (odcore.release, "cell_release_probability"),
+                      (odapp.maps, "release_maps"), (odcore.figures, "release_curve_figure")]:
+        def counted(*a, _f=getattr(mod, name), _n=name, **k):
+            calls[_n] += 1
+            return _f(*a, **k)
+        monkeypatch.setattr(mod, name, counted)
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=300).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert calls == {"release_with_report": 1, "cell_release_probability": 1, "release_maps": 1,
+                     "release_curve_figure": 1}
+    at.run()                                              # a landing page rerun does not compute it again
+    assert sum(calls.values()) == 4
+    calls.clear()
+    at.switch_page("pages/2_OD_release.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert len(at.get("deck_gl_json_chart")) == 1 and len(at.get("plotly_chart")) == 1
+    assert sum(calls.values()) == 0, calls                # all of it was ready
+    at.number_input(key="rel_topn").set_value(310).run()  # the check itself can fail: a new map is computed
+    assert calls == {"release_maps": 1}
