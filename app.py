@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from odapp import guide, release_view, sidebar
+from odapp import ahead, guide, sidebar
 from odapp.layout import PAGE_FILES, compact_top
 from odapp.words import pct, probability_words, unit_words
 from odcore import __version__
@@ -74,6 +74,6 @@ else:
 
 st.caption(f"odcore {__version__} · numbers computed by the `odcore` engine; see the README for where they come from.")
 
-# While the person reads this page, the server computes what the OD release page shows first (the next page most
-# people open), so that it opens without waiting for it (odapp.release_view).
-release_view.first_view_ahead(ctx)
+# While the person reads this page, the server computes what the OD release and Data pages show first, so that
+# they open without waiting for it (odapp.ahead).
+ahead.start(ctx)

@@ -1,26 +1,17 @@
-"""What the OD release page computes for a week, in one place: the page draws it, and the landing page has it
-computed ahead, in the server's idle time, so that opening the OD release page the first time finds it cached.
+"""What the OD release page computes for a week, in one place: the page draws it, and :mod:`odapp.ahead` has its
+first view computed while the person is still on the landing page.
 
 Everything here goes through :mod:`odapp.cache` (shared by every session with the same data and settings), so a
-computation done ahead is exactly the one the page would do: same function, same arguments, same cache entry. If
-the page is opened while the work ahead is still running, it waits for that entry instead of computing it twice
-(Streamlit's cache computes each entry once).
+computation done ahead is exactly the one the page would do: same function, same arguments, same cache entry.
 """
 
 from __future__ import annotations
-
-import logging
-import threading
 
 from odapp import cache
 
 # The map options a person sees first (the widgets' defaults on the OD release page).
 MAP_DEFAULTS = {"view": "Published", "top_n": 300, "min_count": 0.0, "cell": None, "show_sup": False,
                 "basemap": False}
-
-_log = logging.getLogger(__name__)
-_ahead: set = set()
-_ahead_lock = threading.Lock()
 
 
 def bounding_seed(settings) -> int | None:
@@ -72,27 +63,3 @@ def first_view(ctx) -> None:
     cells = week_cells(ctx, rcfg, table, s.week, cent)
     flow_maps(ctx, rcfg, table, s.week, cent, cells, MAP_DEFAULTS)
     release_curve(ctx, rcfg, table, s.week, projector=False)
-
-
-def _first_view_quietly(ctx) -> None:
-    try:
-        first_view(ctx)
-    except Exception:   # the page itself computes it again and shows what went wrong, with the advice
-        _log.info("computing the OD release page ahead failed; the page will compute it", exc_info=True)
-
-
-def first_view_ahead(ctx, *, background: bool = True) -> bool:
-    """Start :func:`first_view` in a background thread, once per process for each dataset and grid (not for every
-    slider step on the landing page: that would add its cost to every step). Returns whether it started."""
-    if ctx.od is None:
-        return False
-    key = (ctx.settings.dataset.id, ctx.od_config)
-    with _ahead_lock:
-        if key in _ahead:
-            return False
-        _ahead.add(key)
-    if background:
-        threading.Thread(target=_first_view_quietly, args=(ctx,), name="odlab-ahead", daemon=True).start()
-    else:
-        _first_view_quietly(ctx)
-    return True

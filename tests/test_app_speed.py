@@ -136,10 +136,11 @@ def test_data_map_keeps_its_place_when_zones_drop_points(at):
     assert [p for p in after if p[1] != "Dataframe"] == before
 
 
-def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
-    """The landing page has the OD release page's first view computed (in the server's idle time): opening that page
-    then computes nothing — the same functions, arguments and cache entries as the page (its widget defaults are
-    :data:`odapp.release_view.MAP_DEFAULTS`). If the page asked for anything else, it would compute it here."""
+def test_landing_page_computes_the_od_release_and_data_first_views_ahead(monkeypatch):
+    """The landing page has the OD release and Data pages' first views computed (in the server's idle time):
+    opening those pages then computes nothing — the same functions, arguments and cache entries as the pages (the
+    release map's widget defaults are :data:`odapp.release_view.MAP_DEFAULTS`). If a page asked for anything else,
+    it would compute it here."""
     import collections
 
     import streamlit as st
@@ -148,31 +149,42 @@ def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
     import odapp.maps
     import odcore.figures
     import odcore.release
-    from odapp import release_view
+    from odapp import ahead
 
     if not (REPO_ROOT / "sample_data" / "synthetic_city.parquet").is_file():
         pytest.skip("bundled sample missing (make sample-data)")
-    monkeypatch.setattr(release_view, "_ahead", set())
-    ahead = release_view.first_view_ahead
-    monkeypatch.setattr(release_view, "first_view_ahead", lambda ctx: ahead(ctx, background=False))  # no race
+    monkeypatch.setattr(ahead, "_started", set())
+    start = ahead.start
+    monkeypatch.setattr(ahead, "start", lambda ctx: start(ctx, background=False))   # no race with a thread
     calls = collections.Counter()
+
+    def counting(f, name):
+        def counted(*a, **k):
+            calls[name] += 1
+            return f(*a, **k)
+        return counted
+
     for mod, name in [(odcore.release, "release_with_report"), (odcore.release, "cell_release_probability"),
-                      (odapp.maps, "release_maps"), (odcore.figures, "release_curve_figure")]:
-        def counted(*a, _f=getattr(mod, name), _n=name, **k):
-            calls[_n] += 1
-            return _f(*a, **k)
-        monkeypatch.setattr(mod, name, counted)
+                      (odapp.maps, "release_maps"), (odcore.figures, "release_curve_figure"),
+                      (odapp.maps, "trace_density_deck")]:
+        monkeypatch.setattr(mod, name, counting(getattr(mod, name), name))
     st.cache_resource.clear()
     at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=300).run()
     assert not at.exception, [e.message for e in at.exception]
     assert calls == {"release_with_report": 1, "cell_release_probability": 1, "release_maps": 1,
-                     "release_curve_figure": 1}
+                     "release_curve_figure": 1, "trace_density_deck": 1}
     at.run()                                              # a landing page rerun does not compute it again
-    assert sum(calls.values()) == 4
+    assert sum(calls.values()) == 5
     calls.clear()
     at.switch_page("pages/2_OD_release.py").run()
     assert not at.exception, [e.message for e in at.exception]
-    assert len(at.get("deck_gl_json_chart")) == 1 and len(at.get("plotly_chart")) == 1
+    assert len(at.get("deck_gl_json_chart")) == 1
+    assert len(at.get("plotly_chart")) == 1
     assert sum(calls.values()) == 0, calls                # all of it was ready
     at.number_input(key="rel_topn").set_value(310).run()  # the check itself can fail: a new map is computed
     assert calls == {"release_maps": 1}
+    calls.clear()
+    at.switch_page("pages/1_Data.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert len(at.get("deck_gl_json_chart")) == 1
+    assert not calls, calls

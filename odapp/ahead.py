@@ -1,0 +1,50 @@
+"""Work the next page will need, done in the server's idle time while the person reads the landing page.
+
+Opening a page for the first time after the server started would compute its tables, maps and charts; the landing
+page starts that work in a background thread, once per process for each dataset and grid (not for every slider step
+on the landing page: that would add its cost to every step). It calls the pages' own cached functions with the
+arguments the pages use for their first view (:mod:`odapp.release_view`, :func:`odapp.cache.trace_density_map`), so
+it fills the very cache entries the pages read. If a page is opened while the work is still running, it waits for
+the entry being computed instead of computing it twice (Streamlit's cache computes each entry once).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from odapp import cache, release_view
+
+_log = logging.getLogger(__name__)
+_started: set = set()
+_lock = threading.Lock()
+
+
+def first_views(ctx) -> None:
+    """The OD release page's first view (its week, cells, map and chart), then the Data page's map."""
+    release_view.first_view(ctx)
+    cache.trace_density_map(ctx.settings.dataset.id, ctx.od_config, _df=ctx.loaded.df, _grid=ctx.od.grid)
+
+
+def _quietly(ctx) -> None:
+    try:
+        first_views(ctx)
+    except Exception:   # the page computes it again itself and shows what went wrong, with the advice
+        _log.info("computing the first views ahead failed; the pages will compute them", exc_info=True)
+
+
+def start(ctx, *, background: bool = True) -> bool:
+    """Compute :func:`first_views` (in a background thread unless ``background`` is false), once per process for
+    the context's dataset and grid. Returns whether it started."""
+    if ctx.od is None:
+        return False
+    key = (ctx.settings.dataset.id, ctx.od_config)
+    with _lock:
+        if key in _started:
+            return False
+        _started.add(key)
+    if background:
+        threading.Thread(target=_quietly, args=(ctx,), name="odlab-ahead", daemon=True).start()
+    else:
+        _quietly(ctx)
+    return True
