@@ -18,6 +18,18 @@ from odapp import cache, release_view
 _log = logging.getLogger(__name__)
 _started: set = set()
 _lock = threading.Lock()
+THREAD = "odlab-ahead"
+
+
+class _NotAhead(logging.Filter):
+    """Streamlit warns "missing ScriptRunContext" whenever a cached function runs outside a page's run; for this
+    thread that is by design (no page to draw a spinner on), so the warning would only mislead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName != THREAD
+
+
+logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_NotAhead())
 
 
 def first_views(ctx) -> None:
@@ -44,7 +56,7 @@ def start(ctx, *, background: bool = True) -> bool:
             return False
         _started.add(key)
     if background:
-        threading.Thread(target=_quietly, args=(ctx,), name="odlab-ahead", daemon=True).start()
+        threading.Thread(target=_quietly, args=(ctx,), name=THREAD, daemon=True).start()
     else:
         _quietly(ctx)
     return True
