@@ -474,15 +474,14 @@ def release_curve_figure(true_counts: np.ndarray, epsilon: float, threshold: flo
                                                                                  sensitivity)})
     hist, edges = integer_bins(tc, x_max)
     keep = hist > 0
-    fig = go.Figure()
-    fig.add_bar(x=((edges[:-1] + edges[1:]) / 2)[keep], y=hist[keep], width=np.diff(edges)[keep],
-                name="observed pairs (right axis)", yaxis="y2", marker={"color": "#9db4d3", "line": {"width": 0}})
-    fig.add_scatter(x=curve["true_count"], y=curve["release_prob"], mode="lines", name="P(published)",
-                    line={"color": PALETTE[1], "width": 3})
-    fig.add_vline(x=threshold, line_dash="dot", line_color=INK, annotation_text=f"threshold {threshold:g}",
-                  annotation_position="top left")
+    fig = go.Figure([
+        go.Bar(x=((edges[:-1] + edges[1:]) / 2)[keep], y=hist[keep], width=np.diff(edges)[keep],
+               name="observed pairs (right axis)", yaxis="y2", marker={"color": "#9db4d3", "line": {"width": 0}}),
+        go.Scatter(x=curve["true_count"], y=curve["release_prob"], mode="lines", name="P(published)",
+                   line={"color": PALETTE[1], "width": 3})])
     top = max(int(hist.max()) if len(hist) else 1, 1)
-    fig.update_layout(
+    fig.update_layout(   # one layout update, the threshold's line included (add_vline would re-lay out the figure)
+        **marker_lines(vlines=[(threshold, {"dash": "dot", "color": INK}, f"threshold {threshold:g}", "right")]),
         xaxis={"title": {"text": "true count (distinct people on the pair)"}, "rangemode": "tozero"},
         yaxis={"title": {"text": "probability published"}, "range": [0, 1.02], "tickformat": ".1f", "dtick": 0.2},
         yaxis2={"title": {"text": "pairs (log scale)"}, "overlaying": "y", "side": "right", "showgrid": False,

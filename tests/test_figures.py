@@ -103,6 +103,11 @@ def test_release_curve_axes():
     assert fig.layout.yaxis2.range[0] < 0.0 <= fig.layout.yaxis2.range[0] + 0.1
     assert fig.layout.yaxis.range[0] == 0
     assert curve["release_prob"].between(0, 1).all()
+    # the threshold's dotted line and its label, as add_vline(annotation_position="top left") draws them
+    ref = go.Figure().add_vline(x=100, line_dash="dot", line_color=figures.INK, annotation_text="threshold 100",
+                                annotation_position="top left")
+    assert [s.to_plotly_json() for s in fig.layout.shapes] == [s.to_plotly_json() for s in ref.layout.shapes]
+    assert [a.to_plotly_json() for a in fig.layout.annotations] == [a.to_plotly_json() for a in ref.layout.annotations]
 
 
 @NEEDS_BROWSER
