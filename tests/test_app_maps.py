@@ -12,6 +12,7 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from odapp import maps
@@ -166,3 +167,12 @@ def test_bundled_release_map_uses_three_kinds_of_layer_and_the_legend_gives_the_
     assert len(said) == 1                                              # the bar's length, in the legend
     (x0, y0), (x1, _) = bar[1]["s"], bar[1]["t"]                       # the bar's horizontal segment
     assert abs(x1 - x0) * figures.km_per_deg_lon(y0) == pytest.approx(said[0], rel=0.02)
+
+
+def test_layer_rows_are_the_frames_records_with_floats_rounded():
+    df = pd.DataFrame({"polygon": [[[0.1234567, 1.0]], [[2.0, 3.0]]], "v": [0.1234567, np.nan], "n": [1, 2],
+                       "b": [True, False], "tip": ["a", "b"], "other": [9, 9]})
+    rows = maps.layer_rows(df, {"p": "polygon", "v": "v", "n": "n", "b": "b", "tip": "tip"})
+    ref = df.assign(v=df["v"].round(maps.DIGITS)).rename(columns={"polygon": "p"})[["p", "v", "n", "b", "tip"]]
+    assert json.dumps(rows) == json.dumps(ref.to_dict(orient="records"))
+    assert [type(x) for x in rows[0].values()] == [list, float, int, bool, str]
