@@ -254,6 +254,11 @@ class SquareGrid:
         y = np.subtract(y, self.y0, dtype=np.float64)
         y /= self.side_m
         np.floor(y, out=y)
+        if x.size and x.min() >= 0 and x.max() < self.n_cols and y.min() >= 0 and y.max() < self.n_rows:
+            out = y.astype(np.int64)   # every point inside (a grid fitted to them; NaN fails the test above)
+            out *= self.n_cols
+            out += x.astype(np.int64)
+            return out
         with np.errstate(invalid="ignore"):
             ok = (x >= 0) & (x < self.n_cols) & (y >= 0) & (y < self.n_rows)   # NaN compares False
         x[~ok] = 0

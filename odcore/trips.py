@@ -397,7 +397,9 @@ class HourIndex:
     """
 
     tz: str
-    key: np.ndarray = field(repr=False)      # user code * n_slots + relative slot, sorted (one value per row)
+    gu: np.ndarray = field(repr=False)       # user code of each (user, hour) with rows, sorted by (user, hour)
+    gs: np.ndarray = field(repr=False)       # its hour slot, relative to smin
+    starts: np.ndarray | None = field(repr=False)   # first row of each (user, hour); None: one row each
     n_slots: int
     smin: int                                # absolute slot of relative slot 0
     n_users: int
@@ -434,10 +436,19 @@ class HourIndex:
         if key.size > 1 and not (key[1:] >= key[:-1]).all():   # files are usually in (user, time) order already
             order = np.argsort(key, kind="stable")
             key, lat, lon = key[order], lat[order], lon[order]
-        for a in (key, lat, lon):
-            a.setflags(write=False)   # shared (read-only views of the trace table or copies in key order)
+        new = np.empty(key.size, bool)
+        new[0] = True
+        np.not_equal(key[1:], key[:-1], out=new[1:])
+        starts = np.flatnonzero(new)
+        del new
+        gu, gs = np.divmod(key[starts], n_slots)
+        starts = None if starts.size == key.size else starts
+        del key
+        for a in (gu, gs, starts, lat, lon):
+            if a is not None:
+                a.setflags(write=False)   # shared (read-only views of the trace table or copies in key order)
         wos = week_of_slots(np.arange(n_slots, dtype=np.int64) + smin, tz)
-        return cls(tz=tz, key=key, n_slots=n_slots, smin=smin, n_users=n_users, labels=labels,
+        return cls(tz=tz, gu=gu, gs=gs, starts=starts, n_slots=n_slots, smin=smin, n_users=n_users, labels=labels,
                    like=traces_df[USER].iloc[:0], lat=lat, lon=lon, week_of_slot=wos)
 
     def cells(self, zones) -> np.ndarray:
@@ -459,21 +470,24 @@ class HourIndex:
     def winners(self, cell: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray, int, int]:
         """Winner-takes-all cell of every (user, hour) with a row in a zone (``cell >= 0``); ties to the lower id.
 
-        Returns ``(wu, ws, wc, rows_used)``: user code, relative slot and cell of each winner, sorted by (user, slot).
+        Returns ``(wu, ws, wc, rows_used)``: user code, relative slot and cell of each winner, sorted by (user, slot)
+        (read-only when they are the index's own arrays).
         """
-        key = self.key
-        ok = cell >= 0
-        rows_used = int(ok.sum())
-        if rows_used < key.size:
-            key, cell = key[ok], cell[ok]
-        n = key.size
-        new = np.empty(n, bool)
-        new[0] = True
-        np.not_equal(key[1:], key[:-1], out=new[1:])
-        starts = np.flatnonzero(new)
-        del new
-        wkey, wc = key[starts], cell[starts]
-        if starts.size < n:    # hours with several rows: the most used cell of each
+        n = cell.size
+        rows_used = n - int(np.count_nonzero(cell < 0))
+        starts, hours = self.starts, None          # hours: the (user, hour)s left, when rows were dropped
+        if rows_used < n:
+            ok = cell >= 0
+            g = np.arange(n) if starts is None else np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
+            g, cell, n = g[ok], cell[ok], rows_used
+            new = np.empty(n, bool)
+            new[0] = True
+            np.not_equal(g[1:], g[:-1], out=new[1:])
+            starts = np.flatnonzero(new)
+            hours = g[starts]
+            del g, new, ok
+        wc = cell if starts is None else cell[starts]
+        if starts is not None and starts.size < n:    # hours with several rows: the most used cell of each
             size = np.diff(np.append(starts, n))
             multi = size > 1
             rows = np.repeat(multi, size)
@@ -489,10 +503,10 @@ class HourIndex:
             del mc, rows
             mkey.sort()
             _, win = _modes(mkey, n_cells)
-            wc = wc.copy()
             wc[multi] = win if cells_map is None else cells_map[win]
-        wu, ws = np.divmod(wkey, self.n_slots)
-        return wu, ws, wc, rows_used
+        if hours is None:
+            return self.gu, self.gs, wc, rows_used
+        return self.gu[hours], self.gs[hours], wc, rows_used
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -650,7 +664,14 @@ def _od_tables(wu: np.ndarray, ws: np.ndarray, wc: np.ndarray, wweek: np.ndarray
     del uw_trip, p_uw
     a_week, a_user = np.divmod(uw_active, n_users)
     # distinct users per (week, origin, destination): pairs rows are unique per user, so count rows
-    ck, cc = _unique((p_week * n_c + p_o) * n_c + p_d, return_counts=True)
+    ck = (p_week * n_c + p_o) * n_c + p_d
+    n_ck = n_weeks * n_c * n_c
+    if n_ck <= max(8 * ck.size, 1 << 22):    # a table over every (week, origin, destination): no sort
+        cc = np.bincount(ck, minlength=n_ck)
+        ck = np.flatnonzero(cc)
+        cc = cc[ck]
+    else:
+        ck, cc = _unique(ck, return_counts=True)
     c_week, rem = np.divmod(ck, n_c * n_c)
     c_o, c_d = np.divmod(rem, n_c)
     return {"a_week": a_week.astype(np.int64) + week0, "a_user": a_user, "trips": trips.astype(np.int64),
