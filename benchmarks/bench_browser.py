@@ -70,7 +70,9 @@ own, as for a class exploring independently), then every session presses ε one 
   sockets, pages that never opened;
 * *server RSS peak* of the server's process tree (sampled every 0.25 s) and its RSS 5 s after the sessions closed;
 * *CPU used*: of the server's process tree and of the benchmark side (Chromium, Playwright's driver and this
-  process with the protocol clients; ``odapp.live.tree_cpu_seconds``).
+  process with the protocol clients; ``odapp.live.tree_cpu_seconds``), from the first page open to the last press;
+* *server CPU per press*: the server's CPU from the release of the first press to the end of the last one, divided
+  by the number of presses (all sessions): what one press costs the server.
 
 The page's frame loop (for the painted frame) runs only while a measurement waits. The protocol clients still share
 the machine with the server (their CPU is reported, a small fraction of a browser's), and so does the one browser:
@@ -573,6 +575,7 @@ async def _session(browser, url: str, path: str, seed: int, rounds: int, barrier
             await barrier()
             r = await _press(page, ctl)
             out["press"].append(r["total"])
+            out["bytes"].append(r["bytes"])
             out["exceptions"] += r["exceptions"]
     except (Timeout, AssertionError, Exception) as e:
         out["errors"].append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
@@ -583,10 +586,11 @@ async def _session(browser, url: str, path: str, seed: int, rounds: int, barrier
 
 class _Barrier:
     """All live sessions press at the same moment; a session that ends leaves the barrier. With ``wait_s`` none waits
-    longer than that for the others (a stuck session must not turn every other session into a timeout)."""
+    longer than that for the others (a stuck session must not turn every other session into a timeout).
+    ``on_first`` is called when the first press is released (where the press phase starts)."""
 
-    def __init__(self, n: int, wait_s: float | None = None):
-        self.n, self.waiting, self.generation, self.wait_s = n, 0, 0, wait_s
+    def __init__(self, n: int, wait_s: float | None = None, on_first=None):
+        self.n, self.waiting, self.generation, self.wait_s, self.on_first = n, 0, 0, wait_s, on_first
         self.cond = asyncio.Condition()
 
     async def __call__(self, leave: bool = False) -> None:
@@ -598,6 +602,8 @@ class _Barrier:
                 gen = self.generation
             if self.waiting and self.waiting >= self.n:
                 self.waiting, self.generation = 0, self.generation + 1
+                if self.generation == 1 and self.on_first is not None:
+                    self.on_first()
                 self.cond.notify_all()
             elif not leave:
                 try:
@@ -664,9 +670,10 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
         await _goto_drawn(page, f"{url}/{path}")     # load the bundled city once
         await ctx.close()
         for n in sessions:
-            out = {"open": [], "press": [], "errors": [], "exceptions": 0}        # browser sessions
+            out = {"open": [], "press": [], "bytes": [], "errors": [], "exceptions": 0}   # browser sessions
             cout = {"open": [], "press": [], "bytes": [], "errors": []}          # protocol clients
-            barrier = _Barrier(n)
+            at_first_press: list[float] = []   # the server's CPU when the first press is released
+            barrier = _Barrier(n, on_first=lambda mark=at_first_press: mark.append(live.tree_cpu_seconds(proc.pid)))
             n_browsers = n if mode == "browsers" else min(n, 1)
             rss_before = live.tree_rss_bytes(proc.pid)
             cpu0 = (live.tree_cpu_seconds(proc.pid), live.tree_cpu_seconds(os.getpid(), exclude=proc.pid),
@@ -675,11 +682,15 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
                 await asyncio.gather(
                     *(_session(browser, url, path, 1000 * n + i, rounds, barrier, out) for i in range(n_browsers)),
                     *(_client_session(url, path, 1000 * n + i, rounds, barrier, cout) for i in range(n_browsers, n)))
-            cpu = (live.tree_cpu_seconds(proc.pid) - cpu0[0],
+            cpu_end = live.tree_cpu_seconds(proc.pid)
+            cpu = (cpu_end - cpu0[0],
                    live.tree_cpu_seconds(os.getpid(), exclude=proc.pid) - cpu0[1], time.perf_counter() - cpu0[2])
+            presses = len(out["press"]) + len(cout["press"])
+            press_cpu = (cpu_end - at_first_press[0]) / presses if presses and at_first_press else None
             await asyncio.sleep(5)
             rss_after = live.tree_rss_bytes(proc.pid)
-            common = dict(path=path, n=n, rounds=rounds, rss=(rss_before, rss.peak, rss_after), cpu=cpu)
+            common = dict(path=path, n=n, rounds=rounds, rss=(rss_before, rss.peak, rss_after), cpu=cpu,
+                          press_cpu=press_cpu)
             rows += _class_rows(out, cout, **common) if mode == "class" else _browsers_rows(out, **common)
     finally:
         live.stop_server(proc)
@@ -691,9 +702,13 @@ def _row(case: str, metric: str, value, unit: str, note: str, ratio=None) -> dic
             "note": note}
 
 
-def _server_rows(case: str, rss: tuple[int, int, int], cpu: tuple[float, float, float], other: str) -> list[dict]:
+def _server_rows(case: str, rss: tuple[int, int, int], cpu: tuple[float, float, float], other: str,
+                 press_cpu: float | None) -> list[dict]:
     before, peak, after = (b / 2**20 for b in rss)
     return [
+        _row(case, "server CPU per press", None if press_cpu is None else press_cpu * 1000, "ms",
+             "the server's CPU from the first press's release to the end of the last press, divided by the presses "
+             "of all sessions: N presses at once ask the server for N times this"),
         _row(case, "server RSS peak", peak, "MiB",
              f"server process tree, sampled every 0.25 s; before {before:.0f} MiB, 5 s after all sessions closed "
              f"{after:.0f} MiB"),
@@ -704,7 +719,7 @@ def _server_rows(case: str, rss: tuple[int, int, int], cpu: tuple[float, float, 
     ]
 
 
-def _class_rows(out: dict, cout: dict, *, path: str, n: int, rounds: int, rss, cpu) -> list[dict]:
+def _class_rows(out: dict, cout: dict, *, path: str, n: int, rounds: int, rss, cpu, press_cpu) -> list[dict]:
     m = n - 1
     case = f"class of {n} ({path}, ε): 1 browser" + (f" + {m} protocol client{'s' if m > 1 else ''}" if m else "")
     target = "; issue 13 target (10 sessions): median < 1000 ms"
@@ -723,13 +738,14 @@ def _class_rows(out: dict, cout: dict, *, path: str, n: int, rounds: int, rss, c
     if m:
         rows += [
             _row(case, "clients: median press-to-run-finished", _med(cout["press"]), "ms",
-                 f"the {m} protocol clients (the other laptops; their drawing is not on this machine): ε rerun "
+                 f"the {m} protocol client{'s' if m > 1 else ''} (the other laptops; their drawing is not on this machine): ε rerun "
                  f"request sent to the run's script_finished received, all its deltas received; "
                  f"{len(cout['press'])} presses"),
             _row(case, "clients: worst press-to-run-finished", max(cout["press"], default=None), "ms", ""),
             _row(case, "clients: received per press", _med(kib), "KiB",
-                 f"WebSocket payload of one press's run (decompressed), median; largest "
-                 f"{max(kib, default=0):.0f} KiB"),
+                 f"WebSocket payload of one press's run (decompressed), median; largest {max(kib, default=0):.0f} "
+                 f"KiB; the browser session received {_med(out['bytes']) / 1024 if out['bytes'] else 0:.0f} KiB "
+                 "per press (median, the same way)"),
             _row(case, "clients: median page open", _med(cout["open"]), "ms",
                  "HTML, its scripts and stylesheets, health and host-config, WebSocket, first run finished; all "
                  "sessions at once"),
@@ -737,10 +753,10 @@ def _class_rows(out: dict, cout: dict, *, path: str, n: int, rounds: int, rss, c
     rows.append(_row(case, "errors", n_err, "",
                      f"of {n} sessions: exceptions shown, timeouts, closed sockets, pages that never opened; "
                      + _error_kinds(errs)))
-    return rows + _server_rows(case, rss, cpu, "benchmark side (browser, its driver, protocol clients)")
+    return rows + _server_rows(case, rss, cpu, "benchmark side (browser, its driver, protocol clients)", press_cpu)
 
 
-def _browsers_rows(out: dict, *, path: str, n: int, rounds: int, rss, cpu) -> list[dict]:
+def _browsers_rows(out: dict, *, path: str, n: int, rounds: int, rss, cpu, press_cpu) -> list[dict]:
     case = f"{n} concurrent browser session{'s' if n > 1 else ''} ({path}, ε)"
     errs = len(out["errors"]) + out["exceptions"]
     note = f"{len(out['press'])} presses, {rounds} rounds, each session its own seed"
@@ -750,7 +766,7 @@ def _browsers_rows(out: dict, *, path: str, n: int, rounds: int, rss, cpu) -> li
         _row(case, "worst input-to-paint", max(out["press"], default=None), "ms", ""),
         _row(case, "median page open", _med(out["open"]), "ms", "all sessions open the page at once"),
         _row(case, "errors", errs, "", _error_kinds(out["errors"])),
-        *_server_rows(case, rss, cpu, "browsers"),
+        *_server_rows(case, rss, cpu, "browsers", press_cpu),
     ]
 
 
