@@ -62,8 +62,9 @@ own, as for a class exploring independently), then every session presses ε one 
 * *clients: median / worst press-to-run-finished*: a protocol client's ``rerun_script`` sent to that run's
   ``script_finished`` received, i.e. every delta of the rerun received (what every other laptop waits for before
   its own browser draws; that drawing is not included: the browser row above has it, for one session);
-* *clients: received per press*: WebSocket payload of one press's run (after permessage-deflate, as the browser
-  counts it);
+* *clients: received per press*: WebSocket payload of one press's run, counted as the browser session counts its
+  own (beside it in the note; the server sends it uncompressed: Streamlit's ``server.enableWebsocketCompression`` is
+  off by default);
 * *browser: page open* (navigation to the painted frame) and *clients: median page open* (files, WebSocket and
   the first run finished), with every session opening at once;
 * *errors*, by kind: exceptions shown in a page, runs that do not finish within ``ODLAB_BENCH_TIMEOUT_S``, closed
@@ -743,7 +744,7 @@ def _class_rows(out: dict, cout: dict, *, path: str, n: int, rounds: int, rss, c
                  f"{len(cout['press'])} presses"),
             _row(case, "clients: worst press-to-run-finished", max(cout["press"], default=None), "ms", ""),
             _row(case, "clients: received per press", _med(kib), "KiB",
-                 f"WebSocket payload of one press's run (decompressed), median; largest {max(kib, default=0):.0f} "
+                 f"WebSocket payload of one press's run, median; largest {max(kib, default=0):.0f} "
                  f"KiB; the browser session received {_med(out['bytes']) / 1024 if out['bytes'] else 0:.0f} KiB "
                  "per press (median, the same way)"),
             _row(case, "clients: median page open", _med(cout["open"]), "ms",

@@ -10,7 +10,8 @@ What it does, as Streamlit's frontend does it (Streamlit 1.67: ``web/server/star
 
 * **Open a page**: GET the page's HTML and the scripts and stylesheets it names, ``/_stcore/health`` and
   ``/_stcore/host-config`` (a browser with an empty cache), then connect to ``ws://HOST/_stcore/stream``
-  (subprotocol ``streamlit``, ``Origin`` of the page, permessage-deflate as Chromium offers it) and send a
+  (subprotocol ``streamlit``, ``Origin`` of the page, permessage-deflate offered as Chromium offers it; Streamlit
+  accepts it only with ``server.enableWebsocketCompression``, off by default) and send a
   ``BackMsg.rerun_script`` whose ``ClientState`` names the page by ``page_name`` (the URL path, e.g.
   ``OD_release``; ``page_script_hash`` empty: the browser does not know the hashes before the first
   ``new_session``), no widget states, and the browser's ``context_info``.
@@ -62,7 +63,7 @@ class Run:
     """One script run as the client received it, from the request to ``script_finished``.
 
     ``ms``: from sending the request to receiving ``script_finished``; ``bytes``: WebSocket payload bytes received
-    (after permessage-deflate decompression, as the browser benchmark counts them); ``elements``: delta path ->
+    (decompressed if the server compresses, as the browser benchmark counts them); ``elements``: delta path ->
     element of the run (``ref_hash`` messages resolved); ``errors``: what went wrong in this run (empty when fine).
     """
 
