@@ -25,7 +25,8 @@ What it does, as Streamlit's frontend does it (Streamlit 1.67: ``web/server/star
   ``double_array_value``; number input: ``int_value`` or ``double_value`` by its data type; select box and radio:
   ``string_value`` of the shown option; checkbox/toggle: ``bool_value``; text input: ``string_value``). Widgets
   that the last successful run did not draw are dropped (``WidgetStateManager.removeInactive``). Buttons have no
-  state until clicked. Every rerun sends all states, with the changed one changed.
+  state until clicked. Every rerun sends all states, with the changed one changed. Not modelled: a form (a browser
+  holds a changed form widget back until the form is submitted; :meth:`ProtocolClient.set_value` sends it at once).
 * **Message cache**: messages the server marks ``metadata.cacheable`` are kept by hash and their hashes are sent
   in ``cached_message_hashes``; the server then sends a ``ref_hash`` instead of the element. An entry not used for
   ``CACHE_MAX_AGE`` runs is dropped (Streamlit's ``global.maxCachedMessageAge``).

@@ -62,7 +62,9 @@ TINY_APP = textwrap.dedent("""
     import streamlit as st
 
     mode = st.radio("mode", ["ok", "raise", "sleep"])
-    if mode == "raise":
+    st.sidebar.number_input("Seed", 0, 2**31 - 1, 0)
+    eps = st.sidebar.slider("ε", 0.05, 5.0, 0.66, 0.01)
+    if mode == "raise" or eps > 0.66:
         raise ValueError("boom")
     if mode == "sleep":
         time.sleep(20)
@@ -102,3 +104,20 @@ def test_exception_timeout_and_closed_socket_are_errors(tiny_server):
             assert [e.split(":")[0] for e in gone.errors] == ["socket closed"], gone.errors
 
     asyncio.run(go())
+
+
+def test_the_class_benchmark_counts_a_clients_exception(tiny_server):
+    """The benchmark's protocol-client session and its rows: an ε press that raises is one error, said by kind."""
+    from benchmarks import bench_browser as bb
+
+    _, url = tiny_server
+    cout = {"open": [], "press": [], "bytes": [], "errors": []}
+    asyncio.run(bb._client_session(url, "", 1001, 2, bb._Barrier(1), cout))
+    assert cout["errors"] == ["exception: ValueError: boom"]   # the first press raised; the session stopped there
+    assert len(cout["press"]) == 1
+    assert len(cout["open"]) == 1
+    browser = {"open": [1.0], "press": [1.0], "bytes": [1], "errors": [], "exceptions": 0}
+    rows = bb._class_rows(browser, cout, path="", n=2, rounds=2, rss=(0, 0, 0), cpu=(1.0, 1.0, 1.0), press_cpu=0.1)
+    errors = next(r for r in rows if r["metric"] == "errors")
+    assert errors["value"] == 1
+    assert "exception: ValueError: boom" in errors["note"]
