@@ -8,8 +8,9 @@ What it does, as Streamlit's frontend does it (Streamlit 1.67: ``web/server/star
 ``runtime/app_session.py``, ``runtime/scriptrunner_utils/script_run_context.py``; the frontend's ``App.tsx``
 ``sendRerunBackMsg`` and ``WidgetStateManager``):
 
-* **Open a page**: GET the page's HTML and the scripts and stylesheets it names, ``/_stcore/health`` and
-  ``/_stcore/host-config`` (a browser with an empty cache), then connect to ``ws://HOST/_stcore/stream``
+* **Open a page**: GET the page's HTML and the scripts, stylesheets, font and icon it names (``_static_urls``),
+  ``/_stcore/health`` and ``/_stcore/host-config`` (a browser with an empty cache; one request after another,
+  where a browser makes several at once), then connect to ``ws://HOST/_stcore/stream``
   (subprotocol ``streamlit``, ``Origin`` of the page, permessage-deflate offered as Chromium offers it; Streamlit
   accepts it only with ``server.enableWebsocketCompression``, off by default) and send a
   ``BackMsg.rerun_script`` whose ``ClientState`` names the page by ``page_name`` (the URL path, e.g.
@@ -127,14 +128,21 @@ def widget_state(el: Element) -> WidgetState | None:
     return s
 
 
+FETCHED_RELS = {"stylesheet", "modulepreload", "preload", "icon"}   # what a browser loads of <link rel=...>
+
+
 def _static_urls(base: str, html: str) -> list[str]:
-    """Scripts and stylesheets the page's HTML names, as absolute URLs on ``base``."""
+    """What a browser fetches of the page's HTML at once: ``<script src>`` and the ``<link>`` files of the kinds in
+    ``FETCHED_RELS`` (not e.g. ``service-desc``), as absolute URLs on ``base``."""
     out = []
-    for m in re.finditer(r'<(?:script[^>]*\ssrc|link[^>]*\shref)="([^"]+)"', html):
-        u = m.group(1)
-        if u.startswith(("http://", "https://", "data:")):
+    for m in re.finditer(r"<(script|link)\b([^>]*)>", html):
+        attrs = dict(re.findall(r'([a-z-]+)="([^"]*)"', m.group(2)))
+        u = attrs.get("src" if m.group(1) == "script" else "href")
+        if not u or u.startswith(("http://", "https://", "data:")):
             continue
-        out.append(base + "/" + u.lstrip("./").lstrip("/"))
+        if m.group(1) == "link" and not FETCHED_RELS & set(attrs.get("rel", "").split()):
+            continue
+        out.append(base + "/" + u.removeprefix("./").lstrip("/"))
     return out
 
 
