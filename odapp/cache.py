@@ -353,12 +353,12 @@ def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: in
     """
     from odcore.release import Mode, bound_contributions
 
-    pairs = _od.week_pairs(week)
-    if release_config.mode is Mode.USER_LEVEL:
-        pairs, _ = bound_contributions(pairs, release_config.max_pairs, rng=seed)
+    if release_config.mode is Mode.USER_LEVEL:   # the week as the release prepared it (and its seed's draw)
+        pairs, _ = bound_contributions(week_pairs_prepared(dataset_id, od_config, week, _od=_od),
+                                       release_config.max_pairs, rng=seed)
         return pairs, None
     counts = _od.counts
-    return pairs, counts.loc[counts["week"].to_numpy() == week]
+    return _od.week_pairs(week), counts.loc[counts["week"].to_numpy() == week]
 
 
 @st.cache_resource(max_entries=16, show_spinner="Attacking every user of the week…")

@@ -359,7 +359,8 @@ def _validate_pairs(pairs: pd.DataFrame) -> _Pairs:
     return _Pairs(w, o, d, ucode, users, n_dup)
 
 
-def bound_contributions(pairs: pd.DataFrame, max_pairs: int, rng=None) -> tuple[pd.DataFrame, dict]:
+def bound_contributions(pairs: pd.DataFrame | PreparedPairs, max_pairs: int, rng=None
+                        ) -> tuple[pd.DataFrame, dict]:
     """Keep at most ``max_pairs`` unique pairs per (week, user), chosen uniformly at random.
 
     Sampling rule: rows are sorted canonically by (week, origin, destination, user), each gets one
@@ -369,7 +370,9 @@ def bound_contributions(pairs: pd.DataFrame, max_pairs: int, rng=None) -> tuple[
     Parameters
     ----------
     pairs:
-        DataFrame[week, user, origin, destination]; duplicate rows are removed first (and counted).
+        DataFrame[week, user, origin, destination]; duplicate rows are removed first (and counted). Or the same
+        prepared once (:func:`prepare_pairs`): the same rows are kept, and an integer seed's draw is shared with
+        the releases of that preparation (:meth:`PreparedPairs.bound_ranks`).
     max_pairs:
         Integer >= 1.
     rng:
@@ -383,11 +386,18 @@ def bound_contributions(pairs: pd.DataFrame, max_pairs: int, rng=None) -> tuple[
         ``user_weeks``, ``user_weeks_bounded``.
     """
     m = _check_max_pairs(max_pairs)
+    seed = _int_seed(rng)
     rng = np.random.default_rng(rng)
-    p = _validate_pairs(pairs)
-    keep, rep = _bound_mask(p, m, rng)
-    rep = {"rows_in": len(pairs), "duplicate_rows_dropped": p.n_dup, **rep}
+    prep = pairs if isinstance(pairs, PreparedPairs) else None
+    p = _validate_pairs(pairs) if prep is None else prep.pairs
+    keep, rep = _bound_mask(p, m, rng, None if prep is None or seed is None else prep.bound_ranks(seed, rng))
+    rep = {"rows_in": len(pairs) if prep is None else prep.rows_in, "duplicate_rows_dropped": p.n_dup, **rep}
     return p.take(np.flatnonzero(keep)).frame(), rep
+
+
+def _int_seed(rng) -> int | None:
+    """``rng`` as an int when it is an integer seed (a new generator each call, so draws can be memoised)."""
+    return int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
 
 
 _MIN_RANDOM_BITS = 40
@@ -593,7 +603,7 @@ def release_with_report(pairs: pd.DataFrame | PreparedPairs, config: ReleaseConf
     config = ReleaseConfig() if config is None else config
     if not isinstance(config, ReleaseConfig):
         raise ParameterError(f"config must be a ReleaseConfig, got {type(config).__name__}.")
-    seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
+    seed = _int_seed(rng)
     rng = np.random.default_rng(rng)
     prep = pairs if isinstance(pairs, PreparedPairs) else prepare_pairs(pairs)
     p = prep.pairs

@@ -417,5 +417,9 @@ def test_seed_memo_of_prepared_pairs_changes_no_release():
         pd.testing.assert_frame_equal(a.table, b.table)
         assert a.report == b.report
     assert len(prep._ranks) == PreparedPairs.RANK_SEEDS
+    for m in (1, 3):      # the attack pages bound the prepared week with the release's seed: the same rows
+        (kept, rep), (kept_p, rep_p) = bound_contributions(pairs, m, rng=4), bound_contributions(prep, m, rng=4)
+        pd.testing.assert_frame_equal(kept, kept_p)
+        assert rep == rep_p
     gen = release_with_report(prep, cfg, rng=np.random.default_rng(4))   # a generator: drawn, not memoised
     pd.testing.assert_frame_equal(gen.table, b.table)
