@@ -494,7 +494,8 @@ class PreparedPairs:
         state the draw left, so what follows draws the same numbers as without the memo."""
         hit = self._ranks.get(seed)
         if hit is None:
-            ranks = _bound_ranks(self.pairs, rng)
+            rank, sizes = _bound_ranks(self.pairs, rng)
+            ranks = (rank.astype(np.int32) if len(rank) < 2**31 else rank, sizes)   # kept small: 4 bytes a row
             for a in ranks:
                 a.setflags(write=False)
             while len(self._ranks) >= self.RANK_SEEDS:
