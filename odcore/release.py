@@ -345,8 +345,10 @@ def _validate_pairs(pairs: pd.DataFrame) -> _Pairs:
     ucode = ucode.astype(np.int64)
     users = np.asarray(users)
     w, o, d = arrays[WEEK], arrays[ORIGIN], arrays[DESTINATION]
-    # Canonical order, so the random draws do not depend on the input row order.
-    order = _canonical_order([w, o, d, ucode])
+    # Canonical order, so the random draws do not depend on the input row order. Rows already in (week, user)
+    # order (an ODData's pairs) need only a stable sort by pair: equal pairs keep their ascending users.
+    by_user = len(w) > 1 and bool(np.all((w[1:] > w[:-1]) | ((w[1:] == w[:-1]) & (ucode[1:] >= ucode[:-1]))))
+    order = _canonical_order([w, o, d] if by_user else [w, o, d, ucode])
     w, o, d, ucode = w[order], o[order], d[order], ucode[order]
     n0 = len(w)
     dup = np.zeros(n0, dtype=bool)
