@@ -748,8 +748,8 @@ def _class_rows(out: dict, cout: dict, *, path: str, n: int, rounds: int, rss, c
                  f"KiB; the browser session received {_med(out['bytes']) / 1024 if out['bytes'] else 0:.0f} KiB "
                  "per press (median, the same way)"),
             _row(case, "clients: median page open", _med(cout["open"]), "ms",
-                 "HTML, its scripts and stylesheets, health and host-config, WebSocket, first run finished; all "
-                 "sessions at once"),
+                 "the files of the page's HTML (scripts, stylesheet, font, icon), health and host-config, "
+                 "WebSocket, first run finished; all sessions at once"),
         ]
     rows.append(_row(case, "errors", n_err, "",
                      f"of {n} sessions: exceptions shown, timeouts, closed sockets, pages that never opened; "
