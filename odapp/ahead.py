@@ -1,8 +1,9 @@
 """Work the next page will need, done in the server's idle time while the person reads the landing page.
 
 Opening a page for the first time after the server started would compute its tables, maps and charts; the landing
-page starts that work in a background thread, once per process for each dataset and grid (not for every slider step
-on the landing page: that would add its cost to every step). It calls the pages' own cached functions with the
+page starts that work in a background thread, once per process for each dataset, with the settings of that first
+landing run (not again for another grid or any other slider step on the landing page: each start is ~0.35 s of CPU
+that the next press would share the two cores with). It calls the pages' own cached functions with the
 arguments the pages use for their first view (:mod:`odapp.release_view`, :func:`odapp.cache.trace_density_map`), so
 it fills the very cache entries the pages read. If a page is opened while the work is still running, it waits for
 the entry being computed instead of computing it twice (Streamlit's cache computes each entry once).
@@ -47,10 +48,10 @@ def _quietly(ctx) -> None:
 
 def start(ctx, *, background: bool = True) -> bool:
     """Compute :func:`first_views` (in a background thread unless ``background`` is false), once per process for
-    the context's dataset and grid. Returns whether it started."""
+    the context's dataset. Returns whether it started."""
     if ctx.od is None:
         return False
-    key = (ctx.settings.dataset.id, ctx.od_config)
+    key = ctx.settings.dataset.id
     with _lock:
         if key in _started:
             return False

@@ -173,8 +173,11 @@ def test_landing_page_computes_the_od_release_and_data_first_views_ahead(monkeyp
     assert not at.exception, [e.message for e in at.exception]
     assert calls == {"release_with_report": 1, "cell_release_probability": 1, "release_maps": 1,
                      "release_curve_figure": 1, "trace_density_deck": 1}
-    at.run()                                              # a landing page rerun does not compute it again
+    at.run()                                              # a landing page rerun does not compute it again,
+    at.sidebar.number_input(key="w.cell_km2").set_value(2.0).run()   # nor does another grid (once per dataset)
+    assert not at.exception, [e.message for e in at.exception]
     assert sum(calls.values()) == 5
+    at.sidebar.number_input(key="w.cell_km2").set_value(1.3).run()
     calls.clear()
     at.switch_page("pages/2_OD_release.py").run()
     assert not at.exception, [e.message for e in at.exception]
