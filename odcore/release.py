@@ -500,8 +500,11 @@ class PreparedPairs:
             ranks = (rank.astype(np.int32) if len(rank) < 2**31 else rank, sizes)   # kept small: 4 bytes a row
             for a in ranks:
                 a.setflags(write=False)
-            while len(self._ranks) >= self.RANK_SEEDS:
-                self._ranks.pop(next(iter(self._ranks)), None)
+            try:   # oldest first; another session's thread may change the dict meanwhile
+                while len(self._ranks) >= self.RANK_SEEDS:
+                    self._ranks.pop(next(iter(self._ranks)), None)
+            except (RuntimeError, StopIteration):
+                pass
             self._ranks[seed] = (ranks, rng.bit_generator.state)
             return ranks
         ranks, state = hit
