@@ -156,14 +156,26 @@ def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config
             export_buttons(name, fig=fig, data=data, config=config, command=command, key=key)
 
 
+def opened_expander(label: str, key: str):
+    """An expander whose content is made only when it is open (opening it reruns the page): the container if open,
+    else None. Closed, it sends nothing to the browser: the shell commands' code blocks would otherwise make every
+    page load and run the syntax highlighter (a 1.5 MB script) and send their elements again on every rerun."""
+    box = st.expander(label, key=key, on_change="rerun")
+    return box if box.open else None
+
+
 def reproduce(items: list[tuple[str, str, dict]]) -> None:
-    """An expander with the shell commands that reproduce this page's figures: ``(what, command, config)``.
+    """An expander with the shell commands that reproduce this page's figures: ``(what, command, config)``; made
+    when it is opened (:func:`opened_expander`).
 
     For commands whose ``--config`` reads the exported JSON the short form is shown too.
     """
     from odapp.cli_config import COMMANDS, command_line
 
-    with st.expander("Reproduce from the command line"):
+    box = opened_expander("Reproduce from the command line", "reproduce")
+    if box is None:
+        return
+    with box:
         for what, command, config in items:
             st.markdown(f"**{what}**")
             st.code(command_line(command, config), language="bash", wrap_lines=True)

@@ -10,7 +10,7 @@ import streamlit as st
 from odapp import cache
 from odapp.cli_config import command_line, knock_config
 from odapp.errors import engine_errors
-from odapp.export import chart, export_buttons, styled
+from odapp.export import chart, export_buttons, opened_expander, styled
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words
 from odcore.knock import (
@@ -174,10 +174,12 @@ st.caption(f"Mean over {mre['n_groups']} random groups of m = {mre['m']} and eve
            "the counts themselves.")
 export_buttons("knock_mre", data=mre_df, key="knock_mre")
 
-with st.expander("Run the full experiment from the command line"):
-    st.markdown("The paper's setting (150 targets, all four classifiers, RFE feature selection) takes hours; run it "
-                "from a shell, on the same data and settings:")
-    full = {**cli_cfg, "targets": 150, "classifiers": "lr,knn,rf,mlp", "selection": "rfe", "n_train": 400,
-            "n_test": 100}
-    st.code(command_line("knock", full) + " --json > knock_full.json", language="bash")
-    st.caption("`python -m odcore defences` prints the MRE table (Tables II/III) for the same data.")
+full_cli = opened_expander("Run the full experiment from the command line", "knock_full_cli")
+if full_cli is not None:
+    with full_cli:
+        st.markdown("The paper's setting (150 targets, all four classifiers, RFE feature selection) takes hours; run "
+                    "it from a shell, on the same data and settings:")
+        full = {**cli_cfg, "targets": 150, "classifiers": "lr,knn,rf,mlp", "selection": "rfe", "n_train": 400,
+                "n_test": 100}
+        st.code(command_line("knock", full) + " --json > knock_full.json", language="bash")
+        st.caption("`python -m odcore defences` prints the MRE table (Tables II/III) for the same data.")

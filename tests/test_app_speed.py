@@ -191,3 +191,20 @@ def test_landing_page_computes_the_od_release_and_data_first_views_ahead(monkeyp
     assert not at.exception, [e.message for e in at.exception]
     assert len(at.get("deck_gl_json_chart")) == 1
     assert not calls, calls
+
+
+@pytest.mark.parametrize(("page", "key", "command"), [("pages/2_OD_release.py", "reproduce", "python -m odcore release"),
+                                                      ("pages/5_Knock_Knock.py", "knock_full_cli",
+                                                       "python -m odcore knock")])
+def test_command_line_boxes_are_made_only_when_opened(at, page, key, command):
+    """Closed, the expander sends no code block (no syntax highlighter loaded, no elements re-sent on each rerun);
+    opened, it shows the command, as before."""
+    at.switch_page(page).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.code
+    at.session_state[key] = True          # what opening it in the browser sets
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any(c.value.startswith(command) for c in at.code), [c.value for c in at.code]
+    at.session_state[key] = False
+    at.run()

@@ -165,6 +165,17 @@ def test_pydeck_map_canvas_is_drawn(streamlit_url, page):
     assert colours > 20, f"only {colours} grey levels: nothing drawn on the map"
 
 
+def test_command_line_box_shows_the_command_when_opened(streamlit_url, page):
+    """The "Reproduce from the command line" box is made when opened (odapp.export.opened_expander): closed, the page
+    has no code block; a click opens it and shows the command."""
+    _open(page, f"{streamlit_url}/OD_release", "OD release")
+    assert page.locator("[data-testid='stCode']").count() == 0
+    page.locator("[data-testid='stExpander'] summary").filter(has_text="Reproduce from the command line").click()
+    code = page.locator("[data-testid='stCode']").first
+    code.wait_for(timeout=60_000)
+    assert code.inner_text().strip().startswith("python -m odcore release")
+
+
 def test_unreadable_upload_shows_error_and_keeps_data(streamlit_url, page, tmp_path):
     _open(page, f"{streamlit_url}/Data", "Data")
     users_before = _metric(page, "Users")
