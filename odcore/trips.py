@@ -411,6 +411,9 @@ class HourIndex:
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
     """``"xy"``: (crs, x, y) of the rows' last projection; ``"cells"``: (grid, ids) of the last square grid."""
 
+    MEMO_MAX_ROWS = 3_000_000
+    """Above this many rows the projection and cells are not kept (24 bytes a row); each grid projects again."""
+
     @classmethod
     def of(cls, traces_df: pd.DataFrame, tz: str = "UTC") -> HourIndex:
         """Index ``traces_df`` (``user, time, lat, lon``; raises :class:`TraceFormatError` when unusable)."""
@@ -454,7 +457,7 @@ class HourIndex:
     def cells(self, zones) -> np.ndarray:
         """Zone id of every row (key order, read-only), as ``zones.assign``. Square grids reuse the projected
         coordinates, and the last square grid's ids are kept (the trips and a map of the points both ask)."""
-        if not isinstance(zones, SquareGrid):
+        if not isinstance(zones, SquareGrid) or self.lat.size > self.MEMO_MAX_ROWS:
             return zones.assign(self.lat, self.lon)
         last = self._memo.get("cells")
         if last is not None and last[0] == zones:

@@ -161,7 +161,7 @@ def test_bundled_city_duckdb_identical():
     assert m.counts["count"].max() >= 100
 
 
-def test_bundled_city_other_grids_from_one_hour_index_match_duckdb():
+def test_bundled_city_other_grids_from_one_hour_index_match_duckdb(monkeypatch):
     """The dashboard's grid cell area control: one HourIndex of the traces serves every grid (and H3), and each
     grid's tables are those of the DuckDB engine, which groups the rows itself."""
     from odcore.trips import HourIndex
@@ -174,6 +174,13 @@ def test_bundled_city_other_grids_from_one_hour_index_match_duckdb():
         np.testing.assert_array_equal(hours.cells(m.grid), m.grid.assign(hours.lat, hours.lon))
     with pytest.raises(ParameterError, match=r"tz='UTC'.*tz='Europe/Paris'"):
         build_memory(df, ODConfig(tz="Europe/Paris"), hours=hours)
+    from odcore.engines import _grid_of_frame
+
+    grid = _grid_of_frame(df, ODConfig(cell_km2=1.1))
+    big = HourIndex.of(df, "UTC")
+    monkeypatch.setattr(HourIndex, "MEMO_MAX_ROWS", len(df) - 1)   # a large upload: nothing kept, the same cells
+    np.testing.assert_array_equal(big.cells(grid), grid.assign(big.lat, big.lon))
+    assert not big._memo
 
 
 @pytest.mark.slow
