@@ -1,12 +1,16 @@
 """Work the next page will need, done in the server's idle time while the person reads the landing page.
 
-Opening a page for the first time after the server started would compute its tables, maps and charts; the landing
-page starts that work in a background thread, once per process for each dataset, with the settings of that first
-landing run (not again for another grid or any other slider step on the landing page: each start is ~0.35 s of CPU
-that the next press would share the two cores with). It calls the pages' own cached functions with the
-arguments the pages use for their first view (:mod:`odapp.release_view`, :func:`odapp.cache.trace_density_map`), so
-it fills the very cache entries the pages read. If a page is opened while the work is still running, it waits for
-the entry being computed instead of computing it twice (Streamlit's cache computes each entry once).
+Opening the OD release page for the first time after the server started would compute its week's release, cells,
+map and chart; the landing page starts that work in a background thread, once per process for each dataset, with the
+settings of that first landing run (not again for another grid or any other slider step on the landing page: each
+start costs CPU that the next press would share the two cores with). It calls the page's own cached functions with
+the arguments the page uses for its first view (:mod:`odapp.release_view`), so it fills the very cache entries the
+page reads. If the page is opened while the work is still running, it waits for the entry being
+computed instead of computing it twice (Streamlit's cache computes each entry once).
+
+The Data page's map is not computed ahead: it needs the dataset's hour index (:func:`odapp.cache.hour_index`, ~1 s
+of CPU), and computing it in the background made the first open of whichever page a person opened right after the
+landing page slower (in the browser benchmark, Data's map was drawn after 7.4 s instead of 4.9 s).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from odapp import cache, release_view
+from odapp import release_view
 
 _log = logging.getLogger(__name__)
 _started: set = set()
@@ -34,9 +38,8 @@ logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").add
 
 
 def first_views(ctx) -> None:
-    """The OD release page's first view (its week, cells, map and chart), then the Data page's map."""
+    """The OD release page's first view (its week, cells, map and chart)."""
     release_view.first_view(ctx)
-    cache.trace_density_map(ctx.settings.dataset.id, ctx.od_config, _df=ctx.loaded.df, _grid=ctx.od.grid)
 
 
 def _quietly(ctx) -> None:

@@ -136,11 +136,10 @@ def test_data_map_keeps_its_place_when_zones_drop_points(at):
     assert [p for p in after if p[1] != "Dataframe"] == before
 
 
-def test_landing_page_computes_the_od_release_and_data_first_views_ahead(monkeypatch):
-    """The landing page has the OD release and Data pages' first views computed (in the server's idle time):
-    opening those pages then computes nothing — the same functions, arguments and cache entries as the pages (the
-    release map's widget defaults are :data:`odapp.release_view.MAP_DEFAULTS`). If a page asked for anything else,
-    it would compute it here."""
+def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
+    """The landing page has the OD release page's first view computed (in the server's idle time): opening that page
+    then computes nothing — the same functions, arguments and cache entries as the page (its map widgets' defaults
+    are :data:`odapp.release_view.MAP_DEFAULTS`). If the page asked for anything else, it would compute it here."""
     import collections
 
     import streamlit as st
@@ -165,18 +164,17 @@ def test_landing_page_computes_the_od_release_and_data_first_views_ahead(monkeyp
         return counted
 
     for mod, name in [(odcore.release, "release_with_report"), (odcore.release, "cell_release_probability"),
-                      (odapp.maps, "release_maps"), (odcore.figures, "release_curve_figure"),
-                      (odapp.maps, "trace_density_deck")]:
+                      (odapp.maps, "release_maps"), (odcore.figures, "release_curve_figure")]:
         monkeypatch.setattr(mod, name, counting(getattr(mod, name), name))
     st.cache_resource.clear()
     at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=300).run()
     assert not at.exception, [e.message for e in at.exception]
     assert calls == {"release_with_report": 1, "cell_release_probability": 1, "release_maps": 1,
-                     "release_curve_figure": 1, "trace_density_deck": 1}
+                     "release_curve_figure": 1}
     at.run()                                              # a landing page rerun does not compute it again,
     at.sidebar.number_input(key="w.cell_km2").set_value(2.0).run()   # nor does another grid (once per dataset)
     assert not at.exception, [e.message for e in at.exception]
-    assert sum(calls.values()) == 5
+    assert sum(calls.values()) == 4
     at.sidebar.number_input(key="w.cell_km2").set_value(1.3).run()
     calls.clear()
     at.switch_page("pages/2_OD_release.py").run()
@@ -186,11 +184,6 @@ def test_landing_page_computes_the_od_release_and_data_first_views_ahead(monkeyp
     assert sum(calls.values()) == 0, calls                # all of it was ready
     at.number_input(key="rel_topn").set_value(310).run()  # the check itself can fail: a new map is computed
     assert calls == {"release_maps": 1}
-    calls.clear()
-    at.switch_page("pages/1_Data.py").run()
-    assert not at.exception, [e.message for e in at.exception]
-    assert len(at.get("deck_gl_json_chart")) == 1
-    assert not calls, calls
 
 
 @pytest.mark.parametrize(("page", "key", "command"), [("pages/2_OD_release.py", "reproduce", "python -m odcore release"),
