@@ -74,6 +74,6 @@ else:
 
 st.caption(f"odcore {__version__} · numbers computed by the `odcore` engine; see the README for where they come from.")
 
-# While the person reads this page, the server computes what the OD release and Data pages show first, so that
-# they open without waiting for it (odapp.ahead).
+# While the person reads this page, the server computes what the OD release page shows first, so that it opens
+# without waiting for it (odapp.ahead).
 ahead.start(ctx)

@@ -37,20 +37,16 @@ class _NotAhead(logging.Filter):
 logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_NotAhead())
 
 
-def first_views(ctx) -> None:
-    """The OD release page's first view (its week, cells, map and chart)."""
-    release_view.first_view(ctx)
-
-
 def _quietly(ctx) -> None:
     try:
-        first_views(ctx)
+        release_view.first_view(ctx)
     except Exception:   # the page computes it again itself and shows what went wrong, with the advice
-        _log.info("computing the first views ahead failed; the pages will compute them", exc_info=True)
+        _log.info("computing the OD release page's first view ahead failed; the page will compute it",
+                  exc_info=True)
 
 
 def start(ctx, *, background: bool = True) -> bool:
-    """Compute :func:`first_views` (in a background thread unless ``background`` is false), once per process for
+    """Compute :func:`odapp.release_view.first_view` (in a background thread unless ``background`` is false), once per process for
     the context's dataset. Returns whether it started."""
     if ctx.od is None:
         return False
