@@ -94,7 +94,9 @@ def widget_state(el: Element) -> WidgetState | None:
     if w is None or not getattr(w, "id", ""):
         return None
     s = WidgetState(id=w.id)
-    if kind == "slider":
+    if kind == "slider" and w.type == w.SELECT_SLIDER:   # the browser sends the options' labels, not indices
+        s.string_array_value.data.extend(w.options[int(i)] for i in (w.value if w.set_value else w.default))
+    elif kind == "slider":
         s.double_array_value.data.extend(w.value if w.set_value else w.default)
     elif kind == "number_input":
         if w.set_value:

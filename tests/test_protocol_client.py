@@ -72,6 +72,8 @@ TINY_APP = textwrap.dedent("""
     mode = st.radio("mode", ["ok", "raise", "sleep"])
     st.sidebar.number_input("Seed", 0, 2**31 - 1, 0)
     eps = st.sidebar.slider("ε", 0.05, 5.0, 0.66, 0.01)
+    reps = st.select_slider("reps", [500, 1000, 2000], value=1000)
+    st.write(f"reps {reps}")
     if mode == "raise" or eps > 0.66:
         raise ValueError("boom")
     if mode == "sleep":
@@ -97,6 +99,8 @@ def test_exception_timeout_and_closed_socket_are_errors(tiny_server):
     async def go():
         async with ProtocolClient(url, fetch_assets=False) as c:
             assert not (await c.open("")).errors
+            # a select slider's state is its options' labels; every rerun sends it (the Attack page has one)
+            assert not (await c.set_value("radio", "mode", "ok")).errors
             raised = await c.set_value("radio", "mode", "raise")
             assert raised.errors == ["exception: ValueError: boom"]
             assert not (await c.set_value("radio", "mode", "ok")).errors
