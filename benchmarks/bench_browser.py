@@ -40,6 +40,18 @@ painted, as soon as the benchmark can click) to its painted
 frame (DOM quiet), and on a page with a map also to the *map drawn*: the painted frame after deck.gl's last WebGL
 draw call (shaders compiled in software), no draw following for ``QUIET_MS``.
 
+What any press costs: reference apps
+------------------------------------
+Before the pages, the same measurement runs on three small apps in the same run (``REFERENCE_APPS``, each on a
+server of its own with the repo's ``.streamlit/config.toml``): *the floor*, a page with a title, one sidebar ε
+slider and one line of text (what Streamlit and this browser take for any press on this machine: the message to
+the server, a rerun, the deltas, React and a painted frame); *one chart*, the floor plus the OD release page's
+release-probability chart (``odcore.figures.release_curve_figure``, styled as in the app), redrawn by plotly on each
+press; *one map*, the floor plus a deck.gl map of 1,200 shaded square cells with tooltips and 300 arcs (about the
+bundled city's OD release map), whose JSON is re-sent, parsed and drawn on each press. Their rows (``reference:``)
+give the median and the ratio to the floor measured in the same run: what a page pays before its own work, and what
+one plotly chart or one map adds to every press that changes it.
+
 Many users at once: a class
 ---------------------------
 In a class every person has their own laptop: their browser draws their page on their own cores, and the server
@@ -180,14 +192,22 @@ DONE_JS = r"""
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
   const st = B.states.filter(s => s[0] >= t0);
   const iRun = st.findIndex(s => s[1] === 'running' || s[1] === 'rerunRequested');
-  if (iRun < 0) return false;
-  const fins = st.slice(iRun).filter(s => s[1] === 'notRunning');
-  if (!fins.length) return false;
   const now = performance.now();
+  let fin;
+  if (iRun >= 0) {
+    const fins = st.slice(iRun).filter(s => s[1] === 'notRunning');
+    if (!fins.length) return false;
+    fin = fins[fins.length - 1][0];
+  } else {
+    // A run so short that React drew its start and end in one render: the page never showed 'running'. Its
+    // messages say it ran; it ended with the last of them (none for `quiet` ms since).
+    const ms = B.msgs.filter(m => m[0] >= t0);
+    if (st.length || !ms.length || now - ms[ms.length - 1][0] < quiet) return false;
+    fin = ms[ms.length - 1][0];
+  }
   if (now - B.lastMut < quiet) return false;
   const paint = B.paints.find(p => p[0] >= B.lastMut);
   if (!paint) return false;
-  const fin = fins[fins.length - 1][0];
   B.active = false;   // found: the frame loop stops after its next frame
   const msgs = B.msgs.filter(m => m[0] >= t0 && m[0] <= fin + 1);
   const running = msgs.length ? msgs[0][0] : st[iRun][0];
@@ -316,7 +336,9 @@ async def _stable_controls(page, tries: int = 6) -> list[dict]:
     return prev
 
 
-STARTED_JS = "() => window.__odb.inputT !== null && window.__odb.states.some(s => s[0] >= window.__odb.inputT)"
+# a rerun started: the page showed it, or (a run too short to show) its first message arrived
+STARTED_JS = ("() => window.__odb.inputT !== null && (window.__odb.states.some(s => s[0] >= window.__odb.inputT) "
+              "|| window.__odb.msgs.some(m => m[0] >= window.__odb.inputT))")
 
 
 async def _timed(page, act, tries: int = 3) -> dict:
@@ -698,6 +720,81 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
     return rows
 
 
+REFERENCE_HEAD = """
+import sys
+sys.path.insert(0, {root!r})
+import streamlit as st
+st.title("Reference")
+eps = st.sidebar.slider("ε", 0.05, 5.0, 0.66, 0.01)
+st.write(f"ε = {{eps:.2f}}")
+"""
+# name -> (what it adds to the floor, the rest of its script)
+REFERENCE_APPS = {
+    "floor": ("a title, one ε slider and one line of text", ""),
+    "one chart": ("the floor plus the release-probability chart (plotly), new on each press", """
+import numpy as np
+from odcore import figures
+tc = np.random.default_rng(0).zipf(1.8, 50_000).clip(max=5_000)
+fig, _ = figures.release_curve_figure(tc, eps, 100)
+st.plotly_chart(figures.style(fig), width="stretch", key="chart")
+"""),
+    "one map": ("the floor plus a deck.gl map of 1,200 shaded cells and 300 arcs with tooltips, new on each press "
+                "(its cells' outlines computed once)", """
+import numpy as np
+import pandas as pd
+from odapp import maps
+i, j = np.divmod(np.arange(1_200), 40)
+lon, lat, d = 13.2 + j * 0.016, 52.35 + i * 0.0105, 0.016
+polygons = [[[x, y], [x + d, y], [x + d, y + 0.0105], [x, y + 0.0105]] for x, y in zip(lon, lat)]
+edges = st.cache_resource(maps.outline_edges)(polygons)
+rng = np.random.default_rng(0)
+cells = pd.DataFrame({"polygon": polygons, "value": np.clip(rng.random(1_200) * eps, 0, 1)})
+cells["tip"] = [f"cell {k}\\ncentre {y:.5f}, {x:.5f}\\n{v:.3f}" for k, x, y, v in
+                zip(range(1_200), lon, lat, cells["value"])]
+a, b = rng.integers(0, 1_200, 300), rng.integers(0, 1_200, 300)
+flows = pd.DataFrame({"o_lon": lon[a], "o_lat": lat[a], "d_lon": lon[b], "d_lat": lat[b],
+                      "f": rng.random(300) * min(eps, 1.0)})
+flows["tip"] = [f"{x} -> {y}: {f:.3f}" for x, y, f in zip(a, b, flows["f"])]
+layers = [*maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",), edges=edges), maps.arc_layer(flows)]
+st.pydeck_chart(maps.deck(layers, maps.view_state(lat, lon, pitch=30, height_px=460), height=460), height=460,
+                key="map")
+"""),
+}
+
+
+async def _reference_rows(browser, warmup: int, repeat: int, log: Path) -> list[dict]:
+    """Input-to-paint of an ε press on each of :data:`REFERENCE_APPS`, each on a server of its own; ratios to the
+    floor measured here."""
+    import shutil
+
+    rows, floor = [], None
+    ctl = {"kind": "slider", "index": 0, "label": "ε"}
+    for name, (what, body) in REFERENCE_APPS.items():
+        with tempfile.TemporaryDirectory(prefix="odlab_ref_") as tmp:
+            d = Path(tmp)
+            (d / ".streamlit").mkdir()
+            shutil.copy(REPO_ROOT / ".streamlit" / "config.toml", d / ".streamlit" / "config.toml")
+            (d / "app.py").write_text(REFERENCE_HEAD.format(root=str(REPO_ROOT)) + body)
+            with live.streamlit_server(log, app_dir=d, timeout_s=120) as url:
+                ctx, page = await _new_page(browser)
+                try:
+                    await _goto_drawn(page, url)
+                    runs = [await _press(page, ctl, i) for i in range(warmup + repeat)][warmup:]
+                finally:
+                    await ctx.close()
+        med = _med([r["total"] for r in runs])
+        floor = med if name == "floor" else floor
+        rows.append({"case": f"reference: {name}", "metric": "median input-to-paint", "value": med, "unit": "ms",
+                     "baseline": "reference: floor" if name != "floor" else None,
+                     "ratio": med / floor if floor and name != "floor" else None,
+                     "note": f"{what}; ε one step up per press, {len(runs)} presses, slowest "
+                             f"{max(r['total'] for r in runs):.0f} ms; server {_med([r['server'] for r in runs]):.0f}"
+                             f" ms, after the run {_med([r['browser'] for r in runs]):.0f} ms, received "
+                             f"{_med([r['bytes'] for r in runs]) / 1024:.0f} KiB"})
+        print(f"  reference {name}: median {med:.0f} ms", file=sys.stderr)
+    return rows
+
+
 def _row(case: str, metric: str, value, unit: str, note: str, ratio=None) -> dict:
     return {"case": case, "metric": metric, "value": value, "unit": unit, "baseline": None, "ratio": ratio,
             "note": note}
@@ -791,6 +888,7 @@ async def _run(quick: bool) -> list[dict]:
         try:
             paths = []
             if not no_pages:
+                rows += await _reference_rows(browser, warmup, repeat, log)
                 rows += await _first_launch(browser, app_dir, log)
                 paths = await _discover_pages(browser, app_dir, log)   # (also fills the disk cache)
             if wanted and not no_pages:

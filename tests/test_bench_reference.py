@@ -1,0 +1,63 @@
+"""The browser benchmark's reference apps (``benchmarks/bench_browser.py``, ``REFERENCE_APPS``): each script runs
+and draws what it says on an ε change, and a press on the floor app (a run too short for the page to show it
+running) is measured in Chromium."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from benchmarks import bench_browser as bb
+from odapp import live
+from odcore.paths import REPO_ROOT
+
+pytestmark = pytest.mark.timeout(300)
+
+DRAWS = {"floor": None, "one chart": "plotly_chart", "one map": "deck_gl_json_chart"}
+
+
+@pytest.mark.parametrize("name", list(bb.REFERENCE_APPS))
+def test_reference_app_draws_a_new_figure_on_each_epsilon(tmp_path, name):
+    assert set(DRAWS) == set(bb.REFERENCE_APPS)
+    app = tmp_path / "app.py"
+    app.write_text(bb.REFERENCE_HEAD.format(root=str(REPO_ROOT)) + bb.REFERENCE_APPS[name][1])
+    at = AppTest.from_file(str(app), default_timeout=120).run()
+    assert not at.exception, at.exception
+    kind = DRAWS[name]
+    before = at.get(kind)[0].proto.spec if kind == "plotly_chart" else at.get(kind)[0].proto.json if kind else None
+    at.sidebar.slider[0].set_value(0.67).run()
+    assert not at.exception, at.exception
+    assert at.markdown[0].value == "ε = 0.67"
+    if kind:
+        after = at.get(kind)[0].proto.spec if kind == "plotly_chart" else at.get(kind)[0].proto.json
+        assert after != before   # the figure changes with ε: the browser draws it again on every press
+
+
+def test_a_press_on_the_floor_app_is_measured(monkeypatch):
+    if live.chromium_executable() is None:
+        pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
+    monkeypatch.setattr(bb, "REFERENCE_APPS", {"floor": bb.REFERENCE_APPS["floor"]})
+
+    async def go(log):
+        from playwright.async_api import async_playwright
+
+        async with async_playwright() as p:
+            br = await p.chromium.launch(executable_path=live.chromium_executable(), headless=True,
+                                         args=live.CHROMIUM_ARGS)
+            try:
+                return await bb._reference_rows(br, 1, 3, log)
+            finally:
+                await br.close()
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d, ThreadPoolExecutor(1) as ex:   # not in the sync Playwright's loop
+        rows = ex.submit(asyncio.run, go(Path(d) / "server.log")).result()
+    (row,) = rows
+    assert row["case"] == "reference: floor"
+    assert 0 < row["value"] < 60_000
+    assert "3 presses" in row["note"]
