@@ -46,8 +46,8 @@ def _quietly(ctx) -> None:
 
 
 def start(ctx, *, background: bool = True) -> bool:
-    """Compute :func:`odapp.release_view.first_view` (in a background thread unless ``background`` is false), once per process for
-    the context's dataset. Returns whether it started."""
+    """Compute :func:`odapp.release_view.first_view` (in a background thread unless ``background`` is false), once
+    per process for the context's dataset. Returns whether it started."""
     if ctx.od is None:
         return False
     key = ctx.settings.dataset.id

@@ -5,7 +5,9 @@ running) is measured in Chromium."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -19,6 +21,14 @@ pytestmark = pytest.mark.timeout(300)
 DRAWS = {"floor": None, "one chart": "plotly_chart", "one map": "deck_gl_json_chart"}
 
 
+def _figure(at, kind):
+    """What the browser receives of the app's figure (plotly spec or deck JSON), None for the floor."""
+    if kind is None:
+        return None
+    proto = at.get(kind)[0].proto
+    return proto.spec if kind == "plotly_chart" else proto.json
+
+
 @pytest.mark.parametrize("name", list(bb.REFERENCE_APPS))
 def test_reference_app_draws_a_new_figure_on_each_epsilon(tmp_path, name):
     assert set(DRAWS) == set(bb.REFERENCE_APPS)
@@ -27,13 +37,12 @@ def test_reference_app_draws_a_new_figure_on_each_epsilon(tmp_path, name):
     at = AppTest.from_file(str(app), default_timeout=120).run()
     assert not at.exception, at.exception
     kind = DRAWS[name]
-    before = at.get(kind)[0].proto.spec if kind == "plotly_chart" else at.get(kind)[0].proto.json if kind else None
+    before = _figure(at, kind)
     at.sidebar.slider[0].set_value(0.67).run()
     assert not at.exception, at.exception
     assert at.markdown[0].value == "ε = 0.67"
     if kind:
-        after = at.get(kind)[0].proto.spec if kind == "plotly_chart" else at.get(kind)[0].proto.json
-        assert after != before   # the figure changes with ε: the browser draws it again on every press
+        assert _figure(at, kind) != before   # the figure changes with ε: the browser draws it again on every press
 
 
 def test_a_press_on_the_floor_app_is_measured(monkeypatch):
@@ -51,9 +60,6 @@ def test_a_press_on_the_floor_app_is_measured(monkeypatch):
                 return await bb._reference_rows(br, 1, 3, log)
             finally:
                 await br.close()
-
-    import tempfile
-    from pathlib import Path
 
     with tempfile.TemporaryDirectory() as d, ThreadPoolExecutor(1) as ex:   # not in the sync Playwright's loop
         rows = ex.submit(asyncio.run, go(Path(d) / "server.log")).result()
