@@ -96,7 +96,19 @@ machine (rows ``N concurrent browser sessions``: median/worst input-to-paint ove
 server RSS, CPU of the server and of the browsers). There the browsers' drawing competes with the server for the same
 cores, so those figures are pessimistic for a class.
 
-Environment knobs: ``ODLAB_BENCH_PAGES`` (comma-separated URL paths, ``home`` for the landing page; ``none``: no
+Classes coming and going: memory
+---------------------------------
+Then ``WAVES`` (``--quick``: ``QUICK_WAVES``) waves of protocol clients on one fresh server, one wave after the
+other, as a day of classes: each session of a wave opens the OD release page, sets a seed no earlier session used,
+presses ε one step up twice (all at once) and closes. Rows ``sessions come and go``: the server's RSS before the
+first wave, after each wave, and once the closed sessions have expired (Streamlit keeps a closed session's state for
+``server.disconnectedSessionTTL``, 120 s, so that a dropped connection can come back; the wait is that plus 10 s).
+Every wave asks for new releases, maps and charts, so what stays is what the caches keep (``odapp.cache``: each
+function's ``max_entries``): memory rises while they fill, and while the closed sessions of the last
+``server.disconnectedSessionTTL`` seconds are still kept, then levels off. The ``level`` row gives the growth per
+wave over the last quarter of the waves against the first quarter.
+
+Environment knobs: ``ODLAB_BENCH_WAVES`` (``WAVESxSESSIONS``, e.g. ``10x10``; empty: no waves), ``ODLAB_BENCH_PAGES`` (comma-separated URL paths, ``home`` for the landing page; ``none``: no
 page, no cold start, only the sessions), ``ODLAB_BENCH_CONTROLS`` (comma-separated parts of control labels, e.g.
 ``ε,Threshold``), ``ODLAB_BENCH_SESSIONS`` (e.g. ``1,5``; empty: no sessions), ``ODLAB_BENCH_CLASS`` (``class``, the
 default, or ``browsers``), ``ODLAB_BENCH_TIMEOUT_S`` (how long one wait may take, default 120),
@@ -123,6 +135,7 @@ QUICK_WARMUP, QUICK_REPEAT, QUICK_ROUNDS = 1, 3, 2
 QUIET_MS = 400
 FIRST_OPENS = 3       # cold starts and first opens of each page, each on a freshly started server
 SESSIONS, QUICK_SESSIONS = (1, 5, 10, 30), (1, 5)
+WAVES, QUICK_WAVES = (16, 10), (4, 5)   # classes coming and going: waves x sessions per wave
 TIMEOUT_MS = int(os.environ.get("ODLAB_BENCH_TIMEOUT_S", 120)) * 1000
 VIEWPORT = {"width": 1400, "height": 1000}
 
@@ -720,6 +733,75 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
     return rows
 
 
+def _waves_setting(quick: bool) -> tuple[int, int] | None:
+    """``(waves, sessions per wave)`` from ``ODLAB_BENCH_WAVES`` (``10x10``; empty: none), else the default."""
+    w = os.environ.get("ODLAB_BENCH_WAVES")
+    if w is None:
+        return QUICK_WAVES if quick else WAVES
+    if not w.strip():
+        return None
+    parts = w.lower().replace(" ", "").split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"ODLAB_BENCH_WAVES={w!r}: expected WAVESxSESSIONS, e.g. 10x10 (or empty for none)")
+    return int(parts[0]), int(parts[1])
+
+
+async def _waves(app_dir: Path, waves: int, n: int, log: Path, *, path: str = "OD_release",
+                 ttl_s: float | None = None) -> list[dict]:
+    """Memory of one server as ``waves`` waves of ``n`` protocol clients come and go (module docstring, "Classes
+    coming and going"); ``ttl_s``: how long the server keeps a closed session (default: its config's)."""
+    if ttl_s is None:
+        ttl_s = float(os.environ.get("STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL", 120))
+    from concurrent.futures import ThreadPoolExecutor
+
+    case = f"sessions come and go ({path}, {waves} waves of {n})"
+    # the protocol clients fetch the page's files in threads: as many at once as there are clients
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=n + 4))
+    proc, url = live.start_server(log, app_dir=app_dir)
+    rows, rss, errors, presses = [], [], [], []
+    try:
+        await asyncio.to_thread(live.wait_healthy, proc, url, 120)
+        for w in range(waves + 1):
+            out = {"open": [], "press": [], "bytes": [], "errors": []}
+            if w:   # wave 0 only loads the bundled city (one session), as a server does before its first class
+                barrier = _Barrier(n)
+                await asyncio.gather(*(_client_session(url, path, 100_000 + (w - 1) * n + i, 2, barrier, out)
+                                       for i in range(n)))
+            else:
+                await _client_session(url, path, 1, 0, _Barrier(1), out)
+            errors += out["errors"]
+            presses += out["press"]
+            await asyncio.sleep(2)   # the closing sessions' last messages
+            rss.append(live.tree_rss_bytes(proc.pid))
+            print(f"  wave {w}: RSS {rss[-1] / 2**20:.0f} MiB, errors {len(out['errors'])}", file=sys.stderr)
+        await asyncio.sleep(ttl_s + 10)
+        # Streamlit drops expired sessions when it next looks them up: one more session opens and closes
+        out = {"open": [], "press": [], "bytes": [], "errors": []}
+        await _client_session(url, path, 1, 0, _Barrier(1), out)
+        errors += out["errors"]
+        await asyncio.sleep(2)
+        expired = live.tree_rss_bytes(proc.pid)
+    finally:
+        live.stop_server(proc)
+    mib = [b / 2**20 for b in rss]
+    seeds = f"each session a new seed (100000 + its number), 2 ε presses; errors: {_error_kinds(errors)}"
+    rows.append(_row(case, "server RSS after loading", mib[0], "MiB", "one session opened the page and closed"))
+    for w in range(1, waves + 1):
+        rows.append(_row(case, f"server RSS after wave {w}", mib[w], "MiB",
+                         f"{n} sessions opened the page, pressed and closed; {seeds}" if w == 1 else
+                         f"{mib[w] - mib[w - 1]:+.0f} MiB in this wave"))
+    rows.append(_row(case, "server RSS after the closed sessions expired", expired / 2**20, "MiB",
+                     f"{ttl_s + 10:.0f} s after the last wave (server.disconnectedSessionTTL {ttl_s:.0f} s + 10 s), then "
+                     "one session opened and closed (Streamlit drops expired sessions when it next looks them up)"))
+    q = max(1, waves // 4)     # the first and the last quarter of the waves
+    first, last = (mib[q] - mib[0]) / q, (mib[waves] - mib[waves - q]) / q       # MiB per wave
+    rows.append(_row(case, "level: growth per wave, last quarter of the waves", last, "MiB",
+                     f"waves {waves - q + 1}-{waves}: {last:+.0f} MiB per wave; waves 1-{q}: {first:+.0f} MiB per "
+                     f"wave (ratio = last / first); {len(presses)} presses, median press-to-run-finished "
+                     f"{_med(presses) or 0:.0f} ms", last / first if first > 0 else None))
+    return rows
+
+
 REFERENCE_HEAD = """
 import sys
 sys.path.insert(0, {root!r})
@@ -878,6 +960,7 @@ async def _run(quick: bool) -> list[dict]:
     warmup, repeat, rounds = (QUICK_WARMUP, QUICK_REPEAT, QUICK_ROUNDS) if quick else (WARMUP, REPEAT, ROUNDS)
     sessions = tuple(int(x) for x in os.environ["ODLAB_BENCH_SESSIONS"].split(",") if x) \
         if os.environ.get("ODLAB_BENCH_SESSIONS") is not None else (QUICK_SESSIONS if quick else SESSIONS)
+    waves = _waves_setting(quick)
     log = Path(tempfile.gettempdir()) / f"odlab_bench_browser_{os.getpid()}.log"
     rows: list[dict] = []
     wanted = os.environ.get("ODLAB_BENCH_PAGES")
@@ -901,6 +984,11 @@ async def _run(quick: bool) -> list[dict]:
                     rows.append({"case": _page_name(path), "metric": "error", "value": None, "unit": "",
                                  "baseline": None, "ratio": None, "note": f"{type(e).__name__}: {str(e)[:300]}"})
                     print(f"  {_page_name(path)}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
+            if waves:
+                try:
+                    rows += await _waves(app_dir, *waves, log)
+                except Exception as e:  # reported; the rows measured before stay
+                    rows.append(_row("sessions come and go", "error", None, "", f"{type(e).__name__}: {str(e)[:300]}"))
             if sessions:
                 try:
                     rows += await _concurrency(browser, app_dir, sessions, rounds, log)
