@@ -112,7 +112,9 @@ Environment knobs: ``ODLAB_BENCH_WAVES`` (``WAVESxSESSIONS``, e.g. ``10x10``; em
 page, no cold start, only the sessions), ``ODLAB_BENCH_CONTROLS`` (comma-separated parts of control labels, e.g.
 ``ε,Threshold``), ``ODLAB_BENCH_SESSIONS`` (e.g. ``1,5``; empty: no sessions), ``ODLAB_BENCH_CLASS`` (``class``, the
 default, or ``browsers``), ``ODLAB_BENCH_TIMEOUT_S`` (how long one wait may take, default 120),
-``ODLAB_BENCH_APP_DIR`` (measure another checkout, e.g. a baseline ``git worktree``). Only the class of 1, 5, 10:
+``ODLAB_BENCH_WORKERS`` (the class on ``python -m odapp.serve --workers K``: K server processes behind its relay,
+each protocol client connecting from its own loopback address 127.0.0.2, …, as other machines; default 1: one plain
+server), ``ODLAB_BENCH_APP_DIR`` (measure another checkout, e.g. a baseline ``git worktree``). Only the class of 1, 5, 10:
 ``ODLAB_BENCH_PAGES=none ODLAB_BENCH_SESSIONS=1,5,10 python -m benchmarks --quick -k browser``.
 """
 
@@ -121,6 +123,7 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -656,13 +659,14 @@ def _class_mode() -> str:
     return mode
 
 
-async def _client_session(url: str, path: str, seed: int, rounds: int, barrier, out: dict):
+async def _client_session(url: str, path: str, seed: int, rounds: int, barrier, out: dict,
+                          source: str | None = None):
     """One protocol client (another laptop): open the page, set its seed, press ε one step up ``rounds`` times at
     the barrier, timing each press to the run's ``script_finished``. Stops at its first error (as a browser session
-    does), which is recorded by kind."""
+    does), which is recorded by kind. ``source``: the local address it connects from (another machine)."""
     from benchmarks.protocol_client import ProtocolClient
 
-    client = ProtocolClient(url, timeout_s=TIMEOUT_MS / 1000)
+    client = ProtocolClient(url, timeout_s=TIMEOUT_MS / 1000, source=source)
     try:
         r = await client.open(path)
         out["open"].append(r.ms)
@@ -699,7 +703,15 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
     path = "OD_release"
     # the protocol clients fetch the page's files in threads: as many at once as there are clients
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=max(sessions, default=1) + 4))
-    proc, url = live.start_server(log, app_dir=app_dir)
+    workers = int(os.environ.get("ODLAB_BENCH_WORKERS") or 1)
+    if workers > 1:   # odapp.serve: K servers behind its relay; each client connects from its own address
+        port = live.free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "odapp.serve", "--workers", str(workers), "--port", str(port),
+                                 "--app-dir", str(app_dir)], cwd=app_dir, stdout=open(log, "w"),
+                                stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+    else:
+        proc, url = live.start_server(log, app_dir=app_dir)
     try:
         await asyncio.to_thread(live.wait_healthy, proc, url, 120)
         ctx, page = await _new_page(browser)
@@ -717,7 +729,8 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
             with _RssSampler(proc.pid) as rss:
                 await asyncio.gather(
                     *(_session(browser, url, path, 1000 * n + i, rounds, barrier, out) for i in range(n_browsers)),
-                    *(_client_session(url, path, 1000 * n + i, rounds, barrier, cout) for i in range(n_browsers, n)))
+                    *(_client_session(url, path, 1000 * n + i, rounds, barrier, cout,
+                                      f"127.0.0.{2 + i}" if workers > 1 else None) for i in range(n_browsers, n)))
             cpu_end = live.tree_cpu_seconds(proc.pid)
             cpu = (cpu_end - cpu0[0],
                    live.tree_cpu_seconds(os.getpid(), exclude=proc.pid) - cpu0[1], time.perf_counter() - cpu0[2])
@@ -727,7 +740,10 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
             rss_after = live.tree_rss_bytes(proc.pid)
             common = dict(path=path, n=n, rounds=rounds, rss=(rss_before, rss.peak, rss_after), cpu=cpu,
                           press_cpu=press_cpu)
-            rows += _class_rows(out, cout, **common) if mode == "class" else _browsers_rows(out, **common)
+            new = _class_rows(out, cout, **common) if mode == "class" else _browsers_rows(out, **common)
+            for r in new if workers > 1 else ():
+                r["case"] += f", odapp.serve with {workers} server processes"
+            rows += new
     finally:
         live.stop_server(proc)
     return rows

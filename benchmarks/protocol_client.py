@@ -40,6 +40,8 @@ socket, and a run that does not finish within ``timeout_s`` (:class:`RunTimeout`
 from __future__ import annotations
 
 import asyncio
+import functools
+import http.client
 import re
 import time
 import urllib.request
@@ -148,23 +150,37 @@ def _static_urls(base: str, html: str) -> list[str]:
     return out
 
 
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # 127.0.0.1 directly, never a proxy
+class _FromHandler(urllib.request.HTTPHandler):
+    """HTTP from a given local address (another loopback address, 127.0.0.2, …: another machine to the server)."""
+
+    def __init__(self, source: str):
+        super().__init__()
+        self.source = source
+
+    def http_open(self, req):
+        return self.do_open(functools.partial(http.client.HTTPConnection, source_address=(self.source, 0)), req)
 
 
-def _get(url: str, headers: dict = BROWSER_HEADERS) -> bytes:
-    with _OPENER.open(urllib.request.Request(url, headers=headers), timeout=60) as r:
+@functools.cache
+def _opener(source: str | None):
+    """127.0.0.1 directly, never a proxy; from the local address ``source`` when given."""
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), *([_FromHandler(source)] if source else []))
+
+
+def _get(url: str, headers: dict = BROWSER_HEADERS, source: str | None = None) -> bytes:
+    with _opener(source).open(urllib.request.Request(url, headers=headers), timeout=60) as r:
         return r.read()
 
 
-def fetch_page_assets(url: str, path: str) -> int:
+def fetch_page_assets(url: str, path: str, source: str | None = None) -> int:
     """GET a page as a browser with an empty cache does before its WebSocket: the HTML, every script and stylesheet
     it names, the health and host-config endpoints. Returns the bytes received."""
-    html = _get(f"{url}/{path}", {"User-Agent": BROWSER_HEADERS["User-Agent"]})   # uncompressed, to read it
+    html = _get(f"{url}/{path}", {"User-Agent": BROWSER_HEADERS["User-Agent"]}, source)   # uncompressed, to read it
     n = len(html)
     for u in _static_urls(url, html.decode("utf-8", "replace")):
-        n += len(_get(u))
+        n += len(_get(u, source=source))
     for ep in ("_stcore/health", "_stcore/host-config"):
-        n += len(_get(f"{url}/{ep}"))
+        n += len(_get(f"{url}/{ep}", source=source))
     return n
 
 
@@ -175,11 +191,13 @@ class ProtocolClient:
             run = await c.open("OD_release")       # run.errors, run.elements, run.ms
             run = await c.step_slider("ε")         # one step up, timed to script_finished
 
-    ``fetch_assets=False`` skips the page's files (the WebSocket alone); ``timeout_s`` bounds each run.
+    ``fetch_assets=False`` skips the page's files (the WebSocket alone); ``timeout_s`` bounds each run; ``source``
+    connects from that local address (``127.0.0.2``, …): to a server behind ``odapp.serve``'s relay, another machine.
     """
 
-    def __init__(self, url: str, *, timeout_s: float = 120.0, fetch_assets: bool = True):
+    def __init__(self, url: str, *, timeout_s: float = 120.0, fetch_assets: bool = True, source: str | None = None):
         self.url = url.rstrip("/")
+        self.source = source
         self.timeout_s = timeout_s
         self.fetch_assets = fetch_assets
         self.ws = None
@@ -210,11 +228,12 @@ class ProtocolClient:
         t0 = time.perf_counter()
         self.page_name = page_name
         if self.fetch_assets:
-            await asyncio.to_thread(fetch_page_assets, self.url, page_name)
+            await asyncio.to_thread(fetch_page_assets, self.url, page_name, self.source)
         ws_url = "ws" + self.url.removeprefix("http") + "/_stcore/stream"
         self.ws = await connect(ws_url, subprotocols=["streamlit"], origin=self.url, max_size=None,
                                 ping_interval=None, open_timeout=self.timeout_s, proxy=None,
-                                user_agent_header=BROWSER_HEADERS["User-Agent"])
+                                user_agent_header=BROWSER_HEADERS["User-Agent"],
+                                **({"local_addr": (self.source, 0)} if self.source else {}))
         run = await self._rerun(first=True)
         run.ms = (time.perf_counter() - t0) * 1000   # the whole open: files, connection, first run
         return run

@@ -56,7 +56,8 @@ def test_waves_report_memory_after_each_wave_and_errors_by_kind(tmp_path, monkey
     assert "errors: exception: ValueError: boom;" not in rows[1]["note"]
     assert rows[1]["note"].endswith("errors: exception: ValueError: boom")   # one session, once
     assert "11 s after the last wave" in rows[4]["note"]
-    assert "waves 3-3:" in rows[5]["note"] and "waves 1-1:" in rows[5]["note"]
+    assert "waves 3-3:" in rows[5]["note"]
+    assert "waves 1-1:" in rows[5]["note"]
 
 
 def test_waves_setting(monkeypatch):
