@@ -108,13 +108,15 @@ function's ``max_entries``): memory rises while they fill, and while the closed 
 ``server.disconnectedSessionTTL`` seconds are still kept, then levels off. The ``level`` row gives the growth per
 wave over the last quarter of the waves against the first quarter.
 
-Environment knobs: ``ODLAB_BENCH_WAVES`` (``WAVESxSESSIONS``, e.g. ``10x10``; empty: no waves), ``ODLAB_BENCH_PAGES`` (comma-separated URL paths, ``home`` for the landing page; ``none``: no
+Environment knobs: ``ODLAB_BENCH_WAVES`` (``WAVESxSESSIONS``, e.g. ``10x10``; empty: no waves),
+``ODLAB_BENCH_PAGES`` (comma-separated URL paths, ``home`` for the landing page; ``none``: no
 page, no cold start, only the sessions), ``ODLAB_BENCH_CONTROLS`` (comma-separated parts of control labels, e.g.
 ``ε,Threshold``), ``ODLAB_BENCH_SESSIONS`` (e.g. ``1,5``; empty: no sessions), ``ODLAB_BENCH_CLASS`` (``class``, the
 default, or ``browsers``), ``ODLAB_BENCH_TIMEOUT_S`` (how long one wait may take, default 120),
 ``ODLAB_BENCH_WORKERS`` (the class on ``python -m odapp.serve --workers K``: K server processes behind its relay,
 each protocol client connecting from its own loopback address 127.0.0.2, …, as other machines; default 1: one plain
-server), ``ODLAB_BENCH_APP_DIR`` (measure another checkout, e.g. a baseline ``git worktree``). Only the class of 1, 5, 10:
+server), ``ODLAB_BENCH_APP_DIR`` (measure another checkout, e.g. a baseline ``git worktree``). Only the class of 1,
+5, 10:
 ``ODLAB_BENCH_PAGES=none ODLAB_BENCH_SESSIONS=1,5,10 python -m benchmarks --quick -k browser``.
 """
 
@@ -706,9 +708,10 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
     workers = int(os.environ.get("ODLAB_BENCH_WORKERS") or 1)
     if workers > 1:   # odapp.serve: K servers behind its relay; each client connects from its own address
         port = live.free_port()
+        out_file = open(log, "w")   # closed by live.stop_server
         proc = subprocess.Popen([sys.executable, "-m", "odapp.serve", "--workers", str(workers), "--port", str(port),
-                                 "--app-dir", str(app_dir)], cwd=app_dir, stdout=open(log, "w"),
-                                stderr=subprocess.STDOUT)
+                                 "--app-dir", str(app_dir)], cwd=app_dir, stdout=out_file, stderr=subprocess.STDOUT)
+        proc._odlab_log = out_file
         url = f"http://127.0.0.1:{port}"
     else:
         proc, url = live.start_server(log, app_dir=app_dir)
@@ -766,10 +769,10 @@ async def _waves(app_dir: Path, waves: int, n: int, log: Path, *, path: str = "O
                  ttl_s: float | None = None) -> list[dict]:
     """Memory of one server as ``waves`` waves of ``n`` protocol clients come and go (module docstring, "Classes
     coming and going"); ``ttl_s``: how long the server keeps a closed session (default: its config's)."""
-    if ttl_s is None:
-        ttl_s = float(os.environ.get("STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL", 120))
     from concurrent.futures import ThreadPoolExecutor
 
+    if ttl_s is None:
+        ttl_s = float(os.environ.get("STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL", 120))
     case = f"sessions come and go ({path}, {waves} waves of {n})"
     # the protocol clients fetch the page's files in threads: as many at once as there are clients
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=n + 4))
@@ -807,8 +810,8 @@ async def _waves(app_dir: Path, waves: int, n: int, log: Path, *, path: str = "O
                          f"{n} sessions opened the page, pressed and closed; {seeds}" if w == 1 else
                          f"{mib[w] - mib[w - 1]:+.0f} MiB in this wave"))
     rows.append(_row(case, "server RSS after the closed sessions expired", expired / 2**20, "MiB",
-                     f"{ttl_s + 10:.0f} s after the last wave (server.disconnectedSessionTTL {ttl_s:.0f} s + 10 s), then "
-                     "one session opened and closed (Streamlit drops expired sessions when it next looks them up)"))
+                     f"{ttl_s + 10:.0f} s after the last wave (server.disconnectedSessionTTL {ttl_s:.0f} s + 10 s), "
+                     "then one session opened and closed (Streamlit drops expired sessions when it next looks them up)"))
     q = max(1, waves // 4)     # the first and the last quarter of the waves
     first, last = (mib[q] - mib[0]) / q, (mib[waves] - mib[waves - q]) / q       # MiB per wave
     rows.append(_row(case, "level: growth per wave, last quarter of the waves", last, "MiB",
