@@ -778,27 +778,28 @@ async def _waves(app_dir: Path, waves: int, n: int, log: Path, *, path: str = "O
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=n + 4))
     proc, url = live.start_server(log, app_dir=app_dir)
     rows, rss, errors, presses = [], [], [], []
+
+    async def wave(w: int) -> None:
+        """Wave ``w`` (0: one session opens the page and closes, as before a class or to expire old sessions)."""
+        out = {"open": [], "press": [], "bytes": [], "errors": []}
+        if w:
+            barrier = _Barrier(n)
+            await asyncio.gather(*(_client_session(url, path, 100_000 + (w - 1) * n + i, 2, barrier, out)
+                                   for i in range(n)))
+        else:
+            await _client_session(url, path, 1, 0, _Barrier(1), out)
+        errors.extend(out["errors"])
+        presses.extend(out["press"])
+        await asyncio.sleep(2)   # the closing sessions' last messages
+
     try:
         await asyncio.to_thread(live.wait_healthy, proc, url, 120)
         for w in range(waves + 1):
-            out = {"open": [], "press": [], "bytes": [], "errors": []}
-            if w:   # wave 0 only loads the bundled city (one session), as a server does before its first class
-                barrier = _Barrier(n)
-                await asyncio.gather(*(_client_session(url, path, 100_000 + (w - 1) * n + i, 2, barrier, out)
-                                       for i in range(n)))
-            else:
-                await _client_session(url, path, 1, 0, _Barrier(1), out)
-            errors += out["errors"]
-            presses += out["press"]
-            await asyncio.sleep(2)   # the closing sessions' last messages
+            await wave(w)
             rss.append(live.tree_rss_bytes(proc.pid))
-            print(f"  wave {w}: RSS {rss[-1] / 2**20:.0f} MiB, errors {len(out['errors'])}", file=sys.stderr)
+            print(f"  wave {w}: RSS {rss[-1] / 2**20:.0f} MiB, errors so far {len(errors)}", file=sys.stderr)
         await asyncio.sleep(ttl_s + 10)
-        # Streamlit drops expired sessions when it next looks them up: one more session opens and closes
-        out = {"open": [], "press": [], "bytes": [], "errors": []}
-        await _client_session(url, path, 1, 0, _Barrier(1), out)
-        errors += out["errors"]
-        await asyncio.sleep(2)
+        await wave(0)   # Streamlit drops expired sessions when it next looks them up
         expired = live.tree_rss_bytes(proc.pid)
     finally:
         live.stop_server(proc)

@@ -8,6 +8,7 @@ imported by the app's pages.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -39,6 +40,16 @@ def chromium_executable() -> str | None:
     if forced is not None:
         return None if forced.strip().lower() in ("", "none", "0", "off") else forced
     return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def run_async(coro):
+    """``asyncio.run(coro)`` in a thread of its own; returns its result or raises its exception. In a test run
+    Playwright's sync API (the browser tests' session fixture) keeps an event loop running in the main thread, where
+    ``asyncio.run`` refuses to start."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as ex:
+        return ex.submit(asyncio.run, coro).result()
 
 
 def free_port() -> int:

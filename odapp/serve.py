@@ -101,15 +101,14 @@ async def serve(workers: int, address: str, port: int, app_dir: Path = REPO_ROOT
     from odapp import live
 
     logs = Path(tempfile.mkdtemp(prefix="odlab_serve_"))
-    procs, urls = [], []
+    ports = [live.free_port() for _ in range(workers)]
+    procs = []
     try:
-        for i in range(workers):
-            proc, url = live.start_server(logs / f"worker{i}.log", app_dir=app_dir)
-            procs.append(proc)
-            urls.append(url)
-        for proc, url in zip(procs, urls, strict=True):
-            await asyncio.to_thread(live.wait_healthy, proc, url, 120)
-        relay = Relay([("127.0.0.1", int(u.rsplit(":", 1)[1])) for u in urls])
+        for i, port_i in enumerate(ports):
+            procs.append(live.start_server(logs / f"worker{i}.log", app_dir=app_dir, port=port_i)[0])
+        for proc, port_i in zip(procs, ports, strict=True):
+            await asyncio.to_thread(live.wait_healthy, proc, f"http://127.0.0.1:{port_i}", 120)
+        relay = Relay([("127.0.0.1", p) for p in ports])
         server = await asyncio.start_server(relay.handle, address, port)
         print(f"OD Privacy Lab: http://{address}:{port} ({workers} server processes; their logs in {logs})",
               flush=True)

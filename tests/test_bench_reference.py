@@ -4,9 +4,7 @@ running) is measured in Chromium."""
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -61,8 +59,8 @@ def test_a_press_on_the_floor_app_is_measured(monkeypatch):
             finally:
                 await br.close()
 
-    with tempfile.TemporaryDirectory() as d, ThreadPoolExecutor(1) as ex:   # not in the sync Playwright's loop
-        rows = ex.submit(asyncio.run, go(Path(d) / "server.log")).result()
+    with tempfile.TemporaryDirectory() as d:
+        rows = live.run_async(go(Path(d) / "server.log"))
     (row,) = rows
     assert row["case"] == "reference: floor"
     assert 0 < row["value"] < 60_000

@@ -4,13 +4,12 @@ sessions expired, and every session's error said by kind."""
 
 from __future__ import annotations
 
-import asyncio
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from benchmarks import bench_browser as bb
+from odapp import live
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -37,15 +36,7 @@ def test_waves_report_memory_after_each_wave_and_errors_by_kind(tmp_path, monkey
     (tmp_path / "app.py").write_text(APP)
     monkeypatch.setenv("STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL", "1")   # the server's and the benchmark's wait
 
-    def go():
-        asyncio.set_event_loop(asyncio.new_event_loop())
-        try:
-            return asyncio.get_event_loop().run_until_complete(bb._waves(tmp_path, 3, 2, tmp_path / "log", path=""))
-        finally:
-            asyncio.get_event_loop().close()
-
-    with ThreadPoolExecutor(1) as ex:      # Playwright's sync API may hold the main thread's event loop
-        rows = ex.submit(go).result()
+    rows = live.run_async(bb._waves(tmp_path, 3, 2, tmp_path / "log", path=""))
     metrics = [r["metric"] for r in rows]
     assert metrics == ["server RSS after loading", "server RSS after wave 1", "server RSS after wave 2",
                        "server RSS after wave 3", "server RSS after the closed sessions expired",

@@ -4,9 +4,7 @@ back as references and are resolved, and an exception, a run that never finishes
 
 from __future__ import annotations
 
-import asyncio
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -15,13 +13,6 @@ from odapp import live
 from odapp.words import num
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _run(coro):
-    """``asyncio.run`` in a thread of its own: in a full test run Playwright's sync API (the browser tests' session
-    fixture) keeps an event loop running in the main thread, where ``asyncio.run`` refuses to start."""
-    with ThreadPoolExecutor(1) as ex:
-        return ex.submit(asyncio.run, coro).result()
 
 
 def _noise(run) -> str:
@@ -61,7 +52,7 @@ def test_od_release_rerun_with_the_new_epsilon(streamlit_url):
             assert c.widget("number_input", "Seed").number_input.value == 4321
             assert _noise(seeded) == num(1 / eps1)    # the seed kept ε: every widget's state was sent
 
-    _run(go())
+    live.run_async(go())
 
 
 TINY_APP = textwrap.dedent("""
@@ -115,7 +106,7 @@ def test_exception_timeout_and_closed_socket_are_errors(tiny_server):
             gone = await c.rerun()
             assert [e.split(":")[0] for e in gone.errors] == ["socket closed"], gone.errors
 
-    _run(go())
+    live.run_async(go())
 
 
 def test_the_class_benchmark_counts_a_clients_exception(tiny_server):
@@ -124,7 +115,7 @@ def test_the_class_benchmark_counts_a_clients_exception(tiny_server):
 
     _, url = tiny_server
     cout = {"open": [], "press": [], "bytes": [], "errors": []}
-    _run(bb._client_session(url, "", 1001, 2, bb._Barrier(1), cout))
+    live.run_async(bb._client_session(url, "", 1001, 2, bb._Barrier(1), cout))
     assert cout["errors"] == ["exception: ValueError: boom"]   # the first press raised; the session stopped there
     assert len(cout["press"]) == 1
     assert len(cout["open"]) == 1

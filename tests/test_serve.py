@@ -67,14 +67,6 @@ def _metric(run, label: str) -> str:
     return run.find("metric", label, sidebar=False).metric.body
 
 
-def _in_thread(coro):
-    result = {}
-    t = threading.Thread(target=lambda: result.setdefault("r", asyncio.run(coro)))
-    t.start()
-    t.join(240)
-    return result["r"]
-
-
 def test_each_address_keeps_one_server_and_new_addresses_spread(tmp_path):
     (tmp_path / "app.py").write_text(APP)
     running = _Running(tmp_path, 2)
@@ -97,7 +89,7 @@ def test_each_address_keeps_one_server_and_new_addresses_spread(tmp_path):
             a2 = await session("127.0.0.2")                             # a new connection from the first address
             return a, b, a2
 
-        a, b, a2 = _in_thread(go())
+        a, b, a2 = live.run_async(go())
         assert a[0] == a[1]                           # a session's page, files and press: one server
         assert b[0] == b[1]
         assert {a[0], b[0]} == pids                   # two addresses, two servers
