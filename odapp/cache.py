@@ -450,3 +450,34 @@ def knock_mre(dataset_id: str, ts_config, mre_config, _ts):
     from odcore.knock import mre_table
 
     return mre_table(_ts, mre_config)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict) :
+    """The frontier chart of one report (``report_key``: the arguments of ``cache.design_report``), built once:
+    a sidebar control the report does not depend on (ε, threshold, unit) reruns the page without rebuilding it.
+    Read-only once built. (Here, not in the page script: the cache keeps the function it wraps.)"""
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from odapp.export import styled
+    from odapp.words import unit_words
+
+    g, d = _rep["google"], _rep["goal"]["delta"]
+    front = pd.DataFrame(_rep["frontier"])
+    fig = go.Figure()
+    for m, grp in front.groupby("max_pairs"):
+        fig.add_scatter(x=grp["epsilon_user_week"], y=grp["trips_published_frac"], mode="lines+markers",
+                        name=f"max pairs {m} (threshold fitted, δ ≤ {d:.0e})")
+    fig.add_scatter(x=[g["epsilon_user_week_typical"], g["epsilon_user_week_max"]],
+                    y=[g["trips_published_frac"]] * 2, mode="markers+text", marker={"size": 12, "symbol": "x"},
+                    text=[f"Google, typical ({g['typical_trips']} trips)", f"Google, busiest ({g['max_trips']})"],
+                    textposition="top center", name="Google per-count (ε 0.66, threshold 100)")
+    fig.add_scatter(x=[_rep["epsilon_user_week"]], y=[_rep["trips_published_frac"]], mode="markers",
+                    marker={"size": 14, "symbol": "star"}, name="this design (one seeded release)")
+    styled(fig, f"Share of user-trips published against ε {unit_words('user_level')}, week {_rep['week']}",
+           height=480)
+    fig.update_layout(xaxis_title=f"ε {unit_words('user_level')} (tight, δ = {d / 2:.0e} + thresholding)",
+                      yaxis_title="share of user-trips on published pairs", xaxis_type="log",
+                      yaxis_tickformat=".0%")
+    return fig, front

@@ -3,9 +3,18 @@ first view computed while the person is still on the landing page.
 
 Everything here goes through :mod:`odapp.cache` (shared by every session with the same data and settings), so a
 computation done ahead is exactly the one the page would do: same function, same arguments, same cache entry.
+
+The page's map section (:func:`map_section`, a fragment) and its downloads live here, not in the page script: a
+session keeps its fragment and its deferred downloads after the run (and for two minutes after it closes), and a
+function defined in a page script would keep the whole page's variables with it (this session's release, map and
+tables: ~8 MB). These take only the context and the settings, and fetch what they draw from the caches.
 """
 
 from __future__ import annotations
+
+import functools
+
+import streamlit as st
 
 from odapp import cache
 
@@ -63,3 +72,131 @@ def first_view(ctx) -> None:
     cells = week_cells(ctx, rcfg, table, s.week, cent)
     flow_maps(ctx, rcfg, table, s.week, cent, cells, MAP_DEFAULTS)
     release_curve(ctx, rcfg, table, s.week, projector=False)
+
+
+def release_csv(ctx, rcfg, week: int):
+    """The week's release as the CLI's release.csv table, with zone names (the page's table download)."""
+    from odcore.release import release_csv_table
+    from odcore.zones import add_zone_names
+
+    return add_zone_names(release_csv_table(week_release(ctx, week, rcfg).table, centroids(ctx)), ctx.od.grid)
+
+
+def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
+    """The week's map(s) with their legend, for the map options ``o`` (``cells``: :func:`week_cells`); returns the
+    drawn :class:`~odapp.maps.FlowMap` list."""
+    from odapp import maps
+
+    fms = flow_maps(ctx, rcfg, table, week, cent, cells, o)
+    with st.container(border=True):
+        st.markdown(maps.flow_legend_html(fms[-1].count_label, fms[-1].lo, fms[-1].hi, fms[-1].km,
+                                          suppressed=any(f.suppressed for f in fms),
+                                          heading=f"Week {week}" + (f": {fms[0].heading}" if len(fms) == 1 else "")),
+                    unsafe_allow_html=True)
+        cols = st.columns(len(fms)) if len(fms) > 1 else [st.container()]
+        for i, (col, fm) in enumerate(zip(cols, fms, strict=True)):
+            if len(fms) > 1:
+                col.markdown(f"**{fm.heading}**")
+            col.pydeck_chart(fm.deck, height=460, key=None if week != ctx.settings.week else f"map_{i}")
+        if o["basemap"]:
+            st.caption(maps.BASEMAP["caption"])
+    return fms
+
+
+def _map_image(ctx, rcfg, o: dict, projector: bool):
+    """The map of the week with the options ``o`` as a styled figure (the map's image download)."""
+    from odapp import maps
+    from odapp.words import num
+
+    s = ctx.settings
+    res = week_release(ctx, s.week, rcfg)
+    cent = centroids(ctx)
+    cells = week_cells(ctx, rcfg, res.table, s.week, cent)
+    fm = flow_maps(ctx, rcfg, res.table, s.week, cent, cells, o)[-1]
+    return maps.map_figure(fm, cells[1], title=f"OD flows, week {s.week}: {fm.heading.lower()}",
+                           subtitle=f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale "
+                                    f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · {s.dataset.label}",
+                           projector=projector, empty_note=None if len(fm.flows) else
+                           "No flow to draw: nothing is published")
+
+
+def _cell_label(c) -> str:
+    return "all cells" if c is None else f"cell {c}"
+
+
+@st.fragment
+def map_section(ctx, rcfg) -> None:
+    """The OD release page's map, its options and its export. A change of a map option (view, Top N, min. count,
+    one cell, suppressed, base map, the week player) reruns only this part: the release, the metrics, the curve and
+    the table stay. The week's release and cells come from the caches (the same entries the page just used)."""
+    import time
+
+    from odapp import maps
+    from odapp.export import image_export, projector_mode
+    from odapp.words import empty_release_advice, num
+
+    s = ctx.settings
+    res = week_release(ctx, s.week, rcfg)
+    table = res.table
+    released = table["released"].to_numpy()
+    cent = centroids(ctx)
+    cells = week_cells(ctx, rcfg, table, s.week, cent)
+    n_weeks = max(1, len(ctx.od.week_starts))
+
+    opt = st.columns([1.5, 1, 1, 1.3])
+    d = MAP_DEFAULTS   # the defaults the landing page computes ahead
+    view = opt[0].selectbox("Map", maps.VIEWS, index=maps.VIEWS.index(d["view"]), key="rel_view",
+                            help="What is published (noisy, thresholded), the true counts before any protection, "
+                                 "or what suppression removes next to what is published.")
+    top_n = opt[1].number_input("Top N flows", 10, 5000, d["top_n"], 10, key="rel_topn",
+                                help="Draw only the N largest flows (by the count shown) to keep the map readable.")
+    min_count = opt[2].number_input("Min. count", 0, 100_000, int(d["min_count"]), 10, key="rel_min",
+                                    help="Hide flows whose shown count (noisy or true) is below this.")
+    busiest = cells[0].sort_values("pairs", ascending=False)["cell"].head(500).tolist()
+    cell = opt[3].selectbox("One cell", [None, *busiest], key="rel_cell", format_func=_cell_label,
+                            help="Show only the flows that start or end in this cell (the 500 cells with the most "
+                                 "observed pairs; hover a cell on the map for its id).")
+    opt2 = st.columns([1.1, 1, 1.6])
+    show_sup = opt2[0].toggle("Suppressed", value=d["show_sup"], key="rel_faint",
+                              help="Also draw pairs that were observed but not published, as thin red lines "
+                                   "(at most 3000).")
+    basemap = opt2[1].toggle("Base map", value=d["basemap"], key="rel_basemap",
+                             help="Draw streets and coastline under the grid. Off by default: nothing leaves this "
+                                  "machine. On: your browser fetches the map from CARTO (no key needed).")
+    if n_weeks > 1:
+        play = opt2[2].button(f"▶ Play weeks 0–{n_weeks - 1}", key="rel_play",
+                              help="Show each week's published flows in turn (about one second each).")
+    else:
+        play = False
+        opt2[2].caption("One week of data: no week player.")
+
+    empty_note = st.empty()   # there whether or not the release is empty, so the map below keeps its place
+    if not released.any():
+        empty_note.warning(empty_release_advice(table["true_count"].to_numpy(), s.threshold, s.epsilon,
+                                                rcfg.sensitivity), icon=":material/visibility_off:")
+
+    o = {"view": view, "top_n": int(top_n), "min_count": float(min_count), "cell": cell, "show_sup": show_sup,
+         "basemap": basemap}
+    slot = st.empty()
+    if play:
+        for w in range(n_weeks):
+            with slot.container():
+                t_w = week_release(ctx, w, rcfg).table
+                _draw(ctx, rcfg, t_w, w, cent, week_cells(ctx, rcfg, t_w, w, cent), o)
+            time.sleep(1.0)
+    with slot.container():
+        fms = _draw(ctx, rcfg, table, s.week, cent, cells, o)
+    flows = fms[-1].flows
+    n_sup = int((~released).sum())
+    st.caption(f"{num(n_sup)} observed pairs suppressed (noisy count below {num(s.threshold)}); {num(len(flows))} "
+               "flows drawn. Hover over an arc or a cell for its numbers; drag to pan, scroll to zoom, right-drag to "
+               "tilt. Flows from `odcore.release`, utility from `odcore.utility`.")
+    if view == "Side by side":
+        sup = table.loc[~released]
+        st.caption(f"Suppression removed {num(len(sup))} of {num(len(table))} pairs, carrying "
+                   f"{num(int(sup['true_count'].sum()))} of {num(int(table['true_count'].sum()))} user-trips: the "
+                   "red lines on the left (largest first, up to Top N) are flows that exist but are never published.")
+
+    image_export(functools.partial(_map_image, ctx, rcfg, o, projector_mode()), f"od_map_week{s.week}",
+                 key="od_map", width_in=8, height_in=6,
+                 label="Download this map as an image (PNG, SVG, PDF) with legend and scale bar")

@@ -7,14 +7,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache, guide
+from odapp import attack_view, cache, guide
 from odapp.cli_config import attack_curve_config, user_risk_config
 from odapp.errors import engine_errors
 from odapp.export import chart, reproduce, styled
 from odapp.layout import metric, needs_pairs, page
-from odapp.words import num, pct, probability_words, unit_words
+from odapp.words import pct, probability_words, unit_words
 from odcore.attack import simulate_attack
-from odcore.figures import thin_curve
 
 K_MAX = 70   # Houssiau et al. 2022, Fig. 1: k = 0..70
 MC_KEY = "attack.mc_results"   # session_state: {(epsilon, reps, seed): SimulationResult}
@@ -118,112 +117,7 @@ chart(fig, "attack_success_curve", data=curve_data,
       command="attack-curve", key="attack_curve")
 
 # ---- a real user of the week ------------------------------------------------------------------------------------
-@st.fragment
-def real_person():
-    """One real person of the week and the whole week's population: its controls (person, id, population) rerun
-    only this part of the page (st.fragment); a sidebar change reruns the page and this with it."""
-    st.subheader(f"A real person of week {s.week}, in the thresholded release")
-    st.markdown("In the real release, pairs with few people are usually suppressed, and a suppressed pair says little. "
-                "So a person's **effective k** — the k of the curve above with the same success — is often far "
-                "below their number of trips.")
-    unit_note = st.empty()   # in both units, so the charts below keep their place (updated, not rebuilt)
-    if s.mode == "user_level":
-        unit_note.caption(f"Per-user mode: each person keeps at most {s.max_pairs} pairs and every count gets noise "
-                          f"of scale {s.max_pairs}/ε, so each pair carries ε/{s.max_pairs} = "
-                          f"{s.epsilon / s.max_pairs:.3g}.")
-    rcfg = s.release_config()
-    with engine_errors("Could not prepare the week for the attack"):
-        pairs, counts = cache.attack_pairs(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
-    if pairs.empty:
-        st.info("No trips this week: pick another week in the sidebar.")
-        st.stop()
-    per_user = pairs.groupby("user", sort=True).size()
-    pick = st.radio("Person", ["typical (median trips)", "busiest", "quiet (10th percentile)", "by id"],
-                    horizontal=True, key="attack_pick",
-                    help="Which user of the week to attack: picked by their number of unique trips, or by id.")
-    ks = per_user.to_numpy()
-    if pick == "by id":
-        uid_text = st.text_input("User id", value=str(per_user.index[0]), key="attack_uid",
-                                 help="The pseudonymous id as in the data (see the Data page's CSV).")
-        match = [u for u in per_user.index[:200_000] if str(u) == uid_text.strip()]
-        if not match:
-            st.error(f"No user with id {uid_text!r} has trips in week {s.week}; try another id or a quick pick.")
-            st.stop()
-        user = match[0]
-    else:
-        q = {"typical (median trips)": 0.5, "busiest": 1.0, "quiet (10th percentile)": 0.1}[pick]
-        target = np.quantile(ks, q, method="nearest")
-        user = per_user.index[int(np.flatnonzero(ks == target)[0])]
-    up = pairs.loc[(pairs["user"] == user).to_numpy()]
-    if counts is None:   # user-level: counts of the bounded pairs
-        cnt = pairs.groupby(["origin", "destination"], sort=False).size().rename("count").reset_index()
-    else:
-        cnt = counts[["origin", "destination", "count"]]
-    others = up.merge(cnt, on=["origin", "destination"], how="left")["count"].to_numpy(dtype=float) - 1.0
-    eps_pair = 1.0 / rcfg.scale
-    with engine_errors("Could not attack this user"):
-        ur, roc_plain = cache.user_risk(tuple(np.sort(others).tolist()), eps_pair, float(rcfg.threshold))
-    k_user = len(others)
-    # p_k of the release's own per-pair noise (1/scale: ε per count, or ε/max_pairs in the per-user mode)
-    plain_k = float(cache.success_curve(eps_pair, max(k_user, 1), 0.5)["success"][k_user]) if k_user else 0.5
-    c = st.columns(4)
-    metric(c[0], "User", str(user), f"{k_user} unique trips this week")
-    metric(c[1], "Effective k after suppression", num(round(ur.effective_k, 1)),
-           f"{ur.k_informative} of {k_user} pairs carry any signal",
-           help="The k of the plain curve with the same success.")
-    metric(c[2], "Attack success on this user", pct(ur.success), probability_words(ur.success),
-           help=f"Exact (within {ur.error_bound:.0e}): ½ + ½·TV of what the release shows with and without them.")
-    metric(c[3], "Without suppression", pct(plain_k) if np.isfinite(plain_k) else "–",
-           "if every pair were published" if np.isfinite(plain_k) else None,
-           help="p_k at this user's k for the release's per-pair noise (the curve above in per-metric mode).")
-    left, right = st.columns(2)
-    with left:
-        fig = go.Figure()   # drawn with the points that show (thin_curve); the CSV keeps every vertex
-        t1, t2 = thin_curve(ur.roc.fpr, ur.roc.tpr), thin_curve(roc_plain.fpr, roc_plain.tpr)
-        fig.add_scatter(x=np.asarray(ur.roc.fpr)[t1], y=np.asarray(ur.roc.tpr)[t1], mode="lines",
-                        name=f"thresholded release (AUC {ur.roc.auc:.3f})")
-        fig.add_scatter(x=np.asarray(roc_plain.fpr)[t2], y=np.asarray(roc_plain.tpr)[t2], mode="lines",
-                        line={"dash": "dash"}, name=f"every pair published (AUC {roc_plain.auc:.3f})")
-        fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#999"}, name="guessing")
-        styled(fig, f"ROC of the attack on user {user}")
-        fig.update_layout(xaxis_title="false-positive rate", yaxis_title="true-positive rate",
-                          legend={"x": 0.35, "y": 0.05})
-        roc_df = pd.DataFrame({"fpr": ur.roc.fpr, "tpr": ur.roc.tpr})
-        chart(fig, f"roc_user_{user}", data=roc_df,
-              config=user_risk_config(s, ctx.loaded, user=str(user)),
-              command="user-risk", key="roc_user")
-
-    # ---- the population ---------------------------------------------------------------------------------------------
-    with right:
-        st.markdown(f"**Everyone in week {s.week}**")
-        pop = st.toggle("Attack every user of the week", value=False, key="attack_population",
-                        help="Exact success for each user (a few seconds for 25,000 users; cached per setting).")
-        if pop:
-            with engine_errors("Could not attack the population"):
-                risk, _report, summary = cache.week_risk(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed,
-                                                        _pairs=pairs, _counts=counts)
-            fig = go.Figure()
-            fig.add_histogram(x=risk["success"], nbinsx=50, name="users")
-            fig.add_vline(x=bound, line_dash="dash", annotation_text="per-trip bound", annotation_position="top left")
-            fig.add_vline(x=float(ur.success), line_dash="dot", line_color="#d95f02", annotation_text=f"user {user}",
-                          annotation_position="bottom right")
-            styled(fig, "Attack success over the users of the week")
-            fig.update_layout(xaxis_title="probability the attacker is right", yaxis_title="users", showlegend=False)
-            chart(fig, f"population_risk_week{s.week}", data=risk.astype({"user": str}),
-                  config=user_risk_config(s, ctx.loaded), command="user-risk", key="pop_risk")
-            share = summary["share_above"]
-            st.markdown(
-                f"Median success **{pct(summary['quantiles']['median'])}** "
-                f"({probability_words(summary['quantiles']['median'])}); "
-                f"{pct(float(np.mean(risk['success'] > bound)))} of users are above the per-trip "
-                f"bound, {pct(share['0.9'])} above 90 %. Median effective k {summary['median_effective_k']:.1f} "
-                f"for a median of {summary['median_k']:.0f} unique trips.")
-        else:
-            st.caption("Switch on to compute the attack's success for every user of the week "
-                       "(`odcore.attack.week_risk`).")
-
-
-real_person()
+attack_view.real_person(ctx, bound)   # its own fragment (odapp.attack_view)
 st.caption("Curves: `odcore.attack.success_curve` (exact, from the privacy-loss distribution of `odcore.pld`), "
            "`simulate_attack` (the paper's Monte Carlo), `user_risk` / `week_risk` (the thresholded release).")
 reproduce([("The p_k curve" + (" with the Monte Carlo" if mc is not None else ""), "attack-curve",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache, guide
+from odapp import cache, callbacks, guide
 from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
 from odapp.export import chart, reproduce, styled
@@ -44,7 +45,7 @@ weeks = c2.number_input("Weeks released (W)", min_value=1, max_value=520, value=
                         help="Number of weekly releases the person appears in (one year = 52).")
 delta = c3.select_slider(
     "δ for the advanced and tight bounds", options=[1e-12, 1e-9, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2], value=1e-6,
-    key="budget_delta", format_func=lambda d: f"{d:.0e}",
+    key="budget_delta", format_func=callbacks.power_of_ten,
     help="Advanced composition and the exact (tight) bound trade ε for a small probability δ of failure.")
 prior = c4.slider("Attacker's prior that the person is in the data", 0.01, 0.99, 0.5, 0.01, key="budget_prior",
                   help="What the attacker believes before seeing the release; 0.5 is a coin flip (the 16 % "
@@ -184,15 +185,9 @@ with left:
     fig.update_layout(xaxis_title="weeks released", yaxis_title="cumulative ε", yaxis_type="log",
                       yaxis={"tickvals": vals, "ticktext": [num(v) for v in vals]},
                       legend={"x": 0.99, "xanchor": "right", "y": 0.02, "yanchor": "bottom"})
-
-
-    def over_weeks_csv() -> pd.DataFrame:
-        """The chart's numbers with the lower end of the tight bracket too (composed only when downloaded)."""
-        full = cache.epsilon_over_weeks(s.epsilon, int(trips), int(weeks), float(delta), PAGE_TOTAL_INTERVAL)
-        if user_mode:
-            full = cache.person_curves(s.epsilon, s.max_pairs, float(delta), vs_trips, full)[1]
-        return full
-
+    over_weeks_csv = functools.partial(   # the chart's numbers with the tight bracket's lower end, when downloaded
+        callbacks.budget_over_weeks, s.epsilon, int(trips), int(weeks), float(delta),
+        s.max_pairs if user_mode else None, vs_trips, PAGE_TOTAL_INTERVAL)
     chart(fig, "epsilon_over_weeks", data=over_weeks_csv, config=cli_config, command="budget", key="eps_weeks")
 with right:
     st.subheader("ε against δ (one user-week)")

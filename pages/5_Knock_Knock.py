@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache
+from odapp import cache, callbacks
 from odapp.cli_config import command_line, knock_config
 from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, opened_expander, styled
@@ -139,8 +141,8 @@ else:
     with left:
         tnames = [t.target for t in res.per_target]
         tsel = st.selectbox("Target for the ROC", tnames, key="knock_roc_target",
-                            format_func=lambda t: f"{t} ({next(x.mobility for x in res.per_target if x.target == t)}"
-                                                  " mobility)",
+                            format_func=functools.partial(callbacks.knock_target,
+                                                          {x.target: x.mobility for x in res.per_target}),
                             help="Whose game to show: one ROC curve per classifier.")
         tres = next(t for t in res.per_target if t.target == tsel)
         fig = go.Figure()

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache, projector
+from odapp import cache, callbacks, projector
 from odapp.cli_config import design_config
 from odapp.errors import engine_errors
-from odapp.export import chart, reproduce, styled
+from odapp.export import chart, reproduce
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import num, pct, probability_words, unit_words
 from odcore.design import DEFAULT_MAX_PAIRS, Goal, GoalKind
@@ -38,7 +37,7 @@ with st.form("design_goal"):
     x = c[0].number_input("X (largest ε)", 0.01, 100.0, 1.0, 0.1, key="design_x",
                           help="Goals on ε: the largest ε per person (per week, or over W weeks).")
     d = c[1].select_slider("D (largest δ)", [1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4], value=1e-6, key="design_d",
-                           format_func=lambda v: f"{v:.0e}",
+                           format_func=callbacks.power_of_ten,
                            help="Chance the guarantee fails, thresholding included (half for the noise, half for "
                                 "the threshold).")
     w = c[2].number_input("W (weeks)", 1, 520, 52, key="design_w", help="Weekly releases the total covers.")
@@ -111,35 +110,8 @@ st.dataframe(compare, hide_index=True, width="stretch",
                             "noise scale": st.column_config.NumberColumn(format="%.3g")})
 
 st.subheader("Utility against per-person ε")
-
-
-@st.cache_resource(max_entries=16, show_spinner=False)
-def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict) -> tuple[go.Figure, pd.DataFrame]:
-    """The frontier chart of one report (``report_key``: the arguments of ``cache.design_report``), built once:
-    a sidebar control the report does not depend on (ε, threshold, unit) reruns the page without rebuilding it.
-    Read-only once built."""
-    g, d = _rep["google"], _rep["goal"]["delta"]
-    front = pd.DataFrame(_rep["frontier"])
-    fig = go.Figure()
-    for m, grp in front.groupby("max_pairs"):
-        fig.add_scatter(x=grp["epsilon_user_week"], y=grp["trips_published_frac"], mode="lines+markers",
-                        name=f"max pairs {m} (threshold fitted, δ ≤ {d:.0e})")
-    fig.add_scatter(x=[g["epsilon_user_week_typical"], g["epsilon_user_week_max"]],
-                    y=[g["trips_published_frac"]] * 2, mode="markers+text", marker={"size": 12, "symbol": "x"},
-                    text=[f"Google, typical ({g['typical_trips']} trips)", f"Google, busiest ({g['max_trips']})"],
-                    textposition="top center", name="Google per-count (ε 0.66, threshold 100)")
-    fig.add_scatter(x=[_rep["epsilon_user_week"]], y=[_rep["trips_published_frac"]], mode="markers",
-                    marker={"size": 14, "symbol": "star"}, name="this design (one seeded release)")
-    styled(fig, f"Share of user-trips published against ε {unit_words('user_level')}, week {_rep['week']}",
-           height=480)
-    fig.update_layout(xaxis_title=f"ε {unit_words('user_level')} (tight, δ = {d / 2:.0e} + thresholding)",
-                      yaxis_title="share of user-trips on published pairs", xaxis_type="log",
-                      yaxis_tickformat=".0%")
-    return fig, front
-
-
-fig, front = frontier_figure((s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed), projector.on(),
-                             _rep=rep)
+fig, front = cache.frontier_figure((s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed), projector.on(),
+                                   _rep=rep)
 cfg = design_config(s, ctx.loaded, goal, max_pairs=max_pairs)
 chart(fig, "design_frontier", data=front, config=cfg, command="design", key="design_frontier")
 st.caption("Each line: one max pairs, the release ε varied, the threshold fitted to its noise; y is the exact expected "

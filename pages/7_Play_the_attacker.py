@@ -7,13 +7,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache, guide, projector
+from odapp import cache, callbacks, guide, projector
 from odapp.errors import engine_errors
 from odapp.export import chart, styled
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words
 from odcore.attack import wilson_interval
-from odcore.errors import ODCoreError
 from odcore.teaching import (
     LADDER,
     LADDER_CHOICES,
@@ -23,7 +22,6 @@ from odcore.teaching import (
     class_code,
     deal,
     game_level,
-    parse_class_code,
     settings_fingerprint,
 )
 
@@ -50,21 +48,6 @@ fingerprint = settings_fingerprint(s.epsilon, s.threshold, rcfg.sensitivity, s.w
 ss = st.session_state
 ss.setdefault("game_seed", int(s.seed) % 2 ** 20)
 ss.setdefault("game_choice", 0)
-
-
-def _join() -> None:
-    """Callback of "Join": take seed and known-trips choice from the code (before the widgets are drawn)."""
-    try:
-        seed, choice, fp = parse_class_code(ss.get("game_join_code", ""))
-    except ODCoreError as exc:
-        ss["game_join_error"] = str(exc)
-        return
-    if fp != fingerprint:
-        ss["game_join_error"] = ("this code was made with other settings (data, week, ε, threshold or guarantee "
-                                 "unit): set the sidebar as on the teacher's screen, then join again.")
-        return
-    ss["game_join_error"] = None
-    ss["game_seed"], ss["game_choice"] = seed, choice
 
 
 top = st.columns([2, 1, 1, 1]) if not projector.on() else st.columns([2, 1])
@@ -98,7 +81,8 @@ with st.expander("Class mode: everyone plays the same rounds", expanded=bool(ss.
     j1, j2 = st.columns([2, 1])
     j1.text_input("Join with a code", key="game_join_code", placeholder="e.g. " + code,
                   help="The 7-character code on the teacher's screen (dash optional).")
-    j2.button("Join", key="game_join", on_click=_join, help="Play the rounds of that code.")
+    j2.button("Join", key="game_join", on_click=callbacks.game_join, args=(fingerprint,),
+              help="Play the rounds of that code.")
     if ss.get("game_join_error"):
         st.error(f"**Could not join** — {ss['game_join_error']}", icon="⚠️")
 
@@ -106,13 +90,6 @@ n_played = len(history)
 k, j = game_level(n_played, ladder, per_level)
 with engine_errors("Could not deal the round", "Pick a smaller number of known trips."):
     rnd = deal(pool, rules, k, j, game_seed)
-
-
-def _answer(guess_in: bool) -> None:
-    r = deal(pool, rules, k, j, game_seed)
-    history.append({"round": n_played + 1, "k": k, "j": j, "user": str(r.user), "guess": guess_in,
-                    "member": r.member, "optimal": r.optimal_guess, "llr": r.llr_total,
-                    "exact_success": r.exact_success()})
 
 
 # ---- the last round's reveal -------------------------------------------------------------------------------------
@@ -172,9 +149,10 @@ st.dataframe(shown, hide_index=True, width="stretch", key="game_shown", height=m
                                                             help="Empty when suppressed"),
                  "state": st.column_config.TextColumn("published?")})
 b = st.columns([1, 1, 3])
-b[0].button("In", key="game_in", type="primary", on_click=_answer, args=(True,), width="stretch",
+round_args = (ctx, GAME, k, j, game_seed)   # the callback deals this round again from the cached pool
+b[0].button("In", key="game_in", type="primary", on_click=callbacks.game_answer, args=(*round_args, True), width="stretch",
             help="Guess that this person is in this week's release.")
-b[1].button("Out", key="game_out", on_click=_answer, args=(False,), width="stretch",
+b[1].button("Out", key="game_out", on_click=callbacks.game_answer, args=(*round_args, False), width="stretch",
             help="Guess that this person is not in this week's release.")
 
 # ---- the score -------------------------------------------------------------------------------------------------
