@@ -453,10 +453,12 @@ def knock_mre(dataset_id: str, ts_config, mre_config, _ts):
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict) :
-    """The frontier chart of one report (``report_key``: the arguments of ``cache.design_report``), built once:
-    a sidebar control the report does not depend on (ε, threshold, unit) reruns the page without rebuilding it.
-    Read-only once built. (Here, not in the page script: the cache keeps the function it wraps.)"""
+def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
+    """The Release designer's frontier chart of one report (``report_key``: the arguments of
+    ``cache.design_report``), built once: a sidebar control the report does not depend on (ε, threshold, unit)
+    reruns the page without rebuilding it. Read-only once built. Returns ``(figure, frontier DataFrame)``. (Here, not
+    in the page script: Streamlit's cache machinery was seen holding the function it wraps, and with it the page's
+    namespace.)"""
     import pandas as pd
     import plotly.graph_objects as go
 
