@@ -55,18 +55,25 @@ def game_join(fingerprint: str) -> None:
     ss["game_seed"], ss["game_choice"] = seed, choice
 
 
+def game_pool(ctx):
+    """``(pool, rules)`` of the Play the attacker page: the week's people (cached) and the release's rules."""
+    from odapp import cache
+    from odcore.teaching import GameRules
+
+    s = ctx.settings
+    rcfg = s.release_config()
+    pool = cache.attacker_pool(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
+    return pool, GameRules(s.epsilon, s.threshold, rcfg.sensitivity)
+
+
 def game_answer(ctx, game: str, k: int, j: int, game_seed: int, guess_in: bool) -> None:
     """Callback of "In"/"Out" on the Play the attacker page: the round (dealt again from the cached pool of the
     week, as the page dealt it) and the guess go into the game's history (``session_state[game]``)."""
     import streamlit as st
 
-    from odapp import cache
-    from odcore.teaching import GameRules, deal
+    from odcore.teaching import deal
 
-    s = ctx.settings
-    rcfg = s.release_config()
-    pool = cache.attacker_pool(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
-    r = deal(pool, GameRules(s.epsilon, s.threshold, rcfg.sensitivity), k, j, game_seed)
+    r = deal(*game_pool(ctx), k, j, game_seed)
     history = st.session_state[game]["history"]
     history.append({"round": len(history) + 1, "k": k, "j": j, "user": str(r.user), "guess": guess_in,
                     "member": r.member, "optimal": r.optimal_guess, "llr": r.llr_total,

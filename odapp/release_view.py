@@ -62,16 +62,21 @@ def release_curve(ctx, rcfg, table, week: int, projector: bool):
                                _true_counts=table["true_count"].to_numpy())
 
 
+def week_view(ctx, rcfg, week: int):
+    """``(release, centroids, cells)`` of a week: what its map is drawn from (all from the caches)."""
+    res = week_release(ctx, week, rcfg)
+    cent = centroids(ctx)
+    return res, cent, week_cells(ctx, rcfg, res.table, week, cent)
+
+
 def first_view(ctx) -> None:
     """Compute into the caches what the OD release page shows when it is opened with these settings: the week's
     release, its cells, the map with the default options and the release-probability chart."""
     s = ctx.settings
     rcfg = s.release_config()
-    table = week_release(ctx, s.week, rcfg).table
-    cent = centroids(ctx)
-    cells = week_cells(ctx, rcfg, table, s.week, cent)
-    flow_maps(ctx, rcfg, table, s.week, cent, cells, MAP_DEFAULTS)
-    release_curve(ctx, rcfg, table, s.week, projector=False)
+    res, cent, cells = week_view(ctx, rcfg, s.week)
+    flow_maps(ctx, rcfg, res.table, s.week, cent, cells, MAP_DEFAULTS)
+    release_curve(ctx, rcfg, res.table, s.week, projector=False)
 
 
 def release_csv(ctx, rcfg, week: int):
@@ -109,9 +114,7 @@ def _map_image(ctx, rcfg, o: dict, projector: bool):
     from odapp.words import num
 
     s = ctx.settings
-    res = week_release(ctx, s.week, rcfg)
-    cent = centroids(ctx)
-    cells = week_cells(ctx, rcfg, res.table, s.week, cent)
+    res, cent, cells = week_view(ctx, rcfg, s.week)
     fm = flow_maps(ctx, rcfg, res.table, s.week, cent, cells, o)[-1]
     return maps.map_figure(fm, cells[1], title=f"OD flows, week {s.week}: {fm.heading.lower()}",
                            subtitle=f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale "
@@ -136,11 +139,9 @@ def map_section(ctx, rcfg) -> None:
     from odapp.words import empty_release_advice, num
 
     s = ctx.settings
-    res = week_release(ctx, s.week, rcfg)
+    res, cent, cells = week_view(ctx, rcfg, s.week)
     table = res.table
     released = table["released"].to_numpy()
-    cent = centroids(ctx)
-    cells = week_cells(ctx, rcfg, table, s.week, cent)
     n_weeks = max(1, len(ctx.od.week_starts))
 
     opt = st.columns([1.5, 1, 1, 1.3])
@@ -181,8 +182,8 @@ def map_section(ctx, rcfg) -> None:
     if play:
         for w in range(n_weeks):
             with slot.container():
-                t_w = week_release(ctx, w, rcfg).table
-                _draw(ctx, rcfg, t_w, w, cent, week_cells(ctx, rcfg, t_w, w, cent), o)
+                res_w, _, cells_w = week_view(ctx, rcfg, w)
+                _draw(ctx, rcfg, res_w.table, w, cent, cells_w, o)
             time.sleep(1.0)
     with slot.container():
         fms = _draw(ctx, rcfg, table, s.week, cent, cells, o)

@@ -17,7 +17,6 @@ from odcore.teaching import (
     LADDER,
     LADDER_CHOICES,
     THEORY_ROUNDS,
-    GameRules,
     binomial_interval,
     class_code,
     deal,
@@ -41,8 +40,7 @@ guide.panel(__file__, ctx)
 s = ctx.settings
 rcfg = s.release_config()
 with engine_errors("Could not prepare the week's people", "Pick another week or data source in the sidebar."):
-    pool = cache.attacker_pool(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
-    rules = GameRules(s.epsilon, s.threshold, rcfg.sensitivity)
+    pool, rules = callbacks.game_pool(ctx)   # the same the In/Out callback deals from
 fingerprint = settings_fingerprint(s.epsilon, s.threshold, rcfg.sensitivity, s.week, pool.users.size,
                                    pool.others.size)
 ss = st.session_state
