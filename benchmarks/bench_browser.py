@@ -52,6 +52,14 @@ bundled city's OD release map), whose JSON is re-sent, parsed and drawn on each 
 give the median and the ratio to the floor measured in the same run: what a page pays before its own work, and what
 one plotly chart or one map adds to every press that changes it.
 
+The floor beside each page: this machine's speed moves between runs and within one by more than a change to a page
+does (the same code measured 24 and then 14 of 72 controls under the targets in two runs back to back). So the floor
+app runs on a server of its own for the whole page loop and is pressed again just before and just after each page's
+controls (``WARMUP`` + ``REPEAT`` presses each time, a fresh browser session). Row ``PAGE: the floor beside this
+page``: the median of both; every control's median row of that page then has it as baseline and its ratio to it
+(the ratio to the page's unchanged rerun moves into the note). Ratios of two runs can be compared where their
+milliseconds cannot. ``python -m benchmarks.browser_table`` prints both tables for the README.
+
 Many users at once: a class
 ---------------------------
 In a class every person has their own laptop: their browser draws their page on their own cores, and the server
@@ -123,6 +131,7 @@ server), ``ODLAB_BENCH_APP_DIR`` (measure another checkout, e.g. a baseline ``gi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
@@ -486,9 +495,12 @@ async def _first_open(page, path: str) -> tuple[dict, float | None]:
     return r, await _map_drawn(page)
 
 
-async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int, log: Path) -> list[dict]:
+async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int, log: Path,
+                    floor_now=None) -> list[dict]:
     """Cold start to the landing page and first open of ``path``, each ``FIRST_OPENS`` times on a freshly started
-    server; then, on the last server, each sidebar control."""
+    server; then, on the last server, each sidebar control. ``floor_now`` (an async function giving the ms of some
+    presses on the floor app) is called just before and just after the controls: each control's median is then also
+    given as a ratio to the floor measured beside it (:func:`_floor_beside`)."""
     rows: list[dict] = []
     colds, opens, drawn = [], [], []
     for i in range(FIRST_OPENS):
@@ -527,6 +539,8 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
                                      f"after the map's last WebGL draw (none for {QUIET_MS} ms after it); "
                                      "target < 5000 ms"})
         await ctx.close()
+        floor_before = await floor_now() if floor_now else []
+        n_before = len(rows)
         ctx, page = await _new_page(browser)
         await _goto_drawn(page, f"{url}/{path}")
         controls = await _stable_controls(page)
@@ -570,6 +584,8 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
                     "select": "down one option, then back up", "radio": f"cycles {ctl['options']} options",
                     }.get(ctl["kind"], "toggles") + (f"; {errors} exceptions shown" if errors else "")
             rows += _control_rows(_page_name(path), ctl["label"], ctl["kind"], runs[warmup:], base, note)
+        if floor_now:
+            rows.append(_floor_beside(_page_name(path), floor_before, await floor_now(), rows[n_before:]))
     finally:
         live.stop_server(proc)
     return rows
@@ -864,26 +880,42 @@ st.pydeck_chart(maps.deck(layers, maps.view_state(lat, lon, pitch=30, height_px=
 }
 
 
+@contextlib.contextmanager
+def _reference_server(name: str, log: Path):
+    """A server of its own for the reference app ``name`` (in a temporary folder with the repo's
+    ``.streamlit/config.toml``) for the ``with`` block; yields its URL."""
+    import shutil
+
+    with tempfile.TemporaryDirectory(prefix="odlab_ref_") as tmp:
+        d = Path(tmp)
+        (d / ".streamlit").mkdir()
+        shutil.copy(REPO_ROOT / ".streamlit" / "config.toml", d / ".streamlit" / "config.toml")
+        (d / "app.py").write_text(REFERENCE_HEAD.format(root=str(REPO_ROOT)) + REFERENCE_APPS[name][1])
+        with live.streamlit_server(log, app_dir=d, timeout_s=120) as url:
+            yield url
+
+
+EPS_SLIDER = {"kind": "slider", "index": 0, "label": "ε"}
+
+
+async def _eps_presses(browser, url: str, warmup: int, repeat: int) -> list[dict]:
+    """``warmup + repeat`` presses of the ε slider of the app at ``url`` in a fresh browser session; the timed parts
+    of the last ``repeat``."""
+    ctx, page = await _new_page(browser)
+    try:
+        await _goto_drawn(page, url)
+        return [await _press(page, EPS_SLIDER, i) for i in range(warmup + repeat)][warmup:]
+    finally:
+        await ctx.close()
+
+
 async def _reference_rows(browser, warmup: int, repeat: int, log: Path) -> list[dict]:
     """Input-to-paint of an ε press on each of :data:`REFERENCE_APPS`, each on a server of its own; ratios to the
     floor measured here."""
-    import shutil
-
     rows, floor = [], None
-    ctl = {"kind": "slider", "index": 0, "label": "ε"}
-    for name, (what, body) in REFERENCE_APPS.items():
-        with tempfile.TemporaryDirectory(prefix="odlab_ref_") as tmp:
-            d = Path(tmp)
-            (d / ".streamlit").mkdir()
-            shutil.copy(REPO_ROOT / ".streamlit" / "config.toml", d / ".streamlit" / "config.toml")
-            (d / "app.py").write_text(REFERENCE_HEAD.format(root=str(REPO_ROOT)) + body)
-            with live.streamlit_server(log, app_dir=d, timeout_s=120) as url:
-                ctx, page = await _new_page(browser)
-                try:
-                    await _goto_drawn(page, url)
-                    runs = [await _press(page, ctl, i) for i in range(warmup + repeat)][warmup:]
-                finally:
-                    await ctx.close()
+    for name, (what, _) in REFERENCE_APPS.items():
+        with _reference_server(name, log) as url:
+            runs = await _eps_presses(browser, url, warmup, repeat)
         med = _med([r["total"] for r in runs])
         floor = med if name == "floor" else floor
         rows.append({"case": f"reference: {name}", "metric": "median input-to-paint", "value": med, "unit": "ms",
@@ -895,6 +927,26 @@ async def _reference_rows(browser, warmup: int, repeat: int, log: Path) -> list[
                              f"{_med([r['bytes'] for r in runs]) / 1024:.0f} KiB"})
         print(f"  reference {name}: median {med:.0f} ms", file=sys.stderr)
     return rows
+
+
+FLOOR_BESIDE = "the floor beside this page"
+
+
+def _floor_beside(page_name: str, before: list[float], after: list[float], rows: list[dict]) -> dict:
+    """The row of the floor app measured just before and just after a page's controls, and each control's median
+    row of ``rows`` given its ratio to it (the unchanged rerun's ratio moves into the note)."""
+    floor = _med(before + after)
+    for r in rows:
+        if r["metric"] == "median input-to-paint" and r["value"] is not None:
+            if r.get("ratio") is not None:
+                r["note"] += f"; {r['ratio']:.2f} × the rerun with nothing changed"
+            r["baseline"], r["ratio"] = FLOOR_BESIDE, r["value"] / floor
+    return {"case": f"{page_name}: {FLOOR_BESIDE}", "metric": "median input-to-paint", "value": floor, "unit": "ms",
+            "baseline": None, "ratio": None,
+            "note": f"the reference floor app (a title, one ε slider, one line of text; a server of its own) pressed "
+                    f"{len(before)} times just before this page's controls (median {_med(before):.0f} ms) and "
+                    f"{len(after)} times just after (median {_med(after):.0f} ms): what any press cost on this "
+                    "machine while the page was measured; each control's ratio is to this"}
 
 
 def _row(case: str, metric: str, value, unit: str, note: str, ratio=None) -> dict:
@@ -997,13 +1049,20 @@ async def _run(quick: bool) -> list[dict]:
             if wanted and not no_pages:
                 keep = {w.strip() for w in wanted.split(",")}
                 paths = [q for q in paths if _page_name(q) in keep]
-            for path in paths:
-                try:
-                    rows += await _one_page(browser, app_dir, path, warmup, repeat, log)
-                except Exception as e:  # a page that fails is reported, the other pages are still measured
-                    rows.append({"case": _page_name(path), "metric": "error", "value": None, "unit": "",
-                                 "baseline": None, "ratio": None, "note": f"{type(e).__name__}: {str(e)[:300]}"})
-                    print(f"  {_page_name(path)}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
+            with contextlib.ExitStack() as stack:   # the floor app, measured again beside every page
+                floor_url = stack.enter_context(_reference_server("floor", log.with_name(log.stem + "_floor.log"))) \
+                    if paths else None
+
+                async def floor_now() -> list[float]:
+                    return [r["total"] for r in await _eps_presses(browser, floor_url, warmup, repeat)]
+
+                for path in paths:
+                    try:
+                        rows += await _one_page(browser, app_dir, path, warmup, repeat, log, floor_now)
+                    except Exception as e:  # a page that fails is reported, the other pages are still measured
+                        rows.append({"case": _page_name(path), "metric": "error", "value": None, "unit": "",
+                                     "baseline": None, "ratio": None, "note": f"{type(e).__name__}: {str(e)[:300]}"})
+                        print(f"  {_page_name(path)}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
             if waves:
                 try:
                     rows += await _waves(app_dir, *waves, log)

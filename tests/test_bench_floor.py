@@ -1,0 +1,115 @@
+"""The browser benchmark measures the floor app beside every page and gives each control's median as a ratio to
+it (``benchmarks/bench_browser.py``: ``_floor_beside``); ``python -m benchmarks.browser_table`` turns the results
+into the README's tables."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import bench_browser as bb
+from benchmarks import browser_table as bt
+from odapp import live
+from odcore.paths import REPO_ROOT
+
+
+def _control(page, label, med, worst, ratio=None, baseline=None):
+    case = f"{page}: {label}"
+    return [{"case": case, "metric": "median input-to-paint", "value": med, "unit": "ms", "baseline": baseline,
+             "ratio": ratio, "note": "slider; each press a new value; target < 300 ms"},
+            {"case": case, "metric": "worst input-to-paint", "value": worst, "unit": "ms", "baseline": None,
+             "ratio": None, "note": "target < 600 ms"},
+            {"case": case, "metric": "breakdown (median)", "value": None, "unit": "", "baseline": None,
+             "ratio": None, "note": "to server 5 ms"}]
+
+
+def _page(page, floor_before, floor_after):
+    rows = (_control(page, "rerun with nothing changed ('r')", 100.0, 120.0)
+            + _control(page, "ε (per count)", 250.0, 650.0, ratio=2.5, baseline="rerun, nothing changed")
+            + _control(page, "Threshold", 400.0, 450.0, ratio=4.0, baseline="rerun, nothing changed"))
+    rows.append(bb._floor_beside(page, floor_before, floor_after, rows))
+    return rows
+
+
+def test_each_median_becomes_a_ratio_to_the_floor_measured_beside_its_page():
+    rows = _page("OD_release", [40.0, 50.0, 60.0], [70.0, 80.0, 90.0])
+    floor = rows[-1]
+    assert floor["case"] == "OD_release: the floor beside this page"
+    assert floor["value"] == 65.0                       # median of the six presses, before and after
+    assert "median 50 ms" in floor["note"]
+    assert "median 80 ms" in floor["note"]
+    medians = [r for r in rows[:-1] if r["metric"] == "median input-to-paint"]
+    assert [r["ratio"] for r in medians] == pytest.approx([100 / 65, 250 / 65, 400 / 65])
+    assert {r["baseline"] for r in medians} == {bb.FLOOR_BESIDE}
+    assert "2.50 × the rerun with nothing changed" in medians[1]["note"]   # the old ratio is kept in words
+    assert all(r["ratio"] is None for r in rows if r["metric"] != "median input-to-paint")
+
+
+def test_the_table_counts_targets_and_divides_by_each_pages_floor():
+    rows = _page("OD_release", [50.0] * 3, [50.0] * 3) + _page("See_the_noise", [100.0] * 3, [100.0] * 3)
+    rows.append({"case": "reference: floor", "metric": "median input-to-paint", "value": 66.0, "unit": "ms",
+                 "baseline": None, "ratio": None, "note": "a title"})
+    out = bt.tables(rows)
+    lines = out.splitlines()
+    assert lines[0] == "| page | nothing changed | ε | threshold |"
+    # ε: median under 300 but slowest over 600 (bold, not counted in both); threshold: over 300
+    assert "| OD release | **100** (120) | **250** (650) | 400 (450) |" in lines
+    assert "0 of 4 controls meet both targets (median under 300 ms, slowest under 600 ms); 2 have a median " \
+           "under 300 ms." in out
+    assert "| OD release | 2.0 | 5.0 | 8.0 | 50 ms |" in lines
+    assert "| See the noise | 1.0 | 2.5 | 4.0 | 100 ms |" in lines
+    assert "The floor beside the pages: 50–100 ms." in out
+    assert "| reference: floor | median input-to-paint | 66 ms | a title |" in lines
+
+
+def test_the_table_reads_a_results_file_and_refuses_another(tmp_path, capsys):
+    good = tmp_path / "results.json"
+    good.write_text(json.dumps({"machine": {"cores": 2}, "rows": _page("Attack", [60.0], [60.0])}))
+    assert bt.main([str(good)]) == 0
+    assert "| Attack | 1.7 | 4.2 | 6.7 | 60 ms |" in capsys.readouterr().out
+    bad = tmp_path / "other.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(SystemExit):
+        bt.main([str(bad)])
+    assert "not the results of `python -m benchmarks`" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bt.main([str(tmp_path / "missing.json")])
+    assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(300)
+def test_a_page_run_measures_the_floor_before_and_after_its_controls(tmp_path, monkeypatch):
+    """The whole page loop in Chromium on a one-slider app: its control's median gets a ratio to a floor that was
+    really pressed (the floor app on a server of its own) before and after it."""
+    if live.chromium_executable() is None:
+        pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
+    app = tmp_path / "app"
+    (app / ".streamlit").mkdir(parents=True)
+    (app / ".streamlit" / "config.toml").write_text((REPO_ROOT / ".streamlit" / "config.toml").read_text())
+    (app / "app.py").write_text(bb.REFERENCE_HEAD.format(root=str(REPO_ROOT)))
+    for k, v in {"ODLAB_BENCH_APP_DIR": str(app), "ODLAB_BENCH_PAGES": "home", "ODLAB_BENCH_SESSIONS": "",
+                 "ODLAB_BENCH_WAVES": "", "ODLAB_BENCH_CONTROLS": ""}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(bb, "FIRST_OPENS", 1)
+    monkeypatch.setattr(bb, "REFERENCE_APPS", {"floor": bb.REFERENCE_APPS["floor"]})
+    calls = []
+    real = bb._eps_presses
+
+    async def counted(browser, url, warmup, repeat):
+        calls.append(url)
+        return await real(browser, url, warmup, repeat)
+
+    monkeypatch.setattr(bb, "_eps_presses", counted)
+    rows = bb.run(quick=True)
+    assert not [r for r in rows if r["metric"] == "error"], rows
+    floor = next(r for r in rows if r["case"] == "home: the floor beside this page")
+    assert 0 < floor["value"] < 60_000
+    assert len(calls) == 3
+    assert calls[1] == calls[2]
+    eps = next(r for r in rows if r["case"] == "home: ε" and r["metric"] == "median input-to-paint")
+    assert eps["baseline"] == bb.FLOOR_BESIDE
+    assert eps["ratio"] == pytest.approx(eps["value"] / floor["value"])
+    table = bt.tables(rows)
+    assert "| landing | " in table
+    assert "Ratio to the floor app measured beside each page" in table
