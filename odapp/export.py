@@ -49,9 +49,13 @@ def slug(text: str) -> str:
 def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in: float = 4.5,
                  label: str = "Download as an image (PNG, SVG, PDF)") -> None:
     """An expander to render ``build()`` (a plotly figure) as PNG/SVG/PDF at a chosen size and DPI, with a status
-    line while kaleido works (5–20 s the first time), then a download button."""
+    line while kaleido works (5–20 s the first time), then a download button. Its controls are made only while it
+    is open (:func:`opened_expander`): closed, it is one element instead of eleven on every rerun."""
     ss = st.session_state
-    with st.expander(label, icon=":material/download:"):
+    box = opened_expander(label, f"img_open_{key}", icon=":material/download:")
+    if box is None:
+        return
+    with box:
         c = st.columns([1, 1, 1, 1.3])
         w = c[0].number_input("Width (in)", 2.0, 20.0, float(width_in), 0.5, key=f"img_w_{key}",
                               help="Printed width in inches (a journal column is about 3.5 in, a page 7 in).")
@@ -108,28 +112,34 @@ def to_json_text(obj: Any) -> str:
     return json.dumps(obj, indent=2, default=default, allow_nan=False, ensure_ascii=False)
 
 
+def button_row():
+    """A row of buttons side by side: one horizontal container (one block for the browser to draw, where
+    ``st.columns(4)`` makes five; every element and block is a message the browser handles on every rerun)."""
+    return st.container(horizontal=True, gap="small")
+
+
 def export_buttons(name: str, *, fig: go.Figure | None = None,
                    data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None, config: dict | None = None,
-                   command: str | None = None, key: str | None = None) -> None:
+                   command: str | None = None, key: str | None = None, row=None) -> None:
     """A row of download buttons: PNG, SVG (from ``fig``), CSV (``data``, or a function that builds it when the
-    button is clicked) and configuration JSON (``config``).
+    button is clicked) and configuration JSON (``config``), in ``row`` (a :func:`button_row`; a new one if None).
 
     ``command`` names the ``python -m odcore`` subcommand that accepts the JSON (:data:`odapp.cli_config.COMMANDS`).
     """
     base = slug(name)
     key = key or base
-    cols = st.columns(4)
+    row = row if row is not None else button_row()
     if fig is not None and figures.find_browser() is None:
-        cols[0].caption("PNG/SVG: no Chrome/Chromium found", help=figures.NO_BROWSER_MESSAGE)
+        row.caption("PNG/SVG: no Chrome/Chromium found", help=figures.NO_BROWSER_MESSAGE)
     elif fig is not None:
-        cols[0].download_button("PNG", data=lambda: _cached_image(fig.to_json(), "png"), file_name=f"{base}.png",
+        row.download_button("PNG", data=lambda: _cached_image(fig.to_json(), "png"), file_name=f"{base}.png",
                                 mime="image/png", key=f"dl_png_{key}", on_click="ignore", icon=":material/image:",
                                 help="The chart as a PNG image (1800×1080 px), for slides and papers.")
-        cols[1].download_button("SVG", data=lambda: _cached_image(fig.to_json(), "svg"), file_name=f"{base}.svg",
+        row.download_button("SVG", data=lambda: _cached_image(fig.to_json(), "svg"), file_name=f"{base}.svg",
                                 mime="image/svg+xml", key=f"dl_svg_{key}", on_click="ignore", icon=":material/draw:",
                                 help="The chart as a vector SVG image, for papers.")
     if data is not None:
-        cols[2].download_button("CSV", data=lambda: (data() if callable(data) else data).to_csv(index=False), file_name=f"{base}.csv", mime="text/csv",
+        row.download_button("CSV", data=lambda: (data() if callable(data) else data).to_csv(index=False), file_name=f"{base}.csv", mime="text/csv",
                                 key=f"dl_csv_{key}", on_click="ignore", icon=":material/table:",
                                 help="The numbers behind the chart, one row per plotted point.")
     if config is not None:
@@ -139,7 +149,7 @@ def export_buttons(name: str, *, fig: go.Figure | None = None,
         how = (f"Reproduce it from a shell: `{COMMANDS[command].format(file=file_name)}` or "
                if command in COMMANDS else "Reproduce it from a shell: ") + \
             (f"`{command_line(command, config)}`" if command else "")
-        cols[3].download_button("JSON", data=to_json_text(config), file_name=file_name,
+        row.download_button("JSON", data=to_json_text(config), file_name=file_name,
                                 mime="application/json", key=f"dl_cfg_{key}", on_click="ignore", icon=":material/settings:",
                                 help=f"Every setting behind this chart, as the command line's flags. {how}")
 
@@ -151,16 +161,16 @@ def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config
                     config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
     from odapp import projector
 
-    with st.container():   # there in both modes, so what follows keeps its place (updated, not rebuilt)
-        if not projector.on():   # downloads are secondary controls: hidden in projector mode
-            export_buttons(name, fig=fig, data=data, config=config, command=command, key=key)
+    row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)
+    if not projector.on():   # downloads are secondary controls: hidden in projector mode
+        export_buttons(name, fig=fig, data=data, config=config, command=command, key=key, row=row)
 
 
-def opened_expander(label: str, key: str):
+def opened_expander(label: str, key: str, *, icon: str | None = None):
     """An expander whose content is made only when it is open (opening it reruns the page): the container if open,
     else None. Closed, it sends nothing to the browser: the shell commands' code blocks would otherwise make every
     page load and run the syntax highlighter (a 1.5 MB script) and send their elements again on every rerun."""
-    box = st.expander(label, key=key, on_change="rerun")
+    box = st.expander(label, key=key, on_change="rerun", icon=icon)
     return box if box.open else None
 
 

@@ -141,19 +141,19 @@ def _step_body(i: int, step: Step, n: int, ctx) -> None:
     """The step's text, the controls to touch, and the Back / Next / worksheet / Close buttons."""
     st.markdown(step.text)
     st.markdown("**Touch:** " + " · ".join(step.controls))
-    c = st.columns([1, 2, 1, 2])
-    if i > 0 and c[0].button("← Back", key="guide_back", help=f"Step {i}: {STEPS[i - 1].title}", on_click=_start):
+    row = st.container(horizontal=True, gap="small")   # one block (st.columns makes five)
+    if i > 0 and row.button("← Back", key="guide_back", help=f"Step {i}: {STEPS[i - 1].title}", on_click=_start):
         st.switch_page(STEPS[i - 1].page)
     if i + 1 < n:
-        if c[1].button(f"Next: {STEPS[i + 1].title} →", key="guide_next", type="primary",
+        if row.button(f"Next: {STEPS[i + 1].title} →", key="guide_next", type="primary",
                        help=f"Step {i + 2} of {n}, on its page.", on_click=_start):
             st.switch_page(STEPS[i + 1].page)
     elif ctx is not None:
-        c[1].download_button(
+        row.download_button(
             "Worksheet (HTML, printable)", key="guide_worksheet", on_click="ignore", icon=":material/print:",
             data=lambda: worksheet(ctx.settings, ctx.od, od_config=ctx.od_config),
             file_name="od_privacy_lab_worksheet.html", mime="text/html",
             help="Questions for a class with the answers on a separate page, computed by the lab for the "
                  "current settings.")
-    c[2].button("Close the tour", key="guide_close", on_click=_close,
+    row.button("Close the tour", key="guide_close", on_click=_close,
                 help="Hide the tour; reopen it with 'Guided tour' in the sidebar.")

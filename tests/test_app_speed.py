@@ -201,3 +201,30 @@ def test_command_line_boxes_are_made_only_when_opened(at, page, key, command):
     assert any(c.value.startswith(command) for c in at.code), [c.value for c in at.code]
     at.session_state[key] = False
     at.run()
+
+
+def test_map_image_box_is_made_only_when_opened_and_draws_the_map(at):
+    """The OD release map's image export (odapp.export.image_export) sends its eleven controls only while it is open;
+    opened, it draws the map to an SVG through kaleido and offers it for download."""
+    from odcore.figures import find_browser
+
+    at.switch_page("pages/2_OD_release.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not [n for n in at.number_input if n.key == "img_w_od_map"]
+    assert [e for e in at.expander if e.label.startswith("Download this map as an image")]
+    at.session_state["img_open_od_map"] = True          # what opening it in the browser sets
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.number_input(key="img_w_od_map").value == 8
+    if find_browser() is None:
+        pytest.skip("no Chrome/Chromium: kaleido cannot draw the image (Debian package 'chromium')")
+    at.radio(key="img_fmt_od_map").set_value("svg").run()
+    at.button(key="img_go_od_map").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    want, svg = at.session_state["img_data_od_map"]
+    assert want[0] == "svg"
+    assert svg.lstrip().startswith(b"<svg")
+    assert [b for b in at.get("download_button") if b.proto.label.endswith(".svg")]
+    at.session_state["img_open_od_map"] = False
+    at.run()
+    assert not [n for n in at.number_input if n.key == "img_w_od_map"]

@@ -176,6 +176,18 @@ def test_command_line_box_shows_the_command_when_opened(streamlit_url, page):
     assert code.inner_text().strip().startswith("python -m odcore release")
 
 
+def test_map_image_box_shows_its_controls_when_opened(streamlit_url, page):
+    """The map's image export is made when opened (inside the map's fragment): closed, its controls are not on the
+    page; a click opens it and shows them."""
+    _open(page, f"{streamlit_url}/OD_release", "OD release")
+    width = page.locator("input[aria-label='Width (in)']")
+    assert width.count() == 0
+    page.locator("[data-testid='stExpander'] summary").filter(has_text="Download this map as an image").click()
+    width.first.wait_for(timeout=60_000)
+    assert width.first.input_value() == "8.00"
+    assert page.get_by_role("button", name="Make the PNG").count() == 1
+
+
 def test_unreadable_upload_shows_error_and_keeps_data(streamlit_url, page, tmp_path):
     _open(page, f"{streamlit_url}/Data", "Data")
     users_before = _metric(page, "Users")
