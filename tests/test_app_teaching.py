@@ -125,7 +125,8 @@ def test_noise_page_sentence_and_per_user_mode(at):
     assert _metric(at, "Published") == "50.0 %"
     at.toggle(key="noise_per_user").set_value(True).run()
     _no_errors(at)
-    assert "noise scale 15.2" in next(c.value for c in at.caption if "noise scale" in c.value)   # 10 / 0.66
+    # the metric's reading underneath (its delta, odapp.layout.metric): 10 / 0.66
+    assert "noise scale 15.2" in next(m.delta for m in at.metric if "noise scale" in m.delta)
 
 
 def test_projector_mode_and_guided_tour(at):
