@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import subprocess
 import sys
 
@@ -228,3 +229,37 @@ def test_map_image_box_is_made_only_when_opened_and_draws_the_map(at):
     at.session_state["img_open_od_map"] = False
     at.run()
     assert not [n for n in at.number_input if n.key == "img_w_od_map"]
+
+
+def _nodes(node) -> int:
+    """Elements and blocks under ``node``: each one is a message the browser handles on every rerun."""
+    ch = getattr(node, "children", None)
+    kids = list(ch.values() if isinstance(ch, dict) else ch or [])
+    return len(kids) + sum(_nodes(c) for c in kids)
+
+
+# Measured in Chromium on this 2-core machine without a GPU (README, "Speed in a real browser"): the floor app plus
+# 60 captions, one message each, took 50-70 ms more per press than the same text in one caption. Counted here
+# (AppTest's tree) before session 10's cuts: 101-124 on Data, OD release, Attack, Privacy budget and Release
+# designer; after: 58-97 on every page.
+MESSAGE_BUDGET = 100
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_rerun_sends_few_elements(at, page):
+    """A page's elements and blocks (sidebar and main) stay within the budget: a metric's reading is its delta, not
+    a caption of its own; button rows are one horizontal container, not columns; closed boxes make nothing."""
+    at.switch_page(page).run()
+    assert not at.exception, [e.message for e in at.exception]
+    n = _nodes(at.main) + _nodes(at.sidebar)
+    assert n <= MESSAGE_BUDGET, f"{page}: {n} elements and blocks in one rerun"
+    assert not _metric_then_caption(at.main), "a metric's reading is a caption of its own (use odapp.layout.metric)"
+
+
+def _metric_then_caption(node) -> list:
+    """Metrics directly followed by a caption in the same block."""
+    ch = getattr(node, "children", None)
+    kids = list(ch.values() if isinstance(ch, dict) else ch or [])
+    pairs = [a for a, b in itertools.pairwise(kids)
+             if type(a).__name__ == "Metric" and type(b).__name__ == "Caption"]
+    return pairs + [x for c in kids for x in _metric_then_caption(c)]
