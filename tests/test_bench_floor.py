@@ -113,3 +113,44 @@ def test_a_page_run_measures_the_floor_before_and_after_its_controls(tmp_path, m
     table = bt.tables(rows)
     assert "| landing | " in table
     assert "Ratio to the floor app measured beside each page" in table
+
+
+def _tiny_app(root, name: str, body: str = ""):
+    app = root / name
+    (app / ".streamlit").mkdir(parents=True)
+    (app / ".streamlit" / "config.toml").write_text((REPO_ROOT / ".streamlit" / "config.toml").read_text())
+    (app / "app.py").write_text(bb.REFERENCE_HEAD.format(root=str(REPO_ROOT)) + body)
+    return app
+
+
+@pytest.mark.timeout(300)
+def test_before_and_after_alternate_in_one_run(tmp_path, capsys):
+    """``python -m benchmarks.ab_browser``: each checkout measured every round, in alternating order, on a fresh
+    server; the medians printed and written."""
+    from benchmarks import ab_browser
+
+    if live.chromium_executable() is None:
+        pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
+    a = _tiny_app(tmp_path, "a")
+    b = _tiny_app(tmp_path, "b", 'for i in range(20):\n    st.caption(f"line {i}")\n')
+    out = tmp_path / "ab.json"
+    assert ab_browser.main([str(a), str(b), "--page", "", "--rounds", "2", "--presses", "1", "--json",
+                            str(out)]) == 0
+    printed = capsys.readouterr().out
+    rounds = [ln.split(":")[0] for ln in printed.splitlines() if ln.startswith("round")]
+    assert rounds == [f"round 1 {a}", f"round 1 {b}", f"round 2 {b}", f"round 2 {a}"]
+    got = json.loads(out.read_text())["results"]
+    for d in (a, b):
+        assert len(got[str(d)]["unchanged"]) == len(got[str(d)]["control"]) == 2
+        assert all(0 < v < 60_000 for v in got[str(d)]["control"])
+
+
+def test_before_and_after_needs_two_app_checkouts(tmp_path, capsys):
+    from benchmarks import ab_browser
+
+    with pytest.raises(SystemExit):
+        ab_browser.main([str(tmp_path)])
+    assert "give two or more app checkouts" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        ab_browser.main([str(tmp_path), str(REPO_ROOT)])
+    assert str(tmp_path) in capsys.readouterr().err
