@@ -539,7 +539,7 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
                                      f"after the map's last WebGL draw (none for {QUIET_MS} ms after it); "
                                      "target < 5000 ms"})
         await ctx.close()
-        floor_before = await floor_now() if floor_now else []
+        floor_before = await _floor_presses(floor_now)
         n_before = len(rows)
         ctx, page = await _new_page(browser)
         await _goto_drawn(page, f"{url}/{path}")
@@ -585,7 +585,7 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
                     }.get(ctl["kind"], "toggles") + (f"; {errors} exceptions shown" if errors else "")
             rows += _control_rows(_page_name(path), ctl["label"], ctl["kind"], runs[warmup:], base, note)
         if floor_now:
-            rows.append(_floor_beside(_page_name(path), floor_before, await floor_now(), rows[n_before:]))
+            rows.append(_floor_beside(_page_name(path), floor_before, await _floor_presses(floor_now), rows[n_before:]))
     finally:
         live.stop_server(proc)
     return rows
@@ -932,16 +932,32 @@ async def _reference_rows(browser, warmup: int, repeat: int, log: Path) -> list[
 FLOOR_BESIDE = "the floor beside this page"
 
 
+async def _floor_presses(floor_now) -> list[float]:
+    """``floor_now()``, or [] when there is none or it fails (said on stderr): a floor that cannot be measured must
+    not cost the page its rows."""
+    if floor_now is None:
+        return []
+    try:
+        return await floor_now()
+    except Exception as e:  # playwright's errors, a server that did not answer: the page is measured without it
+        print(f"  the floor app: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+        return []
+
+
 def _floor_beside(page_name: str, before: list[float], after: list[float], rows: list[dict]) -> dict:
     """The row of the floor app measured just before and just after a page's controls, and each control's median
     row of ``rows`` given its ratio to it (the unchanged rerun's ratio moves into the note)."""
     floor = _med(before + after)
+    case = f"{page_name}: {FLOOR_BESIDE}"
+    if not floor:   # the floor app could not be measured: the page's rows stay, without ratios
+        return {"case": case, "metric": "error", "value": None, "unit": "", "baseline": None, "ratio": None,
+                "note": f"the floor app gave {len(before)} presses before and {len(after)} after this page's controls"}
     for r in rows:
         if r["metric"] == "median input-to-paint" and r["value"] is not None:
             if r.get("ratio") is not None:
                 r["note"] += f"; {r['ratio']:.2f} × the rerun with nothing changed"
             r["baseline"], r["ratio"] = FLOOR_BESIDE, r["value"] / floor
-    return {"case": f"{page_name}: {FLOOR_BESIDE}", "metric": "median input-to-paint", "value": floor, "unit": "ms",
+    return {"case": case, "metric": "median input-to-paint", "value": floor, "unit": "ms",
             "baseline": None, "ratio": None,
             "note": f"the reference floor app (a title, one ε slider, one line of text; a server of its own) pressed "
                     f"{len(before)} times just before this page's controls (median {_med(before):.0f} ms) and "

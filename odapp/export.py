@@ -133,15 +133,15 @@ def export_buttons(name: str, *, fig: go.Figure | None = None,
         row.caption("PNG/SVG: no Chrome/Chromium found", help=figures.NO_BROWSER_MESSAGE)
     elif fig is not None:
         row.download_button("PNG", data=lambda: _cached_image(fig.to_json(), "png"), file_name=f"{base}.png",
-                                mime="image/png", key=f"dl_png_{key}", on_click="ignore", icon=":material/image:",
-                                help="The chart as a PNG image (1800×1080 px), for slides and papers.")
+                            mime="image/png", key=f"dl_png_{key}", on_click="ignore", icon=":material/image:",
+                            help="The chart as a PNG image (1800×1080 px), for slides and papers.")
         row.download_button("SVG", data=lambda: _cached_image(fig.to_json(), "svg"), file_name=f"{base}.svg",
-                                mime="image/svg+xml", key=f"dl_svg_{key}", on_click="ignore", icon=":material/draw:",
-                                help="The chart as a vector SVG image, for papers.")
+                            mime="image/svg+xml", key=f"dl_svg_{key}", on_click="ignore", icon=":material/draw:",
+                            help="The chart as a vector SVG image, for papers.")
     if data is not None:
         row.download_button("CSV", data=lambda: (data() if callable(data) else data).to_csv(index=False), file_name=f"{base}.csv", mime="text/csv",
-                                key=f"dl_csv_{key}", on_click="ignore", icon=":material/table:",
-                                help="The numbers behind the chart, one row per plotted point.")
+                            key=f"dl_csv_{key}", on_click="ignore", icon=":material/table:",
+                            help="The numbers behind the chart, one row per plotted point.")
     if config is not None:
         from odapp.cli_config import COMMANDS, command_line
 
@@ -150,8 +150,8 @@ def export_buttons(name: str, *, fig: go.Figure | None = None,
                if command in COMMANDS else "Reproduce it from a shell: ") + \
             (f"`{command_line(command, config)}`" if command else "")
         row.download_button("JSON", data=to_json_text(config), file_name=file_name,
-                                mime="application/json", key=f"dl_cfg_{key}", on_click="ignore", icon=":material/settings:",
-                                help=f"Every setting behind this chart, as the command line's flags. {how}")
+                            mime="application/json", key=f"dl_cfg_{key}", on_click="ignore", icon=":material/settings:",
+                            help=f"Every setting behind this chart, as the command line's flags. {how}")
 
 
 def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config: dict | None = None,

@@ -146,7 +146,7 @@ def _step_body(i: int, step: Step, n: int, ctx) -> None:
         st.switch_page(STEPS[i - 1].page)
     if i + 1 < n:
         if row.button(f"Next: {STEPS[i + 1].title} →", key="guide_next", type="primary",
-                       help=f"Step {i + 2} of {n}, on its page.", on_click=_start):
+                      help=f"Step {i + 2} of {n}, on its page.", on_click=_start):
             st.switch_page(STEPS[i + 1].page)
     elif ctx is not None:
         row.download_button(
@@ -156,4 +156,4 @@ def _step_body(i: int, step: Step, n: int, ctx) -> None:
             help="Questions for a class with the answers on a separate page, computed by the lab for the "
                  "current settings.")
     row.button("Close the tour", key="guide_close", on_click=_close,
-                help="Hide the tour; reopen it with 'Guided tour' in the sidebar.")
+               help="Hide the tour; reopen it with 'Guided tour' in the sidebar.")

@@ -154,3 +154,18 @@ def test_before_and_after_needs_two_app_checkouts(tmp_path, capsys):
     with pytest.raises(SystemExit):
         ab_browser.main([str(tmp_path), str(REPO_ROOT)])
     assert str(tmp_path) in capsys.readouterr().err
+
+
+def test_a_floor_that_cannot_be_measured_keeps_the_pages_rows():
+    page = "Attack"
+    rows = _control(page, "ε (per count)", 250.0, 650.0, ratio=2.5, baseline="rerun, nothing changed")
+    row = bb._floor_beside(page, [], [], rows)
+    assert row["metric"] == "error"
+    assert "0 presses before" in row["note"]
+    assert rows[0]["ratio"] == 2.5            # left as it was
+
+    async def broken():
+        raise RuntimeError("server gone")
+
+    assert live.run_async(bb._floor_presses(broken)) == []
+    assert live.run_async(bb._floor_presses(None)) == []
