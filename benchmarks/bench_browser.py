@@ -880,17 +880,23 @@ st.pydeck_chart(maps.deck(layers, maps.view_state(lat, lon, pitch=30, height_px=
 }
 
 
-@contextlib.contextmanager
-def _reference_server(name: str, log: Path):
-    """A server of its own for the reference app ``name`` (in a temporary folder with the repo's
-    ``.streamlit/config.toml``) for the ``with`` block; yields its URL."""
+def write_small_app(d: Path, body: str = "") -> Path:
+    """A small app in folder ``d``: :data:`REFERENCE_HEAD` (the floor) followed by ``body``, with the repo's
+    ``.streamlit/config.toml``. Returns ``d``."""
     import shutil
 
+    (d / ".streamlit").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO_ROOT / ".streamlit" / "config.toml", d / ".streamlit" / "config.toml")
+    (d / "app.py").write_text(REFERENCE_HEAD.format(root=str(REPO_ROOT)) + body)
+    return d
+
+
+@contextlib.contextmanager
+def _reference_server(name: str, log: Path):
+    """A server of its own for the reference app ``name`` (in a temporary folder) for the ``with`` block; yields
+    its URL."""
     with tempfile.TemporaryDirectory(prefix="odlab_ref_") as tmp:
-        d = Path(tmp)
-        (d / ".streamlit").mkdir()
-        shutil.copy(REPO_ROOT / ".streamlit" / "config.toml", d / ".streamlit" / "config.toml")
-        (d / "app.py").write_text(REFERENCE_HEAD.format(root=str(REPO_ROOT)) + REFERENCE_APPS[name][1])
+        d = write_small_app(Path(tmp), REFERENCE_APPS[name][1])
         with live.streamlit_server(log, app_dir=d, timeout_s=120) as url:
             yield url
 

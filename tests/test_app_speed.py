@@ -74,13 +74,18 @@ PAGES = ["pages/1_Data.py", "pages/2_OD_release.py", "pages/3_Attack.py", "pages
          "pages/8_See_the_noise.py"]
 
 
+def _children(node) -> list[tuple]:
+    """``(key, child)`` of an AppTest node (a block's children are a dict, the root's a list)."""
+    ch = getattr(node, "children", None)
+    return list(ch.items() if isinstance(ch, dict) else enumerate(ch or []))
+
+
 def _heavy_positions(at) -> list[tuple[tuple, str]]:
     """Positions (delta paths) of the page's charts, maps and tables, in page order."""
     out = []
 
     def walk(node, path):
-        ch = getattr(node, "children", None)
-        for k, c in (ch.items() if isinstance(ch, dict) else enumerate(ch or [])):
+        for k, c in _children(node):
             walk(c, (*path, k))
         p = getattr(node, "proto", None)
         if p is not None and p.DESCRIPTOR.name in HEAVY:
@@ -233,8 +238,7 @@ def test_map_image_box_is_made_only_when_opened_and_draws_the_map(at):
 
 def _nodes(node) -> int:
     """Elements and blocks under ``node``: each one is a message the browser handles on every rerun."""
-    ch = getattr(node, "children", None)
-    kids = list(ch.values() if isinstance(ch, dict) else ch or [])
+    kids = [c for _, c in _children(node)]
     return len(kids) + sum(_nodes(c) for c in kids)
 
 
@@ -258,8 +262,7 @@ def test_a_rerun_sends_few_elements(at, page):
 
 def _metric_then_caption(node) -> list:
     """Metrics directly followed by a caption in the same block."""
-    ch = getattr(node, "children", None)
-    kids = list(ch.values() if isinstance(ch, dict) else ch or [])
+    kids = [c for _, c in _children(node)]
     pairs = [a for a, b in itertools.pairwise(kids)
              if type(a).__name__ == "Metric" and type(b).__name__ == "Caption"]
     return pairs + [x for c in kids for x in _metric_then_caption(c)]

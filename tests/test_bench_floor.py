@@ -84,10 +84,7 @@ def test_a_page_run_measures_the_floor_before_and_after_its_controls(tmp_path, m
     really pressed (the floor app on a server of its own) before and after it."""
     if live.chromium_executable() is None:
         pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
-    app = tmp_path / "app"
-    (app / ".streamlit").mkdir(parents=True)
-    (app / ".streamlit" / "config.toml").write_text((REPO_ROOT / ".streamlit" / "config.toml").read_text())
-    (app / "app.py").write_text(bb.REFERENCE_HEAD.format(root=str(REPO_ROOT)))
+    app = bb.write_small_app(tmp_path / "app")
     for k, v in {"ODLAB_BENCH_APP_DIR": str(app), "ODLAB_BENCH_PAGES": "home", "ODLAB_BENCH_SESSIONS": "",
                  "ODLAB_BENCH_WAVES": "", "ODLAB_BENCH_CONTROLS": ""}.items():
         monkeypatch.setenv(k, v)
@@ -115,14 +112,6 @@ def test_a_page_run_measures_the_floor_before_and_after_its_controls(tmp_path, m
     assert "Ratio to the floor app measured beside each page" in table
 
 
-def _tiny_app(root, name: str, body: str = ""):
-    app = root / name
-    (app / ".streamlit").mkdir(parents=True)
-    (app / ".streamlit" / "config.toml").write_text((REPO_ROOT / ".streamlit" / "config.toml").read_text())
-    (app / "app.py").write_text(bb.REFERENCE_HEAD.format(root=str(REPO_ROOT)) + body)
-    return app
-
-
 @pytest.mark.timeout(300)
 def test_before_and_after_alternate_in_one_run(tmp_path, capsys):
     """``python -m benchmarks.ab_browser``: each checkout measured every round, in alternating order, on a fresh
@@ -131,8 +120,8 @@ def test_before_and_after_alternate_in_one_run(tmp_path, capsys):
 
     if live.chromium_executable() is None:
         pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
-    a = _tiny_app(tmp_path, "a")
-    b = _tiny_app(tmp_path, "b", 'for i in range(20):\n    st.caption(f"line {i}")\n')
+    a = bb.write_small_app(tmp_path / "a")
+    b = bb.write_small_app(tmp_path / "b", 'for i in range(20):\n    st.caption(f"line {i}")\n')
     out = tmp_path / "ab.json"
     assert ab_browser.main([str(a), str(b), "--page", "", "--rounds", "2", "--presses", "1", "--json",
                             str(out)]) == 0
