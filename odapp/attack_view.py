@@ -13,13 +13,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache
+from odapp import cache, charts
 from odapp.cli_config import user_risk_config
 from odapp.errors import engine_errors
-from odapp.export import chart, styled
+from odapp.export import chart, projector_mode, styled
 from odapp.layout import metric
 from odapp.words import num, pct, probability_words
-from odcore.figures import thin_curve
 
 
 @st.fragment
@@ -68,7 +67,8 @@ def real_person(ctx, bound: float) -> None:
     others = up.merge(cnt, on=["origin", "destination"], how="left")["count"].to_numpy(dtype=float) - 1.0
     eps_pair = 1.0 / rcfg.scale
     with engine_errors("Could not attack this user"):
-        ur, roc_plain = cache.user_risk(tuple(np.sort(others).tolist()), eps_pair, float(rcfg.threshold))
+        others_key = tuple(np.sort(others).tolist())
+        ur, _ = cache.user_risk(others_key, eps_pair, float(rcfg.threshold))
     k_user = len(others)
     # p_k of the release's own per-pair noise (1/scale: ε per count, or ε/max_pairs in the per-user mode)
     plain_k = float(cache.success_curve(eps_pair, max(k_user, 1), 0.5)["success"][k_user]) if k_user else 0.5
@@ -84,16 +84,7 @@ def real_person(ctx, bound: float) -> None:
            help="p_k at this user's k for the release's per-pair noise (the curve above in per-metric mode).")
     left, right = st.columns(2)
     with left:
-        fig = go.Figure()   # drawn with the points that show (thin_curve); the CSV keeps every vertex
-        t1, t2 = thin_curve(ur.roc.fpr, ur.roc.tpr), thin_curve(roc_plain.fpr, roc_plain.tpr)
-        fig.add_scatter(x=np.asarray(ur.roc.fpr)[t1], y=np.asarray(ur.roc.tpr)[t1], mode="lines",
-                        name=f"thresholded release (AUC {ur.roc.auc:.3f})")
-        fig.add_scatter(x=np.asarray(roc_plain.fpr)[t2], y=np.asarray(roc_plain.tpr)[t2], mode="lines",
-                        line={"dash": "dash"}, name=f"every pair published (AUC {roc_plain.auc:.3f})")
-        fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#999"}, name="guessing")
-        styled(fig, f"ROC of the attack on user {user}")
-        fig.update_layout(xaxis_title="false-positive rate", yaxis_title="true-positive rate",
-                          legend={"x": 0.35, "y": 0.05})
+        fig = charts.roc_chart(others_key, eps_pair, float(rcfg.threshold), str(user), projector=projector_mode())
         roc_df = pd.DataFrame({"fpr": ur.roc.fpr, "tpr": ur.roc.tpr})
         chart(fig, f"roc_user_{user}", data=roc_df,
               config=user_risk_config(s, ctx.loaded, user=str(user)),
@@ -127,4 +118,5 @@ def real_person(ctx, bound: float) -> None:
         else:
             st.caption("Switch on to compute the attack's success for every user of the week "
                        "(`odcore.attack.week_risk`).")
+
 

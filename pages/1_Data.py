@@ -7,10 +7,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache, guide, maps
+from odapp import cache, charts, guide, maps
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
-from odapp.export import chart, reproduce, styled
+from odapp.export import chart, projector_mode, reproduce, styled
 from odapp.layout import metric, page
 from odapp.words import num, short_path
 from odapp.zones_ui import export_spec, zone_file
@@ -85,27 +85,11 @@ hist = pd.DataFrame({"trips_in_week": edges[:-1], "users_total": h_total, "users
 pairs_tu = wk.groupby(["trips", "unique_trips"], sort=True).size().rename("users").reset_index()
 left, right = st.columns(2)
 with left:
-    fig = go.Figure()   # step outlines: one value per integer, no bar edges to alias into a comb
-    fig.add_scatter(x=hist["trips_in_week"], y=hist["users_total"], name="total trips", mode="lines",
-                    line={"shape": "hvh", "width": 2}, fill="tozeroy")
-    fig.add_scatter(x=hist["trips_in_week"], y=hist["users_unique"], name="unique trips", mode="lines",
-                    line={"shape": "hvh", "width": 2}, fill="tozeroy")
-    styled(fig, "Distribution over users")
-    fig.update_layout(xaxis_title="trips in the week", yaxis_title="users", yaxis_rangemode="tozero",
-                      legend={"x": 0.99, "xanchor": "right"})
+    fig = charts.trips_hist_chart(hist, projector=projector_mode())
     chart(fig, f"trips_hist_week{s.week}", data=hist, config=release_config(s, ctx.loaded), command="release",
           key="trips_hist")
 with right:
-    fig = go.Figure()
-    fig.add_scatter(x=pairs_tu["trips"], y=pairs_tu["unique_trips"], mode="markers", name="users",
-                    marker={"size": 4 + 10 * np.sqrt(pairs_tu["users"] / max(pairs_tu["users"].max(), 1)),
-                            "opacity": 0.5},
-                    customdata=pairs_tu["users"], hovertemplate="%{x} trips, %{y} unique: %{customdata} users")
-    fig.add_scatter(x=[0, hi], y=[0, hi], mode="lines", name="every trip unique", line={"dash": "dot"})
-    fig.add_scatter(x=[39], y=[32], mode="markers+text", name="Houssiau et al.: 39 → 32",
-                    text=["39 → 32"], textposition="top center", marker={"size": 12, "symbol": "star"})
-    styled(fig, "Each user: total vs unique (marker size = users)")
-    fig.update_layout(xaxis_title="total trips", yaxis_title="unique trips")
+    fig = charts.trips_scatter_chart(pairs_tu, hi, projector=projector_mode())
     chart(fig, f"trips_scatter_week{s.week}", data=pairs_tu, config=release_config(s, ctx.loaded),
           command="release", key="trips_scatter")
 st.caption("Houssiau et al. (2022): one author's 39 trips in a typical week were 32 unique trips, so 7 repeats "

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import attack_view, cache, guide
+from odapp import attack_view, cache, charts, guide
 from odapp.cli_config import attack_curve_config, user_risk_config
 from odapp.errors import engine_errors
-from odapp.export import chart, reproduce, styled
+from odapp.export import chart, projector_mode, reproduce
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words, unit_words
 from odcore.attack import simulate_attack
@@ -86,30 +85,9 @@ with st.expander("Monte Carlo check (the paper's simulation)", expanded=False):
         inside = float(np.mean((curve["success"] >= mc["ci_low"]) & (curve["success"] <= mc["ci_high"])))
         st.caption(f"{pct(inside, 0)} of the exact values fall inside the 95 % intervals (expect about 95 %).")
 
-fig = go.Figure()
-fig.add_scatter(x=curve["k"], y=curve["success"], mode="lines",
-                name=f"exact success p<sub>k</sub>, {unit_words('per_metric')} (50/50 prior)", line={"width": 3})
-if user_mode:
-    fig.add_scatter(x=curve["k"], y=curve["success_per_person"], mode="lines", line={"width": 3},
-                    name=f"{unit_words('user_level')}: max {s.max_pairs} pairs, noise {s.max_pairs}/ε")
-fig.add_scatter(x=curve["k"], y=curve["bound"], mode="lines", name="e<sup>ε</sup>/(1+e<sup>ε</sup>): the per-trip bound",
-                line={"dash": "dash"})
-if "bayes_success" in curve:
-    fig.add_scatter(x=curve["k"], y=curve["bayes_success"], mode="lines", name=f"Bayes success, prior {prior:g}",
-                    line={"dash": "dot"})
 mc = st.session_state.get(MC_KEY, {}).get((float(s.epsilon), int(reps), int(s.seed)))
-if mc is not None and show_mc:
-    fig.add_scatter(x=mc["k"], y=mc["mc_success"], mode="markers", name=f"Monte Carlo ({reps:,} per k)",
-                    error_y={"type": "data", "symmetric": False, "array": mc["ci_high"] - mc["mc_success"],
-                             "arrayminus": mc["mc_success"] - mc["ci_low"]}, marker={"size": 5})
-fig.add_scatter(x=[3, 32], y=[p3, p32], mode="markers+text", name="k = 3 and k = 32",
-                text=[pct(p3), pct(p32)], textposition="bottom right", marker={"size": 10, "symbol": "diamond"},
-                showlegend=False)
-styled(fig, f"Membership attack success against k unique trips (ε = {s.epsilon:g} {unit_words(s.mode)})"
-       + (f": flat from k = {s.max_pairs}" if user_mode else ""), height=460)
-fig.update_layout(xaxis_title="k: unique trips of the victim known to the attacker",
-                  yaxis_title="probability the attacker is right", yaxis_range=[0.45, 1.01],
-                  legend={"x": 0.55, "y": 0.05})
+fig = charts.curve_chart(curve, mc if show_mc else None, mode=s.mode, epsilon=s.epsilon, max_pairs=s.max_pairs,
+                              prior=float(prior), reps=int(reps), p3=p3, p32=p32, projector=projector_mode())
 curve_data = curve if mc is None else curve.merge(mc, on="k", how="left")
 chart(fig, "attack_success_curve", data=curve_data,
       config=attack_curve_config(s, k_max=K_MAX, prior=float(prior), monte_carlo=int(reps) if mc is not None

@@ -6,17 +6,15 @@ import functools
 import math
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache, callbacks, guide
+from odapp import cache, callbacks, charts, guide
 from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
-from odapp.export import chart, reproduce, styled
+from odapp.export import chart, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import epsilon_words, num, pct, probability_words, unit_words
 from odcore.accounting import BudgetConfig, posterior_bound
-from odcore.figures import log_ticks, marker_lines
 from odcore.sheet import budget_sheet
 
 # Loss-grid step of the many-week tight bracket on this page (width <= 2·weeks·step, 2 at 52 weeks; ~0.06 s).
@@ -149,58 +147,24 @@ with st.container():   # in both units, so the charts below keep their place (up
                                 "learn, in plain words.")
 
 st.subheader("ε of one user-week against the number of unique trips")
-fig = go.Figure()
-for col, name in (("basic", "basic composition <i>n·ε</i>"), ("advanced", f"advanced (δ' = {delta:.0e})"),
-                  ("rdp", "Rényi-DP bound"), ("tight", f"tight ε(δ = {delta:.0e})"),
-                  ("person_tight", f"{unit_words('user_level')}, max {s.max_pairs} pairs (tight)")):
-    if col in vs_trips:
-        fig.add_scatter(x=vs_trips["trips"], y=vs_trips[col], mode="lines", name=name,
-                        line={"width": 4} if col == "person_tight" else None)
-# The marker lines in one layout update (figures.marker_lines: what add_vline/add_hline draw, without their
-# per-call re-layout of the whole figure, ~20 ms a rerun).
-marks = [(int(trips), {"dash": "dot", "color": "#888"}, f"n = {int(trips)}", "left")]
-if typical:
-    marks.append((typical, {"dash": "dash", "color": "#1b9e77"}, f"median user, week {s.week}", "right"))
-styled(fig, f"ε per person and week, per-count ε = {e_count:.3g}" + (
-    f" (noise {s.max_pairs}/ε; {unit_words('user_level')} ε = {s.epsilon:g})" if user_mode else ""))
-fig.update_layout(xaxis_title="unique trips n in the week", yaxis_title="ε of the user-week",
-                  **marker_lines(marks, [(7, {"dash": "dot", "color": "#d95f02"}, "ε = 7, top of the usual range")]))
+projector = projector_mode()
+fig = charts.trips_chart(vs_trips, delta=float(delta), max_pairs=s.max_pairs, trips=int(trips), typical=typical,
+                              week=s.week, e_count=float(e_count), epsilon=s.epsilon, user_mode=user_mode,
+                              projector=projector)
 chart(fig, "epsilon_vs_trips", data=vs_trips, config=cli_config, command="budget", key="eps_trips")
 
 left, right = st.columns(2)
 with left:
     st.subheader("Cumulative ε over weeks")
-    fig = go.Figure()
-    for col, name in (("basic", "basic <i>W·n·ε</i>"), ("advanced", "advanced"), ("rdp", "Rényi-DP bound"),
-                      ("tight", "tight (exact PLD, upper end)"),
-                      ("person_tight", f"{unit_words('user_level')}, max {s.max_pairs} pairs (tight, ≤)")):
-        if col in over_weeks:
-            fig.add_scatter(x=over_weeks["weeks"], y=over_weeks[col], mode="lines", name=name)
-    styled(fig, f"{int(trips)} unique trips every week" + (f"; {unit_words('user_level')} bounded at "
-                                                           f"{s.max_pairs} pairs" if user_mode else ""))
-    shown = [c for c in ("basic", "advanced", "rdp", "tight", "person_tight") if c in over_weeks]
-    y_lo = float(over_weeks[shown].min().min())
-    y_hi = float(over_weeks[shown].max().max())
-    vals, labels = log_ticks(y_lo, y_hi)
-    fig.update_layout(xaxis_title="weeks released", yaxis_title="cumulative ε", yaxis_type="log",
-                      yaxis={"tickvals": vals, "ticktext": [num(v) for v in vals]},
-                      legend={"x": 0.99, "xanchor": "right", "y": 0.02, "yanchor": "bottom"})
+    fig = charts.weeks_chart(over_weeks, trips=int(trips), max_pairs=s.max_pairs, user_mode=user_mode,
+                                  projector=projector)
     over_weeks_csv = functools.partial(   # the chart's numbers with the tight bracket's lower end, when downloaded
         callbacks.budget_over_weeks, s.epsilon, int(trips), int(weeks), float(delta),
         s.max_pairs if user_mode else None, vs_trips, PAGE_TOTAL_INTERVAL)
     chart(fig, "epsilon_over_weeks", data=over_weeks_csv, config=cli_config, command="budget", key="eps_weeks")
 with right:
     st.subheader("ε against δ (one user-week)")
-    fig = go.Figure()
-    for col, name in (("basic", "basic (any δ)"), ("advanced", "advanced"), ("rdp", "Rényi-DP bound"),
-                      ("tight", "tight")):
-        if col not in eps_delta:
-            continue
-        fig.add_scatter(x=eps_delta["delta"], y=eps_delta[col], mode="lines", name=name)
-    styled(fig, f"k = {int(trips)} counts: smaller ε only for larger δ")
-    vals, labels = log_ticks(float(eps_delta["delta"].min()), float(eps_delta["delta"].max()))
-    fig.update_layout(xaxis_title="δ", yaxis_title="ε(δ)", xaxis_type="log",
-                      xaxis={"tickvals": vals, "ticktext": labels})
+    fig = charts.delta_chart(eps_delta, trips=int(trips), projector=projector)
     chart(fig, "epsilon_delta", data=eps_delta, config=cli_config, command="budget", key="eps_delta")
 
 st.subheader("What each ε means for an attacker")

@@ -7,9 +7,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache, callbacks, guide, projector
+from odapp import cache, callbacks, charts, guide, projector
 from odapp.errors import engine_errors
-from odapp.export import chart, styled
+from odapp.export import chart, projector_mode, styled
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words
 from odcore.attack import wilson_interval
@@ -184,13 +184,9 @@ with engine_errors("Could not compute the game's theory"):
                                                THEORY_ROUNDS, _pool=pool).mean())
 kmax = max(max(LADDER), *ks)
 plain = cache.success_curve(rules.epsilon_pair, kmax, 0.5)["success"].to_numpy()
-fig = go.Figure()
-fig.add_scatter(x=np.arange(kmax + 1), y=plain, mode="lines", line={"dash": "dash"},
-                name="no threshold: p_k (Houssiau et al. Fig. 1)")
-fig.add_scatter(x=list(theory_k), y=list(theory_k.values()), mode="lines+markers", marker={"size": 11},
-                name=f"this game: optimal attacker vs the thresholded release (mean of {THEORY_ROUNDS} rounds)")
-rows = []
+sc = None
 if n:
+    rows = []
     for kk, g in hist.groupby("k"):
         for who, col in (("you", "guess"), ("optimal attacker", "optimal")):
             w = int((g[col] == g["member"]).sum())
@@ -198,15 +194,7 @@ if n:
             rows.append({"k": kk, "who": who, "rounds": len(g), "success": w / len(g), "ci_low": float(lo_w),
                          "ci_high": float(hi_w)})
     sc = pd.DataFrame(rows)
-    for who, sym in (("you", "circle"), ("optimal attacker", "diamond")):
-        d = sc[sc["who"] == who]
-        fig.add_scatter(x=d["k"], y=d["success"], mode="markers", marker={"size": 12, "symbol": sym},
-                        name=f"{who} (95 % interval)",
-                        error_y={"type": "data", "symmetric": False, "array": d["ci_high"] - d["success"],
-                                 "arrayminus": d["success"] - d["ci_low"]})
-styled(fig, "Success against the number of known trips k", height=420)
-fig.update_layout(xaxis_title="k: known unique trips", yaxis_title="share of rounds right", yaxis_range=[0, 1.02],
-                  legend={"x": 0.35, "y": 0.05})
+fig = charts.game_score_chart(plain, theory_k, sc, THEORY_ROUNDS, projector=projector_mode())
 curve = pd.DataFrame({"k": np.arange(kmax + 1), "p_k_no_threshold": plain,
                       "game_theory": [theory_k.get(kk, np.nan) for kk in range(kmax + 1)]})
 chart(fig, "play_the_attacker_score", data=curve, key="game_score")

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import guide, projector
+from odapp import charts, guide, projector
 from odapp.errors import engine_errors
-from odapp.export import chart, styled
+from odapp.export import chart, projector_mode
 from odapp.layout import metric, page
 from odapp.state import EPSILON_RANGE
 from odapp.words import pct
-from odcore.figures import marker_lines
 from odcore.teaching import noise_picture
 
 ctx = page(
@@ -55,23 +53,7 @@ metric(c[2], "95 % of weeks between", f"{pic.low:.1f} – {pic.high:.1f}", f"noi
 metric(c[3], f"A count of {other}", pct(pic2.p_published), "published",
        help="The same for the second count.")
 
-fig = go.Figure()
-for p, name in ((pic, f"true count {count}"), (pic2, f"true count {other}")):
-    d = p.density()
-    pub = d[d["published"]]
-    sup = d[~d["published"]]
-    fig.add_scatter(x=d["noisy_count"], y=d["density"], mode="lines", name=f"{name}: what the noise makes of it")
-    fig.add_scatter(x=sup["noisy_count"], y=sup["density"], mode="lines", fill="tozeroy", line={"width": 0},
-                    fillcolor="rgba(120,120,120,0.35)", name=f"{name}: suppressed ({pct(1 - p.p_published)})",
-                    hoverinfo="skip")
-    fig.add_scatter(x=pub["noisy_count"], y=pub["density"], mode="lines", fill="tozeroy", line={"width": 0},
-                    name=f"{name}: published ({pct(p.p_published)})", hoverinfo="skip", opacity=0.4)
-styled(fig, f"What is published for a true count (Laplace noise of scale {pic.scale:.3g}, ε = {eps:g})", height=440)
-# The two vertical lines as add_vline draws them, set in one layout update (add_vline takes ~15 ms each).
-fig.update_layout(xaxis_title="noisy count", yaxis_title="probability density", legend={"x": 0.01, "y": 0.99},
-                  **marker_lines([(s.threshold, {"dash": "dash", "width": 3}, f"threshold {s.threshold:g}", "right"),
-                                  (count, {"dash": "dot"}, f"c = {count}", "left")]))
-table = pic.density().assign(true_count=count)
+fig, table = charts.noise_chart(count, other, eps, s.threshold, sens, projector=projector_mode())
 chart(fig, "noise_picture", data=table, key="noise_picture")
 st.caption("Computed by `odcore.teaching.noise_picture` from the release's mechanism: Laplace noise of scale "
            "sensitivity/ε, published iff the noisy count ≥ threshold (`odcore.release.release_probability`).")

@@ -1,0 +1,111 @@
+"""The pages' charts come from builders cached across reruns and sessions (odapp.charts). A builder that does not take
+something its chart shows would return a stale chart once that thing changes. So each page is walked through
+settings that change its charts, and at every step the spec each chart sent is compared with the spec of a rerun
+with the builders' caches emptied (every figure built afresh): they must be the same. A builder made to ignore one
+of its inputs is caught (the last test)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import streamlit as st
+
+from odapp import charts
+
+BUILDERS = [f for _, f in inspect.getmembers(charts) if hasattr(f, "clear") and callable(f)]
+
+# page -> steps: (what, how); "how" gets the AppTest and changes one control
+SIDEBAR_STEPS = [
+    ("ε", lambda at: at.sidebar.slider(key="w.epsilon").set_value(1.0)),
+    ("threshold", lambda at: at.sidebar.slider(key="w.threshold").set_value(150)),
+    ("seed", lambda at: at.sidebar.number_input(key="w.seed").increment()),
+    ("projector mode", lambda at: at.sidebar.toggle(key="w.projector").set_value(True)),
+    ("per user", lambda at: at.sidebar.selectbox(key="w.mode").set_value("user_level")),
+    ("ε per user", lambda at: at.sidebar.slider(key="w.epsilon").set_value(3.0)),
+]
+PAGE_STEPS = {
+    "pages/1_Data.py": [],
+    "pages/3_Attack.py": [("prior", lambda at: at.slider(key="attack_prior").set_value(0.3))],
+    "pages/4_Privacy_budget.py": [("trips", lambda at: at.number_input(key="budget_trips").set_value(40)),
+                                  ("δ", lambda at: at.select_slider(key="budget_delta").set_value(1e-9))],
+    "pages/7_Play_the_attacker.py": [],
+    "pages/8_See_the_noise.py": [("second count", lambda at: at.number_input(key="noise_other").set_value(120))],
+}
+
+
+def _specs(at) -> list[str]:
+    return [el.proto.spec for el in at.get("plotly_chart")]
+
+
+def _stale(at, builders) -> list[int]:
+    """Indices of the charts whose spec differs from the same rerun with every figure built afresh."""
+    cached = _specs(at)
+    for f in builders:
+        f.clear()
+    at.run()
+    fresh = _specs(at)
+    assert len(fresh) == len(cached)
+    return [i for i, (a, b) in enumerate(zip(cached, fresh, strict=True)) if a != b]
+
+
+def _walk(at, page: str, steps, builders=BUILDERS) -> dict[str, list[int]]:
+    at.switch_page(page).run()
+    at.run()   # the second run draws from the caches
+    out = {"opened": _stale(at, builders)}
+    for what, how in steps:
+        how(at).run()
+        assert not at.exception, [e.message for e in at.exception]
+        out[what] = _stale(at, builders)
+    return out
+
+
+@pytest.fixture
+def fresh_at():
+    from streamlit.testing.v1 import AppTest
+
+    from odcore.paths import REPO_ROOT
+
+    if not (REPO_ROOT / "sample_data" / "synthetic_city.parquet").is_file():
+        pytest.skip("bundled sample missing (make sample-data)")
+    app = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=300)
+    app.run()
+    return app
+
+
+def test_the_builders_are_found():
+    names = {f.__name__ for f in BUILDERS}
+    assert {"trips_chart", "weeks_chart", "delta_chart", "curve_chart", "roc_chart", "trips_hist_chart",
+            "trips_scatter_chart", "noise_chart", "game_score_chart"} <= names
+
+
+@pytest.mark.parametrize("page", list(PAGE_STEPS))
+def test_cached_charts_equal_charts_built_afresh(fresh_at, page):
+    at = fresh_at
+    walked = _walk(at, page, PAGE_STEPS[page] + SIDEBAR_STEPS)
+    assert _specs(at), f"{page} drew no chart"
+    assert all(not v for v in walked.values()), {k: v for k, v in walked.items() if v}
+
+
+def test_a_builder_that_ignores_an_input_is_caught(fresh_at, monkeypatch):
+    """The check above fails when a builder does not take what its chart shows: here the noise chart's builder is
+    made to ignore the threshold (it draws the threshold it was first given)."""
+    first = {}
+    real = charts.noise_chart
+
+    @st.cache_resource(show_spinner=False)
+    def ignores_threshold(count, other, epsilon, sensitivity, *, projector):
+        return real(count, other, epsilon, first.setdefault("threshold", None) or 100, sensitivity,
+                    projector=projector)
+
+    def noise_chart(count, other, epsilon, threshold, sensitivity, *, projector):
+        first.setdefault("threshold", threshold)
+        return ignores_threshold(count, other, epsilon, sensitivity, projector=projector)
+
+    noise_chart.clear = lambda: (ignores_threshold.clear(), first.clear())
+    monkeypatch.setattr(charts, "noise_chart", noise_chart)
+    walked = _walk(fresh_at, "pages/8_See_the_noise.py",
+                   [("threshold", lambda at: at.sidebar.slider(key="w.threshold").set_value(150))],
+                   [*BUILDERS, noise_chart])
+    assert walked["opened"] == []
+    assert walked["threshold"] == [0]
