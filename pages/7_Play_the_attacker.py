@@ -46,6 +46,12 @@ fingerprint = settings_fingerprint(s.epsilon, s.threshold, rcfg.sensitivity, s.w
 ss = st.session_state
 ss.setdefault("game_seed", int(s.seed) % 2 ** 20)
 ss.setdefault("game_choice", 0)
+ss.setdefault("game_per_level", 5)
+# Projector mode hides the seed and rounds-per-level inputs, and Streamlit drops a widget's value at the end of a
+# run that does not draw it: the next run then started a new game (the sidebar seed's, 5 rounds per level) while a
+# class played the projected one. Set again on every run, they keep their values while hidden.
+for _k in ("game_seed", "game_per_level"):
+    ss[_k] = ss[_k]
 
 
 top = st.columns([2, 1, 1, 1]) if not projector.on() else st.columns([2, 1])
@@ -53,12 +59,12 @@ choice = top[0].selectbox("Known trips", range(len(CHOICE_LABELS)), format_func=
                           key="game_choice",
                           help="How many of the person's unique trips the attacker knows. 'Climb' starts at k = 1 "
                                "and moves up every few rounds (Houssiau et al. quote k = 3 and k = 32).")
-per_level = 5
 if not projector.on():
     top[1].number_input("Game seed", 0, 2 ** 20 - 1, step=1, key="game_seed",
                         help="Same seed, same rounds (people, coins and noise). A class code carries it.")
-    per_level = int(top[2].number_input("Rounds per level", 1, 50, 5, key="game_per_level",
-                                        help="When climbing: rounds at each k before the next."))
+    top[2].number_input("Rounds per level", 1, 50, key="game_per_level",
+                        help="When climbing: rounds at each k before the next.")
+per_level = int(ss["game_per_level"])
 ladder = LADDER_CHOICES[int(choice)]
 game_seed = int(ss["game_seed"])
 key = (s.dataset.id, s.week, rcfg, s.seed, game_seed, int(choice), per_level)

@@ -154,6 +154,27 @@ def test_projector_mode_and_guided_tour(at):
     assert at.sidebar.toggle(key="w.projector").value is True        # kept across pages
 
 
+def test_projector_mode_keeps_the_game(at):
+    """Projector mode hides the game seed and rounds-per-level inputs; the game on the screen must stay the same game
+    (Streamlit drops a hidden widget's value, which used to start a new game on the next run)."""
+    at.sidebar.toggle(key="w.projector").set_value(False).run()
+    _start_game(at, 4242)
+    at.number_input(key="game_per_level").set_value(3).run()
+    table = at.dataframe[0].value
+    at.sidebar.toggle(key="w.projector").set_value(True).run()
+    at.run()
+    at.run()
+    _no_errors(at)
+    assert not at.main.number_input                                 # hidden
+    assert at.session_state["game_seed"] == 4242
+    assert at.session_state["game_per_level"] == 3
+    assert at.dataframe[0].value.equals(table)                      # the same round
+    at.sidebar.toggle(key="w.projector").set_value(False).run()
+    assert at.number_input(key="game_seed").value == 4242
+    assert at.number_input(key="game_per_level").value == 3
+    assert at.dataframe[0].value.equals(table)
+
+
 def test_worksheet_answers_come_from_the_lab(at):
     from odapp.state import Settings
 
