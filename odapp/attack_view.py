@@ -118,5 +118,3 @@ def real_person(ctx, bound: float) -> None:
         else:
             st.caption("Switch on to compute the attack's success for every user of the week "
                        "(`odcore.attack.week_risk`).")
-
-

@@ -87,7 +87,7 @@ with st.expander("Monte Carlo check (the paper's simulation)", expanded=False):
 
 mc = st.session_state.get(MC_KEY, {}).get((float(s.epsilon), int(reps), int(s.seed)))
 fig = charts.curve_chart(curve, mc if show_mc else None, mode=s.mode, epsilon=s.epsilon, max_pairs=s.max_pairs,
-                              prior=float(prior), reps=int(reps), p3=p3, p32=p32, projector=projector_mode())
+                         prior=float(prior), reps=int(reps), p3=p3, p32=p32, projector=projector_mode())
 curve_data = curve if mc is None else curve.merge(mc, on="k", how="left")
 chart(fig, "attack_success_curve", data=curve_data,
       config=attack_curve_config(s, k_max=K_MAX, prior=float(prior), monte_carlo=int(reps) if mc is not None

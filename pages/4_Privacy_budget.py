@@ -149,15 +149,15 @@ with st.container():   # in both units, so the charts below keep their place (up
 st.subheader("ε of one user-week against the number of unique trips")
 projector = projector_mode()
 fig = charts.trips_chart(vs_trips, delta=float(delta), max_pairs=s.max_pairs, trips=int(trips), typical=typical,
-                              week=s.week, e_count=float(e_count), epsilon=s.epsilon, user_mode=user_mode,
-                              projector=projector)
+                         week=s.week, e_count=float(e_count), epsilon=s.epsilon, user_mode=user_mode,
+                         projector=projector)
 chart(fig, "epsilon_vs_trips", data=vs_trips, config=cli_config, command="budget", key="eps_trips")
 
 left, right = st.columns(2)
 with left:
     st.subheader("Cumulative ε over weeks")
     fig = charts.weeks_chart(over_weeks, trips=int(trips), max_pairs=s.max_pairs, user_mode=user_mode,
-                                  projector=projector)
+                             projector=projector)
     over_weeks_csv = functools.partial(   # the chart's numbers with the tight bracket's lower end, when downloaded
         callbacks.budget_over_weeks, s.epsilon, int(trips), int(weeks), float(delta),
         s.max_pairs if user_mode else None, vs_trips, PAGE_TOTAL_INTERVAL)
