@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from odapp import cache, charts
 from odapp.cli_config import user_risk_config
 from odapp.errors import engine_errors
-from odapp.export import chart, projector_mode, styled
+from odapp.export import chart, projector_mode
 from odapp.layout import metric
 from odapp.words import num, pct, probability_words
 
@@ -99,13 +98,8 @@ def real_person(ctx, bound: float) -> None:
             with engine_errors("Could not attack the population"):
                 risk, _report, summary = cache.week_risk(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed,
                                                         _pairs=pairs, _counts=counts)
-            fig = go.Figure()
-            fig.add_histogram(x=risk["success"], nbinsx=50, name="users")
-            fig.add_vline(x=bound, line_dash="dash", annotation_text="per-trip bound", annotation_position="top left")
-            fig.add_vline(x=float(ur.success), line_dash="dot", line_color="#d95f02", annotation_text=f"user {user}",
-                          annotation_position="bottom right")
-            styled(fig, "Attack success over the users of the week")
-            fig.update_layout(xaxis_title="probability the attacker is right", yaxis_title="users", showlegend=False)
+            fig = charts.population_chart(risk["success"].to_numpy(), bound, float(ur.success), str(user),
+                                          projector=projector_mode())
             chart(fig, f"population_risk_week{s.week}", data=risk.astype({"user": str}),
                   config=user_risk_config(s, ctx.loaded), command="user-risk", key="pop_risk")
             share = summary["share_above"]

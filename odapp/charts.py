@@ -232,3 +232,102 @@ def game_score_chart(plain: np.ndarray, theory_k: dict, scores: pd.DataFrame | N
     fig.update_layout(xaxis_title="k: known unique trips", yaxis_title="share of rounds right", yaxis_range=[0, 1.02],
                       legend={"x": 0.35, "y": 0.05})
     return fig
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def population_chart(success: np.ndarray, bound: float, user_success: float, user: str, *,
+                     projector: bool) -> go.Figure:
+    """Histogram of the attack's success over the users of the week (``success``), the per-trip bound and the
+    user shown above marked."""
+    fig = go.Figure()
+    fig.add_histogram(x=success, nbinsx=50, name="users")
+    fig.add_vline(x=bound, line_dash="dash", annotation_text="per-trip bound", annotation_position="top left")
+    fig.add_vline(x=user_success, line_dash="dot", line_color="#d95f02", annotation_text=f"user {user}",
+                  annotation_position="bottom right")
+    figures.style(fig, "Attack success over the users of the week", projector=projector)
+    fig.update_layout(xaxis_title="probability the attacker is right", yaxis_title="users", showlegend=False)
+    return fig
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def zones_compare_chart(comp: pd.DataFrame, *, week: int, epsilon: float, threshold: float,
+                        projector: bool) -> go.Figure:
+    """The Data page's zone systems compared (``comp``: :func:`odapp.cache.zone_comparison` with a ``label``
+    column): share of user-trips published, median and 90th-percentile attack success."""
+    fig = go.Figure()
+    fig.add_bar(x=comp["label"], y=100 * comp["user_trips_published_frac"], name="user-trips published (%)",
+                customdata=np.stack([comp["pairs_published"], comp["od_pairs"]], axis=1),
+                hovertemplate="%{x}: %{y:.1f} % of user-trips; %{customdata[0]:,} of %{customdata[1]:,} pairs"
+                              "<extra></extra>")
+    fig.add_scatter(x=comp["label"], y=100 * comp["median_success"], name="attack success, median user (%)",
+                    mode="lines+markers", yaxis="y")
+    fig.add_scatter(x=comp["label"], y=100 * comp["p90_success"], name="attack success, 90th percentile (%)",
+                    mode="lines+markers", line={"dash": "dot"})
+    figures.style(fig, f"Week {week}, ε = {epsilon:g}, threshold {threshold:g}: what is published and how exposed "
+                       "people are", projector=projector)
+    fig.update_layout(yaxis_title="%", yaxis_range=[0, 100], xaxis_title="zone system (median zone area)")
+    fig.update_xaxes(ticktext=[f"{lb}<br>{a:.2g} km²" for lb, a in zip(comp["label"], comp["zone_km2"],
+                                                                         strict=True)],
+                     tickvals=comp["label"])
+    return fig
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def llr_chart(ex: pd.DataFrame, k: int, *, projector: bool) -> go.Figure:
+    """The last round's log-likelihood ratio, pair by pair (``ex``: ``pair, llr, cumulative, state``), of a round
+    with ``k`` known pairs."""
+    fig = go.Figure()
+    fig.add_bar(x=ex["pair"], y=ex["llr"], name="this pair's evidence",
+                marker_color=np.where(ex["state"] == "released", "#1f5fa8", "#9a9a9a").tolist(),
+                hovertext=ex["state"])
+    fig.add_scatter(x=ex["pair"], y=ex["cumulative"], mode="lines+markers", name="running total",
+                    line={"color": "#d95f02"})
+    fig.add_hline(y=0, line_color="#000")
+    figures.style(fig, "The optimal attacker's log-likelihood ratio, pair by pair (> 0: in)", height=300,
+                  projector=projector)
+    fig.update_xaxes(range=[0.4, k + 0.6], dtick=1 if k <= 16 else 4)
+    fig.update_layout(xaxis_title="known pair (blue: published, grey: suppressed)", yaxis_title="LLR",
+                      legend={"orientation": "h", "y": 1.12, "x": 0.3}, margin={"t": 70})
+    return fig
+
+
+# ---- Knock Knock ------------------------------------------------------------------------------------------------
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def knock_cdf_chart(per: pd.DataFrame, *, projector: bool) -> go.Figure:
+    """CDF of the AUC over targets, one step curve per classifier (``per``: ``classifier, auc, …``)."""
+    fig = go.Figure()
+    for name, g in per.groupby("classifier", sort=False):
+        x = np.sort(g["auc"].to_numpy())
+        steps_x = np.concatenate([[0.0], np.repeat(x, 2), [1.0]])
+        steps_y = np.concatenate([[0.0, 0.0], np.repeat(np.arange(1, x.size + 1) / x.size, 2)])
+        fig.add_scatter(x=steps_x, y=steps_y, mode="lines", name=name.upper())
+    fig.add_vline(x=0.5, line_dash="dot", annotation_text="guessing")
+    figures.style(fig, "CDF of AUC over targets", projector=projector)
+    fig.update_layout(xaxis_title="AUC", yaxis_title="fraction of targets with AUC ≤ x", xaxis_range=[0.3, 1.0],
+                      yaxis_range=[0, 1.02])
+    return fig
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def knock_pl_chart(per: pd.DataFrame, *, projector: bool) -> go.Figure:
+    """Privacy loss per classifier, one box with every target's point (``per``: ``classifier, pl, …``)."""
+    fig = go.Figure()
+    for name, g in per.groupby("classifier", sort=False):
+        fig.add_box(y=g["pl"], name=name.upper(), boxpoints="all", jitter=0.3)
+    figures.style(fig, "Privacy loss per classifier", projector=projector)
+    fig.update_layout(yaxis_title="PL = (AUC − 0.5)/0.5", showlegend=False, yaxis_range=[-0.02, 1.02])
+    return fig
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def knock_roc_chart(roc: dict, auc: dict, target: str, *, projector: bool) -> go.Figure:
+    """One target's ROC curve per classifier (``roc``: classifier → ``{"fpr", "tpr"}``; ``auc``: classifier →
+    AUC) and guessing."""
+    fig = go.Figure()
+    for name, r in roc.items():
+        fig.add_scatter(x=r["fpr"], y=r["tpr"], mode="lines", name=f"{name.upper()} (AUC {auc[name]:.3f})")
+    fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#999"}, name="guessing")
+    figures.style(fig, f"ROC, target {target}", projector=projector)
+    fig.update_layout(xaxis_title="false-positive rate", yaxis_title="true-positive rate")
+    return fig

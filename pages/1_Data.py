@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from odapp import cache, charts, guide, maps
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
-from odapp.export import chart, projector_mode, reproduce, styled
+from odapp.export import chart, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import num, short_path
 from odapp.zones_ui import export_spec, zone_file
@@ -122,21 +121,8 @@ if st.session_state.get("zones_compare_on"):
         comp = cache.zone_comparison(s.dataset.id, ctx.od_config.tz, specs, s.epsilon, s.threshold, s.week,
                                      s.seed, _df=ctx.loaded.df)
     comp = comp.assign(label=[zone_choices.get(z, z) for z in specs])
-    fig = go.Figure()
-    fig.add_bar(x=comp["label"], y=100 * comp["user_trips_published_frac"], name="user-trips published (%)",
-                customdata=np.stack([comp["pairs_published"], comp["od_pairs"]], axis=1),
-                hovertemplate="%{x}: %{y:.1f} % of user-trips; %{customdata[0]:,} of %{customdata[1]:,} pairs"
-                              "<extra></extra>")
-    fig.add_scatter(x=comp["label"], y=100 * comp["median_success"], name="attack success, median user (%)",
-                    mode="lines+markers", yaxis="y")
-    fig.add_scatter(x=comp["label"], y=100 * comp["p90_success"], name="attack success, 90th percentile (%)",
-                    mode="lines+markers", line={"dash": "dot"})
-    styled(fig, f"Week {s.week}, ε = {s.epsilon:g}, threshold {s.threshold:g}: what is published and how exposed "
-                "people are")
-    fig.update_layout(yaxis_title="%", yaxis_range=[0, 100], xaxis_title="zone system (median zone area)")
-    fig.update_xaxes(ticktext=[f"{lb}<br>{a:.2g} km²" for lb, a in zip(comp["label"], comp["zone_km2"],
-                                                                         strict=True)],
-                     tickvals=comp["label"])
+    fig = charts.zones_compare_chart(comp, week=s.week, epsilon=s.epsilon, threshold=s.threshold,
+                                     projector=projector_mode())
     cmp_cfg = {**{k: v for k, v in trips_cfg.items() if k not in ("cell_km2", "zones")},
                "zones": [export_spec(z) for z in specs], "epsilon": s.epsilon, "threshold": s.threshold,
                "week": s.week, "seed": s.seed}

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache, callbacks
+from odapp import cache, callbacks, charts
 from odapp.cli_config import command_line, knock_config
 from odapp.errors import engine_errors
-from odapp.export import chart, export_buttons, opened_expander, styled
+from odapp.export import chart, export_buttons, opened_expander, projector_mode
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words
 from odcore.knock import (
@@ -119,23 +117,10 @@ else:
     per = pd.DataFrame(rows)
     left, right = st.columns(2)
     with left:
-        fig = go.Figure()
-        for name, g in per.groupby("classifier", sort=False):
-            x = np.sort(g["auc"].to_numpy())
-            steps_x = np.concatenate([[0.0], np.repeat(x, 2), [1.0]])
-            steps_y = np.concatenate([[0.0, 0.0], np.repeat(np.arange(1, x.size + 1) / x.size, 2)])
-            fig.add_scatter(x=steps_x, y=steps_y, mode="lines", name=name.upper())
-        fig.add_vline(x=0.5, line_dash="dot", annotation_text="guessing")
-        styled(fig, "CDF of AUC over targets")
-        fig.update_layout(xaxis_title="AUC", yaxis_title="fraction of targets with AUC ≤ x", xaxis_range=[0.3, 1.0],
-                          yaxis_range=[0, 1.02])
+        fig = charts.knock_cdf_chart(per, projector=projector_mode())
         chart(fig, "knock_auc_cdf", data=per, config=cli_cfg, command="knock", key="knock_cdf")
     with right:
-        fig = go.Figure()
-        for name, g in per.groupby("classifier", sort=False):
-            fig.add_box(y=g["pl"], name=name.upper(), boxpoints="all", jitter=0.3)
-        styled(fig, "Privacy loss per classifier")
-        fig.update_layout(yaxis_title="PL = (AUC − 0.5)/0.5", showlegend=False, yaxis_range=[-0.02, 1.02])
+        fig = charts.knock_pl_chart(per, projector=projector_mode())
         chart(fig, "knock_pl_box", data=per, config=cli_cfg, command="knock", key="knock_pl")
     left, right = st.columns(2)
     with left:
@@ -145,14 +130,9 @@ else:
                                                           {x.target: x.mobility for x in res.per_target}),
                             help="Whose game to show: one ROC curve per classifier.")
         tres = next(t for t in res.per_target if t.target == tsel)
-        fig = go.Figure()
-        roc_rows = []
-        for name, r in tres.roc.items():
-            fig.add_scatter(x=r["fpr"], y=r["tpr"], mode="lines", name=f"{name.upper()} (AUC {tres.auc[name]:.3f})")
-            roc_rows += [{"classifier": name, "fpr": a, "tpr": b} for a, b in zip(r["fpr"], r["tpr"], strict=True)]
-        fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#999"}, name="guessing")
-        styled(fig, f"ROC, target {tsel}")
-        fig.update_layout(xaxis_title="false-positive rate", yaxis_title="true-positive rate")
+        fig = charts.knock_roc_chart(tres.roc, tres.auc, tsel, projector=projector_mode())
+        roc_rows = [{"classifier": name, "fpr": a, "tpr": b} for name, r in tres.roc.items()
+                    for a, b in zip(r["fpr"], r["tpr"], strict=True)]
         chart(fig, f"knock_roc_{tsel}", data=pd.DataFrame(roc_rows), config=cli_cfg, command="knock",
               key="knock_roc")
     with right:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from odapp import cache, callbacks, charts, guide, projector
 from odapp.errors import engine_errors
-from odapp.export import chart, projector_mode, styled
+from odapp.export import chart, projector_mode
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words
 from odcore.attack import wilson_interval
@@ -122,17 +121,7 @@ if history:
                     f"({probability_words(last['exact_success'])}).")
         st.caption(why)
     with cols[1]:
-        fig = go.Figure()
-        fig.add_bar(x=ex["pair"], y=ex["llr"], name="this pair's evidence",
-                    marker_color=np.where(ex["state"] == "released", "#1f5fa8", "#9a9a9a").tolist(),
-                    hovertext=ex["state"])
-        fig.add_scatter(x=ex["pair"], y=ex["cumulative"], mode="lines+markers", name="running total",
-                        line={"color": "#d95f02"})
-        fig.add_hline(y=0, line_color="#000")
-        styled(fig, "The optimal attacker's log-likelihood ratio, pair by pair (> 0: in)", height=300)
-        fig.update_xaxes(range=[0.4, prev.k + 0.6], dtick=1 if prev.k <= 16 else 4)
-        fig.update_layout(xaxis_title="known pair (blue: published, grey: suppressed)", yaxis_title="LLR",
-                          legend={"orientation": "h", "y": 1.12, "x": 0.3}, margin={"t": 70})
+        fig = charts.llr_chart(ex, int(prev.k), projector=projector_mode())
         chart(fig, "llr_last_round", data=ex, key="game_llr")
 
 # ---- the current round -----------------------------------------------------------------------------------------
