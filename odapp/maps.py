@@ -12,6 +12,7 @@ is the background. A base map (:data:`BASEMAP`) is drawn only when the user turn
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -20,9 +21,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pydeck as pdk
+from pydeck.bindings import deck as _pdk_deck
 
 from odapp.words import coord, num
 from odcore import figures
+
+# pydeck's Deck() asks five times whether its Jupyter widget can be made (has_jupyter_extra), and without ipywidgets
+# each answer is a failed import that runs the widget module again: 2.8 ms of the 3 ms a Deck() takes, on every map
+# drawn (each session's map of each press, with a class on the OD release page). The answer cannot change while
+# the server runs, so it is asked once.
+_pdk_deck.has_jupyter_extra = functools.cache(_pdk_deck.has_jupyter_extra)
 
 # Sequential colour ramp (light yellow -> dark blue, viridis-like but readable on white), RGB.
 RAMP = np.array([[253, 231, 37], [122, 209, 81], [34, 168, 132], [42, 120, 142], [65, 68, 135], [68, 1, 84]],
@@ -101,11 +109,17 @@ class CompactDeck(pdk.Deck):
 
 class FrozenDeck(CompactDeck):
     """A :class:`CompactDeck` whose JSON is made once (the deck must not change afterwards): for decks cached across
-    reruns and sessions, so a rerun does not serialise the same thousand polygons again."""
+    reruns and sessions, so a rerun does not serialise the same thousand polygons again.
+
+    Once its JSON is made, the deck lets go of its layers: the JSON is all that is used from then on, and the rows'
+    Python lists and dicts (~9,000 for the bundled city's release map, times the maps in the cache) would only be
+    scanned again by the full garbage collection Streamlit runs after every script run (``runner.postScriptGC``):
+    with a class of ten on the OD release page that collection was a fifth of the server's CPU."""
 
     def to_json(self) -> str:
         if getattr(self, "_json", None) is None:
             self._json = super().to_json()
+            self.layers = []
         return self._json
 
 
