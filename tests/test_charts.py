@@ -15,19 +15,19 @@ from odapp import charts
 
 BUILDERS = [f for _, f in inspect.getmembers(charts) if hasattr(f, "clear") and callable(f)]
 
-# page -> steps: (what, how); "how" gets the AppTest and changes one control
+# A step: (what, how); "how" gets the AppTest and changes one control (or presses one button).
+PROJECTOR_ON = ("projector mode", lambda at: at.sidebar.toggle(key="w.projector").set_value(True))
 SIDEBAR_STEPS = [
     ("ε", lambda at: at.sidebar.slider(key="w.epsilon").set_value(1.0)),
     ("threshold", lambda at: at.sidebar.slider(key="w.threshold").set_value(150)),
     ("seed", lambda at: at.sidebar.number_input(key="w.seed").increment()),
-    ("projector mode", lambda at: at.sidebar.toggle(key="w.projector").set_value(True)),
+    PROJECTOR_ON,
     ("per user", lambda at: at.sidebar.selectbox(key="w.mode").set_value("user_level")),
     ("ε per user", lambda at: at.sidebar.slider(key="w.epsilon").set_value(3.0)),
 ]
 # charts on the page when everything is shown (zones compared, every user attacked, the experiment run, a round played)
 MOST_CHARTS = {"pages/1_Data.py": 3, "pages/3_Attack.py": 3, "pages/4_Privacy_budget.py": 3,
                "pages/5_Knock_Knock.py": 3, "pages/7_Play_the_attacker.py": 2, "pages/8_See_the_noise.py": 1}
-PROJECTOR_ON = ("projector mode", lambda at: at.sidebar.toggle(key="w.projector").set_value(True))
 # page -> its walk: its own controls and actions, then (for most) the sidebar's
 PAGE_WALKS = {
     "pages/1_Data.py": [("zone systems compared", lambda at: at.multiselect(key="zones_compare_pick")
