@@ -88,9 +88,9 @@ with left:
     chart(fig, f"trips_hist_week{s.week}", data=hist, config=release_config(s, ctx.loaded), command="release",
           key="trips_hist")
 with right:
-    fig = charts.trips_scatter_chart(pairs_tu, hi, projector=projector_mode())
-    chart(fig, f"trips_scatter_week{s.week}", data=pairs_tu, config=release_config(s, ctx.loaded),
-          command="release", key="trips_scatter")
+    fig = charts.trips_tu_chart(pairs_tu, hi, projector=projector_mode())
+    chart(fig, f"trips_total_unique_week{s.week}", data=pairs_tu, config=release_config(s, ctx.loaded),
+          command="release", key="trips_total_unique")
 st.caption("Houssiau et al. (2022): one author's 39 trips in a typical week were 32 unique trips, so 7 repeats "
            "were discarded; each unique trip is one count he is in. Numbers from `odcore.trips.build_od`.")
 trips_cfg = {k: v for k, v in release_config(s, ctx.loaded).items()

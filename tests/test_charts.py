@@ -97,7 +97,7 @@ def fresh_at():
 def test_the_builders_are_found():
     names = {f.__name__ for f in BUILDERS}
     assert {"trips_chart", "weeks_chart", "delta_chart", "curve_chart", "roc_chart", "population_chart",
-            "trips_hist_chart", "trips_scatter_chart", "zones_compare_chart", "noise_chart", "game_score_chart",
+            "trips_hist_chart", "trips_tu_chart", "zones_compare_chart", "noise_chart", "game_score_chart",
             "llr_chart", "knock_cdf_chart", "knock_pl_chart", "knock_roc_chart"} == names
 
 
@@ -132,3 +132,48 @@ def test_a_builder_that_ignores_an_input_is_caught(fresh_at, monkeypatch):
                    [*BUILDERS, noise_chart])
     assert walked["opened"] == []
     assert walked["threshold"] == [0]
+
+
+def _decoded(v):
+    """A plotly spec's array (a list, or numpy's base64 ``{"dtype", "bdata", "shape"}``) as a numpy array."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
+        return a.reshape([int(x) for x in str(v["shape"]).split(",")]) if "shape" in v else a
+    return np.asarray(v, dtype=float)
+
+
+def test_total_vs_unique_heatmap_shows_every_user_once():
+    """The Data page's total-vs-unique chart is a heatmap: each (total, unique) pair's users in its square, at
+    (x = total, y = unique), nothing else; the colour is log10 of the users."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    tu = pd.DataFrame({"trips": [1, 3, 3, 7, 39], "unique_trips": [1, 2, 3, 5, 32], "users": [40, 7, 1, 2, 1]})
+    fig = charts.trips_tu_chart.__wrapped__(tu, 39, projector=False)
+    hm = json.loads(fig.to_json())["data"][0]
+    assert hm["type"] == "heatmap"
+    users = _decoded(hm["customdata"])
+    x, y = _decoded(hm["x"]), _decoded(hm["y"])
+    got = {(int(x[j]), int(y[i])): users[i, j] for i, j in zip(*np.nonzero(~np.isnan(users)), strict=True)}
+    assert got == {(t, u): n for t, u, n in tu.itertuples(index=False)}
+    np.testing.assert_allclose(_decoded(hm["z"]), np.log10(users))
+
+
+def test_data_page_heatmap_counts_the_active_users(fresh_at):
+    """On the bundled city, the heatmap's users add up to the page's "Users active this week"."""
+    import json
+
+    import numpy as np
+
+    at = fresh_at
+    at.switch_page("pages/1_Data.py").run()
+    spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if json.loads(c.proto.spec)["data"][0]["type"] == "heatmap")
+    active = next(m for m in at.metric if m.label == "Users active this week")
+    assert np.nansum(_decoded(spec["data"][0]["customdata"])) == int(active.value.replace(",", ""))
