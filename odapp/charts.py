@@ -166,7 +166,8 @@ def trips_tu_chart(pairs_tu: pd.DataFrame, hi: int, *, projector: bool) -> go.Fi
 
     A heatmap, not one marker per (total, unique) pair: the bundled city has ~1,300 such pairs, and as SVG markers
     they cost the browser ~0.4 s on every redraw (the grid, the zones, the data and projector mode change them);
-    the heatmap is one image (~0.15 s), and no marker hides another."""
+    the heatmap is one image (~0.15 s), and no marker hides another. Its side is at most the week's hours (a trip
+    is a move from one hour to the next), so the grid stays small whatever the data."""
     t = pairs_tu["trips"].to_numpy(dtype=int)
     u = pairs_tu["unique_trips"].to_numpy(dtype=int)
     n = pairs_tu["users"].to_numpy(dtype=float)
