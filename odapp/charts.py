@@ -182,15 +182,16 @@ def trips_tu_chart(pairs_tu: pd.DataFrame, hi: int, *, projector: bool) -> go.Fi
                     colorscale=[[k / (len(ramp) - 1), c] for k, c in enumerate(ramp)],
                     hoverongaps=False, name="users",
                     hovertemplate="%{x} trips, %{y} unique: %{customdata:,.0f} users<extra></extra>",
-                    colorbar={"title": {"text": "users<br>(log scale)"}, "tickvals": ticks,
+                    colorbar={"title": {"text": "users"}, "tickvals": ticks,
                               "ticktext": [f"{10 ** k:,}" for k in ticks], "thickness": 14})
     fig.add_scatter(x=[0, hi], y=[0, hi], mode="lines", name="every trip unique", line={"dash": "dot"})
     fig.add_scatter(x=[39], y=[32], mode="markers+text", name="Houssiau et al.: 39 → 32",
                     text=["39 → 32"], textposition="top left",   # above the diagonal: no user there
                     marker={"size": 14, "symbol": "star", "color": "white", "line": {"color": "black", "width": 1.5}})
-    figures.style(fig, "Each user: total vs unique trips", projector=projector)
+    figures.style(fig, "Total vs unique trips", projector=projector)
+    # the legend under the axes: beside the colour bar it would cover the bar's title in a narrow column
     fig.update_layout(xaxis_title="total trips", yaxis_title="unique trips",
-                      legend={"x": 0.01, "y": 0.99, "xanchor": "left"})
+                      legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yanchor": "bottom", "yref": "container"})
     return fig
 
 
