@@ -168,6 +168,8 @@ def trips_tu_chart(pairs_tu: pd.DataFrame, hi: int, *, projector: bool) -> go.Fi
     they cost the browser ~0.4 s on every redraw (the grid, the zones, the data and projector mode change them);
     the heatmap is one image (~0.15 s), and no marker hides another. Its side is at most the week's hours (a trip
     is a move from one hour to the next), so the grid stays small whatever the data."""
+    from odapp.maps import ramp_stops  # here: pydeck is imported only by the pages with a map
+
     t = pairs_tu["trips"].to_numpy(dtype=int)
     u = pairs_tu["unique_trips"].to_numpy(dtype=int)
     n = pairs_tu["users"].to_numpy(dtype=float)
@@ -176,10 +178,9 @@ def trips_tu_chart(pairs_tu: pd.DataFrame, hi: int, *, projector: bool) -> go.Fi
     users[u, t] = n
     top = max(float(np.log10(n.max(initial=1))), 1.0)
     ticks = list(range(int(top) + 1))
-    ramp = maps_ramp()
     fig = go.Figure()
     fig.add_heatmap(x=np.arange(nx), y=np.arange(ny), z=np.log10(users), customdata=users, zmin=0, zmax=top,
-                    colorscale=[[k / (len(ramp) - 1), c] for k, c in enumerate(ramp)],
+                    colorscale=[list(stop) for stop in ramp_stops()],
                     hoverongaps=False, name="users",
                     hovertemplate="%{x} trips, %{y} unique: %{customdata:,.0f} users<extra></extra>",
                     colorbar={"title": {"text": "users"}, "tickvals": ticks,
@@ -191,15 +192,9 @@ def trips_tu_chart(pairs_tu: pd.DataFrame, hi: int, *, projector: bool) -> go.Fi
     figures.style(fig, "Total vs unique trips", projector=projector)
     # the legend under the axes: beside the colour bar it would cover the bar's title in a narrow column
     fig.update_layout(xaxis_title="total trips", yaxis_title="unique trips",
-                      legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yanchor": "bottom", "yref": "container"})
+                      legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yanchor": "bottom",
+                              "yref": "container"})
     return fig
-
-
-def maps_ramp() -> list[str]:
-    """The maps' sequential colours (:data:`odapp.maps.RAMP`, light to dark) as CSS colours."""
-    from odapp.maps import RAMP
-
-    return [f"rgb({r:.0f},{g:.0f},{b:.0f})" for r, g, b in RAMP]
 
 
 # ---- See the noise ----------------------------------------------------------------------------------------------

@@ -423,11 +423,16 @@ def scale_bar_layers(lat: np.ndarray, lon: np.ndarray, *, label: bool = True) ->
     return layers
 
 
+def ramp_stops() -> list[tuple[float, str]]:
+    """:data:`RAMP` as ``(position in [0, 1], CSS colour)`` stops, low to high: the legends' gradient and plotly's
+    ``colorscale`` for a chart in the maps' colours."""
+    return [(k / (len(RAMP) - 1), f"rgb({r:.0f},{g:.0f},{b:.0f})") for k, (r, g, b) in enumerate(RAMP)]
+
+
 def legend_html(title: str, vmin: float, vmax: float, fmt: str = "{:,.0f}", note: str = "") -> str:
     """A horizontal colour-bar legend (HTML) matching :func:`ramp`; low on the left, high on the right."""
     vmin, vmax = min(vmin, vmax), max(vmin, vmax)
-    stops = ", ".join(f"rgb({r:.0f},{g:.0f},{b:.0f}) {100 * k / (len(RAMP) - 1):.0f}%"
-                      for k, (r, g, b) in enumerate(RAMP))
+    stops = ", ".join(f"{c} {100 * f:.0f}%" for f, c in ramp_stops())
     return (f"<div style='font-size:0.95rem;margin:0.2rem 0 0.4rem 0'><b>{title}</b>"
             f"<div style='display:flex;align-items:center;gap:0.5rem;flex-wrap:wrap'><span>{fmt.format(vmin)}</span>"
             f"<div style='flex:0 0 200px;height:12px;border-radius:3px;background:linear-gradient(to right,{stops})'>"
