@@ -197,16 +197,17 @@ def week_release(dataset_id: str, od_config, week: int, release_config, seed: in
 @st.cache_resource(max_entries=64, show_spinner=False)
 def release_cells(dataset_id: str, od_config, week: int, release_config, bounding_seed: int | None, _table, _grid,
                   _cent):
-    """``(cell_p, cells_df, edges)`` of a week's release: per origin cell the exact chance that one of its pairs is
-    published (:func:`odcore.release.cell_release_probability`), the map's cell frame (:func:`odapp.maps.
-    cells_frame`) and the cells' outlines (:func:`odapp.maps.outline_edges`). They depend on the true counts and
-    the release settings, not on the noise: one entry serves every seed and session (per user, the seed also picks
-    the pairs each person keeps: ``bounding_seed``)."""
+    """``(cell_p, cells_df, edges, layers)`` of a week's release: per origin cell the exact chance that one of its
+    pairs is published (:func:`odcore.release.cell_release_probability`), the map's cell frame (:func:`odapp.maps.
+    cells_frame`), the cells' outlines (:func:`odapp.maps.outline_edges`) and the map's layers of both, their JSON
+    made once (:func:`odapp.maps.cell_layers`). They depend on the true counts and the release settings, not on the
+    noise: one entry serves every seed and session (per user, the seed also picks the pairs each person keeps:
+    ``bounding_seed``)."""
     import hashlib
 
     import numpy as np
 
-    from odapp.maps import cells_frame
+    from odapp.maps import cell_layers, cells_frame
     from odcore.release import cell_release_probability
 
     cp = cell_release_probability(_table)
@@ -215,7 +216,8 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
     key = hashlib.blake2b(cp["cell"].to_numpy(np.int64).tobytes() + cp["pairs"].to_numpy(np.int64).tobytes(),
                           digest_size=16).hexdigest()
     base, edges = release_cells_base(dataset_id, od_config, key, _cell_p=cp, _grid=_grid, _cent=_cent)
-    return cp, cells_frame(base, cp), edges
+    cells = cells_frame(base, cp)
+    return cp, cells, edges, cell_layers(cells, edges, encoded=True)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -232,7 +234,7 @@ def release_cells_base(dataset_id: str, od_config, cells_key: str, _cell_p, _gri
 @st.cache_resource(max_entries=64, show_spinner=False)
 def release_map(dataset_id: str, od_config, week: int, release_config, seed: int, view: str, top_n: int,
                 min_count: float, cell: int | None, show_suppressed: bool, basemap: bool, _table, _cent, _cells_df,
-                _edges=None):
+                _edges=None, _base_layers=None):
     """The OD release page's map(s) (:func:`odapp.maps.release_maps`) with decks whose JSON is made once: a rerun
     that changes nothing on the map (another control, a return to earlier settings) sends the same text again
     without rebuilding it. Read-only, shared by the sessions with the same settings and seed."""
@@ -240,7 +242,7 @@ def release_map(dataset_id: str, od_config, week: int, release_config, seed: int
 
     return release_maps(_table, _cent, _cells_df, view=view, top_n=top_n, min_count=min_count,
                         threshold=release_config.threshold, cell=cell, show_suppressed=show_suppressed,
-                        basemap=basemap, frozen=True, edges=_edges)
+                        basemap=basemap, frozen=True, edges=_edges, base_layers=_base_layers)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

@@ -94,17 +94,45 @@ def cell_polygons(grid, cells: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"cell": gdf["cell"].to_numpy(), "polygon": coords})
 
 
+def _compact_json(obj) -> str:
+    from pydeck.bindings.json_tools import default_serialize
+
+    return json.dumps(obj, sort_keys=True, default=default_serialize, separators=(",", ":"), ensure_ascii=False)
+
+
+class EncodedLayer:
+    """A layer whose JSON is made once, for a layer that many decks share: the release map's cells are the same for
+    every seed (and every session with the same settings), while its arcs are not. A :class:`CompactDeck` writes
+    this text where the layer goes, instead of turning the thousand cells' rows into JSON again for each seed's map
+    (with a class on the OD release page each person has a seed of their own)."""
+
+    def __init__(self, layer: pdk.Layer):
+        self.id = layer.id
+        self.json = _compact_json(layer)
+
+
 class CompactDeck(pdk.Deck):
     """A :class:`pydeck.Deck` whose JSON is compact (no indentation), so the C JSON encoder is used.
 
     pydeck indents its JSON, which forces Python's pure-Python encoder: ~10× slower on a map of a thousand cell
-    polygons, too slow for a slider change to redraw within 300 ms.
+    polygons, too slow for a slider change to redraw within 300 ms. Its layers may be :class:`EncodedLayer`s: their
+    JSON goes in as it is.
     """
 
     def to_json(self) -> str:
-        from pydeck.bindings.json_tools import default_serialize
-
-        return json.dumps(self, sort_keys=True, default=default_serialize, separators=(",", ":"), ensure_ascii=False)
+        layers = self.layers
+        encoded = {i: x.json for i, x in enumerate(layers) if isinstance(x, EncodedLayer)}
+        if not encoded:
+            return _compact_json(self)
+        mark = "@@odlab-encoded-layer-{}"   # a string no layer's JSON holds, replaced by the layer's JSON
+        self.layers = [mark.format(i) if i in encoded else x for i, x in enumerate(layers)]
+        try:
+            text = _compact_json(self)
+        finally:
+            self.layers = layers
+        for i, js in encoded.items():
+            text = text.replace(json.dumps(mark.format(i)), js, 1)
+        return text
 
 
 class FrozenDeck(CompactDeck):
@@ -386,9 +414,9 @@ def cells_frame(base: pd.DataFrame, cell_p: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def scale_bar(lat: np.ndarray, lon: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+def scale_bar(lat: np.ndarray, lon: np.ndarray) -> tuple[list[list[float]], list[float], float]:
     """A scale bar anchored in the map (it grows and shrinks with the zoom, so it stays true): a path under the
-    bottom-left of the data and its label. Returns ``(path_df, label_df, km)``."""
+    bottom-left of the data and where its label goes. Returns ``(path, label_position, km)`` (lists of [lon, lat])."""
     lat = np.asarray(lat, float)
     lon = np.asarray(lon, float)
     la0, la1 = np.nanpercentile(lat, [0.5, 99.5])
@@ -398,25 +426,24 @@ def scale_bar(lat: np.ndarray, lon: np.ndarray) -> tuple[pd.DataFrame, pd.DataFr
     y = float(la0 - 0.06 * max(la1 - la0, 0.005))
     dy = 0.012 * max(la1 - la0, 0.005)
     x0, x1 = float(lo0), float(lo0 + km / kx)
-    path = pd.DataFrame({"path": [[[x0, y + dy], [x0, y], [x1, y], [x1, y + dy]]], "tip": [f"scale: {km:g} km"]})
-    label = pd.DataFrame({"position": [[(x0 + x1) / 2, y + 1.2 * dy]], "text": [f"{km:g} km"], "tip": [""]})
-    return path, label, km
+    return [[x0, y + dy], [x0, y], [x1, y], [x1, y + dy]], [(x0 + x1) / 2, y + 1.2 * dy], km
 
 
-def scale_bar_layers(lat: np.ndarray, lon: np.ndarray, *, label: bool = True) -> list[pdk.Layer]:
+def scale_bar_layers(lat: np.ndarray, lon: np.ndarray, *, label: bool = True,
+                     bar: tuple | None = None) -> list[pdk.Layer]:
     """The scale bar (three straight segments: a LineLayer, the kind the cell outlines use) and, with ``label``, its
-    "5 km" text in the map.
+    "5 km" text in the map (``bar``: :func:`scale_bar` of ``lat, lon`` if already made).
 
     Each kind of layer is one more shader program that a browser without a GPU compiles before the map's first
     frame (software WebGL: about 0.5 s each, measured on the OD release map): the release map states the bar's length
     in its legend instead (:func:`flow_legend_html`), and draws no text layer."""
-    path, text, _ = scale_bar(lat, lon)
-    p = np.round(np.asarray(path["path"].iloc[0], dtype=float), DIGITS).tolist()
+    path, at, km = scale_bar(lat, lon) if bar is None else bar
+    p = np.round(np.asarray(path, dtype=float), DIGITS).tolist()
     layers = [pdk.Layer("LineLayer", data=[{"s": a, "t": b} for a, b in itertools.pairwise(p)], id="scale_bar",
                         get_source_position="s", get_target_position="t", get_color=[27, 31, 36, 255], get_width=3,
                         pickable=False)]
     if label:
-        layers.append(pdk.Layer("TextLayer", data=text, id="scale_label", get_position="position", get_text="text",
+        layers.append(pdk.Layer("TextLayer", data=[{"position": at, "text": f"{km:g} km", "tip": ""}], id="scale_label", get_position="position", get_text="text",
                                 get_size=15, get_color=[27, 31, 36, 255], get_text_anchor="'middle'",
                                 get_alignment_baseline="'bottom'", font_family="'DejaVu Sans', Arial, sans-serif",
                                 font_weight=600, pickable=False))
@@ -484,19 +511,28 @@ class FlowMap:
     suppressed: bool = False
 
 
+def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | None = None, *, encoded: bool = False) -> list:
+    """The release map's cells (shaded by ``value``, with their tooltips) and their outlines; with ``encoded``, as
+    :class:`EncodedLayer`s (for a cache that shares them between decks)."""
+    layers = grid_layers(cells_df, CELL_COLOR, layer_id="cells", columns=("value",), edges=edges)
+    return [EncodedLayer(x) for x in layers] if encoded else layers
+
+
 def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.DataFrame, *, view: str, top_n: int,
                  min_count: float, threshold: float, cell: int | None = None, show_suppressed: bool = False,
                  basemap: bool = False, height: int = 460, frozen: bool = False,
-                 edges: np.ndarray | None = None) -> list[FlowMap]:
+                 edges: np.ndarray | None = None, base_layers: list | None = None) -> list[FlowMap]:
     """The OD release page's map(s): "Published" (noisy counts of the published pairs), "Raw counts" (true counts
-    of every observed pair) or "Side by side" (what suppression removes, in red, next to what is published)."""
+    of every observed pair) or "Side by side" (what suppression removes, in red, next to what is published).
+    ``base_layers``: :func:`cell_layers` of ``cells_df`` made beforehand (shared by every seed's map)."""
     released = table["released"].to_numpy(dtype=bool)
     everything = np.ones(len(table), dtype=bool)
     lat, lon = centroids["lat"].to_numpy(), centroids["lon"].to_numpy()
-    bar_layers = scale_bar_layers(lat, lon, label=False)   # the legend says its length
-    _, _, km = scale_bar(lat, lon)
+    bar = scale_bar(lat, lon)
+    bar_layers = scale_bar_layers(lat, lon, label=False, bar=bar)   # the legend says its length
+    km = bar[2]
     vs = view_state(lat, lon, pitch=30, height_px=height)
-    base = grid_layers(cells_df, CELL_COLOR, layer_id="cells", columns=("value",), edges=edges)
+    base = cell_layers(cells_df, edges) if base_layers is None else base_layers
 
     def one(heading, value, keep, label, extra=(), faint=None, suppressed=False):
         sel = select_flows(table, value=value, keep=keep, top_n=top_n, min_count=min_count, cell=cell)

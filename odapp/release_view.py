@@ -40,8 +40,8 @@ def centroids(ctx):
 
 
 def week_cells(ctx, rcfg, table, week: int, cent):
-    """``(cell_p, cells_df, edges)``: the week's cells shaded by the chance that one of their flows is published
-    (exact probabilities, the same for every seed, so cached per week and release settings)."""
+    """``(cell_p, cells_df, edges, layers)``: the week's cells shaded by the chance that one of their flows is
+    published (exact probabilities, the same for every seed, so cached per week and release settings)."""
     s = ctx.settings
     return cache.release_cells(s.dataset.id, ctx.od_config, week, rcfg, bounding_seed(s), _table=table,
                                _grid=ctx.od.grid, _cent=cent)
@@ -52,7 +52,7 @@ def flow_maps(ctx, rcfg, table, week: int, cent, cells, o: dict):
     s = ctx.settings
     return cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], int(o["top_n"]),
                              float(o["min_count"]), o["cell"], o["show_sup"], o["basemap"], _table=table, _cent=cent,
-                             _cells_df=cells[1], _edges=cells[2])
+                             _cells_df=cells[1], _edges=cells[2], _base_layers=cells[3])
 
 
 def release_curve(ctx, rcfg, table, week: int, projector: bool):

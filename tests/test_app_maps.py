@@ -199,6 +199,31 @@ def test_a_frozen_deck_makes_its_json_once_and_lets_go_of_its_rows():
     assert [r["tip"] for r in spec["layers"][0]["data"]] == list(cells["tip"])
 
 
+def test_a_deck_writes_an_encoded_layer_as_the_layer_itself():
+    """The release map's cells are encoded once and shared by every seed's deck: the deck's JSON must be the JSON of
+    the same deck holding the layers themselves, wherever the encoded layers sit among the others."""
+    polygons = [[[x, 0.0], [x + 1.0, 0.0], [x + 1.0, 1.0], [x, 1.0]] for x in range(40)]
+    cells = pd.DataFrame({"polygon": polygons, "value": np.linspace(0, 1, 40)})
+    cells["tip"] = [f"cell {k}: \"quoted\", é" for k in range(40)]
+    flows = pd.DataFrame({"o_lon": [0.5, 3.5], "o_lat": [0.5, 0.5], "d_lon": [20.5, 30.5], "d_lat": [0.5, 0.5],
+                          "f": [1.0, 0.25], "tip": ["a → b", "c → d"]})
+    vs = maps.view_state(np.array([0.0, 1.0]), np.array([0.0, 40.0]))
+    plain = maps.cell_layers(cells)
+    encoded = maps.cell_layers(cells, encoded=True)
+    assert [x.id for x in encoded] == ["cells", "cells_edges"]
+    arcs = maps.arc_layer(flows)
+    for frozen in (False, True):
+        for order in ((0, 1, 2), (2, 0, 1), (0, 2, 1)):
+            ref = [[*plain, arcs][i] for i in order]
+            mixed = [[*encoded, arcs][i] for i in order]
+            text = maps.deck(mixed, vs, frozen=frozen).to_json()
+            assert text == maps.deck(ref, vs, frozen=frozen).to_json()
+            assert [x["id"] for x in json.loads(text)["layers"]] == [x.id for x in ref]
+    one = maps.deck(encoded, vs)
+    one.to_json()
+    assert one.layers == encoded                          # a deck that is not frozen keeps its layers
+
+
 def test_pydecks_jupyter_check_is_made_once():
     """pydeck's Deck() asks five times whether its Jupyter widget can be made; without ipywidgets each answer was a
     failed import (2.8 ms of a Deck()'s 3 ms). odapp.maps asks it once."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import gc
 import itertools
+import json
 import subprocess
 import sys
 
@@ -190,6 +192,34 @@ def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
     assert sum(calls.values()) == 0, calls                # all of it was ready
     at.number_input(key="rel_topn").set_value(310).run()  # the check itself can fail: a new map is computed
     assert calls == {"release_maps": 1}
+
+
+def test_another_seed_draws_its_arcs_on_the_cells_layers_made_before(at, monkeypatch):
+    """A new seed (each person in a class has their own) changes the release's noise, so the map's arcs, but not
+    its cells: their layers, and their JSON, are made once per week and release settings."""
+    import odapp.maps
+
+    made = collections.Counter()
+    real = odapp.maps.grid_layers
+
+    def counted(*a, **k):
+        made["grid_layers"] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(odapp.maps, "grid_layers", counted)
+    at.switch_page("pages/2_OD_release.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    first = json.loads(at.get("deck_gl_json_chart")[0].proto.json)
+    made.clear()
+    seed = at.sidebar.number_input(key="w.seed")
+    seed.set_value(seed.value + 1).run()
+    assert not at.exception, [e.message for e in at.exception]
+    after = json.loads(at.get("deck_gl_json_chart")[0].proto.json)
+    assert made["grid_layers"] == 0
+    cells = [x for x in first["layers"] if x["id"].startswith("cells")]
+    assert cells
+    assert cells == [x for x in after["layers"] if x["id"].startswith("cells")]
+    assert [x for x in first["layers"] if x["id"] == "flows"] != [x for x in after["layers"] if x["id"] == "flows"]
 
 
 @pytest.mark.parametrize(("page", "key", "command"), [("pages/2_OD_release.py", "reproduce", "python -m odcore release"),
