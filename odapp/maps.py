@@ -210,66 +210,124 @@ def outline_edges(polygons, tol: float = 10.0 ** -DIGITS) -> np.ndarray:
     """The outlines of the polygons' rings (lists of [lon, lat]) as few straight segments ``(n, 4)``: lon0, lat0,
     lon1, lat1. An edge two neighbouring cells share is kept once, and edges that continue each other in a straight
     line (a grid line through several cells) become one segment when no vertex on the way is more than ``tol``
-    degrees (10⁻⁵ ≈ 1 m, the precision the map is sent with) from it: the same outlines, far fewer segments."""
-    polys = [np.asarray(q, dtype=float).reshape(-1, 2) for q in polygons]
+    degrees (10⁻⁵ ≈ 1 m, the precision the map is sent with) from it: the same outlines, far fewer segments.
+
+    Made on every new grid or zone map (the Data page's map, the release map's cells), so it works on arrays: the
+    greedy loops it replaces (kept in ``tests/test_app_maps.py`` as the reference it must equal, byte for byte) took
+    60–140 ms of a grid press on the bundled city."""
+    polys = polygons if isinstance(polygons, list) else list(polygons)
     if not polys:
         return np.zeros((0, 4))
-    a = np.concatenate(polys)
-    b = np.concatenate([np.roll(q, -1, axis=0) for q in polys])     # each vertex to the next one, closing the ring
+    sizes = np.fromiter((len(q) for q in polys), dtype=np.int64, count=len(polys))
+    a = np.asarray(list(itertools.chain.from_iterable(polys)), dtype=float).reshape(-1, 2)
+    if len(a) != sizes.sum():          # rings given some other way (flat lists): one at a time
+        rings = [np.asarray(q, dtype=float).reshape(-1, 2) for q in polys]
+        sizes = np.array([len(q) for q in rings], dtype=np.int64)
+        a = np.concatenate(rings)
+    starts = np.cumsum(sizes) - sizes
+    nxt = np.arange(1, len(a) + 1)
+    nxt[starts + sizes - 1] = starts   # each vertex to the next one, closing the ring
+    b = a[nxt]
     swap = (a[:, 0] > b[:, 0]) | ((a[:, 0] == b[:, 0]) & (a[:, 1] > b[:, 1]))
     e = np.unique(np.round(np.where(swap[:, None], np.hstack([b, a]), np.hstack([a, b])), DIGITS), axis=0)
     e = e[(e[:, 0] != e[:, 2]) | (e[:, 1] != e[:, 3])]
     return _merge_straight(e, tol)
 
 
-def _straight_runs(p: np.ndarray, tol: float) -> list[list[float]]:
-    """Segments through the points ``p`` (in order) that skip every point within ``tol`` of the segment."""
+def _straight_runs(p: np.ndarray, tol: float, window: int = 256) -> list[list[float]]:
+    """Segments through the points ``p`` (in order): from each segment's start, the first end whose segment passes
+    farther than ``tol`` from a point on the way stops it one point before. Every end is tried at once (``window``
+    at a time), instead of one numpy call per end."""
+    n = len(p)
+    if n == 2:
+        return [[*p[0].tolist(), *p[1].tolist()]]
     out, a = [], 0
-    while a < len(p) - 1:
-        b = a + 1
-        while b + 1 < len(p):
-            d = p[b + 1] - p[a]
-            q = p[a + 1:b + 1] - p[a]
-            if (np.abs(d[0] * q[:, 1] - d[1] * q[:, 0]) / np.hypot(*d)).max() > tol:
+    while a < n - 1:
+        b = n - 1
+        for c0 in range(a + 2, n, window):                     # the ends to try, b + 1 for b = a + 1, ...
+            c = np.arange(c0, min(c0 + window, n))
+            d = p[c] - p[a]
+            m = np.arange(a + 1, c[-1])                        # the points that may lie between
+            q = p[m] - p[a]
+            with np.errstate(divide="ignore", invalid="ignore"):   # a repeated point: never stops a run
+                dist = (np.abs(d[:, :1] * q[None, :, 1] - d[:, 1:] * q[None, :, 0])
+                        / np.hypot(d[:, 0], d[:, 1])[:, None])
+            worst = np.max(dist, axis=1, where=m[None, :] < c[:, None], initial=-np.inf)
+            bad = np.flatnonzero(worst > tol)
+            if len(bad):
+                b = int(c[bad[0]]) - 1
                 break
-            b += 1
-        out.append([*p[a], *p[b]])
+        out.append([*p[a].tolist(), *p[b].tolist()])
         a = b
     return out
 
 
 def _merge_straight(e: np.ndarray, tol: float) -> np.ndarray:
-    """Join the segments ``e`` (n, 4) that meet end to end in a straight line (see :func:`outline_edges`)."""
-    at: dict[tuple, list[int]] = {}
-    for i, (x0, y0, x1, y1) in enumerate(e.tolist()):
-        at.setdefault((x0, y0), []).append(i)
-        at.setdefault((x1, y1), []).append(i)
+    """Join the segments ``e`` (n, 4) that meet end to end in a straight line (see :func:`outline_edges`). At each
+    vertex its segments are paired greedily, in order, with one that goes straight on (all vertices with the same
+    number of segments at once); then chains are walked from each segment not yet used."""
+    n = len(e)
+    if not n:
+        return np.zeros((0, 4))
+    pts = np.concatenate([e[:, :2], e[:, 2:]])                 # start points, then end points
+    o = np.lexsort((pts[:, 1], pts[:, 0]))                    # vertex ids: equal points, equal ids
+    ps = pts[o]
+    vid = np.empty(len(pts), dtype=np.int64)
+    vid[o] = np.cumsum(np.r_[False, (ps[1:] != ps[:-1]).any(axis=1)])
+    ends = np.stack([vid[:n], vid[n:]], axis=1)                # (segment, side) -> vertex
     d = e[:, 2:] - e[:, :2]
     u = d / np.hypot(d[:, 0], d[:, 1])[:, None]
-    partner: dict[tuple[int, tuple], int] = {}          # (segment, vertex) -> the segment going straight on
-    for v, ids in at.items():
-        for k, i in enumerate(ids):
-            for j in ids[k + 1:]:
-                if abs(u[i, 0] * u[j, 1] - u[i, 1] * u[j, 0]) < 1e-2 and (i, v) not in partner \
-                        and (j, v) not in partner:
-                    partner[(i, v)] = j
-                    partner[(j, v)] = i
-    ends = [((x0, y0), (x1, y1)) for x0, y0, x1, y1 in e.tolist()]
-    done = np.zeros(len(e), dtype=bool)
+    # incidences (vertex, segment, side), by vertex then segment: a vertex's segments in the order they were met
+    seg = np.concatenate([np.arange(n), np.arange(n)])
+    side = np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64)])
+    order = np.lexsort((seg, vid))
+    v_s, seg_s, side_s = vid[order], seg[order], side[order]
+    first = np.flatnonzero(np.r_[True, v_s[1:] != v_s[:-1]])
+    deg = np.diff(np.r_[first, len(v_s)])
+    partner = np.full((n, 2), -1, dtype=np.int64)             # (segment, side) -> the segment going straight on
+    for k in np.unique(deg):
+        if k < 2:
+            continue
+        rows = first[deg == k][:, None] + np.arange(k)[None, :]   # (vertices of degree k, k)
+        S, T = seg_s[rows], side_s[rows]
+        taken = np.zeros(S.shape, dtype=bool)
+        for x, y in itertools.combinations(range(k), 2):      # the pairs in the order they were tried
+            i, j = S[:, x], S[:, y]
+            ok = (np.abs(u[i, 0] * u[j, 1] - u[i, 1] * u[j, 0]) < 1e-2) & ~taken[:, x] & ~taken[:, y]
+            partner[i[ok], T[ok, x]] = j[ok]
+            partner[j[ok], T[ok, y]] = i[ok]
+            taken[ok, x] = True
+            taken[ok, y] = True
+    ends_l = ends.tolist()
+    part = partner.tolist()
+    done = np.zeros(n, dtype=bool)
+    ep = e.reshape(n, 2, 2)                                    # (segment, side) -> its own [lon, lat]
+    rows = e.tolist()
     out = []
-    for i in range(len(e)):
+    for i in range(n):
         if done[i]:
             continue
-        chain, pts = [i], list(ends[i])                 # walk both ways from segment i
-        for side in (0, 1):                             # forward from its end, then back from its start
-            cur, v = i, ends[i][1 - side]
-            while (cur, v) in partner and not done[partner[(cur, v)]] and partner[(cur, v)] not in chain:
-                cur = partner[(cur, v)]
+        if part[i] == [-1, -1]:                              # nothing goes straight on from either end
+            out.append(rows[i])
+            continue
+        chain, at = [i], [(i, 0), (i, 1)]                    # the chain's points, each as one of its segments' ends
+        inchain = {i}
+        for s in (0, 1):
+            cur, sv = i, 1 - s                               # forward from its end, then back from its start
+            v = ends_l[i][sv]
+            while True:
+                nx = part[cur][sv]
+                if nx < 0 or done[nx] or nx in inchain:
+                    break
+                cur = nx
                 chain.append(cur)
-                v = ends[cur][0] if ends[cur][1] == v else ends[cur][1]
-                pts.insert(len(pts) if side == 0 else 0, v)
+                inchain.add(cur)
+                sv = 0 if ends_l[cur][1] == v else 1        # leave by the other end
+                v = ends_l[cur][sv]
+                at.insert(len(at) if s == 0 else 0, (cur, sv))
         done[chain] = True
-        out.extend(_straight_runs(np.asarray(pts), tol))
+        si = np.array(at)
+        out.extend(_straight_runs(ep[si[:, 0], si[:, 1]], tol))
     return np.asarray(out, dtype=float).reshape(-1, 4)
 
 

@@ -141,6 +141,104 @@ def test_outline_edges_join_straight_runs_and_keep_every_edge():
     assert len(bent) == 4
 
 
+def _reference_outline_edges(polygons, tol=1e-5):
+    """outline_edges as it was first written (greedy loops over dicts and lists): the specification the array version
+    in odapp.maps must equal, byte for byte."""
+    polys = [np.asarray(q, dtype=float).reshape(-1, 2) for q in polygons]
+    if not polys:
+        return np.zeros((0, 4))
+    a = np.concatenate(polys)
+    b = np.concatenate([np.roll(q, -1, axis=0) for q in polys])
+    swap = (a[:, 0] > b[:, 0]) | ((a[:, 0] == b[:, 0]) & (a[:, 1] > b[:, 1]))
+    e = np.unique(np.round(np.where(swap[:, None], np.hstack([b, a]), np.hstack([a, b])), maps.DIGITS), axis=0)
+    e = e[(e[:, 0] != e[:, 2]) | (e[:, 1] != e[:, 3])]
+
+    def runs(p):
+        out, a = [], 0
+        while a < len(p) - 1:
+            b = a + 1
+            while b + 1 < len(p):
+                d = p[b + 1] - p[a]
+                q = p[a + 1:b + 1] - p[a]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    if (np.abs(d[0] * q[:, 1] - d[1] * q[:, 0]) / np.hypot(*d)).max() > tol:
+                        break
+                b += 1
+            out.append([*p[a], *p[b]])
+            a = b
+        return out
+
+    at = {}
+    for i, (x0, y0, x1, y1) in enumerate(e.tolist()):
+        at.setdefault((x0, y0), []).append(i)
+        at.setdefault((x1, y1), []).append(i)
+    d = e[:, 2:] - e[:, :2]
+    u = d / np.hypot(d[:, 0], d[:, 1])[:, None]
+    partner = {}
+    for v, ids in at.items():
+        for k, i in enumerate(ids):
+            for j in ids[k + 1:]:
+                if abs(u[i, 0] * u[j, 1] - u[i, 1] * u[j, 0]) < 1e-2 and (i, v) not in partner \
+                        and (j, v) not in partner:
+                    partner[(i, v)] = j
+                    partner[(j, v)] = i
+    ends = [((x0, y0), (x1, y1)) for x0, y0, x1, y1 in e.tolist()]
+    done = np.zeros(len(e), dtype=bool)
+    out = []
+    for i in range(len(e)):
+        if done[i]:
+            continue
+        chain, pts = [i], list(ends[i])
+        for side in (0, 1):
+            cur, v = i, ends[i][1 - side]
+            while (cur, v) in partner and not done[partner[(cur, v)]] and partner[(cur, v)] not in chain:
+                cur = partner[(cur, v)]
+                chain.append(cur)
+                v = ends[cur][0] if ends[cur][1] == v else ends[cur][1]
+                pts.insert(len(pts) if side == 0 else 0, v)
+        done[chain] = True
+        out.extend(runs(np.asarray(pts)))
+    return np.asarray(out, dtype=float).reshape(-1, 4)
+
+
+def _random_rings(rng, kind: int) -> list:
+    if kind == 0:      # a square grid with holes, some corners moved by ~1e-6 (some round to -0.0)
+        n = int(rng.integers(1, 10))
+        return [[[u + (rng.normal() * 1e-6 if rng.random() < 0.2 else 0.0), v] for u, v in
+                 [[x, y], [x + 1, y], [x + 1, y + 1], [x, y + 1]]]
+                for x in range(n) for y in range(n) if rng.random() < 0.7]
+    if kind == 1:      # T-junctions: a big square under two small ones
+        return [q for x in range(int(rng.integers(1, 5))) for q in
+                ([[2 * x, 0], [2 * x + 2, 0], [2 * x + 2, 2], [2 * x, 2]],
+                 [[2 * x, 2], [2 * x + 1, 2], [2 * x + 1, 3], [2 * x, 3]],
+                 [[2 * x + 1, 2], [2 * x + 2, 2], [2 * x + 2, 3], [2 * x + 1, 3]])]
+    if kind == 2:      # rings through random lattice points: shared, overlapping and collinear edges
+        pts = rng.integers(0, 5, size=(int(rng.integers(6, 30)), 2)).astype(float)
+        return [pts[rng.choice(len(pts), size=int(rng.integers(3, 6)), replace=False)].tolist()
+                for _ in range(int(rng.integers(1, 12)))]
+    if kind == 3:      # a long, slowly bending strip: long chains cut into several runs
+        m = int(rng.integers(2, 400))
+        ang = np.cumsum(rng.normal(0, 0.004, m))
+        xs, ys = np.r_[0, np.cumsum(np.cos(ang))] * 1e-3, np.r_[0, np.cumsum(np.sin(ang))] * 1e-3
+        return [[[xs[t], ys[t]], [xs[t + 1], ys[t + 1]], [xs[t + 1], ys[t + 1] + 1e-3], [xs[t], ys[t] + 1e-3]]
+                for t in range(m)]
+    return [[[round(cx + np.cos(2 * np.pi * j / k), 3), round(cy + np.sin(2 * np.pi * j / k), 3)] for j in range(k)]
+            for cx, cy, k in zip(rng.integers(0, 8, 30), rng.integers(0, 8, 30), rng.integers(3, 9, 30), strict=True)]
+
+
+def test_outline_edges_equal_the_greedy_reference_byte_for_byte():
+    """The array version draws exactly the segments the first version drew (same order, same floats, -0.0 kept),
+    on grids with holes and jitter, T-junctions, overlapping edges, long bending chains and rings of 3-8 sides."""
+    rng = np.random.default_rng(13)
+    for trial in range(150):
+        rings = _random_rings(rng, trial % 5)
+        for tol in (1e-5, 1e-3, 0.2):
+            got, want = maps.outline_edges(rings, tol), _reference_outline_edges(rings, tol)
+            assert got.shape == want.shape, (trial, tol)
+            assert got.tobytes() == want.tobytes(), (trial, tol)
+    assert maps.outline_edges([]).shape == (0, 4)
+
+
 def test_bundled_release_map_outlines_every_cell(at):
     at.switch_page("pages/2_OD_release.py").run()
     deck = _decks(at)[0]
