@@ -8,6 +8,10 @@ checkout, page ``P`` opened in a fresh headless Chromium session, 1 + ``N`` reru
 shortcut) and 1 + ``N`` presses of the sidebar control whose label contains ``C``; the first of each is dropped.
 Timed as ``python -m benchmarks -k browser`` times a press (``bench_browser``: key press to the painted frame).
 
+Before the rounds, one round of every checkout is run and not counted: the servers of the comparison share a disk
+cache folder of their own (``bench_browser._run_cache``), and the first to press a new grid size or zone map builds
+its tables there, which the later ones read (as do later presses of the same checkout).
+
 Printed: each round's medians, then per checkout the round medians and their median, for the unchanged rerun and
 for the control. ``--json FILE`` writes them too.
 """
@@ -48,10 +52,13 @@ async def compare(dirs: list[Path], *, page: str, control: str, kind: str, round
         raise RuntimeError("no Chromium on this machine (Debian package 'chromium')")
     ctl = {"kind": kind, "index": 0, "label": control}
     out = {str(d): {"unchanged": [], "control": []} for d in dirs}
-    with tempfile.TemporaryDirectory(prefix="odlab_ab_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="odlab_ab_") as tmp, bb._run_cache():
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)
             try:
+                for d in dirs:   # not counted: fills the run's disk cache (see the module's docstring)
+                    await _round(browser, d, page, ctl, presses, Path(tmp) / "server.log")
+                    echo(f"warm-up round {d}")
                 for r in range(rounds):
                     for d in dirs if r % 2 == 0 else dirs[::-1]:
                         got = await _round(browser, d, page, ctl, presses, Path(tmp) / "server.log")

@@ -36,7 +36,10 @@ ms, ``PerformanceObserver('longtask')``) between the input and the painted frame
 Cold start = from launching the server process to the landing page's painted frame (the browser is already open),
 once with an empty disk cache (a first launch: the bundled city is validated and its OD tables built) and then
 ``FIRST_OPENS`` times for every page with the tables read back from the disk cache (``odapp.data.disk_cached``, as
-on every later launch), each on a freshly started server (median and slowest);
+on every later launch), each on a freshly started server (median and slowest). The whole run uses a disk cache
+folder of its own (:func:`_run_cache`, unless ``ODLAB_CACHE_DIR`` is set), filled when the run opens the app
+the first time: a grid or zone press then builds the new grid's tables the first time a page asks for them, in
+every run alike, instead of finding them or not in ``~/.cache/odlab`` depending on what ran on the machine before;
 *first open* of each page = click on its link in the navigation (same session, right after the landing page was
 painted, as soon as the benchmark can click) to its painted
 frame (DOM quiet), and on a page with a map also to the *map drawn*: the painted frame after deck.gl's last WebGL
@@ -455,6 +458,23 @@ def _control_rows(page_name: str, label: str, kind: str, runs: list[dict], base:
 
 def _page_name(href_path: str) -> str:
     return href_path or "home"
+
+
+@contextlib.contextmanager
+def _run_cache():
+    """A new, empty disk cache folder (``ODLAB_CACHE_DIR``) for the servers this run starts, removed afterwards;
+    an ``ODLAB_CACHE_DIR`` already set is kept. Yields the folder in use (None: the app's default)."""
+    from odapp.data import CACHE_ENV
+
+    if os.environ.get(CACHE_ENV):
+        yield os.environ[CACHE_ENV]
+        return
+    with tempfile.TemporaryDirectory(prefix="odlab-bench-cache-") as d:
+        os.environ[CACHE_ENV] = d
+        try:
+            yield d
+        finally:
+            os.environ.pop(CACHE_ENV, None)
 
 
 async def _first_launch(browser, app_dir: Path, log: Path) -> list[dict]:
@@ -1077,43 +1097,52 @@ async def _run(quick: bool) -> list[dict]:
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)
         try:
-            paths = []
-            if not no_pages:
-                rows += await _reference_rows(browser, warmup, repeat, log)
-                rows += await _first_launch(browser, app_dir, log)
-                paths = await _discover_pages(browser, app_dir, log)   # (also fills the disk cache)
-            if wanted and not no_pages:
-                keep = {w.strip() for w in wanted.split(",")}
-                paths = [q for q in paths if _page_name(q) in keep]
-            with contextlib.ExitStack() as stack:   # the floor app, measured again beside every page
-                floor_url = stack.enter_context(_reference_server("floor", log.with_name(log.stem + "_floor.log"))) \
-                    if paths else None
-
-                async def floor_now() -> list[float]:
-                    return [r["total"] for r in await _eps_presses(browser, floor_url, warmup, repeat)]
-
-                for path in paths:
-                    try:
-                        rows += await _one_page(browser, app_dir, path, warmup, repeat, log, floor_now)
-                    except Exception as e:  # a page that fails is reported, the other pages are still measured
-                        rows.append({"case": _page_name(path), "metric": "error", "value": None, "unit": "",
-                                     "baseline": None, "ratio": None, "note": f"{type(e).__name__}: {str(e)[:300]}"})
-                        print(f"  {_page_name(path)}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
-            if waves:
-                try:
-                    rows += await _waves(app_dir, *waves, log)
-                except Exception as e:  # reported; the rows measured before stay
-                    rows.append(_row("sessions come and go", "error", None, "", f"{type(e).__name__}: {str(e)[:300]}"))
-            if sessions:
-                try:
-                    rows += await _concurrency(browser, app_dir, sessions, rounds, log)
-                except Exception as e:  # reported; the rows measured before stay
-                    rows.append({"case": "concurrent sessions", "metric": "error", "value": None, "unit": "",
-                                 "baseline": None, "ratio": None, "note": f"{type(e).__name__}: {str(e)[:300]}"})
+            rows += await _measure(browser, app_dir, warmup, repeat, rounds, sessions, waves, wanted, no_pages, log)
         finally:
             await browser.close()
     for r in rows:
         r["note"] = (r.get("note") or "") + f" [app: {app_dir.name}]" if app_dir != REPO_ROOT else r.get("note")
+    return rows
+
+
+async def _measure(browser, app_dir: Path, warmup: int, repeat: int, rounds: int, sessions: tuple[int, ...],
+                   waves, wanted: str | None, no_pages: bool, log: Path) -> list[dict]:
+    """Every part of the run, on the run's own disk cache (:func:`_run_cache`)."""
+    rows: list[dict] = []
+    with _run_cache():
+        paths = []
+        if not no_pages:
+            rows += await _reference_rows(browser, warmup, repeat, log)
+            rows += await _first_launch(browser, app_dir, log)
+            paths = await _discover_pages(browser, app_dir, log)   # (also fills the disk cache)
+        if wanted and not no_pages:
+            keep = {w.strip() for w in wanted.split(",")}
+            paths = [q for q in paths if _page_name(q) in keep]
+        with contextlib.ExitStack() as stack:   # the floor app, measured again beside every page
+            floor_url = stack.enter_context(_reference_server("floor", log.with_name(log.stem + "_floor.log"))) \
+                if paths else None
+
+            async def floor_now() -> list[float]:
+                return [r["total"] for r in await _eps_presses(browser, floor_url, warmup, repeat)]
+
+            for path in paths:
+                try:
+                    rows += await _one_page(browser, app_dir, path, warmup, repeat, log, floor_now)
+                except Exception as e:  # a page that fails is reported, the other pages are still measured
+                    rows.append({"case": _page_name(path), "metric": "error", "value": None, "unit": "",
+                                 "baseline": None, "ratio": None, "note": f"{type(e).__name__}: {str(e)[:300]}"})
+                    print(f"  {_page_name(path)}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
+        if waves:
+            try:
+                rows += await _waves(app_dir, *waves, log)
+            except Exception as e:  # reported; the rows measured before stay
+                rows.append(_row("sessions come and go", "error", None, "", f"{type(e).__name__}: {str(e)[:300]}"))
+        if sessions:
+            try:
+                rows += await _concurrency(browser, app_dir, sessions, rounds, log)
+            except Exception as e:  # reported; the rows measured before stay
+                rows.append({"case": "concurrent sessions", "metric": "error", "value": None, "unit": "",
+                             "baseline": None, "ratio": None, "note": f"{type(e).__name__}: {str(e)[:300]}"})
     return rows
 
 

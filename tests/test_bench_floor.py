@@ -5,6 +5,8 @@ into the README's tables."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -126,12 +128,33 @@ def test_before_and_after_alternate_in_one_run(tmp_path, capsys):
     assert ab_browser.main([str(a), str(b), "--page", "", "--rounds", "2", "--presses", "1", "--json",
                             str(out)]) == 0
     printed = capsys.readouterr().out
-    rounds = [ln.split(":")[0] for ln in printed.splitlines() if ln.startswith("round")]
-    assert rounds == [f"round 1 {a}", f"round 1 {b}", f"round 2 {b}", f"round 2 {a}"]
+    rounds = [ln.split(":")[0] for ln in printed.splitlines() if ln.startswith(("round", "warm-up"))]
+    assert rounds == [f"warm-up round {a}", f"warm-up round {b}",   # not counted: fills the run's disk cache
+                      f"round 1 {a}", f"round 1 {b}", f"round 2 {b}", f"round 2 {a}"]
     got = json.loads(out.read_text())["results"]
     for d in (a, b):
         assert len(got[str(d)]["unchanged"]) == len(got[str(d)]["control"]) == 2
         assert all(0 < v < 60_000 for v in got[str(d)]["control"])
+
+
+def test_a_run_has_a_disk_cache_of_its_own(monkeypatch, tmp_path):
+    """A run's servers read and write an empty cache folder of the run (what a grid press costs must not depend on
+    what ran on the machine before); a folder the person chose is kept."""
+    from odapp.data import CACHE_ENV
+
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    with bb._run_cache() as d:
+        assert os.environ[CACHE_ENV] == d
+        assert Path(d).is_dir()
+        assert not any(Path(d).iterdir())
+        assert Path(d) != Path.home() / ".cache" / "odlab"
+    assert CACHE_ENV not in os.environ
+    assert not Path(d).exists()
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    with bb._run_cache() as d:
+        assert d == str(tmp_path)
+        assert os.environ[CACHE_ENV] == str(tmp_path)
+    assert os.environ[CACHE_ENV] == str(tmp_path)
 
 
 def test_before_and_after_needs_two_app_checkouts(tmp_path, capsys):
