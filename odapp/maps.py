@@ -288,8 +288,8 @@ def _merge_straight(e: np.ndarray, tol: float) -> np.ndarray:
     for k in np.unique(deg):
         if k < 2:
             continue
-        rows = first[deg == k][:, None] + np.arange(k)[None, :]   # (vertices of degree k, k)
-        S, T = seg_s[rows], side_s[rows]
+        at_k = first[deg == k][:, None] + np.arange(k)[None, :]   # (vertices of degree k, k)
+        S, T = seg_s[at_k], side_s[at_k]
         taken = np.zeros(S.shape, dtype=bool)
         for x, y in itertools.combinations(range(k), 2):      # the pairs in the order they were tried
             i, j = S[:, x], S[:, y]
@@ -302,13 +302,13 @@ def _merge_straight(e: np.ndarray, tol: float) -> np.ndarray:
     part = partner.tolist()
     done = np.zeros(n, dtype=bool)
     ep = e.reshape(n, 2, 2)                                    # (segment, side) -> its own [lon, lat]
-    rows = e.tolist()
+    e_rows = e.tolist()
     out = []
     for i in range(n):
         if done[i]:
             continue
         if part[i] == [-1, -1]:                              # nothing goes straight on from either end
-            out.append(rows[i])
+            out.append(e_rows[i])
             continue
         chain, at = [i], [(i, 0), (i, 1)]                    # the chain's points, each as one of its segments' ends
         inchain = {i}
