@@ -463,7 +463,7 @@ def _page_name(href_path: str) -> str:
 @contextlib.contextmanager
 def _run_cache():
     """A new, empty disk cache folder (``ODLAB_CACHE_DIR``) for the servers this run starts, removed afterwards;
-    an ``ODLAB_CACHE_DIR`` already set is kept. Yields the folder in use (None: the app's default)."""
+    an ``ODLAB_CACHE_DIR`` already set is kept. Yields the folder in use."""
     from odapp.data import CACHE_ENV
 
     if os.environ.get(CACHE_ENV):
@@ -480,7 +480,7 @@ def _run_cache():
 async def _first_launch(browser, app_dir: Path, log: Path) -> list[dict]:
     """Cold start with an empty disk cache (``ODLAB_CACHE_DIR`` set to a new empty folder): the first launch on a
     new machine, when the bundled city is validated and its OD tables are built (the other cold starts read them
-    back from ``~/.cache/odlab``, as every later launch does)."""
+    back from the run's disk cache folder, :func:`_run_cache`, as every later launch does from ``~/.cache/odlab``)."""
     from odapp.data import CACHE_ENV
 
     old = os.environ.get(CACHE_ENV)
