@@ -120,16 +120,13 @@ class CompactDeck(pdk.Deck):
     """
 
     def to_json(self) -> str:
-        layers = self.layers
-        encoded = {i: x.json for i, x in enumerate(layers) if isinstance(x, EncodedLayer)}
-        if not encoded:
-            return _compact_json(self)
+        from pydeck.bindings.json_tools import default_serialize
+
+        spec = default_serialize(self)   # a new dict: the deck itself is not changed (it may be shared)
+        encoded = {i: x.json for i, x in enumerate(spec["layers"]) if isinstance(x, EncodedLayer)}
         mark = "@@odlab-encoded-layer-{}"   # a string no layer's JSON holds, replaced by the layer's JSON
-        self.layers = [mark.format(i) if i in encoded else x for i, x in enumerate(layers)]
-        try:
-            text = _compact_json(self)
-        finally:
-            self.layers = layers
+        spec["layers"] = [mark.format(i) if i in encoded else x for i, x in enumerate(spec["layers"])]
+        text = _compact_json(spec)
         for i, js in encoded.items():
             text = text.replace(json.dumps(mark.format(i)), js, 1)
         return text
@@ -142,12 +139,18 @@ class FrozenDeck(CompactDeck):
     Once its JSON is made, the deck lets go of its layers: the JSON is all that is used from then on, and the rows'
     Python lists and dicts (~9,000 for the bundled city's release map, times the maps in the cache) would only be
     scanned again by the full garbage collection Streamlit runs after every script run (``runner.postScriptGC``):
-    with a class of ten on the OD release page that collection was a fifth of the server's CPU."""
+    with a class of ten on the OD release page that collection was a fifth of the server's CPU.
+
+    The JSON is made with the deck, inside the cached function that makes it, so no other session ever sees the deck
+    before its JSON exists (made on first use, two sessions drawing a new shared deck at once could both make it,
+    one of them after the other had let go of the layers)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._json = super().to_json()
+        self.layers = []
 
     def to_json(self) -> str:
-        if getattr(self, "_json", None) is None:
-            self._json = super().to_json()
-            self.layers = []
         return self._json
 
 

@@ -288,6 +288,8 @@ def test_a_frozen_deck_makes_its_json_once_and_lets_go_of_its_rows():
         return maps.deck(maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",)), vs, frozen=frozen)
 
     frozen, compact = made(True), made(False)
+    # made with the deck (inside the cached function): a session never sees a shared deck without its JSON
+    assert frozen.layers == []
     text = frozen.to_json()
     assert frozen.layers == []                          # let go once the JSON is made
     assert frozen.to_json() == text                     # the same JSON afterwards
