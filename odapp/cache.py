@@ -5,21 +5,41 @@ which data they are. Heavy tables use ``st.cache_resource``: ``st.cache_data`` w
 (~0.2 s for a week's release of the bundled sample), too slow for a slider to redraw within 300 ms. Their results
 are shared and must be treated as read-only by the pages (pandas copy-on-write makes accidental writes local).
 Small results use ``st.cache_data``. Nothing in here reads a global.
+
+The frozen configs are hashed by their fields' ``repr`` (:func:`config_key`): Streamlit's own way for a dataclass
+(``dataclasses.asdict``, then every value) took ~0.1 ms a config, and a press on the OD release page hashes them
+some twenty times.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import functools
 
 import streamlit as st
 
 from odapp import data as _data
 
 
-@st.cache_resource(max_entries=2, show_spinner="Reading the bundled synthetic city…")
+def config_key(config) -> str:
+    """The cache key of a frozen config dataclass: its type and the ``repr`` of every field, in order (the fields
+    are numbers, strings, None and enums, whose ``repr`` tells every value apart)."""
+    return type(config).__qualname__ + repr(tuple(getattr(config, f.name) for f in dataclasses.fields(config)))
+
+
+# by fully qualified name, so that the engine's modules are imported only when a page uses them
+CONFIG_TYPES = ("odcore.trips.ODConfig", "odcore.release.ReleaseConfig")
+HASH_FUNCS = dict.fromkeys(CONFIG_TYPES, config_key)
+_resource = functools.partial(st.cache_resource, hash_funcs=HASH_FUNCS)
+_data_cache = functools.partial(st.cache_data, hash_funcs=HASH_FUNCS)
+
+
+@_resource(max_entries=2, show_spinner="Reading the bundled synthetic city…")
 def sample_traces(dataset_id: str) -> _data.Loaded:
     return _data.disk_cached("sample", dataset_id, _data.load_sample)
 
 
-@st.cache_resource(max_entries=12, show_spinner="Reading the uploaded traces…")
+@_resource(max_entries=12, show_spinner="Reading the uploaded traces…")
 def upload_traces(path: str) -> _data.Loaded:
     """An upload's traces, read once from its session's Parquet file (:class:`odapp.data.StoredUpload`);
     at most 12 uploads are held in memory server-wide (~32 MB per million rows each), others are read again when
@@ -28,12 +48,12 @@ def upload_traces(path: str) -> _data.Loaded:
     return _data.StoredUpload(path, {}).load()
 
 
-@st.cache_resource(max_entries=4, show_spinner="Synthesising a city…")
+@_resource(max_entries=4, show_spinner="Synthesising a city…")
 def synth_traces(users: int, weeks: int, extent_km: float, seed: int) -> _data.Loaded:
     return _data.load_synth(users, weeks, extent_km, seed)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Cutting traces into weekly trips on the grid…")
+@_resource(max_entries=16, show_spinner="Cutting traces into weekly trips on the grid…")
 def od_data(dataset_id: str, od_config, _df):
     """:func:`odcore.trips.build_od` of the dataset ``dataset_id`` (``_df`` is its trace table), from the dataset's
     :func:`hour_index` (another grid does not sort the traces again)."""
@@ -48,7 +68,7 @@ def od_data(dataset_id: str, od_config, _df):
     return build()
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+@_resource(max_entries=4, show_spinner=False)
 def hour_index(dataset_id: str, tz: str, _df):
     """:class:`odcore.trips.HourIndex` of the dataset (rows in (user, hour) order, projected coordinates kept per
     projection), shared by every grid, zone system, session and page (read-only)."""
@@ -57,7 +77,7 @@ def hour_index(dataset_id: str, tz: str, _df):
     return HourIndex.of(_df, tz)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Reading the OD counts folder…")
+@_resource(max_entries=4, show_spinner="Reading the OD counts folder…")
 def counts_folder(dataset_id: str, path: str):
     """:func:`odcore.odtable.read_counts_folder` (``dataset_id`` changes when the folder is rewritten)."""
     from odcore.odtable import read_counts_folder
@@ -67,14 +87,14 @@ def counts_folder(dataset_id: str, path: str):
 
 # ---- budget (odcore.accounting) --------------------------------------------------------------------------------
 
-@st.cache_data(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
+@_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def budget(config) -> dict:
     from odcore.accounting import budget as _budget
 
     return _budget(config)
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
+@_data_cache(max_entries=128, show_spinner=False)
 def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pairs: int | None, delta: float) -> dict:
     """:func:`odcore.accounting.person_week` (one week of one person, in the chosen unit)."""
     from odcore.accounting import person_week as _person_week
@@ -82,14 +102,14 @@ def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pai
     return _person_week(mode, epsilon, threshold, trips, max_pairs, delta)
 
 
-@st.cache_data(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
+@_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_vs_trips(epsilon: float, trips_max: int, delta: float):
     from odcore import accounting as acc
 
     return acc.epsilon_vs_trips(epsilon, trips_max=trips_max, delta=delta)
 
 
-@st.cache_data(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
+@_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_over_weeks(epsilon: float, trips: int, weeks: int, delta: float, interval: float | None = None,
                        lower: bool = True):
     from odcore import accounting as acc
@@ -97,7 +117,7 @@ def epsilon_over_weeks(epsilon: float, trips: int, weeks: int, delta: float, int
     return acc.epsilon_over_weeks(epsilon, trips=trips, weeks=weeks, delta=delta, interval=interval, lower=lower)
 
 
-@st.cache_data(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
+@_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_delta_curve(epsilon: float, k: int):
     from odcore import accounting as acc
 
@@ -116,7 +136,7 @@ def budget_curves(epsilon: float, trips: int, weeks: int, delta: float, trips_ma
 
 # ---- data page -------------------------------------------------------------------------------------------------
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@_resource(max_entries=16, show_spinner=False)
 def cell_density(dataset_id: str, od_config, _df, _grid):
     """``DataFrame[cell, points]``: trace points per grid cell (every cell of the grid, zeros included)."""
     import numpy as np
@@ -127,13 +147,13 @@ def cell_density(dataset_id: str, od_config, _df, _grid):
     return pd.DataFrame({"cell": np.arange(_grid.n_cells), "points": counts}), int((cells < 0).sum())
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@_data_cache(max_entries=32, show_spinner=False)
 def od_summary(dataset_id: str, od_config, threshold: int, _od) -> dict:
     """:meth:`odcore.trips.ODData.summary` (the Data page's figures; computed once per data, grid and τ)."""
     return _od.summary(threshold=threshold)
 
 
-@st.cache_resource(max_entries=8, show_spinner="Drawing the trace points on the grid…")
+@_resource(max_entries=8, show_spinner="Drawing the trace points on the grid…")
 def trace_density_map(dataset_id: str, od_config, _df, _grid):
     """The Data page's map: trace points per zone (log colour scale, empty zones as outlines), with a scale bar.
     Returns ``(deck, vmax, outside)``; the deck's JSON is made once and reused by every rerun and session."""
@@ -150,7 +170,7 @@ def trace_density_map(dataset_id: str, od_config, _df, _grid):
 MAX_GRID_CELLS_DRAWN = 20_000   # above this, the Data map draws only the zones that hold points
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@_resource(max_entries=16, show_spinner=False)
 def cell_shapes(dataset_id: str, od_config, cells: tuple[int, ...] | None, _grid):
     """Outlines (``cell, name, polygon``) of ``cells`` (all cells when None) for pydeck: squares, hexagons or the
     user's polygons (:func:`odapp.zones_ui.zone_polygons`)."""
@@ -162,7 +182,7 @@ def cell_shapes(dataset_id: str, od_config, cells: tuple[int, ...] | None, _grid
     return zone_polygons(_grid, c)
 
 
-@st.cache_data(max_entries=16, show_spinner="Comparing zone systems: trips, release and attack for each…")
+@_data_cache(max_entries=16, show_spinner="Comparing zone systems: trips, release and attack for each…")
 def zone_comparison(dataset_id: str, tz: str, specs: tuple[str, ...], epsilon: float, threshold: float,
                     week: int, seed: int, _df):
     """:func:`odcore.zone_compare.compare_zones` of the dataset (same ε, τ, week and seed for every zone system)."""
@@ -173,7 +193,7 @@ def zone_comparison(dataset_id: str, tz: str, specs: tuple[str, ...], epsilon: f
 
 # ---- release (odcore.release / odcore.utility) -----------------------------------------------------------------
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@_resource(max_entries=16, show_spinner=False)
 def week_pairs_prepared(dataset_id: str, od_config, week: int, _od):
     """One week's unique pairs checked, sorted and counted once (:func:`odcore.release.prepare_pairs`): every
     release of that week (each ε, threshold, mode and seed a slider visits, in every session) starts from it."""
@@ -182,7 +202,7 @@ def week_pairs_prepared(dataset_id: str, od_config, week: int, _od):
     return prepare_pairs(_od.week_pairs(week))
 
 
-@st.cache_resource(max_entries=32, show_spinner="Adding noise and thresholding…")
+@_resource(max_entries=32, show_spinner="Adding noise and thresholding…")
 def week_release(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
     """:func:`odcore.release.release_with_report` of one week's unique pairs (same seed, same noise)."""
     from odcore.release import release_with_report
@@ -194,7 +214,7 @@ def week_release(dataset_id: str, od_config, week: int, release_config, seed: in
     return release_with_report(week_pairs_prepared(dataset_id, od_config, week, _od=_od), release_config, rng=seed)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@_resource(max_entries=64, show_spinner=False)
 def release_cells(dataset_id: str, od_config, week: int, release_config, bounding_seed: int | None, _table, _grid,
                   _cent):
     """``(cell_p, cells_df, edges, layers)`` of a week's release: per origin cell the exact chance that one of its
@@ -220,7 +240,7 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
     return cp, cells, edges, cell_layers(cells, edges, encoded=True)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@_resource(max_entries=16, show_spinner=False)
 def release_cells_base(dataset_id: str, od_config, cells_key: str, _cell_p, _grid, _cent):
     """:func:`odapp.maps.cells_base` of the cells with observed pairs (``cells_key``: a digest of their ids and
     pair counts) and their :func:`odapp.maps.outline_edges`, shared by every ε, threshold and seed of a week."""
@@ -231,7 +251,7 @@ def release_cells_base(dataset_id: str, od_config, cells_key: str, _cell_p, _gri
     return base, outline_edges(base["polygon"].tolist())
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@_resource(max_entries=64, show_spinner=False)
 def release_map(dataset_id: str, od_config, week: int, release_config, seed: int, view: str, top_n: int,
                 min_count: float, cell: int | None, show_suppressed: bool, basemap: bool, _table, _cent, _cells_df,
                 _edges=None, _base_layers=None):
@@ -245,7 +265,7 @@ def release_map(dataset_id: str, od_config, week: int, release_config, seed: int
                         basemap=basemap, frozen=True, edges=_edges, base_layers=_base_layers)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@_resource(max_entries=64, show_spinner=False)
 def release_curve(dataset_id: str, od_config, week: int, release_config, bounding_seed: int | None, projector: bool,
                   _true_counts):
     """The OD release page's release-probability chart, styled (read-only: the same figure serves every seed and
@@ -261,7 +281,7 @@ def release_curve(dataset_id: str, od_config, week: int, release_config, boundin
     return fig, curve
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@_resource(max_entries=16, show_spinner=False)
 def used_centroids(dataset_id: str, od_config, _od):
     """Centroids (``cell, lat, lon``, and ``name`` for hexagons and polygons) of the zones that hold data (for arcs
     and tooltips)."""
@@ -275,7 +295,7 @@ def used_centroids(dataset_id: str, od_config, _od):
 
 # ---- attack (odcore.attack) -------------------------------------------------------------------------------------
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@_data_cache(max_entries=64, show_spinner=False)
 def success_curve(epsilon: float, k_max: int, prior: float):
     """Exact p_k (equal priors), the Bayes success at ``prior`` and the posterior bound, for k = 0..k_max."""
     import numpy as np
@@ -292,7 +312,7 @@ def success_curve(epsilon: float, k_max: int, prior: float):
     return df
 
 
-@st.cache_data(max_entries=32, show_spinner="Computing per-person budgets…")
+@_data_cache(max_entries=32, show_spinner="Computing per-person budgets…")
 def person_curves(epsilon: float, max_pairs: int, delta: float, vs_trips, over_weeks):
     """Add ``person_tight`` to the budget curves: per person with contribution bounding, the tight ε of a week
     for n trips (the min(n, m)-fold Laplace(ε/m)) and over 1..W weeks (upper end of the bracket)."""
@@ -301,7 +321,7 @@ def person_curves(epsilon: float, max_pairs: int, delta: float, vs_trips, over_w
     return vs_trips.assign(person_tight=week), over_weeks.assign(person_tight=total)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@_data_cache(max_entries=64, show_spinner=False)
 def person_columns(epsilon: float, max_pairs: int, delta: float, trips_max: int, weeks: int):
     """:func:`person_curves`' two columns, for n = 1..trips_max and w = 1..weeks (cached: every rerun of the budget
     page in the per-person unit draws them)."""
@@ -318,7 +338,7 @@ def person_columns(epsilon: float, max_pairs: int, delta: float, trips_max: int,
     return week, np.minimum(hi, w * epsilon)
 
 
-@st.cache_resource(max_entries=8, show_spinner="Indexing the week's pairs for the designer…")
+@_resource(max_entries=8, show_spinner="Indexing the week's pairs for the designer…")
 def design_week(dataset_id: str, od_config, week: int, _od):
     """:class:`odcore.design.WeekIndex` of one week (seed-independent, read-only): a new seed only re-ranks it."""
     from odcore.design import WeekIndex
@@ -326,7 +346,7 @@ def design_week(dataset_id: str, od_config, week: int, _od):
     return WeekIndex(week_pairs_prepared(dataset_id, od_config, week, _od=_od))
 
 
-@st.cache_data(max_entries=16, show_spinner="Designing the release (searching max pairs, noise and threshold)…")
+@_data_cache(max_entries=16, show_spinner="Designing the release (searching max pairs, noise and threshold)…")
 def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | None, seed: int, _od) -> dict:
     """:func:`odcore.design.design_report` on one week of the data (with the frontier), JSON-able."""
     from odcore.cli.release import _jsonable
@@ -338,7 +358,7 @@ def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | 
                                     max_pairs=max_pairs, rng=seed, with_frontier=True))
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@_data_cache(max_entries=64, show_spinner=False)
 def bounded_success_curve(epsilon: float, max_pairs: int, k_max: int):
     """:func:`odcore.attack.bounded_success_curve`: the per-person (bounded) release, k = 0..k_max."""
     from odcore.attack import bounded_success_curve as _curve
@@ -346,7 +366,7 @@ def bounded_success_curve(epsilon: float, max_pairs: int, k_max: int):
     return _curve(epsilon, max_pairs, k_max)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@_resource(max_entries=16, show_spinner=False)
 def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
     """The week's (user, pair) rows the release counts, and per pair the count of *other* users' trips.
 
@@ -363,7 +383,7 @@ def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: in
     return _od.week_pairs(week), counts.loc[counts["week"].to_numpy() == week]
 
 
-@st.cache_resource(max_entries=16, show_spinner="Attacking every user of the week…")
+@_resource(max_entries=16, show_spinner="Attacking every user of the week…")
 def week_risk(dataset_id: str, od_config, week: int, release_config, seed: int, _pairs, _counts):
     from odcore.attack import risk_summary
     from odcore.attack import week_risk as _week_risk
@@ -372,7 +392,7 @@ def week_risk(dataset_id: str, od_config, week: int, release_config, seed: int, 
     return risk, report, risk_summary(risk)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@_data_cache(max_entries=64, show_spinner=False)
 def user_risk(others: tuple[float, ...], epsilon_pair: float, threshold: float):
     from odcore.attack import roc_plain
     from odcore.attack import user_risk as _user_risk
@@ -400,7 +420,7 @@ def attacker_pool(dataset_id: str, od_config, week: int, release_config, seed: i
                           _seed=seed, _od=_od)
 
 
-@st.cache_resource(max_entries=8, show_spinner="Listing the week's people and their trips…")
+@_resource(max_entries=8, show_spinner="Listing the week's people and their trips…")
 def _attacker_pool(dataset_id: str, od_config, week: int, pool_key: tuple, _release_config, _seed: int, _od):
     from odcore.teaching import AttackerPool
 
@@ -419,7 +439,7 @@ def game_theory(dataset_id: str, od_config, week: int, release_config, seed: int
                           release_config.threshold, release_config.sensitivity, _others=others)
 
 
-@st.cache_resource(max_entries=32, show_spinner="Dealing the game's rounds…")
+@_resource(max_entries=32, show_spinner="Dealing the game's rounds…")
 def _round_others(dataset_id: str, od_config, week: int, pool_key: tuple, game_seed: int, k: int, rounds: int,
                   _pool):
     from odcore.teaching import round_others
@@ -429,7 +449,7 @@ def _round_others(dataset_id: str, od_config, week: int, pool_key: tuple, game_s
     return out
 
 
-@st.cache_data(max_entries=64, show_spinner="Computing the optimal attacker's exact success on the game's rounds…")
+@_data_cache(max_entries=64, show_spinner="Computing the optimal attacker's exact success on the game's rounds…")
 def _round_success(dataset_id: str, od_config, week: int, pool_key: tuple, game_seed: int, k: int, rounds: int,
                    epsilon: float, threshold: float, sensitivity: int, _others):
     from odcore.teaching import GameRules, round_success
@@ -439,7 +459,7 @@ def _round_success(dataset_id: str, od_config, week: int, pool_key: tuple, game_
 
 # ---- Knock Knock (odcore.knock) ---------------------------------------------------------------------------------
 
-@st.cache_resource(max_entries=4, show_spinner="Building location time-series (10 × 10 grid, hourly)…")
+@_resource(max_entries=4, show_spinner="Building location time-series (10 × 10 grid, hourly)…")
 def knock_series(dataset_id: str, ts_config, _df):
     """:func:`odcore.knock.build_timeseries` of the dataset (heavy, read-only: not copied per rerun)."""
     from odcore.knock import build_timeseries
@@ -447,14 +467,14 @@ def knock_series(dataset_id: str, ts_config, _df):
     return build_timeseries(_df, ts_config)
 
 
-@st.cache_data(max_entries=16, show_spinner="Measuring the defences' error…")
+@_data_cache(max_entries=16, show_spinner="Measuring the defences' error…")
 def knock_mre(dataset_id: str, ts_config, mre_config, _ts):
     from odcore.knock import mre_table
 
     return mre_table(_ts, mre_config)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@_resource(max_entries=16, show_spinner=False)
 def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
     """The Release designer's frontier chart of one report (``report_key``: the arguments of
     ``cache.design_report``), built once: a sidebar control the report does not depend on (ε, threshold, unit)

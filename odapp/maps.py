@@ -385,16 +385,25 @@ def zone_label(cell, name=None) -> str:
 
 def flow_tip(origin, destination, o_lat, o_lon, d_lat, d_lon, true_count, noisy_count, release_prob,
              released, o_name=None, d_name=None) -> list[str]:
-    """Plain-text tooltip lines of each flow (no markup: see :func:`deck`); zone names when given."""
-    out = []
+    """Plain-text tooltip lines of each flow (no markup: see :func:`deck`); zone names when given. A zone's label
+    and centre are written once per zone, however many flows it has."""
     o_name = [None] * len(origin) if o_name is None else o_name
     d_name = [None] * len(origin) if d_name is None else d_name
+    ends: dict = {}
+
+    def end(cell, name, lat, lon):
+        k = (cell, lat, lon, name)
+        if k not in ends:
+            ends[k] = (zone_label(cell, name), coord(lat, lon))
+        return ends[k]
+
+    out = []
     for a, b, ola, olo, dla, dlo, tc, nc, p, r, na, nb in zip(origin, destination, o_lat, o_lon, d_lat, d_lon,
                                                                true_count, noisy_count, release_prob, released,
                                                                o_name, d_name, strict=True):
+        (la, ca), (lb, cb) = end(a, na, ola, olo), end(b, nb, dla, dlo)
         noisy = "–" if nc != nc else num(round(float(nc), 1))
-        out.append(f"{zone_label(a, na)} → {zone_label(b, nb)}\nfrom {coord(ola, olo)}\nto {coord(dla, dlo)}\n"
-                   f"true count: {num(int(tc))} people\nnoisy count: {noisy} "
+        out.append(f"{la} → {lb}\nfrom {ca}\nto {cb}\ntrue count: {num(int(tc))} people\nnoisy count: {noisy} "
                    f"({'published' if r else 'suppressed'})\nrelease probability: {p:.3f}")
     return out
 
@@ -423,26 +432,36 @@ def flows_frame(t: pd.DataFrame, centroids: pd.DataFrame, *, value: str,
                 color_range: tuple[float, float]) -> pd.DataFrame:
     """Arc rows of the selected pairs ``t`` (from :func:`select_flows`): positions, the weight ``f`` of ``value`` in
     ``color_range`` (0 to 1: :func:`arc_layer` computes each arc's width and opacity from it in the browser) and a
-    plain-text tooltip (cells, their centres, true and noisy count, release probability)."""
-    c = centroids.set_index("cell")
-    o = c.reindex(t["origin"].to_numpy())
-    d = c.reindex(t["destination"].to_numpy())
-    out = pd.DataFrame({
-        "origin": t["origin"].to_numpy(), "destination": t["destination"].to_numpy(),
-        "true_count": t["true_count"].to_numpy(), "noisy_count": t["noisy_count"].to_numpy(),
-        "release_prob": t["release_prob"].to_numpy(), "released": t["released"].to_numpy(),
-        "o_lat": o["lat"].to_numpy(), "o_lon": o["lon"].to_numpy(),
-        "d_lat": d["lat"].to_numpy(), "d_lon": d["lon"].to_numpy(),
-        "count": t[value].to_numpy(dtype=float),
-    })
+    plain-text tooltip (cells, their centres, true and noisy count, release probability). A cell missing from
+    ``centroids`` gets NaN positions."""
+    cells = centroids["cell"].to_numpy()
+    lat, lon = centroids["lat"].to_numpy(dtype=float), centroids["lon"].to_numpy(dtype=float)
+    names = centroids["name"].to_numpy(dtype=object) if "name" in centroids.columns else None
+    order = np.argsort(cells, kind="stable")
+
+    def at(ids: np.ndarray):   # each id's row in centroids (ids are unique there), and whether it is there
+        if not len(cells):
+            return np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=bool)
+        row = order[np.searchsorted(cells, ids, sorter=order).clip(max=len(cells) - 1)]
+        return row, cells[row] == ids
+
+    origin, destination = t["origin"].to_numpy(), t["destination"].to_numpy()
+    (oi, ok_o), (di, ok_d) = at(origin), at(destination)
+    o_lat, o_lon = np.where(ok_o, lat[oi], np.nan), np.where(ok_o, lon[oi], np.nan)
+    d_lat, d_lon = np.where(ok_d, lat[di], np.nan), np.where(ok_d, lon[di], np.nan)
+    true_count, noisy_count = t["true_count"].to_numpy(), t["noisy_count"].to_numpy()
+    release_prob, released = t["release_prob"].to_numpy(), t["released"].to_numpy()
+    count = t[value].to_numpy(dtype=float)
     lo, hi = color_range
-    f = np.clip((out["count"].to_numpy() - lo) / (hi - lo), 0, 1) if hi > lo else np.ones(len(out))
-    out["f"] = f
-    names = "name" in c.columns
-    out["tip"] = flow_tip(*(out[k].tolist() for k in ("origin", "destination", "o_lat", "o_lon", "d_lat", "d_lon",
-                                                       "true_count", "noisy_count", "release_prob", "released")),
-                          o["name"].tolist() if names else None, d["name"].tolist() if names else None)
-    return out
+    f = np.clip((count - lo) / (hi - lo), 0, 1) if hi > lo else np.ones(len(count))
+    tip = flow_tip(origin.tolist(), destination.tolist(), o_lat.tolist(), o_lon.tolist(), d_lat.tolist(),
+                   d_lon.tolist(), true_count.tolist(), noisy_count.tolist(), release_prob.tolist(),
+                   released.tolist(), *(None, None) if names is None else
+                   (np.where(ok_o, names[oi], None).tolist(), np.where(ok_d, names[di], None).tolist()))
+    return pd.DataFrame({
+        "origin": origin, "destination": destination, "true_count": true_count, "noisy_count": noisy_count,
+        "release_prob": release_prob, "released": released, "o_lat": o_lat, "o_lon": o_lon, "d_lat": d_lat,
+        "d_lon": d_lon, "count": count, "f": f, "tip": tip})
 
 
 # A release map cell's fill: figures.mix(CELL_LOW_RGB, CELL_HIGH_RGB, value), as a deck.gl expression of ``value``.

@@ -296,3 +296,41 @@ def _metric_then_caption(node) -> list:
     pairs = [a for a, b in itertools.pairwise(kids)
              if type(a).__name__ == "Metric" and type(b).__name__ == "Caption"]
     return pairs + [x for c in kids for x in _metric_then_caption(c)]
+
+
+def test_the_cached_functions_key_a_config_on_every_field_of_it():
+    # odapp.cache hashes the frozen configs by their fields' repr (Streamlit's dataclasses.asdict took ~0.1 ms a
+    # config): the names must be the configs' real types, every field must count, and every cached function of the
+    # module must use the hashing.
+    import dataclasses
+    import importlib
+
+    from streamlit import type_util
+    from streamlit.runtime.caching.cache_utils import CachedFunc
+
+    from odapp import cache
+    from odcore.release import Mode, ReleaseConfig
+    from odcore.trips import ODConfig
+
+    for name in cache.CONFIG_TYPES:
+        module, cls = name.rsplit(".", 1)
+        assert type_util.get_fqn_type(getattr(importlib.import_module(module), cls)()) == name
+    user = ReleaseConfig(mode=Mode.USER_LEVEL, max_pairs=2)
+    pairs = [(ODConfig(), ODConfig(cell_km2=1.4)), (ODConfig(), ODConfig(tz="Europe/London")),
+             (ODConfig(), ODConfig(zones="h3:8")), (ReleaseConfig(), ReleaseConfig(epsilon=0.7)),
+             (ReleaseConfig(), ReleaseConfig(threshold=90)), (user, ReleaseConfig(mode=Mode.USER_LEVEL, max_pairs=3)),
+             (ReleaseConfig(epsilon=2.0, max_pairs=None), ReleaseConfig(epsilon=2.0, mode=Mode.USER_LEVEL,
+                                                                         max_pairs=1))]
+    covered = collections.defaultdict(set)
+    for a, b in pairs:   # each pair differs in one field (two for the mode: per person needs max pairs)
+        changed = {f.name for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)}
+        covered[type(a)] |= changed
+        assert cache.config_key(a) != cache.config_key(b), changed
+        assert cache.config_key(a) == cache.config_key(dataclasses.replace(a))
+    for cls in (ODConfig, ReleaseConfig):   # a new field needs a pair here
+        assert covered[cls] == {f.name for f in dataclasses.fields(cls)}
+    assert cache.config_key(ReleaseConfig(epsilon=0.66)) != cache.config_key(ReleaseConfig(epsilon=0.6600000001))
+    assert cache.config_key(ODConfig()) != cache.config_key(ReleaseConfig())
+    funcs = [f for f in vars(cache).values() if isinstance(f, CachedFunc)]
+    assert len(funcs) >= 38
+    assert all(f._info.hash_funcs == cache.HASH_FUNCS for f in funcs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -93,6 +94,74 @@ def test_release_probability_closed_form_and_scipy():
     assert np.all(np.diff(p) >= 0)
     assert np.all(np.diff(p[:150]) > 0)
     assert p[-1] <= 1
+
+
+def test_release_probability_of_many_integer_counts_is_computed_per_value_with_the_same_numbers():
+    # a week's ~10^5 counts take a few hundred values: each value is computed once; the numbers must be those of
+    # the same counts as floats, bit for bit, whatever the integer type, shape or spread
+    rng = np.random.default_rng(5)
+    cases = [rng.zipf(1.7, 20_000).clip(max=5_000), rng.integers(-50, 400, (90, 100)),
+             rng.integers(0, 300, 9_000).astype(np.uint16), np.array([1, 2**40] * 3_000),   # spread: per element
+             rng.integers(0, 200, 100)]                                                     # small: per element
+    for c in cases:
+        for eps, tau, sens in [(0.66, 100, 1), (1.0, 5, 3), (0.05, 1, 1)]:
+            got = release_probability(c, eps, tau, sens)
+            want = release_probability(c.astype(float), eps, tau, sens)
+            assert got.shape == c.shape
+            assert got.dtype == np.float64
+            assert got.tobytes() == want.tobytes()
+
+
+def _reference_noisy_table(w, o, d, raw, tc, in_domain, config, rng):
+    """The release's table as the engine first built it (column by column, every pair through the masks)."""
+    table = pd.DataFrame({"week": w, "origin": o, "destination": d, RAW_COUNT: raw, "true_count": tc})
+    live = (tc > 0) | in_domain
+    noise = np.full(len(table), np.nan)
+    noise[live] = rng.laplace(0.0, config.scale, size=int(live.sum()))
+    noisy = tc + noise
+    released = np.zeros(len(table), dtype=bool)
+    released[live] = noisy[live] >= config.threshold
+    prob = np.zeros(len(table))
+    prob[live] = stats.laplace(scale=config.sensitivity / config.epsilon).sf(config.threshold - tc[live])
+    table["noise"], table["noisy_count"], table["released"], table["release_prob"] = noise, noisy, released, prob
+    return table.loc[:, list(RELEASE_COLUMNS)]
+
+
+@pytest.mark.parametrize("config", [ReleaseConfig(), ReleaseConfig(epsilon=2.0, threshold=3),
+                                    ReleaseConfig(epsilon=1.0, threshold=4, mode="user_level", max_pairs=2)])
+def test_release_table_equals_the_column_by_column_reference(config):
+    # the table is built in one go (and, when every pair is submitted, without masks): the same noise, the same
+    # decisions, the same columns and types as the first version; release_prob within 1e-12 of scipy's Laplace
+    from odcore import release as rel
+
+    rng = np.random.default_rng(11)
+    n = 30_000
+    pairs = pd.DataFrame({"week": rng.integers(0, 2, n), "user": rng.integers(0, 4_000, n),
+                          "origin": rng.zipf(1.6, n) % 40, "destination": rng.zipf(1.6, n) % 40})
+    domain = pd.DataFrame({"origin": [0, 1, 39, 38], "destination": [1, 0, 38, 39]})
+    calls = []
+    spy = rel._noisy_table
+
+    def record(*a):
+        calls.append((*a[:7], copy.deepcopy(a[7])))   # the generator as it was given (bounding may have drawn)
+        return spy(*a)
+
+    for dom in (None, domain):
+        try:
+            rel._noisy_table = record
+            got = release_with_report(pairs, config, rng=3, domain=dom).table
+        finally:
+            rel._noisy_table = spy
+        w, o, d, raw, tc, in_domain, cfg, gen = calls[-1]
+        want = _reference_noisy_table(w, o, d, raw, tc, in_domain, cfg, gen)
+        assert list(got.columns) == list(want.columns)
+        assert list(got.dtypes) == list(want.dtypes)
+        for c in RELEASE_COLUMNS:
+            if c == "release_prob":
+                np.testing.assert_allclose(got[c], want[c], rtol=1e-12, atol=1e-300)
+            else:
+                assert got[c].to_numpy().tobytes() == want[c].to_numpy().tobytes(), c
+        assert (tc == 0).any() == (config.mode is Mode.USER_LEVEL or dom is not None)   # both paths are run
 
 
 def test_threshold_delta_golden_bassolas():
