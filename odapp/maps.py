@@ -523,8 +523,9 @@ def scale_bar_layers(lat: np.ndarray, lon: np.ndarray, *, label: bool = True,
                         get_source_position="s", get_target_position="t", get_color=[27, 31, 36, 255], get_width=3,
                         pickable=False)]
     if label:
-        layers.append(pdk.Layer("TextLayer", data=[{"position": at, "text": f"{km:g} km", "tip": ""}], id="scale_label", get_position="position", get_text="text",
-                                get_size=15, get_color=[27, 31, 36, 255], get_text_anchor="'middle'",
+        layers.append(pdk.Layer("TextLayer", data=[{"position": at, "text": f"{km:g} km", "tip": ""}],
+                                id="scale_label", get_position="position", get_text="text", get_size=15,
+                                get_color=[27, 31, 36, 255], get_text_anchor="'middle'",
                                 get_alignment_baseline="'bottom'", font_family="'DejaVu Sans', Arial, sans-serif",
                                 font_weight=600, pickable=False))
     return layers

@@ -703,21 +703,16 @@ def release_counts_with_report(counts: pd.DataFrame, config: ReleaseConfig | Non
 def _noisy_table(w, o, d, raw, tc, in_domain, config: ReleaseConfig, rng, report: dict) -> ReleaseResult:
     """Laplace noise on the live counts (canonical pair order), threshold, exact release probability."""
     live = (tc > 0) | in_domain
-    n, n_live = len(w), int(np.count_nonzero(live))
-    draws = rng.laplace(0.0, config.scale, size=n_live)
-    if n_live == n:   # every pair is submitted (always so per metric): no masks, the same numbers
+    draws = rng.laplace(0.0, config.scale, size=int(np.count_nonzero(live)))
+    if len(draws) == len(live):   # every pair is submitted (always so per metric)
         noise = draws
-        noisy = tc + noise
-        released = noisy >= config.threshold
-        prob = release_probability(tc, config.epsilon, config.threshold, config.sensitivity)
     else:
-        noise = np.full(n, np.nan)
+        noise = np.full(len(live), np.nan)
         noise[live] = draws
-        noisy = tc + noise
-        released = np.zeros(n, dtype=bool)
-        released[live] = noisy[live] >= config.threshold
-        prob = np.zeros(n)
-        prob[live] = release_probability(tc[live], config.epsilon, config.threshold, config.sensitivity)
+    noisy = tc + noise
+    released = noisy >= config.threshold   # NaN (not submitted) is never released
+    prob = release_probability(tc, config.epsilon, config.threshold, config.sensitivity)
+    prob[~live] = 0.0
     table = pd.DataFrame(dict(zip(RELEASE_COLUMNS, (w, o, d, raw, tc, noise, noisy, released, prob), strict=True)))
     report.update({
         "pairs_observed": len(table),
