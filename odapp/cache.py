@@ -227,7 +227,7 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
 
     import numpy as np
 
-    from odapp.maps import cell_layers, cells_frame
+    from odapp.maps import cell_layers, cells_frame, outline_style
     from odcore.release import cell_release_probability
 
     cp = cell_release_probability(_table)
@@ -237,18 +237,19 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
                           digest_size=16).hexdigest()
     base, edges = release_cells_base(dataset_id, od_config, key, _cell_p=cp, _grid=_grid, _cent=_cent)
     cells = cells_frame(base, cp)
-    return cp, cells, edges, cell_layers(cells, edges, encoded=True)
+    return cp, cells, edges, cell_layers(cells, edges, encoded=True, outline=outline_style(_grid))
 
 
 @_resource(max_entries=16, show_spinner=False)
 def release_cells_base(dataset_id: str, od_config, cells_key: str, _cell_p, _grid, _cent):
     """:func:`odapp.maps.cells_base` of the cells with observed pairs (``cells_key``: a digest of their ids and
-    pair counts) and their :func:`odapp.maps.outline_edges`, shared by every ε, threshold and seed of a week."""
-    from odapp.maps import cells_base, outline_edges
+    pair counts) and their :func:`odapp.maps.outline_edges` (None for a map without outline segments, :func:`odapp.
+    maps.outline_style`), shared by every ε, threshold and seed of a week."""
+    from odapp.maps import cells_base, outline_edges, outline_style
 
     shapes = cell_shapes(dataset_id, od_config, tuple(int(x) for x in _cell_p["cell"]), _grid=_grid)
     base = cells_base(shapes, _cell_p, _cent)
-    return base, outline_edges(base["polygon"].tolist())
+    return base, (outline_edges(base["polygon"].tolist()) if outline_style(_grid) == "lines" else None)
 
 
 @_resource(max_entries=64, show_spinner=False)

@@ -156,18 +156,20 @@ class FrozenDeck(CompactDeck):
 
 def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
     """The Data page's map of trace points per zone (``cells_df``: ``cell, name, polygon, points``): log colour
-    scale, empty zones as outlines, scale bar. Returns the (frozen) deck and the largest log10 count."""
+    scale, scale bar; empty zones as outlines, or pale grey where zones are told apart by gaps (H3 hexagons,
+    :func:`outline_style`). Returns the (frozen) deck and the largest log10 count."""
     logp = np.log10(cells_df["points"].to_numpy() + 1)
     vmax = float(logp.max()) if len(logp) else 1.0
     empty = cells_df["points"].to_numpy() == 0
+    outline = outline_style(grid)
+    blank = [255, 255, 255, 0] if outline == "lines" else EMPTY_ZONE_RGBA
     cells_df = cells_df.copy()
-    cells_df["color"] = [[255, 255, 255, 0] if e else c
-                         for c, e in zip(ramp(logp, 0, vmax, alpha=190), empty, strict=True)]
+    cells_df["color"] = [blank if e else c for c, e in zip(ramp(logp, 0, vmax, alpha=190), empty, strict=True)]
     square = getattr(grid, "kind", "square") == "square"
     cells_df["tip"] = [f"{zone_label(c, None if square else n)}\n{num(int(p))} trace points" for n, c, p in
                        zip(cells_df["name"], cells_df["cell"], cells_df["points"], strict=True)]
     cent = grid.centroids(cells_df.loc[~empty, "cell"].to_numpy())
-    d = deck([*grid_layers(cells_df), *scale_bar_layers(cent["lat"], cent["lon"])],
+    d = deck([*grid_layers(cells_df, outline=outline), *scale_bar_layers(cent["lat"], cent["lon"])],
              view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
     return d, vmax
 
@@ -334,21 +336,57 @@ def _merge_straight(e: np.ndarray, tol: float) -> np.ndarray:
     return np.asarray(out, dtype=float).reshape(-1, 4)
 
 
+GAP_SCALE = 0.9                             # a hexagon drawn with gaps: 90 % of its size, about its centre
+EMPTY_ZONE_RGBA = [226, 226, 226, 150]        # an empty zone where zones are told apart by gaps (no outlines)
+
+
+def outline_style(grid) -> str:
+    """How a map shows where its zones meet: ``"lines"`` (a layer of outline segments) for squares and zone files,
+    ``"gaps"`` for H3 hexagons (each drawn a little smaller, :func:`shrunk`, so the background shows between them).
+
+    Squares' outlines join into a few hundred straight segments; hexagons' cannot (11,217 segments for the bundled
+    city's 3,657 hexagons at resolution 8), and in a browser without a GPU every redraw of a map pays ~22 ms per
+    1,000 segments (README, "Speed in a real browser"). Zone files keep their lines: scaling a concave polygon
+    about its centre can push it into its neighbour."""
+    return "gaps" if getattr(grid, "kind", "square") == "h3" else "lines"
+
+
+def shrunk(polygons, scale: float = GAP_SCALE) -> list[list[list[float]]]:
+    """Each ring (a list of [lon, lat], not closed) scaled by ``scale`` about the mean of its vertices (a convex
+    cell's centre), rounded to :data:`DIGITS` decimals like the rest of a layer's rows."""
+    polys = polygons if isinstance(polygons, list) else list(polygons)
+    if not polys:
+        return []
+    sizes = np.fromiter((len(q) for q in polys), dtype=np.int64, count=len(polys))
+    a = np.asarray(list(itertools.chain.from_iterable(polys)), dtype=float).reshape(-1, 2)
+    owner = np.repeat(np.arange(len(polys)), sizes)
+    centre = np.column_stack([np.bincount(owner, a[:, k], minlength=len(polys)) / sizes for k in (0, 1)])[owner]
+    flat = np.round(centre + (a - centre) * scale, DIGITS).tolist()
+    ends = np.cumsum(sizes).tolist()
+    return [flat[b - n:b] for b, n in zip(ends, sizes.tolist(), strict=True)]
+
+
 def grid_layers(cells_df: pd.DataFrame, color: list | str = "color", *, line: bool = True, pickable: bool = True,
                 layer_id: str = "cells", columns: tuple[str, ...] = ("color",),
-                edges: np.ndarray | None = None) -> list[pdk.Layer]:
+                edges: np.ndarray | None = None, outline: str = "lines") -> list[pdk.Layer]:
     """Cell polygons: ``color`` is a column, a constant or a deck.gl expression over ``columns`` (sent with the
-    ``polygon`` and, when pickable, the ``tip``); with ``line``, their outlines as a second layer of distinct
-    edges (``<layer_id>_edges``: ``edges`` if given, else :func:`outline_edges` of the polygons).
+    ``polygon`` and, when pickable, the ``tip``); with ``line``, where the cells meet is shown as ``outline`` says
+    (:func:`outline_style`): ``"lines"``, a second layer of distinct edges (``<layer_id>_edges``: ``edges`` if
+    given, else :func:`outline_edges` of the polygons); ``"gaps"``, each cell drawn at :data:`GAP_SCALE` of its
+    size and no second layer.
 
     The outlines are a LineLayer, not the PolygonLayer's own stroke: in a browser without a GPU (software WebGL)
     the stroke's paths cost about three times the rest of the map on every frame (the bundled city's release map
     while panning: 0.6 s against 0.25 s per frame on a loaded 2-core machine; README, "Speed in a real browser")."""
+    if outline not in ("lines", "gaps"):
+        raise ValueError(f"outline={outline!r}; expected 'lines' or 'gaps'")
     cols = ["polygon", *columns, *(["tip"] if pickable else [])]
-    layers = [pdk.Layer("PolygonLayer", data=layer_rows(cells_df, {c: c for c in cols}), id=layer_id,
+    rows = cells_df if not (line and outline == "gaps") else \
+        cells_df[cols].assign(polygon=shrunk(cells_df["polygon"].tolist()))
+    layers = [pdk.Layer("PolygonLayer", data=layer_rows(rows, {c: c for c in cols}), id=layer_id,
                         get_polygon="polygon", get_fill_color=color, stroked=False, filled=True, pickable=pickable,
                         auto_highlight=pickable)]
-    if line:
+    if line and outline == "lines":
         e = outline_edges(cells_df["polygon"].tolist()) if edges is None else edges
         layers.append(pdk.Layer("LineLayer", data=[{"s": r[:2], "t": r[2:]} for r in e.tolist()],
                                 id=f"{layer_id}_edges", get_source_position="s", get_target_position="t",
@@ -592,10 +630,11 @@ class FlowMap:
     suppressed: bool = False
 
 
-def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | None = None, *, encoded: bool = False) -> list:
-    """The release map's cells (shaded by ``value``, with their tooltips) and their outlines; with ``encoded``, as
-    :class:`EncodedLayer`s (for a cache that shares them between decks)."""
-    layers = grid_layers(cells_df, CELL_COLOR, layer_id="cells", columns=("value",), edges=edges)
+def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | None = None, *, encoded: bool = False,
+                outline: str = "lines") -> list:
+    """The release map's cells (shaded by ``value``, with their tooltips) and where they meet (``outline``, see
+    :func:`grid_layers`); with ``encoded``, as :class:`EncodedLayer`s (for a cache that shares them between decks)."""
+    layers = grid_layers(cells_df, CELL_COLOR, layer_id="cells", columns=("value",), edges=edges, outline=outline)
     return [EncodedLayer(x) for x in layers] if encoded else layers
 
 

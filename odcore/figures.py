@@ -29,8 +29,9 @@ PALETTE = ["#1f5fa8", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#a
 # Flow direction (Okabe-Ito/ColorBrewer colours that stay apart for colour-blind readers and on a projector).
 ORIGIN_RGB = (230, 97, 1)        # orange: where a flow starts
 DESTINATION_RGB = (94, 60, 153)  # purple: where it ends
-# Cells shaded by the chance that at least one of their flows is published: white -> slate blue.
-CELL_LOW_RGB = (244, 246, 248)
+# Cells shaded by the chance that at least one of their flows is published: pale grey-blue -> slate blue (the low end
+# not white, so that a zone with pairs stands out from the page where no outline is drawn: H3 maps, odapp.maps).
+CELL_LOW_RGB = (216, 223, 232)
 CELL_HIGH_RGB = (84, 124, 170)
 KM_PER_DEG_LAT = 110.574
 KM_PER_DEG_LON_EQUATOR = 111.320

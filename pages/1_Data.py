@@ -58,9 +58,10 @@ if not od.stats.get("pairs_available", True):   # an OD counts folder: no traces
 st.subheader("Where the traces are, on the grid" if s.zones is None else "Where the traces are, by zone")
 deck, vmax, outside = cache.trace_density_map(s.dataset.id, ctx.od_config, _df=ctx.loaded.df, _grid=od.grid)
 st.pydeck_chart(deck, height=480, key="data_map")
+empty_words = "as outlines" if maps.outline_style(od.grid) == "lines" else "pale grey"
 outside_words = "outside the grid" if getattr(od.grid, "kind", "square") != "polygons" else "outside every zone"
 st.markdown(maps.legend_html("Trace points per zone (log scale)", 1, 10 ** vmax,
-                             note=f"· empty zones drawn as outlines · {outside:,} points {outside_words}"),
+                             note=f"· empty zones drawn {empty_words} · {outside:,} points {outside_words}"),
             unsafe_allow_html=True)
 
 st.subheader(f"Total vs unique trips per user, week {s.week}")

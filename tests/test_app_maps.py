@@ -335,3 +335,57 @@ def test_pydecks_jupyter_check_is_made_once():
     pdk.Deck(layers=[])
     assert pdk_deck.has_jupyter_extra.cache_info().hits >= hits + 5
     assert pdk_deck.has_jupyter_extra.cache_info().misses == 1
+
+
+def _hexagons(n: int = 40) -> list[list[list[float]]]:
+    """Real H3 cells' rings (res 8 around the bundled city, and the res-0 pentagon 8009fffffffffff), [lon, lat]."""
+    import h3
+
+    cells = [*sorted(h3.grid_disk(h3.latlng_to_cell(33.75, -84.39, 8), 3))[:n], "8009fffffffffff"]
+    return [[[lng, lat] for lat, lng in h3.cell_to_boundary(c)] for c in cells]
+
+
+def test_shrunk_cells_sit_inside_their_zone_at_the_gap_scale():
+    import shapely
+
+    rings = [*_hexagons(), _sq(3, 4)]                            # six, five and four corners in one call
+    got = maps.shrunk(rings)
+    assert [len(r) for r in got] == [len(r) for r in rings]
+    for ring, small in zip(rings, got, strict=True):
+        a = np.asarray(ring)
+        c = a.mean(axis=0)                                       # the reference: one ring at a time
+        assert np.asarray(small) == pytest.approx(c + (a - c) * maps.GAP_SCALE, abs=0.51 * 10.0 ** -maps.DIGITS)
+        assert all(len(repr(x).split(".")[-1]) <= maps.DIGITS for pt in small for x in pt)
+        big, inner = shapely.Polygon(ring), shapely.Polygon(small)
+        assert big.contains(inner)                               # a gap all round: the background shows
+        assert inner.area / big.area == pytest.approx(maps.GAP_SCALE ** 2, rel=2e-3 if big.area > 1e-3 else 0.05)
+    assert maps.shrunk([]) == []
+
+
+def test_grid_layers_tell_zones_apart_by_lines_or_by_gaps():
+    rings = _hexagons()
+    cells = pd.DataFrame({"polygon": rings, "value": np.linspace(0, 1, len(rings)), "tip": ["t"] * len(rings)})
+    lines = maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",))
+    gaps = maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",), outline="gaps")
+    assert [x.id for x in lines] == ["cells", "cells_edges"]
+    assert [x.id for x in gaps] == ["cells"]                     # no segments to draw on every frame
+    assert [r["polygon"] for r in lines[0].data] == rings
+    assert [r["polygon"] for r in gaps[0].data] == maps.shrunk(rings)
+    assert [r["value"] for r in gaps[0].data] == [r["value"] for r in lines[0].data]
+    assert cells["polygon"].tolist() == rings                    # the frame itself is left as it was (exports)
+    plain = maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",), line=False, outline="gaps")
+    assert [x.id for x in plain] == ["cells"]
+    assert plain[0].data[0]["polygon"] == rings[0]               # no line: full size
+    with pytest.raises(ValueError, match="outline="):
+        maps.grid_layers(cells, outline="dots")
+
+
+def test_outline_style_by_zone_kind():
+    from odapp.zones_ui import BUNDLED_ZONES
+    from odcore.zones import make_zones, read_zone_file
+
+    lat, lon = np.array([33.70, 33.80]), np.array([-84.45, -84.35])
+    assert maps.outline_style(make_zones("square:1.3", lat, lon)) == "lines"
+    assert maps.outline_style(make_zones("h3:8", lat, lon)) == "gaps"
+    assert maps.outline_style(read_zone_file(BUNDLED_ZONES)) == "lines"     # a concave zone could not be shrunk
+    assert maps.outline_style(object()) == "lines"               # a plain grid without a kind: squares

@@ -55,6 +55,48 @@ def test_bundled_districts_on_every_page(at):
     assert at.session_state[K_ZONE_KIND] == "square"
 
 
+def test_h3_maps_tell_hexagons_apart_by_gaps_not_outline_segments(at):
+    """H3 maps draw each hexagon at maps.GAP_SCALE of its size and no outline layer (thousands of segments cost
+    every redraw in a browser without a GPU); the Data map fills empty hexagons pale grey and its legend says so."""
+    import h3
+    import numpy as np
+
+    from odapp import maps
+
+    def decks():
+        return [json.loads(el.proto.json) for el in at.get("deck_gl_json_chart")]
+
+    def ids(deck):
+        return [layer["id"] for layer in deck["layers"]]
+
+    at.switch_page("pages/1_Data.py").run()
+    at.sidebar.radio(key="w.zone_kind").set_value("h3").run()
+    _no_errors(at)
+    (deck,) = decks()
+    assert "cells" in ids(deck)
+    assert "cells_edges" not in ids(deck)
+    rows = deck["layers"][ids(deck).index("cells")]["data"]
+    empty = [r for r in rows if r["tip"].endswith("\n0 trace points")]
+    assert empty
+    assert all(r["color"] == maps.EMPTY_ZONE_RGBA for r in empty)
+    assert any("empty zones drawn pale grey" in m.value for m in at.markdown)
+    at.switch_page("pages/2_OD_release.py").run()
+    _no_errors(at)
+    deck = decks()[0]
+    assert "cells_edges" not in ids(deck)
+    rows = deck["layers"][ids(deck).index("cells")]["data"]
+    assert len(rows) > 300                     # the resolution the module's sessions left (7 or 8)
+    for r in rows[::10]:                       # each drawn hexagon: its H3 cell, scaled about its centre
+        cell = r["tip"].split(" ", 1)[0]
+        ring = np.array([[lng, lat] for lat, lng in h3.cell_to_boundary(cell)])
+        c = ring.mean(axis=0)
+        assert np.asarray(r["polygon"]) == pytest.approx(c + (ring - c) * maps.GAP_SCALE, abs=2e-5)
+    at.sidebar.radio(key="w.zone_kind").set_value("square").run()
+    _no_errors(at)
+    assert "cells_edges" in ids(decks()[0])    # squares keep their outline segments
+    assert at.session_state[K_ZONE_KIND] == "square"
+
+
 def test_zone_comparison_chart(at):
     at.switch_page("pages/1_Data.py").run()
     at.multiselect(key="zones_compare_pick").set_value(["h3:7", str(BUNDLED_ZONES)]).run()
