@@ -12,8 +12,14 @@ Before the rounds, one round of every checkout is run and not counted: the serve
 cache folder of their own (``bench_browser._run_cache``), and the first to press a new grid size or zone map builds
 its tables there, which the later ones read (as do later presses of the same checkout).
 
-Printed: each round's medians, then per checkout the round medians and their median, for the unchanged rerun and
-for the control. ``--json FILE`` writes them too.
+``--setup LABEL`` presses the sidebar control whose label contains ``LABEL`` once (``--setup-kind``, a radio by
+default: one option down) after the page is drawn and before anything is timed, e.g. ``--setup Zones`` to measure on
+H3 hexagons. ``--drag`` also times dragging the page's first map (after the presses): the mouse drags it 240 px in
+30 steps 30 ms apart while the page records its animation frames; reported is the median interval between frames
+that took longer than 20 ms (the frames the drag made), in ms (lower is smoother; 17 ms is 60 frames a second).
+
+Printed: each round's medians, then per checkout the round medians and their median, for the unchanged rerun, for
+the control and (with ``--drag``) for the drag's frames. ``--json FILE`` writes them too.
 """
 
 from __future__ import annotations
@@ -28,44 +34,84 @@ from pathlib import Path
 from benchmarks import bench_browser as bb
 from odapp import live
 
+MAP_CANVAS = "[data-testid=stDeckGlJsonChart] canvas"
+# the page's animation frames, recorded from now on (intervals in ms), at most 600
+FRAMES_JS = """() => { window.__odbFrames = []; let last = performance.now();
+  const step = (t) => { window.__odbFrames.push(t - last); last = t;
+                        if (window.__odbFrames.length < 600) requestAnimationFrame(step); };
+  requestAnimationFrame(step); }"""
+DRAG_FRAME_MS = 20      # a frame longer than this was drawn by the drag (an idle page's frames are ~17 ms)
 
-async def _round(browser, app_dir: Path, page: str, control: dict, presses: int, log: Path) -> dict:
+
+async def drag_frames(tab, steps: int = 30, step_px: tuple[float, float] = (8.0, 3.0), pause_ms: int = 30) -> dict:
+    """Drag the page's first map from 30 % of its width, ``steps`` mouse moves of ``step_px`` ``pause_ms`` apart,
+    recording the page's animation frames. ``{"frame_ms": median of the frames over DRAG_FRAME_MS, "frames": how
+    many}``; a map that cannot keep up draws few, long frames."""
+    canvas = tab.locator(MAP_CANVAS).first
+    await canvas.wait_for(timeout=bb.TIMEOUT_MS)
+    await canvas.scroll_into_view_if_needed()
+    await tab.wait_for_timeout(500)
+    box = await canvas.bounding_box()
+    x0, y0 = box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.5
+    await tab.mouse.move(x0, y0)
+    await tab.evaluate(FRAMES_JS)
+    await tab.mouse.down()
+    for k in range(1, steps + 1):
+        await tab.mouse.move(x0 + step_px[0] * k, y0 + step_px[1] * k)
+        await tab.wait_for_timeout(pause_ms)
+    await tab.mouse.up()
+    await tab.wait_for_timeout(800)
+    busy = [t for t in await tab.evaluate("() => window.__odbFrames") if t > DRAG_FRAME_MS]
+    return {"frame_ms": statistics.median(busy) if busy else 0.0, "frames": len(busy)}
+
+
+async def _round(browser, app_dir: Path, page: str, control: dict, presses: int, log: Path,
+                 setup: dict | None = None, drag: bool = False) -> dict:
     with live.streamlit_server(log, app_dir=app_dir, timeout_s=120) as url:
         ctx, tab = await bb._new_page(browser)
         try:
             await bb._goto_drawn(tab, f"{url}/{page}")
+            if setup is not None:
+                await bb._press(tab, setup, 0)
             unchanged = [await bb._rerun_unchanged(tab) for _ in range(presses + 1)][1:]
             pressed = [await bb._press(tab, control, i) for i in range(presses + 1)][1:]
+            dragged = await drag_frames(tab) if drag else None
         finally:
             await ctx.close()
-    return {"unchanged": statistics.median(r["total"] for r in unchanged),
-            "control": statistics.median(r["total"] for r in pressed)}
+    out = {"unchanged": statistics.median(r["total"] for r in unchanged),
+           "control": statistics.median(r["total"] for r in pressed)}
+    if dragged is not None:
+        out["drag"] = dragged["frame_ms"]
+    return out
 
 
 async def compare(dirs: list[Path], *, page: str, control: str, kind: str, rounds: int, presses: int,
-                  echo=print) -> dict:
-    """``{dir: {"unchanged": [ms per round], "control": [ms per round]}}``, rounds in alternating order."""
+                  setup: str | None = None, setup_kind: str = "radio", drag: bool = False, echo=print) -> dict:
+    """``{dir: {"unchanged": [ms per round], "control": [ms per round]}}`` (and ``"drag"``: the drag's median
+    frame per round), rounds in alternating order."""
     from playwright.async_api import async_playwright
 
     exe = live.chromium_executable()
     if exe is None:
         raise RuntimeError("no Chromium on this machine (Debian package 'chromium')")
     ctl = {"kind": kind, "index": 0, "label": control}
-    out = {str(d): {"unchanged": [], "control": []} for d in dirs}
+    first = None if setup is None else {"kind": setup_kind, "index": 0, "label": setup}
+    out = {str(d): {"unchanged": [], "control": [], **({"drag": []} if drag else {})} for d in dirs}
     with tempfile.TemporaryDirectory(prefix="odlab_ab_") as tmp, bb._run_cache():
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)
             try:
                 for d in dirs:   # not counted: fills the run's disk cache (see the module's docstring)
-                    await _round(browser, d, page, ctl, presses, Path(tmp) / "server.log")
+                    await _round(browser, d, page, ctl, presses, Path(tmp) / "server.log", first, drag)
                     echo(f"warm-up round {d}")
                 for r in range(rounds):
                     for d in dirs if r % 2 == 0 else dirs[::-1]:
-                        got = await _round(browser, d, page, ctl, presses, Path(tmp) / "server.log")
+                        got = await _round(browser, d, page, ctl, presses, Path(tmp) / "server.log", first, drag)
                         for k, v in got.items():
                             out[str(d)][k].append(v)
                         echo(f"round {r + 1} {d}: nothing changed {got['unchanged']:.0f} ms, "
-                             f"{control} {got['control']:.0f} ms")
+                             f"{control} {got['control']:.0f} ms"
+                             + (f", map drag {got['drag']:.0f} ms a frame" if drag else ""))
             finally:
                 await browser.close()
     return out
@@ -80,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kind", default="slider", choices=[k[0] for k in bb.CONTROL_KINDS])
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--presses", type=int, default=5)
+    parser.add_argument("--setup", help="part of the label of a sidebar control pressed once before timing")
+    parser.add_argument("--setup-kind", default="radio", choices=[k[0] for k in bb.CONTROL_KINDS])
+    parser.add_argument("--drag", action="store_true", help="also time dragging the page's first map")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     dirs = [d.resolve() for d in args.dirs]
@@ -90,14 +139,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1 or args.presses < 1:
         parser.error("--rounds and --presses must be at least 1")
     out = asyncio.run(compare(dirs, page=args.page, control=args.control, kind=args.kind, rounds=args.rounds,
-                              presses=args.presses))
+                              presses=args.presses, setup=args.setup, setup_kind=args.setup_kind, drag=args.drag))
     for d, r in out.items():
         print(f"{d}: nothing changed {[round(x) for x in r['unchanged']]} ms, median "
               f"{statistics.median(r['unchanged']):.0f}; {args.control} {[round(x) for x in r['control']]} ms, "
-              f"median {statistics.median(r['control']):.0f}")
+              f"median {statistics.median(r['control']):.0f}"
+              + (f"; map drag {[round(x) for x in r['drag']]} ms a frame, median {statistics.median(r['drag']):.0f}"
+                 if args.drag else ""))
     if args.json:
-        args.json.write_text(json.dumps({"page": args.page, "control": args.control, "rounds": args.rounds,
-                                         "presses": args.presses, "results": out}, indent=2))
+        args.json.write_text(json.dumps({"page": args.page, "control": args.control, "setup": args.setup,
+                                         "rounds": args.rounds, "presses": args.presses, "results": out}, indent=2))
     return 0
 
 

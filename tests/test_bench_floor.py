@@ -117,24 +117,32 @@ def test_a_page_run_measures_the_floor_before_and_after_its_controls(tmp_path, m
 @pytest.mark.timeout(300)
 def test_before_and_after_alternate_in_one_run(tmp_path, capsys):
     """``python -m benchmarks.ab_browser``: each checkout measured every round, in alternating order, on a fresh
-    server; the medians printed and written."""
+    server; the medians printed and written. ``--setup`` presses a control once before timing (here it is what makes
+    the map appear: without it the drag finds no map); ``--drag`` times dragging the map: frames were drawn, and
+    their median is reported per round."""
     from benchmarks import ab_browser
 
     if live.chromium_executable() is None:
         pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
-    a = bb.write_small_app(tmp_path / "a")
-    b = bb.write_small_app(tmp_path / "b", 'for i in range(20):\n    st.caption(f"line {i}")\n')
+    body = 'mode = st.sidebar.radio("Mode", ["text", "map"])\nif mode == "map":\n' + "".join(
+        f"    {line}\n" for line in bb.REFERENCE_APPS["one map"][1].strip().splitlines())
+    a = bb.write_small_app(tmp_path / "a", body)
+    b = bb.write_small_app(tmp_path / "b", body + 'for i in range(20):\n    st.caption(f"line {i}")\n')
     out = tmp_path / "ab.json"
-    assert ab_browser.main([str(a), str(b), "--page", "", "--rounds", "2", "--presses", "1", "--json",
-                            str(out)]) == 0
+    assert ab_browser.main([str(a), str(b), "--page", "", "--rounds", "2", "--presses", "1", "--setup", "Mode",
+                            "--drag", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     rounds = [ln.split(":")[0] for ln in printed.splitlines() if ln.startswith(("round", "warm-up"))]
     assert rounds == [f"warm-up round {a}", f"warm-up round {b}",   # not counted: fills the run's disk cache
                       f"round 1 {a}", f"round 1 {b}", f"round 2 {b}", f"round 2 {a}"]
-    got = json.loads(out.read_text())["results"]
+    assert "map drag" in printed
+    got = json.loads(out.read_text())
+    assert got["setup"] == "Mode"
     for d in (a, b):
-        assert len(got[str(d)]["unchanged"]) == len(got[str(d)]["control"]) == 2
-        assert all(0 < v < 60_000 for v in got[str(d)]["control"])
+        r = got["results"][str(d)]
+        assert len(r["unchanged"]) == len(r["control"]) == len(r["drag"]) == 2
+        assert all(0 < v < 60_000 for v in r["control"])
+        assert all(ab_browser.DRAG_FRAME_MS < v < 5_000 for v in r["drag"])
 
 
 def test_a_run_has_a_disk_cache_of_its_own(monkeypatch, tmp_path):
