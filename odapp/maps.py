@@ -381,12 +381,12 @@ def grid_layers(cells_df: pd.DataFrame, color: list | str = "color", *, line: bo
     if outline not in ("lines", "gaps"):
         raise ValueError(f"outline={outline!r}; expected 'lines' or 'gaps'")
     cols = ["polygon", *columns, *(["tip"] if pickable else [])]
-    rows = cells_df if not (line and outline == "gaps") else \
-        cells_df[cols].assign(polygon=shrunk(cells_df["polygon"].tolist()))
+    gaps = line and outline == "gaps"
+    rows = cells_df[cols].assign(polygon=shrunk(cells_df["polygon"].tolist())) if gaps else cells_df
     layers = [pdk.Layer("PolygonLayer", data=layer_rows(rows, {c: c for c in cols}), id=layer_id,
                         get_polygon="polygon", get_fill_color=color, stroked=False, filled=True, pickable=pickable,
                         auto_highlight=pickable)]
-    if line and outline == "lines":
+    if line and not gaps:
         e = outline_edges(cells_df["polygon"].tolist()) if edges is None else edges
         layers.append(pdk.Layer("LineLayer", data=[{"s": r[:2], "t": r[2:]} for r in e.tolist()],
                                 id=f"{layer_id}_edges", get_source_position="s", get_target_position="t",
