@@ -173,6 +173,51 @@ def test_attack_population_and_user_picks(at):
     at.toggle(key="attack_population").set_value(False).run()
 
 
+def test_attack_person_is_the_engines_pick(at):
+    """The real person of the week (its lookups cached per week, release and seed: odapp.cache.attack_users,
+    attack_others) against the engine on the same week: the busiest and the quietest user, their number of unique
+    trips, and the exact success of odcore.attack.user_risk on the counts of everyone else."""
+    import numpy as np
+
+    from odapp import cache
+    from odapp.data import load_sample
+    from odapp.words import pct
+    from odcore.attack import user_risk
+    from odcore.trips import ODConfig, build_od
+
+    at.switch_page("pages/3_Attack.py").run()
+    week = int(at.session_state[K_WEEK])
+    loaded = load_sample()
+    od = build_od(loaded.df, ODConfig(cell_km2=float(at.session_state[K_CELL_KM2]), tz=loaded.tz))
+    pairs = od.week_pairs(week)
+    counts = od.counts.loc[od.counts["week"] == week].set_index(["origin", "destination"])["count"]
+    per_user = pairs.groupby("user").size()
+    for pick, q in (("busiest", 1.0), ("quiet (10th percentile)", 0.1)):
+        at.radio(key="attack_pick").set_value(pick).run()
+        _no_errors(at)
+        k = int(np.quantile(per_user.to_numpy(), q, method="nearest"))
+        user = per_user.index[int(np.flatnonzero(per_user.to_numpy() == k)[0])]
+        assert _metric(at, "User") == str(user)
+        mine = pairs.loc[pairs["user"] == user]
+        others = counts.loc[list(zip(mine["origin"], mine["destination"], strict=True))].to_numpy(float) - 1.0
+        assert len(others) == k
+        expected = user_risk(others, float(at.session_state[K_EPSILON]), float(at.session_state[K_THRESHOLD]))
+        assert _metric(at, "Attack success on this user") == pct(expected.success)
+        # the cached lookup itself, exactly (the page rounds to 0.1 %, which hides an off-by-one in the counts)
+        got = cache.attack_others("test", od.config, week, None, 0, user, _pairs=pairs,
+                                  _counts=od.counts.loc[od.counts["week"] == week])
+        np.testing.assert_array_equal(np.sort(got), np.sort(others))
+        # user-level rows (no counts given): the others' count is the rows' own count of each pair, minus one
+        bounded = pairs.loc[pairs["origin"] != pairs["origin"].iloc[0]]
+        own = bounded.groupby(["origin", "destination"]).size()
+        mine_b = bounded.loc[bounded["user"] == user]
+        got = cache.attack_others("test-bounded", od.config, week, None, 0, user, _pairs=bounded, _counts=None)
+        want = own.loc[list(zip(mine_b["origin"], mine_b["destination"], strict=True))].to_numpy(float) - 1.0
+        np.testing.assert_array_equal(np.sort(got), np.sort(want))
+    assert cache.attack_users("test", od.config, week, None, 0, _pairs=pairs).equals(per_user)
+    at.radio(key="attack_pick").set_value("typical (median trips)").run()
+
+
 def test_monte_carlo_runs_and_matches_the_exact_curve(at):
     at.switch_page("pages/3_Attack.py").run()
     at.select_slider(key="attack_reps").set_value(500).run()
