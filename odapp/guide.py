@@ -99,9 +99,7 @@ def worksheet(settings, od=None, pool=None, od_config=None) -> str:
     theory = {}
     median = None
     if od is not None:
-        uw = od.user_week
-        wk = uw.loc[uw["week"] == settings.week, "unique_trips"]
-        median = float(wk.median()) if len(wk) else None
+        median = cache.median_trips(settings.dataset.id, od_config, settings.week, _od=od)
         if pool is None:
             pool = cache.attacker_pool(settings.dataset.id, od_config, settings.week, rcfg, settings.seed, _od=od)
         for k in (3, 32):

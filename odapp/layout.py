@@ -32,9 +32,8 @@ def unit_headline(ctx: sidebar.PageContext) -> dict:
     """The guarantee in the chosen unit, at the top of every page: what the ε covers and what a typical person of
     the week risks (tight ε of their week, :func:`odcore.accounting.person_week`). Returns the figures."""
     s = ctx.settings
-    uw = ctx.od.user_week
-    trips = uw.loc[uw["week"] == s.week, "unique_trips"]
-    typical = round(float(trips.median())) if len(trips) else 1
+    median = cache.median_trips(s.dataset.id, ctx.od_config, s.week, _od=ctx.od)
+    typical = 1 if median is None else round(median)
     g = cache.person_week(s.mode, s.epsilon, s.threshold, typical, s.max_pairs if s.mode == "user_level" else None,
                           HEADLINE_DELTA)
     unit = unit_words(s.mode)

@@ -30,9 +30,8 @@ ctx = page(
 )
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
-uw = ctx.od.user_week
-week_uw = uw[uw["week"] == s.week]
-typical = int(week_uw["unique_trips"].median()) if len(week_uw) else 0
+median = cache.median_trips(s.dataset.id, ctx.od_config, s.week, _od=ctx.od)
+typical = 0 if median is None else int(median)
 
 c1, c2, c3, c4 = st.columns(4)
 trips = c1.number_input(
