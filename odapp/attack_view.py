@@ -41,7 +41,8 @@ def real_person(ctx, bound: float) -> None:
     if pairs.empty:
         st.info("No trips this week: pick another week in the sidebar.")
         st.stop()
-    per_user = cache.attack_users(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _pairs=pairs)
+    key = cache.pairs_key(rcfg, s.seed)   # the rows do not change with ε or the threshold
+    per_user = cache.attack_users(s.dataset.id, ctx.od_config, s.week, key, _pairs=pairs)
     pick = st.radio("Person", ["typical (median trips)", "busiest", "quiet (10th percentile)", "by id"],
                     horizontal=True, key="attack_pick",
                     help="Which user of the week to attack: picked by their number of unique trips, or by id.")
@@ -58,8 +59,7 @@ def real_person(ctx, bound: float) -> None:
         q = {"typical (median trips)": 0.5, "busiest": 1.0, "quiet (10th percentile)": 0.1}[pick]
         target = np.quantile(ks, q, method="nearest")
         user = per_user.index[int(np.flatnonzero(ks == target)[0])]
-    others = cache.attack_others(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, user, _pairs=pairs,
-                                 _counts=counts)
+    others = cache.attack_others(s.dataset.id, ctx.od_config, s.week, key, user, _pairs=pairs, _counts=counts)
     eps_pair = 1.0 / rcfg.scale
     with engine_errors("Could not attack this user"):
         others_key = tuple(np.sort(others).tolist())

@@ -376,15 +376,33 @@ def bounded_success_curve(epsilon: float, max_pairs: int, k_max: int):
     return _curve(epsilon, max_pairs, k_max)
 
 
-@_resource(max_entries=16, show_spinner=False)
+def pairs_key(release_config, seed: int) -> tuple:
+    """What the week's (user, pair) rows of a release depend on besides data and week (:func:`attack_pairs`, the
+    attacker pool): per user, the contribution bound and the seed of :func:`odcore.release.bound_contributions`; per
+    metric nothing (not ε, threshold or seed)."""
+    from odcore.release import Mode
+
+    if release_config.mode is Mode.USER_LEVEL:
+        return (release_config.mode.value, int(release_config.max_pairs), int(seed))
+    return (release_config.mode.value,)
+
+
 def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
     """The week's (user, pair) rows the release counts, and per pair the count of *other* users' trips.
 
     Per-metric: every unique pair; user-level: the pairs kept by :func:`odcore.release.bound_contributions`
     (seeded as the release). Returns ``(pairs, counts or None)`` as :func:`odcore.attack.week_risk` takes them.
+    Built once per data, week and :func:`pairs_key`: an ε or threshold press (and, per metric, a seed) reuses them.
     """
+    return _attack_pairs(dataset_id, od_config, week, pairs_key(release_config, seed),
+                         _release_config=release_config, _seed=seed, _od=_od)
+
+
+@_resource(max_entries=16, show_spinner=False)
+def _attack_pairs(dataset_id: str, od_config, week: int, key: tuple, _release_config, _seed: int, _od):
     from odcore.release import Mode, bound_contributions
 
+    release_config, seed = _release_config, _seed
     if release_config.mode is Mode.USER_LEVEL:   # the week as the release prepared it (and its seed's draw)
         pairs, _ = bound_contributions(week_pairs_prepared(dataset_id, od_config, week, _od=_od),
                                        release_config.max_pairs, rng=seed)
@@ -394,15 +412,15 @@ def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: in
 
 
 @_resource(max_entries=16, show_spinner=False)
-def attack_users(dataset_id: str, od_config, week: int, release_config, seed: int, _pairs):
+def attack_users(dataset_id: str, od_config, week: int, key: tuple, _pairs):
     """The Attack page's people of the week: unique pairs per user (``Series`` indexed by user, sorted), from
-    :func:`attack_pairs`' rows. Grouping ~10⁵ rows took about a third of every rerun of the page, a rerun with nothing
-    changed included. Shared and read-only."""
+    :func:`attack_pairs`' rows of :func:`pairs_key` ``key``. Grouping ~10⁵ rows took about a third of every rerun
+    of the page, a rerun with nothing changed included. Shared and read-only."""
     return _pairs.groupby("user", sort=True).size()
 
 
 @_data_cache(max_entries=256, show_spinner=False)
-def attack_others(dataset_id: str, od_config, week: int, release_config, seed: int, user, _pairs, _counts):
+def attack_others(dataset_id: str, od_config, week: int, key: tuple, user, _pairs, _counts):
     """Per pair of ``user`` in :func:`attack_pairs`' rows, the count of the *other* users who made it (the attacker's
     knowledge in :func:`odcore.attack.user_risk`), as a float array in the rows' order."""
     up = _pairs.loc[(_pairs["user"] == user).to_numpy()]
@@ -433,20 +451,10 @@ def user_risk(others: tuple[float, ...], epsilon_pair: float, threshold: float):
 
 # ---- teaching mode (odcore.teaching) ----------------------------------------------------------------------------
 
-def _pool_key(release_config, seed: int) -> tuple:
-    """What the week's attacker pool depends on besides data and week: per user, the contribution bound and the seed
-    of :func:`odcore.release.bound_contributions`; per metric nothing (not ε, threshold or seed)."""
-    from odcore.release import Mode
-
-    if release_config.mode is Mode.USER_LEVEL:
-        return (release_config.mode.value, int(release_config.max_pairs), int(seed))
-    return (release_config.mode.value,)
-
-
 def attacker_pool(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
     """:class:`odcore.teaching.AttackerPool` of the week, for the release's mode (bounded pairs per user); built
-    once per data, week and :func:`_pool_key` (an ε, threshold or, per metric, seed change reuses it)."""
-    return _attacker_pool(dataset_id, od_config, week, _pool_key(release_config, seed), _release_config=release_config,
+    once per data, week and :func:`pairs_key` (an ε, threshold or, per metric, seed change reuses it)."""
+    return _attacker_pool(dataset_id, od_config, week, pairs_key(release_config, seed), _release_config=release_config,
                           _seed=seed, _od=_od)
 
 
@@ -463,7 +471,7 @@ def game_theory(dataset_id: str, od_config, week: int, release_config, seed: int
     """Exact success of the optimal attacker on each of the first ``rounds`` rounds of level ``k``
     (:func:`odcore.teaching.expected_success`). The rounds' pairs are drawn once per pool, game seed and k; an ε or
     threshold change only recomputes the successes (:func:`odcore.teaching.round_success`, batched)."""
-    pool_key = _pool_key(release_config, seed)
+    pool_key = pairs_key(release_config, seed)
     others = _round_others(dataset_id, od_config, week, pool_key, game_seed, k, rounds, _pool=_pool)
     return _round_success(dataset_id, od_config, week, pool_key, game_seed, k, rounds, release_config.epsilon,
                           release_config.threshold, release_config.sensitivity, _others=others)

@@ -204,17 +204,18 @@ def test_attack_person_is_the_engines_pick(at):
         expected = user_risk(others, float(at.session_state[K_EPSILON]), float(at.session_state[K_THRESHOLD]))
         assert _metric(at, "Attack success on this user") == pct(expected.success)
         # the cached lookup itself, exactly (the page rounds to 0.1 %, which hides an off-by-one in the counts)
-        got = cache.attack_others("test", od.config, week, None, 0, user, _pairs=pairs,
+        got = cache.attack_others("test", od.config, week, ("per_metric",), user, _pairs=pairs,
                                   _counts=od.counts.loc[od.counts["week"] == week])
         np.testing.assert_array_equal(np.sort(got), np.sort(others))
         # user-level rows (no counts given): the others' count is the rows' own count of each pair, minus one
         bounded = pairs.loc[pairs["origin"] != pairs["origin"].iloc[0]]
         own = bounded.groupby(["origin", "destination"]).size()
         mine_b = bounded.loc[bounded["user"] == user]
-        got = cache.attack_others("test-bounded", od.config, week, None, 0, user, _pairs=bounded, _counts=None)
+        got = cache.attack_others("test-bounded", od.config, week, ("user_level", 0, 0), user, _pairs=bounded,
+                                  _counts=None)
         want = own.loc[list(zip(mine_b["origin"], mine_b["destination"], strict=True))].to_numpy(float) - 1.0
         np.testing.assert_array_equal(np.sort(got), np.sort(want))
-    assert cache.attack_users("test", od.config, week, None, 0, _pairs=pairs).equals(per_user)
+    assert cache.attack_users("test", od.config, week, ("per_metric",), _pairs=pairs).equals(per_user)
     at.radio(key="attack_pick").set_value("typical (median trips)").run()
 
 
