@@ -19,6 +19,8 @@ from odapp.export import chart, projector_mode
 from odapp.layout import metric
 from odapp.words import num, pct, probability_words
 
+K_MAX = 70   # the page's curve: k = 0..70 (Houssiau et al. 2022, Fig. 1)
+
 
 @st.fragment
 def real_person(ctx, bound: float) -> None:
@@ -66,7 +68,8 @@ def real_person(ctx, bound: float) -> None:
         ur, _ = cache.user_risk(others_key, eps_pair, float(rcfg.threshold))
     k_user = len(others)
     # p_k of the release's own per-pair noise (1/scale: ε per count, or ε/max_pairs in the per-user mode)
-    plain_k = float(cache.success_curve(eps_pair, max(k_user, 1), 0.5)["success"][k_user]) if k_user else 0.5
+    # (to K_MAX at least: the page's own curve at a 50/50 prior, per metric, is then this same cache entry)
+    plain_k = float(cache.success_curve(eps_pair, max(k_user, K_MAX), 0.5)["success"][k_user]) if k_user else 0.5
     c = st.columns(4)
     metric(c[0], "User", str(user), f"{k_user} unique trips this week")
     metric(c[1], "Effective k after suppression", num(round(ur.effective_k, 1)),

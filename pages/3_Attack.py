@@ -14,7 +14,7 @@ from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words, unit_words
 from odcore.attack import simulate_attack
 
-K_MAX = 70   # Houssiau et al. 2022, Fig. 1: k = 0..70
+K_MAX = attack_view.K_MAX   # Houssiau et al. 2022, Fig. 1: k = 0..70
 MC_KEY = "attack.mc_results"   # session_state: {(epsilon, reps, seed): SimulationResult}
 
 ctx = page(
