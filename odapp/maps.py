@@ -346,7 +346,7 @@ def outline_style(grid) -> str:
 
     Squares' outlines join into a few hundred straight segments; hexagons' cannot (11,217 segments for the bundled
     city's 3,657 hexagons at resolution 8), and in a browser without a GPU every redraw of a map pays ~22 ms per
-    1,000 segments (README, "Speed in a real browser"). Zone files keep their lines: scaling a concave polygon
+    1,000 segments (docs/speed.md, sessions 14 and 15). Zone files keep their lines: scaling a concave polygon
     about its centre can push it into its neighbour."""
     return "gaps" if getattr(grid, "kind", "square") == "h3" else "lines"
 
@@ -377,7 +377,7 @@ def grid_layers(cells_df: pd.DataFrame, color: list | str = "color", *, line: bo
 
     The outlines are a LineLayer, not the PolygonLayer's own stroke: in a browser without a GPU (software WebGL)
     the stroke's paths cost about three times the rest of the map on every frame (the bundled city's release map
-    while panning: 0.6 s against 0.25 s per frame on a loaded 2-core machine; README, "Speed in a real browser")."""
+    while panning: 0.6 s against 0.25 s per frame on a loaded 2-core machine; docs/speed.md)."""
     if outline not in ("lines", "gaps"):
         raise ValueError(f"outline={outline!r}; expected 'lines' or 'gaps'")
     cols = ["polygon", *columns, *(["tip"] if pickable else [])]
