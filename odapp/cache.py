@@ -228,7 +228,7 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
                   _cent):
     """``(cell_p, cells_df, edges, layers)`` of a week's release: per origin cell the exact chance that one of its
     pairs is published (:func:`odcore.release.cell_release_probability`), the map's cell frame (:func:`odapp.maps.
-    cells_frame`), the cells' outlines (:func:`odapp.maps.outline_edges`) and the map's layers of both, their JSON
+    cells_frame`), the cells' outlines (:func:`release_cells_base`) and the map's layers of both, their JSON
     made once (:func:`odapp.maps.cell_layers`). They depend on the true counts and the release settings, not on the
     noise: one entry serves every seed and session (per user, the seed also picks the pairs each person keeps:
     ``bounding_seed``)."""
@@ -252,13 +252,15 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
 @_resource(max_entries=16, show_spinner=False)
 def release_cells_base(dataset_id: str, od_config, cells_key: str, _cell_p, _grid, _cent):
     """:func:`odapp.maps.cells_base` of the cells with observed pairs (``cells_key``: a digest of their ids and
-    pair counts) and their :func:`odapp.maps.outline_edges` (None for a map without outline segments, :func:`odapp.
-    maps.outline_style`), shared by every ε, threshold and seed of a week."""
-    from odapp.maps import cells_base, outline_edges, outline_style
+    pair counts) and how the map tells them apart (:func:`odapp.maps.outline_style`): their
+    :func:`odapp.maps.outline_edges` (squares), their :func:`odapp.maps.inset` (a zone file) or None (H3), shared by
+    every ε, threshold and seed of a week."""
+    from odapp.maps import cells_base, inset, outline_edges, outline_style
 
     shapes = cell_shapes(dataset_id, od_config, tuple(int(x) for x in _cell_p["cell"]), _grid=_grid)
     base = cells_base(shapes, _cell_p, _cent)
-    return base, (outline_edges(base["polygon"].tolist()) if outline_style(_grid) == "lines" else None)
+    style, polys = outline_style(_grid), base["polygon"].tolist()
+    return base, (outline_edges(polys) if style == "lines" else inset(polys) if style == "insets" else None)
 
 
 @_resource(max_entries=64, show_spinner=False)

@@ -156,8 +156,8 @@ class FrozenDeck(CompactDeck):
 
 def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
     """The Data page's map of trace points per zone (``cells_df``: ``cell, name, polygon, points``): log colour
-    scale, scale bar; empty zones as outlines, or pale grey where zones are told apart by gaps (H3 hexagons,
-    :func:`outline_style`). Returns the (frozen) deck and the largest log10 count."""
+    scale, scale bar; empty zones as outlines, or pale grey where zones are told apart by gaps (H3 hexagons and zone
+    files, :func:`outline_style`). Returns the (frozen) deck and the largest log10 count."""
     logp = np.log10(cells_df["points"].to_numpy() + 1)
     vmax = float(logp.max()) if len(logp) else 1.0
     empty = cells_df["points"].to_numpy() == 0
@@ -341,14 +341,17 @@ EMPTY_ZONE_RGBA = [226, 226, 226, 150]        # an empty zone where zones are to
 
 
 def outline_style(grid) -> str:
-    """How a map shows where its zones meet: ``"lines"`` (a layer of outline segments) for squares and zone files,
-    ``"gaps"`` for H3 hexagons (each drawn a little smaller, :func:`shrunk`, so the background shows between them).
+    """How a map shows where its zones meet: ``"lines"`` (a layer of outline segments) for squares, ``"gaps"`` for H3
+    hexagons (each drawn a little smaller about its centre, :func:`shrunk`) and ``"insets"`` for zone files (each
+    drawn moved inward by the same distance all round, :func:`inset`), so the background shows between them.
 
     Squares' outlines join into a few hundred straight segments; hexagons' cannot (11,217 segments for the bundled
-    city's 3,657 hexagons at resolution 8), and in a browser without a GPU every redraw of a map pays ~22 ms per
-    1,000 segments (docs/speed.md, sessions 14 and 15). Zone files keep their lines: scaling a concave polygon
-    about its centre can push it into its neighbour."""
-    return "gaps" if getattr(grid, "kind", "square") == "h3" else "lines"
+    city's 3,657 hexagons at resolution 8), nor can a zone file's (a file of detailed census tracts has tens of
+    thousands), and in a browser without a GPU every redraw of a map pays ~22 ms per 1,000 segments (docs/speed.md,
+    sessions 14 and 15). A zone file's zones are inset rather than scaled: scaling a concave zone about its centre
+    can push it into its neighbour, an inward offset cannot."""
+    kind = getattr(grid, "kind", "square")
+    return {"h3": "gaps", "polygons": "insets"}.get(kind, "lines")
 
 
 def shrunk(polygons, scale: float = GAP_SCALE) -> list[list[list[float]]]:
@@ -366,28 +369,95 @@ def shrunk(polygons, scale: float = GAP_SCALE) -> list[list[list[float]]]:
     return [flat[b - n:b] for b, n in zip(ends, sizes.tolist(), strict=True)]
 
 
+INSET_FRACTION = 0.027   # a zone file's zones inset by 2.7 % of √(median zone area): the gap of H3 hexagons that size
+
+
+@dataclass(frozen=True)
+class Inset:
+    """Zones drawn inset (:func:`inset`): the ring to draw for each zone, in the rows' order, and the outline
+    segments (:func:`outline_edges`) of the zones too thin to inset, which keep their line."""
+
+    rings: list
+    edges: np.ndarray
+
+
+def inset(polygons, fraction: float = INSET_FRACTION) -> Inset:
+    """Each ring (a list of [lon, lat], not closed) moved inward by one distance ``d`` all round: shapely's negative
+    buffer (mitred corners, so a straight side stays one side) in metres on a local equirectangular projection
+    (:func:`odcore.figures.km_per_deg_lon` at the rings' mean latitude), ``d = fraction·√(median ring area)``. Two
+    neighbours are then ``2d`` apart wherever they met, however concave. A ring that splits keeps its largest part;
+    a ring thinner than ``2d`` everywhere has nothing left and is drawn as it is, with its outline in
+    :attr:`Inset.edges`. Rounded to :data:`DIGITS` decimals like the rest of a layer's rows."""
+    import shapely
+
+    polys = polygons if isinstance(polygons, list) else list(polygons)
+    if not polys:
+        return Inset([], np.zeros((0, 4)))
+    sizes = np.fromiter((len(q) for q in polys), dtype=np.int64, count=len(polys))
+    a = np.asarray(list(itertools.chain.from_iterable(polys)), dtype=float).reshape(-1, 2)
+    lon0, lat0 = float(a[:, 0].mean()), float(a[:, 1].mean())
+    kx, ky = 1000 * figures.km_per_deg_lon(lat0), 1000 * figures.KM_PER_DEG_LAT
+    closed = np.ones(len(a) + len(polys), dtype=bool)            # each ring closed: its first vertex again at its end
+    closed[np.cumsum(sizes + 1) - 1] = False
+    xy = np.empty((len(closed), 2))
+    xy[closed] = (a - (lon0, lat0)) * (kx, ky)
+    xy[~closed] = xy[np.concatenate([[0], np.cumsum(sizes + 1)[:-1]])]
+    zones = shapely.polygons(shapely.linearrings(xy, indices=np.repeat(np.arange(len(polys)), sizes + 1)))
+    d = fraction * math.sqrt(float(np.median(shapely.area(zones))))
+    inner = shapely.buffer(zones, -d, join_style="mitre")
+    parts, of = shapely.get_parts(inner, return_index=True)
+    area = shapely.area(parts)
+    parts, of, area = parts[area > 0], of[area > 0], area[area > 0]   # an empty result is no part
+    keep = np.zeros(len(polys), dtype=np.int64) - 1             # each zone's largest part
+    if len(parts):
+        order = np.lexsort((area, of))                           # by zone, largest last
+        last = np.flatnonzero(np.r_[of[order][1:] != of[order][:-1], True])
+        keep[of[order][last]] = order[last]
+    rings = [None] * len(polys)
+    ok = np.flatnonzero(keep >= 0)
+    if len(ok):
+        pts, ring_of = shapely.get_coordinates(shapely.get_exterior_ring(parts[keep[ok]]), return_index=True)
+        lonlat = np.round(pts / (kx, ky) + (lon0, lat0), DIGITS).tolist()
+        starts = np.searchsorted(ring_of, np.arange(len(ok) + 1))
+        for z, (b, e) in zip(ok.tolist(), itertools.pairwise(starts.tolist()), strict=True):
+            rings[z] = lonlat[b:e - 1]                           # not closed, as the rows' rings
+    thin = [i for i, r in enumerate(rings) if r is None]
+    for i in thin:
+        rings[i] = np.round(np.asarray(polys[i], dtype=float), DIGITS).tolist()
+    return Inset(rings, outline_edges([polys[i] for i in thin]))
+
+
 def grid_layers(cells_df: pd.DataFrame, color: list | str = "color", *, line: bool = True, pickable: bool = True,
                 layer_id: str = "cells", columns: tuple[str, ...] = ("color",),
-                edges: np.ndarray | None = None, outline: str = "lines") -> list[pdk.Layer]:
+                edges: np.ndarray | Inset | None = None, outline: str = "lines") -> list[pdk.Layer]:
     """Cell polygons: ``color`` is a column, a constant or a deck.gl expression over ``columns`` (sent with the
     ``polygon`` and, when pickable, the ``tip``); with ``line``, where the cells meet is shown as ``outline`` says
     (:func:`outline_style`): ``"lines"``, a second layer of distinct edges (``<layer_id>_edges``: ``edges`` if
     given, else :func:`outline_edges` of the polygons); ``"gaps"``, each cell drawn at :data:`GAP_SCALE` of its
-    size and no second layer.
+    size and no second layer; ``"insets"``, each zone drawn moved inward (``edges``: its :class:`Inset` if made
+    beforehand, else :func:`inset` of the polygons), with edges only for the zones too thin for it.
 
     The outlines are a LineLayer, not the PolygonLayer's own stroke: in a browser without a GPU (software WebGL)
     the stroke's paths cost about three times the rest of the map on every frame (the bundled city's release map
     while panning: 0.6 s against 0.25 s per frame on a loaded 2-core machine; docs/speed.md)."""
-    if outline not in ("lines", "gaps"):
-        raise ValueError(f"outline={outline!r}; expected 'lines' or 'gaps'")
+    if outline not in ("lines", "gaps", "insets"):
+        raise ValueError(f"outline={outline!r}; expected 'lines', 'gaps' or 'insets'")
     cols = ["polygon", *columns, *(["tip"] if pickable else [])]
-    gaps = line and outline == "gaps"
-    rows = cells_df[cols].assign(polygon=shrunk(cells_df["polygon"].tolist())) if gaps else cells_df
+    style = outline if line else "none"
+    rows, e = cells_df, None
+    if style == "gaps":
+        rows = cells_df[cols].assign(polygon=shrunk(cells_df["polygon"].tolist()))
+    elif style == "insets":
+        ins = edges if isinstance(edges, Inset) else inset(cells_df["polygon"].tolist())
+        if len(ins.rings) != len(cells_df):
+            raise ValueError(f"an Inset of {len(ins.rings)} zones for {len(cells_df)} rows")
+        rows, e = cells_df[cols].assign(polygon=ins.rings), ins.edges
+    elif style == "lines":
+        e = outline_edges(cells_df["polygon"].tolist()) if edges is None else edges
     layers = [pdk.Layer("PolygonLayer", data=layer_rows(rows, {c: c for c in cols}), id=layer_id,
                         get_polygon="polygon", get_fill_color=color, stroked=False, filled=True, pickable=pickable,
                         auto_highlight=pickable)]
-    if line and not gaps:
-        e = outline_edges(cells_df["polygon"].tolist()) if edges is None else edges
+    if e is not None and (style == "lines" or len(e)):
         layers.append(pdk.Layer("LineLayer", data=[{"s": r[:2], "t": r[2:]} for r in e.tolist()],
                                 id=f"{layer_id}_edges", get_source_position="s", get_target_position="t",
                                 get_color=[90, 90, 90, 120], get_width=0.5, width_min_pixels=0.5, pickable=False))
@@ -630,7 +700,7 @@ class FlowMap:
     suppressed: bool = False
 
 
-def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | None = None, *, encoded: bool = False,
+def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | Inset | None = None, *, encoded: bool = False,
                 outline: str = "lines") -> list:
     """The release map's cells (shaded by ``value``, with their tooltips) and where they meet (``outline``, see
     :func:`grid_layers`); with ``encoded``, as :class:`EncodedLayer`s (for a cache that shares them between decks)."""
@@ -641,7 +711,7 @@ def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | None = None, *, enco
 def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.DataFrame, *, view: str, top_n: int,
                  min_count: float, threshold: float, cell: int | None = None, show_suppressed: bool = False,
                  basemap: bool = False, height: int = 460, frozen: bool = False,
-                 edges: np.ndarray | None = None, base_layers: list | None = None) -> list[FlowMap]:
+                 edges: np.ndarray | Inset | None = None, base_layers: list | None = None) -> list[FlowMap]:
     """The OD release page's map(s): "Published" (noisy counts of the published pairs), "Raw counts" (true counts
     of every observed pair) or "Side by side" (what suppression removes, in red, next to what is published).
     ``base_layers``: :func:`cell_layers` of ``cells_df`` made beforehand (shared by every seed's map)."""

@@ -387,5 +387,81 @@ def test_outline_style_by_zone_kind():
     lat, lon = np.array([33.70, 33.80]), np.array([-84.45, -84.35])
     assert maps.outline_style(make_zones("square:1.3", lat, lon)) == "lines"
     assert maps.outline_style(make_zones("h3:8", lat, lon)) == "gaps"
-    assert maps.outline_style(read_zone_file(BUNDLED_ZONES)) == "lines"     # a concave zone could not be shrunk
+    assert maps.outline_style(read_zone_file(BUNDLED_ZONES)) == "insets"    # moved inward, not scaled
     assert maps.outline_style(object()) == "lines"               # a plain grid without a kind: squares
+
+
+def _metres(ring, lat0: float) -> np.ndarray:
+    """A [lon, lat] ring in metres on the local equirectangular projection :func:`odapp.maps.inset` works in."""
+    from odcore import figures
+
+    return np.asarray(ring, dtype=float) * (1000 * figures.km_per_deg_lon(lat0), 1000 * figures.KM_PER_DEG_LAT)
+
+
+def test_inset_moves_every_side_inward_by_one_distance():
+    """A zone file's zones drawn inset: each inside its zone, neighbours 2d apart wherever they met (a concave L
+    included, which scaling about the centre would push into its neighbour), the same number of corners for a
+    straight-sided zone, d from the median zone's area; a zone thinner than 2d is drawn as it is and keeps its
+    outline segments; the bundled districts all inset, with no segments left."""
+    import shapely
+
+    from odapp.zones_ui import BUNDLED_ZONES, zone_polygons
+    from odcore.zones import read_zone_file
+
+    lat0 = 33.75
+    ell = [[0, 0], [0.02, 0], [0.02, 0.01], [0.01, 0.01], [0.01, 0.02], [0, 0.02]]       # concave
+    rest = [[0.02, 0], [0.04, 0], [0.04, 0.02], [0.01, 0.02], [0.01, 0.01], [0.02, 0.01]]   # fills the L's notch
+    sliver = [[0.04, 0], [0.04001, 0], [0.04001, 0.02], [0.04, 0.02]]                        # ~1 m wide
+    rings = [[[x - 84.4, y + lat0] for x, y in r] for r in (ell, rest, sliver)]
+    got = maps.inset(rings)
+    zones = [shapely.Polygon(_metres(r, lat0)) for r in rings]
+    drawn = [shapely.Polygon(_metres(r, lat0)) for r in got.rings]
+    d = maps.INSET_FRACTION * np.sqrt(np.median([z.area for z in zones]))
+    for z, q in zip(zones[:2], drawn[:2], strict=True):
+        assert z.contains(q)
+        assert q.area == pytest.approx(z.buffer(-d, join_style="mitre").area, rel=1e-3)
+    assert len(got.rings[0]) == len(ell)                         # six corners: each side moved, none cut
+    assert drawn[0].distance(drawn[1]) == pytest.approx(2 * d, abs=2.5)   # rows rounded to 1e-5° (~1 m)
+    assert got.rings[2] == np.round(rings[2], maps.DIGITS).tolist()   # too thin: drawn as it is ...
+    np.testing.assert_array_equal(got.edges, maps.outline_edges([rings[2]]))   # ... with its outline
+    districts = zone_polygons(read_zone_file(BUNDLED_ZONES), np.arange(40))["polygon"].tolist()
+    inner = maps.inset(districts)
+    assert inner.edges.shape == (0, 4)
+    assert all(shapely.Polygon(r).contains(shapely.Polygon(q)) for r, q in zip(districts, inner.rings, strict=True))
+    assert maps.inset([]).rings == []
+
+
+def test_inset_keeps_the_largest_part_of_a_zone_that_splits():
+    import shapely
+
+    # a dumbbell: two 1 km squares joined by a 5 m neck, among 1 km squares (d ≈ 27 m cuts the neck)
+    lat0 = 33.75
+    kx, ky = 1 / (1000 * maps.figures.km_per_deg_lon(lat0)), 1 / (1000 * maps.figures.KM_PER_DEG_LAT)
+    metres = [[0, 0], [1000, 0], [1000, 497], [1500, 497], [1500, 0], [2600, 0], [2600, 1000], [1500, 1000],
+              [1500, 502], [1000, 502], [1000, 1000], [0, 1000]]
+    dumbbell = [[-84.4 + x * kx, lat0 + y * ky] for x, y in metres]
+    squares = [[[-84.4 + (x + dx) * kx, lat0 + (3000 + dy) * ky] for dx, dy in ((0, 0), (1000, 0), (1000, 1000),
+                                                                               (0, 1000))]
+               for x in (0, 1000, 2000)]
+    got = maps.inset([dumbbell, *squares])
+    part = shapely.Polygon(_metres(got.rings[0], lat0))
+    assert part.area == pytest.approx((1100 - 2 * 27) * (1000 - 2 * 27), rel=0.02)   # the right, larger square
+    assert part.centroid.x / 1000 == pytest.approx(_metres([[-84.4 + 2050 * kx, lat0]], lat0)[0, 0] / 1000, abs=0.01)
+    assert got.edges.shape == (0, 4)
+
+
+def test_grid_layers_draw_insets_and_only_the_thin_zones_lines():
+    rings = [[[0, 0], [0.01, 0], [0.01, 0.01], [0, 0.01]], [[0.01, 0], [0.02, 0], [0.02, 0.01], [0.01, 0.01]],
+             [[0.02, 0], [0.02001, 0], [0.02001, 0.01], [0.02, 0.01]]]
+    cells = pd.DataFrame({"polygon": rings, "value": [0.1, 0.5, 0.9], "tip": ["a", "b", "c"]})
+    ins = maps.inset(rings)
+    layers = maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",), outline="insets")
+    assert [x.id for x in layers] == ["cells", "cells_edges"]     # the sliver's four sides, nothing else
+    assert [r["polygon"] for r in layers[0].data] == ins.rings
+    assert [[*r["s"], *r["t"]] for r in layers[1].data] == ins.edges.tolist()
+    made = maps.grid_layers(cells.iloc[:2], maps.CELL_COLOR, columns=("value",), outline="insets",
+                            edges=maps.inset(rings[:2]))
+    assert [x.id for x in made] == ["cells"]                      # every zone inset: no segments at all
+    with pytest.raises(ValueError, match="Inset of 2 zones for 3 rows"):
+        maps.grid_layers(cells, outline="insets", edges=maps.inset(rings[:2]))
+    assert cells["polygon"].tolist() == rings                    # the frame itself is left as it was (exports)

@@ -97,6 +97,43 @@ def test_h3_maps_tell_hexagons_apart_by_gaps_not_outline_segments(at):
     assert at.session_state[K_ZONE_KIND] == "square"
 
 
+def test_zone_file_maps_draw_each_zone_inset_without_outline_segments(at):
+    """The bundled districts (a zone file) on the Data and OD release maps: each zone drawn inside its district,
+    moved inward (maps.inset), no outline layer (every district is wide enough), empty zones pale grey."""
+    import re
+
+    import numpy as np
+
+    def decks():
+        return [json.loads(el.proto.json) for el in at.get("deck_gl_json_chart")]
+
+    def ids(deck):
+        return [layer["id"] for layer in deck["layers"]]
+
+    zones = read_zone_file(BUNDLED_ZONES)
+    district = {int(c): shapely.Polygon(p) for c, p in
+                zone_polygons(zones, np.arange(zones.n_cells))[["cell", "polygon"]].itertuples(index=False)}
+    at.switch_page("pages/1_Data.py").run()
+    at.sidebar.radio(key="w.zone_kind").set_value("file").run()
+    _no_errors(at)
+    assert any("empty zones drawn pale grey" in m.value for m in at.markdown)
+    for page in ("pages/1_Data.py", "pages/2_OD_release.py"):
+        at.switch_page(page).run()
+        _no_errors(at)
+        deck = decks()[0]
+        assert "cells_edges" not in ids(deck), page
+        rows = deck["layers"][ids(deck).index("cells")]["data"]
+        assert len(rows) >= 20, page
+        for r in rows:
+            zone = int(re.search(r"\(zone (\d+)\)", r["tip"]).group(1))
+            drawn = shapely.Polygon(r["polygon"])
+            assert district[zone].contains(drawn), (page, zone)
+            assert 0.5 < drawn.area / district[zone].area < 0.99, (page, zone)   # one gap for all: small ones lose more
+    at.sidebar.radio(key="w.zone_kind").set_value("square").run()
+    _no_errors(at)
+    assert "cells_edges" in ids(decks()[0])    # squares keep their outline segments
+
+
 def test_zone_comparison_chart(at):
     at.switch_page("pages/1_Data.py").run()
     at.multiselect(key="zones_compare_pick").set_value(["h3:7", str(BUNDLED_ZONES)]).run()
