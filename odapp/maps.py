@@ -372,7 +372,7 @@ def shrunk(polygons, scale: float = GAP_SCALE) -> list[list[list[float]]]:
 INSET_FRACTION = 0.027   # a zone file's zones inset by 2.7 % of √(median zone area): the gap of H3 hexagons that size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Inset:
     """Zones drawn inset (:func:`inset`): the ring to draw for each zone, in the rows' order, and the outline
     segments (:func:`outline_edges`) of the zones too thin to inset, which keep their line."""
