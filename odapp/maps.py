@@ -381,13 +381,16 @@ class Inset:
     edges: np.ndarray
 
 
-def inset(polygons, fraction: float = INSET_FRACTION) -> Inset:
+def inset(polygons, fraction: float = INSET_FRACTION, simplify: float = 0.5) -> Inset:
     """Each ring (a list of [lon, lat], not closed) moved inward by one distance ``d`` all round: shapely's negative
     buffer (mitred corners, so a straight side stays one side) in metres on a local equirectangular projection
     (:func:`odcore.figures.km_per_deg_lon` at the rings' mean latitude), ``d = fraction·√(median ring area)``. Two
     neighbours are then ``2d`` apart wherever they met, however concave. A ring that splits keeps its largest part;
     a ring thinner than ``2d`` everywhere has nothing left and is drawn as it is, with its outline in
-    :attr:`Inset.edges`. Rounded to :data:`DIGITS` decimals like the rest of a layer's rows."""
+    :attr:`Inset.edges`. Each drawn ring is then simplified within ``simplify·d`` (Douglas–Peucker, topology kept):
+    at most ``d/2`` from the inset ring, so still inside its zone and at least ``d`` from its neighbours, with fewer
+    vertices for the browser to draw where a zone's boundary wiggles (a street, a river). Rounded to :data:`DIGITS`
+    decimals like the rest of a layer's rows."""
     import shapely
 
     polys = polygons if isinstance(polygons, list) else list(polygons)
@@ -405,6 +408,8 @@ def inset(polygons, fraction: float = INSET_FRACTION) -> Inset:
     zones = shapely.polygons(shapely.linearrings(xy, indices=np.repeat(np.arange(len(polys)), sizes + 1)))
     d = fraction * math.sqrt(float(np.median(shapely.area(zones))))
     inner = shapely.buffer(zones, -d, join_style="mitre")
+    if simplify > 0:
+        inner = shapely.simplify(inner, simplify * d, preserve_topology=True)
     parts, of = shapely.get_parts(inner, return_index=True)
     area = shapely.area(parts)
     parts, of, area = parts[area > 0], of[area > 0], area[area > 0]   # an empty result is no part

@@ -431,6 +431,29 @@ def test_inset_moves_every_side_inward_by_one_distance():
     assert maps.inset([]).rings == []
 
 
+def test_inset_simplifies_a_wiggly_boundary_within_half_the_gap():
+    """Two zones sharing a boundary that wiggles every ~10 m: drawn with far fewer vertices, still inside their zones,
+    at most d/2 from the exact inset ring and at least d apart (2d less the two simplifications)."""
+    import shapely
+
+    lat0 = 33.75
+    kx, ky = 1 / (1000 * maps.figures.km_per_deg_lon(lat0)), 1 / (1000 * maps.figures.KM_PER_DEG_LAT)
+    x = np.linspace(0, 1000, 101)
+    wiggle = 500 + 6 * np.sin(x / 7)                             # the shared boundary, metres
+    south = [[0, 0], [1000, 0], *zip(x[::-1], wiggle[::-1], strict=True)]
+    north = [*zip(x, wiggle, strict=True), [1000, 1000], [0, 1000]]
+    rings = [[[-84.4 + a * kx, lat0 + b * ky] for a, b in r] for r in (south, north)]
+    exact, simple = maps.inset(rings, simplify=0), maps.inset(rings)
+    d = maps.INSET_FRACTION * np.sqrt(np.median([shapely.Polygon(_metres(r, lat0)).area for r in rings]))
+    assert sum(map(len, simple.rings)) < 0.5 * sum(map(len, exact.rings))
+    zones = [shapely.Polygon(_metres(r, lat0)) for r in rings]
+    drawn = [shapely.Polygon(_metres(r, lat0)) for r in simple.rings]
+    for z, q, e in zip(zones, drawn, exact.rings, strict=True):
+        assert z.contains(q)
+        assert q.hausdorff_distance(shapely.Polygon(_metres(e, lat0))) <= 0.5 * d + 2.5   # + the rows' rounding
+    assert drawn[0].distance(drawn[1]) >= d - 2.5
+
+
 def test_inset_keeps_the_largest_part_of_a_zone_that_splits():
     import shapely
 
