@@ -47,15 +47,18 @@ draw call (shaders compiled in software), no draw following for ``QUIET_MS``.
 
 What any press costs: reference apps
 ------------------------------------
-Before the pages, the same measurement runs on three small apps in the same run (``REFERENCE_APPS``, each on a
+Before the pages, the same measurement runs on five small apps in the same run (``REFERENCE_APPS``, each on a
 server of its own with the repo's ``.streamlit/config.toml``): *the floor*, a page with a title, one sidebar ε
 slider and one line of text (what Streamlit and this browser take for any press on this machine: the message to
 the server, a rerun, the deltas, React and a painted frame); *one chart*, the floor plus the OD release page's
 release-probability chart (``odcore.figures.release_curve_figure``, styled as in the app), redrawn by plotly on each
 press; *one map*, the floor plus a deck.gl map of 1,200 shaded square cells with tooltips and 300 arcs (about the
-bundled city's OD release map), whose JSON is re-sent, parsed and drawn on each press. Their rows (``reference:``)
-give the median and the ratio to the floor measured in the same run: what a page pays before its own work, and what
-one plotly chart or one map adds to every press that changes it.
+bundled city's OD release map), whose JSON is re-sent, parsed and drawn on each press; *a map and a chart*, both
+on one page (what the OD release page's ε press redraws at the least); *three charts*, three such charts each new on
+each press (what the Privacy budget page's ε press redraws at the least). Their rows (``reference:``) give the
+median and the ratio to the floor measured in the same run: what a page pays before its own work, what one plotly
+chart or one map adds to every press that changes it, and what the content of the slowest presses costs with no
+computing at all (none of them waits for a cache or an engine).
 
 The floor beside each page: this machine's speed moves between runs and within one by more than a change to a page
 does (the same code measured 24 and then 14 of 72 controls under the targets in two runs back to back). So the floor
@@ -880,18 +883,15 @@ st.title("Reference")
 eps = st.sidebar.slider("ε", 0.05, 5.0, 0.66, 0.01)
 st.write(f"ε = {{eps:.2f}}")
 """
-# name -> (what it adds to the floor, the rest of its script)
-REFERENCE_APPS = {
-    "floor": ("a title, one ε slider and one line of text", ""),
-    "one chart": ("the floor plus the release-probability chart (plotly), new on each press", """
+_CHART = """
 import numpy as np
 from odcore import figures
 tc = np.random.default_rng(0).zipf(1.8, 50_000).clip(max=5_000)
-fig, _ = figures.release_curve_figure(tc, eps, 100)
-st.plotly_chart(figures.style(fig), width="stretch", key="chart")
-"""),
-    "one map": ("the floor plus a deck.gl map of 1,200 shaded cells and 300 arcs with tooltips, new on each press "
-                "(its cells' outlines computed once)", """
+for i in range({n}):
+    fig, _ = figures.release_curve_figure(tc, eps * (1 + i / 10), 100)
+    st.plotly_chart(figures.style(fig), width="stretch", key=f"chart_{{i}}")
+"""
+_MAP = """
 import numpy as np
 import pandas as pd
 from odapp import maps
@@ -910,7 +910,18 @@ flows["tip"] = [f"{x} -> {y}: {f:.3f}" for x, y, f in zip(a, b, flows["f"])]
 layers = [*maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",), edges=edges), maps.arc_layer(flows)]
 st.pydeck_chart(maps.deck(layers, maps.view_state(lat, lon, pitch=30, height_px=460), height=460), height=460,
                 key="map")
-"""),
+"""
+# name -> (what it adds to the floor, the rest of its script). The last two are what the slowest pages must redraw on
+# an ε press, with no computing of their own: OD release a map and a chart, Privacy budget three charts.
+REFERENCE_APPS = {
+    "floor": ("a title, one ε slider and one line of text", ""),
+    "one chart": ("the floor plus the release-probability chart (plotly), new on each press", _CHART.format(n=1)),
+    "one map": ("the floor plus a deck.gl map of 1,200 shaded cells and 300 arcs with tooltips, new on each press "
+                "(its cells' outlines computed once)", _MAP),
+    "a map and a chart": ("the floor plus both of the above, new on each press (what the OD release page's ε press "
+                          "redraws at the least)", _MAP + _CHART.format(n=1)),
+    "three charts": ("the floor plus three release-probability charts, each new on each press (what the Privacy "
+                     "budget page's ε press redraws at the least)", _CHART.format(n=3)),
 }
 
 

@@ -16,15 +16,14 @@ from odcore.paths import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(300)
 
-DRAWS = {"floor": None, "one chart": "plotly_chart", "one map": "deck_gl_json_chart"}
+# what each app draws: element kind -> how many
+DRAWS = {"floor": {}, "one chart": {"plotly_chart": 1}, "one map": {"deck_gl_json_chart": 1},
+         "a map and a chart": {"plotly_chart": 1, "deck_gl_json_chart": 1}, "three charts": {"plotly_chart": 3}}
 
 
-def _figure(at, kind):
-    """What the browser receives of the app's figure (plotly spec or deck JSON), None for the floor."""
-    if kind is None:
-        return None
-    proto = at.get(kind)[0].proto
-    return proto.spec if kind == "plotly_chart" else proto.json
+def _figures(at, kinds):
+    """What the browser receives of the app's figures (plotly specs, deck JSON), in page order per kind."""
+    return {kind: [e.proto.spec if kind == "plotly_chart" else e.proto.json for e in at.get(kind)] for kind in kinds}
 
 
 @pytest.mark.parametrize("name", list(bb.REFERENCE_APPS))
@@ -34,13 +33,15 @@ def test_reference_app_draws_a_new_figure_on_each_epsilon(tmp_path, name):
     app.write_text(bb.REFERENCE_HEAD.format(root=str(REPO_ROOT)) + bb.REFERENCE_APPS[name][1])
     at = AppTest.from_file(str(app), default_timeout=120).run()
     assert not at.exception, at.exception
-    kind = DRAWS[name]
-    before = _figure(at, kind)
+    kinds = DRAWS[name]
+    before = _figures(at, kinds)
+    assert {k: len(v) for k, v in before.items()} == kinds
     at.sidebar.slider[0].set_value(0.67).run()
     assert not at.exception, at.exception
     assert at.markdown[0].value == "ε = 0.67"
-    if kind:
-        assert _figure(at, kind) != before   # the figure changes with ε: the browser draws it again on every press
+    after = _figures(at, kinds)
+    for kind in kinds:   # every figure changes with ε: the browser draws each again on every press
+        assert all(a != b for a, b in zip(after[kind], before[kind], strict=True)), kind
 
 
 def test_a_press_on_the_floor_app_is_measured(monkeypatch):
