@@ -781,7 +781,7 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
             n_browsers = n if mode == "browsers" else min(n, 1)
             rss_before = live.tree_rss_bytes(proc.pid)
             cpu0 = (live.tree_cpu_seconds(proc.pid), live.tree_cpu_seconds(os.getpid(), exclude=proc.pid),
-                    time.perf_counter())
+                    time.perf_counter(), time.process_time())
             with _RssSampler(proc.pid) as rss:
                 await asyncio.gather(
                     *(_session(browser, url, path, 1000 * n + i, rounds, barrier, out) for i in range(n_browsers)),
@@ -789,7 +789,8 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
                                       f"127.0.0.{2 + i}" if workers > 1 else None) for i in range(n_browsers, n)))
             cpu_end = live.tree_cpu_seconds(proc.pid)
             cpu = (cpu_end - cpu0[0],
-                   live.tree_cpu_seconds(os.getpid(), exclude=proc.pid) - cpu0[1], time.perf_counter() - cpu0[2])
+                   live.tree_cpu_seconds(os.getpid(), exclude=proc.pid) - cpu0[1], time.perf_counter() - cpu0[2],
+                   time.process_time() - cpu0[3])   # this process alone: the protocol clients, Playwright's client
             presses = len(out["press"]) + len(cout["press"])
             press_cpu = (cpu_end - at_first_press[0]) / presses if presses and at_first_press else None
             await asyncio.sleep(5)
@@ -1032,9 +1033,11 @@ def _server_rows(case: str, rss: tuple[int, int, int], cpu: tuple[float, float, 
              f"server process tree, sampled every 0.25 s; before {before:.0f} MiB, 5 s after all sessions closed "
              f"{after:.0f} MiB"),
         _row(case, f"CPU used, server / {other}", cpu[0], "s",
-             f"server {cpu[0]:.1f} s, {other} {cpu[1]:.1f} s of CPU in {cpu[2]:.0f} s wall (opening the page, the "
-             f"seed, the presses) on {os.cpu_count()} cores; ratio = {other} / server",
-             cpu[1] / cpu[0] if cpu[0] else None),
+             f"server {cpu[0]:.1f} s, {other} {cpu[1]:.1f} s of CPU"
+             + (f" (of which the benchmark's own Python process, its protocol clients and Playwright's client side, "
+                f"{cpu[3]:.1f} s)" if len(cpu) > 3 else "")
+             + f" in {cpu[2]:.0f} s wall (opening the page, the seed, the presses) on {os.cpu_count()} cores; ratio = "
+             f"{other} / server", cpu[1] / cpu[0] if cpu[0] else None),
     ]
 
 
