@@ -749,7 +749,10 @@ def user_risk(others_counts, epsilon: float, threshold: float, *, resolution: in
 # A whole week
 # ---------------------------------------------------------------------------------------------------------------
 
-def _user_pairs_with_counts(pairs: pd.DataFrame, counts: pd.DataFrame | None, week: int) -> tuple[pd.DataFrame, dict]:
+def user_pairs_with_counts(pairs: pd.DataFrame, counts: pd.DataFrame | None, week: int) -> tuple[pd.DataFrame, dict]:
+    """Each distinct (user, pair) row of ``week`` with the pair's distinct-user ``count`` (from ``counts``, checked
+    against ``pairs``; from ``pairs`` when None) and ``others`` = count − 1, the attacker's knowledge of that pair
+    in :func:`user_risk`. Returns ``(DataFrame[week, user, origin, destination, count, others], report)``."""
     import pandas as pd
 
     need = [WEEK, USER, ORIGIN, DESTINATION]
@@ -902,7 +905,7 @@ def week_risk(pairs: pd.DataFrame, week: int, epsilon: float, threshold: float, 
     eps = check_positive("epsilon", epsilon)
     tau = check_positive("threshold", threshold)
     R = int(resolution)
-    df, report = _user_pairs_with_counts(pairs, counts, week)
+    df, report = user_pairs_with_counts(pairs, counts, week)
     others = df["others"].to_numpy(dtype=float)
     uniq_c, inv_c = np.unique(others, return_inverse=True)
     tv, supp = _pair_errors(uniq_c, eps, tau)
