@@ -1022,7 +1022,7 @@ def _row(case: str, metric: str, value, unit: str, note: str, ratio=None) -> dic
             "note": note}
 
 
-def _server_rows(case: str, rss: tuple[int, int, int], cpu: tuple[float, float, float], other: str,
+def _server_rows(case: str, rss: tuple[int, int, int], cpu: tuple[float, float, float, float], other: str,
                  press_cpu: float | None) -> list[dict]:
     before, peak, after = (b / 2**20 for b in rss)
     return [
@@ -1033,11 +1033,10 @@ def _server_rows(case: str, rss: tuple[int, int, int], cpu: tuple[float, float, 
              f"server process tree, sampled every 0.25 s; before {before:.0f} MiB, 5 s after all sessions closed "
              f"{after:.0f} MiB"),
         _row(case, f"CPU used, server / {other}", cpu[0], "s",
-             f"server {cpu[0]:.1f} s, {other} {cpu[1]:.1f} s of CPU"
-             + (f" (of which the benchmark's own Python process, its protocol clients and Playwright's client side, "
-                f"{cpu[3]:.1f} s)" if len(cpu) > 3 else "")
-             + f" in {cpu[2]:.0f} s wall (opening the page, the seed, the presses) on {os.cpu_count()} cores; ratio = "
-             f"{other} / server", cpu[1] / cpu[0] if cpu[0] else None),
+             f"server {cpu[0]:.1f} s, {other} {cpu[1]:.1f} s of CPU (of which the benchmark's own Python process, "
+             f"its protocol clients and Playwright's client side, {cpu[3]:.1f} s) in {cpu[2]:.0f} s wall (opening the "
+             f"page, the seed, the presses) on {os.cpu_count()} cores; ratio = {other} / server",
+             cpu[1] / cpu[0] if cpu[0] else None),
     ]
 
 

@@ -120,7 +120,8 @@ def test_the_class_benchmark_counts_a_clients_exception(tiny_server):
     assert len(cout["press"]) == 1
     assert len(cout["open"]) == 1
     browser = {"open": [1.0], "press": [1.0], "bytes": [1], "errors": [], "exceptions": 0}
-    rows = bb._class_rows(browser, cout, path="", n=2, rounds=2, rss=(0, 0, 0), cpu=(1.0, 1.0, 1.0), press_cpu=0.1)
+    rows = bb._class_rows(browser, cout, path="", n=2, rounds=2, rss=(0, 0, 0), cpu=(1.0, 1.0, 1.0, 0.5),
+                          press_cpu=0.1)
     errors = next(r for r in rows if r["metric"] == "errors")
     assert errors["value"] == 1
     assert "exception: ValueError: boom" in errors["note"]
