@@ -8,7 +8,7 @@ from odapp import ahead, guide, sidebar
 from odapp.layout import PAGE_FILES, compact_top
 from odapp.words import pct, probability_words, unit_words
 from odcore import __version__
-from odcore.attack import bounded_success_curve, posterior_bound, success_curve
+from odcore.privacy.attack import bounded_success_curve, posterior_bound, success_curve
 
 st.set_page_config(page_title="OD Privacy Lab", page_icon="🗺️", layout="wide")
 compact_top()

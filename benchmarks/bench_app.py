@@ -1,6 +1,6 @@
 """Dashboard latency: time from setting a sidebar widget to the end of the rerun, via AppTest, after a first load.
 
-Target (issue 7): a slider change redraws in under 300 ms on the bundled sample. Each case moves a slider to values
+Target: a slider change redraws in under 300 ms on the bundled sample. Each case moves a slider to values
 not seen before (so the caches of what depends on it miss, as for a user) and reports the median and the worst
 rerun; the baseline is a rerun with nothing changed on the same page (everything cached), measured in the same run.
 """

@@ -1,9 +1,9 @@
 """Membership attack: exact curve vs dp_accounting's PLD and vs the paper's Monte Carlo; the population view.
 
 Rows (all baselines measured in the same run):
-- exact curve k = 0..70 at ε = 0.66 (:func:`odcore.attack.success_curve`) vs dp_accounting computing the same
+- exact curve k = 0..70 at ε = 0.66 (:func:`odcore.privacy.attack.success_curve`) vs dp_accounting computing the same
   curve (Laplace PLD, connect-the-dots, composed one k at a time), with the max |difference| between the two;
-- vs the paper's Monte Carlo, 10,000 repetitions per k (:func:`odcore.attack.simulate_attack`), with its max
+- vs the paper's Monte Carlo, 10,000 repetitions per k (:func:`odcore.privacy.attack.simulate_attack`), with its max
   deviation from the exact curve;
 - k = 0..200 at ε = 10 (the accuracy range of the issue);
 - the week-wide population view on the bundled synthetic city (fast and precise modes) vs a per-user loop.
@@ -32,14 +32,14 @@ def _dp_curve(eps: float, k_max: int, interval: float) -> np.ndarray:
 
 
 def run(quick: bool) -> list[dict]:
-    from odcore import attack
+    from odcore.privacy import attack
 
     rows: list[dict] = []
     eps, k_max = 0.66, 70
     attack.success_curve(eps, k_max)  # warm-up (quadrature nodes)
     t_exact, exact = best_of(lambda: attack.success_curve(eps, k_max), 3 if quick else 7)
     rows.append({"case": "exact curve k=0..70 eps=0.66", "metric": "time", "value": t_exact * 1e3, "unit": "ms",
-                 "baseline": None, "ratio": None, "note": "odcore.attack.success_curve (Bernstein recursion)"})
+                 "baseline": None, "ratio": None, "note": "odcore.privacy.attack.success_curve (Bernstein recursion)"})
 
     interval = 1e-3 if quick else 1e-4
     t_dp, dp = best_of(lambda: _dp_curve(eps, k_max, interval), 1)
@@ -56,7 +56,7 @@ def run(quick: bool) -> list[dict]:
     reps = 2_000 if quick else 10_000
     t_mc, sim = best_of(lambda: attack.simulate_attack(eps, np.arange(k_max + 1), reps=reps, rng=2022), 1)
     rows.append({"case": f"paper Monte Carlo k=0..70, {reps} reps/k", "metric": "time", "value": t_mc * 1e3,
-                 "unit": "ms", "baseline": None, "ratio": None, "note": "odcore.attack.simulate_attack"})
+                 "unit": "ms", "baseline": None, "ratio": None, "note": "odcore.privacy.attack.simulate_attack"})
     rows.append({"case": "exact curve vs Monte Carlo", "metric": "speed-up", "value": t_mc / t_exact, "unit": "x",
                  "baseline": "paper Monte Carlo", "ratio": t_mc / t_exact, "note": ""})
     dev = np.abs(sim.success - exact)
@@ -79,14 +79,14 @@ def run(quick: bool) -> list[dict]:
 def _population(quick: bool) -> list[dict]:
     import pandas as pd
 
-    from odcore import attack
     from odcore.paths import SAMPLE_DATA_DIR
+    from odcore.privacy import attack
 
     path = SAMPLE_DATA_DIR / "synthetic_city.parquet"
     if not path.is_file():
         return [{"case": "population view", "metric": "skipped", "value": None, "unit": "", "baseline": None,
                  "ratio": None, "note": f"{path} absent"}]
-    from odcore.trips import ODConfig, build_od
+    from odcore.od.trips import ODConfig, build_od
 
     od = build_od(pd.read_parquet(path), ODConfig())
     pairs, counts = od.pairs, od.counts

@@ -51,7 +51,7 @@ Before the pages, the same measurement runs on five small apps in the same run (
 server of its own with the repo's ``.streamlit/config.toml``): *the floor*, a page with a title, one sidebar ε
 slider and one line of text (what Streamlit and this browser take for any press on this machine: the message to
 the server, a rerun, the deltas, React and a painted frame); *one chart*, the floor plus the OD release page's
-release-probability chart (``odcore.figures.release_curve_figure``, styled as in the app), redrawn by plotly on each
+release-probability chart (``odcore.report.figures.release_curve_figure``, styled as in the app), redrawn by plotly on each
 press; *one map*, the floor plus a deck.gl map of 1,200 shaded square cells with tooltips and 300 arcs (about the
 bundled city's OD release map), whose JSON is re-sent, parsed and drawn on each press; *a map and a chart*, both
 on one page (what the OD release page's ε press redraws at the least); *three charts*, three such charts each new on
@@ -66,7 +66,7 @@ app runs on a server of its own for the whole page loop and is pressed again jus
 controls (``WARMUP`` + ``REPEAT`` presses each time, a fresh browser session). Row ``PAGE: the floor beside this
 page``: the median of both; every control's median row of that page then has it as baseline and its ratio to it
 (the ratio to the page's unchanged rerun moves into the note). Ratios of two runs can be compared where their
-milliseconds cannot. ``python -m benchmarks.browser_table`` prints both tables for the README.
+milliseconds cannot. ``python -m benchmarks.browser_table`` prints both tables for docs/benchmarks.md.
 
 Many users at once: a class
 ---------------------------
@@ -886,7 +886,7 @@ st.write(f"ε = {{eps:.2f}}")
 """
 _CHART = """
 import numpy as np
-from odcore import figures
+from odcore.report import figures
 tc = np.random.default_rng(0).zipf(1.8, 50_000).clip(max=5_000)
 for i in range({n}):
     fig, _ = figures.release_curve_figure(tc, eps * (1 + i / 10), 100)
@@ -1043,7 +1043,7 @@ def _server_rows(case: str, rss: tuple[int, int, int], cpu: tuple[float, float, 
 def _class_rows(out: dict, cout: dict, *, path: str, n: int, rounds: int, rss, cpu, press_cpu) -> list[dict]:
     m = n - 1
     case = f"class of {n} ({path}, ε): 1 browser" + (f" + {m} protocol client{'s' if m > 1 else ''}" if m else "")
-    target = "; issue 13 target (10 sessions): median < 1000 ms"
+    target = "; target (10 sessions): median < 1000 ms"
     errs = out["errors"] + [f"exception shown in the browser ×{out['exceptions']}"] * bool(out["exceptions"]) \
         + cout["errors"]
     n_err = len(out["errors"]) + out["exceptions"] + len(cout["errors"])

@@ -67,14 +67,14 @@ def _series():
 
     src = SHARED_DATA_DIR / "cabspotting_sf"
     if src.is_dir():
-        from odcore.traces import load_traces
+        from odcore.data.traces import load_traces
 
         t0 = time.perf_counter()
         tr = load_traces(src, format="cabspotting", tz="America/Los_Angeles", bbox=None)
         t1 = time.perf_counter()
         ts = build_timeseries(tr.df, TimeSeriesConfig(grid="sfc", tz="America/Los_Angeles"))
         return ts, "real Cabspotting SFC (534 cabs, 101 ROIs, 504 slots)", t1 - t0, time.perf_counter() - t1
-    from odcore.synth import SynthConfig, generate_city
+    from odcore.data.synth import SynthConfig, generate_city
 
     df = generate_city(SynthConfig(users=534, weeks=3), 0)
     t1 = time.perf_counter()

@@ -1,7 +1,7 @@
 """Load: N concurrent browser sessions on one server, each uploading a ~50 MB trace file and moving a slider.
 
 ``python -m benchmarks -k load`` starts ``streamlit run app.py`` on 127.0.0.1 (:mod:`odapp.live`, the server of the
-browser tests), writes one CSV of synthetic traces (``odcore.synth``, ISO times, ~50 MB) and opens ``N`` (default
+browser tests), writes one CSV of synthetic traces (``odcore.data.synth``, ISO times, ~50 MB) and opens ``N`` (default
 10, ``ODLAB_BENCH_LOAD_SESSIONS``) headless Chromium sessions at once. Every session uploads its own copy of the file
 (same rows, its own name, so each upload is a different dataset with its own caches, as ten people with ten files
 would be): it picks "Upload a file", sends the file through the page's file picker, presses "Load this file",
@@ -57,7 +57,7 @@ CLICK_RETRY_S = 15
 def make_upload(path: Path, target_mb: float = TARGET_MB) -> tuple[int, int]:
     """Write a CSV of synthetic traces of about ``target_mb`` MB (user, ISO time with Z, lat, lon); return
     (rows, bytes)."""
-    from odcore.synth import SynthConfig, generate_city
+    from odcore.data.synth import SynthConfig, generate_city
 
     users = 1000
     df = generate_city(SynthConfig(users=users, weeks=1), rng=7)

@@ -33,8 +33,8 @@ def _baseline(pairs: pd.DataFrame, eps: float, tau: float, seed: int) -> pd.Data
 
 
 def run(quick: bool) -> list[dict]:
-    from odcore.release import ReleaseConfig, release
-    from odcore.utility import release_utility
+    from odcore.privacy.release import ReleaseConfig, release
+    from odcore.privacy.utility import release_utility
 
     n_pairs = 100_000 if quick else 1_000_000
     repeat = 1 if quick else 2

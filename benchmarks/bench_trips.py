@@ -1,4 +1,4 @@
-"""Traces -> weekly unique OD counts: ``odcore.trips.build_od`` against a straightforward pandas pipeline.
+"""Traces -> weekly unique OD counts: ``odcore.od.trips.build_od`` against a straightforward pandas pipeline.
 
 Input: synthetic GPS-like traces (10 million rows; 1 million with ``--quick``): 20,000 users with a handful of
 personal places each, records at random times over two weeks (several per hour), 30 m of GPS noise. Both
@@ -89,8 +89,8 @@ def _peak(fn, *a) -> float:
 
 
 def run(quick: bool) -> list[dict]:
-    from odcore.grid import SquareGrid
-    from odcore.trips import ODConfig, build_od
+    from odcore.od.trips import ODConfig, build_od
+    from odcore.space.grid import SquareGrid
 
     n_rows = 1_000_000 if quick else 10_000_000
     df = make_traces(n_rows)
@@ -134,9 +134,9 @@ def run(quick: bool) -> list[dict]:
 
 
 def _cabspotting() -> list[dict]:
+    from odcore.data.traces import load_traces
+    from odcore.od.trips import ODConfig, build_od
     from odcore.paths import SHARED_DATA_DIR
-    from odcore.traces import load_traces
-    from odcore.trips import ODConfig, build_od
 
     src = SHARED_DATA_DIR / "cabspotting_sf"
     if not src.is_dir():

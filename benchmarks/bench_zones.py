@@ -1,6 +1,6 @@
-"""Points into zones: ``odcore.zones`` against geopandas' plain ``sjoin`` on the same data.
+"""Points into zones: ``odcore.space.zones`` against geopandas' plain ``sjoin`` on the same data.
 
-Input: 2,000 Voronoi districts of a city (``odcore.zones.voronoi_districts`` on a synthetic city of 1.2 M points
+Input: 2,000 Voronoi districts of a city (``odcore.space.zones.voronoi_districts`` on a synthetic city of 1.2 M points
 around Atlanta, so districts are small in the dense centre and large outside) and 10 million points (1 million
 with ``--quick``) drawn from the same city plus 3 % uniform over a box 20 % wider than the districts (many fall
 outside every district). Ours: :meth:`PolygonZones.assign` (index built inside the timing). Baseline: geopandas
@@ -52,8 +52,8 @@ def _sjoin_lowest(gdf, lat, lon) -> np.ndarray:
 
 
 def run(quick: bool) -> list[dict]:
-    from odcore.grid import SquareGrid
-    from odcore.zones import H3Zones, PolygonZones, voronoi_districts
+    from odcore.space.grid import SquareGrid
+    from odcore.space.zones import H3Zones, PolygonZones, voronoi_districts
 
     rng = np.random.default_rng(16)
     n_points = 1_000_000 if quick else 10_000_000
@@ -71,7 +71,7 @@ def run(quick: bool) -> list[dict]:
     ref, t_base, c_base = _timed(_sjoin_lowest, gdf, lat, lon)
     diff = int((got != ref).sum())
     if diff:
-        raise AssertionError(f"odcore.zones and geopandas sjoin disagree on {diff} points")
+        raise AssertionError(f"odcore.space.zones and geopandas sjoin disagree on {diff} points")
     outside = float((got < 0).mean())
     del ref
     gc.collect()

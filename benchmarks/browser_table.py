@@ -1,4 +1,4 @@
-"""The README's tables of the browser benchmark, from its results: ``python -m benchmarks.browser_table [FILE]``.
+"""The tables of the browser benchmark in docs/benchmarks.md, from its results: ``python -m benchmarks.browser_table [FILE]``.
 
 ``FILE`` is what ``python -m benchmarks -k browser`` wrote (default ``benchmarks/results.json``). Printed, in
 Markdown:

@@ -110,4 +110,4 @@ def real_person(ctx, bound: float) -> None:
                 f"for a median of {summary['median_k']:.0f} unique trips.")
         else:
             st.caption("Switch on to compute the attack's success for every user of the week "
-                       "(`odcore.attack.week_risk`).")
+                       "(`odcore.privacy.attack.week_risk`).")

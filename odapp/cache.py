@@ -28,7 +28,7 @@ def config_key(config) -> str:
 
 
 # by fully qualified name, so that the engine's modules are imported only when a page uses them
-CONFIG_TYPES = ("odcore.trips.ODConfig", "odcore.release.ReleaseConfig")
+CONFIG_TYPES = ("odcore.od.oddata.ODConfig", "odcore.privacy.release.ReleaseConfig")
 HASH_FUNCS = dict.fromkeys(CONFIG_TYPES, config_key)
 _resource = functools.partial(st.cache_resource, hash_funcs=HASH_FUNCS)
 _data_cache = functools.partial(st.cache_data, hash_funcs=HASH_FUNCS)
@@ -55,9 +55,9 @@ def synth_traces(users: int, weeks: int, extent_km: float, seed: int) -> _data.L
 
 @_resource(max_entries=16, show_spinner="Cutting traces into weekly trips on the grid…")
 def od_data(dataset_id: str, od_config, _df):
-    """:func:`odcore.trips.build_od` of the dataset ``dataset_id`` (``_df`` is its trace table), from the dataset's
+    """:func:`odcore.od.trips.build_od` of the dataset ``dataset_id`` (``_df`` is its trace table), from the dataset's
     :func:`hour_index` (another grid does not sort the traces again)."""
-    from odcore.trips import build_od
+    from odcore.od.trips import build_od
 
     def build():
         return build_od(_df, od_config, hours=hour_index(dataset_id, od_config.tz, _df=_df))
@@ -70,26 +70,26 @@ def od_data(dataset_id: str, od_config, _df):
 
 @_resource(max_entries=4, show_spinner=False)
 def hour_index(dataset_id: str, tz: str, _df):
-    """:class:`odcore.trips.HourIndex` of the dataset (rows in (user, hour) order, projected coordinates kept per
+    """:class:`odcore.od.trips.HourIndex` of the dataset (rows in (user, hour) order, projected coordinates kept per
     projection), shared by every grid, zone system, session and page (read-only)."""
-    from odcore.trips import HourIndex
+    from odcore.od.trips import HourIndex
 
     return HourIndex.of(_df, tz)
 
 
 @_resource(max_entries=4, show_spinner="Reading the OD counts folder…")
 def counts_folder(dataset_id: str, path: str):
-    """:func:`odcore.odtable.read_counts_folder` (``dataset_id`` changes when the folder is rewritten)."""
-    from odcore.odtable import read_counts_folder
+    """:func:`odcore.od.odtable.read_counts_folder` (``dataset_id`` changes when the folder is rewritten)."""
+    from odcore.od.odtable import read_counts_folder
 
     return read_counts_folder(path)
 
 
-# ---- budget (odcore.accounting) --------------------------------------------------------------------------------
+# ---- budget (odcore.privacy.accounting) --------------------------------------------------------------------------------
 
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def budget(config) -> dict:
-    from odcore.accounting import budget as _budget
+    from odcore.privacy.accounting import budget as _budget
 
     return _budget(config)
 
@@ -105,15 +105,15 @@ def median_trips(dataset_id: str, od_config, week: int, _od) -> float | None:
 
 @_data_cache(max_entries=128, show_spinner=False)
 def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pairs: int | None, delta: float) -> dict:
-    """:func:`odcore.accounting.person_week` (one week of one person, in the chosen unit)."""
-    from odcore.accounting import person_week as _person_week
+    """:func:`odcore.privacy.accounting.person_week` (one week of one person, in the chosen unit)."""
+    from odcore.privacy.accounting import person_week as _person_week
 
     return _person_week(mode, epsilon, threshold, trips, max_pairs, delta)
 
 
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_vs_trips(epsilon: float, trips_max: int, delta: float):
-    from odcore import accounting as acc
+    from odcore.privacy import accounting as acc
 
     return acc.epsilon_vs_trips(epsilon, trips_max=trips_max, delta=delta)
 
@@ -121,14 +121,14 @@ def epsilon_vs_trips(epsilon: float, trips_max: int, delta: float):
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_over_weeks(epsilon: float, trips: int, weeks: int, delta: float, interval: float | None = None,
                        lower: bool = True):
-    from odcore import accounting as acc
+    from odcore.privacy import accounting as acc
 
     return acc.epsilon_over_weeks(epsilon, trips=trips, weeks=weeks, delta=delta, interval=interval, lower=lower)
 
 
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_delta_curve(epsilon: float, k: int):
-    from odcore import accounting as acc
+    from odcore.privacy import accounting as acc
 
     return acc.epsilon_delta_curve(epsilon, k=k)
 
@@ -158,7 +158,7 @@ def cell_density(dataset_id: str, od_config, _df, _grid):
 
 @_data_cache(max_entries=32, show_spinner=False)
 def od_summary(dataset_id: str, od_config, threshold: int, _od) -> dict:
-    """:meth:`odcore.trips.ODData.summary` (the Data page's figures; computed once per data, grid and τ)."""
+    """:meth:`odcore.od.oddata.ODData.summary` (the Data page's figures; computed once per data, grid and τ)."""
     return _od.summary(threshold=threshold)
 
 
@@ -194,30 +194,30 @@ def cell_shapes(dataset_id: str, od_config, cells: tuple[int, ...] | None, _grid
 @_data_cache(max_entries=16, show_spinner="Comparing zone systems: trips, release and attack for each…")
 def zone_comparison(dataset_id: str, tz: str, specs: tuple[str, ...], epsilon: float, threshold: float,
                     week: int, seed: int, _df):
-    """:func:`odcore.zone_compare.compare_zones` of the dataset (same ε, τ, week and seed for every zone system)."""
-    from odcore.zone_compare import compare_zones
+    """:func:`odcore.report.zone_compare.compare_zones` of the dataset (same ε, τ, week and seed for every zone system)."""
+    from odcore.report.zone_compare import compare_zones
 
     return compare_zones(_df, list(specs), epsilon=epsilon, threshold=threshold, week=week, tz=tz, rng=seed)
 
 
-# ---- release (odcore.release / odcore.utility) -----------------------------------------------------------------
+# ---- release (odcore.privacy.release / odcore.privacy.utility) -----------------------------------------------------------------
 
 @_resource(max_entries=16, show_spinner=False)
 def week_pairs_prepared(dataset_id: str, od_config, week: int, _od):
-    """One week's unique pairs checked, sorted and counted once (:func:`odcore.release.prepare_pairs`): every
+    """One week's unique pairs checked, sorted and counted once (:func:`odcore.privacy.release.prepare_pairs`): every
     release of that week (each ε, threshold, mode and seed a slider visits, in every session) starts from it."""
-    from odcore.release import prepare_pairs
+    from odcore.privacy.release import prepare_pairs
 
     return prepare_pairs(_od.week_pairs(week))
 
 
 @_resource(max_entries=32, show_spinner="Adding noise and thresholding…")
 def week_release(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
-    """:func:`odcore.release.release_with_report` of one week's unique pairs (same seed, same noise)."""
-    from odcore.release import release_with_report
+    """:func:`odcore.privacy.release.release_with_report` of one week's unique pairs (same seed, same noise)."""
+    from odcore.privacy.release import release_with_report
 
     if not _od.stats.get("pairs_available", True):   # an OD counts folder: the release from its counts
-        from odcore.release import release_counts_with_report
+        from odcore.privacy.release import release_counts_with_report
 
         return release_counts_with_report(_od.week_counts(week), release_config, rng=seed)
     return release_with_report(week_pairs_prepared(dataset_id, od_config, week, _od=_od), release_config, rng=seed)
@@ -227,7 +227,7 @@ def week_release(dataset_id: str, od_config, week: int, release_config, seed: in
 def release_cells(dataset_id: str, od_config, week: int, release_config, bounding_seed: int | None, _table, _grid,
                   _cent):
     """``(cell_p, cells_df, edges, layers)`` of a week's release: per origin cell the exact chance that one of its
-    pairs is published (:func:`odcore.release.cell_release_probability`), the map's cell frame (:func:`odapp.maps.
+    pairs is published (:func:`odcore.privacy.release.cell_release_probability`), the map's cell frame (:func:`odapp.maps.
     cells_frame`), the cells' outlines (:func:`release_cells_base`) and the map's layers of both, their JSON
     made once (:func:`odapp.maps.cell_layers`). They depend on the true counts and the release settings, not on the
     noise: one entry serves every seed and session (per user, the seed also picks the pairs each person keeps:
@@ -237,7 +237,7 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
     import numpy as np
 
     from odapp.maps import cell_layers, cells_frame, outline_style
-    from odcore.release import cell_release_probability
+    from odcore.privacy.release import cell_release_probability
 
     cp = cell_release_probability(_table)
     # what the cells' outlines and first tooltip lines depend on (not ε or the threshold): hashed here once,
@@ -281,9 +281,9 @@ def release_map(dataset_id: str, od_config, week: int, release_config, seed: int
 def release_curve(dataset_id: str, od_config, week: int, release_config, bounding_seed: int | None, projector: bool,
                   _true_counts):
     """The OD release page's release-probability chart, styled (read-only: the same figure serves every seed and
-    session). Returns ``(figure, curve)`` of :func:`odcore.figures.release_curve_figure`."""
+    session). Returns ``(figure, curve)`` of :func:`odcore.report.figures.release_curve_figure`."""
     from odapp.words import num
-    from odcore import figures
+    from odcore.report import figures
 
     rc = release_config
     fig, curve = figures.release_curve_figure(_true_counts, rc.epsilon, rc.threshold, rc.sensitivity)
@@ -297,7 +297,7 @@ def release_curve(dataset_id: str, od_config, week: int, release_config, boundin
 def used_centroids(dataset_id: str, od_config, _od):
     """Centroids (``cell, lat, lon``, and ``name`` for hexagons and polygons) of the zones that hold data (for arcs
     and tooltips)."""
-    from odcore.zones import zone_names
+    from odcore.space.zones import zone_names
 
     c = _od.centroids()
     if getattr(_od.grid, "kind", "square") == "square":   # squares are "cell <id>" in every tooltip
@@ -305,7 +305,7 @@ def used_centroids(dataset_id: str, od_config, _od):
     return c.assign(name=zone_names(_od.grid, c["cell"].to_numpy()))
 
 
-# ---- attack (odcore.attack) -------------------------------------------------------------------------------------
+# ---- attack (odcore.privacy.attack) -------------------------------------------------------------------------------------
 
 @_data_cache(max_entries=64, show_spinner=False)
 def success_curve(epsilon: float, k_max: int, prior: float):
@@ -313,7 +313,7 @@ def success_curve(epsilon: float, k_max: int, prior: float):
     import numpy as np
     import pandas as pd
 
-    from odcore import attack
+    from odcore.privacy import attack
 
     k = np.arange(k_max + 1)
     df = pd.DataFrame({"k": k, "success": attack.success_curve(epsilon, k_max),
@@ -339,7 +339,7 @@ def person_columns(epsilon: float, max_pairs: int, delta: float, trips_max: int,
     page in the per-person unit draws them)."""
     import numpy as np
 
-    from odcore import pld
+    from odcore.privacy import pld
 
     m = int(max_pairs)
     n = np.minimum(np.arange(1, trips_max + 1), m)
@@ -352,37 +352,37 @@ def person_columns(epsilon: float, max_pairs: int, delta: float, trips_max: int,
 
 @_resource(max_entries=8, show_spinner="Indexing the week's pairs for the designer…")
 def design_week(dataset_id: str, od_config, week: int, _od):
-    """:class:`odcore.design.WeekIndex` of one week (seed-independent, read-only): a new seed only re-ranks it."""
-    from odcore.design import WeekIndex
+    """:class:`odcore.privacy.design.WeekIndex` of one week (seed-independent, read-only): a new seed only re-ranks it."""
+    from odcore.privacy.design import WeekIndex
 
     return WeekIndex(week_pairs_prepared(dataset_id, od_config, week, _od=_od))
 
 
 @_data_cache(max_entries=16, show_spinner="Designing the release (searching max pairs, noise and threshold)…")
 def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | None, seed: int, _od) -> dict:
-    """:func:`odcore.design.design_report` on one week of the data (with the frontier), JSON-able."""
-    from odcore.cli.release import _jsonable
-    from odcore.design import design_report as _design_report
+    """:func:`odcore.privacy.design.design_report` on one week of the data (with the frontier), JSON-able."""
+    from odcore.cli.release import jsonable
+    from odcore.privacy.design import design_report as _design_report
 
     uw = _od.user_week
     trips = uw.loc[uw["week"] == week, "unique_trips"].to_numpy()
-    return _jsonable(_design_report(goal, design_week(dataset_id, od_config, week, _od=_od), trips, week=week,
+    return jsonable(_design_report(goal, design_week(dataset_id, od_config, week, _od=_od), trips, week=week,
                                     max_pairs=max_pairs, rng=seed, with_frontier=True))
 
 
 @_data_cache(max_entries=64, show_spinner=False)
 def bounded_success_curve(epsilon: float, max_pairs: int, k_max: int):
-    """:func:`odcore.attack.bounded_success_curve`: the per-person (bounded) release, k = 0..k_max."""
-    from odcore.attack import bounded_success_curve as _curve
+    """:func:`odcore.privacy.attack.bounded_success_curve`: the per-person (bounded) release, k = 0..k_max."""
+    from odcore.privacy.attack import bounded_success_curve as _curve
 
     return _curve(epsilon, max_pairs, k_max)
 
 
 def pairs_key(release_config, seed: int) -> tuple:
     """What the week's (user, pair) rows of a release depend on besides data and week (:func:`attack_pairs`, the
-    attacker pool): per user, the contribution bound and the seed of :func:`odcore.release.bound_contributions`; per
+    attacker pool): per user, the contribution bound and the seed of :func:`odcore.privacy.release.bound_contributions`; per
     metric nothing (not ε, threshold or seed)."""
-    from odcore.release import Mode
+    from odcore.privacy.release import Mode
 
     if release_config.mode is Mode.USER_LEVEL:
         return (release_config.mode.value, int(release_config.max_pairs), int(seed))
@@ -392,8 +392,8 @@ def pairs_key(release_config, seed: int) -> tuple:
 def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
     """The week's (user, pair) rows the release counts, and per pair the count of *other* users' trips.
 
-    Per-metric: every unique pair; user-level: the pairs kept by :func:`odcore.release.bound_contributions`
-    (seeded as the release). Returns ``(pairs, counts or None)`` as :func:`odcore.attack.week_risk` takes them.
+    Per-metric: every unique pair; user-level: the pairs kept by :func:`odcore.privacy.release.bound_contributions`
+    (seeded as the release). Returns ``(pairs, counts or None)`` as :func:`odcore.privacy.attack.week_risk` takes them.
     Built once per data, week and :func:`pairs_key`: an ε or threshold press (and, per metric, a seed) reuses them.
     """
     return _attack_pairs(dataset_id, od_config, week, pairs_key(release_config, seed),
@@ -402,7 +402,7 @@ def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: in
 
 @_resource(max_entries=16, show_spinner=False)
 def _attack_pairs(dataset_id: str, od_config, week: int, key: tuple, _release_config, _seed: int, _od):
-    from odcore.release import Mode, bound_contributions
+    from odcore.privacy.release import Mode, bound_contributions
 
     release_config, seed = _release_config, _seed
     if release_config.mode is Mode.USER_LEVEL:   # the week as the release prepared it (and its seed's draw)
@@ -423,10 +423,10 @@ def attack_users(dataset_id: str, od_config, week: int, key: tuple, _pairs):
 
 @_resource(max_entries=16, show_spinner=False)
 def attack_week_others(dataset_id: str, od_config, week: int, key: tuple, _pairs, _counts):
-    """:func:`odcore.attack.user_pairs_with_counts` of :func:`attack_pairs`' rows of :func:`pairs_key` ``key``: every
+    """:func:`odcore.privacy.attack.user_pairs_with_counts` of :func:`attack_pairs`' rows of :func:`pairs_key` ``key``: every
     (user, pair) row of the week with the count of the *other* users who made the pair, made once for every person
     the page attacks. Shared and read-only."""
-    from odcore.attack import user_pairs_with_counts
+    from odcore.privacy.attack import user_pairs_with_counts
 
     return user_pairs_with_counts(_pairs, _counts, week)[0][["user", "others"]]
 
@@ -434,15 +434,15 @@ def attack_week_others(dataset_id: str, od_config, week: int, key: tuple, _pairs
 @_data_cache(max_entries=256, show_spinner=False)
 def attack_others(dataset_id: str, od_config, week: int, key: tuple, user, _pairs, _counts):
     """Per pair of ``user``, the count of the *other* users who made it (the attacker's knowledge in
-    :func:`odcore.attack.user_risk`), as a float array (:func:`attack_week_others`)."""
+    :func:`odcore.privacy.attack.user_risk`), as a float array (:func:`attack_week_others`)."""
     rows = attack_week_others(dataset_id, od_config, week, key, _pairs=_pairs, _counts=_counts)
     return rows["others"].to_numpy(dtype=float)[(rows["user"] == user).to_numpy()]
 
 
 @_resource(max_entries=16, show_spinner="Attacking every user of the week…")
 def week_risk(dataset_id: str, od_config, week: int, release_config, seed: int, _pairs, _counts):
-    from odcore.attack import risk_summary
-    from odcore.attack import week_risk as _week_risk
+    from odcore.privacy.attack import risk_summary
+    from odcore.privacy.attack import week_risk as _week_risk
 
     risk, report = _week_risk(_pairs, week, 1.0 / release_config.scale, release_config.threshold, counts=_counts)
     return risk, report, risk_summary(risk)
@@ -450,17 +450,17 @@ def week_risk(dataset_id: str, od_config, week: int, release_config, seed: int, 
 
 @_data_cache(max_entries=64, show_spinner=False)
 def user_risk(others: tuple[float, ...], epsilon_pair: float, threshold: float):
-    from odcore.attack import roc_plain
-    from odcore.attack import user_risk as _user_risk
+    from odcore.privacy.attack import roc_plain
+    from odcore.privacy.attack import user_risk as _user_risk
 
     r = _user_risk(list(others), epsilon_pair, threshold, roc=True)
     return r, roc_plain(len(others), epsilon_pair)
 
 
-# ---- teaching mode (odcore.teaching) ----------------------------------------------------------------------------
+# ---- teaching mode (odcore.report.teaching) ----------------------------------------------------------------------------
 
 def attacker_pool(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
-    """:class:`odcore.teaching.AttackerPool` of the week, for the release's mode (bounded pairs per user); built
+    """:class:`odcore.report.teaching.AttackerPool` of the week, for the release's mode (bounded pairs per user); built
     once per data, week and :func:`pairs_key` (an ε, threshold or, per metric, seed change reuses it)."""
     return _attacker_pool(dataset_id, od_config, week, pairs_key(release_config, seed), _release_config=release_config,
                           _seed=seed, _od=_od)
@@ -468,7 +468,7 @@ def attacker_pool(dataset_id: str, od_config, week: int, release_config, seed: i
 
 @_resource(max_entries=8, show_spinner="Listing the week's people and their trips…")
 def _attacker_pool(dataset_id: str, od_config, week: int, pool_key: tuple, _release_config, _seed: int, _od):
-    from odcore.teaching import AttackerPool
+    from odcore.report.teaching import AttackerPool
 
     pairs, counts = attack_pairs(dataset_id, od_config, week, _release_config, _seed, _od=_od)
     return AttackerPool.from_pairs(pairs, counts)
@@ -477,8 +477,8 @@ def _attacker_pool(dataset_id: str, od_config, week: int, pool_key: tuple, _rele
 def game_theory(dataset_id: str, od_config, week: int, release_config, seed: int, game_seed: int, k: int,
                 rounds: int, _pool):
     """Exact success of the optimal attacker on each of the first ``rounds`` rounds of level ``k``
-    (:func:`odcore.teaching.expected_success`). The rounds' pairs are drawn once per pool, game seed and k; an ε or
-    threshold change only recomputes the successes (:func:`odcore.teaching.round_success`, batched)."""
+    (:func:`odcore.report.teaching.expected_success`). The rounds' pairs are drawn once per pool, game seed and k; an ε or
+    threshold change only recomputes the successes (:func:`odcore.report.teaching.round_success`, batched)."""
     pool_key = pairs_key(release_config, seed)
     others = _round_others(dataset_id, od_config, week, pool_key, game_seed, k, rounds, _pool=_pool)
     return _round_success(dataset_id, od_config, week, pool_key, game_seed, k, rounds, release_config.epsilon,
@@ -488,7 +488,7 @@ def game_theory(dataset_id: str, od_config, week: int, release_config, seed: int
 @_resource(max_entries=32, show_spinner="Dealing the game's rounds…")
 def _round_others(dataset_id: str, od_config, week: int, pool_key: tuple, game_seed: int, k: int, rounds: int,
                   _pool):
-    from odcore.teaching import round_others
+    from odcore.report.teaching import round_others
 
     out = round_others(_pool, k, game_seed, rounds)
     out.setflags(write=False)
@@ -498,7 +498,7 @@ def _round_others(dataset_id: str, od_config, week: int, pool_key: tuple, game_s
 @_data_cache(max_entries=64, show_spinner="Computing the optimal attacker's exact success on the game's rounds…")
 def _round_success(dataset_id: str, od_config, week: int, pool_key: tuple, game_seed: int, k: int, rounds: int,
                    epsilon: float, threshold: float, sensitivity: int, _others):
-    from odcore.teaching import GameRules, round_success
+    from odcore.report.teaching import GameRules, round_success
 
     return round_success(_others, GameRules(epsilon, threshold, sensitivity))
 

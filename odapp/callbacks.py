@@ -39,7 +39,7 @@ def game_join(fingerprint: str) -> None:
     import streamlit as st
 
     from odcore.errors import ODCoreError
-    from odcore.teaching import parse_class_code
+    from odcore.report.teaching import parse_class_code
 
     ss = st.session_state
     try:
@@ -58,7 +58,7 @@ def game_join(fingerprint: str) -> None:
 def game_pool(ctx):
     """``(pool, rules)`` of the Play the attacker page: the week's people (cached) and the release's rules."""
     from odapp import cache
-    from odcore.teaching import GameRules
+    from odcore.report.teaching import GameRules
 
     s = ctx.settings
     rcfg = s.release_config()
@@ -71,7 +71,7 @@ def game_answer(ctx, game: str, k: int, j: int, game_seed: int, guess_in: bool) 
     week, as the page dealt it) and the guess go into the game's history (``session_state[game]``)."""
     import streamlit as st
 
-    from odcore.teaching import deal
+    from odcore.report.teaching import deal
 
     r = deal(*game_pool(ctx), k, j, game_seed)
     history = st.session_state[game]["history"]

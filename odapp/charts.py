@@ -20,8 +20,8 @@ import streamlit as st
 
 from odapp import cache
 from odapp.words import num, pct, unit_words
-from odcore import figures
-from odcore.figures import thin_curve
+from odcore.report import figures
+from odcore.report.figures import thin_curve
 
 # ---- Privacy budget ---------------------------------------------------------------------------------------------
 
@@ -203,9 +203,9 @@ def trips_tu_chart(pairs_tu: pd.DataFrame, hi: int, *, projector: bool) -> go.Fi
 def noise_chart(count: int, other: int, epsilon: float, threshold: float, sensitivity: int, *,
                 projector: bool) -> tuple[go.Figure, pd.DataFrame]:
     """``(figure, table)``: what the release publishes for a true count ``count`` and for ``other``
-    (:func:`odcore.teaching.noise_picture` of each), with the threshold and ``count`` marked; the table is the
+    (:func:`odcore.report.teaching.noise_picture` of each), with the threshold and ``count`` marked; the table is the
     first count's density (the chart's download)."""
-    from odcore.teaching import noise_picture
+    from odcore.report.teaching import noise_picture
 
     pic = noise_picture(count, epsilon, threshold, sensitivity=sensitivity)
     pic2 = noise_picture(other, epsilon, threshold, sensitivity=sensitivity)

@@ -85,7 +85,7 @@ def knock_config(k, s: Settings, loaded: Loaded) -> dict:
 
 
 def design_config(s: Settings, loaded: Loaded, goal, *, max_pairs: int | None) -> dict:
-    """``python -m odcore design`` flags of a :class:`odcore.design.Goal` on the loaded week."""
+    """``python -m odcore design`` flags of a :class:`odcore.privacy.design.Goal` on the loaded week."""
     cfg = {**loader_keys(loaded), "cell_km2": s.cell_km2, "week": s.week, "seed": s.seed, "goal": goal.kind.value,
            "target_delta": goal.delta, "weeks": goal.weeks, "dataset": _dataset(s, loaded)}
     if goal.kind.value == "attack":

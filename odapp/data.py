@@ -164,7 +164,7 @@ def _summary_of(traces) -> dict:
 
 def load_sample() -> Loaded:
     """Read the bundled sample through the engine's loader (raises :class:`TraceFormatError` when missing)."""
-    from odcore.traces import load_traces
+    from odcore.data.traces import load_traces
 
     if not SAMPLE_FILE.is_file():
         raise TraceFormatError("the bundled sample is missing; regenerate it with `make sample-data`.",
@@ -178,12 +178,12 @@ def load_sample() -> Loaded:
 
 
 def load_synth(users: int, weeks: int, extent_km: float, seed: int) -> Loaded:
-    """Synthesise a city with :func:`odcore.synth.generate_city` (every row is kept: nothing to drop)."""
-    from odcore.synth import SynthConfig, generate_city
+    """Synthesise a city with :func:`odcore.data.synth.generate_city` (every row is kept: nothing to drop)."""
+    from odcore.data.synth import SynthConfig, generate_city
 
     cfg = SynthConfig(users=int(users), weeks=int(weeks), extent_km=float(extent_km))
     df = generate_city(cfg, rng=int(seed))
-    summary = {"source": f"odcore.synth seed={int(seed)}", "format": "synthetic", "rows_read": len(df),
+    summary = {"source": f"odcore.data.synth seed={int(seed)}", "format": "synthetic", "rows_read": len(df),
                "rows_kept": len(df), "rows_dropped": {}, "users": int(df["user"].nunique()),
                "time_min": df["time"].min().isoformat(), "time_max": df["time"].max().isoformat()}
     out = f"synthetic_{int(users)}u_{int(weeks)}w_{float(extent_km):g}km_seed{int(seed)}.parquet"
@@ -193,14 +193,14 @@ def load_synth(users: int, weeks: int, extent_km: float, seed: int) -> Loaded:
 
 
 def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()) -> Loaded:
-    """Read uploaded bytes with :func:`odcore.traces.load_traces`.
+    """Read uploaded bytes with :func:`odcore.data.traces.load_traces`.
 
     Raises
     ------
     TraceFormatError
         The file cannot be read; the message names the file (and row/column when known) and what is expected.
     """
-    from odcore.traces import load_traces
+    from odcore.data.traces import load_traces
 
     if not data:
         raise TraceFormatError("the file is empty; upload a CSV, Parquet, JSON or zip file of traces.", file=name)

@@ -17,9 +17,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
-from odcore import figures
+from odcore.report import figures
 
-# The one template of every chart (odcore.figures.template); projector=True gives large, high-contrast type.
+# The one template of every chart (odcore.report.figures.template); projector=True gives large, high-contrast type.
 TEMPLATE = figures.template(False)
 EXPORT_SIZE = {"width": 900, "height": 540, "scale": 2}
 
@@ -32,7 +32,7 @@ def projector_mode() -> bool:
 
 
 def styled(fig: go.Figure, title: str | None = None, *, height: int = 440) -> go.Figure:
-    """Apply the lab's template (:func:`odcore.figures.template`, projector mode if on) and a title to ``fig``."""
+    """Apply the lab's template (:func:`odcore.report.figures.template`, projector mode if on) and a title to ``fig``."""
     return figures.style(fig, title, height=height, projector=projector_mode())
 
 

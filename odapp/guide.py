@@ -3,7 +3,7 @@ near-certainty per person", one step per page, with the controls to touch at eac
 
 The steps are data (:data:`STEPS`); a page shows its step with one call, ``guide.panel(__file__, ctx)``. The tour is
 open on a first visit, can be closed ("Close the tour") and reopened from the sidebar ("Guided tour"). The last
-step offers the printable worksheet, whose answers :mod:`odcore.teaching` computes for the current settings.
+step offers the printable worksheet, whose answers :mod:`odcore.report.teaching` computes for the current settings.
 """
 
 from __future__ import annotations
@@ -91,9 +91,9 @@ def reopen_button() -> None:
 
 
 def worksheet(settings, od=None, pool=None, od_config=None) -> str:
-    """The printable worksheet (HTML) for these settings; answers from :func:`odcore.teaching.worksheet_items`."""
+    """The printable worksheet (HTML) for these settings; answers from :func:`odcore.report.teaching.worksheet_items`."""
     from odapp import cache
-    from odcore.teaching import THEORY_ROUNDS, worksheet_html, worksheet_items
+    from odcore.report.teaching import THEORY_ROUNDS, worksheet_html, worksheet_items
 
     rcfg = settings.release_config()
     theory = {}

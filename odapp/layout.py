@@ -30,7 +30,7 @@ def page(title: str, intro: str, *, icon: str = "🗺️") -> sidebar.PageContex
 
 def unit_headline(ctx: sidebar.PageContext) -> dict:
     """The guarantee in the chosen unit, at the top of every page: what the ε covers and what a typical person of
-    the week risks (tight ε of their week, :func:`odcore.accounting.person_week`). Returns the figures."""
+    the week risks (tight ε of their week, :func:`odcore.privacy.accounting.person_week`). Returns the figures."""
     s = ctx.settings
     median = cache.median_trips(s.dataset.id, ctx.od_config, s.week, _od=ctx.od)
     typical = 1 if median is None else round(median)
@@ -107,7 +107,7 @@ def needs_pairs(ctx: sidebar.PageContext, what: str) -> None:
     """Stop the page with a plain explanation when the data in use has no per-person pairs (an OD counts folder)."""
     if ctx.od.stats.get("pairs_available", True):
         return
-    from odcore.odtable import NO_PAIRS_REASON
+    from odcore.od.odtable import NO_PAIRS_REASON
 
     st.info(f"**{what} is not available for this data:** {NO_PAIRS_REASON} "
             "The OD release and Privacy budget pages work from the counts.")

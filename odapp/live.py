@@ -31,10 +31,10 @@ CHROMIUM_ARGS = [
 def chromium_executable() -> str | None:
     """Path of Debian's Chromium (``chromium`` or ``chromium-browser`` on PATH), or None when absent.
 
-    ``ODLAB_BROWSER=none`` (:data:`odcore.figures.BROWSER_ENV`) acts as if there were none, ``ODLAB_BROWSER=PATH``
+    ``ODLAB_BROWSER=none`` (:data:`odcore.report.figures.BROWSER_ENV`) acts as if there were none, ``ODLAB_BROWSER=PATH``
     names the browser: how the suite is checked on "a machine without Chromium" that has one.
     """
-    from odcore.figures import BROWSER_ENV
+    from odcore.report.figures import BROWSER_ENV
 
     forced = os.environ.get(BROWSER_ENV)
     if forced is not None:

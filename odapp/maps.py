@@ -24,7 +24,7 @@ import pydeck as pdk
 from pydeck.bindings import deck as _pdk_deck
 
 from odapp.words import coord, num
-from odcore import figures
+from odcore.report import figures
 
 # pydeck's Deck() asks five times whether its Jupyter widget can be made (has_jupyter_extra), and without ipywidgets
 # each answer is a failed import that runs the widget module again: 2.8 ms of the 3 ms a Deck() takes, on every map
@@ -79,7 +79,7 @@ def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0, *, width_px: 
 
 def cell_polygons(grid, cells: np.ndarray) -> pd.DataFrame:
     """``DataFrame[cell, polygon]``: each cell's outline (``grid.polygons()``) as a list of [lon, lat] (for a
-    PolygonLayer and :func:`odcore.figures.flow_map_figure`); squares, hexagons or any zone polygon."""
+    PolygonLayer and :func:`odcore.report.figures.flow_map_figure`); squares, hexagons or any zone polygon."""
     gdf = grid.polygons(np.asarray(cells, dtype=np.int64))
     import shapely
 
@@ -347,7 +347,7 @@ def outline_style(grid) -> str:
 
     Squares' outlines join into a few hundred straight segments; hexagons' cannot (11,217 segments for the bundled
     city's 3,657 hexagons at resolution 8), nor can a zone file's (a file of detailed census tracts has tens of
-    thousands), and in a browser without a GPU every redraw of a map pays ~22 ms per 1,000 segments (docs/speed.md,
+    thousands), and in a browser without a GPU every redraw of a map pays ~22 ms per 1,000 segments (docs/benchmarks.md,
     sessions 14 and 15). A zone file's zones are inset rather than scaled: scaling a concave zone about its centre
     can push it into its neighbour, an inward offset cannot."""
     kind = getattr(grid, "kind", "square")
@@ -384,7 +384,7 @@ class Inset:
 def inset(polygons, fraction: float = INSET_FRACTION, simplify: float = 0.5) -> Inset:
     """Each ring (a list of [lon, lat], not closed) moved inward by one distance ``d`` all round: shapely's negative
     buffer (mitred corners, so a straight side stays one side) in metres on a local equirectangular projection
-    (:func:`odcore.figures.km_per_deg_lon` at the rings' mean latitude), ``d = fraction·√(median ring area)``. Two
+    (:func:`odcore.report.figures.km_per_deg_lon` at the rings' mean latitude), ``d = fraction·√(median ring area)``. Two
     neighbours are then ``2d`` apart wherever they met, however concave. A ring that splits keeps its largest part;
     a ring thinner than ``2d`` everywhere has nothing left and is drawn as it is, with its outline in
     :attr:`Inset.edges`. Each drawn ring is then simplified within ``simplify·d`` (Douglas–Peucker, topology kept):
@@ -444,7 +444,7 @@ def grid_layers(cells_df: pd.DataFrame, color: list | str = "color", *, line: bo
 
     The outlines are a LineLayer, not the PolygonLayer's own stroke: in a browser without a GPU (software WebGL)
     the stroke's paths cost about three times the rest of the map on every frame (the bundled city's release map
-    while panning: 0.6 s against 0.25 s per frame on a loaded 2-core machine; docs/speed.md)."""
+    while panning: 0.6 s against 0.25 s per frame on a loaded 2-core machine; docs/benchmarks.md)."""
     if outline not in ("lines", "gaps", "insets"):
         raise ValueError(f"outline={outline!r}; expected 'lines', 'gaps' or 'insets'")
     cols = ["polygon", *columns, *(["tip"] if pickable else [])]
@@ -475,7 +475,7 @@ def _alpha_expr(rgb) -> str:
 
 
 def arc_layer(flows: pd.DataFrame, *, layer_id: str = "flows", pickable: bool = True) -> pdk.Layer:
-    """Two-tone arcs: origin end orange, destination end purple (:data:`odcore.figures.ORIGIN_RGB`); a constant
+    """Two-tone arcs: origin end orange, destination end purple (:data:`odcore.report.figures.ORIGIN_RGB`); a constant
     tilt leans every arc to one side of its direction, so A→B and B→A do not overlap."""
     cols = {**FLOW_POSITIONS, "f": "f", **({"tip": "tip"} if pickable else {})}
     return pdk.Layer("ArcLayer", data=layer_rows(flows, cols), id=layer_id, get_source_position="[ox, oy]",

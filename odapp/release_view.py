@@ -81,8 +81,8 @@ def first_view(ctx) -> None:
 
 def release_csv(ctx, rcfg, week: int):
     """The week's release as the CLI's release.csv table, with zone names (the page's table download)."""
-    from odcore.release import release_csv_table
-    from odcore.zones import add_zone_names
+    from odcore.privacy.release import release_csv_table
+    from odcore.space.zones import add_zone_names
 
     return add_zone_names(release_csv_table(week_release(ctx, week, rcfg).table, centroids(ctx)), ctx.od.grid)
 
@@ -191,7 +191,7 @@ def map_section(ctx, rcfg) -> None:
     n_sup = int((~released).sum())
     st.caption(f"{num(n_sup)} observed pairs suppressed (noisy count below {num(s.threshold)}); {num(len(flows))} "
                "flows drawn. Hover over an arc or a cell for its numbers; drag to pan, scroll to zoom, right-drag to "
-               "tilt. Flows from `odcore.release`, utility from `odcore.utility`.")
+               "tilt. Flows from `odcore.privacy.release`, utility from `odcore.privacy.utility`.")
     if view == "Side by side":
         sup = table.loc[~released]
         st.caption(f"Suppression removed {num(len(sup))} of {num(len(table))} pairs, carrying "

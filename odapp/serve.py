@@ -1,8 +1,8 @@
 """The dashboard for a class: several Streamlit server processes behind one address, each person on one of them.
 
 One Streamlit server runs every session's script in one Python process, so it uses one core however many the
-machine has: with ten people pressing a slider at once, the tenth waits for nine reruns (README, "Speed in a real
-browser"). ``python -m odapp.serve --workers K`` starts ``K`` servers of this app on 127.0.0.1 (free ports) and one
+machine has: with ten people pressing a slider at once, the tenth waits for nine reruns (docs/benchmarks.md, "A class
+on the OD release page"). ``python -m odapp.serve --workers K`` starts ``K`` servers of this app on 127.0.0.1 (free ports) and one
 address in front of them (a TCP relay: nothing is read or changed on the way). Each person's machine is given one
 server and keeps it: every connection from the same IP address goes to the same server, so their session, uploads
 and downloads are all on one server; a new address goes to the server with the fewest addresses so far.

@@ -62,8 +62,8 @@ class PageContext:
 
     settings: Settings
     loaded: Loaded
-    od: object   # odcore.trips.ODData
-    od_config: object  # odcore.trips.ODConfig
+    od: object   # odcore.od.oddata.ODData
+    od_config: object  # odcore.od.oddata.ODConfig
 
 
 def _copy_to_persistent(key: str) -> None:
@@ -122,7 +122,7 @@ def _upload_controls() -> None:
                                "longitude: CSV (optionally gzipped), Parquet, Cabspotting cab files or a "
                                "check-ins + POI pair, alone or in a zip.")
     with st.expander("Reading options (format, columns, time zone)"):
-        from odcore.traces import TraceFormat
+        from odcore.data.traces import TraceFormat
 
         fmt = st.selectbox("Format", [f.value for f in TraceFormat], key="w.upload_format",
                            help="'auto' guesses from the file name and first line. csv/parquet: a table with "
@@ -183,7 +183,7 @@ def _upload_controls() -> None:
 
 def _user_threshold() -> float:
     """Per-user mode: the threshold fitted to the noise (proposed by default) or set by hand, and its δ."""
-    from odcore.accounting import default_user_threshold, partition_selection_delta
+    from odcore.privacy.accounting import default_user_threshold, partition_selection_delta
 
     ss = st.session_state
     eps, m = float(ss[K_EPSILON]), int(ss[K_MAX_PAIRS])
@@ -239,7 +239,7 @@ def current_dataset() -> tuple[DatasetRef, Loaded]:
 def counts_dataset(path: str) -> tuple[DatasetRef, Loaded]:
     """A counts folder as the data in use: no traces (an empty table), its manifest as the summary."""
     from odcore.errors import ParameterError
-    from odcore.odtable import MANIFEST, is_counts_folder
+    from odcore.od.odtable import MANIFEST, is_counts_folder
 
     if not path.strip():
         raise ParameterError("type the path of a folder written by `python -m odcore trips --counts-out DIR`.")
@@ -260,8 +260,8 @@ def counts_dataset(path: str) -> tuple[DatasetRef, Loaded]:
 
 
 def grid_check(loaded: Loaded, cell_km2: float) -> str | None:
-    """The warning of :func:`odcore.validate.check_grid_size` for the loaded points (raises over the limit)."""
-    from odcore.validate import check_grid_size
+    """The warning of :func:`odcore.data.validate.check_grid_size` for the loaded points (raises over the limit)."""
+    from odcore.data.validate import check_grid_size
 
     summary = loaded.summary
     if summary.get("lat_range") and summary.get("lon_range"):
@@ -274,7 +274,7 @@ def grid_check(loaded: Loaded, cell_km2: float) -> str | None:
 
 def render() -> PageContext:
     """Draw the shared sidebar; load the data; return the frozen settings and data for the page."""
-    from odcore.trips import ODConfig
+    from odcore.od.trips import ODConfig
 
     ss = st.session_state
     init_state(ss)

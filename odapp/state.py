@@ -48,7 +48,7 @@ K_SYNTH_EXTENT = "odlab.synth_extent_km"
 K_DATASET = "odlab.dataset"            # DatasetRef of the data in use
 K_UPLOAD_TRACES = "odlab.upload_traces"  # Traces of the last good upload (kept when a later upload fails)
 K_UPLOAD_ERROR = "odlab.upload_error"    # message of the last failed upload, shown until the next good one
-K_ZONE_KIND = "odlab.zone_kind"          # "square" | "h3" | "file" (odcore.zones)
+K_ZONE_KIND = "odlab.zone_kind"          # "square" | "h3" | "file" (odcore.space.zones)
 K_H3_RES = "odlab.h3_res"                # H3 resolution when zone_kind is "h3"
 K_ZONE_FILE = "odlab.zone_file"          # path of the zone file in use (bundled districts or a saved upload)
 K_ZONE_LABEL = "odlab.zone_label"        # what the zone file is called in the app and in exports
@@ -137,7 +137,7 @@ class Settings:
     seed: int
     mode: str = "per_metric"
     max_pairs: int = 10
-    zones: str | None = None   # odcore.zones spec ("h3:8", a zone file path); None = squares of cell_km2
+    zones: str | None = None   # odcore.space.zones spec ("h3:8", a zone file path); None = squares of cell_km2
     zones_label: str | None = None   # how the zone system is named on pages and in exports
 
     def __post_init__(self) -> None:
@@ -155,8 +155,8 @@ class Settings:
             raise ParameterError(f"mode must be 'per_metric' or 'user_level', got mode={self.mode!r}.")
 
     def release_config(self):
-        """The :class:`odcore.release.ReleaseConfig` of these settings (``max_pairs`` only in per-user mode)."""
-        from odcore.release import Mode, ReleaseConfig
+        """The :class:`odcore.privacy.release.ReleaseConfig` of these settings (``max_pairs`` only in per-user mode)."""
+        from odcore.privacy.release import Mode, ReleaseConfig
 
         mode = Mode(self.mode)
         return ReleaseConfig(epsilon=self.epsilon, threshold=self.threshold, mode=mode,

@@ -100,7 +100,7 @@ def empty_release_advice(true_counts, threshold: float, epsilon: float, sensitiv
     """
     import numpy as np
 
-    from odcore.release import release_probability
+    from odcore.privacy.release import release_probability
 
     tc = np.asarray(true_counts, dtype=float)
     if not len(tc):

@@ -1,8 +1,8 @@
 """Zones in the app: the sidebar's zone choice (squares, H3 hexagons, a zone file), zone uploads, map outlines.
 
-The zone system in use is named by an :mod:`odcore.zones` spec string (``"h3:8"``, a file path) inside the frozen
-:class:`odcore.trips.ODConfig`, so every cache keyed on the OD config follows a change of zones. An uploaded zone
-file is checked with :func:`odcore.zones.read_zone_file` and saved as GeoJSON under a content-addressed name in the
+The zone system in use is named by an :mod:`odcore.space.zones` spec string (``"h3:8"``, a file path) inside the frozen
+:class:`odcore.od.oddata.ODConfig`, so every cache keyed on the OD config follows a change of zones. An uploaded zone
+file is checked with :func:`odcore.space.zones.read_zone_file` and saved as GeoJSON under a content-addressed name in the
 temporary folder; the bundled ``sample_data/districts.geojson`` is the zone file offered before any upload.
 """
 
@@ -27,7 +27,7 @@ ZONE_KINDS = {"square": "Square grid", "h3": "H3 hexagons", "file": "Zone file (
 H3_RES_RANGE = (5, 10)
 H3_AREAS = {5: 253, 6: 36, 7: 5.2, 8: 0.74, 9: 0.11, 10: 0.015}   # h3.average_hexagon_area(res, "km^2")
 MAX_APP_ZONES = 20_000
-"""Most zones an uploaded file may hold in the app (the CLI allows :data:`odcore.zones.MAX_ZONES`)."""
+"""Most zones an uploaded file may hold in the app (the CLI allows :data:`odcore.space.zones.MAX_ZONES`)."""
 
 
 def zone_file(state: MutableMapping) -> tuple[str, str]:
@@ -59,7 +59,7 @@ def apply_zone_upload(state: MutableMapping, data: bytes, name: str) -> bool:
     """
     import io
 
-    from odcore.zones import read_zone_file
+    from odcore.space.zones import read_zone_file
 
     try:
         zones = read_zone_file(io.BytesIO(data), name=name, max_zones=MAX_APP_ZONES)

@@ -5,6 +5,10 @@ Pages catch :class:`ODCoreError` and show ``st.error``; the CLI prints the messa
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 
 class ODCoreError(Exception):
     """Base class of every error the engine raises on purpose."""
@@ -115,3 +119,43 @@ def coerce_enum(obj: object, name: str, enum: type) -> None:
         object.__setattr__(obj, name, enum(value))
     except ValueError:
         raise ParameterError(f"{name} must be one of {[e.value for e in enum]}, got {name}={value!r}.") from None
+
+
+def check_prob(name: str, value, *, open_low: bool = True) -> float:
+    """Return ``float(value)`` when it is a probability in (0, 1) (``[0, 1)`` with ``open_low=False``)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a probability in (0, 1), got {name}={value!r}.") from None
+    if not (0 < v < 1) if open_low else not (0 <= v < 1):
+        bound = "(0, 1)" if open_low else "[0, 1)"
+        raise ParameterError(f"{name} must be in {bound}, got {name}={value!r}.")
+    return v
+
+
+def check_count(name: str, k) -> np.ndarray:
+    """Return ``k`` as int64 array when every entry is a whole number >= 1 (a count of trips, weeks, folds)."""
+    arr = np.asarray(k)
+    try:
+        f = arr.astype(float)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be integer(s) >= 1, got {name}={k!r}.") from None
+    if f.size == 0 or not np.all(np.isfinite(f)) or np.any(f < 1) or np.any(f != np.floor(f)):
+        raise ParameterError(f"{name} must be integer(s) >= 1, got {name}={k!r}.")
+    return f.astype(np.int64)
+
+
+def check_threshold(threshold) -> float:
+    """Return the threshold τ as a float when it is a finite count >= 1."""
+    try:
+        t = float(threshold)
+    except (TypeError, ValueError):
+        raise ParameterError(f"threshold must be a number >= 1, got threshold={threshold!r}.") from None
+    if not math.isfinite(t) or t < 1:
+        raise ParameterError(f"threshold must be a finite number >= 1 (a count of users), got threshold={threshold!r}.")
+    return t
+
+
+def check_max_pairs(max_pairs) -> int:
+    """Return the per-person pair cap m as an int >= 1."""
+    return check_int("max_pairs", max_pairs, minimum=1)

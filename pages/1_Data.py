@@ -93,7 +93,7 @@ with right:
     chart(fig, f"trips_total_unique_week{s.week}", data=pairs_tu, config=release_config(s, ctx.loaded),
           command="release", key="trips_total_unique")
 st.caption("Houssiau et al. (2022): one author's 39 trips in a typical week were 32 unique trips, so 7 repeats "
-           "were discarded; each unique trip is one count he is in. Numbers from `odcore.trips.build_od`.")
+           "were discarded; each unique trip is one count he is in. Numbers from `odcore.od.trips.build_od`.")
 trips_cfg = {k: v for k, v in release_config(s, ctx.loaded).items()
              if k in ("input", "format", "tz", "time_offset", "bbox", "cell_km2", "zones", "dataset")}
 reproduce([("Loading, grid, hourly cells, trips and weekly unique OD counts (summary)", "trips", trips_cfg)])
@@ -137,5 +137,5 @@ if st.session_state.get("zones_compare_on"):
                                       "user-trips published", "median_unique_pairs": "median k",
                                       "median_success": "attack median", "share_above_90pct": "users > 90 %"}),
                  hide_index=True, width="stretch")
-    st.caption("Numbers from `odcore.zone_compare.compare_zones`: `odcore.trips.build_od` on each zone system, "
-               "`odcore.release.release` (seeded) and `odcore.attack.week_risk` for every user of the week.")
+    st.caption("Numbers from `odcore.report.zone_compare.compare_zones`: `odcore.od.trips.build_od` on each zone system, "
+               "`odcore.privacy.release.release` (seeded) and `odcore.privacy.attack.week_risk` for every user of the week.")

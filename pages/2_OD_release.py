@@ -13,7 +13,7 @@ from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import num, pct, unit_words
-from odcore.utility import noise_dominated, release_utility
+from odcore.privacy.utility import noise_dominated, release_utility
 
 ctx = page(
     "OD release",

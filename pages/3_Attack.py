@@ -12,7 +12,7 @@ from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode, reproduce
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words, unit_words
-from odcore.attack import simulate_attack
+from odcore.privacy.attack import simulate_attack
 
 K_MAX = attack_view.K_MAX   # Houssiau et al. 2022, Fig. 1: k = 0..70
 MC_KEY = "attack.mc_results"   # session_state: {(epsilon, reps, seed): SimulationResult}
@@ -96,7 +96,7 @@ chart(fig, "attack_success_curve", data=curve_data,
 
 # ---- a real user of the week ------------------------------------------------------------------------------------
 attack_view.real_person(ctx, bound)   # its own fragment (odapp.attack_view)
-st.caption("Curves: `odcore.attack.success_curve` (exact, from the privacy-loss distribution of `odcore.pld`), "
+st.caption("Curves: `odcore.privacy.attack.success_curve` (exact, from the privacy-loss distribution of `odcore.privacy.pld`), "
            "`simulate_attack` (the paper's Monte Carlo), `user_risk` / `week_risk` (the thresholded release).")
 reproduce([("The p_k curve" + (" with the Monte Carlo" if mc is not None else ""), "attack-curve",
             attack_curve_config(s, k_max=K_MAX, prior=float(prior), monte_carlo=int(reps) if mc is not None else None)),

@@ -14,8 +14,8 @@ from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import epsilon_words, num, pct, probability_words, unit_words
-from odcore.accounting import BudgetConfig, posterior_bound
-from odcore.sheet import budget_sheet
+from odcore.privacy.accounting import BudgetConfig, posterior_bound
+from odcore.report.sheet import budget_sheet
 
 # Loss-grid step of the many-week tight bracket on this page (width <= 2·weeks·step, 2 at 52 weeks; ~0.06 s).
 PAGE_TOTAL_INTERVAL = 2e-2
@@ -63,7 +63,7 @@ if user_mode:   # the same curves for the bounded release (per person and week)
 
 def tight_or_rdp(span: str) -> tuple[float, str]:
     """The tight ε(δ) when the engine computed it (exact, or the upper end of a guaranteed bracket over many
-    weeks), else its Rényi-DP bound (odcore.accounting.TIGHT_K_MAX)."""
+    weeks), else its Rényi-DP bound (odcore.privacy.accounting.TIGHT_K_MAX)."""
     v = b[f"epsilon_user_{span}_tight"]
     if v is None:
         return float(b[f"epsilon_user_{span}_rdp"]), "Rényi bound"
@@ -187,6 +187,6 @@ st.dataframe(reading, hide_index=True, width="stretch",
              column_config={"best posterior": st.column_config.NumberColumn(format="percent"),
                             "epsilon": st.column_config.TextColumn("ε")})
 st.caption(f"Best posterior of an attacker starting from a {pct(prior, 0)} prior, $e^{{ε}}π/(e^{{ε}}π + 1 − π)$ "
-           "(Houssiau et al. 2022, Methods; δ ignored). Budgets from `odcore.accounting`; the tight values come "
-           "from the exact privacy-loss distribution of the Laplace mechanism (`odcore.pld`).")
+           "(Houssiau et al. 2022, Methods; δ ignored). Budgets from `odcore.privacy.accounting`; the tight values come "
+           "from the exact privacy-loss distribution of the Laplace mechanism (`odcore.privacy.pld`).")
 reproduce([("Every budget figure of this page", "budget", cli_config)])

@@ -13,8 +13,8 @@ from odapp.errors import engine_errors
 from odapp.export import chart, reproduce
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import num, pct, probability_words, unit_words
-from odcore.design import DEFAULT_MAX_PAIRS, Goal, GoalKind
-from odcore.sheet import guarantee_sheet
+from odcore.privacy.design import DEFAULT_MAX_PAIRS, Goal, GoalKind
+from odcore.report.sheet import guarantee_sheet
 
 ctx = page(
     "Release designer",

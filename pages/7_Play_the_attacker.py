@@ -11,8 +11,8 @@ from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words
-from odcore.attack import wilson_interval
-from odcore.teaching import (
+from odcore.privacy.attack import wilson_interval
+from odcore.report.teaching import (
     LADDER,
     LADDER_CHOICES,
     THEORY_ROUNDS,
@@ -162,13 +162,13 @@ c = st.columns(3)
 metric(c[0], "Your score", f"{you}/{n}" + (f" ({pct(you / n, 0)})" if n else ""), None,
        help="Rounds you got right.")
 metric(c[1], "Optimal attacker", f"{opt}/{n}" + (f" ({pct(opt / n, 0)})" if n else ""), None,
-       help="The likelihood-ratio test on the same rounds (odcore.attack.pair_llr summed).")
+       help="The likelihood-ratio test on the same rounds (odcore.privacy.attack.pair_llr summed).")
 if n:
     lo, hi = binomial_interval(theory, n)
     metric(c[2], "Theory for these rounds", pct(theory),
            f"the optimal attacker's expected score; 99 % of games of {n} rounds land in {pct(lo, 0)}–{pct(hi, 0)}",
            help="Mean over the rounds played of the optimal attacker's exact success on each "
-                "(odcore.attack.user_risk against the thresholded release).")
+                "(odcore.privacy.attack.user_risk against the thresholded release).")
 
 levels = sorted(set(ladder))
 ks = [kk for kk in levels if pool.eligible(kk).size]
@@ -195,5 +195,5 @@ curve = pd.DataFrame({"k": np.arange(kmax + 1), "p_k_no_threshold": plain,
 chart(fig, "play_the_attacker_score", data=curve, key="game_score")
 st.caption("Why the game's theory is below p_k: most of a person's pairs carry few people and are suppressed in both "
            "cases, and a suppressed pair tells the attacker almost nothing. The dashed curve is what the attacker "
-           "would reach if every pair were published. Rounds: `odcore.teaching.deal`; verdict: "
-           "`odcore.attack.pair_llr`; theory: `odcore.attack.user_risk` per round.")
+           "would reach if every pair were published. Rounds: `odcore.report.teaching.deal`; verdict: "
+           "`odcore.privacy.attack.pair_llr`; theory: `odcore.privacy.attack.user_risk` per round.")

@@ -10,7 +10,7 @@ from odapp.export import chart, projector_mode
 from odapp.layout import metric, page
 from odapp.state import EPSILON_RANGE
 from odapp.words import pct
-from odcore.teaching import noise_picture
+from odcore.report.teaching import noise_picture
 
 ctx = page(
     "See the noise",
@@ -45,7 +45,7 @@ with engine_errors("Could not draw the noise", "Check ε and the threshold."):
 st.info(pic.sentence() + "  \n" + pic2.sentence(), icon=":material/campaign:")
 c = st.columns(4)
 metric(c[0], "Published", pct(pic.p_published), f"a count of {count} (release probability)",
-       help="P(c + noise ≥ threshold): odcore.release.release_probability, the release's own rule.")
+       help="P(c + noise ≥ threshold): odcore.privacy.release.release_probability, the release's own rule.")
 metric(c[1], "Suppressed", pct(1 - pic.p_published), f"below the threshold of {s.threshold:g}",
        help="The pair is removed from the release when its noisy count is below the threshold.")
 metric(c[2], "95 % of weeks between", f"{pic.low:.1f} – {pic.high:.1f}", f"noise scale {pic.scale:.3g} people",
@@ -55,5 +55,5 @@ metric(c[3], f"A count of {other}", pct(pic2.p_published), "published",
 
 fig, table = charts.noise_chart(count, other, eps, s.threshold, sens, projector=projector_mode())
 chart(fig, "noise_picture", data=table, key="noise_picture")
-st.caption("Computed by `odcore.teaching.noise_picture` from the release's mechanism: Laplace noise of scale "
-           "sensitivity/ε, published iff the noisy count ≥ threshold (`odcore.release.release_probability`).")
+st.caption("Computed by `odcore.report.teaching.noise_picture` from the release's mechanism: Laplace noise of scale "
+           "sensitivity/ε, published iff the noisy count ≥ threshold (`odcore.privacy.release.release_probability`).")

@@ -1,4 +1,4 @@
-"""Tests of odcore.accounting: golden values from the papers, composition, tight ε(δ) vs dp_accounting."""
+"""Tests of odcore.privacy.accounting: golden values from the papers, composition, tight ε(δ) vs dp_accounting."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from odcore.accounting import (
+from odcore.errors import ParameterError
+from odcore.privacy.accounting import (
     TIGHT_K_MAX,
     BudgetConfig,
     advanced_composition,
@@ -25,19 +26,18 @@ from odcore.accounting import (
     tight_epsilon,
     user_level_budget,
 )
-from odcore.errors import ParameterError
-from odcore.release import threshold_delta
+from odcore.privacy.release import threshold_delta
 
 
 def _has_pld() -> bool:
     try:
-        from odcore import pld  # noqa: F401
+        from odcore.privacy import pld  # noqa: F401
     except ImportError:
         return False
     return True
 
 
-needs_pld = pytest.mark.skipif(not _has_pld(), reason="odcore.pld (attack module) not available yet")
+needs_pld = pytest.mark.skipif(not _has_pld(), reason="odcore.privacy.pld (attack module) not available yet")
 
 
 # ------------------------------------------------------------------ golden values
@@ -157,7 +157,7 @@ def test_rdp_epsilon_vs_dp_accounting_rdp_accountant(eps, k, delta):
     dpa = pytest.importorskip("dp_accounting")
     from dp_accounting import rdp
 
-    from odcore.accounting import _RDP_ORDERS
+    from odcore.privacy.rdp import RDP_ORDERS as _RDP_ORDERS
 
     acc = rdp.RdpAccountant(orders=list(_RDP_ORDERS))
     acc.compose(dpa.LaplaceDpEvent(noise_multiplier=1 / eps), k)
@@ -215,9 +215,9 @@ def _dp_pessimistic(eps: float, m: int, weeks: int, delta: float, interval: floa
 
 @needs_pld
 @pytest.mark.parametrize(("m", "weeks", "golden", "tol"), [
-    (20, 52, 5.20, 0.01),    # issue 10: dp_accounting pessimistic, grid 1e-4: 5.2023
-    (5, 52, 11.42, 0.01),    # issue 10: 11.42
-    (20, 1, 0.555, 0.005),   # issue 10: one week at m = 20 (the reply says 0.66)
+    (20, 52, 5.20, 0.01),    # dp_accounting, pessimistic, grid 1e-4: 5.2023
+    (5, 52, 11.42, 0.01),    # dp_accounting, pessimistic: 11.42
+    (20, 1, 0.555, 0.005),   # dp_accounting: one week at m = 20 (the reply says 0.66)
 ])
 def test_user_level_tight_golden_values(m, weeks, golden, tol):
     ul = user_level_budget(0.66, m, 100, weeks, 1e-6)
@@ -260,7 +260,7 @@ def test_partition_selection_delta_matches_google_formula_and_simulation():
     eps, m, tau = 0.66, 20, 100
     d1 = 0.5 * math.exp((1 - tau) * eps / m)     # LaplacePartitionSelection::CalculateDelta, threshold >= 1
     assert partition_selection_delta(eps, tau, m) == pytest.approx(1 - (1 - d1) ** m, rel=1e-12)
-    assert partition_selection_delta(eps, tau, m) == pytest.approx(0.319, abs=5e-4)   # issue 10's 0.319
+    assert partition_selection_delta(eps, tau, m) == pytest.approx(0.319, abs=5e-4)   # independent check: 0.319
     assert partition_selection_delta(eps, tau, m, 3) == pytest.approx(1 - (1 - d1) ** (3 * m), rel=1e-12)
     # simulation: a person alone on m pairs; the chance that at least one of them is published
     rng = np.random.default_rng(10)
@@ -315,12 +315,12 @@ def test_user_level_bad_input():
 
 
 def test_person_week_in_both_units():
-    from odcore.accounting import person_week
+    from odcore.privacy.accounting import person_week
 
     pm = person_week("per_metric", 0.66, 100, 70)
     assert pm["epsilon_person_week"] == pytest.approx(tight_epsilon(1e-6, 70, 0.66))     # 32.98, Houssiau n = 70
     ul = person_week("user_level", 0.66, 490, 70, max_pairs=20)
-    assert ul["epsilon_person_week"] == pytest.approx(0.555, abs=0.005)                   # issue 10's one week
+    assert ul["epsilon_person_week"] == pytest.approx(0.555, abs=0.005)                   # independent check: one week
     assert ul["delta_person_week"] == pytest.approx(
         user_level_budget(0.66, 20, 490, 1, 1e-6)["delta_user_week_tight"], rel=1e-12)
     with pytest.raises(ParameterError, match="mode"):
@@ -330,7 +330,7 @@ def test_person_week_in_both_units():
 def test_epsilon_over_weeks_tight_runs_to_the_last_week():
     # The cumulative-ε chart's tight line used to stop at k = TIGHT_K_MAX (week 5 at 70 trips); with a loss grid
     # it is a guaranteed bracket at every week, and at 52 weeks it agrees with budget()'s year-long bracket.
-    from odcore.accounting import BudgetConfig, budget, epsilon_over_weeks
+    from odcore.privacy.accounting import BudgetConfig, budget, epsilon_over_weeks
 
     ow = epsilon_over_weeks(0.66, trips=70, weeks=52, delta=1e-6, interval=2e-2)
     assert ow["tight"].notna().all()

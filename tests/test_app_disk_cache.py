@@ -48,7 +48,7 @@ def test_key_includes_the_engine_source(tmp_path, monkeypatch):
 def test_only_the_bundled_city_is_kept(tmp_path, monkeypatch):
     # an upload or a synthetic city never reaches the disk; the bundled city ("sample:" ids) does
     from odapp import cache
-    from odcore.trips import ODConfig
+    from odcore.od.trips import ODConfig
 
     monkeypatch.setenv(data.CACHE_ENV, str(tmp_path))
     df = data.load_synth(200, 1, 3.0, 1).df

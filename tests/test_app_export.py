@@ -16,8 +16,8 @@ from odapp.data import load_sample
 from odapp.export import figure_image, slug, styled, to_json_text
 from odapp.state import Settings
 from odapp.words import epsilon_words, num, pct, probability_words
-from odcore.figures import find_browser
 from odcore.paths import REPO_ROOT
+from odcore.report.figures import find_browser
 
 SAMPLE = REPO_ROOT / "sample_data" / "synthetic_city.parquet"
 
@@ -28,8 +28,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_no_browser_gives_a_clear_error(monkeypatch):
-    from odcore import figures
     from odcore.errors import MissingBrowserError
+    from odcore.report import figures
 
     monkeypatch.setenv(figures.BROWSER_ENV, "none")
     fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1]))
@@ -88,7 +88,7 @@ def test_settings_validate():
 
 
 def test_budget_json_is_accepted_by_the_cli_and_reproduces_the_numbers(tmp_path):
-    from odcore.accounting import BudgetConfig, budget
+    from odcore.privacy.accounting import BudgetConfig, budget
 
     s = _settings(epsilon=0.5, threshold=50)
     cfg = cli_config.budget_config(s, trips=20, weeks=4, delta=1e-5)
@@ -103,7 +103,7 @@ def test_budget_json_is_accepted_by_the_cli_and_reproduces_the_numbers(tmp_path)
 
 
 def _goal():
-    from odcore.design import Goal
+    from odcore.privacy.design import Goal
 
     return Goal("attack", known_trips=32, success=0.6, delta=1e-6, weeks=52)
 
@@ -135,8 +135,8 @@ def test_command_line_flags_parse():
 
 @pytest.mark.skipif(not SAMPLE.is_file(), reason="bundled sample missing")
 def test_release_json_reproduces_the_app_release(tmp_path):
-    from odcore.release import release_with_report
-    from odcore.trips import ODConfig, build_od
+    from odcore.od.trips import ODConfig, build_od
+    from odcore.privacy.release import release_with_report
 
     s = _settings(epsilon=0.8, threshold=60, seed=11)
     loaded = load_sample()
@@ -152,7 +152,7 @@ def test_release_json_reproduces_the_app_release(tmp_path):
 
 
 def test_attack_curve_json_is_accepted_by_the_cli(tmp_path):
-    from odcore.attack import success_curve
+    from odcore.privacy.attack import success_curve
 
     s = _settings(epsilon=0.9, seed=3)
     cfg = {**cli_config.attack_curve_config(s, k_max=12, prior=0.5, monte_carlo=None), "dataset": {"label": "x"}}

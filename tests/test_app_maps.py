@@ -1,7 +1,7 @@
 """The OD release map as the browser receives it: a small deck JSON, colours computed in the browser from one number
 per row (the same colours as before), tooltips that carry each cell's and each arc's numbers.
 
-Issue 13: the whole deck is sent again and parsed again by the browser on every rerun that changes the map, so its
+The whole deck is sent again and parsed again by the browser on every rerun that changes the map, so its
 size is the map's cost per slider step (744 KiB per ε step before: every frame column, full-precision floats and RGBA
 lists per row).
 """
@@ -17,11 +17,11 @@ import pytest
 
 from odapp import maps
 from odapp.words import num
-from odcore import figures
+from odcore.report import figures
 
 pytestmark = pytest.mark.timeout(300)
 
-# The bundled city's release map (1,259 cell outlines, top 300 arcs) was 687 kB of deck JSON before issue 13, 381 kB
+# The bundled city's release map (1,259 cell outlines, top 300 arcs) was 687 kB of deck JSON before the deck was trimmed, 381 kB
 # after it.
 DECK_BYTES_MAX = 420_000
 
@@ -382,7 +382,7 @@ def test_grid_layers_tell_zones_apart_by_lines_or_by_gaps():
 
 def test_outline_style_by_zone_kind():
     from odapp.zones_ui import BUNDLED_ZONES
-    from odcore.zones import make_zones, read_zone_file
+    from odcore.space.zones import make_zones, read_zone_file
 
     lat, lon = np.array([33.70, 33.80]), np.array([-84.45, -84.35])
     assert maps.outline_style(make_zones("square:1.3", lat, lon)) == "lines"
@@ -393,7 +393,7 @@ def test_outline_style_by_zone_kind():
 
 def _metres(ring, lat0: float) -> np.ndarray:
     """A [lon, lat] ring in metres on the local equirectangular projection :func:`odapp.maps.inset` works in."""
-    from odcore import figures
+    from odcore.report import figures
 
     return np.asarray(ring, dtype=float) * (1000 * figures.km_per_deg_lon(lat0), 1000 * figures.KM_PER_DEG_LAT)
 
@@ -406,7 +406,7 @@ def test_inset_moves_every_side_inward_by_one_distance():
     import shapely
 
     from odapp.zones_ui import BUNDLED_ZONES, zone_polygons
-    from odcore.zones import read_zone_file
+    from odcore.space.zones import read_zone_file
 
     lat0 = 33.75
     ell = [[0, 0], [0.02, 0], [0.02, 0.01], [0.01, 0.01], [0.01, 0.02], [0, 0.02]]       # concave

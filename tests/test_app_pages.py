@@ -176,14 +176,14 @@ def test_attack_population_and_user_picks(at):
 def test_attack_person_is_the_engines_pick(at):
     """The real person of the week (its lookups cached per week, release and seed: odapp.cache.attack_users,
     attack_others) against the engine on the same week: the busiest and the quietest user, their number of unique
-    trips, and the exact success of odcore.attack.user_risk on the counts of everyone else."""
+    trips, and the exact success of odcore.privacy.attack.user_risk on the counts of everyone else."""
     import numpy as np
 
     from odapp import cache
     from odapp.data import load_sample
     from odapp.words import pct
-    from odcore.attack import user_risk
-    from odcore.trips import ODConfig, build_od
+    from odcore.od.trips import ODConfig, build_od
+    from odcore.privacy.attack import user_risk
 
     at.switch_page("pages/3_Attack.py").run()
     week = int(at.session_state[K_WEEK])

@@ -36,7 +36,7 @@ def test_full_collection_after_a_run_skips_the_frozen_modules():
     # What Streamlit's post-run gc.collect(2) scans: far fewer objects once the modules are frozen.
     code = (
         "import gc\n"
-        "import odapp.sidebar, odapp.maps, odcore.attack, plotly.graph_objects\n"
+        "import odapp.sidebar, odapp.maps, odcore.privacy.attack, plotly.graph_objects\n"
         "before = len(gc.get_objects())\n"
         "from odapp import layout\n"
         "layout.freeze_long_lived()\n"
@@ -154,8 +154,8 @@ def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     import odapp.maps
-    import odcore.figures
-    import odcore.release
+    import odcore.privacy.release
+    import odcore.report.figures
     from odapp import ahead
 
     if not (REPO_ROOT / "sample_data" / "synthetic_city.parquet").is_file():
@@ -171,8 +171,8 @@ def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
             return f(*a, **k)
         return counted
 
-    for mod, name in [(odcore.release, "release_with_report"), (odcore.release, "cell_release_probability"),
-                      (odapp.maps, "release_maps"), (odcore.figures, "release_curve_figure")]:
+    for mod, name in [(odcore.privacy.release, "release_with_report"), (odcore.privacy.release, "cell_release_probability"),
+                      (odapp.maps, "release_maps"), (odcore.report.figures, "release_curve_figure")]:
         monkeypatch.setattr(mod, name, counting(getattr(mod, name), name))
     st.cache_resource.clear()
     at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=300).run()
@@ -242,7 +242,7 @@ def test_command_line_boxes_are_made_only_when_opened(at, page, key, command):
 def test_map_image_box_is_made_only_when_opened_and_draws_the_map(at):
     """The OD release map's image export (odapp.export.image_export) sends its eleven controls only while it is open;
     opened, it draws the map to an SVG through kaleido and offers it for download."""
-    from odcore.figures import find_browser
+    from odcore.report.figures import find_browser
 
     at.switch_page("pages/2_OD_release.py").run()
     assert not at.exception, [e.message for e in at.exception]
@@ -272,9 +272,9 @@ def _nodes(node) -> int:
     return len(kids) + sum(_nodes(c) for c in kids)
 
 
-# Measured in Chromium on this 2-core machine without a GPU (README, "Speed in a real browser"): the floor app plus
+# Measured in Chromium on this 2-core machine without a GPU (docs/benchmarks.md, "Reference apps"): the floor app plus
 # 60 captions, one message each, took 50-70 ms more per press than the same text in one caption. Counted here
-# (AppTest's tree) before session 10's cuts: 101-124 on Data, OD release, Attack, Privacy budget and Release
+# (AppTest's tree) before the reruns were trimmed: 101-124 on Data, OD release, Attack, Privacy budget and Release
 # designer; after: 58-97 on every page.
 MESSAGE_BUDGET = 100
 
@@ -309,8 +309,8 @@ def test_the_cached_functions_key_a_config_on_every_field_of_it():
     from streamlit.runtime.caching.cache_utils import CachedFunc
 
     from odapp import cache
-    from odcore.release import Mode, ReleaseConfig
-    from odcore.trips import ODConfig
+    from odcore.od.trips import ODConfig
+    from odcore.privacy.release import Mode, ReleaseConfig
 
     for name in cache.CONFIG_TYPES:
         module, cls = name.rsplit(".", 1)

@@ -2,7 +2,7 @@
 projector mode and the guided tour.
 
 The game's theory is the optimal attacker's exact success against the *thresholded* release, averaged over the
-rounds dealt (``odcore.teaching.expected_success``), not the no-threshold p_k of Houssiau et al. Fig. 1: at
+rounds dealt (``odcore.report.teaching.expected_success``), not the no-threshold p_k of Houssiau et al. Fig. 1: at
 ε = 0.66, τ = 100 on the bundled city and k = 32 it is about 67 %, while p_32 = 95.5 %.
 """
 
@@ -13,9 +13,9 @@ import pytest
 
 from odapp import guide
 from odapp.projector import K_PROJECTOR
-from odcore.attack import pair_llr, success_curve
 from odcore.paths import REPO_ROOT
-from odcore.teaching import AttackerPool, GameRules, binomial_interval, expected_success
+from odcore.privacy.attack import pair_llr, success_curve
+from odcore.report.teaching import AttackerPool, GameRules, binomial_interval, expected_success
 from tests.test_app_pages import _metric, _no_errors
 
 pytestmark = pytest.mark.timeout(600)
@@ -34,8 +34,8 @@ ROUND_COUNTS = [20, pytest.param(200, marks=pytest.mark.slow)]
 def theory_k32():
     """The game's theory at k = 32 for the first n rounds the page deals with seed 2022 (engine, independent of the
     page): a function of n."""
-    from odcore.traces import load_traces
-    from odcore.trips import ODConfig, build_od
+    from odcore.data.traces import load_traces
+    from odcore.od.trips import ODConfig, build_od
 
     od = build_od(load_traces(SAMPLE).df, ODConfig(cell_km2=1.3))
     pool = AttackerPool.from_pairs(od.week_pairs(0), od.week_counts(0))

@@ -1,4 +1,4 @@
-"""Membership attack (odcore.attack): paper values, simulation vs exact, thresholded model, ROC, priors, population."""
+"""Membership attack (odcore.privacy.attack): paper values, simulation vs exact, thresholded model, ROC, priors, population."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from odcore import attack, pld
 from odcore.errors import ParameterError
-from odcore.release import release_probability
+from odcore.privacy import attack, pld
+from odcore.privacy.release import release_probability
 
 EPS = 0.66  # Bassolas et al. / Houssiau et al.
 
@@ -194,14 +194,14 @@ def test_pair_pmf_masses(c):
     assert np.sum(pm * np.exp(-loss)) == pytest.approx(1.0, abs=1e-12)   # connect-the-dots keeps Q-mass
     # the suppressed P-mass is the release module's 1 − P(published)
     if np.isfinite(c):
-        assert attack._pair_errors(np.array([c]), eps, tau)[1][0] == pytest.approx(
+        assert attack.pair_errors(np.array([c]), eps, tau)[1][0] == pytest.approx(
             (1 - release_probability(c, eps, tau)) + (1 - release_probability(c + 1, eps, tau)), abs=1e-12)
 
 
 def test_pair_tv_against_simulation():
     # one pair at the threshold: TV from the closed form vs the LR test simulated on the thresholded observation
     eps, tau, c = EPS, 10.0, 9.0
-    tv = attack._pair_errors(np.array([c]), eps, tau)[0][0]
+    tv = attack.pair_errors(np.array([c]), eps, tau)[0][0]
     rng = np.random.default_rng(4)
     n = 400_000
     y_out = c + rng.laplace(0, 1 / eps, n)
@@ -378,8 +378,8 @@ def test_week_risk_scales_to_a_realistic_week():
 def test_week_risk_on_real_checkins(shared_data):
     # Gowalla (1,000 users), busiest week 57: with τ = 100 no pair comes close to the threshold, so the release
     # tells the attacker (almost) nothing; with τ = 5 the quiet pairs leak. Per-user values match user_risk.
-    from odcore.traces import load_traces
-    from odcore.trips import ODConfig, build_od
+    from odcore.data.traces import load_traces
+    from odcore.od.trips import ODConfig, build_od
 
     tr = load_traces(shared_data / "gowalla_liu2017_1k", time_offset_s=28800)
     od = build_od(tr.df, ODConfig())

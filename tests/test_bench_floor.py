@@ -1,6 +1,6 @@
 """The browser benchmark measures the floor app beside every page and gives each control's median as a ratio to
 it (``benchmarks/bench_browser.py``: ``_floor_beside``); ``python -m benchmarks.browser_table`` turns the results
-into the README's tables."""
+into the tables of docs/benchmarks.md."""
 
 from __future__ import annotations
 

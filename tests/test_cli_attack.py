@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from odcore import attack
 from odcore.cli import main
+from odcore.privacy import attack
 
 
 def _run(capsys, argv):
@@ -72,7 +72,7 @@ def test_attack_curve_errors(capsys):
 
 @pytest.fixture(scope="module")
 def small_city(tmp_path_factory):
-    from odcore.synth import SynthConfig, generate_city
+    from odcore.data.synth import SynthConfig, generate_city
 
     df = generate_city(SynthConfig(users=400, extent_km=6.0), rng=3)
     path = tmp_path_factory.mktemp("city") / "city.parquet"
@@ -131,8 +131,8 @@ def test_user_risk_user_level_and_errors(capsys, small_city):
 
 
 def test_attack_curve_per_person(capsys):
-    from odcore.attack import bounded_success_curve
     from odcore.cli import main
+    from odcore.privacy.attack import bounded_success_curve
 
     assert main(["attack-curve", "--mode", "user_level", "--max-pairs", "10", "--k-max", "40", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

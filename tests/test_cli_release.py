@@ -202,7 +202,7 @@ def test_release_errors(capsys, tmp_path, traces_csv, extra, match):
 @pytest.fixture
 def fake_image(monkeypatch):
     """Image export without a browser: the map is 'drawn' as fixed bytes (the writing path is what is tested)."""
-    from odcore import figures
+    from odcore.report import figures
 
     monkeypatch.setattr(figures, "require_browser", lambda: "/fake/chromium")
     monkeypatch.setattr(figures, "image_bytes", lambda fig, fmt, **kw: b"IMAGE:" + fmt.encode())
@@ -234,7 +234,7 @@ def test_failing_release_writes_no_map(capsys, tmp_path, traces_csv, fake_image)
 
 def test_failing_map_writes_no_release(capsys, tmp_path, traces_csv, monkeypatch):
     """The second map cannot be drawn: exit 2, and neither the release files nor the first map are written."""
-    from odcore import figures
+    from odcore.report import figures
 
     def image_bytes(fig, fmt, **kw):
         if fmt.lstrip(".") == "svg":

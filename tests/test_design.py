@@ -1,4 +1,4 @@
-"""Tests of odcore.design (the release designer), odcore.sheet and the ``design`` CLI on the bundled city."""
+"""Tests of odcore.privacy.design (the release designer), odcore.report.sheet and the ``design`` CLI on the bundled city."""
 
 from __future__ import annotations
 
@@ -9,18 +9,26 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from odcore.accounting import partition_selection_delta, user_level_budget
-from odcore.attack import bounded_success_curve, simulate_attack
 from odcore.cli import main
-from odcore.design import DEFAULT_MAX_PAIRS, Goal, GoalKind, achieved, design_report, frontier, goal_epsilon
 from odcore.errors import ParameterError
+from odcore.privacy.accounting import partition_selection_delta, user_level_budget
+from odcore.privacy.attack import bounded_success_curve, simulate_attack
+from odcore.privacy.design import (
+    DEFAULT_MAX_PAIRS,
+    Goal,
+    GoalKind,
+    achieved,
+    design_report,
+    frontier,
+    goal_epsilon,
+)
 
 
 @pytest.fixture(scope="module")
 def week0():
+    from odcore.data.traces import load_traces
+    from odcore.od.trips import ODConfig, build_od
     from odcore.paths import SAMPLE_DATA_DIR
-    from odcore.traces import load_traces
-    from odcore.trips import ODConfig, build_od
 
     od = build_od(load_traces(SAMPLE_DATA_DIR / "synthetic_city.parquet").df, ODConfig())
     uw = od.user_week
@@ -148,8 +156,8 @@ def test_design_cli_bad_input(argv, match, capsys):
 
 
 def test_budget_sheet_is_self_contained():
-    from odcore.accounting import BudgetConfig, budget
-    from odcore.sheet import budget_sheet
+    from odcore.privacy.accounting import BudgetConfig, budget
+    from odcore.report.sheet import budget_sheet
 
     b = budget(BudgetConfig(max_pairs=20, threshold=610, total_interval=1e-3))
     text = budget_sheet(b)
@@ -164,8 +172,8 @@ def test_ranking_and_expected_match_the_direct_formulas(week0):
     """The seed-independent index, the two-sort ranking and the per-count sums give what the direct rules give:
     the rank of numpy.lexsort((position in rng.permutation, user)) (rows in canonical order), and Σ raw·P / Σ raw
     pair by pair."""
-    from odcore.design import WeekIndex, _Ranked
-    from odcore.release import release_probability
+    from odcore.privacy.design import WeekIndex, _Ranked
+    from odcore.privacy.release import release_probability
 
     pairs, _ = week0
     week = WeekIndex(pairs)
@@ -194,7 +202,7 @@ def test_ranking_is_uniform_within_each_person():
     rank < m keeps a uniform subset of min(m, n); the same test rejects a ranking biased towards some rows."""
     from scipy import stats
 
-    from odcore.design import WeekIndex, _Ranked
+    from odcore.privacy.design import WeekIndex, _Ranked
 
     pairs = pd.DataFrame({"week": 0, "user": ["a"] * 4 + ["b"] * 2 + ["c"],
                           "origin": [1, 2, 3, 4, 1, 2, 1], "destination": [2, 3, 4, 1, 2, 3, 5]})
@@ -225,7 +233,7 @@ def test_report_does_not_depend_on_row_order(week0):
 def test_report_from_the_week_index_is_the_report_from_the_pairs(week0):
     """The dashboard passes the cached WeekIndex; the CLI the DataFrame: same seed, same report (and another seed
     a different seeded release)."""
-    from odcore.design import WeekIndex
+    from odcore.privacy.design import WeekIndex
 
     pairs, trips = week0
     week = WeekIndex(pairs)

@@ -10,14 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from odcore.engines import ENGINES, build_od, file_source
-from odcore.engines.kernel import Bounds, fit_grid_bounds, hour_slots, week_of_slots
+from odcore.data.traces import load_traces
 from odcore.errors import ParameterError, TraceFormatError
-from odcore.grid import SquareGrid
+from odcore.od.engines import ENGINES, build_od, file_source
+from odcore.od.engines.kernel import Bounds, fit_grid_bounds, hour_slots, week_of_slots
+from odcore.od.trips import ODConfig
+from odcore.od.trips import build_od as build_memory
 from odcore.paths import SAMPLE_DATA_DIR
-from odcore.traces import load_traces
-from odcore.trips import ODConfig
-from odcore.trips import build_od as build_memory
+from odcore.space.grid import SquareGrid
 
 # A line of points 2 km apart in San Francisco (distinct 1.3 km² cells).
 P_LAT = 37.70 + np.arange(12) * 0.018
@@ -66,7 +66,7 @@ def spark():
 
     if shutil.which("java") is None:
         pytest.skip("Spark needs Java 17+ (.ci/run installs openjdk-17-jre-headless)")
-    from odcore.engines.spark_engine import spark_session
+    from odcore.od.engines.spark_engine import spark_session
 
     s = spark_session("local[2]", "1g", shuffle_partitions=2)
     yield s
@@ -164,7 +164,7 @@ def test_bundled_city_duckdb_identical():
 def test_bundled_city_other_grids_from_one_hour_index_match_duckdb(monkeypatch):
     """The dashboard's grid cell area control: one HourIndex of the traces serves every grid (and H3), and each
     grid's tables are those of the DuckDB engine, which groups the rows itself."""
-    from odcore.trips import HourIndex
+    from odcore.od.trips import HourIndex
 
     df = pd.read_parquet(SAMPLE_DATA_DIR / "synthetic_city.parquet")
     hours = HourIndex.of(df, "UTC")
@@ -174,7 +174,7 @@ def test_bundled_city_other_grids_from_one_hour_index_match_duckdb(monkeypatch):
         np.testing.assert_array_equal(hours.cells(m.grid), m.grid.assign(hours.lat, hours.lon))
     with pytest.raises(ParameterError, match=r"tz='UTC'.*tz='Europe/Paris'"):
         build_memory(df, ODConfig(tz="Europe/Paris"), hours=hours)
-    from odcore.engines import _grid_of_frame
+    from odcore.od.engines.kernel import grid_of_frame as _grid_of_frame
 
     grid = _grid_of_frame(df, ODConfig(cell_km2=1.1))
     big = HourIndex.of(df, "UTC")
@@ -305,7 +305,7 @@ def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows):
 
 def test_running_counts_sum_equals_one_groupby():
     """The memory engine's running sum of the shards' counts, compacted many times, equals one sum at the end."""
-    from odcore.engines.memory_stream import _CountsSum
+    from odcore.od.engines.memory_stream import _CountsSum
 
     rng = np.random.default_rng(5)
     acc = _CountsSum(min_rows=50)
@@ -324,7 +324,7 @@ def test_running_counts_sum_equals_one_groupby():
 def test_user_hash_is_deterministic_and_spreads():
     import pyarrow as pa
 
-    from odcore.engines.memory_stream import user_hash
+    from odcore.od.engines.memory_stream import user_hash
 
     text = pa.array([f"user-{i}" for i in range(20_000)] + ["", "é", "user-1"])
     h = user_hash(text)
@@ -355,7 +355,7 @@ def test_file_source_auto_bbox_and_errors(tmp_path):
 def _glitchy_city(path, n_users: int = 1_500, per_user: int = 160, seed: int = 3) -> int:
     """More rows than the robust box's sample (``SAMPLE_ROWS``): a city with 3 % far GPS glitches, so the box
     depends on which rows are sampled. Returns the row count."""
-    from odcore.engines.kernel import SAMPLE_ROWS
+    from odcore.od.engines.kernel import SAMPLE_ROWS
 
     rng = np.random.default_rng(seed)
     n = n_users * per_user
@@ -375,7 +375,7 @@ def _glitchy_city(path, n_users: int = 1_500, per_user: int = 160, seed: int = 3
 def test_auto_bbox_on_a_big_input_gives_every_engine_the_same_grid(tmp_path, spark):
     """Above SAMPLE_ROWS rows the robust box comes from a sample; every engine samples the same rows (a hash of the
     coordinates, kernel.sample_batch), so the box, the grid and the tables agree."""
-    from odcore.traces import BBox
+    from odcore.data.traces import BBox
 
     path = tmp_path / "glitchy.parquet"
     _glitchy_city(path)

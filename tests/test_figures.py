@@ -1,4 +1,4 @@
-"""odcore.figures: the one template, tick helpers, the flow map figure and its image files (app and CLI)."""
+"""odcore.report.figures: the one template, tick helpers, the flow map figure and its image files (app and CLI)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from odcore import figures
 from odcore.paths import REPO_ROOT
+from odcore.report import figures
 
 NEEDS_BROWSER = pytest.mark.skipif(figures.find_browser() is None, reason="no Chrome/Chromium on this machine: "
                                    "kaleido cannot draw PNG/SVG (Debian package 'chromium'; .ci/run installs it)")
@@ -142,7 +142,7 @@ def test_cli_release_map_bad_name(tmp_path):
 def test_thin_curve_keeps_the_shape_of_an_exact_roc():
     """The Attack page draws an exact ROC (thousands of vertices) with thin_curve's points: ends kept, far fewer
     points, and every dropped vertex within tol of the drawn polyline (checked by interpolation)."""
-    from odcore.attack import user_risk
+    from odcore.privacy.attack import user_risk
 
     ur = user_risk(np.r_[np.zeros(5), np.arange(1, 60) * 3.0], 0.66, 100, roc=True)
     x, y = np.asarray(ur.roc.fpr), np.asarray(ur.roc.tpr)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from odcore.errors import ParameterError
-from odcore.grid import SquareGrid, utm_epsg
+from odcore.space.grid import SquareGrid, utm_epsg
 
 
 def _city(n=2000, lat=37.77, lon=-122.42, seed=0):
@@ -86,12 +86,12 @@ def test_fit_is_deterministic_and_validates():
 
 def test_large_inputs_surrogate_matches_pyproj():
     """> 200,000 points use the polynomial surrogate; it must agree with pyproj to < 1 mm and on every cell."""
-    from odcore.grid import _transformer
+    from odcore.space.grid import transformer
 
     lat, lon = _city(300_000, seed=3)
     g = SquareGrid.fit(lat, lon, 1.3)
     x, y = g.project(lat, lon)
-    xr, yr = _transformer(g.crs, False).transform(lon, lat)
+    xr, yr = transformer(g.crs, False).transform(lon, lat)
     assert np.abs(x - xr).max() < 1e-3
     assert np.abs(y - yr).max() < 1e-3
     ref = (np.floor((yr - g.y0) / g.side_m) * g.n_cols + np.floor((xr - g.x0) / g.side_m)).astype(np.int64)
@@ -103,7 +103,7 @@ def test_large_inputs_surrogate_matches_pyproj():
 def test_surrogate_blocks_give_the_same_bits_as_one_pass():
     """The surrogate is evaluated in cache-sized blocks (2x faster on the bundled city): each point goes through the
     same operations, so blocks of any size give bit-identical coordinates (300,000 points: 10 blocks and a rest)."""
-    from odcore.grid import _surrogate
+    from odcore.space.grid import _surrogate
 
     lat, lon = _city(300_000, seed=5)
     g = SquareGrid.fit(lat, lon, 1.3)

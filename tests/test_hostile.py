@@ -132,7 +132,7 @@ BAD_PARAMETERS = [
     (["synth", "--extent-km", "0", "--out", "{tmp}/s.parquet"], "(--extent-km) must be"),
     (["defences", "--epsilon", "0.1,-1"], "(--epsilon) must be"),
     (["knock", "--prior", "7"], "(--prior) must be"),
-    # Knock Knock's own parameters go through the same rule (odcore.validate.PARAMETERS)
+    # Knock Knock's own parameters go through the same rule (odcore.data.validate.PARAMETERS)
     (["knock", "--m", "0"], "m (--m) must be an integer >= 1 and <= 10,000"),
     (["knock", "--m", "100000000"], "m (--m) must be an integer >= 1 and <= 10,000"),
     (["knock", "--alpha", "1.5"], "alpha (--alpha) must be a number > 0 and <= 1"),

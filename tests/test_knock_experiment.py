@@ -186,7 +186,7 @@ def test_cli_knock_and_defences(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.realdata
 def test_real_cabspotting_sfc_matches_paper_statistics(shared_data):
-    from odcore.traces import load_traces
+    from odcore.data.traces import load_traces
 
     tr = load_traces(shared_data / "cabspotting_sf", format="cabspotting", tz="America/Los_Angeles", bbox=None)
     ts = build_timeseries(tr.df, TimeSeriesConfig(grid="sfc", tz="America/Los_Angeles"))

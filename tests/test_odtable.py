@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from odcore.cli import main
-from odcore.engines import build_od
-from odcore.odtable import is_counts_folder, read_counts_folder, write_counts_folder
-from odcore.release import ReleaseConfig, release_counts_with_report, release_with_report
-from odcore.synth import SynthConfig, generate_city, write_city_chunked
-from odcore.trips import ODConfig
+from odcore.data.synth import SynthConfig, generate_city, write_city_chunked
+from odcore.od.engines import build_od
+from odcore.od.odtable import is_counts_folder, read_counts_folder, write_counts_folder
+from odcore.od.trips import ODConfig
+from odcore.privacy.release import ReleaseConfig, release_counts_with_report, release_with_report
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_synth_chunked_folder(tmp_path, capsys):
     pd.testing.assert_frame_equal(df, pd.concat([pd.read_parquet(f) for f in again["files"]], ignore_index=True))
     # the folder is an input: memory (loader) and DuckDB (streamed) agree
     m = build_od(pd.read_parquet(tmp_path / "big"), ODConfig())
-    from odcore.engines import file_source
+    from odcore.od.engines import file_source
 
     d = build_od(file_source(tmp_path / "big"), ODConfig(), engine="duckdb")
     pd.testing.assert_frame_equal(m.counts, d.counts)

@@ -1,4 +1,4 @@
-"""Exact k-fold Laplace PLD (odcore.pld): closed forms, dp_accounting, Monte Carlo, stability, errors."""
+"""Exact k-fold Laplace PLD (odcore.privacy.pld): closed forms, dp_accounting, Monte Carlo, stability, errors."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from odcore import pld
 from odcore.errors import ParameterError
+from odcore.privacy import pld
 
 dp_pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
 
@@ -249,7 +249,7 @@ def test_composed_bracket_contains_the_exact_value(k, weeks, eps):
 def test_composed_bracket_narrows_with_the_grid_and_a_year_of_weeks():
     # Houssiau et al.'s year (52 weeks x 70 trips, eps 0.66): far below basic composition 2402.4 and below the
     # Renyi bound, and the finer grid's bracket sits inside the coarser one
-    from odcore.accounting import rdp_epsilon
+    from odcore.privacy.accounting import rdp_epsilon
 
     lo1, hi1 = pld.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=1e-2)
     lo2, hi2 = pld.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=2e-3)

@@ -1,4 +1,4 @@
-"""Tests of odcore.release: noise distribution, release rule, closed forms vs simulation, bounding, errors."""
+"""Tests of odcore.privacy.release: noise distribution, release rule, closed forms vs simulation, bounding, errors."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from odcore.errors import ParameterError
-from odcore.release import (
+from odcore.privacy.release import (
     RAW_COUNT,
     RELEASE_COLUMNS,
     Mode,
@@ -132,7 +132,7 @@ def _reference_noisy_table(w, o, d, raw, tc, in_domain, config, rng):
 def test_release_table_equals_the_column_by_column_reference(config):
     # the table is built in one go (and, when every pair is submitted, without masks): the same noise, the same
     # decisions, the same columns and types as the first version; release_prob within 1e-12 of scipy's Laplace
-    from odcore import release as rel
+    from odcore.privacy import release as rel
 
     rng = np.random.default_rng(11)
     n = 30_000
@@ -219,7 +219,7 @@ def test_bounding_keeps_at_most_max_pairs_and_counts_drops():
 def test_bounding_subset_is_uniform(fast, monkeypatch):
     # one user with 5 pairs per week, keep 1: each pair kept 1/5 of the time (chi-square), over 10,000 weeks
     if not fast:  # force the general path (used when (week, user) ranges leave too few random bits)
-        monkeypatch.setattr("odcore.release._MIN_RANDOM_BITS", 63)
+        monkeypatch.setattr("odcore.privacy.release._MIN_RANDOM_BITS", 63)
     weeks, k = 10_000, 5
     pairs = singleton_pairs(k, weeks=weeks)
     pairs["user"] = "a"
@@ -415,7 +415,7 @@ def test_config_mode_string_and_sensitivity():
 
 def test_cell_release_probability_matches_simulation():
     # P(at least one outgoing pair of a cell is published) = 1 − Π(1 − p_pair); checked against many releases
-    from odcore.release import cell_release_probability
+    from odcore.privacy.release import cell_release_probability
 
     pairs = pd.DataFrame({"week": 0, "user": np.arange(300),
                           "origin": np.r_[np.zeros(200, int), np.ones(100, int)],
@@ -458,11 +458,11 @@ def test_prepared_pairs_release_exactly_as_the_table(mode, max_pairs):
 @pytest.mark.parametrize("bits", [8, 17, 33, 47, 60])
 def test_stable_argsort_by_radix_passes_is_numpys(bits, monkeypatch):
     """The canonical order's radix passes give numpy's stable argsort exactly (ties kept in input order)."""
-    from odcore.release import _stable_argsort
+    from odcore.privacy.release import _stable_argsort
 
     rng = np.random.default_rng(bits)
     for n, min_rows in ((30_000, 20_000), (500, 1)):
-        monkeypatch.setattr("odcore.release._RADIX_MIN_ROWS", min_rows)
+        monkeypatch.setattr("odcore.privacy.release._RADIX_MIN_ROWS", min_rows)
         key = rng.integers(0, 2**bits, n)
         key[: n // 3] = key[n // 3: 2 * (n // 3)]      # many ties
         rng.shuffle(key)
@@ -472,7 +472,7 @@ def test_stable_argsort_by_radix_passes_is_numpys(bits, monkeypatch):
 def test_seed_memo_of_prepared_pairs_changes_no_release():
     """Per person, a prepared week keeps each seed's bounding draw: releases at other bounds, ε and thresholds with
     a seed seen before (and after it was evicted) are exactly those of a fresh preparation."""
-    from odcore.release import PreparedPairs
+    from odcore.privacy.release import PreparedPairs
 
     rng = np.random.default_rng(11)
     n = 6000

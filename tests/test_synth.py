@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from odcore.data.synth import SynthConfig, generate_city
 from odcore.errors import ParameterError
+from odcore.od.trips import ODConfig, build_od
 from odcore.paths import SAMPLE_DATA_DIR
-from odcore.synth import SynthConfig, generate_city
-from odcore.trips import ODConfig, build_od
 
 SMALL = SynthConfig(users=1500, weeks=1)
 
@@ -84,7 +84,7 @@ def test_config_validation(kw, match):
 
 def test_bundled_sample_meets_the_targets():
     """The shipped sample: hundreds of pairs >= 100 users at 1.3 km², median unique trips in the tens."""
-    from odcore.traces import load_traces
+    from odcore.data.traces import load_traces
 
     p = SAMPLE_DATA_DIR / "synthetic_city.parquet"
     if not p.exists():
@@ -115,7 +115,7 @@ def _lomax_cdf(r, r0, beta, cap):
 def test_jump_lengths_follow_truncated_power_law():
     from scipy import stats
 
-    from odcore.synth import _truncated_power_law
+    from odcore.data.synth import _truncated_power_law
 
     cfg = SynthConfig(users=10)
     r = _truncated_power_law(20_000, cfg, np.random.default_rng(0))
@@ -132,7 +132,7 @@ def test_radial_density_is_clark_exponential():
     """Points with density ~ exp(-r/s) in the plane: radius ~ Gamma(2, s)."""
     from scipy import stats
 
-    from odcore.synth import _radial
+    from odcore.data.synth import _radial
 
     s = 3.0
     pts = _radial(20_000, s, np.random.default_rng(1))

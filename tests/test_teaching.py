@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from odcore import teaching as T
-from odcore.attack import pair_llr, success_curve
 from odcore.errors import ParameterError
 from odcore.paths import REPO_ROOT
-from odcore.release import ReleaseConfig, release, release_probability
+from odcore.privacy.attack import pair_llr, success_curve
+from odcore.privacy.release import ReleaseConfig, release, release_probability
+from odcore.report import teaching as T
 
 SAMPLE = REPO_ROOT / "sample_data" / "synthetic_city.parquet"
 ALPHA = 1e-6
@@ -20,8 +20,8 @@ ALPHA = 1e-6
 
 @pytest.fixture(scope="module")
 def pool():
-    from odcore.traces import load_traces
-    from odcore.trips import ODConfig, build_od
+    from odcore.data.traces import load_traces
+    from odcore.od.trips import ODConfig, build_od
 
     if not SAMPLE.is_file():
         pytest.skip("bundled sample missing (make sample-data)")
@@ -83,9 +83,9 @@ def _pool_by_pandas(pairs: pd.DataFrame, counts: pd.DataFrame | None) -> dict:
 def test_pool_matches_a_pandas_reference(pool):
     """from_pairs (sorted integer codes, no groupby/merge) equals groupby/merge/sort on the city's week, on the
     bounded pairs of a per-user release (counts from the pairs), and on shuffled rows with duplicates and text ids."""
-    from odcore.release import bound_contributions
-    from odcore.traces import load_traces
-    from odcore.trips import ODConfig, build_od
+    from odcore.data.traces import load_traces
+    from odcore.od.trips import ODConfig, build_od
+    from odcore.privacy.release import bound_contributions
 
     od = build_od(load_traces(SAMPLE).df, ODConfig(cell_km2=1.3))
     wp, wc = od.week_pairs(0), od.week_counts(0)
@@ -234,7 +234,7 @@ def test_batched_round_success_is_user_risk(pool, eps, tau, sens):
     """round_success (all rounds of a level in one batched FFT, silent pairs as a point mass at loss 0) equals
     user_risk(...).success round by round, on the city's rounds at every ladder level and on settings where most
     pairs are silent (τ = 300), most are informative (τ = 1, 10) and per user (sensitivity 5)."""
-    from odcore.attack import user_risk
+    from odcore.privacy.attack import user_risk
 
     rules = T.GameRules(eps, tau, sens)
     for k in T.LADDER:
@@ -246,7 +246,7 @@ def test_batched_round_success_is_user_risk(pool, eps, tau, sens):
 def test_batched_round_success_edge_rows():
     """Rows with nothing informative are exactly ½ (as user_risk); never-suppressed pairs (one type) give p_k;
     repeated and mixed rows; a bad table is refused."""
-    from odcore.attack import user_risk
+    from odcore.privacy.attack import user_risk
 
     rules = T.GameRules(0.66, 100)
     rows = np.array([[0, 0, 0], [5000, 5000, 5000], [99, 0, 5000], [0, 5000, 99], [120, 95, 80], [0, 0, 0]], float)
@@ -310,7 +310,7 @@ def test_noise_picture_numbers_are_the_release_probability(c, sens):
 
 
 def test_noise_sentence_against_simulated_release():
-    """Run odcore.release.release on 20,000 pairs of c = 12 people (τ = 10, ε = 0.66): the share published and the
+    """Run odcore.privacy.release.release on 20,000 pairs of c = 12 people (τ = 10, ε = 0.66): the share published and the
     share published inside the sentence's range match the sentence's numbers (binomial z at α = 1e-6), and the
     same test rejects the numbers of a wrong noise scale (sensitivity 2)."""
     c, tau, n = 12, 10, 20_000

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from odcore.data.traces import BBox, ColumnMapping, load_traces, traces_from_frame
 from odcore.errors import ParameterError, TraceFormatError
-from odcore.traces import BBox, ColumnMapping, load_traces, traces_from_frame
 
 FIX = Path(__file__).parent / "fixtures"
 T0 = 1211180400 + 8 * 3600  # fixtures: Mon 2008-05-19 08:00 PDT

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from odcore.errors import ParameterError, TraceFormatError
-from odcore.grid import SquareGrid
-from odcore.trips import HourIndex, ODConfig, build_od, hourly_locations, local_offsets
+from odcore.od.trips import HourIndex, ODConfig, build_od, hourly_locations, local_offsets
+from odcore.space.grid import SquareGrid
 
 # A line of points 2 km apart in San Francisco (distinct 1.3 km² cells), plus a point 100 m from P[0].
 P_LAT = 37.70 + np.arange(40) * 0.018
@@ -252,7 +252,7 @@ def test_integer_users_keep_their_ids():
 
 @pytest.mark.realdata
 def test_real_cabspotting_subset(shared_data):
-    from odcore.traces import load_traces
+    from odcore.data.traces import load_traces
 
     files = sorted((shared_data / "cabspotting_sf").glob("new_*.txt.gz"))[:8]
     buf = io.BytesIO()
@@ -271,7 +271,7 @@ def test_real_cabspotting_subset(shared_data):
 
 @pytest.mark.realdata
 def test_real_gowalla_wide_extent_uses_equal_area(shared_data):
-    from odcore.traces import load_traces
+    from odcore.data.traces import load_traces
 
     tr = load_traces(shared_data / "gowalla_liu2017_1k", time_offset_s=28800)
     od = build_od(tr.df, ODConfig())

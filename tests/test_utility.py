@@ -1,4 +1,4 @@
-"""Tests of odcore.utility: utility of a release and the Atlanta arithmetic."""
+"""Tests of odcore.privacy.utility: utility of a release and the Atlanta arithmetic."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from odcore.errors import ParameterError
-from odcore.release import ReleaseConfig, release, release_probability
-from odcore.utility import atlanta_arithmetic, release_utility, utility_by_week
+from odcore.privacy.release import ReleaseConfig, release, release_probability
+from odcore.privacy.utility import atlanta_arithmetic, release_utility, utility_by_week
 
 
 def _pairs(rng, n=20_000, users=3000, cells=12, weeks=2):

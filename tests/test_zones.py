@@ -1,4 +1,4 @@
-"""Zone systems (odcore.zones): H3 vs h3's own latlng_to_cell, polygons vs geopandas sjoin, files and errors."""
+"""Zone systems (odcore.space.zones): H3 vs h3's own latlng_to_cell, polygons vs geopandas sjoin, files and errors."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 import shapely
 
-from odcore.grid import SquareGrid
 from odcore.paths import SAMPLE_DATA_DIR
-from odcore.zones import (
+from odcore.space.grid import SquareGrid
+from odcore.space.zones import (
     OUTSIDE,
     OUTSIDE_REASON,
     H3Zones,
@@ -289,7 +289,7 @@ def _city(n_users: int = 300) -> pd.DataFrame:
 def test_build_od_on_zones_matches_loop_reference(spec):
     from test_trips import _as_sets, reference
 
-    from odcore.trips import ODConfig, build_od
+    from odcore.od.trips import ODConfig, build_od
 
     df = _city()
     cfg = ODConfig(tz="America/New_York", zones=str(DISTRICTS) if spec == "districts" else spec)
@@ -338,11 +338,11 @@ def test_cli_zone_errors_exit_2(capsys, argv, message):
 
 
 def test_compare_zones_matches_a_direct_run_and_bigger_zones_publish_more():
-    from odcore import attack
-    from odcore.release import ReleaseConfig, release
-    from odcore.trips import ODConfig, build_od
-    from odcore.utility import release_utility
-    from odcore.zone_compare import compare_zones
+    from odcore.od.trips import ODConfig, build_od
+    from odcore.privacy import attack
+    from odcore.privacy.release import ReleaseConfig, release
+    from odcore.privacy.utility import release_utility
+    from odcore.report.zone_compare import compare_zones
 
     df = _city(2000)
     specs = ["square:1.3", "square:5", str(DISTRICTS)]

@@ -1,4 +1,4 @@
-"""``python -m odcore attack-curve`` and ``python -m odcore user-risk`` (the membership attack, :mod:`odcore.attack`).
+"""``python -m odcore attack-curve`` and ``python -m odcore user-risk`` (the membership attack, :mod:`odcore.privacy.attack`).
 
 ``attack-curve`` prints the exact success ``p_k`` of Houssiau et al.'s membership attack for ``k = 0..k_max``
 (optionally with the paper's Monte Carlo next to it). ``user-risk`` loads traces, builds one week of unique OD
@@ -70,8 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_curve(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from odcore import attack
     from odcore.cli import print_json
+    from odcore.privacy import attack
 
     curve = attack.success_curve(args.epsilon, args.k_max)
     eps = float(args.epsilon)
@@ -97,7 +97,7 @@ def run_curve(args: argparse.Namespace) -> int:
         out["tpr_at_fpr_1pct"] = tpr[:, 0].tolist()
         out["tpr_at_fpr_0.1pct"] = tpr[:, 1].tolist()
     if args.monte_carlo is not None:
-        from odcore.validate import check_monte_carlo_work
+        from odcore.data.validate import check_monte_carlo_work
 
         check_monte_carlo_work(args.monte_carlo, args.k_max)
         sim = attack.simulate_attack(eps, np.arange(args.k_max + 1), reps=args.monte_carlo, rng=args.seed)
@@ -139,18 +139,18 @@ def run_curve(args: argparse.Namespace) -> int:
 def run_user_risk(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from odcore import attack
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
     from odcore.constants import USER, WEEK
-    from odcore.release import Mode, ReleaseConfig, bound_contributions
+    from odcore.privacy import attack
+    from odcore.privacy.release import Mode, ReleaseConfig, bound_contributions
 
     cfg = ReleaseConfig(epsilon=args.epsilon, threshold=args.threshold, mode=args.mode, max_pairs=args.max_pairs)
     if args.resolution < 2:
         raise ParameterError(f"--resolution must be >= 2, got {args.resolution}.")
     _traces, od = od_from_args(args)
     if not od.stats.get("pairs_available", True):
-        from odcore.odtable import NO_PAIRS_REASON
+        from odcore.od.odtable import NO_PAIRS_REASON
 
         raise ParameterError(f"user-risk scores each person from their own pairs, but {NO_PAIRS_REASON}")
     pairs = od.pairs
@@ -210,8 +210,8 @@ def _user_detail(user_arg: str, pairs, counts, week: int, eps: float, tau: float
                  prior: float | None = None) -> dict:
     import numpy as np
 
-    from odcore import attack
     from odcore.constants import COUNT, DESTINATION, ORIGIN, WEEK
+    from odcore.privacy import attack
 
     users = pairs[user_col]
     match = users.astype(str) == str(user_arg)

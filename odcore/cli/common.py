@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from odcore.paths import SAMPLE_DATA_DIR
 
 if TYPE_CHECKING:  # pragma: no cover
-    from odcore.traces import Traces
-    from odcore.trips import ODData
+    from odcore.data.traces import Traces
+    from odcore.od.trips import ODData
 
 DEFAULT_INPUT = SAMPLE_DATA_DIR / "synthetic_city.parquet"
 STREAM_BYTES = 256 * 2**20   # the memory engine streams generic Parquet/CSV inputs from this size (and folders)
@@ -66,7 +66,7 @@ def add_grid_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--cell-km2", type=float, default=1.3,
                    help="square grid cell area in km², same as --zones square:KM2 (default %(default)s, "
                         "Bassolas et al. 2022 reply)")
-    e = parser.add_argument_group("OD engine (identical results; odcore.engines)")
+    e = parser.add_argument_group("OD engine (identical results; odcore.od.engines)")
     e.add_argument("--engine", default="memory", choices=["memory", "duckdb", "spark"],
                    help="memory: numpy in this process; duckdb: embedded, out of core (streams Parquet/CSV with "
                         "bounded memory); spark: PySpark, local mode or spark-submit (default %(default)s)")
@@ -115,9 +115,9 @@ def mapping_from_args(args: argparse.Namespace) -> dict[str, str] | None:
 
 def traces_from_args(args: argparse.Namespace) -> Traces:
     """Load the traces named by :func:`add_loader_args` options."""
+    from odcore.data.traces import load_traces
     from odcore.errors import ParameterError
-    from odcore.odtable import NO_PAIRS_REASON, is_counts_folder
-    from odcore.traces import load_traces
+    from odcore.od.odtable import NO_PAIRS_REASON, is_counts_folder
 
     if is_counts_folder(getattr(args, "input", None)):
         raise ParameterError(f"--input {args.input}: this command needs traces, but {NO_PAIRS_REASON}")
@@ -133,9 +133,9 @@ def traces_from_args(args: argparse.Namespace) -> Traces:
 
 
 def od_config_from_args(args: argparse.Namespace, fmt: str | None = None):
-    """The :class:`odcore.trips.ODConfig` of ``--zones`` (or ``--cell-km2``) and ``--tz``."""
+    """The :class:`odcore.od.oddata.ODConfig` of ``--zones`` (or ``--cell-km2``) and ``--tz``."""
     from odcore.errors import ParameterError
-    from odcore.trips import ODConfig
+    from odcore.od.trips import ODConfig
 
     zones = getattr(args, "zones", None) or None
     explicit = getattr(args, "_explicit", frozenset())
@@ -145,10 +145,10 @@ def od_config_from_args(args: argparse.Namespace, fmt: str | None = None):
 
 
 def grid_note(df, cell_km2: float) -> None:
-    """Refuse a grid over :data:`odcore.validate.MAX_GRID_CELLS` cells; note on stderr a continent-wide one."""
+    """Refuse a grid over :data:`odcore.data.validate.MAX_GRID_CELLS` cells; note on stderr a continent-wide one."""
     import sys
 
-    from odcore.validate import check_grid_size
+    from odcore.data.validate import check_grid_size
 
     _, warning = check_grid_size(df["lat"].to_numpy(), df["lon"].to_numpy(), cell_km2)
     if warning:
@@ -157,8 +157,8 @@ def grid_note(df, cell_km2: float) -> None:
 
 def zones_note(df, cfg) -> None:
     """:func:`grid_note` for square zones (``--cell-km2`` or ``--zones square:KM2``); H3 covers and zone files have
-    their own limits (:data:`odcore.zones.MAX_H3_CELLS`, :data:`odcore.zones.MAX_ZONES`)."""
-    from odcore.zones import parse_zone_spec
+    their own limits (:data:`odcore.space.zones.MAX_H3_CELLS`, :data:`odcore.space.zones.MAX_ZONES`)."""
+    from odcore.space.zones import parse_zone_spec
 
     spec = parse_zone_spec(cfg.zones) if cfg.zones is not None else None
     if spec is None or spec.kind == "square":
@@ -176,10 +176,10 @@ def engine_options(args: argparse.Namespace) -> dict:
 
 
 def stream_source_from_args(args: argparse.Namespace):
-    """A :class:`odcore.engines.FileSource` when ``--input`` names generic Parquet/CSV files the engine reads
+    """A :class:`odcore.od.engines.FileSource` when ``--input`` names generic Parquet/CSV files the engine reads
     itself: always for duckdb/spark; for the memory engine when they are big (a folder of Parquet files or
     >= :data:`STREAM_BYTES`), streamed in user shards. Else None (the loader reads the input)."""
-    from odcore.engines import file_source, is_streamable
+    from odcore.od.engines import file_source, is_streamable
 
     if not is_streamable(args.input, _format_of(args)):
         return None
@@ -200,10 +200,10 @@ def od_from_args(args: argparse.Namespace) -> tuple[Traces, ODData]:
     """Load traces and build the weekly unique OD counts (grid, hourly locations, trips) with ``--engine``.
 
     An OD counts folder (``trips --counts-out DIR``) as ``--input`` gives its table directly (no per-person pairs:
-    ``od.stats["pairs_available"]`` is False) and a :class:`odcore.odtable.CountsInput` in place of the traces.
+    ``od.stats["pairs_available"]`` is False) and a :class:`odcore.od.odtable.CountsInput` in place of the traces.
     """
-    from odcore.engines import build_od
-    from odcore.odtable import CountsInput, is_counts_folder, read_counts_folder
+    from odcore.od.engines import build_od
+    from odcore.od.odtable import CountsInput, is_counts_folder, read_counts_folder
 
     if is_counts_folder(getattr(args, "input", None)):
         od = read_counts_folder(args.input)

@@ -11,11 +11,11 @@ from odcore.paths import atomic_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from odcore.synth import DEFAULT_SAMPLE_CONFIG, DEFAULT_SAMPLE_SEED
+    from odcore.data.synth import DEFAULT_SAMPLE_CONFIG, DEFAULT_SAMPLE_SEED
 
     d = DEFAULT_SAMPLE_CONFIG
     p = sub.add_parser("synth", help="generate a synthetic city's traces (Parquet or CSV)",
-                       description="Generate a synthetic city (odcore.synth): homes, workplaces, commuting and "
+                       description="Generate a synthetic city (odcore.data.synth): homes, workplaces, commuting and "
                                    "exploration/preferential-return leisure trips, one location per user-hour.")
     p.add_argument("--users", type=int, default=d.users, help="number of users (default %(default)s)")
     p.add_argument("--weeks", type=int, default=d.weeks, help="number of weeks (default %(default)s)")
@@ -63,14 +63,14 @@ def _parse_center(text: str) -> tuple[float, float]:
 
 def run_synth(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
-    from odcore.synth import SynthConfig, write_sample
+    from odcore.data.synth import SynthConfig, write_sample
 
     cfg = SynthConfig(users=args.users, weeks=args.weeks, center=_parse_center(args.center),
                       extent_km=args.extent_km, start=args.start, tz=args.tz)
     out = Path(args.out)
     t0 = time.perf_counter()
     if not out.suffix:
-        from odcore.synth import write_city_chunked
+        from odcore.data.synth import write_city_chunked
 
         res = write_city_chunked(out, cfg, args.seed, chunk_users=args.chunk_users)
         info = {"out": str(out), "users": cfg.users, "weeks": cfg.weeks, "seed": args.seed, "rows": res["rows"],
@@ -87,7 +87,7 @@ def run_synth(args: argparse.Namespace) -> int:
         if out.suffix.lower() in (".parquet", ".pq"):
             df = write_sample(tmp, cfg, args.seed)
         else:
-            from odcore.synth import generate_city
+            from odcore.data.synth import generate_city
 
             df = generate_city(cfg, args.seed)
             df.assign(time=df["time"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")).to_csv(tmp, index=False)
@@ -104,10 +104,10 @@ def run_synth(args: argparse.Namespace) -> int:
 def run_trips(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
     from odcore.cli.common import engine_options, stream_source_from_args, zones_note
-    from odcore.engines import build_od
     from odcore.errors import ParameterError
-    from odcore.odtable import is_counts_folder, read_counts_folder, write_counts_folder
-    from odcore.zones import add_zone_names, write_zone_geometry, zones_summary
+    from odcore.od.engines import build_od
+    from odcore.od.odtable import is_counts_folder, read_counts_folder, write_counts_folder
+    from odcore.space.zones import add_zone_names, write_zone_geometry, zones_summary
 
     t0 = time.perf_counter()
     engine = args.engine

@@ -2,7 +2,7 @@
 
 Goals (``--goal``): ``week`` (epsilon per person and week <= --target-epsilon), ``total`` (over --weeks weeks) or
 ``attack`` (an attacker knowing --known-trips trips is right at most --success of the time); all with total
-delta <= --target-delta. Measures what the release keeps on one week of the data (:func:`odcore.design.design_report`)
+delta <= --target-delta. Measures what the release keeps on one week of the data (:func:`odcore.privacy.design.design_report`)
 and optionally writes the guarantee sheet (``--sheet FILE.html``).
 """
 
@@ -51,10 +51,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
-    from odcore.cli.release import _jsonable
+    from odcore.cli.release import jsonable
     from odcore.constants import UNIQUE_TRIPS, WEEK
-    from odcore.design import Goal, design_report
-    from odcore.sheet import guarantee_sheet
+    from odcore.privacy.design import Goal, design_report
+    from odcore.report.sheet import guarantee_sheet
 
     goal = Goal(kind=args.goal, epsilon=args.target_epsilon, delta=args.target_delta, weeks=args.weeks,
                 known_trips=args.known_trips if args.goal == "attack" else None,
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError(f"--week={week} has no trips; weeks with trips: {weeks_present}.")
     uw = od.user_week
     trips = uw.loc[uw[WEEK] == week, UNIQUE_TRIPS].to_numpy()
-    rep = _jsonable(design_report(goal, od.week_pairs(week), trips, week=week, max_pairs=args.max_pairs,
+    rep = jsonable(design_report(goal, od.week_pairs(week), trips, week=week, max_pairs=args.max_pairs,
                                   rng=args.seed))
     if args.sheet:
         path = Path(args.sheet)

@@ -110,8 +110,8 @@ def series_from_args(args: argparse.Namespace):
     import json
 
     from odcore.cli.common import resolve_tz, traces_from_args
+    from odcore.data.validate import check_param
     from odcore.knock.timeseries import LocationTimeSeries, TimeSeriesConfig, build_timeseries
-    from odcore.validate import check_param
 
     bbox = None
     if args.grid_bbox is not None:

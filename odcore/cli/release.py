@@ -1,8 +1,8 @@
 """``python -m odcore budget`` and ``python -m odcore release``.
 
-``budget`` prints the privacy budget of the weekly release for one user (:func:`odcore.accounting.budget`).
+``budget`` prints the privacy budget of the weekly release for one user (:func:`odcore.privacy.accounting.budget`).
 ``release`` loads traces, builds weekly unique OD pairs, runs the Laplace + threshold release
-(:func:`odcore.release.release_with_report`) and writes the released table (CSV and Parquet, with zone centroids and
+(:func:`odcore.privacy.release.release_with_report`) and writes the released table (CSV and Parquet, with zone centroids and
 names), the used zones' geometry (zones.geojson) and a JSON summary.
 
 Both accept ``--config FILE.json`` whose keys are the flags' names in snake_case (``--max-pairs`` -> ``max_pairs``),
@@ -104,13 +104,13 @@ def _note(notes: list[str]) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 def run_budget(args: argparse.Namespace) -> int:
-    from odcore.accounting import BudgetConfig, budget
     from odcore.cli import print_json
+    from odcore.privacy.accounting import BudgetConfig, budget
 
     s, notes = _settings(args)
     given = getattr(args, "_explicit", frozenset()) | getattr(args, "_from_config", frozenset())
     if s["mode"] == "user_level" and s.get("max_pairs") is not None and "threshold" not in given:
-        from odcore.accounting import default_user_threshold
+        from odcore.privacy.accounting import default_user_threshold
 
         s["threshold"] = default_user_threshold(s["epsilon"], s["max_pairs"], s["delta"], s["weeks"])
         notes.append(f"user_level: threshold {s['threshold']} (the smallest whole number whose partition-selection "
@@ -184,13 +184,13 @@ def _print_user_level(b: dict) -> None:
 def run_release(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from odcore.accounting import BudgetConfig, budget
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
     from odcore.constants import CELL, UNIQUE_TRIPS, WEEK
-    from odcore.release import Mode, ReleaseConfig, release_csv_table, release_with_report
-    from odcore.utility import release_utility, utility_by_week
-    from odcore.zones import add_zone_names, write_zone_geometry, zones_summary
+    from odcore.privacy.accounting import BudgetConfig, budget
+    from odcore.privacy.release import Mode, ReleaseConfig, release_csv_table, release_with_report
+    from odcore.privacy.utility import release_utility, utility_by_week
+    from odcore.space.zones import add_zone_names, write_zone_geometry, zones_summary
 
     s, notes = _settings(args)
     _note(notes)
@@ -210,7 +210,7 @@ def run_release(args: argparse.Namespace) -> int:
     if od.stats.get("pairs_available", True):
         res = release_with_report(pairs, cfg, rng=s["seed"])
     else:   # an OD counts folder: the per-metric release from the counts (same draws as from the pairs)
-        from odcore.release import release_counts_with_report
+        from odcore.privacy.release import release_counts_with_report
 
         counts = od.counts if week is None else od.counts[od.counts[WEEK] == int(week)]
         res = release_counts_with_report(counts, cfg, rng=s["seed"])
@@ -251,7 +251,7 @@ def run_release(args: argparse.Namespace) -> int:
     maps = _map_images(s, od, table, cfg, week) if s.get("map") else []
     if maps:
         summary["files"]["map"] = [str(p) for p, _ in maps]
-    summary = _jsonable(summary)
+    summary = jsonable(summary)
     text = json.dumps(summary, indent=2, allow_nan=False)
     # Written last and atomically, map images included: a command that fails leaves nothing behind (each file is
     # written to a temporary name and renamed only when every file has been written).
@@ -290,18 +290,18 @@ def run_release(args: argparse.Namespace) -> int:
     return 0
 
 
-def _jsonable(o: Any) -> Any:
+def jsonable(o: Any) -> Any:
     """Plain JSON types; NaN and infinities (undefined figures, e.g. nothing published) become null."""
     import math
 
     import numpy as np
 
     if isinstance(o, dict):
-        return {str(k): _jsonable(v) for k, v in o.items()}
+        return {str(k): jsonable(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
-        return [_jsonable(v) for v in o]
+        return [jsonable(v) for v in o]
     if isinstance(o, np.ndarray):
-        return [_jsonable(v) for v in o.tolist()]
+        return [jsonable(v) for v in o.tolist()]
     if isinstance(o, (bool, np.bool_)):
         return bool(o)
     if isinstance(o, (int, np.integer)):
@@ -319,15 +319,15 @@ def _jsonable(o: Any) -> Any:
 
 
 def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
-    """``--map FILE[,FILE]``: the week's published flows as an image (odcore.figures.flow_map_figure).
+    """``--map FILE[,FILE]``: the week's published flows as an image (odcore.report.figures.flow_map_figure).
 
     Checks the flags and draws the figure; returns ``(path, write)`` pairs, where ``write(path, tmp)`` renders the
     image into the temporary file ``tmp`` (the caller renames it to ``path`` once every output is written)."""
     import numpy as np
     import pandas as pd
 
-    from odcore import figures
-    from odcore.release import cell_release_probability
+    from odcore.privacy.release import cell_release_probability
+    from odcore.report import figures
 
     try:
         w_in, h_in = (float(v) for v in str(s["map_size"]).lower().split("x"))

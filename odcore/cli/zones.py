@@ -11,7 +11,7 @@ from odcore.cli.common import add_loader_args, resolve_tz, traces_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from odcore.zones import DEFAULT_DISTRICTS, DEFAULT_DISTRICTS_SEED
+    from odcore.space.zones import DEFAULT_DISTRICTS, DEFAULT_DISTRICTS_SEED
 
     p = sub.add_parser("districts", help="make Voronoi districts of a city's traces (a small zone file)",
                        description="Voronoi districts of the traces' points (seeds drawn among distinct points, "
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_districts)
 
     from odcore.paths import SAMPLE_DATA_DIR
-    from odcore.zone_compare import DEFAULT_COMPARE_SPECS
+    from odcore.report.zone_compare import DEFAULT_COMPARE_SPECS
 
     default = [*DEFAULT_COMPARE_SPECS, str(SAMPLE_DATA_DIR / "districts.geojson")]
     c = sub.add_parser("zones-compare", help="compare zone systems: pairs and user-trips published, attack success",
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_districts(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
-    from odcore.zones import write_districts
+    from odcore.space.zones import write_districts
 
     traces = traces_from_args(args)
     df = traces.df
@@ -76,7 +76,7 @@ _COLUMNS = (("zones", "zones", "{}"), ("n_zones", "zones#", "{:,}"), ("zone_km2"
 def run_zones_compare(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
     from odcore.errors import ParameterError
-    from odcore.zone_compare import compare_zones
+    from odcore.report.zone_compare import compare_zones
 
     traces = traces_from_args(args)
     table = compare_zones(traces.df, list(args.zones), epsilon=args.epsilon, threshold=args.threshold,

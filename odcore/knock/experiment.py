@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from odcore.data.validate import check_param
 from odcore.errors import ParameterError, coerce_enum
 from odcore.knock.classifiers import ALL_CLASSIFIERS, Classifier, fit_scores, parse_classifiers
 from odcore.knock.defences import ALL_MECHANISMS, Clip, DefenceConfig, Mechanism, TransformNorm, perturb
@@ -20,7 +21,6 @@ from odcore.knock.features import Selection, extract_features, select_features
 from odcore.knock.game import GameConfig, GameData, Prior, make_game, sample_unique_groups
 from odcore.knock.metrics import auc, mre, mre_denominator, privacy_gain, privacy_loss, roc, sample_targets
 from odcore.knock.timeseries import LocationTimeSeries, TimeSeriesConfig, build_timeseries
-from odcore.validate import check_param
 
 Progress = Callable[[int, int, str], None]
 
@@ -91,7 +91,7 @@ class KnockConfig:
         if self.train_on_noisy and self.defence is None:
             raise ParameterError("train_on_noisy needs a defence.")
         for name in ("m", "alpha", "targets", "n_train", "n_test", "beta", "n_groups", "period_slots", "kappa",
-                     "n_jobs", "inference_period"):   # the one rule of odcore.validate.PARAMETERS (as the CLI)
+                     "n_jobs", "inference_period"):   # the one rule of odcore.data.validate.PARAMETERS (as the CLI)
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, check_param(name, getattr(self, name)))
         if self.target_ids is not None:

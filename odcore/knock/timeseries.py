@@ -20,8 +20,8 @@ import pandas as pd
 import scipy.sparse as sp
 
 from odcore.constants import LAT, LOC, LON, TIME, USER
+from odcore.data.validate import check_param
 from odcore.errors import ParameterError, TraceFormatError, check_positive, coerce_enum
-from odcore.validate import check_param
 
 #: Mean Earth radius used for the small-box degree <-> km conversion (km).
 EARTH_RADIUS_KM = 6371.0088

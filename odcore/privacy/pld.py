@@ -562,7 +562,7 @@ def _solve_newton(states: list[LaplaceKFold], targets: np.ndarray) -> np.ndarray
     g_hi = np.log(np.maximum(d, 1e-300)) - log_t
     # start at the Rényi-DP bound, an upper bound on ε' (so a start left of the root, where the Newton steps of the
     # concave log δ(a) approach it from below)
-    from odcore.accounting import rdp_epsilon
+    from odcore.privacy.rdp import rdp_epsilon
 
     start = np.empty(n_p)
     for t in np.unique(targets[active]):

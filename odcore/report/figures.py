@@ -4,8 +4,8 @@ image files at a chosen size and resolution.
 No streamlit here: the dashboard (``odapp``) and ``python -m odcore release --map FILE`` draw with the same code.
 plotly (and kaleido, which finds a local Chromium, for PNG/SVG/PDF) are imported when a function needs them.
 
-Map geometry: cells come as polygons of ``[lon, lat]`` corners (:meth:`odcore.grid.SquareGrid.polygons`), flows as
-origin/destination centres (:meth:`odcore.grid.SquareGrid.centroids`). They are drawn in kilometres on a local
+Map geometry: cells come as polygons of ``[lon, lat]`` corners (:meth:`odcore.space.grid.SquareGrid.polygons`), flows as
+origin/destination centres (:meth:`odcore.space.grid.SquareGrid.centroids`). They are drawn in kilometres on a local
 equirectangular projection around the data's centre (x = Δλ·111.32·cos φ₀, y = Δφ·110.57), which keeps a 1.3 km²
 cell square and the scale bar true to within 0.5 % over a city (cos φ changes by < 0.5 % over ±0.2° of latitude).
 """
@@ -185,7 +185,7 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     ----------
     cells
         ``DataFrame[cell, polygon, value]``: ``polygon`` is a list of ``[lon, lat]`` corners
-        (:func:`odcore.grid.SquareGrid.polygons`), ``value`` in [0, 1] shades the cell (NaN: outline only).
+        (:func:`odcore.space.grid.SquareGrid.polygons`), ``value`` in [0, 1] shades the cell (NaN: outline only).
     flows
         ``DataFrame[o_lon, o_lat, d_lon, d_lat, count]`` (one row per drawn flow).
     title, subtitle
@@ -466,7 +466,7 @@ def release_curve_figure(true_counts: np.ndarray, epsilon: float, threshold: flo
     """
     import plotly.graph_objects as go
 
-    from odcore.release import release_probability
+    from odcore.privacy.release import release_probability
 
     tc = np.asarray(true_counts, dtype=float)
     x_max = float(max(2 * threshold, np.percentile(tc, 99) if len(tc) else 1.0))

@@ -19,7 +19,7 @@ Two modes (:class:`Mode`):
     keeps a uniformly random subset of ``min(max_pairs, n)`` of their ``n`` unique pairs.
 
 One comparison everywhere: a pair is published iff ``noisy_count >= threshold``. :func:`release_probability` and
-:func:`threshold_delta` use the same ``>=`` (OpenDP issue #2922 was a mismatch between the two).
+:func:`threshold_delta` use the same ``>=`` (OpenDP once had a mismatch between the two: opendp/opendp#2922).
 
 Only observed pairs (true count >= 1 before bounding) enter the table; there is no public list of all cell pairs,
 which is why thresholding is needed and why it costs a delta (:func:`threshold_delta`).
@@ -27,7 +27,6 @@ which is why thresholding is needed and why it costs a delta (:func:`threshold_d
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -48,8 +47,8 @@ from odcore.constants import (
     USER,
     WEEK,
 )
-from odcore.errors import ParameterError, check_int, check_positive
-from odcore.validate import check_param
+from odcore.data.validate import check_param
+from odcore.errors import ParameterError, check_max_pairs, check_positive, check_threshold
 
 RAW_COUNT = "raw_count"
 """Distinct users on the pair before contribution bounding (equals ``true_count`` in per-metric mode)."""
@@ -81,20 +80,6 @@ class Mode(StrEnum):
     USER_LEVEL = "user_level"
 
 
-def _check_threshold(threshold: Any) -> float:
-    try:
-        t = float(threshold)
-    except (TypeError, ValueError):
-        raise ParameterError(f"threshold must be a number >= 1, got threshold={threshold!r}.") from None
-    if not math.isfinite(t) or t < 1:
-        raise ParameterError(f"threshold must be a finite number >= 1 (a count of users), got threshold={threshold!r}.")
-    return t
-
-
-def _check_max_pairs(max_pairs: Any) -> int:
-    return check_int("max_pairs", max_pairs, minimum=1)
-
-
 @dataclass(frozen=True)
 class ReleaseConfig:
     """Parameters of one weekly release.
@@ -124,8 +109,8 @@ class ReleaseConfig:
     max_pairs: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", float(check_param("epsilon", self.epsilon)))  # odcore.validate: one rule
-        t = _check_threshold(self.threshold)
+        object.__setattr__(self, "epsilon", float(check_param("epsilon", self.epsilon)))  # odcore.data.validate: one rule
+        t = check_threshold(self.threshold)
         object.__setattr__(self, "threshold", int(t) if t == int(t) else t)
         try:
             mode = Mode(self.mode)
@@ -136,7 +121,7 @@ class ReleaseConfig:
         if mode is Mode.USER_LEVEL:
             if self.max_pairs is None:
                 raise ParameterError("max_pairs is required in user_level mode (an integer >= 1), got max_pairs=None.")
-            object.__setattr__(self, "max_pairs", _check_max_pairs(self.max_pairs))
+            object.__setattr__(self, "max_pairs", check_max_pairs(self.max_pairs))
         elif self.max_pairs is not None:
             raise ParameterError(
                 f"max_pairs={self.max_pairs!r} is only used in user_level mode; per_metric mode bounds each user to 1 "
@@ -196,7 +181,7 @@ def release_probability(true_count, epsilon: float, threshold: float, sensitivit
     0.5
     """
     eps = check_positive("epsilon", epsilon)
-    tau = _check_threshold(threshold)
+    tau = check_threshold(threshold)
     sens = check_positive("sensitivity", sensitivity)
     ints = np.asarray(true_count)
     if ints.dtype.kind in "iu" and ints.size > _BY_VALUE_MIN:
@@ -240,7 +225,7 @@ def threshold_delta(epsilon: float, threshold: float, sensitivity: float = 1, n_
     >>> f"{threshold_delta(0.66, 100):.2g}"
     '2.1e-29'
     """
-    n = _check_max_pairs(n_pairs) if n_pairs is not None else 1
+    n = check_max_pairs(n_pairs) if n_pairs is not None else 1
     d1 = float(release_probability(1.0, epsilon, threshold, sensitivity))
     if d1 >= 1.0:
         return 1.0
@@ -395,7 +380,7 @@ def bound_contributions(pairs: pd.DataFrame | PreparedPairs, max_pairs: int, rng
         ``rows_in``, ``duplicate_rows_dropped``, ``contributions_in``, ``contributions_dropped_by_bounding``,
         ``user_weeks``, ``user_weeks_bounded``.
     """
-    m = _check_max_pairs(max_pairs)
+    m = check_max_pairs(max_pairs)
     seed = _int_seed(rng)
     rng = np.random.default_rng(rng)
     prep = pairs if isinstance(pairs, PreparedPairs) else None
@@ -583,7 +568,7 @@ def release_with_report(pairs: pd.DataFrame | PreparedPairs, config: ReleaseConf
     ----------
     pairs:
         DataFrame[week, user, origin, destination], one row per unique (week, user, pair)
-        (``odcore.trips.ODData.pairs``), or the same prepared once by :func:`prepare_pairs`. Duplicate rows are
+        (``odcore.od.oddata.ODData.pairs``), or the same prepared once by :func:`prepare_pairs`. Duplicate rows are
         removed and counted (each user adds at most 1 to a count: Bassolas et al., "Each user contributes at most
         one increment to each partition").
     config:
@@ -668,7 +653,7 @@ def release_with_report(pairs: pd.DataFrame | PreparedPairs, config: ReleaseConf
 def release_counts_with_report(counts: pd.DataFrame, config: ReleaseConfig | None = None,
                                rng=None) -> ReleaseResult:
     """The per-metric release from a counts table (``week, origin, destination, count``), e.g. an OD counts folder
-    (:func:`odcore.odtable.read_counts_folder`) with no per-person pairs.
+    (:func:`odcore.od.odtable.read_counts_folder`) with no per-person pairs.
 
     Same table as :func:`release_with_report` on the pairs these counts came from, with the same ``rng`` (the noise
     is drawn in the same canonical pair order). User-level bounding needs the pairs and is refused.
@@ -677,7 +662,7 @@ def release_counts_with_report(counts: pd.DataFrame, config: ReleaseConfig | Non
     if not isinstance(config, ReleaseConfig):
         raise ParameterError(f"config must be a ReleaseConfig, got {type(config).__name__}.")
     if config.mode is Mode.USER_LEVEL:
-        from odcore.odtable import NO_PAIRS_REASON
+        from odcore.od.odtable import NO_PAIRS_REASON
 
         raise ParameterError(f"mode user_level bounds each person's pairs, but {NO_PAIRS_REASON}")
     rng = np.random.default_rng(rng)

@@ -1,6 +1,6 @@
 """One validation layer for everything that comes in: archives, text encodings, times, user ids, parameters.
 
-Every way data enters the lab (``python -m odcore``, the dashboard's upload, :func:`odcore.traces.load_traces`)
+Every way data enters the lab (``python -m odcore``, the dashboard's upload, :func:`odcore.data.traces.load_traces`)
 goes through these functions, so the same input gets the same checks, the same defaults and the same messages
 (file, row, column, the bad value and what would be accepted).
 
@@ -242,7 +242,7 @@ def _bad(msg: str, fname: str, i: int, col: str) -> TraceFormatError:
     return TraceFormatError(msg, file=fname, row=i + 1, column=col)
 
 
-def _numeric_seconds(v: np.ndarray, ok: np.ndarray, unit: str, raw: pd.Series, fname: str, col: str,
+def numeric_seconds(v: np.ndarray, ok: np.ndarray, unit: str, raw: pd.Series, fname: str, col: str,
                      info: TimeInfo) -> np.ndarray:
     """Float Unix times -> int64 seconds: unit checked on the median, every value range-checked as a float."""
     inf = np.isinf(v) & ok
@@ -397,7 +397,7 @@ def parse_times(s: pd.Series, unit: str, tz: str, fname: str, col: str) -> tuple
                 i = int(np.flatnonzero(bad)[0])
                 what = _UNIT_WORDS.get(unit, "Unix time")
                 raise _bad(f"cannot parse {s.iloc[i]!r} as {what} (the column holds numbers).", fname, i, col)
-            out = _numeric_seconds(v, ~miss, "auto" if unit == "auto" else unit, s, fname, col, info)
+            out = numeric_seconds(v, ~miss, "auto" if unit == "auto" else unit, s, fname, col, info)
         else:
             out = _parse_iso(s.astype("string"), tz, fname, col, info)
     ok = out != MISSING_TIME
@@ -557,7 +557,7 @@ MAX_MONTE_CARLO_DRAWS = 2.5e9
 
 
 def check_monte_carlo_work(reps: int, k_max: int) -> None:
-    """Bound the time of :func:`odcore.attack.simulate_attack` over k = 0..k_max (memory is chunked)."""
+    """Bound the time of :func:`odcore.privacy.attack.simulate_attack` over k = 0..k_max (memory is chunked)."""
     reps = int(check_param("monte_carlo", reps, flag="monte_carlo (--monte-carlo)"))
     k_max = int(check_param("k_max", k_max, flag="k_max (--k-max)"))
     draws = reps * k_max * (k_max + 1) / 2

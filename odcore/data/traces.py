@@ -38,8 +38,7 @@ import numpy as np
 import pandas as pd
 
 from odcore.constants import LAT, LOC, LON, TIME, USER
-from odcore.errors import ParameterError, TraceFormatError
-from odcore.validate import (
+from odcore.data.validate import (
     DEFAULT_LIMITS,
     MISSING_TIME,
     ArchiveLimits,
@@ -50,6 +49,7 @@ from odcore.validate import (
     parse_times,
     user_ids_need_text,
 )
+from odcore.errors import ParameterError, TraceFormatError
 
 __all__ = [
     "BBox",
@@ -416,9 +416,9 @@ def _read_cab(m: _Member) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _unix_seconds(t: np.ndarray, fname: str, col: str) -> np.ndarray:
-    from odcore.validate import TimeInfo, _numeric_seconds
+    from odcore.data.validate import TimeInfo, numeric_seconds
 
-    return _numeric_seconds(t, np.isfinite(t) | np.isinf(t), "s", pd.Series(t), fname, col, TimeInfo())
+    return numeric_seconds(t, np.isfinite(t) | np.isinf(t), "s", pd.Series(t), fname, col, TimeInfo())
 
 
 def _diagnose_cab(name: str, data: bytes, exc: Exception) -> None:
@@ -554,7 +554,7 @@ def _checkin_users(u: pd.Series, m: _Member) -> pd.Series | np.ndarray:
 
     Ids at or above 2^53 do not survive a float (distinct ids merge), so then the first column is re-read as text:
     ids that fit int64 become exact integers, larger ones (above 2^63) stay text, as on the CSV path
-    (:func:`odcore.validate.normalise_user_ids`). A missing id is -1 / missing (the row is dropped and counted)."""
+    (:func:`odcore.data.validate.normalise_user_ids`). A missing id is -1 / missing (the row is dropped and counted)."""
     if not user_ids_need_text(u):
         v = u.to_numpy()
         return np.where(np.isnan(v), -1, v).astype(np.int64)
@@ -614,7 +614,7 @@ def _arrow_csv(data: bytes, sep: str) -> pd.DataFrame:
 
     ISO times with ``Z`` or an offset come out as UTC timestamps, naive ones as naive timestamps (read later in the
     chosen time zone), columns pyarrow cannot type (mixed offsets, bad cells) as text for the checks of
-    :func:`odcore.validate.parse_times`. Raises pyarrow's errors on ragged rows or bad quoting (the caller falls
+    :func:`odcore.data.validate.parse_times`. Raises pyarrow's errors on ragged rows or bad quoting (the caller falls
     back to pandas' C parser for its messages)."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
@@ -631,7 +631,7 @@ def _arrow_csv(data: bytes, sep: str) -> pd.DataFrame:
     return tab.to_pandas(split_blocks=True, self_destruct=True)
 
 
-def _resolve_mapping(columns: list[str], mapping: ColumnMapping | dict | None, fname: str) -> ColumnMapping:
+def resolve_mapping(columns: list[str], mapping: ColumnMapping | dict | None, fname: str) -> ColumnMapping:
     if isinstance(mapping, dict):
         # roles not named are detected (giving only time_unit does not turn detection off)
         given = {k: v for k, v in mapping.items() if v is not None}
@@ -667,8 +667,8 @@ def _detect_columns(columns: list[str], fname: str, need: list[str]) -> dict[str
     return found
 
 
-def _parse_time(s: pd.Series, unit: str, tz: str, fname: str, col: str) -> np.ndarray:
-    """Column -> int64 Unix seconds (missing = int64 min); see :func:`odcore.validate.parse_times`."""
+def parse_time(s: pd.Series, unit: str, tz: str, fname: str, col: str) -> np.ndarray:
+    """Column -> int64 Unix seconds (missing = int64 min); see :func:`odcore.data.validate.parse_times`."""
     return parse_times(s, unit, tz, fname, col)[0]
 
 
@@ -681,7 +681,7 @@ def _load_table(members: list[_Member], fmt: TraceFormat, mapping: Any, tz: str)
             raise TraceFormatError("the file has a header but no rows.", file=m.name)
         cols = [str(c) for c in raw.columns]
         raw.columns = cols
-        mp = _resolve_mapping(cols, mapping, m.name)
+        mp = resolve_mapping(cols, mapping, m.name)
         t, tinfo = parse_times(raw[mp.time], mp.time_unit, tz, m.name, mp.time)
         for k, v in tinfo.adjusted.items():
             info["adjusted"][k] = info["adjusted"].get(k, 0) + v
@@ -749,7 +749,7 @@ def _where(df: pd.DataFrame, i: int) -> tuple[str | None, int | None]:
     return df.attrs.get("_file"), i + 1
 
 
-def _to_time_ns(value: Any, tz: str, name: str) -> int:
+def to_time_ns(value: Any, tz: str, name: str) -> int:
     try:
         ts = pd.Timestamp(value)
         if ts is pd.NaT:
@@ -767,7 +767,7 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
                     tz: str = "UTC", min_users: int = 2) -> Traces:
     """Validate a raw table (``user, _t`` Unix seconds, ``lat, lon[, loc]``), filter, sort and wrap it.
 
-    Also used for in-memory tables (e.g. :func:`odcore.synth.generate_city` output) via :func:`traces_from_frame`.
+    Also used for in-memory tables (e.g. :func:`odcore.data.synth.generate_city` output) via :func:`traces_from_frame`.
     Missing values, duplicate rows and rows outside the box / date range are dropped and counted; out-of-range
     coordinates raise :class:`TraceFormatError` (they usually mean swapped or mislabelled columns).
     """
@@ -807,9 +807,9 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
     if start is not None or end is not None:
         in_range = np.ones(len(t), bool)
         if start is not None:
-            in_range &= t * _NS >= _to_time_ns(start, tz, "start")
+            in_range &= t * _NS >= to_time_ns(start, tz, "start")
         if end is not None:
-            in_range &= t * _NS < _to_time_ns(end, tz, "end")
+            in_range &= t * _NS < to_time_ns(end, tz, "end")
         out = keep & ~in_range
         if out.any():
             drops[DROP_DATES] = int(out.sum())
@@ -907,7 +907,7 @@ def traces_from_frame(df: pd.DataFrame, *, source: str = "<dataframe>", **kw: An
                                column=missing[0])
     raw = pd.DataFrame({USER: df[USER].to_numpy() if not isinstance(df[USER].dtype, pd.CategoricalDtype)
                         else df[USER].array,
-                        "_t": _parse_time(df[TIME], "auto", "UTC", source, TIME),
+                        "_t": parse_time(df[TIME], "auto", "UTC", source, TIME),
                         LAT: df[LAT].to_numpy(np.float64), LON: df[LON].to_numpy(np.float64)})
     if LOC in df.columns:
         raw[LOC] = df[LOC].to_numpy(np.int64)
@@ -950,7 +950,7 @@ def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: Col
         Fewest distinct users accepted (default 2: a single user cannot give OD counts or membership games).
     limits:
         Caps on decompressed size, member count and compression ratio of zip / gzip input
-        (:class:`odcore.validate.ArchiveLimits`), checked while reading.
+        (:class:`odcore.data.validate.ArchiveLimits`), checked while reading.
 
     Returns
     -------

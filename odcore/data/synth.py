@@ -20,7 +20,7 @@ Model (all vectorised over users; the only loop is over the hours of the simulat
   to past visits (preferential return). Outings last 1-3 hours and may chain. Nights are spent at home.
 - **Records.** One location per user-hour, kept at the first and last hour of every stay (a stay's inner hours
   repeat the same place and add no trip), each stamped at a random second within its hour, like sparse CDR.
-  Winner-takes-all hours and trips (:func:`odcore.trips.build_od`) are therefore exactly those of the full hourly
+  Winner-takes-all hours and trips (:func:`odcore.od.trips.build_od`) are therefore exactly those of the full hourly
   sequence.
 
 Reference: C. Song, T. Koren, P. Wang, A.-L. Barabási, "Modelling the scaling properties of human mobility",

@@ -41,7 +41,7 @@ def utm_epsg(lat: float, lon: float) -> int:
 
 
 @lru_cache(maxsize=32)
-def _transformer(crs: str, inverse: bool):
+def transformer(crs: str, inverse: bool):
     import pyproj
 
     if inverse:
@@ -70,7 +70,7 @@ def _surrogate(crs: str, lat: np.ndarray, lon: np.ndarray):
 
 @lru_cache(maxsize=16)
 def _fit_surrogate(crs: str, la0: float, la1: float, lo0: float, lo1: float):
-    tr = _transformer(crs, False)
+    tr = transformer(crs, False)
     cla, clo = (la0 + la1) / 2, (lo0 + lo1) / 2
     sla, slo = max((la1 - la0) / 2, 1e-6), max((lo1 - lo0) / 2, 1e-6)
     g = np.linspace(-1, 1, 25)
@@ -153,7 +153,7 @@ class SquareGrid:
     side_m: float
     n_cols: int
     n_rows: int
-    kind = "square"   # zone-system interface (odcore.zones): not a dataclass field
+    kind = "square"   # zone-system interface (odcore.space.zones): not a dataclass field
     outside_reason = "outside_grid"
 
     def __post_init__(self) -> None:
@@ -193,11 +193,11 @@ class SquareGrid:
             e = np.linspace(0, 1, 513)
             blat = np.concatenate([la0 + (la1 - la0) * e, np.full(513, la1), la1 - (la1 - la0) * e, np.full(513, la0)])
             blon = np.concatenate([np.full(513, lo0), lo0 + (lo1 - lo0) * e, np.full(513, lo1), lo1 - (lo1 - lo0) * e])
-            x, y = _transformer(crs, False).transform(blon, blat)
+            x, y = transformer(crs, False).transform(blon, blat)
             x, y = np.asarray(x), np.asarray(y)
             margin_cells = max(margin_cells, 1)
         else:
-            x, y = _transformer(crs, False).transform(lon, lat)
+            x, y = transformer(crs, False).transform(lon, lat)
             x, y = np.asarray(x), np.asarray(y)
         fin = np.isfinite(x) & np.isfinite(y)
         if not fin.any():
@@ -233,7 +233,7 @@ class SquareGrid:
         """
         lat = np.asarray(lat, dtype=np.float64)
         lon = np.asarray(lon, dtype=np.float64)
-        tr = _transformer(self.crs, False)
+        tr = transformer(self.crs, False)
         if lat.size > 200_000:
             sur = _surrogate(self.crs, lat, lon)
             if sur is not None:
@@ -289,7 +289,7 @@ class SquareGrid:
         """``DataFrame[cell, lat, lon]`` of the cell centres (all cells when ``cells`` is None)."""
         c = self._check_cells(cells)
         x, y = self.cell_xy(c)
-        lon, lat = _transformer(self.crs, True).transform(x, y)
+        lon, lat = transformer(self.crs, True).transform(x, y)
         return pd.DataFrame({CELL: c, LAT: np.asarray(lat), LON: np.asarray(lon)})
 
     def polygons(self, cells=None):
@@ -302,7 +302,7 @@ class SquareGrid:
         h = self.side_m / 2
         xs = np.stack([x - h, x + h, x + h, x - h, x - h], axis=1)
         ys = np.stack([y - h, y - h, y + h, y + h, y - h], axis=1)
-        lon, lat = _transformer(self.crs, True).transform(xs.ravel(), ys.ravel())
+        lon, lat = transformer(self.crs, True).transform(xs.ravel(), ys.ravel())
         coords = np.stack([np.asarray(lon), np.asarray(lat)], axis=1).reshape(len(c), 5, 2)
         geoms = shapely.polygons(coords)
         return gpd.GeoDataFrame({CELL: c}, geometry=geoms, crs="EPSG:4326")

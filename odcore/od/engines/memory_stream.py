@@ -1,12 +1,12 @@
 """The memory engine on files: streamed, sharded by a hash of the user, one shard in memory at a time.
 
-Instead of loading the whole trace table into pandas (``load_traces``) and running :func:`odcore.trips.build_od` on
+Instead of loading the whole trace table into pandas (``load_traces``) and running :func:`odcore.od.trips.build_od` on
 it, the files are read in Arrow batches (``pyarrow.dataset``: the four columns only, one batch in flight), filtered
-like the loader does (:func:`odcore.engines.kernel.filter_batch`) and split into user shards by a 64-bit hash of
+like the loader does (:func:`odcore.od.engines.kernel.filter_batch`) and split into user shards by a 64-bit hash of
 the user id (numpy over the Arrow buffers: no Python object per id). With several shards each goes to a temporary
 Arrow IPC file, so memory holds one batch while reading and one shard (about ``shard_rows`` rows) while computing.
 Each shard then gets its zones and hour slots (the shared per-row code) and runs the numpy kernel
-(:func:`odcore.trips._winners`, :func:`odcore.trips._od_tables`) alone; the distinct-user counts of the shards are
+(:func:`odcore.od.trips.winners`, :func:`odcore.od.trips.od_tables`) alone; the distinct-user counts of the shards are
 summed, which is exact because every user is in exactly one shard. Text user ids are factorised per shard by Arrow
 (``dictionary_encode``), so distinct ids never merge, whatever their hashes."""
 
@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 
 from odcore.constants import COUNT, DESTINATION, ORIGIN, TRIPS, UNIQUE_TRIPS, USER, WEEK
-from odcore.engines import kernel as K
-from odcore.engines.sources import FileSource
 from odcore.errors import TraceFormatError
+from odcore.od.engines import kernel as K
+from odcore.od.engines.sources import FileSource
 
 __all__ = ["build_od_memory_stream", "user_hash"]
 
@@ -85,14 +85,14 @@ class _Reader:
     def __init__(self, src: FileSource, batch_rows: int):
         import pyarrow.dataset as ds
 
-        from odcore.traces import _resolve_mapping
+        from odcore.data.traces import resolve_mapping
 
         try:
             self.ds = ds.dataset(list(src.paths), format="parquet" if src.format == "parquet" else "csv")
         except Exception as exc:  # pyarrow raises several types for unreadable files
             raise TraceFormatError(f"cannot read as {src.format} ({type(exc).__name__}: {exc}).",
                                    file=src.display) from None
-        mp = _resolve_mapping(list(self.ds.schema.names), dict(src.mapping) if src.mapping else None, src.display)
+        mp = resolve_mapping(list(self.ds.schema.names), dict(src.mapping) if src.mapping else None, src.display)
         self.cols = [mp.user, mp.time, mp.lat, mp.lon]
         self.time_unit = mp.time_unit or "auto"
         self.batch_rows = batch_rows
@@ -227,8 +227,8 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
                            shard_rows: int = SHARD_ROWS, batch_rows: int = BATCH_ROWS, temp_dir: str | None = None):
     """Weekly unique OD data of Parquet/CSV files with the numpy kernel, streamed and sharded by user.
 
-    Same filters, duplicate removal, zones and tables as :func:`odcore.traces.load_traces` followed by
-    :func:`odcore.trips.build_od` (``bbox="auto"``: the robust box of :func:`odcore.engines.kernel.sample_batch`'s
+    Same filters, duplicate removal, zones and tables as :func:`odcore.data.traces.load_traces` followed by
+    :func:`odcore.od.trips.build_od` (``bbox="auto"``: the robust box of :func:`odcore.od.engines.kernel.sample_batch`'s
     rows, the same in every engine). One pass reads the files (the robust box's sample needs one more): rows are
     filtered, their bounding box kept for the zones, and they go to the shard of their user's hash; then each
     shard (about ``shard_rows`` rows; in a temporary file under ``temp_dir`` when there are several) gets its zones
@@ -236,7 +236,7 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
     """
     import pyarrow as pa
 
-    from odcore.traces import BBox, _to_time_ns
+    from odcore.data.traces import BBox, to_time_ns
 
     rd = _Reader(src, batch_rows)
     n_rows = rd.count()
@@ -252,8 +252,8 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
         else:
             bbox = BBox.parse(src.bbox).as_tuple()
     f = K.Filters(source=src.display, tz=src.tz, time_unit=rd.time_unit, time_offset_s=src.time_offset_s, bbox=bbox,
-                  start_ns=None if src.start is None else _to_time_ns(src.start, src.tz, "start"),
-                  end_ns=None if src.end is None else _to_time_ns(src.end, src.tz, "end"))
+                  start_ns=None if src.start is None else to_time_ns(src.start, src.tz, "start"),
+                  end_ns=None if src.end is None else to_time_ns(src.end, src.tz, "end"))
     n_shards = max(1, math.ceil(n_rows / max(1, int(shard_rows))))
     shards = _Shards(n_shards, temp_dir)
     st = K.PrepStats()
@@ -308,7 +308,7 @@ def _run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[st
     """Zones, hour slots, duplicate removal and the numpy kernel on one user shard (an Arrow table)."""
     import pyarrow as pa
 
-    from odcore.trips import _od_tables, _winners
+    from odcore.od.hourly import od_tables, winners
 
     def col(name, dtype):
         c = tbl.column(name)
@@ -346,9 +346,9 @@ def _run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[st
         codes, slot, cell = codes[keep], slot[keep], cell[keep]
     del dup
     n_rows = len(codes)
-    w = _winners(codes, slot, cell, len(labels), grid.n_cells, tz)
+    w = winners(codes, slot, cell, len(labels), grid.n_cells, tz)
     del codes, slot, cell
-    tb = _od_tables(w["wu"], w["ws"], w["wc"], w["wweek"], w["n_users"], grid.n_cells)
+    tb = od_tables(w["wu"], w["ws"], w["wc"], w["wweek"], w["n_users"], grid.n_cells)
     del w
     out = {"labels": labels, "dups": n_dup, "rows": n_rows, **tb}
     if not keep_pairs:
@@ -396,7 +396,7 @@ def _duplicates(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndarr
 
 def _merge(acc: dict[str, list], counts: pd.DataFrame, grid, config, st: K.PrepStats, n_dup: int, rows_used: int,
            user_hours: int, bbox, n_shards: int, keep_pairs: bool):
-    from odcore.traces import DROP_DUPLICATE
+    from odcore.data.traces import DROP_DUPLICATE
 
     user_week = pd.DataFrame({WEEK: np.concatenate(acc["a_week"]), USER: np.concatenate(acc["a_user"]),
                               TRIPS: np.concatenate(acc["trips"]), UNIQUE_TRIPS: np.concatenate(acc["uniq"])})

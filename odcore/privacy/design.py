@@ -4,7 +4,7 @@ A goal is one of (:class:`GoalKind`):
 
 ``week``
     "ε per person per week <= X, with δ <= D": the tight ε of one week's release (the m-fold composition of Laplace
-    with parameter ε/m, :func:`odcore.accounting.user_level_budget`) is <= X and its δ, partition selection
+    with parameter ε/m, :func:`odcore.privacy.accounting.user_level_budget`) is <= X and its δ, partition selection
     included, is <= D.
 ``total``
     "over W weeks, ε per person <= X (δ <= D)": the same for the (W·m)-fold composition (the upper end of the
@@ -16,9 +16,9 @@ A goal is one of (:class:`GoalKind`):
     published); that bound must be <= p, and δ <= D as above.
 
 Neighbouring relation throughout: add or remove one person's whole contribution (see
-:func:`odcore.accounting.user_level_budget`). δ is split in two equal halves: D/2 for the Laplace part (the
+:func:`odcore.privacy.accounting.user_level_budget`). δ is split in two equal halves: D/2 for the Laplace part (the
 ``delta`` passed to the budget) and D/2 for partition selection, which fixes the threshold
-(:func:`odcore.accounting.default_user_threshold`; over W weeks for the ``total`` goal).
+(:func:`odcore.privacy.accounting.default_user_threshold`; over W weeks for the ``total`` goal).
 
 Search: for each candidate m, the largest ε (i.e. the smallest noise scale m/ε) meeting the goal (bisection; every
 figure is monotone in ε). On the loaded week each candidate is released (seeded bounding and noise) and the one that
@@ -38,8 +38,9 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from odcore import pld
-from odcore.accounting import (
+from odcore.errors import ParameterError, check_int, check_positive
+from odcore.privacy import pld
+from odcore.privacy.accounting import (
     TIGHT_K_MAX,
     USER_GRID_POINTS,
     default_user_threshold,
@@ -47,8 +48,7 @@ from odcore.accounting import (
     tight_epsilon,
     user_level_budget,
 )
-from odcore.errors import ParameterError, check_int, check_positive
-from odcore.release import (
+from odcore.privacy.release import (
     Mode,
     PreparedPairs,
     ReleaseConfig,
@@ -56,7 +56,7 @@ from odcore.release import (
     release_probability,
     release_with_report,
 )
-from odcore.utility import noise_dominated, release_utility
+from odcore.privacy.utility import noise_dominated, release_utility
 
 __all__ = [
     "CANDIDATE_MAX_PAIRS",
@@ -193,7 +193,7 @@ def _budget(epsilon: float, max_pairs: int, threshold: float, weeks: int, delta:
 @lru_cache(maxsize=4096)
 def achieved(goal: Goal, epsilon: float, max_pairs: int, *, coarse: bool = False) -> float:
     """The goal's figure at release ε and m: ε per week, ε over W weeks (upper end of the bracket, on the same loss
-    grid as :func:`odcore.accounting.user_level_budget` unless ``coarse``), or the attack success bound."""
+    grid as :func:`odcore.privacy.accounting.user_level_budget` unless ``coarse``), or the attack success bound."""
     e1 = epsilon / max_pairs
     if goal.kind is GoalKind.WEEK:
         return float(_tight(goal.pld_delta, max_pairs, e1))
@@ -273,7 +273,7 @@ def release_keeps(week_pairs, epsilon: float, threshold: float, max_pairs: int |
 
 @dataclass(frozen=True)
 class Design:
-    """One design: settings, budget (from :func:`odcore.accounting.user_level_budget`) and what it keeps."""
+    """One design: settings, budget (from :func:`odcore.privacy.accounting.user_level_budget`) and what it keeps."""
 
     goal: Goal
     max_pairs: int
@@ -327,7 +327,7 @@ def _design_at(goal: Goal, m: int, week_pairs, rng, tuned: bool) -> Design:
 
 class WeekIndex:
     """One week's unique (user, pair) rows indexed once, independent of any seed: the week prepared for the seeded
-    releases (:func:`odcore.release.prepare_pairs`: deduplicated, in canonical (pair, user) order, counted), each
+    releases (:func:`odcore.privacy.release.prepare_pairs`: deduplicated, in canonical (pair, user) order, counted), each
     row's pair and user codes, the raw counts and the user groups' layout. A new seed then only ranks the rows
     (:class:`_Ranked`).
 
@@ -358,10 +358,10 @@ def _index(week_pairs: pd.DataFrame | WeekIndex) -> WeekIndex:
 class _Ranked:
     """One week's unique (user, pair) rows with a uniformly random rank within each user: keeping the rows of
     rank < m is a uniformly random subset of min(m, n) pairs per person (the rule of
-    :func:`odcore.release.bound_contributions`), nested across m, so every m is counted with one sort.
+    :func:`odcore.privacy.release.bound_contributions`), nested across m, so every m is counted with one sort.
 
     The rank orders each user's rows as one uniformly random permutation (``rng.permutation``) of all rows, in the
-    canonical (pair, user) order of :func:`odcore.release.prepare_pairs` (so it does not depend on the input's row
+    canonical (pair, user) order of :func:`odcore.privacy.release.prepare_pairs` (so it does not depend on the input's row
     order), orders them: the rows in that permutation, then a stable radix sort of their user codes (no sort of
     random keys)."""
 
@@ -473,7 +473,7 @@ def frontier(week_pairs: pd.DataFrame | WeekIndex, *, max_pairs=(1, 5, 10, 20, 5
     For each m the week's pairs are bounded once (seeded) and, for each release ε, the threshold is the smallest
     whole τ with one-week partition-selection δ <= D/2 and the x value is the tight ε per person and week at δ = D/2
     (so every point is an (ε, D) guarantee per person and week). The y value is exact given one seeded bounding
-    (nested across m): ``Σ raw·P(true + Lap(m/ε) >= τ) / Σ raw`` (:func:`odcore.release.release_probability`).
+    (nested across m): ``Σ raw·P(true + Lap(m/ε) >= τ) / Σ raw`` (:func:`odcore.privacy.release.release_probability`).
 
     Returns
     -------
@@ -517,8 +517,8 @@ def google_point(week_pairs: pd.DataFrame | WeekIndex, user_trips: np.ndarray, *
 @lru_cache(maxsize=1024)
 def person_risk(epsilon: float, max_pairs: int, threshold: float, trips: int) -> float:
     """Upper bound on the best attacker's success (equal priors, one week) for a person with ``trips`` unique trips
-    who is fully known to the attacker (:func:`odcore.attack.bounded_success_curve` with the threshold)."""
-    from odcore.attack import bounded_success_curve
+    who is fully known to the attacker (:func:`odcore.privacy.attack.bounded_success_curve` with the threshold)."""
+    from odcore.privacy.attack import bounded_success_curve
 
     n = check_int("trips", trips, minimum=0)
     return float(bounded_success_curve(epsilon, max_pairs, n, threshold)[n])

@@ -8,14 +8,14 @@ The game (Houssiau et al. 2022, Methods, "Performing the attack", played against
 The attacker knows every record of the week but the victim's, and ``k`` of the victim's unique trips (cell
 pairs). A hidden fair coin decides whether the victim is in the release. On each known pair the release shows the
 count of the others ``c`` plus the victim (if in) plus ``Lap(0, b)`` noise (``b = sensitivity/ε``), published iff
-the noisy count is ``>= τ`` — exactly the rule and noise of :func:`odcore.release.release` (the victim's pairs are
+the noisy count is ``>= τ`` — exactly the rule and noise of :func:`odcore.privacy.release.release` (the victim's pairs are
 independent coordinates of the weekly release, so only they are drawn). The learner sees, per pair, ``c`` and the
 published value or "suppressed", and guesses in or out.
 
-The optimal attacker is the likelihood-ratio test (Neyman–Pearson): it sums :func:`odcore.attack.pair_llr` over the
+The optimal attacker is the likelihood-ratio test (Neyman–Pearson): it sums :func:`odcore.privacy.attack.pair_llr` over the
 pairs and says "in" when the sum is > 0, "out" when < 0, and tosses the round's own fair coin on an exact tie.
 Its chance of being right on a round is ``½ + ½·TV`` of the two laws of what the release shows on those pairs,
-:func:`odcore.attack.user_risk` (exact within ~1e-6). **This, not the no-threshold curve p_k of Houssiau et al.
+:func:`odcore.privacy.attack.user_risk` (exact within ~1e-6). **This, not the no-threshold curve p_k of Houssiau et al.
 Fig. 1, is the theory for the game**: a suppressed pair carries far less than ε, so against the real release the
 optimal success at a given k is lower (at τ = 100 on the bundled city, about 66 % at k = 32 instead of 95.5 %).
 The expected score of a player who follows the optimal attacker over a set of rounds is the mean of the rounds'
@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from odcore.attack import DEFAULT_TOL, _pair_errors, pair_llr, pair_loss_pmf, success_curve, user_risk
 from odcore.constants import COUNT, DESTINATION, ORIGIN, USER
 from odcore.errors import ParameterError, check_int, check_positive
-from odcore.release import release_probability
+from odcore.privacy.attack import DEFAULT_TOL, pair_errors, pair_llr, pair_loss_pmf, success_curve, user_risk
+from odcore.privacy.release import release_probability
 
 __all__ = [
     "LADDER",
@@ -210,7 +210,7 @@ class Round:
     member: bool               # the hidden coin: is the person in the release?
     noisy: np.ndarray          # others + member + noise (what the mechanism computed)
     published: np.ndarray      # noisy >= threshold
-    llr: np.ndarray            # per pair, log P_in/P_out of what is shown (odcore.attack.pair_llr)
+    llr: np.ndarray            # per pair, log P_in/P_out of what is shown (odcore.privacy.attack.pair_llr)
     tie_coin: bool             # the fair coin the optimal attacker tosses on an exact tie
     rules: GameRules = field(repr=False)
 
@@ -270,7 +270,7 @@ def deal(pool: AttackerPool, rules: GameRules, k: int, index: int, seed: int) ->
     member = bool(rng.random() < 0.5)
     others = pool.others[pick]
     noisy = others + float(member) + rng.laplace(0.0, rules.scale, size=k)
-    published = noisy >= rules.threshold          # the release's rule (odcore.release: noisy_count >= threshold)
+    published = noisy >= rules.threshold          # the release's rule (odcore.privacy.release: noisy_count >= threshold)
     llr = pair_llr(others, published, np.where(published, noisy, np.nan), rules.epsilon_pair, rules.threshold)
     tie_coin = bool(rng.random() < 0.5)
     return Round(seed=seed, k=k, index=index, user=pool.users[i], origin=pool.origin[pick],
@@ -299,7 +299,7 @@ def expected_success(pool: AttackerPool, rules: GameRules, k: int, seed: int, ro
     """Exact success of the optimal attacker on each of the first ``rounds`` rounds of level ``k``.
 
     Their mean is the theory for the game as played (the expected score of a player who follows the optimal
-    attacker); compare :func:`odcore.attack.success_curve`, which is the no-threshold p_k. The same as
+    attacker); compare :func:`odcore.privacy.attack.success_curve`, which is the no-threshold p_k. The same as
     :func:`round_others` then :func:`round_success` (the app keeps the first, which does not depend on ε or τ).
     """
     return round_success(round_others(pool, k, seed, rounds), rules, resolution)
@@ -326,7 +326,7 @@ def round_others(pool: AttackerPool, k: int, seed: int, rounds: int = THEORY_ROU
 
 
 def round_success(others, rules: GameRules, resolution: int = 64) -> np.ndarray:
-    """:func:`odcore.attack.user_risk` ``(row, rules.epsilon_pair, rules.threshold, resolution=resolution).success``
+    """:func:`odcore.privacy.attack.user_risk` ``(row, rules.epsilon_pair, rules.threshold, resolution=resolution).success``
     for every row of ``others`` (shape ``(rounds, k)``: the others' counts on each round's ``k`` pairs), batched.
 
     The same computation as ``user_risk``: pairs whose lone TV is below its tolerance are silent, pairs that are
@@ -344,7 +344,7 @@ def round_success(others, rules: GameRules, resolution: int = 64) -> np.ndarray:
     R = check_int("resolution", resolution, minimum=4)
     eps, tau = rules.epsilon_pair, float(rules.threshold)
     uniq, inv = np.unique(c, return_inverse=True)
-    tv, supp = _pair_errors(uniq, eps, tau)
+    tv, supp = pair_errors(uniq, eps, tau)
     silent = tv < DEFAULT_TOL
     plain = ~silent & (supp < DEFAULT_TOL)
     types, type_of = np.unique(np.where(plain, np.inf, uniq)[~silent], return_inverse=True)
@@ -363,7 +363,7 @@ def round_success(others, rules: GameRules, resolution: int = 64) -> np.ndarray:
 def _composed_success(sig: np.ndarray, types: np.ndarray, eps: float, tau: float, R: int) -> np.ndarray:
     """½ + ½·TV of the sum of the informative pairs' losses for each row of ``sig`` (type codes: 0 = silent, left
     out; ``1 + i`` = ``types[i]``; every row has one informative pair at least), connect-the-dots at resolution
-    ``R``: the composition and TV of ``odcore.attack.user_risk``, for many rounds at once."""
+    ``R``: the composition and TV of ``odcore.privacy.attack.user_risk``, for many rounds at once."""
     from scipy import fft as sfft
 
     kin = np.count_nonzero(sig, axis=1)
@@ -494,7 +494,7 @@ class NoisePicture:
     sensitivity: int
     level: float
     scale: float
-    p_published: float        # odcore.release.release_probability (the release's own >= rule)
+    p_published: float        # odcore.privacy.release.release_probability (the release's own >= rule)
     low: float
     high: float
     p_published_in_range: float   # P(noisy >= τ and low <= noisy <= high)
@@ -580,7 +580,7 @@ def worksheet_items(epsilon: float, threshold: float, *, game_theory: dict[int, 
     ``game_theory``: optimal attacker's expected success per k in the game (:func:`expected_success` means);
     ``median_trips``: unique trips of the week's median person (``ODData.user_week``).
     """
-    from odcore.attack import posterior_bound
+    from odcore.privacy.attack import posterior_bound
 
     eps = check_positive("epsilon", epsilon)
     tau = check_positive("threshold", threshold)

@@ -1,9 +1,9 @@
 """What every engine shares: hour slots and weeks, the grid from a min/max pass, batch preparation, assembly.
 
-The engines (:mod:`odcore.trips` in memory, :mod:`odcore.engines.duckdb_engine`, :mod:`odcore.engines.spark_engine`)
+The engines (:mod:`odcore.od.trips` in memory, :mod:`odcore.od.engines.duckdb_engine`, :mod:`odcore.od.engines.spark_engine`)
 differ only in how they group rows; the per-row definitions live here, so they agree by construction:
 
-- the zone of a point is ``grid.assign(lat, lon)`` of the zone object (a :class:`~odcore.grid.SquareGrid` or any
+- the zone of a point is ``grid.assign(lat, lon)`` of the zone object (a :class:`~odcore.space.grid.SquareGrid` or any
   object with the same ``assign``), called on batches of rows;
 - the hour slot of a Unix time is :func:`hour_slots` (real elapsed hours aligned on the local clock's hour
   boundaries), the Monday-week of a slot :func:`week_of_slots` (the local date of the slot's start);
@@ -21,7 +21,9 @@ import pandas as pd
 
 from odcore.constants import COUNT, DESTINATION, LAT, LON, ORIGIN, TIME, TRIPS, UNIQUE_TRIPS, USER, WEEK
 from odcore.errors import ParameterError, TraceFormatError
-from odcore.grid import SquareGrid
+from odcore.od.hours import hour_slots, time_seconds, week_of_slots
+from odcore.od.oddata import ODData
+from odcore.space.grid import SquareGrid
 
 __all__ = ["ENGINES", "SAMPLE_ROWS", "Bounds", "PrepStats", "fit_grid_bounds", "hour_slots", "mix64", "robust_bbox",
            "sample_batch", "week_of_slots", "week_starts_of"]
@@ -47,27 +49,8 @@ def check_engine(engine: str) -> str:
 # Time
 # ---------------------------------------------------------------------------------------------------------------
 
-def hour_slots(t_s: np.ndarray, tz: str) -> np.ndarray:
-    """Absolute hour slot of each Unix time: ``(t + offset mod 3600) // 3600``.
-
-    Real elapsed hours aligned on the local clock's hour boundaries; equal to ``t // 3600`` when every offset of
-    ``tz`` in the span is a whole number of hours (then the offset table is skipped).
-    """
-    from odcore.trips import _whole_hour_offsets, local_offsets
-
-    t_s = np.asarray(t_s, dtype=np.int64)
-    if t_s.size == 0 or _whole_hour_offsets(int(t_s.min()), int(t_s.max()), tz):
-        return t_s // 3600
-    return (t_s + local_offsets(t_s, tz) % 3600) // 3600
 
 
-def week_of_slots(slots: np.ndarray, tz: str) -> np.ndarray:
-    """Absolute Monday-week number (days since 1970-01-01 + 3, // 7) of each slot's local start date."""
-    from odcore.trips import local_offsets
-
-    t_slot = np.asarray(slots, dtype=np.int64) * 3600
-    t_start = t_slot - local_offsets(t_slot, tz) % 3600
-    return ((t_start + local_offsets(t_start, tz)) // 86400 + 3) // 7
 
 
 def slot_week_table(smin: int, smax: int, tz: str) -> pd.DataFrame:
@@ -121,14 +104,14 @@ def _boundary(b: Bounds) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fit_zones(b: Bounds, config):
-    """The zone system of ``config`` (:attr:`odcore.trips.ODConfig.zones`, default square cells of
+    """The zone system of ``config`` (:attr:`odcore.od.oddata.ODConfig.zones`, default square cells of
     ``config.cell_km2``) fitted to the bounding box ``b`` of the kept points: every engine calls this, so the zone
     ids agree. Squares: :func:`fit_grid_bounds`; H3: the hexagons covering the box (``H3Zones.fit`` of its
     densified boundary); a zone file: its polygons."""
     spec = getattr(config, "zones", None)
     if spec is None:
         return fit_grid_bounds(b, config.cell_km2)
-    from odcore.zones import make_zones, parse_zone_spec
+    from odcore.space.zones import make_zones, parse_zone_spec
 
     zs = parse_zone_spec(spec)
     if zs.kind == "file":
@@ -250,17 +233,17 @@ def kept_points(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Filt
 
 
 def filter_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Filters, st: PrepStats):
-    """Validate and filter one batch of a file source like :func:`odcore.traces.load_traces` does.
+    """Validate and filter one batch of a file source like :func:`odcore.data.traces.load_traces` does.
 
     Returns ``(reason codes, t seconds)``: code 0 keeps the row, ``i + 1`` drops it for ``DROP_CODES[i]``
     (missing value, outside the box, outside the date range; counted in ``st``). Coordinates outside
     [-90, 90] x [-180, 180] raise :class:`TraceFormatError` (they usually mean swapped columns).
     """
-    from odcore.traces import DROP_BBOX, DROP_DATES, DROP_MISSING, _parse_time
+    from odcore.data.traces import DROP_BBOX, DROP_DATES, DROP_MISSING, parse_time
 
     n = len(lat)
     st.rows_read += n
-    t = _parse_time(time, f.time_unit, f.tz, f.source, TIME)
+    t = parse_time(time, f.time_unit, f.tz, f.source, TIME)
     missing = (t == IMIN) | np.isnan(lat) | np.isnan(lon) | _user_missing(user)
     _check_ranges(lat, lon, f)
     code = np.zeros(n, np.int8)
@@ -310,7 +293,7 @@ def sample_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, n_rows
     Rows with every value present; all of them when the source has at most :data:`SAMPLE_ROWS` rows (then the box
     is the loader's), else those whose hash of the coordinates' bits falls below ``SAMPLE_ROWS / n_rows`` of the
     64-bit range. The choice depends only on a row's own values and the source's total row count, not on batch
-    sizes, order or partitioning, so every engine feeds :meth:`odcore.traces.BBox.robust` the same multiset of
+    sizes, order or partitioning, so every engine feeds :meth:`odcore.data.traces.BBox.robust` the same multiset of
     points and lays the same grid.
     """
     ok = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | np.asarray(pd.isna(time), dtype=bool))
@@ -323,8 +306,8 @@ def sample_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, n_rows
 
 
 def robust_bbox(lats: list[np.ndarray], lons: list[np.ndarray], source: str) -> tuple[float, float, float, float]:
-    """:meth:`odcore.traces.BBox.robust` of the sampled points (order does not matter: percentiles)."""
-    from odcore.traces import BBox
+    """:meth:`odcore.data.traces.BBox.robust` of the sampled points (order does not matter: percentiles)."""
+    from odcore.data.traces import BBox
 
     if not lats or sum(len(x) for x in lats) == 0:
         raise TraceFormatError("no usable rows (every row misses a value).", file=source)
@@ -345,10 +328,9 @@ def assign_batch(grid, lat: np.ndarray, lon: np.ndarray, t: np.ndarray, tz: str,
 
 
 def frame_time_seconds(time: pd.Series) -> np.ndarray:
-    """UTC Unix seconds of a datetime column (naive = UTC), as :func:`odcore.trips.build_od` reads it."""
-    from odcore.trips import _time_seconds
+    """UTC Unix seconds of a datetime column (naive = UTC), as :func:`odcore.od.trips.build_od` reads it."""
 
-    return _time_seconds(time)
+    return time_seconds(time)
 
 
 def frame_user_array(user: pd.Series):
@@ -378,7 +360,6 @@ def assemble(*, grid, config, counts: pd.DataFrame, user_week: pd.DataFrame, pai
     user-week) and, when available, ``pairs[week, user, origin, destination]``; they are re-indexed from the
     first active week and sorted like the memory engine's output.
     """
-    from odcore.trips import ODData
 
     if len(user_week) == 0:
         raise TraceFormatError("no hourly location: every row was dropped.")
@@ -428,3 +409,10 @@ def assemble(*, grid, config, counts: pd.DataFrame, user_week: pd.DataFrame, pai
             {WEEK: np.int64, ORIGIN: np.int64, DESTINATION: np.int64})
     return ODData(grid=grid, week_starts=week_starts_of(week0, n_weeks), user_week=user_week, pairs=pairs,
                   counts=counts, config=config, stats=stats)
+
+
+def grid_of_frame(df: pd.DataFrame, config):
+    """Zones of ``config`` fitted to the min/max of a trace frame's points (as every engine fits them)."""
+    b = Bounds()
+    b.update(df[LAT].to_numpy(np.float64), df[LON].to_numpy(np.float64))
+    return fit_zones(b, config)

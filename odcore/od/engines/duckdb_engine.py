@@ -4,8 +4,8 @@ Two stages:
 
 A. **Rows -> (user, slot, cell), by user shard.** DuckDB scans the source (``read_parquet`` / ``read_csv``, or an
    Arrow view of an in-memory table) and hands Arrow record batches to Python, which applies the loader's filters
-   and the shared per-row definitions (:func:`odcore.engines.kernel.filter_batch`, the zones' ``assign``,
-   :func:`~odcore.engines.kernel.hour_slots`) on two threads (numpy and pyproj release the GIL on whole arrays) and
+   and the shared per-row definitions (:func:`odcore.od.engines.kernel.filter_batch`, the zones' ``assign``,
+   :func:`~odcore.od.engines.kernel.hour_slots`) on two threads (numpy and pyproj release the GIL on whole arrays) and
    splits each batch by DuckDB's ``hash(user)``; each part is appended to its shard's temporary table, which
    DuckDB's buffer manager keeps within ``memory_limit`` (spilling blocks to ``temp_directory``).
 B. **Per user shard, in SQL.** Each user falls in one shard, so per shard: winner-takes-all per user-hour (most
@@ -34,9 +34,9 @@ import numpy as np
 import pandas as pd
 
 from odcore.constants import COUNT, DESTINATION, LAT, LON, ORIGIN, TIME, TRIPS, UNIQUE_TRIPS, USER, WEEK
-from odcore.engines import kernel as K
-from odcore.engines.sources import FileSource
 from odcore.errors import ParameterError, TraceFormatError
+from odcore.od.engines import kernel as K
+from odcore.od.engines.sources import FileSource
 
 __all__ = ["build_od_duckdb"]
 
@@ -81,9 +81,9 @@ class _Scan:
             except Exception as exc:  # duckdb raises several types for unreadable files
                 raise TraceFormatError(f"cannot read as {source.format} ({type(exc).__name__}: {exc}).",
                                        file=source.display) from None
-            from odcore.traces import _resolve_mapping
+            from odcore.data.traces import resolve_mapping
 
-            mp = _resolve_mapping(cols, dict(source.mapping) if source.mapping else None, source.display)
+            mp = resolve_mapping(cols, dict(source.mapping) if source.mapping else None, source.display)
             self.time_unit = mp.time_unit or "auto"
             self.sql = (f"SELECT {_q(mp.user)} AS user, {_q(mp.time)} AS time, "
                         f"TRY_CAST({_q(mp.lat)} AS DOUBLE) AS lat, TRY_CAST({_q(mp.lon)} AS DOUBLE) AS lon "
@@ -157,19 +157,19 @@ class _Scan:
                 b.column(3).to_numpy(zero_copy_only=False))
 
 
-def _filters(source, tz: str, time_unit: str, bbox) -> K.Filters | None:
+def trace_filters(source, tz: str, time_unit: str, bbox) -> K.Filters | None:
     if not isinstance(source, FileSource):
         return None
-    from odcore.traces import _to_time_ns
+    from odcore.data.traces import to_time_ns
 
     return K.Filters(source=source.display, tz=source.tz, time_unit=time_unit, time_offset_s=source.time_offset_s,
                      bbox=bbox,
-                     start_ns=None if source.start is None else _to_time_ns(source.start, source.tz, "start"),
-                     end_ns=None if source.end is None else _to_time_ns(source.end, source.tz, "end"))
+                     start_ns=None if source.start is None else to_time_ns(source.start, source.tz, "start"),
+                     end_ns=None if source.end is None else to_time_ns(source.end, source.tz, "end"))
 
 
 def _resolve_bbox(scan: _Scan, source, workers: int = 1) -> tuple[float, float, float, float] | None:
-    from odcore.traces import BBox
+    from odcore.data.traces import BBox
 
     if not isinstance(source, FileSource) or source.bbox is None:
         return None
@@ -186,8 +186,8 @@ def _resolve_bbox(scan: _Scan, source, workers: int = 1) -> tuple[float, float, 
 
 def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shards: int):
     """One batch of :meth:`_Scan.raw_batches` -> (``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the
-    kept rows, its :class:`~odcore.engines.kernel.PrepStats`). The shard of a row is a hash of its user modulo
-    ``n_shards`` (integer ids: :func:`~odcore.engines.kernel.mix64`; text: DuckDB's ``hash`` on a cursor of this
+    kept rows, its :class:`~odcore.od.engines.kernel.PrepStats`). The shard of a row is a hash of its user modulo
+    ``n_shards`` (integer ids: :func:`~odcore.od.engines.kernel.mix64`; text: DuckDB's ``hash`` on a cursor of this
     thread's own)."""
     import pyarrow as pa
 
@@ -351,13 +351,13 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
     Parameters
     ----------
     source:
-        A trace table (``user, time, lat, lon``, as :func:`odcore.trips.build_od` takes) or a
-        :class:`~odcore.engines.sources.FileSource` streamed from disk (filters and duplicate removal as the
+        A trace table (``user, time, lat, lon``, as :func:`odcore.od.trips.build_od` takes) or a
+        :class:`~odcore.od.engines.sources.FileSource` streamed from disk (filters and duplicate removal as the
         loader's).
     config:
-        :class:`odcore.trips.ODConfig`.
+        :class:`odcore.od.oddata.ODConfig`.
     grid:
-        Zone object with ``assign(lat, lon)`` (default: :func:`~odcore.engines.kernel.fit_zones` of a
+        Zone object with ``assign(lat, lon)`` (default: :func:`~odcore.od.engines.kernel.fit_zones` of a
         min/max pass over the kept rows).
     keep_pairs:
         Also return every user's unique pairs (needed by the attacks; large for big inputs).
@@ -387,7 +387,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         cpu: dict[str, float] = {}
         workers = int(threads) if threads else max(1, min(2, os.cpu_count() or 1))   # Python threads per pass
         bbox = _resolve_bbox(scan, source, workers)
-        filters = _filters(source, tz, scan.time_unit, bbox)
+        filters = trace_filters(source, tz, scan.time_unit, bbox)
         if grid is None:   # the grid from a streaming min/max pass over the kept rows
             b = K.Bounds()
             if filters is None:
@@ -471,7 +471,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         shutil.rmtree(work, ignore_errors=True)
     dropped = dict(st.dropped)
     if rows_in > rows_dedup:
-        from odcore.traces import DROP_DUPLICATE
+        from odcore.data.traces import DROP_DUPLICATE
 
         dropped[DROP_DUPLICATE] = rows_in - rows_dedup
     like = source[USER] if isinstance(source, pd.DataFrame) else None

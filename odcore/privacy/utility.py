@@ -1,6 +1,6 @@
 """Utility of a release: what is published, how wrong it is, and Houssiau et al.'s Atlanta arithmetic.
 
-:func:`release_utility` reads the table of :func:`odcore.release.release` (columns week, origin, destination,
+:func:`release_utility` reads the table of :func:`odcore.privacy.release.release` (columns week, origin, destination,
 raw_count, true_count, noise, noisy_count, released, release_prob). "Trips" are user-pair contributions (one user on
 one pair in one week), i.e. the sum of the distinct-user counts.
 """
@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from odcore.constants import NOISY_COUNT, RELEASE_PROB, RELEASED, TRUE_COUNT, WEEK
-from odcore.errors import ParameterError, check_int, check_positive
-from odcore.release import RAW_COUNT, _check_threshold
+from odcore.errors import ParameterError, check_int, check_positive, check_threshold
+from odcore.privacy.release import RAW_COUNT
 
 __all__ = ["atlanta_arithmetic", "noise_dominated", "release_utility", "utility_by_week"]
 
@@ -27,7 +27,7 @@ def _check_table(table: pd.DataFrame) -> None:
     missing = [c for c in _NEEDED if c not in table.columns]
     if missing:
         raise ParameterError(f"released table is missing column(s) {missing}; expected the output of "
-                             f"odcore.release.release(), got columns {list(table.columns)}.")
+                             f"odcore.privacy.release.release(), got columns {list(table.columns)}.")
 
 
 def _stats(raw: np.ndarray, true: np.ndarray, noisy: np.ndarray, rel: np.ndarray, prob: np.ndarray | None) -> dict:
@@ -80,7 +80,7 @@ def noise_dominated(table: pd.DataFrame, threshold: float) -> int:
     1
     """
     _check_table(table)
-    tau = _check_threshold(threshold)
+    tau = check_threshold(threshold)
     raw = table[RAW_COUNT] if RAW_COUNT in table.columns else table[TRUE_COUNT]
     return int((table[RELEASED].to_numpy(dtype=bool) & (raw.to_numpy(dtype=float) < tau / 2)).sum())
 
@@ -91,7 +91,7 @@ def release_utility(table: pd.DataFrame) -> dict:
     Parameters
     ----------
     table:
-        Output of :func:`odcore.release.release` (at least true_count, noisy_count, released; raw_count and
+        Output of :func:`odcore.privacy.release.release` (at least true_count, noisy_count, released; raw_count and
         release_prob are used when present).
 
     Returns
@@ -183,7 +183,7 @@ def atlanta_arithmetic(published_pairs: int = 46_333, threshold: float = 100, *,
     4.6
     """
     pairs = check_int("published_pairs", published_pairs)
-    tau = _check_threshold(threshold)
+    tau = check_threshold(threshold)
     pop = check_positive("population", population)
     share = check_positive("app_share", app_share)
     if share > 1:

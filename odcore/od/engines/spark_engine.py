@@ -4,7 +4,7 @@
   cluster) or created from an in-memory table.
 - One Arrow UDF (``mapInPandas``) applies the shared per-row definitions on every executor: the loader's filters,
   the zone object's ``assign`` (pickled to the executors) and the local hour slot
-  (:mod:`odcore.engines.kernel`). Dropped rows keep a reason code so they are counted, never lost silently.
+  (:mod:`odcore.od.engines.kernel`). Dropped rows keep a reason code so they are counted, never lost silently.
 - The rest is Spark SQL: duplicate removal (file sources), winner takes all per user-hour with ``max_by(cell,
   struct(n, -cell))`` (ties to the lower cell id), trips with ``lead()`` over each user's hours, the week of the
   origin hour from a broadcast slot -> week table, distinct pairs and the distinct-user counts.
@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from odcore.constants import LAT, LON, TIME, USER
-from odcore.engines import kernel as K
-from odcore.engines.sources import FileSource
 from odcore.errors import TraceFormatError
+from odcore.od.engines import kernel as K
+from odcore.od.engines.sources import FileSource
 
 __all__ = ["build_od_spark", "spark_session"]
 
@@ -81,7 +81,7 @@ def _read(spark, source):
                         LAT: source[LAT].to_numpy(np.float64), LON: source[LON].to_numpy(np.float64)})
         n_parts = max(1, min(spark.sparkContext.defaultParallelism, len(source) // 100_000 + 1))
         return spark.createDataFrame(tbl.to_pandas()).coalesce(n_parts), "s"
-    from odcore.traces import _resolve_mapping
+    from odcore.data.traces import resolve_mapping
 
     try:
         if source.format == "parquet":
@@ -91,7 +91,7 @@ def _read(spark, source):
     except Exception as exc:  # Spark raises AnalysisException and others for unreadable input
         raise TraceFormatError(f"Spark cannot read the input ({type(exc).__name__}: {exc}).",
                                file=source.display) from None
-    mp = _resolve_mapping(raw.columns, dict(source.mapping) if source.mapping else None, source.display)
+    mp = resolve_mapping(raw.columns, dict(source.mapping) if source.mapping else None, source.display)
     from pyspark.sql import types as T
 
     tcol = F.col(f"`{mp.time}`")
@@ -104,8 +104,8 @@ def _read(spark, source):
     return df, unit
 
 
-def _filters(source, tz: str, unit: str, bbox) -> K.Filters | None:
-    from odcore.engines.duckdb_engine import _filters as f
+def _spark_filters(source, tz: str, unit: str, bbox) -> K.Filters | None:
+    from odcore.od.engines.duckdb_engine import trace_filters as f
 
     return f(source, tz, unit, bbox)
 
@@ -153,7 +153,7 @@ def _prep_fn(grid, tz: str, filters: K.Filters | None, with_assign: bool):
 
 
 def _sample_fn(n_rows: int):
-    """The mapInPandas function of the robust box's sample (:func:`odcore.engines.kernel.sample_batch`)."""
+    """The mapInPandas function of the robust box's sample (:func:`odcore.od.engines.kernel.sample_batch`)."""
 
     def fn(batches):
         for pdf in batches:
@@ -168,12 +168,12 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
                    driver_memory: str = "2g"):
     """Weekly unique OD counts of ``source`` (a trace DataFrame or a :class:`FileSource`) computed by Spark.
 
-    Same parameters and result as :func:`odcore.engines.duckdb_engine.build_od_duckdb`; ``spark`` is a
+    Same parameters and result as :func:`odcore.od.engines.duckdb_engine.build_od_duckdb`; ``spark`` is a
     SparkSession (default: the active one, or a local one with ``master`` and ``driver_memory``).
     """
     from pyspark.sql import types as T
 
-    from odcore.traces import BBox
+    from odcore.data.traces import BBox
 
     spark = spark or spark_session(master, driver_memory)
     tz = config.tz
@@ -186,7 +186,7 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
             bbox = K.robust_bbox([smp[LAT].to_numpy(np.float64)], [smp[LON].to_numpy(np.float64)], source.display)
         else:
             bbox = BBox.parse(source.bbox).as_tuple()
-    filters = _filters(source, tz, unit, bbox)
+    filters = _spark_filters(source, tz, unit, bbox)
     if grid is None:   # grid from a streaming min/max pass over the kept rows
         if filters is None:
             b = K.Bounds()
@@ -268,7 +268,7 @@ def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox):
         for df in (prs, trp, win, pts):
             df.unpersist()
     if dedupe and lim[2] > rows_dedup:
-        from odcore.traces import DROP_DUPLICATE
+        from odcore.data.traces import DROP_DUPLICATE
 
         dropped[DROP_DUPLICATE] = int(lim[2] - rows_dedup)
     like = source[USER] if isinstance(source, pd.DataFrame) else None

@@ -2,7 +2,7 @@
 
 Three kinds share one interface (:class:`ZoneSystem`):
 
-- ``square:KM2`` :class:`odcore.grid.SquareGrid`, squares of a chosen area (Bassolas et al. 2022 used ~1.3 km²);
+- ``square:KM2`` :class:`odcore.space.grid.SquareGrid`, squares of a chosen area (Bassolas et al. 2022 used ~1.3 km²);
   cell ids ``row * n_cols + col``.
 - ``h3:RES`` :class:`H3Zones`, Uber's H3 hexagons at resolution RES (0-15; res 8 ≈ 0.74 km², res 7 ≈ 5.2 km²) fitted
   to the data's bounding box. Zone ids are compact (0..n-1, in the order of the H3 index); names are the H3 cell
@@ -12,7 +12,7 @@ Three kinds share one interface (:class:`ZoneSystem`):
   and a point is tested against the polygon with its vertices there (edges straight in lon/lat). Zone ids are the
   rows of the file (0..n-1); names come from a name column when there is one.
 
-The interface (duck-typed; :class:`odcore.grid.SquareGrid` has it too):
+The interface (duck-typed; :class:`odcore.space.grid.SquareGrid` has it too):
 
 ``kind``               ``"square" | "h3" | "polygons"``
 ``n_cells``            number of zones; ids are ``0 .. n_cells - 1``
@@ -52,7 +52,7 @@ import pandas as pd
 
 from odcore.constants import CELL, LAT, LON
 from odcore.errors import ODCoreError, ParameterError
-from odcore.grid import SquareGrid
+from odcore.space.grid import SquareGrid
 
 __all__ = ["MAX_ZONES", "OUTSIDE", "OUTSIDE_REASON", "H3Zones", "PolygonZones", "ZoneFileError", "ZoneSpec",
            "ZoneSystem", "add_zone_names", "make_zones", "parse_zone_spec", "read_zone_file", "voronoi_districts",
@@ -658,14 +658,14 @@ def voronoi_districts(lat, lon, n: int = 40, *, rng=None, radius_quantile: float
     import geopandas as gpd
     import shapely
 
-    from odcore.grid import _transformer, utm_epsg
+    from odcore.space.grid import transformer, utm_epsg
 
     rng = np.random.default_rng(rng)
     lat, lon = _coords(lat, lon)
     if n < 2:
         raise ParameterError(f"n must be >= 2 districts, got n={n}.")
     crs = f"EPSG:{utm_epsg(float(np.median(lat)), float(np.median(lon)))}"
-    x, y = _transformer(crs, False).transform(lon, lat)
+    x, y = transformer(crs, False).transform(lon, lat)
     x, y = np.asarray(x), np.asarray(y)
     cx, cy = float(np.median(x)), float(np.median(y))
     r = float(np.quantile(np.hypot(x - cx, y - cy), radius_quantile))

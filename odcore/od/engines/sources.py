@@ -1,9 +1,9 @@
 """Trace sources the out-of-core engines stream: an in-memory table or Parquet/CSV files read by the engine itself.
 
 A :class:`FileSource` names generic Parquet or CSV files (a file, a folder of them, or a glob) with the loader's
-column mapping and filters; :func:`odcore.engines.build_od` streams it through DuckDB or Spark without loading the
+column mapping and filters; :func:`odcore.od.engines.build_od` streams it through DuckDB or Spark without loading the
 table into pandas. Other formats (Cabspotting folders, check-in sets, zips, uploads) are read by
-:func:`odcore.traces.load_traces` first.
+:func:`odcore.data.traces.load_traces` first.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class FileSource:
     mapping:
         Column mapping (``user, time, lat, lon, time_unit`` keys) or None to recognise common names.
     tz, time_offset_s, bbox, start, end:
-        As in :func:`odcore.traces.load_traces` (``bbox="auto"``: the robust box of a sample of the rows).
+        As in :func:`odcore.data.traces.load_traces` (``bbox="auto"``: the robust box of a sample of the rows).
     """
 
     paths: tuple[str, ...]

@@ -1,7 +1,7 @@
 """A one-page guarantee sheet for a release: self-contained, printable HTML with the numbers in plain words.
 
-:func:`guarantee_sheet` reads a designer report (:func:`odcore.design.design_report`) and
-:func:`budget_sheet` the ``budget`` figures of a user-level release (:func:`odcore.accounting.budget` with
+:func:`guarantee_sheet` reads a designer report (:func:`odcore.privacy.design.design_report`) and
+:func:`budget_sheet` the ``budget`` figures of a user-level release (:func:`odcore.privacy.accounting.budget` with
 ``max_pairs``); both return one HTML string with inline CSS (no scripts, no external files), laid out for A4/Letter.
 """
 
@@ -57,7 +57,7 @@ def _guarantee_rows(eps_week, d_week, eps_total, d_total, weeks) -> str:
 
 
 def guarantee_sheet(report: dict) -> str:
-    """The guarantee sheet of a designed release (the dict of :func:`odcore.design.design_report`)."""
+    """The guarantee sheet of a designed release (the dict of :func:`odcore.privacy.design.design_report`)."""
     r = report
     g = r["goal"]
     m, tau, scale, w = r["max_pairs"], r["threshold"], r["noise_scale"], r["weeks"]
@@ -103,7 +103,7 @@ def guarantee_sheet(report: dict) -> str:
         f"<p class='note'>{e(r['tuning_note'])}</p>",
         "<h2>Reproduce</h2>",
         f"<p class='note'><code>{e(r['budget_command'])}</code> prints the same budget. Made by OD Privacy Lab "
-        "(odcore.design, odcore.accounting).</p>",
+        "(odcore.privacy.design, odcore.privacy.accounting).</p>",
     ]
     return _page("Guarantee sheet", "".join(body))
 

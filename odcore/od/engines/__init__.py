@@ -4,10 +4,10 @@
 Every engine implements the same definition (Houssiau et al. 2022, Methods; Bassolas et al. 2022): the zone of a
 point from the zone object's ``assign``, winner takes all per user-hour with ties to the lower cell id, trips to a
 distinct cell in the next hour counted in the week of the origin hour, distinct users per (week, origin,
-destination). The per-row parts are shared code (:mod:`odcore.engines.kernel`); the engines differ only in how they
+destination). The per-row parts are shared code (:mod:`odcore.od.engines.kernel`); the engines differ only in how they
 group rows, and ``tests/test_engines.py`` requires identical tables.
 
->>> from odcore.engines import ENGINES
+>>> from odcore.od.engines import ENGINES
 >>> ENGINES
 ('memory', 'duckdb', 'spark')
 """
@@ -16,10 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
-from odcore.engines.kernel import ENGINES, check_engine
-from odcore.engines.sources import FileSource, file_source, is_streamable
+from odcore.od.engines.kernel import ENGINES, check_engine, grid_of_frame
+from odcore.od.engines.sources import FileSource, file_source, is_streamable
 
 __all__ = ["ENGINES", "FileSource", "build_od", "file_source", "is_streamable"]
 
@@ -31,14 +29,14 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
     Parameters
     ----------
     traces:
-        A trace DataFrame (``user, time, lat, lon``), a :class:`odcore.traces.Traces`, or a
-        :class:`~odcore.engines.sources.FileSource` (Parquet/CSV files each engine streams itself: the memory
-        engine in user shards, :mod:`odcore.engines.memory_stream`).
+        A trace DataFrame (``user, time, lat, lon``), a :class:`odcore.data.traces.Traces`, or a
+        :class:`~odcore.od.engines.sources.FileSource` (Parquet/CSV files each engine streams itself: the memory
+        engine in user shards, :mod:`odcore.od.engines.memory_stream`).
     config:
-        :class:`odcore.trips.ODConfig` (cell area, time zone).
+        :class:`odcore.od.oddata.ODConfig` (cell area, time zone).
     grid:
-        Zone object (``assign(lat, lon) -> int64``, ``n_cells``; e.g. :class:`~odcore.grid.SquareGrid`). Default:
-        :func:`odcore.engines.kernel.fit_zones` of the kept points' min/max (same in every engine).
+        Zone object (``assign(lat, lon) -> int64``, ``n_cells``; e.g. :class:`~odcore.space.grid.SquareGrid`). Default:
+        :func:`odcore.od.engines.kernel.fit_zones` of the kept points' min/max (same in every engine).
     engine:
         ``memory``, ``duckdb`` or ``spark``.
     keep_pairs:
@@ -50,11 +48,11 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
 
     Returns
     -------
-    odcore.trips.ODData
+    odcore.od.oddata.ODData
     """
-    from odcore.traces import Traces
-    from odcore.trips import ODConfig
-    from odcore.trips import build_od as build_memory
+    from odcore.data.traces import Traces
+    from odcore.od.trips import ODConfig
+    from odcore.od.trips import build_od as build_memory
 
     engine = check_engine(engine)
     config = config or ODConfig()
@@ -62,33 +60,22 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
         traces = traces.df
     if engine == "memory":
         if isinstance(traces, FileSource):
-            from odcore.engines.memory_stream import build_od_memory_stream
+            from odcore.od.engines.memory_stream import build_od_memory_stream
 
             return build_od_memory_stream(traces, config, grid=grid, keep_pairs=keep_pairs, **engine_options)
         if grid is None:
-            grid = _grid_of_frame(traces, config)
+            grid = grid_of_frame(traces, config)
         od = build_memory(traces, config, grid=grid, **engine_options)
         if not keep_pairs:
             od = _without_pairs(od)
         return od
     if engine == "duckdb":
-        from odcore.engines.duckdb_engine import build_od_duckdb
+        from odcore.od.engines.duckdb_engine import build_od_duckdb
 
         return build_od_duckdb(traces, config, grid=grid, keep_pairs=keep_pairs, **engine_options)
-    from odcore.engines.spark_engine import build_od_spark
+    from odcore.od.engines.spark_engine import build_od_spark
 
     return build_od_spark(traces, config, grid=grid, keep_pairs=keep_pairs, **engine_options)
-
-
-def _grid_of_frame(df: pd.DataFrame, config):
-    import numpy as np
-
-    from odcore.constants import LAT, LON
-    from odcore.engines.kernel import Bounds, fit_zones
-
-    b = Bounds()
-    b.update(df[LAT].to_numpy(np.float64), df[LON].to_numpy(np.float64))
-    return fit_zones(b, config)
 
 
 def _without_pairs(od):

@@ -4,7 +4,7 @@ What is claimed and what it adds up to:
 
 - Per metric (Bassolas et al. reply): each (week, A, B) count gets Laplace(1/ε) noise and is published iff the
   noisy count is >= τ, which is (ε, δ)-DP for the presence of one user on that one pair, with
-  δ = ½·exp(−ε(τ − 1)) = 2.1e-29 at ε = 0.66, τ = 100 (:func:`odcore.release.threshold_delta`).
+  δ = ½·exp(−ε(τ − 1)) = 2.1e-29 at ε = 0.66, τ = 100 (:func:`odcore.privacy.release.threshold_delta`).
 - Per user and week (Houssiau et al. 2022, Methods, "Conservative estimate of the privacy loss"): a user with n
   unique trips touches n counts, so basic composition gives (n·ε, n·δ): 46.2 at n = 70. (Houssiau et al. keep
   δ = 2.1e-29 there; composing n thresholded releases costs n·δ by basic composition, or exactly
@@ -13,7 +13,7 @@ What is claimed and what it adds up to:
 - Advanced composition (Dwork, Rothblum, Vadhan 2010; Dwork & Roth 2014, Thm 3.20): k mechanisms each (ε, δ)-DP
   are (ε', kδ + δ')-DP with ε' = sqrt(2k ln(1/δ'))·ε + k·ε·(e^ε − 1).
 - Tight: the exact ε(δ) of the k-fold Laplace composition from its privacy-loss distribution
-  (:mod:`odcore.pld`, cross-checked in the tests against Google's ``dp_accounting`` PLD). For the thresholded
+  (:mod:`odcore.privacy.pld`, cross-checked in the tests against Google's ``dp_accounting`` PLD). For the thresholded
   release the δ of the thresholding event is added: δ_total = δ_PLD + (1 − (1 − δ₁)^n).
   Houssiau et al., Methods: "while better bounds can be obtained, they require larger values of δ" — the ε(δ)
   curves (:func:`epsilon_delta_curve`) show it.
@@ -21,7 +21,7 @@ What is claimed and what it adds up to:
   user is in the data, the attacker's posterior is at most π·e^ε / (π·e^ε + 1 − π); e^ε/(1 + e^ε) = 0.659 at
   π = ½, ε = 0.66 — the "16%" over a random guess of Bassolas et al.
 
-Why odcore.pld for the tight value and dp_accounting only as a reference: odcore.pld computes the Laplace PLD in
+Why odcore.privacy.pld for the tight value and dp_accounting only as a reference: odcore.privacy.pld computes the Laplace PLD in
 closed form (no discretisation, vectorised over k, cheap at k = 3640), while dp_accounting discretises the loss
 (pessimistic by up to k times the discretisation interval) and is a test-only dependency (requirements-dev.txt).
 """
@@ -34,9 +34,17 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from odcore.errors import ParameterError, check_positive
-from odcore.release import _check_max_pairs, _check_threshold, release_probability, threshold_delta
-from odcore.validate import check_param
+from odcore.data.validate import check_param
+from odcore.errors import (
+    ParameterError,
+    check_count,
+    check_max_pairs,
+    check_positive,
+    check_prob,
+    check_threshold,
+)
+from odcore.privacy.rdp import rdp_epsilon
+from odcore.privacy.release import release_probability, threshold_delta
 
 __all__ = [
     "BudgetConfig",
@@ -58,34 +66,9 @@ __all__ = [
 ]
 
 TIGHT_K_MAX = 400
-"""Largest k for which :func:`budget` and the curves call the exact PLD (odcore.pld's cost grows like k^2.7:
+"""Largest k for which :func:`budget` and the curves call the exact PLD (odcore.privacy.pld's cost grows like k^2.7:
 ~1.3 s at k = 400, ~8 s at k = 800 on one core); above it the tight value is left out (None / NaN) and the
 Rényi-DP bound :func:`rdp_epsilon` (cheap, within a few % of tight) is given instead."""
-
-_RDP_ORDERS = np.concatenate([np.linspace(1.01, 10.0, 300), np.logspace(1.0, 5.0, 300)[1:]])
-
-
-def _check_prob(name: str, value, *, open_low: bool = True) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"{name} must be a probability in (0, 1), got {name}={value!r}.") from None
-    if not (0 < v < 1) if open_low else not (0 <= v < 1):
-        bound = "(0, 1)" if open_low else "[0, 1)"
-        raise ParameterError(f"{name} must be in {bound}, got {name}={value!r}.")
-    return v
-
-
-def _check_k(name: str, k) -> np.ndarray:
-    arr = np.asarray(k)
-    try:
-        f = arr.astype(float)
-    except (TypeError, ValueError):
-        raise ParameterError(f"{name} must be integer(s) >= 1, got {name}={k!r}.") from None
-    if f.size == 0 or not np.all(np.isfinite(f)) or np.any(f < 1) or np.any(f != np.floor(f)):
-        raise ParameterError(f"{name} must be integer(s) >= 1, got {name}={k!r}.")
-    return f.astype(np.int64)
-
 
 def _out(x: np.ndarray, like):
     return float(x) if np.ndim(like) == 0 else x
@@ -117,7 +100,7 @@ def posterior_bound(epsilon, prior: float = 0.5):
     eps = np.asarray(epsilon, dtype=float)
     if eps.size == 0 or np.any(~np.isfinite(eps)) or np.any(eps <= 0):
         raise ParameterError(f"epsilon must be finite and > 0, got epsilon={epsilon!r}.")
-    p = _check_prob("prior", prior)
+    p = check_prob("prior", prior)
     log_odds = eps + math.log(p) - math.log1p(-p)
     return _out(1.0 / (1.0 + np.exp(-log_odds)), epsilon)
 
@@ -139,7 +122,7 @@ def basic_composition(epsilon: float, delta: float, k):
     """
     eps = check_positive("epsilon", epsilon)
     d = check_positive("delta", delta, allow_zero=True)
-    kk = _check_k("k", k)
+    kk = check_count("k", k)
     e, dd = np.round(kk * eps, 12), np.minimum(kk * d, 1.0)
     return _out(e, k), _out(dd, k)
 
@@ -155,9 +138,9 @@ def advanced_composition(epsilon: float, k, delta_prime: float, delta: float = 0
     (epsilon_total, delta_total)
     """
     eps = check_positive("epsilon", epsilon)
-    dp = _check_prob("delta_prime", delta_prime)
+    dp = check_prob("delta_prime", delta_prime)
     d = check_positive("delta", delta, allow_zero=True)
-    kk = _check_k("k", k).astype(float)
+    kk = check_count("k", k).astype(float)
     e = np.sqrt(2.0 * kk * math.log(1.0 / dp)) * eps + kk * eps * math.expm1(eps)
     return _out(e, k), _out(np.minimum(kk * d + dp, 1.0), k)
 
@@ -165,39 +148,17 @@ def advanced_composition(epsilon: float, k, delta_prime: float, delta: float = 0
 def tight_epsilon(delta: float, k, epsilon: float):
     """Exact smallest ε' such that the k-fold Laplace(1/ε) composition is (ε', δ)-DP.
 
-    Delegates to :func:`odcore.pld.epsilon_for_delta` (exact privacy-loss distribution of the k-fold Laplace
+    Delegates to :func:`odcore.privacy.pld.epsilon_for_delta` (exact privacy-loss distribution of the k-fold Laplace
     mechanism, sensitivity 1 per coordinate); vectorised over k. Never above basic composition k·ε.
     """
     # The attack module's exact PLD, imported lazily (one implementation in the engine).
-    from odcore import pld
+    from odcore.privacy import pld
 
     eps = check_positive("epsilon", epsilon)
-    d = _check_prob("delta", delta)
-    kk = _check_k("k", k)
+    d = check_prob("delta", delta)
+    kk = check_count("k", k)
     res = np.asarray(pld.epsilon_for_delta(d, kk, eps), dtype=float)
     return _out(np.minimum(res, kk * eps), k)
-
-
-def rdp_epsilon(delta: float, k, epsilon: float, orders=None):
-    """Upper bound on the ε(δ) of the k-fold Laplace(1/ε) composition by Rényi DP (cheap for any k).
-
-    Rényi divergence of order α of Laplace(1/ε) with sensitivity 1 (Mironov 2017, "Rényi Differential Privacy",
-    Table II): D_α = 1/(α−1)·log( α/(2α−1)·e^{(α−1)ε} + (α−1)/(2α−1)·e^{−αε} ); it adds up over the k coordinates,
-    and converts to (ε', δ)-DP by ε' = k·D_α + log((α−1)/α) − (log δ + log α)/(α−1) (Canonne, Kamath, Steinke
-    2020, Prop. 12; Balle et al. 2020, Thm 21), minimised over a grid of orders and capped at k·ε. Always >= the
-    tight value (:func:`tight_epsilon`); matched against ``dp_accounting.rdp.RdpAccountant`` in the tests.
-    Vectorised over k.
-    """
-    eps = check_positive("epsilon", epsilon)
-    d = _check_prob("delta", delta)
-    kk = _check_k("k", k).astype(float)
-    a = _RDP_ORDERS if orders is None else np.asarray(orders, dtype=float)
-    if a.size == 0 or np.any(~(a > 1)) or np.any(~np.isfinite(a)):
-        raise ParameterError(f"orders must be finite and > 1, got orders={orders!r}.")
-    rdp = np.logaddexp(np.log(a / (2 * a - 1)) + (a - 1) * eps, np.log((a - 1) / (2 * a - 1)) - a * eps) / (a - 1)
-    conv = np.log((a - 1) / a) - (math.log(d) + np.log(a)) / (a - 1)
-    e = np.min(np.multiply.outer(kk, rdp) + conv, axis=-1)
-    return _out(np.clip(np.minimum(e, kk * eps), 0.0, None), k)
 
 
 def _tight_or_nan(delta: float, k: np.ndarray, epsilon: float) -> np.ndarray:
@@ -232,10 +193,10 @@ class BudgetConfig:
         δ at which advanced composition and the tight ε(δ) are evaluated (1e-6), in (0, 1).
     max_pairs:
         Optional user-level contribution bound; adds the budget of the user-level release
-        (:class:`odcore.release.Mode` ``user_level``, noise max_pairs/ε).
+        (:class:`odcore.privacy.release.Mode` ``user_level``, noise max_pairs/ε).
     total_interval:
         Loss-grid step of the tight ε over many weeks when ``weeks·trips`` exceeds :data:`TIGHT_K_MAX`
-        (:func:`odcore.pld.composed_epsilon_bounds`: the exact weekly law, rounded both ways and composed by FFT;
+        (:func:`odcore.privacy.pld.composed_epsilon_bounds`: the exact weekly law, rounded both ways and composed by FFT;
         the bracket is at most ``2·weeks·total_interval`` wide). 0 skips it (then only the Rényi bound is given).
     """
 
@@ -248,21 +209,21 @@ class BudgetConfig:
     total_interval: float = 1e-3
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", float(check_param("epsilon", self.epsilon)))  # odcore.validate: one rule
-        t = _check_threshold(self.threshold)
+        object.__setattr__(self, "epsilon", float(check_param("epsilon", self.epsilon)))  # odcore.data.validate: one rule
+        t = check_threshold(self.threshold)
         object.__setattr__(self, "threshold", int(t) if t == int(t) else t)
-        object.__setattr__(self, "trips", int(_check_k("trips", self.trips)))
-        object.__setattr__(self, "weeks", int(_check_k("weeks", self.weeks)))
-        object.__setattr__(self, "delta", _check_prob("delta", self.delta))
+        object.__setattr__(self, "trips", int(check_count("trips", self.trips)))
+        object.__setattr__(self, "weeks", int(check_count("weeks", self.weeks)))
+        object.__setattr__(self, "delta", check_prob("delta", self.delta))
         if self.max_pairs is not None:
-            object.__setattr__(self, "max_pairs", _check_max_pairs(self.max_pairs))
+            object.__setattr__(self, "max_pairs", check_max_pairs(self.max_pairs))
         object.__setattr__(self, "total_interval", check_positive("total_interval", self.total_interval,
                                                                   allow_zero=True))
 
 
 def _tight_total(c: BudgetConfig) -> tuple[float | None, float | None, str | None]:
     """(lower, upper, method) of the tight ε of the ``weeks·trips``-fold composition at ``c.delta``."""
-    from odcore import pld
+    from odcore.privacy import pld
 
     n, w = c.trips, c.weeks
     if n * w <= TIGHT_K_MAX:
@@ -279,16 +240,16 @@ def budget(config: BudgetConfig | None = None) -> dict:
 
     Keys (Houssiau et al. 2022 golden values at the defaults in brackets):
 
-    - ``epsilon_per_metric`` (0.66), ``delta_per_metric`` (2.1e-29, :func:`odcore.release.threshold_delta`),
+    - ``epsilon_per_metric`` (0.66), ``delta_per_metric`` (2.1e-29, :func:`odcore.privacy.release.threshold_delta`),
       ``posterior_bound_per_metric`` (0.659), ``posterior_gain_per_metric`` (0.159, the "16%");
     - ``epsilon_user_week`` = n·ε (46.2), ``delta_user_week`` = n·δ (basic composition),
       ``delta_user_week_partition`` = 1 − (1 − δ)^n (Google partition-selection rule, <= n·δ);
     - ``epsilon_user_total`` = W·n·ε (2402.4), ``delta_user_total`` = W·n·δ;
     - ``epsilon_user_week_advanced`` / ``delta_user_week_advanced`` (DRV at δ' = ``delta``), same ``_total``;
-    - ``epsilon_user_week_tight``: exact ε of the n-fold Laplace composition at δ = ``delta`` (odcore.pld), with
+    - ``epsilon_user_week_tight``: exact ε of the n-fold Laplace composition at δ = ``delta`` (odcore.privacy.pld), with
       ``delta_user_week_tight`` = ``delta`` + 1 − (1 − δ)^n (the thresholding event); ``epsilon_user_total_tight``
       for the W·n-fold composition: exact when W·n <= :data:`TIGHT_K_MAX`, else the upper end of a guaranteed
-      bracket (``epsilon_user_total_tight_lower`` is its lower end; :func:`odcore.pld.composed_epsilon_bounds`,
+      bracket (``epsilon_user_total_tight_lower`` is its lower end; :func:`odcore.privacy.pld.composed_epsilon_bounds`,
       ``tight_total_method`` says which); the Rényi-DP bounds ``epsilon_user_week_rdp`` /
       ``epsilon_user_total_rdp`` are always given (>= tight);
     - ``posterior_bound_user_week`` / ``_total`` (basic ε);
@@ -352,7 +313,7 @@ def epsilon_vs_trips(epsilon: float = 0.66, trips_max: int = 70, delta: float = 
     DataFrame[trips, basic, advanced, rdp, tight, posterior_basic, posterior_tight]; tight is NaN above
     :data:`TIGHT_K_MAX` (posterior_tight too).
     """
-    n = np.arange(1, int(_check_k("trips_max", trips_max)) + 1)
+    n = np.arange(1, int(check_count("trips_max", trips_max)) + 1)
     basic = basic_composition(epsilon, 0.0, n)[0]
     adv = advanced_composition(epsilon, n, delta)[0]
     tight = _tight_or_nan(delta, n, epsilon)
@@ -369,7 +330,7 @@ def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, 
     """Cumulative ε of one user after 1..W weekly releases of ``trips`` unique trips each (k = w·trips).
 
     With ``interval`` (a loss-grid step) the tight ε of every week count comes from
-    :func:`odcore.pld.composed_epsilon_curve` (one weekly law, one FFT): ``tight_lower`` ≤ true ε ≤ ``tight``,
+    :func:`odcore.privacy.pld.composed_epsilon_curve` (one weekly law, one FFT): ``tight_lower`` ≤ true ε ≤ ``tight``,
     a guaranteed bracket at most ``2·w·interval`` wide, for any k (without it, ``tight`` is NaN where
     k > :data:`TIGHT_K_MAX`, near week 5 at 70 trips).
 
@@ -378,14 +339,14 @@ def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, 
     DataFrame[weeks, k, basic, advanced, rdp, tight] (+ ``tight_lower`` with ``interval``, unless ``lower`` is
     False: then only the upper end is composed, half the work, for a chart that draws ``tight`` only).
     """
-    n = int(_check_k("trips", trips))
-    w = np.arange(1, int(_check_k("weeks", weeks)) + 1)
+    n = int(check_count("trips", trips))
+    w = np.arange(1, int(check_count("weeks", weeks)) + 1)
     k = w * n
     out = pd.DataFrame({"weeks": w, "k": k, "basic": basic_composition(epsilon, 0.0, k)[0],
                         "advanced": advanced_composition(epsilon, k, delta)[0],
                         "rdp": rdp_epsilon(delta, k, epsilon)})
     if interval is not None and n <= TIGHT_K_MAX:
-        from odcore import pld
+        from odcore.privacy import pld
 
         lo, hi = pld.composed_epsilon_curve(delta, n, epsilon, w, interval=interval, lower=lower)
         out["tight"] = np.minimum(hi, out["basic"].to_numpy())
@@ -410,7 +371,7 @@ def epsilon_delta_curve(epsilon: float = 0.66, k: int = 70, deltas=None) -> pd.D
     -------
     DataFrame[delta, basic, advanced, rdp, tight] (tight NaN if k > :data:`TIGHT_K_MAX`)
     """
-    kk = int(_check_k("k", k))
+    kk = int(check_count("k", k))
     ds = np.logspace(-30, math.log10(0.5), 40) if deltas is None else np.asarray(deltas, dtype=float)
     if ds.size == 0 or np.any(~(ds > 0)) or np.any(~(ds < 1)):
         raise ParameterError(f"deltas must all be in (0, 1), got deltas={deltas!r}.")
@@ -418,7 +379,7 @@ def epsilon_delta_curve(epsilon: float = 0.66, k: int = 70, deltas=None) -> pd.D
     adv = np.array([advanced_composition(epsilon, kk, float(d))[0] for d in ds])  # closed form; len(ds) is small
     rdp = np.array([rdp_epsilon(float(d), kk, epsilon) for d in ds])
     if kk <= TIGHT_K_MAX:
-        from odcore import pld  # one k-fold law, solved for every delta (not rebuilt per delta)
+        from odcore.privacy import pld  # one k-fold law, solved for every delta (not rebuilt per delta)
 
         tight = np.minimum(np.asarray(pld.epsilon_for_delta(ds, kk, epsilon), dtype=float), kk * epsilon)
     else:
@@ -448,8 +409,8 @@ def partition_selection_delta(epsilon: float, threshold: float, max_pairs: int, 
     >>> f"{partition_selection_delta(0.66, 100, 20):.3f}"   # Google's tau = 100 is useless with noise 20/0.66
     '0.319'
     """
-    m = _check_max_pairs(max_pairs)
-    w = int(_check_k("weeks", weeks))
+    m = check_max_pairs(max_pairs)
+    w = int(check_count("weeks", weeks))
     return threshold_delta(epsilon, threshold, m, m * w)
 
 
@@ -467,9 +428,9 @@ def partition_threshold(epsilon: float, max_pairs: int, delta: float, weeks: int
     100.0
     """
     eps = check_positive("epsilon", epsilon)
-    m = _check_max_pairs(max_pairs)
-    d = _check_prob("delta", delta)
-    n = m * int(_check_k("weeks", weeks))
+    m = check_max_pairs(max_pairs)
+    d = check_prob("delta", delta)
+    n = m * int(check_count("weeks", weeks))
     d_adj = -math.expm1(math.log1p(-d) / n)
     b = m / eps
     tau = 1.0 + b * math.log(2.0 * (1.0 - d_adj)) if d > 0.5 else 1.0 - b * math.log(2.0 * d_adj)
@@ -528,9 +489,9 @@ def user_level_budget(epsilon: float, max_pairs: int, threshold: float, weeks: i
     - basic: ε per week (m·(ε/m)), W·ε in total; δ = η.
     - advanced (Dwork–Rothblum–Vadhan at δ' = ``delta``) of the m·W mechanisms ε/m each, capped at basic.
     - Rényi: :func:`rdp_epsilon` of the m·W-fold composition at ``delta``.
-    - tight: the exact ε(δ = ``delta``) of the m-fold (per week) and m·W-fold compositions (:mod:`odcore.pld`):
+    - tight: the exact ε(δ = ``delta``) of the m-fold (per week) and m·W-fold compositions (:mod:`odcore.privacy.pld`):
       exact when the number of coordinates is <= :data:`TIGHT_K_MAX`, else a guaranteed bracket
-      (:func:`odcore.pld.composed_epsilon_bounds`: exact weekly law rounded up and down on a loss grid of step
+      (:func:`odcore.privacy.pld.composed_epsilon_bounds`: exact weekly law rounded up and down on a loss grid of step
       ``min(total_interval, 2·W·ε/USER_GRID_POINTS)``, composed by FFT); ``..._tight`` is its upper end (a valid
       guarantee), ``..._tight_lower`` the lower end. Cross-checked against dp_accounting's pessimistic PLD: at
       ε = 0.66, δ = 1e-6, 52 weeks: 5.20 at m = 20, 11.42 at m = 5; one week at m = 20: 0.555.
@@ -551,10 +512,10 @@ def user_level_budget(epsilon: float, max_pairs: int, threshold: float, weeks: i
         Largest loss-grid step of the bracket; 0 skips the bracket (the tight total is then None unless exact).
     """
     eps = check_positive("epsilon", epsilon)
-    m = _check_max_pairs(max_pairs)
-    tau = _check_threshold(threshold)
-    w = int(_check_k("weeks", weeks))
-    d = _check_prob("delta", delta)
+    m = check_max_pairs(max_pairs)
+    tau = check_threshold(threshold)
+    w = int(check_count("weeks", weeks))
+    d = check_prob("delta", delta)
     h_max = check_positive("total_interval", total_interval, allow_zero=True)
     e1 = eps / m
     ps_week = partition_selection_delta(eps, tau, m, 1)
@@ -590,7 +551,7 @@ def user_level_budget(epsilon: float, max_pairs: int, threshold: float, weeks: i
         lo = hi = float(tight_epsilon(d, m * w, e1))
         method = "exact"
     elif m <= TIGHT_K_MAX and h_max > 0:
-        from odcore import pld
+        from odcore.privacy import pld
 
         h = min(h_max, 2.0 * w * eps / USER_GRID_POINTS)
         lo, hi = pld.composed_epsilon_bounds(d, m, e1, w, interval=h)
@@ -620,10 +581,10 @@ def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pai
     tight ε of this person's week at ``delta`` (δ of the thresholding added in ``delta_person_week``).
     """
     eps = check_positive("epsilon", epsilon)
-    d = _check_prob("delta", delta)
-    n = int(_check_k("trips", max(int(trips), 1)))
+    d = check_prob("delta", delta)
+    n = int(check_count("trips", max(int(trips), 1)))
     if mode == "user_level":
-        m = _check_max_pairs(max_pairs)
+        m = check_max_pairs(max_pairs)
         e_week = float(tight_epsilon(d, m, eps / m)) if m <= TIGHT_K_MAX else float(rdp_epsilon(d, m, eps / m))
         d1 = float(release_probability(1.0, eps, threshold, m))
         eta = min(-m * math.log1p(-d1), 1.0) if d1 < 1 else 1.0

@@ -5,7 +5,7 @@ the victim's ``k`` unique weekly trips. Subtracting the known counts leaves ``k`
 ``Lap(0, 1/ε)`` (victim out) or ``Lap(1, 1/ε)`` (victim in); a likelihood-ratio test decides. What this module gives:
 
 - :func:`success_curve`: the exact success ``p_k`` of the optimal attacker (equal priors) for ``k = 0..k_max``
-  (``½ + ½·TV``, via :mod:`odcore.pld`; the paper's Fig. 1 reports Monte Carlo estimates of it).
+  (``½ + ½·TV``, via :mod:`odcore.privacy.pld`; the paper's Fig. 1 reports Monte Carlo estimates of it).
 - :func:`simulate_attack`: the paper's Monte Carlo (noise drawn, LLR computed, decision taken), vectorised, with
   Wilson intervals; LLR ties (possible with positive probability: the per-coordinate LLR has atoms at ±ε) are
   detected exactly and broken by a fair coin.
@@ -26,7 +26,7 @@ is split between the two neighbouring grid points so that both its P-mass and it
 kept. The discretised pair dominates the true one (the true pair is a post-processing of it), so the
 connect-the-dots success is an upper bound; its error is mostly ``c/R²`` (R = grid points per ε), so
 :func:`user_risk` computes it at R and R/2 and Richardson-extrapolates (measured error ~1e-7 at R = 256, and
-exactly the :mod:`odcore.pld` curve, to 1e-13, when no pair is ever suppressed), and also returns a rigorous
+exactly the :mod:`odcore.privacy.pld` curve, to 1e-13, when no pair is ever suppressed), and also returns a rigorous
 bracket ``[success_low, success_high]`` (round-down discretisation / connect-the-dots). Pairs of a user are composed
 by FFT; pairs with the same others' count share a spectrum. :func:`week_risk` (the population view) groups users by
 their multiset of pair types, and evaluates ``TV = Σ_j P_j (1 − e^{−l_j})₊`` in the frequency domain (Parseval), so
@@ -56,11 +56,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from odcore import pld
 from odcore.constants import COUNT, DESTINATION, ORIGIN, USER, WEEK
 from odcore.errors import ParameterError, check_int, check_positive
+from odcore.privacy import pld
 
-if TYPE_CHECKING:  # pragma: no cover - pandas and scipy are imported where used, so `import odcore.attack` is fast
+if TYPE_CHECKING:  # pragma: no cover - pandas and scipy are imported where used, so `import odcore.privacy.attack` is fast
     import pandas as pd
     from scipy import sparse
 
@@ -144,12 +144,12 @@ def bounded_success_curve(epsilon: float, max_pairs: int, n_max: int, threshold:
     ``min(n, m)`` counts (their kept pairs), each with Laplace noise of scale ``m/ε`` (parameter ε/m). The attacker
     of Houssiau et al. knows everyone else's data and all n of the person's trips, and (worst case for the person)
     which ``min(n, m)`` pairs were kept; the best test then has success ``½ + ½·TV`` of the ``min(n, m)``-fold
-    Laplace(ε/m) pair, computed exactly (:func:`odcore.pld.optimal_accuracy`). The curve grows with n and is
+    Laplace(ε/m) pair, computed exactly (:func:`odcore.privacy.pld.optimal_accuracy`). The curve grows with n and is
     **flat from n = m on**: trips beyond m add nothing.
 
     With ``threshold`` the release is also thresholded; the attacker sees the published pairs only, and the
     success is at most the value above plus ½·δ_ps, the chance that a pair only this person makes is published
-    (:func:`odcore.accounting.partition_selection_delta`; TV is sub-additive and thresholding is post-processing):
+    (:func:`odcore.privacy.accounting.partition_selection_delta`; TV is sub-additive and thresholding is post-processing):
     that upper bound is returned.
 
     Examples
@@ -158,14 +158,14 @@ def bounded_success_curve(epsilon: float, max_pairs: int, n_max: int, threshold:
     >>> round(float(c[20]), 4) == round(float(c[40]), 4)
     True
     """
-    from odcore.release import _check_max_pairs
+    from odcore.errors import check_max_pairs
 
-    m = _check_max_pairs(max_pairs)
+    m = check_max_pairs(max_pairs)
     km = _check_k_max(n_max)
     n = np.minimum(np.arange(km + 1), m)
     out = np.asarray(pld.optimal_accuracy(n, float(epsilon) / m), dtype=float).reshape(km + 1)
     if threshold is not None:
-        from odcore.accounting import partition_selection_delta
+        from odcore.privacy.accounting import partition_selection_delta
 
         out = np.where(n > 0, np.minimum(out + 0.5 * partition_selection_delta(epsilon, threshold, m), 1.0), out)
     return out
@@ -192,7 +192,7 @@ def bayes_success(k, epsilon: float, prior: float = 0.5):
     """Success of the Bayes-optimal attacker when the victim is in with prior probability π.
 
     ``P(correct) = Σ max(π·q, (1−π)·p) = (1 − π) + π·δ(log((1−π)/π))`` with ``δ`` the hockey-stick divergence of
-    :func:`odcore.pld.hockey_stick_delta` (symmetric pair). Never below ``max(π, 1 − π)`` (always guessing the
+    :func:`odcore.privacy.pld.hockey_stick_delta` (symmetric pair). Never below ``max(π, 1 − π)`` (always guessing the
     likelier side); equals :func:`success_curve` at π = ½.
 
     Examples
@@ -564,7 +564,7 @@ def _log_laplace_sf(x: np.ndarray, eps: float) -> np.ndarray:
     return _log_laplace_cdf(-np.asarray(x, dtype=float), eps)
 
 
-def _pair_errors(others_count: np.ndarray, eps: float, tau: float) -> tuple[np.ndarray, np.ndarray]:
+def pair_errors(others_count: np.ndarray, eps: float, tau: float) -> tuple[np.ndarray, np.ndarray]:
     """Per pair: exact TV between "out" and "in" for that pair alone, and ``P_out(supp) + P_in(supp)``.
 
     With ``x`` = noisy − c (P: Lap(0), Q: Lap(1)) and ``d = τ − c``: the densities cross at ``x = ½`` (p > q
@@ -623,7 +623,7 @@ class UserRisk:
 
 def _classify(others: np.ndarray, eps: float, tau: float, tol: float):
     """Map others' counts to types: silent pairs dropped, never-suppressed pairs merged into ``inf``."""
-    tv, supp = _pair_errors(others, eps, tau)
+    tv, supp = pair_errors(others, eps, tau)
     silent = tv < tol
     plain = (~silent) & (supp < tol)
     err = 0.5 * (tv[silent].sum() + supp[plain].sum())
@@ -869,7 +869,7 @@ def week_risk(pairs: pd.DataFrame, week: int, epsilon: float, threshold: float, 
     ----------
     pairs:
         DataFrame[week, user, origin, destination], one row per unique (user, pair) (``ODData.pairs``; for a
-        user-level release pass the bounded pairs of :func:`odcore.release.bound_contributions`).
+        user-level release pass the bounded pairs of :func:`odcore.privacy.release.bound_contributions`).
     week:
         Week number.
     epsilon, threshold:
@@ -908,7 +908,7 @@ def week_risk(pairs: pd.DataFrame, week: int, epsilon: float, threshold: float, 
     df, report = user_pairs_with_counts(pairs, counts, week)
     others = df["others"].to_numpy(dtype=float)
     uniq_c, inv_c = np.unique(others, return_inverse=True)
-    tv, supp = _pair_errors(uniq_c, eps, tau)
+    tv, supp = pair_errors(uniq_c, eps, tau)
     silent_c = tv < tol
     plain_c = (~silent_c) & (supp < tol)
     pair_err = np.where(silent_c, 0.5 * tv, np.where(plain_c, 0.5 * supp, 0.0))

@@ -6,7 +6,7 @@ Layout (everything a release, a budget or a map needs, nothing per person but ps
     DIR/counts/week=0/part-0.parquet     distinct users per (origin, destination) of week 0 (Hive partitions)
     DIR/counts/week=1/...
     DIR/user_weeks.parquet               week, user (pseudonym 0..U-1), trips, unique_trips of every active user-week
-    DIR/zones.json                       the zone system (rebuilds the same cell ids: odcore.zones.zones_from_dict)
+    DIR/zones.json                       the zone system (rebuilds the same cell ids: odcore.space.zones.zones_from_dict)
     DIR/zones.geojson                    the used zones' polygons (for GIS tools)
 
 The folder holds no per-person pair lists: pages and commands that need them (the per-person attack, user-level
@@ -53,7 +53,7 @@ def is_counts_folder(path: Any) -> bool:
 
 
 def write_counts_folder(od, folder, *, source: str, engine: str = "memory", extra: dict | None = None) -> dict:
-    """Write ``od`` (:class:`odcore.trips.ODData`) as a counts folder; returns the manifest.
+    """Write ``od`` (:class:`odcore.od.oddata.ODData`) as a counts folder; returns the manifest.
 
     The folder is written next to its final place and renamed, so a reader never sees half a folder.
     """
@@ -63,7 +63,7 @@ def write_counts_folder(od, folder, *, source: str, engine: str = "memory", extr
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    from odcore.zones import write_zone_geometry
+    from odcore.space.zones import write_zone_geometry
 
     out = Path(folder)
     if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or is_counts_folder(out))):
@@ -151,14 +151,14 @@ def read_manifest(folder) -> dict:
 
 
 def read_counts_folder(folder):
-    """:class:`odcore.trips.ODData` of a counts folder: counts, per-user-week figures (pseudonymous users), zones.
+    """:class:`odcore.od.oddata.ODData` of a counts folder: counts, per-user-week figures (pseudonymous users), zones.
 
     ``pairs`` is empty and ``stats["pairs_available"]`` is False (:data:`NO_PAIRS_REASON`).
     """
     import pyarrow.dataset as ds
 
-    from odcore.trips import ODConfig, ODData
-    from odcore.zones import zones_from_dict
+    from odcore.od.trips import ODConfig, ODData
+    from odcore.space.zones import zones_from_dict
 
     folder = Path(folder)
     m = read_manifest(folder)
@@ -187,7 +187,7 @@ def read_counts_folder(folder):
 
 
 class CountsInput:
-    """Stands where a :class:`odcore.traces.Traces` would for a command given a counts folder (``summary()``)."""
+    """Stands where a :class:`odcore.data.traces.Traces` would for a command given a counts folder (``summary()``)."""
 
     def __init__(self, od) -> None:
         self.od = od
