@@ -1,12 +1,15 @@
 # Two commands do everything on a fresh machine (Python >= 3.11):
 #   make run    create .venv if missing, install requirements.txt, start the dashboard
-#   make test   create .venv if missing, install requirements-dev.txt, run ruff and the test suite
+#   make test   create .venv if missing, install requirements-dev.txt, run ruff and the test suite on both cores
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: run test test-all lint bench sample-data districts clean
+.PHONY: run test test-all lint bench screenshots sample-data districts clean
+
+# Both cores; one test file per worker at a time (module fixtures such as the AppTest session are built once).
+PYTEST_PAR ?= -n 2 --dist loadfile
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,11 +28,15 @@ run: $(VENV)/.app-installed
 
 test: $(VENV)/.dev-installed
 	$(PY) -m ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_PAR)
 
 test-all: $(VENV)/.dev-installed
 	$(PY) -m ruff check .
-	$(PY) -m pytest -m ""
+	$(PY) -m pytest $(PYTEST_PAR) -m ""
+
+# Update the committed screenshots in docs/screenshots (the browser tests otherwise write to a temporary folder).
+screenshots: $(VENV)/.dev-installed
+	ODLAB_SHOTS=docs/screenshots $(PY) -m pytest -m browser tests/test_browser.py tests/test_browser_guide.py
 
 lint: $(VENV)/.dev-installed
 	$(PY) -m ruff check .

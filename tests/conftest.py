@@ -16,6 +16,16 @@ from odcore.paths import REPO_ROOT, SHARED_DATA_DIR
 # folder of their own (the servers they start inherit it), not the user's ~/.cache/odlab.
 os.environ.setdefault(CACHE_ENV, tempfile.mkdtemp(prefix="odlab-test-cache-"))
 
+SHOTS_ENV = "ODLAB_SHOTS"
+
+
+def screenshot_dir() -> Path:
+    """Where the browser tests write their screenshots: ``$ODLAB_SHOTS`` when set (``make screenshots`` sets it to
+    docs/screenshots to update the committed ones), else a folder under the system's temporary directory, so a
+    test run leaves the working tree clean."""
+    d = os.environ.get(SHOTS_ENV)
+    return Path(d) if d else Path(tempfile.gettempdir()) / "odlab-screenshots"
+
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:

@@ -1,7 +1,7 @@
 """The dashboard in a real headless Chromium: every page draws, nothing is requested from another host, the ε slider
 moves the attack curve, the pydeck map canvas is drawn and its tooltips are plain text, the base map fails softly
 offline, an unreadable upload shows an error; screenshots of every page at 1024×768 and 1440×900 go to
-``docs/screenshots/``."""
+the screenshot folder (``tests.conftest.screenshot_dir``; ``make screenshots`` updates docs/screenshots/)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import io
 
 import pytest
 
-from odcore.paths import REPO_ROOT
+from tests.conftest import screenshot_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
-SHOTS = REPO_ROOT / "docs" / "screenshots"
+SHOTS = screenshot_dir()
 PAGES = [  # (url path, heading, screenshot name)
     ("", "OD Privacy Lab", "0_home.png"),
     ("Data", "Data", "1_data.png"),

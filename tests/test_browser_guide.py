@@ -1,18 +1,18 @@
 """The guided tour in a real headless Chromium: open on a first visit, walked end to end with its "Next" buttons (one
 step per page, the controls to touch named), one round of the game played on its step, the worksheet downloaded
-from the last step, closed and reopened. A screenshot of each step goes to ``docs/screenshots/guide_N.png``."""
+from the last step, closed and reopened. A screenshot of each step goes to ``guide_N.png`` in the screenshot folder (``tests.conftest.screenshot_dir``)."""
 
 from __future__ import annotations
 
 import pytest
 
 from odapp.guide import STEPS
-from odcore.paths import REPO_ROOT
+from tests.conftest import screenshot_dir
 from tests.test_browser import _settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
-SHOTS = REPO_ROOT / "docs" / "screenshots"
+SHOTS = screenshot_dir()
 HEADINGS = {"app.py": "OD Privacy Lab", "pages/1_Data.py": "Data", "pages/2_OD_release.py": "OD release",
             "pages/3_Attack.py": "Attack", "pages/4_Privacy_budget.py": "Privacy budget",
             "pages/7_Play_the_attacker.py": "Play the attacker", "pages/8_See_the_noise.py": "See the noise"}
