@@ -56,11 +56,12 @@ from odcore.privacy.release import (
     release_probability,
     release_with_report,
 )
-from odcore.privacy.utility import noise_dominated, release_utility
+from odcore.privacy.utility import expected_error, noise_dominated, release_utility
 
 __all__ = [
     "CANDIDATE_MAX_PAIRS",
     "DEFAULT_MAX_PAIRS",
+    "USEFUL_ERROR",
     "Design",
     "Goal",
     "GoalKind",
@@ -70,11 +71,19 @@ __all__ = [
     "frontier",
     "goal_epsilon",
     "google_point",
+    "is_useful",
     "person_risk",
+    "verdict",
+    "what_would_change",
 ]
 
 DEFAULT_MAX_PAIRS = 10
 """Data-independent contribution bound (the dashboard's default, fixed before looking at any data)."""
+
+USEFUL_ERROR = 0.10
+"""A release is called useful when its published counts are expected to be off by at most 10 % on average
+(relative error against the real count, contribution bounding and noise together) and at least one pair is
+expected to be published."""
 
 CANDIDATE_MAX_PAIRS = (1, 2, 3, 5, 8, 10, 15, 20, 30, 40, 50)
 """Values of m the designer tries when it tunes m on the data."""
@@ -88,6 +97,13 @@ class GoalKind(StrEnum):
     WEEK = "week"
     TOTAL = "total"
     ATTACK = "attack"
+    TPR = "tpr"
+    ADVANTAGE = "advantage"
+    POSTERIOR = "posterior"
+
+
+RISK_GOALS = frozenset({GoalKind.TPR, GoalKind.ADVANTAGE, GoalKind.POSTERIOR})
+"""Goals on the attacker's trade-off curve (:mod:`odcore.privacy.risk`), bounded for the attacker ``Goal.attacker``."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +121,17 @@ class Goal:
     weeks:
         W, the number of weekly releases the ``total`` budget covers (also reported for the others).
     known_trips, success:
-        k and p of the ``attack`` goal (k >= 1 trips known, p in (0.5, 1)).
+        k and p of the ``attack`` goal (k >= 1 trips known, p in (0.5, 1)); k also for the risk goals' ``known``
+        attacker.
+    risk:
+        The bound of a risk goal: the largest TPR at ``fpr`` (``tpr``), the largest advantage TPR − FPR
+        (``advantage``) or the largest posterior from ``prior`` (``posterior``), in (0, 1).
+    fpr, prior:
+        The false-positive rate the TPR is read at, and the attacker's prior (both in (0, 1); reported for every
+        goal).
+    attacker:
+        ``known`` (knows ``known_trips`` of the person's trips) or ``full`` (knows the person's whole week), see
+        :class:`odcore.privacy.risk.Attacker`; for the risk goals.
     """
 
     kind: GoalKind = GoalKind.WEEK
@@ -114,6 +140,10 @@ class Goal:
     weeks: int = 52
     known_trips: int | None = None
     success: float | None = None
+    risk: float | None = None
+    fpr: float = 0.01
+    prior: float = 0.5
+    attacker: str = "known"
 
     def __post_init__(self) -> None:
         try:
@@ -137,10 +167,60 @@ class Goal:
                 raise ParameterError(f"success must be in (0.5, 1) (0.5 is a coin flip), got success={self.success!r}.")
             object.__setattr__(self, "success", p)
             object.__setattr__(self, "epsilon", None)
+        elif kind in RISK_GOALS:
+            self._check_risk(kind)
         else:
             if self.epsilon is None:
                 raise ParameterError(f"goal {kind.value} needs a target epsilon > 0, got epsilon=None.")
             object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
+
+    def _check_risk(self, kind: GoalKind) -> None:
+        from odcore.privacy.risk import Attacker
+
+        try:
+            att = Attacker(self.attacker)
+        except ValueError:
+            raise ParameterError(f"attacker must be one of {', '.join(a.value for a in Attacker)}, "
+                                 f"got attacker={self.attacker!r}.") from None
+        object.__setattr__(self, "attacker", att.value)
+        for name in ("fpr", "prior"):
+            v = getattr(self, name)
+            x = float(v) if isinstance(v, (int, float)) else math.nan
+            if not 0 < x < 1:
+                raise ParameterError(f"{name} must be in (0, 1), got {name}={v!r}.")
+            object.__setattr__(self, name, x)
+        r = float(self.risk) if isinstance(self.risk, (int, float)) else math.nan
+        floor = {GoalKind.TPR: self.fpr, GoalKind.ADVANTAGE: 0.0, GoalKind.POSTERIOR: self.prior}[kind]
+        name = {GoalKind.TPR: "tpr", GoalKind.ADVANTAGE: "advantage", GoalKind.POSTERIOR: "posterior"}[kind]
+        if not floor < r < 1:
+            raise ParameterError(f"goal {kind.value} needs a bound in ({floor:g}, 1) (at or under {floor:g} is "
+                                 f"what guessing gives), got {name}={self.risk!r}.")
+        object.__setattr__(self, "risk", r)
+        if att.value == "known":
+            if self.known_trips is None:
+                raise ParameterError(f"goal {kind.value} with attacker=known needs known_trips (k >= 1), got "
+                                     "known_trips=None.")
+            object.__setattr__(self, "known_trips", check_int("known_trips", self.known_trips, minimum=1))
+        object.__setattr__(self, "epsilon", None)
+
+    @property
+    def target(self) -> float:
+        """The number the goal's figure must not exceed."""
+        if self.kind is GoalKind.ATTACK:
+            return self.success
+        return self.risk if self.kind in RISK_GOALS else self.epsilon
+
+    @property
+    def attacker_words(self) -> str:
+        """The attacker the goal bounds, in words."""
+        from odcore.privacy.risk import attacker_words
+
+        if self.kind in RISK_GOALS:
+            return attacker_words(self.attacker, self.known_trips)
+        if self.kind is GoalKind.ATTACK:
+            return attacker_words("known", self.known_trips)
+        return ("any attacker, whatever they know (the guarantee (ε, δ) per person bounds every attacker; the "
+                "risk measures below read it for two attackers)")
 
     @property
     def pld_delta(self) -> float:
@@ -158,13 +238,25 @@ class Goal:
             return f"ε per person and week ≤ {self.epsilon:g} (δ ≤ {self.delta:.0e})"
         if self.kind is GoalKind.TOTAL:
             return f"ε per person over {self.weeks} weeks ≤ {self.epsilon:g} (δ ≤ {self.delta:.0e})"
-        return (f"an attacker who knows {self.known_trips} of a person's trips in a week is right at most "
-                f"{100 * self.success:.3g} % of the time (δ ≤ {self.delta:.0e})")
+        if self.kind is GoalKind.ATTACK:
+            return (f"an attacker who knows {self.known_trips} of a person's trips in a week is right at most "
+                    f"{100 * self.success:.3g} % of the time (δ ≤ {self.delta:.0e})")
+        who = (f"who knows {self.known_trips} of a person's trips" if self.attacker == "known"
+               else "who knows all of a person's trips")
+        if self.kind is GoalKind.TPR:
+            return (f"an attacker {who} in a week finds at most {100 * self.risk:.3g} % of the people in the data "
+                    f"while wrongly accusing {100 * self.fpr:.3g} % of the others (TPR ≤ {self.risk:g} at FPR "
+                    f"{self.fpr:g}; δ ≤ {self.delta:.0e})")
+        if self.kind is GoalKind.ADVANTAGE:
+            return (f"an attacker {who} in a week has advantage TPR − FPR ≤ {self.risk:g} (δ ≤ {self.delta:.0e})")
+        return (f"an attacker {who} in a week, {100 * self.prior:.3g} % sure beforehand that the person is in the "
+                f"data, is at most {100 * self.risk:.3g} % sure afterwards (δ ≤ {self.delta:.0e})")
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["kind"] = self.kind.value
         d["words"] = self.words()
+        d["attacker_words"] = self.attacker_words
         return d
 
 
@@ -204,10 +296,23 @@ def achieved(goal: Goal, epsilon: float, max_pairs: int, *, coarse: bool = False
         h = min(1e-3, 2.0 * goal.weeks * epsilon / (2**14 if coarse else USER_GRID_POINTS))
         return min(pld.composed_epsilon_bounds(goal.pld_delta, max_pairs, e1, goal.weeks, interval=h)[1],
                    goal.weeks * epsilon)
+    if goal.kind in RISK_GOALS:
+        return _risk_value(goal, epsilon, max_pairs)
     k = min(goal.known_trips, max_pairs)
     tv = float(pld.hockey_stick_delta(0.0, k, e1))
     ps = partition_selection_delta(epsilon, threshold_for(goal, epsilon, max_pairs), max_pairs, 1)
     return min(0.5 + 0.5 * (tv + ps), 1.0)
+
+
+def _risk_value(goal: Goal, epsilon: float, max_pairs: int) -> float:
+    """The risk goal's figure (TPR at FPR, advantage or posterior) of the release at ε, m and its threshold."""
+    from odcore.privacy.risk import risk_measures
+
+    r = risk_measures(epsilon, max_pairs, threshold_for(goal, epsilon, max_pairs),
+                      known_trips=goal.known_trips if goal.attacker == "known" else None, fpr=goal.fpr,
+                      prior=goal.prior)[goal.attacker]
+    return float({GoalKind.TPR: r["tpr"], GoalKind.ADVANTAGE: r["advantage"], GoalKind.POSTERIOR: r["posterior"]}
+                 [goal.kind])
 
 
 @lru_cache(maxsize=1024)
@@ -218,19 +323,32 @@ def goal_epsilon(goal: Goal, max_pairs: int, *, final: bool = True) -> float:
     the result is checked on the budget's own grid (the figure ``budget`` reports) and stepped down if needed.
     """
     m = check_int("max_pairs", max_pairs, minimum=1)
-    target = goal.success if goal.kind is GoalKind.ATTACK else goal.epsilon
+    target = goal.target
+    by_risk = goal.kind is GoalKind.ATTACK or goal.kind in RISK_GOALS
+    if goal.kind in RISK_GOALS:
+        # the measure depends on ε/m and the pairs seen only (δ_ps taken at its cap D/2): one search per j
+        from odcore.privacy.risk import largest_pair_epsilon
+
+        j = m if goal.attacker == "full" else min(goal.known_trips, m)
+        e = m * largest_pair_epsilon(goal.kind.value, j, target, fpr=goal.fpr, prior=goal.prior,
+                                     delta_cap=goal.partition_delta)
+        for _ in range(20):
+            if achieved(goal, e, m) <= target:
+                return e
+            e *= 0.999
+        raise ParameterError(f"goal {goal.words()!r}: the search at max_pairs={m} did not converge.")
 
     def ok(e: float) -> bool:
         return achieved(goal, e, m, coarse=True) <= target
 
     # a start that meets the goal: tight <= basic, which is ε per week and W·ε over W weeks
-    if goal.kind is GoalKind.ATTACK:
+    if by_risk:
         lo = 1e-4
     else:
         lo = goal.epsilon if goal.kind is GoalKind.WEEK else goal.epsilon / goal.weeks
     if not ok(lo):
         raise ParameterError(f"goal {goal.words()!r} cannot be met at max_pairs={m} (even ε = {lo:g}).")
-    hi = target if goal.kind is not GoalKind.ATTACK else 1.0
+    hi = target if not by_risk else 1.0
     hi = max(hi, lo * 2)
     while ok(hi) and hi < 50 * m:          # tight <= basic, so the answer is >= X; grow until it fails
         lo, hi = hi, hi * 2
@@ -288,8 +406,7 @@ class Design:
         b = self.budget
         return {
             "goal": self.goal.to_dict(),
-            "goal_met": bool(self.goal_value <= (self.goal.success if self.goal.kind is GoalKind.ATTACK
-                                                 else self.goal.epsilon)) and self._delta_ok(),
+            "goal_met": bool(self.goal_value <= self.goal.target) and self._delta_ok(),
             "goal_value": self.goal_value,
             "max_pairs": self.max_pairs,
             "epsilon": self.epsilon,
@@ -315,11 +432,18 @@ class Design:
         return self.budget[key] <= self.goal.delta * (1 + 1e-9)
 
 
-def _design_at(goal: Goal, m: int, week_pairs, rng, tuned: bool) -> Design:
+def _design_at(goal: Goal, m: int, week_pairs, rng, tuned: bool, ranked: _Ranked | None = None) -> Design:
     e = goal_epsilon(goal, m)
     tau = threshold_for(goal, e, m)
     b = dict(_budget(e, m, tau, goal.weeks, goal.pld_delta))
     keeps = release_keeps(week_pairs, e, tau, m, rng=rng)
+    if ranked is not None:
+        u = ranked.expected_error(m, e, tau)
+        keeps.update({k: u[k] for k in ("pairs_published_expected", "trips_published_expected", "relative_error",
+                                         "relative_error_bounding", "relative_error_noise",
+                                         "mostly_noise_expected")})
+        keeps["pairs_published_frac_expected"] = u["pairs_published_frac"]
+        keeps["trips_published_frac_expected"] = u["trips_published_frac"]
     value = {GoalKind.WEEK: b["epsilon_user_week_tight"], GoalKind.TOTAL: b["epsilon_user_total_tight"]}.get(
         goal.kind)
     return Design(goal, m, e, tau, b, keeps, tuned, achieved(goal, e, m) if value is None else float(value))
@@ -379,7 +503,7 @@ class _Ranked:
         self._pid_by_rank = self.pid[by_rank]
         self._rank_sorted = rank[by_rank]
         self._counts: dict[int, np.ndarray] = {}
-        self._hist: dict[int | None, tuple[np.ndarray, np.ndarray]] = {}
+        self._hist: dict = {}
 
     def counts(self, m: int | None) -> np.ndarray:
         """Distinct users per pair after keeping each user's rows of rank < m (None: no bounding)."""
@@ -392,6 +516,27 @@ class _Ranked:
             lo, hi = np.searchsorted(self._rank_sorted, [k0, m])
             self._counts[m] = base + np.bincount(self._pid_by_rank[lo:hi], minlength=self.n_pairs)
         return self._counts[m]
+
+    def groups(self, m: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Distinct (raw, bounded) count pairs of the week's pairs with a bounded count > 0, and how many pairs
+        have each: ``(raw, true, weight)`` (a week's ~10^5 pairs fall in a few thousand groups)."""
+        key = ("groups", m)
+        if key not in self._hist:
+            c = self.counts(m).astype(np.int64)
+            r = self.raw.astype(np.int64)
+            keep = c > 0
+            code = r[keep] * (int(c.max(initial=0)) + 1) + c[keep]
+            u, w = np.unique(code, return_counts=True)
+            base = int(c.max(initial=0)) + 1
+            self._hist[key] = ((u // base).astype(float), (u % base).astype(float), w.astype(float))
+        return self._hist[key]
+
+    def expected_error(self, m: int | None, epsilon: float, threshold: float, *, scale: float = 1.0) -> dict:
+        """:func:`odcore.privacy.utility.expected_error` of the release at (m, ε, τ) given this bounding, with every
+        count multiplied by ``scale`` (``scale`` > 1: as many more people travelling the same way)."""
+        raw, true, w = self.groups(m)
+        return expected_error(raw * scale, true * scale, epsilon, threshold, 1 if m is None else m, weights=w,
+                              n_pairs=self.n_pairs, trips_total=float(self.raw.sum()) * scale)
 
     def _histogram(self, m: int | None) -> tuple[np.ndarray, np.ndarray]:
         """Per true count c = 0, 1, ...: how many pairs have it, and their raw user-trips."""
@@ -410,8 +555,26 @@ class _Ranked:
         return (float((raw_at[1:] * p).sum() / total) if total else math.nan), float((n_at[1:] * p).sum())
 
 
-def design(goal: Goal, week_pairs: pd.DataFrame | WeekIndex, *, max_pairs: int | None = None,
-           candidates=CANDIDATE_MAX_PAIRS, rng=None, _ranked: _Ranked | None = None
+def _candidate_row(goal: Goal, m: int, ranked: _Ranked, level: float) -> dict:
+    e = goal_epsilon(goal, m, final=False)
+    tau = threshold_for(goal, e, m)
+    frac, n_pub = ranked.expected(m, e, tau)
+    u = ranked.expected_error(m, e, tau)
+    return {"max_pairs": m, "epsilon": e, "threshold": tau, "trips_published_frac": frac,
+            "pairs_published_expected": n_pub, "relative_error": u["relative_error"],
+            "relative_error_bounding": u["relative_error_bounding"], "relative_error_noise": u["relative_error_noise"],
+            "mostly_noise_expected": u["mostly_noise_expected"], "useful": is_useful(u, level)}
+
+
+def is_useful(utility: dict, level: float = USEFUL_ERROR) -> bool:
+    """A release is useful when it is expected to publish at least one pair and its expected relative error on
+    published counts is at most ``level`` (:func:`odcore.privacy.utility.expected_error`)."""
+    err = utility.get("relative_error", math.nan)
+    return bool(utility.get("pairs_published_expected", 0.0) >= 1.0 and math.isfinite(err) and err <= level)
+
+
+def design(goal: Goal, week_pairs: pd.DataFrame | WeekIndex, *, max_pairs: int | None = None, tune: bool = False,
+           candidates=CANDIDATE_MAX_PAIRS, rng=None, level: float = USEFUL_ERROR, _ranked: _Ranked | None = None
            ) -> tuple[Design, Design, pd.DataFrame]:
     """Design a release that meets ``goal`` on one week of unique (user, pair) rows.
 
@@ -423,41 +586,47 @@ def design(goal: Goal, week_pairs: pd.DataFrame | WeekIndex, *, max_pairs: int |
         DataFrame[week, user, origin, destination] of the week the utility is measured on, or its
         :class:`WeekIndex` (built once per week: a new seed then skips that work).
     max_pairs:
-        Fix m (no tuning on the data); None tunes m over ``candidates``: for each, the largest ε meeting the goal
-        (coarse search) and the expected share of user-trips published (exact given one seeded bounding); the m
-        with the largest share wins (ties: the smaller m).
+        Fix m. None: the data-independent :data:`DEFAULT_MAX_PAIRS`, unless ``tune``.
+    tune:
+        Choose m on the data: among the candidates whose expected relative error is at most ``level`` (and that
+        publish at least one pair in expectation), the one publishing the most user-trips (ties: the smaller m).
+        A release that is mostly noise or mostly cut cannot win. If no candidate is useful, m stays the
+        data-independent default. That choice uses the data and is not covered by the guarantee.
     rng:
         Seed of the bounding and noise (an int or None).
+    level:
+        The largest expected relative error of a useful release (:data:`USEFUL_ERROR`).
 
     Returns
     -------
     (chosen, default, candidates)
         The chosen :class:`Design` and the data-independent one (m = :data:`DEFAULT_MAX_PAIRS`, or the fixed m),
-        each with its exact budget and a seeded release on the week; and a DataFrame of the candidates tried
-        (max_pairs, epsilon, threshold, trips_published_frac, pairs_published_expected).
+        each with its exact budget and a seeded release on the week; and a DataFrame of every candidate m, with
+        its expected utility (:func:`odcore.privacy.utility.expected_error`, exact given one seeded bounding):
+        max_pairs, epsilon, threshold, trips_published_frac, pairs_published_expected, relative_error,
+        relative_error_bounding, relative_error_noise, mostly_noise_expected, useful.
     """
-    if max_pairs is not None:
-        prep = week_pairs.prepared if isinstance(week_pairs, WeekIndex) else week_pairs
-        d = _design_at(goal, check_int("max_pairs", max_pairs, minimum=1), prep, rng, False)
-        return d, d, pd.DataFrame([{"max_pairs": d.max_pairs, "epsilon": d.epsilon, "threshold": d.threshold,
-                                    "trips_published_frac": d.keeps["trips_published_frac"],
-                                    "pairs_published_expected": float("nan")}])
     ms = sorted({check_int("candidate max_pairs", c, minimum=1) for c in candidates} | {DEFAULT_MAX_PAIRS})
+    fixed = None if max_pairs is None else check_int("max_pairs", max_pairs, minimum=1)
+    if fixed is not None:
+        ms = sorted(set(ms) | {fixed})
     ranked = _ranked or _Ranked(week_pairs, rng)
-    prep = ranked.week.prepared            # validated and counted once for the two seeded releases below
-    rows = []
-    for m in ms:
-        e = goal_epsilon(goal, m, final=False)
-        tau = threshold_for(goal, e, m)
-        frac, n_pub = ranked.expected(m, e, tau)
-        rows.append({"max_pairs": m, "epsilon": e, "threshold": tau, "trips_published_frac": frac,
-                     "pairs_published_expected": n_pub})
-    table = pd.DataFrame(rows)
-    best_m = int(table.sort_values(["trips_published_frac", "max_pairs"], ascending=[False, True],
-                                   kind="stable").iloc[0]["max_pairs"])
-    best = _design_at(goal, best_m, prep, rng, True)
-    default = best if best_m == DEFAULT_MAX_PAIRS else _design_at(goal, DEFAULT_MAX_PAIRS, prep, rng, False)
-    if default is best:
+    prep = ranked.week.prepared            # validated and counted once for the seeded releases below
+    table = pd.DataFrame([_candidate_row(goal, m, ranked, level) for m in ms])
+    tuned = False
+    if fixed is not None:
+        best_m = fixed
+    elif tune and table["useful"].any():
+        ok = table[table["useful"]]
+        best_m = int(ok.sort_values(["trips_published_frac", "max_pairs"], ascending=[False, True],
+                                    kind="stable").iloc[0]["max_pairs"])
+        tuned = True
+    else:
+        best_m = DEFAULT_MAX_PAIRS
+    best = _design_at(goal, best_m, prep, rng, tuned, ranked)
+    base_m = fixed if fixed is not None else DEFAULT_MAX_PAIRS
+    default = best if best_m == base_m else _design_at(goal, base_m, prep, rng, False, ranked)
+    if default is best and best.tuned_on_data:
         default = Design(**{**best.__dict__, "tuned_on_data": False})
     return best, default, table
 
@@ -524,41 +693,153 @@ def person_risk(epsilon: float, max_pairs: int, threshold: float, trips: int) ->
     return float(bounded_success_curve(epsilon, max_pairs, n, threshold)[n])
 
 
+def _first_useful(values, utility_at, level: float):
+    for v in values:
+        if is_useful(utility_at(v), level):
+            return float(v)
+    return None
+
+
+def what_would_change(goal: Goal, chosen: dict, table: pd.DataFrame, ranked: _Ranked, n_people: int,
+                      level: float = USEFUL_ERROR) -> list[dict]:
+    """What would make the release useful, with numbers: more pairs per person (when bounding is the cause), a
+    weaker goal (the ε per person and week at which the error falls under ``level``), more people (or larger
+    zones / merged weeks, which raise every count the same way), tuning m on the data.
+
+    Each item: ``what`` (``max_pairs`` / ``epsilon`` / ``people`` / ``tune``), ``value``, ``max_pairs`` and
+    ``words``. Searches: release ε up to 100 times the goal's (threshold refitted), counts up to 1000 times.
+    """
+    out = []
+    m0 = int(chosen["max_pairs"])
+    if chosen["relative_error_bounding"] > level / 2:
+        fix = table[table["relative_error_bounding"] <= level / 2]
+        if len(fix):
+            r = fix.iloc[0]
+            out.append({"what": "max_pairs", "value": int(r["max_pairs"]), "max_pairs": int(r["max_pairs"]),
+                        "words": f"Contribution bounding leaves out {100 * chosen['relative_error_bounding']:.0f} % "
+                                 f"of the people on a published pair (max pairs {m0}); max pairs "
+                                 f"{int(r['max_pairs'])} would leave out {100 * r['relative_error_bounding']:.1f} % "
+                                 "(read from this week's data)."})
+    best_eps = None
+    for _, r in table.iterrows():
+        m = int(r["max_pairs"])
+        e = _first_useful(r["epsilon"] * np.geomspace(1.0, 100.0, 41),
+                          lambda e, m=m: ranked.expected_error(m, e, threshold_for(goal, e, m)), level)
+        if e is not None:
+            ew = float(_tight(goal.pld_delta, m, e / m))
+            if best_eps is None or ew < best_eps[0]:
+                best_eps = (ew, m)
+    if best_eps is not None:
+        out.append({"what": "epsilon", "value": best_eps[0], "max_pairs": best_eps[1],
+                    "words": f"A weaker goal: at ε ≈ {best_eps[0]:.2g} per person and week (δ ≤ {goal.delta:.0e}) "
+                             f"with max pairs {best_eps[1]} the error falls under {100 * level:.0f} %."})
+    best_ppl = None
+    for _, r in table.iterrows():
+        m = int(r["max_pairs"])
+        sc = _first_useful(np.geomspace(1.0, 1000.0, 61),
+                           lambda x, m=m, r=r: ranked.expected_error(m, r["epsilon"], r["threshold"], scale=x), level)
+        if sc is not None and (best_ppl is None or sc < best_ppl[0] or (sc == best_ppl[0] and m == m0)):
+            best_ppl = (sc, m)
+    if best_ppl is not None:
+        people = math.ceil(best_ppl[0] * n_people)
+        out.append({"what": "people", "value": people, "max_pairs": best_ppl[1],
+                    "words": f"More people: about {people:,} people travelling like these ({best_ppl[0]:.2g} times "
+                             f"the {n_people:,} of this week) with max pairs {best_ppl[1]} at this goal. Larger zones "
+                             "or several weeks merged into one release raise every count in the same way."})
+    if not chosen.get("tuned_on_data") and table["useful"].any():
+        r = table[table["useful"]].sort_values(["trips_published_frac", "max_pairs"], ascending=[False, True]).iloc[0]
+        out.append({"what": "tune", "value": int(r["max_pairs"]), "max_pairs": int(r["max_pairs"]),
+                    "words": f"Tuning max pairs on this week's data would choose {int(r['max_pairs'])} (error "
+                             f"{100 * r['relative_error']:.1f} %, {100 * r['trips_published_frac']:.1f} % of user-trips "
+                             "published); that choice uses the data and is not covered by the guarantee."})
+    return out
+
+
+def verdict(rep: dict, level: float = USEFUL_ERROR) -> dict:
+    """The designer's verdict on a report (:func:`design_report`): ``useful``, ``status`` (``useful``,
+    ``not_useful``, ``not_met``), ``headline`` and ``why`` in words."""
+    err, eb, en = rep["relative_error"], rep["relative_error_bounding"], rep["relative_error_noise"]
+    n_pub = rep["pairs_published_expected"]
+    split = (f"contribution bounding {100 * eb:.1f} %, noise {100 * en:.1f} %" if math.isfinite(err) else "")
+    if not rep["goal_met"]:
+        return {"useful": False, "status": "not_met", "headline": "Goal NOT met by the settings found.",
+                "why": "Loosen the goal."}
+    if is_useful(rep, level):
+        return {"useful": True, "status": "useful",
+                "headline": (f"Goal met and useful: published counts are expected to be off by {100 * err:.1f} % on "
+                             f"average ({split}; under the {100 * level:.0f} % level), about {n_pub:,.0f} pairs "
+                             f"carrying {100 * rep['trips_published_frac_expected']:.1f} % of the user-trips."),
+                "why": ""}
+    if n_pub < 1:
+        why = (f"nothing would be published: {n_pub:.2g} pairs expected (busiest pair: "
+               f"{rep['busiest_pair']:,} people, threshold {rep['threshold']:,}).")
+    else:
+        why = (f"published counts would be off by {100 * err:.1f} % on average ({split}), above the "
+               f"{100 * level:.0f} % level; about {n_pub:,.0f} pairs would be published.")
+    return {"useful": False, "status": "not_useful",
+            "headline": "Goal met, but no useful release exists at this goal on this data: " + why, "why": why}
+
+
 def design_report(goal: Goal, week_pairs: pd.DataFrame | WeekIndex, user_trips, *, week: int = 0,
-                  max_pairs: int | None = None, rng=None, with_frontier: bool = False) -> dict:
+                  max_pairs: int | None = None, tune: bool = False, rng=None, with_frontier: bool = False,
+                  level: float = USEFUL_ERROR) -> dict:
     """Everything the designer says, as a JSON-able dict.
 
     Top-level keys are the chosen design's (:meth:`Design.to_dict`: ``max_pairs``, ``noise_scale``,
     ``threshold``, ``epsilon_user_week``, ``delta_user_week``, ``epsilon_user_total``, ``delta_user_total``,
-    ``weeks``, ``pairs_published``, ``trips_published``, ``mean_relative_error``, ``noise_dominated_published``,
-    ``goal``, ...), plus ``week``, ``typical_trips`` / ``busy_trips`` (median and maximum unique trips per person in
-    the week) and the attack bound for each (``attack_success_typical`` / ``attack_success_busy``), ``default``
-    (the data-independent design, same keys), ``candidates`` (m tried), ``google`` (:func:`google_point`),
-    ``tuning_note`` and, with ``with_frontier``, ``frontier`` (:func:`frontier` rows).
+    ``weeks``, ``pairs_published``, ``trips_published``, ``mean_relative_error`` (the seeded release) and the
+    expected utility ``relative_error`` with its split ``relative_error_bounding`` / ``relative_error_noise``,
+    ``pairs_published_expected``, ``trips_published_frac_expected``, ``mostly_noise_expected``, ``goal``, ...),
+    plus ``useful`` (the verdict: goal met, expected error <= ``level`` and at least one pair expected),
+    ``verdict`` (:func:`verdict`), ``error_level``, ``would_change`` (:func:`what_would_change`), ``risk``
+    (:func:`odcore.privacy.risk.risk_measures` of the chosen settings: TPR at FPR, advantage, posterior for the
+    attacker who knows k trips and the one who knows all), ``week``, ``people``, ``typical_trips`` /
+    ``busy_trips`` (median and maximum unique trips per person in the week) and the attack bound for each
+    (``attack_success_typical`` / ``attack_success_busy``), ``default`` (the data-independent design, same keys),
+    ``candidates`` (every m with its expected utility), ``google`` (:func:`google_point`), ``tuning_note`` and,
+    with ``with_frontier``, ``frontier`` (:func:`frontier` rows).
     """
+    from odcore.privacy.risk import risk_measures
+
     week_pairs = _index(week_pairs)
     ranked = _Ranked(week_pairs, rng)             # one ranking for design and frontier
-    best, default, cands = design(goal, week_pairs, max_pairs=max_pairs, rng=rng, _ranked=ranked)
+    best, default, cands = design(goal, week_pairs, max_pairs=max_pairs, tune=tune, rng=rng, level=level,
+                                  _ranked=ranked)
     trips = np.asarray(user_trips, dtype=int)
     n_typ = round(float(np.median(trips))) if trips.size else 0
     n_busy = int(trips.max()) if trips.size else 0
+    k = goal.known_trips if goal.known_trips is not None else n_typ
 
     def with_risk(d: Design) -> dict:
         out = d.to_dict()
         out["attack_success_typical"] = person_risk(d.epsilon, d.max_pairs, d.threshold, n_typ)
         out["attack_success_busy"] = person_risk(d.epsilon, d.max_pairs, d.threshold, n_busy)
+        out["risk"] = risk_measures(d.epsilon, d.max_pairs, d.threshold, known_trips=max(int(k), 1),
+                                    fpr=goal.fpr, prior=goal.prior)
+        out["busiest_pair"] = int(ranked.raw.max()) if ranked.n_pairs else 0
+        out["useful"] = is_useful(out, level) and bool(out["goal_met"])
         return out
 
-    rep = {**with_risk(best), "week": int(week), "typical_trips": n_typ, "busy_trips": n_busy,
-           "default": with_risk(default), "candidates": cands.to_dict(orient="records"),
+    rep = {**with_risk(best), "week": int(week), "people": int(trips.size), "typical_trips": n_typ,
+           "busy_trips": n_busy, "error_level": level, "default": with_risk(default),
+           "candidates": cands.to_dict(orient="records"),
            "google": google_point(week_pairs, trips, delta=goal.delta, _ranked=ranked)}
+    rep["verdict"] = verdict(rep, level)
+    rep["useful"] = rep["verdict"]["useful"]
+    rep["would_change"] = [] if rep["useful"] else what_would_change(goal, rep, cands, ranked, int(trips.size),
+                                                                     level)
     if best.tuned_on_data:
-        rep["tuning_note"] = (f"max_pairs = {best.max_pairs} was chosen among {len(cands)} values because it "
-                              f"publishes the most user-trips on this week's data: that choice itself uses the data "
-                              f"and is not covered by the guarantee. The data-independent default max_pairs = "
-                              f"{DEFAULT_MAX_PAIRS} is given under 'default'; fix max_pairs to avoid tuning.")
-    else:
+        rep["tuning_note"] = (f"max_pairs = {best.max_pairs} was chosen among {len(cands)} values because, of those "
+                              f"whose expected error is at most {100 * level:.0f} %, it publishes the most user-trips "
+                              f"on this week's data: that choice itself uses the data and is not covered by the "
+                              f"guarantee. The data-independent default max_pairs = {DEFAULT_MAX_PAIRS} is given "
+                              f"under 'default'.")
+    elif max_pairs is not None:
         rep["tuning_note"] = f"max_pairs = {best.max_pairs} was fixed before looking at the data."
+    else:
+        rep["tuning_note"] = (f"max_pairs = {best.max_pairs} is the data-independent default, fixed before looking "
+                              "at the data" + (" (tuning found no useful candidate)." if tune else
+                                               "; tuning it on the data is available and says so."))
     if with_frontier:
         rep["frontier"] = frontier(week_pairs, delta=goal.delta, rng=rng, _ranked=ranked).to_dict(orient="records")
     return rep
