@@ -359,7 +359,8 @@ def design_week(dataset_id: str, od_config, week: int, _od):
 
 
 @_data_cache(max_entries=16, show_spinner="Designing the release (searching max pairs, noise and threshold)…")
-def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | None, seed: int, _od) -> dict:
+def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | None, seed: int, _od,
+                  tune: bool = False) -> dict:
     """:func:`odcore.privacy.design.design_report` on one week of the data (with the frontier), JSON-able."""
     from odcore.cli.release import jsonable
     from odcore.privacy.design import design_report as _design_report
@@ -367,7 +368,7 @@ def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | 
     uw = _od.user_week
     trips = uw.loc[uw["week"] == week, "unique_trips"].to_numpy()
     return jsonable(_design_report(goal, design_week(dataset_id, od_config, week, _od=_od), trips, week=week,
-                                    max_pairs=max_pairs, rng=seed, with_frontier=True))
+                                    max_pairs=max_pairs, tune=tune, rng=seed, with_frontier=True))
 
 
 @_data_cache(max_entries=64, show_spinner=False)

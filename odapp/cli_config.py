@@ -84,12 +84,18 @@ def knock_config(k, s: Settings, loaded: Loaded) -> dict:
     return cfg
 
 
-def design_config(s: Settings, loaded: Loaded, goal, *, max_pairs: int | None) -> dict:
+def design_config(s: Settings, loaded: Loaded, goal, *, max_pairs: int | None, tune: bool = False) -> dict:
     """``python -m odcore design`` flags of a :class:`odcore.privacy.design.Goal` on the loaded week."""
     cfg = {**loader_keys(loaded), "cell_km2": s.cell_km2, "week": s.week, "seed": s.seed, "goal": goal.kind.value,
            "target_delta": goal.delta, "weeks": goal.weeks, "dataset": _dataset(s, loaded)}
+    if tune and max_pairs is None:
+        cfg["tune"] = True
     if goal.kind.value == "attack":
         cfg.update({"known_trips": goal.known_trips, "success": goal.success})
+    elif goal.kind.value in ("tpr", "advantage", "posterior"):
+        cfg.update({goal.kind.value: goal.risk, "fpr": goal.fpr, "prior": goal.prior, "attacker": goal.attacker})
+        if goal.attacker == "known":
+            cfg["known_trips"] = goal.known_trips
     else:
         cfg["target_epsilon"] = goal.epsilon
     if max_pairs is not None:

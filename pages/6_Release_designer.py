@@ -13,7 +13,7 @@ from odapp.errors import engine_errors
 from odapp.export import chart, reproduce
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import num, pct, probability_words, unit_words
-from odcore.privacy.design import DEFAULT_MAX_PAIRS, Goal, GoalKind
+from odcore.privacy.design import DEFAULT_MAX_PAIRS, Goal, GoalKind, verdict_rows
 from odcore.report.sheet import guarantee_sheet
 
 ctx = page(
@@ -28,7 +28,11 @@ needs_pairs(ctx, "The release designer (it bounds each person's pairs)")
 s = ctx.settings
 GOAL_LABELS = {GoalKind.WEEK.value: "ε per person per week ≤ X",
                GoalKind.TOTAL.value: "ε per person over W weeks ≤ X",
-               GoalKind.ATTACK.value: "an attacker who knows k trips is right at most p of the time"}
+               GoalKind.ATTACK.value: "an attacker who knows k trips is right at most p of the time",
+               GoalKind.TPR.value: "attacker's TPR at FPR α ≤ r",
+               GoalKind.ADVANTAGE.value: "attacker's advantage TPR − FPR ≤ r",
+               GoalKind.POSTERIOR.value: "attacker's belief from prior π ≤ r"}
+RISK_KINDS = (GoalKind.TPR.value, GoalKind.ADVANTAGE.value, GoalKind.POSTERIOR.value)
 
 with st.form("design_goal"):
     kind = st.radio("Goal", list(GOAL_LABELS), format_func=GOAL_LABELS.get, horizontal=True, key="design_kind",
@@ -45,25 +49,42 @@ with st.form("design_goal"):
                           help="Attack goal: unique trips of the person the attacker knows (Houssiau et al.: 32).")
     p = c[4].number_input("p (largest success)", 0.51, 0.99, 0.6, 0.01, key="design_p",
                           help="Attack goal: the attacker may be right at most this often (0.5 = coin flip).")
+    c = st.columns(4)
+    r = c[0].number_input("r (largest risk)", 0.001, 0.999, 0.05, 0.01, format="%.3f", key="design_r",
+                          help="Risk goals: the largest TPR at FPR α, advantage, or belief after the release.")
+    fpr = c[1].number_input("α (FPR)", 0.0001, 0.5, 0.01, 0.005, format="%.4f", key="design_fpr",
+                            help="False-positive rate the attacker's TPR is read at (regulators ask for 1 % or less).")
+    prior = c[2].number_input("π (prior)", 0.001, 0.999, 0.5, 0.05, format="%.3f", key="design_prior",
+                              help="The attacker's belief, before the release, that the person is in the data.")
+    attacker = c[3].radio("Attacker", ["known", "full"], horizontal=True, key="design_attacker",
+                          format_func={"known": "knows k trips", "full": "knows the whole week"}.get,
+                          help="Risk goals: both know everyone else's data; 'known' knows k of the person's trips.")
     c = st.columns([1, 1, 2])
-    tune = c[0].toggle("Tune max pairs on the data", value=True, key="design_tune",
-                       help="Try several max pairs and keep the one publishing most trips on this week. That choice "
-                            "uses the data; switch off to fix max pairs in advance.")
+    tune = c[0].toggle("Tune max pairs on the data", value=False, key="design_tune",
+                       help="Of the max pairs whose expected error is under 10 %, keep the one publishing most "
+                            "trips on this week. That choice uses the data; off: the data-independent default.")
     fixed_m = c[1].number_input("Fixed max pairs", 1, 200, DEFAULT_MAX_PAIRS, key="design_m",
                                 help=f"Used when tuning is off; {DEFAULT_MAX_PAIRS} is the data-independent default.")
     c[2].form_submit_button("Design the release", type="primary")
 
 with engine_errors("Could not design the release", "Loosen the goal (larger X, p or D)."):
+    risky = kind in RISK_KINDS
     goal = Goal(kind=kind, epsilon=float(x), delta=float(d), weeks=int(w),
-                known_trips=int(k) if kind == "attack" else None, success=float(p) if kind == "attack" else None)
-    max_pairs = None if tune else int(fixed_m)
-    rep = cache.design_report(s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed, _od=ctx.od)
+                known_trips=int(k) if kind == "attack" or risky else None,
+                success=float(p) if kind == "attack" else None, risk=float(r) if risky else None,
+                fpr=float(fpr), prior=float(prior), attacker=attacker)
+    max_pairs = None if tune or int(fixed_m) == DEFAULT_MAX_PAIRS else int(fixed_m)
+    rep = cache.design_report(s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed, _od=ctx.od,
+                              tune=bool(tune))
 
 st.subheader(f"Design for: {rep['goal']['words']}")
-if rep["goal_met"]:
-    st.success(f"Goal met: {num(rep['goal_value'])} (checked on the exact privacy-loss distribution).")
-else:
-    st.error("Goal not met by the settings found.")
+verdict = rep["verdict"]
+{"useful": st.success, "not_useful": st.warning, "not_met": st.error}[verdict["status"]](
+    f"**{'Useful' if rep['useful'] else 'Not useful'}.** {verdict['headline']} "
+    f"(Goal figure {num(rep['goal_value'])}, checked on the exact privacy-loss distribution.)")
+if rep["would_change"]:
+    st.markdown("**What would change it:**\n" + "\n".join(f"- {c['words']}" for c in rep["would_change"]))
+st.table(pd.DataFrame(verdict_rows(rep), columns=["", "value"]).set_index(""))
 c = st.columns(4)
 metric(c[0], "Max pairs per person and week", num(rep["max_pairs"]),
        "tuned on this week's data" if rep["tuned_on_data"] else "fixed in advance")
@@ -110,9 +131,9 @@ st.dataframe(compare, hide_index=True, width="stretch",
                             "noise scale": st.column_config.NumberColumn(format="%.3g")})
 
 st.subheader("Utility against per-person ε")
-fig, front = cache.frontier_figure((s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed), projector.on(),
+fig, front = cache.frontier_figure((s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed, tune), projector.on(),
                                    _rep=rep)
-cfg = design_config(s, ctx.loaded, goal, max_pairs=max_pairs)
+cfg = design_config(s, ctx.loaded, goal, max_pairs=max_pairs, tune=bool(tune))
 chart(fig, "design_frontier", data=front, config=cfg, command="design", key="design_frontier")
 st.caption("Each line: one max pairs, the release ε varied, the threshold fitted to its noise; y is the exact expected "
            "share given one seeded contribution bounding. Google's points: its per-count release, whose per-person "
@@ -126,7 +147,7 @@ c[1].download_button("Guarantee sheet (HTML, printable)", guarantee_sheet(rep), 
                      mime="text/html", key="design_sheet",
                      help="One page in plain words: who is protected, ε and δ per week and per year, what an "
                           "attacker can learn, what is published and what it costs.")
-with st.expander("Candidates tried"):
+with st.expander("Candidates tried (expected utility of every max pairs on this week)"):
     st.dataframe(pd.DataFrame(rep["candidates"]), hide_index=True, width="stretch")
     st.caption(f"Check the budget: `{rep['budget_command']}`")
 reproduce([("This design", "design", cfg)])

@@ -305,23 +305,44 @@ def test_unit_switch_changes_every_page_headline(at):
     assert at.session_state[K_THRESHOLD] == 100          # the per-count threshold is kept
 
 
-def test_release_designer_page(at):
+def test_release_designer_page(at, tmp_path):
+    """The default goal on the bundled city: the data-independent max pairs, a verdict that says no useful release
+    exists (with what would change it), and the same verdict rows as the guarantee sheet the CLI writes."""
+    import html
+
+    from odcore.cli import main
+
     at.switch_page("pages/6_Release_designer.py").run()
     _no_errors(at)
-    assert any("Goal met" in x.value for x in at.success)
-    assert any("uses the data" in w.value for w in at.warning)                # m tuned on the week: said so
-    tuned_m = _metric(at, "Max pairs per person and week")
+    assert any("no useful release exists" in w.value for w in at.warning)
+    assert not any("Useful." in x.value for x in at.success)
+    assert any("What would change it" in m.value for m in at.markdown)
+    assert _metric(at, "Max pairs per person and week") == "10"
+    assert any("data-independent default" in i.value for i in at.info)
     assert float(_metric(at, "ε per person and week")) <= 1.0                 # the default goal: ε <= 1 per week
+    rows = at.table[0].value
+    sheet = tmp_path / "sheet.html"
+    assert main(["design", "--sheet", str(sheet), "--json"]) == 0             # same data, week, seed, m
+    text = sheet.read_text(encoding="utf-8")
+    for label, value in zip(rows.index, rows.iloc[:, 0], strict=True):
+        assert html.escape(label) in text and html.escape(str(value)) in text, (label, value)
     # an attack goal with the data-independent default m = 10
     at.radio(key="design_kind").set_value("attack")
     at.number_input(key="design_p").set_value(0.6)
-    at.toggle(key="design_tune").set_value(False)
     at.button[0].click().run()                                                # the form's submit button
     _no_errors(at)
     assert _metric(at, "Max pairs per person and week") == "10"
-    assert any("fixed before" in i.value for i in at.info)
+    assert any("data-independent default" in i.value for i in at.info)
     typical = float(_metric(at, "Attack on a typical person").rstrip(" %"))
     assert 50.0 < typical <= 60.0
+    # a risk goal in the regulators' words
+    at.radio(key="design_kind").set_value("tpr")
+    at.number_input(key="design_r").set_value(0.05)
+    at.number_input(key="design_k").set_value(10)
+    at.button[0].click().run()
+    _no_errors(at)
+    assert any("TPR ≤ 0.05 at FPR 0.01" in sh.value for sh in at.subheader)
+    tuned_m = True
     assert tuned_m
     labels = [b.label for b in at.get("download_button")]
     assert "Guarantee sheet (HTML, printable)" in labels

@@ -268,7 +268,6 @@ def test_release_designer_meets_an_attack_goal(streamlit_url, page):
     _open(page, f"{streamlit_url}/Release_designer", "Release designer")
     page.get_by_text("Goal met").first.wait_for(timeout=300_000)       # the default goal: ε per person-week <= 1
     page.get_by_text("an attacker who knows k trips is right at most p of the time").click()
-    page.get_by_text("Tune max pairs on the data").click()                # the data-independent default m = 10
     page.get_by_role("button", name="Design the release").click()
     page.get_by_text("an attacker who knows 32 of a person's trips").first.wait_for(timeout=300_000)
     _settle(page, 300)

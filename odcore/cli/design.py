@@ -1,8 +1,10 @@
 """``python -m odcore design``: settings (max_pairs, noise scale, threshold) that meet a privacy goal per person.
 
-Goals (``--goal``): ``week`` (epsilon per person and week <= --target-epsilon), ``total`` (over --weeks weeks) or
-``attack`` (an attacker knowing --known-trips trips is right at most --success of the time); all with total
-delta <= --target-delta. Measures what the release keeps on one week of the data (:func:`odcore.privacy.design.design_report`)
+Goals (``--goal``): ``week`` (epsilon per person and week <= --target-epsilon), ``total`` (over --weeks weeks),
+``attack`` (an attacker knowing --known-trips trips is right at most --success of the time), ``tpr`` / ``advantage`` /
+``posterior`` (the attacker's TPR at --fpr, TPR - FPR, or belief from --prior, for --attacker known or full); all
+with total delta <= --target-delta. The verdict (``useful`` in --json) says whether the release would be worth
+publishing (expected relative error at most 10 %) and, if not, what would change it. Measures what the release keeps on one week of the data (:func:`odcore.privacy.design.design_report`)
 and optionally writes the guarantee sheet (``--sheet FILE.html``).
 """
 
@@ -28,9 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_loader_args(p)
     add_grid_args(p)
     g = p.add_argument_group("goal")
-    g.add_argument("--goal", default="week", choices=["week", "total", "attack"],
-                   help="week: epsilon per person and week; total: over --weeks; attack: attacker's success "
-                        "(default %(default)s)")
+    g.add_argument("--goal", default="week", choices=["week", "total", "attack", "tpr", "advantage", "posterior"],
+                   help="week: epsilon per person and week; total: over --weeks; attack: attacker's success; tpr: "
+                        "attacker's true-positive rate at --fpr; advantage: TPR - FPR; posterior: attacker's belief "
+                        "from --prior (default %(default)s)")
     g.add_argument("--target-epsilon", type=float, default=1.0,
                    help="largest epsilon per person (goals week/total; default %(default)s)")
     g.add_argument("--target-delta", type=float, default=1e-6,
@@ -39,8 +42,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--known-trips", type=int, default=32, help="k: trips the attacker knows (goal attack)")
     g.add_argument("--success", type=float, default=0.6,
                    help="p: largest success of that attacker, in (0.5, 1) (goal attack; default %(default)s)")
+    g.add_argument("--tpr", type=float, default=None, help="goal tpr: largest TPR at --fpr, in (fpr, 1)")
+    g.add_argument("--advantage", type=float, default=None, help="goal advantage: largest TPR - FPR, in (0, 1)")
+    g.add_argument("--posterior", type=float, default=None,
+                   help="goal posterior: largest belief that the person is in the data, in (prior, 1)")
+    g.add_argument("--fpr", type=float, default=0.01,
+                   help="false-positive rate the TPR is read at (default %(default)s)")
+    g.add_argument("--prior", type=float, default=0.5,
+                   help="attacker's prior that the person is in the data (default %(default)s)")
+    g.add_argument("--attacker", default="known", choices=["known", "full"],
+                   help="risk goals: known = knows --known-trips of the person's trips and everyone else's data; "
+                        "full = knows the person's whole week too (default %(default)s)")
     g.add_argument("--max-pairs", type=int, default=None,
-                   help="fix the contribution bound (no tuning on the data); default: tune it on the week")
+                   help="fix the contribution bound; default: the data-independent default (10)")
+    g.add_argument("--tune", action="store_true",
+                   help="choose max_pairs on the week's data: of the candidates whose expected error is at most "
+                        "10 %%, the one publishing most user-trips (that choice uses the data)")
     g.add_argument("--week", type=int, default=None, help="week whose data measures utility (default: the first)")
     g.add_argument("--seed", type=int, default=0, help="seed of the bounding and noise (default %(default)s)")
     g.add_argument("--sheet", default=None, metavar="FILE.html", help="also write the guarantee sheet (HTML)")
@@ -56,9 +73,12 @@ def run(args: argparse.Namespace) -> int:
     from odcore.privacy.design import Goal, design_report
     from odcore.report.sheet import guarantee_sheet
 
+    risk_goal = args.goal in ("tpr", "advantage", "posterior")
     goal = Goal(kind=args.goal, epsilon=args.target_epsilon, delta=args.target_delta, weeks=args.weeks,
-                known_trips=args.known_trips if args.goal == "attack" else None,
-                success=args.success if args.goal == "attack" else None)
+                known_trips=args.known_trips if args.goal == "attack" or risk_goal else None,
+                success=args.success if args.goal == "attack" else None,
+                risk=getattr(args, args.goal) if risk_goal else None, fpr=args.fpr, prior=args.prior,
+                attacker=args.attacker)
     _, od = od_from_args(args)
     weeks_present = sorted(int(x) for x in od.pairs[WEEK].unique())
     if not weeks_present:
@@ -69,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     uw = od.user_week
     trips = uw.loc[uw[WEEK] == week, UNIQUE_TRIPS].to_numpy()
     rep = jsonable(design_report(goal, od.week_pairs(week), trips, week=week, max_pairs=args.max_pairs,
-                                  rng=args.seed))
+                                  tune=args.tune, rng=args.seed))
     if args.sheet:
         path = Path(args.sheet)
         try:
@@ -89,7 +109,24 @@ def _f(x, spec: str = ".4g") -> str:
 
 
 def _print(r: dict) -> None:
+    v = r["verdict"]
+    print(f"verdict: {'USEFUL' if r['useful'] else 'NOT USEFUL'} - {v['headline']}")
+    for c in r.get("would_change", []):
+        print(f"  would change it: {c['words']}")
     print(f"goal: {r['goal']['words']} -> {'met' if r['goal_met'] else 'NOT met'} ({_f(r['goal_value'])})")
+    print(f"attacker the goal bounds: {r['goal']['attacker_words']}")
+    rk = r["risk"]
+    for key in ("known", "full"):
+        if key in rk:
+            a = rk[key]
+            print(f"  {a['attacker']}: TPR {_f(100 * a['tpr'], '.2f')} % at FPR {_f(100 * rk['fpr'], '.3g')} %, "
+                  f"advantage {_f(a['advantage'], '.3f')}, posterior from {_f(100 * rk['prior'], '.3g')} % at most "
+                  f"{_f(100 * a['posterior'], '.1f')} % (except with probability {_f(rk['delta_partition'], '.2g')})")
+    print(f"expected utility: relative error {_f(100 * r['relative_error'], '.1f')} % on published counts "
+          f"(contribution bounding {_f(100 * r['relative_error_bounding'], '.1f')} %, noise "
+          f"{_f(100 * r['relative_error_noise'], '.1f')} %; level {_f(100 * r['error_level'], '.0f')} %), "
+          f"{_f(r['pairs_published_expected'], '.1f')} pairs, {_f(100 * r['trips_published_frac_expected'], '.1f')} % "
+          f"of user-trips, {_f(r['mostly_noise_expected'], '.2g')} pairs mostly noise")
     print(f"settings: max_pairs {r['max_pairs']}, epsilon {_f(r['epsilon'])} (noise scale {_f(r['noise_scale'])}), "
           f"threshold {r['threshold']}")
     print(f"per person: epsilon {_f(r['epsilon_user_week'])} per week (delta {_f(r['delta_user_week'], '.3g')}), "

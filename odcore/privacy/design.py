@@ -74,6 +74,7 @@ __all__ = [
     "is_useful",
     "person_risk",
     "verdict",
+    "verdict_rows",
     "what_would_change",
 ]
 
@@ -721,7 +722,8 @@ def what_would_change(goal: Goal, chosen: dict, table: pd.DataFrame, ranked: _Ra
                                  f"{int(r['max_pairs'])} would leave out {100 * r['relative_error_bounding']:.1f} % "
                                  "(read from this week's data)."})
     best_eps = None
-    for _, r in table.iterrows():
+    not_useful = table[~table["useful"].astype(bool)]     # useful candidates are named by the tuning item below
+    for _, r in not_useful.iterrows():
         m = int(r["max_pairs"])
         e = _first_useful(r["epsilon"] * np.geomspace(1.0, 100.0, 41),
                           lambda e, m=m: ranked.expected_error(m, e, threshold_for(goal, e, m)), level)
@@ -734,7 +736,7 @@ def what_would_change(goal: Goal, chosen: dict, table: pd.DataFrame, ranked: _Ra
                     "words": f"A weaker goal: at ε ≈ {best_eps[0]:.2g} per person and week (δ ≤ {goal.delta:.0e}) "
                              f"with max pairs {best_eps[1]} the error falls under {100 * level:.0f} %."})
     best_ppl = None
-    for _, r in table.iterrows():
+    for _, r in not_useful.iterrows():
         m = int(r["max_pairs"])
         sc = _first_useful(np.geomspace(1.0, 1000.0, 61),
                            lambda x, m=m, r=r: ranked.expected_error(m, r["epsilon"], r["threshold"], scale=x), level)
@@ -843,3 +845,33 @@ def design_report(goal: Goal, week_pairs: pd.DataFrame | WeekIndex, user_trips, 
     if with_frontier:
         rep["frontier"] = frontier(week_pairs, delta=goal.delta, rng=rng, _ranked=ranked).to_dict(orient="records")
     return rep
+
+
+def verdict_rows(rep: dict) -> list[tuple[str, str]]:
+    """The verdict's numbers as (label, value) rows, worded once for the designer page and the guarantee sheet (so
+    both show the same figures): utility with its split, the attacker the goal bounds, and the risk measures of the
+    two attackers."""
+    def pct(x, d: int = 1) -> str:
+        return "–" if x is None or not math.isfinite(x) else f"{100 * x:.{d}f} %"
+
+    rk = rep["risk"]
+    rows = [
+        ("Verdict", "useful" if rep["useful"] else ("goal NOT met" if not rep["goal_met"] else "not useful")),
+        ("Expected relative error of published counts", f"{pct(rep['relative_error'])} (useful at most "
+                                                        f"{pct(rep['error_level'], 0)})"),
+        ("… from contribution bounding (people cut from the pair)", pct(rep["relative_error_bounding"])),
+        ("… from noise", pct(rep["relative_error_noise"])),
+        ("Pairs expected to be published", f"{rep['pairs_published_expected']:,.1f} of {rep['pairs_total']:,} "
+                                           f"({pct(rep['pairs_published_frac_expected'], 3)})"),
+        ("User-trips on published pairs (expected)", pct(rep["trips_published_frac_expected"])),
+        ("Published pairs that are mostly noise (expected)", f"{rep['mostly_noise_expected']:.2g}"),
+        ("The goal bounds", rep["goal"]["attacker_words"]),
+    ]
+    for key in ("known", "full"):
+        if key in rk:
+            a = rk[key]
+            rows.append((f"Risk: {a['attacker']}",
+                         f"TPR {pct(a['tpr'], 2)} at FPR {pct(rk['fpr'], 1)}; advantage {a['advantage']:.3f}; "
+                         f"posterior from {pct(rk['prior'], 0)} at most {pct(a['posterior'])}"))
+    rows.append(("Chance of a giveaway (a pair only the person makes is published)", f"{rk['delta_partition']:.2g}"))
+    return rows

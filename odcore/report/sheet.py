@@ -56,6 +56,26 @@ def _guarantee_rows(eps_week, d_week, eps_total, d_total, weeks) -> str:
             f"({_odds(d_total)})</td></tr></table>")
 
 
+def _verdict_part(r: dict) -> list[str]:
+    """The designer's verdict: the same rows as the designer page (:func:`odcore.privacy.design.verdict_rows`)."""
+    from odcore.privacy.design import verdict_rows
+
+    if "verdict" not in r:
+        return []
+    e = html.escape
+    v = r["verdict"]
+    out = ["<h2>Verdict</h2>", f"<p class='big'>{e(v['headline'])}</p>"]
+    if r.get("would_change"):
+        out.append("<p>What would change it:</p><ul>" + "".join(f"<li>{e(c['words'])}</li>" for c in r["would_change"])
+                   + "</ul>")
+    out.append("<table>" + "".join(f"<tr><td>{e(k)}</td><td>{e(val)}</td></tr>" for k, val in verdict_rows(r))
+               + "</table>")
+    out.append("<p class='note'>Expected figures: exact means over the noise given one seeded contribution "
+               "bounding, computed on the true data (not for publication). Risk figures: upper bounds from the exact "
+               "trade-off curve of the release (odcore.privacy.risk).</p>")
+    return out
+
+
 def guarantee_sheet(report: dict) -> str:
     """The guarantee sheet of a designed release (the dict of :func:`odcore.privacy.design.design_report`)."""
     r = report
@@ -65,6 +85,7 @@ def guarantee_sheet(report: dict) -> str:
     body = [
         "<h1>Guarantee sheet: weekly origin–destination counts</h1>",
         f"<p class='note'>Goal asked for: {e(g['words'])} — {'met' if r['goal_met'] else 'NOT met'}.</p>",
+        *_verdict_part(r),
         "<h2>Who is protected</h2>",
         f"<p><b>One person, all of their trips, every week.</b> Each person counts in at most <b>{m}</b> origin–"
         f"destination pairs per week (a random choice among their trips; the others are left out). Every count "
