@@ -325,7 +325,8 @@ def test_release_designer_page(at, tmp_path):
     assert main(["design", "--sheet", str(sheet), "--json"]) == 0             # same data, week, seed, m
     text = sheet.read_text(encoding="utf-8")
     for label, value in zip(rows.index, rows.iloc[:, 0], strict=True):
-        assert html.escape(label) in text and html.escape(str(value)) in text, (label, value)
+        assert html.escape(label) in text, label
+        assert html.escape(str(value)) in text, (label, value)
     # an attack goal with the data-independent default m = 10
     at.radio(key="design_kind").set_value("attack")
     at.number_input(key="design_p").set_value(0.6)
