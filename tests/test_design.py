@@ -77,6 +77,10 @@ def test_design_meets_goal_checked_by_budget_cli(goal, week0, capsys):
 def test_tuning_is_said_and_default_is_data_independent(week0):
     pairs, trips = week0
     rep = design_report(GOALS[0], pairs, trips, rng=0)
+    assert not rep["tuned_on_data"]                      # the data-independent m by default
+    assert "data-independent default" in rep["tuning_note"]
+    rep = design_report(Goal(GoalKind.WEEK, epsilon=5.0), pairs, trips, tune=True, rng=0)
+    assert rep["tuned_on_data"]                          # at ε 5 some m is useful: tuning picks among those
     assert "uses the data" in rep["tuning_note"]
     assert rep["default"]["max_pairs"] == DEFAULT_MAX_PAIRS
     assert not rep["default"]["tuned_on_data"]

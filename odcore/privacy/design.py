@@ -734,7 +734,8 @@ def what_would_change(goal: Goal, chosen: dict, table: pd.DataFrame, ranked: _Ra
     if best_eps is not None:
         out.append({"what": "epsilon", "value": best_eps[0], "max_pairs": best_eps[1],
                     "words": f"A weaker goal: at ε ≈ {best_eps[0]:.2g} per person and week (δ ≤ {goal.delta:.0e}) "
-                             f"with max pairs {best_eps[1]} the error falls under {100 * level:.0f} %."})
+                             f"with max pairs {best_eps[1]} the error falls under {100 * level:.0f} %"
+                             + (" — an ε above 10 protects little." if best_eps[0] > 10 else ".")})
     best_ppl = None
     for _, r in not_useful.iterrows():
         m = int(r["max_pairs"])
