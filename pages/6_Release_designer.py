@@ -37,35 +37,35 @@ RISK_KINDS = (GoalKind.TPR.value, GoalKind.ADVANTAGE.value, GoalKind.POSTERIOR.v
 with st.form("design_goal"):
     kind = st.radio("Goal", list(GOAL_LABELS), format_func=GOAL_LABELS.get, horizontal=True, key="design_kind",
                     help="The unit is always one person: everything they do in a week (or over W weeks).")
-    c = st.columns(5)
-    x = c[0].number_input("X (largest ε)", 0.01, 100.0, 1.0, 0.1, key="design_x",
+    c = st.container(horizontal=True, gap="small")      # one block per row (st.columns makes one per cell)
+    x = c.number_input("X (largest ε)", 0.01, 100.0, 1.0, 0.1, key="design_x",
                           help="Goals on ε: the largest ε per person (per week, or over W weeks).")
-    d = c[1].select_slider("D (largest δ)", [1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4], value=1e-6, key="design_d",
+    d = c.select_slider("D (largest δ)", [1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4], value=1e-6, key="design_d",
                            format_func=callbacks.power_of_ten,
                            help="Chance the guarantee fails, thresholding included (half for the noise, half for "
                                 "the threshold).")
-    w = c[2].number_input("W (weeks)", 1, 520, 52, key="design_w", help="Weekly releases the total covers.")
-    k = c[3].number_input("k (trips known)", 1, 200, 32, key="design_k",
+    w = c.number_input("W (weeks)", 1, 520, 52, key="design_w", help="Weekly releases the total covers.")
+    k = c.number_input("k (trips known)", 1, 200, 32, key="design_k",
                           help="Attack goal: unique trips of the person the attacker knows (Houssiau et al.: 32).")
-    p = c[4].number_input("p (largest success)", 0.51, 0.99, 0.6, 0.01, key="design_p",
+    p = c.number_input("p (largest success)", 0.51, 0.99, 0.6, 0.01, key="design_p",
                           help="Attack goal: the attacker may be right at most this often (0.5 = coin flip).")
-    c = st.columns(4)
-    r = c[0].number_input("r (largest risk)", 0.001, 0.999, 0.05, 0.01, format="%.3f", key="design_r",
+    c = st.container(horizontal=True, gap="small")
+    r = c.number_input("r (largest risk)", 0.001, 0.999, 0.05, 0.01, format="%.3f", key="design_r",
                           help="Risk goals: the largest TPR at FPR α, advantage, or belief after the release.")
-    fpr = c[1].number_input("α (FPR)", 0.0001, 0.5, 0.01, 0.005, format="%.4f", key="design_fpr",
+    fpr = c.number_input("α (FPR)", 0.0001, 0.5, 0.01, 0.005, format="%.4f", key="design_fpr",
                             help="False-positive rate the attacker's TPR is read at (regulators ask for 1 % or less).")
-    prior = c[2].number_input("π (prior)", 0.001, 0.999, 0.5, 0.05, format="%.3f", key="design_prior",
+    prior = c.number_input("π (prior)", 0.001, 0.999, 0.5, 0.05, format="%.3f", key="design_prior",
                               help="The attacker's belief, before the release, that the person is in the data.")
-    attacker = c[3].radio("Attacker", ["known", "full"], horizontal=True, key="design_attacker",
+    attacker = c.radio("Attacker", ["known", "full"], horizontal=True, key="design_attacker",
                           format_func={"known": "knows k trips", "full": "knows the whole week"}.get,
                           help="Risk goals: both know everyone else's data; 'known' knows k of the person's trips.")
-    c = st.columns([1, 1, 2])
-    tune = c[0].toggle("Tune max pairs on the data", value=False, key="design_tune",
+    c = st.container(horizontal=True, gap="small", vertical_alignment="bottom")
+    tune = c.toggle("Tune max pairs on the data", value=False, key="design_tune",
                        help="Of the max pairs whose expected error is under 10 %, keep the one publishing most "
                             "trips on this week. That choice uses the data; off: the data-independent default.")
-    fixed_m = c[1].number_input("Fixed max pairs", 1, 200, DEFAULT_MAX_PAIRS, key="design_m",
+    fixed_m = c.number_input("Fixed max pairs", 1, 200, DEFAULT_MAX_PAIRS, key="design_m",
                                 help=f"Used when tuning is off; {DEFAULT_MAX_PAIRS} is the data-independent default.")
-    c[2].form_submit_button("Design the release", type="primary")
+    c.form_submit_button("Design the release", type="primary")
 
 with engine_errors("Could not design the release", "Loosen the goal (larger X, p or D)."):
     risky = kind in RISK_KINDS
@@ -147,7 +147,11 @@ c[1].download_button("Guarantee sheet (HTML, printable)", guarantee_sheet(rep), 
                      mime="text/html", key="design_sheet",
                      help="One page in plain words: who is protected, ε and δ per week and per year, what an "
                           "attacker can learn, what is published and what it costs.")
-with st.expander("Candidates tried (expected utility of every max pairs on this week)"):
-    st.dataframe(pd.DataFrame(rep["candidates"]), hide_index=True, width="stretch")
-    st.caption(f"Check the budget: `{rep['budget_command']}`")
+with st.expander("Candidates tried: expected utility of every max pairs on this week (the frontier)"):
+    st.dataframe(pd.DataFrame(rep["candidates"]), hide_index=True, width="stretch",
+                 column_config={k: st.column_config.NumberColumn(format="percent") for k in
+                                ("relative_error", "relative_error_bounding", "relative_error_noise",
+                                 "trips_published_frac")})
+    st.caption(f"Useful: expected relative error at most {pct(rep['error_level'])} and at least one pair published. "
+               f"Check the budget: `{rep['budget_command']}`")
 reproduce([("This design", "design", cfg)])
