@@ -538,8 +538,13 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
     front = pd.DataFrame(_rep["frontier"])
     fig = go.Figure()
     for m, grp in front.groupby("max_pairs"):
+        useful = grp["useful"] if "useful" in grp else pd.Series(True, index=grp.index)
         fig.add_scatter(x=grp["epsilon_user_week"], y=grp["trips_published_frac"], mode="lines+markers",
-                        name=f"max pairs {m} (threshold fitted, δ ≤ {d:.0e})")
+                        name=f"max pairs {m} (threshold fitted, δ ≤ {d:.0e})",
+                        marker={"symbol": ["circle" if u else "circle-open" for u in useful], "size": 8},
+                        customdata=grp[["relative_error"]].to_numpy() if "relative_error" in grp else None,
+                        hovertemplate=("ε %{x:.3g}: %{y:.1%} of user-trips, expected error %{customdata[0]:.1%}"
+                                       "<extra></extra>") if "relative_error" in grp else None)
     fig.add_scatter(x=[g["epsilon_user_week_typical"], g["epsilon_user_week_max"]],
                     y=[g["trips_published_frac"]] * 2, mode="markers+text", marker={"size": 12, "symbol": "x"},
                     text=[f"Google, typical ({g['typical_trips']} trips)", f"Google, busiest ({g['max_trips']})"],

@@ -136,7 +136,8 @@ fig, front = cache.frontier_figure((s.dataset.id, ctx.od_config, s.week, goal, m
 cfg = design_config(s, ctx.loaded, goal, max_pairs=max_pairs, tune=bool(tune))
 chart(fig, "design_frontier", data=front, config=cfg, command="design", key="design_frontier")
 st.caption("Each line: one max pairs, the release ε varied, the threshold fitted to its noise; y is the exact expected "
-           "share given one seeded contribution bounding. Google's points: its per-count release, whose per-person "
+           f"share given one seeded contribution bounding. Filled points are useful (expected relative error at most "
+           f"{pct(rep['error_level'])}), open points are not. Google's points: its per-count release, whose per-person "
            "ε depends on how many trips a person makes.")
 
 c = st.columns(2)

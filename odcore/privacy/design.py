@@ -647,7 +647,9 @@ def frontier(week_pairs: pd.DataFrame | WeekIndex, *, max_pairs=(1, 5, 10, 20, 5
 
     Returns
     -------
-    DataFrame[max_pairs, epsilon, threshold, epsilon_user_week, trips_published_frac, pairs_published_expected]
+    DataFrame[max_pairs, epsilon, threshold, epsilon_user_week, trips_published_frac, pairs_published_expected,
+    relative_error, relative_error_bounding, relative_error_noise, useful] (the error figures and ``useful`` as in
+    :func:`odcore.privacy.utility.expected_error` and :func:`is_useful`)
     """
     eps_grid = np.geomspace(0.1, 20.0, 12) if epsilons is None else np.asarray(epsilons, dtype=float)
     goal = Goal(GoalKind.WEEK, epsilon=1.0, delta=delta, weeks=1)
@@ -658,9 +660,12 @@ def frontier(week_pairs: pd.DataFrame | WeekIndex, *, max_pairs=(1, 5, 10, 20, 5
         for e in eps_grid:
             tau = threshold_for(goal, float(e), m)
             frac, n_pub = ranked.expected(m, float(e), tau)
+            u = ranked.expected_error(m, float(e), tau)
             rows.append({"max_pairs": m, "epsilon": float(e), "threshold": tau,
                          "epsilon_user_week": float(_tight(goal.pld_delta, m, float(e) / m)),
-                         "trips_published_frac": frac, "pairs_published_expected": n_pub})
+                         "trips_published_frac": frac, "pairs_published_expected": n_pub,
+                         "relative_error": u["relative_error"], "relative_error_bounding": u["relative_error_bounding"],
+                         "relative_error_noise": u["relative_error_noise"], "useful": is_useful(u)})
     return pd.DataFrame(rows)
 
 
