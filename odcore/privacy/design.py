@@ -772,11 +772,12 @@ def verdict(rep: dict, level: float = USEFUL_ERROR) -> dict:
     if not rep["goal_met"]:
         return {"useful": False, "status": "not_met", "headline": "Goal NOT met by the settings found.",
                 "why": "Loosen the goal."}
+    note = _attacker_note(rep)
     if is_useful(rep, level):
         return {"useful": True, "status": "useful",
                 "headline": (f"Goal met and useful: published counts are expected to be off by {100 * err:.1f} % on "
                              f"average ({split}; under the {100 * level:.0f} % level), about {n_pub:,.0f} pairs "
-                             f"carrying {100 * rep['trips_published_frac_expected']:.1f} % of the user-trips."),
+                             f"carrying {100 * rep['trips_published_frac_expected']:.1f} % of the user-trips." + note),
                 "why": ""}
     if n_pub < 1:
         why = (f"nothing would be published: {n_pub:.2g} pairs expected (busiest pair: "
@@ -785,7 +786,26 @@ def verdict(rep: dict, level: float = USEFUL_ERROR) -> dict:
         why = (f"published counts would be off by {100 * err:.1f} % on average ({split}), above the "
                f"{100 * level:.0f} % level; about {n_pub:,.0f} pairs would be published.")
     return {"useful": False, "status": "not_useful",
-            "headline": "Goal met, but no useful release exists at this goal on this data: " + why, "why": why}
+            "headline": "Goal met, but no useful release exists at this goal on this data: " + why + note, "why": why}
+
+
+def _attacker_note(rep: dict) -> str:
+    """When the goal bounds an attacker who knows only some of the person's trips, what one who knows all of them
+    reaches on the same settings (said in the verdict, not further down)."""
+    g, rk = rep["goal"], rep["risk"]
+    if g["kind"] not in ("attack", "tpr", "advantage", "posterior"):
+        return ""
+    if g["kind"] != "attack" and g.get("attacker") == "full":
+        return ""
+    full = rk["full"]
+    if g["kind"] == "attack":
+        return (f" The goal bounds an attacker who knows {g['known_trips']} of the person's trips; one who knows all "
+                f"of them is right at most {100 * full['success']:.1f} % of the time.")
+    fig = {"tpr": f"a TPR of {100 * full['tpr']:.2f} % at FPR {100 * rk['fpr']:.3g} %",
+           "advantage": f"an advantage of {full['advantage']:.3f}",
+           "posterior": f"a belief of {100 * full['posterior']:.1f} % from {100 * rk['prior']:.3g} %"}[g["kind"]]
+    return (f" The goal bounds an attacker who knows {g['known_trips']} of the person's trips; one who knows all of "
+            f"them reaches {fig}.")
 
 
 def design_report(goal: Goal, week_pairs: pd.DataFrame | WeekIndex, user_trips, *, week: int = 0,
