@@ -20,10 +20,18 @@ Neighbouring relation throughout: add or remove one person's whole contribution 
 ``delta`` passed to the budget) and D/2 for partition selection, which fixes the threshold
 (:func:`odcore.privacy.accounting.default_user_threshold`; over W weeks for the ``total`` goal).
 
+Risk goals (:data:`RISK_GOALS`, :mod:`odcore.privacy.risk`): ``tpr`` (the attacker's TPR at FPR α <= r),
+``advantage`` (TPR − FPR <= r) and ``posterior`` (belief from prior π <= r), for the attacker who knows k of the
+person's trips or the one who knows the whole week, from the exact trade-off curve of the release.
+
 Search: for each candidate m, the largest ε (i.e. the smallest noise scale m/ε) meeting the goal (bisection; every
-figure is monotone in ε). On the loaded week each candidate is released (seeded bounding and noise) and the one that
-publishes the most user-trips wins — a choice that **uses the data** and is not covered by the guarantee; the
-data-independent default m = :data:`DEFAULT_MAX_PAIRS` is always reported beside it. The reported budget is exactly
+figure is monotone in ε). Utility: for each candidate, the expected share of pairs and user-trips published and the
+expected relative error of published counts, split into contribution bounding and noise
+(:func:`odcore.privacy.utility.expected_error`, exact given one seeded bounding). **m is data-independent by default**
+(:data:`DEFAULT_MAX_PAIRS`); with ``tune`` it is chosen on the week's data among the *useful* candidates (expected
+error <= :data:`USEFUL_ERROR`, at least one pair published) as the one publishing the most user-trips — a choice that
+**uses the data**, is not covered by the guarantee, and is said so. The verdict (:func:`verdict`) says whether the
+chosen release is useful and, if not, what would change it (:func:`what_would_change`). The reported budget is exactly
 ``user_level_budget`` on the chosen settings, i.e. what ``python -m odcore budget --mode user_level --epsilon ε
 --max-pairs m --threshold τ --weeks W --delta D/2`` prints (tested).
 """
