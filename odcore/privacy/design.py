@@ -806,6 +806,9 @@ def _attacker_note(rep: dict) -> str:
     if g["kind"] != "attack" and g.get("attacker") == "full":
         return ""
     full = rk["full"]
+    if "known" in rk and rk["known"]["pairs_seen"] >= full["pairs_seen"]:
+        return (f" With max pairs {rep['max_pairs']}, an attacker who knows all of the person's trips learns no more "
+                f"than one who knows {g['known_trips']}.")
     if g["kind"] == "attack":
         return (f" The goal bounds an attacker who knows {g['known_trips']} of the person's trips; one who knows all "
                 f"of them is right at most {100 * full['success']:.1f} % of the time.")
