@@ -245,3 +245,15 @@ def test_sheet_shows_the_verdict_rows(city):
         assert html.escape(value) in text
     for c in rep["would_change"]:
         assert html.escape(c["words"]) in text
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["design", "--goal", "tpr"], "tpr=None"),
+    (["design", "--goal", "advantage", "--advantage", "0.1", "--fpr", "2"], "fpr"),
+    (["design", "--goal", "posterior", "--posterior", "0.4"], "posterior"),
+])
+def test_risk_goal_cli_bad_input(argv, match, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:")
+    assert match in err
