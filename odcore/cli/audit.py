@@ -1,4 +1,5 @@
-"""``python -m odcore audit``: the release's guarantee tested on the release itself (:mod:`odcore.privacy.audit`).
+"""``python -m odcore audit``: the release's guarantee tested on the release itself (:mod:`odcore.privacy.audit`);
+``python -m odcore selection``: which pairs each partition-selection strategy publishes (:mod:`odcore.privacy.selection`).
 
 For each unit (per count, per person and week) it prints the empirical 95 % lower bound on ε of a one-run audit
 (Steinke, Nasr and Jagielski 2023) and, with ``--many-runs R``, of the classic many-run audit, beside the ε the
@@ -48,6 +49,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run_audit)
 
+    s = sub.add_parser(
+        "selection", help="pairs and user-trips each partition-selection strategy keeps, at equal (eps, delta)",
+        description="One week, per person and week (epsilon, delta) and at most --max-pairs pairs a person: the "
+                    "lab's Laplace-then-threshold release (one noisy count), its Gaussian variant, the truncated "
+                    "geometric and Laplace thresholding selections with a separate count, and PipelineDP on the "
+                    "same pairs (when installed): pairs and user-trips kept, error split into bounding and noise.")
+    add_loader_args(s)
+    add_grid_args(s)
+    g = s.add_argument_group("selection")
+    g.add_argument("--epsilon", type=float, default=1.0, help="epsilon per person and week (default %(default)s)")
+    g.add_argument("--delta", type=float, default=1e-6, help="delta per person and week (default %(default)s)")
+    g.add_argument("--max-pairs", default="1,5,10,20", help="pairs a person keeps, comma-separated list "
+                   "(default %(default)s)")
+    g.add_argument("--no-pipeline-dp", action="store_true", help="leave PipelineDP out (it takes ~30 s a run)")
+    g.add_argument("--week", type=int, default=None, help="week (default: the one with most pairs)")
+    g.add_argument("--seed", type=int, default=None, help="random seed of the lab's bounding and noise")
+    g.add_argument("--json", action="store_true", help="print JSON instead of text")
+    s.set_defaults(func=run_selection)
+
 
 def run_audit(args: argparse.Namespace) -> int:
     import time
@@ -93,4 +113,47 @@ def run_audit(args: argparse.Namespace) -> int:
         if "many_runs" in e:
             line += f"; many runs ({e['many_runs']['runs']}): {e['many_runs']['epsilon_lower']:.3f}"
         print(line)
+    return 0
+
+
+def run_selection(args: argparse.Namespace) -> int:
+    import math
+
+    from odcore.cli import print_json
+    from odcore.cli.common import od_from_args
+    from odcore.errors import ParameterError
+    from odcore.privacy.selection import compare_selection
+
+    try:
+        ms = [int(x) for x in str(args.max_pairs).split(",") if x.strip()]
+    except ValueError:
+        raise ParameterError(f"--max-pairs must be whole numbers separated by commas, got {args.max_pairs!r}.") \
+            from None
+    _traces, od = od_from_args(args)
+    if not od.stats.get("pairs_available", True):
+        from odcore.od.odtable import NO_PAIRS_REASON
+
+        raise ParameterError(f"selection bounds each person's pairs, but {NO_PAIRS_REASON}")
+    out: dict = {"input": str(args.input), "epsilon": args.epsilon, "delta": args.delta, "tables": {}}
+    for m in ms:
+        t = compare_selection(od.pairs, epsilon=args.epsilon, delta=args.delta, max_pairs=m, week=args.week,
+                              rng=args.seed, pipeline_dp=not args.no_pipeline_dp)
+        out["tables"][str(m)] = {"about": dict(t.attrs), "rows": t.to_dict(orient="records")}
+    if args.json:
+        print_json(out)
+        return 0
+    for m, tab in out["tables"].items():
+        a = tab["about"]
+        print(f"m = {m}: week {a['week']}, {a['people']:,} people, {a['pairs']:,} pairs after bounding; "
+              f"epsilon {args.epsilon:g}, delta {args.delta:g} per person and week")
+        for r in tab["rows"]:
+            if "pairs_published" not in r or (isinstance(r.get("pairs_published"), float)
+                                              and math.isnan(r["pairs_published"])):
+                print(f"  {r['strategy']:<55} {r.get('why', '')}")
+                continue
+            exp = "" if math.isnan(r["pairs_expected"]) else f" (expected {r['pairs_expected']:.1f})"
+            err = "" if math.isnan(r["mre_total"]) else (f", error {r['mre_total']:.1%} (bounding "
+                                                         f"{r['mre_bounding']:.1%}, noise {r['mre_noise']:.1%})")
+            print(f"  {r['strategy']:<55} {r['pairs_published']:>5} pairs{exp}, "
+                  f"{r['user_trips_published']:,} user-trips{err}")
     return 0
