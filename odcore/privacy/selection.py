@@ -231,7 +231,7 @@ def compare_selection(pairs: pd.DataFrame, *, epsilon: float = 1.0, delta: float
     wk = pairs.loc[pairs[WEEK].to_numpy() == week, [WEEK, USER, ORIGIN, DESTINATION]].drop_duplicates()
     if wk.empty:
         raise ParameterError(f"week={week} has no pairs.")
-    bounded, counts = _bounded_counts(wk, m, rng)
+    _, counts = _bounded_counts(wk, m, rng)
     n = counts["count"].to_numpy(float)
     live = n > 0
     rows = []
