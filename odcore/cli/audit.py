@@ -66,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--week", type=int, default=None, help="week (default: the one with most pairs)")
     g.add_argument("--seed", type=int, default=None, help="random seed of the lab's bounding and noise")
     g.add_argument("--json", action="store_true", help="print JSON instead of text")
+    g.add_argument("--markdown", action="store_true", help="print one Markdown table (for docs) instead of text")
     s.set_defaults(func=run_selection)
 
 
@@ -141,6 +142,20 @@ def run_selection(args: argparse.Namespace) -> int:
         out["tables"][str(m)] = {"about": dict(t.attrs), "rows": t.to_dict(orient="records")}
     if args.json:
         print_json(out)
+        return 0
+    if args.markdown:
+        print("| m | strategy | pairs (expected) | user-trips | error: total / bounding / noise | why |")
+        print("|---|---|---|---|---|---|")
+        for m, tab in out["tables"].items():
+            for r in tab["rows"]:
+                if "pairs_published" not in r:
+                    print(f"| {m} | {r['strategy']} | | | | {r.get('why', '')} |")
+                    continue
+                exp = "" if math.isnan(r["pairs_expected"]) else f" ({r['pairs_expected']:.1f})"
+                err = "–" if math.isnan(r["mre_total"]) else (f"{r['mre_total']:.1%} / {r['mre_bounding']:.1%} / "
+                                                              f"{r['mre_noise']:.1%}")
+                print(f"| {m} | {r['strategy']} | {r['pairs_published']}{exp} | {r['user_trips_published']:,} | "
+                      f"{err} | {r['why']} |")
         return 0
     for m, tab in out["tables"].items():
         a = tab["about"]
