@@ -93,7 +93,8 @@ def run_audit(args: argparse.Namespace) -> int:
         r = audit_one_run(od.pairs, cfg, week=args.week, rng=args.seed)
         entry = {"epsilon_lower": r.epsilon_lower, "epsilon_theory": r.epsilon_theory, "trips": r.trips,
                  "guesses": r.guesses, "correct": r.correct, "canaries": r.canaries,
-                 "seconds": round(time.perf_counter() - t0, 2), "details": r.details}
+                 "seconds": round(time.perf_counter() - t0, 2),
+                 "details": {k: _finite(v) for k, v in r.details.items()}}
         if args.many_runs:
             t0 = time.perf_counter()
             mr = audit_many_runs(od.pairs, cfg, runs=args.many_runs, week=args.week, rng=args.seed)
@@ -139,7 +140,8 @@ def run_selection(args: argparse.Namespace) -> int:
     for m in ms:
         t = compare_selection(od.pairs, epsilon=args.epsilon, delta=args.delta, max_pairs=m, week=args.week,
                               rng=args.seed, pipeline_dp=not args.no_pipeline_dp)
-        out["tables"][str(m)] = {"about": dict(t.attrs), "rows": t.to_dict(orient="records")}
+        rows = [{k: _finite(v) for k, v in r.items()} for r in t.to_dict(orient="records")]
+        out["tables"][str(m)] = {"about": dict(t.attrs), "rows": rows}
     if args.json:
         print_json(out)
         return 0
@@ -148,6 +150,7 @@ def run_selection(args: argparse.Namespace) -> int:
         print("|---|---|---|---|---|---|")
         for m, tab in out["tables"].items():
             for r in tab["rows"]:
+                r = {k: (math.nan if v is None else v) for k, v in r.items()}
                 if "pairs_published" not in r:
                     print(f"| {m} | {r['strategy']} | | | | {r.get('why', '')} |")
                     continue
@@ -162,6 +165,7 @@ def run_selection(args: argparse.Namespace) -> int:
         print(f"m = {m}: week {a['week']}, {a['people']:,} people, {a['pairs']:,} pairs after bounding; "
               f"epsilon {args.epsilon:g}, delta {args.delta:g} per person and week")
         for r in tab["rows"]:
+            r = {k: (math.nan if v is None else v) for k, v in r.items()}
             if "pairs_published" not in r or (isinstance(r.get("pairs_published"), float)
                                               and math.isnan(r["pairs_published"])):
                 print(f"  {r['strategy']:<55} {r.get('why', '')}")
@@ -172,3 +176,10 @@ def run_selection(args: argparse.Namespace) -> int:
             print(f"  {r['strategy']:<55} {r['pairs_published']:>5} pairs{exp}, "
                   f"{r['user_trips_published']:,} user-trips{err}")
     return 0
+
+
+def _finite(v):
+    """None for a NaN or infinite float (JSON has neither), the value otherwise."""
+    import math
+
+    return None if isinstance(v, float) and not math.isfinite(v) else v
