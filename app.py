@@ -49,6 +49,7 @@ PAGE_NOTES = {
     "6_Release_designer.py": "state a goal per person; get max pairs, noise and threshold, and what they keep",
     "7_Play_the_attacker.py": "be the attacker: guess in or out from the published counts, against the optimal attacker",
     "8_See_the_noise.py": "what gets published for one true count: the noise, the threshold, the chance of suppression",
+    "9_Audit.py": "the guarantee measured on the release: canaries, an empirical lower bound on ε, partition selection",
 }
 if PAGE_FILES:
     st.subheader("Pages")

@@ -557,3 +557,25 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
                       yaxis_title="share of user-trips on published pairs", xaxis_type="log",
                       yaxis_tickformat=".0%")
     return fig, front
+
+
+# ---- audit (odcore.privacy.audit / odcore.privacy.selection) -------------------------------------------------------
+
+@_data_cache(max_entries=16, show_spinner="Auditing the release: canaries in, one release, guesses…")
+def audit(dataset_id: str, od_config, week: int, epsilon: float, threshold: float, unit: str, placement: str,
+          canaries: int, seed: int, _od) -> dict:
+    """:func:`odcore.privacy.audit.audit_one_run` of one week (cached per data, zones, week and settings)."""
+    from odcore.privacy.audit import AuditConfig, audit_one_run
+
+    cfg = AuditConfig(epsilon=epsilon, threshold=threshold, unit=unit, placement=placement, canaries=canaries)
+    return audit_one_run(_od.week_pairs(week), cfg, week=week, rng=seed).to_dict()
+
+
+@_data_cache(max_entries=16, show_spinner="Comparing partition selection strategies…")
+def selection_table(dataset_id: str, od_config, week: int, epsilon: float, delta: float, max_pairs: int, seed: int,
+                    _od):
+    """:func:`odcore.privacy.selection.compare_selection` of one week, without PipelineDP (a test dependency)."""
+    from odcore.privacy.selection import compare_selection
+
+    return compare_selection(_od.week_pairs(week), epsilon=epsilon, delta=delta, max_pairs=max_pairs, week=week,
+                             rng=seed, pipeline_dp=False)

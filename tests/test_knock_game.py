@@ -49,6 +49,26 @@ def test_same_groups_prior_trains_on_past_weeks():
     assert len(g.sample_labels("train")) == 300
 
 
+def test_shorter_inference_periods_observe_the_same_weekday():
+    # §VI-C: days (24 slots), inference on the third week's Monday (period 14), observed on the Mondays before
+    cfg = GameConfig(prior="same-groups", m=100, period_slots=24, inference_period=14, observation_stride=7)
+    g = make_game(N, SLOTS, target=3, config=cfg, rng=1)
+    assert g.test_windows == ((336, 360),)
+    assert g.train_windows == ((0, 24), (168, 192))
+    # Saturday of the third week (period 19): Saturdays 5 and 12; 8-hour periods: 21 a week
+    g = make_game(N, SLOTS, target=3, config=GameConfig(prior="same-groups", m=100, period_slots=24,
+                                                        inference_period=19, observation_stride=7), rng=1)
+    assert g.train_windows == ((120, 144), (288, 312))
+    g = make_game(N, SLOTS, target=3, config=GameConfig(prior="same-groups", m=100, period_slots=8,
+                                                        inference_period=43, observation_stride=21), rng=1)
+    assert g.train_windows == ((8, 16), (176, 184))
+    every = make_game(N, SLOTS, target=3, config=GameConfig(prior="same-groups", m=100, period_slots=24,
+                                                            inference_period=14), rng=1)
+    assert len(every.train_windows) == 20
+    with pytest.raises(ParameterError, match="observation_stride"):
+        GameConfig(observation_stride=0)
+
+
 def test_different_groups_prior_split():
     g = make_game(N, SLOTS, target=5, config=GameConfig(prior="different-groups", m=50), rng=2)
     assert len(g.train_groups) == 300

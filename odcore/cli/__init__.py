@@ -33,6 +33,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "odcore.cli.release",
     "odcore.cli.knock",
     "odcore.cli.attack",
+    "odcore.cli.audit",
     "odcore.cli.zones",
     "odcore.cli.design",
 )

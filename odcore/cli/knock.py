@@ -52,6 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--period-slots", type=int, default=168, help="slots per period (default 168 = 1 week)")
     g.add_argument("--inference-period", type=int, default=None,
                    help="index of the inference period (default: first for subset/perfect, last otherwise)")
+    g.add_argument("--observation-stride", type=int, default=None, metavar="PERIODS",
+                   help="same-groups/different-groups: observe only the periods this many apart from the inference "
+                        "period (7 with --period-slots 24: the same weekday of every other week; default: all)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default %(default)s)")
     g.add_argument("--n-jobs", type=int, default=2, help="parallel jobs for the random forest (default 2)")
     d = p.add_argument_group("DP defence of the released aggregates (Sec. VII)")
@@ -163,7 +166,8 @@ def run_knock(args: argparse.Namespace) -> int:
         delta=args.delta, kappa=args.kappa, clip=args.clip, norm=args.norm, round_counts=args.round_counts,
         train_on_noisy=args.train_on_noisy,
         seed=args.seed, n_train=args.n_train, n_test=args.n_test, beta=args.beta, n_groups=args.n_groups,
-        period_slots=args.period_slots, inference_period=args.inference_period, n_jobs=args.n_jobs)
+        period_slots=args.period_slots, inference_period=args.inference_period,
+        observation_stride=args.observation_stride, n_jobs=args.n_jobs)
     ts = series_from_args(args)
     res = run_experiment(ts, config, progress=_progress)
     out = res.to_dict(with_roc=args.roc)

@@ -509,6 +509,7 @@ PARAMETERS: dict[str, Rule] = {
     "n_groups": Rule(1, 100_000, integer=True, why="groups; memory grows with groups x ROIs x slots"),
     "period_slots": Rule(1, 52_704, integer=True, why="time slots of one released period: a year of 10-minute slots"),
     "inference_period": Rule(0, 10_000, integer=True),
+    "observation_stride": Rule(1, 10_000, integer=True),
     "kappa": Rule(1, 52_704, integer=True, why="Fourier coefficients kept, at most one per slot"),
     "slot_minutes": Rule(1, 10_080, integer=True, why="at most one week"),
     "grid_side": Rule(1, 1000, integer=True, why="rows or columns of the location grid"),

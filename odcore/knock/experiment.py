@@ -77,6 +77,7 @@ class KnockConfig:
     n_groups: int = 400
     period_slots: int = 168
     inference_period: int | None = None
+    observation_stride: int | None = None
     allow_repeats: bool = False
     n_jobs: int = 2
 
@@ -103,7 +104,8 @@ class KnockConfig:
     def game(self) -> GameConfig:
         return GameConfig(prior=self.prior, m=self.m, alpha=self.alpha, n_train=self.n_train, n_test=self.n_test,
                           beta=self.beta, n_groups=self.n_groups, period_slots=self.period_slots,
-                          inference_period=self.inference_period, allow_repeats=self.allow_repeats)
+                          inference_period=self.inference_period, observation_stride=self.observation_stride,
+                          allow_repeats=self.allow_repeats)
 
     def defence_config(self, sensitivity: float) -> DefenceConfig | None:
         if self.defence is None:

@@ -51,6 +51,10 @@ class GameConfig:
     inference_period:
         Index of the inference period; default 0 for ``subset``/``perfect`` (paper: first week) and the last
         full period for ``same-groups``/``different-groups`` (the observation periods are all the others).
+    observation_stride:
+        ``same-groups``/``different-groups``: observe only the periods ``inference_period ± j·stride`` (e.g. with
+        day-long periods, 7: the same weekday of every other week, as in §VI-C's Mondays and Saturdays); None: every
+        period but the inference one.
     allow_repeats:
         Permit repeated groups when fewer distinct groups exist than requested (e.g. ``m = 1``).
     """
@@ -65,6 +69,7 @@ class GameConfig:
     train_fraction: float = 0.75
     period_slots: int = 168
     inference_period: int | None = None
+    observation_stride: int | None = None
     allow_repeats: bool = False
 
     def __post_init__(self) -> None:
@@ -83,6 +88,9 @@ class GameConfig:
         if self.inference_period is not None and (int(self.inference_period) != self.inference_period
                                                   or self.inference_period < 0):
             raise ParameterError(f"inference_period must be an integer >= 0, got {self.inference_period!r}.")
+        if self.observation_stride is not None and (int(self.observation_stride) != self.observation_stride
+                                                    or self.observation_stride < 1):
+            raise ParameterError(f"observation_stride must be an integer >= 1, got {self.observation_stride!r}.")
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,7 +234,11 @@ def make_game(n_users: int, n_slots: int, target: int, config: GameConfig,
     def win(p: int) -> tuple[int, int]:
         return (p * c.period_slots, (p + 1) * c.period_slots)
 
-    obs = tuple(win(p) for p in range(n_per) if p != inf)
+    stride = c.observation_stride
+    obs = tuple(win(p) for p in range(n_per) if p != inf and (stride is None or (p - inf) % stride == 0))
+    if multi and not obs:
+        raise ParameterError(f"no observation period {stride} periods apart from inference period {inf} "
+                             f"(the series has {n_per} periods of {c.period_slots} slots).")
     if c.prior == Prior.SUBSET:
         n_adv = math.floor(c.alpha * n_users)
         if n_adv < 2:

@@ -1,0 +1,185 @@
+"""``python -m odcore audit``: the release's guarantee tested on the release itself (:mod:`odcore.privacy.audit`);
+``python -m odcore selection``: which pairs each partition-selection strategy publishes (:mod:`odcore.privacy.selection`).
+
+For each unit (per count, per person and week) it prints the empirical 95 % lower bound on ε of a one-run audit
+(Steinke, Nasr and Jagielski 2023) and, with ``--many-runs R``, of the classic many-run audit, beside the ε the
+theory gives for that unit.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "audit", help="empirical lower bound on epsilon from canaries in the release, beside the theory",
+        description="Insert canary people (each included by a fair coin) into one week, release it once with the "
+                    "Laplace + threshold mechanism, guess each canary's membership from the published table with "
+                    "the likelihood-ratio score of the Attack page, and turn the guesses into a lower bound on "
+                    "epsilon at the stated confidence (Steinke, Nasr and Jagielski 2023). Per count a canary has "
+                    "one pair; per person it has the week's median number of unique pairs.")
+    from odcore.cli.common import add_grid_args, add_loader_args
+
+    add_loader_args(p)
+    add_grid_args(p)
+    g = p.add_argument_group("audit")
+    g.add_argument("--epsilon", type=float, default=0.66, help="Laplace epsilon per count (default %(default)s)")
+    g.add_argument("--threshold", type=float, default=100, help="publication threshold (default %(default)s)")
+    g.add_argument("--unit", default="both", choices=["count", "person", "both"],
+                   help="what a canary is: one count, one person with the typical unique pairs, or both "
+                        "(default %(default)s)")
+    g.add_argument("--canaries", type=int, default=1000, help="canaries per run (default %(default)s)")
+    g.add_argument("--trips", type=int, default=None,
+                   help="unique pairs of a canary person (default: the week's median)")
+    g.add_argument("--placement", default="visible", choices=["visible", "typical"],
+                   help="visible: canary pairs published (a known background of others on fresh pairs); "
+                        "typical: pairs drawn as a random person's, mostly suppressed (default %(default)s)")
+    g.add_argument("--guess-share", type=float, default=0.5,
+                   help="share of canaries guessed on, the most confident (default %(default)s)")
+    g.add_argument("--confidence", type=float, default=0.95, help="confidence of the bound (default %(default)s)")
+    g.add_argument("--delta", type=float, default=1e-6,
+                   help="delta of the theoretical per-person epsilon and of the many-run bound (default %(default)s)")
+    g.add_argument("--no-noise", action="store_true",
+                   help="audit a release without noise (the check that the audit finds a leak)")
+    g.add_argument("--many-runs", type=int, default=None, metavar="R",
+                   help="also the many-run audit of one target with R releases of its pairs")
+    g.add_argument("--week", type=int, default=None, help="week audited (default: the one with most pairs)")
+    g.add_argument("--seed", type=int, default=None, help="random seed (canaries, coins, noise)")
+    g.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=run_audit)
+
+    s = sub.add_parser(
+        "selection", help="pairs and user-trips each partition-selection strategy keeps, at equal (eps, delta)",
+        description="One week, per person and week (epsilon, delta) and at most --max-pairs pairs a person: the "
+                    "lab's Laplace-then-threshold release (one noisy count), its Gaussian variant, the truncated "
+                    "geometric and Laplace thresholding selections with a separate count, and PipelineDP on the "
+                    "same pairs (when installed): pairs and user-trips kept, error split into bounding and noise.")
+    add_loader_args(s)
+    add_grid_args(s)
+    g = s.add_argument_group("selection")
+    g.add_argument("--epsilon", type=float, default=1.0, help="epsilon per person and week (default %(default)s)")
+    g.add_argument("--delta", type=float, default=1e-6, help="delta per person and week (default %(default)s)")
+    g.add_argument("--max-pairs", default="1,5,10,20", help="pairs a person keeps, comma-separated list "
+                   "(default %(default)s)")
+    g.add_argument("--no-pipeline-dp", action="store_true", help="leave PipelineDP out (it takes ~30 s a run)")
+    g.add_argument("--week", type=int, default=None, help="week (default: the one with most pairs)")
+    g.add_argument("--seed", type=int, default=None, help="random seed of the lab's bounding and noise")
+    g.add_argument("--json", action="store_true", help="print JSON instead of text")
+    g.add_argument("--markdown", action="store_true", help="print one Markdown table (for docs) instead of text")
+    s.set_defaults(func=run_selection)
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    import time
+
+    from odcore.cli import print_json
+    from odcore.cli.common import od_from_args
+    from odcore.errors import ParameterError
+    from odcore.privacy.audit import AuditConfig, audit_many_runs, audit_one_run
+
+    _traces, od = od_from_args(args)
+    if not od.stats.get("pairs_available", True):
+        from odcore.od.odtable import NO_PAIRS_REASON
+
+        raise ParameterError(f"audit inserts canary people among the week's people, but {NO_PAIRS_REASON}")
+    units = ["count", "person"] if args.unit == "both" else [args.unit]
+    out: dict = {"input": str(args.input), "seed": args.seed, "units": {}}
+    for unit in units:
+        cfg = AuditConfig(epsilon=args.epsilon, threshold=args.threshold, unit=unit, placement=args.placement,
+                          canaries=args.canaries, trips=args.trips, guess_share=args.guess_share,
+                          confidence=args.confidence, delta=args.delta, private=not args.no_noise)
+        t0 = time.perf_counter()
+        r = audit_one_run(od.pairs, cfg, week=args.week, rng=args.seed)
+        entry = {"epsilon_lower": r.epsilon_lower, "epsilon_theory": r.epsilon_theory, "trips": r.trips,
+                 "guesses": r.guesses, "correct": r.correct, "canaries": r.canaries,
+                 "seconds": round(time.perf_counter() - t0, 2),
+                 "details": {k: _finite(v) for k, v in r.details.items()}}
+        if args.many_runs:
+            t0 = time.perf_counter()
+            mr = audit_many_runs(od.pairs, cfg, runs=args.many_runs, week=args.week, rng=args.seed)
+            entry["many_runs"] = {"epsilon_lower": mr.epsilon_lower, "runs": args.many_runs,
+                                  "correct": mr.correct, "tested": mr.guesses,
+                                  "seconds": round(time.perf_counter() - t0, 2)}
+        out["units"][unit] = entry
+    if args.json:
+        print_json(out)
+        return 0
+    noise = "no noise" if args.no_noise else f"epsilon {args.epsilon:g} per count"
+    print(f"audit of one week's release ({noise}, threshold {args.threshold:g}, {args.placement} canaries, "
+          f"{args.confidence:.0%} confidence)")
+    for unit, e in out["units"].items():
+        label = "per count" if unit == "count" else f"per person and week ({e['trips']} unique pairs)"
+        line = (f"{label}: lower bound {e['epsilon_lower']:.3f} from {e['correct']}/{e['guesses']} right guesses "
+                f"on {e['canaries']} canaries; theory {e['epsilon_theory']:.3f}")
+        if "many_runs" in e:
+            line += f"; many runs ({e['many_runs']['runs']}): {e['many_runs']['epsilon_lower']:.3f}"
+        print(line)
+    return 0
+
+
+def run_selection(args: argparse.Namespace) -> int:
+    import math
+
+    from odcore.cli import print_json
+    from odcore.cli.common import od_from_args
+    from odcore.errors import ParameterError
+    from odcore.privacy.selection import compare_selection
+
+    try:
+        ms = [int(x) for x in str(args.max_pairs).split(",") if x.strip()]
+    except ValueError:
+        raise ParameterError(f"--max-pairs must be whole numbers separated by commas, got {args.max_pairs!r}.") \
+            from None
+    _traces, od = od_from_args(args)
+    if not od.stats.get("pairs_available", True):
+        from odcore.od.odtable import NO_PAIRS_REASON
+
+        raise ParameterError(f"selection bounds each person's pairs, but {NO_PAIRS_REASON}")
+    out: dict = {"input": str(args.input), "epsilon": args.epsilon, "delta": args.delta, "tables": {}}
+    for m in ms:
+        t = compare_selection(od.pairs, epsilon=args.epsilon, delta=args.delta, max_pairs=m, week=args.week,
+                              rng=args.seed, pipeline_dp=not args.no_pipeline_dp)
+        rows = [{k: _finite(v) for k, v in r.items()} for r in t.to_dict(orient="records")]
+        out["tables"][str(m)] = {"about": dict(t.attrs), "rows": rows}
+    if args.json:
+        print_json(out)
+        return 0
+    if args.markdown:
+        print("| m | strategy | pairs (expected) | user-trips | error: total / bounding / noise | why |")
+        print("|---|---|---|---|---|---|")
+        for m, tab in out["tables"].items():
+            for r in tab["rows"]:
+                r = {k: (math.nan if v is None else v) for k, v in r.items()}
+                if "pairs_published" not in r:
+                    print(f"| {m} | {r['strategy']} | | | | {r.get('why', '')} |")
+                    continue
+                exp = "" if math.isnan(r["pairs_expected"]) else f" ({r['pairs_expected']:.1f})"
+                err = "–" if math.isnan(r["mre_total"]) else (f"{r['mre_total']:.1%} / {r['mre_bounding']:.1%} / "
+                                                              f"{r['mre_noise']:.1%}")
+                print(f"| {m} | {r['strategy']} | {r['pairs_published']}{exp} | {r['user_trips_published']:,} | "
+                      f"{err} | {r['why']} |")
+        return 0
+    for m, tab in out["tables"].items():
+        a = tab["about"]
+        print(f"m = {m}: week {a['week']}, {a['people']:,} people, {a['pairs']:,} pairs after bounding; "
+              f"epsilon {args.epsilon:g}, delta {args.delta:g} per person and week")
+        for r in tab["rows"]:
+            r = {k: (math.nan if v is None else v) for k, v in r.items()}
+            if "pairs_published" not in r or (isinstance(r.get("pairs_published"), float)
+                                              and math.isnan(r["pairs_published"])):
+                print(f"  {r['strategy']:<55} {r.get('why', '')}")
+                continue
+            exp = "" if math.isnan(r["pairs_expected"]) else f" (expected {r['pairs_expected']:.1f})"
+            err = "" if math.isnan(r["mre_total"]) else (f", error {r['mre_total']:.1%} (bounding "
+                                                         f"{r['mre_bounding']:.1%}, noise {r['mre_noise']:.1%})")
+            print(f"  {r['strategy']:<55} {r['pairs_published']:>5} pairs{exp}, "
+                  f"{r['user_trips_published']:,} user-trips{err}")
+    return 0
+
+
+def _finite(v):
+    """None for a NaN or infinite float (JSON has neither), the value otherwise."""
+    import math
+
+    return None if isinstance(v, float) and not math.isfinite(v) else v
