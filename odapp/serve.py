@@ -46,6 +46,9 @@ HEALTH_PATH = "/_stcore/health"
 # The workers' web requests go to a closed port of this machine: Streamlit looks up the machine's outside address
 # (checkip.amazonaws.com) when a WebSocket comes from another site's page; with this it fails at once, on 127.0.0.1.
 NO_OUTSIDE_PROXY = "http://127.0.0.1:9"
+# glibc keeps memory freed by HAProxy for reuse; with its 16 kB buffers mapped one by one and a fixed trim threshold,
+# most of what a flood of connections took is given back when they close (docs/class.md, "Memory").
+HAPROXY_MALLOC = "glibc.malloc.mmap_threshold=8192:glibc.malloc.trim_threshold=131072"
 START_TIMEOUT_S = 180        # a server that does not answer its health check by then is a failed start
 POLL_S = 0.25
 
@@ -253,7 +256,8 @@ class Supervisor:
     def _start_haproxy(self) -> None:
         self.haproxy = subprocess.Popen(
             [self.haproxy_path, "-db", "-f", str(self.config_path)], stdout=self._open("access.log"),
-            stderr=self._open("error.log"), stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+            stderr=self._open("error.log"), stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+            env=dict(os.environ, GLIBC_TUNABLES=HAPROXY_MALLOC))
         self.log(f"haproxy started on {self.address}:{self.port}, pid {self.haproxy.pid}")
 
     def start(self) -> None:

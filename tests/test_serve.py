@@ -3,7 +3,8 @@
 Each test starts the real command (``python -m odapp.serve``, its servers and HAProxy) on 127.0.0.1 and records
 every connection its processes make to anything but this machine, two ways: a Python audit hook in every Python
 process of the tree (``sitecustomize`` on ``PYTHONPATH``: each ``socket.connect``, ``sendto`` and name lookup), and
-``/proc/net/{tcp,tcp6,udp,udp6}`` polled every 0.1 s for the sockets of every process of the tree (HAProxy too).
+``/proc/net/{tcp,tcp6,udp,udp6}`` polled every 0.25 s (a connection attempt that gets no answer waits longer)
+for the sockets of every process of the tree (HAProxy too).
 A test fails if either saw one. Skipped where HAProxy is not installed (``.ci/run`` installs Debian's package).
 """
 
@@ -111,28 +112,38 @@ def _is_local(addr: str) -> bool:
     return (host.startswith("127.") or host in ("::1", "0.0.0.0", "::") or host.startswith("::ffff:127."))
 
 
-def foreign_sockets(pids: list[int]) -> set[str]:
-    """Sockets of processes ``pids`` connected to (or connecting to) an address that is not this machine's loopback."""
-    inodes = set()
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                with contextlib.suppress(OSError):
-                    link = os.readlink(fd)
-                    if link.startswith("socket:["):
-                        inodes.add(link[8:-1])
-    found = set()
+def _local_hex(h: str) -> bool:
+    """A quick look at a ``/proc/net`` address: 127.x.x.x, ::1, ::ffff:127.x.x.x or all zeros (not connected)."""
+    return ((h.endswith("7F") and (len(h) == 8 or h.startswith("0000000000000000FFFF0000")))
+            or h in ("00000000", "00000000000000000000000001000000", "0" * 32))
+
+
+def foreign_sockets(root: int) -> set[str]:
+    """Sockets of process ``root`` and its descendants connected to (or connecting to) an address that is not this machine's loopback.
+    The socket tables are read first and the processes' file descriptors only when one such socket exists, so a
+    poll costs little while thousands of loopback connections are open."""
+    candidates = {}
     for proto in ("tcp", "tcp6", "udp", "udp6"):
         with contextlib.suppress(OSError):
             for line in Path(f"/proc/net/{proto}").read_text().splitlines()[1:]:
                 f = line.split()
-                if f[9] in inodes and not _is_local(remote := _addr(f[2])):
-                    found.add(f"{proto} {_addr(f[1])} -> {remote}")
+                if not _local_hex(f[2].split(":")[0]) and not _is_local(remote := _addr(f[2])):
+                    candidates[f[9]] = f"{proto} {_addr(f[1])} -> {remote}"
+    if not candidates:
+        return set()
+    found = set()
+    for pid in tree(root):
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    link = os.readlink(fd)
+                    if link.startswith("socket:[") and link[8:-1] in candidates:
+                        found.add(candidates[link[8:-1]])
     return found
 
 
 class OutgoingRecorder(threading.Thread):
-    """Polls :func:`foreign_sockets` of ``pid``'s tree every 0.1 s until :meth:`stop`."""
+    """Polls :func:`foreign_sockets` of ``pid``'s tree every 0.25 s until :meth:`stop`."""
 
     def __init__(self, pid: int):
         super().__init__(daemon=True)
@@ -140,8 +151,8 @@ class OutgoingRecorder(threading.Thread):
         self._stop_event = threading.Event()
 
     def run(self):
-        while not self._stop_event.wait(0.1):
-            self.seen |= foreign_sockets(tree(self.pid))
+        while not self._stop_event.wait(0.25):
+            self.seen |= foreign_sockets(self.pid)
             self.polls += 1
 
     def stop(self) -> set[str]:
@@ -176,7 +187,7 @@ def test_the_recorder_sees_a_connection_to_another_address():
         lo_srv.listen()
         lo.connect(lo_srv.getsockname())
         port = srv.getsockname()[1]
-        seen = foreign_sockets([os.getpid()])
+        seen = foreign_sockets(os.getpid())
     assert any(s.endswith(f"-> {addr}:{port}") for s in seen), seen
     assert not any("-> 127." in s for s in seen), seen
 
@@ -327,7 +338,8 @@ def test_each_browser_keeps_its_server_and_new_ones_spread(tmp_path):
             async with ProtocolClient(c.url) as pc:
                 opened = await pc.open("")
                 pressed = await pc.step_slider("ε")
-                assert not opened.errors and not pressed.errors, (opened.errors, pressed.errors)
+                assert not opened.errors, opened.errors
+                assert not pressed.errors, pressed.errors
                 assert _metric(pressed, "ε seen") == "0.67"
                 return _metric(opened, "Server"), _metric(pressed, "Server")
 
@@ -419,7 +431,9 @@ def test_a_killed_server_is_replaced_and_the_other_ones_clients_never_notice(tmp
             for pc in by_server[live_pid]:
                 ws = pc.ws
                 r = await pc.step_slider("ε")
-                assert not r.errors and pc.ws is ws and _metric(r, "ε seen") == "0.67", r.errors
+                assert not r.errors, r.errors
+                assert pc.ws is ws
+                assert _metric(r, "ε seen") == "0.67"
                 assert int(_metric(r, "Server")) == live_pid
             # the killed server's clients lost their connection (a browser reconnects and lands on a live server)
             for pc in by_server[dead]:
@@ -460,9 +474,10 @@ def _rss_fds(pid: int) -> tuple[int, int]:
 
 @pytest.mark.slow
 def test_half_open_and_idle_connections_are_closed_and_a_new_client_is_served(tmp_path):
-    """1,500 connections that start a request and never finish it, and 300 that finish one and then stay idle, for
-    30 s: HAProxy closes every one by its timeouts (10 s each), its file descriptors and memory come back to where
-    they were, and a new client is served in under 1 s every half second throughout."""
+    """1,500 connections that start a request and never finish it, and 300 that finish one and then stay idle, kept
+    up for 30 s (each one HAProxy closes is opened again, as a slow-request attack does): HAProxy closes every one by
+    its timeouts (10 s), its file descriptors come back once they stop and its memory falls back towards where it
+    was, and a new client is served in under 1 s every half second throughout."""
     half_open, idle, hold_s = 1500, 300, 30
     with running(tmp_path, 1) as c:
         hp = c.state["haproxy"]
@@ -470,50 +485,67 @@ def test_half_open_and_idle_connections_are_closed_and_a_new_client_is_served(tm
             _get(c.url + "/_stcore/health")
         rss0, fds0 = _rss_fds(hp)
         sel = selectors.DefaultSelector()
-        socks, opened_at, closed_at = [], {}, {}
+        opened_at, lifetimes, n_opened = {}, [], 0
+
+        def open_one(slow: bool) -> None:
+            nonlocal n_opened
+            s = socket.create_connection(("127.0.0.1", c.port), timeout=5)
+            if slow:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: slow")    # never finished
+            else:
+                s.sendall(b"GET /_stcore/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # then idle
+            s.setblocking(False)
+            sel.register(s, selectors.EVENT_READ, slow)
+            opened_at[s] = time.monotonic()
+            n_opened += 1
+
         t0 = time.monotonic()
         for i in range(half_open + idle):
-            s = socket.create_connection(("127.0.0.1", c.port), timeout=5)
-            if i < half_open:
-                s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: slow")   # never finished
-            else:
-                s.sendall(b"GET /_stcore/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")    # then idle
-            s.setblocking(False)
-            sel.register(s, selectors.EVENT_READ, i)
-            socks.append(s)
-            opened_at[i] = time.monotonic()
+            open_one(i < half_open)
         t_open = time.monotonic() - t0
         peak_rss, peak_fds = _rss_fds(hp)
         probes, next_probe = [], 0.0
-        while time.monotonic() - t0 < hold_s and len(closed_at) < len(socks):
+        while opened_at and time.monotonic() - t0 < hold_s + 20:
             for key, _ in sel.select(timeout=0.1):
                 try:
                     data = key.fileobj.recv(65536)
-                except (ConnectionResetError, BlockingIOError):
-                    data = b"" if not isinstance(sys.exc_info()[1], BlockingIOError) else None
-                if data == b"":
-                    closed_at[key.data] = time.monotonic() - opened_at[key.data]
+                except ConnectionResetError:
+                    data = b""
+                except BlockingIOError:
+                    continue
+                if data == b"":   # closed by HAProxy
+                    lifetimes.append(time.monotonic() - opened_at.pop(key.fileobj))
                     sel.unregister(key.fileobj)
+                    key.fileobj.close()
+                    if time.monotonic() - t0 < hold_s:
+                        open_one(key.data)
             if time.monotonic() >= next_probe:
                 next_probe = time.monotonic() + 0.5
                 status, _, secs = _get(c.url + "/_stcore/health")
                 probes.append((status, secs))
                 r, f = _rss_fds(hp)
                 peak_rss, peak_fds = max(peak_rss, r), max(peak_fds, f)
-        for s in socks:
+        still_open = len(opened_at)
+        for s in opened_at:
             s.close()
         time.sleep(1)
         rss1, fds1 = _rss_fds(hp)
-        print(f"opened {len(socks)} in {t_open:.1f} s; closed by HAProxy {len(closed_at)}, after "
-              f"{min(closed_at.values()):.1f}-{max(closed_at.values()):.1f} s; fds {fds0} -> {peak_fds} -> {fds1}; "
-              f"RSS {rss0 / 2**20:.1f} -> {peak_rss / 2**20:.1f} -> {rss1 / 2**20:.1f} MiB; {len(probes)} new "
-              f"clients, slowest {max(s for _, s in probes) * 1000:.0f} ms")
-        assert len(closed_at) == len(socks), f"{len(socks) - len(closed_at)} connections still open after {hold_s} s"
-        assert max(closed_at.values()) < 10 + 5 + t_open         # the 10 s timeouts, plus the time to open them
-        assert peak_fds >= fds0 + len(socks)                       # they were all held at once
-        assert fds1 <= fds0 + 2
-        assert rss1 <= rss0 + 4 * 2**20, (rss0, peak_rss, rss1)
-        assert all(status == 200 for status, _ in probes) and max(s for _, s in probes) < 1.0, probes
+        print(f"opened {n_opened} ({half_open + idle} at once in {t_open:.1f} s, the rest as HAProxy closed them, "
+              f"for {hold_s} s); closed by HAProxy {len(lifetimes)}, after {min(lifetimes):.1f}-{max(lifetimes):.1f}"
+              f" s; fds {fds0} -> {peak_fds} -> {fds1}; RSS {rss0 / 2**20:.1f} -> {peak_rss / 2**20:.1f} -> "
+              f"{rss1 / 2**20:.1f} MiB; {len(probes)} new clients, slowest {max(s for _, s in probes) * 1000:.0f} ms")
+        assert still_open == 0, f"{still_open} connections never closed"
+        assert n_opened > 2 * (half_open + idle)                   # kept up: closed and opened again
+        assert max(lifetimes) < 10 + 3 + t_open                    # the 10 s timeouts, plus the time to open them
+        assert peak_fds >= fds0 + half_open + idle                 # they were all held at once
+        assert fds1 <= fds0 + 4             # and a few idle connections to the server, kept for reuse
+        # HAProxy's allocator keeps part of what the flood took, for the next connections; not all of it comes back
+        # (docs/class.md, "Memory": measured 15 -> 33 -> 25 MiB), and it does not grow with every flood
+        assert rss1 < peak_rss, (rss0, peak_rss, rss1)
+        assert rss1 <= rss0 + 12 * 2**20, (rss0, peak_rss, rss1)
+        assert all(status == 200 for status, _ in probes), probes
+        assert max(s for _, s in probes) < 1.0, probes
+        assert len(probes) >= 2 * hold_s
         log = "\n".join(c.access_log())
         assert log.count(" 408 ") >= half_open                     # each slow request answered "408" and logged
 
