@@ -161,6 +161,11 @@ def server_states(sock_path: Path, timeout_s: float = 2.0) -> dict[str, str]:
     return out
 
 
+def find_haproxy() -> str | None:
+    """Path of the ``haproxy`` program (on PATH, or in /usr/sbin where Debian puts it), or None."""
+    return shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin:/sbin")
+
+
 def _die_with_parent() -> None:
     """In a child before exec: SIGTERM when the supervisor dies (even by kill -9), so no server is left behind."""
     with contextlib.suppress(Exception):
@@ -262,7 +267,7 @@ class Supervisor:
 
     def start(self) -> None:
         """Start the servers, wait until each answers, then start HAProxy and wait until it accepts."""
-        self.haproxy_path = shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin:/sbin")
+        self.haproxy_path = find_haproxy()
         if self.haproxy_path is None:
             raise RuntimeError("HAProxy is not installed: on Debian or Ubuntu, `sudo apt-get install haproxy`.")
         self.log_dir.mkdir(parents=True, exist_ok=True)
