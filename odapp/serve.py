@@ -73,7 +73,8 @@ class Timeouts:
 
 
 def _ms(s: float) -> str:
-    return f"{round(s * 1000)}ms"
+    """HAProxy's time: ``10s`` for whole seconds, else ``1500ms``."""
+    return f"{round(s)}s" if float(s).is_integer() else f"{round(s * 1000)}ms"
 
 
 def haproxy_config(worker_ports: list[int], address: str, port: int, run_dir: Path, *,
