@@ -381,6 +381,24 @@ def test_another_sites_page_is_refused_and_nothing_is_looked_up(tmp_path):
     assert not rest, rest
 
 
+def test_connections_above_the_cap_wait_until_one_closes(tmp_path):
+    """``--max-connections 5``: five silent connections fill the front; a sixth person's request waits (the kernel
+    holds the connection, HAProxy does not take it) and is served as soon as one of the five goes away."""
+    with running(tmp_path, 1, "--max-connections", "5") as c:
+        holders = [socket.create_connection(("127.0.0.1", c.port), timeout=5) for _ in range(5)]
+        time.sleep(0.3)
+        sixth = socket.create_connection(("127.0.0.1", c.port), timeout=5)
+        sixth.sendall(b"GET /_stcore/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        sixth.settimeout(2)
+        with pytest.raises(TimeoutError):
+            sixth.recv(100)                                   # not served while five are held
+        holders.pop().close()
+        sixth.settimeout(5)
+        assert sixth.recv(100).startswith(b"HTTP/1.1 200")    # served once one of them closed
+        for s in [*holders, sixth]:
+            s.close()
+
+
 def _open_clients(url: str, n: int, timeout_s: float):
     """``n`` protocol clients each opening the page; (client, run, seconds) for each."""
     import asyncio
