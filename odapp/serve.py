@@ -268,10 +268,11 @@ class Supervisor:
 
     def start(self) -> None:
         """Start the servers, wait until each answers, then start HAProxy and wait until it accepts."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         self.haproxy_path = find_haproxy()
         if self.haproxy_path is None:
             raise RuntimeError("HAProxy is not installed: on Debian or Ubuntu, `sudo apt-get install haproxy`.")
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        _check_can_listen(self.address, self.port)
         self.pool = [Worker(i, _free_port()) for i in range(self.workers)]
         self.config_path = self.log_dir / "haproxy.cfg"
         self.config_path.write_text(haproxy_config(
@@ -297,9 +298,10 @@ class Supervisor:
         self._write_state()
         while not _accepts(self.address, self.port):
             if self.haproxy.poll() is not None:
-                err = (self.log_dir / "error.log").read_text(errors="replace").strip().splitlines()
-                raise RuntimeError(f"HAProxy could not listen on {self.address}:{self.port}: "
-                                   f"{err[-1] if err else 'exit code ' + str(self.haproxy.returncode)}")
+                err = [line for line in (self.log_dir / "error.log").read_text(errors="replace").splitlines()
+                       if "[ALERT]" in line]
+                raise RuntimeError(f"HAProxy did not start on {self.address}:{self.port}: "
+                                   f"{'; '.join(err) or 'exit code ' + str(self.haproxy.returncode)}")
             time.sleep(0.05)
 
     def check(self) -> None:
@@ -343,6 +345,17 @@ class Supervisor:
             f.close()
 
 
+def _check_can_listen(address: str, port: int) -> None:
+    """RuntimeError naming the address when nothing can listen on ``address:port`` (taken, or not this machine's)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((address, port))
+        except OSError as e:
+            raise RuntimeError(f"Could not listen on {address}:{port}: {e.strerror}") from None
+
+
 def _accepts(address: str, port: int) -> bool:
     """HAProxy answers a request on ``address:port`` (any status: a bare connection would be logged as a bad
     request)."""
@@ -357,7 +370,7 @@ def _accepts(address: str, port: int) -> bool:
         return False
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m odapp.serve", description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="Streamlit server processes (default: the number of cores, %(default)s here)")
@@ -374,7 +387,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.workers < 1:
         print(f"--workers must be at least 1, got {args.workers}", file=sys.stderr)
         return 2
@@ -385,8 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     sup = Supervisor(args.workers, args.address, args.port, args.app_dir.resolve(), log_dir.resolve(),
                      max_connections=args.max_connections)
     stopping = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stopping.append(1))
+    previous = {sig: signal.signal(sig, lambda *_: stopping.append(1)) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         sup.start()
         print(f"OD Privacy Lab: http://{args.address}:{args.port} ({args.workers} server processes behind HAProxy; "
@@ -399,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         sup.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
 
 

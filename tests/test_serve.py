@@ -298,9 +298,22 @@ def test_the_generated_configuration_is_valid_haproxy(tmp_path):
 
 
 def test_it_listens_on_this_machine_only_by_default():
-    args = serve._parser().parse_args([])
+    args = serve.build_parser().parse_args([])
     assert args.address == "127.0.0.1"
     assert args.workers >= 1
+
+
+def test_a_taken_port_or_a_missing_haproxy_is_said_plainly(tmp_path, monkeypatch, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert serve.main(["--workers", "1", "--port", str(port), "--log-dir", str(tmp_path / "a")]) == 1
+    assert f"Could not listen on 127.0.0.1:{port}: Address already in use" in capsys.readouterr().err
+    monkeypatch.setattr(serve, "find_haproxy", lambda: None)
+    assert serve.main(["--workers", "1", "--log-dir", str(tmp_path / "b")]) == 1
+    assert "HAProxy is not installed" in capsys.readouterr().err
+    assert serve.main(["--workers", "0"]) == 2
 
 
 def test_the_servers_make_no_outside_request():
