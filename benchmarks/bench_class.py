@@ -11,7 +11,9 @@ city is loaded once on its server, as the teacher's would be.
 Reported: presses (reruns) done, errors of any kind (a run with an error, a closed socket, a run not finished in
 120 s), the median and 95th percentile press-to-finished time, the resident memory of the whole tree (supervisor,
 HAProxy, both servers; sampled every 0.5 s) before the class, its peak, and 10 s after every session closed, and the
-requests HAProxy logged with a status other than 200, 101 or 304 (``access.log``).
+requests HAProxy logged with a status other than 200, 101 or 304 (``access.log``), and every connection the tree made
+to an address that is not loopback (:mod:`benchmarks.outgoing`: a Python audit hook in each Python process and
+``/proc/net`` polled every 0.25 s).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.outgoing import OutgoingRecorder, audit_env
 from benchmarks.protocol_client import ProtocolClient
 from odapp import live
 from odcore.paths import REPO_ROOT
@@ -72,9 +75,12 @@ async def _run(n: int, duration_s: float) -> list[dict]:
     port = live.free_port()
     url = f"http://127.0.0.1:{port}"
     out_file = open(tmp / "serve.out", "w")
+    env, audit_log = audit_env(tmp)
     proc = subprocess.Popen([sys.executable, "-m", "odapp.serve", "--workers", str(WORKERS), "--port", str(port),
                              "--log-dir", str(tmp / "logs")], cwd=REPO_ROOT, stdout=out_file,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, env=env)
+    recorder = OutgoingRecorder(proc.pid)
+    recorder.start()
     try:
         t_start = time.monotonic()
         while "OD Privacy Lab:" not in (tmp / "serve.out").read_text():
@@ -101,6 +107,8 @@ async def _run(n: int, duration_s: float) -> list[dict]:
         proc.terminate()
         proc.wait(30)
         out_file.close()
+        outgoing = sorted(recorder.stop())
+    outgoing += audit_log.read_text().splitlines() if audit_log.exists() else []
     log = (tmp / "logs" / "access.log").read_text().splitlines()
     bad = [line for line in log if not any(f" {s} " in line for s in (200, 101, 304))]
     presses = sorted(out["presses"])
@@ -108,7 +116,8 @@ async def _run(n: int, duration_s: float) -> list[dict]:
     case = f"{n} sessions x {duration_s:.0f} s on OD release, odapp.serve --workers {WORKERS} (HAProxy)"
     print(f"  {len(presses)} presses in {wall:.0f} s, {len(out['errors'])} errors "
           f"{out['errors'][:5]}; RSS {rss_before / 2**20:.0f} -> {peak[0] / 2**20:.0f} -> {rss_after / 2**20:.0f} "
-          f"MiB; HAProxy: {len(log)} requests logged, {len(bad)} not 200/101/304; logs in {tmp}", file=sys.stderr)
+          f"MiB; HAProxy: {len(log)} requests logged, {len(bad)} not 200/101/304; connections off the machine: "
+          f"{outgoing or 'none'}; logs in {tmp}", file=sys.stderr)
     note = f"logs in {tmp}"
     return [
         {"case": case, "metric": "presses (reruns)", "value": len(presses), "unit": "", "note": note},
@@ -121,6 +130,8 @@ async def _run(n: int, duration_s: float) -> list[dict]:
          "note": "supervisor + HAProxy + servers, one page opened"},
         {"case": case, "metric": "tree RSS peak", "value": peak[0] / 2**20, "unit": "MiB"},
         {"case": case, "metric": "tree RSS 10 s after", "value": rss_after / 2**20, "unit": "MiB"},
+        {"case": case, "metric": "connections off the machine", "value": len(outgoing), "unit": "",
+         "note": "; ".join(outgoing[:3]) or f"{recorder.polls} polls of /proc/net and a Python audit hook"},
         {"case": case, "metric": "HAProxy requests not 200/101/304", "value": len(bad), "unit": "",
          "note": bad[0] if bad else f"{len(log)} requests"},
     ]
