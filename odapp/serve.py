@@ -47,7 +47,7 @@ HEALTH_PATH = "/_stcore/health"
 # (checkip.amazonaws.com) when a WebSocket comes from another site's page; with this it fails at once, on 127.0.0.1.
 NO_OUTSIDE_PROXY = "http://127.0.0.1:9"
 # glibc keeps memory freed by HAProxy for reuse; with its 16 kB buffers mapped one by one and a fixed trim threshold,
-# most of what a flood of connections took is given back when they close (docs/class.md, "Memory").
+# part of what a flood of connections took is given back when they close (without: none; docs/class.md, "Memory").
 HAPROXY_MALLOC = "glibc.malloc.mmap_threshold=8192:glibc.malloc.trim_threshold=131072"
 START_TIMEOUT_S = 180        # a server that does not answer its health check by then is a failed start
 POLL_S = 0.25
@@ -232,7 +232,7 @@ class Supervisor:
     timeouts: Timeouts = field(default_factory=Timeouts)
     haproxy: subprocess.Popen | None = None
     pool: list[Worker] = field(default_factory=list)
-    _files: list = field(default_factory=list)
+    _files: dict = field(default_factory=dict)     # log name -> the open file a process writes to
 
     def log(self, msg: str) -> None:
         line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {msg}"
@@ -240,8 +240,10 @@ class Supervisor:
             print(line, file=f)
 
     def _open(self, name: str):
-        f = open(self.log_dir / name, "ab")   # closed by stop
-        self._files.append(f)
+        """``name`` in the log folder, for appending; the file a process that exited had open there is closed."""
+        if name in self._files:
+            self._files[name].close()
+        f = self._files[name] = open(self.log_dir / name, "ab")   # closed by stop or the next _open of name
         return f
 
     def _write_state(self) -> None:
@@ -264,6 +266,7 @@ class Supervisor:
             [self.haproxy_path, "-db", "-f", str(self.config_path)], stdout=self._open("access.log"),
             stderr=self._open("error.log"), stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
             env=dict(os.environ, GLIBC_TUNABLES=HAPROXY_MALLOC))
+        self.haproxy_started = time.monotonic()
         self.log(f"haproxy started on {self.address}:{self.port}, pid {self.haproxy.pid}")
 
     def start(self) -> None:
@@ -322,7 +325,8 @@ class Supervisor:
                 w.not_before = 0.0
                 self._start_worker(w)
                 changed = True
-        if self.haproxy is not None and self.haproxy.poll() is not None:
+        if self.haproxy is not None and self.haproxy.poll() is not None and now - self.haproxy_started >= 5:
+            # (one that exits at once, e.g. its port taken by another program, is tried every 5 s, not in a loop)
             self.log(f"haproxy (pid {self.haproxy.pid}) exited with code {self.haproxy.returncode}; restarting")
             self._start_haproxy()
             changed = True
@@ -341,7 +345,7 @@ class Supervisor:
                 p.kill()
                 p.wait()
         self.log("stopped")
-        for f in self._files:
+        for f in self._files.values():
             f.close()
 
 

@@ -159,6 +159,13 @@ def _get(url: str, headers: dict | None = None) -> tuple[int, dict, float]:
         return e.code, {k.lower(): v for k, v in e.headers.items()}, time.perf_counter() - t0
 
 
+def _get_or_none(url: str) -> int | None:
+    try:
+        return _get(url)[0]
+    except OSError:
+        return None
+
+
 # -- configuration ------------------------------------------------------------------------------------------------
 def test_the_generated_configuration_is_valid_haproxy(tmp_path):
     cfg = tmp_path / "haproxy.cfg"
@@ -313,7 +320,8 @@ def _open_clients(url: str, n: int, timeout_s: float):
 def test_a_killed_server_is_replaced_and_the_other_ones_clients_never_notice(tmp_path):
     """Two servers, ten clients; kill -9 one server: every new client is served within 5 s (by the other server
     until the replacement is up), the supervisor starts the server again and HAProxy has it back within 30 s, and
-    the clients of the live server press on undisturbed on their open connections."""
+    the clients of the live server press on undisturbed on their open connections. Then kill -9 HAProxy: started
+    again within 10 s."""
     import asyncio
 
     with running(tmp_path, 2) as c:
@@ -375,6 +383,15 @@ def test_a_killed_server_is_replaced_and_the_other_ones_clients_never_notice(tmp
         err = (c.log_dir / "error.log").read_text()
         assert "workers/w0 is DOWN" in err
         assert "workers/w0 is UP" in err
+        # HAProxy itself killed: the supervisor starts it again, and new clients are served
+        hp = c.state["haproxy"]
+        os.kill(hp, signal.SIGKILL)
+        t_kill = time.monotonic()
+        while _get_or_none(c.url + "/_stcore/health") != 200 or c.state["haproxy"] == hp:
+            assert time.monotonic() - t_kill < 10, "HAProxy not back within 10 s"
+            time.sleep(0.1)
+        print(f"HAProxy back after {time.monotonic() - t_kill:.1f} s")
+        assert f"haproxy (pid {hp}) exited with code -9; restarting" in (c.log_dir / "supervisor.log").read_text()
 
 
 def _rss_fds(pid: int) -> tuple[int, int]:
