@@ -1,12 +1,17 @@
 # Two commands do everything on a fresh machine (Python >= 3.11):
 #   make run    create .venv if missing, install requirements.txt, start the dashboard
 #   make test   create .venv if missing, install requirements-dev.txt, run ruff and the test suite on both cores
+# and for a class (docs/class.md):
+#   make class  WORKERS servers behind HAProxy on ADDRESS:PORT (Debian package haproxy), restarted if one dies
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
+WORKERS ?= 2
+ADDRESS ?= 127.0.0.1
+LOGDIR ?=
 
-.PHONY: run test test-all lint bench screenshots sample-data districts clean
+.PHONY: run class test test-all lint bench screenshots sample-data districts clean
 
 # Both cores; one test file per worker at a time (module fixtures such as the AppTest session are built once).
 PYTEST_PAR ?= -n 2 --dist loadfile
@@ -25,6 +30,10 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(PY)
 
 run: $(VENV)/.app-installed
 	$(PY) -m streamlit run app.py --server.port $(PORT)
+
+# make class WORKERS=4 ADDRESS=0.0.0.0 LOGDIR=class_logs: share it on the network on purpose, logs kept there
+class: $(VENV)/.app-installed
+	$(PY) -m odapp.serve --workers $(WORKERS) --address $(ADDRESS) --port $(PORT) $(if $(LOGDIR),--log-dir $(LOGDIR))
 
 test: $(VENV)/.dev-installed
 	$(PY) -m ruff check .

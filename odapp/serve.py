@@ -1,148 +1,422 @@
-"""The dashboard for a class: several Streamlit server processes behind one address, each person on one of them.
+"""The dashboard for a class: several Streamlit servers behind HAProxy, each person kept on one of them.
 
 One Streamlit server runs every session's script in one Python process, so it uses one core however many the
-machine has: with ten people pressing a slider at once, the tenth waits for nine reruns (docs/benchmarks.md, "A class
-on the OD release page"). ``python -m odapp.serve --workers K`` starts ``K`` servers of this app on 127.0.0.1 (free ports) and one
-address in front of them (a TCP relay: nothing is read or changed on the way). Each person's machine is given one
-server and keeps it: every connection from the same IP address goes to the same server, so their session, uploads
-and downloads are all on one server; a new address goes to the server with the fewest addresses so far.
+machine has (docs/benchmarks.md, "A class on the OD release page"). ``python -m odapp.serve --workers K`` (or
+``make class``) starts ``K`` servers of this app on 127.0.0.1 and HAProxy (Debian's ``haproxy`` package) on one
+address in front of them, and watches them all: a server that dies is started again on its port, and HAProxy, which
+checks every server's ``/_stcore/health`` every second, sends no new connection to it meanwhile.
 
-By default the relay listens on 127.0.0.1 only, like the app. ``--address 0.0.0.0`` (or one interface's address)
-shares it on a network on purpose. Several people behind one address (one machine, or a network that hides their
-addresses) share one server: nothing breaks, they just do not spread. Each server keeps its own caches and its own
-copy of the loaded city: memory grows with ``K``.
+HAProxy does the serving: a cookie keeps each browser on the server it started on (its session, uploads and the
+images made for it live there), new browsers go to the server with the fewest connections, WebSockets pass through,
+a request that does not arrive in full within 10 s and a connection idle between requests for 10 s are closed, and at
+most ``--max-connections`` connections are served at once (more wait in the kernel's queue). A page of another site
+(an ``Origin`` that is not the address itself) is refused with 403 before it reaches Streamlit. Every request is
+logged to ``access.log``, errors and servers going down or up to ``error.log``, and the supervisor's own lines
+(server exits and restarts) to ``supervisor.log``, all in ``--log-dir``. docs/class.md explains the configuration.
+
+By default everything listens on 127.0.0.1 only, like the app. ``--address 0.0.0.0`` (or one interface's address)
+shares it on a network on purpose. Each server keeps its own caches and its own copy of the loaded city: memory grows
+with ``K``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import contextlib
+import json
 import os
+import shutil
 import signal
+import socket
+import subprocess
 import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from odcore.paths import REPO_ROOT
 
-CHUNK = 1 << 16
+COOKIE = "odlab_server"      # HAProxy's cookie naming the server a browser is kept on
+MAX_CONNECTIONS = 3000       # served at once by the front (global maxconn is a little above it)
+WORKER_MAXCONN = 500         # per server: every open tab holds one WebSocket on its server
+HEALTH_PATH = "/_stcore/health"
+# The workers' web requests go to a closed port of this machine: Streamlit looks up the machine's outside address
+# (checkip.amazonaws.com) when a WebSocket comes from another site's page; with this it fails at once, on 127.0.0.1.
+NO_OUTSIDE_PROXY = "http://127.0.0.1:9"
+# glibc keeps memory freed by HAProxy for reuse; with its 16 kB buffers mapped one by one and a fixed trim threshold,
+# part of what a flood of connections took is given back when they close (without: none; docs/class.md, "Memory").
+HAPROXY_MALLOC = "glibc.malloc.mmap_threshold=8192:glibc.malloc.trim_threshold=131072"
+START_TIMEOUT_S = 180        # a server that does not answer its health check by then is a failed start
+POLL_S = 0.25
 
 
-class Relay:
-    """The TCP relay: each client IP address is pinned to one backend (fewest addresses first)."""
+@dataclass(frozen=True)
+class Timeouts:
+    """HAProxy's timeouts, in seconds (docs/class.md says what each one does)."""
 
-    def __init__(self, backends: list[tuple[str, int]]):
-        self.backends = backends
-        self.pinned: dict[str, int] = {}                   # client address -> backend index
-        self.tasks: set[asyncio.Task] = set()              # the connections being relayed
+    connect: float = 2            # to a server on 127.0.0.1
+    http_request: float = 10      # a request's headers, from the first byte (slow or silent clients)
+    keep_alive: float = 10        # idle between two requests on one connection
+    client: float = 60            # a client that stops reading or sending mid-request
+    server: float = 120           # a server that stops answering mid-response
+    tunnel: float = 600           # an open WebSocket with no traffic; Streamlit pings every 300 s (config.toml)
+    queue: float = 30             # a request waiting for a free slot on a full server
+    check: float = 5              # one health check (a server busy with ten reruns answers late, not never)
 
-    async def close(self) -> None:
-        """End every relayed connection."""
-        for t in list(self.tasks):
-            t.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-
-    def backend_for(self, client_ip: str) -> int:
-        if client_ip not in self.pinned:
-            counts = [0] * len(self.backends)
-            for b in self.pinned.values():
-                counts[b] += 1
-            self.pinned[client_ip] = min(range(len(self.backends)), key=lambda b: (counts[b], b))
-        return self.pinned[client_ip]
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        self.tasks.add(task)
-        peer = writer.get_extra_info("peername")
-        b = self.backend_for(peer[0] if peer else "?")
-        up_writer = None
-        try:
-            up_reader, up_writer = await asyncio.open_connection(*self.backends[b])
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-        except OSError:
-            pass
-        finally:
-            self.tasks.discard(task)
-            for w in (writer, up_writer):
-                if w is not None:
-                    w.close()
+    def __post_init__(self):
+        for k, v in self.__dict__.items():
+            if not v > 0:
+                raise ValueError(f"timeout {k} must be > 0 seconds, got {k}={v}.")
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copy ``reader`` to ``writer`` until either side closes."""
+def _ms(s: float) -> str:
+    """HAProxy's time: ``10s`` for whole seconds, else ``1500ms``."""
+    return f"{round(s)}s" if float(s).is_integer() else f"{round(s * 1000)}ms"
+
+
+def haproxy_config(worker_ports: list[int], address: str, port: int, run_dir: Path, *,
+                   max_connections: int = MAX_CONNECTIONS, timeouts: Timeouts = Timeouts()) -> str:
+    """HAProxy's configuration for ``worker_ports`` on 127.0.0.1 behind ``address:port``.
+
+    Logs go to HAProxy's standard output (every request; :class:`Supervisor` writes it to ``access.log``) and
+    standard error (warnings and errors; ``error.log``); the stats socket ``run_dir/haproxy.sock`` answers
+    ``show stat`` (see :func:`server_states`).
+    """
+    if not worker_ports:
+        raise ValueError("at least one worker port is needed, got none.")
+    if max_connections < 1:
+        raise ValueError(f"max_connections must be >= 1, got max_connections={max_connections}.")
+    t = timeouts
+    bind = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    servers = "\n".join(f"    server w{i} 127.0.0.1:{p} cookie w{i}" for i, p in enumerate(worker_ports))
+    return f"""\
+# Generated by odapp/serve.py; docs/class.md explains every line.
+global
+    maxconn {max_connections + 100}
+    log stdout format iso local0 info
+    log stderr format iso local0 warning
+    stats socket {run_dir / 'haproxy.sock'} mode 600 level user
+    hard-stop-after 5s
+
+defaults
+    mode http
+    log global
+    option httplog
+    option log-separate-errors
+    option redispatch 1
+    retries 3
+    retry-on conn-failure empty-response
+    timeout connect {_ms(t.connect)}
+    timeout http-request {_ms(t.http_request)}
+    timeout http-keep-alive {_ms(t.keep_alive)}
+    timeout client {_ms(t.client)}
+    timeout server {_ms(t.server)}
+    timeout tunnel {_ms(t.tunnel)}
+    timeout client-fin 10s
+    timeout server-fin 10s
+    timeout queue {_ms(t.queue)}
+    timeout check {_ms(t.check)}
+
+frontend class
+    bind {bind}
+    maxconn {max_connections}
+    option forwardfor
+    # a page of another site may not use the dashboard: its Origin must be this address (or this machine)
+    http-request set-var(txn.host) req.hdr(host)
+    acl has_origin req.hdr(origin) -m found
+    acl same_origin req.hdr(origin),regsub(^https?://,),strcmp(txn.host) eq 0
+    acl local_origin req.hdr(origin) -m reg -i ^https?://(localhost|127\\.0\\.0\\.1|\\[::1\\])(:[0-9]+)?$
+    http-request deny deny_status 403 if has_origin !same_origin !local_origin
+    default_backend workers
+
+backend workers
+    balance leastconn
+    cookie {COOKIE} insert indirect nocache httponly attr "SameSite=Lax"
+    option httpchk
+    http-check send meth GET uri {HEALTH_PATH}
+    http-check expect status 200
+    default-server check inter 1s fastinter 500ms downinter 1s fall 3 rise 2 maxconn {WORKER_MAXCONN} observe layer4 error-limit 1 on-error mark-down
+{servers}
+"""
+
+
+def server_states(sock_path: Path, timeout_s: float = 2.0) -> dict[str, str]:
+    """``{"w0": "UP", "w1": "DOWN", ...}`` from HAProxy's stats socket (``show stat``)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(timeout_s)
+        s.connect(str(sock_path))
+        s.sendall(b"show stat\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    lines = data.decode().splitlines()
+    head = lines[0].lstrip("# ").split(",")
+    out = {}
+    for line in lines[1:]:
+        row = dict(zip(head, line.split(","), strict=False))
+        if row.get("pxname") == "workers" and row.get("svname", "").startswith("w"):
+            out[row["svname"]] = row.get("status", "")
+    return out
+
+
+def find_haproxy() -> str | None:
+    """Path of the ``haproxy`` program (on PATH, or in /usr/sbin where Debian puts it), or None."""
+    return shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin:/sbin")
+
+
+def _die_with_parent() -> None:
+    """In a child before exec: SIGTERM when the supervisor dies (even by kill -9), so no server is left behind."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+
+
+def worker_command(app_dir: Path, port: int) -> list[str]:
+    """The ``streamlit run`` of one server: 127.0.0.1 only, no usage statistics, no file watcher."""
+    return [sys.executable, "-m", "streamlit", "run", str(app_dir / "app.py"), "--server.headless=true",
+            f"--server.port={port}", "--server.address=127.0.0.1", "--server.fileWatcherType=none",
+            "--browser.gatherUsageStats=false"]
+
+
+def worker_env() -> dict[str, str]:
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        env[k] = env[k.lower()] = NO_OUTSIDE_PROXY
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost,::1"
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _healthy(port: int) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        while data := await reader.read(CHUNK):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
+        with opener.open(f"http://127.0.0.1:{port}{HEALTH_PATH}", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+@dataclass
+class Worker:
+    index: int
+    port: int
+    proc: subprocess.Popen | None = None
+    started: float = 0.0
+    restarts: int = 0
+    not_before: float = 0.0     # no restart before this time (a server that keeps dying at start waits longer)
+
+
+@dataclass
+class Supervisor:
+    """Starts the servers and HAProxy, restarts whatever dies, stops everything on :meth:`stop`.
+
+    ``state.json`` in ``log_dir`` names the running processes (``haproxy`` pid, each worker's port and pid, restarts)
+    and is rewritten whenever one changes.
+    """
+
+    workers: int
+    address: str
+    port: int
+    app_dir: Path
+    log_dir: Path
+    max_connections: int = MAX_CONNECTIONS
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    haproxy: subprocess.Popen | None = None
+    pool: list[Worker] = field(default_factory=list)
+    _files: dict = field(default_factory=dict)     # log name -> the open file a process writes to
+
+    def log(self, msg: str) -> None:
+        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {msg}"
+        with open(self.log_dir / "supervisor.log", "a") as f:
+            print(line, file=f)
+
+    def _open(self, name: str):
+        """``name`` in the log folder, for appending; the file a process that exited had open there is closed."""
+        if name in self._files:
+            self._files[name].close()
+        f = self._files[name] = open(self.log_dir / name, "ab")   # closed by stop or the next _open of name
+        return f
+
+    def _write_state(self) -> None:
+        state = {"haproxy": self.haproxy.pid if self.haproxy else None, "url": f"http://{self.address}:{self.port}",
+                 "workers": [{"name": f"w{w.index}", "port": w.port, "pid": w.proc.pid if w.proc else None,
+                              "restarts": w.restarts} for w in self.pool]}
+        tmp = self.log_dir / "state.json.tmp"
+        tmp.write_text(json.dumps(state, indent=1))
+        tmp.replace(self.log_dir / "state.json")
+
+    def _start_worker(self, w: Worker) -> None:
+        w.proc = subprocess.Popen(worker_command(self.app_dir, w.port), cwd=self.app_dir, env=worker_env(),
+                                  stdout=self._open(f"worker{w.index}.log"), stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        w.started = time.monotonic()
+        self.log(f"worker w{w.index} started on 127.0.0.1:{w.port}, pid {w.proc.pid}")
+
+    def _start_haproxy(self) -> None:
+        self.haproxy = subprocess.Popen(
+            [self.haproxy_path, "-db", "-f", str(self.config_path)], stdout=self._open("access.log"),
+            stderr=self._open("error.log"), stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+            env=dict(os.environ, GLIBC_TUNABLES=HAPROXY_MALLOC))
+        self.haproxy_started = time.monotonic()
+        self.log(f"haproxy started on {self.address}:{self.port}, pid {self.haproxy.pid}")
+
+    def start(self) -> None:
+        """Start the servers, wait until each answers, then start HAProxy and wait until it accepts."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.haproxy_path = find_haproxy()
+        if self.haproxy_path is None:
+            raise RuntimeError("HAProxy is not installed: on Debian or Ubuntu, `sudo apt-get install haproxy`.")
+        _check_can_listen(self.address, self.port)
+        self.pool = [Worker(i, _free_port()) for i in range(self.workers)]
+        self.config_path = self.log_dir / "haproxy.cfg"
+        self.config_path.write_text(haproxy_config(
+            [w.port for w in self.pool], self.address, self.port, self.log_dir,
+            max_connections=self.max_connections, timeouts=self.timeouts))
+        check = subprocess.run([self.haproxy_path, "-c", "-q", "-f", str(self.config_path)],
+                               capture_output=True, text=True)
+        if check.returncode != 0:
+            raise RuntimeError(f"HAProxy refused {self.config_path}: {check.stderr.strip() or check.stdout.strip()}")
+        for w in self.pool:
+            self._start_worker(w)
+        self._write_state()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        for w in self.pool:
+            while not _healthy(w.port):
+                if w.proc.poll() is not None:
+                    raise RuntimeError(f"server w{w.index} exited with code {w.proc.returncode} before answering; "
+                                       f"see {self.log_dir / f'worker{w.index}.log'}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"server w{w.index} did not answer within {START_TIMEOUT_S} s")
+                time.sleep(POLL_S)
+        self._start_haproxy()
+        self._write_state()
+        while not _accepts(self.address, self.port):
+            if self.haproxy.poll() is not None:
+                err = [line for line in (self.log_dir / "error.log").read_text(errors="replace").splitlines()
+                       if "[ALERT]" in line]
+                raise RuntimeError(f"HAProxy did not start on {self.address}:{self.port}: "
+                                   f"{'; '.join(err) or 'exit code ' + str(self.haproxy.returncode)}")
+            time.sleep(0.05)
+
+    def check(self) -> None:
+        """Restart every server and HAProxy that has exited (a server that died within 10 s of its start waits
+        1, 2, 4, ... up to 30 s before the next try)."""
+        now = time.monotonic()
+        changed = False
+        for w in self.pool:
+            if w.proc is None or w.proc.poll() is None:
+                continue
+            if w.not_before == 0.0:
+                quick = now - w.started < 10
+                w.not_before = now + (min(30.0, 2.0 ** w.restarts) if quick else 0.0)
+                self.log(f"worker w{w.index} (pid {w.proc.pid}) exited with code {w.proc.returncode}; restarting"
+                         + (f" in {w.not_before - now:.0f} s" if quick else ""))
+            if now >= w.not_before:
+                w.restarts += 1
+                w.not_before = 0.0
+                self._start_worker(w)
+                changed = True
+        if self.haproxy is not None and self.haproxy.poll() is not None and now - self.haproxy_started >= 5:
+            # (one that exits at once, e.g. its port taken by another program, is tried every 5 s, not in a loop)
+            self.log(f"haproxy (pid {self.haproxy.pid}) exited with code {self.haproxy.returncode}; restarting")
+            self._start_haproxy()
+            changed = True
+        if changed:
+            self._write_state()
+
+    def stop(self) -> None:
+        procs = [p for p in [self.haproxy, *(w.proc for w in self.pool)] if p is not None]
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.log("stopped")
+        for f in self._files.values():
+            f.close()
+
+
+def _check_can_listen(address: str, port: int) -> None:
+    """RuntimeError naming the address when nothing can listen on ``address:port`` (taken, or not this machine's)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            if writer.can_write_eof():
-                writer.write_eof()
-        except (OSError, RuntimeError):
-            pass
+            s.bind((address, port))
+        except OSError as e:
+            raise RuntimeError(f"Could not listen on {address}:{port}: {e.strerror}") from None
 
 
-def _parser() -> argparse.ArgumentParser:
+def _accepts(address: str, port: int) -> bool:
+    """HAProxy answers a request on ``address:port`` (any status: a bare connection would be logged as a bad
+    request)."""
+    host = "127.0.0.1" if address in ("0.0.0.0", "") else "::1" if address == "::" else address
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"http://{'[' + host + ']' if ':' in host else host}:{port}{HEALTH_PATH}", timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m odapp.serve", description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="Streamlit server processes (default: the number of cores, %(default)s here)")
     p.add_argument("--address", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: every interface)")
     p.add_argument("--port", type=int, default=8501, help="port to listen on (default 8501)")
+    p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS,
+                   help="connections served at once; more wait (default %(default)s)")
+    p.add_argument("--log-dir", type=Path, default=None,
+                   help="folder for access.log, error.log, supervisor.log, the servers' logs and haproxy.cfg "
+                        "(default: a new temporary folder, printed at the start)")
     p.add_argument("--app-dir", type=Path, default=REPO_ROOT, help=argparse.SUPPRESS)
     return p
 
 
-async def serve(workers: int, address: str, port: int, app_dir: Path = REPO_ROOT, *, on_ready=None) -> None:
-    """Start ``workers`` servers, relay ``address:port`` to them until cancelled, then stop them. ``on_ready(relay,
-    procs)`` is called once everything answers."""
-    from odapp import live
-
-    logs = Path(tempfile.mkdtemp(prefix="odlab_serve_"))
-    ports = [live.free_port() for _ in range(workers)]
-    procs = []
-    try:
-        for i, port_i in enumerate(ports):
-            procs.append(live.start_server(logs / f"worker{i}.log", app_dir=app_dir, port=port_i)[0])
-        for proc, port_i in zip(procs, ports, strict=True):
-            await asyncio.to_thread(live.wait_healthy, proc, f"http://127.0.0.1:{port_i}", 120)
-        relay = Relay([("127.0.0.1", p) for p in ports])
-        server = await asyncio.start_server(relay.handle, address, port)
-        print(f"OD Privacy Lab: http://{address}:{port} ({workers} server processes; their logs in {logs})",
-              flush=True)
-        if on_ready is not None:
-            on_ready(relay, procs)
-        async with server:
-            try:
-                await server.serve_forever()
-            finally:
-                server.close()
-                await relay.close()
-    finally:
-        for proc in procs:
-            live.stop_server(proc)
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.workers < 1:
         print(f"--workers must be at least 1, got {args.workers}", file=sys.stderr)
         return 2
-    loop = asyncio.new_event_loop()
-    task = loop.create_task(serve(args.workers, args.address, args.port, args.app_dir))
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, task.cancel)
+    if args.max_connections < 1:
+        print(f"--max-connections must be at least 1, got {args.max_connections}", file=sys.stderr)
+        return 2
+    log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="odlab_class_"))
+    sup = Supervisor(args.workers, args.address, args.port, args.app_dir.resolve(), log_dir.resolve(),
+                     max_connections=args.max_connections)
+    stopping = []
+    previous = {sig: signal.signal(sig, lambda *_: stopping.append(1)) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        loop.run_until_complete(task)
-    except asyncio.CancelledError:
-        pass
-    except OSError as e:            # e.g. the port is taken
-        print(f"Could not listen on {args.address}:{args.port}: {e}", file=sys.stderr)
+        sup.start()
+        print(f"OD Privacy Lab: http://{args.address}:{args.port} ({args.workers} server processes behind HAProxy; "
+              f"logs in {log_dir})", flush=True)
+        while not stopping:
+            sup.check()
+            time.sleep(POLL_S)
+    except RuntimeError as e:
+        print(str(e), file=sys.stderr)
         return 1
     finally:
-        loop.close()
+        sup.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
 
 

@@ -1,19 +1,40 @@
-"""``python -m odapp.serve``: several server processes behind one address. Each client address is pinned to one
-server (its session, reruns and files stay there), new addresses spread over the servers, the relay listens on
-127.0.0.1 by default, and the dashboard works through it in a real browser."""
+"""``python -m odapp.serve``: Streamlit servers behind HAProxy, under a supervisor.
+
+Each test starts the real command (``python -m odapp.serve``, its servers and HAProxy) on 127.0.0.1 and records
+every connection its processes make to anything but this machine, two ways: a Python audit hook in every Python
+process of the tree (``sitecustomize`` on ``PYTHONPATH``: each ``socket.connect``, ``sendto`` and name lookup), and
+``/proc/net/{tcp,tcp6,udp,udp6}`` polled every 0.25 s (a connection attempt that gets no answer waits longer)
+for the sockets of every process of the tree (HAProxy too).
+A test fails if either saw one. Skipped where HAProxy is not installed (``.ci/run`` installs Debian's package).
+"""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
+import itertools
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
 import textwrap
-import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 import pytest
 
+from benchmarks.outgoing import OutgoingRecorder, audit_env, foreign_sockets, tree
 from benchmarks.protocol_client import ProtocolClient
 from odapp import live, serve
+from odcore.paths import REPO_ROOT
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(400),
+              pytest.mark.skipif(serve.find_haproxy() is None,
+                                 reason="HAProxy is not installed (Debian package 'haproxy'; .ci/run installs it)")]
 
 # Says which server process ran it.
 APP = textwrap.dedent("""
@@ -25,109 +46,473 @@ APP = textwrap.dedent("""
     st.metric("ε seen", f"{eps:.2f}")
 """)
 
+def _own_outside_address() -> str | None:
+    """An IPv4 address of this machine that is not loopback (``/proc/net/fib_trie``'s local host entries)."""
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/net/fib_trie").read_text().splitlines()
+        for prev, line in itertools.pairwise(lines):
+            if "/32 host LOCAL" in line:
+                addr = prev.split("--")[-1].strip()
+                if not addr.startswith("127."):
+                    return addr
+    return None
 
-class _Running:
-    """``odapp.serve.serve`` in a thread of its own (its own event loop) until :meth:`stop`."""
 
-    def __init__(self, app_dir, workers: int, address: str = "127.0.0.1"):
+def test_the_recorder_sees_a_connection_to_another_address():
+    """The /proc half of the instrument can fail: a connection of this process to this machine's network address
+    (not loopback, as one to another machine would be) is seen; a loopback one is not."""
+    addr = _own_outside_address()
+    if addr is None:
+        pytest.skip("this machine has no network address but loopback")
+    with socket.socket() as srv, socket.socket() as out, socket.socket() as lo_srv, socket.socket() as lo:
+        srv.bind((addr, 0))
+        srv.listen()
+        out.connect(srv.getsockname())
+        lo_srv.bind(("127.0.0.1", 0))
+        lo_srv.listen()
+        lo.connect(lo_srv.getsockname())
+        port = srv.getsockname()[1]
+        seen = foreign_sockets(os.getpid())
+    assert any(s.endswith(f"-> {addr}:{port}") for s in seen), seen
+    assert not any("-> 127." in s for s in seen), seen
+
+
+# -- the class, started as a teacher starts it --------------------------------------------------------------------
+class Class:
+    """``python -m odapp.serve`` on a free port with its logs in ``log_dir``; outgoing connections recorded."""
+
+    def __init__(self, tmp: Path, app_dir: Path, workers: int, *extra: str):
         self.port = live.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.ready = threading.Event()
-        self.loop = asyncio.new_event_loop()
+        self.log_dir = tmp / "logs"
+        env, self.audit = audit_env(tmp)
+        self.out = open(tmp / "serve.out", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "odapp.serve", "--workers", str(workers), "--port", str(self.port),
+             "--app-dir", str(app_dir), "--log-dir", str(self.log_dir), *extra],
+            cwd=REPO_ROOT, env=env, stdout=self.out, stderr=subprocess.STDOUT)
+        self.recorder = OutgoingRecorder(self.proc.pid)
+        self.recorder.start()
+        deadline = time.time() + 240
+        while "OD Privacy Lab:" not in (tmp / "serve.out").read_text():
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.stop()
+                raise AssertionError(f"odapp.serve did not start: {(tmp / 'serve.out').read_text()}")
+            time.sleep(0.2)
 
-        def on_ready(relay, procs):
-            self.relay, self.procs = relay, procs
-            self.ready.set()
+    @property
+    def state(self) -> dict:
+        return json.loads((self.log_dir / "state.json").read_text())
 
-        self.task = None
-        self.error: BaseException | None = None
+    def servers(self) -> dict[str, str]:
+        return serve.server_states(self.log_dir / "haproxy.sock")
 
-        def run():
-            asyncio.set_event_loop(self.loop)
-            self.task = self.loop.create_task(serve.serve(workers, address, self.port, app_dir, on_ready=on_ready))
-            try:
-                self.loop.run_until_complete(self.task)
-            except asyncio.CancelledError:
-                pass
-            except BaseException as e:   # reported to the test
-                self.error = e
-                self.ready.set()
+    def access_log(self) -> list[str]:
+        return (self.log_dir / "access.log").read_text().splitlines()
 
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(180), "the servers did not answer"
-        assert self.error is None, self.error
+    def stop(self) -> None:
+        pids = tree(self.proc.pid)
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(30)
+        self.out.close()
+        self.outgoing = self.recorder.stop()
+        time.sleep(0.5)
+        self.left = [p for p in pids if Path(f"/proc/{p}").exists()
+                     and "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]]
 
-    def stop(self):
-        self.loop.call_soon_threadsafe(self.task.cancel)
-        self.thread.join(60)
+    def audited(self) -> list[str]:
+        return self.audit.read_text().splitlines() if self.audit.exists() else []
+
+
+@contextlib.contextmanager
+def running(tmp: Path, workers: int, *extra: str, app_dir: Path | None = None, audit: bool = True):
+    """A :class:`Class` for the ``with`` block; afterwards: every process ended, nothing left the machine (the
+    audit hook's record is left to the test with ``audit=False``)."""
+    if app_dir is None:
+        app_dir = tmp / "app"
+        app_dir.mkdir()
+        (app_dir / "app.py").write_text(APP)
+    c = Class(tmp, app_dir, workers, *extra)
+    try:
+        yield c
+    finally:
+        c.stop()
+    assert not c.left, f"processes left running: {c.left}"
+    assert c.recorder.polls > 10
+    assert not c.outgoing, f"sockets to other machines: {c.outgoing}"
+    assert not audit or not c.audited(), f"network calls to other machines: {c.audited()}"
 
 
 def _metric(run, label: str) -> str:
     return run.find("metric", label, sidebar=False).metric.body
 
 
-def test_each_address_keeps_one_server_and_new_addresses_spread(tmp_path):
-    (tmp_path / "app.py").write_text(APP)
-    running = _Running(tmp_path, 2)
+def _get(url: str, headers: dict | None = None) -> tuple[int, dict, float]:
+    """Status, headers (names in lower case) and seconds of one GET, without any proxy."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    t0 = time.perf_counter()
     try:
-        pids = {str(p.pid) for p in running.procs}
-        assert len(pids) == 2
-
-        async def session(source):
-            async with ProtocolClient(running.url, source=source) as c:     # the page's files too
-                opened = await c.open("")
-                assert not opened.errors, opened.errors
-                pressed = await c.step_slider("ε")
-                assert not pressed.errors, pressed.errors
-                assert _metric(pressed, "ε seen") == "0.67"            # the press reached that session's server
-                return _metric(opened, "Server"), _metric(pressed, "Server")
-
-        async def go():
-            a = await session("127.0.0.2")
-            b = await session("127.0.0.3")
-            a2 = await session("127.0.0.2")                             # a new connection from the first address
-            return a, b, a2
-
-        a, b, a2 = live.run_async(go())
-        assert a[0] == a[1]                           # a session's page, files and press: one server
-        assert b[0] == b[1]
-        assert {a[0], b[0]} == pids                   # two addresses, two servers
-        assert a2 == a                                # the same address comes back to its server
-        assert running.relay.pinned == {"127.0.0.2": 0, "127.0.0.3": 1}
-    finally:
-        running.stop()
-    assert all(p.poll() is not None for p in running.procs), "the servers were not stopped"
+        with opener.open(urllib.request.Request(url, headers=headers or {}), timeout=10) as r:
+            r.read()
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, time.perf_counter() - t0
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, time.perf_counter() - t0
 
 
-def test_the_relay_listens_on_this_machine_only_by_default():
-    args = serve._parser().parse_args([])
+def _get_or_none(url: str) -> int | None:
+    try:
+        return _get(url)[0]
+    except OSError:
+        return None
+
+
+# -- configuration ------------------------------------------------------------------------------------------------
+def test_the_generated_configuration_is_valid_haproxy(tmp_path):
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(serve.haproxy_config([9001, 9002, 9003], "0.0.0.0", 8501, tmp_path, max_connections=50))
+    check = subprocess.run([serve.find_haproxy(), "-c", "-f", str(cfg)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr + check.stdout
+    text = cfg.read_text()
+    assert "bind 0.0.0.0:8501" in text
+    assert "maxconn 50" in text
+    assert text.count("server w") == 3
+    assert "check inter 1s" in text
+    with pytest.raises(ValueError, match="worker port"):
+        serve.haproxy_config([], "127.0.0.1", 8501, tmp_path)
+    with pytest.raises(ValueError, match="max_connections"):
+        serve.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, max_connections=0)
+    with pytest.raises(ValueError, match="http_request"):
+        serve.Timeouts(http_request=0)
+
+
+def test_it_listens_on_this_machine_only_by_default():
+    args = serve.build_parser().parse_args([])
     assert args.address == "127.0.0.1"
     assert args.workers >= 1
 
 
-def test_the_dashboard_through_the_relay_in_a_browser(browser, tmp_path):
-    """The real app behind the relay (two servers): the OD release page opens, ε moves, and the map is drawn."""
-    from odcore.paths import REPO_ROOT
+def test_a_taken_port_or_a_missing_haproxy_is_said_plainly(tmp_path, monkeypatch, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert serve.main(["--workers", "1", "--port", str(port), "--log-dir", str(tmp_path / "a")]) == 1
+    assert f"Could not listen on 127.0.0.1:{port}: Address already in use" in capsys.readouterr().err
+    monkeypatch.setattr(serve, "find_haproxy", lambda: None)
+    assert serve.main(["--workers", "1", "--log-dir", str(tmp_path / "b")]) == 1
+    assert "HAProxy is not installed" in capsys.readouterr().err
+    assert serve.main(["--workers", "0"]) == 2
 
-    running = _Running(REPO_ROOT, 2)
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = ctx.new_page()
-    try:
-        page.goto(f"{running.url}/OD_release", wait_until="domcontentloaded")
-        page.get_by_role("heading", name="OD release").first.wait_for(timeout=120_000)
-        noise = page.locator("[data-testid='stMetric']").filter(has_text="Noise scale").first
-        noise.wait_for(timeout=120_000)
-        before = noise.locator("[data-testid='stMetricValue']").inner_text()
-        page.locator("[data-testid='stDeckGlJsonChart'] canvas").first.wait_for(timeout=120_000)
-        thumb = page.locator("[data-testid='stSidebar'] input[type='range'][aria-label^='ε (privacy parameter']")
-        thumb.focus()
-        thumb.press("ArrowRight")
-        page.wait_for_function(
-            "(b) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes("
-            "'Noise scale') && !m.innerText.includes(b))", arg=before, timeout=120_000)
-        assert page.locator("[data-testid='stException']").count() == 0
-        assert list(running.relay.pinned) == ["127.0.0.1"]
-    finally:
-        ctx.close()
-        running.stop()
+
+def test_the_servers_make_no_outside_request():
+    """The servers run with usage statistics off and every web request of theirs sent to a closed local port."""
+    cmd = serve.worker_command(REPO_ROOT, 1234)
+    assert "--browser.gatherUsageStats=false" in cmd
+    assert "--server.address=127.0.0.1" in cmd
+    env = serve.worker_env()
+    assert env["HTTPS_PROXY"].startswith("http://127.0.0.1:")
+    assert env["https_proxy"] == env["HTTPS_PROXY"]
+    assert "127.0.0.1" in env["NO_PROXY"]
+
+
+# -- the class running --------------------------------------------------------------------------------------------
+def test_each_browser_keeps_its_server_and_new_ones_spread(tmp_path):
+    with running(tmp_path, 2) as c:
+        status, h1, _ = _get(c.url + "/")
+        status2, h2, _ = _get(c.url + "/")
+        assert status == status2 == 200
+        cookies = [h["set-cookie"].split(";")[0] for h in (h1, h2)]
+        assert sorted(cookies) == [f"{serve.COOKIE}=w0", f"{serve.COOKIE}=w1"]     # two new browsers, two servers
+        for _ in range(5):   # the first browser comes back with its cookie: always its server, and no new cookie
+            status, h, _ = _get(c.url + "/_stcore/health", {"Cookie": cookies[0]})
+            assert status == 200
+            assert serve.COOKIE not in h.get("set-cookie", "")
+        time.sleep(0.3)
+        lines = c.access_log()
+        kept = [line for line in lines if "GET /_stcore/health" in line][-5:]
+        # HAProxy logs the server and the cookie's fate: "VN", a valid cookie was presented and kept
+        assert all(f"workers/{cookies[0].split('=')[1]} " in line for line in kept), kept
+        assert all(" --VN " in line for line in kept), kept
+
+        async def session():   # a whole session through the proxy: the press reaches that session's server
+            async with ProtocolClient(c.url) as pc:
+                opened = await pc.open("")
+                pressed = await pc.step_slider("ε")
+                assert not opened.errors, opened.errors
+                assert not pressed.errors, pressed.errors
+                assert _metric(pressed, "ε seen") == "0.67"
+                return _metric(opened, "Server"), _metric(pressed, "Server")
+
+        a = live.run_async(session())
+        assert a[0] == a[1]
+        assert int(a[0]) in {w["pid"] for w in c.state["workers"]}
+        assert (c.log_dir / "error.log").exists()
+        assert (c.log_dir / "supervisor.log").exists()
+
+
+def test_another_sites_page_is_refused_and_nothing_is_looked_up(tmp_path):
+    """A WebSocket or request from another site's page: 403 from HAProxy at once, before Streamlit (which would
+    look up the machine's outside address); the same at a server directly: refused by Streamlit within 1 s, and
+    its lookup goes nowhere (a closed local port)."""
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    with running(tmp_path, 1, audit=False) as c:
+        status, _, secs = _get(c.url + "/_stcore/health", {"Origin": "http://evil.example"})
+        assert status == 403
+        assert secs < 1
+        assert _get(c.url + "/_stcore/health", {"Origin": c.url})[0] == 200          # the page's own origin
+        port = c.state["workers"][0]["port"]
+        for url, expected in ((c.url, 403), (f"http://127.0.0.1:{port}", 403)):
+            t0 = time.perf_counter()
+            with pytest.raises(InvalidStatus) as e:
+                connect(url.replace("http", "ws") + "/_stcore/stream", origin="http://evil.example", proxy=None,
+                        open_timeout=10).close()
+            assert e.value.response.status_code == expected
+            assert time.perf_counter() - t0 < 1.0, url
+        with connect(c.url.replace("http", "ws") + "/_stcore/stream", origin=c.url, proxy=None,
+                     subprotocols=["streamlit"], open_timeout=10):
+            pass
+        log = "\n".join(c.access_log())
+        assert " 403 " in log
+        assert "PR--" in log
+    # Streamlit found this machine's interface address the usual way: a UDP socket "connected" to 8.8.8.8, which
+    # sends nothing; that is the one non-loopback call allowed here, and only on a server reached directly.
+    rest = [a for a in c.audited() if not (a.split()[1] == "socket.connect" and "'8.8.8.8', 1)" in a)]
+    assert not rest, rest
+
+
+def test_connections_above_the_cap_wait_until_one_closes(tmp_path):
+    """``--max-connections 5``: five silent connections fill the front; a sixth person's request waits (the kernel
+    holds the connection, HAProxy does not take it) and is served as soon as one of the five goes away."""
+    with running(tmp_path, 1, "--max-connections", "5") as c:
+        holders = [socket.create_connection(("127.0.0.1", c.port), timeout=5) for _ in range(5)]
+        time.sleep(0.3)
+        sixth = socket.create_connection(("127.0.0.1", c.port), timeout=5)
+        sixth.sendall(b"GET /_stcore/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        sixth.settimeout(2)
+        with pytest.raises(TimeoutError):
+            sixth.recv(100)                                   # not served while five are held
+        holders.pop().close()
+        sixth.settimeout(5)
+        assert sixth.recv(100).startswith(b"HTTP/1.1 200")    # served once one of them closed
+        for s in [*holders, sixth]:
+            s.close()
+
+
+def _open_clients(url: str, n: int, timeout_s: float):
+    """``n`` protocol clients each opening the page; (client, run, seconds) for each."""
+    import asyncio
+
+    async def one():
+        pc = ProtocolClient(url, fetch_assets=False, timeout_s=timeout_s)
+        t0 = time.perf_counter()
+        try:
+            run = await asyncio.wait_for(pc.open(""), timeout_s)
+        except Exception as e:   # reported by the caller's assertion
+            from benchmarks.protocol_client import Run
+            run = Run(errors=[f"{type(e).__name__}: {e}"])
+        return pc, run, time.perf_counter() - t0
+
+    return [one() for _ in range(n)]
+
+
+def test_a_killed_server_is_replaced_and_the_other_ones_clients_never_notice(tmp_path):
+    """Two servers, ten clients; kill -9 one server: every new client is served within 5 s (by the other server
+    until the replacement is up), the supervisor starts the server again and HAProxy has it back within 30 s, and
+    the clients of the live server press on undisturbed on their open connections. Then kill -9 HAProxy: started
+    again within 10 s."""
+    import asyncio
+
+    with running(tmp_path, 2) as c:
+        pids = {w["name"]: w["pid"] for w in c.state["workers"]}
+
+        async def go():
+            first = await asyncio.gather(*_open_clients(c.url, 10, 60))
+            assert all(not r.errors for _, r, _ in first), [r.errors for _, r, _ in first]
+            by_server: dict[int, list] = {}
+            for pc, r, _ in first:
+                by_server.setdefault(int(_metric(r, "Server")), []).append(pc)
+            assert set(by_server) == set(pids.values()), "ten clients did not spread over both servers"
+            dead, live_pid = pids["w0"], pids["w1"]
+            os.kill(dead, signal.SIGKILL)
+            t_kill = time.monotonic()
+            # new clients, one after another for 6 s: each served within 5 s, and never by the dead server
+            new = []
+            while time.monotonic() - t_kill < 6:
+                got = (await asyncio.gather(*_open_clients(c.url, 1, 5)))[0]
+                new.append(got)
+                assert not got[1].errors, got[1].errors
+                assert got[2] < 5, f"a new client waited {got[2]:.1f} s"
+                assert int(_metric(got[1], "Server")) != dead
+                await got[0].close()
+            # the live server's clients press on, on the connections they had
+            for pc in by_server[live_pid]:
+                ws = pc.ws
+                r = await pc.step_slider("ε")
+                assert not r.errors, r.errors
+                assert pc.ws is ws
+                assert _metric(r, "ε seen") == "0.67"
+                assert int(_metric(r, "Server")) == live_pid
+            # the killed server's clients lost their connection (a browser reconnects and lands on a live server)
+            for pc in by_server[dead]:
+                r = await pc.step_slider("ε")
+                assert r.errors
+            while True:
+                st = c.state["workers"][0]
+                if st["pid"] != dead and c.servers().get("w0") == "UP":
+                    back = time.monotonic() - t_kill
+                    break
+                assert time.monotonic() - t_kill < 30, f"w0 not back after 30 s: {c.servers()}, {st}"
+                await asyncio.sleep(0.2)
+            # fewest connections first: the next client goes to the new server
+            got = (await asyncio.gather(*_open_clients(c.url, 1, 10)))[0]
+            assert not got[1].errors
+            assert int(_metric(got[1], "Server")) == st["pid"]
+            for pc, _, _ in first:
+                await pc.close()
+            await got[0].close()
+            return back, max(t for _, _, t in new)
+
+        back, slowest_new = live.run_async(go())
+        print(f"slowest new client after the kill {slowest_new:.2f} s; w0 back in HAProxy after {back:.1f} s")
+        assert back < 30
+        assert slowest_new < 5
+        sup = (c.log_dir / "supervisor.log").read_text()
+        assert f"(pid {pids['w0']}) exited with code -9; restarting" in sup
+        err = (c.log_dir / "error.log").read_text()
+        assert "workers/w0 is DOWN" in err
+        assert "workers/w0 is UP" in err
+        # HAProxy itself killed: the supervisor starts it again, and new clients are served
+        hp = c.state["haproxy"]
+        os.kill(hp, signal.SIGKILL)
+        t_kill = time.monotonic()
+        while _get_or_none(c.url + "/_stcore/health") != 200 or c.state["haproxy"] == hp:
+            assert time.monotonic() - t_kill < 10, "HAProxy not back within 10 s"
+            time.sleep(0.1)
+        print(f"HAProxy back after {time.monotonic() - t_kill:.1f} s")
+        assert f"haproxy (pid {hp}) exited with code -9; restarting" in (c.log_dir / "supervisor.log").read_text()
+
+
+def _rss_fds(pid: int) -> tuple[int, int]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+    return kb * 1024, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.slow
+def test_half_open_and_idle_connections_are_closed_and_a_new_client_is_served(tmp_path):
+    """1,500 connections that start a request and never finish it, and 300 that finish one and then stay idle, kept
+    up for 30 s (each one HAProxy closes is opened again, as a slow-request attack does): HAProxy closes every one by
+    its timeouts (10 s), its file descriptors come back once they stop and its memory falls back towards where it
+    was, and a new client is served in under 1 s every half second throughout."""
+    half_open, idle, hold_s = 1500, 300, 30
+    with running(tmp_path, 1) as c:
+        hp = c.state["haproxy"]
+        for _ in range(3):
+            _get(c.url + "/_stcore/health")
+        rss0, fds0 = _rss_fds(hp)
+        sel = selectors.DefaultSelector()
+        opened_at, lifetimes, n_opened = {}, [], 0
+
+        def open_one(slow: bool) -> None:
+            nonlocal n_opened
+            s = socket.create_connection(("127.0.0.1", c.port), timeout=5)
+            if slow:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: slow")    # never finished
+            else:
+                s.sendall(b"GET /_stcore/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # then idle
+            s.setblocking(False)
+            sel.register(s, selectors.EVENT_READ, slow)
+            opened_at[s] = time.monotonic()
+            n_opened += 1
+
+        t0 = time.monotonic()
+        for i in range(half_open + idle):
+            open_one(i < half_open)
+        t_open = time.monotonic() - t0
+        peak_rss, peak_fds = _rss_fds(hp)
+        probes, probe_at, bursts, next_probe = [], [], [time.monotonic()], 0.0
+        while opened_at and time.monotonic() - t0 < hold_s + 20:
+            for key, _ in sel.select(timeout=0.1):
+                try:
+                    data = key.fileobj.recv(65536)
+                except ConnectionResetError:
+                    data = b""
+                except BlockingIOError:
+                    continue
+                if data == b"":   # closed by HAProxy
+                    lifetimes.append(time.monotonic() - opened_at.pop(key.fileobj))
+                    bursts.append(time.monotonic())
+                    sel.unregister(key.fileobj)
+                    key.fileobj.close()
+                    if time.monotonic() - t0 < hold_s:
+                        open_one(key.data)
+            if time.monotonic() >= next_probe:
+                next_probe = time.monotonic() + 0.5
+                t_probe = time.monotonic()
+                status, _, secs = _get(c.url + "/_stcore/health")
+                probes.append((status, secs))
+                probe_at.append(t_probe)
+                r, f = _rss_fds(hp)
+                peak_rss, peak_fds = max(peak_rss, r), max(peak_fds, f)
+        still_open = len(opened_at)
+        for s in opened_at:
+            s.close()
+        time.sleep(1)
+        rss1, fds1 = _rss_fds(hp)
+        print(f"opened {n_opened} ({half_open + idle} at once in {t_open:.1f} s, the rest as HAProxy closed them, "
+              f"for {hold_s} s); closed by HAProxy {len(lifetimes)}, after {min(lifetimes):.1f}-{max(lifetimes):.1f}"
+              f" s; fds {fds0} -> {peak_fds} -> {fds1}; RSS {rss0 / 2**20:.1f} -> {peak_rss / 2**20:.1f} -> "
+              f"{rss1 / 2**20:.1f} MiB; {len(probes)} new clients, slowest {max(s for _, s in probes) * 1000:.0f} ms; "
+              f"over 0.5 s (at s): {[(round(t - t0), round(s, 2)) for t, (_, s) in zip(probe_at, probes, strict=True) if s > 0.5]}")
+        assert still_open == 0, f"{still_open} connections never closed"
+        assert n_opened > 2 * (half_open + idle)                   # kept up: closed and opened again
+        assert max(lifetimes) < 10 + 3 + t_open                    # the 10 s timeouts, plus the time to open them
+        assert peak_fds >= fds0 + half_open + idle                 # they were all held at once
+        assert fds1 <= fds0 + 4             # and a few idle connections to the server, kept for reuse
+        # HAProxy's allocator keeps part of what the flood took, for the next connections; not all of it comes back
+        # (docs/class.md, "Memory": measured 15 -> 33 -> 23-27.5 MiB); flood after flood it levels off near 42 MiB
+        assert rss1 < peak_rss, (rss0, peak_rss, rss1)
+        assert rss1 <= rss0 + 16 * 2**20, (rss0, peak_rss, rss1)
+        assert all(status == 200 for status, _ in probes), probes
+        # A new client waits longest just after 1,800 connections arrive at once (first, then again each time
+        # HAProxy closes the whole wave, whose timeouts all end together, and it is opened again ahead of the new
+        # client in the kernel's queue). On this 2-core machine shared with other work (load average ~20) those
+        # few took 1.2-1.7 s: every other one must be under 1 s, those under 2 s (docs/class.md, "Measured").
+        at_wave = [any(t - 1.5 <= x <= t + s for x in bursts) for t, (_, s) in zip(probe_at, probes, strict=True)]
+        assert max(s for (_, s), w in zip(probes, at_wave, strict=True) if not w) < 1.0, probes
+        assert max(s for _, s in probes) < 2.0, probes
+        assert len(probes) >= 2 * hold_s
+        log = "\n".join(c.access_log())
+        assert log.count(" 408 ") >= half_open                     # each slow request answered "408" and logged
+
+
+@pytest.mark.slow
+def test_the_dashboard_through_the_proxy_in_a_browser(browser, tmp_path):
+    """The real app behind HAProxy (two servers): the OD release page opens, ε moves, and the map is drawn."""
+    with running(tmp_path, 2, app_dir=REPO_ROOT) as c:
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = ctx.new_page()
+        before_page = len(c.access_log())     # the launcher's own check that HAProxy answers
+        try:
+            page.goto(f"{c.url}/OD_release", wait_until="domcontentloaded")
+            page.get_by_role("heading", name="OD release").first.wait_for(timeout=120_000)
+            noise = page.locator("[data-testid='stMetric']").filter(has_text="Noise scale").first
+            noise.wait_for(timeout=120_000)
+            before = noise.locator("[data-testid='stMetricValue']").inner_text()
+            page.locator("[data-testid='stDeckGlJsonChart'] canvas").first.wait_for(timeout=120_000)
+            thumb = page.locator("[data-testid='stSidebar'] input[type='range'][aria-label^='ε (privacy parameter']")
+            thumb.focus()
+            thumb.press("ArrowRight")
+            page.wait_for_function(
+                "(b) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes("
+                "'Noise scale') && !m.innerText.includes(b))", arg=before, timeout=120_000)
+            assert page.locator("[data-testid='stException']").count() == 0
+            cookies = {k["name"]: k["value"] for k in ctx.cookies()}
+            assert cookies.get(serve.COOKIE) in ("w0", "w1")      # the browser is kept on one server
+            served = {line.split(" workers/")[1].split()[0] for line in c.access_log()[before_page:]
+                      if " workers/w" in line}
+            assert served == {cookies[serve.COOKIE]}, served       # every page file from that server
+        finally:
+            ctx.close()
