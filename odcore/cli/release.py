@@ -109,24 +109,39 @@ def run_budget(args: argparse.Namespace) -> int:
 
     s, notes = _settings(args)
     given = getattr(args, "_explicit", frozenset()) | getattr(args, "_from_config", frozenset())
-    if s["mode"] == "user_level" and s.get("max_pairs") is not None and "threshold" not in given:
-        from odcore.privacy.accounting import default_user_threshold
-
-        s["threshold"] = default_user_threshold(s["epsilon"], s["max_pairs"], s["delta"], s["weeks"])
-        notes.append(f"user_level: threshold {s['threshold']} (the smallest whole number whose partition-selection "
-                     f"delta over {s['weeks']} weeks is <= {s['delta']:g}; give --threshold to override)")
-    _note(notes)
-    cfg = BudgetConfig(epsilon=s["epsilon"], threshold=s["threshold"], trips=s["trips"], weeks=s["weeks"],
-                       delta=s["delta"], max_pairs=s["max_pairs"] if s["mode"] == "user_level" else None,
-                       total_interval=s["total_interval"])
-    if s["mode"] == "user_level" and cfg.max_pairs is None:
+    if s["mode"] == "user_level" and s.get("max_pairs") is None:
         raise ParameterError("mode user_level needs --max-pairs (an integer >= 1).")
-    out = {"mode": s["mode"], **budget(cfg)}
+    parts = delta_rule(s, given, notes)
+    _note(notes)
+    cfg = BudgetConfig(epsilon=s["epsilon"], threshold=parts.threshold, trips=s["trips"], weeks=s["weeks"],
+                       delta=parts.laplace, max_pairs=s["max_pairs"] if s["mode"] == "user_level" else None,
+                       total_interval=s["total_interval"])
+    out = {"mode": s["mode"], **budget(cfg), "delta_parts": parts.to_dict()}
     if args.json:
         print_json(out)
     else:
         _print_budget(out)
+        print("\n".join(parts.lines()))
+    for w in parts.warnings():
+        print(f"warning: {w}", file=sys.stderr)
     return 0
+
+
+def delta_rule(s: dict, given: frozenset, notes: list[str]):
+    """The release's δ split (:func:`odcore.privacy.accounting.delta_parts`) from the settings ``s`` (``epsilon``,
+    ``delta``, ``weeks``, ``mode``, ``max_pairs``, ``threshold``, optionally ``trips``): the threshold is fitted in
+    user-level mode unless given (``"threshold"`` in ``given``), and ``s["threshold"]`` is set to the one used."""
+    from odcore.privacy.accounting import delta_parts
+
+    user = s["mode"] == "user_level"
+    tau = s["threshold"] if ("threshold" in given or not user) else None
+    parts = delta_parts(s["epsilon"], s["delta"], s["weeks"], max_pairs=s["max_pairs"] if user else None,
+                        threshold=tau, trips=s.get("trips") or 1)
+    if user and tau is None:
+        notes.append(f"user_level: threshold {parts.threshold:g} (fitted: the smallest whole number whose threshold "
+                     f"part of delta over {s['weeks']} weeks is <= {s['delta']:g}/2; give --threshold to override)")
+    s["threshold"] = int(parts.threshold) if parts.threshold == int(parts.threshold) else parts.threshold
+    return parts
 
 
 def _fmt(x, spec: str = ".4g") -> str:
@@ -174,7 +189,7 @@ def _print_user_level(b: dict) -> None:
         print(f"  {label}: basic epsilon = {b[f'epsilon_user_{unit}_bounded']:.4g} (delta "
               f"{b[f'delta_user_{unit}_bounded']:.3g}); advanced {b[f'epsilon_user_{unit}_bounded_advanced']:.4g}, "
               f"Renyi {b[f'epsilon_user_{unit}_bounded_rdp']:.4g}, tight {tight_txt} "
-              f"(delta {b[f'delta_user_{unit}_bounded_tight']:.3g} = {d:g} + partition selection)")
+              f"(delta {b[f'delta_user_{unit}_bounded_tight']:.3g} = {d:.3g} Laplace part + threshold part)")
 
 
 # ---------------------------------------------------------------------------------------------------------------

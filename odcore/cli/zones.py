@@ -83,7 +83,11 @@ def run_zones_compare(args: argparse.Namespace) -> int:
                           week=args.week, tz=resolve_tz(args, traces.report.format), rng=args.seed)
     if args.out:
         try:
-            table.to_csv(args.out, index=False)
+            from odcore.paths import atomic_output
+            from odcore.report.safe_csv import write_csv
+
+            with atomic_output(args.out) as tmp:
+                write_csv(table, tmp)
         except OSError as exc:
             raise ParameterError(f"--out {args.out}: cannot write ({exc}).") from None
     if args.json:

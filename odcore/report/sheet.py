@@ -10,7 +10,10 @@ from __future__ import annotations
 import html
 import math
 
-__all__ = ["budget_sheet", "guarantee_sheet"]
+__all__ = ["SEED_WORDS", "budget_sheet", "data_fingerprint", "guarantee_sheet", "percent_text", "release_record",
+           "software_version"]
+
+SEED_WORDS = "secret: the noise seed is not written anywhere a published file can carry it"
 
 _CSS = """
 body{font-family:Georgia,'DejaVu Serif',serif;max-width:46em;margin:2em auto;color:#1b1f24;line-height:1.45}
@@ -31,8 +34,100 @@ def _num(x, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
-def _pct(p) -> str:
-    return "–" if p is None or not math.isfinite(p) else f"{100 * p:.1f} %"
+def percent_text(p, digits: int = 1) -> str:
+    """A probability as a percentage with ``digits`` decimals, and more where those would round a value below 1 up
+    to 100 % or one above 0 down to 0 % (the page and the sheet both use this, so they read the same).
+
+    >>> percent_text(0.7054), percent_text(0.99952), percent_text(0.9999996), percent_text(1.0)
+    ('70.5 %', '99.95 %', '99.99996 %', '100.0 %')
+    """
+    if p is None or not math.isfinite(p):
+        return "–"
+    p = float(p)
+    d = digits
+    while d < 12 and ((p < 1 and round(100 * p, d) >= 100) or (p > 0 and round(100 * p, d) <= 0)):
+        d += 1
+    return f"{100 * p:.{d}f} %"
+
+
+_pct = percent_text
+
+
+def data_fingerprint(frame) -> str:
+    """SHA-256 of a table's content (column names, dtypes and every value, row order included): the same data gives
+    the same fingerprint on any machine, one changed value gives another (``pandas.util.hash_pandas_object``)."""
+    import hashlib
+
+    import pandas as pd
+
+    h = hashlib.sha256()
+    h.update(repr([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode())
+    h.update(len(frame).to_bytes(8, "little"))
+    if len(frame):
+        h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+def software_version() -> dict:
+    """``{"odcore": version, "commit": git commit of the code or None}``."""
+    import subprocess
+
+    from odcore import __version__
+    from odcore.paths import REPO_ROOT
+
+    commit = None
+    try:
+        r = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                           timeout=5, check=False)
+        if r.returncode == 0:
+            commit = r.stdout.strip() or None
+            d = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5, check=False)
+            if d.returncode == 0 and d.stdout.strip():
+                commit += " (with local changes)"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"odcore": __version__, "commit": commit}
+
+
+def release_record(*, dataset: str, fingerprint: str, rows: int | None, users: int | None, week_starts,
+                   weeks_covered, zones: str, settings: dict) -> dict:
+    """What a guarantee sheet and a published release carry so that anyone can tell later which release they
+    describe: the data (label, content fingerprint, rows, users, weeks covered), the zone system, every setting
+    except the noise seed (:data:`SEED_WORDS`), the software and the time written (UTC)."""
+    import datetime as dt
+
+    starts = [str(w) for w in week_starts]
+    cov = sorted(int(w) for w in weeks_covered)
+    return {
+        "dataset": str(dataset), "fingerprint": f"sha256:{fingerprint}", "rows": rows, "users": users,
+        "weeks_covered": [{"week": w, "start": starts[w] if w < len(starts) else None} for w in cov],
+        "zones": str(zones),
+        "settings": {k: v for k, v in settings.items() if k != "seed"},
+        "seed": SEED_WORDS,
+        "software": software_version(),
+        "written": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def _record_html(rec: dict | None) -> str:
+    if not rec:
+        return ("<p class='note'>Not tied to a dataset: these are the guarantees of the settings alone (no data "
+                "fingerprint).</p>")
+    e = html.escape
+    weeks = rec.get("weeks_covered") or []
+    wtxt = (", ".join(f"{w['week']} (from {w['start']})" if w.get("start") else str(w["week"]) for w in weeks[:6])
+            + (f", … ({len(weeks)} weeks)" if len(weeks) > 6 else ""))
+    sw = rec.get("software") or {}
+    settings = ", ".join(f"{k} = {v}" for k, v in (rec.get("settings") or {}).items())
+    rows = [("Dataset", rec.get("dataset")), ("Fingerprint (content hash)", rec.get("fingerprint")),
+            ("Rows, people", f"{_num(rec.get('rows'))} rows, {_num(rec.get('users'))} people"),
+            ("Weeks covered", wtxt or "–"), ("Zone system", rec.get("zones")), ("Settings", settings),
+            ("Noise seed", rec.get("seed")),
+            ("Software", f"odcore {sw.get('odcore')}, commit {sw.get('commit') or 'unknown'}"),
+            ("Written (UTC)", rec.get("written"))]
+    return ("<h2>Record</h2><table>" + "".join(f"<tr><th>{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in rows)
+            + "</table>")
 
 
 def _odds(delta) -> str:
