@@ -13,6 +13,7 @@ tables: ~8 MB). These take only the context and the settings, and fetch what the
 from __future__ import annotations
 
 import functools
+import html
 
 import streamlit as st
 
@@ -118,7 +119,7 @@ def _map_image(ctx, rcfg, o: dict, projector: bool):
     fm = flow_maps(ctx, rcfg, res.table, s.week, cent, cells, o)[-1]
     return maps.map_figure(fm, cells[1], title=f"OD flows, week {s.week}: {fm.heading.lower()}",
                            subtitle=f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale "
-                                    f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · {s.dataset.label}",
+                                    f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · {html.escape(s.dataset.label)}",
                            projector=projector, empty_note=None if len(fm.flows) else
                            "No flow to draw: nothing is published")
 

@@ -47,7 +47,7 @@ from odapp.state import (
     is_bassolas_preset,
     widget_key,
 )
-from odapp.words import epsilon_label, unit_words
+from odapp.words import epsilon_label, plain, unit_words
 from odapp.zones_ui import zone_controls, zone_spec
 
 K_UPLOAD_GEN = "odlab.upload_generation"   # bumps after each good upload (fresh uploader widget)
@@ -166,7 +166,7 @@ def _upload_controls() -> None:
                       "time); yours starts when they are done.", icon="⏳")
 
         try:   # Streamlit's stop/rerun (BaseException) keeps the request for the next run; an error ends it
-            with st.spinner(f"Reading {up.name}…"):
+            with st.spinner(f"Reading {plain(up.name)}…"):
                 ok = apply_upload(ss, up.getvalue(), up.name, ss[K_UPLOAD_PENDING], on_wait=queued)
         except Exception:
             ss.pop(K_UPLOAD_PENDING, None)
@@ -176,7 +176,7 @@ def _upload_controls() -> None:
         if ok:
             ss[K_UPLOAD_GEN] = ss.get(K_UPLOAD_GEN, 0) + 1
     if ss.get(K_UPLOAD_ERROR):
-        st.error(ss[K_UPLOAD_ERROR], icon="⚠️")
+        st.error(plain(ss[K_UPLOAD_ERROR]), icon="⚠️")
     elif K_UPLOAD_TRACES not in ss:
         st.info("No file loaded yet: the bundled synthetic city stays in use.")
 
@@ -336,12 +336,12 @@ def render() -> PageContext:
             threshold = float(ss[K_THRESHOLD])
         _bound(K_SEED, st.number_input, label="Seed", min_value=0, max_value=2**31 - 1, step=1,
                help="Seed of every random draw (noise, synthesis, Monte Carlo): same seed, same numbers.")
-        st.caption(f"Data: {ref.label}")
+        st.caption(f"Data: {plain(ref.label)}")
         projector.toggle()
         guide.reopen_button()
     # In the main area too: the sidebar's messages are below the fold.
     if ss[K_SOURCE] == DataSource.UPLOAD and ss.get(K_UPLOAD_ERROR):
-        st.error(ss[K_UPLOAD_ERROR], icon="⚠️")
+        st.error(plain(ss[K_UPLOAD_ERROR]), icon="⚠️")
     if grid_warning:
         st.warning(f"Very large grid: {grid_warning}", icon="⚠️")
     projector.apply()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 
 def probability_words(p: float) -> str:
@@ -52,12 +53,29 @@ def epsilon_words(epsilon: float) -> str:
 
 
 def pct(p: float, digits: int = 1) -> str:
-    """``0.7054 -> '70.5 %'``.
+    """``0.7054 -> '70.5 %'``; never rounds a value below 1 up to 100 % (:func:`odcore.report.sheet.percent_text`,
+    which the guarantee sheet uses too).
 
-    >>> pct(0.7054)
-    '70.5 %'
+    >>> pct(0.7054), pct(0.99952)
+    ('70.5 %', '99.95 %')
     """
-    return f"{100 * p:.{digits}f} %"
+    from odcore.report.sheet import percent_text
+
+    return percent_text(p, digits)
+
+
+_MD_SPECIAL = re.compile(r"([\\!-/:-@\[-`{-~])")
+
+
+def plain(text) -> str:
+    """``text`` (a name from the data: a file, a zone, a user id) escaped for Streamlit's Markdown, so it shows as
+    the characters it is, never as a link, an image, a colour directive, maths or HTML: every ASCII punctuation
+    character gets a backslash (CommonMark), line breaks become spaces.
+
+    >>> print(plain("![b](http://x/b.png).csv"))
+    \\!\\[b\\]\\(http\\:\\/\\/x\\/b\\.png\\)\\.csv
+    """
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
 
 
 def num(x: float) -> str:

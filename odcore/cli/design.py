@@ -53,14 +53,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
     from odcore.cli.release import jsonable
     from odcore.constants import UNIQUE_TRIPS, WEEK
     from odcore.privacy.design import Goal, design_report
     from odcore.report.sheet import guarantee_sheet
-
-    import sys
 
     if args.goal == "attack" and args.known_trips is None:
         args.known_trips = DEFAULT_KNOWN_TRIPS

@@ -64,18 +64,18 @@ ANALYSIS_NOTICE = ("DO NOT SHARE: analysis table with the true counts, the noise
                    "published; it discloses what the release protects. Share only the published table.")
 
 __all__ = [
+    "ANALYSIS_NOTICE",
     "PAIRS_COLUMNS",
+    "PUBLISHED_COLUMNS",
     "RAW_COUNT",
     "RELEASE_COLUMNS",
-    "ANALYSIS_NOTICE",
-    "PUBLISHED_COLUMNS",
-    "published_table",
     "Mode",
     "PreparedPairs",
     "ReleaseConfig",
     "ReleaseResult",
     "bound_contributions",
     "prepare_pairs",
+    "published_table",
     "release",
     "release_probability",
     "release_with_report",
