@@ -80,12 +80,23 @@ def first_view(ctx) -> None:
     release_curve(ctx, rcfg, res.table, s.week, projector=False)
 
 
-def release_csv(ctx, rcfg, week: int):
-    """The week's release as the CLI's release.csv table, with zone names (the page's table download)."""
+def published_csv(ctx, rcfg, week: int):
+    """The week's published pairs, as the CLI's published.csv (the page's main download: what may be shared)."""
+    from odcore.privacy.release import published_table
+    from odcore.space.zones import add_zone_names
+
+    return add_zone_names(published_table(week_release(ctx, week, rcfg).table, centroids(ctx), ctx.od.week_starts),
+                          ctx.od.grid)
+
+
+def analysis_csv(ctx, rcfg, week: int):
+    """The week's analysis table (true counts, noise, unpublished pairs; do not share), as the CLI's
+    ``--analysis-out`` table."""
     from odcore.privacy.release import release_csv_table
     from odcore.space.zones import add_zone_names
 
-    return add_zone_names(release_csv_table(week_release(ctx, week, rcfg).table, centroids(ctx)), ctx.od.grid)
+    return add_zone_names(release_csv_table(week_release(ctx, week, rcfg).table, centroids(ctx), ctx.od.week_starts),
+                          ctx.od.grid)
 
 
 def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):

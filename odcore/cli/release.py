@@ -2,8 +2,9 @@
 
 ``budget`` prints the privacy budget of the weekly release for one user (:func:`odcore.privacy.accounting.budget`).
 ``release`` loads traces, builds weekly unique OD pairs, runs the Laplace + threshold release
-(:func:`odcore.privacy.release.release_with_report`) and writes the released table (CSV and Parquet, with zone centroids and
-names), the used zones' geometry (zones.geojson) and a JSON summary.
+(:func:`odcore.privacy.release.release_with_report`) and writes what may be shared (the published pairs only, with zone
+centroids and names; zones.geojson; release.json, the record and guarantee; guarantee_sheet.html) to ``--out``, and the
+analysis table with true counts and noise only to ``--analysis-out`` (named DO_NOT_SHARE).
 
 Both accept ``--config FILE.json`` whose keys are the flags' names in snake_case (``--max-pairs`` -> ``max_pairs``),
 as exported by the dashboard. Precedence: explicit flags > config file > defaults.
@@ -12,6 +13,7 @@ as exported by the dashboard. Precedence: explicit flags > config file > default
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -374,21 +376,21 @@ def run_release(args: argparse.Namespace) -> int:
     # All or nothing (odcore.paths.atomic_folder): each folder is written beside its place and swapped in whole, so
     # a run stopped at any moment leaves the previous output or the new one, never a mix or a part.
     try:
-        for p, write in maps:
-            with atomic_output(p) as tmp:
-                write(p, tmp)
-        if an_dir is not None:
-            with atomic_folder(an_dir, _folder_of(ANALYSIS_KIND, ANALYSIS_FILES), what=f"--analysis-out {an_dir}") as t:
-                full = add_zone_names(release_csv_table(table, od.centroids(), od.week_starts), od.grid)
-                write_csv(full, t / ANALYSIS_FILES[0], first_line=ANALYSIS_NOTICE)
-                full.to_parquet(t / ANALYSIS_FILES[1], index=False)
-                (t / ANALYSIS_FILES[2]).write_text(json.dumps(summary, indent=2, allow_nan=False), encoding="utf-8")
-        with atomic_folder(out_dir, _folder_of(PUBLISHED_KIND, PUBLISHED_FILES), what=f"--out {out_dir}") as t:
-            write_csv(pub, t / "published.csv")
-            pub.to_parquet(t / "published.parquet", index=False)
-            write_zone_geometry(od.grid, t / "zones.geojson", pub_cells)
-            (t / "release.json").write_text(json.dumps(public, indent=2, allow_nan=False), encoding="utf-8")
-            (t / "guarantee_sheet.html").write_text(sheet, encoding="utf-8")
+        with contextlib.ExitStack() as stack:
+            for p, write in maps:   # drawn first, renamed into place only once both folders are written
+                write(p, stack.enter_context(atomic_output(p)))
+            if an_dir is not None:
+                with atomic_folder(an_dir, _folder_of(ANALYSIS_KIND, ANALYSIS_FILES), what=f"--analysis-out {an_dir}") as t:
+                    full = add_zone_names(release_csv_table(table, od.centroids(), od.week_starts), od.grid)
+                    write_csv(full, t / ANALYSIS_FILES[0], first_line=ANALYSIS_NOTICE)
+                    full.to_parquet(t / ANALYSIS_FILES[1], index=False)
+                    (t / ANALYSIS_FILES[2]).write_text(json.dumps(summary, indent=2, allow_nan=False), encoding="utf-8")
+            with atomic_folder(out_dir, _folder_of(PUBLISHED_KIND, PUBLISHED_FILES), what=f"--out {out_dir}") as t:
+                write_csv(pub, t / "published.csv")
+                pub.to_parquet(t / "published.parquet", index=False)
+                write_zone_geometry(od.grid, t / "zones.geojson", pub_cells)
+                (t / "release.json").write_text(json.dumps(public, indent=2, allow_nan=False), encoding="utf-8")
+                (t / "guarantee_sheet.html").write_text(sheet, encoding="utf-8")
     except OSError as exc:
         raise ParameterError(f"--out {out_dir}: cannot write ({exc}).") from None
     if args.json:
@@ -478,8 +480,8 @@ def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
                           "d_lat": pub["destination"].map(c["lat"]).to_numpy(),
                           "count": pub["noisy_count"].to_numpy(dtype=float)})
     start = od.week_starts[wk] if wk < len(od.week_starts) else wk
-    note = None if len(flows) else (f"Nothing published: the busiest pair has {int(t['true_count'].max()) if len(t) else 0}"
-                                    f" people, threshold {cfg.threshold:g}")
+    # a map may be shared: its note says nothing about unpublished pairs (no true count)
+    note = None if len(flows) else f"Nothing published at threshold {cfg.threshold:g}"
     fig = figures.flow_map_figure(
         cells, flows, title=f"Published OD flows, week {wk} (from {start})", count_label="noisy count",
         subtitle=f"ε = {cfg.epsilon:g}, threshold {cfg.threshold:g}, noise scale {cfg.scale:.3g}, "

@@ -772,7 +772,7 @@ def cell_release_probability(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def release_csv_table(table: pd.DataFrame, centroids: pd.DataFrame, week_starts=None) -> pd.DataFrame:
-    """The release table as written to ``release.csv`` (CLI and dashboard): the week's start date (if
+    """The analysis table (``release --analysis-out``, the page's do-not-share download): the week's start date (if
     ``week_starts`` is given), both cells' centres (``origin_lat`` … ``destination_lon``), and ``raw_count`` only
     when it differs from ``true_count`` somewhere (user-level bounding); per metric it would repeat it.
 
