@@ -88,15 +88,9 @@ def num(x: float) -> str:
     >>> num(2402.4)
     '2,402.4'
     """
-    if x is None:
-        return "–"
-    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
-        return f"{int(x):,}"
-    if abs(x) >= 1000:
-        return f"{x:,.1f}"
-    if abs(x) < 1e-3 and x != 0:
-        return f"{x:.2e}"
-    return f"{x:.3g}"
+    from odcore.report.sheet import number_text  # the guarantee sheet writes numbers the same way
+
+    return number_text(x)
 
 
 def coord(lat: float, lon: float, digits: int = 4) -> str:

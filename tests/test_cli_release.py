@@ -175,7 +175,8 @@ def test_release_writes_table_and_summary(capsys, tmp_path, traces_csv):
             [walk(v) for v in o.values()]
 
     walk(public)
-    assert len(seeds) == 1 and seeds[0].startswith("secret")   # the seed is never written where it is shared
+    assert len(seeds) == 1   # the seed is never written where it is shared
+    assert seeds[0].startswith("secret")
     exp = pq.loc[pq["released"]].sort_values(["week", "noisy_count"], ascending=[True, False])
     np.testing.assert_allclose(pub["noisy_count"].to_numpy(), exp["noisy_count"].to_numpy())
     assert sorted(p.name for p in out.iterdir()) == sorted(("published.csv", "published.parquet", "zones.geojson",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import math
 
-__all__ = ["SEED_WORDS", "budget_sheet", "data_fingerprint", "guarantee_sheet", "percent_text",
+__all__ = ["SEED_WORDS", "budget_sheet", "data_fingerprint", "guarantee_sheet", "number_text", "percent_text",
            "posterior_with_delta", "release_record", "software_version"]
 
 SEED_WORDS = "secret: the noise seed is not written anywhere a published file can carry it"
@@ -24,14 +24,27 @@ th{background:#f2f4f7}.big{font-size:1.15em;font-weight:bold}.note{color:#555;fo
 """
 
 
-def _num(x, digits: int = 3) -> str:
+def number_text(x) -> str:
+    """Compact human number, as the pages write it (``odapp.words.num`` is this): thousands separators for whole
+    numbers, one decimal from 1,000, ``1.23e-04`` below 0.001, else 3 significant digits; "–" for none.
+
+    >>> number_text(46333), number_text(0.6612), number_text(2402.4), number_text(1e-6), number_text(None)
+    ('46,333', '0.661', '2,402.4', '1.00e-06', '–')
+    """
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
-    if isinstance(x, int):
-        return f"{x:,}"
-    if abs(x) != 0 and (abs(x) < 1e-3 or abs(x) >= 1e6):
+    if isinstance(x, bool):
+        x = int(x)
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
+        return f"{int(x):,}"
+    if abs(x) >= 1000:
+        return f"{x:,.1f}"
+    if abs(x) < 1e-3 and x != 0:
         return f"{x:.2e}"
-    return f"{x:.{digits}g}"
+    return f"{x:.3g}"
+
+
+_num = number_text
 
 
 def percent_text(p, digits: int = 1) -> str:
@@ -136,7 +149,7 @@ def posterior_with_delta(epsilon, delta) -> float:
     Thm 2.1: TPR <= e^ε·FPR + δ both ways); without δ it is the familiar ``e^ε/(1 + e^ε)``.
 
     >>> round(posterior_with_delta(0.66, 0.0), 4), round(posterior_with_delta(0.66, 0.1), 4)
-    (0.6593, 0.6934)
+    (0.6593, 0.6933)
     """
     if epsilon is None or not math.isfinite(epsilon):
         return 1.0
