@@ -693,7 +693,8 @@ def user_level_budget(epsilon: float, max_pairs: int, threshold: float, weeks: i
     elif m <= TIGHT_K_MAX and h_max > 0:
         from odcore.privacy import pld
 
-        h = min(h_max, 2.0 * w * eps / USER_GRID_POINTS)
+        # at most 4e7 grid points (pld caps at 5e7): a coarser step still gives a valid, wider bracket
+        h = max(min(h_max, 2.0 * w * eps / USER_GRID_POINTS), 2.0 * w * eps / 4e7)
         lo, hi = pld.composed_epsilon_bounds(d, m, e1, w, interval=h)
         hi = min(hi, w * eps)
         method = "bracket"

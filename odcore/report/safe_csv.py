@@ -65,11 +65,25 @@ def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _has_lone_cr(df: pd.DataFrame) -> bool:
+    for col in df.columns:
+        s = df[col]
+        if s.dtype == object and s.map(lambda v: isinstance(v, str) and "\r" in v).any():
+            return True
+    return False
+
+
 def write_csv(df: pd.DataFrame, target: str | Path | IO[str], *, first_line: str | None = None, **kwargs) -> None:
     """Write ``df`` as CSV (no index) with every cell neutralised; ``first_line`` (e.g. a "do not share" notice) is
     written before the header as a ``#`` comment line (``pd.read_csv(..., comment="#")`` skips it)."""
     kwargs.setdefault("index", False)
     safe = safe_frame(df)
+    if _has_lone_cr(safe):
+        # pandas quotes a cell holding "\n" but not one holding a lone "\r", which other readers take for a line
+        # end: then every text cell is quoted
+        import csv
+
+        kwargs.setdefault("quoting", csv.QUOTE_NONNUMERIC)
     if first_line is None:
         safe.to_csv(target, **kwargs)
         return
