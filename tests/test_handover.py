@@ -376,16 +376,20 @@ def _kill_tries(tries: int, tmp_path: Path, seed: int, cmd_of, state_of, allowed
     full = _timed(cmd_of(0))                     # the previous output, complete
     before = state_of()
     assert before is not None
+    interrupted = 0
     for i in range(tries):
         _killed(cmd_of(i + 1), float(rng.uniform(0.0, 1.2 * full)))
         now = state_of()
         assert now in allowed(before), (i, now, before)  # the previous output or a whole new one, never a part
+        interrupted += any(".odcore-tmp-" in p.name for p in tmp_path.rglob("*"))
+    if tries >= 20:   # some kills landed while the output was being written (what a killed writer leaves)
+        assert interrupted >= 1
     # a run that finishes removes what killed runs left behind
     subprocess.run(cmd_of(tries + 1), cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)
     assert not [p for p in tmp_path.rglob("*") if ".odcore-tmp-" in p.name]
 
 
-KILL_TRIES = [pytest.param(3, id="3 tries"), pytest.param(20, id="20 tries", marks=pytest.mark.slow)]
+KILL_TRIES = [pytest.param(2, id="2 tries"), pytest.param(20, id="20 tries", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("tries", KILL_TRIES)
