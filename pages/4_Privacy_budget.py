@@ -9,13 +9,13 @@ import pandas as pd
 import streamlit as st
 
 from odapp import cache, callbacks, charts, guide
+from odapp import release_view as rv
 from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import epsilon_words, num, pct, probability_words, unit_words
 from odcore.privacy.accounting import BudgetConfig, posterior_bound
-from odcore.report.sheet import budget_sheet
 
 # Loss-grid step of the many-week tight bracket on this page (width <= 2·weeks·step, 2 at 52 weeks; ~0.06 s).
 PAGE_TOTAL_INTERVAL = 2e-2
@@ -140,7 +140,8 @@ with right, st.container(border=True):
             "guarantee says almost nothing at this level.")
 with st.container():   # in both units, so the charts below keep their place (updated in the browser, not rebuilt)
     if user_mode:
-        st.download_button("Guarantee sheet (HTML, printable)", budget_sheet(b), file_name="guarantee_sheet.html",
+        st.download_button("Guarantee sheet (HTML, printable)", functools.partial(rv.budget_sheet_html, ctx, b),
+                           file_name="guarantee_sheet.html", on_click="ignore",
                            mime="text/html", key="budget_sheet",
                            help="One page: unit of protection, ε and δ per week and per year, what an attacker can "
                                 "learn, in plain words.")

@@ -456,3 +456,43 @@ def test_kill_release(tmp_path, small_city, tries):
         return "whole" if ok_pub and ok_an else ("partial", names, len(pub), len(csv_), len(full), len(full_csv))
 
     _kill_tries(tries, tmp_path, 3, cmd, state, lambda before: ["whole"])
+
+
+# ------------------------------------------------------------------ the app's downloads
+
+
+def test_app_downloads_are_the_published_table_and_a_recorded_sheet(hostile_city):
+    from types import SimpleNamespace
+
+    from odapp import release_view as rv
+    from odapp.data import Loaded
+    from odapp.state import DatasetRef, Settings
+    from odcore.data.traces import load_traces
+    from odcore.od.engines import build_od
+    from odcore.od.oddata import ODConfig
+    from odcore.privacy.accounting import BudgetConfig, budget
+    from odcore.privacy.release import ANALYSIS_NOTICE
+    from odcore.report.safe_csv import csv_text
+
+    tr = load_traces(hostile_city[0])
+    cfg = ODConfig()
+    od = build_od(tr.df, cfg)
+    s = Settings(dataset=DatasetRef(id="test:hostile", kind="upload", label="Upload: ![b](http://127.0.0.2:9/b.png)"),
+                 week=0, cell_km2=1.3, epsilon=0.66, threshold=3, seed=1)
+    ctx = SimpleNamespace(settings=s, loaded=Loaded(df=tr.df, summary={}), od=od, od_config=cfg)
+    rcfg = s.release_config()
+    pub = rv.published_csv(ctx, rcfg, 0)
+    full = rv.analysis_csv(ctx, rcfg, 0)
+    assert len(pub) == int(full["released"].sum()) > 0
+    assert not {"true_count", "noise", "released", "release_prob"} & set(pub.columns)
+    assert not [c for c in _cells(csv_text(pub)) if is_risky(c)]
+    text = csv_text(full, first_line=ANALYSIS_NOTICE)
+    assert text.startswith("# DO NOT SHARE")
+    # the sheet made on the Privacy budget page: a record of this data, the seed left out, names escaped as HTML
+    b = budget(BudgetConfig(max_pairs=10, threshold=306, delta=5e-7, total_interval=0))
+    html_text = rv.budget_sheet_html(ctx, b)
+    rec = rv.sheet_record(ctx)
+    assert rec["fingerprint"] in html_text
+    assert rec["users"] == 150
+    assert "seed" not in rec["settings"]
+    assert "![b](http://127.0.0.2:9/b.png)" in html_text          # shown as the text it is (no markup inside)
