@@ -349,8 +349,16 @@ def _cli(*argv: str) -> list[str]:
     return [sys.executable, "-m", "odcore", *argv]
 
 
-def _killed(cmd: list[str], after: float) -> None:
+def _killed(cmd: list[str], after: float, watch: Path | None = None) -> None:
+    """Run ``cmd`` and SIGKILL it ``after`` seconds after its start, or, with ``watch``, ``after`` seconds after it
+    began writing its output (a temporary of its own appeared under ``watch``): so some kills land in the write."""
     p = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if watch is not None:
+        mark, t0 = f".odcore-tmp-{p.pid}-", time.perf_counter()
+        while p.poll() is None and time.perf_counter() - t0 < 300:
+            if any(mark in q.name for q in watch.rglob("*")):
+                break
+            time.sleep(0.005)
     time.sleep(after)
     if p.poll() is None:
         os.kill(p.pid, signal.SIGKILL)
@@ -371,21 +379,28 @@ def _synth_state(folder: Path) -> tuple | None:
     return int(df["user"].nunique()), len(df)
 
 
-def _kill_tries(tries: int, tmp_path: Path, seed: int, cmd_of, state_of, allowed) -> None:
+def _kill_tries(tries: int, tmp_path: Path, seed: int, cmd_of, state_of, allowed, finals: int = 1) -> None:
+    """``tries`` runs killed with SIGKILL, half at a random moment, half a random moment after they began writing;
+    after each, the output must be the previous whole one or a new whole one. Then ``finals`` complete runs (one
+    per output kind) must leave no temporary behind."""
     rng = np.random.default_rng(seed)
     full = _timed(cmd_of(0))                     # the previous output, complete
     before = state_of()
     assert before is not None
-    interrupted = 0
+    in_write = 0
     for i in range(tries):
-        _killed(cmd_of(i + 1), float(rng.uniform(0.0, 1.2 * full)))
+        if i % 2:
+            _killed(cmd_of(i + 1), float(rng.uniform(0.0, 0.3)), watch=tmp_path)
+        else:
+            _killed(cmd_of(i + 1), float(rng.uniform(0.0, 1.2 * full)))
         now = state_of()
         assert now in allowed(before), (i, now, before)  # the previous output or a whole new one, never a part
-        interrupted += any(".odcore-tmp-" in p.name for p in tmp_path.rglob("*"))
+        in_write += any(".odcore-tmp-" in p.name for p in tmp_path.rglob("*"))
     if tries >= 20:   # some kills landed while the output was being written (what a killed writer leaves)
-        assert interrupted >= 1
-    # a run that finishes removes what killed runs left behind
-    subprocess.run(cmd_of(tries + 1), cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)
+        assert in_write >= 1
+    # runs that finish remove what killed runs left behind
+    for j in range(finals):
+        subprocess.run(cmd_of(tries + 1 + j), cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)
     assert not [p for p in tmp_path.rglob("*") if ".odcore-tmp-" in p.name]
 
 
@@ -429,7 +444,7 @@ def test_kill_trips_counts_out(tmp_path, small_city, tries):
         f = pd.read_csv(file)
         return len(c), int(c["count"].sum()), len(f), int(f["count"].sum())
 
-    _kill_tries(tries, tmp_path, 2, cmd, state, lambda before: [before])
+    _kill_tries(tries, tmp_path, 2, cmd, state, lambda before: [before], finals=2)
 
 
 @pytest.mark.parametrize("tries", KILL_TRIES)
