@@ -56,7 +56,10 @@ def run_districts(args: argparse.Namespace) -> int:
     traces = traces_from_args(args)
     df = traces.df
     out = Path(args.out)
-    gdf = write_districts(out, df["lat"].to_numpy(), df["lon"].to_numpy(), args.n, rng=args.seed)
+    from odcore.paths import atomic_output
+
+    with atomic_output(out) as tmp:   # all or nothing
+        gdf = write_districts(tmp, df["lat"].to_numpy(), df["lon"].to_numpy(), args.n, rng=args.seed)
     info = {"out": str(out), "districts": len(gdf), "seed": args.seed, "bytes": out.stat().st_size,
             "bounds": [round(float(v), 5) for v in gdf.total_bounds]}
     if args.json:
