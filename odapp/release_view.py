@@ -128,11 +128,12 @@ def sheet_record(ctx) -> dict:
                           settings=settings)
 
 
-def budget_sheet_html(ctx, b: dict) -> str:
-    """The Privacy budget page's guarantee sheet, with its record (made when the download is clicked)."""
+def budget_sheet_html(ctx, b: dict, delta_parts: dict | None = None) -> str:
+    """The Privacy budget page's guarantee sheet, with its record and δ split (made when the download is
+    clicked)."""
     from odcore.report.sheet import budget_sheet
 
-    return budget_sheet(b, record=sheet_record(ctx))
+    return budget_sheet(b, record=sheet_record(ctx), delta_parts=delta_parts)
 
 
 def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
