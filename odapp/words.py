@@ -64,18 +64,25 @@ def pct(p: float, digits: int = 1) -> str:
     return percent_text(p, digits)
 
 
-_MD_SPECIAL = re.compile(r"([\\!-/:-@\[-`{-~])")
+_MD_SPECIAL = re.compile(r"[!-/:-@\[-`{-~]")
 
 
 def plain(text) -> str:
-    """``text`` (a name from the data: a file, a zone, a user id) escaped for Streamlit's Markdown, so it shows as
-    the characters it is, never as a link, an image, a colour directive, maths or HTML: every ASCII punctuation
-    character gets a backslash (CommonMark), line breaks become spaces.
+    """``text`` (a name from the data: a file, a zone, a user id) for Streamlit's Markdown, so it shows as the
+    characters it is, never as a link, an image, a colour directive, maths or HTML: every ASCII punctuation character
+    becomes a numeric character reference (``&#58;`` for ``:``), and a zero-width space follows every ``:`` and
+    ``@`` and precedes every ``.``: the autolinks (``http://…``, ``www.…``, ``a@b.c``) and Streamlit's
+    ``:colour[…]`` directives are found in the text after those references are decoded, and a backslash escape does
+    not stop them either. Line breaks become spaces.
 
-    >>> print(plain("![b](http://x/b.png).csv"))
-    \\!\\[b\\]\\(http\\:\\/\\/x\\/b\\.png\\)\\.csv
+    >>> plain("![b](http://x/b.png)")
+    '&#33;&#91;b&#93;&#40;http&#58;&#8203;&#47;&#47;x&#47;b&#8203;&#46;png&#41;'
     """
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
+    def ref(m: re.Match) -> str:
+        c = m.group(0)
+        return {":": "&#58;&#8203;", "@": "&#64;&#8203;", ".": "&#8203;&#46;"}.get(c, f"&#{ord(c)};")
+
+    return _MD_SPECIAL.sub(ref, " ".join(str(text).splitlines()))
 
 
 def num(x: float) -> str:
