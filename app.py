@@ -6,7 +6,7 @@ import streamlit as st
 
 from odapp import ahead, guide, sidebar
 from odapp.layout import PAGE_FILES, compact_top
-from odapp.words import pct, probability_words, unit_words
+from odapp.words import pct, plain, probability_words, unit_words
 from odcore import __version__
 from odcore.privacy.attack import bounded_success_curve, posterior_bound, success_curve
 
@@ -66,12 +66,12 @@ if s.mode == "user_level":
     st.info(f"Guarantee unit: **{unit_words(s.mode)}**. With at most {s.max_pairs} pairs per person and noise "
             f"{s.max_pairs}/ε, an attacker who knows 32 of someone's trips is right at most **{pct(pb)}** of the time "
             f"({probability_words(pb)}); with the same ε {unit_words('per_metric')} they would be right "
-            f"{pct(float(p[32]))}. Data in use: {s.dataset.label}.", icon=":material/lightbulb:")
+            f"{pct(float(p[32]))}. Data in use: {plain(s.dataset.label)}.", icon=":material/lightbulb:")
 else:
     st.info(f"Guarantee unit: **{unit_words(s.mode)}**. At ε = {s.epsilon:g} the promise for one trip is an "
             f"attacker right at most **{pct(bound)}** of the time ({probability_words(bound)}); against someone with "
             f"32 unique trips the same release lets the attacker be right **{pct(float(p[32]))}** of the time "
-            f"({probability_words(float(p[32]))}). Data in use: {s.dataset.label}.", icon=":material/lightbulb:")
+            f"({probability_words(float(p[32]))}). Data in use: {plain(s.dataset.label)}.", icon=":material/lightbulb:")
 
 st.caption(f"odcore {__version__} · numbers computed by the `odcore` engine; see the README for where they come from.")
 

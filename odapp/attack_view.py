@@ -17,7 +17,7 @@ from odapp.cli_config import user_risk_config
 from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode
 from odapp.layout import metric
-from odapp.words import num, pct, probability_words
+from odapp.words import num, pct, plain, probability_words
 
 K_MAX = 70   # the page's curve: k = 0..70 (Houssiau et al. 2022, Fig. 1)
 
@@ -54,7 +54,8 @@ def real_person(ctx, bound: float) -> None:
                                  help="The pseudonymous id as in the data (see the Data page's CSV).")
         match = [u for u in per_user.index[:200_000] if str(u) == uid_text.strip()]
         if not match:
-            st.error(f"No user with id {uid_text!r} has trips in week {s.week}; try another id or a quick pick.")
+            st.error(f"No user with id {plain(repr(uid_text))} has trips in week {s.week}; try another id or a quick "
+                     "pick.")
             st.stop()
         user = match[0]
     else:

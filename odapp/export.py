@@ -120,9 +120,14 @@ def button_row():
 
 def export_buttons(name: str, *, fig: go.Figure | None = None,
                    data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None, config: dict | None = None,
-                   command: str | None = None, key: str | None = None, row=None) -> None:
+                   command: str | None = None, key: str | None = None, row=None, csv_label: str = "CSV",
+                   csv_help: str = "The numbers behind the chart, one row per plotted point.",
+                   csv_first_line: str | None = None) -> None:
     """A row of download buttons: PNG, SVG (from ``fig``), CSV (``data``, or a function that builds it when the
     button is clicked) and configuration JSON (``config``), in ``row`` (a :func:`button_row`; a new one if None).
+
+    The CSV is spreadsheet-safe (:func:`odcore.report.safe_csv.csv_text`: no cell starts a formula);
+    ``csv_first_line`` (e.g. a do-not-share notice) is written before its header as a ``#`` line.
 
     ``command`` names the ``python -m odcore`` subcommand that accepts the JSON (:data:`odapp.cli_config.COMMANDS`).
     """
@@ -139,9 +144,12 @@ def export_buttons(name: str, *, fig: go.Figure | None = None,
                             mime="image/svg+xml", key=f"dl_svg_{key}", on_click="ignore", icon=":material/draw:",
                             help="The chart as a vector SVG image, for papers.")
     if data is not None:
-        row.download_button("CSV", data=lambda: (data() if callable(data) else data).to_csv(index=False), file_name=f"{base}.csv", mime="text/csv",
-                            key=f"dl_csv_{key}", on_click="ignore", icon=":material/table:",
-                            help="The numbers behind the chart, one row per plotted point.")
+        from odcore.report.safe_csv import csv_text
+
+        row.download_button(csv_label, data=lambda: csv_text(data() if callable(data) else data,
+                                                             first_line=csv_first_line),
+                            file_name=f"{base}.csv", mime="text/csv", key=f"dl_csv_{key}", on_click="ignore",
+                            icon=":material/table:", help=csv_help)
     if config is not None:
         from odapp.cli_config import COMMANDS, command_line
 

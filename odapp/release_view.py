@@ -13,6 +13,7 @@ tables: ~8 MB). These take only the context and the settings, and fetch what the
 from __future__ import annotations
 
 import functools
+import html
 
 import streamlit as st
 
@@ -79,12 +80,60 @@ def first_view(ctx) -> None:
     release_curve(ctx, rcfg, res.table, s.week, projector=False)
 
 
-def release_csv(ctx, rcfg, week: int):
-    """The week's release as the CLI's release.csv table, with zone names (the page's table download)."""
+def published_csv(ctx, rcfg, week: int):
+    """The week's published pairs, as the CLI's published.csv (the page's main download: what may be shared)."""
+    from odcore.privacy.release import published_table
+    from odcore.space.zones import add_zone_names
+
+    return add_zone_names(published_table(week_release(ctx, week, rcfg).table, centroids(ctx), ctx.od.week_starts),
+                          ctx.od.grid)
+
+
+def analysis_csv(ctx, rcfg, week: int):
+    """The week's analysis table (true counts, noise, unpublished pairs; do not share), as the CLI's
+    ``--analysis-out`` table."""
     from odcore.privacy.release import release_csv_table
     from odcore.space.zones import add_zone_names
 
-    return add_zone_names(release_csv_table(week_release(ctx, week, rcfg).table, centroids(ctx)), ctx.od.grid)
+    return add_zone_names(release_csv_table(week_release(ctx, week, rcfg).table, centroids(ctx), ctx.od.week_starts),
+                          ctx.od.grid)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _data_facts(dataset_id: str, od_key, _frame) -> tuple[str, int, int | None]:
+    """(content fingerprint, rows, people) of the data in use (hashing 1.6 M rows takes ~0.3 s: once per dataset)."""
+    from odcore.report.sheet import data_fingerprint
+
+    cols = [c for c in ("user", "time", "lat", "lon") if c in _frame.columns]
+    users = int(_frame["user"].nunique()) if "user" in _frame.columns else None
+    return data_fingerprint(_frame[cols] if cols else _frame), len(_frame), users
+
+
+def sheet_record(ctx) -> dict:
+    """The record a guarantee sheet made on a page carries (:func:`odcore.report.sheet.release_record`): the data
+    in use (label, fingerprint, rows, people), the week shown, the zone system and the sidebar's settings but the
+    seed."""
+    from odcore.report.sheet import release_record
+    from odcore.space.zones import zones_summary
+
+    s = ctx.settings
+    frame = getattr(ctx.loaded, "df", None)
+    if frame is None or not len(frame):
+        frame = ctx.od.counts
+    fp, rows, users = _data_facts(s.dataset.id, ctx.od_config, frame)
+    settings = {k: v for k, v in s.as_dict().items() if k not in ("dataset", "seed")}
+    zs = zones_summary(ctx.od.grid)
+    return release_record(dataset=s.dataset.label, fingerprint=fp, rows=rows, users=users,
+                          week_starts=ctx.od.week_starts, weeks_covered=[s.week], zones=zs["spec"] or zs["kind"],
+                          settings=settings)
+
+
+def budget_sheet_html(ctx, b: dict, delta_parts: dict | None = None) -> str:
+    """The Privacy budget page's guarantee sheet, with its record and δ split (made when the download is
+    clicked)."""
+    from odcore.report.sheet import budget_sheet
+
+    return budget_sheet(b, record=sheet_record(ctx), delta_parts=delta_parts)
 
 
 def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
@@ -118,7 +167,7 @@ def _map_image(ctx, rcfg, o: dict, projector: bool):
     fm = flow_maps(ctx, rcfg, res.table, s.week, cent, cells, o)[-1]
     return maps.map_figure(fm, cells[1], title=f"OD flows, week {s.week}: {fm.heading.lower()}",
                            subtitle=f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale "
-                                    f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · {s.dataset.label}",
+                                    f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · {html.escape(s.dataset.label)}",
                            projector=projector, empty_note=None if len(fm.flows) else
                            "No flow to draw: nothing is published")
 

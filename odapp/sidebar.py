@@ -39,6 +39,7 @@ from odapp.state import (
     THRESHOLD_RANGE,
     USER_DELTA,
     USER_THRESHOLD_MAX,
+    USER_WEEKS,
     DatasetRef,
     DataSource,
     Settings,
@@ -47,7 +48,7 @@ from odapp.state import (
     is_bassolas_preset,
     widget_key,
 )
-from odapp.words import epsilon_label, unit_words
+from odapp.words import epsilon_label, plain
 from odapp.zones_ui import zone_controls, zone_spec
 
 K_UPLOAD_GEN = "odlab.upload_generation"   # bumps after each good upload (fresh uploader widget)
@@ -166,7 +167,7 @@ def _upload_controls() -> None:
                       "time); yours starts when they are done.", icon="⏳")
 
         try:   # Streamlit's stop/rerun (BaseException) keeps the request for the next run; an error ends it
-            with st.spinner(f"Reading {up.name}…"):
+            with st.spinner(f"Reading {plain(up.name)}…"):
                 ok = apply_upload(ss, up.getvalue(), up.name, ss[K_UPLOAD_PENDING], on_wait=queued)
         except Exception:
             ss.pop(K_UPLOAD_PENDING, None)
@@ -176,22 +177,25 @@ def _upload_controls() -> None:
         if ok:
             ss[K_UPLOAD_GEN] = ss.get(K_UPLOAD_GEN, 0) + 1
     if ss.get(K_UPLOAD_ERROR):
-        st.error(ss[K_UPLOAD_ERROR], icon="⚠️")
+        st.error(plain(ss[K_UPLOAD_ERROR]), icon="⚠️")
     elif K_UPLOAD_TRACES not in ss:
         st.info("No file loaded yet: the bundled synthetic city stays in use.")
 
 
 def _user_threshold() -> float:
-    """Per-user mode: the threshold fitted to the noise (proposed by default) or set by hand, and its δ."""
-    from odcore.privacy.accounting import default_user_threshold, partition_selection_delta
+    """Per-user mode: the threshold fitted to the noise (proposed by default) or set by hand, and its δ, by the one
+    rule of the CLI's ``release`` and ``budget`` (:func:`odcore.privacy.accounting.delta_parts`: the person's δ over
+    :data:`USER_WEEKS` weeks is at most :data:`USER_DELTA`, half for the Laplace part, half for the threshold)."""
+    from odcore.privacy.accounting import delta_parts
 
     ss = st.session_state
     eps, m = float(ss[K_EPSILON]), int(ss[K_MAX_PAIRS])
-    fitted = default_user_threshold(eps, m, USER_DELTA)
+    fitted = int(delta_parts(eps, USER_DELTA, USER_WEEKS, max_pairs=m).threshold)
     _bound(K_FIT_THRESHOLD, st.toggle, label=f"Fit the threshold to the noise (δ ≤ {USER_DELTA:.0e})",
-           help=f"Propose the smallest threshold whose partition-selection δ (Google's LaplacePartitionSelection: "
-                f"the chance that a pair only one person makes is published) is at most {USER_DELTA:.0e} "
-                f"{unit_words('user_level')}. Switch off to set it by hand.")
+           help=f"Propose the smallest threshold whose share of δ (Google's LaplacePartitionSelection: the chance "
+                f"that a pair only one person makes is published, over {USER_WEEKS} weekly releases) is at most "
+                f"half of {USER_DELTA:.0e}, as `python -m odcore release` and `budget` do. Switch off to set it by "
+                "hand.")
     if ss[K_FIT_THRESHOLD]:
         tau = float(fitted)
         st.markdown(f"Threshold: **{fitted:,}** (fitted to noise {m}/ε)")
@@ -199,13 +203,13 @@ def _user_threshold() -> float:
         _bound(K_USER_THRESHOLD, st.number_input, label="Threshold (suppress noisy counts below)", min_value=1,
                max_value=USER_THRESHOLD_MAX, step=10,
                help=f"Pairs whose noisy count is below this are not published; {fitted:,} would keep δ ≤ "
-                    f"{USER_DELTA:.0e}.")
+                    f"{USER_DELTA:.0e} over {USER_WEEKS} weeks.")
         tau = float(ss[K_USER_THRESHOLD])
-    d = partition_selection_delta(eps, tau, m)
-    text = f"Partition-selection δ {unit_words('user_level')}: **{d:.2g}**"
-    if d > USER_DELTA:
-        st.warning(f"{text} — above {USER_DELTA:.0e}: a pair only one person makes can be published "
-                   f"(the fitted threshold is {fitted:,}).")
+    parts = delta_parts(eps, USER_DELTA, USER_WEEKS, max_pairs=m, threshold=tau)
+    text = (f"δ over {USER_WEEKS} weeks: **{parts.total:.2g}** = {parts.laplace:.2g} (Laplace) + "
+            f"{parts.threshold_cost:.2g} (threshold)")
+    if parts.warnings():
+        st.warning(f"{text} — " + " ".join(parts.warnings()))
     else:
         st.caption(text)
     return tau
@@ -336,12 +340,12 @@ def render() -> PageContext:
             threshold = float(ss[K_THRESHOLD])
         _bound(K_SEED, st.number_input, label="Seed", min_value=0, max_value=2**31 - 1, step=1,
                help="Seed of every random draw (noise, synthesis, Monte Carlo): same seed, same numbers.")
-        st.caption(f"Data: {ref.label}")
+        st.caption(f"Data: {plain(ref.label)}")
         projector.toggle()
         guide.reopen_button()
     # In the main area too: the sidebar's messages are below the fold.
     if ss[K_SOURCE] == DataSource.UPLOAD and ss.get(K_UPLOAD_ERROR):
-        st.error(ss[K_UPLOAD_ERROR], icon="⚠️")
+        st.error(plain(ss[K_UPLOAD_ERROR]), icon="⚠️")
     if grid_warning:
         st.warning(f"Very large grid: {grid_warning}", icon="⚠️")
     projector.apply()

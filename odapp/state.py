@@ -81,7 +81,10 @@ EPSILON_RANGE = (0.05, 5.0, 0.01)      # min, max, step of the ε slider
 THRESHOLD_RANGE = (1, 500, 1)
 USER_THRESHOLD_MAX = 100_000
 USER_DELTA = 1e-6
-"""Per-user mode: the fitted threshold keeps the partition-selection δ per person and week at most this."""
+"""Per-user mode: a person's δ over :data:`USER_WEEKS` weeks, every part included, is at most this with the fitted
+threshold (:func:`odcore.privacy.accounting.delta_parts`)."""
+USER_WEEKS = 52
+"""Weekly releases the fitted threshold's δ covers (the CLI's ``release`` and ``budget`` ``--weeks`` default)."""
 CELL_KM2_RANGE = (0.1, 25.0, 0.1)
 
 

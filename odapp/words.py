@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 
 def probability_words(p: float) -> str:
@@ -52,12 +53,36 @@ def epsilon_words(epsilon: float) -> str:
 
 
 def pct(p: float, digits: int = 1) -> str:
-    """``0.7054 -> '70.5 %'``.
+    """``0.7054 -> '70.5 %'``; never rounds a value below 1 up to 100 % (:func:`odcore.report.sheet.percent_text`,
+    which the guarantee sheet uses too).
 
-    >>> pct(0.7054)
-    '70.5 %'
+    >>> pct(0.7054), pct(0.99952)
+    ('70.5 %', '99.95 %')
     """
-    return f"{100 * p:.{digits}f} %"
+    from odcore.report.sheet import percent_text
+
+    return percent_text(p, digits)
+
+
+_MD_SPECIAL = re.compile(r"[!-/:-@\[-`{-~]")
+
+
+def plain(text) -> str:
+    """``text`` (a name from the data: a file, a zone, a user id) for Streamlit's Markdown, so it shows as the
+    characters it is, never as a link, an image, a colour directive, maths or HTML: every ASCII punctuation character
+    becomes a numeric character reference (``&#58;`` for ``:``), and a zero-width space follows every ``:`` and
+    ``@`` and precedes every ``.``: the autolinks (``http://…``, ``www.…``, ``a@b.c``) and Streamlit's
+    ``:colour[…]`` directives are found in the text after those references are decoded, and a backslash escape does
+    not stop them either. Line breaks become spaces.
+
+    >>> plain("![b](http://x/b.png)")
+    '&#33;&#91;b&#93;&#40;http&#58;&#8203;&#47;&#47;x&#47;b&#8203;&#46;png&#41;'
+    """
+    def ref(m: re.Match) -> str:
+        c = m.group(0)
+        return {":": "&#58;&#8203;", "@": "&#64;&#8203;", ".": "&#8203;&#46;"}.get(c, f"&#{ord(c)};")
+
+    return _MD_SPECIAL.sub(ref, " ".join(str(text).splitlines()))
 
 
 def num(x: float) -> str:
@@ -70,15 +95,9 @@ def num(x: float) -> str:
     >>> num(2402.4)
     '2,402.4'
     """
-    if x is None:
-        return "–"
-    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
-        return f"{int(x):,}"
-    if abs(x) >= 1000:
-        return f"{x:,.1f}"
-    if abs(x) < 1e-3 and x != 0:
-        return f"{x:.2e}"
-    return f"{x:.3g}"
+    from odcore.report.sheet import number_text  # the guarantee sheet writes numbers the same way
+
+    return number_text(x)
 
 
 def coord(lat: float, lon: float, digits: int = 4) -> str:

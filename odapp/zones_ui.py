@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from odapp.state import K_CELL_KM2, K_H3_RES, K_ZONE_ERROR, K_ZONE_FILE, K_ZONE_KIND, K_ZONE_LABEL
+from odapp.words import plain
 from odcore.errors import ODCoreError
 from odcore.paths import REPO_ROOT, SAMPLE_DATA_DIR
 
@@ -146,5 +147,5 @@ def zone_controls(ss, bound) -> None:
         st.button("Use the bundled districts", key="w.zone_bundled", on_click=use_bundled_zones, args=(ss,),
                   help="40 Voronoi districts of the bundled synthetic city (sample_data/districts.geojson).")
         if ss.get(K_ZONE_ERROR):
-            st.error(ss[K_ZONE_ERROR], icon="⚠️")
-        st.caption(f"Zones: {zone_file(ss)[1]}")
+            st.error(plain(ss[K_ZONE_ERROR]), icon="⚠️")
+        st.caption(f"Zones: {plain(zone_file(ss)[1])}")

@@ -11,7 +11,7 @@ from odapp.cli_config import release_config
 from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode, reproduce
 from odapp.layout import metric, page
-from odapp.words import num, short_path
+from odapp.words import num, plain, short_path
 from odapp.zones_ui import export_spec, zone_file
 
 ctx = page(
@@ -45,8 +45,8 @@ with st.container():   # there with or without drops, so the map and charts belo
                                    "rows": list(dropped.values()) + list(od_drops.values())}),
                      hide_index=True, width="content")
 zone_text = (f"grid {ods['grid_cells']:,} cells of {ods['cell_km2']:.2f} km² ({ods['cells']:,} used) · CRS {ods['crs']}"
-             if s.zones is None else f"zones: {s.zones_label} · {ods['grid_cells']:,} zones ({ods['cells']:,} used)")
-st.caption(f"Source: {short_path(summ.get('source', s.dataset.label))} · format {summ.get('format', '?')} · "
+             if s.zones is None else f"zones: {plain(s.zones_label)} · {ods['grid_cells']:,} zones ({ods['cells']:,} used)")
+st.caption(f"Source: {plain(short_path(summ.get('source', s.dataset.label)))} · format {summ.get('format', '?')} · "
            f"time span {summ.get('time_min', '?')} → {summ.get('time_max', '?')} · {zone_text}")
 
 if not od.stats.get("pairs_available", True):   # an OD counts folder: no traces to map or compare

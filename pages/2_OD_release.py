@@ -13,6 +13,7 @@ from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import num, pct, unit_words
+from odcore.privacy.release import ANALYSIS_NOTICE
 from odcore.privacy.utility import noise_dominated, release_utility
 
 ctx = page(
@@ -81,7 +82,14 @@ if released.any():
                                 "release_prob": st.column_config.NumberColumn(format="%.3f")})
 else:
     st.info("Empty: no pair reached the threshold this week (see the note above the map for what to change).")
-export_buttons(f"release_week{s.week}", data=functools.partial(rv.release_csv, ctx, rcfg, s.week), config=cli_config, command="release", key="rel_table")
-st.caption("The CSV holds every observed pair of the week (published or not) with its true count, noise, noisy "
-           "count, exact release probability and the centres of both cells (as the CLI's release.csv).")
-reproduce([("The week's release (release.csv, release.parquet, summary.json)", "release", cli_config)])
+export_buttons(f"published_week{s.week}", data=functools.partial(rv.published_csv, ctx, rcfg, s.week),
+               config=cli_config, command="release", key="rel_table", csv_label="Published table (CSV)",
+               csv_help="What may be shared: the published pairs only, with their noisy counts, names and centres "
+                        "(as the CLI's published.csv). Nothing about unpublished pairs, no true counts, no noise.")
+export_buttons(f"DO_NOT_SHARE_analysis_week{s.week}", data=functools.partial(rv.analysis_csv, ctx, rcfg, s.week),
+               key="rel_analysis", csv_label="Analysis table — do not share (CSV)", csv_first_line=ANALYSIS_NOTICE,
+               csv_help="For you only: every observed pair (published or not) with its true count, noise, noisy "
+                        "count and exact release probability. It discloses what the release protects.")
+st.caption("The published table is what may leave the building. The analysis table holds every observed pair with "
+           "its true count and noise (as the CLI's --analysis-out): do not share it.")
+reproduce([("The week's release (published.csv, release.json, guarantee_sheet.html)", "release", cli_config)])

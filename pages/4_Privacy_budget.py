@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import functools
-import math
 
 import pandas as pd
 import streamlit as st
 
 from odapp import cache, callbacks, charts, guide
+from odapp import release_view as rv
 from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import epsilon_words, num, pct, probability_words, unit_words
-from odcore.privacy.accounting import BudgetConfig, posterior_bound
-from odcore.report.sheet import budget_sheet
+from odcore.privacy.accounting import BudgetConfig, delta_parts, posterior_bound
 
 # Loss-grid step of the many-week tight bracket on this page (width <= 2·weeks·step, 2 at 52 weeks; ~0.06 s).
 PAGE_TOTAL_INTERVAL = 2e-2
@@ -41,16 +40,21 @@ trips = c1.number_input(
 weeks = c2.number_input("Weeks released (W)", min_value=1, max_value=520, value=52, step=1, key="budget_weeks",
                         help="Number of weekly releases the person appears in (one year = 52).")
 delta = c3.select_slider(
-    "δ for the advanced and tight bounds", options=[1e-12, 1e-9, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2], value=1e-6,
+    "δ asked for (every part included)", options=[1e-12, 1e-9, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2], value=1e-6,
     key="budget_delta", format_func=callbacks.power_of_ten,
-    help="Advanced composition and the exact (tight) bound trade ε for a small probability δ of failure.")
+    help="The person's δ over the W weeks. As `python -m odcore budget --delta` and `release` split it: per person "
+         "half goes to the noise (the δ at which ε is given) and half to the threshold; per count the threshold's "
+         "tiny share comes off first. δ is not a chance that the guarantee fails (docs/handover.md).")
 prior = c4.slider("Attacker's prior that the person is in the data", 0.01, 0.99, 0.5, 0.01, key="budget_prior",
                   help="What the attacker believes before seeing the release; 0.5 is a coin flip (the 16 % "
                        "statement assumes it).")
 
 with engine_errors("Could not compute the budget"):
+    parts = delta_parts(s.epsilon, float(delta), int(weeks), threshold=s.threshold, trips=int(trips),
+                        max_pairs=s.max_pairs if s.mode == "user_level" else None)
+    delta_asked, delta = float(delta), parts.laplace   # below, δ is the Laplace part: the δ at which ε is given
     b = cache.budget(BudgetConfig(epsilon=s.epsilon, threshold=s.threshold, trips=int(trips), weeks=int(weeks),
-                                  delta=float(delta), max_pairs=s.max_pairs if s.mode == "user_level" else None,
+                                  delta=delta, max_pairs=s.max_pairs if s.mode == "user_level" else None,
                                   total_interval=PAGE_TOTAL_INTERVAL))
     vs_trips, over_weeks, eps_delta = cache.budget_curves(s.epsilon, int(trips), int(weeks), float(delta),
                                                           max(70, int(trips)), PAGE_TOTAL_INTERVAL)
@@ -72,7 +76,7 @@ def tight_or_rdp(span: str) -> tuple[float, str]:
     return float(v), "tight"
 
 
-cli_config = budget_config(s, trips=int(trips), weeks=int(weeks), delta=float(delta),
+cli_config = budget_config(s, trips=int(trips), weeks=int(weeks), delta=delta_asked,
                            total_interval=PAGE_TOTAL_INTERVAL)
 
 st.subheader(f"The same week in both units ({unit_words(s.mode)} is in use)")
@@ -105,7 +109,7 @@ with right, st.container(border=True):
                help=f"Exact ε(δ = {delta:.0e}) of the {s.max_pairs}-fold Laplace(ε/{s.max_pairs}) composition: "
                     "a person changes at most max_pairs counts by 1, each with noise max_pairs/ε.")
         metric(b_, "δ per person and week", f"{b['delta_user_week_bounded_tight']:.1e}",
-               f"{delta:.0e} + thresholding {b['delta_partition_week_bounded']:.1e}")
+               f"{delta:.1e} (noise) + thresholding {b['delta_partition_week_bounded']:.1e}")
         metric(c, f"ε, {int(weeks)} weeks", num(total_v), epsilon_words(total_v),
                help=f"Tight ε of the {int(weeks)}·{s.max_pairs}-fold composition (upper end of a guaranteed "
                     f"bracket; the true value is ≥ {b['epsilon_user_total_bounded_tight_lower']:.3g}); "
@@ -115,11 +119,8 @@ with right, st.container(border=True):
             f"Covers the whole week of any person, however many trips they make: whether they are in the data at "
             f"all. After one week the attacker's posterior is at most **{pct(pw)}** ({probability_words(pw)}); "
             f"noise scale {num(b['noise_scale_bounded'])} instead of {num(1 / s.epsilon)}.")
-        if b["delta_user_week_bounded_tight"] > 1e-3:
-            st.warning(f"δ = {b['delta_user_week_bounded_tight']:.2g}: with noise {s.max_pairs}/ε this threshold "
-                       f"({s.threshold:g}) lets pairs only one person makes through — the guarantee is void. A "
-                       f"threshold of {math.ceil(b['threshold_for_delta_week_bounded']):,} keeps it under "
-                       f"{delta:.0e} (switch on 'Fit the threshold' in the sidebar).")
+        if parts.warnings():   # the same words as the command line's warnings
+            st.warning(" ".join(parts.warnings()) + " Switch on 'Fit the threshold' in the sidebar.")
     else:
         st.markdown(f"#### {unit_words('user_level').capitalize()} — what a person with n = {int(trips)} trips "
                     "risks")
@@ -140,7 +141,9 @@ with right, st.container(border=True):
             "guarantee says almost nothing at this level.")
 with st.container():   # in both units, so the charts below keep their place (updated in the browser, not rebuilt)
     if user_mode:
-        st.download_button("Guarantee sheet (HTML, printable)", budget_sheet(b), file_name="guarantee_sheet.html",
+        st.download_button("Guarantee sheet (HTML, printable)", functools.partial(rv.budget_sheet_html, ctx, b,
+                                             parts.to_dict()),
+                           file_name="guarantee_sheet.html", on_click="ignore",
                            mime="text/html", key="budget_sheet",
                            help="One page: unit of protection, ε and δ per week and per year, what an attacker can "
                                 "learn, in plain words.")

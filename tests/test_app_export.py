@@ -88,7 +88,7 @@ def test_settings_validate():
 
 
 def test_budget_json_is_accepted_by_the_cli_and_reproduces_the_numbers(tmp_path):
-    from odcore.privacy.accounting import BudgetConfig, budget
+    from odcore.privacy.accounting import BudgetConfig, budget, delta_parts
 
     s = _settings(epsilon=0.5, threshold=50)
     cfg = cli_config.budget_config(s, trips=20, weeks=4, delta=1e-5)
@@ -97,7 +97,9 @@ def test_budget_json_is_accepted_by_the_cli_and_reproduces_the_numbers(tmp_path)
     r = _cli("budget", "--config", str(f), "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    want = budget(BudgetConfig(epsilon=0.5, threshold=50, trips=20, weeks=4, delta=1e-5))
+    # the page and the command split the δ asked for the same way (odcore.privacy.accounting.delta_parts)
+    lap = delta_parts(0.5, 1e-5, 4, threshold=50, trips=20).laplace
+    want = budget(BudgetConfig(epsilon=0.5, threshold=50, trips=20, weeks=4, delta=lap))
     for key in ("epsilon_user_week", "epsilon_user_total", "epsilon_user_week_tight", "delta_per_metric"):
         assert out[key] == pytest.approx(want[key], rel=1e-12)
 

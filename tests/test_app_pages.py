@@ -290,11 +290,11 @@ def test_unit_switch_changes_every_page_headline(at):
             assert specific != old_specific, page
     # the sidebar speaks the unit and proposes the threshold that fits the noise, with its δ
     assert at.sidebar.slider(key="w.epsilon").label == "ε (privacy parameter per person and week)"
-    assert any("Partition-selection δ per person and week" in c.value for c in at.sidebar.caption)
+    assert any("δ over 52 weeks" in c.value and "(threshold)" in c.value for c in at.sidebar.caption)
     at.sidebar.number_input(key="w.max_pairs").set_value(20).run()
     at.sidebar.toggle(key="w.fit_threshold").set_value(False).run()
     at.sidebar.number_input(key="w.user_threshold").set_value(100).run()
-    assert any("Partition-selection δ" in w.value for w in at.sidebar.warning)    # τ = 100 is too low at m = 20
+    assert any("no meaningful guarantee" in w.value for w in at.sidebar.warning)    # τ = 100 is too low at m = 20
     at.sidebar.toggle(key="w.fit_threshold").set_value(True).run()
     at.switch_page("app.py").run()
     _no_errors(at)

@@ -276,3 +276,37 @@ def test_release_designer_meets_an_attack_goal(streamlit_url, page):
     assert _metric(page, "Max pairs per person and week") == "10"
     typical = float(_metric(page, "Attack on a typical person").rstrip(" %"))
     assert 50.0 < typical <= 60.0                                         # p = 0.6
+
+
+def test_names_from_the_data_show_as_text_and_fetch_nothing(streamlit_url, page):
+    """An upload whose name is Markdown for an image, unreadable and then good (user ids that are formulas): the
+    error message and the sidebar's data caption show the name's characters, and the browser never asks for the
+    image."""
+    seen: list[str] = []
+    page.on("request", lambda r: seen.append(r.url))   # recorded only: 127.0.0.2:9 refuses anyway
+    name = "![b](http://127.0.0.2:9/beacon.png) :red[x] $y$ www.ex.org.csv"
+    good = b"user,time,lat,lon\n" + b"".join(
+        f"{u},2024-01-0{1 + d}T0{h}:00:00Z,37.7{h},-122.4{d}\n".encode()
+        for u in ("=1+1", "@SUM(1)", "+x") for d in range(3) for h in range(6))
+    side = page.locator("[data-testid='stSidebar']")
+    for body in (b"\x00\x01garbage\xff\xfe", good):
+        _open(page, f"{streamlit_url}/Data", "Data")
+        side.get_by_text("Upload a file").click()
+        _settle(page)
+        side.locator("input[type='file']").set_input_files({"name": name, "mimeType": "text/csv", "buffer": body})
+        page.wait_for_timeout(800)
+        _settle(page)
+        side.get_by_role("button", name="Load this file").click()
+        _settle(page)
+        if body is not good:
+            err = side.locator("[data-testid='stAlert']").filter(has_text="beacon.png")
+            err.first.wait_for(timeout=60_000)
+            assert name in err.first.inner_text().replace("\u200b", "")
+    shown = side.locator("[data-testid='stCaptionContainer']").filter(has_text="Upload:")
+    shown.first.wait_for(timeout=60_000)
+    assert shown.first.inner_text().replace("\u200b", "") == f"Data: Upload: {name}"
+    assert page.locator("img[src*='127.0.0.2']").count() == 0
+    for sel in ("a[href*='127.0.0.2']", "a[href*='ex.org']", "[data-testid='stSidebar'] .katex",
+                "[data-testid='stSidebar'] span[style*='color']"):
+        assert page.locator(sel).count() == 0, sel
+    assert not [u for u in seen if "127.0.0.2" in u], seen

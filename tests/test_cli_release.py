@@ -139,14 +139,18 @@ def test_budget_as_a_subprocess():
 
 
 def test_release_writes_table_and_summary(capsys, tmp_path, traces_csv):
-    out = tmp_path / "out"
+    out, an = tmp_path / "out", tmp_path / "analysis"
     code, stdout, err = _run(capsys, "release", "--input", str(traces_csv), "--cell-km2", "1.3", "--epsilon", "1",
-                             "--threshold", "5", "--seed", "3", "--out", str(out), "--json")
+                             "--threshold", "5", "--seed", "3", "--out", str(out), "--analysis-out", str(an), "--json")
     assert code == 0, err
     summary = json.loads(stdout)
-    assert json.loads((out / "summary.json").read_text()) == summary
-    csv = pd.read_csv(out / "release.csv")
-    pq = pd.read_parquet(out / "release.parquet")
+    public = summary.pop("published_release")
+    assert json.loads((an / "DO_NOT_SHARE_summary.json").read_text()) == summary
+    assert json.loads((out / "release.json").read_text()) == public
+    first = (an / "DO_NOT_SHARE_analysis.csv").read_text().splitlines()[0]
+    assert first.startswith("# DO NOT SHARE")
+    csv = pd.read_csv(an / "DO_NOT_SHARE_analysis.csv", comment="#")
+    pq = pd.read_parquet(an / "DO_NOT_SHARE_analysis.parquet")
     assert len(csv) == len(pq) == summary["utility"]["pairs_total"] > 0
     for c in ("week", "week_start", "origin", "destination", "true_count", "noise", "noisy_count", "released",
               "release_prob", "origin_lat", "origin_lon", "destination_lat", "destination_lon"):
@@ -159,11 +163,31 @@ def test_release_writes_table_and_summary(capsys, tmp_path, traces_csv):
     assert summary["config"]["epsilon"] == 1.0
     assert summary["budget_typical_user"]["epsilon_per_metric"] == 1.0
     # same seed, same output
+    # the published table: the released rows of the analysis table, nothing else
+    pub = pd.read_parquet(out / "published.parquet")
+    assert len(pub) == summary["utility"]["pairs_published"] > 0
+    assert not {"true_count", "noise", "raw_count", "released", "release_prob"} & set(pub.columns)
+    seeds = []
+
+    def walk(o):
+        if isinstance(o, dict):
+            seeds.extend(v for k, v in o.items() if "seed" in k)
+            [walk(v) for v in o.values()]
+
+    walk(public)
+    assert len(seeds) == 1   # the seed is never written where it is shared
+    assert seeds[0].startswith("secret")
+    exp = pq.loc[pq["released"]].sort_values(["week", "noisy_count"], ascending=[True, False])
+    np.testing.assert_allclose(pub["noisy_count"].to_numpy(), exp["noisy_count"].to_numpy())
+    assert sorted(p.name for p in out.iterdir()) == sorted(("published.csv", "published.parquet", "zones.geojson",
+                                                           "release.json", "guarantee_sheet.html"))
+    # same seed, same output; no analysis folder unless asked for
     out2 = tmp_path / "out2"
     code, _, _ = _run(capsys, "release", "--input", str(traces_csv), "--epsilon", "1", "--threshold", "5",
                       "--seed", "3", "--out", str(out2))
     assert code == 0
-    pd.testing.assert_frame_equal(pq, pd.read_parquet(out2 / "release.parquet"))
+    pd.testing.assert_frame_equal(pub, pd.read_parquet(out2 / "published.parquet"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis", "out", "out2"]
 
 
 def test_release_user_level_week_and_config(capsys, tmp_path, traces_csv):
@@ -172,13 +196,13 @@ def test_release_user_level_week_and_config(capsys, tmp_path, traces_csv):
                                "seed": 5, "cell_km2": 1.3, "dataset": {"id": "x"}}))
     out = tmp_path / "o"
     code, stdout, err = _run(capsys, "release", "--input", str(traces_csv), "--config", str(cfg), "--out", str(out),
-                             "--json")
+                             "--analysis-out", str(tmp_path / "a"), "--json")
     assert code == 0, err
     s = json.loads(stdout)
     assert s["release"]["mode"] == "user_level"
     assert s["release"]["noise_scale"] == 1.0
     assert s["release"]["contributions_dropped_by_bounding"] > 0
-    t = pd.read_parquet(out / "release.parquet")
+    t = pd.read_parquet(tmp_path / "a" / "DO_NOT_SHARE_analysis.parquet")
     assert set(t["week"]) == {1}
     assert (t["true_count"] <= t["raw_count"]).all()
     assert "budget_max_user" in s
@@ -188,7 +212,7 @@ def test_release_user_level_week_and_config(capsys, tmp_path, traces_csv):
     ([], "--out"),
     (["--out", "{tmp}", "--epsilon", "-1"], "epsilon"),
     (["--out", "{tmp}", "--threshold", "0"], "threshold"),
-    (["--out", "{tmp}", "--mode", "user_level"], "max_pairs"),
+    (["--out", "{tmp}", "--mode", "user_level"], "--max-pairs"),
     (["--out", "{tmp}", "--week", "99"], "week"),
 ])
 def test_release_errors(capsys, tmp_path, traces_csv, extra, match):
@@ -227,7 +251,7 @@ def test_failing_release_writes_no_map(capsys, tmp_path, traces_csv, fake_image)
     code, _, err = _run(capsys, "release", "--input", str(traces_csv), "--threshold", "5", "--out", str(blocker),
                         "--map", str(maps / "flows.png"))
     assert code == 2, err
-    assert "cannot write" in err
+    assert "is not a folder" in err
     assert "Traceback" not in err
     assert list(maps.iterdir()) == []
 
@@ -277,5 +301,6 @@ def test_release_on_real_checkins(capsys, tmp_path, shared_data):
     assert code == 0, err
     s = json.loads(stdout)
     assert s["utility"]["pairs_total"] > 0
-    t = pd.read_parquet(out / "release.parquet")
-    assert (t.loc[t["released"], "noisy_count"] >= 2).all()
+    t = pd.read_parquet(out / "published.parquet")
+    assert len(t) == s["utility"]["pairs_published"]
+    assert (t["noisy_count"] >= 2).all()

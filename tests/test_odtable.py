@@ -61,8 +61,8 @@ def test_cli_counts_out_folder_is_an_input(city, tmp_path, capsys):
     for k in ("users", "weeks", "od_pairs", "unique_trips", "trips", "max_count"):
         assert first[k] == again[k], k
     assert main(["release", "--input", str(folder), "--out", str(tmp_path / "rel"), "--threshold", "5",
-                 "--seed", "1"]) == 0
-    rel = pd.read_parquet(tmp_path / "rel" / "release.parquet")
+                 "--seed", "1", "--analysis-out", str(tmp_path / "an")]) == 0
+    rel = pd.read_parquet(tmp_path / "an" / "DO_NOT_SHARE_analysis.parquet")
     assert len(rel) == first["od_pairs"]
     capsys.readouterr()
     assert main(["user-risk", "--input", str(folder)]) == 2

@@ -383,7 +383,8 @@ def test_cli_release_on_h3_writes_zone_names_and_geometry(capsys, tmp_path):
                  "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["zones"]["kind"] == "h3"
-    table = pd.read_csv(tmp_path / "release.csv")
+    table = pd.read_csv(tmp_path / "published.csv")
+    assert len(table) > 0
     assert table["origin_name"].map(h3.is_valid_cell).all()
     geo = gpd.read_file(tmp_path / "zones.geojson")
     assert set(table["origin_name"]) <= set(geo["name"])

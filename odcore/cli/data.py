@@ -8,6 +8,7 @@ from pathlib import Path
 
 from odcore.cli.common import add_grid_args, add_loader_args, od_config_from_args, traces_from_args
 from odcore.paths import atomic_output
+from odcore.report.safe_csv import write_csv
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,6 +52,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=run_trips)
 
 
+COUNTS_FILE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
+
+
+def counts_geometry_path(counts_file: Path) -> Path:
+    """Where ``trips --counts-out FILE`` puts the used zones' geometry: FILE's name up to its first dot +
+    ``.zones.geojson`` (never FILE itself: FILE must end in one of :data:`COUNTS_FILE_SUFFIXES`).
+
+    >>> counts_geometry_path(Path("out/week.counts.csv")).as_posix()
+    'out/week.zones.geojson'
+    """
+    return counts_file.with_name(counts_file.name.split(".")[0] + ".zones.geojson")
+
+
 def _parse_center(text: str) -> tuple[float, float]:
     from odcore.errors import ParameterError
 
@@ -90,7 +104,7 @@ def run_synth(args: argparse.Namespace) -> int:
             from odcore.data.synth import generate_city
 
             df = generate_city(cfg, args.seed)
-            df.assign(time=df["time"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")).to_csv(tmp, index=False)
+            write_csv(df.assign(time=df["time"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")), tmp)
     info = {"out": str(out), "users": cfg.users, "weeks": cfg.weeks, "seed": args.seed, "rows": len(df),
             "bytes": out.stat().st_size, "seconds": round(time.perf_counter() - t0, 3)}
     if args.json:
@@ -114,6 +128,11 @@ def run_trips(args: argparse.Namespace) -> int:
     src = stream_source_from_args(args)
     traces = None
     folder_out = bool(args.counts_out) and not Path(args.counts_out).suffix
+    if args.counts_out and not folder_out:
+        cp = Path(args.counts_out)
+        if not cp.name.lower().endswith(COUNTS_FILE_SUFFIXES):
+            raise ParameterError(f"--counts-out {cp}: a counts file must end in .csv, .csv.gz, .parquet or .pq "
+                                 "(or give a folder name without a suffix).")
     if is_counts_folder(args.input):   # an OD counts folder: its table as written
         od = read_counts_folder(args.input)
         t1 = time.perf_counter()
@@ -183,13 +202,13 @@ def run_trips(args: argparse.Namespace) -> int:
     elif args.counts_out:
         p = Path(args.counts_out)
         table = add_zone_names(od.counts, od.grid)
-        geo_path = p.with_name(p.name.split(".")[0] + ".zones.geojson")
+        geo_path = counts_geometry_path(p)
         try:
             with atomic_output(p) as tmp, atomic_output(geo_path) as tmp_geo:
                 if p.suffix.lower() in (".parquet", ".pq"):
                     table.to_parquet(tmp, index=False)
                 else:
-                    table.to_csv(tmp, index=False)
+                    write_csv(table, tmp)
                 write_zone_geometry(od.grid, tmp_geo, od.cells)
             geo = geo_path
         except OSError as exc:

@@ -16,6 +16,9 @@ from pathlib import Path
 
 from odcore.errors import ParameterError
 
+# Goal attack without --known-trips: the attacker knows this many trips (Houssiau et al. 2022 report p_k up to
+# k = 32); the output says that this default was used.
+DEFAULT_KNOWN_TRIPS = 32
 _IGNORED = frozenset({"dataset", "epsilon", "threshold", "mode"})   # dashboard keys the designer chooses itself
 
 
@@ -39,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--target-delta", type=float, default=1e-6,
                    help="largest delta, partition selection included (default %(default)s)")
     g.add_argument("--weeks", type=int, default=52, help="weekly releases the total covers (default %(default)s)")
-    g.add_argument("--known-trips", type=int, default=32, help="k: trips the attacker knows (goal attack)")
+    g.add_argument("--known-trips", type=int, default=None,
+                   help=f"k: trips the attacker knows (goal attack; default {DEFAULT_KNOWN_TRIPS}, said in the output)")
     g.add_argument("--success", type=float, default=0.6,
                    help="p: largest success of that attacker, in (0.5, 1) (goal attack; default %(default)s)")
     g.add_argument("--tpr", type=float, default=None, help="goal tpr: largest TPR at --fpr, in (fpr, 1)")
@@ -66,6 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
     from odcore.cli.release import jsonable
@@ -74,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
     from odcore.report.sheet import guarantee_sheet
 
     risk_goal = args.goal in ("tpr", "advantage", "posterior")
+    if (args.goal == "attack" or risk_goal) and args.known_trips is None:
+        args.known_trips = DEFAULT_KNOWN_TRIPS
+        print(f"note: goal {args.goal}: the attacker knows k = {DEFAULT_KNOWN_TRIPS} trips (the default; give "
+              "--known-trips to choose)", file=sys.stderr)
     goal = Goal(kind=args.goal, epsilon=args.target_epsilon, delta=args.target_delta, weeks=args.weeks,
                 known_trips=args.known_trips if args.goal == "attack" or risk_goal else None,
                 success=args.success if args.goal == "attack" else None,
@@ -93,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
     if args.sheet:
         path = Path(args.sheet)
         try:
-            path.write_text(guarantee_sheet(rep), encoding="utf-8")
+            from odcore.paths import atomic_output
+
+            with atomic_output(path) as tmp:
+                tmp.write_text(guarantee_sheet(rep), encoding="utf-8")
         except OSError as exc:
             raise ParameterError(f"--sheet {path}: cannot write ({exc}).") from None
         rep["sheet"] = str(path)

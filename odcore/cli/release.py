@@ -2,8 +2,9 @@
 
 ``budget`` prints the privacy budget of the weekly release for one user (:func:`odcore.privacy.accounting.budget`).
 ``release`` loads traces, builds weekly unique OD pairs, runs the Laplace + threshold release
-(:func:`odcore.privacy.release.release_with_report`) and writes the released table (CSV and Parquet, with zone centroids and
-names), the used zones' geometry (zones.geojson) and a JSON summary.
+(:func:`odcore.privacy.release.release_with_report`) and writes what may be shared (the published pairs only, with zone
+centroids and names; zones.geojson; release.json, the record and guarantee; guarantee_sheet.html) to ``--out``, and the
+analysis table with true counts and noise only to ``--analysis-out`` (named DO_NOT_SHARE).
 
 Both accept ``--config FILE.json`` whose keys are the flags' names in snake_case (``--max-pairs`` -> ``max_pairs``),
 as exported by the dashboard. Precedence: explicit flags > config file > defaults.
@@ -54,8 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr = sub.add_parser(
         "release", help="run the Laplace + threshold release on traces; write the OD table and a JSON summary",
         description="Load traces, build weekly unique OD pairs on a square grid, add Laplace noise to the "
-                    "distinct-user counts and publish pairs whose noisy count is >= the threshold. Writes "
-                    "release.csv, release.parquet (with cell centroids) and summary.json to --out.")
+                    "distinct-user counts and publish pairs whose noisy count is >= the threshold. Writes the "
+                    "published pairs only (published.csv, published.parquet, zones.geojson, release.json, "
+                    "guarantee_sheet.html) to --out; the analysis table with true counts only with --analysis-out.")
     from odcore.cli.common import add_grid_args, add_loader_args, add_release_args
 
     add_loader_args(pr)
@@ -64,7 +66,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_release_args(g)
     g.add_argument("--week", type=int, default=None, help="release only this week number (default: every week)")
     g.add_argument("--seed", type=int, default=None, help="random seed (same seed, same output)")
-    g.add_argument("--out", default=None, help="output folder (created); required")
+    g.add_argument("--out", default=None,
+                   help="folder for what may be shared (created; required): published.csv and .parquet (published "
+                        "pairs only, noisy counts), zones.geojson, release.json (the record and the guarantee), "
+                        "guarantee_sheet.html. Must be new, empty or an earlier --out of this command")
+    g.add_argument("--analysis-out", default=None, metavar="DIR",
+                   help="also write the analysis table (true counts, noise, unpublished pairs; DO NOT SHARE) and the "
+                        "full summary to this separate folder")
+    g.add_argument("--delta", type=float, default=1e-6,
+                   help="the person's delta over --weeks weeks, every part included (default %(default)s)")
+    g.add_argument("--weeks", type=int, default=52,
+                   help="weekly releases the guarantee covers, as budget --weeks; user_level fits the threshold "
+                        "over them (default %(default)s)")
     m = pr.add_argument_group("flow map image")
     m.add_argument("--map", default=None, metavar="FILE[,FILE]",
                    help="also draw the published flows of the week (--week, default the first) as FILE.png, .svg or "
@@ -109,24 +122,39 @@ def run_budget(args: argparse.Namespace) -> int:
 
     s, notes = _settings(args)
     given = getattr(args, "_explicit", frozenset()) | getattr(args, "_from_config", frozenset())
-    if s["mode"] == "user_level" and s.get("max_pairs") is not None and "threshold" not in given:
-        from odcore.privacy.accounting import default_user_threshold
-
-        s["threshold"] = default_user_threshold(s["epsilon"], s["max_pairs"], s["delta"], s["weeks"])
-        notes.append(f"user_level: threshold {s['threshold']} (the smallest whole number whose partition-selection "
-                     f"delta over {s['weeks']} weeks is <= {s['delta']:g}; give --threshold to override)")
-    _note(notes)
-    cfg = BudgetConfig(epsilon=s["epsilon"], threshold=s["threshold"], trips=s["trips"], weeks=s["weeks"],
-                       delta=s["delta"], max_pairs=s["max_pairs"] if s["mode"] == "user_level" else None,
-                       total_interval=s["total_interval"])
-    if s["mode"] == "user_level" and cfg.max_pairs is None:
+    if s["mode"] == "user_level" and s.get("max_pairs") is None:
         raise ParameterError("mode user_level needs --max-pairs (an integer >= 1).")
-    out = {"mode": s["mode"], **budget(cfg)}
+    parts = delta_rule(s, given, notes)
+    _note(notes)
+    cfg = BudgetConfig(epsilon=s["epsilon"], threshold=parts.threshold, trips=s["trips"], weeks=s["weeks"],
+                       delta=parts.laplace, max_pairs=s["max_pairs"] if s["mode"] == "user_level" else None,
+                       total_interval=s["total_interval"])
+    out = {"mode": s["mode"], **budget(cfg), "delta_parts": parts.to_dict()}
     if args.json:
         print_json(out)
     else:
         _print_budget(out)
+        print("\n".join(parts.lines()))
+    for w in parts.warnings():
+        print(f"warning: {w}", file=sys.stderr)
     return 0
+
+
+def delta_rule(s: dict, given: frozenset, notes: list[str]):
+    """The release's δ split (:func:`odcore.privacy.accounting.delta_parts`) from the settings ``s`` (``epsilon``,
+    ``delta``, ``weeks``, ``mode``, ``max_pairs``, ``threshold``, optionally ``trips``): the threshold is fitted in
+    user-level mode unless given (``"threshold"`` in ``given``), and ``s["threshold"]`` is set to the one used."""
+    from odcore.privacy.accounting import delta_parts
+
+    user = s["mode"] == "user_level"
+    tau = s["threshold"] if ("threshold" in given or not user) else None
+    parts = delta_parts(s["epsilon"], s["delta"], s["weeks"], max_pairs=s["max_pairs"] if user else None,
+                        threshold=tau, trips=s.get("trips") or 1)
+    if user and tau is None:
+        notes.append(f"user_level: threshold {parts.threshold:g} (fitted: the smallest whole number whose threshold "
+                     f"part of delta over {s['weeks']} weeks is <= {s['delta']:g}/2; give --threshold to override)")
+    s["threshold"] = int(parts.threshold) if parts.threshold == int(parts.threshold) else parts.threshold
+    return parts
 
 
 def _fmt(x, spec: str = ".4g") -> str:
@@ -174,29 +202,80 @@ def _print_user_level(b: dict) -> None:
         print(f"  {label}: basic epsilon = {b[f'epsilon_user_{unit}_bounded']:.4g} (delta "
               f"{b[f'delta_user_{unit}_bounded']:.3g}); advanced {b[f'epsilon_user_{unit}_bounded_advanced']:.4g}, "
               f"Renyi {b[f'epsilon_user_{unit}_bounded_rdp']:.4g}, tight {tight_txt} "
-              f"(delta {b[f'delta_user_{unit}_bounded_tight']:.3g} = {d:g} + partition selection)")
+              f"(delta {b[f'delta_user_{unit}_bounded_tight']:.3g} = {d:.3g} Laplace part + threshold part)")
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # release
 # ---------------------------------------------------------------------------------------------------------------
 
+PUBLISHED_FILES = ("published.csv", "published.parquet", "zones.geojson", "release.json", "guarantee_sheet.html")
+ANALYSIS_FILES = ("DO_NOT_SHARE_analysis.csv", "DO_NOT_SHARE_analysis.parquet", "DO_NOT_SHARE_summary.json")
+PUBLISHED_KIND = "odcore-published-release"
+ANALYSIS_KIND = "odcore-analysis-do-not-share"
+
+
+def _folder_of(kind: str, files: tuple[str, ...]):
+    """``owned(path)``: the folder holds only ``files`` and its JSON names ``kind`` (a previous output of the same
+    command, which a new run replaces whole)."""
+
+    def owned(path: Path) -> bool:
+        present = {p.name for p in path.iterdir()}
+        if not present <= set(files):
+            return False
+        js = path / files[-1] if files[-1].endswith(".json") else path / "release.json"
+        try:
+            return json.loads(js.read_text(encoding="utf-8")).get("kind") == kind
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    return owned
+
+
 def run_release(args: argparse.Namespace) -> int:
     import numpy as np
 
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
-    from odcore.constants import CELL, UNIQUE_TRIPS, WEEK
+    from odcore.constants import CELL, UNIQUE_TRIPS, USER, WEEK
+    from odcore.paths import atomic_folder, check_folder_replaceable
     from odcore.privacy.accounting import BudgetConfig, budget
-    from odcore.privacy.release import Mode, ReleaseConfig, release_csv_table, release_with_report
+    from odcore.privacy.release import (
+        ANALYSIS_NOTICE,
+        Mode,
+        ReleaseConfig,
+        published_table,
+        release_csv_table,
+        release_with_report,
+    )
     from odcore.privacy.utility import release_utility, utility_by_week
+    from odcore.report.safe_csv import write_csv
+    from odcore.report.sheet import budget_sheet, data_fingerprint, release_record
     from odcore.space.zones import add_zone_names, write_zone_geometry, zones_summary
 
     s, notes = _settings(args)
-    _note(notes)
+    given = getattr(args, "_explicit", frozenset()) | getattr(args, "_from_config", frozenset())
     if not s.get("out"):
-        raise ParameterError("--out DIR is required (the folder for release.csv, release.parquet, summary.json).")
-    mode = Mode(s["mode"]) if s["mode"] in ("per_metric", "user_level") else s["mode"]
+        raise ParameterError("--out DIR is required (the folder for the published table: published.csv, "
+                             "published.parquet, zones.geojson, release.json, guarantee_sheet.html).")
+    if s["mode"] == "user_level" and s.get("max_pairs") is None:
+        raise ParameterError("mode user_level needs --max-pairs (an integer >= 1).")
+    out_dir = Path(s["out"])
+    an_dir = Path(s["analysis_out"]) if s.get("analysis_out") else None
+    if an_dir is not None:
+        a, b = out_dir.resolve(), an_dir.resolve()
+        if a == b or a in b.parents or b in a.parents:
+            raise ParameterError(f"--analysis-out {an_dir} must be a folder apart from --out {out_dir} (the analysis "
+                                 "table must not travel with the published one).")
+    # refused before any work: a folder holding someone else's files is never touched
+    check_folder_replaceable(out_dir, _folder_of(PUBLISHED_KIND, PUBLISHED_FILES), what=f"--out {out_dir}")
+    if an_dir is not None:
+        check_folder_replaceable(an_dir, _folder_of(ANALYSIS_KIND, ANALYSIS_FILES), what=f"--analysis-out {an_dir}")
+    parts = delta_rule(s, given, notes)
+    _note(notes)
+    for w in parts.warnings():
+        print(f"warning: {w}", file=sys.stderr)
+    mode = Mode(s["mode"])
     cfg = ReleaseConfig(epsilon=s["epsilon"], threshold=s["threshold"], mode=mode, max_pairs=s["max_pairs"])
     ns = argparse.Namespace(**s)
     traces, od = od_from_args(ns)
@@ -215,11 +294,9 @@ def run_release(args: argparse.Namespace) -> int:
         counts = od.counts if week is None else od.counts[od.counts[WEEK] == int(week)]
         res = release_counts_with_report(counts, cfg, rng=s["seed"])
     table = res.table
-    # cell centroids and week start dates (Bassolas et al.: ~1.3 km² grid cells)
     cent = od.centroids().set_index(CELL)
-    out_table = release_csv_table(table, od.centroids(), od.week_starts)
-    out_table = add_zone_names(out_table, od.grid)
-    out_dir = Path(s["out"])
+    pub = add_zone_names(published_table(table, od.centroids(), od.week_starts), od.grid)
+    pub_cells = np.union1d(pub["origin"].to_numpy(np.int64), pub["destination"].to_numpy(np.int64))
 
     uw = od.user_week
     if week is not None:
@@ -228,48 +305,96 @@ def run_release(args: argparse.Namespace) -> int:
     n_typ = int(max(1, round(float(np.median(trips))))) if len(trips) else 1
     n_max = int(max(1, trips.max())) if len(trips) else 1
     n_weeks = int(table[WEEK].nunique()) if len(table) else 1
-    bcfg_kw = {"epsilon": cfg.epsilon, "threshold": cfg.threshold, "weeks": max(n_weeks, 1),
-               "max_pairs": cfg.max_pairs}
+    bcfg_kw = {"epsilon": cfg.epsilon, "threshold": cfg.threshold, "weeks": s["weeks"], "max_pairs": cfg.max_pairs,
+               "delta": parts.laplace}
+    b_typ = budget(BudgetConfig(trips=n_typ, **bcfg_kw))
+    settings = {k: v for k, v in s.items() if k not in ("out", "analysis_out", "seed", "map", "map_top",
+                                                        "map_size", "map_dpi")}
+    if traces is not None and hasattr(traces, "df"):
+        tdf = traces.df
+        fp_frame = tdf[[c for c in tdf.columns if c in (USER, "time", "lat", "lon")]]
+        rows, users = len(tdf), int(tdf[USER].nunique()) if len(tdf) else 0
+    else:
+        fp_frame, rows, users = od.counts, None, None
+    record = release_record(dataset=getattr(getattr(traces, "report", None), "source", None) or s.get("input"),
+                            fingerprint=data_fingerprint(fp_frame), rows=rows, users=users,
+                            week_starts=od.week_starts,
+                            weeks_covered=sorted(int(x) for x in table[WEEK].unique()) if len(table) else [],
+                            zones=zones_summary(od.grid)["spec"] or f"{od.grid.cell_km2:g} km² square grid",
+                            settings=settings)
+    guarantee = {"unit": "one person, all of their trips" if mode is Mode.USER_LEVEL else
+                 "one trip count (one person's presence in one pair in one week)", **parts.to_dict()}
+    if mode is Mode.USER_LEVEL:
+        guarantee.update({"epsilon_person_week": b_typ["epsilon_user_week_bounded_tight"],
+                          "epsilon_person_total": b_typ["epsilon_user_total_bounded_tight"],
+                          "delta_person_week": b_typ["delta_user_week_bounded_tight"],
+                          "delta_person_total": b_typ["delta_user_total_bounded_tight"]})
+    public = {
+        "kind": PUBLISHED_KIND,
+        "what": "The published pairs of a Laplace + threshold release of weekly origin-destination counts: "
+                "published.csv/.parquet hold only pairs whose noisy count reached the threshold, with their noisy "
+                "count. Nothing about unpublished pairs, no true counts, no noise, no seed.",
+        "record": record,
+        "release": {"epsilon": cfg.epsilon, "threshold": cfg.threshold, "mode": mode.value,
+                    "max_pairs": cfg.max_pairs, "noise_scale": cfg.scale, "pairs_published": len(pub)},
+        "guarantee": guarantee,
+        "columns": list(pub.columns),
+        "files": list(PUBLISHED_FILES),
+    }
     summary = {
-        "config": {**{k: v for k, v in s.items() if k not in ("out",)}, **cfg.to_dict()},
+        "kind": ANALYSIS_KIND,
+        "notice": ANALYSIS_NOTICE,
+        "config": {**{k: v for k, v in s.items() if k not in ("out", "analysis_out")}, **cfg.to_dict()},
         "traces": traces.summary(),
         "grid": {"cell_km2": od.grid.cell_km2, "cells_used": len(cent)},
         "zones": zones_summary(od.grid),
         "od": od.summary(threshold=math.ceil(cfg.threshold)),
         "weeks": {"count": n_weeks, "week_starts": list(od.week_starts), "selected": week},
         "release": res.report,
+        "delta": parts.to_dict(),
         "utility": release_utility(table),
         "utility_by_week": utility_by_week(table).to_dict(orient="records") if len(table) else [],
         "unique_trips_per_user_week": {"median": float(np.median(trips)) if len(trips) else None,
                                        "max": int(trips.max()) if len(trips) else None,
                                        "user_weeks": len(trips)},
-        "budget_typical_user": budget(BudgetConfig(trips=n_typ, **bcfg_kw)),
+        "budget_typical_user": b_typ,
         "budget_max_user": budget(BudgetConfig(trips=n_max, **bcfg_kw)),
-        "files": {"csv": str(out_dir / "release.csv"), "parquet": str(out_dir / "release.parquet"),
-                  "summary": str(out_dir / "summary.json"), "zones": str(out_dir / "zones.geojson")},
+        "published": {"folder": str(out_dir), "files": list(PUBLISHED_FILES)},
+        "files": {"analysis": str(an_dir) if an_dir else None,
+                  **{f.split(".")[0]: str(out_dir / f) for f in PUBLISHED_FILES}},
     }
     maps = _map_images(s, od, table, cfg, week) if s.get("map") else []
     if maps:
         summary["files"]["map"] = [str(p) for p, _ in maps]
     summary = jsonable(summary)
-    text = json.dumps(summary, indent=2, allow_nan=False)
-    # Written last and atomically, map images included: a command that fails leaves nothing behind (each file is
-    # written to a temporary name and renamed only when every file has been written).
+    public = jsonable(public)
+    sheet = None
+    if mode is Mode.USER_LEVEL:
+        sheet = budget_sheet(jsonable(b_typ), record=record, delta_parts=parts.to_dict())
+    else:
+        sheet = budget_sheet(jsonable(b_typ), record=record, delta_parts=parts.to_dict())
+    # All or nothing (odcore.paths.atomic_folder): each folder is written beside its place and swapped in whole, so
+    # a run stopped at any moment leaves the previous output or the new one, never a mix or a part.
     try:
         with contextlib.ExitStack() as stack:
-            a, b, z, c = (stack.enter_context(atomic_output(out_dir / f))
-                          for f in ("release.csv", "release.parquet", "zones.geojson", "summary.json"))
-            tmp_maps = [(p, write, stack.enter_context(atomic_output(p))) for p, write in maps]
-            out_table.to_csv(a, index=False)
-            out_table.to_parquet(b, index=False)
-            write_zone_geometry(od.grid, z, od.cells)
-            c.write_text(text, encoding="utf-8")
-            for p, write, tmp in tmp_maps:
-                write(p, tmp)
+            for p, write in maps:   # drawn first, renamed into place only once both folders are written
+                write(p, stack.enter_context(atomic_output(p)))
+            if an_dir is not None:
+                with atomic_folder(an_dir, _folder_of(ANALYSIS_KIND, ANALYSIS_FILES), what=f"--analysis-out {an_dir}") as t:
+                    full = add_zone_names(release_csv_table(table, od.centroids(), od.week_starts), od.grid)
+                    write_csv(full, t / ANALYSIS_FILES[0], first_line=ANALYSIS_NOTICE)
+                    full.to_parquet(t / ANALYSIS_FILES[1], index=False)
+                    (t / ANALYSIS_FILES[2]).write_text(json.dumps(summary, indent=2, allow_nan=False), encoding="utf-8")
+            with atomic_folder(out_dir, _folder_of(PUBLISHED_KIND, PUBLISHED_FILES), what=f"--out {out_dir}") as t:
+                write_csv(pub, t / "published.csv")
+                pub.to_parquet(t / "published.parquet", index=False)
+                write_zone_geometry(od.grid, t / "zones.geojson", pub_cells)
+                (t / "release.json").write_text(json.dumps(public, indent=2, allow_nan=False), encoding="utf-8")
+                (t / "guarantee_sheet.html").write_text(sheet, encoding="utf-8")
     except OSError as exc:
         raise ParameterError(f"--out {out_dir}: cannot write ({exc}).") from None
     if args.json:
-        print_json(summary)
+        print_json({**summary, "published_release": public})
     else:
         u, r = summary["utility"], res.report
         print(f"traces: {summary['traces']['users']} users, {summary['traces']['rows']} rows "
@@ -285,8 +410,11 @@ def run_release(args: argparse.Namespace) -> int:
         if r.get("contributions_dropped_by_bounding"):
             print(f"bounding dropped {r['contributions_dropped_by_bounding']} of {r['contributions_in']} user-pair "
                   f"contributions ({r['user_weeks_bounded']} user-weeks over {cfg.max_pairs} pairs)")
-        print(f"wrote {out_dir / 'release.csv'}, {out_dir / 'release.parquet'}, {out_dir / 'summary.json'}, "
-              f"{out_dir / 'zones.geojson'}")
+        print("\n".join(parts.lines()))
+        print(f"published (may be shared): {out_dir}/ with {', '.join(PUBLISHED_FILES)}")
+        if an_dir is not None:
+            print(f"analysis (DO NOT SHARE: true counts, noise, unpublished pairs): {an_dir}/ with "
+                  f"{', '.join(ANALYSIS_FILES)}")
     return 0
 
 
@@ -352,8 +480,8 @@ def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
                           "d_lat": pub["destination"].map(c["lat"]).to_numpy(),
                           "count": pub["noisy_count"].to_numpy(dtype=float)})
     start = od.week_starts[wk] if wk < len(od.week_starts) else wk
-    note = None if len(flows) else (f"Nothing published: the busiest pair has {int(t['true_count'].max()) if len(t) else 0}"
-                                    f" people, threshold {cfg.threshold:g}")
+    # a map may be shared: its note says nothing about unpublished pairs (no true count)
+    note = None if len(flows) else f"Nothing published at threshold {cfg.threshold:g}"
     fig = figures.flow_map_figure(
         cells, flows, title=f"Published OD flows, week {wk} (from {start})", count_label="noisy count",
         subtitle=f"ε = {cfg.epsilon:g}, threshold {cfg.threshold:g}, noise scale {cfg.scale:.3g}, "

@@ -56,7 +56,10 @@ def run_districts(args: argparse.Namespace) -> int:
     traces = traces_from_args(args)
     df = traces.df
     out = Path(args.out)
-    gdf = write_districts(out, df["lat"].to_numpy(), df["lon"].to_numpy(), args.n, rng=args.seed)
+    from odcore.paths import atomic_output
+
+    with atomic_output(out) as tmp:   # all or nothing
+        gdf = write_districts(tmp, df["lat"].to_numpy(), df["lon"].to_numpy(), args.n, rng=args.seed)
     info = {"out": str(out), "districts": len(gdf), "seed": args.seed, "bytes": out.stat().st_size,
             "bounds": [round(float(v), 5) for v in gdf.total_bounds]}
     if args.json:
@@ -83,7 +86,11 @@ def run_zones_compare(args: argparse.Namespace) -> int:
                           week=args.week, tz=resolve_tz(args, traces.report.format), rng=args.seed)
     if args.out:
         try:
-            table.to_csv(args.out, index=False)
+            from odcore.paths import atomic_output
+            from odcore.report.safe_csv import write_csv
+
+            with atomic_output(args.out) as tmp:
+                write_csv(table, tmp)
         except OSError as exc:
             raise ParameterError(f"--out {args.out}: cannot write ({exc}).") from None
     if args.json:

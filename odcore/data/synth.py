@@ -381,6 +381,25 @@ def _arrow_table(df: pd.DataFrame):
     })
 
 
+# A chunked city folder holds this hidden manifest (the list of its part files): a later run may replace such a
+# folder whole, and refuses any other non-empty folder (loaders skip names that start with ".").
+SYNTH_MANIFEST = ".odcore-synth.json"
+
+
+def is_synth_folder(folder) -> bool:
+    """True when ``folder`` holds exactly what :func:`write_city_chunked` wrote there (its manifest and parts)."""
+    import json
+    from pathlib import Path
+
+    p = Path(folder)
+    try:
+        files = json.loads((p / SYNTH_MANIFEST).read_text(encoding="utf-8"))["files"]
+        present = {e.name for e in p.iterdir()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return isinstance(files, list) and present <= {SYNTH_MANIFEST, *map(str, files)}
+
+
 def write_city_chunked(folder, config: SynthConfig | None = None, seed: int = DEFAULT_SAMPLE_SEED, *,
                        chunk_users: int = 200_000) -> dict:
     """Generate a big city in chunks of users and write one Parquet file per chunk (``part-00000.parquet`` ...).
@@ -390,36 +409,44 @@ def write_city_chunked(folder, config: SynthConfig | None = None, seed: int = DE
     ``default_rng([seed, i])``, so the output depends only on (config, seed, chunk_users), and the files read as one
     table (a folder of Parquet files, as ``--input`` and the engines accept it).
 
+    All or nothing (:func:`odcore.paths.atomic_folder`): the parts are written into a hidden folder beside
+    ``folder`` that becomes ``folder`` only when the last part is written, so a run that is stopped leaves no
+    folder of some of the users. ``folder`` must be new, empty, or an earlier output of this function (it is then
+    replaced whole); a folder holding other files is refused and left as it was.
+
     Returns ``{"files", "rows", "users"}``.
     """
+    import json
+    from pathlib import Path
+
     import pyarrow.parquet as pq
 
     from odcore.errors import ParameterError
+    from odcore.paths import atomic_folder
 
     cfg = config or DEFAULT_SAMPLE_CONFIG
     if int(chunk_users) < 1:
         raise ParameterError(f"chunk_users must be >= 1, got chunk_users={chunk_users}.")
-    from pathlib import Path
-
     out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("part-*.parquet"):
-        old.unlink()
-    city = _city(cfg, np.random.default_rng(seed))
     rows = 0
-    files = []
-    for i, first in enumerate(range(0, int(cfg.users), int(chunk_users))):
-        n = min(int(chunk_users), int(cfg.users) - first)
-        df = _simulate(cfg, np.random.default_rng([int(seed), i]), city, n, first)
-        path = out / f"part-{i:05d}.parquet"
-        pq.write_table(_arrow_table(df), str(path), compression="zstd", compression_level=3,
-                       use_dictionary=[LAT, LON], column_encoding={USER: "DELTA_BINARY_PACKED",
-                                                                   TIME: "DELTA_BINARY_PACKED"},
-                       row_group_size=1 << 20)
-        rows += len(df)
-        files.append(str(path))
-        del df
-    return {"files": files, "rows": rows, "users": int(cfg.users)}
+    names = []
+    with atomic_folder(out, is_synth_folder, what=f"synth --out {out}") as tmp:
+        city = _city(cfg, np.random.default_rng(seed))
+        for i, first in enumerate(range(0, int(cfg.users), int(chunk_users))):
+            n = min(int(chunk_users), int(cfg.users) - first)
+            df = _simulate(cfg, np.random.default_rng([int(seed), i]), city, n, first)
+            name = f"part-{i:05d}.parquet"
+            pq.write_table(_arrow_table(df), str(tmp / name), compression="zstd", compression_level=3,
+                           use_dictionary=[LAT, LON], column_encoding={USER: "DELTA_BINARY_PACKED",
+                                                                       TIME: "DELTA_BINARY_PACKED"},
+                           row_group_size=1 << 20)
+            rows += len(df)
+            names.append(name)
+            del df
+        (tmp / SYNTH_MANIFEST).write_text(json.dumps({"files": names, "rows": rows, "users": int(cfg.users),
+                                                      "seed": int(seed), "chunk_users": int(chunk_users)}),
+                                          encoding="utf-8")
+    return {"files": [str(out / n) for n in names], "rows": rows, "users": int(cfg.users)}
 
 
 def write_sample(path, config: SynthConfig | None = None, seed: int = DEFAULT_SAMPLE_SEED) -> pd.DataFrame:

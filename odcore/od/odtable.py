@@ -55,71 +55,62 @@ def is_counts_folder(path: Any) -> bool:
 def write_counts_folder(od, folder, *, source: str, engine: str = "memory", extra: dict | None = None) -> dict:
     """Write ``od`` (:class:`odcore.od.oddata.ODData`) as a counts folder; returns the manifest.
 
-    The folder is written next to its final place and renamed, so a reader never sees half a folder.
+    The folder is written next to its final place and swapped in whole (:func:`odcore.paths.atomic_folder`), so a
+    reader, or a run killed at any moment, sees either the previous folder or the new one, never half of one. An
+    existing ``folder`` must be empty or a counts folder; anything else is refused and left as it was.
     """
-    import shutil
-
     import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
+    from odcore.paths import atomic_folder
     from odcore.space.zones import write_zone_geometry
 
     out = Path(folder)
-    if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or is_counts_folder(out))):
-        raise ParameterError(f"--counts-out {out}: exists and is not an OD counts folder; choose a new folder.")
-    tmp = out.with_name(f".{out.name}.tmp-{int(time.time() * 1e6)}")
     try:
-        tmp.mkdir(parents=True)
-        c = od.counts
-        table = pa.table({WEEK: pa.array(c[WEEK].to_numpy(np.int64)),
-                          ORIGIN: pa.array(c[ORIGIN].to_numpy(np.int64)),
-                          DESTINATION: pa.array(c[DESTINATION].to_numpy(np.int64)),
-                          COUNT: pa.array(c[COUNT].to_numpy(np.int64))})
-        ds.write_dataset(table, str(tmp / "counts"), format="parquet", partitioning=[WEEK],
-                         partitioning_flavor="hive", basename_template="part-{i}.parquet")
-        uw = od.user_week
-        codes = pd.factorize(uw[USER], sort=True)[0].astype(np.int64)     # pseudonyms: no ids leave the engine
-        pq.write_table(pa.table({WEEK: pa.array(uw[WEEK].to_numpy(np.int64)), USER: pa.array(codes),
-                                 TRIPS: pa.array(uw[TRIPS].to_numpy(np.int64)),
-                                 UNIQUE_TRIPS: pa.array(uw[UNIQUE_TRIPS].to_numpy(np.int64))}),
-                       str(tmp / "user_weeks.parquet"), compression="zstd")
-        (tmp / "zones.json").write_text(json.dumps(od.grid.to_dict(), default=_json_default), encoding="utf-8")
-        write_zone_geometry(od.grid, tmp / "zones.geojson", od.cells)
-        per_week = c.groupby(WEEK)[COUNT].agg(["size", "sum"])
-        st = od.stats
-        manifest = {
-            "kind": KIND,
-            "format_version": FORMAT_VERSION,
-            "odcore_version": __version__,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "source": str(source),
-            "engine": engine,
-            "config": {"cell_km2": od.config.cell_km2, "tz": od.config.tz,
-                       "zones": getattr(od.config, "zones", None)},
-            "zones": od.grid.to_dict(),
-            "week_starts": list(od.week_starts),
-            "rows": {"counts": len(c), "user_weeks": len(uw),
-                     "counts_per_week": {int(w): int(r["size"]) for w, r in per_week.iterrows()},
-                     "unique_trips_per_week": {int(w): int(r["sum"]) for w, r in per_week.iterrows()}},
-            "users": int(codes.max()) + 1 if len(codes) else 0,
-            "cells_used": [int(x) for x in od.cells],
-            "stats": {"rows_read": st.get("rows_read"), "rows_used": st.get("rows_used"),
-                      "rows_dropped": st.get("rows_dropped", {}), "user_hours": st.get("user_hours")},
-            "files": {"counts": "counts/week=*/part-*.parquet (Hive partitions by week)",
-                      "user_weeks": "user_weeks.parquet", "zones": "zones.json", "geometry": "zones.geojson"},
-            **(extra or {}),
-        }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=_json_default), encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
+        with atomic_folder(out, is_counts_folder, what=f"--counts-out {out}") as tmp:
+            c = od.counts
+            table = pa.table({WEEK: pa.array(c[WEEK].to_numpy(np.int64)),
+                              ORIGIN: pa.array(c[ORIGIN].to_numpy(np.int64)),
+                              DESTINATION: pa.array(c[DESTINATION].to_numpy(np.int64)),
+                              COUNT: pa.array(c[COUNT].to_numpy(np.int64))})
+            ds.write_dataset(table, str(tmp / "counts"), format="parquet", partitioning=[WEEK],
+                             partitioning_flavor="hive", basename_template="part-{i}.parquet")
+            uw = od.user_week
+            codes = pd.factorize(uw[USER], sort=True)[0].astype(np.int64)     # pseudonyms: no ids leave the engine
+            pq.write_table(pa.table({WEEK: pa.array(uw[WEEK].to_numpy(np.int64)), USER: pa.array(codes),
+                                     TRIPS: pa.array(uw[TRIPS].to_numpy(np.int64)),
+                                     UNIQUE_TRIPS: pa.array(uw[UNIQUE_TRIPS].to_numpy(np.int64))}),
+                           str(tmp / "user_weeks.parquet"), compression="zstd")
+            (tmp / "zones.json").write_text(json.dumps(od.grid.to_dict(), default=_json_default), encoding="utf-8")
+            write_zone_geometry(od.grid, tmp / "zones.geojson", od.cells)
+            per_week = c.groupby(WEEK)[COUNT].agg(["size", "sum"])
+            st = od.stats
+            manifest = {
+                "kind": KIND,
+                "format_version": FORMAT_VERSION,
+                "odcore_version": __version__,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "source": str(source),
+                "engine": engine,
+                "config": {"cell_km2": od.config.cell_km2, "tz": od.config.tz,
+                           "zones": getattr(od.config, "zones", None)},
+                "zones": od.grid.to_dict(),
+                "week_starts": list(od.week_starts),
+                "rows": {"counts": len(c), "user_weeks": len(uw),
+                         "counts_per_week": {int(w): int(r["size"]) for w, r in per_week.iterrows()},
+                         "unique_trips_per_week": {int(w): int(r["sum"]) for w, r in per_week.iterrows()}},
+                "users": int(codes.max()) + 1 if len(codes) else 0,
+                "cells_used": [int(x) for x in od.cells],
+                "stats": {"rows_read": st.get("rows_read"), "rows_used": st.get("rows_used"),
+                          "rows_dropped": st.get("rows_dropped", {}), "user_hours": st.get("user_hours")},
+                "files": {"counts": "counts/week=*/part-*.parquet (Hive partitions by week)",
+                          "user_weeks": "user_weeks.parquet", "zones": "zones.json", "geometry": "zones.geojson"},
+                **(extra or {}),
+            }
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=_json_default), encoding="utf-8")
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise ParameterError(f"--counts-out {out}: cannot write ({exc}).") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return manifest
 
 

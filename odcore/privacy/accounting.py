@@ -47,14 +47,18 @@ from odcore.privacy.rdp import rdp_epsilon
 from odcore.privacy.release import release_probability, threshold_delta
 
 __all__ = [
+    "DELTA_NO_GUARANTEE",
     "BudgetConfig",
+    "DeltaParts",
     "advanced_composition",
     "basic_composition",
     "budget",
     "default_user_threshold",
+    "delta_parts",
     "epsilon_delta_curve",
     "epsilon_over_weeks",
     "epsilon_vs_trips",
+    "loss_exceeds_probability",
     "partition_selection_delta",
     "partition_threshold",
     "person_week",
@@ -230,7 +234,9 @@ def _tight_total(c: BudgetConfig) -> tuple[float | None, float | None, str | Non
         e = tight_epsilon(c.delta, n * w, c.epsilon)
         return e, e, "exact"
     if n <= TIGHT_K_MAX and c.total_interval > 0:
-        lo, hi = pld.composed_epsilon_bounds(c.delta, n, c.epsilon, w, interval=c.total_interval)
+        # the grid is capped at 5e7 points: a coarser step still gives a valid (wider) bracket
+        h = max(c.total_interval, 2.0 * w * n * c.epsilon / 4e7)
+        lo, hi = pld.composed_epsilon_bounds(c.delta, n, c.epsilon, w, interval=h)
         return lo, min(hi, n * w * c.epsilon), "bracket"
     return None, None, None
 
@@ -447,6 +453,140 @@ def default_user_threshold(epsilon: float, max_pairs: int, delta: float = 1e-6, 
     return math.ceil(partition_threshold(epsilon, max_pairs, delta, weeks) - 1e-9)
 
 
+DELTA_NO_GUARANTEE = 1e-3
+"""Above this total δ the lab says "no meaningful guarantee". (ε, δ)-DP allows a mechanism that publishes a whole
+person's data with probability δ, so δ must be far below 1/n for n people (Dwork & Roth 2014, §2.3: "values of δ
+on the order of 1/‖x‖₁ are very dangerous"); 1e-3 is already 1/n for a town of a thousand people."""
+
+
+@dataclass(frozen=True)
+class DeltaParts:
+    """How the δ asked for is spent: the one rule of ``release``, ``budget``, ``design`` and the pages.
+
+    ``delta = laplace + threshold_cost`` is the person's δ over ``weeks`` weeks (``total``), where
+
+    - ``laplace``: the δ at which ε of the Laplace part (noise on counts the person changes) is given;
+    - ``threshold_cost`` = η = −log(1 − δ_ps): what the threshold costs, δ_ps (``partition``) being the chance that
+      a pair only this person makes is published in ``weeks`` weeks (:func:`partition_selection_delta`;
+      :func:`user_level_budget` explains why η, not δ_ps, is added).
+
+    Per person (``max_pairs`` set): the Laplace part gets half of δ and the threshold, unless given, is the smallest
+    whole number whose η over ``weeks`` weeks is at most the other half (as the release designer,
+    :mod:`odcore.privacy.design`). Per metric (τ fixed, 100 by default): the Laplace part gets δ minus η (η is
+    below 1e-20 at τ = 100). A threshold given by hand may make ``total`` exceed ``asked``: :meth:`warnings` says so.
+    """
+
+    asked: float
+    laplace: float
+    partition: float
+    threshold_cost: float
+    threshold: float
+    threshold_fitted: bool
+    fitted_threshold: float | None
+    weeks: int
+    max_pairs: int | None
+
+    @property
+    def total(self) -> float:
+        return min(self.laplace + self.threshold_cost, 1.0)
+
+    def lines(self) -> list[str]:
+        """Every part of δ and how they combine, in words (the CLI prints these)."""
+        w = self.weeks
+        how = ("fitted: the smallest whole threshold whose part is <= half the delta asked for"
+               if self.threshold_fitted else "set, not fitted")
+        return [
+            f"delta over {w} week{'s' if w != 1 else ''}: asked {self.asked:.3g}",
+            f"  Laplace part (the delta at which epsilon is given): {self.laplace:.3g}",
+            f"  threshold part: eta = -log(1 - {self.partition:.3g}) = {self.threshold_cost:.3g}, where "
+            f"{self.partition:.3g} is the chance that a pair only this person makes is published in {w} "
+            f"week{'s' if w != 1 else ''} (threshold {self.threshold:g}, {how})",
+            f"  total = Laplace part + threshold part = {self.laplace:.3g} + {self.threshold_cost:.3g} = "
+            f"{self.total:.3g} ({'within' if self.total <= self.asked * (1 + 1e-9) else 'ABOVE'} the "
+            f"{self.asked:.3g} asked for)",
+        ]
+
+    def warnings(self) -> list[str]:
+        """Plain warnings: total above what was asked; total above :data:`DELTA_NO_GUARANTEE`."""
+        out = []
+        if self.total > self.asked * (1 + 1e-9):
+            fit = (f"; threshold {self.fitted_threshold:g} would keep it within"
+                   if self.fitted_threshold is not None else "")
+            out.append(f"total delta {self.total:.3g} is above the delta asked for ({self.asked:.3g}): threshold "
+                       f"{self.threshold:g} is low for the noise{fit}.")
+        if self.total > DELTA_NO_GUARANTEE:
+            out.append(f"delta {self.total:.3g} > {DELTA_NO_GUARANTEE:g}: no meaningful guarantee (a release may "
+                       f"expose a person's pairs with probability up to delta).")
+        return out
+
+    def to_dict(self) -> dict:
+        return {"delta_asked": self.asked, "delta_laplace": self.laplace, "delta_partition": self.partition,
+                "delta_threshold_cost": self.threshold_cost, "delta_total": self.total, "threshold": self.threshold,
+                "threshold_fitted": self.threshold_fitted, "fitted_threshold": self.fitted_threshold,
+                "weeks": self.weeks, "max_pairs": self.max_pairs, "warnings": self.warnings()}
+
+
+def delta_parts(epsilon: float, delta: float, weeks: int, *, max_pairs: int | None = None,
+                threshold: float | None = None, trips: int = 1) -> DeltaParts:
+    """The split of ``delta`` (the person's δ over ``weeks`` weeks) of :class:`DeltaParts`; ``threshold`` None fits
+    it (per person) or takes Google's 100 (per metric, where a person of ``trips`` unique trips a week may make that
+    many new pairs a week).
+
+    >>> p = delta_parts(0.66, 1e-6, 52, max_pairs=10)
+    >>> p.threshold == default_user_threshold(0.66, 10, -math.expm1(-5e-7), 52), p.total <= 1e-6
+    (True, True)
+    >>> delta_parts(0.66, 1e-6, 1, max_pairs=10, threshold=50).warnings()[-1][:30]
+    'delta 0.199 > 0.001: no meanin'
+    """
+    eps = check_positive("epsilon", epsilon)
+    d = check_prob("delta", delta)
+    w = int(check_count("weeks", weeks))
+    if max_pairs is not None:
+        m = check_max_pairs(max_pairs)
+        fitted = default_user_threshold(eps, m, -math.expm1(-d / 2), w)
+        tau = float(fitted if threshold is None else check_threshold(threshold))
+        ps = partition_selection_delta(eps, tau, m, w)
+        eta = -math.log1p(-ps) if ps < 1 else math.inf
+        return DeltaParts(d, d / 2, ps, min(eta, 1.0), tau, threshold is None, fitted, w, m)
+    tau = float(100 if threshold is None else check_threshold(threshold))
+    ps = float(threshold_delta(eps, tau, 1, int(check_count("trips", trips)) * w))
+    eta = -math.log1p(-ps) if ps < 1 else math.inf
+    lap = d - eta if eta <= d / 2 else d / 2
+    return DeltaParts(d, lap, ps, min(eta, 1.0), tau, False, None, w, None)
+
+
+def loss_exceeds_probability(eps_prime: float, k: int, epsilon: float) -> float:
+    """The chance that a person's privacy loss exceeds ``eps_prime``: ``P[L > ε']`` for the k-fold Laplace mechanism
+    of parameter ``epsilon`` per coordinate, from its exact privacy-loss distribution (:mod:`odcore.privacy.pld`).
+
+    This is what δ is often mistaken for. (ε, δ)-DP only says ``E[(1 − e^{ε − L})₊] <= δ``; the loss exceeds ε with
+    a larger probability: 28·δ at m = 20 counts of ε/m = 0.033 (tight ε 0.555 at δ = 1e-6), about 1,000·δ at m = 10.
+    With the person in the data the loss is ``L = ε·(2T − k)`` with ``T = Σ clip(x_i, 0, 1)``, so
+    ``P[L > ε'] = Q(T > (k + ε'/ε)/2)`` (:meth:`odcore.privacy.pld.LaplaceKFold.tails`); the other direction gives
+    the same by symmetry.
+
+    >>> p = loss_exceeds_probability(tight_epsilon(1e-6, 20, 0.033), 20, 0.033)
+    >>> round(p / 1e-6)
+    28
+    """
+
+    eps = check_positive("epsilon", epsilon)
+    kk = int(check_count("k", k))
+    ep = float(eps_prime)
+    if kk == 0:
+        return 0.0
+    law = _last_law(kk, eps)
+    return float(law.tails((kk + ep / eps) / 2.0)[1][0]) if math.isfinite(ep) else 0.0
+
+
+def _last_law(k: int, epsilon: float):
+    import collections
+
+    from odcore.privacy import pld
+
+    return collections.deque(pld.iter_k_fold(k, epsilon), maxlen=1)[0]
+
+
 def bounded_keys(ul: dict) -> dict:
     """:func:`user_level_budget`'s figures under the ``budget`` names: ``epsilon_user_week_tight`` ->
     ``epsilon_user_week_bounded_tight``, ``noise_scale`` -> ``noise_scale_bounded`` (its inputs are left out)."""
@@ -553,7 +693,8 @@ def user_level_budget(epsilon: float, max_pairs: int, threshold: float, weeks: i
     elif m <= TIGHT_K_MAX and h_max > 0:
         from odcore.privacy import pld
 
-        h = min(h_max, 2.0 * w * eps / USER_GRID_POINTS)
+        # at most 4e7 grid points (pld caps at 5e7): a coarser step still gives a valid, wider bracket
+        h = max(min(h_max, 2.0 * w * eps / USER_GRID_POINTS), 2.0 * w * eps / 4e7)
         lo, hi = pld.composed_epsilon_bounds(d, m, e1, w, interval=h)
         hi = min(hi, w * eps)
         method = "bracket"

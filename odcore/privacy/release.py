@@ -56,8 +56,17 @@ RAW_COUNT = "raw_count"
 RELEASE_COLUMNS = (WEEK, ORIGIN, DESTINATION, RAW_COUNT, TRUE_COUNT, NOISE, NOISY_COUNT, RELEASED, RELEASE_PROB)
 PAIRS_COLUMNS = (WEEK, USER, ORIGIN, DESTINATION)
 
+# What may leave the building: the published pairs only, their noisy counts and where they are (names are added by
+# odcore.space.zones.add_zone_names). Nothing about unpublished pairs, no true count, no noise, no seed.
+PUBLISHED_COLUMNS = (WEEK, "week_start", ORIGIN, DESTINATION, NOISY_COUNT, "origin_lat", "origin_lon",
+                     "destination_lat", "destination_lon")
+ANALYSIS_NOTICE = ("DO NOT SHARE: analysis table with the true counts, the noise and the pairs that were not "
+                   "published; it discloses what the release protects. Share only the published table.")
+
 __all__ = [
+    "ANALYSIS_NOTICE",
     "PAIRS_COLUMNS",
+    "PUBLISHED_COLUMNS",
     "RAW_COUNT",
     "RELEASE_COLUMNS",
     "Mode",
@@ -66,6 +75,7 @@ __all__ = [
     "ReleaseResult",
     "bound_contributions",
     "prepare_pairs",
+    "published_table",
     "release",
     "release_probability",
     "release_with_report",
@@ -762,7 +772,7 @@ def cell_release_probability(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def release_csv_table(table: pd.DataFrame, centroids: pd.DataFrame, week_starts=None) -> pd.DataFrame:
-    """The release table as written to ``release.csv`` (CLI and dashboard): the week's start date (if
+    """The analysis table (``release --analysis-out``, the page's do-not-share download): the week's start date (if
     ``week_starts`` is given), both cells' centres (``origin_lat`` … ``destination_lon``), and ``raw_count`` only
     when it differs from ``true_count`` somewhere (user-level bounding); per metric it would repeat it.
 
@@ -794,3 +804,25 @@ def release_csv_table(table: pd.DataFrame, centroids: pd.DataFrame, week_starts=
         out[f"{end}_lat"] = table[col].map(c["lat"]).astype(float)
         out[f"{end}_lon"] = table[col].map(c["lon"]).astype(float)
     return out
+
+
+def published_table(table: pd.DataFrame, centroids: pd.DataFrame, week_starts=None) -> pd.DataFrame:
+    """The release as it may be handed over: the published rows only, with :data:`PUBLISHED_COLUMNS` (the week's
+    start date only when ``week_starts`` is given), sorted by week then noisy count (largest first).
+
+    The analysis table (:func:`release_csv_table`: true counts, noise, unpublished pairs) is for the data holder
+    only (:data:`ANALYSIS_NOTICE`).
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"week": [0, 0], "origin": [1, 2], "destination": [2, 1], "true_count": [150, 3],
+    ...                   "noise": [1.5, 99.0], "noisy_count": [151.5, 102.0], "released": [True, False]})
+    >>> c = pd.DataFrame({"cell": [1, 2], "lat": [10.0, 11.0], "lon": [20.0, 21.0]})
+    >>> published_table(t, c).to_dict(orient="records")   # doctest: +NORMALIZE_WHITESPACE
+    [{'week': 0, 'origin': 1, 'destination': 2, 'noisy_count': 151.5, 'origin_lat': 10.0, 'origin_lon': 20.0,
+      'destination_lat': 11.0, 'destination_lon': 21.0}]
+    """
+    pub = table.loc[table[RELEASED].to_numpy(dtype=bool), [WEEK, ORIGIN, DESTINATION, NOISY_COUNT]]
+    pub = pub.sort_values([WEEK, NOISY_COUNT], ascending=[True, False], kind="stable").reset_index(drop=True)
+    out = release_csv_table(pub, centroids, week_starts)
+    return out[[c for c in PUBLISHED_COLUMNS if c in out.columns]]

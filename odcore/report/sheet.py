@@ -10,7 +10,10 @@ from __future__ import annotations
 import html
 import math
 
-__all__ = ["budget_sheet", "guarantee_sheet"]
+__all__ = ["SEED_WORDS", "budget_sheet", "data_fingerprint", "guarantee_sheet", "number_text", "percent_text",
+           "posterior_with_delta", "release_record", "software_version"]
+
+SEED_WORDS = "secret: the noise seed is not written anywhere a published file can carry it"
 
 _CSS = """
 body{font-family:Georgia,'DejaVu Serif',serif;max-width:46em;margin:2em auto;color:#1b1f24;line-height:1.45}
@@ -21,27 +24,156 @@ th{background:#f2f4f7}.big{font-size:1.15em;font-weight:bold}.note{color:#555;fo
 """
 
 
-def _num(x, digits: int = 3) -> str:
+def number_text(x) -> str:
+    """Compact human number, as the pages write it (``odapp.words.num`` is this): thousands separators for whole
+    numbers, one decimal from 1,000, ``1.23e-04`` below 0.001, else 3 significant digits; "–" for none.
+
+    >>> number_text(46333), number_text(0.6612), number_text(2402.4), number_text(1e-6), number_text(None)
+    ('46,333', '0.661', '2,402.4', '1.00e-06', '–')
+    """
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
-    if isinstance(x, int):
-        return f"{x:,}"
-    if abs(x) != 0 and (abs(x) < 1e-3 or abs(x) >= 1e6):
+    if isinstance(x, bool):
+        x = int(x)
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
+        return f"{int(x):,}"
+    if abs(x) >= 1000:
+        return f"{x:,.1f}"
+    if abs(x) < 1e-3 and x != 0:
         return f"{x:.2e}"
-    return f"{x:.{digits}g}"
+    return f"{x:.3g}"
 
 
-def _pct(p) -> str:
-    return "–" if p is None or not math.isfinite(p) else f"{100 * p:.1f} %"
+_num = number_text
 
 
-def _odds(delta) -> str:
-    """δ as 'about 1 in N'."""
-    if delta is None or not delta > 0:
-        return "never"
-    if delta >= 0.5:
-        return "more likely than not: no protection"
-    return f"about 1 in {_num(float(round(1 / delta, -math.floor(math.log10(1 / delta)) + 1)))}"
+def percent_text(p, digits: int = 1) -> str:
+    """A probability as a percentage with ``digits`` decimals, and more where those would round a value below 1 up
+    to 100 % or one above 0 down to 0 % (the page and the sheet both use this, so they read the same).
+
+    >>> percent_text(0.7054), percent_text(0.99952), percent_text(0.9999996), percent_text(1.0)
+    ('70.5 %', '99.95 %', '99.99996 %', '100.0 %')
+    """
+    if p is None or not math.isfinite(p):
+        return "–"
+    p = float(p)
+    d = digits
+    while d < 12 and ((p < 1 and round(100 * p, d) >= 100) or (p > 0 and round(100 * p, d) <= 0)):
+        d += 1
+    return f"{100 * p:.{d}f} %"
+
+
+_pct = percent_text
+
+
+def data_fingerprint(frame) -> str:
+    """SHA-256 of a table's content (column names, dtypes and every value, row order included): the same data gives
+    the same fingerprint on any machine, one changed value gives another (``pandas.util.hash_pandas_object``)."""
+    import hashlib
+
+    import pandas as pd
+
+    h = hashlib.sha256()
+    h.update(repr([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode())
+    h.update(len(frame).to_bytes(8, "little"))
+    if len(frame):
+        h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+def software_version() -> dict:
+    """``{"odcore": version, "commit": git commit of the code or None}``."""
+    import subprocess
+
+    from odcore import __version__
+    from odcore.paths import REPO_ROOT
+
+    commit = None
+    try:
+        r = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                           timeout=5, check=False)
+        if r.returncode == 0:
+            commit = r.stdout.strip() or None
+            d = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5, check=False)
+            if d.returncode == 0 and d.stdout.strip():
+                commit += " (with local changes)"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"odcore": __version__, "commit": commit}
+
+
+def release_record(*, dataset: str, fingerprint: str, rows: int | None, users: int | None, week_starts,
+                   weeks_covered, zones: str, settings: dict) -> dict:
+    """What a guarantee sheet and a published release carry so that anyone can tell later which release they
+    describe: the data (label, content fingerprint, rows, users, weeks covered), the zone system, every setting
+    except the noise seed (:data:`SEED_WORDS`), the software and the time written (UTC)."""
+    import datetime as dt
+
+    starts = [str(w) for w in week_starts]
+    cov = sorted(int(w) for w in weeks_covered)
+    return {
+        "dataset": str(dataset), "fingerprint": f"sha256:{fingerprint}", "rows": rows, "users": users,
+        "weeks_covered": [{"week": w, "start": starts[w] if w < len(starts) else None} for w in cov],
+        "zones": str(zones),
+        "settings": {k: v for k, v in settings.items() if k != "seed" and v is not None},
+        "seed": SEED_WORDS,
+        "software": software_version(),
+        "written": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def _record_html(rec: dict | None) -> str:
+    if not rec:
+        return ("<p class='note'>Not tied to a dataset: these are the guarantees of the settings alone (no data "
+                "fingerprint).</p>")
+    e = html.escape
+    weeks = rec.get("weeks_covered") or []
+    wtxt = (", ".join(f"{w['week']} (from {w['start']})" if w.get("start") else str(w["week"]) for w in weeks[:6])
+            + (f", … ({len(weeks)} weeks)" if len(weeks) > 6 else ""))
+    sw = rec.get("software") or {}
+    settings = ", ".join(f"{k} = {v}" for k, v in (rec.get("settings") or {}).items())
+    rows = [("Dataset", rec.get("dataset")), ("Fingerprint (content hash)", rec.get("fingerprint")),
+            ("Rows, people", f"{_num(rec.get('rows'))} rows, {_num(rec.get('users'))} people"),
+            ("Weeks covered", wtxt or "–"), ("Zone system", rec.get("zones")), ("Settings", settings),
+            ("Noise seed", rec.get("seed")),
+            ("Software", f"odcore {sw.get('odcore')}, commit {sw.get('commit') or 'unknown'}"),
+            ("Written (UTC)", rec.get("written"))]
+    return ("<h2>Record</h2><table>" + "".join(f"<tr><th>{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in rows)
+            + "</table>")
+
+
+def posterior_with_delta(epsilon, delta) -> float:
+    """Largest success of any attacker guessing whether a person is in the data (a coin flip is 50 %) under
+    (ε, δ)-DP: ``(e^ε + δ)/(1 + e^ε)``, the corner of the (ε, δ) trade-off region (Kairouz, Oh & Viswanath 2015,
+    Thm 2.1: TPR <= e^ε·FPR + δ both ways); without δ it is the familiar ``e^ε/(1 + e^ε)``.
+
+    >>> round(posterior_with_delta(0.66, 0.0), 4), round(posterior_with_delta(0.66, 0.1), 4)
+    (0.6593, 0.6933)
+    """
+    if epsilon is None or not math.isfinite(epsilon):
+        return 1.0
+    e = min(float(epsilon), 700.0)
+    return min(1.0, (math.exp(e) + float(delta or 0.0)) / (1.0 + math.exp(e)))
+
+
+def _delta_words(eps_week, d_week, m, epsilon, threshold_part=None) -> str:
+    """What δ means, and the chance the person's privacy loss exceeds ε (exact PLD) where it can be computed."""
+    from odcore.privacy.accounting import loss_exceeds_probability
+
+    out = ("<p><b>What δ means.</b> (ε, δ) says: whatever an observer looks for, it is at most e<sup>ε</sup> times "
+           "more likely with the person in the data than without, <i>plus</i> δ. δ is <b>not</b> the chance that "
+           "the guarantee fails: the chance that the person's privacy loss exceeds ε is larger")
+    if m is not None and eps_week is not None and epsilon and m <= 400:
+        p = loss_exceeds_probability(float(eps_week), int(m), float(epsilon) / int(m))
+        ratio = p / d_week if d_week else float("nan")
+        out += (f"; here it is {_num(p)} for one week (the exact privacy-loss distribution of the {m} noisy counts a "
+                f"person can change{f', {ratio:,.0f} times δ' if math.isfinite(ratio) and ratio >= 1 else ''})")
+    out += ". Beyond ε the loss grows gradually, except for the threshold part of δ"
+    if threshold_part is not None:
+        out += (f" ({_num(threshold_part)}): the chance that a pair only this person makes is published, which "
+                "would show their trip outright")
+    return out + ".</p>"
 
 
 def _page(title: str, body: str) -> str:
@@ -50,10 +182,15 @@ def _page(title: str, body: str) -> str:
 
 
 def _guarantee_rows(eps_week, d_week, eps_total, d_total, weeks) -> str:
-    return (f"<table><tr><th></th><th>ε</th><th>δ (chance the guarantee fails)</th></tr>"
-            f"<tr><td>one week</td><td class='big'>{_num(eps_week)}</td><td>{_num(d_week)} ({_odds(d_week)})</td></tr>"
-            f"<tr><td>{weeks} weeks</td><td class='big'>{_num(eps_total)}</td><td>{_num(d_total)} "
-            f"({_odds(d_total)})</td></tr></table>")
+    from odcore.privacy.accounting import DELTA_NO_GUARANTEE
+
+    def flag(d):
+        return " — <b>no meaningful guarantee</b>" if d is not None and d > DELTA_NO_GUARANTEE else ""
+
+    return (f"<table><tr><th></th><th>ε</th><th>δ (every part included)</th></tr>"
+            f"<tr><td>one week</td><td class='big'>{_num(eps_week)}</td><td>{_num(d_week)}{flag(d_week)}</td></tr>"
+            f"<tr><td>{weeks} weeks</td><td class='big'>{_num(eps_total)}</td><td>{_num(d_total)}{flag(d_total)}"
+            f"</td></tr></table>")
 
 
 def _verdict_part(r: dict) -> list[str]:
@@ -76,8 +213,22 @@ def _verdict_part(r: dict) -> list[str]:
     return out
 
 
-def guarantee_sheet(report: dict) -> str:
-    """The guarantee sheet of a designed release (the dict of :func:`odcore.privacy.design.design_report`)."""
+def _delta_parts_html(dp: dict | None) -> str:
+    if not dp:
+        return ""
+    how = ("fitted: the smallest whole threshold whose part is at most half of δ" if dp.get("threshold_fitted")
+           else "set, not fitted")
+    warn = "".join(f"<p class='big'>⚠ {html.escape(w)}</p>" for w in dp.get("warnings") or [])
+    return (f"<p class='note'>δ over {dp['weeks']} weeks: asked {_num(dp['delta_asked'])} = Laplace part "
+            f"{_num(dp['delta_laplace'])} (the δ at which ε is given) + threshold part "
+            f"{_num(dp['delta_threshold_cost'])} (−log(1 − {_num(dp['delta_partition'])}), the chance that a pair only "
+            f"this person makes is published; threshold {_num(dp['threshold'])}, {how}) = "
+            f"<b>{_num(dp['delta_total'])}</b>.</p>{warn}")
+
+
+def guarantee_sheet(report: dict, *, record: dict | None = None) -> str:
+    """The guarantee sheet of a designed release (the dict of :func:`odcore.privacy.design.design_report`), with
+    its record (:func:`release_record`) when given."""
     r = report
     g = r["goal"]
     m, tau, scale, w = r["max_pairs"], r["threshold"], r["noise_scale"], r["weeks"]
@@ -85,6 +236,7 @@ def guarantee_sheet(report: dict) -> str:
     body = [
         "<h1>Guarantee sheet: weekly origin–destination counts</h1>",
         f"<p class='note'>Goal asked for: {e(g['words'])} — {'met' if r['goal_met'] else 'NOT met'}.</p>",
+        _record_html(record),
         *_verdict_part(r),
         "<h2>Who is protected</h2>",
         f"<p><b>One person, all of their trips, every week.</b> Each person counts in at most <b>{m}</b> origin–"
@@ -97,7 +249,9 @@ def guarantee_sheet(report: dict) -> str:
         f"<p>Smaller ε is stronger; values up to about 1 are usually considered strong, above 10 weak. "
         f"With ε = {_num(r['epsilon_user_week'])} for a week, anything an observer concludes about a person is at "
         f"most e^ε = {_num(math.exp(min(r['epsilon_user_week'], 700)))} times more (or less) likely with the "
-        f"person in the data than without. These are the exact (tight) values of the privacy-loss distribution.</p>",
+        f"person in the data than without, plus δ. These are the exact (tight) values of the privacy-loss "
+        f"distribution.</p>",
+        _delta_words(r["epsilon_user_week"], r["delta_user_week"], m, r.get("epsilon"), r.get("delta_partition_week")),
         "<h2>What an attacker can learn</h2>",
         f"<p>An attacker who knows everyone else's trips and all of a person's trips in a week, guessing whether "
         f"that person is in the data (a coin flip is 50 %):</p><table>"
@@ -129,27 +283,61 @@ def guarantee_sheet(report: dict) -> str:
     return _page("Guarantee sheet", "".join(body))
 
 
-def budget_sheet(b: dict, *, mode_words: str = "per person") -> str:
-    """The guarantee sheet of a user-level release from its budget (``budget`` with ``max_pairs``)."""
-    m, tau, w = b["max_pairs"], b["threshold"], b["weeks"]
+def budget_sheet(b: dict, *, mode_words: str = "per person", record: dict | None = None,
+                 delta_parts: dict | None = None) -> str:
+    """The guarantee sheet of a release from its budget (:func:`odcore.privacy.accounting.budget`): per person when
+    ``b`` holds the user-level figures (``max_pairs``), else for a person of ``b["trips"]`` unique trips a week under
+    the per-metric release; with the release's record (:func:`release_record`) and δ split
+    (:meth:`odcore.privacy.accounting.DeltaParts.to_dict`) when given."""
+    user = b.get("epsilon_user_week_bounded_tight") is not None or b.get("max_pairs") is not None
+    tau, w = b["threshold"], b["weeks"]
+    e = html.escape
+    if user:
+        m = b["max_pairs"]
+        ew, dw = b["epsilon_user_week_bounded_tight"], b["delta_user_week_bounded_tight"]
+        et, dt = b["epsilon_user_total_bounded_tight"], b["delta_user_total_bounded_tight"]
+        who = (f"<p><b>One person, all of their trips, every week</b> ({e(mode_words)}). Each person counts in at "
+               f"most <b>{m}</b> pairs per week; every count gets Laplace noise of scale "
+               f"{_num(b['noise_scale_bounded'])}; a pair is published only if its noisy count reaches "
+               f"<b>{_num(tau)}</b>.</p>")
+        part_week = b["delta_partition_week_bounded"]
+        fit_week = math.ceil(b["threshold_for_delta_week_bounded"] - 1e-9)
+        thr = (f"<p>δ includes the chance that the threshold lets through a pair only this person makes "
+               f"({_num(part_week)} per week). "
+               + (f"A threshold of {fit_week:,} would keep that chance under {_num(b['delta'])} per week.</p>"
+                  if fit_week > tau else f"The threshold {_num(tau)} keeps it under {_num(b['delta'])} per week."
+                                         "</p>"))
+        k, eps = m, b["epsilon"]
+        cmd = (f"python -m odcore budget --mode user_level --epsilon {b['epsilon']!r} --max-pairs {m} "
+               f"--threshold {tau} --weeks {w} --delta {(delta_parts or {}).get('delta_asked', 2 * b['delta'])!r}")
+    else:
+        n = b["trips"]
+        ew, dw = b["epsilon_user_week_tight"], b["delta_user_week_tight"]
+        et, dt = b["epsilon_user_total_tight"], b["delta_user_total_tight"]
+        who = (f"<p><b>One trip count</b> (per metric): each count of distinct people on a pair in a week gets "
+               f"Laplace noise of scale {_num(1 / b['epsilon'])} and is published only if its noisy count reaches "
+               f"<b>{_num(tau)}</b>. A person's week is not bounded: the figures below are for a person with "
+               f"<b>{n}</b> unique trips a week (the typical person of the data); busier people are less "
+               "protected.</p>")
+        thr, k, eps = "", n, b["epsilon"] * n
+        cmd = (f"python -m odcore budget --epsilon {b['epsilon']!r} --threshold {tau} --trips {n} --weeks {w} "
+               f"--delta {(delta_parts or {}).get('delta_asked', b['delta'])!r}")
+    pw, pt = posterior_with_delta(ew, dw), posterior_with_delta(et, dt)
     body = [
         "<h1>Guarantee sheet: weekly origin–destination counts</h1>",
-        "<h2>Who is protected</h2>",
-        f"<p><b>One person, all of their trips, every week</b> ({html.escape(mode_words)}). Each person counts in at "
-        f"most <b>{m}</b> pairs per week; every count gets Laplace noise of scale {_num(b['noise_scale_bounded'])}; "
-        f"a pair is published only if its noisy count reaches <b>{_num(tau)}</b>.</p>",
+        _record_html(record),
+        "<h2>Who is protected</h2>", who,
         "<h2>The guarantee (ε, δ) per person</h2>",
-        _guarantee_rows(b["epsilon_user_week_bounded_tight"], b["delta_user_week_bounded_tight"],
-                        b["epsilon_user_total_bounded_tight"], b["delta_user_total_bounded_tight"], w),
-        f"<p>δ includes the chance that the threshold lets through a pair only this person made "
-        f"({_num(b['delta_partition_week_bounded'])} per week). A threshold of "
-        f"{_num(b['threshold_for_delta_week_bounded'])} would keep that chance under {_num(b['delta'])} per week.</p>",
+        _guarantee_rows(ew, dw, et, dt, w),
+        _delta_parts_html(delta_parts),
+        thr,
+        _delta_words(ew, dw, k if user or k <= 400 else None, eps,
+                     b.get("delta_partition_week_bounded") if user else None),
         "<h2>What an attacker can learn</h2>",
-        f"<p>After one week an attacker's belief that a person is in the data can move from 50 % to at most "
-        f"<b>{_pct(b['posterior_bound_user_week_bounded'])}</b>; after {w} weeks to at most "
-        f"<b>{_pct(b['posterior_bound_user_total_bounded'])}</b> (δ aside).</p>",
+        f"<p>An attacker guessing whether a person is in the data (a coin flip is 50 %) is right at most "
+        f"<b>{percent_text(pw)}</b> of the time after one week and <b>{percent_text(pt)}</b> after {w} weeks: "
+        f"(e<sup>ε</sup> + δ)/(1 + e<sup>ε</sup>), δ included.</p>",
         "<h2>Reproduce</h2>",
-        f"<p class='note'><code>python -m odcore budget --mode user_level --epsilon {b['epsilon']!r} --max-pairs {m} "
-        f"--threshold {tau} --weeks {w} --delta {b['delta']!r}</code></p>",
+        f"<p class='note'><code>{e(cmd)}</code></p>",
     ]
     return _page("Guarantee sheet", "".join(body))
