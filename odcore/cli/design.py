@@ -80,15 +80,17 @@ def run(args: argparse.Namespace) -> int:
     from odcore.report.sheet import guarantee_sheet
 
     risk_goal = args.goal in ("tpr", "advantage", "posterior")
-    if (args.goal == "attack" or risk_goal) and args.known_trips is None:
+    default_k = (args.goal == "attack" or risk_goal) and args.known_trips is None
+    if default_k:
         args.known_trips = DEFAULT_KNOWN_TRIPS
-        print(f"note: goal {args.goal}: the attacker knows k = {DEFAULT_KNOWN_TRIPS} trips (the default; give "
-              "--known-trips to choose)", file=sys.stderr)
     goal = Goal(kind=args.goal, epsilon=args.target_epsilon, delta=args.target_delta, weeks=args.weeks,
                 known_trips=args.known_trips if args.goal == "attack" or risk_goal else None,
                 success=args.success if args.goal == "attack" else None,
                 risk=getattr(args, args.goal) if risk_goal else None, fpr=args.fpr, prior=args.prior,
                 attacker=args.attacker)
+    if default_k:   # said once the goal is known to be valid
+        print(f"note: goal {args.goal}: the attacker knows k = {DEFAULT_KNOWN_TRIPS} trips (the default; give "
+              "--known-trips to choose)", file=sys.stderr)
     _, od = od_from_args(args)
     weeks_present = sorted(int(x) for x in od.pairs[WEEK].unique())
     if not weeks_present:
