@@ -53,6 +53,7 @@ from odcore.errors import ParameterError, TraceFormatError
 
 __all__ = [
     "BBox",
+    "RobustBoxCounts",
     "ColumnMapping",
     "LoadReport",
     "TraceFormat",
@@ -125,6 +126,14 @@ _ALIASES = {
 }
 
 
+ROBUST_Q = 0.5
+"""Percent of the points cut at each end, per axis, by the robust box."""
+ROBUST_PAD = 0.25
+"""The robust box is widened by this fraction of its size on each side."""
+ROBUST_BIN_DEG = 1e-4
+"""Width (degrees, about 11 m) of the bins the robust box counts points in."""
+
+
 @dataclass(frozen=True)
 class BBox:
     """A latitude/longitude box (inclusive), e.g. to clip GPS glitches hundreds of km away."""
@@ -161,21 +170,101 @@ class BBox:
         return cls(s, w, n, e)
 
     @classmethod
-    def robust(cls, lat: np.ndarray, lon: np.ndarray, *, q: float = 0.5, pad: float = 0.25) -> BBox:
-        """The ``q``–``100-q`` percentile box of the points, widened by ``pad`` × its size on each side.
+    def robust(cls, lat: np.ndarray, lon: np.ndarray, *, q: float = ROBUST_Q, pad: float = ROBUST_PAD) -> BBox:
+        """The robust box of the points: :meth:`RobustBoxCounts.box` of their counts (the rule of every engine).
 
         Clips far-away GPS glitches (Cabspotting has fixes at latitude 33 and 50 for a city at 37.7) while
         keeping the whole metropolitan area.
         """
-        lo_lat, hi_lat = np.percentile(lat, [q, 100 - q])
-        lo_lon, hi_lon = np.percentile(lon, [q, 100 - q])
-        dlat = max(hi_lat - lo_lat, 0.01) * pad
-        dlon = max(hi_lon - lo_lon, 0.01) * pad
-        return cls(max(lo_lat - dlat, -90.0), max(lo_lon - dlon, -180.0),
-                   min(hi_lat + dlat, 90.0), min(hi_lon + dlon, 180.0))
+        counts = RobustBoxCounts()
+        counts.add(np.asarray(lat, np.float64), np.asarray(lon, np.float64))
+        return counts.box(q=q, pad=pad)
 
     def as_tuple(self) -> tuple[float, float, float, float]:
         return (float(self.south), float(self.west), float(self.north), float(self.east))
+
+
+class RobustBoxCounts:
+    """Counts of points per :data:`ROBUST_BIN_DEG` band of latitude and of longitude, and the robust box they give.
+
+    The one rule for ``bbox="auto"`` in the loader and in every engine: integer counts of *all* usable points
+    (no sample), so batches, threads and Spark partitions add up to the same counts whatever their order or
+    size, and every engine clips the same rows. The box runs from the band holding the ``q`` % lowest point to
+    the band holding the ``q`` % highest, per axis (exact to :data:`ROBUST_BIN_DEG`), widened by ``pad`` × its
+    size (at least 0.01°) on each side.
+
+    >>> c = RobustBoxCounts()
+    >>> c.add(np.r_[np.full(999, 37.75), 50.0], np.r_[np.full(999, -122.4), 0.0])   # one far glitch
+    >>> c.box(q=0.5, pad=0.25).as_tuple()
+    (37.7475, -122.4025, 37.7526, -122.3974)
+    """
+
+    N_LAT = 1_800_001
+    N_LON = 3_600_001
+
+    def __init__(self) -> None:
+        self.lat = np.zeros(self.N_LAT, np.int64)
+        self.lon = np.zeros(self.N_LON, np.int64)
+
+    @property
+    def n(self) -> int:
+        return int(self.lat.sum())
+
+    @staticmethod
+    def bins(lat: np.ndarray, lon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Band of each point (rows with a NaN coordinate must be removed first; + 1e-6 band: a coordinate
+        written with 4 decimals falls in its own band, not the one below by a rounding error)."""
+        bl = np.clip(np.floor((lat + 90.0) / ROBUST_BIN_DEG + 1e-6), 0, RobustBoxCounts.N_LAT - 1).astype(np.int64)
+        bo = np.clip(np.floor((lon + 180.0) / ROBUST_BIN_DEG + 1e-6), 0, RobustBoxCounts.N_LON - 1).astype(np.int64)
+        return bl, bo
+
+    def add(self, lat: np.ndarray, lon: np.ndarray) -> None:
+        """Count the points whose coordinates are both present."""
+        ok = ~(np.isnan(lat) | np.isnan(lon))
+        if not ok.all():
+            lat, lon = lat[ok], lon[ok]
+        if not len(lat):
+            return
+        for dense, b in zip((self.lat, self.lon), self.bins(lat, lon), strict=True):
+            lo = int(b.min())
+            c = np.bincount(b - lo)
+            dense[lo:lo + len(c)] += c
+
+    def add_sparse(self, axis: np.ndarray, band: np.ndarray, n: np.ndarray) -> None:
+        """Add counts given as (axis 0 = latitude / 1 = longitude, band, count) rows (:meth:`sparse` output)."""
+        axis = np.asarray(axis)
+        for k, dense in ((0, self.lat), (1, self.lon)):
+            m = axis == k
+            np.add.at(dense, np.asarray(band, np.int64)[m], np.asarray(n, np.int64)[m])
+
+    def merge(self, other: RobustBoxCounts) -> None:
+        self.lat += other.lat
+        self.lon += other.lon
+
+    def sparse(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The non-zero counts as (axis, band, count) arrays (small: a city covers a few thousand bands)."""
+        il, io = np.flatnonzero(self.lat), np.flatnonzero(self.lon)
+        return (np.r_[np.zeros(len(il), np.int8), np.ones(len(io), np.int8)], np.r_[il, io],
+                np.r_[self.lat[il], self.lon[io]])
+
+    def box(self, *, q: float = ROBUST_Q, pad: float = ROBUST_PAD, source: str | None = None) -> BBox:
+        """The robust box of the counted points (raises :class:`TraceFormatError` when none was counted)."""
+        n = self.n
+        if n == 0:
+            raise TraceFormatError("no usable rows (every row misses a value).", file=source)
+        k_lo = min(int(np.floor(n * q / 100.0)), n - 1)              # 0-based rank of the q % lowest point
+        k_hi = max(int(np.ceil(n * (100.0 - q) / 100.0)) - 1, 0)     # ... and of the q % highest
+        edges = []
+        for dense, off in ((self.lat, 90.0), (self.lon, 180.0)):
+            cum = np.cumsum(dense)
+            b_lo = int(np.searchsorted(cum, k_lo, side="right"))
+            b_hi = int(np.searchsorted(cum, k_hi, side="right"))
+            edges.append((round(b_lo * ROBUST_BIN_DEG - off, 6), round((b_hi + 1) * ROBUST_BIN_DEG - off, 6)))
+        (lo_lat, hi_lat), (lo_lon, hi_lon) = edges
+        dlat = max(hi_lat - lo_lat, 0.01) * pad
+        dlon = max(hi_lon - lo_lon, 0.01) * pad
+        return BBox(round(max(lo_lat - dlat, -90.0), 6), round(max(lo_lon - dlon, -180.0), 6),
+                    round(min(hi_lat + dlat, 90.0), 6), round(min(hi_lon + dlon, 180.0), 6))
 
 
 @dataclass(frozen=True)
