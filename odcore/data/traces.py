@@ -53,9 +53,9 @@ from odcore.errors import ParameterError, TraceFormatError
 
 __all__ = [
     "BBox",
-    "RobustBoxCounts",
     "ColumnMapping",
     "LoadReport",
+    "RobustBoxCounts",
     "TraceFormat",
     "Traces",
     "finalize_traces",
