@@ -11,9 +11,11 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from odcore.constants import FORMAT_TZ
 from odcore.paths import SAMPLE_DATA_DIR
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,8 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_INPUT = SAMPLE_DATA_DIR / "synthetic_city.parquet"
 STREAM_BYTES = 256 * 2**20   # the memory engine streams generic Parquet/CSV inputs from this size (and folders)
 
-# Local time zone of known formats (used when --tz auto): the Cabspotting README gives America/Los_Angeles.
-FORMAT_TZ = {"cabspotting": "America/Los_Angeles"}
 
 
 def add_loader_args(parser: argparse.ArgumentParser) -> None:
@@ -36,8 +36,10 @@ def add_loader_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--format", default="auto", choices=["auto", "csv", "parquet", "cabspotting", "checkins"],
                    help="input format (default: detect from names / first line)")
     g.add_argument("--tz", default="auto",
-                   help="IANA time zone for naive times, hours and Monday-00:00 week starts; 'auto' = "
-                        "America/Los_Angeles for Cabspotting, UTC otherwise (default: %(default)s)")
+                   help="IANA time zone for naive times, hours and Monday-00:00 week starts; 'auto' = the "
+                        "format's documented zone (Cabspotting: America/Los_Angeles), else the zone a zone-aware "
+                        "time column states, else the zone at the centre of the kept points (offline lookup) "
+                        "(default: %(default)s)")
     g.add_argument("--time-offset", type=float, default=0.0, metavar="SECONDS",
                    help="seconds added to every time (the shared check-in sets are 8 h early: 28800)")
     g.add_argument("--poi", default=None, metavar="PATH",
@@ -45,6 +47,10 @@ def add_loader_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--bbox", default="auto", metavar="S,W,N,E",
                    help="keep points inside south,west,north,east; 'auto' = robust percentile box that clips "
                         "far GPS glitches; 'none' keeps all (default: %(default)s)")
+    g.add_argument("--region", default="auto", metavar="auto|all|N|S,W,N,E",
+                   help="when the data spans more than a metropolitan area: 'auto' keeps the densest region of "
+                        "users' homes, N the N-th densest, 'all' everything (a continent-wide grid), or a box "
+                        "(default: %(default)s)")
     g.add_argument("--start", default=None, help="keep times >= this date/time (naive = in --tz)")
     g.add_argument("--end", default=None, help="keep times < this date/time (naive = in --tz)")
     m = parser.add_argument_group("column mapping (generic CSV / Parquet; default: detect common names)")
@@ -97,6 +103,9 @@ def resolve_tz(args: argparse.Namespace, fmt: str | None = None) -> str:
     tz = getattr(args, "tz", "auto") or "auto"
     if tz != "auto":
         return tz
+    found = getattr(args, "tz_found", None)    # set by traces_from_args / stream_source_from_args
+    if found:
+        return found
     return FORMAT_TZ.get(fmt or _format_of(args), "UTC")
 
 
@@ -126,10 +135,13 @@ def traces_from_args(args: argparse.Namespace) -> Traces:
     bbox = getattr(args, "bbox", None)
     if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
         bbox = None
-    tz = resolve_tz(args, fmt if fmt != "auto" else None)
-    return load_traces(args.input, format=fmt, tz=tz, time_offset_s=getattr(args, "time_offset", 0.0) or 0.0,
-                       bbox=bbox, start=getattr(args, "start", None), end=getattr(args, "end", None),
-                       poi_source=getattr(args, "poi", None), mapping=mapping_from_args(args))
+    tz = getattr(args, "tz", "auto") or "auto"
+    tr = load_traces(args.input, format=fmt, tz=tz, time_offset_s=getattr(args, "time_offset", 0.0) or 0.0,
+                     bbox=bbox, start=getattr(args, "start", None), end=getattr(args, "end", None),
+                     poi_source=getattr(args, "poi", None), mapping=mapping_from_args(args),
+                     region=getattr(args, "region", None))
+    args.tz_found = tr.report.tz
+    return tr
 
 
 def od_config_from_args(args: argparse.Namespace, fmt: str | None = None):
@@ -191,9 +203,42 @@ def stream_source_from_args(args: argparse.Namespace):
     if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
         bbox = None
     fmt = _format_of(args)
+    region = getattr(args, "region", None)
+    if isinstance(region, str) and re.search(r"[,\s]", region.strip()):
+        bbox = region                              # a box given as the region
+    if (getattr(args, "tz", "auto") or "auto") == "auto":
+        args.tz_found = source_zone(file_source(args.input, format=fmt, mapping=mapping_from_args(args)), bbox)
     return file_source(args.input, format=fmt, mapping=mapping_from_args(args), tz=resolve_tz(args, None),
                        time_offset_s=getattr(args, "time_offset", 0.0) or 0.0, bbox=bbox,
                        start=getattr(args, "start", None), end=getattr(args, "end", None))
+
+
+def source_zone(src, bbox) -> str:
+    """The zone ``load_traces(tz="auto")`` gives a streamed Parquet/CSV source: the one a zone-aware Parquet time
+    column states, else the zone at the centre of the kept box (the robust box, one rule with the loader). A
+    streamed source wider than a metropolitan area keeps every region (``--region`` needs the loader)."""
+    import numpy as np
+    import pyarrow.dataset as ds
+
+    from odcore.data.traces import BBox, RobustBoxCounts, resolve_mapping
+    from odcore.space.regions import zone_of_box
+
+    fmt = "parquet" if src.format == "parquet" else "csv"
+    data = ds.dataset(list(src.paths), format=fmt)
+    mp = resolve_mapping(list(data.schema.names), src.mapping, src.display)
+    ttype = data.schema.field(mp.time).type
+    tzname = getattr(ttype, "tz", None)
+    if tzname:
+        return str(tzname)
+    if bbox is not None and not (isinstance(bbox, str) and bbox.strip().lower() == "auto"):
+        return zone_of_box(BBox.parse(bbox))
+    counts = RobustBoxCounts()
+    for b in data.to_batches(columns=[mp.user, mp.time, mp.lat, mp.lon]):
+        ok = np.asarray(b.column(0).is_valid()) & np.asarray(b.column(1).is_valid())
+        lat = b.column(2).to_numpy(zero_copy_only=False).astype(np.float64)
+        lon = b.column(3).to_numpy(zero_copy_only=False).astype(np.float64)
+        counts.add(lat[ok], lon[ok])
+    return zone_of_box(counts.box(source=src.display))
 
 
 def od_from_args(args: argparse.Namespace) -> tuple[Traces, ODData]:

@@ -154,6 +154,8 @@ def run_trips(args: argparse.Namespace) -> int:
         "weeks": s["weeks"],
         "week_starts": s["week_starts"],
         **({} if traces is None else {
+            "tz_source": traces.report.tz_source, "region": traces.report.region,
+            "regions": [dict(r) for r in traces.report.regions[:5]],
             "rows_adjusted": dict(traces.report.rows_adjusted), "encoding": traces.report.encoding,
             "time_unit": traces.report.time_unit, "time_min": traces.df["time"].min().isoformat(),
             "time_max": traces.df["time"].max().isoformat()}),
