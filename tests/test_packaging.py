@@ -38,3 +38,20 @@ def test_every_package_folder_is_shipped_with_the_bundled_city():
     for f in _pyproject()["tool"]["setuptools"]["package-data"]["odcore.sample_data"]:
         assert (REPO_ROOT / data / f).is_file(), f
     assert Path(REPO_ROOT / "sample_data" / "synthetic_city.parquet").stat().st_size > 1_000_000
+
+
+def test_spark_engine_without_pyspark_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    import pandas as pd
+    import pytest
+
+    from odcore.errors import ParameterError
+    from odcore.od.engines import build_od
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pyspark" else real(name, *a))
+    df = pd.DataFrame({"user": [1, 1], "time": pd.to_datetime([0, 3600], unit="s", utc=True), "lat": [0.0, 0.1],
+                       "lon": [0.0, 0.1]})
+    with pytest.raises(ParameterError, match=r"odlab\[spark\]"):
+        build_od(df, engine="spark")
