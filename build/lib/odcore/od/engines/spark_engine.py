@@ -30,13 +30,7 @@ def spark_session(master: str = "local[2]", driver_memory: str = "2g", shuffle_p
 
     On a cluster, ``spark-submit`` has already created the session and its settings win.
     """
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        from odcore.errors import ParameterError
-
-        raise ParameterError("engine='spark' needs PySpark, an optional extra: pip install 'odlab[spark]' (or "
-                             "pip install pyspark; Java 17+ too).") from None
+    from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
