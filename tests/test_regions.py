@@ -161,3 +161,24 @@ def test_cabspotting_week_and_checkins_every_engine(shared_data, tmp_path):
             for k in ("trips", "unique_trips", "od_pairs", "bbox_used", "tz", "users"):
                 assert outs[e][0][k] == outs["memory"][0][k], (inp, e, k)
             pd.testing.assert_frame_equal(outs[e][1], outs["memory"][1])
+
+
+def test_streamed_file_gets_the_loaders_region_and_zone(tmp_path, capsys):
+    """A country-wide Parquet file read by DuckDB itself (streamed) gets the region and zone the loader gives the
+    memory engine: ``trips`` with default flags prints the same table from both."""
+    import json
+
+    from odcore.cli import main
+
+    path = tmp_path / "two.parquet"
+    _two_cities().to_parquet(path, index=False)
+    outs = {}
+    for e in ("memory", "duckdb"):
+        out = tmp_path / f"{e}.csv"
+        assert main(["trips", "--json", "--input", str(path), "--engine", e, "--counts-out", str(out)]) == 0
+        outs[e] = (json.loads(capsys.readouterr().out), pd.read_csv(out))
+    (jm, cm), (jd, cd) = outs["memory"], outs["duckdb"]
+    assert jm["tz"] == jd["tz"] == "America/Chicago"
+    assert jm["users"] == jd["users"] == 60
+    assert jm["bbox_used"] == jd["bbox_used"]
+    pd.testing.assert_frame_equal(cm, cd)
