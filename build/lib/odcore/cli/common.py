@@ -206,39 +206,78 @@ def stream_source_from_args(args: argparse.Namespace):
     region = getattr(args, "region", None)
     if isinstance(region, str) and re.search(r"[,\s]", region.strip()):
         bbox = region                              # a box given as the region
-    if (getattr(args, "tz", "auto") or "auto") == "auto":
-        args.tz_found = source_zone(file_source(args.input, format=fmt, mapping=mapping_from_args(args)), bbox)
+    want_tz = (getattr(args, "tz", "auto") or "auto") == "auto"
+    if want_tz or not (region is None or str(region).strip().lower() in ("", "all", "none", "off")):
+        bbox, zone = source_place(file_source(args.input, format=fmt, mapping=mapping_from_args(args)), bbox,
+                                  region)
+        if want_tz:
+            args.tz_found = zone
     return file_source(args.input, format=fmt, mapping=mapping_from_args(args), tz=resolve_tz(args, None),
                        time_offset_s=getattr(args, "time_offset", 0.0) or 0.0, bbox=bbox,
                        start=getattr(args, "start", None), end=getattr(args, "end", None))
 
 
-def source_zone(src, bbox) -> str:
-    """The zone ``load_traces(tz="auto")`` gives a streamed Parquet/CSV source: the one a zone-aware Parquet time
-    column states, else the zone at the centre of the kept box (the robust box, one rule with the loader). A
-    streamed source wider than a metropolitan area keeps every region (``--region`` needs the loader)."""
+def source_place(src, bbox, region) -> tuple:
+    """``(box, zone)`` that ``load_traces(bbox=..., region=..., tz="auto")`` gives a streamed Parquet/CSV source,
+    by the loader's rules: the robust box (:class:`odcore.data.traces.RobustBoxCounts` of every usable row) or the
+    given box; the densest region (or rank N) of users' homes when that box spans more than a metropolitan area
+    (:func:`odcore.space.regions.find_regions`, on the usable rows' user, lat and lon); the zone a zone-aware
+    Parquet time column states, else the zone at the centre of the box kept. ``box`` is ``bbox`` unchanged when no
+    region applies, else the region's ``"S,W,N,E"``."""
     import numpy as np
     import pyarrow.dataset as ds
 
     from odcore.data.traces import BBox, RobustBoxCounts, resolve_mapping
-    from odcore.space.regions import zone_of_box
+    from odcore.space.regions import find_regions, pick_region, spans_metro, zone_of_box
 
-    fmt = "parquet" if src.format == "parquet" else "csv"
-    data = ds.dataset(list(src.paths), format=fmt)
+    data = ds.dataset(list(src.paths), format="parquet" if src.format == "parquet" else "csv")
     mp = resolve_mapping(list(data.schema.names), src.mapping, src.display)
-    ttype = data.schema.field(mp.time).type
-    tzname = getattr(ttype, "tz", None)
-    if tzname:
-        return str(tzname)
-    if bbox is not None and not (isinstance(bbox, str) and bbox.strip().lower() == "auto"):
-        return zone_of_box(BBox.parse(bbox))
-    counts = RobustBoxCounts()
-    for b in data.to_batches(columns=[mp.user, mp.time, mp.lat, mp.lon]):
+    stated = getattr(data.schema.field(mp.time).type, "tz", None)
+    cols = [mp.user, mp.time, mp.lat, mp.lon]
+
+    def usable(b):
         ok = np.asarray(b.column(0).is_valid()) & np.asarray(b.column(1).is_valid())
         lat = b.column(2).to_numpy(zero_copy_only=False).astype(np.float64)
         lon = b.column(3).to_numpy(zero_copy_only=False).astype(np.float64)
-        counts.add(lat[ok], lon[ok])
-    return zone_of_box(counts.box(source=src.display))
+        ok &= ~(np.isnan(lat) | np.isnan(lon))
+        return ok, lat, lon
+
+    if bbox is None:
+        box = None
+    elif isinstance(bbox, str) and bbox.strip().lower() == "auto":
+        counts = RobustBoxCounts()
+        for b in data.to_batches(columns=cols):
+            ok, lat, lon = usable(b)
+            counts.add(lat[ok], lon[ok])
+        box = counts.box(source=src.display)
+    else:
+        box = BBox.parse(bbox)
+    out = bbox
+    named = region is not None and str(region).strip().lower() not in ("", "all", "none", "off")
+    if named and (str(region).strip().lower() != "auto" or box is None or spans_metro(box)):
+        users, lats, lons = [], [], []
+        for b in data.to_batches(columns=cols):
+            ok, lat, lon = usable(b)
+            users.append(b.column(0).to_numpy(zero_copy_only=False)[ok])
+            lats.append(lat[ok])
+            lons.append(lon[ok])
+        import pandas as pd
+
+        u = pd.factorize(np.concatenate(users))[0]
+        la, lo = np.concatenate(lats), np.concatenate(lons)
+        if str(region).strip().lower() != "auto" or spans_metro(box or BBox.robust(la, lo)):
+            r = pick_region(find_regions(u, la, lo), region)
+            box = BBox(*r.bbox)
+            out = ",".join(str(v) for v in r.bbox)
+    if stated:
+        return out, str(stated)
+    if box is None:
+        counts = RobustBoxCounts()
+        for b in data.to_batches(columns=cols):
+            ok, lat, lon = usable(b)
+            counts.add(lat[ok], lon[ok])
+        box = counts.box(source=src.display)
+    return out, zone_of_box(box)
 
 
 def od_from_args(args: argparse.Namespace) -> tuple[Traces, ODData]:
