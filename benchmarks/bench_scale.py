@@ -99,8 +99,7 @@ def run(quick: bool = False) -> list[dict]:
                 res[e] = {"skip": f"skipped: local Spark on {os.cpu_count()} cores above {SPARK_MAX_USERS:,} users "
                                   "exceeds the run's time budget"}
             else:
-                argv = [sys.executable, "-m", "odcore", "trips", "--input", str(d), "--engine", e, "--json",
-                        "--bbox", "none"]
+                argv = [sys.executable, "-m", "odcore", "trips", "--input", str(d), "--engine", e, "--json"]
                 if e == "duckdb":
                     argv += ["--memory-limit", DUCKDB_MEMORY_LIMIT]
                 wall, peak, out, rc = run_measured(argv)

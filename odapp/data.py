@@ -56,14 +56,10 @@ class UploadOptions:
 
     format: str = "auto"
     mapping: tuple[tuple[str, str], ...] = ()   # (engine column, file column) pairs; empty = detect
-    tz: str = "auto"          # "auto": the format's local zone (Cabspotting: America/Los_Angeles), else UTC
+    tz: str = "auto"          # "auto": the format's zone, a zone the file states, else the zone of the coordinates
     time_offset_s: int = 0
     bbox: str = "auto"        # "auto": robust percentile box (clips far GPS glitches); "none"; or "S,W,N,E"
-
-    def resolved_tz(self, fmt: str) -> str:
-        from odcore.cli.common import FORMAT_TZ
-
-        return FORMAT_TZ.get(fmt, "UTC") if self.tz == "auto" else self.tz
+    region: str = "auto"      # "auto": the densest region when the data spans more than a city; "all"; "N"; a box
 
     def mapping_dict(self) -> dict[str, str] | None:
         m = {k: v for k, v in self.mapping if v}
@@ -153,7 +149,7 @@ def synth_ref(users: int, weeks: int, extent_km: float, seed: int) -> DatasetRef
 def upload_ref(data: bytes, name: str, options: UploadOptions) -> DatasetRef:
     h = hashlib.sha256(data)
     h.update(json.dumps([name, options.format, list(options.mapping), options.tz, options.time_offset_s,
-                         options.bbox]).encode())
+                         options.bbox, options.region]).encode())
     return DatasetRef(id=f"upload:{h.hexdigest()[:20]}", kind=DataSource.UPLOAD.value, label=f"Upload: {name}")
 
 
@@ -169,7 +165,7 @@ def load_sample() -> Loaded:
     if not SAMPLE_FILE.is_file():
         raise TraceFormatError("the bundled sample is missing; regenerate it with `make sample-data`.",
                                file=str(SAMPLE_FILE))
-    t = load_traces(SAMPLE_FILE)
+    t = load_traces(SAMPLE_FILE, tz="auto")   # its time column states UTC, the synthetic city's clock
     try:
         rel = str(SAMPLE_FILE.relative_to(REPO_ROOT))
     except ValueError:
@@ -204,15 +200,15 @@ def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()
 
     if not data:
         raise TraceFormatError("the file is empty; upload a CSV, Parquet, JSON or zip file of traces.", file=name)
-    # With tz "auto", naive text times are read as UTC and the format's local zone (Cabspotting: unix times,
-    # America/Los_Angeles hours and weeks) is used for hours and weeks, as `python -m odcore --tz auto` does.
+    # With tz "auto" the loader names the zone (the format's, the file's, or the one at the data's centre) and
+    # focuses on the densest region of a set wider than a city, as `python -m odcore --tz auto --region auto` does.
     bbox = None if options.bbox.strip().lower() in ("", "none", "off") else options.bbox
-    t = load_traces(io.BytesIO(data), format=options.format, mapping=options.mapping_dict(),
-                    tz="UTC" if options.tz == "auto" else options.tz, time_offset_s=options.time_offset_s,
-                    name=name, bbox=bbox)
-    tz = options.resolved_tz(t.report.format)
+    region = options.region.strip() or "auto"
+    t = load_traces(io.BytesIO(data), format=options.format, mapping=options.mapping_dict(), tz=options.tz,
+                    time_offset_s=options.time_offset_s, name=name, bbox=bbox, region=region)
+    tz = t.report.tz or "UTC"
     cli = {"input": name, "format": t.report.format, "tz": tz, "time_offset": float(options.time_offset_s),
-           "bbox": options.bbox if bbox is not None else "none"}
+           "bbox": options.bbox if bbox is not None else "none", "region": region}
     for role, column in (options.mapping_dict() or {}).items():  # same flags as `python -m odcore --user-col ...`
         cli["time_unit" if role == "time_unit" else f"{role}_col"] = column
     return Loaded(t.df, _summary_of(t), cli)

@@ -36,6 +36,7 @@ from odapp.state import (
     K_UPLOAD_TRACES,
     K_USER_THRESHOLD,
     K_WEEK,
+    K_WEEK_FOR,
     THRESHOLD_RANGE,
     USER_DELTA,
     USER_THRESHOLD_MAX,
@@ -49,7 +50,7 @@ from odapp.state import (
     widget_key,
 )
 from odapp.words import epsilon_label, plain
-from odapp.zones_ui import zone_controls, zone_spec
+from odapp.zones_ui import data_box, zone_controls, zone_spec
 
 K_UPLOAD_GEN = "odlab.upload_generation"   # bumps after each good upload (fresh uploader widget)
 K_UPLOAD_PENDING = "odlab.upload_pending"   # UploadOptions of a pressed "Load this file" not read yet
@@ -139,15 +140,22 @@ def _upload_controls() -> None:
                                  "seconds (s) or milliseconds (ms).")
         tz = st.selectbox("Time zone", time_zone_choices(), key="w.upload_tz",
                           help="Zone of timestamps written without an offset, and of local hours and Monday week "
-                               "starts; 'auto' = America/Los_Angeles for Cabspotting, UTC otherwise (as the command "
-                               "line's --tz auto). Local times in a daylight-saving gap are read with the offset "
-                               "before the change, repeated hours as their first occurrence; both are counted.")
+                               "starts; 'auto' = the format's zone (Cabspotting: America/Los_Angeles), else the "
+                               "zone a zone-aware time column states, else the zone at the centre of the data "
+                               "(looked up offline from the coordinates), as the command line's --tz auto. Local "
+                               "times in a daylight-saving gap are read with the offset before the change, "
+                               "repeated hours as their first occurrence; both are counted.")
         offset = st.number_input("Time offset (seconds)", value=0, step=3600, key="w.upload_offset",
                                  help="Added to every timestamp, e.g. 28800 for check-in sets that are 8 h early.")
         bbox = st.text_input("Bounding box", "auto", key="w.upload_bbox",
                              help="Keep points inside south,west,north,east (degrees). 'auto' = the robust box "
                                   "of the command line (0.5-99.5 percentiles widened by 25 %), which drops far "
                                   "GPS glitches so one stray fix does not stretch the grid; 'none' keeps all.")
+        region = st.text_input("Region", "auto", key="w.upload_region",
+                               help="For data wider than a city (a country or the world): 'auto' keeps the "
+                                    "densest region of people's home places, a number N the N-th densest (the "
+                                    "list shows after loading), 'all' keeps everything (a very large grid), or "
+                                    "a box south,west,north,east.")
     if st.button("Load this file", disabled=up is None, key="w.upload_go",
                  help="Read the file; if it cannot be read, the data loaded before stays in use."):
         mapping = tuple((k, v.strip()) for k, v in cols.items() if v.strip())
@@ -156,7 +164,8 @@ def _upload_controls() -> None:
         # Kept until the file is read: a rerun while it waits in the queue (another widget moved, a second press)
         # resumes the load instead of losing the button's one-run press.
         ss[K_UPLOAD_PENDING] = UploadOptions(format=fmt, mapping=mapping, tz=tz or "auto",
-                                             time_offset_s=int(offset), bbox=bbox.strip() or "auto")
+                                             time_offset_s=int(offset), bbox=bbox.strip() or "auto",
+                                             region=region.strip() or "auto")
     if ss.get(K_UPLOAD_PENDING) is not None and up is None:   # the file was removed before its turn
         ss.pop(K_UPLOAD_PENDING)
     elif ss.get(K_UPLOAD_PENDING) is not None:
@@ -276,6 +285,25 @@ def grid_check(loaded: Loaded, cell_km2: float) -> str | None:
     return warning
 
 
+TZ_SOURCES = {"format": "the format's documentation", "file": "stated by the file",
+              "coordinates": "looked up from the coordinates", "given": "as set in Reading options"}
+
+
+def _place_caption(summary: dict) -> None:
+    """Where and when the data is read: the region kept (of those found) and the local time zone."""
+    regions, rank = summary.get("regions") or [], summary.get("region")
+    if rank and regions:
+        r = regions[int(rank) - 1]
+        others = "; ".join(f"#{x['rank']} {x['users']:,} ({plain(x['tz'])})" for x in regions[:5] if x["rank"] != rank)
+        st.caption(f"Region #{rank} of {len(regions)} (the data spans more than a city): {r['users']:,} people's "
+                   f"home places around {r['lat']:.2f}, {r['lon']:.2f}." + (f" Others: {others}; pick one with "
+                                                                             "Reading options → Region." if others
+                                                                             else ""))
+    tz = summary.get("tz")
+    if tz:
+        st.caption(f"Local time: {plain(tz)} ({TZ_SOURCES.get(summary.get('tz_source'), 'as read')}).")
+
+
 def render() -> PageContext:
     """Draw the shared sidebar; load the data; return the frozen settings and data for the page."""
     from odcore.od.trips import ODConfig
@@ -291,16 +319,19 @@ def render() -> PageContext:
         if is_bassolas_preset(ss):
             st.caption("✓ Google/Bassolas 2019 setting")
         _source_controls()
-        zone_controls(ss, _bound)
-        zones, zones_label = zone_spec(ss)
         with engine_errors("Could not load the data",
                            "Pick the bundled synthetic city or fix the file, then try again."):
             ref, loaded = current_dataset()
+        box = data_box(loaded.summary)
+        zone_controls(ss, _bound, box)
+        zones, zones_label = zone_spec(ss, box)
+        with engine_errors("Could not load the data",
+                           "Pick the bundled synthetic city or fix the file, then try again."):
             if ref.kind == DataSource.COUNTS:   # the folder fixes zones and weeks
                 od = cache.counts_folder(ref.id, loaded.cli["input"])
                 od_config = od.config
                 grid_warning = None
-                st.caption(f"Zones and weeks come from the counts folder ({od.grid.to_dict().get('spec', '')}); "
+                st.caption(f"Zones and weeks come from the counts folder ({plain(od.grid.to_dict().get('spec', ''))}); "
                            "the zone controls above do not apply.")
             else:
                 od_config = ODConfig(cell_km2=float(ss[K_CELL_KM2]), tz=loaded.tz, zones=zones)
@@ -308,13 +339,24 @@ def render() -> PageContext:
                 od = cache.od_data(ref.id, od_config, _df=loaded.df)
         ss[K_DATASET] = ref
         n_weeks = max(1, len(od.week_starts))
+        busiest, people = od.busiest_week()
+        chosen_for = (ref.id, od_config.zones, od_config.tz)
+        if ss.get(K_WEEK_FOR) != chosen_for:     # new data: start on its busiest week, never an empty one
+            ss[K_WEEK_FOR] = chosen_for
+            ss[K_WEEK] = busiest
+            ss[widget_key(K_WEEK)] = busiest
         if ss[K_WEEK] >= n_weeks:
             ss[K_WEEK] = n_weeks - 1
             ss[widget_key(K_WEEK)] = n_weeks - 1
         _bound(K_WEEK, st.selectbox, label="Week", options=list(range(n_weeks)),
                format_func=lambda w: f"Week {w} (from Mon {od.week_starts[w]})" if w < len(od.week_starts)
                else f"Week {w}",
-               help="Which Monday-to-Sunday week is released (each week is a separate release).")
+               help="Which Monday-to-Sunday week is released (each week is a separate release). New data "
+                    "opens on its busiest week: the one with most people who make at least one trip.")
+        if n_weeks > 1 and people:
+            st.caption(f"Week {busiest} is the busiest: {people:,} people with at least one trip"
+                       + (" (shown by default)." if int(ss[K_WEEK]) == busiest else "."))
+        _place_caption(loaded.summary)
         user_mode = ss[K_MODE] == "user_level"
         _bound(K_EPSILON, st.slider, label=epsilon_label(ss[K_MODE]), min_value=EPSILON_RANGE[0],
                max_value=EPSILON_RANGE[1], step=EPSILON_RANGE[2],

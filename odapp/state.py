@@ -34,6 +34,7 @@ DATA_SOURCE_LABELS = {
 K_SOURCE = "odlab.source"
 K_COUNTS_DIR = "odlab.counts_dir"
 K_WEEK = "odlab.week"
+K_WEEK_FOR = "odlab.week_for"          # (dataset id, zones, tz) the default week was chosen for (the busiest)
 K_CELL_KM2 = "odlab.cell_km2"
 K_EPSILON = "odlab.epsilon"
 K_THRESHOLD = "odlab.threshold"

@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import tempfile
 from collections.abc import MutableMapping
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -31,19 +32,67 @@ MAX_APP_ZONES = 20_000
 """Most zones an uploaded file may hold in the app (the CLI allows :data:`odcore.space.zones.MAX_ZONES`)."""
 
 
-def zone_file(state: MutableMapping) -> tuple[str, str]:
-    """``(path, label)`` of the zone file in use: the last good upload, else the bundled districts."""
-    return str(state.get(K_ZONE_FILE) or BUNDLED_ZONES), str(state.get(K_ZONE_LABEL) or BUNDLED_LABEL)
+@lru_cache(maxsize=4)
+def file_bounds(path: str) -> tuple[float, float, float, float] | None:
+    """(south, west, north, east) of a GeoJSON file's coordinates (WGS84), or None when it cannot be read."""
+    import json
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    xs: list[float] = []
+    ys: list[float] = []
+
+    def walk(c) -> None:
+        if isinstance(c, (list, tuple)) and c and isinstance(c[0], (int, float)):
+            xs.append(float(c[0]))
+            ys.append(float(c[1]))
+        elif isinstance(c, (list, tuple)):
+            for x in c:
+                walk(x)
+
+    for f in doc.get("features", []):
+        walk((f.get("geometry") or {}).get("coordinates", []))
+    return (min(ys), min(xs), max(ys), max(xs)) if xs else None
 
 
-def zone_spec(state: MutableMapping) -> tuple[str | None, str]:
-    """``(spec, label)`` of the sidebar's zone choice; spec None = squares of the cell area (the default)."""
+def data_box(summary: dict) -> tuple[float, float, float, float] | None:
+    """(south, west, north, east) of the loaded points from their summary, or None when unknown."""
+    la, lo = summary.get("lat_range"), summary.get("lon_range")
+    return (la[0], lo[0], la[1], lo[1]) if la and lo else None
+
+
+def bundled_fits(box: tuple[float, float, float, float] | None) -> bool:
+    """True when the bundled districts overlap the data's box (or the box is unknown)."""
+    zb = file_bounds(str(BUNDLED_ZONES))
+    if box is None or zb is None:
+        return box is None
+    return not (zb[0] > box[2] or zb[2] < box[0] or zb[1] > box[3] or zb[3] < box[1])
+
+
+def zone_file(state: MutableMapping, box=None) -> tuple[str | None, str]:
+    """``(path, label)`` of the zone file in use: the last good upload, else the bundled districts when they
+    overlap the data's ``box``; ``(None, why)`` when no zone file fits the data."""
+    path = state.get(K_ZONE_FILE)
+    if path and str(path) != str(BUNDLED_ZONES):
+        return str(path), str(state.get(K_ZONE_LABEL) or Path(path).name)
+    if bundled_fits(box):
+        return str(BUNDLED_ZONES), BUNDLED_LABEL
+    return None, "no zone file yet (the bundled districts are the synthetic city's and do not cover this data)"
+
+
+def zone_spec(state: MutableMapping, box=None) -> tuple[str | None, str]:
+    """``(spec, label)`` of the sidebar's zone choice; spec None = squares of the cell area (the default, and the
+    fallback while no zone file covers the data)."""
     kind = state.get(K_ZONE_KIND, "square")
     if kind == "h3":
         res = int(state.get(K_H3_RES, 8))
         return f"h3:{res}", f"H3 hexagons, resolution {res} (~{H3_AREAS.get(res, 0):g} km²)"
     if kind == "file":
-        return zone_file(state)
+        path, label = zone_file(state, box)
+        if path is not None:
+            return path, label
     return None, f"square cells of {float(state.get(K_CELL_KM2, 1.3)):g} km²"
 
 
@@ -116,7 +165,7 @@ def zone_polygons(zones, cells) -> pd.DataFrame:
     return pd.DataFrame({"cell": gdf["cell"].to_numpy()[part_of], "name": names[part_of], "polygon": coords})
 
 
-def zone_controls(ss, bound) -> None:
+def zone_controls(ss, bound, box=None) -> None:
     """Sidebar: zone kind, then the cell area, the H3 resolution or the zone file (``bound`` draws a widget whose
     value persists across pages, :func:`odapp.sidebar._bound`)."""
     import streamlit as st
@@ -144,8 +193,11 @@ def zone_controls(ss, bound) -> None:
         if up is not None and st.session_state.get("odlab.zone_upload_seen") != (up.name, up.size):
             st.session_state["odlab.zone_upload_seen"] = (up.name, up.size)
             apply_zone_upload(ss, up.getvalue(), up.name)
-        st.button("Use the bundled districts", key="w.zone_bundled", on_click=use_bundled_zones, args=(ss,),
-                  help="40 Voronoi districts of the bundled synthetic city (sample_data/districts.geojson).")
+        if bundled_fits(box):
+            st.button("Use the bundled districts", key="w.zone_bundled", on_click=use_bundled_zones, args=(ss,),
+                      help="40 Voronoi districts of the bundled synthetic city (sample_data/districts.geojson).")
         if ss.get(K_ZONE_ERROR):
             st.error(plain(ss[K_ZONE_ERROR]), icon="⚠️")
-        st.caption(f"Zones: {plain(zone_file(ss)[1])}")
+        path, label = zone_file(ss, box)
+        st.caption(f"Zones: {plain(label)}" + ("" if path else "; square cells are used until you upload polygons "
+                                                               "that cover it."))

@@ -35,3 +35,7 @@ RELEASED = "released"
 RELEASE_PROB = "release_prob"
 
 TRACE_COLUMNS = (USER, TIME, LAT, LON)
+
+# Local time zone of formats whose documentation states it (used when the time zone is "auto"): the Cabspotting
+# README gives America/Los_Angeles.
+FORMAT_TZ = {"cabspotting": "America/Los_Angeles"}

@@ -13,9 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SAMPLE_DATA_DIR = REPO_ROOT / "sample_data"
-# ../shared/data beside the repository (the real datasets; never copied into the repo).
-SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
+# The bundled city: sample_data/ of the repository, or its copy installed inside the package (``pip install .``
+# ships it as ``odcore/sample_data``, see pyproject.toml).
+_IN_REPO = REPO_ROOT / "sample_data"
+_INSTALLED = Path(__file__).resolve().parent / "sample_data"
+SAMPLE_DATA_DIR = _IN_REPO if _IN_REPO.is_dir() or not _INSTALLED.is_dir() else _INSTALLED
+# ../shared/data beside the repository (the real datasets; never copied into the repo), or $ODLAB_SHARED_DATA.
+SHARED_DATA_DIR = Path(os.environ.get("ODLAB_SHARED_DATA") or REPO_ROOT.parent / "shared" / "data")
 
 # Temporary outputs are named ".<final name>.odcore-tmp-<pid>-<random><suffixes>": hidden (Parquet dataset readers
 # skip names starting with "."), recognisable, and removable by the next writer of the same name once the process

@@ -12,7 +12,8 @@ from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import num, plain, short_path
-from odapp.zones_ui import export_spec, zone_file
+from odapp.zones_ui import data_box, export_spec, zone_file
+from odcore.space.grid import crs_label
 
 ctx = page(
     "Data",
@@ -44,7 +45,7 @@ with st.container():   # there with or without drops, so the map and charts belo
         st.dataframe(pd.DataFrame({"reason": list(dropped) + list(od_drops),
                                    "rows": list(dropped.values()) + list(od_drops.values())}),
                      hide_index=True, width="content")
-zone_text = (f"grid {ods['grid_cells']:,} cells of {ods['cell_km2']:.2f} km² ({ods['cells']:,} used) · CRS {ods['crs']}"
+zone_text = (f"grid {ods['grid_cells']:,} cells of {ods['cell_km2']:.2f} km² ({ods['cells']:,} used) · CRS {crs_label(ods['crs'])}"
              if s.zones is None else f"zones: {plain(s.zones_label)} · {ods['grid_cells']:,} zones ({ods['cells']:,} used)")
 st.caption(f"Source: {plain(short_path(summ.get('source', s.dataset.label)))} · format {summ.get('format', '?')} · "
            f"time span {summ.get('time_min', '?')} → {summ.get('time_max', '?')} · {zone_text}")
@@ -106,9 +107,11 @@ st.markdown(
     "publishes. Each zone system rebuilds the week's trips, so this takes a few seconds per system.")
 zone_choices = {"square:0.5": "squares 0.5 km²", "square:1.3": "squares 1.3 km²", "square:5": "squares 5 km²",
                 "h3:9": "H3 res 9 (0.11 km²)", "h3:8": "H3 res 8 (0.74 km²)", "h3:7": "H3 res 7 (5.2 km²)"}
-zfile, zlabel = zone_file(st.session_state)
-zone_choices[zfile] = zlabel
-picked = st.multiselect("Zone systems", list(zone_choices), default=["square:1.3", "h3:7", zfile],
+zfile, zlabel = zone_file(st.session_state, data_box(summ))   # a zone file only when it covers the data
+if zfile is not None:
+    zone_choices[zfile] = zlabel
+picked = st.multiselect("Zone systems", list(zone_choices),
+                        default=["square:1.3", "h3:7", *([zfile] if zfile is not None else [])],
                         format_func=zone_choices.get, key="zones_compare_pick",
                         help="Squares and hexagons are fitted to the data; the zone file is the one chosen in the "
                              "sidebar (the bundled districts until you upload your own).")

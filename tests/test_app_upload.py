@@ -28,7 +28,10 @@ def test_good_csv_with_detected_columns():
     assert loaded.summary["users"] == 2
     assert loaded.summary["rows_kept"] == 4
     assert list(loaded.df.columns[:4]) == ["user", "time", "lat", "lon"]
-    assert loaded.cli == {"input": "trips.csv", "format": "csv", "tz": "UTC", "time_offset": 0.0, "bbox": "auto"}
+    # San Francisco coordinates and no zone in the file: local time is looked up from the coordinates
+    assert loaded.cli == {"input": "trips.csv", "format": "csv", "tz": "America/Los_Angeles", "time_offset": 0.0,
+                          "bbox": "auto", "region": "auto"}
+    assert loaded.summary["tz_source"] == "coordinates"
 
 
 def test_column_mapping_and_time_offset():

@@ -88,7 +88,8 @@ def test_trips_default_input_is_the_bundled_sample(capsys):
 
 
 def test_trips_with_a_column_mapping(capsys, tmp_path):
-    # a generic CSV whose columns have other names: the mapping flags say which is which
+    # a generic CSV whose columns have other names: the mapping flags say which is which. Its Unix times state no
+    # zone (Atlanta's would be inferred); the Parquet's UTC-aware column states UTC, the synthetic city's clock
     import pandas as pd
 
     src = tmp_path / "city.parquet"
@@ -100,7 +101,7 @@ def test_trips_with_a_column_mapping(capsys, tmp_path):
     renamed.to_csv(f, index=False)
     want = _json(capsys, ["trips", "--input", str(src), "--json"])
     got = _json(capsys, ["trips", "--input", str(f), "--user-col", "pid", "--time-col", "epoch", "--lat-col", "y",
-                         "--lon-col", "x", "--time-unit", "s", "--json"])
+                         "--lon-col", "x", "--time-unit", "s", "--tz", "UTC", "--json"])
     for key in ("users", "trips", "unique_trips", "od_pairs"):
         assert got[key] == want[key], key
     # without the mapping the file is refused with a message naming the missing column

@@ -6,6 +6,8 @@ marked slow (minutes on two cores).
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -353,13 +355,10 @@ def test_file_source_auto_bbox_and_errors(tmp_path):
 
 
 def _glitchy_city(path, n_users: int = 1_500, per_user: int = 160, seed: int = 3) -> int:
-    """More rows than the robust box's sample (``SAMPLE_ROWS``): a city with 3 % far GPS glitches, so the box
-    depends on which rows are sampled. Returns the row count."""
-    from odcore.od.engines.kernel import SAMPLE_ROWS
-
+    """A city with 3 % far GPS glitches and 240,000 rows (more than any one batch), many on repeated places, so a
+    sample of the rows would give another box. Returns the row count."""
     rng = np.random.default_rng(seed)
     n = n_users * per_user
-    assert n > SAMPLE_ROWS
     t0 = pd.Timestamp("2024-03-04", tz="UTC").value // 10**9
     lat = 37.75 + rng.normal(0, 0.03, n)
     lon = -122.42 + rng.normal(0, 0.03, n)
@@ -368,14 +367,14 @@ def _glitchy_city(path, n_users: int = 1_500, per_user: int = 160, seed: int = 3
     lon[far] += rng.uniform(-1.5, 1.5, far.sum())
     pd.DataFrame({"user": np.repeat(np.arange(n_users), per_user),
                   "time": pd.to_datetime(t0 + rng.integers(0, 7 * 24 * 3600, n), unit="s", utc=True),
-                  "lat": lat.round(5), "lon": lon.round(5)}).to_parquet(path, index=False)
+                  "lat": lat.round(3), "lon": lon.round(3)}).to_parquet(path, index=False)
     return n
 
 
-def test_auto_bbox_on_a_big_input_gives_every_engine_the_same_grid(tmp_path, spark):
-    """Above SAMPLE_ROWS rows the robust box comes from a sample; every engine samples the same rows (a hash of the
-    coordinates, kernel.sample_batch), so the box, the grid and the tables agree."""
-    from odcore.data.traces import BBox
+def test_auto_bbox_on_a_big_input_gives_every_engine_the_loaders_box(tmp_path, spark):
+    """``bbox="auto"`` is one rule (odcore.data.traces.RobustBoxCounts over every usable row): the loader, the
+    memory engine in user shards, DuckDB and Spark clip the same rows and lay the same grid."""
+    from odcore.data.traces import BBox, load_traces
 
     path = tmp_path / "glitchy.parquet"
     _glitchy_city(path)
@@ -385,13 +384,54 @@ def test_auto_bbox_on_a_big_input_gives_every_engine_the_same_grid(tmp_path, spa
     s = build_od(src, ODConfig(), engine="spark", spark=spark)
     df = pd.read_parquet(path)
     full = BBox.robust(df["lat"].to_numpy(), df["lon"].to_numpy()).as_tuple()
-    assert m.stats["bbox_used"] != full                     # a sample, not every row: sampling matters here
-    np.testing.assert_allclose(m.stats["bbox_used"], full, atol=0.05)   # ... and it is a fair one
-    for od in (d, s):
-        assert od.stats["bbox_used"] == m.stats["bbox_used"], od.stats["engine"]
-        assert od.stats["rows_dropped"]["outside_bbox"] == m.stats["rows_dropped"]["outside_bbox"]
-        assert od.grid.to_dict() == m.grid.to_dict()
-        assert_same(m, od, pairs=False)
+    loaded = load_traces(path, bbox="auto")
+    assert loaded.report.bbox_used == full
+    lo = build_od(loaded.df, ODConfig(), engine="memory")
+    for od in (m, d, s):
+        assert od.stats["bbox_used"] == full, od.stats["engine"]
+        assert od.stats["rows_dropped"]["outside_bbox"] == loaded.report.rows_dropped["outside_bbox"]
+        assert od.grid.to_dict() == lo.grid.to_dict()
+        assert_same(lo, od, pairs=False)
+
+
+def test_robust_box_counts_match_percentiles_and_merge_in_any_order():
+    """The counted box is the 0.5–99.5 % band box (to 1e-4°), padded by 25 %; batches merge to the same counts."""
+    from odcore.data.traces import ROBUST_BIN_DEG, RobustBoxCounts
+
+    rng = np.random.default_rng(4)
+    lat = 40.7 + rng.normal(0, 0.05, 50_000)
+    lon = -74.0 + rng.normal(0, 0.05, 50_000)
+    lat[:100] = 10.0                                                            # 0.2 % far glitches
+    whole = RobustBoxCounts()
+    whole.add(lat, lon)
+    parts = RobustBoxCounts()
+    for i in rng.permutation(10):
+        parts.add(lat[i::10], lon[i::10])
+    assert parts.box() == whole.box()
+    b = whole.box(pad=0.0)
+    lo, hi = np.percentile(lat, [0.5, 99.5])
+    assert lo - 2 * ROBUST_BIN_DEG <= b.south <= lo + ROBUST_BIN_DEG
+    assert hi - ROBUST_BIN_DEG <= b.north <= hi + 2 * ROBUST_BIN_DEG
+    assert b.south > 30                                                         # the glitches are cut
+    padded = whole.box()
+    assert padded.south == pytest.approx(b.south - 0.25 * (b.north - b.south), abs=1e-6)
+
+
+def test_cli_trips_same_table_from_every_engine_with_default_flags(tmp_path, capsys):
+    """``trips`` with default flags (``--bbox auto``) on the bundled city: the memory engine (loader) and DuckDB
+    (streamed file) give the same summary, box and counts."""
+    from odcore.cli import main
+
+    outs = {}
+    for e in ("memory", "duckdb"):
+        out = tmp_path / f"{e}.csv"
+        assert main(["trips", "--json", "--engine", e, "--counts-out", str(out)]) == 0
+        js = json.loads(capsys.readouterr().out)
+        outs[e] = (js, pd.read_csv(out))
+    (jm, cm), (jd, cd) = outs["memory"], outs["duckdb"]
+    for k in ("trips", "unique_trips", "od_pairs", "rows_kept", "bbox_used", "users", "weeks"):
+        assert jm[k] == jd[k], k
+    pd.testing.assert_frame_equal(cm, cd)
 
 
 def test_grid_from_bounds_covers_every_point_and_matches_fit_cells():

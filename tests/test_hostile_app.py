@@ -53,7 +53,7 @@ def test_continent_wide_upload_warns_about_the_grid():
     # the base users spread from San Francisco to New York: a 4,000 km wide grid of 1.3 km² cells
     body = "user,time,lat,lon\n" + "".join(
         f"{u},{t},{la + (u % 2) * 3.0},{lo + (u % 2) * 48.0}\n" for u, t, la, lo in rows())
-    at = _session_with_upload(body.encode(), "usa.csv", UploadOptions(bbox="none"))
+    at = _session_with_upload(body.encode(), "usa.csv", UploadOptions(bbox="none", region="all"))
     assert at.ok
     warnings = [w.value for w in at.main.warning]
     assert any("Very large grid" in w and "cells" in w for w in warnings), warnings

@@ -39,9 +39,14 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+def prog_name() -> str:
+    """``odlab`` when run as the installed console command, else ``python -m odcore``."""
+    return "odlab" if Path(sys.argv[0]).name == "odlab" else "python -m odcore"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m odcore",
+        prog=prog_name(),
         description="OD Privacy Lab engine: weekly origin-destination releases, their differential-privacy "
                     "budget and membership attacks on them.",
     )

@@ -11,9 +11,11 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from odcore.constants import FORMAT_TZ
 from odcore.paths import SAMPLE_DATA_DIR
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,8 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_INPUT = SAMPLE_DATA_DIR / "synthetic_city.parquet"
 STREAM_BYTES = 256 * 2**20   # the memory engine streams generic Parquet/CSV inputs from this size (and folders)
 
-# Local time zone of known formats (used when --tz auto): the Cabspotting README gives America/Los_Angeles.
-FORMAT_TZ = {"cabspotting": "America/Los_Angeles"}
 
 
 def add_loader_args(parser: argparse.ArgumentParser) -> None:
@@ -36,8 +36,10 @@ def add_loader_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--format", default="auto", choices=["auto", "csv", "parquet", "cabspotting", "checkins"],
                    help="input format (default: detect from names / first line)")
     g.add_argument("--tz", default="auto",
-                   help="IANA time zone for naive times, hours and Monday-00:00 week starts; 'auto' = "
-                        "America/Los_Angeles for Cabspotting, UTC otherwise (default: %(default)s)")
+                   help="IANA time zone for naive times, hours and Monday-00:00 week starts; 'auto' = the "
+                        "format's documented zone (Cabspotting: America/Los_Angeles), else the zone a zone-aware "
+                        "time column states, else the zone at the centre of the kept points (offline lookup) "
+                        "(default: %(default)s)")
     g.add_argument("--time-offset", type=float, default=0.0, metavar="SECONDS",
                    help="seconds added to every time (the shared check-in sets are 8 h early: 28800)")
     g.add_argument("--poi", default=None, metavar="PATH",
@@ -45,6 +47,10 @@ def add_loader_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--bbox", default="auto", metavar="S,W,N,E",
                    help="keep points inside south,west,north,east; 'auto' = robust percentile box that clips "
                         "far GPS glitches; 'none' keeps all (default: %(default)s)")
+    g.add_argument("--region", default="auto", metavar="auto|all|N|S,W,N,E",
+                   help="when the data spans more than a metropolitan area: 'auto' keeps the densest region of "
+                        "users' homes, N the N-th densest, 'all' everything (a continent-wide grid), or a box "
+                        "(default: %(default)s)")
     g.add_argument("--start", default=None, help="keep times >= this date/time (naive = in --tz)")
     g.add_argument("--end", default=None, help="keep times < this date/time (naive = in --tz)")
     m = parser.add_argument_group("column mapping (generic CSV / Parquet; default: detect common names)")
@@ -97,6 +103,9 @@ def resolve_tz(args: argparse.Namespace, fmt: str | None = None) -> str:
     tz = getattr(args, "tz", "auto") or "auto"
     if tz != "auto":
         return tz
+    found = getattr(args, "tz_found", None)    # set by traces_from_args / stream_source_from_args
+    if found:
+        return found
     return FORMAT_TZ.get(fmt or _format_of(args), "UTC")
 
 
@@ -126,10 +135,13 @@ def traces_from_args(args: argparse.Namespace) -> Traces:
     bbox = getattr(args, "bbox", None)
     if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
         bbox = None
-    tz = resolve_tz(args, fmt if fmt != "auto" else None)
-    return load_traces(args.input, format=fmt, tz=tz, time_offset_s=getattr(args, "time_offset", 0.0) or 0.0,
-                       bbox=bbox, start=getattr(args, "start", None), end=getattr(args, "end", None),
-                       poi_source=getattr(args, "poi", None), mapping=mapping_from_args(args))
+    tz = getattr(args, "tz", "auto") or "auto"
+    tr = load_traces(args.input, format=fmt, tz=tz, time_offset_s=getattr(args, "time_offset", 0.0) or 0.0,
+                     bbox=bbox, start=getattr(args, "start", None), end=getattr(args, "end", None),
+                     poi_source=getattr(args, "poi", None), mapping=mapping_from_args(args),
+                     region=getattr(args, "region", None))
+    args.tz_found = tr.report.tz
+    return tr
 
 
 def od_config_from_args(args: argparse.Namespace, fmt: str | None = None):
@@ -191,9 +203,81 @@ def stream_source_from_args(args: argparse.Namespace):
     if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
         bbox = None
     fmt = _format_of(args)
+    region = getattr(args, "region", None)
+    if isinstance(region, str) and re.search(r"[,\s]", region.strip()):
+        bbox = region                              # a box given as the region
+    want_tz = (getattr(args, "tz", "auto") or "auto") == "auto"
+    if want_tz or not (region is None or str(region).strip().lower() in ("", "all", "none", "off")):
+        bbox, zone = source_place(file_source(args.input, format=fmt, mapping=mapping_from_args(args)), bbox,
+                                  region)
+        if want_tz:
+            args.tz_found = zone
     return file_source(args.input, format=fmt, mapping=mapping_from_args(args), tz=resolve_tz(args, None),
                        time_offset_s=getattr(args, "time_offset", 0.0) or 0.0, bbox=bbox,
                        start=getattr(args, "start", None), end=getattr(args, "end", None))
+
+
+def source_place(src, bbox, region) -> tuple:
+    """``(box, zone)`` that ``load_traces(bbox=..., region=..., tz="auto")`` gives a streamed Parquet/CSV source,
+    by the loader's rules: the robust box (:class:`odcore.data.traces.RobustBoxCounts` of every usable row) or the
+    given box; the densest region (or rank N) of users' homes when that box spans more than a metropolitan area
+    (:func:`odcore.space.regions.find_regions`, on the usable rows' user, lat and lon); the zone a zone-aware
+    Parquet time column states, else the zone at the centre of the box kept. ``box`` is ``bbox`` unchanged when no
+    region applies, else the region's ``"S,W,N,E"``."""
+    import numpy as np
+    import pyarrow.dataset as ds
+
+    from odcore.data.traces import BBox, RobustBoxCounts, resolve_mapping
+    from odcore.space.regions import find_regions, pick_region, spans_metro, zone_of_box
+
+    data = ds.dataset(list(src.paths), format="parquet" if src.format == "parquet" else "csv")
+    mp = resolve_mapping(list(data.schema.names), src.mapping, src.display)
+    stated = getattr(data.schema.field(mp.time).type, "tz", None)
+    cols = [mp.user, mp.time, mp.lat, mp.lon]
+
+    def usable(b):
+        ok = np.asarray(b.column(0).is_valid()) & np.asarray(b.column(1).is_valid())
+        lat = b.column(2).to_numpy(zero_copy_only=False).astype(np.float64)
+        lon = b.column(3).to_numpy(zero_copy_only=False).astype(np.float64)
+        ok &= ~(np.isnan(lat) | np.isnan(lon))
+        return ok, lat, lon
+
+    if bbox is None:
+        box = None
+    elif isinstance(bbox, str) and bbox.strip().lower() == "auto":
+        counts = RobustBoxCounts()
+        for b in data.to_batches(columns=cols):
+            ok, lat, lon = usable(b)
+            counts.add(lat[ok], lon[ok])
+        box = counts.box(source=src.display)
+    else:
+        box = BBox.parse(bbox)
+    out = bbox
+    named = region is not None and str(region).strip().lower() not in ("", "all", "none", "off")
+    if named and (str(region).strip().lower() != "auto" or box is None or spans_metro(box)):
+        users, lats, lons = [], [], []
+        for b in data.to_batches(columns=cols):
+            ok, lat, lon = usable(b)
+            users.append(b.column(0).to_numpy(zero_copy_only=False)[ok])
+            lats.append(lat[ok])
+            lons.append(lon[ok])
+        import pandas as pd
+
+        u = pd.factorize(np.concatenate(users))[0]
+        la, lo = np.concatenate(lats), np.concatenate(lons)
+        if str(region).strip().lower() != "auto" or spans_metro(box or BBox.robust(la, lo)):
+            r = pick_region(find_regions(u, la, lo), region)
+            box = BBox(*r.bbox)
+            out = ",".join(str(v) for v in r.bbox)
+    if stated:
+        return out, str(stated)
+    if box is None:
+        counts = RobustBoxCounts()
+        for b in data.to_batches(columns=cols):
+            ok, lat, lon = usable(b)
+            counts.add(lat[ok], lon[ok])
+        box = counts.box(source=src.display)
+    return out, zone_of_box(box)
 
 
 def od_from_args(args: argparse.Namespace) -> tuple[Traces, ODData]:

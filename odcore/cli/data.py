@@ -121,6 +121,7 @@ def run_trips(args: argparse.Namespace) -> int:
     from odcore.errors import ParameterError
     from odcore.od.engines import build_od
     from odcore.od.odtable import is_counts_folder, read_counts_folder, write_counts_folder
+    from odcore.space.grid import crs_label
     from odcore.space.zones import add_zone_names, write_zone_geometry, zones_summary
 
     t0 = time.perf_counter()
@@ -173,6 +174,8 @@ def run_trips(args: argparse.Namespace) -> int:
         "weeks": s["weeks"],
         "week_starts": s["week_starts"],
         **({} if traces is None else {
+            "tz_source": traces.report.tz_source, "region": traces.report.region,
+            "regions": [dict(r) for r in traces.report.regions[:5]],
             "rows_adjusted": dict(traces.report.rows_adjusted), "encoding": traces.report.encoding,
             "time_unit": traces.report.time_unit, "time_min": traces.df["time"].min().isoformat(),
             "time_max": traces.df["time"].max().isoformat()}),
@@ -183,6 +186,7 @@ def run_trips(args: argparse.Namespace) -> int:
         "cell_km2": s["cell_km2"],
         "zones": zones_summary(od.grid),
         "crs": s["crs"],
+        "crs_name": crs_label(s["crs"]) if s.get("crs") else None,
         "cells": s["cells"],
         "grid_cells": s["grid_cells"],
         "user_hours": s["user_hours"],

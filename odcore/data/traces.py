@@ -29,7 +29,7 @@ import zipfile
 import zlib
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from odcore.constants import LAT, LOC, LON, TIME, USER
+from odcore.constants import FORMAT_TZ, LAT, LOC, LON, TIME, USER
 from odcore.data.validate import (
     DEFAULT_LIMITS,
     MISSING_TIME,
@@ -55,6 +55,7 @@ __all__ = [
     "BBox",
     "ColumnMapping",
     "LoadReport",
+    "RobustBoxCounts",
     "TraceFormat",
     "Traces",
     "finalize_traces",
@@ -125,6 +126,14 @@ _ALIASES = {
 }
 
 
+ROBUST_Q = 0.5
+"""Percent of the points cut at each end, per axis, by the robust box."""
+ROBUST_PAD = 0.25
+"""The robust box is widened by this fraction of its size on each side."""
+ROBUST_BIN_DEG = 1e-4
+"""Width (degrees, about 11 m) of the bins the robust box counts points in."""
+
+
 @dataclass(frozen=True)
 class BBox:
     """A latitude/longitude box (inclusive), e.g. to clip GPS glitches hundreds of km away."""
@@ -161,21 +170,101 @@ class BBox:
         return cls(s, w, n, e)
 
     @classmethod
-    def robust(cls, lat: np.ndarray, lon: np.ndarray, *, q: float = 0.5, pad: float = 0.25) -> BBox:
-        """The ``q``–``100-q`` percentile box of the points, widened by ``pad`` × its size on each side.
+    def robust(cls, lat: np.ndarray, lon: np.ndarray, *, q: float = ROBUST_Q, pad: float = ROBUST_PAD) -> BBox:
+        """The robust box of the points: :meth:`RobustBoxCounts.box` of their counts (the rule of every engine).
 
         Clips far-away GPS glitches (Cabspotting has fixes at latitude 33 and 50 for a city at 37.7) while
         keeping the whole metropolitan area.
         """
-        lo_lat, hi_lat = np.percentile(lat, [q, 100 - q])
-        lo_lon, hi_lon = np.percentile(lon, [q, 100 - q])
-        dlat = max(hi_lat - lo_lat, 0.01) * pad
-        dlon = max(hi_lon - lo_lon, 0.01) * pad
-        return cls(max(lo_lat - dlat, -90.0), max(lo_lon - dlon, -180.0),
-                   min(hi_lat + dlat, 90.0), min(hi_lon + dlon, 180.0))
+        counts = RobustBoxCounts()
+        counts.add(np.asarray(lat, np.float64), np.asarray(lon, np.float64))
+        return counts.box(q=q, pad=pad)
 
     def as_tuple(self) -> tuple[float, float, float, float]:
         return (float(self.south), float(self.west), float(self.north), float(self.east))
+
+
+class RobustBoxCounts:
+    """Counts of points per :data:`ROBUST_BIN_DEG` band of latitude and of longitude, and the robust box they give.
+
+    The one rule for ``bbox="auto"`` in the loader and in every engine: integer counts of *all* usable points
+    (no sample), so batches, threads and Spark partitions add up to the same counts whatever their order or
+    size, and every engine clips the same rows. The box runs from the band holding the ``q`` % lowest point to
+    the band holding the ``q`` % highest, per axis (exact to :data:`ROBUST_BIN_DEG`), widened by ``pad`` × its
+    size (at least 0.01°) on each side.
+
+    >>> c = RobustBoxCounts()
+    >>> c.add(np.r_[np.full(999, 37.75), 50.0], np.r_[np.full(999, -122.4), 0.0])   # one far glitch
+    >>> c.box(q=0.5, pad=0.25).as_tuple()
+    (37.7475, -122.4025, 37.7526, -122.3974)
+    """
+
+    N_LAT = 1_800_001
+    N_LON = 3_600_001
+
+    def __init__(self) -> None:
+        self.lat = np.zeros(self.N_LAT, np.int64)
+        self.lon = np.zeros(self.N_LON, np.int64)
+
+    @property
+    def n(self) -> int:
+        return int(self.lat.sum())
+
+    @staticmethod
+    def bins(lat: np.ndarray, lon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Band of each point (rows with a NaN coordinate must be removed first; + 1e-6 band: a coordinate
+        written with 4 decimals falls in its own band, not the one below by a rounding error)."""
+        bl = np.clip(np.floor((lat + 90.0) / ROBUST_BIN_DEG + 1e-6), 0, RobustBoxCounts.N_LAT - 1).astype(np.int64)
+        bo = np.clip(np.floor((lon + 180.0) / ROBUST_BIN_DEG + 1e-6), 0, RobustBoxCounts.N_LON - 1).astype(np.int64)
+        return bl, bo
+
+    def add(self, lat: np.ndarray, lon: np.ndarray) -> None:
+        """Count the points whose coordinates are both present."""
+        ok = ~(np.isnan(lat) | np.isnan(lon))
+        if not ok.all():
+            lat, lon = lat[ok], lon[ok]
+        if not len(lat):
+            return
+        for dense, b in zip((self.lat, self.lon), self.bins(lat, lon), strict=True):
+            lo = int(b.min())
+            c = np.bincount(b - lo)
+            dense[lo:lo + len(c)] += c
+
+    def add_sparse(self, axis: np.ndarray, band: np.ndarray, n: np.ndarray) -> None:
+        """Add counts given as (axis 0 = latitude / 1 = longitude, band, count) rows (:meth:`sparse` output)."""
+        axis = np.asarray(axis)
+        for k, dense in ((0, self.lat), (1, self.lon)):
+            m = axis == k
+            np.add.at(dense, np.asarray(band, np.int64)[m], np.asarray(n, np.int64)[m])
+
+    def merge(self, other: RobustBoxCounts) -> None:
+        self.lat += other.lat
+        self.lon += other.lon
+
+    def sparse(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The non-zero counts as (axis, band, count) arrays (small: a city covers a few thousand bands)."""
+        il, io = np.flatnonzero(self.lat), np.flatnonzero(self.lon)
+        return (np.r_[np.zeros(len(il), np.int8), np.ones(len(io), np.int8)], np.r_[il, io],
+                np.r_[self.lat[il], self.lon[io]])
+
+    def box(self, *, q: float = ROBUST_Q, pad: float = ROBUST_PAD, source: str | None = None) -> BBox:
+        """The robust box of the counted points (raises :class:`TraceFormatError` when none was counted)."""
+        n = self.n
+        if n == 0:
+            raise TraceFormatError("no usable rows (every row misses a value).", file=source)
+        k_lo = min(int(np.floor(n * q / 100.0)), n - 1)              # 0-based rank of the q % lowest point
+        k_hi = max(int(np.ceil(n * (100.0 - q) / 100.0)) - 1, 0)     # ... and of the q % highest
+        edges = []
+        for dense, off in ((self.lat, 90.0), (self.lon, 180.0)):
+            cum = np.cumsum(dense)
+            b_lo = int(np.searchsorted(cum, k_lo, side="right"))
+            b_hi = int(np.searchsorted(cum, k_hi, side="right"))
+            edges.append((round(b_lo * ROBUST_BIN_DEG - off, 6), round((b_hi + 1) * ROBUST_BIN_DEG - off, 6)))
+        (lo_lat, hi_lat), (lo_lon, hi_lon) = edges
+        dlat = max(hi_lat - lo_lat, 0.01) * pad
+        dlon = max(hi_lon - lo_lon, 0.01) * pad
+        return BBox(round(max(lo_lat - dlat, -90.0), 6), round(max(lo_lon - dlon, -180.0), 6),
+                    round(min(hi_lat + dlat, 90.0), 6), round(min(hi_lon + dlon, 180.0), 6))
 
 
 @dataclass(frozen=True)
@@ -192,6 +281,15 @@ class LoadReport:
     """Rows kept but read by a stated rule (daylight-saving gap / repeated hour, naive times next to UTC offsets)."""
     encoding: str | None = None
     time_unit: str | None = None
+    tz: str | None = None
+    """Time zone of naive times, local hours and weeks (``load_traces(tz="auto")`` infers it)."""
+    tz_source: str | None = None
+    """Where :attr:`tz` comes from: ``given``, ``format`` (its documentation), ``file`` (a zone-aware time column)
+    or ``coordinates`` (the zone at the centre of the kept box, :func:`odcore.space.regions.zone_of_box`)."""
+    regions: tuple[dict, ...] = ()
+    """Dense regions of a trace set wider than a metropolitan area (:func:`odcore.space.regions.find_regions`)."""
+    region: int | None = None
+    """Rank of the region kept (its box is :attr:`bbox_used`), or None when every region is kept."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +324,10 @@ class Traces:
             "lat_range": [float(df[LAT].min()), float(df[LAT].max())] if len(df) else None,
             "lon_range": [float(df[LON].min()), float(df[LON].max())] if len(df) else None,
             "has_loc": LOC in df.columns,
+            "tz": self.report.tz,
+            "tz_source": self.report.tz_source,
+            "regions": [dict(r) for r in self.report.regions],
+            "region": self.report.region,
         }
 
 
@@ -674,7 +776,7 @@ def parse_time(s: pd.Series, unit: str, tz: str, fname: str, col: str) -> np.nda
 
 def _load_table(members: list[_Member], fmt: TraceFormat, mapping: Any, tz: str) -> tuple[pd.DataFrame, dict]:
     frames = []
-    info: dict[str, Any] = {"adjusted": {}, "encoding": None, "time_unit": None}
+    info: dict[str, Any] = {"adjusted": {}, "encoding": None, "time_unit": None, "naive": 0, "zone": None}
     for m in members:
         raw = _read_table(m, fmt)
         if len(raw) == 0:
@@ -686,6 +788,8 @@ def _load_table(members: list[_Member], fmt: TraceFormat, mapping: Any, tz: str)
         for k, v in tinfo.adjusted.items():
             info["adjusted"][k] = info["adjusted"].get(k, 0) + v
         info["time_unit"] = tinfo.unit
+        info["naive"] += tinfo.naive
+        info["zone"] = info["zone"] or tinfo.zone
         info["encoding"] = raw.attrs.get("_encoding", info["encoding"])
         lat = pd.to_numeric(raw[mp.lat], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         lon = pd.to_numeric(raw[mp.lon], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
@@ -764,7 +868,7 @@ def to_time_ns(value: Any, tz: str, name: str) -> int:
 
 def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, drops: dict[str, int] | None = None,
                     time_offset_s: float = 0, bbox: Any = None, start: Any = None, end: Any = None,
-                    tz: str = "UTC", min_users: int = 2) -> Traces:
+                    tz: str = "UTC", min_users: int = 2, region: Any = None) -> Traces:
     """Validate a raw table (``user, _t`` Unix seconds, ``lat, lon[, loc]``), filter, sort and wrap it.
 
     Also used for in-memory tables (e.g. :func:`odcore.data.synth.generate_city` output) via :func:`traces_from_frame`.
@@ -793,11 +897,14 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
 
     t = t + round(time_offset_s)
     bbox_used = None
+    box = None
     if bbox is not None:
         if isinstance(bbox, str) and bbox.strip().lower() == "auto":
             box = BBox.robust(lat[keep], lon[keep])
         else:
             box = BBox.parse(bbox)
+    box, regions, region_rank = _region_box(df, keep, lat, lon, box, region)
+    if box is not None:
         bbox_used = box.as_tuple()
         inside = (lat >= box.south) & (lat <= box.north) & (lon >= box.west) & (lon <= box.east)
         out = keep & ~inside
@@ -895,8 +1002,32 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
     report = LoadReport(source=source, format=fmt, rows_read=int(rows_read), rows_kept=len(out),
                         rows_dropped={k: v for k, v in drops.items() if v}, bbox_used=bbox_used,
                         rows_adjusted={k: v for k, v in info.get("adjusted", {}).items() if v},
-                        encoding=info.get("encoding"), time_unit=info.get("time_unit"))
+                        encoding=info.get("encoding"), time_unit=info.get("time_unit"), tz=tz,
+                        regions=tuple(r.as_dict() for r in regions), region=region_rank)
     return Traces(out, report)
+
+
+def _region_box(df: pd.DataFrame, keep: np.ndarray, lat: np.ndarray, lon: np.ndarray, box: BBox | None,
+                region: Any) -> tuple[BBox | None, list, int | None]:
+    """The box to keep after ``region``: ``None`` / ``"all"`` keeps ``box``; ``"S,W,N,E"`` is a box; ``"auto"``
+    keeps the densest region when the data (``box``, else its robust box) spans more than a metropolitan area;
+    a rank ``N`` keeps the N-th region. Returns (box, regions listed, rank kept)."""
+    from odcore.space.regions import find_regions, pick_region, spans_metro
+
+    if region is None or (isinstance(region, str) and region.strip().lower() in ("", "all", "none", "off")):
+        return box, [], None
+    if isinstance(region, str) and re.search(r"[,\s]", region.strip()):
+        return BBox.parse(region), [], None
+    auto = isinstance(region, str) and region.strip().lower() == "auto"
+    if auto and not spans_metro(box if box is not None else BBox.robust(lat[keep], lon[keep])):
+        return box, [], None
+    idx = np.flatnonzero(keep)
+    ucol = df[USER]
+    codes = (ucol.cat.codes.to_numpy()[idx] if isinstance(ucol.dtype, pd.CategoricalDtype)
+             else pd.factorize(ucol.iloc[idx])[0])
+    regions = find_regions(codes, lat[idx], lon[idx])
+    r = pick_region(regions, region)
+    return BBox(*r.bbox), regions, r.rank
 
 
 def traces_from_frame(df: pd.DataFrame, *, source: str = "<dataframe>", **kw: Any) -> Traces:
@@ -921,7 +1052,7 @@ def traces_from_frame(df: pd.DataFrame, *, source: str = "<dataframe>", **kw: An
 def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: ColumnMapping | dict | None = None,
                 tz: str = "UTC", time_offset_s: float = 0, bbox: Any = None, start: Any = None, end: Any = None,
                 poi_source: Any = None, name: str | None = None, min_users: int = 2,
-                limits: ArchiveLimits = DEFAULT_LIMITS) -> Traces:
+                limits: ArchiveLimits = DEFAULT_LIMITS, region: Any = None) -> Traces:
     """Load traces from a file, folder, zip or binary file-like object into the trace schema.
 
     Parameters
@@ -934,7 +1065,10 @@ def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: Col
         For csv / parquet: a :class:`ColumnMapping` (or a dict of its fields). Default: recognise common names.
     tz:
         Time zone in which naive (offset-less) times in text columns, and naive ``start`` / ``end``, are read.
-        Unix times are UTC. The table always stores UTC.
+        Unix times are UTC. The table always stores UTC. ``"auto"``: the format's documented zone (Cabspotting:
+        America/Los_Angeles), else the zone a zone-aware time column states, else the zone at the centre of the
+        kept box (:func:`odcore.space.regions.zone_of_box`; naive times are then read in it). The zone in effect
+        and its source are :attr:`LoadReport.tz` and :attr:`LoadReport.tz_source`.
     time_offset_s:
         Seconds added to every time (the shared check-in sets are 8 h early: ``28800``).
     bbox:
@@ -951,6 +1085,10 @@ def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: Col
     limits:
         Caps on decompressed size, member count and compression ratio of zip / gzip input
         (:class:`odcore.data.validate.ArchiveLimits`), checked while reading.
+    region:
+        ``None`` / ``"all"`` (keep every region), ``"auto"`` (when the data spans more than a metropolitan area,
+        keep the densest region of users' homes, :func:`odcore.space.regions.find_regions`), a rank ``N`` (the
+        N-th densest) or a box ``"S,W,N,E"``. The regions found are :attr:`LoadReport.regions`.
 
     Returns
     -------
@@ -966,19 +1104,44 @@ def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: Col
         fmt = TraceFormat(format.lower() if isinstance(format, str) else format)
     except ValueError:
         raise ParameterError(f"format must be one of {[f.value for f in TraceFormat]}, got format={format!r}.") from None
-    _check_tz(tz)
+    auto_tz = isinstance(tz, str) and tz.strip().lower() == "auto"
+    if not auto_tz:
+        _check_tz(tz)
     disp, members = _members(source, name, limits)
     if fmt is TraceFormat.AUTO:
         fmt = _detect_format(members, disp)
-    if fmt is TraceFormat.CABSPOTTING:
-        raw, drops = _load_cabspotting(members, disp)
-    elif fmt is TraceFormat.CHECKINS:
-        raw, drops = _load_checkins(members, disp, poi_source)
+
+    def read(read_tz: str) -> tuple[Traces, dict]:
+        if fmt is TraceFormat.CABSPOTTING:
+            raw, drops = _load_cabspotting(members, disp)
+        elif fmt is TraceFormat.CHECKINS:
+            raw, drops = _load_checkins(members, disp, poi_source)
+        else:
+            raw, drops = _load_table(members, fmt, mapping, read_tz)
+        info = raw.attrs.get("_info") or {}
+        rows_read = len(raw) + sum(drops.values())
+        return finalize_traces(raw, source=disp, fmt=fmt.value, rows_read=rows_read, drops=drops,
+                               time_offset_s=time_offset_s, bbox=bbox, start=start, end=end, tz=read_tz,
+                               min_users=min_users, region=region), info
+
+    if not auto_tz:
+        t, _ = read(tz)
+        return Traces(t.df, replace(t.report, tz=tz, tz_source="given"))
+    first = FORMAT_TZ.get(fmt.value, "UTC")
+    t, info = read(first)
+    if fmt.value in FORMAT_TZ:
+        zone, src = first, "format"
+    elif info.get("zone"):
+        zone, src = str(info["zone"]), "file"
     else:
-        raw, drops = _load_table(members, fmt, mapping, tz)
-    rows_read = len(raw) + sum(drops.values())
-    return finalize_traces(raw, source=disp, fmt=fmt.value, rows_read=rows_read, drops=drops,
-                           time_offset_s=time_offset_s, bbox=bbox, start=start, end=end, tz=tz, min_users=min_users)
+        from odcore.space.regions import zone_of_box
+
+        box = (BBox(*t.report.bbox_used) if t.report.bbox_used
+               else BBox.robust(t.df[LAT].to_numpy(), t.df[LON].to_numpy()))
+        zone, src = zone_of_box(box), "coordinates"
+        if zone != first and (info.get("naive") or start is not None or end is not None):
+            t, _ = read(zone)             # naive times (and a naive start / end) are local times of that zone
+    return Traces(t.df, replace(t.report, tz=zone, tz_source=src))
 
 
 def _check_tz(tz: str) -> None:

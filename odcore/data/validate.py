@@ -220,6 +220,10 @@ class TimeInfo:
 
     unit: str = "iso"
     adjusted: dict[str, int] = field(default_factory=dict)
+    naive: int = 0
+    """Times read as local times in ``tz`` (naive text or datetimes): their instants depend on the zone."""
+    zone: str | None = None
+    """The zone a zone-aware datetime column states (``UTC`` included), else None."""
 
 
 def _year(sec: float) -> float:
@@ -358,6 +362,7 @@ def _parse_iso(txt: pd.Series, tz: str, fname: str, col: str, info: TimeInfo) ->
     if bad.any():
         raise _first_bad_text(txt, bad, fname, col)
     n_off = int((has_off & ~miss).sum())
+    info.naive = int((~has_off & ~miss).sum())
     if n_off and n_off < int((~miss).sum()):
         info.adjusted["naive_times_read_in_tz"] = int((~has_off & ~miss).sum())
     return out
@@ -379,7 +384,12 @@ def parse_times(s: pd.Series, unit: str, tz: str, fname: str, col: str) -> tuple
     info = TimeInfo()
     miss = s.isna().to_numpy()
     if pd.api.types.is_datetime64_any_dtype(s):
-        dt = s if s.dt.tz is not None else localize(s, tz, info)
+        if s.dt.tz is not None:
+            dt = s
+            info.zone = str(s.dt.tz)
+        else:
+            dt = localize(s, tz, info)
+            info.naive = int((~miss).sum())
         out = np.where(miss, MISSING_TIME, _dt_seconds(dt))
     else:
         numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)

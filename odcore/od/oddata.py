@@ -98,6 +98,18 @@ class ODData:
             raise ParameterError(f"week must be in [0, {self.n_weeks}), got week={w}.")
         return int(w)
 
+    def busiest_week(self) -> tuple[int, int]:
+        """``(week, people)``: the week with most people who make at least one trip (ties: the earliest), and
+        that count; ``(0, 0)`` when no week has a trip. The default week to release: never an empty one."""
+        uw = self.user_week
+        if not len(uw):
+            return 0, 0
+        people = uw.loc[uw[TRIPS].to_numpy() > 0].groupby(WEEK).size()
+        if not len(people):
+            return 0, 0
+        w = int(people.idxmax())
+        return w, int(people.loc[w])
+
     def week_pairs(self, w: int) -> pd.DataFrame:
         """Unique pairs of week ``w`` (``user, origin, destination``)."""
         w = self._check_week(w)

@@ -21,11 +21,39 @@ import pandas as pd
 from odcore.constants import CELL, LAT, LON
 from odcore.errors import ParameterError, check_positive
 
-__all__ = ["SquareGrid", "utm_epsg"]
+__all__ = ["SquareGrid", "crs_label", "utm_epsg"]
 
 _SURROGATE_TOL_M = 1e-3
 
 _MAX_UTM_LON_SPAN = 12.0
+
+
+def crs_label(crs: str) -> str:
+    """A CRS by name: its EPSG code and description, or the projection's name for a custom PROJ string.
+
+    >>> crs_label("EPSG:32610")
+    'EPSG:32610 (WGS 84 / UTM zone 10N)'
+    >>> crs_label("+proj=laea +lat_0=39 +lon_0=-98 +datum=WGS84 +units=m")
+    'Lambert Azimuthal Equal Area centred on 39°, -98° (custom PROJ definition)'
+    """
+    from pyproj import CRS
+    from pyproj.exceptions import CRSError
+
+    try:
+        c = CRS.from_user_input(crs)
+    except CRSError:
+        return str(crs)
+    code = c.to_epsg()
+    if code is not None:
+        return f"EPSG:{code} ({c.name})"
+    import warnings
+
+    with warnings.catch_warnings():   # "you will likely lose information": only its parameters are read here
+        warnings.simplefilter("ignore", UserWarning)
+        p = c.to_dict()
+    method = c.coordinate_operation.method_name if c.coordinate_operation is not None else c.name
+    where = f" centred on {p['lat_0']:g}°, {p['lon_0']:g}°" if "lat_0" in p and "lon_0" in p else ""
+    return f"{method}{where} (custom PROJ definition)"
 
 
 def utm_epsg(lat: float, lon: float) -> int:

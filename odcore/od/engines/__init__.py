@@ -73,6 +73,13 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
         from odcore.od.engines.duckdb_engine import build_od_duckdb
 
         return build_od_duckdb(traces, config, grid=grid, keep_pairs=keep_pairs, **engine_options)
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        from odcore.errors import ParameterError
+
+        raise ParameterError("engine='spark' needs PySpark, an optional extra: pip install 'odlab[spark]' (or "
+                             "pip install pyspark; Java 17+ too).")
     from odcore.od.engines.spark_engine import build_od_spark
 
     return build_od_spark(traces, config, grid=grid, keep_pairs=keep_pairs, **engine_options)

@@ -169,18 +169,16 @@ def trace_filters(source, tz: str, time_unit: str, bbox) -> K.Filters | None:
 
 
 def _resolve_bbox(scan: _Scan, source, workers: int = 1) -> tuple[float, float, float, float] | None:
-    from odcore.data.traces import BBox
+    from odcore.data.traces import BBox, RobustBoxCounts
 
     if not isinstance(source, FileSource) or source.bbox is None:
         return None
     if isinstance(source.bbox, str) and source.bbox.strip().lower() == "auto":
-        n_rows = scan.count_exact()
-        la, lo = [], []
-        # the same rows as every engine's sample
-        for a, b in _threaded(lambda x: K.sample_batch(*scan.columns(x), n_rows), scan.raw_batches(), workers):
-            la.append(a)
-            lo.append(b)
-        return K.robust_bbox(la, lo, source.display)
+        counts = RobustBoxCounts()
+        # every usable row counted (kernel.sparse_box_counts): the loader's and every engine's box
+        for c in _threaded(lambda x: K.sparse_box_counts(*scan.columns(x)), scan.raw_batches(), workers):
+            counts.add_sparse(c["axis"].to_numpy(), c["band"].to_numpy(), c["n"].to_numpy())
+        return K.robust_bbox(counts, source.display)
     return BBox.parse(source.bbox).as_tuple()
 
 

@@ -25,8 +25,8 @@ from odcore.od.hours import hour_slots, time_seconds, week_of_slots
 from odcore.od.oddata import ODData
 from odcore.space.grid import SquareGrid
 
-__all__ = ["ENGINES", "SAMPLE_ROWS", "Bounds", "PrepStats", "fit_grid_bounds", "hour_slots", "mix64", "robust_bbox",
-           "sample_batch", "week_of_slots", "week_starts_of"]
+__all__ = ["ENGINES", "Bounds", "PrepStats", "box_counts_batch", "fit_grid_bounds", "hour_slots", "mix64", "robust_bbox",
+           "sparse_box_counts", "week_of_slots", "week_starts_of"]
 
 ENGINES = ("memory", "duckdb", "spark")
 
@@ -267,10 +267,9 @@ def filter_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Fil
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The robust box's sample (``bbox="auto"``): the same rows in every engine
+# The robust box (``bbox="auto"``): counts of every usable row, the same in every engine and in the loader
 # ---------------------------------------------------------------------------------------------------------------
 
-SAMPLE_ROWS = 200_000
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
@@ -286,32 +285,40 @@ def mix64(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def sample_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, n_rows: int) -> tuple[np.ndarray,
-                                                                                                  np.ndarray]:
-    """The rows of one raw batch that enter the robust box's sample: ``(lat, lon)`` of the selected rows.
+def box_counts_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, counts=None):
+    """Add the rows of one raw batch with every value present to the robust box's counts (a new
+    :class:`odcore.data.traces.RobustBoxCounts` when ``counts`` is None) and return them.
 
-    Rows with every value present; all of them when the source has at most :data:`SAMPLE_ROWS` rows (then the box
-    is the loader's), else those whose hash of the coordinates' bits falls below ``SAMPLE_ROWS / n_rows`` of the
-    64-bit range. The choice depends only on a row's own values and the source's total row count, not on batch
-    sizes, order or partitioning, so every engine feeds :meth:`odcore.data.traces.BBox.robust` the same multiset of
-    points and lays the same grid.
+    The loader counts the same rows (those it does not drop as missing), so
+    :meth:`~odcore.data.traces.RobustBoxCounts.box` gives every engine and the loader the same box.
     """
+    from odcore.data.traces import RobustBoxCounts
+
+    counts = RobustBoxCounts() if counts is None else counts
     ok = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | np.asarray(pd.isna(time), dtype=bool))
-    if n_rows > SAMPLE_ROWS:
-        bits_lat = (lat + 0.0).view(np.uint64)          # + 0.0: -0.0 and 0.0 are one coordinate
-        bits_lon = (lon + 0.0).view(np.uint64)
-        h = mix64(mix64(bits_lat) ^ bits_lon)
-        ok &= h < np.uint64(int(SAMPLE_ROWS / n_rows * 2.0**64))
-    return lat[ok], lon[ok]
+    counts.add(lat[ok], lon[ok])
+    return counts
 
 
-def robust_bbox(lats: list[np.ndarray], lons: list[np.ndarray], source: str) -> tuple[float, float, float, float]:
-    """:meth:`odcore.data.traces.BBox.robust` of the sampled points (order does not matter: percentiles)."""
-    from odcore.data.traces import BBox
+def sparse_box_counts(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray) -> pd.DataFrame:
+    """:func:`box_counts_batch` of one batch as a small ``DataFrame[axis, band, n]`` (for Spark partitions)."""
+    ok = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | np.asarray(pd.isna(time), dtype=bool))
+    from odcore.data.traces import RobustBoxCounts
 
-    if not lats or sum(len(x) for x in lats) == 0:
-        raise TraceFormatError("no usable rows (every row misses a value).", file=source)
-    return BBox.robust(np.concatenate(lats), np.concatenate(lons)).as_tuple()
+    parts = []
+    for axis, b in enumerate(RobustBoxCounts.bins(lat[ok], lon[ok])):
+        band, n = np.unique(b, return_counts=True)
+        parts.append(pd.DataFrame({"axis": np.full(len(band), axis, np.int8), "band": band, "n": n.astype(np.int64)}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def robust_bbox(counts, source: str) -> tuple[float, float, float, float]:
+    """:meth:`odcore.data.traces.RobustBoxCounts.box` of the counts (raises when no row was usable)."""
+    from odcore.data.traces import RobustBoxCounts
+
+    if counts is None:
+        counts = RobustBoxCounts()
+    return counts.box(source=source).as_tuple()
 
 
 def assign_batch(grid, lat: np.ndarray, lon: np.ndarray, t: np.ndarray, tz: str, st: PrepStats):

@@ -228,8 +228,8 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
     """Weekly unique OD data of Parquet/CSV files with the numpy kernel, streamed and sharded by user.
 
     Same filters, duplicate removal, zones and tables as :func:`odcore.data.traces.load_traces` followed by
-    :func:`odcore.od.trips.build_od` (``bbox="auto"``: the robust box of :func:`odcore.od.engines.kernel.sample_batch`'s
-    rows, the same in every engine). One pass reads the files (the robust box's sample needs one more): rows are
+    :func:`odcore.od.trips.build_od` (``bbox="auto"``: the robust box of every usable row's counts,
+    :func:`odcore.od.engines.kernel.box_counts_batch`, the same in every engine). One pass reads the files (the robust box needs one more): rows are
     filtered, their bounding box kept for the zones, and they go to the shard of their user's hash; then each
     shard (about ``shard_rows`` rows; in a temporary file under ``temp_dir`` when there are several) gets its zones
     and hour slots and runs the numpy kernel alone, and the shards' counts are summed.
@@ -243,12 +243,10 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
     bbox = None
     if src.bbox is not None:
         if isinstance(src.bbox, str) and src.bbox.strip().lower() == "auto":
-            la, lo = [], []
+            counts = None
             for user, time_, lat, lon in rd.batches():
-                a, b = K.sample_batch(user, time_, lat, lon, n_rows)
-                la.append(a)
-                lo.append(b)
-            bbox = K.robust_bbox(la, lo, src.display)
+                counts = K.box_counts_batch(user, time_, lat, lon, counts)
+            bbox = K.robust_bbox(counts, src.display)
         else:
             bbox = BBox.parse(src.bbox).as_tuple()
     f = K.Filters(source=src.display, tz=src.tz, time_unit=rd.time_unit, time_offset_s=src.time_offset_s, bbox=bbox,

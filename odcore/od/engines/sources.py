@@ -34,7 +34,7 @@ class FileSource:
     mapping:
         Column mapping (``user, time, lat, lon, time_unit`` keys) or None to recognise common names.
     tz, time_offset_s, bbox, start, end:
-        As in :func:`odcore.data.traces.load_traces` (``bbox="auto"``: the robust box of a sample of the rows).
+        As in :func:`odcore.data.traces.load_traces` (``bbox="auto"``: the robust box, one rule in every engine).
     """
 
     paths: tuple[str, ...]

@@ -152,16 +152,10 @@ def _prep_fn(grid, tz: str, filters: K.Filters | None, with_assign: bool):
     return fn
 
 
-def _sample_fn(n_rows: int):
-    """The mapInPandas function of the robust box's sample (:func:`odcore.od.engines.kernel.sample_batch`)."""
-
-    def fn(batches):
-        for pdf in batches:
-            lat, lon = K.sample_batch(pdf[USER], pdf[TIME], pdf[LAT].to_numpy(np.float64),
-                                      pdf[LON].to_numpy(np.float64), n_rows)
-            yield pd.DataFrame({LAT: lat, LON: lon})
-
-    return fn
+def _box_counts_fn(batches):
+    """The mapInPandas function of the robust box's counts (:func:`odcore.od.engines.kernel.sparse_box_counts`)."""
+    for pdf in batches:
+        yield K.sparse_box_counts(pdf[USER], pdf[TIME], pdf[LAT].to_numpy(np.float64), pdf[LON].to_numpy(np.float64))
 
 
 def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=None, master: str = "local[2]",
@@ -181,9 +175,13 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
     bbox = None
     if isinstance(source, FileSource) and source.bbox is not None:
         if isinstance(source.bbox, str) and source.bbox.strip().lower() == "auto":
-            n_rows = raw.count()
-            smp = raw.mapInPandas(_sample_fn(n_rows), f"{LAT} double, {LON} double").toPandas()
-            bbox = K.robust_bbox([smp[LAT].to_numpy(np.float64)], [smp[LON].to_numpy(np.float64)], source.display)
+            from odcore.data.traces import RobustBoxCounts
+
+            parts = (raw.mapInPandas(_box_counts_fn, "axis byte, band long, n long")
+                     .groupBy("axis", "band").sum("n").toPandas())
+            counts = RobustBoxCounts()
+            counts.add_sparse(parts["axis"].to_numpy(), parts["band"].to_numpy(), parts["sum(n)"].to_numpy())
+            bbox = K.robust_bbox(counts, source.display)
         else:
             bbox = BBox.parse(source.bbox).as_tuple()
     filters = _spark_filters(source, tz, unit, bbox)

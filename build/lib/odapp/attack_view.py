@@ -1,0 +1,113 @@
+"""The Attack page's "real person of the week" section, a fragment (its person, id and population controls rerun
+only it).
+
+It lives here, not in the page script: a session keeps its fragment after the run (and for two minutes after it
+closes), and a function defined in a page script would keep all of that page's variables with it. This one takes
+only the context and the bound, and fetches the week's pairs and risks from the caches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from odapp import cache, charts
+from odapp.cli_config import user_risk_config
+from odapp.errors import engine_errors
+from odapp.export import chart, projector_mode
+from odapp.layout import metric
+from odapp.words import num, pct, probability_words
+
+K_MAX = 70   # the page's curve: k = 0..70 (Houssiau et al. 2022, Fig. 1)
+
+
+@st.fragment
+def real_person(ctx, bound: float) -> None:
+    """One real person of the week and the whole week's population: its controls (person, id, population) rerun
+    only this part of the page (st.fragment); a sidebar change reruns the page and this with it. ``bound``: the
+    per-trip bound e^ε/(1+e^ε) the page shows, drawn on the population's histogram."""
+    s = ctx.settings
+    st.subheader(f"A real person of week {s.week}, in the thresholded release")
+    st.markdown("In the real release, pairs with few people are usually suppressed, and a suppressed pair says little. "
+                "So a person's **effective k** — the k of the curve above with the same success — is often far "
+                "below their number of trips.")
+    unit_note = st.empty()   # in both units, so the charts below keep their place (updated, not rebuilt)
+    if s.mode == "user_level":
+        unit_note.caption(f"Per-user mode: each person keeps at most {s.max_pairs} pairs and every count gets noise "
+                          f"of scale {s.max_pairs}/ε, so each pair carries ε/{s.max_pairs} = "
+                          f"{s.epsilon / s.max_pairs:.3g}.")
+    rcfg = s.release_config()
+    with engine_errors("Could not prepare the week for the attack"):
+        pairs, counts = cache.attack_pairs(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
+    if pairs.empty:
+        st.info("No trips this week: pick another week in the sidebar.")
+        st.stop()
+    key = cache.pairs_key(rcfg, s.seed)   # the rows do not change with ε or the threshold
+    per_user = cache.attack_users(s.dataset.id, ctx.od_config, s.week, key, _pairs=pairs)
+    pick = st.radio("Person", ["typical (median trips)", "busiest", "quiet (10th percentile)", "by id"],
+                    horizontal=True, key="attack_pick",
+                    help="Which user of the week to attack: picked by their number of unique trips, or by id.")
+    ks = per_user.to_numpy()
+    if pick == "by id":
+        uid_text = st.text_input("User id", value=str(per_user.index[0]), key="attack_uid",
+                                 help="The pseudonymous id as in the data (see the Data page's CSV).")
+        match = [u for u in per_user.index[:200_000] if str(u) == uid_text.strip()]
+        if not match:
+            st.error(f"No user with id {uid_text!r} has trips in week {s.week}; try another id or a quick pick.")
+            st.stop()
+        user = match[0]
+    else:
+        q = {"typical (median trips)": 0.5, "busiest": 1.0, "quiet (10th percentile)": 0.1}[pick]
+        target = np.quantile(ks, q, method="nearest")
+        user = per_user.index[int(np.flatnonzero(ks == target)[0])]
+    others = cache.attack_others(s.dataset.id, ctx.od_config, s.week, key, user, _pairs=pairs, _counts=counts)
+    eps_pair = 1.0 / rcfg.scale
+    with engine_errors("Could not attack this user"):
+        others_key = tuple(np.sort(others).tolist())
+        ur, _ = cache.user_risk(others_key, eps_pair, float(rcfg.threshold))
+    k_user = len(others)
+    # p_k of the release's own per-pair noise (1/scale: ε per count, or ε/max_pairs in the per-user mode)
+    # (to K_MAX at least: the page's own curve at a 50/50 prior, per metric, is then this same cache entry)
+    plain_k = float(cache.success_curve(eps_pair, max(k_user, K_MAX), 0.5)["success"][k_user]) if k_user else 0.5
+    c = st.columns(4)
+    metric(c[0], "User", str(user), f"{k_user} unique trips this week")
+    metric(c[1], "Effective k after suppression", num(round(ur.effective_k, 1)),
+           f"{ur.k_informative} of {k_user} pairs carry any signal",
+           help="The k of the plain curve with the same success.")
+    metric(c[2], "Attack success on this user", pct(ur.success), probability_words(ur.success),
+           help=f"Exact (within {ur.error_bound:.0e}): ½ + ½·TV of what the release shows with and without them.")
+    metric(c[3], "Without suppression", pct(plain_k) if np.isfinite(plain_k) else "–",
+           "if every pair were published" if np.isfinite(plain_k) else None,
+           help="p_k at this user's k for the release's per-pair noise (the curve above in per-metric mode).")
+    left, right = st.columns(2)
+    with left:
+        fig = charts.roc_chart(others_key, eps_pair, float(rcfg.threshold), str(user), projector=projector_mode())
+        roc_df = pd.DataFrame({"fpr": ur.roc.fpr, "tpr": ur.roc.tpr})
+        chart(fig, f"roc_user_{user}", data=roc_df,
+              config=user_risk_config(s, ctx.loaded, user=str(user)),
+              command="user-risk", key="roc_user")
+
+    # ---- the population ---------------------------------------------------------------------------------------------
+    with right:
+        st.markdown(f"**Everyone in week {s.week}**")
+        pop = st.toggle("Attack every user of the week", value=False, key="attack_population",
+                        help="Exact success for each user (a few seconds for 25,000 users; cached per setting).")
+        if pop:
+            with engine_errors("Could not attack the population"):
+                risk, _report, summary = cache.week_risk(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed,
+                                                        _pairs=pairs, _counts=counts)
+            fig = charts.population_chart(risk["success"].to_numpy(), bound, float(ur.success), str(user),
+                                          projector=projector_mode())
+            chart(fig, f"population_risk_week{s.week}", data=risk.astype({"user": str}),
+                  config=user_risk_config(s, ctx.loaded), command="user-risk", key="pop_risk")
+            share = summary["share_above"]
+            st.markdown(
+                f"Median success **{pct(summary['quantiles']['median'])}** "
+                f"({probability_words(summary['quantiles']['median'])}); "
+                f"{pct(float(np.mean(risk['success'] > bound)))} of users are above the per-trip "
+                f"bound, {pct(share['0.9'])} above 90 %. Median effective k {summary['median_effective_k']:.1f} "
+                f"for a median of {summary['median_k']:.0f} unique trips.")
+        else:
+            st.caption("Switch on to compute the attack's success for every user of the week "
+                       "(`odcore.privacy.attack.week_risk`).")

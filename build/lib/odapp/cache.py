@@ -1,0 +1,553 @@
+"""Every ``st.cache_*`` wrapper of the app, keyed on small things (dataset id, frozen configs, seed).
+
+Large objects are passed as ``_``-prefixed arguments, which Streamlit does not hash: the dataset id already says
+which data they are. Heavy tables use ``st.cache_resource``: ``st.cache_data`` would unpickle a copy on every rerun
+(~0.2 s for a week's release of the bundled sample), too slow for a slider to redraw within 300 ms. Their results
+are shared and must be treated as read-only by the pages (pandas copy-on-write makes accidental writes local).
+Small results use ``st.cache_data``. Nothing in here reads a global.
+
+The frozen configs are hashed by their fields' ``repr`` (:func:`config_key`): Streamlit's own way for a dataclass
+(``dataclasses.asdict``, then every value) took ~0.1 ms a config, and a press on the OD release page hashes them
+some twenty times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import streamlit as st
+
+from odapp import data as _data
+
+
+def config_key(config) -> str:
+    """The cache key of a frozen config dataclass: its type and the ``repr`` of every field, in order (the fields
+    are numbers, strings, None and enums, whose ``repr`` tells every value apart)."""
+    return type(config).__qualname__ + repr(tuple(getattr(config, f.name) for f in dataclasses.fields(config)))
+
+
+# by fully qualified name, so that the engine's modules are imported only when a page uses them
+CONFIG_TYPES = ("odcore.od.oddata.ODConfig", "odcore.privacy.release.ReleaseConfig")
+HASH_FUNCS = dict.fromkeys(CONFIG_TYPES, config_key)
+_resource = functools.partial(st.cache_resource, hash_funcs=HASH_FUNCS)
+_data_cache = functools.partial(st.cache_data, hash_funcs=HASH_FUNCS)
+
+
+@_resource(max_entries=2, show_spinner="Reading the bundled synthetic city…")
+def sample_traces(dataset_id: str) -> _data.Loaded:
+    return _data.disk_cached("sample", dataset_id, _data.load_sample)
+
+
+@_resource(max_entries=12, show_spinner="Reading the uploaded traces…")
+def upload_traces(path: str) -> _data.Loaded:
+    """An upload's traces, read once from its session's Parquet file (:class:`odapp.data.StoredUpload`);
+    at most 12 uploads are held in memory server-wide (~32 MB per million rows each), others are read again when
+    used. Fewer entries than sessions working at once would make every rerun a miss (least recently used goes
+    first, and the sessions take turns), so this is sized for ten people at once."""
+    return _data.StoredUpload(path, {}).load()
+
+
+@_resource(max_entries=4, show_spinner="Synthesising a city…")
+def synth_traces(users: int, weeks: int, extent_km: float, seed: int) -> _data.Loaded:
+    return _data.load_synth(users, weeks, extent_km, seed)
+
+
+@_resource(max_entries=16, show_spinner="Cutting traces into weekly trips on the grid…")
+def od_data(dataset_id: str, od_config, _df):
+    """:func:`odcore.od.trips.build_od` of the dataset ``dataset_id`` (``_df`` is its trace table), from the dataset's
+    :func:`hour_index` (another grid does not sort the traces again)."""
+    from odcore.od.trips import build_od
+
+    def build():
+        return build_od(_df, od_config, hours=hour_index(dataset_id, od_config.tz, _df=_df))
+
+    if dataset_id.startswith("sample:") and (od_config.zones is None or ":" in str(od_config.zones)):
+        # the bundled city on a grid or H3 (not a zone file, whose content could change under the same name)
+        return _data.disk_cached("od", f"{dataset_id}|{od_config!r}", build)
+    return build()
+
+
+@_resource(max_entries=4, show_spinner=False)
+def hour_index(dataset_id: str, tz: str, _df):
+    """:class:`odcore.od.trips.HourIndex` of the dataset (rows in (user, hour) order, projected coordinates kept per
+    projection), shared by every grid, zone system, session and page (read-only)."""
+    from odcore.od.trips import HourIndex
+
+    return HourIndex.of(_df, tz)
+
+
+@_resource(max_entries=4, show_spinner="Reading the OD counts folder…")
+def counts_folder(dataset_id: str, path: str):
+    """:func:`odcore.od.odtable.read_counts_folder` (``dataset_id`` changes when the folder is rewritten)."""
+    from odcore.od.odtable import read_counts_folder
+
+    return read_counts_folder(path)
+
+
+# ---- budget (odcore.privacy.accounting) --------------------------------------------------------------------------------
+
+@_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
+def budget(config) -> dict:
+    from odcore.privacy.accounting import budget as _budget
+
+    return _budget(config)
+
+
+@_data_cache(max_entries=64, show_spinner=False)
+def median_trips(dataset_id: str, od_config, week: int, _od) -> float | None:
+    """The median number of unique trips of the week's users (None for a week without users). Every page's headline
+    asks for it on every rerun; filtering the user-week table for it took 3-9 ms of a rerun's ~50-80 ms."""
+    uw = _od.user_week
+    trips = uw.loc[uw["week"].to_numpy() == week, "unique_trips"]
+    return float(trips.median()) if len(trips) else None
+
+
+@_data_cache(max_entries=128, show_spinner=False)
+def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pairs: int | None, delta: float) -> dict:
+    """:func:`odcore.privacy.accounting.person_week` (one week of one person, in the chosen unit)."""
+    from odcore.privacy.accounting import person_week as _person_week
+
+    return _person_week(mode, epsilon, threshold, trips, max_pairs, delta)
+
+
+@_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
+def epsilon_vs_trips(epsilon: float, trips_max: int, delta: float):
+    from odcore.privacy import accounting as acc
+
+    return acc.epsilon_vs_trips(epsilon, trips_max=trips_max, delta=delta)
+
+
+@_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
+def epsilon_over_weeks(epsilon: float, trips: int, weeks: int, delta: float, interval: float | None = None,
+                       lower: bool = True):
+    from odcore.privacy import accounting as acc
+
+    return acc.epsilon_over_weeks(epsilon, trips=trips, weeks=weeks, delta=delta, interval=interval, lower=lower)
+
+
+@_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
+def epsilon_delta_curve(epsilon: float, k: int):
+    from odcore.privacy import accounting as acc
+
+    return acc.epsilon_delta_curve(epsilon, k=k)
+
+
+def budget_curves(epsilon: float, trips: int, weeks: int, delta: float, trips_max: int,
+                  interval: float | None = None):
+    """The three curves of the budget page, each cached on its own inputs only (moving δ recomputes two of
+    them, moving the weeks one). ``interval``: loss-grid step of the many-week tight bracket, of which the chart
+    draws the upper end only (the lower end, for the chart's CSV: :func:`epsilon_over_weeks` with ``lower``)."""
+    return (epsilon_vs_trips(epsilon, trips_max, delta),
+            epsilon_over_weeks(epsilon, trips, weeks, delta, interval, lower=False),
+            epsilon_delta_curve(epsilon, trips))
+
+
+# ---- data page -------------------------------------------------------------------------------------------------
+
+@_resource(max_entries=16, show_spinner=False)
+def cell_density(dataset_id: str, od_config, _df, _grid):
+    """``DataFrame[cell, points]``: trace points per grid cell (every cell of the grid, zeros included)."""
+    import numpy as np
+    import pandas as pd
+
+    cells = hour_index(dataset_id, od_config.tz, _df=_df).cells(_grid)   # the rows' cells, as the trips have them
+    counts = np.bincount(cells[cells >= 0], minlength=_grid.n_cells)
+    return pd.DataFrame({"cell": np.arange(_grid.n_cells), "points": counts}), int((cells < 0).sum())
+
+
+@_data_cache(max_entries=32, show_spinner=False)
+def od_summary(dataset_id: str, od_config, threshold: int, _od) -> dict:
+    """:meth:`odcore.od.oddata.ODData.summary` (the Data page's figures; computed once per data, grid and τ)."""
+    return _od.summary(threshold=threshold)
+
+
+@_resource(max_entries=8, show_spinner="Drawing the trace points on the grid…")
+def trace_density_map(dataset_id: str, od_config, _df, _grid):
+    """The Data page's map: trace points per zone (log colour scale, empty zones as outlines), with a scale bar.
+    Returns ``(deck, vmax, outside)``; the deck's JSON is made once and reused by every rerun and session."""
+    from odapp.maps import trace_density_deck
+
+    density, outside = cell_density(dataset_id, od_config, _df=_df, _grid=_grid)
+    draw = density if _grid.n_cells <= MAX_GRID_CELLS_DRAWN else density[density["points"] > 0]
+    shapes = cell_shapes(dataset_id, od_config, None if len(draw) == _grid.n_cells
+                         else tuple(int(x) for x in draw["cell"]), _grid=_grid)
+    deck, vmax = trace_density_deck(shapes.merge(draw, on="cell"), _grid)
+    return deck, vmax, outside
+
+
+MAX_GRID_CELLS_DRAWN = 20_000   # above this, the Data map draws only the zones that hold points
+
+
+@_resource(max_entries=16, show_spinner=False)
+def cell_shapes(dataset_id: str, od_config, cells: tuple[int, ...] | None, _grid):
+    """Outlines (``cell, name, polygon``) of ``cells`` (all cells when None) for pydeck: squares, hexagons or the
+    user's polygons (:func:`odapp.zones_ui.zone_polygons`)."""
+    import numpy as np
+
+    from odapp.zones_ui import zone_polygons
+
+    c = np.arange(_grid.n_cells) if cells is None else np.asarray(cells, dtype=np.int64)
+    return zone_polygons(_grid, c)
+
+
+@_data_cache(max_entries=16, show_spinner="Comparing zone systems: trips, release and attack for each…")
+def zone_comparison(dataset_id: str, tz: str, specs: tuple[str, ...], epsilon: float, threshold: float,
+                    week: int, seed: int, _df):
+    """:func:`odcore.report.zone_compare.compare_zones` of the dataset (same ε, τ, week and seed for every zone system)."""
+    from odcore.report.zone_compare import compare_zones
+
+    return compare_zones(_df, list(specs), epsilon=epsilon, threshold=threshold, week=week, tz=tz, rng=seed)
+
+
+# ---- release (odcore.privacy.release / odcore.privacy.utility) -----------------------------------------------------------------
+
+@_resource(max_entries=16, show_spinner=False)
+def week_pairs_prepared(dataset_id: str, od_config, week: int, _od):
+    """One week's unique pairs checked, sorted and counted once (:func:`odcore.privacy.release.prepare_pairs`): every
+    release of that week (each ε, threshold, mode and seed a slider visits, in every session) starts from it."""
+    from odcore.privacy.release import prepare_pairs
+
+    return prepare_pairs(_od.week_pairs(week))
+
+
+@_resource(max_entries=32, show_spinner="Adding noise and thresholding…")
+def week_release(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
+    """:func:`odcore.privacy.release.release_with_report` of one week's unique pairs (same seed, same noise)."""
+    from odcore.privacy.release import release_with_report
+
+    if not _od.stats.get("pairs_available", True):   # an OD counts folder: the release from its counts
+        from odcore.privacy.release import release_counts_with_report
+
+        return release_counts_with_report(_od.week_counts(week), release_config, rng=seed)
+    return release_with_report(week_pairs_prepared(dataset_id, od_config, week, _od=_od), release_config, rng=seed)
+
+
+@_resource(max_entries=64, show_spinner=False)
+def release_cells(dataset_id: str, od_config, week: int, release_config, bounding_seed: int | None, _table, _grid,
+                  _cent):
+    """``(cell_p, cells_df, edges, layers)`` of a week's release: per origin cell the exact chance that one of its
+    pairs is published (:func:`odcore.privacy.release.cell_release_probability`), the map's cell frame (:func:`odapp.maps.
+    cells_frame`), the cells' outlines (:func:`release_cells_base`) and the map's layers of both, their JSON
+    made once (:func:`odapp.maps.cell_layers`). They depend on the true counts and the release settings, not on the
+    noise: one entry serves every seed and session (per user, the seed also picks the pairs each person keeps:
+    ``bounding_seed``)."""
+    import hashlib
+
+    import numpy as np
+
+    from odapp.maps import cell_layers, cells_frame, outline_style
+    from odcore.privacy.release import cell_release_probability
+
+    cp = cell_release_probability(_table)
+    # what the cells' outlines and first tooltip lines depend on (not ε or the threshold): hashed here once,
+    # instead of Streamlit hashing a tuple of a thousand cell ids on every call
+    key = hashlib.blake2b(cp["cell"].to_numpy(np.int64).tobytes() + cp["pairs"].to_numpy(np.int64).tobytes(),
+                          digest_size=16).hexdigest()
+    base, edges = release_cells_base(dataset_id, od_config, key, _cell_p=cp, _grid=_grid, _cent=_cent)
+    cells = cells_frame(base, cp)
+    return cp, cells, edges, cell_layers(cells, edges, encoded=True, outline=outline_style(_grid))
+
+
+@_resource(max_entries=16, show_spinner=False)
+def release_cells_base(dataset_id: str, od_config, cells_key: str, _cell_p, _grid, _cent):
+    """:func:`odapp.maps.cells_base` of the cells with observed pairs (``cells_key``: a digest of their ids and
+    pair counts) and how the map tells them apart (:func:`odapp.maps.outline_style`): their
+    :func:`odapp.maps.outline_edges` (squares), their :func:`odapp.maps.inset` (a zone file) or None (H3), shared by
+    every ε, threshold and seed of a week."""
+    from odapp.maps import cells_base, inset, outline_edges, outline_style
+
+    shapes = cell_shapes(dataset_id, od_config, tuple(int(x) for x in _cell_p["cell"]), _grid=_grid)
+    base = cells_base(shapes, _cell_p, _cent)
+    style, polys = outline_style(_grid), base["polygon"].tolist()
+    return base, (outline_edges(polys) if style == "lines" else inset(polys) if style == "insets" else None)
+
+
+@_resource(max_entries=64, show_spinner=False)
+def release_map(dataset_id: str, od_config, week: int, release_config, seed: int, view: str, top_n: int,
+                min_count: float, cell: int | None, show_suppressed: bool, basemap: bool, _table, _cent, _cells_df,
+                _edges=None, _base_layers=None):
+    """The OD release page's map(s) (:func:`odapp.maps.release_maps`) with decks whose JSON is made once: a rerun
+    that changes nothing on the map (another control, a return to earlier settings) sends the same text again
+    without rebuilding it. Read-only, shared by the sessions with the same settings and seed."""
+    from odapp.maps import release_maps
+
+    return release_maps(_table, _cent, _cells_df, view=view, top_n=top_n, min_count=min_count,
+                        threshold=release_config.threshold, cell=cell, show_suppressed=show_suppressed,
+                        basemap=basemap, frozen=True, edges=_edges, base_layers=_base_layers)
+
+
+@_resource(max_entries=64, show_spinner=False)
+def release_curve(dataset_id: str, od_config, week: int, release_config, bounding_seed: int | None, projector: bool,
+                  _true_counts):
+    """The OD release page's release-probability chart, styled (read-only: the same figure serves every seed and
+    session). Returns ``(figure, curve)`` of :func:`odcore.report.figures.release_curve_figure`."""
+    from odapp.words import num
+    from odcore.report import figures
+
+    rc = release_config
+    fig, curve = figures.release_curve_figure(_true_counts, rc.epsilon, rc.threshold, rc.sensitivity)
+    figures.style(fig, f"ε = {rc.epsilon:g}, threshold {num(rc.threshold)}, noise scale {num(rc.scale)}",
+                  height=440, projector=projector)
+    fig.update_layout(margin={"r": 90})
+    return fig, curve
+
+
+@_resource(max_entries=16, show_spinner=False)
+def used_centroids(dataset_id: str, od_config, _od):
+    """Centroids (``cell, lat, lon``, and ``name`` for hexagons and polygons) of the zones that hold data (for arcs
+    and tooltips)."""
+    from odcore.space.zones import zone_names
+
+    c = _od.centroids()
+    if getattr(_od.grid, "kind", "square") == "square":   # squares are "cell <id>" in every tooltip
+        return c
+    return c.assign(name=zone_names(_od.grid, c["cell"].to_numpy()))
+
+
+# ---- attack (odcore.privacy.attack) -------------------------------------------------------------------------------------
+
+@_data_cache(max_entries=64, show_spinner=False)
+def success_curve(epsilon: float, k_max: int, prior: float):
+    """Exact p_k (equal priors), the Bayes success at ``prior`` and the posterior bound, for k = 0..k_max."""
+    import numpy as np
+    import pandas as pd
+
+    from odcore.privacy import attack
+
+    k = np.arange(k_max + 1)
+    df = pd.DataFrame({"k": k, "success": attack.success_curve(epsilon, k_max),
+                       "bound": attack.posterior_bound(epsilon, 0.5)})
+    if prior != 0.5:
+        df["bayes_success"] = np.asarray(attack.bayes_success(k, epsilon, prior), dtype=float)
+        df["posterior_bound_prior"] = attack.posterior_bound(epsilon, prior)
+    return df
+
+
+@_data_cache(max_entries=32, show_spinner="Computing per-person budgets…")
+def person_curves(epsilon: float, max_pairs: int, delta: float, vs_trips, over_weeks):
+    """Add ``person_tight`` to the budget curves: per person with contribution bounding, the tight ε of a week
+    for n trips (the min(n, m)-fold Laplace(ε/m)) and over 1..W weeks (upper end of the bracket)."""
+    week, total = person_columns(epsilon, int(max_pairs), delta, int(vs_trips["trips"].max()),
+                                 int(over_weeks["weeks"].max()))
+    return vs_trips.assign(person_tight=week), over_weeks.assign(person_tight=total)
+
+
+@_data_cache(max_entries=64, show_spinner=False)
+def person_columns(epsilon: float, max_pairs: int, delta: float, trips_max: int, weeks: int):
+    """:func:`person_curves`' two columns, for n = 1..trips_max and w = 1..weeks (cached: every rerun of the budget
+    page in the per-person unit draws them)."""
+    import numpy as np
+
+    from odcore.privacy import pld
+
+    m = int(max_pairs)
+    n = np.minimum(np.arange(1, trips_max + 1), m)
+    week = np.asarray(pld.epsilon_for_delta(delta, n, epsilon / m), dtype=float)
+    w = np.arange(1, weeks + 1)
+    step = max(1e-3, 2.0 * weeks * epsilon / 2**18)
+    _, hi = pld.composed_epsilon_curve(delta, m, epsilon / m, w, interval=step)
+    return week, np.minimum(hi, w * epsilon)
+
+
+@_resource(max_entries=8, show_spinner="Indexing the week's pairs for the designer…")
+def design_week(dataset_id: str, od_config, week: int, _od):
+    """:class:`odcore.privacy.design.WeekIndex` of one week (seed-independent, read-only): a new seed only re-ranks it."""
+    from odcore.privacy.design import WeekIndex
+
+    return WeekIndex(week_pairs_prepared(dataset_id, od_config, week, _od=_od))
+
+
+@_data_cache(max_entries=16, show_spinner="Designing the release (searching max pairs, noise and threshold)…")
+def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | None, seed: int, _od) -> dict:
+    """:func:`odcore.privacy.design.design_report` on one week of the data (with the frontier), JSON-able."""
+    from odcore.cli.release import jsonable
+    from odcore.privacy.design import design_report as _design_report
+
+    uw = _od.user_week
+    trips = uw.loc[uw["week"] == week, "unique_trips"].to_numpy()
+    return jsonable(_design_report(goal, design_week(dataset_id, od_config, week, _od=_od), trips, week=week,
+                                    max_pairs=max_pairs, rng=seed, with_frontier=True))
+
+
+@_data_cache(max_entries=64, show_spinner=False)
+def bounded_success_curve(epsilon: float, max_pairs: int, k_max: int):
+    """:func:`odcore.privacy.attack.bounded_success_curve`: the per-person (bounded) release, k = 0..k_max."""
+    from odcore.privacy.attack import bounded_success_curve as _curve
+
+    return _curve(epsilon, max_pairs, k_max)
+
+
+def pairs_key(release_config, seed: int) -> tuple:
+    """What the week's (user, pair) rows of a release depend on besides data and week (:func:`attack_pairs`, the
+    attacker pool): per user, the contribution bound and the seed of :func:`odcore.privacy.release.bound_contributions`; per
+    metric nothing (not ε, threshold or seed)."""
+    from odcore.privacy.release import Mode
+
+    if release_config.mode is Mode.USER_LEVEL:
+        return (release_config.mode.value, int(release_config.max_pairs), int(seed))
+    return (release_config.mode.value,)
+
+
+def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
+    """The week's (user, pair) rows the release counts, and per pair the count of *other* users' trips.
+
+    Per-metric: every unique pair; user-level: the pairs kept by :func:`odcore.privacy.release.bound_contributions`
+    (seeded as the release). Returns ``(pairs, counts or None)`` as :func:`odcore.privacy.attack.week_risk` takes them.
+    Built once per data, week and :func:`pairs_key`: an ε or threshold press (and, per metric, a seed) reuses them.
+    """
+    return _attack_pairs(dataset_id, od_config, week, pairs_key(release_config, seed),
+                         _release_config=release_config, _seed=seed, _od=_od)
+
+
+@_resource(max_entries=16, show_spinner=False)
+def _attack_pairs(dataset_id: str, od_config, week: int, key: tuple, _release_config, _seed: int, _od):
+    from odcore.privacy.release import Mode, bound_contributions
+
+    release_config, seed = _release_config, _seed
+    if release_config.mode is Mode.USER_LEVEL:   # the week as the release prepared it (and its seed's draw)
+        pairs, _ = bound_contributions(week_pairs_prepared(dataset_id, od_config, week, _od=_od),
+                                       release_config.max_pairs, rng=seed)
+        return pairs, None
+    counts = _od.counts
+    return _od.week_pairs(week), counts.loc[counts["week"].to_numpy() == week]
+
+
+@_resource(max_entries=16, show_spinner=False)
+def attack_users(dataset_id: str, od_config, week: int, key: tuple, _pairs):
+    """The Attack page's people of the week: unique pairs per user (``Series`` indexed by user, sorted), from
+    :func:`attack_pairs`' rows of :func:`pairs_key` ``key``. Grouping ~10⁵ rows took about a third of every rerun
+    of the page, a rerun with nothing changed included. Shared and read-only."""
+    return _pairs.groupby("user", sort=True).size()
+
+
+@_resource(max_entries=16, show_spinner=False)
+def attack_week_others(dataset_id: str, od_config, week: int, key: tuple, _pairs, _counts):
+    """:func:`odcore.privacy.attack.user_pairs_with_counts` of :func:`attack_pairs`' rows of :func:`pairs_key` ``key``: every
+    (user, pair) row of the week with the count of the *other* users who made the pair, made once for every person
+    the page attacks. Shared and read-only."""
+    from odcore.privacy.attack import user_pairs_with_counts
+
+    return user_pairs_with_counts(_pairs, _counts, week)[0][["user", "others"]]
+
+
+@_data_cache(max_entries=256, show_spinner=False)
+def attack_others(dataset_id: str, od_config, week: int, key: tuple, user, _pairs, _counts):
+    """Per pair of ``user``, the count of the *other* users who made it (the attacker's knowledge in
+    :func:`odcore.privacy.attack.user_risk`), as a float array (:func:`attack_week_others`)."""
+    rows = attack_week_others(dataset_id, od_config, week, key, _pairs=_pairs, _counts=_counts)
+    return rows["others"].to_numpy(dtype=float)[(rows["user"] == user).to_numpy()]
+
+
+@_resource(max_entries=16, show_spinner="Attacking every user of the week…")
+def week_risk(dataset_id: str, od_config, week: int, release_config, seed: int, _pairs, _counts):
+    from odcore.privacy.attack import risk_summary
+    from odcore.privacy.attack import week_risk as _week_risk
+
+    risk, report = _week_risk(_pairs, week, 1.0 / release_config.scale, release_config.threshold, counts=_counts)
+    return risk, report, risk_summary(risk)
+
+
+@_data_cache(max_entries=64, show_spinner=False)
+def user_risk(others: tuple[float, ...], epsilon_pair: float, threshold: float):
+    from odcore.privacy.attack import roc_plain
+    from odcore.privacy.attack import user_risk as _user_risk
+
+    r = _user_risk(list(others), epsilon_pair, threshold, roc=True)
+    return r, roc_plain(len(others), epsilon_pair)
+
+
+# ---- teaching mode (odcore.report.teaching) ----------------------------------------------------------------------------
+
+def attacker_pool(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
+    """:class:`odcore.report.teaching.AttackerPool` of the week, for the release's mode (bounded pairs per user); built
+    once per data, week and :func:`pairs_key` (an ε, threshold or, per metric, seed change reuses it)."""
+    return _attacker_pool(dataset_id, od_config, week, pairs_key(release_config, seed), _release_config=release_config,
+                          _seed=seed, _od=_od)
+
+
+@_resource(max_entries=8, show_spinner="Listing the week's people and their trips…")
+def _attacker_pool(dataset_id: str, od_config, week: int, pool_key: tuple, _release_config, _seed: int, _od):
+    from odcore.report.teaching import AttackerPool
+
+    pairs, counts = attack_pairs(dataset_id, od_config, week, _release_config, _seed, _od=_od)
+    return AttackerPool.from_pairs(pairs, counts)
+
+
+def game_theory(dataset_id: str, od_config, week: int, release_config, seed: int, game_seed: int, k: int,
+                rounds: int, _pool):
+    """Exact success of the optimal attacker on each of the first ``rounds`` rounds of level ``k``
+    (:func:`odcore.report.teaching.expected_success`). The rounds' pairs are drawn once per pool, game seed and k; an ε or
+    threshold change only recomputes the successes (:func:`odcore.report.teaching.round_success`, batched)."""
+    pool_key = pairs_key(release_config, seed)
+    others = _round_others(dataset_id, od_config, week, pool_key, game_seed, k, rounds, _pool=_pool)
+    return _round_success(dataset_id, od_config, week, pool_key, game_seed, k, rounds, release_config.epsilon,
+                          release_config.threshold, release_config.sensitivity, _others=others)
+
+
+@_resource(max_entries=32, show_spinner="Dealing the game's rounds…")
+def _round_others(dataset_id: str, od_config, week: int, pool_key: tuple, game_seed: int, k: int, rounds: int,
+                  _pool):
+    from odcore.report.teaching import round_others
+
+    out = round_others(_pool, k, game_seed, rounds)
+    out.setflags(write=False)
+    return out
+
+
+@_data_cache(max_entries=64, show_spinner="Computing the optimal attacker's exact success on the game's rounds…")
+def _round_success(dataset_id: str, od_config, week: int, pool_key: tuple, game_seed: int, k: int, rounds: int,
+                   epsilon: float, threshold: float, sensitivity: int, _others):
+    from odcore.report.teaching import GameRules, round_success
+
+    return round_success(_others, GameRules(epsilon, threshold, sensitivity))
+
+
+# ---- Knock Knock (odcore.knock) ---------------------------------------------------------------------------------
+
+@_resource(max_entries=4, show_spinner="Building location time-series (10 × 10 grid, hourly)…")
+def knock_series(dataset_id: str, ts_config, _df):
+    """:func:`odcore.knock.build_timeseries` of the dataset (heavy, read-only: not copied per rerun)."""
+    from odcore.knock import build_timeseries
+
+    return build_timeseries(_df, ts_config)
+
+
+@_data_cache(max_entries=16, show_spinner="Measuring the defences' error…")
+def knock_mre(dataset_id: str, ts_config, mre_config, _ts):
+    from odcore.knock import mre_table
+
+    return mre_table(_ts, mre_config)
+
+
+@_resource(max_entries=16, show_spinner=False)
+def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
+    """The Release designer's frontier chart of one report (``report_key``: the arguments of
+    ``cache.design_report``), built once: a sidebar control the report does not depend on (ε, threshold, unit)
+    reruns the page without rebuilding it. Read-only once built. Returns ``(figure, frontier DataFrame)``. (Here, not
+    in the page script: Streamlit's cache machinery was seen holding the function it wraps, and with it the page's
+    namespace.)"""
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from odapp.export import styled
+    from odapp.words import unit_words
+
+    g, d = _rep["google"], _rep["goal"]["delta"]
+    front = pd.DataFrame(_rep["frontier"])
+    fig = go.Figure()
+    for m, grp in front.groupby("max_pairs"):
+        fig.add_scatter(x=grp["epsilon_user_week"], y=grp["trips_published_frac"], mode="lines+markers",
+                        name=f"max pairs {m} (threshold fitted, δ ≤ {d:.0e})")
+    fig.add_scatter(x=[g["epsilon_user_week_typical"], g["epsilon_user_week_max"]],
+                    y=[g["trips_published_frac"]] * 2, mode="markers+text", marker={"size": 12, "symbol": "x"},
+                    text=[f"Google, typical ({g['typical_trips']} trips)", f"Google, busiest ({g['max_trips']})"],
+                    textposition="top center", name="Google per-count (ε 0.66, threshold 100)")
+    fig.add_scatter(x=[_rep["epsilon_user_week"]], y=[_rep["trips_published_frac"]], mode="markers",
+                    marker={"size": 14, "symbol": "star"}, name="this design (one seeded release)")
+    styled(fig, f"Share of user-trips published against ε {unit_words('user_level')}, week {_rep['week']}",
+           height=480)
+    fig.update_layout(xaxis_title=f"ε {unit_words('user_level')} (tight, δ = {d / 2:.0e} + thresholding)",
+                      yaxis_title="share of user-trips on published pairs", xaxis_type="log",
+                      yaxis_tickformat=".0%")
+    return fig, front

@@ -1,0 +1,389 @@
+"""Loading the data in use: bundled sample, synthesised city or an upload (bytes + name, testable without UI).
+
+The loaded traces are identified by a small :class:`~odcore.state.DatasetRef` whose ``id`` is content-derived, so
+everything computed from them can be cached on ``(dataset id, frozen config, seed)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+from odapp.state import (
+    K_DATASET,
+    K_SOURCE,
+    K_UPLOAD_ERROR,
+    K_UPLOAD_TRACES,
+    DatasetRef,
+    DataSource,
+)
+from odcore.errors import ODCoreError, TraceFormatError
+from odcore.paths import REPO_ROOT, SAMPLE_DATA_DIR
+
+SAMPLE_FILE = SAMPLE_DATA_DIR / "synthetic_city.parquet"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """Traces in the engine's schema plus what loading them did (rows read, kept, dropped and why)."""
+
+    df: pd.DataFrame = field(repr=False)
+    summary: dict
+    cli: dict = field(default_factory=dict)
+    """Loader flags of ``python -m odcore`` (snake_case keys) that read the same traces the same way."""
+
+    @property
+    def tz(self) -> str:
+        """Time zone of local hours and week starts (as the CLI resolves ``--tz auto``)."""
+        return self.cli.get("tz", "UTC")
+
+
+@dataclass(frozen=True)
+class UploadOptions:
+    """How to read an upload: format (``"auto"`` detects it from the name), column mapping, time zone, offset and
+    bounding box -- the same defaults as ``python -m odcore`` (``--tz auto``, ``--bbox auto``)."""
+
+    format: str = "auto"
+    mapping: tuple[tuple[str, str], ...] = ()   # (engine column, file column) pairs; empty = detect
+    tz: str = "auto"          # "auto": the format's zone, a zone the file states, else the zone of the coordinates
+    time_offset_s: int = 0
+    bbox: str = "auto"        # "auto": robust percentile box (clips far GPS glitches); "none"; or "S,W,N,E"
+    region: str = "auto"      # "auto": the densest region when the data spans more than a city; "all"; "N"; a box
+
+    def mapping_dict(self) -> dict[str, str] | None:
+        m = {k: v for k, v in self.mapping if v}
+        return m or None
+
+
+CACHE_ENV = "ODLAB_CACHE_DIR"      # where the bundled city's tables are kept between launches; "none": nowhere
+CACHE_MAX_FILES = 12
+
+
+def cache_dir() -> Path | None:
+    """The disk cache folder (``$ODLAB_CACHE_DIR``, default ``~/.cache/odlab``), or None when switched off."""
+    import os
+
+    v = os.environ.get(CACHE_ENV, "").strip()
+    if v.lower() in ("none", "off", "0"):
+        return None
+    return Path(v).expanduser() if v else Path.home() / ".cache" / "odlab"
+
+
+@lru_cache(maxsize=1)
+def code_stamp() -> str:
+    """Hash of the engine's source (``odcore/**/*.py``) and of this module: a cached table built by other code is
+    never read back."""
+    h = hashlib.sha256()
+    for f in [*sorted((REPO_ROOT / "odcore").rglob("*.py")), Path(__file__)]:
+        h.update(f.relative_to(REPO_ROOT).as_posix().encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def disk_cached(kind: str, key: str, build):
+    """``build()``, kept on disk between launches of the app under ``kind`` and ``key`` (plus :func:`code_stamp`).
+
+    Only for the bundled city (uploads never touch the disk cache: they stay in their session). Reading back the
+    loaded city and its OD tables takes ~0.1 s instead of ~2.5 s to validate and build them: the first page of a
+    new server is drawn sooner. A damaged or unreadable file is rebuilt; a folder that cannot be written is skipped.
+    The ``CACHE_MAX_FILES`` most recently used files are kept.
+    """
+    import os
+    import pickle
+
+    d = cache_dir()
+    if d is None:
+        return build()
+    f = d / f"{kind}-{hashlib.sha256(f'{key}|{code_stamp()}'.encode()).hexdigest()[:24]}.pkl"
+    try:
+        with open(f, "rb") as fh:
+            obj = pickle.load(fh)
+        os.utime(f)
+        return obj
+    except FileNotFoundError:
+        pass
+    except Exception:  # damaged or from an incompatible library version: rebuild it
+        f.unlink(missing_ok=True)
+    obj = build()
+    try:
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, f)
+        for old in sorted(d.glob("*.pkl"), key=lambda p: p.stat().st_mtime, reverse=True)[CACHE_MAX_FILES:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
+    return obj
+
+
+def sample_ref() -> DatasetRef:
+    """Handle on the bundled synthetic city; its id changes when the file is regenerated."""
+    try:
+        st_ = SAMPLE_FILE.stat()
+        stamp = f"{st_.st_size}:{st_.st_mtime_ns}"
+    except FileNotFoundError:
+        stamp = "missing"
+    return DatasetRef(id=f"sample:{stamp}", kind=DataSource.SAMPLE.value, label="Bundled synthetic city")
+
+
+def synth_ref(users: int, weeks: int, extent_km: float, seed: int) -> DatasetRef:
+    return DatasetRef(
+        id=f"synth:{int(users)}:{int(weeks)}:{float(extent_km):g}:{int(seed)}", kind=DataSource.SYNTH.value,
+        label=f"Synthetic city ({int(users):,} users, {int(weeks)} weeks, {float(extent_km):g} km, seed {int(seed)})",
+        synth_users=int(users), synth_weeks=int(weeks), synth_extent_km=float(extent_km), synth_seed=int(seed))
+
+
+def upload_ref(data: bytes, name: str, options: UploadOptions) -> DatasetRef:
+    h = hashlib.sha256(data)
+    h.update(json.dumps([name, options.format, list(options.mapping), options.tz, options.time_offset_s,
+                         options.bbox, options.region]).encode())
+    return DatasetRef(id=f"upload:{h.hexdigest()[:20]}", kind=DataSource.UPLOAD.value, label=f"Upload: {name}")
+
+
+def _summary_of(traces) -> dict:
+    s = traces.summary() if hasattr(traces, "summary") else {}
+    return dict(s)
+
+
+def load_sample() -> Loaded:
+    """Read the bundled sample through the engine's loader (raises :class:`TraceFormatError` when missing)."""
+    from odcore.data.traces import load_traces
+
+    if not SAMPLE_FILE.is_file():
+        raise TraceFormatError("the bundled sample is missing; regenerate it with `make sample-data`.",
+                               file=str(SAMPLE_FILE))
+    t = load_traces(SAMPLE_FILE, tz="auto")   # its time column states UTC, the synthetic city's clock
+    try:
+        rel = str(SAMPLE_FILE.relative_to(REPO_ROOT))
+    except ValueError:
+        rel = str(SAMPLE_FILE)
+    return Loaded(t.df, _summary_of(t), {"input": rel, "format": "parquet", "tz": "UTC", "bbox": "none"})
+
+
+def load_synth(users: int, weeks: int, extent_km: float, seed: int) -> Loaded:
+    """Synthesise a city with :func:`odcore.data.synth.generate_city` (every row is kept: nothing to drop)."""
+    from odcore.data.synth import SynthConfig, generate_city
+
+    cfg = SynthConfig(users=int(users), weeks=int(weeks), extent_km=float(extent_km))
+    df = generate_city(cfg, rng=int(seed))
+    summary = {"source": f"odcore.data.synth seed={int(seed)}", "format": "synthetic", "rows_read": len(df),
+               "rows_kept": len(df), "rows_dropped": {}, "users": int(df["user"].nunique()),
+               "time_min": df["time"].min().isoformat(), "time_max": df["time"].max().isoformat()}
+    out = f"synthetic_{int(users)}u_{int(weeks)}w_{float(extent_km):g}km_seed{int(seed)}.parquet"
+    make = (f"python -m odcore synth --users {int(users)} --weeks {int(weeks)} --extent-km {float(extent_km):g} "
+            f"--seed {int(seed)} --out {out}")
+    return Loaded(df, summary, {"input": out, "format": "parquet", "tz": "UTC", "bbox": "none", "_make": make})
+
+
+def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()) -> Loaded:
+    """Read uploaded bytes with :func:`odcore.data.traces.load_traces`.
+
+    Raises
+    ------
+    TraceFormatError
+        The file cannot be read; the message names the file (and row/column when known) and what is expected.
+    """
+    from odcore.data.traces import load_traces
+
+    if not data:
+        raise TraceFormatError("the file is empty; upload a CSV, Parquet, JSON or zip file of traces.", file=name)
+    # With tz "auto" the loader names the zone (the format's, the file's, or the one at the data's centre) and
+    # focuses on the densest region of a set wider than a city, as `python -m odcore --tz auto --region auto` does.
+    bbox = None if options.bbox.strip().lower() in ("", "none", "off") else options.bbox
+    region = options.region.strip() or "auto"
+    t = load_traces(io.BytesIO(data), format=options.format, mapping=options.mapping_dict(), tz=options.tz,
+                    time_offset_s=options.time_offset_s, name=name, bbox=bbox, region=region)
+    tz = t.report.tz or "UTC"
+    cli = {"input": name, "format": t.report.format, "tz": tz, "time_offset": float(options.time_offset_s),
+           "bbox": options.bbox if bbox is not None else "none", "region": region}
+    for role, column in (options.mapping_dict() or {}).items():  # same flags as `python -m odcore --user-col ...`
+        cli["time_unit" if role == "time_unit" else f"{role}_col"] = column
+    return Loaded(t.df, _summary_of(t), cli)
+
+
+K_SESSION_UID = "odlab.session_uid"    # a random id of this session (its place in the upload queue)
+K_UPLOAD_DIR = "odlab.upload_dir"       # this session's TemporaryDirectory (removed when the session is dropped)
+
+
+@dataclass(frozen=True)
+class StoredUpload:
+    """The last good upload of a session, kept once: its traces as Parquet in the session's temporary folder.
+
+    Session state holds only this handle (a path and the small summary); the table is read back through one
+    bounded server-wide cache (:func:`odapp.cache.upload_traces`), so an upload costs one copy in memory however
+    many widgets, pages and reruns use it, and none once it falls out of the cache.
+    """
+
+    path: str
+    summary: dict
+    cli: dict = field(default_factory=dict)
+
+    def load(self) -> Loaded:
+        """The traces (read from the Parquet file)."""
+        return Loaded(pd.read_parquet(self.path), self.summary, self.cli)
+
+
+def session_folder(state: MutableMapping) -> Path:
+    """This session's temporary folder (created on first use; deleted when the session state is dropped, i.e.
+    when Streamlit forgets the session, or at interpreter exit)."""
+    import tempfile
+
+    tmp = state.get(K_UPLOAD_DIR)
+    if tmp is None or not Path(tmp.name).is_dir():
+        tmp = tempfile.TemporaryDirectory(prefix="odlab-session-")
+        state[K_UPLOAD_DIR] = tmp
+    return Path(tmp.name)
+
+
+def store_upload(state: MutableMapping, loaded: Loaded, ref: DatasetRef) -> StoredUpload:
+    """Write the traces once as Parquet in the session folder (replacing the previous upload's file)."""
+    folder = session_folder(state)
+    path = folder / f"{ref.id.replace(':', '_')}.parquet"
+    for old in folder.glob("*.parquet"):
+        if old != path:
+            old.unlink(missing_ok=True)
+    if not path.is_file():
+        tmp = path.with_suffix(".tmp")
+        loaded.df.to_parquet(tmp, index=False)
+        tmp.replace(path)
+    return StoredUpload(str(path), loaded.summary, loaded.cli)
+
+
+class _Ticket:
+    """A place in the :class:`ParseQueue`: who holds it (``key``) and when its owner last looked at it."""
+
+    __slots__ = ("key", "seen")
+
+    def __init__(self, key: object):
+        self.key, self.seen = key, time.monotonic()
+
+
+class ParseQueue:
+    """A server-wide first-come-first-served queue for reading uploads: at most ``slots`` are parsed at once.
+
+    Streamlit runs each session's script in its own thread, so ten people pressing "Load this file" together
+    would parse ten files at once on a 2-core machine, each with a few hundred MB of temporary memory. Through
+    this queue they are read one (or ``slots``) at a time; the others wait, and ``on_wait(n_ahead)`` lets the page
+    say "queued, N ahead" while they do. After each parse the freed memory is handed back to the system
+    (:func:`release_memory`), so the server's memory follows the one parse in flight, not the sum of all.
+
+    A wait that is interrupted (Streamlit stops a script when the person presses something else, or presses the
+    button again) keeps its place for ``lease_s`` seconds: a new wait with the same ``key`` (the same session and
+    file) takes it over instead of going to the back; a place nobody takes over is dropped after that.
+    """
+
+    def __init__(self, slots: int = 1, poll_s: float = 0.5, lease_s: float = 10.0):
+        self.slots, self.poll_s, self.lease_s = int(slots), float(poll_s), float(lease_s)
+        self._cond = threading.Condition()
+        self._line: list[_Ticket] = []   # arrival order; the holders are among the first ``slots``
+        self._holding: set[_Ticket] = set()
+        self.served = 0
+
+    def _drop_abandoned(self, now: float) -> None:
+        gone = [t for t in self._line if t not in self._holding and now - t.seen > self.lease_s]
+        for t in gone:
+            self._line.remove(t)
+        if gone:
+            self._cond.notify_all()
+
+    @contextmanager
+    def slot(self, on_wait: Callable[[int], None] | None = None, key: object = None) -> Iterator[None]:
+        """Wait for a turn (calling ``on_wait`` with the uploads ahead whenever that number changes), then hold
+        it for the ``with`` block."""
+        with self._cond:
+            ticket = next((t for t in self._line if key is not None and t.key == key and t not in self._holding),
+                          None)
+            if ticket is None:
+                ticket = _Ticket(key)
+                self._line.append(ticket)
+            ticket.seen = time.monotonic()
+        try:
+            shown = None
+            while True:
+                with self._cond:
+                    now = time.monotonic()
+                    ticket.seen = now
+                    self._drop_abandoned(now)
+                    n = self._line.index(ticket)
+                    if n < self.slots and len(self._holding) < self.slots:
+                        self._holding.add(ticket)
+                        break
+                    if n == shown:
+                        self._cond.wait(self.poll_s)
+                        continue
+                if on_wait is not None:   # outside the lock: it draws in the page (and may stop the script)
+                    on_wait(n)
+                shown = n
+        except BaseException:
+            if key is None:   # nobody can take the place over
+                with self._cond:
+                    self._line.remove(ticket)
+                    self._cond.notify_all()
+            raise
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._holding.discard(ticket)
+                self._line.remove(ticket)
+                self.served += 1
+                self._cond.notify_all()
+            release_memory()
+
+
+def release_memory() -> None:
+    """Give freed heap memory back to the system (glibc ``malloc_trim``; nothing elsewhere).
+
+    Parsing a large upload allocates and frees a few hundred MB in a script thread's own malloc arena, which glibc
+    otherwise keeps for later; without this a server that read ten uploads keeps ten such peaks."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):   # not glibc
+        pass
+
+
+UPLOAD_QUEUE = ParseQueue(slots=1)
+"""The server's queue for reading uploads (one at a time; see :class:`ParseQueue`)."""
+
+
+def apply_upload(state: MutableMapping, data: bytes, name: str, options: UploadOptions = UploadOptions(), *,
+                 on_wait: Callable[[int], None] | None = None, queue: ParseQueue | None = None) -> bool:
+    """Load an upload into ``state``; on failure keep the previous data and store the error message.
+
+    The file is read and stored through ``queue`` (default :data:`UPLOAD_QUEUE`, one upload at a time server-wide);
+    ``on_wait(n)`` is called while ``n`` uploads are ahead. Returns ``True`` when the upload became the data in
+    use (``state[K_UPLOAD_TRACES]`` is then a :class:`StoredUpload`). The message in ``state[K_UPLOAD_ERROR]`` says
+    what is wrong and how to fix it; the sidebar and the main area show it with ``st.error``.
+    """
+    ref = upload_ref(data, name, options)
+    session = state.setdefault(K_SESSION_UID, uuid.uuid4().hex)
+    with (queue or UPLOAD_QUEUE).slot(on_wait, key=(session, ref.id)):
+        try:
+            loaded = read_upload(data, name, options)
+        except ODCoreError as exc:
+            state[K_UPLOAD_ERROR] = (f"Could not read {name!r}: {exc} — check the format and the column mapping "
+                                     "below (user, time, lat, lon); the previous data stays loaded.")
+            return False
+        stored = store_upload(state, loaded, ref)
+        del loaded
+    state[K_UPLOAD_TRACES] = stored
+    state[K_DATASET] = ref
+    state[K_SOURCE] = DataSource.UPLOAD.value
+    state.pop(K_UPLOAD_ERROR, None)
+    return True

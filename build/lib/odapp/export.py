@@ -1,0 +1,194 @@
+"""Charts with their exports: PNG and SVG (plotly + kaleido), the data behind them as CSV, the configuration as JSON.
+
+PNG/SVG are made only when the button is clicked (``st.download_button(data=callable)`` runs it on demand), so
+drawing a page never waits for kaleido's headless Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from enum import Enum
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+import streamlit as st
+
+from odcore.report import figures
+
+# The one template of every chart (odcore.report.figures.template); projector=True gives large, high-contrast type.
+TEMPLATE = figures.template(False)
+EXPORT_SIZE = {"width": 900, "height": 540, "scale": 2}
+
+
+def projector_mode() -> bool:
+    """Whether charts use the projector template (large type, high contrast): :func:`odapp.projector.on`."""
+    from odapp import projector
+
+    return projector.on()
+
+
+def styled(fig: go.Figure, title: str | None = None, *, height: int = 440) -> go.Figure:
+    """Apply the lab's template (:func:`odcore.report.figures.template`, projector mode if on) and a title to ``fig``."""
+    return figures.style(fig, title, height=height, projector=projector_mode())
+
+
+def slug(text: str) -> str:
+    """File-name-safe version of a chart name.
+
+    >>> slug("p_k curve (ε=0.66)")
+    'p_k-curve-0.66'
+    """
+    s = re.sub(r"[^A-Za-z0-9_.]+", "-", text).strip("-")
+    return s or "chart"
+
+
+def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in: float = 4.5,
+                 label: str = "Download as an image (PNG, SVG, PDF)") -> None:
+    """An expander to render ``build()`` (a plotly figure) as PNG/SVG/PDF at a chosen size and DPI, with a status
+    line while kaleido works (5–20 s the first time), then a download button. Its controls are made only while it
+    is open (:func:`opened_expander`): closed, it is one element instead of eleven on every rerun."""
+    ss = st.session_state
+    box = opened_expander(label, f"img_open_{key}", icon=":material/download:")
+    if box is None:
+        return
+    with box:
+        c = st.columns([1, 1, 1, 1.3])
+        w = c[0].number_input("Width (in)", 2.0, 20.0, float(width_in), 0.5, key=f"img_w_{key}",
+                              help="Printed width in inches (a journal column is about 3.5 in, a page 7 in).")
+        h = c[1].number_input("Height (in)", 2.0, 20.0, float(height_in), 0.5, key=f"img_h_{key}",
+                              help="Printed height in inches.")
+        dpi = c[2].selectbox("DPI (PNG)", [150, 300, 600], index=1, key=f"img_dpi_{key}",
+                             help="Pixels per inch of the PNG (300 for print); SVG and PDF are vector images.")
+        fmt = c[3].radio("Format", ["png", "svg", "pdf"], horizontal=True, key=f"img_fmt_{key}",
+                         format_func=str.upper, help="PNG for slides, SVG or PDF for papers (vector, any size).")
+        want = (fmt, float(w), float(h), int(dpi))
+        if figures.find_browser() is None:
+            st.info(figures.NO_BROWSER_MESSAGE, icon=":material/info:")
+            return
+        if st.button(f"Make the {fmt.upper()}", key=f"img_go_{key}", icon=":material/image:",
+                     help="Draw the image (a few seconds: plotly renders it in a headless browser)."):
+            with st.status(f"Drawing the {fmt.upper()} ({w:g} × {h:g} in"
+                           f"{f', {dpi} dpi' if fmt == 'png' else ''})…", expanded=False) as status:
+                data = figures.image_bytes(build(), fmt, width_in=w, height_in=h, dpi=int(dpi))
+                status.update(label=f"{fmt.upper()} ready: {len(data) / 1024:,.0f} KiB", state="complete")
+            ss[f"img_data_{key}"] = (want, data)
+        made = ss.get(f"img_data_{key}")
+        if made and made[0] == want:
+            mime = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}[fmt]
+            st.download_button(f"Download {slug(name)}.{fmt}", data=made[1], file_name=f"{slug(name)}.{fmt}",
+                               mime=mime, key=f"img_dl_{key}", on_click="ignore", type="primary")
+
+
+def figure_image(fig_json: str, fmt: str) -> bytes:
+    """Render a figure (its JSON) to ``png`` or ``svg`` bytes through kaleido."""
+    figures.require_browser()
+    fig = pio.from_json(fig_json)
+    fig.update_layout(height=EXPORT_SIZE["height"], width=EXPORT_SIZE["width"])
+    return fig.to_image(format=fmt, scale=EXPORT_SIZE["scale"] if fmt == "png" else 1)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _cached_image(fig_json: str, fmt: str) -> bytes:
+    return figure_image(fig_json, fmt)
+
+
+def to_json_text(obj: Any) -> str:
+    """JSON text of a configuration (numpy scalars and enums converted)."""
+    import numpy as np
+
+    def default(o):
+        if isinstance(o, Enum):
+            return o.value
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+        raise TypeError(f"cannot write {type(o).__name__} to JSON")
+
+    return json.dumps(obj, indent=2, default=default, allow_nan=False, ensure_ascii=False)
+
+
+def button_row():
+    """A row of buttons side by side: one horizontal container (one block for the browser to draw, where
+    ``st.columns(4)`` makes five; every element and block is a message the browser handles on every rerun)."""
+    return st.container(horizontal=True, gap="small")
+
+
+def export_buttons(name: str, *, fig: go.Figure | None = None,
+                   data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None, config: dict | None = None,
+                   command: str | None = None, key: str | None = None, row=None) -> None:
+    """A row of download buttons: PNG, SVG (from ``fig``), CSV (``data``, or a function that builds it when the
+    button is clicked) and configuration JSON (``config``), in ``row`` (a :func:`button_row`; a new one if None).
+
+    ``command`` names the ``python -m odcore`` subcommand that accepts the JSON (:data:`odapp.cli_config.COMMANDS`).
+    """
+    base = slug(name)
+    key = key or base
+    row = row if row is not None else button_row()
+    if fig is not None and figures.find_browser() is None:
+        row.caption("PNG/SVG: no Chrome/Chromium found", help=figures.NO_BROWSER_MESSAGE)
+    elif fig is not None:
+        row.download_button("PNG", data=lambda: _cached_image(fig.to_json(), "png"), file_name=f"{base}.png",
+                            mime="image/png", key=f"dl_png_{key}", on_click="ignore", icon=":material/image:",
+                            help="The chart as a PNG image (1800×1080 px), for slides and papers.")
+        row.download_button("SVG", data=lambda: _cached_image(fig.to_json(), "svg"), file_name=f"{base}.svg",
+                            mime="image/svg+xml", key=f"dl_svg_{key}", on_click="ignore", icon=":material/draw:",
+                            help="The chart as a vector SVG image, for papers.")
+    if data is not None:
+        row.download_button("CSV", data=lambda: (data() if callable(data) else data).to_csv(index=False), file_name=f"{base}.csv", mime="text/csv",
+                            key=f"dl_csv_{key}", on_click="ignore", icon=":material/table:",
+                            help="The numbers behind the chart, one row per plotted point.")
+    if config is not None:
+        from odapp.cli_config import COMMANDS, command_line
+
+        file_name = f"{base}.config.json"
+        how = (f"Reproduce it from a shell: `{COMMANDS[command].format(file=file_name)}` or "
+               if command in COMMANDS else "Reproduce it from a shell: ") + \
+            (f"`{command_line(command, config)}`" if command else "")
+        row.download_button("JSON", data=to_json_text(config), file_name=file_name,
+                            mime="application/json", key=f"dl_cfg_{key}", on_click="ignore", icon=":material/settings:",
+                            help=f"Every setting behind this chart, as the command line's flags. {how}")
+
+
+def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config: dict | None = None,
+          command: str | None = None, key: str | None = None) -> None:
+    """Draw a plotly chart with its export buttons underneath."""
+    st.plotly_chart(fig, width="stretch", key=f"chart_{key or slug(name)}",
+                    config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
+    from odapp import projector
+
+    row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)
+    if not projector.on():   # downloads are secondary controls: hidden in projector mode
+        export_buttons(name, fig=fig, data=data, config=config, command=command, key=key, row=row)
+
+
+def opened_expander(label: str, key: str, *, icon: str | None = None):
+    """An expander whose content is made only when it is open (opening it reruns the page): the container if open,
+    else None. Closed, it sends nothing to the browser: the shell commands' code blocks would otherwise make every
+    page load and run the syntax highlighter (a 1.5 MB script) and send their elements again on every rerun."""
+    box = st.expander(label, key=key, on_change="rerun", icon=icon)
+    return box if box.open else None
+
+
+def reproduce(items: list[tuple[str, str, dict]]) -> None:
+    """An expander with the shell commands that reproduce this page's figures: ``(what, command, config)``; made
+    when it is opened (:func:`opened_expander`).
+
+    For commands whose ``--config`` reads the exported JSON the short form is shown too.
+    """
+    from odapp.cli_config import COMMANDS, command_line
+
+    box = opened_expander("Reproduce from the command line", "reproduce")
+    if box is None:
+        return
+    with box:
+        for what, command, config in items:
+            st.markdown(f"**{what}**")
+            st.code(command_line(command, config), language="bash", wrap_lines=True)
+            if command in COMMANDS:
+                st.caption("or, with the downloaded JSON: `" + COMMANDS[command].format(file=f"{slug(what)}.json")
+                           + "`")

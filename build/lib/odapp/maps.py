@@ -1,0 +1,768 @@
+"""pydeck maps of the grid, trace density and OD flows (presentation only; the numbers come from odcore).
+
+Every map layer of the app is built here; cell geometry comes from the grid's ``polygons()``/``centroids()``.
+
+Nothing leaves the machine by default. ``pdk.Deck(map_style=None)`` does *not* mean "no base map" in Streamlit:
+``st.pydeck_chart`` then fills in a CARTO style JSON (fetched by the browser from CARTO's servers). pydeck's own
+default ``map_style`` is the ``"__MAP_STYLE__"`` placeholder; with ``map_provider=None`` pydeck leaves it as it is
+and Streamlit's map component reads it as "no style": no base map is drawn and nothing is fetched
+(``tests/test_browser.py`` records every request of every page and fails on one to another host). The grid itself
+is the background. A base map (:data:`BASEMAP`) is drawn only when the user turns it on.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pydeck as pdk
+from pydeck.bindings import deck as _pdk_deck
+
+from odapp.words import coord, num
+from odcore.report import figures
+
+# pydeck's Deck() asks five times whether its Jupyter widget can be made (has_jupyter_extra), and without ipywidgets
+# each answer is a failed import that runs the widget module again: 2.8 ms of the 3 ms a Deck() takes, on every map
+# drawn (each session's map of each press, with a class on the OD release page). The answer cannot change while
+# the server runs, so it is asked once.
+_pdk_deck.has_jupyter_extra = functools.cache(_pdk_deck.has_jupyter_extra)
+
+# Sequential colour ramp (light yellow -> dark blue, viridis-like but readable on white), RGB.
+RAMP = np.array([[253, 231, 37], [122, 209, 81], [34, 168, 132], [42, 120, 142], [65, 68, 135], [68, 1, 84]],
+                dtype=float)
+GREY = [150, 150, 150]
+DIGITS = 5                                   # decimals of what a layer sends: 1e-5° ≈ 1 m
+FLOW_POSITIONS = {"ox": "o_lon", "oy": "o_lat", "dx": "d_lon", "dy": "d_lat"}
+WIDTH = (1.5, 10.5)                          # arc width (px) = WIDTH[0] + WIDTH[1]·f, f = count scaled to [0, 1]
+ALPHA = (120, 120)                           # arc opacity = ALPHA[0] + ALPHA[1]·f
+# Straight pieces per arc (deck.gl's default 50): the arcs' vertices cost most of a frame in a browser without a GPU
+# (software WebGL: 125 ms of 235 ms per frame for the release map's 300 arcs, about 55 ms with 16 pieces).
+ARC_SEGMENTS = 16
+
+
+def ramp(values: np.ndarray, vmin: float, vmax: float, alpha: int = 200) -> list[list[int]]:
+    """RGBA colours of ``values`` on :data:`RAMP` between ``vmin`` and ``vmax`` (clipped)."""
+    v = np.asarray(values, dtype=float)
+    t = np.clip((v - vmin) / (vmax - vmin), 0, 1) if vmax > vmin else np.zeros_like(v)
+    pos = t * (len(RAMP) - 1)
+    i = np.minimum(pos.astype(int), len(RAMP) - 2)
+    f = (pos - i)[:, None]
+    rgb = RAMP[i] * (1 - f) + RAMP[i + 1] * f
+    out = np.concatenate([rgb, np.full((len(v), 1), alpha)], axis=1).round().astype(int)
+    return out.tolist()
+
+
+def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0, *, width_px: int = 900,
+               height_px: int = 540) -> pdk.ViewState:
+    """Centre and web-mercator zoom that fit the points (1st–99th percentile box) in a map of the given size.
+
+    At zoom z deck.gl's world is 512·2^z px wide, so a longitude span Δλ fits a width W when
+    z = log2(W·360 / (512·Δλ)); a latitude span is stretched by 1/cos(latitude) first.
+    """
+    lat = np.asarray(lat, dtype=float)
+    lon = np.asarray(lon, dtype=float)
+    if lat.size == 0:
+        return pdk.ViewState(latitude=0, longitude=0, zoom=1)
+    la0, la1 = np.nanpercentile(lat, [0.5, 99.5])
+    lo0, lo1 = np.nanpercentile(lon, [0.5, 99.5])
+    stretch = 1 / max(math.cos(math.radians((la0 + la1) / 2)), 0.1)
+    z_lon = math.log2(width_px * 360 / (512 * max(lo1 - lo0, 1e-4)))
+    z_lat = math.log2(height_px * 360 / (512 * max((la1 - la0) * stretch, 1e-4)))
+    zoom = float(np.clip(min(z_lon, z_lat) - 0.1 + pitch / 120, 1, 16))   # a tilted map shrinks the far side
+    return pdk.ViewState(latitude=float((la0 + la1) / 2), longitude=float((lo0 + lo1) / 2), zoom=zoom, pitch=pitch)
+
+
+def cell_polygons(grid, cells: np.ndarray) -> pd.DataFrame:
+    """``DataFrame[cell, polygon]``: each cell's outline (``grid.polygons()``) as a list of [lon, lat] (for a
+    PolygonLayer and :func:`odcore.report.figures.flow_map_figure`); squares, hexagons or any zone polygon."""
+    gdf = grid.polygons(np.asarray(cells, dtype=np.int64))
+    import shapely
+
+    geoms = shapely.get_exterior_ring(gdf.geometry.to_numpy())
+    xy, idx = shapely.get_coordinates(geoms, return_index=True)
+    xy = np.round(xy, DIGITS)
+    if len(idx) == 5 * len(gdf):      # all squares: one reshape
+        coords = xy.reshape(len(gdf), 5, 2)[:, :4].tolist()
+    else:
+        starts = np.searchsorted(idx, np.arange(len(gdf) + 1))
+        coords = [xy[a:b - 1].tolist() for a, b in itertools.pairwise(starts)]
+    return pd.DataFrame({"cell": gdf["cell"].to_numpy(), "polygon": coords})
+
+
+def _compact_json(obj) -> str:
+    from pydeck.bindings.json_tools import default_serialize
+
+    return json.dumps(obj, sort_keys=True, default=default_serialize, separators=(",", ":"), ensure_ascii=False)
+
+
+class EncodedLayer:
+    """A layer whose JSON is made once, for a layer that many decks share: the release map's cells are the same for
+    every seed (and every session with the same settings), while its arcs are not. A :class:`CompactDeck` writes
+    this text where the layer goes, instead of turning the thousand cells' rows into JSON again for each seed's map
+    (with a class on the OD release page each person has a seed of their own)."""
+
+    def __init__(self, layer: pdk.Layer):
+        self.id = layer.id
+        self.json = _compact_json(layer)
+
+
+class CompactDeck(pdk.Deck):
+    """A :class:`pydeck.Deck` whose JSON is compact (no indentation), so the C JSON encoder is used.
+
+    pydeck indents its JSON, which forces Python's pure-Python encoder: ~10× slower on a map of a thousand cell
+    polygons, too slow for a slider change to redraw within 300 ms. Its layers may be :class:`EncodedLayer`s: their
+    JSON goes in as it is.
+    """
+
+    def to_json(self) -> str:
+        from pydeck.bindings.json_tools import default_serialize
+
+        spec = default_serialize(self)   # a new dict: the deck itself is not changed (it may be shared)
+        encoded = {i: x.json for i, x in enumerate(spec["layers"]) if isinstance(x, EncodedLayer)}
+        mark = "@@odlab-encoded-layer-{}"   # a string no layer's JSON holds, replaced by the layer's JSON
+        spec["layers"] = [mark.format(i) if i in encoded else x for i, x in enumerate(spec["layers"])]
+        text = _compact_json(spec)
+        for i, js in encoded.items():
+            text = text.replace(json.dumps(mark.format(i)), js, 1)
+        return text
+
+
+class FrozenDeck(CompactDeck):
+    """A :class:`CompactDeck` whose JSON is made once (the deck must not change afterwards): for decks cached across
+    reruns and sessions, so a rerun does not serialise the same thousand polygons again.
+
+    Once its JSON is made, the deck lets go of its layers: the JSON is all that is used from then on, and the rows'
+    Python lists and dicts (~9,000 for the bundled city's release map, times the maps in the cache) would only be
+    scanned again by the full garbage collection Streamlit runs after every script run (``runner.postScriptGC``):
+    with a class of ten on the OD release page that collection was a fifth of the server's CPU.
+
+    The JSON is made with the deck, inside the cached function that makes it, so no other session ever sees the deck
+    before its JSON exists (made on first use, two sessions drawing a new shared deck at once could both make it,
+    one of them after the other had let go of the layers)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._json = super().to_json()
+        self.layers = []
+
+    def to_json(self) -> str:
+        return self._json
+
+
+def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
+    """The Data page's map of trace points per zone (``cells_df``: ``cell, name, polygon, points``): log colour
+    scale, scale bar; empty zones as outlines, or pale grey where zones are told apart by gaps (H3 hexagons and zone
+    files, :func:`outline_style`). Returns the (frozen) deck and the largest log10 count."""
+    logp = np.log10(cells_df["points"].to_numpy() + 1)
+    vmax = float(logp.max()) if len(logp) else 1.0
+    empty = cells_df["points"].to_numpy() == 0
+    outline = outline_style(grid)
+    blank = [255, 255, 255, 0] if outline == "lines" else EMPTY_ZONE_RGBA
+    cells_df = cells_df.copy()
+    cells_df["color"] = [blank if e else c for c, e in zip(ramp(logp, 0, vmax, alpha=190), empty, strict=True)]
+    square = getattr(grid, "kind", "square") == "square"
+    cells_df["tip"] = [f"{zone_label(c, None if square else n)}\n{num(int(p))} trace points" for n, c, p in
+                       zip(cells_df["name"], cells_df["cell"], cells_df["points"], strict=True)]
+    cent = grid.centroids(cells_df.loc[~empty, "cell"].to_numpy())
+    d = deck([*grid_layers(cells_df, outline=outline), *scale_bar_layers(cent["lat"], cent["lon"])],
+             view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
+    return d, vmax
+
+
+# The opt-in base map: CARTO's public "Positron" vector style (no key). pydeck names it ("carto", "light").
+BASEMAP = {"provider": "carto", "style": "light",
+           "caption": "Base map: CARTO Positron vector tiles (© CARTO, © OpenStreetMap contributors). With it on, "
+                      "your browser loads the style and tiles from CARTO's servers, which see your IP address; "
+                      "offline, the map is drawn without it."}
+TOOLTIP_STYLE = {"backgroundColor": "#1b1f24", "color": "white", "fontSize": "13px", "lineHeight": "1.35",
+                 # centred under the pointer (CSS `translate` adds to deck.gl's own `transform`): cut at an edge
+                 # only within ~125 px of it, instead of anywhere in the right 250 px
+                 "translate": "-50% 18px",
+                 "maxWidth": "250px", "whiteSpace": "pre-line", "padding": "6px 8px", "borderRadius": "4px"}
+ORIGIN_RGB = list(figures.ORIGIN_RGB)
+DESTINATION_RGB = list(figures.DESTINATION_RGB)
+
+
+def deck(layers: list, vs: pdk.ViewState, tooltip: bool = True, height: int = 560, *,
+         basemap: bool = False, frozen: bool = False) -> pdk.Deck:
+    """A deck with no base map (nothing fetched from outside) unless ``basemap``; tooltips show each object's
+    ``tip`` field as plain text (Streamlit escapes field values inside an ``html`` tooltip, so markup would show)."""
+    tip = {"text": "{tip}", "style": TOOLTIP_STYLE} if tooltip else False
+    kw = ({"map_provider": BASEMAP["provider"], "map_style": BASEMAP["style"]} if basemap
+          else {"map_provider": None})   # map_style stays pydeck's placeholder: no style at all
+    return (FrozenDeck if frozen else CompactDeck)(layers=layers, initial_view_state=vs, tooltip=tip, height=height,
+                                                   **kw)
+
+
+def layer_rows(df: pd.DataFrame, columns: dict[str, str], digits: int = DIGITS) -> list[dict]:
+    """The rows a layer draws, as the records sent to the browser: only ``columns`` (``{name sent: column}``), float
+    columns rounded to ``digits`` decimals. Everything else of a frame stays on the server: the whole deck is sent
+    again (and parsed again by the browser) on every rerun that changes it."""
+    values = []
+    for col in columns.values():
+        v = df[col]
+        values.append((v.round(digits) if v.dtype.kind == "f" else v).tolist())   # Python floats, ints, bools
+    names = list(columns)
+    return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]   # 5x DataFrame.to_dict's speed
+
+
+def outline_edges(polygons, tol: float = 10.0 ** -DIGITS) -> np.ndarray:
+    """The outlines of the polygons' rings (lists of [lon, lat]) as few straight segments ``(n, 4)``: lon0, lat0,
+    lon1, lat1. An edge two neighbouring cells share is kept once, and edges that continue each other in a straight
+    line (a grid line through several cells) become one segment when no vertex on the way is more than ``tol``
+    degrees (10⁻⁵ ≈ 1 m, the precision the map is sent with) from it: the same outlines, far fewer segments.
+
+    Made on every new grid or zone map (the Data page's map, the release map's cells), so it works on arrays: the
+    greedy loops it replaces (kept in ``tests/test_app_maps.py`` as the reference it must equal, byte for byte) took
+    60–140 ms of a grid press on the bundled city."""
+    polys = polygons if isinstance(polygons, list) else list(polygons)
+    if not polys:
+        return np.zeros((0, 4))
+    sizes = np.fromiter((len(q) for q in polys), dtype=np.int64, count=len(polys))
+    a = np.asarray(list(itertools.chain.from_iterable(polys)), dtype=float).reshape(-1, 2)
+    if len(a) != sizes.sum():          # rings given some other way (flat lists): one at a time
+        rings = [np.asarray(q, dtype=float).reshape(-1, 2) for q in polys]
+        sizes = np.array([len(q) for q in rings], dtype=np.int64)
+        a = np.concatenate(rings)
+    starts = np.cumsum(sizes) - sizes
+    nxt = np.arange(1, len(a) + 1)
+    nxt[starts + sizes - 1] = starts   # each vertex to the next one, closing the ring
+    b = a[nxt]
+    swap = (a[:, 0] > b[:, 0]) | ((a[:, 0] == b[:, 0]) & (a[:, 1] > b[:, 1]))
+    e = np.unique(np.round(np.where(swap[:, None], np.hstack([b, a]), np.hstack([a, b])), DIGITS), axis=0)
+    e = e[(e[:, 0] != e[:, 2]) | (e[:, 1] != e[:, 3])]
+    return _merge_straight(e, tol)
+
+
+def _straight_runs(p: np.ndarray, tol: float, window: int = 256) -> list[list[float]]:
+    """Segments through the points ``p`` (in order): from each segment's start, the first end whose segment passes
+    farther than ``tol`` from a point on the way stops it one point before. Every end is tried at once (``window``
+    at a time), instead of one numpy call per end."""
+    n = len(p)
+    if n == 2:
+        return [[*p[0].tolist(), *p[1].tolist()]]
+    out, a = [], 0
+    while a < n - 1:
+        b = n - 1
+        for c0 in range(a + 2, n, window):                     # the ends to try, b + 1 for b = a + 1, ...
+            c = np.arange(c0, min(c0 + window, n))
+            d = p[c] - p[a]
+            m = np.arange(a + 1, c[-1])                        # the points that may lie between
+            q = p[m] - p[a]
+            with np.errstate(divide="ignore", invalid="ignore"):   # a repeated point: never stops a run
+                dist = (np.abs(d[:, :1] * q[None, :, 1] - d[:, 1:] * q[None, :, 0])
+                        / np.hypot(d[:, 0], d[:, 1])[:, None])
+            worst = np.max(dist, axis=1, where=m[None, :] < c[:, None], initial=-np.inf)
+            bad = np.flatnonzero(worst > tol)
+            if len(bad):
+                b = int(c[bad[0]]) - 1
+                break
+        out.append([*p[a].tolist(), *p[b].tolist()])
+        a = b
+    return out
+
+
+def _merge_straight(e: np.ndarray, tol: float) -> np.ndarray:
+    """Join the segments ``e`` (n, 4) that meet end to end in a straight line (see :func:`outline_edges`). At each
+    vertex its segments are paired greedily, in order, with one that goes straight on (all vertices with the same
+    number of segments at once); then chains are walked from each segment not yet used."""
+    n = len(e)
+    if not n:
+        return np.zeros((0, 4))
+    pts = np.concatenate([e[:, :2], e[:, 2:]])                 # start points, then end points
+    o = np.lexsort((pts[:, 1], pts[:, 0]))                    # vertex ids: equal points, equal ids
+    ps = pts[o]
+    vid = np.empty(len(pts), dtype=np.int64)
+    vid[o] = np.cumsum(np.r_[False, (ps[1:] != ps[:-1]).any(axis=1)])
+    ends = np.stack([vid[:n], vid[n:]], axis=1)                # (segment, side) -> vertex
+    d = e[:, 2:] - e[:, :2]
+    u = d / np.hypot(d[:, 0], d[:, 1])[:, None]
+    # incidences (vertex, segment, side), by vertex then segment: a vertex's segments in the order they were met
+    seg = np.concatenate([np.arange(n), np.arange(n)])
+    side = np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64)])
+    order = np.lexsort((seg, vid))
+    v_s, seg_s, side_s = vid[order], seg[order], side[order]
+    first = np.flatnonzero(np.r_[True, v_s[1:] != v_s[:-1]])
+    deg = np.diff(np.r_[first, len(v_s)])
+    partner = np.full((n, 2), -1, dtype=np.int64)             # (segment, side) -> the segment going straight on
+    for k in np.unique(deg):
+        if k < 2:
+            continue
+        at_k = first[deg == k][:, None] + np.arange(k)[None, :]   # (vertices of degree k, k)
+        S, T = seg_s[at_k], side_s[at_k]
+        taken = np.zeros(S.shape, dtype=bool)
+        for x, y in itertools.combinations(range(k), 2):      # the pairs in the order they were tried
+            i, j = S[:, x], S[:, y]
+            ok = (np.abs(u[i, 0] * u[j, 1] - u[i, 1] * u[j, 0]) < 1e-2) & ~taken[:, x] & ~taken[:, y]
+            partner[i[ok], T[ok, x]] = j[ok]
+            partner[j[ok], T[ok, y]] = i[ok]
+            taken[ok, x] = True
+            taken[ok, y] = True
+    ends_l = ends.tolist()
+    part = partner.tolist()
+    done = np.zeros(n, dtype=bool)
+    ep = e.reshape(n, 2, 2)                                    # (segment, side) -> its own [lon, lat]
+    e_rows = e.tolist()
+    out = []
+    for i in range(n):
+        if done[i]:
+            continue
+        if part[i] == [-1, -1]:                              # nothing goes straight on from either end
+            out.append(e_rows[i])
+            continue
+        chain, at = [i], [(i, 0), (i, 1)]                    # the chain's points, each as one of its segments' ends
+        inchain = {i}
+        for s in (0, 1):
+            cur, sv = i, 1 - s                               # forward from its end, then back from its start
+            v = ends_l[i][sv]
+            while True:
+                nx = part[cur][sv]
+                if nx < 0 or done[nx] or nx in inchain:
+                    break
+                cur = nx
+                chain.append(cur)
+                inchain.add(cur)
+                sv = 0 if ends_l[cur][1] == v else 1        # leave by the other end
+                v = ends_l[cur][sv]
+                at.insert(len(at) if s == 0 else 0, (cur, sv))
+        done[chain] = True
+        si = np.array(at)
+        out.extend(_straight_runs(ep[si[:, 0], si[:, 1]], tol))
+    return np.asarray(out, dtype=float).reshape(-1, 4)
+
+
+GAP_SCALE = 0.9                             # a hexagon drawn with gaps: 90 % of its size, about its centre
+EMPTY_ZONE_RGBA = [226, 226, 226, 150]        # an empty zone where zones are told apart by gaps (no outlines)
+
+
+def outline_style(grid) -> str:
+    """How a map shows where its zones meet: ``"lines"`` (a layer of outline segments) for squares, ``"gaps"`` for H3
+    hexagons (each drawn a little smaller about its centre, :func:`shrunk`) and ``"insets"`` for zone files (each
+    drawn moved inward by the same distance all round, :func:`inset`), so the background shows between them.
+
+    Squares' outlines join into a few hundred straight segments; hexagons' cannot (11,217 segments for the bundled
+    city's 3,657 hexagons at resolution 8), nor can a zone file's (a file of detailed census tracts has tens of
+    thousands), and in a browser without a GPU every redraw of a map pays ~22 ms per 1,000 segments (docs/benchmarks.md,
+    sessions 14 and 15). A zone file's zones are inset rather than scaled: scaling a concave zone about its centre
+    can push it into its neighbour, an inward offset cannot."""
+    kind = getattr(grid, "kind", "square")
+    return {"h3": "gaps", "polygons": "insets"}.get(kind, "lines")
+
+
+def shrunk(polygons, scale: float = GAP_SCALE) -> list[list[list[float]]]:
+    """Each ring (a list of [lon, lat], not closed) scaled by ``scale`` about the mean of its vertices (a convex
+    cell's centre), rounded to :data:`DIGITS` decimals like the rest of a layer's rows."""
+    polys = polygons if isinstance(polygons, list) else list(polygons)
+    if not polys:
+        return []
+    sizes = np.fromiter((len(q) for q in polys), dtype=np.int64, count=len(polys))
+    a = np.asarray(list(itertools.chain.from_iterable(polys)), dtype=float).reshape(-1, 2)
+    owner = np.repeat(np.arange(len(polys)), sizes)
+    centre = np.column_stack([np.bincount(owner, a[:, k], minlength=len(polys)) / sizes for k in (0, 1)])[owner]
+    flat = np.round(centre + (a - centre) * scale, DIGITS).tolist()
+    ends = np.cumsum(sizes).tolist()
+    return [flat[b - n:b] for b, n in zip(ends, sizes.tolist(), strict=True)]
+
+
+INSET_FRACTION = 0.027   # a zone file's zones inset by 2.7 % of √(median zone area): the gap of H3 hexagons that size
+
+
+@dataclass(frozen=True, eq=False)
+class Inset:
+    """Zones drawn inset (:func:`inset`): the ring to draw for each zone, in the rows' order, and the outline
+    segments (:func:`outline_edges`) of the zones too thin to inset, which keep their line."""
+
+    rings: list
+    edges: np.ndarray
+
+
+def inset(polygons, fraction: float = INSET_FRACTION, simplify: float = 0.5) -> Inset:
+    """Each ring (a list of [lon, lat], not closed) moved inward by one distance ``d`` all round: shapely's negative
+    buffer (mitred corners, so a straight side stays one side) in metres on a local equirectangular projection
+    (:func:`odcore.report.figures.km_per_deg_lon` at the rings' mean latitude), ``d = fraction·√(median ring area)``. Two
+    neighbours are then ``2d`` apart wherever they met, however concave. A ring that splits keeps its largest part;
+    a ring thinner than ``2d`` everywhere has nothing left and is drawn as it is, with its outline in
+    :attr:`Inset.edges`. Each drawn ring is then simplified within ``simplify·d`` (Douglas–Peucker, topology kept):
+    at most ``d/2`` from the inset ring, so still inside its zone and at least ``d`` from its neighbours, with fewer
+    vertices for the browser to draw where a zone's boundary wiggles (a street, a river). Rounded to :data:`DIGITS`
+    decimals like the rest of a layer's rows."""
+    import shapely
+
+    polys = polygons if isinstance(polygons, list) else list(polygons)
+    if not polys:
+        return Inset([], np.zeros((0, 4)))
+    sizes = np.fromiter((len(q) for q in polys), dtype=np.int64, count=len(polys))
+    a = np.asarray(list(itertools.chain.from_iterable(polys)), dtype=float).reshape(-1, 2)
+    lon0, lat0 = float(a[:, 0].mean()), float(a[:, 1].mean())
+    kx, ky = 1000 * figures.km_per_deg_lon(lat0), 1000 * figures.KM_PER_DEG_LAT
+    closed = np.ones(len(a) + len(polys), dtype=bool)            # each ring closed: its first vertex again at its end
+    closed[np.cumsum(sizes + 1) - 1] = False
+    xy = np.empty((len(closed), 2))
+    xy[closed] = (a - (lon0, lat0)) * (kx, ky)
+    xy[~closed] = xy[np.concatenate([[0], np.cumsum(sizes + 1)[:-1]])]
+    zones = shapely.polygons(shapely.linearrings(xy, indices=np.repeat(np.arange(len(polys)), sizes + 1)))
+    d = fraction * math.sqrt(float(np.median(shapely.area(zones))))
+    inner = shapely.buffer(zones, -d, join_style="mitre")
+    if simplify > 0:
+        inner = shapely.simplify(inner, simplify * d, preserve_topology=True)
+    parts, of = shapely.get_parts(inner, return_index=True)
+    area = shapely.area(parts)
+    parts, of, area = parts[area > 0], of[area > 0], area[area > 0]   # an empty result is no part
+    keep = np.zeros(len(polys), dtype=np.int64) - 1             # each zone's largest part
+    if len(parts):
+        order = np.lexsort((area, of))                           # by zone, largest last
+        last = np.flatnonzero(np.r_[of[order][1:] != of[order][:-1], True])
+        keep[of[order][last]] = order[last]
+    rings = [None] * len(polys)
+    ok = np.flatnonzero(keep >= 0)
+    if len(ok):
+        pts, ring_of = shapely.get_coordinates(shapely.get_exterior_ring(parts[keep[ok]]), return_index=True)
+        lonlat = np.round(pts / (kx, ky) + (lon0, lat0), DIGITS).tolist()
+        starts = np.searchsorted(ring_of, np.arange(len(ok) + 1))
+        for z, (b, e) in zip(ok.tolist(), itertools.pairwise(starts.tolist()), strict=True):
+            rings[z] = lonlat[b:e - 1]                           # not closed, as the rows' rings
+    thin = [i for i, r in enumerate(rings) if r is None]
+    for i in thin:
+        rings[i] = np.round(np.asarray(polys[i], dtype=float), DIGITS).tolist()
+    return Inset(rings, outline_edges([polys[i] for i in thin]))
+
+
+def grid_layers(cells_df: pd.DataFrame, color: list | str = "color", *, line: bool = True, pickable: bool = True,
+                layer_id: str = "cells", columns: tuple[str, ...] = ("color",),
+                edges: np.ndarray | Inset | None = None, outline: str = "lines") -> list[pdk.Layer]:
+    """Cell polygons: ``color`` is a column, a constant or a deck.gl expression over ``columns`` (sent with the
+    ``polygon`` and, when pickable, the ``tip``); with ``line``, where the cells meet is shown as ``outline`` says
+    (:func:`outline_style`): ``"lines"``, a second layer of distinct edges (``<layer_id>_edges``: ``edges`` if
+    given, else :func:`outline_edges` of the polygons); ``"gaps"``, each cell drawn at :data:`GAP_SCALE` of its
+    size and no second layer; ``"insets"``, each zone drawn moved inward (``edges``: its :class:`Inset` if made
+    beforehand, else :func:`inset` of the polygons), with edges only for the zones too thin for it.
+
+    The outlines are a LineLayer, not the PolygonLayer's own stroke: in a browser without a GPU (software WebGL)
+    the stroke's paths cost about three times the rest of the map on every frame (the bundled city's release map
+    while panning: 0.6 s against 0.25 s per frame on a loaded 2-core machine; docs/benchmarks.md)."""
+    if outline not in ("lines", "gaps", "insets"):
+        raise ValueError(f"outline={outline!r}; expected 'lines', 'gaps' or 'insets'")
+    cols = ["polygon", *columns, *(["tip"] if pickable else [])]
+    style = outline if line else "none"
+    rows, e = cells_df, None
+    if style == "gaps":
+        rows = cells_df[cols].assign(polygon=shrunk(cells_df["polygon"].tolist()))
+    elif style == "insets":
+        ins = edges if isinstance(edges, Inset) else inset(cells_df["polygon"].tolist())
+        if len(ins.rings) != len(cells_df):
+            raise ValueError(f"an Inset of {len(ins.rings)} zones for {len(cells_df)} rows")
+        rows, e = cells_df[cols].assign(polygon=ins.rings), ins.edges
+    elif style == "lines":
+        e = outline_edges(cells_df["polygon"].tolist()) if edges is None else edges
+    layers = [pdk.Layer("PolygonLayer", data=layer_rows(rows, {c: c for c in cols}), id=layer_id,
+                        get_polygon="polygon", get_fill_color=color, stroked=False, filled=True, pickable=pickable,
+                        auto_highlight=pickable)]
+    if e is not None and (style == "lines" or len(e)):
+        layers.append(pdk.Layer("LineLayer", data=[{"s": r[:2], "t": r[2:]} for r in e.tolist()],
+                                id=f"{layer_id}_edges", get_source_position="s", get_target_position="t",
+                                get_color=[90, 90, 90, 120], get_width=0.5, width_min_pixels=0.5, pickable=False))
+    return layers
+
+
+def _alpha_expr(rgb) -> str:
+    """deck.gl expression of an arc end's colour: ``rgb`` with the opacity of the row's weight ``f``."""
+    return "[{}, {}, {}, {} + {} * f]".format(*rgb, *ALPHA)
+
+
+def arc_layer(flows: pd.DataFrame, *, layer_id: str = "flows", pickable: bool = True) -> pdk.Layer:
+    """Two-tone arcs: origin end orange, destination end purple (:data:`odcore.report.figures.ORIGIN_RGB`); a constant
+    tilt leans every arc to one side of its direction, so A→B and B→A do not overlap."""
+    cols = {**FLOW_POSITIONS, "f": "f", **({"tip": "tip"} if pickable else {})}
+    return pdk.Layer("ArcLayer", data=layer_rows(flows, cols), id=layer_id, get_source_position="[ox, oy]",
+                     get_target_position="[dx, dy]", get_source_color=_alpha_expr(ORIGIN_RGB),
+                     get_target_color=_alpha_expr(DESTINATION_RGB), get_width=f"{WIDTH[0]} + {WIDTH[1]} * f",
+                     get_tilt=25, width_min_pixels=1.5, width_max_pixels=14, num_segments=ARC_SEGMENTS,
+                     pickable=pickable, auto_highlight=pickable, great_circle=False)
+
+
+def line_layer(flows: pd.DataFrame, color: list, *, layer_id: str, width: float = 1.5) -> pdk.Layer:
+    return pdk.Layer("LineLayer", data=layer_rows(flows, {**FLOW_POSITIONS, "tip": "tip"}), id=layer_id,
+                     get_source_position="[ox, oy]", get_target_position="[dx, dy]", get_color=color, get_width=width,
+                     width_min_pixels=1, pickable=True, auto_highlight=True)
+
+
+def zone_label(cell, name=None) -> str:
+    """``"cell 12"``, or the zone's name with its id (``"District 03 (zone 2)"``) when the zones have names."""
+    return f"cell {cell}" if name is None or name != name else f"{name} (zone {cell})"
+
+
+def flow_tip(origin, destination, o_lat, o_lon, d_lat, d_lon, true_count, noisy_count, release_prob,
+             released, o_name=None, d_name=None) -> list[str]:
+    """Plain-text tooltip lines of each flow (no markup: see :func:`deck`); zone names when given. A zone's label
+    and centre are written once per zone, however many flows it has."""
+    o_name = [None] * len(origin) if o_name is None else o_name
+    d_name = [None] * len(origin) if d_name is None else d_name
+    ends: dict = {}
+
+    def end(cell, name, lat, lon):
+        k = (cell, lat, lon, name)
+        if k not in ends:
+            ends[k] = (zone_label(cell, name), coord(lat, lon))
+        return ends[k]
+
+    out = []
+    for a, b, ola, olo, dla, dlo, tc, nc, p, r, na, nb in zip(origin, destination, o_lat, o_lon, d_lat, d_lon,
+                                                               true_count, noisy_count, release_prob, released,
+                                                               o_name, d_name, strict=True):
+        (la, ca), (lb, cb) = end(a, na, ola, olo), end(b, nb, dla, dlo)
+        noisy = "–" if nc != nc else num(round(float(nc), 1))
+        out.append(f"{la} → {lb}\nfrom {ca}\nto {cb}\ntrue count: {num(int(tc))} people\nnoisy count: {noisy} "
+                   f"({'published' if r else 'suppressed'})\nrelease probability: {p:.3f}")
+    return out
+
+
+def count_range(values: np.ndarray) -> tuple[float, float]:
+    """``(low, high)`` of the drawn counts, low < high (so a legend never reads backwards)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return 0.0, 1.0
+    lo, hi = float(v.min()), float(v.max())
+    return (lo, hi) if hi > lo else (lo, lo + 1.0)
+
+
+def select_flows(table: pd.DataFrame, *, value: str, keep: np.ndarray, top_n: int, min_count: float,
+                 cell: int | None = None) -> pd.DataFrame:
+    """The ``top_n`` rows of ``table`` (where ``keep``, ``value >= min_count``, touching ``cell`` if given)."""
+    m = keep & (table[value].to_numpy() >= min_count)
+    if cell is not None:
+        m &= (table["origin"].to_numpy() == cell) | (table["destination"].to_numpy() == cell)
+    t = table.loc[m]
+    return t.nlargest(int(top_n), value) if len(t) > top_n else t.sort_values(value, ascending=False)
+
+
+def flows_frame(t: pd.DataFrame, centroids: pd.DataFrame, *, value: str,
+                color_range: tuple[float, float]) -> pd.DataFrame:
+    """Arc rows of the selected pairs ``t`` (from :func:`select_flows`): positions, the weight ``f`` of ``value`` in
+    ``color_range`` (0 to 1: :func:`arc_layer` computes each arc's width and opacity from it in the browser) and a
+    plain-text tooltip (cells, their centres, true and noisy count, release probability). A cell missing from
+    ``centroids`` gets NaN positions."""
+    cells = centroids["cell"].to_numpy()
+    lat, lon = centroids["lat"].to_numpy(dtype=float), centroids["lon"].to_numpy(dtype=float)
+    names = centroids["name"].to_numpy(dtype=object) if "name" in centroids.columns else None
+    order = np.argsort(cells, kind="stable")
+
+    def at(ids: np.ndarray):   # each id's row in centroids (ids are unique there), and whether it is there
+        if not len(cells):
+            return np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=bool)
+        row = order[np.searchsorted(cells, ids, sorter=order).clip(max=len(cells) - 1)]
+        return row, cells[row] == ids
+
+    origin, destination = t["origin"].to_numpy(), t["destination"].to_numpy()
+    (oi, ok_o), (di, ok_d) = at(origin), at(destination)
+    o_lat, o_lon = np.where(ok_o, lat[oi], np.nan), np.where(ok_o, lon[oi], np.nan)
+    d_lat, d_lon = np.where(ok_d, lat[di], np.nan), np.where(ok_d, lon[di], np.nan)
+    true_count, noisy_count = t["true_count"].to_numpy(), t["noisy_count"].to_numpy()
+    release_prob, released = t["release_prob"].to_numpy(), t["released"].to_numpy()
+    count = t[value].to_numpy(dtype=float)
+    lo, hi = color_range
+    f = np.clip((count - lo) / (hi - lo), 0, 1) if hi > lo else np.ones(len(count))
+    tip = flow_tip(origin.tolist(), destination.tolist(), o_lat.tolist(), o_lon.tolist(), d_lat.tolist(),
+                   d_lon.tolist(), true_count.tolist(), noisy_count.tolist(), release_prob.tolist(),
+                   released.tolist(), *(None, None) if names is None else
+                   (np.where(ok_o, names[oi], None).tolist(), np.where(ok_d, names[di], None).tolist()))
+    return pd.DataFrame({
+        "origin": origin, "destination": destination, "true_count": true_count, "noisy_count": noisy_count,
+        "release_prob": release_prob, "released": released, "o_lat": o_lat, "o_lon": o_lon, "d_lat": d_lat,
+        "d_lon": d_lon, "count": count, "f": f, "tip": tip})
+
+
+# A release map cell's fill: figures.mix(CELL_LOW_RGB, CELL_HIGH_RGB, value), as a deck.gl expression of ``value``.
+CELL_COLOR = "[{}, {}, {}, 170]".format(*(f"{a} {'+' if b >= a else '-'} {abs(b - a)} * value" for a, b in
+                                            zip(figures.CELL_LOW_RGB, figures.CELL_HIGH_RGB, strict=True)))
+
+
+def cells_base(shapes: pd.DataFrame, cell_p: pd.DataFrame, centroids: pd.DataFrame) -> pd.DataFrame:
+    """The part of :func:`cells_frame` that ε, the threshold and the seed do not change (made once per week):
+    each cell's outline (rounded to :data:`DIGITS` decimals), centre, observed pairs and the tooltip's first lines
+    (``head``)."""
+    if "name" in shapes.columns and "name" in centroids.columns:
+        shapes = shapes.drop(columns="name")
+    df = shapes.merge(cell_p[["cell", "pairs"]], on="cell").merge(centroids, on="cell", how="left")
+    names = df["name"].tolist() if "name" in df.columns else [None] * len(df)
+    df["polygon"] = [np.round(np.asarray(q, dtype=float), DIGITS).tolist() for q in df["polygon"].tolist()]
+    df["head"] = [f"{zone_label(c, nm)}\ncentre {coord(la, lo)}\n{num(int(n))} outgoing pairs observed\n"
+                  for c, nm, la, lo, n in zip(df["cell"].tolist(), names, df["lat"].tolist(), df["lon"].tolist(),
+                                              df["pairs"].tolist(), strict=True)]
+    return df
+
+
+def cells_frame(base: pd.DataFrame, cell_p: pd.DataFrame) -> pd.DataFrame:
+    """Cell polygons (``base``: :func:`cells_base`) shaded by the chance that at least one flow leaving the cell is
+    published (``value``; the colour :data:`CELL_COLOR` is computed in the browser), with a tooltip (``tip``)."""
+    p = cell_p.set_index("cell")["release_prob_any"].reindex(base["cell"].to_numpy()).to_numpy(dtype=float)
+    df = base.drop(columns="head").assign(release_prob_any=p, value=np.clip(p, 0, 1))
+    df["tip"] = [f"{h}P(at least one published): {q:.3f}" for h, q in zip(base["head"].tolist(), p.tolist(),
+                                                                           strict=True)]
+    return df
+
+
+def scale_bar(lat: np.ndarray, lon: np.ndarray) -> tuple[list[list[float]], list[float], float]:
+    """A scale bar anchored in the map (it grows and shrinks with the zoom, so it stays true): a path under the
+    bottom-left of the data and where its label goes. Returns ``(path, label_position, km)`` (lists of [lon, lat])."""
+    lat = np.asarray(lat, float)
+    lon = np.asarray(lon, float)
+    la0, la1 = np.nanpercentile(lat, [0.5, 99.5])
+    lo0, lo1 = np.nanpercentile(lon, [0.5, 99.5])
+    kx = figures.km_per_deg_lon(float(la0))
+    km = figures.nice_km(max((lo1 - lo0) * kx, 0.5))
+    y = float(la0 - 0.06 * max(la1 - la0, 0.005))
+    dy = 0.012 * max(la1 - la0, 0.005)
+    x0, x1 = float(lo0), float(lo0 + km / kx)
+    return [[x0, y + dy], [x0, y], [x1, y], [x1, y + dy]], [(x0 + x1) / 2, y + 1.2 * dy], km
+
+
+def scale_bar_layers(lat: np.ndarray, lon: np.ndarray, *, label: bool = True,
+                     bar: tuple | None = None) -> list[pdk.Layer]:
+    """The scale bar (three straight segments: a LineLayer, the kind the cell outlines use) and, with ``label``, its
+    "5 km" text in the map (``bar``: :func:`scale_bar` of ``lat, lon`` if already made).
+
+    Each kind of layer is one more shader program that a browser without a GPU compiles before the map's first
+    frame (software WebGL: about 0.5 s each, measured on the OD release map): the release map states the bar's length
+    in its legend instead (:func:`flow_legend_html`), and draws no text layer."""
+    path, at, km = scale_bar(lat, lon) if bar is None else bar
+    p = np.round(np.asarray(path, dtype=float), DIGITS).tolist()
+    layers = [pdk.Layer("LineLayer", data=[{"s": a, "t": b} for a, b in itertools.pairwise(p)], id="scale_bar",
+                        get_source_position="s", get_target_position="t", get_color=[27, 31, 36, 255], get_width=3,
+                        pickable=False)]
+    if label:
+        layers.append(pdk.Layer("TextLayer", data=[{"position": at, "text": f"{km:g} km", "tip": ""}],
+                                id="scale_label", get_position="position", get_text="text", get_size=15,
+                                get_color=[27, 31, 36, 255], get_text_anchor="'middle'",
+                                get_alignment_baseline="'bottom'", font_family="'DejaVu Sans', Arial, sans-serif",
+                                font_weight=600, pickable=False))
+    return layers
+
+
+def ramp_stops() -> list[tuple[float, str]]:
+    """:data:`RAMP` as ``(position in [0, 1], CSS colour)`` stops, low to high: the legends' gradient and plotly's
+    ``colorscale`` for a chart in the maps' colours."""
+    return [(k / (len(RAMP) - 1), f"rgb({r:.0f},{g:.0f},{b:.0f})") for k, (r, g, b) in enumerate(RAMP)]
+
+
+def legend_html(title: str, vmin: float, vmax: float, fmt: str = "{:,.0f}", note: str = "") -> str:
+    """A horizontal colour-bar legend (HTML) matching :func:`ramp`; low on the left, high on the right."""
+    vmin, vmax = min(vmin, vmax), max(vmin, vmax)
+    stops = ", ".join(f"{c} {100 * f:.0f}%" for f, c in ramp_stops())
+    return (f"<div style='font-size:0.95rem;margin:0.2rem 0 0.4rem 0'><b>{title}</b>"
+            f"<div style='display:flex;align-items:center;gap:0.5rem;flex-wrap:wrap'><span>{fmt.format(vmin)}</span>"
+            f"<div style='flex:0 0 200px;height:12px;border-radius:3px;background:linear-gradient(to right,{stops})'>"
+            f"</div><span>{fmt.format(vmax)}</span><span style='color:#333'>{note}</span></div></div>")
+
+
+def flow_legend_html(count_label: str, lo: float, hi: float, km: float | None = None, *,
+                     suppressed: bool = False, heading: str = "") -> str:
+    """The release map's legend: direction colours, width = count (low → high), cell shading, scale."""
+    o = "rgb({},{},{})".format(*ORIGIN_RGB)
+    d = "rgb({},{},{})".format(*DESTINATION_RGB)
+    c0 = "rgb({},{},{})".format(*figures.CELL_LOW_RGB)
+    c1 = "rgb({},{},{})".format(*figures.CELL_HIGH_RGB)
+    sw = "display:inline-block;vertical-align:middle;margin:0 4px"
+    parts = [f"<b>{heading}</b>"] if heading else []
+    parts += [
+        f"<span><span style='{sw};width:44px;height:6px;background:linear-gradient(to right,{o},{d})'></span>"
+        "flow from <b style='color:{o}'>origin</b> to <b style='color:{d}'>destination</b></span>".format(o=o, d=d),
+        f"<span>{count_label}: arc width <span style='{sw};width:18px;height:2px;background:#555'></span>"
+        f"{num(round(lo, 1))} to <span style='{sw};width:18px;height:9px;background:#555'></span>"
+        f"{num(round(hi, 1))}</span>",
+        f"<span>cells: <span style='{sw};width:36px;height:11px;border:1px solid #999;"
+        f"background:linear-gradient(to right,{c0},{c1})'></span>P(a flow leaving it is published) 0 → 1</span>",
+    ]
+    if suppressed:
+        parts.append(f"<span><span style='{sw};width:24px;height:3px;background:rgb(200,30,45)'></span>"
+                     "suppressed (never published)</span>")
+    if km:
+        parts.append(f"<span>scale bar: {km:g} km</span>")
+    return ("<div style='display:flex;flex-wrap:wrap;gap:0.1rem 1.1rem;font-size:0.9rem;line-height:1.5;"
+            "color:#1b1f24;margin:0 0 0.2rem 0'>" + "".join(parts) + "</div>")
+
+
+SUPPRESSED_RGB = [200, 30, 45]
+VIEWS = ("Published", "Raw counts", "Side by side")
+
+
+@dataclass(frozen=True)
+class FlowMap:
+    """One drawn flow map: its heading, deck, the flows drawn and what the legend needs."""
+
+    heading: str
+    deck: pdk.Deck
+    flows: pd.DataFrame
+    count_label: str
+    lo: float
+    hi: float
+    km: float
+    suppressed: bool = False
+
+
+def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | Inset | None = None, *, encoded: bool = False,
+                outline: str = "lines") -> list:
+    """The release map's cells (shaded by ``value``, with their tooltips) and where they meet (``outline``, see
+    :func:`grid_layers`); with ``encoded``, as :class:`EncodedLayer`s (for a cache that shares them between decks)."""
+    layers = grid_layers(cells_df, CELL_COLOR, layer_id="cells", columns=("value",), edges=edges, outline=outline)
+    return [EncodedLayer(x) for x in layers] if encoded else layers
+
+
+def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.DataFrame, *, view: str, top_n: int,
+                 min_count: float, threshold: float, cell: int | None = None, show_suppressed: bool = False,
+                 basemap: bool = False, height: int = 460, frozen: bool = False,
+                 edges: np.ndarray | Inset | None = None, base_layers: list | None = None) -> list[FlowMap]:
+    """The OD release page's map(s): "Published" (noisy counts of the published pairs), "Raw counts" (true counts
+    of every observed pair) or "Side by side" (what suppression removes, in red, next to what is published).
+    ``base_layers``: :func:`cell_layers` of ``cells_df`` made beforehand (shared by every seed's map)."""
+    released = table["released"].to_numpy(dtype=bool)
+    everything = np.ones(len(table), dtype=bool)
+    lat, lon = centroids["lat"].to_numpy(), centroids["lon"].to_numpy()
+    bar = scale_bar(lat, lon)
+    bar_layers = scale_bar_layers(lat, lon, label=False, bar=bar)   # the legend says its length
+    km = bar[2]
+    vs = view_state(lat, lon, pitch=30, height_px=height)
+    base = cell_layers(cells_df, edges) if base_layers is None else base_layers
+
+    def one(heading, value, keep, label, extra=(), faint=None, suppressed=False):
+        sel = select_flows(table, value=value, keep=keep, top_n=top_n, min_count=min_count, cell=cell)
+        lo, hi = count_range(sel[value].to_numpy())
+        flows = flows_frame(sel, centroids, value=value, color_range=(lo, hi))
+        layers = [*base]
+        if faint is not None:
+            layers.append(line_layer(faint, [*SUPPRESSED_RGB, 150], layer_id="suppressed", width=1.5))
+        layers += [*extra, arc_layer(flows), *bar_layers]
+        return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen), flows, label, lo,
+                       hi, km, suppressed)
+
+    def suppressed_lines(n):
+        sel = select_flows(table, value="true_count", keep=~released, top_n=n, min_count=0, cell=cell)
+        lo, hi = count_range(sel["true_count"].to_numpy())
+        return flows_frame(sel, centroids, value="true_count", color_range=(lo, hi))
+
+    if view == "Raw counts":
+        return [one("Raw counts (never published)", "true_count", everything, "true count")]
+    published_label = f"Published: noisy count ≥ {threshold:g}"
+    if view == "Side by side":
+        removed = suppressed_lines(top_n)
+        left = one("What suppression removes (red) — true counts", "true_count", released,
+                   "true count of published pairs", faint=removed, suppressed=True)
+        left = FlowMap(left.heading, left.deck, pd.concat([left.flows, removed], ignore_index=True),
+                       left.count_label, left.lo, left.hi, km, True)
+        return [left, one(published_label, "noisy_count", released, "noisy count")]
+    faint = suppressed_lines(3000) if show_suppressed else None
+    return [one(published_label, "noisy_count", released, "noisy count", faint=faint, suppressed=show_suppressed)]
+
+
+def map_figure(fm: FlowMap, cells_df: pd.DataFrame, *, title: str, subtitle: str = "", projector: bool = False,
+               empty_note: str | None = None):
+    """The same map as a plotly figure (cells, two-tone arcs, legend, scale bar, title) for PNG/SVG/PDF."""
+    flows = fm.flows.loc[fm.flows["released"].to_numpy(dtype=bool) | ~fm.suppressed] if fm.suppressed else fm.flows
+    return figures.flow_map_figure(cells_df[["cell", "polygon", "value"]], flows, title=title,
+                                   count_label=fm.count_label, subtitle=subtitle, projector=projector,
+                                   empty_note=empty_note)

@@ -1,0 +1,60 @@
+"""Projector mode: one session flag for a class in front of a wall screen.
+
+Large fonts, high-contrast colours and fewer controls. Everything reads the flag through :func:`on`: the page CSS
+(:func:`apply`, called by the sidebar), the charts (``odapp.export.styled`` picks ``odcore.report.figures.template(projector=True)``)
+and the pages, which hide their secondary controls (seeds, downloads, fine settings) with ``if not projector.on():``.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+K_PROJECTOR = "odlab.projector"
+
+_CSS = """
+<style>
+html, body, .stApp, .stMarkdown, .stMarkdown p, .stMarkdown li, [data-testid="stCaptionContainer"] {
+  font-size: 22px !important; color: #000 !important; }
+.stApp { background: #fff !important; }
+h1 { font-size: 3.0rem !important; color: #000 !important; }
+h2, h3 { font-size: 2.1rem !important; color: #000 !important; }
+[data-testid="stMetricValue"] { font-size: 3.2rem !important; color: #000 !important; }
+[data-testid="stMetricLabel"] p { font-size: 1.3rem !important; color: #000 !important; }
+label, [data-testid="stWidgetLabel"] p { font-size: 1.25rem !important; color: #000 !important; }
+button p { font-size: 1.3rem !important; font-weight: 700 !important; }
+[data-testid="stAlert"] { border: 3px solid #000 !important; }
+[data-testid="stAlert"] p { color: #000 !important; }
+a { color: #003f88 !important; text-decoration: underline !important; }
+</style>
+"""
+
+
+def on() -> bool:
+    """Is projector mode on in this session?"""
+    return bool(st.session_state.get(K_PROJECTOR, False))
+
+
+def set_on(value: bool) -> None:
+    st.session_state[K_PROJECTOR] = bool(value)
+
+
+def _copy() -> None:
+    set_on(st.session_state["w.projector"])
+
+
+def toggle() -> None:
+    """The sidebar switch (kept across pages under :data:`K_PROJECTOR`)."""
+    st.session_state["w.projector"] = on()
+    st.toggle("Projector mode", key="w.projector", on_change=_copy,
+              help="For a class: large fonts, high-contrast colours and charts, and the secondary controls "
+                   "(seeds, downloads, fine settings) hidden.")
+
+
+def apply() -> None:
+    """Inject the projector stylesheet when the mode is on (call once per run, after :func:`toggle`).
+
+    The element is there in both modes (an empty stylesheet when off): Streamlit's browser side matches elements by
+    position, so an element that appears only in projector mode moved every chart and map below it, and the browser
+    rebuilt them from scratch (plotly's first draw, deck.gl's shaders in software) instead of updating them: about
+    3.5 s of the Data page's toggle."""
+    st.markdown(_CSS if on() else "<style></style>", unsafe_allow_html=True)

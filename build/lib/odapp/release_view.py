@@ -1,0 +1,205 @@
+"""What the OD release page computes for a week, in one place: the page draws it, and :mod:`odapp.ahead` has its
+first view computed while the person is still on the landing page.
+
+Everything here goes through :mod:`odapp.cache` (shared by every session with the same data and settings), so a
+computation done ahead is exactly the one the page would do: same function, same arguments, same cache entry.
+
+The page's map section (:func:`map_section`, a fragment) and its downloads live here, not in the page script: a
+session keeps its fragment and its deferred downloads after the run (and for two minutes after it closes), and a
+function defined in a page script would keep the whole page's variables with it (this session's release, map and
+tables: ~8 MB). These take only the context and the settings, and fetch what they draw from the caches.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import streamlit as st
+
+from odapp import cache
+
+# The map options a person sees first (the widgets' defaults on the OD release page).
+MAP_DEFAULTS = {"view": "Published", "top_n": 300, "min_count": 0.0, "cell": None, "show_sup": False,
+                "basemap": False}
+
+
+def bounding_seed(settings) -> int | None:
+    """Per user, the seed also picks the pairs each person keeps; per metric the exact probabilities (cells, curve)
+    do not depend on it."""
+    return settings.seed if settings.mode == "user_level" else None
+
+
+def week_release(ctx, week: int, rcfg):
+    """The week's release (:func:`odapp.cache.week_release`) for the context's data and seed."""
+    s = ctx.settings
+    return cache.week_release(s.dataset.id, ctx.od_config, week, rcfg, s.seed, _od=ctx.od)
+
+
+def centroids(ctx):
+    return cache.used_centroids(ctx.settings.dataset.id, ctx.od_config, _od=ctx.od)
+
+
+def week_cells(ctx, rcfg, table, week: int, cent):
+    """``(cell_p, cells_df, edges, layers)``: the week's cells shaded by the chance that one of their flows is
+    published (exact probabilities, the same for every seed, so cached per week and release settings)."""
+    s = ctx.settings
+    return cache.release_cells(s.dataset.id, ctx.od_config, week, rcfg, bounding_seed(s), _table=table,
+                               _grid=ctx.od.grid, _cent=cent)
+
+
+def flow_maps(ctx, rcfg, table, week: int, cent, cells, o: dict):
+    """The week's :class:`~odapp.maps.FlowMap` list for the map options ``o`` (keys of :data:`MAP_DEFAULTS`)."""
+    s = ctx.settings
+    return cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], int(o["top_n"]),
+                             float(o["min_count"]), o["cell"], o["show_sup"], o["basemap"], _table=table, _cent=cent,
+                             _cells_df=cells[1], _edges=cells[2], _base_layers=cells[3])
+
+
+def release_curve(ctx, rcfg, table, week: int, projector: bool):
+    """``(figure, curve)``: release probability against the true count (:func:`odapp.cache.release_curve`)."""
+    s = ctx.settings
+    return cache.release_curve(s.dataset.id, ctx.od_config, week, rcfg, bounding_seed(s), projector,
+                               _true_counts=table["true_count"].to_numpy())
+
+
+def week_view(ctx, rcfg, week: int):
+    """``(release, centroids, cells)`` of a week: what its map is drawn from (all from the caches)."""
+    res = week_release(ctx, week, rcfg)
+    cent = centroids(ctx)
+    return res, cent, week_cells(ctx, rcfg, res.table, week, cent)
+
+
+def first_view(ctx) -> None:
+    """Compute into the caches what the OD release page shows when it is opened with these settings: the week's
+    release, its cells, the map with the default options and the release-probability chart."""
+    s = ctx.settings
+    rcfg = s.release_config()
+    res, cent, cells = week_view(ctx, rcfg, s.week)
+    flow_maps(ctx, rcfg, res.table, s.week, cent, cells, MAP_DEFAULTS)
+    release_curve(ctx, rcfg, res.table, s.week, projector=False)
+
+
+def release_csv(ctx, rcfg, week: int):
+    """The week's release as the CLI's release.csv table, with zone names (the page's table download)."""
+    from odcore.privacy.release import release_csv_table
+    from odcore.space.zones import add_zone_names
+
+    return add_zone_names(release_csv_table(week_release(ctx, week, rcfg).table, centroids(ctx)), ctx.od.grid)
+
+
+def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
+    """The week's map(s) with their legend, for the map options ``o`` (``cells``: :func:`week_cells`); returns the
+    drawn :class:`~odapp.maps.FlowMap` list."""
+    from odapp import maps
+
+    fms = flow_maps(ctx, rcfg, table, week, cent, cells, o)
+    with st.container(border=True):
+        st.markdown(maps.flow_legend_html(fms[-1].count_label, fms[-1].lo, fms[-1].hi, fms[-1].km,
+                                          suppressed=any(f.suppressed for f in fms),
+                                          heading=f"Week {week}" + (f": {fms[0].heading}" if len(fms) == 1 else "")),
+                    unsafe_allow_html=True)
+        cols = st.columns(len(fms)) if len(fms) > 1 else [st.container()]
+        for i, (col, fm) in enumerate(zip(cols, fms, strict=True)):
+            if len(fms) > 1:
+                col.markdown(f"**{fm.heading}**")
+            col.pydeck_chart(fm.deck, height=460, key=None if week != ctx.settings.week else f"map_{i}")
+        if o["basemap"]:
+            st.caption(maps.BASEMAP["caption"])
+    return fms
+
+
+def _map_image(ctx, rcfg, o: dict, projector: bool):
+    """The map of the week with the options ``o`` as a styled figure (the map's image download)."""
+    from odapp import maps
+    from odapp.words import num
+
+    s = ctx.settings
+    res, cent, cells = week_view(ctx, rcfg, s.week)
+    fm = flow_maps(ctx, rcfg, res.table, s.week, cent, cells, o)[-1]
+    return maps.map_figure(fm, cells[1], title=f"OD flows, week {s.week}: {fm.heading.lower()}",
+                           subtitle=f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale "
+                                    f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · {s.dataset.label}",
+                           projector=projector, empty_note=None if len(fm.flows) else
+                           "No flow to draw: nothing is published")
+
+
+def _cell_label(c) -> str:
+    return "all cells" if c is None else f"cell {c}"
+
+
+@st.fragment
+def map_section(ctx, rcfg) -> None:
+    """The OD release page's map, its options and its export. A change of a map option (view, Top N, min. count,
+    one cell, suppressed, base map, the week player) reruns only this part: the release, the metrics, the curve and
+    the table stay. The week's release and cells come from the caches (the same entries the page just used)."""
+    import time
+
+    from odapp import maps
+    from odapp.export import image_export, projector_mode
+    from odapp.words import empty_release_advice, num
+
+    s = ctx.settings
+    res, cent, cells = week_view(ctx, rcfg, s.week)
+    table = res.table
+    released = table["released"].to_numpy()
+    n_weeks = max(1, len(ctx.od.week_starts))
+
+    opt = st.columns([1.5, 1, 1, 1.3])
+    d = MAP_DEFAULTS   # the defaults the landing page computes ahead
+    # a week with nothing published opens side by side: the flows that exist, in red, next to the empty release
+    first_view = d["view"] if released.any() else "Side by side"
+    view = opt[0].selectbox("Map", maps.VIEWS, index=maps.VIEWS.index(first_view), key="rel_view",
+                            help="What is published (noisy, thresholded), the true counts before any protection, "
+                                 "or what suppression removes next to what is published.")
+    top_n = opt[1].number_input("Top N flows", 10, 5000, d["top_n"], 10, key="rel_topn",
+                                help="Draw only the N largest flows (by the count shown) to keep the map readable.")
+    min_count = opt[2].number_input("Min. count", 0, 100_000, int(d["min_count"]), 10, key="rel_min",
+                                    help="Hide flows whose shown count (noisy or true) is below this.")
+    busiest = cells[0].sort_values("pairs", ascending=False)["cell"].head(500).tolist()
+    cell = opt[3].selectbox("One cell", [None, *busiest], key="rel_cell", format_func=_cell_label,
+                            help="Show only the flows that start or end in this cell (the 500 cells with the most "
+                                 "observed pairs; hover a cell on the map for its id).")
+    opt2 = st.columns([1.1, 1, 1.6])
+    show_sup = opt2[0].toggle("Suppressed", value=d["show_sup"], key="rel_faint",
+                              help="Also draw pairs that were observed but not published, as thin red lines "
+                                   "(at most 3000).")
+    basemap = opt2[1].toggle("Base map", value=d["basemap"], key="rel_basemap",
+                             help="Draw streets and coastline under the grid. Off by default: nothing leaves this "
+                                  "machine. On: your browser fetches the map from CARTO (no key needed).")
+    if n_weeks > 1:
+        play = opt2[2].button(f"▶ Play weeks 0–{n_weeks - 1}", key="rel_play",
+                              help="Show each week's published flows in turn (about one second each).")
+    else:
+        play = False
+        opt2[2].caption("One week of data: no week player.")
+
+    empty_note = st.empty()   # there whether or not the release is empty, so the map below keeps its place
+    if not released.any():
+        empty_note.warning(empty_release_advice(table["true_count"].to_numpy(), s.threshold, s.epsilon,
+                                                rcfg.sensitivity), icon=":material/visibility_off:")
+
+    o = {"view": view, "top_n": int(top_n), "min_count": float(min_count), "cell": cell, "show_sup": show_sup,
+         "basemap": basemap}
+    slot = st.empty()
+    if play:
+        for w in range(n_weeks):
+            with slot.container():
+                res_w, _, cells_w = week_view(ctx, rcfg, w)
+                _draw(ctx, rcfg, res_w.table, w, cent, cells_w, o)
+            time.sleep(1.0)
+    with slot.container():
+        fms = _draw(ctx, rcfg, table, s.week, cent, cells, o)
+    flows = fms[-1].flows
+    n_sup = int((~released).sum())
+    st.caption(f"{num(n_sup)} observed pairs suppressed (noisy count below {num(s.threshold)}); {num(len(flows))} "
+               "flows drawn. Hover over an arc or a cell for its numbers; drag to pan, scroll to zoom, right-drag to "
+               "tilt. Flows from `odcore.privacy.release`, utility from `odcore.privacy.utility`.")
+    if view == "Side by side":
+        sup = table.loc[~released]
+        st.caption(f"Suppression removed {num(len(sup))} of {num(len(table))} pairs, carrying "
+                   f"{num(int(sup['true_count'].sum()))} of {num(int(table['true_count'].sum()))} user-trips: the "
+                   "red lines on the left (largest first, up to Top N) are flows that exist but are never published.")
+
+    image_export(functools.partial(_map_image, ctx, rcfg, o, projector_mode()), f"od_map_week{s.week}",
+                 key="od_map", width_in=8, height_in=6,
+                 label="Download this map as an image (PNG, SVG, PDF) with legend and scale bar")

@@ -1,0 +1,184 @@
+"""Numbers in words, for readers who are not statisticians (pure presentation, no streamlit)."""
+
+from __future__ import annotations
+
+import math
+
+
+def probability_words(p: float) -> str:
+    """Plain-language reading of an attacker's success probability or posterior (0..1).
+
+    >>> probability_words(0.5)
+    'a coin flip'
+    >>> probability_words(0.954)
+    'very likely right'
+    >>> probability_words(0.9999)
+    'near-certain'
+    """
+    if p is None or not math.isfinite(p):
+        return "undefined"
+    if p >= 0.99:
+        return "near-certain"
+    if p >= 0.9:
+        return "very likely right"
+    if p >= 0.7:
+        return "more often right than wrong"
+    if p > 0.55:
+        return "somewhat better than a coin flip"
+    if p >= 0.45:
+        return "a coin flip"
+    if p >= 0.1:
+        return "unlikely"
+    return "very unlikely"
+
+
+def epsilon_words(epsilon: float) -> str:
+    """Where an ε sits on the scale used in the literature ("as little as 0.01 to as much as 7", Houssiau et al.).
+
+    >>> epsilon_words(0.66)
+    'within the usual range (0.01 to 7)'
+    >>> epsilon_words(46.2)
+    'far outside the usual range (0.01 to 7): little formal protection'
+    """
+    if not math.isfinite(epsilon):
+        return "no formal protection"
+    if epsilon <= 1:
+        return "within the usual range (0.01 to 7)"
+    if epsilon <= 7:
+        return "at the weak end of the usual range (0.01 to 7)"
+    if epsilon <= 20:
+        return "outside the usual range (0.01 to 7): weak protection"
+    return "far outside the usual range (0.01 to 7): little formal protection"
+
+
+def pct(p: float, digits: int = 1) -> str:
+    """``0.7054 -> '70.5 %'``.
+
+    >>> pct(0.7054)
+    '70.5 %'
+    """
+    return f"{100 * p:.{digits}f} %"
+
+
+def num(x: float) -> str:
+    """Compact human number: thousands separators for integers, 3 significant digits otherwise.
+
+    >>> num(46333)
+    '46,333'
+    >>> num(0.6612)
+    '0.661'
+    >>> num(2402.4)
+    '2,402.4'
+    """
+    if x is None:
+        return "–"
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
+        return f"{int(x):,}"
+    if abs(x) >= 1000:
+        return f"{x:,.1f}"
+    if abs(x) < 1e-3 and x != 0:
+        return f"{x:.2e}"
+    return f"{x:.3g}"
+
+
+def coord(lat: float, lon: float, digits: int = 4) -> str:
+    """A point as degrees with hemispheres (4 decimals ≈ 11 m).
+
+    >>> coord(37.77493, -122.41942)
+    '37.7749° N, 122.4194° W'
+    """
+    if lat is None or lon is None or lat != lat or lon != lon:
+        return "–"
+    return f"{abs(lat):.{digits}f}° {'N' if lat >= 0 else 'S'}, {abs(lon):.{digits}f}° {'E' if lon >= 0 else 'W'}"
+
+
+def empty_release_advice(true_counts, threshold: float, epsilon: float, sensitivity: float = 1.0) -> str:
+    """Why a week's release publishes nothing, and what to change (markdown).
+
+    >>> print(empty_release_advice([3, 32, 5], 100, 0.66))  # doctest: +ELLIPSIS
+    **Nothing is published this week.** The busiest pair has 32 people, and a pair is published only if its noisy count reaches 100: ...
+    """
+    import numpy as np
+
+    from odcore.privacy.release import release_probability
+
+    tc = np.asarray(true_counts, dtype=float)
+    if not len(tc):
+        return ("**No trips this week**, so there is nothing to release. Pick another week in the sidebar, or load "
+                "data with more people or a longer time span.")
+    top = float(tc.max())
+    p = float(release_probability(top, epsilon, threshold, sensitivity))
+    return (f"**Nothing is published this week.** The busiest pair has {num(int(top))} people, and a pair is "
+            f"published only if its noisy count reaches {num(threshold)}: the chance for that pair is {p:.2g}. "
+            f"To see flows: lower the threshold towards {num(int(top))} (sidebar), use larger grid cells (more "
+            "people per pair), pick a busier week, load data with more people, or switch the map to "
+            "**Raw counts** to see what was there before suppression.")
+
+
+def single_case_note(users: int, weeks: int) -> str | None:
+    """A note when the data are degenerate for a page (one user or one week), else None."""
+    if users <= 1:
+        return ("Only **one person** is in the data: every count is 0 or 1, so nothing can reach a threshold of "
+                "several people and every published number would be about that one person. Load data with more "
+                "people (or synthesise a city) to see the release work.")
+    if weeks <= 1:
+        return ("The data cover **one week**: the week player and anything over several weeks show that single "
+                "week only.")
+    return None
+
+
+# ---- the two units of protection, in one place ------------------------------------------------------------------
+
+UNIT_WORDS = {"per_metric": "per count", "user_level": "per person and week"}
+"""How the guarantee unit is said everywhere (labels, headlines, chart titles, exports)."""
+
+UNIT_COVERS = {
+    "per_metric": "one trip of one person in one week (did this person go from A to B?)",
+    "user_level": "everything one person does in a week (is this person in the data at all?)",
+}
+
+
+def unit_words(mode: str) -> str:
+    """``'per count'`` or ``'per person and week'``.
+
+    >>> unit_words("user_level")
+    'per person and week'
+    """
+    return UNIT_WORDS[mode]
+
+
+def epsilon_label(mode: str) -> str:
+    """Label of the ε setting in the sidebar.
+
+    >>> epsilon_label("per_metric")
+    'ε (privacy parameter per count)'
+    """
+    return f"ε (privacy parameter {UNIT_WORDS[mode]})"
+
+
+def short_path(path) -> str:
+    """A data file as a reader needs it: relative to the repository (or ``../shared``), else its name only;
+    never the machine's absolute path.
+
+    >>> from odcore.paths import REPO_ROOT
+    >>> short_path(REPO_ROOT / "sample_data" / "synthetic_city.parquet")
+    'sample_data/synthetic_city.parquet'
+    >>> short_path("/home/someone/private/trips.csv")
+    'trips.csv'
+    >>> short_path("Bundled synthetic city")
+    'Bundled synthetic city'
+    """
+    from pathlib import Path
+
+    from odcore.paths import REPO_ROOT
+
+    text = str(path)
+    p = Path(text)
+    if not p.is_absolute():
+        return text
+    for root, prefix in ((REPO_ROOT, ""), (REPO_ROOT.parent, "../")):
+        try:
+            return prefix + p.relative_to(root).as_posix()
+        except ValueError:
+            continue
+    return p.name

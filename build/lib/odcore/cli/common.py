@@ -1,0 +1,299 @@
+"""Command-line options shared by every subcommand that reads traces or builds weekly OD counts.
+
+>>> import argparse
+>>> p = argparse.ArgumentParser()
+>>> add_loader_args(p); add_grid_args(p)
+>>> a = p.parse_args(["--input", "x.csv", "--cell-km2", "2"])
+>>> (a.format, a.cell_km2, a.tz)
+('auto', 2.0, 'auto')
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from odcore.constants import FORMAT_TZ
+from odcore.paths import SAMPLE_DATA_DIR
+
+if TYPE_CHECKING:  # pragma: no cover
+    from odcore.data.traces import Traces
+    from odcore.od.trips import ODData
+
+DEFAULT_INPUT = SAMPLE_DATA_DIR / "synthetic_city.parquet"
+STREAM_BYTES = 256 * 2**20   # the memory engine streams generic Parquet/CSV inputs from this size (and folders)
+
+
+
+def add_loader_args(parser: argparse.ArgumentParser) -> None:
+    """Add ``--input --format --tz --time-offset --poi --bbox --start --end`` and the column mapping
+    (``--user-col --time-col --lat-col --lon-col --loc-col --time-unit``) to ``parser``."""
+    g = parser.add_argument_group("input traces")
+    g.add_argument("--input", default=str(DEFAULT_INPUT),
+                   help="trace file, folder or zip (default: the bundled synthetic city %(default)s)")
+    g.add_argument("--format", default="auto", choices=["auto", "csv", "parquet", "cabspotting", "checkins"],
+                   help="input format (default: detect from names / first line)")
+    g.add_argument("--tz", default="auto",
+                   help="IANA time zone for naive times, hours and Monday-00:00 week starts; 'auto' = the "
+                        "format's documented zone (Cabspotting: America/Los_Angeles), else the zone a zone-aware "
+                        "time column states, else the zone at the centre of the kept points (offline lookup) "
+                        "(default: %(default)s)")
+    g.add_argument("--time-offset", type=float, default=0.0, metavar="SECONDS",
+                   help="seconds added to every time (the shared check-in sets are 8 h early: 28800)")
+    g.add_argument("--poi", default=None, metavar="PATH",
+                   help="check-ins: POI coordinates file 'poi lat lon' (found automatically in a folder/zip)")
+    g.add_argument("--bbox", default="auto", metavar="S,W,N,E",
+                   help="keep points inside south,west,north,east; 'auto' = robust percentile box that clips "
+                        "far GPS glitches; 'none' keeps all (default: %(default)s)")
+    g.add_argument("--region", default="auto", metavar="auto|all|N|S,W,N,E",
+                   help="when the data spans more than a metropolitan area: 'auto' keeps the densest region of "
+                        "users' homes, N the N-th densest, 'all' everything (a continent-wide grid), or a box "
+                        "(default: %(default)s)")
+    g.add_argument("--start", default=None, help="keep times >= this date/time (naive = in --tz)")
+    g.add_argument("--end", default=None, help="keep times < this date/time (naive = in --tz)")
+    m = parser.add_argument_group("column mapping (generic CSV / Parquet; default: detect common names)")
+    for role, what in (("user", "user id"), ("time", "timestamp"), ("lat", "latitude"), ("lon", "longitude"),
+                       ("loc", "optional precomputed location id")):
+        m.add_argument(f"--{role}-col", default=None, metavar="NAME", help=f"column holding the {what}")
+    m.add_argument("--time-unit", default=None, choices=["auto", "iso", "s", "ms"],
+                   help="times as ISO text, Unix seconds or milliseconds (default: auto)")
+
+
+def add_grid_args(parser: argparse.ArgumentParser) -> None:
+    """Add ``--zones`` (square grid, H3 hexagons or a zone file) and ``--cell-km2`` (shorthand for ``square:KM2``,
+    default 1.3 km² as in Bassolas et al.'s reply)."""
+    g = parser.add_argument_group("zones (origins and destinations)")
+    g.add_argument("--zones", default=None, metavar="SPEC",
+                   help="square:KM2 (square cells), h3:RES (H3 hexagons, res 8 ≈ 0.74 km²) or a zone file "
+                        "(.geojson, .gpkg, zipped Shapefile; any CRS; a 'name' column labels zones); points "
+                        "outside every zone are dropped and counted (default: square:--cell-km2)")
+    g.add_argument("--cell-km2", type=float, default=1.3,
+                   help="square grid cell area in km², same as --zones square:KM2 (default %(default)s, "
+                        "Bassolas et al. 2022 reply)")
+    e = parser.add_argument_group("OD engine (identical results; odcore.od.engines)")
+    e.add_argument("--engine", default="memory", choices=["memory", "duckdb", "spark"],
+                   help="memory: numpy in this process; duckdb: embedded, out of core (streams Parquet/CSV with "
+                        "bounded memory); spark: PySpark, local mode or spark-submit (default %(default)s)")
+    e.add_argument("--memory-limit", default="3GB", metavar="SIZE",
+                   help="duckdb: memory limit before spilling to disk (default %(default)s)")
+    e.add_argument("--spark-master", default="local[2]", metavar="URL",
+                   help="spark: master when no session exists (default %(default)s; spark-submit sets its own)")
+
+
+def add_release_args(group) -> None:
+    """Add ``--epsilon --threshold --mode --max-pairs`` (the Laplace + threshold release) to a parser or group."""
+    group.add_argument("--epsilon", type=float, default=0.66, help="Laplace epsilon (default %(default)s)")
+    group.add_argument("--threshold", type=float, default=100,
+                       help="publish iff noisy count >= this (default %(default)s)")
+    group.add_argument("--mode", default="per_metric", choices=["per_metric", "user_level"],
+                       help="per_metric: noise 1/eps (Bassolas); user_level: each user keeps --max-pairs random "
+                            "unique pairs per week, noise max_pairs/eps (default %(default)s)")
+    group.add_argument("--max-pairs", type=int, default=None,
+                       help="user-level contribution bound (needs --mode user_level)")
+
+
+def _format_of(args: argparse.Namespace) -> str:
+    return getattr(args, "format", "auto") or "auto"
+
+
+def resolve_tz(args: argparse.Namespace, fmt: str | None = None) -> str:
+    """The time zone in effect: ``--tz`` unless ``auto``, then the format's local zone or UTC."""
+    tz = getattr(args, "tz", "auto") or "auto"
+    if tz != "auto":
+        return tz
+    found = getattr(args, "tz_found", None)    # set by traces_from_args / stream_source_from_args
+    if found:
+        return found
+    return FORMAT_TZ.get(fmt or _format_of(args), "UTC")
+
+
+def mapping_from_args(args: argparse.Namespace) -> dict[str, str] | None:
+    """The column mapping given by ``--user-col`` ... ``--time-unit`` (None: detect common column names).
+
+    >>> mapping_from_args(argparse.Namespace(user_col="id", time_col="ts", lat_col=None, lon_col=None,
+    ...                                      loc_col=None, time_unit="s"))
+    {'user': 'id', 'time': 'ts', 'time_unit': 's'}
+    """
+    m = {role: getattr(args, f"{role}_col", None) for role in ("user", "time", "lat", "lon", "loc")}
+    m["time_unit"] = getattr(args, "time_unit", None)
+    m = {k: v for k, v in m.items() if v}
+    return m or None
+
+
+def traces_from_args(args: argparse.Namespace) -> Traces:
+    """Load the traces named by :func:`add_loader_args` options."""
+    from odcore.data.traces import load_traces
+    from odcore.errors import ParameterError
+    from odcore.od.odtable import NO_PAIRS_REASON, is_counts_folder
+
+    if is_counts_folder(getattr(args, "input", None)):
+        raise ParameterError(f"--input {args.input}: this command needs traces, but {NO_PAIRS_REASON}")
+
+    fmt = _format_of(args)
+    bbox = getattr(args, "bbox", None)
+    if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
+        bbox = None
+    tz = getattr(args, "tz", "auto") or "auto"
+    tr = load_traces(args.input, format=fmt, tz=tz, time_offset_s=getattr(args, "time_offset", 0.0) or 0.0,
+                     bbox=bbox, start=getattr(args, "start", None), end=getattr(args, "end", None),
+                     poi_source=getattr(args, "poi", None), mapping=mapping_from_args(args),
+                     region=getattr(args, "region", None))
+    args.tz_found = tr.report.tz
+    return tr
+
+
+def od_config_from_args(args: argparse.Namespace, fmt: str | None = None):
+    """The :class:`odcore.od.oddata.ODConfig` of ``--zones`` (or ``--cell-km2``) and ``--tz``."""
+    from odcore.errors import ParameterError
+    from odcore.od.trips import ODConfig
+
+    zones = getattr(args, "zones", None) or None
+    explicit = getattr(args, "_explicit", frozenset())
+    if zones is not None and "cell_km2" in explicit and "zones" in explicit:
+        raise ParameterError("give --zones or --cell-km2, not both (--cell-km2 K is --zones square:K).")
+    return ODConfig(cell_km2=getattr(args, "cell_km2", 1.3), tz=resolve_tz(args, fmt), zones=zones)
+
+
+def grid_note(df, cell_km2: float) -> None:
+    """Refuse a grid over :data:`odcore.data.validate.MAX_GRID_CELLS` cells; note on stderr a continent-wide one."""
+    import sys
+
+    from odcore.data.validate import check_grid_size
+
+    _, warning = check_grid_size(df["lat"].to_numpy(), df["lon"].to_numpy(), cell_km2)
+    if warning:
+        print(f"note: {warning}", file=sys.stderr)
+
+
+def zones_note(df, cfg) -> None:
+    """:func:`grid_note` for square zones (``--cell-km2`` or ``--zones square:KM2``); H3 covers and zone files have
+    their own limits (:data:`odcore.space.zones.MAX_H3_CELLS`, :data:`odcore.space.zones.MAX_ZONES`)."""
+    from odcore.space.zones import parse_zone_spec
+
+    spec = parse_zone_spec(cfg.zones) if cfg.zones is not None else None
+    if spec is None or spec.kind == "square":
+        grid_note(df, cfg.cell_km2 if spec is None else spec.value)
+
+
+def engine_options(args: argparse.Namespace) -> dict:
+    """Engine keyword arguments of ``--engine --memory-limit --spark-master``."""
+    engine = getattr(args, "engine", "memory") or "memory"
+    if engine == "duckdb":
+        return {"memory_limit": getattr(args, "memory_limit", "3GB")}
+    if engine == "spark":
+        return {"master": getattr(args, "spark_master", "local[2]")}
+    return {}
+
+
+def stream_source_from_args(args: argparse.Namespace):
+    """A :class:`odcore.od.engines.FileSource` when ``--input`` names generic Parquet/CSV files the engine reads
+    itself: always for duckdb/spark; for the memory engine when they are big (a folder of Parquet files or
+    >= :data:`STREAM_BYTES`), streamed in user shards. Else None (the loader reads the input)."""
+    from odcore.od.engines import file_source, is_streamable
+
+    if not is_streamable(args.input, _format_of(args)):
+        return None
+    if (getattr(args, "engine", "memory") or "memory") == "memory":
+        src = file_source(args.input, format=_format_of(args))
+        if not (Path(args.input).is_dir() and src.format == "parquet") and src.n_bytes < STREAM_BYTES:
+            return None
+    bbox = getattr(args, "bbox", None)
+    if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
+        bbox = None
+    fmt = _format_of(args)
+    region = getattr(args, "region", None)
+    if isinstance(region, str) and re.search(r"[,\s]", region.strip()):
+        bbox = region                              # a box given as the region
+    want_tz = (getattr(args, "tz", "auto") or "auto") == "auto"
+    if want_tz or not (region is None or str(region).strip().lower() in ("", "all", "none", "off")):
+        bbox, zone = source_place(file_source(args.input, format=fmt, mapping=mapping_from_args(args)), bbox,
+                                  region)
+        if want_tz:
+            args.tz_found = zone
+    return file_source(args.input, format=fmt, mapping=mapping_from_args(args), tz=resolve_tz(args, None),
+                       time_offset_s=getattr(args, "time_offset", 0.0) or 0.0, bbox=bbox,
+                       start=getattr(args, "start", None), end=getattr(args, "end", None))
+
+
+def source_place(src, bbox, region) -> tuple:
+    """``(box, zone)`` that ``load_traces(bbox=..., region=..., tz="auto")`` gives a streamed Parquet/CSV source,
+    by the loader's rules: the robust box (:class:`odcore.data.traces.RobustBoxCounts` of every usable row) or the
+    given box; the densest region (or rank N) of users' homes when that box spans more than a metropolitan area
+    (:func:`odcore.space.regions.find_regions`, on the usable rows' user, lat and lon); the zone a zone-aware
+    Parquet time column states, else the zone at the centre of the box kept. ``box`` is ``bbox`` unchanged when no
+    region applies, else the region's ``"S,W,N,E"``."""
+    import numpy as np
+    import pyarrow.dataset as ds
+
+    from odcore.data.traces import BBox, RobustBoxCounts, resolve_mapping
+    from odcore.space.regions import find_regions, pick_region, spans_metro, zone_of_box
+
+    data = ds.dataset(list(src.paths), format="parquet" if src.format == "parquet" else "csv")
+    mp = resolve_mapping(list(data.schema.names), src.mapping, src.display)
+    stated = getattr(data.schema.field(mp.time).type, "tz", None)
+    cols = [mp.user, mp.time, mp.lat, mp.lon]
+
+    def usable(b):
+        ok = np.asarray(b.column(0).is_valid()) & np.asarray(b.column(1).is_valid())
+        lat = b.column(2).to_numpy(zero_copy_only=False).astype(np.float64)
+        lon = b.column(3).to_numpy(zero_copy_only=False).astype(np.float64)
+        ok &= ~(np.isnan(lat) | np.isnan(lon))
+        return ok, lat, lon
+
+    if bbox is None:
+        box = None
+    elif isinstance(bbox, str) and bbox.strip().lower() == "auto":
+        counts = RobustBoxCounts()
+        for b in data.to_batches(columns=cols):
+            ok, lat, lon = usable(b)
+            counts.add(lat[ok], lon[ok])
+        box = counts.box(source=src.display)
+    else:
+        box = BBox.parse(bbox)
+    out = bbox
+    named = region is not None and str(region).strip().lower() not in ("", "all", "none", "off")
+    if named and (str(region).strip().lower() != "auto" or box is None or spans_metro(box)):
+        users, lats, lons = [], [], []
+        for b in data.to_batches(columns=cols):
+            ok, lat, lon = usable(b)
+            users.append(b.column(0).to_numpy(zero_copy_only=False)[ok])
+            lats.append(lat[ok])
+            lons.append(lon[ok])
+        import pandas as pd
+
+        u = pd.factorize(np.concatenate(users))[0]
+        la, lo = np.concatenate(lats), np.concatenate(lons)
+        if str(region).strip().lower() != "auto" or spans_metro(box or BBox.robust(la, lo)):
+            r = pick_region(find_regions(u, la, lo), region)
+            box = BBox(*r.bbox)
+            out = ",".join(str(v) for v in r.bbox)
+    if stated:
+        return out, str(stated)
+    if box is None:
+        counts = RobustBoxCounts()
+        for b in data.to_batches(columns=cols):
+            ok, lat, lon = usable(b)
+            counts.add(lat[ok], lon[ok])
+        box = counts.box(source=src.display)
+    return out, zone_of_box(box)
+
+
+def od_from_args(args: argparse.Namespace) -> tuple[Traces, ODData]:
+    """Load traces and build the weekly unique OD counts (grid, hourly locations, trips) with ``--engine``.
+
+    An OD counts folder (``trips --counts-out DIR``) as ``--input`` gives its table directly (no per-person pairs:
+    ``od.stats["pairs_available"]`` is False) and a :class:`odcore.od.odtable.CountsInput` in place of the traces.
+    """
+    from odcore.od.engines import build_od
+    from odcore.od.odtable import CountsInput, is_counts_folder, read_counts_folder
+
+    if is_counts_folder(getattr(args, "input", None)):
+        od = read_counts_folder(args.input)
+        return CountsInput(od), od
+    traces = traces_from_args(args)
+    cfg = od_config_from_args(args, traces.report.format)
+    zones_note(traces.df, cfg)
+    od = build_od(traces.df, cfg, engine=getattr(args, "engine", "memory") or "memory", **engine_options(args))
+    return traces, od

@@ -1,0 +1,109 @@
+"""``python -m odcore design``: settings (max_pairs, noise scale, threshold) that meet a privacy goal per person.
+
+Goals (``--goal``): ``week`` (epsilon per person and week <= --target-epsilon), ``total`` (over --weeks weeks) or
+``attack`` (an attacker knowing --known-trips trips is right at most --success of the time); all with total
+delta <= --target-delta. Measures what the release keeps on one week of the data (:func:`odcore.privacy.design.design_report`)
+and optionally writes the guarantee sheet (``--sheet FILE.html``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from odcore.errors import ParameterError
+
+_IGNORED = frozenset({"dataset", "epsilon", "threshold", "mode"})   # dashboard keys the designer chooses itself
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from odcore.cli.common import add_grid_args, add_loader_args
+
+    p = sub.add_parser(
+        "design", help="design a per-person release (max_pairs, noise scale, threshold) that meets a privacy goal",
+        description="Search contribution bound, noise scale and threshold for a release whose per-person guarantee "
+                    "meets the goal, measure what it keeps on one week of the data, and compare with Google's "
+                    "per-metric setting. The budget agrees with `budget --mode user_level` on the settings found.")
+    add_loader_args(p)
+    add_grid_args(p)
+    g = p.add_argument_group("goal")
+    g.add_argument("--goal", default="week", choices=["week", "total", "attack"],
+                   help="week: epsilon per person and week; total: over --weeks; attack: attacker's success "
+                        "(default %(default)s)")
+    g.add_argument("--target-epsilon", type=float, default=1.0,
+                   help="largest epsilon per person (goals week/total; default %(default)s)")
+    g.add_argument("--target-delta", type=float, default=1e-6,
+                   help="largest delta, partition selection included (default %(default)s)")
+    g.add_argument("--weeks", type=int, default=52, help="weekly releases the total covers (default %(default)s)")
+    g.add_argument("--known-trips", type=int, default=32, help="k: trips the attacker knows (goal attack)")
+    g.add_argument("--success", type=float, default=0.6,
+                   help="p: largest success of that attacker, in (0.5, 1) (goal attack; default %(default)s)")
+    g.add_argument("--max-pairs", type=int, default=None,
+                   help="fix the contribution bound (no tuning on the data); default: tune it on the week")
+    g.add_argument("--week", type=int, default=None, help="week whose data measures utility (default: the first)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the bounding and noise (default %(default)s)")
+    g.add_argument("--sheet", default=None, metavar="FILE.html", help="also write the guarantee sheet (HTML)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=run, _config_ignored=_IGNORED)
+
+
+def run(args: argparse.Namespace) -> int:
+    from odcore.cli import print_json
+    from odcore.cli.common import od_from_args
+    from odcore.cli.release import jsonable
+    from odcore.constants import UNIQUE_TRIPS, WEEK
+    from odcore.privacy.design import Goal, design_report
+    from odcore.report.sheet import guarantee_sheet
+
+    goal = Goal(kind=args.goal, epsilon=args.target_epsilon, delta=args.target_delta, weeks=args.weeks,
+                known_trips=args.known_trips if args.goal == "attack" else None,
+                success=args.success if args.goal == "attack" else None)
+    _, od = od_from_args(args)
+    weeks_present = sorted(int(x) for x in od.pairs[WEEK].unique())
+    if not weeks_present:
+        raise ParameterError("the data has no trips: nothing to measure the release on.")
+    week = weeks_present[0] if args.week is None else int(args.week)
+    if week not in weeks_present:
+        raise ParameterError(f"--week={week} has no trips; weeks with trips: {weeks_present}.")
+    uw = od.user_week
+    trips = uw.loc[uw[WEEK] == week, UNIQUE_TRIPS].to_numpy()
+    rep = jsonable(design_report(goal, od.week_pairs(week), trips, week=week, max_pairs=args.max_pairs,
+                                  rng=args.seed))
+    if args.sheet:
+        path = Path(args.sheet)
+        try:
+            path.write_text(guarantee_sheet(rep), encoding="utf-8")
+        except OSError as exc:
+            raise ParameterError(f"--sheet {path}: cannot write ({exc}).") from None
+        rep["sheet"] = str(path)
+    if args.json:
+        print_json(rep)
+        return 0
+    _print(rep)
+    return 0
+
+
+def _f(x, spec: str = ".4g") -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def _print(r: dict) -> None:
+    print(f"goal: {r['goal']['words']} -> {'met' if r['goal_met'] else 'NOT met'} ({_f(r['goal_value'])})")
+    print(f"settings: max_pairs {r['max_pairs']}, epsilon {_f(r['epsilon'])} (noise scale {_f(r['noise_scale'])}), "
+          f"threshold {r['threshold']}")
+    print(f"per person: epsilon {_f(r['epsilon_user_week'])} per week (delta {_f(r['delta_user_week'], '.3g')}), "
+          f"{_f(r['epsilon_user_total'])} over {r['weeks']} weeks (delta {_f(r['delta_user_total'], '.3g')})")
+    print(f"attacker who knows all trips: right at most {_f(100 * r['attack_success_typical'], '.1f')} % for a "
+          f"typical person ({r['typical_trips']} trips), {_f(100 * r['attack_success_busy'], '.1f')} % for the "
+          f"busiest ({r['busy_trips']})")
+    print(f"week {r['week']} keeps: {r['pairs_published']} of {r['pairs_total']} pairs, {r['trips_published']} of "
+          f"{r['trips_total']} user-trips; mean relative error {_f(r['mean_relative_error'], '.3g')}; "
+          f"{r['noise_dominated_published']} published pairs have a true count under {r['threshold'] / 2:g}")
+    d = r["default"]
+    print(f"data-independent default: max_pairs {d['max_pairs']}, epsilon {_f(d['epsilon'])}, threshold "
+          f"{d['threshold']}: {d['trips_published']} user-trips, {d['pairs_published']} pairs")
+    print(f"note: {r['tuning_note']}")
+    print(f"check: {r['budget_command']}")
+    if "sheet" in r:
+        print(f"wrote {r['sheet']}")

@@ -1,0 +1,91 @@
+"""One trace -> weekly OD pipeline, three engines: ``memory`` (numpy), ``duckdb`` (embedded, out of core) and
+``spark`` (PySpark, local mode here, ``spark-submit`` on a cluster).
+
+Every engine implements the same definition (Houssiau et al. 2022, Methods; Bassolas et al. 2022): the zone of a
+point from the zone object's ``assign``, winner takes all per user-hour with ties to the lower cell id, trips to a
+distinct cell in the next hour counted in the week of the origin hour, distinct users per (week, origin,
+destination). The per-row parts are shared code (:mod:`odcore.od.engines.kernel`); the engines differ only in how they
+group rows, and ``tests/test_engines.py`` requires identical tables.
+
+>>> from odcore.od.engines import ENGINES
+>>> ENGINES
+('memory', 'duckdb', 'spark')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odcore.od.engines.kernel import ENGINES, check_engine, grid_of_frame
+from odcore.od.engines.sources import FileSource, file_source, is_streamable
+
+__all__ = ["ENGINES", "FileSource", "build_od", "file_source", "is_streamable"]
+
+
+def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", keep_pairs: bool = True,
+             **engine_options: Any):
+    """Weekly unique OD data of ``traces`` computed by ``engine``.
+
+    Parameters
+    ----------
+    traces:
+        A trace DataFrame (``user, time, lat, lon``), a :class:`odcore.data.traces.Traces`, or a
+        :class:`~odcore.od.engines.sources.FileSource` (Parquet/CSV files each engine streams itself: the memory
+        engine in user shards, :mod:`odcore.od.engines.memory_stream`).
+    config:
+        :class:`odcore.od.oddata.ODConfig` (cell area, time zone).
+    grid:
+        Zone object (``assign(lat, lon) -> int64``, ``n_cells``; e.g. :class:`~odcore.space.grid.SquareGrid`). Default:
+        :func:`odcore.od.engines.kernel.fit_zones` of the kept points' min/max (same in every engine).
+    engine:
+        ``memory``, ``duckdb`` or ``spark``.
+    keep_pairs:
+        Return every user's unique pairs too (``ODData.pairs``; the attacks need them). Without them the result
+        holds counts and per-user-week figures only (``stats["pairs_available"] = False``).
+    engine_options:
+        ``duckdb``: ``memory_limit``, ``threads``, ``temp_dir``, ``shard_rows``; ``spark``: ``spark`` (a session),
+        ``master``, ``driver_memory``; ``memory``: ``shard_rows`` (files only).
+
+    Returns
+    -------
+    odcore.od.oddata.ODData
+    """
+    from odcore.data.traces import Traces
+    from odcore.od.trips import ODConfig
+    from odcore.od.trips import build_od as build_memory
+
+    engine = check_engine(engine)
+    config = config or ODConfig()
+    if isinstance(traces, Traces):
+        traces = traces.df
+    if engine == "memory":
+        if isinstance(traces, FileSource):
+            from odcore.od.engines.memory_stream import build_od_memory_stream
+
+            return build_od_memory_stream(traces, config, grid=grid, keep_pairs=keep_pairs, **engine_options)
+        if grid is None:
+            grid = grid_of_frame(traces, config)
+        od = build_memory(traces, config, grid=grid, **engine_options)
+        if not keep_pairs:
+            od = _without_pairs(od)
+        return od
+    if engine == "duckdb":
+        from odcore.od.engines.duckdb_engine import build_od_duckdb
+
+        return build_od_duckdb(traces, config, grid=grid, keep_pairs=keep_pairs, **engine_options)
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        from odcore.errors import ParameterError
+
+        raise ParameterError("engine='spark' needs PySpark, an optional extra: pip install 'odlab[spark]' (or "
+                             "pip install pyspark; Java 17+ too).")
+    from odcore.od.engines.spark_engine import build_od_spark
+
+    return build_od_spark(traces, config, grid=grid, keep_pairs=keep_pairs, **engine_options)
+
+
+def _without_pairs(od):
+    from dataclasses import replace
+
+    return replace(od, pairs=od.pairs.iloc[:0], stats={**od.stats, "pairs_available": False})

@@ -1,0 +1,484 @@
+"""The trace -> weekly OD step in embedded DuckDB: out of core, bounded memory, both cores.
+
+Two stages:
+
+A. **Rows -> (user, slot, cell), by user shard.** DuckDB scans the source (``read_parquet`` / ``read_csv``, or an
+   Arrow view of an in-memory table) and hands Arrow record batches to Python, which applies the loader's filters
+   and the shared per-row definitions (:func:`odcore.od.engines.kernel.filter_batch`, the zones' ``assign``,
+   :func:`~odcore.od.engines.kernel.hour_slots`) on two threads (numpy and pyproj release the GIL on whole arrays) and
+   splits each batch by DuckDB's ``hash(user)``; each part is appended to its shard's temporary table, which
+   DuckDB's buffer manager keeps within ``memory_limit`` (spilling blocks to ``temp_directory``).
+B. **Per user shard, in SQL.** Each user falls in one shard, so per shard: winner-takes-all per user-hour (most
+   records, ties to the lower cell id, exact duplicate rows once), trips with ``lead()`` over the user's hours
+   (next slot = slot + 1, distinct cell), the week of the origin hour from a slot -> week table, unique pairs per
+   user-week; the distinct-user counts of every shard are then summed by (week, origin, destination), which is
+   exact because a user's pairs are all in one shard. When every user-hour of a shard has one row (synthetic
+   cities, sparse real data: the common case), one window over the rows gives both the winners and the trips
+   (:func:`_run_shard`).
+
+Memory is bounded by DuckDB's ``memory_limit`` and by a few batches in flight.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from odcore.constants import COUNT, DESTINATION, LAT, LON, ORIGIN, TIME, TRIPS, UNIQUE_TRIPS, USER, WEEK
+from odcore.errors import ParameterError, TraceFormatError
+from odcore.od.engines import kernel as K
+from odcore.od.engines.sources import FileSource
+
+__all__ = ["build_od_duckdb"]
+
+BATCH_ROWS = 1_000_000
+SHARD_ROWS = 12_000_000
+
+
+def _connect(memory_limit: str, threads: int | None, temp_dir: str):
+    import duckdb
+
+    cfg: dict[str, Any] = {"memory_limit": memory_limit, "temp_directory": temp_dir,
+                           "preserve_insertion_order": False}
+    if threads:
+        cfg["threads"] = int(threads)
+    con = duckdb.connect(config=cfg)
+    con.execute("SET enable_progress_bar = false")   # a bar on stderr per query: noise in the CLI and the logs
+    return con
+
+
+def _q(name: str) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def _sql_list(paths) -> str:
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+
+class _Scan:
+    """Raw rows of a source as Arrow batches (user, time, lat, lon), read by DuckDB."""
+
+    def __init__(self, con, source, batch_rows: int):
+        self.con, self.source, self.batch_rows = con, source, batch_rows
+        self._cursors: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        if isinstance(source, FileSource):
+            if source.format == "parquet":
+                scan = f"read_parquet({_sql_list(source.paths)}, union_by_name = true)"
+            else:
+                scan = f"read_csv({_sql_list(source.paths)}, header = true, union_by_name = true)"
+            try:
+                cols = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()]
+            except Exception as exc:  # duckdb raises several types for unreadable files
+                raise TraceFormatError(f"cannot read as {source.format} ({type(exc).__name__}: {exc}).",
+                                       file=source.display) from None
+            from odcore.data.traces import resolve_mapping
+
+            mp = resolve_mapping(cols, dict(source.mapping) if source.mapping else None, source.display)
+            self.time_unit = mp.time_unit or "auto"
+            self.sql = (f"SELECT {_q(mp.user)} AS user, {_q(mp.time)} AS time, "
+                        f"TRY_CAST({_q(mp.lat)} AS DOUBLE) AS lat, TRY_CAST({_q(mp.lon)} AS DOUBLE) AS lon "
+                        f"FROM {scan}")
+            self.checks = (mp.lat, mp.lon, scan)
+        else:
+            self.time_unit = "auto"
+            self.sql = None
+
+    def cursor(self):
+        """The calling thread's own cursor on the scan's connection (a cursor must not be shared by threads)."""
+        key = threading.get_ident()
+        with self._lock:
+            if key not in self._cursors:
+                self._cursors[key] = self.con.cursor()
+            return self._cursors[key]
+
+    def close(self) -> None:
+        for cur in self._cursors.values():
+            cur.close()
+        self._cursors.clear()
+        self.con.close()
+
+    def count(self) -> int:
+        if self.sql is None:
+            return len(self.source)
+        if self.source.format == "parquet":
+            return int(self.con.execute(f"SELECT count(*) FROM ({self.sql})").fetchall()[0][0])
+        return max(1, self.source.n_bytes // 40)
+
+    def check_numbers(self) -> None:
+        """Text in a coordinate column that is not a number: one clear message (the loader's rule)."""
+        if self.sql is None:
+            return
+        la, lo, scan = self.checks
+        for col in (la, lo):
+            bad = self.con.execute(
+                f"SELECT {_q(col)} FROM {scan} WHERE {_q(col)} IS NOT NULL AND TRY_CAST({_q(col)} AS DOUBLE) IS NULL "
+                "LIMIT 1").fetchall()
+            if bad:
+                raise TraceFormatError(f"cannot parse {bad[0][0]!r} as a number.", file=self.source.display,
+                                       column=col)
+
+    def count_exact(self) -> int:
+        """The source's row count (CSV: DuckDB counts the rows; :meth:`count` only estimates it from the size)."""
+        if self.sql is None:
+            return len(self.source)
+        return int(self.con.execute(f"SELECT count(*) FROM ({self.sql})").fetchall()[0][0])
+
+    def raw_batches(self):
+        """Yield the source's batches as read (:meth:`columns` turns one into arrays; that part can run on
+        another thread)."""
+        if self.sql is None:
+            df = self.source
+            user = K.frame_user_array(df[USER])
+            t_s = K.frame_time_seconds(df[TIME])
+            lat = df[LAT].to_numpy(np.float64)
+            lon = df[LON].to_numpy(np.float64)
+            for i in range(0, len(df), self.batch_rows):
+                sl = slice(i, i + self.batch_rows)
+                yield user[sl], t_s[sl], lat[sl], lon[sl]
+            return
+        yield from self.con.sql(self.sql).to_arrow_reader(self.batch_rows)
+
+    @staticmethod
+    def columns(b):
+        """(user Arrow array, time pandas Series, lat, lon) of a batch of :meth:`raw_batches`."""
+        if isinstance(b, tuple):
+            return b
+        return (b.column(0), b.column(1).to_pandas(), b.column(2).to_numpy(zero_copy_only=False),
+                b.column(3).to_numpy(zero_copy_only=False))
+
+
+def trace_filters(source, tz: str, time_unit: str, bbox) -> K.Filters | None:
+    if not isinstance(source, FileSource):
+        return None
+    from odcore.data.traces import to_time_ns
+
+    return K.Filters(source=source.display, tz=source.tz, time_unit=time_unit, time_offset_s=source.time_offset_s,
+                     bbox=bbox,
+                     start_ns=None if source.start is None else to_time_ns(source.start, source.tz, "start"),
+                     end_ns=None if source.end is None else to_time_ns(source.end, source.tz, "end"))
+
+
+def _resolve_bbox(scan: _Scan, source, workers: int = 1) -> tuple[float, float, float, float] | None:
+    from odcore.data.traces import BBox, RobustBoxCounts
+
+    if not isinstance(source, FileSource) or source.bbox is None:
+        return None
+    if isinstance(source.bbox, str) and source.bbox.strip().lower() == "auto":
+        counts = RobustBoxCounts()
+        # every usable row counted (kernel.sparse_box_counts): the loader's and every engine's box
+        for c in _threaded(lambda x: K.sparse_box_counts(*scan.columns(x)), scan.raw_batches(), workers):
+            counts.add_sparse(c["axis"].to_numpy(), c["band"].to_numpy(), c["n"].to_numpy())
+        return K.robust_bbox(counts, source.display)
+    return BBox.parse(source.bbox).as_tuple()
+
+
+def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shards: int):
+    """One batch of :meth:`_Scan.raw_batches` -> (``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the
+    kept rows, its :class:`~odcore.od.engines.kernel.PrepStats`). The shard of a row is a hash of its user modulo
+    ``n_shards`` (integer ids: :func:`~odcore.od.engines.kernel.mix64`; text: DuckDB's ``hash`` on a cursor of this
+    thread's own)."""
+    import pyarrow as pa
+
+    user, time_, lat, lon = scan.columns(raw)
+    st = K.PrepStats()
+    if filters is None:
+        st.rows_read += len(lat)
+        t = np.asarray(time_, dtype=np.int64)
+    else:
+        code, t = K.filter_batch(user, time_, lat, lon, filters, st)
+        keep = code == 0
+        if not keep.all():
+            idx = np.flatnonzero(keep)
+            user, t, lat, lon = user.take(pa.array(idx)), t[idx], lat[idx], lon[idx]
+    ok, slot, cell = K.assign_batch(grid, lat, lon, t, tz, st)
+    if not ok.all():
+        idx = np.flatnonzero(ok)
+        user, t, lat, lon, slot, cell = user.take(pa.array(idx)), t[idx], lat[idx], lon[idx], slot[idx], cell[idx]
+    if isinstance(user, pa.ChunkedArray):
+        user = user.combine_chunks()
+    tbl = pa.table([user, pa.array(t), pa.array(lat), pa.array(lon), pa.array(slot), pa.array(cell)],
+                   names=[USER, K.T_S, LAT, LON, K.SLOT, "cell"])
+    if n_shards == 1 or not len(tbl):
+        return [(0, tbl)], st
+    if pa.types.is_integer(user.type):   # integer ids: a splitmix64 hash in numpy
+        sh = (K.mix64(user.to_numpy().astype(np.int64).view(np.uint64)) % np.uint64(n_shards)).astype(np.int32)
+    else:                                # text ids: DuckDB's hash; the row number goes along, because the
+        cur = scan.cursor()              # connections do not preserve insertion order (rows may come back reordered)
+        cur.register("batch_tbl", pa.table({"i": np.arange(len(tbl), dtype=np.int64), USER: tbl.column(USER)}))
+        got = cur.execute(f"SELECT i, (hash(user) % {n_shards})::INTEGER AS s FROM batch_tbl").fetchnumpy()
+        cur.unregister("batch_tbl")
+        sh = np.empty(len(tbl), np.int32)
+        sh[got["i"]] = got["s"]
+    if n_shards <= 4:                    # a few shards: one mask each is cheaper than sorting the batch
+        parts = [(k, tbl.filter(pa.array(sh == k))) for k in range(n_shards)]
+        return [(k, p) for k, p in parts if len(p)], st
+    order = np.argsort(sh, kind="stable")
+    ends = np.cumsum(np.bincount(sh, minlength=n_shards))
+    tbl = tbl.take(pa.array(order))
+    return [(k, tbl.slice(int(e - n), int(n))) for k, (e, n) in enumerate(zip(ends, np.diff(ends, prepend=0),
+                                                                            strict=True)) if n], st
+
+
+def _threaded(fn, items, workers: int):
+    """``map(fn, items)`` in order on ``workers`` threads, at most ``workers + 1`` items in flight (memory stays
+    that of a few batches). The per-row work is numpy and pyproj, which release the GIL on whole arrays, so a
+    second thread uses the second core while DuckDB and the first thread are busy."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(workers) as ex:
+        pending: deque = deque()
+        for it in items:
+            pending.append(ex.submit(fn, it))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def prepared_batches(scan: _Scan, grid, tz: str, filters: K.Filters | None, st: K.PrepStats, workers: int = 1,
+                     n_shards: int = 1):
+    """Yield, per source batch, ``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the kept rows,
+    prepared on ``workers`` threads (what was read and dropped is added to ``st``)."""
+    for parts, bst in _threaded(lambda b: _prepare(b, scan, grid, tz, filters, n_shards), scan.raw_batches(),
+                                workers):
+        st.merge(bst)
+        yield parts
+
+
+_B32 = 4294967296   # 2**32: the winner's (count, -cell) packed in one BIGINT
+ROWS_COLS = "user, t, lat, lon, slot, cell"
+
+
+def _winners_sql(src: str, dedupe: bool, packed: bool) -> str:
+    """Winner of every user-hour of ``src`` (rows ``user, t, lat, lon, slot, cell``) as ``user, slot, cell, n``
+    (``n``: the hour's rows after duplicate removal).
+
+    Houssiau et al. 2022, Methods: winner takes all per user-hour, ties to the lower cell id. Exact duplicate rows
+    (same user, time and coordinates: their slot and cell are then equal too) count once. ``packed`` (cell ids
+    below 2**31): the winner is the integer ``max(n * 2**32 + (2**32 - 1 - cell))`` (most records, then the lowest
+    cell id), about twice as fast as ``arg_max`` over a struct, with the same result.
+    """
+    rows = (f"(SELECT user, any_value(slot) AS slot, any_value(cell) AS cell FROM {src} GROUP BY user, t, lat, lon)"
+            if dedupe else src)
+    pts = f"SELECT user, slot, cell, count(*) AS n FROM {rows} GROUP BY ALL"
+    if packed:
+        return (f"SELECT user, slot, {_B32 - 1} - max(n * {_B32} + ({_B32 - 1} - cell)) % {_B32} AS cell, "
+                f"sum(n)::BIGINT AS n FROM ({pts}) GROUP BY user, slot")
+    return f"SELECT user, slot, arg_max(cell, (n, -cell)) AS cell, sum(n)::BIGINT AS n FROM ({pts}) GROUP BY ALL"
+
+
+SHARD_PATHS = ("one row per user-hour", "hours aggregated", "several-row hours apart", "all rows deduplicated")
+
+
+def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows_window: bool) -> str:
+    """The per-shard pipeline (user-hours -> winners -> trips -> unique pairs), appended into the result tables.
+
+    With ``rows_window``, one window over the shard's rows (each user's rows by hour, the next row's hour
+    and cell) comes first: when no row is followed by a row of the same hour, every user-hour has one row, which is
+    its winner (and no row can be a duplicate of another): the same window gives the trips. That is the case in the
+    synthetic cities and in sparse real data. Otherwise the user-hours are aggregated: an hour with one row has that
+    row's cell as winner, and only the rows of hours with several rows go through duplicate removal and the
+    per-cell count (:func:`_winners_sql`), or all rows when most are in such hours (dense GPS traces); the window
+    then runs over the winners. Returns the path taken (:data:`SHARD_PATHS`); the caller tries the one window again
+    on the next shard only if it held.
+    """
+    nxt = "lead(slot) OVER u AS nslot, lead(cell) OVER u AS ncell"
+    single = False
+    if rows_window:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE lw AS SELECT user, slot, cell, {nxt} FROM {src} "
+                    "WINDOW u AS (PARTITION BY user ORDER BY slot)")
+        same_hour, n_rows = con.execute(
+            "SELECT count(*) FILTER (WHERE nslot = slot), count(*) FROM lw").fetchall()[0]
+        single = same_hour == 0
+    if single:
+        n_dedup, path = n_rows, SHARD_PATHS[0]
+    else:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE hrs AS SELECT user, slot, count(*) AS c, min(cell) AS cell "
+                    f"FROM {src} GROUP BY user, slot")
+        n_rows, n_multi_rows = (int(x or 0) for x in con.execute(
+            "SELECT sum(c), sum(c) FILTER (WHERE c > 1) FROM hrs").fetchall()[0])
+        if n_multi_rows == 0:
+            win, path = "SELECT user, slot, cell, c AS n FROM hrs", SHARD_PATHS[1]
+        elif n_multi_rows > n_rows // 2:
+            win, path = _winners_sql(src, dedupe, packed), SHARD_PATHS[3]
+        else:
+            path = SHARD_PATHS[2]
+            con.execute(f"CREATE OR REPLACE TEMP TABLE mrows AS SELECT s.* FROM {src} s SEMI JOIN "
+                        "(SELECT user, slot FROM hrs WHERE c > 1) h ON s.user = h.user AND s.slot = h.slot")
+            win = (f"SELECT user, slot, cell, c AS n FROM hrs WHERE c = 1 UNION ALL "
+                   f"{_winners_sql('mrows', dedupe, packed)}")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE win AS {win}")
+        n_dedup = int(con.execute("SELECT sum(n) FROM win").fetchall()[0][0] or 0)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE lw AS SELECT user, slot, cell, {nxt} FROM win "
+                    "WINDOW u AS (PARTITION BY user ORDER BY slot)")
+    # trips: to a distinct cell in the next hour slot, in the week of the origin hour; pairs: distinct per user-week
+    con.execute("CREATE OR REPLACE TEMP TABLE prs AS SELECT sw.week, w.user, w.cell AS o, w.ncell AS d, "
+                "count(*) AS k FROM lw w JOIN slot_week sw ON sw.slot = w.slot "
+                "WHERE w.nslot = w.slot + 1 AND w.ncell <> w.cell GROUP BY ALL")
+    con.execute("INSERT INTO r_counts SELECT week, o, d, count(*) FROM prs GROUP BY ALL")
+    con.execute("INSERT INTO r_user_week SELECT a.week, a.user, coalesce(p.trips, 0), coalesce(p.uniq, 0) FROM "
+                "(SELECT DISTINCT sw.week, w.user FROM lw w JOIN slot_week sw USING (slot)) a "
+                "LEFT JOIN (SELECT week, user, sum(k)::BIGINT AS trips, count(*) AS uniq FROM prs GROUP BY ALL) p "
+                "USING (week, user)")
+    con.execute("INSERT INTO r_cells SELECT DISTINCT cell FROM lw")
+    con.execute(f"INSERT INTO r_stats SELECT {int(n_rows)}, {n_dedup}, count(*) FROM lw")
+    if keep_pairs:
+        con.execute("INSERT INTO r_pairs SELECT week, user, o, d FROM prs")
+    return path
+
+
+def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memory_limit: str = "3GB",
+                    threads: int | None = None, temp_dir: str | None = None, shard_rows: int = SHARD_ROWS,
+                    batch_rows: int = BATCH_ROWS):
+    """Weekly unique OD counts of ``source`` (a trace DataFrame or a :class:`FileSource`) computed in DuckDB.
+
+    Parameters
+    ----------
+    source:
+        A trace table (``user, time, lat, lon``, as :func:`odcore.od.trips.build_od` takes) or a
+        :class:`~odcore.od.engines.sources.FileSource` streamed from disk (filters and duplicate removal as the
+        loader's).
+    config:
+        :class:`odcore.od.oddata.ODConfig`.
+    grid:
+        Zone object with ``assign(lat, lon)`` (default: :func:`~odcore.od.engines.kernel.fit_zones` of a
+        min/max pass over the kept rows).
+    keep_pairs:
+        Also return every user's unique pairs (needed by the attacks; large for big inputs).
+    memory_limit, threads, temp_dir:
+        DuckDB settings (spilling goes to ``temp_dir``; default: a fresh temporary folder).
+    shard_rows:
+        Rows per user shard of stage B (the number of shards is rows / shard_rows, rounded up).
+    """
+    tz = config.tz
+    work = Path(tempfile.mkdtemp(prefix="odcore-duckdb-", dir=temp_dir))
+    timings: dict[str, float] = {}
+    try:
+        con = _connect(memory_limit, threads, str(work / "spill"))
+        src_con = _connect(memory_limit, threads, str(work / "spill-src"))
+        if isinstance(source, FileSource):
+            scan = _Scan(src_con, source, batch_rows)
+            scan.check_numbers()
+        else:
+            for col in (USER, TIME, LAT, LON):
+                if col not in source.columns:
+                    raise TraceFormatError(f"traces miss column {col!r}; have {list(source.columns)}.", column=col)
+            if len(source) == 0:
+                raise TraceFormatError("no trace rows.")
+            scan = _Scan(src_con, source, batch_rows)
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        cpu: dict[str, float] = {}
+        workers = int(threads) if threads else max(1, min(2, os.cpu_count() or 1))   # Python threads per pass
+        bbox = _resolve_bbox(scan, source, workers)
+        filters = trace_filters(source, tz, scan.time_unit, bbox)
+        if grid is None:   # the grid from a streaming min/max pass over the kept rows
+            b = K.Bounds()
+            if filters is None:
+                b.update(source[LAT].to_numpy(np.float64), source[LON].to_numpy(np.float64))
+            else:
+                for la, lo in _threaded(lambda x: K.kept_points(*scan.columns(x), filters), scan.raw_batches(),
+                                        workers):
+                    b.update(la, lo)
+            grid = K.fit_zones(b, config)
+        timings["grid"] = time.perf_counter() - t0
+        cpu["grid"] = time.process_time() - c0
+        n_est = scan.count()
+        n_shards = max(1, math.ceil(n_est / max(1, int(shard_rows))))
+        # --- stage A: prepared rows, into one DuckDB table per user shard ---------------------------------------
+        st = K.PrepStats()
+        n_batches = 0
+        created: set[int] = set()
+        # Driven from this thread (DuckDB never calls back into Python while it reads the source on the other
+        # connection): each prepared batch is split by a hash of the user and appended to its shard's temporary
+        # table (DuckDB's buffer manager keeps them within memory_limit, spilling blocks to temp_directory).
+        for parts in prepared_batches(scan, grid, tz, filters, st, workers, n_shards):
+            for k, part_tbl in parts:
+                con.register("part_tbl", part_tbl)
+                if k not in created:
+                    con.execute(f"CREATE TEMP TABLE rows_{k} AS SELECT {ROWS_COLS} FROM part_tbl")
+                    created.add(k)
+                else:
+                    con.execute(f"INSERT INTO rows_{k} SELECT {ROWS_COLS} FROM part_tbl")
+                con.unregister("part_tbl")
+            n_batches += 1
+            del parts
+        if n_batches == 0:
+            raise TraceFormatError("no trace rows.")
+        scan.close()
+        timings["stage_a"] = time.perf_counter() - t0 - timings["grid"]
+        cpu["stage_a"] = time.process_time() - c0 - cpu["grid"]
+        if st.slot_min == K.IMIN or not created:
+            raise TraceFormatError("no trace row falls inside the grid.")
+        con.register("sw", K.slot_week_table(st.slot_min, st.slot_max, tz))
+        con.execute("CREATE TEMP TABLE slot_week AS SELECT * FROM sw")
+        con.unregister("sw")
+        utype = con.execute(f"SELECT typeof(user) FROM rows_{min(created)} LIMIT 1").fetchall()[0][0]
+        con.execute("CREATE TEMP TABLE r_counts (week BIGINT, o BIGINT, d BIGINT, n BIGINT)")
+        con.execute(f"CREATE TEMP TABLE r_user_week (week BIGINT, user {utype}, trips BIGINT, uniq BIGINT)")
+        con.execute(f"CREATE TEMP TABLE r_pairs (week BIGINT, user {utype}, o BIGINT, d BIGINT)")
+        con.execute("CREATE TEMP TABLE r_cells (cell BIGINT)")
+        con.execute("CREATE TEMP TABLE r_stats (rows_in BIGINT, rows_dedup BIGINT, user_hours BIGINT)")
+        # --- stage B: per shard -------------------------------------------------------------------------------
+        dedupe = isinstance(source, FileSource)
+        packed = grid.n_cells < 2**31
+        paths = dict.fromkeys(SHARD_PATHS, 0)
+        path = SHARD_PATHS[0]   # the one window is tried first, and again only while it holds
+        for k in sorted(created):
+            path = _run_shard(con, f"rows_{k}", dedupe, keep_pairs, packed, path == SHARD_PATHS[0])
+            paths[path] += 1
+            con.execute(f"DROP TABLE rows_{k}")
+        timings["stage_b"] = time.perf_counter() - t0 - timings["grid"] - timings["stage_a"]
+        cpu["stage_b"] = time.process_time() - c0 - cpu["grid"] - cpu["stage_a"]
+        # sorted here (both cores) in the order of the memory engine's tables, which assemble() then only checks
+        counts = con.execute("SELECT week, o AS origin, d AS destination, sum(n)::BIGINT AS count FROM r_counts "
+                             "GROUP BY ALL ORDER BY ALL").df()
+        user_week = con.execute("SELECT week, user, trips, uniq AS unique_trips FROM r_user_week "
+                                "ORDER BY week, user").df()
+        pairs = (con.execute("SELECT week, user, o AS origin, d AS destination FROM r_pairs").df()
+                 if keep_pairs else None)
+        cells = np.sort(con.execute("SELECT DISTINCT cell FROM r_cells").df()["cell"].to_numpy(np.int64))
+        rows_in, rows_dedup, user_hours = (int(x or 0) for x in con.execute(
+            "SELECT sum(rows_in), sum(rows_dedup), sum(user_hours) FROM r_stats").fetchall()[0])
+        con.close()
+    except ParameterError:
+        raise
+    except TraceFormatError:
+        raise
+    except Exception as exc:
+        import duckdb
+
+        if isinstance(exc, duckdb.Error):
+            raise TraceFormatError(f"DuckDB could not run the OD pipeline ({type(exc).__name__}: {exc}).") from None
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    dropped = dict(st.dropped)
+    if rows_in > rows_dedup:
+        from odcore.data.traces import DROP_DUPLICATE
+
+        dropped[DROP_DUPLICATE] = rows_in - rows_dedup
+    like = source[USER] if isinstance(source, pd.DataFrame) else None
+    stats = {"rows_read": st.rows_read, "rows_used": rows_dedup, "rows_dropped": dropped, "user_hours": user_hours,
+             "cells_used": cells, "engine": "duckdb", "shards": n_shards, "shard_paths": paths, "bbox_used": bbox,
+             "seconds": {k: round(v, 3) for k, v in timings.items()},
+             "cpu_seconds": {k: round(v, 3) for k, v in cpu.items()}}
+    return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats,
+                      user_like=like)
+
+
+_COLS = (WEEK, ORIGIN, DESTINATION, COUNT, TRIPS, UNIQUE_TRIPS)  # documented output columns

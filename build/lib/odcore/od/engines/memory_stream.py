@@ -1,0 +1,411 @@
+"""The memory engine on files: streamed, sharded by a hash of the user, one shard in memory at a time.
+
+Instead of loading the whole trace table into pandas (``load_traces``) and running :func:`odcore.od.trips.build_od` on
+it, the files are read in Arrow batches (``pyarrow.dataset``: the four columns only, one batch in flight), filtered
+like the loader does (:func:`odcore.od.engines.kernel.filter_batch`) and split into user shards by a 64-bit hash of
+the user id (numpy over the Arrow buffers: no Python object per id). With several shards each goes to a temporary
+Arrow IPC file, so memory holds one batch while reading and one shard (about ``shard_rows`` rows) while computing.
+Each shard then gets its zones and hour slots (the shared per-row code) and runs the numpy kernel
+(:func:`odcore.od.trips.winners`, :func:`odcore.od.trips.od_tables`) alone; the distinct-user counts of the shards are
+summed, which is exact because every user is in exactly one shard. Text user ids are factorised per shard by Arrow
+(``dictionary_encode``), so distinct ids never merge, whatever their hashes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from odcore.constants import COUNT, DESTINATION, ORIGIN, TRIPS, UNIQUE_TRIPS, USER, WEEK
+from odcore.errors import TraceFormatError
+from odcore.od.engines import kernel as K
+from odcore.od.engines.sources import FileSource
+
+__all__ = ["build_od_memory_stream", "user_hash"]
+
+BATCH_ROWS = 1_000_000
+SHARD_ROWS = 2_000_000
+_P = np.uint64(0x100000001B3)          # FNV-1a 64-bit prime (used as a polynomial base here)
+_mix = K.mix64
+
+
+def user_hash(user) -> np.ndarray:
+    """A 64-bit hash (uint64) of each user id of an Arrow array (integers or text), vectorised.
+
+    Integers: splitmix64 of the value. Text: a polynomial hash of the UTF-8 bytes read straight from the Arrow
+    buffers, then splitmix64. Only used to pick a shard; ids are compared exactly within a shard.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(user, pa.ChunkedArray):
+        user = user.combine_chunks()
+    if pa.types.is_integer(user.type):
+        return _mix(user.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64))
+    if pa.types.is_dictionary(user.type):
+        user = user.cast(user.type.value_type)
+    if not (pa.types.is_string(user.type) or pa.types.is_large_string(user.type)):
+        user = pc.cast(user, pa.string())
+    user = user.cast(pa.large_string())
+    n = len(user)
+    bufs = user.buffers()
+    offs = np.frombuffer(bufs[1], dtype=np.int64)[user.offset:user.offset + n + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    lo, hi = int(offs[0]), int(offs[-1])
+    seg = data[lo:hi].astype(np.uint64)
+    lens = np.diff(offs)
+    out = lens.astype(np.uint64)                      # empty strings hash to their length (0)
+    if seg.size:
+        # h = sum(byte_i * P^(len-1-i)) mod 2^64: powers by position from each string's end
+        end = np.repeat(offs[1:] - lo, lens)
+        pos_from_end = end - np.arange(seg.size) - 1
+        maxlen = int(lens.max())
+        pw = np.ones(maxlen, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for i in range(1, maxlen):
+                pw[i] = pw[i - 1] * _P
+            vals = seg * pw[pos_from_end] + np.uint64(1)
+        nz = lens > 0
+        starts = (offs[:-1] - lo)[nz]
+        with np.errstate(over="ignore"):
+            out[nz] += np.add.reduceat(vals, starts)
+    return _mix(out)
+
+
+class _Reader:
+    """Arrow batches (user, time, lat, lon) of a FileSource with the loader's column mapping.
+
+    Only the four columns are read (projection), one batch at a time (no read-ahead: pyarrow's default keeps 16
+    batches and 4 files in flight, about 1 GiB more at a million rows per batch).
+    """
+
+    def __init__(self, src: FileSource, batch_rows: int):
+        import pyarrow.dataset as ds
+
+        from odcore.data.traces import resolve_mapping
+
+        try:
+            self.ds = ds.dataset(list(src.paths), format="parquet" if src.format == "parquet" else "csv")
+        except Exception as exc:  # pyarrow raises several types for unreadable files
+            raise TraceFormatError(f"cannot read as {src.format} ({type(exc).__name__}: {exc}).",
+                                   file=src.display) from None
+        mp = resolve_mapping(list(self.ds.schema.names), dict(src.mapping) if src.mapping else None, src.display)
+        self.cols = [mp.user, mp.time, mp.lat, mp.lon]
+        self.time_unit = mp.time_unit or "auto"
+        self.batch_rows = batch_rows
+        self.src = src
+
+    def count(self) -> int:
+        return int(self.ds.count_rows())
+
+    def batches(self):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        for b in self.ds.to_batches(columns=self.cols, batch_size=self.batch_rows, batch_readahead=1,
+                                    fragment_readahead=1):
+            if b.num_rows == 0:
+                continue
+            lat = b.column(2)
+            lon = b.column(3)
+            try:
+                lat = pc.cast(lat, pa.float64()).to_numpy(zero_copy_only=False)
+                lon = pc.cast(lon, pa.float64()).to_numpy(zero_copy_only=False)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise TraceFormatError("a coordinate is not a number.", file=self.src.display) from None
+            yield b.column(0), b.column(1).to_pandas(), np.asarray(lat, np.float64), np.asarray(lon, np.float64)
+
+
+def _user_array(user):
+    """One Arrow array of user ids: integers as int64, text as large_string (one type for every batch)."""
+    import pyarrow as pa
+
+    if isinstance(user, pa.ChunkedArray):
+        user = user.combine_chunks()
+    if pa.types.is_dictionary(user.type):
+        user = user.cast(user.type.value_type)
+    if pa.types.is_integer(user.type):
+        return user.cast(pa.int64())
+    return user.cast(pa.large_string())
+
+
+class _Shards:
+    """The kept rows (user, t, lat, lon) split by a hash of the user: one shard in memory, or several in temporary
+    Arrow IPC files (one per shard, appended batch by batch), so that only one shard is ever in memory."""
+
+    def __init__(self, n_shards: int, temp_dir: str | None):
+        self.n = n_shards
+        self.mem: list = []
+        self.dir = None
+        self.writers: dict[int, Any] = {}
+        if n_shards > 1:
+            import tempfile
+
+            self.dir = Path(tempfile.mkdtemp(prefix="odcore-memory-", dir=temp_dir))
+
+    def append(self, batch) -> None:
+        import pyarrow as pa
+
+        if self.n == 1:
+            self.mem.append(batch)
+            return
+        sh = (user_hash(batch.column(0)) % np.uint64(self.n)).astype(np.int64)
+        order = np.argsort(sh, kind="stable")
+        bounds = np.searchsorted(sh[order], np.arange(self.n + 1))
+        for k in np.flatnonzero(np.diff(bounds)):
+            part = batch.take(pa.array(order[bounds[k]:bounds[k + 1]]))
+            w = self.writers.get(k)
+            if w is None:
+                w = self.writers[k] = pa.ipc.new_stream(str(self.dir / f"s{k:05d}.arrows"), part.schema)
+            w.write_batch(part)
+
+    def tables(self):
+        """Yield each non-empty shard as an Arrow table (its file is deleted once read)."""
+        import pyarrow as pa
+
+        if self.n == 1:
+            if self.mem:
+                tbl = pa.Table.from_batches(self.mem)
+                self.mem = []
+                yield tbl
+            return
+        for w in self.writers.values():
+            w.close()
+        for k in sorted(self.writers):
+            path = self.dir / f"s{k:05d}.arrows"
+            with pa.OSFile(str(path), "rb") as f:
+                tbl = pa.ipc.open_stream(f).read_all()
+            path.unlink()
+            yield tbl
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            try:
+                w.close()
+            except Exception:  # already closed
+                pass
+        if self.dir is not None:
+            import shutil
+
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _CountsSum:
+    """Running sum of the shards' distinct-user counts by (week, origin, destination), compacted as it grows
+    (each shard repeats most pairs, so the pending rows are summed whenever they outgrow the running table)."""
+
+    def __init__(self, min_rows: int = 1_000_000) -> None:
+        self.min_rows = min_rows
+        self.total: pd.DataFrame | None = None
+        self.pending: list[pd.DataFrame] = []
+        self.n_pending = 0
+
+    def add(self, week, o, d, n) -> None:
+        self.pending.append(pd.DataFrame({WEEK: week, ORIGIN: o, DESTINATION: d, COUNT: n}))
+        self.n_pending += len(week)
+        if self.n_pending > max(self.min_rows, 0 if self.total is None else len(self.total)):
+            self._compact()
+
+    def _compact(self) -> None:
+        parts = ([] if self.total is None else [self.total]) + self.pending
+        if len(parts) == 1:
+            self.total = parts[0]
+        elif parts:
+            c = pd.concat(parts, ignore_index=True)
+            self.total = c.groupby([WEEK, ORIGIN, DESTINATION], sort=True, as_index=False)[COUNT].sum()
+        self.pending, self.n_pending = [], 0
+
+    def result(self) -> pd.DataFrame:
+        self._compact()
+        return self.total
+
+
+def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bool = True,
+                           shard_rows: int = SHARD_ROWS, batch_rows: int = BATCH_ROWS, temp_dir: str | None = None):
+    """Weekly unique OD data of Parquet/CSV files with the numpy kernel, streamed and sharded by user.
+
+    Same filters, duplicate removal, zones and tables as :func:`odcore.data.traces.load_traces` followed by
+    :func:`odcore.od.trips.build_od` (``bbox="auto"``: the robust box of every usable row's counts,
+    :func:`odcore.od.engines.kernel.box_counts_batch`, the same in every engine). One pass reads the files (the robust box needs one more): rows are
+    filtered, their bounding box kept for the zones, and they go to the shard of their user's hash; then each
+    shard (about ``shard_rows`` rows; in a temporary file under ``temp_dir`` when there are several) gets its zones
+    and hour slots and runs the numpy kernel alone, and the shards' counts are summed.
+    """
+    import pyarrow as pa
+
+    from odcore.data.traces import BBox, to_time_ns
+
+    rd = _Reader(src, batch_rows)
+    n_rows = rd.count()
+    bbox = None
+    if src.bbox is not None:
+        if isinstance(src.bbox, str) and src.bbox.strip().lower() == "auto":
+            counts = None
+            for user, time_, lat, lon in rd.batches():
+                counts = K.box_counts_batch(user, time_, lat, lon, counts)
+            bbox = K.robust_bbox(counts, src.display)
+        else:
+            bbox = BBox.parse(src.bbox).as_tuple()
+    f = K.Filters(source=src.display, tz=src.tz, time_unit=rd.time_unit, time_offset_s=src.time_offset_s, bbox=bbox,
+                  start_ns=None if src.start is None else to_time_ns(src.start, src.tz, "start"),
+                  end_ns=None if src.end is None else to_time_ns(src.end, src.tz, "end"))
+    n_shards = max(1, math.ceil(n_rows / max(1, int(shard_rows))))
+    shards = _Shards(n_shards, temp_dir)
+    st = K.PrepStats()
+    try:
+        for user, time_, lat, lon in rd.batches():
+            code, t = K.filter_batch(user, time_, lat, lon, f, st)
+            idx = np.flatnonzero(code == 0)
+            if idx.size == 0:
+                continue
+            lat, lon = lat[idx], lon[idx]
+            st.bounds.update(lat, lon)      # the zones, when not given, come from the kept rows' min/max
+            u = _user_array(user)
+            if idx.size < len(code):
+                u = u.take(pa.array(idx))
+            shards.append(pa.record_batch([u, pa.array(t[idx]), pa.array(lat), pa.array(lon)],
+                                          names=[USER, K.T_S, "lat", "lon"]))
+            del u, code, t, lat, lon, idx
+        pa.default_memory_pool().release_unused()
+        if st.bounds.n == 0:
+            raise TraceFormatError("no trace row falls inside the grid.", file=src.display)
+        if grid is None:
+            grid = K.fit_zones(st.bounds, config)
+        counts = _CountsSum()
+        acc: dict[str, list] = {k: [] for k in ("a_week", "a_user", "trips", "uniq", "used_cells", "p_week",
+                                                 "p_user", "p_o", "p_d")}
+        rows_used = user_hours = dup_total = 0
+        for tbl in shards.tables():
+            part = _run_shard(tbl, grid, config.tz, keep_pairs, st)
+            del tbl
+            if part is None:
+                continue
+            rows_used += part["rows"]
+            user_hours += part["user_hours"]
+            dup_total += part["dups"]
+            counts.add(part["c_week"], part["c_o"], part["c_d"], part["c_n"])
+            labels = part["labels"]
+            for k in ("a_week", "trips", "uniq", "used_cells") + (("p_week", "p_o", "p_d") if keep_pairs else ()):
+                acc[k].append(part[k])
+            acc["a_user"].append(labels[part["a_user"]])
+            if keep_pairs:
+                acc["p_user"].append(labels[part["p_user"]])
+            del part
+    finally:
+        shards.close()
+    if st.slot_min == K.IMIN:
+        raise TraceFormatError("no trace row falls inside the grid.", file=src.display)
+    return _merge(acc, counts.result(), grid, config, st, dup_total, rows_used, user_hours, bbox, n_shards,
+                  keep_pairs)
+
+
+def _run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[str, Any] | None:
+    """Zones, hour slots, duplicate removal and the numpy kernel on one user shard (an Arrow table)."""
+    import pyarrow as pa
+
+    from odcore.od.hourly import od_tables, winners
+
+    def col(name, dtype):
+        c = tbl.column(name)
+        return np.concatenate([x.to_numpy(zero_copy_only=False) for x in c.chunks]).astype(dtype, copy=False) \
+            if c.num_chunks != 1 else c.chunk(0).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+
+    t = col(K.T_S, np.int64)
+    lat = col("lat", np.float64)
+    lon = col("lon", np.float64)
+    ok, slot, cell = K.assign_batch(grid, lat, lon, t, tz, st)
+    users = tbl.column(USER).combine_chunks()
+    if not ok.all():
+        keep = np.flatnonzero(ok)
+        t, lat, lon, slot, cell = t[keep], lat[keep], lon[keep], slot[keep], cell[keep]
+        users = users.take(pa.array(keep))
+    if len(t) == 0:
+        return None
+    if pa.types.is_integer(users.type):
+        labels, codes = np.unique(users.to_numpy(zero_copy_only=False), return_inverse=True)
+        codes = codes.astype(np.int64).ravel()
+    else:
+        enc = users.dictionary_encode()
+        d = enc.dictionary.to_numpy(zero_copy_only=False).astype(object)
+        order = np.argsort(d.astype(str), kind="stable")
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        codes = rank[enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
+        labels = d[order]
+    del users
+    dup = _duplicates(codes, t, lat, lon, len(labels))
+    del t, lat, lon
+    n_dup = int(dup.sum())
+    if n_dup:
+        keep = ~dup
+        codes, slot, cell = codes[keep], slot[keep], cell[keep]
+    del dup
+    n_rows = len(codes)
+    w = winners(codes, slot, cell, len(labels), grid.n_cells, tz)
+    del codes, slot, cell
+    tb = od_tables(w["wu"], w["ws"], w["wc"], w["wweek"], w["n_users"], grid.n_cells)
+    del w
+    out = {"labels": labels, "dups": n_dup, "rows": n_rows, **tb}
+    if not keep_pairs:
+        for key in ("p_week", "p_user", "p_o", "p_d"):
+            out.pop(key)
+    return out
+
+
+def _duplicates(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndarray, n_users: int) -> np.ndarray:
+    """Mask of exact duplicate rows (same user, time, lat, lon; the first one of each group is kept).
+
+    Rows are grouped by one int64 key (user, time), no sort when already in that order (files usually are);
+    only rows sharing a key with a neighbour are compared on their coordinates.
+    """
+    n = len(t)
+    dup = np.zeros(n, bool)
+    if n < 2:
+        return dup
+    tmin = int(t.min())
+    span = int(t.max()) - tmin + 1
+    if n_users * span < 2**62:
+        key = codes * span + (t - tmin)
+        order = None if bool((key[1:] >= key[:-1]).all()) else np.argsort(key, kind="stable")
+        ks = key if order is None else key[order]
+        del key
+    else:
+        order = np.lexsort((t, codes))
+        ks = None
+    if ks is not None:
+        same = ks[1:] == ks[:-1]
+    else:
+        same = (codes[order[1:]] == codes[order[:-1]]) & (t[order[1:]] == t[order[:-1]])
+    if not same.any():
+        return dup
+    grp = np.zeros(n, bool)
+    grp[1:] |= same
+    grp[:-1] |= same
+    cand = np.flatnonzero(grp)
+    rows = cand if order is None else order[cand]
+    kk = ks[cand] if ks is not None else np.cumsum(np.r_[True, ~same])[cand]
+    d = pd.DataFrame({"k": kk, "a": lat[rows], "o": lon[rows]}).duplicated().to_numpy()
+    dup[rows[d]] = True
+    return dup
+
+
+def _merge(acc: dict[str, list], counts: pd.DataFrame, grid, config, st: K.PrepStats, n_dup: int, rows_used: int,
+           user_hours: int, bbox, n_shards: int, keep_pairs: bool):
+    from odcore.data.traces import DROP_DUPLICATE
+
+    user_week = pd.DataFrame({WEEK: np.concatenate(acc["a_week"]), USER: np.concatenate(acc["a_user"]),
+                              TRIPS: np.concatenate(acc["trips"]), UNIQUE_TRIPS: np.concatenate(acc["uniq"])})
+    pairs = None
+    if keep_pairs:
+        pairs = pd.DataFrame({WEEK: np.concatenate(acc["p_week"]), USER: np.concatenate(acc["p_user"]),
+                              ORIGIN: np.concatenate(acc["p_o"]), DESTINATION: np.concatenate(acc["p_d"])})
+    dropped = dict(st.dropped)
+    if n_dup:
+        dropped[DROP_DUPLICATE] = n_dup
+    stats = {"rows_read": st.rows_read, "rows_used": rows_used, "rows_dropped": dropped, "user_hours": user_hours,
+             "cells_used": np.unique(np.concatenate(acc["used_cells"])), "engine": "memory", "shards": n_shards,
+             "bbox_used": bbox}
+    return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats)

@@ -1,0 +1,277 @@
+"""The trace -> weekly OD step on Apache Spark (local mode here, ``spark-submit`` on a cluster).
+
+- Rows are read by Spark (``spark.read.parquet`` / ``csv``: local paths here, any Hadoop-compatible URI on a
+  cluster) or created from an in-memory table.
+- One Arrow UDF (``mapInPandas``) applies the shared per-row definitions on every executor: the loader's filters,
+  the zone object's ``assign`` (pickled to the executors) and the local hour slot
+  (:mod:`odcore.od.engines.kernel`). Dropped rows keep a reason code so they are counted, never lost silently.
+- The rest is Spark SQL: duplicate removal (file sources), winner takes all per user-hour with ``max_by(cell,
+  struct(n, -cell))`` (ties to the lower cell id), trips with ``lead()`` over each user's hours, the week of the
+  origin hour from a broadcast slot -> week table, distinct pairs and the distinct-user counts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from odcore.constants import LAT, LON, TIME, USER
+from odcore.errors import TraceFormatError
+from odcore.od.engines import kernel as K
+from odcore.od.engines.sources import FileSource
+
+__all__ = ["build_od_spark", "spark_session"]
+
+
+def spark_session(master: str = "local[2]", driver_memory: str = "2g", shuffle_partitions: int | None = None):
+    """The active SparkSession, or a new one (local mode by default; 127.0.0.1, no UI).
+
+    On a cluster, ``spark-submit`` has already created the session and its settings win.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    import os
+    import sys
+
+    from odcore.paths import REPO_ROOT
+
+    # Python workers (local mode): this interpreter (its packages) and this checkout of odcore. Under spark-submit
+    # the cluster's settings (spark.pyspark.python, --archives, --py-files) decide.
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    b = SparkSession.builder.appName("odcore-od")
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:   # not under spark-submit: our local master and driver memory
+        b = b.master(master).config("spark.driver.memory", driver_memory)
+    b = (b.config("spark.sql.execution.arrow.pyspark.enabled", "true")
+         .config("spark.ui.enabled", "false")
+         .config("spark.driver.host", "127.0.0.1")
+         .config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200000"))
+    if shuffle_partitions is not None:
+        b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    elif master.startswith("local"):
+        b = b.config("spark.sql.shuffle.partitions", "8")
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _read(spark, source):
+    """(Spark DataFrame of user, time, lat, lon, time unit)."""
+    from pyspark.sql import functions as F
+
+    if not isinstance(source, FileSource):
+        for col in (USER, TIME, LAT, LON):
+            if col not in source.columns:
+                raise TraceFormatError(f"traces miss column {col!r}; have {list(source.columns)}.", column=col)
+        if len(source) == 0:
+            raise TraceFormatError("no trace rows.")
+        import pyarrow as pa
+
+        tbl = pa.table({USER: K.frame_user_array(source[USER]), TIME: K.frame_time_seconds(source[TIME]),
+                        LAT: source[LAT].to_numpy(np.float64), LON: source[LON].to_numpy(np.float64)})
+        n_parts = max(1, min(spark.sparkContext.defaultParallelism, len(source) // 100_000 + 1))
+        return spark.createDataFrame(tbl.to_pandas()).coalesce(n_parts), "s"
+    from odcore.data.traces import resolve_mapping
+
+    try:
+        if source.format == "parquet":
+            raw = spark.read.parquet(*source.paths)
+        else:
+            raw = spark.read.csv(list(source.paths), header=True, inferSchema=True)
+    except Exception as exc:  # Spark raises AnalysisException and others for unreadable input
+        raise TraceFormatError(f"Spark cannot read the input ({type(exc).__name__}: {exc}).",
+                               file=source.display) from None
+    mp = resolve_mapping(raw.columns, dict(source.mapping) if source.mapping else None, source.display)
+    from pyspark.sql import types as T
+
+    tcol = F.col(f"`{mp.time}`")
+    unit = mp.time_unit or "auto"
+    if isinstance(raw.schema[mp.time].dataType, T.TimestampType):
+        # an instant: hand Python its UTC microseconds (pandas would see a naive session-time value)
+        tcol, unit = F.unix_micros(tcol), "us"
+    df = raw.select(F.col(f"`{mp.user}`").alias(USER), tcol.alias(TIME),
+                    F.col(f"`{mp.lat}`").cast("double").alias(LAT), F.col(f"`{mp.lon}`").cast("double").alias(LON))
+    return df, unit
+
+
+def _spark_filters(source, tz: str, unit: str, bbox) -> K.Filters | None:
+    from odcore.od.engines.duckdb_engine import trace_filters as f
+
+    return f(source, tz, unit, bbox)
+
+
+def _prep_fn(grid, tz: str, filters: K.Filters | None, with_assign: bool):
+    """The mapInPandas function: raw batches -> (user, t, lat, lon, slot, cell, drop reason code)."""
+
+    unit_us = filters is not None and filters.time_unit == "us"
+    if unit_us:
+        from dataclasses import replace
+
+        filters = replace(filters, time_unit="auto")
+
+    def fn(batches):
+        for pdf in batches:
+            st = K.PrepStats()
+            user = pdf[USER]
+            lat = pdf[LAT].to_numpy(np.float64)
+            lon = pdf[LON].to_numpy(np.float64)
+            n = len(pdf)
+            reason = np.zeros(n, np.int8)
+            if filters is None:
+                t = pdf[TIME].to_numpy(np.int64)
+                keep = np.ones(n, bool)
+            else:
+                tm = pdf[TIME]
+                if unit_us:
+                    tm = pd.to_datetime(tm, unit="us", utc=True)
+                reason, t = K.filter_batch(user.to_numpy(), tm, lat, lon, filters, st)
+                keep = reason == 0
+            slot = np.zeros(n, np.int64)
+            cell = np.full(n, -1, np.int64)
+            if not with_assign:
+                yield pd.DataFrame({LAT: lat[keep], LON: lon[keep]}).agg(["min", "max", "count"]).T.reset_index()
+                continue
+            idx = np.flatnonzero(keep)
+            if idx.size:
+                ok, s, c = K.assign_batch(grid, lat[idx], lon[idx], t[idx], tz, st)
+                slot[idx], cell[idx] = s, c
+                reason[idx[~ok]] = 4
+            yield pd.DataFrame({USER: user, K.T_S: t, LAT: lat, LON: lon, K.SLOT: slot, "cell": cell,
+                                "reason": reason})
+
+    return fn
+
+
+def _box_counts_fn(batches):
+    """The mapInPandas function of the robust box's counts (:func:`odcore.od.engines.kernel.sparse_box_counts`)."""
+    for pdf in batches:
+        yield K.sparse_box_counts(pdf[USER], pdf[TIME], pdf[LAT].to_numpy(np.float64), pdf[LON].to_numpy(np.float64))
+
+
+def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=None, master: str = "local[2]",
+                   driver_memory: str = "2g"):
+    """Weekly unique OD counts of ``source`` (a trace DataFrame or a :class:`FileSource`) computed by Spark.
+
+    Same parameters and result as :func:`odcore.od.engines.duckdb_engine.build_od_duckdb`; ``spark`` is a
+    SparkSession (default: the active one, or a local one with ``master`` and ``driver_memory``).
+    """
+    from pyspark.sql import types as T
+
+    from odcore.data.traces import BBox
+
+    spark = spark or spark_session(master, driver_memory)
+    tz = config.tz
+    raw, unit = _read(spark, source)
+    bbox = None
+    if isinstance(source, FileSource) and source.bbox is not None:
+        if isinstance(source.bbox, str) and source.bbox.strip().lower() == "auto":
+            from odcore.data.traces import RobustBoxCounts
+
+            parts = (raw.mapInPandas(_box_counts_fn, "axis byte, band long, n long")
+                     .groupBy("axis", "band").sum("n").toPandas())
+            counts = RobustBoxCounts()
+            counts.add_sparse(parts["axis"].to_numpy(), parts["band"].to_numpy(), parts["sum(n)"].to_numpy())
+            bbox = K.robust_bbox(counts, source.display)
+        else:
+            bbox = BBox.parse(source.bbox).as_tuple()
+    filters = _spark_filters(source, tz, unit, bbox)
+    if grid is None:   # grid from a streaming min/max pass over the kept rows
+        if filters is None:
+            b = K.Bounds()
+            b.update(source[LAT].to_numpy(np.float64), source[LON].to_numpy(np.float64))
+        else:
+            schema = "index string, min double, max double, count double"
+            parts = raw.mapInPandas(_prep_fn(None, tz, filters, False), schema).toPandas()
+            b = K.Bounds()
+            la = parts[(parts["index"] == LAT) & (parts["count"] > 0)]
+            lo = parts[(parts["index"] == LON) & (parts["count"] > 0)]
+            if len(la):
+                b.update(np.array([la["min"].min(), la["max"].max()]), np.array([lo["min"].min(), lo["max"].max()]))
+                b.n = int(la["count"].sum())
+        grid = K.fit_zones(b, config)
+    utype = raw.schema[USER].dataType
+    out_schema = T.StructType([T.StructField(USER, utype), T.StructField(K.T_S, T.LongType()),
+                               T.StructField(LAT, T.DoubleType()), T.StructField(LON, T.DoubleType()),
+                               T.StructField(K.SLOT, T.LongType()), T.StructField("cell", T.LongType()),
+                               T.StructField("reason", T.ByteType())])
+    rows = raw.mapInPandas(_prep_fn(grid, tz, filters, True), out_schema).persist()
+    try:
+        return _stage_b(spark, source, config, grid, rows, keep_pairs, bbox)
+    finally:
+        rows.unpersist()
+
+
+def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox):
+    from pyspark.sql import functions as F
+
+    tally = rows.groupBy("reason").agg(F.count(F.lit(1)).alias("n"), F.min(K.SLOT).alias("lo"),
+                                       F.max(K.SLOT).alias("hi")).toPandas()
+    rows_read = int(tally["n"].sum())
+    dropped: dict[str, int] = {}
+    for code, n in zip(tally["reason"], tally["n"], strict=True):
+        if int(code) > 0:
+            name = K.DROP_CODES[int(code) - 1]
+            dropped[getattr(grid, "outside_reason", name) if int(code) == 4 else name] = int(n)
+    kept = rows.where(F.col("reason") == 0).drop("reason")
+    k = tally[tally["reason"] == 0]
+    if len(k) == 0:
+        raise TraceFormatError("no trace row falls inside the grid.")
+    lim = (int(k["lo"].iloc[0]), int(k["hi"].iloc[0]), int(k["n"].iloc[0]))
+    sw = spark.createDataFrame(K.slot_week_table(lim[0], lim[1], config.tz))
+    F.broadcast(sw).createOrReplaceTempView("slot_week")
+    kept.createOrReplaceTempView("rows_in")
+    dedupe = isinstance(source, FileSource)
+    src = "(SELECT DISTINCT user, t, lat, lon, slot, cell FROM rows_in)" if dedupe else "rows_in"
+    q = spark.sql
+    pts = q(f"SELECT user, slot, cell, count(*) AS n FROM {src} GROUP BY user, slot, cell")
+    rows_dedup = lim[2]
+    if dedupe:
+        pts = pts.persist()
+        rows_dedup = int(pts.agg(F.sum("n")).collect()[0][0])
+    pts.createOrReplaceTempView("pts")
+    win = q("SELECT user, slot, max_by(cell, struct(n, -cell)) AS cell FROM pts GROUP BY user, slot").persist()
+    win.createOrReplaceTempView("win")
+    trp = q("SELECT w.user, sw.week, w.cell AS o, w.ncell AS d FROM ("
+            " SELECT user, slot, cell, lead(slot) OVER u AS nslot, lead(cell) OVER u AS ncell FROM win"
+            " WINDOW u AS (PARTITION BY user ORDER BY slot)) w JOIN slot_week sw ON sw.slot = w.slot "
+            "WHERE w.nslot = w.slot + 1 AND w.ncell <> w.cell").persist()
+    trp.createOrReplaceTempView("trp")
+    prs = q("SELECT DISTINCT week, user, o, d FROM trp").persist()
+    prs.createOrReplaceTempView("prs")
+    try:
+        counts = q("SELECT week, o AS origin, d AS destination, count(*) AS count FROM prs "
+                   "GROUP BY week, o, d").toPandas()
+        user_week = q(
+            "SELECT a.week, a.user, coalesce(t.n, 0) AS trips, coalesce(p.n, 0) AS unique_trips FROM "
+            "(SELECT DISTINCT sw.week, w.user FROM win w JOIN slot_week sw ON sw.slot = w.slot) a "
+            "LEFT JOIN (SELECT week, user, count(*) AS n FROM trp GROUP BY week, user) t "
+            "  ON t.week = a.week AND t.user = a.user "
+            "LEFT JOIN (SELECT week, user, count(*) AS n FROM prs GROUP BY week, user) p "
+            "  ON p.week = a.week AND p.user = a.user").toPandas()
+        pairs = q("SELECT week, user, o AS origin, d AS destination FROM prs").toPandas() if keep_pairs else None
+        cell_n = q("SELECT cell, count(*) AS n FROM win GROUP BY cell").toPandas()
+        cells = np.sort(cell_n["cell"].to_numpy(np.int64))
+        user_hours = int(cell_n["n"].sum())
+    finally:
+        for df in (prs, trp, win, pts):
+            df.unpersist()
+    if dedupe and lim[2] > rows_dedup:
+        from odcore.data.traces import DROP_DUPLICATE
+
+        dropped[DROP_DUPLICATE] = int(lim[2] - rows_dedup)
+    like = source[USER] if isinstance(source, pd.DataFrame) else None
+    stats: dict[str, Any] = {"rows_read": rows_read, "rows_used": int(rows_dedup), "rows_dropped": dropped,
+                             "user_hours": int(user_hours), "cells_used": cells, "engine": "spark",
+                             "bbox_used": bbox}
+    return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats,
+                      user_like=like)

@@ -1,0 +1,202 @@
+"""OD tables as a first-class input and output: a *counts folder* written by ``trips --counts-out DIR``.
+
+Layout (everything a release, a budget or a map needs, nothing per person but pseudonymous per-user-week figures)::
+
+    DIR/manifest.json                    what, from where, how: source, zones, engine, version, row counts
+    DIR/counts/week=0/part-0.parquet     distinct users per (origin, destination) of week 0 (Hive partitions)
+    DIR/counts/week=1/...
+    DIR/user_weeks.parquet               week, user (pseudonym 0..U-1), trips, unique_trips of every active user-week
+    DIR/zones.json                       the zone system (rebuilds the same cell ids: odcore.space.zones.zones_from_dict)
+    DIR/zones.geojson                    the used zones' polygons (for GIS tools)
+
+The folder holds no per-person pair lists: pages and commands that need them (the per-person attack, user-level
+bounding, Knock Knock) say so and why (:data:`NO_PAIRS_REASON`). A cluster job (``--engine spark``) writes the same
+folder, so its output opens in the lab.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from odcore import __version__
+from odcore.constants import COUNT, DESTINATION, ORIGIN, TRIPS, UNIQUE_TRIPS, USER, WEEK
+from odcore.errors import ParameterError, TraceFormatError
+
+__all__ = ["KIND", "NO_PAIRS_REASON", "CountsInput", "is_counts_folder", "read_counts_folder", "write_counts_folder"]
+
+KIND = "odcore-od-counts"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+NO_PAIRS_REASON = ("this input is an OD counts folder (weekly distinct-user counts per zone pair): it has no "
+                   "per-person pair lists, which the per-person attack, user-level bounding and Knock Knock need. "
+                   "Open the traces instead (or run trips without --counts-out) to use them.")
+
+
+def is_counts_folder(path: Any) -> bool:
+    """True when ``path`` is a folder with an OD counts manifest."""
+    if not isinstance(path, (str, Path)) or "://" in str(path):
+        return False
+    p = Path(path) / MANIFEST
+    if not p.is_file():
+        return False
+    try:
+        return json.loads(p.read_text(encoding="utf-8")).get("kind") == KIND
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def write_counts_folder(od, folder, *, source: str, engine: str = "memory", extra: dict | None = None) -> dict:
+    """Write ``od`` (:class:`odcore.od.oddata.ODData`) as a counts folder; returns the manifest.
+
+    The folder is written next to its final place and renamed, so a reader never sees half a folder.
+    """
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from odcore.space.zones import write_zone_geometry
+
+    out = Path(folder)
+    if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or is_counts_folder(out))):
+        raise ParameterError(f"--counts-out {out}: exists and is not an OD counts folder; choose a new folder.")
+    tmp = out.with_name(f".{out.name}.tmp-{int(time.time() * 1e6)}")
+    try:
+        tmp.mkdir(parents=True)
+        c = od.counts
+        table = pa.table({WEEK: pa.array(c[WEEK].to_numpy(np.int64)),
+                          ORIGIN: pa.array(c[ORIGIN].to_numpy(np.int64)),
+                          DESTINATION: pa.array(c[DESTINATION].to_numpy(np.int64)),
+                          COUNT: pa.array(c[COUNT].to_numpy(np.int64))})
+        ds.write_dataset(table, str(tmp / "counts"), format="parquet", partitioning=[WEEK],
+                         partitioning_flavor="hive", basename_template="part-{i}.parquet")
+        uw = od.user_week
+        codes = pd.factorize(uw[USER], sort=True)[0].astype(np.int64)     # pseudonyms: no ids leave the engine
+        pq.write_table(pa.table({WEEK: pa.array(uw[WEEK].to_numpy(np.int64)), USER: pa.array(codes),
+                                 TRIPS: pa.array(uw[TRIPS].to_numpy(np.int64)),
+                                 UNIQUE_TRIPS: pa.array(uw[UNIQUE_TRIPS].to_numpy(np.int64))}),
+                       str(tmp / "user_weeks.parquet"), compression="zstd")
+        (tmp / "zones.json").write_text(json.dumps(od.grid.to_dict(), default=_json_default), encoding="utf-8")
+        write_zone_geometry(od.grid, tmp / "zones.geojson", od.cells)
+        per_week = c.groupby(WEEK)[COUNT].agg(["size", "sum"])
+        st = od.stats
+        manifest = {
+            "kind": KIND,
+            "format_version": FORMAT_VERSION,
+            "odcore_version": __version__,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "source": str(source),
+            "engine": engine,
+            "config": {"cell_km2": od.config.cell_km2, "tz": od.config.tz,
+                       "zones": getattr(od.config, "zones", None)},
+            "zones": od.grid.to_dict(),
+            "week_starts": list(od.week_starts),
+            "rows": {"counts": len(c), "user_weeks": len(uw),
+                     "counts_per_week": {int(w): int(r["size"]) for w, r in per_week.iterrows()},
+                     "unique_trips_per_week": {int(w): int(r["sum"]) for w, r in per_week.iterrows()}},
+            "users": int(codes.max()) + 1 if len(codes) else 0,
+            "cells_used": [int(x) for x in od.cells],
+            "stats": {"rows_read": st.get("rows_read"), "rows_used": st.get("rows_used"),
+                      "rows_dropped": st.get("rows_dropped", {}), "user_hours": st.get("user_hours")},
+            "files": {"counts": "counts/week=*/part-*.parquet (Hive partitions by week)",
+                      "user_weeks": "user_weeks.parquet", "zones": "zones.json", "geometry": "zones.geojson"},
+            **(extra or {}),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=_json_default), encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ParameterError(f"--counts-out {out}: cannot write ({exc}).") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _json_default(o: Any):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"cannot serialise {type(o).__name__} to JSON")
+
+
+def read_manifest(folder) -> dict:
+    p = Path(folder) / MANIFEST
+    try:
+        m = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TraceFormatError("not an OD counts folder (no manifest.json).", file=str(folder)) from None
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(f"unreadable manifest.json ({exc}).", file=str(folder)) from None
+    if not isinstance(m, dict) or m.get("kind") != KIND:
+        raise TraceFormatError(f"manifest.json is not an OD counts manifest (kind must be {KIND!r}).",
+                               file=str(folder))
+    if int(m.get("format_version", 0)) > FORMAT_VERSION:
+        raise TraceFormatError(f"counts folder format {m.get('format_version')} is newer than this odcore reads "
+                               f"({FORMAT_VERSION}); update odcore.", file=str(folder))
+    return m
+
+
+def read_counts_folder(folder):
+    """:class:`odcore.od.oddata.ODData` of a counts folder: counts, per-user-week figures (pseudonymous users), zones.
+
+    ``pairs`` is empty and ``stats["pairs_available"]`` is False (:data:`NO_PAIRS_REASON`).
+    """
+    import pyarrow.dataset as ds
+
+    from odcore.od.trips import ODConfig, ODData
+    from odcore.space.zones import zones_from_dict
+
+    folder = Path(folder)
+    m = read_manifest(folder)
+    try:
+        t = ds.dataset(str(folder / "counts"), format="parquet", partitioning="hive").to_table()
+        counts = t.to_pandas()
+        uw = pd.read_parquet(folder / "user_weeks.parquet")
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(f"cannot read the counts folder's tables ({exc}).", file=str(folder)) from None
+    counts = counts[[WEEK, ORIGIN, DESTINATION, COUNT]].astype(np.int64)
+    counts = counts.sort_values([WEEK, ORIGIN, DESTINATION], kind="stable").reset_index(drop=True)
+    want = int(m["rows"]["counts"])
+    if len(counts) != want or len(uw) != int(m["rows"]["user_weeks"]):
+        raise TraceFormatError(f"the counts folder is incomplete: {len(counts)} count rows and {len(uw)} user-weeks, "
+                               f"the manifest says {want} and {m['rows']['user_weeks']}.", file=str(folder))
+    uw = uw[[WEEK, USER, TRIPS, UNIQUE_TRIPS]].sort_values([WEEK, USER], kind="stable").reset_index(drop=True)
+    grid = zones_from_dict(m["zones"])
+    cfg = m.get("config", {})
+    config = ODConfig(cell_km2=float(cfg.get("cell_km2", 1.3)), tz=cfg.get("tz", "UTC"), zones=cfg.get("zones"))
+    pairs = pd.DataFrame({WEEK: np.empty(0, np.int64), USER: np.empty(0, np.int64),
+                          ORIGIN: np.empty(0, np.int64), DESTINATION: np.empty(0, np.int64)})
+    stats = {**(m.get("stats") or {}), "cells_used": np.asarray(m.get("cells_used", []), dtype=np.int64),
+             "pairs_available": False, "counts_folder": str(folder), "manifest": m}
+    return ODData(grid=grid, week_starts=list(m["week_starts"]), user_week=uw, pairs=pairs, counts=counts,
+                  config=config, stats=stats)
+
+
+class CountsInput:
+    """Stands where a :class:`odcore.data.traces.Traces` would for a command given a counts folder (``summary()``)."""
+
+    def __init__(self, od) -> None:
+        self.od = od
+        self.manifest = od.stats.get("manifest", {})
+
+    def summary(self) -> dict[str, Any]:
+        m = self.manifest
+        st = m.get("stats") or {}
+        return {"source": m.get("source"), "format": "od-counts-folder", "counts_folder": self.od.stats.get(
+            "counts_folder"), "engine": m.get("engine"), "users": m.get("users"), "rows": st.get("rows_used"),
+            "rows_read": st.get("rows_read"), "rows_kept": st.get("rows_used"),
+            "rows_dropped": st.get("rows_dropped", {}), "bbox_used": None, "pairs_available": False}

@@ -1,0 +1,600 @@
+"""The privacy budget of the weekly OD release: per metric, per user-week, over weeks; basic, advanced, tight.
+
+What is claimed and what it adds up to:
+
+- Per metric (Bassolas et al. reply): each (week, A, B) count gets Laplace(1/ε) noise and is published iff the
+  noisy count is >= τ, which is (ε, δ)-DP for the presence of one user on that one pair, with
+  δ = ½·exp(−ε(τ − 1)) = 2.1e-29 at ε = 0.66, τ = 100 (:func:`odcore.privacy.release.threshold_delta`).
+- Per user and week (Houssiau et al. 2022, Methods, "Conservative estimate of the privacy loss"): a user with n
+  unique trips touches n counts, so basic composition gives (n·ε, n·δ): 46.2 at n = 70. (Houssiau et al. keep
+  δ = 2.1e-29 there; composing n thresholded releases costs n·δ by basic composition, or exactly
+  1 − (1 − δ)^n for the thresholding event, the Google partition-selection rule; both are reported.)
+- Over W weeks: W·n·ε (2402.4 for 52 weeks, 70 trips).
+- Advanced composition (Dwork, Rothblum, Vadhan 2010; Dwork & Roth 2014, Thm 3.20): k mechanisms each (ε, δ)-DP
+  are (ε', kδ + δ')-DP with ε' = sqrt(2k ln(1/δ'))·ε + k·ε·(e^ε − 1).
+- Tight: the exact ε(δ) of the k-fold Laplace composition from its privacy-loss distribution
+  (:mod:`odcore.privacy.pld`, cross-checked in the tests against Google's ``dp_accounting`` PLD). For the thresholded
+  release the δ of the thresholding event is added: δ_total = δ_PLD + (1 − (1 − δ₁)^n).
+  Houssiau et al., Methods: "while better bounds can be obtained, they require larger values of δ" — the ε(δ)
+  curves (:func:`epsilon_delta_curve`) show it.
+- Posterior bound (Houssiau et al., Methods, "Theoretical bounds"): for an ε-DP mechanism and prior π that the
+  user is in the data, the attacker's posterior is at most π·e^ε / (π·e^ε + 1 − π); e^ε/(1 + e^ε) = 0.659 at
+  π = ½, ε = 0.66 — the "16%" over a random guess of Bassolas et al.
+
+Why odcore.privacy.pld for the tight value and dp_accounting only as a reference: odcore.privacy.pld computes the Laplace PLD in
+closed form (no discretisation, vectorised over k, cheap at k = 3640), while dp_accounting discretises the loss
+(pessimistic by up to k times the discretisation interval) and is a test-only dependency (requirements-dev.txt).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from odcore.data.validate import check_param
+from odcore.errors import (
+    ParameterError,
+    check_count,
+    check_max_pairs,
+    check_positive,
+    check_prob,
+    check_threshold,
+)
+from odcore.privacy.rdp import rdp_epsilon
+from odcore.privacy.release import release_probability, threshold_delta
+
+__all__ = [
+    "BudgetConfig",
+    "advanced_composition",
+    "basic_composition",
+    "budget",
+    "default_user_threshold",
+    "epsilon_delta_curve",
+    "epsilon_over_weeks",
+    "epsilon_vs_trips",
+    "partition_selection_delta",
+    "partition_threshold",
+    "person_week",
+    "posterior_bound",
+    "posterior_gain",
+    "rdp_epsilon",
+    "tight_epsilon",
+    "user_level_budget",
+]
+
+TIGHT_K_MAX = 400
+"""Largest k for which :func:`budget` and the curves call the exact PLD (odcore.privacy.pld's cost grows like k^2.7:
+~1.3 s at k = 400, ~8 s at k = 800 on one core); above it the tight value is left out (None / NaN) and the
+Rényi-DP bound :func:`rdp_epsilon` (cheap, within a few % of tight) is given instead."""
+
+def _out(x: np.ndarray, like):
+    return float(x) if np.ndim(like) == 0 else x
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Posterior bound
+# ---------------------------------------------------------------------------------------------------------------
+
+def posterior_bound(epsilon, prior: float = 0.5):
+    """Largest posterior an attacker can reach that the user is in the data, for an ε-DP release.
+
+    Houssiau et al. 2022, Methods, "Theoretical bounds": π(y)/(1 − π(y)) <= e^ε · prior/(1 − prior), so
+    π(y) <= prior·e^ε / (prior·e^ε + 1 − prior); with prior ½ this is e^ε/(1 + e^ε) (0.659 at ε = 0.66).
+    Computed as a logistic function, so huge ε (2402.4) gives 1.0 without overflow.
+
+    Parameters
+    ----------
+    epsilon:
+        Scalar or array, > 0.
+    prior:
+        Attacker's prior probability that the user is in the data, in (0, 1).
+
+    Examples
+    --------
+    >>> round(posterior_bound(0.66), 3)
+    0.659
+    """
+    eps = np.asarray(epsilon, dtype=float)
+    if eps.size == 0 or np.any(~np.isfinite(eps)) or np.any(eps <= 0):
+        raise ParameterError(f"epsilon must be finite and > 0, got epsilon={epsilon!r}.")
+    p = check_prob("prior", prior)
+    log_odds = eps + math.log(p) - math.log1p(-p)
+    return _out(1.0 / (1.0 + np.exp(-log_odds)), epsilon)
+
+
+def posterior_gain(epsilon, prior: float = 0.5):
+    """Posterior bound minus the prior: 0.159 at ε = 0.66 — Bassolas et al.'s "at most 16%" over a random guess."""
+    return _out(np.asarray(posterior_bound(epsilon, prior)) - prior, epsilon)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Composition
+# ---------------------------------------------------------------------------------------------------------------
+
+def basic_composition(epsilon: float, delta: float, k):
+    """k mechanisms each (ε, δ)-DP are (k·ε, k·δ)-DP (Dwork & Roth 2014, Thm 3.16). Vectorised over k.
+
+    >>> basic_composition(0.66, 0.0, 70)[0]
+    46.2
+    """
+    eps = check_positive("epsilon", epsilon)
+    d = check_positive("delta", delta, allow_zero=True)
+    kk = check_count("k", k)
+    e, dd = np.round(kk * eps, 12), np.minimum(kk * d, 1.0)
+    return _out(e, k), _out(dd, k)
+
+
+def advanced_composition(epsilon: float, k, delta_prime: float, delta: float = 0.0):
+    """Advanced composition (Dwork, Rothblum, Vadhan 2010; Dwork & Roth 2014, Thm 3.20).
+
+    k mechanisms each (ε, δ)-DP are (ε', k·δ + δ')-DP with
+    ε' = sqrt(2k·ln(1/δ'))·ε + k·ε·(e^ε − 1). Vectorised over k.
+
+    Returns
+    -------
+    (epsilon_total, delta_total)
+    """
+    eps = check_positive("epsilon", epsilon)
+    dp = check_prob("delta_prime", delta_prime)
+    d = check_positive("delta", delta, allow_zero=True)
+    kk = check_count("k", k).astype(float)
+    e = np.sqrt(2.0 * kk * math.log(1.0 / dp)) * eps + kk * eps * math.expm1(eps)
+    return _out(e, k), _out(np.minimum(kk * d + dp, 1.0), k)
+
+
+def tight_epsilon(delta: float, k, epsilon: float):
+    """Exact smallest ε' such that the k-fold Laplace(1/ε) composition is (ε', δ)-DP.
+
+    Delegates to :func:`odcore.privacy.pld.epsilon_for_delta` (exact privacy-loss distribution of the k-fold Laplace
+    mechanism, sensitivity 1 per coordinate); vectorised over k. Never above basic composition k·ε.
+    """
+    # The attack module's exact PLD, imported lazily (one implementation in the engine).
+    from odcore.privacy import pld
+
+    eps = check_positive("epsilon", epsilon)
+    d = check_prob("delta", delta)
+    kk = check_count("k", k)
+    res = np.asarray(pld.epsilon_for_delta(d, kk, eps), dtype=float)
+    return _out(np.minimum(res, kk * eps), k)
+
+
+def _tight_or_nan(delta: float, k: np.ndarray, epsilon: float) -> np.ndarray:
+    """Tight ε for k <= TIGHT_K_MAX, NaN above (see :data:`TIGHT_K_MAX`)."""
+    k = np.asarray(k)
+    out = np.full(k.shape, np.nan)
+    ok = k <= TIGHT_K_MAX
+    if ok.any():
+        out[ok] = tight_epsilon(delta, k[ok], epsilon)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One budget
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    """Parameters of the budget computation (the ``budget`` CLI's flags, same names).
+
+    Parameters
+    ----------
+    epsilon:
+        Per-metric Laplace ε (0.66).
+    threshold:
+        Publication threshold τ (100), >= 1.
+    trips:
+        Unique trips (OD pairs) of one user in one week, n (70 in Houssiau et al.'s conservative estimate).
+    weeks:
+        Number of weekly releases W (52).
+    delta:
+        δ at which advanced composition and the tight ε(δ) are evaluated (1e-6), in (0, 1).
+    max_pairs:
+        Optional user-level contribution bound; adds the budget of the user-level release
+        (:class:`odcore.privacy.release.Mode` ``user_level``, noise max_pairs/ε).
+    total_interval:
+        Loss-grid step of the tight ε over many weeks when ``weeks·trips`` exceeds :data:`TIGHT_K_MAX`
+        (:func:`odcore.privacy.pld.composed_epsilon_bounds`: the exact weekly law, rounded both ways and composed by FFT;
+        the bracket is at most ``2·weeks·total_interval`` wide). 0 skips it (then only the Rényi bound is given).
+    """
+
+    epsilon: float = 0.66
+    threshold: float = 100
+    trips: int = 70
+    weeks: int = 52
+    delta: float = 1e-6
+    max_pairs: int | None = None
+    total_interval: float = 1e-3
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", float(check_param("epsilon", self.epsilon)))  # odcore.data.validate: one rule
+        t = check_threshold(self.threshold)
+        object.__setattr__(self, "threshold", int(t) if t == int(t) else t)
+        object.__setattr__(self, "trips", int(check_count("trips", self.trips)))
+        object.__setattr__(self, "weeks", int(check_count("weeks", self.weeks)))
+        object.__setattr__(self, "delta", check_prob("delta", self.delta))
+        if self.max_pairs is not None:
+            object.__setattr__(self, "max_pairs", check_max_pairs(self.max_pairs))
+        object.__setattr__(self, "total_interval", check_positive("total_interval", self.total_interval,
+                                                                  allow_zero=True))
+
+
+def _tight_total(c: BudgetConfig) -> tuple[float | None, float | None, str | None]:
+    """(lower, upper, method) of the tight ε of the ``weeks·trips``-fold composition at ``c.delta``."""
+    from odcore.privacy import pld
+
+    n, w = c.trips, c.weeks
+    if n * w <= TIGHT_K_MAX:
+        e = tight_epsilon(c.delta, n * w, c.epsilon)
+        return e, e, "exact"
+    if n <= TIGHT_K_MAX and c.total_interval > 0:
+        lo, hi = pld.composed_epsilon_bounds(c.delta, n, c.epsilon, w, interval=c.total_interval)
+        return lo, min(hi, n * w * c.epsilon), "bracket"
+    return None, None, None
+
+
+def budget(config: BudgetConfig | None = None) -> dict:
+    """Every budget figure of the release for one user, as a JSON-able dict.
+
+    Keys (Houssiau et al. 2022 golden values at the defaults in brackets):
+
+    - ``epsilon_per_metric`` (0.66), ``delta_per_metric`` (2.1e-29, :func:`odcore.privacy.release.threshold_delta`),
+      ``posterior_bound_per_metric`` (0.659), ``posterior_gain_per_metric`` (0.159, the "16%");
+    - ``epsilon_user_week`` = n·ε (46.2), ``delta_user_week`` = n·δ (basic composition),
+      ``delta_user_week_partition`` = 1 − (1 − δ)^n (Google partition-selection rule, <= n·δ);
+    - ``epsilon_user_total`` = W·n·ε (2402.4), ``delta_user_total`` = W·n·δ;
+    - ``epsilon_user_week_advanced`` / ``delta_user_week_advanced`` (DRV at δ' = ``delta``), same ``_total``;
+    - ``epsilon_user_week_tight``: exact ε of the n-fold Laplace composition at δ = ``delta`` (odcore.privacy.pld), with
+      ``delta_user_week_tight`` = ``delta`` + 1 − (1 − δ)^n (the thresholding event); ``epsilon_user_total_tight``
+      for the W·n-fold composition: exact when W·n <= :data:`TIGHT_K_MAX`, else the upper end of a guaranteed
+      bracket (``epsilon_user_total_tight_lower`` is its lower end; :func:`odcore.privacy.pld.composed_epsilon_bounds`,
+      ``tight_total_method`` says which); the Rényi-DP bounds ``epsilon_user_week_rdp`` /
+      ``epsilon_user_total_rdp`` are always given (>= tight);
+    - ``posterior_bound_user_week`` / ``_total`` (basic ε);
+    - with ``max_pairs``: ``epsilon_user_week_bounded`` = ε, ``delta_user_week_bounded`` (thresholding of the
+      user-level release, scale max_pairs/ε), ``epsilon_user_total_bounded`` = W·ε and its tight counterpart.
+    """
+    c = BudgetConfig() if config is None else config
+    if not isinstance(c, BudgetConfig):
+        raise ParameterError(f"config must be a BudgetConfig, got {type(c).__name__}.")
+    eps, n, w = c.epsilon, c.trips, c.weeks
+    d1 = threshold_delta(eps, c.threshold)
+    d_part = threshold_delta(eps, c.threshold, 1, n)
+    e_week, d_week = basic_composition(eps, d1, n)
+    e_tot, d_tot = basic_composition(eps, d1, n * w)
+    ea_week, da_week = advanced_composition(eps, n, c.delta, d1)
+    ea_tot, da_tot = advanced_composition(eps, n * w, c.delta, d1)
+    et_week = tight_epsilon(c.delta, n, eps) if n <= TIGHT_K_MAX else None
+    et_tot_lo, et_tot, tot_method = _tight_total(c)
+    out = {
+        **{k: getattr(c, k) for k in ("epsilon", "threshold", "trips", "weeks", "delta", "max_pairs",
+                                      "total_interval")},
+        "epsilon_per_metric": eps,
+        "delta_per_metric": d1,
+        "posterior_bound_per_metric": posterior_bound(eps),
+        "posterior_gain_per_metric": posterior_gain(eps),
+        "epsilon_user_week": e_week,
+        "delta_user_week": d_week,
+        "delta_user_week_partition": d_part,
+        "epsilon_user_total": e_tot,
+        "delta_user_total": d_tot,
+        "epsilon_user_week_advanced": ea_week,
+        "delta_user_week_advanced": da_week,
+        "epsilon_user_total_advanced": ea_tot,
+        "delta_user_total_advanced": da_tot,
+        "epsilon_user_week_tight": et_week,
+        "delta_user_week_tight": min(c.delta + d_part, 1.0),
+        "epsilon_user_week_rdp": rdp_epsilon(c.delta, n, eps),
+        "epsilon_user_total_rdp": rdp_epsilon(c.delta, n * w, eps),
+        "tight_k_max": TIGHT_K_MAX,
+        "delta_user_total_tight": min(c.delta + float(threshold_delta(eps, c.threshold, 1, n * w)), 1.0),
+        "epsilon_user_total_tight": et_tot,
+        "epsilon_user_total_tight_lower": et_tot_lo,
+        "tight_total_method": tot_method,
+        "posterior_bound_user_week": posterior_bound(e_week),
+        "posterior_bound_user_total": posterior_bound(e_tot),
+    }
+    if c.max_pairs is not None:
+        out.update(bounded_keys(user_level_budget(eps, c.max_pairs, c.threshold, w, c.delta, c.total_interval)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Curves (the dashboard plots them)
+# ---------------------------------------------------------------------------------------------------------------
+
+def epsilon_vs_trips(epsilon: float = 0.66, trips_max: int = 70, delta: float = 1e-6) -> pd.DataFrame:
+    """ε of one user-week against the number n of unique trips: basic n·ε, advanced (δ'), tight (δ).
+
+    Returns
+    -------
+    DataFrame[trips, basic, advanced, rdp, tight, posterior_basic, posterior_tight]; tight is NaN above
+    :data:`TIGHT_K_MAX` (posterior_tight too).
+    """
+    n = np.arange(1, int(check_count("trips_max", trips_max)) + 1)
+    basic = basic_composition(epsilon, 0.0, n)[0]
+    adv = advanced_composition(epsilon, n, delta)[0]
+    tight = _tight_or_nan(delta, n, epsilon)
+    post_tight = np.full(n.shape, np.nan)
+    ok = np.isfinite(tight)
+    if ok.any():
+        post_tight[ok] = posterior_bound(tight[ok])
+    return pd.DataFrame({"trips": n, "basic": basic, "advanced": adv, "rdp": rdp_epsilon(delta, n, epsilon),
+                         "tight": tight, "posterior_basic": posterior_bound(basic), "posterior_tight": post_tight})
+
+
+def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, delta: float = 1e-6,
+                       interval: float | None = None, lower: bool = True) -> pd.DataFrame:
+    """Cumulative ε of one user after 1..W weekly releases of ``trips`` unique trips each (k = w·trips).
+
+    With ``interval`` (a loss-grid step) the tight ε of every week count comes from
+    :func:`odcore.privacy.pld.composed_epsilon_curve` (one weekly law, one FFT): ``tight_lower`` ≤ true ε ≤ ``tight``,
+    a guaranteed bracket at most ``2·w·interval`` wide, for any k (without it, ``tight`` is NaN where
+    k > :data:`TIGHT_K_MAX`, near week 5 at 70 trips).
+
+    Returns
+    -------
+    DataFrame[weeks, k, basic, advanced, rdp, tight] (+ ``tight_lower`` with ``interval``, unless ``lower`` is
+    False: then only the upper end is composed, half the work, for a chart that draws ``tight`` only).
+    """
+    n = int(check_count("trips", trips))
+    w = np.arange(1, int(check_count("weeks", weeks)) + 1)
+    k = w * n
+    out = pd.DataFrame({"weeks": w, "k": k, "basic": basic_composition(epsilon, 0.0, k)[0],
+                        "advanced": advanced_composition(epsilon, k, delta)[0],
+                        "rdp": rdp_epsilon(delta, k, epsilon)})
+    if interval is not None and n <= TIGHT_K_MAX:
+        from odcore.privacy import pld
+
+        lo, hi = pld.composed_epsilon_curve(delta, n, epsilon, w, interval=interval, lower=lower)
+        out["tight"] = np.minimum(hi, out["basic"].to_numpy())
+        if lower:
+            out["tight_lower"] = np.minimum(lo, out["tight"].to_numpy())
+    else:
+        out["tight"] = _tight_or_nan(delta, k, epsilon)
+    return out
+
+
+def epsilon_delta_curve(epsilon: float = 0.66, k: int = 70, deltas=None) -> pd.DataFrame:
+    """ε(δ) of the k-fold composition: basic (constant k·ε), advanced and tight, over a grid of δ.
+
+    Houssiau et al. 2022, Methods: "better bounds can be obtained, [but] they require larger values of δ".
+
+    Parameters
+    ----------
+    deltas:
+        Values in (0, 1); default 40 log-spaced values from 1e-30 to 0.5.
+
+    Returns
+    -------
+    DataFrame[delta, basic, advanced, rdp, tight] (tight NaN if k > :data:`TIGHT_K_MAX`)
+    """
+    kk = int(check_count("k", k))
+    ds = np.logspace(-30, math.log10(0.5), 40) if deltas is None else np.asarray(deltas, dtype=float)
+    if ds.size == 0 or np.any(~(ds > 0)) or np.any(~(ds < 1)):
+        raise ParameterError(f"deltas must all be in (0, 1), got deltas={deltas!r}.")
+    basic = np.full(ds.shape, basic_composition(epsilon, 0.0, kk)[0])
+    adv = np.array([advanced_composition(epsilon, kk, float(d))[0] for d in ds])  # closed form; len(ds) is small
+    rdp = np.array([rdp_epsilon(float(d), kk, epsilon) for d in ds])
+    if kk <= TIGHT_K_MAX:
+        from odcore.privacy import pld  # one k-fold law, solved for every delta (not rebuilt per delta)
+
+        tight = np.minimum(np.asarray(pld.epsilon_for_delta(ds, kk, epsilon), dtype=float), kk * epsilon)
+    else:
+        tight = np.full(ds.shape, np.nan)
+    return pd.DataFrame({"delta": ds, "basic": basic, "advanced": adv, "rdp": rdp, "tight": tight})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# User level: contribution bounding to m pairs per person and week, noise m/ε, threshold τ
+# ---------------------------------------------------------------------------------------------------------------
+
+USER_GRID_POINTS = 2**20
+"""Loss-grid size of the user-level bracket over many weeks: the step is ``2·W·ε / USER_GRID_POINTS`` (at most
+the ``total_interval`` asked for), so the bracket is narrow whatever W and ε (52 weeks at ε = 0.66: step 6.5e-5,
+bracket [5.2012, 5.2027] around dp_accounting's 5.2023)."""
+
+
+def partition_selection_delta(epsilon: float, threshold: float, max_pairs: int, weeks: int = 1) -> float:
+    """δ of thresholding for a person who may add ``max_pairs`` new pairs per week, over ``weeks`` weeks.
+
+    Google's ``LaplacePartitionSelection::CalculateDelta`` (differential-privacy, ``cc/algorithms/
+    partition-selection.h``) with ``max_partitions_contributed = m``: diversity ``b = m/ε``, per-partition
+    ``δ₁ = ½·exp((1 − τ)/b)`` for ``τ >= 1`` (the chance that a pair only this person makes, count 1, is
+    published), then ``1 − (1 − δ₁)^m`` (``CalculateUnadjustedDelta``). Over W weeks the person's new pairs number at
+    most ``m·W``, so ``1 − (1 − δ₁)^{m·W}``.
+
+    >>> f"{partition_selection_delta(0.66, 100, 20):.3f}"   # Google's tau = 100 is useless with noise 20/0.66
+    '0.319'
+    """
+    m = check_max_pairs(max_pairs)
+    w = int(check_count("weeks", weeks))
+    return threshold_delta(epsilon, threshold, m, m * w)
+
+
+def partition_threshold(epsilon: float, max_pairs: int, delta: float, weeks: int = 1) -> float:
+    """Smallest threshold τ whose partition-selection δ over ``weeks`` weeks is <= ``delta``.
+
+    Google's ``LaplacePartitionSelection::CalculateThreshold`` with ``max_partitions_contributed = m·W`` new pairs
+    at noise ``m/ε``: ``δ_adj = 1 − (1 − δ)^{1/(m·W)}`` (``CalculateAdjustedDelta``), then
+    ``τ = 1 − (m/ε)·log(2·δ_adj)`` for ``δ <= ½`` (``τ = 1 + (m/ε)·log(2(1 − δ_adj))`` above), at least 1. The
+    exact inverse of :func:`partition_selection_delta` (tested both ways).
+
+    >>> round(partition_threshold(0.66, 20, 1e-6), 1)
+    489.4
+    >>> round(partition_threshold(0.66, 1, threshold_delta(0.66, 100)), 6)   # Google's per-metric setting
+    100.0
+    """
+    eps = check_positive("epsilon", epsilon)
+    m = check_max_pairs(max_pairs)
+    d = check_prob("delta", delta)
+    n = m * int(check_count("weeks", weeks))
+    d_adj = -math.expm1(math.log1p(-d) / n)
+    b = m / eps
+    tau = 1.0 + b * math.log(2.0 * (1.0 - d_adj)) if d > 0.5 else 1.0 - b * math.log(2.0 * d_adj)
+    return max(tau, 1.0)
+
+
+def default_user_threshold(epsilon: float, max_pairs: int, delta: float = 1e-6, weeks: int = 1) -> int:
+    """The whole-number threshold proposed in user-level mode: :func:`partition_threshold` rounded up, so the
+    partition-selection δ over ``weeks`` weeks stays <= ``delta`` (δ falls as τ grows).
+
+    >>> default_user_threshold(0.66, 20)
+    490
+    """
+    return math.ceil(partition_threshold(epsilon, max_pairs, delta, weeks) - 1e-9)
+
+
+def bounded_keys(ul: dict) -> dict:
+    """:func:`user_level_budget`'s figures under the ``budget`` names: ``epsilon_user_week_tight`` ->
+    ``epsilon_user_week_bounded_tight``, ``noise_scale`` -> ``noise_scale_bounded`` (its inputs are left out)."""
+    out = {}
+    for k, v in ul.items():
+        if k in ("epsilon", "max_pairs", "threshold", "weeks", "delta"):
+            continue
+        for unit in ("user_week", "user_total", "partition_week", "partition_total"):
+            if f"_{unit}" in k:
+                k = k.replace(f"_{unit}", f"_{unit}_bounded", 1)
+                break
+        else:
+            k = f"{k}_bounded"
+        out[k] = v
+    return out
+
+
+def user_level_budget(epsilon: float, max_pairs: int, threshold: float, weeks: int = 52, delta: float = 1e-6,
+                      total_interval: float = 1e-3) -> dict:
+    """The privacy budget of the contribution-bounded release, per person and week and over ``weeks`` weeks.
+
+    Neighbouring relation (the unit of protection): two datasets differ by **one person's whole contribution**
+    (all their trips, every week). The release keeps at most ``m = max_pairs`` of each person's unique pairs per week
+    (a random subset drawn for that person alone), adds Laplace noise of scale ``m/ε`` to every distinct-user count
+    and publishes a pair iff its noisy count is >= τ. Adding or removing a person then changes at most m counts per
+    week by 1 each; each count's noise Laplace(m/ε) is the Laplace mechanism with parameter ε/m at sensitivity 1,
+    so on the pairs that exist without the person the privacy loss is the **(W·m)-fold composition of Laplace
+    with parameter ε/m** (fewer changed counts only lower it: post-processing). The person's *new* pairs (count 1
+    with them, absent without) are published only by the thresholding event, of probability
+    ``δ_ps = 1 − (1 − δ₁)^{m·W}`` (:func:`partition_selection_delta`).
+
+    Combining the two: with ``g = 1 − δ_ps`` the chance that none of the new pairs is published, the add direction
+    costs ``δ_L(ε') + δ_ps`` and the remove direction ``δ_L(ε' − η)`` with ``η = −log g``; since the hockey-stick
+    curve ``δ_L`` has slope in [−1, 0], both are at most ``δ_L(ε') + η``. Every δ below therefore adds
+    ``η = −log(1 − δ_ps) = m·W·(−log(1 − δ₁))`` (equal to δ_ps to 7 digits when δ_ps <= 1e-7) to the δ of the
+    Laplace part.
+
+    Figures (keys end in ``_week`` for one week, ``_total`` for W weeks):
+
+    - basic: ε per week (m·(ε/m)), W·ε in total; δ = η.
+    - advanced (Dwork–Rothblum–Vadhan at δ' = ``delta``) of the m·W mechanisms ε/m each, capped at basic.
+    - Rényi: :func:`rdp_epsilon` of the m·W-fold composition at ``delta``.
+    - tight: the exact ε(δ = ``delta``) of the m-fold (per week) and m·W-fold compositions (:mod:`odcore.privacy.pld`):
+      exact when the number of coordinates is <= :data:`TIGHT_K_MAX`, else a guaranteed bracket
+      (:func:`odcore.privacy.pld.composed_epsilon_bounds`: exact weekly law rounded up and down on a loss grid of step
+      ``min(total_interval, 2·W·ε/USER_GRID_POINTS)``, composed by FFT); ``..._tight`` is its upper end (a valid
+      guarantee), ``..._tight_lower`` the lower end. Cross-checked against dp_accounting's pessimistic PLD: at
+      ε = 0.66, δ = 1e-6, 52 weeks: 5.20 at m = 20, 11.42 at m = 5; one week at m = 20: 0.555.
+
+    Parameters
+    ----------
+    epsilon:
+        ε per person and week (the noise is Laplace(m/ε)).
+    max_pairs:
+        m, unique pairs kept per person and week.
+    threshold:
+        τ >= 1.
+    weeks:
+        W weekly releases.
+    delta:
+        δ of the Laplace part at which advanced, Rényi and tight ε are given (the partition-selection η is added).
+    total_interval:
+        Largest loss-grid step of the bracket; 0 skips the bracket (the tight total is then None unless exact).
+    """
+    eps = check_positive("epsilon", epsilon)
+    m = check_max_pairs(max_pairs)
+    tau = check_threshold(threshold)
+    w = int(check_count("weeks", weeks))
+    d = check_prob("delta", delta)
+    h_max = check_positive("total_interval", total_interval, allow_zero=True)
+    e1 = eps / m
+    ps_week = partition_selection_delta(eps, tau, m, 1)
+    ps_total = partition_selection_delta(eps, tau, m, w)
+    d1 = float(release_probability(1.0, eps, tau, m))   # a pair only this person makes is published
+    eta1 = -m * math.log1p(-d1) if d1 < 1 else math.inf
+    eta_week, eta_total = min(eta1, 1.0), min(w * eta1, 1.0)
+
+    def add(x: float) -> float:
+        return min(x, 1.0)
+
+    out: dict = {
+        "epsilon": eps, "max_pairs": m, "threshold": tau, "weeks": w, "delta": d,
+        "noise_scale": m / eps, "epsilon_per_count": e1,
+        "delta_partition_week": ps_week, "delta_partition_total": ps_total,
+        "threshold_for_delta_week": partition_threshold(eps, m, d, 1),
+        "threshold_for_delta_total": partition_threshold(eps, m, d, w),
+        "epsilon_user_week": eps, "delta_user_week": eta_week,
+        "epsilon_user_total": w * eps, "delta_user_total": eta_total,
+    }
+    for key, k, cap, eta in (("week", m, eps, eta_week), ("total", m * w, w * eps, eta_total)):
+        ea = float(advanced_composition(e1, k, d)[0])
+        out[f"epsilon_user_{key}_advanced"] = min(ea, cap)
+        out[f"delta_user_{key}_advanced"] = add(d + eta)
+        out[f"epsilon_user_{key}_rdp"] = float(rdp_epsilon(d, k, e1))
+        out[f"delta_user_{key}_rdp"] = add(d + eta)
+        out[f"delta_user_{key}_tight"] = add(d + eta)
+    et_week = float(tight_epsilon(d, m, e1)) if m <= TIGHT_K_MAX else None
+    out["epsilon_user_week_tight"] = et_week
+    lo = hi = None
+    method = None
+    if m * w <= TIGHT_K_MAX:
+        lo = hi = float(tight_epsilon(d, m * w, e1))
+        method = "exact"
+    elif m <= TIGHT_K_MAX and h_max > 0:
+        from odcore.privacy import pld
+
+        h = min(h_max, 2.0 * w * eps / USER_GRID_POINTS)
+        lo, hi = pld.composed_epsilon_bounds(d, m, e1, w, interval=h)
+        hi = min(hi, w * eps)
+        method = "bracket"
+    out["epsilon_user_total_tight"] = hi
+    out["epsilon_user_total_tight_lower"] = lo
+    out["tight_total_method"] = method
+    best_week = et_week if et_week is not None else out["epsilon_user_week_rdp"]
+    best_total = hi if hi is not None else out["epsilon_user_total_rdp"]
+    out["posterior_bound_user_week"] = posterior_bound(best_week) if best_week > 0 else 0.5
+    out["posterior_bound_user_total"] = posterior_bound(best_total) if best_total > 0 else 0.5
+    return out
+
+
+
+def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pairs: int | None = None,
+                delta: float = 1e-6) -> dict:
+    """What one person with ``trips`` unique trips risks in one week, in either unit (cheap: one week only).
+
+    ``per_metric`` (noise 1/ε per count, no bounding): the person is in ``trips`` counts, so the tight ε is that of
+    the ``trips``-fold Laplace(ε) composition and δ adds the thresholding event ``1 − (1 − δ₁)^trips``.
+    ``user_level``: the m-fold Laplace(ε/m) composition (:func:`user_level_budget`, one week), whatever ``trips``.
+
+    Returns ``{"unit_epsilon", "epsilon_person_week", "delta_person_week", "posterior_person_week", "trips"}``:
+    ``unit_epsilon`` is the ε the unit promises (per count, or per person and week); ``epsilon_person_week`` the
+    tight ε of this person's week at ``delta`` (δ of the thresholding added in ``delta_person_week``).
+    """
+    eps = check_positive("epsilon", epsilon)
+    d = check_prob("delta", delta)
+    n = int(check_count("trips", max(int(trips), 1)))
+    if mode == "user_level":
+        m = check_max_pairs(max_pairs)
+        e_week = float(tight_epsilon(d, m, eps / m)) if m <= TIGHT_K_MAX else float(rdp_epsilon(d, m, eps / m))
+        d1 = float(release_probability(1.0, eps, threshold, m))
+        eta = min(-m * math.log1p(-d1), 1.0) if d1 < 1 else 1.0
+        out = {"unit_epsilon": eps, "epsilon_person_week": e_week, "delta_person_week": min(d + eta, 1.0)}
+    elif mode == "per_metric":
+        e_week = float(tight_epsilon(d, n, eps)) if n <= TIGHT_K_MAX else float(rdp_epsilon(d, n, eps))
+        out = {"unit_epsilon": eps, "epsilon_person_week": e_week,
+               "delta_person_week": min(d + threshold_delta(eps, threshold, 1, n), 1.0)}
+    else:
+        raise ParameterError(f"mode must be 'per_metric' or 'user_level', got mode={mode!r}.")
+    out["posterior_person_week"] = posterior_bound(e_week) if e_week > 0 else 0.5
+    out["trips"] = n
+    return out

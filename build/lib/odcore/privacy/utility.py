@@ -1,0 +1,214 @@
+"""Utility of a release: what is published, how wrong it is, and Houssiau et al.'s Atlanta arithmetic.
+
+:func:`release_utility` reads the table of :func:`odcore.privacy.release.release` (columns week, origin, destination,
+raw_count, true_count, noise, noisy_count, released, release_prob). "Trips" are user-pair contributions (one user on
+one pair in one week), i.e. the sum of the distinct-user counts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from odcore.constants import NOISY_COUNT, RELEASE_PROB, RELEASED, TRUE_COUNT, WEEK
+from odcore.errors import ParameterError, check_int, check_positive, check_threshold
+from odcore.privacy.release import RAW_COUNT
+
+__all__ = ["atlanta_arithmetic", "noise_dominated", "release_utility", "utility_by_week"]
+
+_NEEDED = (TRUE_COUNT, NOISY_COUNT, RELEASED)
+
+
+def _check_table(table: pd.DataFrame) -> None:
+    if not isinstance(table, pd.DataFrame):
+        raise ParameterError(f"released table must be a pandas DataFrame, got {type(table).__name__}.")
+    missing = [c for c in _NEEDED if c not in table.columns]
+    if missing:
+        raise ParameterError(f"released table is missing column(s) {missing}; expected the output of "
+                             f"odcore.privacy.release.release(), got columns {list(table.columns)}.")
+
+
+def _stats(raw: np.ndarray, true: np.ndarray, noisy: np.ndarray, rel: np.ndarray, prob: np.ndarray | None) -> dict:
+    n = len(raw)
+    pub = rel.astype(bool)
+    n_pub = int(pub.sum())
+    trips_total = int(raw.sum())
+    trips_pub = int(raw[pub].sum())
+    out = {
+        "pairs_total": n,
+        "pairs_published": n_pub,
+        "pairs_published_frac": n_pub / n if n else float("nan"),
+        "trips_total": trips_total,
+        "trips_published": trips_pub,
+        "trips_published_frac": trips_pub / trips_total if trips_total else float("nan"),
+        "trips_after_bounding": int(true.sum()),
+        "noisy_trips_published": float(noisy[pub].sum()) if n_pub else 0.0,
+    }
+    if n_pub:
+        err = noisy[pub] - raw[pub]
+        rel_err = np.abs(err) / raw[pub]
+        out.update({
+            "mean_relative_error": float(rel_err.mean()),
+            "median_relative_error": float(np.median(rel_err)),
+            "mean_absolute_error": float(np.abs(err).mean()),
+            "mean_relative_error_noise_only": float((np.abs(noisy[pub] - true[pub]) / true[pub]).mean()),
+        })
+    else:
+        out.update({"mean_relative_error": float("nan"), "median_relative_error": float("nan"),
+                    "mean_absolute_error": float("nan"), "mean_relative_error_noise_only": float("nan")})
+    if prob is not None:
+        out["pairs_published_expected"] = float(prob.sum())
+    return out
+
+
+def _arrays(table: pd.DataFrame):
+    true = table[TRUE_COUNT].to_numpy(dtype=float)
+    raw = table[RAW_COUNT].to_numpy(dtype=float) if RAW_COUNT in table.columns else true
+    noisy = table[NOISY_COUNT].to_numpy(dtype=float)
+    rel = table[RELEASED].to_numpy(dtype=bool)
+    prob = table[RELEASE_PROB].to_numpy(dtype=float) if RELEASE_PROB in table.columns else None
+    return raw, true, noisy, rel, prob
+
+
+def noise_dominated(table: pd.DataFrame, threshold: float) -> int:
+    """Published pairs whose true count (before bounding) is under ``threshold / 2``: mostly noise.
+
+    >>> t = pd.DataFrame({"true_count": [10, 80, 300], "noisy_count": [101, 120, 310], "released": [True] * 3})
+    >>> noise_dominated(t, 100)
+    1
+    """
+    _check_table(table)
+    tau = check_threshold(threshold)
+    raw = table[RAW_COUNT] if RAW_COUNT in table.columns else table[TRUE_COUNT]
+    return int((table[RELEASED].to_numpy(dtype=bool) & (raw.to_numpy(dtype=float) < tau / 2)).sum())
+
+
+def release_utility(table: pd.DataFrame) -> dict:
+    """Summary of what a release publishes and how accurate it is.
+
+    Parameters
+    ----------
+    table:
+        Output of :func:`odcore.privacy.release.release` (at least true_count, noisy_count, released; raw_count and
+        release_prob are used when present).
+
+    Returns
+    -------
+    dict
+        ``pairs_total``, ``pairs_published``, ``pairs_published_frac``; ``trips_total`` (sum of the distinct-user
+        counts before bounding = user-pair contributions), ``trips_published`` (those on published pairs),
+        ``trips_published_frac``, ``trips_after_bounding``, ``noisy_trips_published``; over published pairs
+        ``mean_relative_error`` = mean |noisy − raw| / raw (error against the real count, including bounding bias),
+        ``median_relative_error``, ``mean_absolute_error``, ``mean_relative_error_noise_only`` (against the
+        count the noise was added to); ``pairs_published_expected`` = Σ release_prob. NaN where undefined
+        (nothing published).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"true_count": [100, 200, 5], "noisy_count": [110.0, 190.0, 7.0],
+    ...                   "released": [True, True, False]})
+    >>> u = release_utility(t)
+    >>> u["pairs_published"], u["trips_published"], round(u["mean_relative_error"], 3)
+    (2, 300, 0.075)
+    """
+    _check_table(table)
+    return _stats(*_arrays(table))
+
+
+def utility_by_week(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`release_utility` for each week (one row per week, sorted), vectorised with groupby sums.
+
+    Returns
+    -------
+    DataFrame[week, pairs_total, pairs_published, pairs_published_frac, trips_total, trips_published,
+    trips_published_frac, mean_relative_error]
+    """
+    _check_table(table)
+    if WEEK not in table.columns:
+        raise ParameterError("released table has no 'week' column; utility_by_week needs it.")
+    raw, _true, noisy, rel, _ = _arrays(table)
+    pub = rel.astype(bool)
+    rel_err = np.where(pub, np.abs(noisy - raw) / np.where(raw > 0, raw, 1.0), 0.0)
+    g = pd.DataFrame({WEEK: table[WEEK].to_numpy(), "pairs_total": 1, "pairs_published": pub.astype(np.int64),
+                      "trips_total": raw, "trips_published": np.where(pub, raw, 0.0),
+                      "rel_err_sum": rel_err}).groupby(WEEK, sort=True).sum()
+    out = g.reset_index()
+    out["pairs_published_frac"] = out["pairs_published"] / out["pairs_total"]
+    out["trips_published_frac"] = out["trips_published"] / out["trips_total"].where(out["trips_total"] > 0)
+    out["mean_relative_error"] = out["rel_err_sum"] / out["pairs_published"].where(out["pairs_published"] > 0)
+    for c in ("trips_total", "trips_published"):
+        out[c] = out[c].astype(np.int64)
+    return out[[WEEK, "pairs_total", "pairs_published", "pairs_published_frac", "trips_total", "trips_published",
+                "trips_published_frac", "mean_relative_error"]]
+
+
+def atlanta_arithmetic(published_pairs: int = 46_333, threshold: float = 100, *, population: float = 5_000_000,
+                       app_share: float = 0.67, epsilon: float | None = None, alpha: float = 0.05) -> dict:
+    """Houssiau et al.'s arithmetic: many published pairs of >= τ users imply many user-trips.
+
+    Houssiau et al. 2022, Methods, "Contribution of each user to the dataset": the Atlanta release has 46,333
+    connections of at least 100 trips each; if each user reported exactly one trip, at least 4.6 M people would
+    contribute (population 5 M, and only 67% of US phone users use Google Maps as their main navigation app).
+
+    Parameters
+    ----------
+    published_pairs:
+        Number of published OD pairs (46,333 for Atlanta).
+    threshold:
+        Publication threshold τ (100).
+    population, app_share:
+        City population (5 M) and share of people who could be in the data (0.67).
+    epsilon, alpha:
+        Optional: account for the noise. A published pair's true count may be below τ; with Laplace(1/ε) noise,
+        all published pairs have true count >= τ − (1/ε)·ln(P/(2α)) simultaneously with probability >= 1 − α
+        (union bound over the P pairs, P(noise >= x) = ½·exp(−εx)).
+
+    Returns
+    -------
+    dict
+        ``min_user_trips`` = P·τ (4,633,300), ``min_users_if_one_trip_each`` (same), ``share_of_population``,
+        ``max_possible_users`` = population·app_share, ``min_trips_per_possible_user`` (> 1 means users must have
+        contributed several trips), and with ``epsilon`` the noise-aware ``min_true_count_per_pair`` and
+        ``min_user_trips_noise_aware``.
+
+    Examples
+    --------
+    >>> a = atlanta_arithmetic()
+    >>> a["min_user_trips"]
+    4633300
+    >>> round(a["min_user_trips"] / 1e6, 1)
+    4.6
+    """
+    pairs = check_int("published_pairs", published_pairs)
+    tau = check_threshold(threshold)
+    pop = check_positive("population", population)
+    share = check_positive("app_share", app_share)
+    if share > 1:
+        raise ParameterError(f"app_share must be in (0, 1], got app_share={app_share!r}.")
+    min_trips = pairs * math.ceil(tau)  # counts are integers: noisy >= tau reads as >= ceil(tau) users
+    max_users = pop * share
+    out = {
+        "published_pairs": pairs,
+        "threshold": tau,
+        "min_user_trips": min_trips,
+        "min_users_if_one_trip_each": min_trips,
+        "population": pop,
+        "share_of_population": min_trips / pop,
+        "app_share": share,
+        "max_possible_users": max_users,
+        "min_trips_per_possible_user": min_trips / max_users,
+    }
+    if epsilon is not None:
+        eps = check_positive("epsilon", epsilon)
+        a = check_positive("alpha", alpha)
+        if a >= 1:
+            raise ParameterError(f"alpha must be in (0, 1), got alpha={alpha!r}.")
+        slack = (1.0 / eps) * math.log(max(pairs, 1) / (2.0 * a)) if pairs else 0.0
+        min_true = max(math.ceil(tau - max(slack, 0.0)), 1)
+        out.update({"epsilon": eps, "alpha": a, "min_true_count_per_pair": min_true,
+                    "min_user_trips_noise_aware": pairs * min_true,
+                    "min_trips_per_possible_user_noise_aware": pairs * min_true / max_users})
+    return out

@@ -1,0 +1,493 @@
+"""Figures for a screen, a projector and a paper: the one plotly template, the OD flow map as a static figure, and
+image files at a chosen size and resolution.
+
+No streamlit here: the dashboard (``odapp``) and ``python -m odcore release --map FILE`` draw with the same code.
+plotly (and kaleido, which finds a local Chromium, for PNG/SVG/PDF) are imported when a function needs them.
+
+Map geometry: cells come as polygons of ``[lon, lat]`` corners (:meth:`odcore.space.grid.SquareGrid.polygons`), flows as
+origin/destination centres (:meth:`odcore.space.grid.SquareGrid.centroids`). They are drawn in kilometres on a local
+equirectangular projection around the data's centre (x = Δλ·111.32·cos φ₀, y = Δφ·110.57), which keeps a 1.3 km²
+cell square and the scale bar true to within 0.5 % over a city (cos φ changes by < 0.5 % over ±0.2° of latitude).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:  # pragma: no cover
+    import plotly.graph_objects as go
+
+FONT = "Inter, 'Source Sans Pro', 'DejaVu Sans', Arial, sans-serif"
+INK = "#1b1f24"
+PALETTE = ["#1f5fa8", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#a6761d", "#666666"]
+# Flow direction (Okabe-Ito/ColorBrewer colours that stay apart for colour-blind readers and on a projector).
+ORIGIN_RGB = (230, 97, 1)        # orange: where a flow starts
+DESTINATION_RGB = (94, 60, 153)  # purple: where it ends
+# Cells shaded by the chance that at least one of their flows is published: pale grey-blue -> slate blue (the low end
+# not white, so that a zone with pairs stands out from the page where no outline is drawn: H3 maps, odapp.maps).
+CELL_LOW_RGB = (216, 223, 232)
+CELL_HIGH_RGB = (84, 124, 170)
+KM_PER_DEG_LAT = 110.574
+KM_PER_DEG_LON_EQUATOR = 111.320
+CSS_PX_PER_INCH = 96   # plotly lays out in CSS pixels; an image at D dpi is rendered at scale D/96
+
+
+@lru_cache(maxsize=2)
+def template(projector: bool = False) -> go.layout.Template:
+    """The lab's plotly template (layout only, so validating it is cheap).
+
+    ``projector=True``: larger type, thicker lines and full-contrast ink for a classroom projector. Every chart of
+    the app and the CLI goes through this one function (via :func:`style`). Built once per process (building it
+    costs ~50 ms, a good part of a slider's redraw); a figure gets its own copy when the template is assigned, so
+    the shared one is never changed through a figure.
+    """
+    import plotly.graph_objects as go
+
+    base = 19 if projector else 15
+    axis_font = {"size": base, "color": INK}
+    axis = {"gridcolor": "#c9ced6" if projector else "#e3e6eb", "linecolor": INK, "ticks": "outside",
+            "showline": True, "tickfont": axis_font, "title": {"font": {"size": base + 1, "color": INK}},
+            "automargin": True, "zerolinecolor": "#9aa3ad", "linewidth": 2 if projector else 1,
+            "separatethousands": True}
+    t = go.layout.Template()
+    t.layout.update(
+        paper_bgcolor="white", plot_bgcolor="white", hovermode="closest", hoverlabel={"align": "left"},
+        font={"family": FONT, "size": base, "color": INK},
+        title={"font": {"size": base + 4, "color": INK}, "x": 0.0, "xanchor": "left", "xref": "paper"},
+        colorway=PALETTE,
+        legend={"bgcolor": "rgba(255,255,255,0.9)", "bordercolor": "#9aa3ad", "borderwidth": 1,
+                "font": {"size": base - 1, "color": INK}},
+        margin={"l": 70, "r": 30, "t": 70, "b": 60},
+        xaxis=axis, yaxis=axis,
+    )
+    if projector:
+        t.data.scatter = [go.Scatter(line={"width": 4}, marker={"size": 10})]
+    return t
+
+
+def style(fig: go.Figure, title: str | None = None, *, height: int = 440, projector: bool = False) -> go.Figure:
+    """Apply :func:`template` (and a title) to ``fig``; returns it."""
+    fig.update_layout(template=template(projector), height=height)
+    if title:
+        fig.update_layout(title_text=title)
+    return fig
+
+
+# ---- numbers on axes -------------------------------------------------------------------------------------------
+
+def nice_step(span: float, target: int = 5) -> float:
+    """A 1-2-5 step that cuts ``span`` into about ``target`` intervals.
+
+    >>> nice_step(85_700, 5), nice_step(0.9, 4), nice_step(7, 5)
+    (20000.0, 0.5, 2.0)
+    """
+    if not math.isfinite(span) or span <= 0:
+        return 1.0
+    raw = span / target
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if raw <= m * mag * 1.0000001:
+            return float(m * mag)
+    return float(10 * mag)  # pragma: no cover
+
+
+def nice_ticks(vmax: float, target: int = 5) -> list[float]:
+    """Round ticks 0, s, 2s, … covering ``[0, vmax]`` (s from :func:`nice_step`).
+
+    >>> nice_ticks(85_700)
+    [0.0, 20000.0, 40000.0, 60000.0, 80000.0, 100000.0]
+    """
+    step = nice_step(vmax, target)
+    n = max(1, math.ceil(vmax / step - 1e-9))
+    return [round(i * step, 10) for i in range(n + 1)]
+
+
+def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Ticks at the powers of ten between ``lo`` and ``hi``, labelled ``10⁻²⁸`` (one notation on the whole axis).
+
+    >>> log_ticks(3e-3, 0.2)
+    ([0.001, 0.01, 0.1, 1.0], ['10⁻³', '10⁻²', '10⁻¹', '10⁰'])
+    """
+    sup = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+    a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    step = max(1, math.ceil((b - a) / 8))
+    exps = list(range(b, a - 1, -step))[::-1]   # always ends at the top power
+    return [10.0 ** e for e in exps], [f"10{str(e).translate(sup)}" for e in exps]
+
+
+# ---- the flow map ----------------------------------------------------------------------------------------------
+
+def nice_km(span_km: float) -> float:
+    """Scale-bar length: the largest 1-2-5 km value that is at most a fifth of ``span_km`` (at least 0.1 km).
+
+    >>> nice_km(30), nice_km(7), nice_km(100)
+    (5.0, 1.0, 20.0)
+    """
+    target = max(span_km / 5, 0.1)
+    mag = 10 ** math.floor(math.log10(target))
+    best = mag
+    for m in (1, 2, 5):
+        if m * mag <= target:
+            best = m * mag
+    return float(round(best, 6))
+
+
+def km_per_deg_lon(lat: float) -> float:
+    return KM_PER_DEG_LON_EQUATOR * math.cos(math.radians(lat))
+
+
+def mix(lo: tuple[int, int, int], hi: tuple[int, int, int], t: np.ndarray) -> np.ndarray:
+    """Colours between ``lo`` and ``hi`` (RGB) at positions ``t`` in [0, 1] (clipped); shape (n, 3)."""
+    t = np.clip(np.asarray(t, dtype=float), 0, 1)[:, None]
+    return np.asarray(lo, float) * (1 - t) + np.asarray(hi, float) * t
+
+
+def arc_points(x0: np.ndarray, y0: np.ndarray, x1: np.ndarray, y1: np.ndarray, *, bend: float = 0.18,
+               n: int = 17) -> tuple[np.ndarray, np.ndarray]:
+    """Quadratic Bézier arcs from (x0, y0) to (x1, y1), bulging to the right of the direction of travel by
+    ``bend`` × length, so A→B and B→A are two separate curves. Returns arrays of shape (len(x0), n)."""
+    x0, y0, x1, y1 = (np.asarray(v, float)[:, None] for v in (x0, y0, x1, y1))
+    mx, my = (x0 + x1) / 2, (y0 + y1) / 2
+    dx, dy = x1 - x0, y1 - y0
+    cx, cy = mx + bend * dy, my - bend * dx           # (dy, -dx) points to the right of (dx, dy)
+    t = np.linspace(0, 1, n)[None, :]
+    bx = (1 - t) ** 2 * x0 + 2 * (1 - t) * t * cx + t ** 2 * x1
+    by = (1 - t) ** 2 * y0 + 2 * (1 - t) * t * cy + t ** 2 * y1
+    return bx, by
+
+
+def _rgb(c) -> str:
+    r, g, b = (round(float(v)) for v in c[:3])
+    return f"rgb({r},{g},{b})"
+
+
+def width_classes(values: np.ndarray, lo: float, hi: float, k: int = 4) -> tuple[np.ndarray, list[tuple]]:
+    """Class index (0..k-1) of each value on ``k`` equal-width classes of ``[lo, hi]`` and the class bounds."""
+    if not hi > lo:
+        return np.zeros(len(values), int), [(lo, hi)]
+    edges = np.linspace(lo, hi, k + 1)
+    idx = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, k - 1)
+    return idx, [(edges[i], edges[i + 1]) for i in range(k)]
+
+
+def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, count_label: str = "count",
+                    cell_label: str = "P(at least one flow of the cell published)", subtitle: str = "",
+                    projector: bool = False, empty_note: str | None = None) -> go.Figure:
+    """The flow map as a plotly figure: shaded cells, two-tone curved arcs (width = count), legend, scale bar, title.
+
+    Parameters
+    ----------
+    cells
+        ``DataFrame[cell, polygon, value]``: ``polygon`` is a list of ``[lon, lat]`` corners
+        (:func:`odcore.space.grid.SquareGrid.polygons`), ``value`` in [0, 1] shades the cell (NaN: outline only).
+    flows
+        ``DataFrame[o_lon, o_lat, d_lon, d_lat, count]`` (one row per drawn flow).
+    title, subtitle
+        Figure title and a smaller line under it (settings).
+    count_label
+        What ``count`` is (legend title of the arc widths).
+    empty_note
+        Text written over the map when ``flows`` is empty (why, and what to change).
+    """
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    polys = [np.asarray(p, float) for p in cells["polygon"]] if len(cells) else []
+    pts = [p for p in polys if len(p)]
+    if len(flows):
+        pts.append(flows[["o_lon", "o_lat"]].to_numpy(float))
+        pts.append(flows[["d_lon", "d_lat"]].to_numpy(float))
+    allp = np.concatenate(pts) if pts else np.zeros((1, 2))
+    lon0, lat0 = float(np.nanmean(allp[:, 0])), float(np.nanmean(allp[:, 1]))
+    kx, ky = km_per_deg_lon(lat0), KM_PER_DEG_LAT
+
+    def proj(lon, lat):
+        return (np.asarray(lon, float) - lon0) * kx, (np.asarray(lat, float) - lat0) * ky
+
+    # cells: 5 shade classes of value, one filled trace each (None-separated rings), with a legend entry
+    vals = cells["value"].to_numpy(float) if len(cells) else np.zeros(0)
+    edges = np.linspace(0, 1, 6)
+    first = True
+    for i in range(5):
+        sel = np.flatnonzero((vals >= edges[i]) & ((vals < edges[i + 1]) | (i == 4)))
+        if not len(sel):
+            continue
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        for j in sel:
+            x, y = proj(polys[j][:, 0], polys[j][:, 1])
+            xs += [*x.tolist(), float(x[0]), None]
+            ys += [*y.tolist(), float(y[0]), None]
+        col = _rgb(mix(CELL_LOW_RGB, CELL_HIGH_RGB, np.array([(i + 0.5) / 5]))[0])
+        fig.add_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=col, hoverinfo="skip",
+                        line={"color": "rgba(90,90,90,0.35)", "width": 0.5}, legendgroup="cells",
+                        legendgrouptitle={"text": cell_label} if first else None,
+                        name=f"{edges[i]:.1f}–{edges[i + 1]:.1f}")
+        first = False
+    outline = np.flatnonzero(np.isnan(vals))
+    if len(outline):
+        xs, ys = [], []
+        for j in outline:
+            x, y = proj(polys[j][:, 0], polys[j][:, 1])
+            xs += [*x.tolist(), float(x[0]), None]
+            ys += [*y.tolist(), float(y[0]), None]
+        fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": "rgba(90,90,90,0.35)", "width": 0.5},
+                        hoverinfo="skip", showlegend=False)
+
+    # flows: width classes; each arc's first half in the origin colour, second half in the destination colour
+    if len(flows):
+        cnt = flows["count"].to_numpy(float)
+        lo, hi = float(np.nanmin(cnt)), float(np.nanmax(cnt))
+        cls, bounds = width_classes(cnt, lo, hi)
+        ox, oy = proj(flows["o_lon"], flows["o_lat"])
+        dx, dy = proj(flows["d_lon"], flows["d_lat"])
+        bx, by = arc_points(ox, oy, dx, dy)
+        half = bx.shape[1] // 2
+        widths = np.linspace(1.2, 6.0, len(bounds)) * (1.4 if projector else 1.0)
+        for c, (a, b) in enumerate(bounds):
+            sel = np.flatnonzero(cls == c)
+            if not len(sel):
+                continue
+            for part, rgb, sl in (("origin", ORIGIN_RGB, slice(0, half + 1)), ("destination", DESTINATION_RGB,
+                                                                                slice(half, None))):
+                xs, ys = [], []
+                for j in sel:
+                    xs += [*bx[j, sl].tolist(), None]
+                    ys += [*by[j, sl].tolist(), None]
+                name = (f"{a:,.0f}–{b:,.0f}" if len(bounds) > 1 else f"{a:,.0f}")
+                fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": _rgb(rgb), "width": float(widths[c])},
+                                opacity=0.85, hoverinfo="skip", name=name, legendgroup=f"w{c}",
+                                showlegend=part == "destination",
+                                legendgrouptitle={"text": f"{count_label} (arc width)"}
+                                if c == int(cls.min()) and part == "destination" else None)
+        # arrowheads at the destination end, pointing along the arc's last segment
+        ang = np.degrees(np.arctan2(by[:, -1] - by[:, -2], bx[:, -1] - bx[:, -2]))
+        fig.add_scatter(x=bx[:, -1], y=by[:, -1], mode="markers", hoverinfo="skip", showlegend=False,
+                        marker={"symbol": "triangle-up", "size": 5.5 * (1.3 if projector else 1),
+                                "color": _rgb(DESTINATION_RGB), "angle": (90 - ang).tolist(),
+                                "line": {"width": 0}})
+        for part, rgb in (("origin end of a flow", ORIGIN_RGB), ("destination end (arrow)", DESTINATION_RGB)):
+            fig.add_scatter(x=[None], y=[None], mode="lines", line={"color": _rgb(rgb), "width": 4}, name=part,
+                            legendgroup="dir", legendgrouptitle={"text": "direction"}
+                            if part.startswith("origin") else None)
+
+    # extent, scale bar (bottom left), title
+    ax, ay = proj(allp[:, 0], allp[:, 1])
+    x_lo, x_hi = float(np.nanmin(ax)), float(np.nanmax(ax))
+    y_lo, y_hi = float(np.nanmin(ay)), float(np.nanmax(ay))
+    span_x, span_y = max(x_hi - x_lo, 0.5), max(y_hi - y_lo, 0.5)
+    pad = 0.04 * max(span_x, span_y)
+    bar = nice_km(span_x)
+    bx0, by0 = x_lo, y_lo - 2.2 * pad
+    tick = 0.25 * pad
+    fig.add_scatter(x=[bx0, bx0, bx0 + bar, bx0 + bar], y=[by0 + tick, by0, by0, by0 + tick], mode="lines",
+                    line={"color": INK, "width": 2.5}, hoverinfo="skip", showlegend=False)
+    fig.add_annotation(x=bx0 + bar / 2, y=by0, yshift=4, text=f"{bar:g} km", showarrow=False, yanchor="bottom",
+                       font={"size": 13 if not projector else 17, "color": INK})
+    if empty_note:
+        fig.add_annotation(x=(x_lo + x_hi) / 2, y=(y_lo + y_hi) / 2, text=empty_note, showarrow=False,
+                           bgcolor="rgba(255,255,255,0.9)", bordercolor="#9aa3ad", borderwidth=1,
+                           font={"size": 14, "color": INK})
+    style(fig, title, height=640, projector=projector)
+    if subtitle:
+        fig.update_layout(title_text=f"{title}<br><span style='font-size:0.75em'>{subtitle}</span>")
+    fig.update_layout(
+        xaxis={"visible": False, "range": [x_lo - pad, x_hi + pad], "showgrid": False},
+        yaxis={"visible": False, "range": [by0 - 1.5 * pad, y_hi + pad], "scaleanchor": "x", "scaleratio": 1,
+               "showgrid": False},
+        legend={"groupclick": "toggleitem", "x": 1.01, "y": 1, "xanchor": "left", "yanchor": "top",
+                "tracegroupgap": 8},
+        margin={"l": 10, "r": 10, "t": 80 if subtitle else 60, "b": 10}, showlegend=True,
+    )
+    return fig
+
+
+# ---- files -----------------------------------------------------------------------------------------------------
+
+IMAGE_FORMATS = ("png", "svg", "pdf")
+BROWSER_ENV = "ODLAB_BROWSER"
+"""Environment variable: path of the Chrome/Chromium used for image export, or ``none`` to act as if there is none
+(how the test suite checks a machine without Chromium)."""
+NO_BROWSER_MESSAGE = ("PNG/SVG/PDF export needs Google Chrome or Chromium on this machine (plotly's kaleido draws "
+                      "the image with it) and none was found: install the 'chromium' package (Debian/Ubuntu) or "
+                      "Chrome, or set BROWSER_PATH to it. CSV and JSON downloads work without it.")
+
+
+def find_browser() -> str | None:
+    """Path of the Chrome/Chromium kaleido would use, or ``None`` (``ODLAB_BROWSER=none`` forces ``None``)."""
+    import os
+    import time
+
+    forced = os.environ.get(BROWSER_ENV)
+    if forced is not None:
+        return None if forced.strip().lower() in ("", "none", "0", "off") else forced
+    return _search_browser(os.environ.get("PATH", ""), os.environ.get("BROWSER_PATH", ""), int(time.time() // 60))
+
+
+@lru_cache(maxsize=4)
+def _search_browser(path: str, browser_path: str, minute: int) -> str | None:
+    """The search of :func:`find_browser`, remembered for the minute (every page's export buttons ask)."""
+    import shutil
+
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
+        if p := shutil.which(name):
+            return p
+    try:   # kaleido's own search (BROWSER_PATH, typical install folders)
+        from choreographer.browsers.chromium import Chromium
+
+        return Chromium.find_browser(skip_local=False)
+    except Exception:  # pragma: no cover - choreographer missing or changed: no browser known
+        return None
+
+
+def require_browser() -> str:
+    """:func:`find_browser` or raise :class:`odcore.errors.MissingBrowserError` saying what is missing."""
+    from odcore.errors import MissingBrowserError
+
+    path = find_browser()
+    if path is None:
+        raise MissingBrowserError(NO_BROWSER_MESSAGE)
+    return path
+
+
+def image_bytes(fig: go.Figure, fmt: str, *, width_in: float = 7.0, height_in: float = 4.5, dpi: int = 300) -> bytes:
+    """``fig`` as PNG/SVG/PDF bytes, ``width_in`` × ``height_in`` inches; PNG at ``dpi`` (pixels = inches × dpi,
+    with the resolution written into the file), type sizes true to print (plotly's px = 1/96 in).
+
+    Raises ``ValueError`` for an unknown format or a size/dpi out of range, and
+    :class:`odcore.errors.MissingBrowserError` when no Chrome/Chromium is found (:func:`find_browser`).
+    """
+    fmt = fmt.lower().lstrip(".")
+    if fmt not in IMAGE_FORMATS:
+        raise ValueError(f"image format must be one of {', '.join(IMAGE_FORMATS)}, got {fmt!r}.")
+    if not (1 <= width_in <= 40 and 1 <= height_in <= 40):
+        raise ValueError(f"image size must be 1 to 40 inches a side, got {width_in:g} × {height_in:g}.")
+    if not 50 <= dpi <= 1200:
+        raise ValueError(f"dpi must be 50 to 1200, got dpi={dpi}.")
+    require_browser()
+    w, h = round(width_in * CSS_PX_PER_INCH), round(height_in * CSS_PX_PER_INCH)
+    out = fig.to_image(format=fmt, width=w, height=h, scale=dpi / CSS_PX_PER_INCH if fmt == "png" else 1)
+    if fmt == "png":
+        out = _png_with_dpi(out, dpi)
+    return out
+
+
+def _png_with_dpi(data: bytes, dpi: int) -> bytes:
+    """Write the pHYs resolution chunk (so a word processor places the image at its physical size)."""
+    try:
+        from PIL import Image
+    except ImportError:  # pragma: no cover - Pillow comes with streamlit
+        return data
+    import io
+
+    buf = io.BytesIO()
+    Image.open(io.BytesIO(data)).save(buf, format="PNG", dpi=(dpi, dpi))
+    return buf.getvalue()
+
+
+def write_image(fig: go.Figure, path: str | Path, **kw: Any) -> Path:
+    """Write ``fig`` to ``path``; the format comes from the suffix (.png, .svg, .pdf). See :func:`image_bytes`."""
+    p = Path(path)
+    p.write_bytes(image_bytes(fig, p.suffix, **kw))
+    return p
+
+
+# ---- charts shared by the app and the CLI ----------------------------------------------------------------------
+
+def thin_curve(x, y, tol: float = 2e-3) -> np.ndarray:
+    """Indices of the points of the polyline ``(x, y)`` worth drawing: the first and the last, and each point that
+    is more than ``tol`` away (in x or in y, axis units) from the last kept one. Every dropped point lies within
+    ``tol`` of a kept one, so on a unit-square chart (an ROC) 2·10⁻³ is under a pixel of a 400-pixel plot, and an
+    exact ROC of ~2,000 vertices is drawn with a few hundred. The data exported with the chart stays whole.
+
+    >>> thin_curve([0, 0.0001, 0.5, 0.5001, 1], [0, 0.0001, 0.7, 0.7, 1]).tolist()
+    [0, 2, 4]
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.size <= 2:
+        return np.arange(x.size)
+    keep, lx, ly = [0], x[0], y[0]
+    for i in range(1, x.size - 1):
+        if abs(x[i] - lx) > tol or abs(y[i] - ly) > tol:
+            keep.append(i)
+            lx, ly = x[i], y[i]
+    keep.append(x.size - 1)
+    return np.asarray(keep)
+
+
+def marker_lines(vlines=(), hlines=()) -> dict:
+    """Layout ``shapes`` and ``annotations`` of labelled marker lines, as ``add_vline``/``add_hline`` draw them,
+    for one ``fig.update_layout(**marker_lines(...))`` (each add_vline call re-lays out the whole figure, ~15 ms).
+
+    ``vlines``: ``(x, line, text, xanchor)``, a line across the plot's height at data x, its label at the top (xanchor
+    "right" = annotation_position "top left"); ``hlines``: ``(y, line, text)``, across the width, labelled at the
+    right above the line. ``line``: plotly line properties (``{"dash": "dot", "color": ...}``).
+    """
+    shapes, notes = [], []
+    for x, line, text, xanchor in vlines:
+        shapes.append({"type": "line", "x0": x, "x1": x, "xref": "x", "y0": 0, "y1": 1, "yref": "y domain",
+                       "line": line})
+        notes.append({"showarrow": False, "text": text, "x": x, "xanchor": xanchor, "xref": "x", "y": 1,
+                      "yanchor": "top", "yref": "y domain"})
+    for y, line, text in hlines:
+        shapes.append({"type": "line", "x0": 0, "x1": 1, "xref": "x domain", "y0": y, "y1": y, "yref": "y",
+                       "line": line})
+        notes.append({"showarrow": False, "text": text, "x": 1, "xanchor": "right", "xref": "x domain", "y": y,
+                      "yanchor": "bottom", "yref": "y"})
+    return {"shapes": shapes, "annotations": notes}
+
+
+def integer_bins(values: np.ndarray, hi: float, max_bins: int = 80) -> tuple[np.ndarray, np.ndarray]:
+    """Histogram of integer ``values`` on ``[0, hi]`` with bins of a whole number of units centred on integers, so
+    no bin holds one more integer than its neighbour (the "comb" of float-edged bins over integer data).
+
+    >>> h, e = integer_bins(np.array([0, 1, 1, 2, 9]), 9, max_bins=5)
+    >>> e.tolist(), h.tolist()
+    ([-0.5, 1.5, 3.5, 5.5, 7.5, 9.5], [3, 1, 0, 0, 1])
+    """
+    width = max(1, math.ceil((hi + 1) / max_bins))
+    edges = np.arange(-0.5, hi + width + 0.5, width, dtype=float)
+    edges = edges[: max(2, np.searchsorted(edges, hi + 0.5, side="left") + 1)]
+    hist, _ = np.histogram(np.asarray(values, dtype=float), bins=edges)
+    return hist, edges
+
+
+def release_curve_figure(true_counts: np.ndarray, epsilon: float, threshold: float, sensitivity: float = 1.0):
+    """Release probability P(c + Lap ≥ τ) against the true count c, over the histogram of the observed pairs'
+    true counts (right axis, log scale: a few busy pairs next to tens of thousands of pairs of one or two people).
+
+    Returns ``(figure, curve DataFrame[true_count, release_prob])``; style it with :func:`style`.
+    """
+    import plotly.graph_objects as go
+
+    from odcore.privacy.release import release_probability
+
+    tc = np.asarray(true_counts, dtype=float)
+    x_max = float(max(2 * threshold, np.percentile(tc, 99) if len(tc) else 1.0))
+    xs = np.linspace(0, x_max, 400)
+    curve = pd.DataFrame({"true_count": xs, "release_prob": release_probability(xs, epsilon, threshold,
+                                                                                 sensitivity)})
+    hist, edges = integer_bins(tc, x_max)
+    keep = hist > 0
+    fig = go.Figure([
+        go.Bar(x=((edges[:-1] + edges[1:]) / 2)[keep], y=hist[keep], width=np.diff(edges)[keep],
+               name="observed pairs (right axis)", yaxis="y2", marker={"color": "#9db4d3", "line": {"width": 0}}),
+        go.Scatter(x=curve["true_count"], y=curve["release_prob"], mode="lines", name="P(published)",
+                   line={"color": PALETTE[1], "width": 3})])
+    top = max(int(hist.max()) if len(hist) else 1, 1)
+    fig.update_layout(   # one layout update, the threshold's line included (add_vline would re-lay out the figure)
+        **marker_lines(vlines=[(threshold, {"dash": "dot", "color": INK}, f"threshold {threshold:g}", "right")]),
+        xaxis={"title": {"text": "true count (distinct people on the pair)"}, "rangemode": "tozero"},
+        yaxis={"title": {"text": "probability published"}, "range": [0, 1.02], "tickformat": ".1f", "dtick": 0.2},
+        yaxis2={"title": {"text": "pairs (log scale)"}, "overlaying": "y", "side": "right", "showgrid": False,
+                "type": "log", "range": [-0.05, math.log10(top) * 1.08 + 0.05], "dtick": 1, "tickformat": "~s",
+                "automargin": True, "ticks": "outside", "showline": True},
+        legend={"x": 0.99, "xanchor": "right", "y": 0.5, "yanchor": "middle"}, barmode="overlay", bargap=0,
+    )
+    return fig, curve
