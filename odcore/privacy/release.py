@@ -409,13 +409,14 @@ def _bound_mask(p: _Pairs, m: int, ranks: tuple[np.ndarray, np.ndarray]) -> tupl
     return keep, rep
 
 
-def _bound_ranks(p: _Pairs, key: int) -> tuple[np.ndarray, np.ndarray]:
+def _bound_ranks(p: _Pairs, key: int, uhash: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each row's rank by (hash, origin, destination) within its (week, user), and the size of every (week, user)
-    group: a row is kept under a bound m iff its rank < m. Independent of m (one sort serves every m)."""
+    group: a row is kept under a bound m iff its rank < m. Independent of m (one sort serves every m).
+    ``uhash``: :func:`odcore.privacy.bounding.user_hashes` of ``p.users`` when already computed."""
     n = len(p)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    h = pair_hash(key, user_hashes(p.users)[p.u], p.w, p.o, p.d)
+    h = pair_hash(key, (user_hashes(p.users) if uhash is None else uhash)[p.u], p.w, p.o, p.d)
     # rows are in canonical (week, origin, destination, user) order, and the sort is stable: ties of the hash
     # within a user-week stay in (origin, destination) order, as SQL's ORDER BY h, o, d
     order = _canonical_order([p.w, p.u, h])
@@ -459,6 +460,7 @@ class PreparedPairs:
     pairs: _Pairs = field(repr=False)
     counts: tuple = field(repr=False)
     _ranks: dict = field(default_factory=dict, repr=False, compare=False)
+    _user_hashes: list = field(default_factory=list, repr=False, compare=False)
 
     RANK_SEEDS = 4
     """Keys whose contribution-bounding ranks are kept (:meth:`bound_ranks`)."""
@@ -473,7 +475,9 @@ class PreparedPairs:
         two releases, a slider moved in the per-person unit) reuses the hashes and their sort."""
         hit = self._ranks.get(key)
         if hit is None:
-            rank, sizes = _bound_ranks(self.pairs, key)
+            if not self._user_hashes:   # one md5 per user, for every key
+                self._user_hashes.append(user_hashes(self.pairs.users))
+            rank, sizes = _bound_ranks(self.pairs, key, self._user_hashes[0])
             ranks = (rank.astype(np.int32) if len(rank) < 2**31 else rank, sizes)   # kept small: 4 bytes a row
             for a in ranks:
                 a.setflags(write=False)
