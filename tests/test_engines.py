@@ -289,14 +289,15 @@ def test_duckdb_big_batches_keep_each_user_in_one_shard(tmp_path):
     assert_same(m, d, pairs=False)
 
 
-@pytest.mark.parametrize("shard_rows", [300, 10**9])
-def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows):
-    """The memory engine on files (sharded by a hash of the user) equals the loader + build_od; text user ids."""
+@pytest.mark.parametrize(("shard_rows", "workers"), [(300, 1), (300, 2), (300, 3), (10**9, None)])
+def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows, workers):
+    """The memory engine on files (sharded by a hash of the user, shards run on 1-3 threads) equals the loader +
+    build_od; text user ids."""
     path, _ = _messy_file(tmp_path)
     opts = {"tz": "Europe/Paris", "bbox": "36.0,-123.0,39.0,-122.0"}
     cfg = ODConfig(tz="Europe/Paris")
-    m = build_od(file_source(path, **opts), cfg, engine="memory", shard_rows=shard_rows)
-    assert (m.stats["shards"] > 1) == (shard_rows == 300)
+    m = build_od(file_source(path, **opts), cfg, engine="memory", shard_rows=shard_rows, workers=workers)
+    assert (m.stats["shards"] > 2) == (shard_rows == 300)
     ref = build_od(load_traces(path, **opts), cfg, engine="memory")
     assert_same(m, ref)
     assert m.stats["rows_dropped"]["duplicate_row"] == ref.stats.get("rows_dropped", {}).get(
