@@ -39,3 +39,13 @@ TRACE_COLUMNS = (USER, TIME, LAT, LON)
 # Local time zone of formats whose documentation states it (used when the time zone is "auto"): the Cabspotting
 # README gives America/Los_Angeles.
 FORMAT_TZ = {"cabspotting": "America/Los_Angeles"}
+
+# Defaults the command line prints in its help; kept here (no imports) so that ``python -m odcore --help`` does not
+# load the modules that use them.
+DEFAULT_SAMPLE_SEED = 2022
+"""Seed of the bundled ``sample_data/synthetic_city.parquet`` (:mod:`odcore.data.synth`)."""
+DEFAULT_DISTRICTS = 40
+"""Voronoi districts of the bundled ``sample_data/districts.geojson`` (:func:`odcore.space.zones.write_districts`)."""
+DEFAULT_DISTRICTS_SEED = 16
+DEFAULT_COMPARE_SPECS = ("square:0.5", "square:1.3", "square:5", "h3:9", "h3:8", "h3:7")
+"""Zone systems compared when none are named (the bundled districts are added by the CLI and the app)."""

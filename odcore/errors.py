@@ -6,8 +6,10 @@ Pages catch :class:`ODCoreError` and show ``st.error``; the CLI prints the messa
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # pragma: no cover - numpy is imported where used, so the command line starts without it
+    import numpy as np
 
 
 class ODCoreError(Exception):
@@ -135,6 +137,8 @@ def check_prob(name: str, value, *, open_low: bool = True) -> float:
 
 def check_count(name: str, k) -> np.ndarray:
     """Return ``k`` as int64 array when every entry is a whole number >= 1 (a count of trips, weeks, folds)."""
+    import numpy as np
+
     arr = np.asarray(k)
     try:
         f = arr.astype(float)

@@ -304,3 +304,20 @@ def test_release_on_real_checkins(capsys, tmp_path, shared_data):
     t = pd.read_parquet(out / "published.parquet")
     assert len(t) == s["utility"]["pairs_published"]
     assert (t["noisy_count"] >= 2).all()
+
+
+def test_user_level_release_bounded_in_duckdb_equals_the_memory_engine(capsys, traces_csv, tmp_path):
+    # --engine duckdb bounds each person's pairs in SQL (odcore.privacy.bounding) and returns per-pair counts only;
+    # the files written are the memory engine's, byte for byte; another seed keeps other pairs
+    argv = ["release", "--input", str(traces_csv), "--mode", "user_level", "--max-pairs", "2", "--epsilon", "1",
+            "--threshold", "3", "--json"]
+    outs = {}
+    for engine, seed in (("memory", 5), ("duckdb", 5), ("duckdb", 6)):
+        out = tmp_path / f"{engine}{seed}"
+        code, text, _ = _run(capsys, *argv, "--engine", engine, "--seed", str(seed), "--out", str(out))
+        assert code == 0
+        outs[engine, seed] = ((out / "published.csv").read_bytes(), json.loads(text)["release"])
+    assert outs["memory", 5][0] == outs["duckdb", 5][0]
+    assert outs["duckdb", 5][1]["bounded_in"] == "duckdb"
+    assert outs["duckdb", 5][1]["user_weeks_bounded"] == outs["memory", 5][1]["user_weeks_bounded"] > 0
+    assert outs["duckdb", 6][0] != outs["duckdb", 5][0]

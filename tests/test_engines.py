@@ -291,14 +291,15 @@ def test_duckdb_big_batches_keep_each_user_in_one_shard(tmp_path):
     assert_same(m, d, pairs=False)
 
 
-@pytest.mark.parametrize("shard_rows", [300, 10**9])
-def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows):
-    """The memory engine on files (sharded by a hash of the user) equals the loader + build_od; text user ids."""
+@pytest.mark.parametrize(("shard_rows", "workers"), [(300, 1), (300, 2), (300, 3), (10**9, None)])
+def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows, workers):
+    """The memory engine on files (sharded by a hash of the user, shards run on 1-3 threads) equals the loader +
+    build_od; text user ids."""
     path, _ = _messy_file(tmp_path)
     opts = {"tz": "Europe/Paris", "bbox": "36.0,-123.0,39.0,-122.0"}
     cfg = ODConfig(tz="Europe/Paris")
-    m = build_od(file_source(path, **opts), cfg, engine="memory", shard_rows=shard_rows)
-    assert (m.stats["shards"] > 1) == (shard_rows == 300)
+    m = build_od(file_source(path, **opts), cfg, engine="memory", shard_rows=shard_rows, workers=workers)
+    assert (m.stats["shards"] > 2) == (shard_rows == 300)
     ref = build_od(load_traces(path, **opts), cfg, engine="memory")
     assert_same(m, ref)
     assert m.stats["rows_dropped"]["duplicate_row"] == ref.stats.get("rows_dropped", {}).get(
@@ -479,3 +480,45 @@ def test_cli_trips_engines_agree_on_a_streamed_file(tmp_path, capsys):
             "user_hours", "trips", "unique_trips", "od_pairs", "od_pairs_over_threshold", "max_count")
     assert {k: outs["memory"][k] for k in keys} == {k: outs["duckdb"][k] for k in keys}
     assert outs["duckdb"]["engine"] == "duckdb"
+
+
+# ------------------------------------------------------------------ per-person bounding in every engine
+
+
+def _bounded_release(od, m: int, seed: int):
+    from odcore.privacy.release import Mode, ReleaseConfig, release_bounded_counts_with_report
+
+    cfg = ReleaseConfig(epsilon=1.0, threshold=2, mode=Mode.USER_LEVEL, max_pairs=m)
+    return release_bounded_counts_with_report(od.stats["bounded_counts"], cfg, seed, od.stats["bounding"])
+
+
+@pytest.mark.parametrize("user_ids", ["text", "int"])
+def test_user_level_release_identical_in_every_engine(spark, user_ids):
+    """--mode user_level --max-pairs m: each engine bounds in its own language (numpy, DuckDB SQL, Spark SQL) with
+    the keyed hash, only per-pair counts come back, and the released tables equal release_with_report of the
+    memory engine's pairs for the seed, row for row."""
+    from odcore.privacy.bounding import bounding_key
+    from odcore.privacy.release import Mode, ReleaseConfig, release_with_report
+
+    df = _random_city(120, 3)
+    if user_ids == "int":
+        df["user"] = df["user"].str[1:].astype(np.int64) * 7919
+    cfg = ODConfig(tz="Europe/Paris")
+    m, seed = 3, 2024
+    key = bounding_key(np.random.default_rng(seed))
+    mem = build_od(df, cfg, engine="memory", bound=(m, key))
+    ref = release_with_report(mem.pairs, ReleaseConfig(epsilon=1.0, threshold=2, mode=Mode.USER_LEVEL,
+                                                       max_pairs=m), rng=seed)
+    assert ref.report["user_weeks_bounded"] > 10                  # the bound bites
+    assert (ref.table["true_count"] < ref.table["raw_count"]).any()
+    for engine, opts in (("memory", {}), ("duckdb", {"shard_rows": 2_000}), ("spark", {"spark": spark})):
+        od = build_od(df, cfg, engine=engine, keep_pairs=False, bound=(m, key), **opts)
+        assert not od.stats.get("pairs_available", True) or engine == "memory"
+        got = _bounded_release(od, m, seed)
+        pd.testing.assert_frame_equal(got.table, ref.table, obj=engine)
+        for k in ("user_weeks", "user_weeks_bounded", "contributions_in", "contributions_dropped_by_bounding",
+                  "pairs_released", "pairs_emptied_by_bounding"):
+            assert got.report[k] == ref.report[k], (engine, k)
+    # another seed is another key: other pairs kept
+    other = build_od(df, cfg, engine="duckdb", keep_pairs=False, bound=(m, bounding_key(np.random.default_rng(5))))
+    assert not other.stats["bounded_counts"]["true_count"].equals(mem.stats["bounded_counts"]["true_count"])

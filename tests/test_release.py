@@ -215,19 +215,74 @@ def test_bounding_keeps_at_most_max_pairs_and_counts_drops():
     assert len(kept.merge(uniq, how="inner")) == len(kept)
 
 
-@pytest.mark.parametrize("fast", [True, False])
-def test_bounding_subset_is_uniform(fast, monkeypatch):
-    # one user with 5 pairs per week, keep 1: each pair kept 1/5 of the time (chi-square), over 10,000 weeks
-    if not fast:  # force the general path (used when (week, user) ranges leave too few random bits)
-        monkeypatch.setattr("odcore.privacy.release._MIN_RANDOM_BITS", 63)
+@pytest.mark.parametrize("label", ["a", 7])
+def test_bounding_subset_is_uniform(label):
+    # one user with 5 pairs per week, keep 1: each pair kept 1/5 of the time (chi-square), over 10,000 weeks;
+    # the keyed hash (odcore.privacy.bounding) with text and integer user ids
     weeks, k = 10_000, 5
     pairs = singleton_pairs(k, weeks=weeks)
-    pairs["user"] = "a"
+    pairs["user"] = label
     kept, _ = bound_contributions(pairs, 1, rng=3)
     obs = kept["origin"].value_counts().reindex(range(k), fill_value=0).to_numpy()
     assert stats.chisquare(obs).pvalue > ALPHA
     # and a biased rule (always the first pair) would be rejected
     assert stats.chisquare(np.r_[weeks, np.zeros(k - 1)] + 1e-9).pvalue < ALPHA
+
+
+def test_bounding_subsets_of_two_are_uniform_across_users_and_seeds():
+    # 20,000 users, one week, 5 neighbouring pairs each, keep 2: each of the C(5,2) = 10 subsets 1/10 of the time;
+    # the same for one user over 2,000 seeds (the key changes with the seed). A rule keeping a run of neighbours
+    # (a linear hash's rotation) has 5 subsets only and is rejected.
+    from itertools import combinations
+
+    subsets = {s: i for i, s in enumerate(combinations(range(5), 2))}
+
+    def histogram(kept):
+        got = kept.groupby(["week", "user"])["origin"].agg(lambda s: subsets[tuple(sorted(s))])
+        return np.bincount(got.to_numpy(), minlength=10)
+
+    n = 20_000
+    pairs = pd.DataFrame({"week": 0, "user": np.repeat(np.arange(n), 5), "origin": np.tile(np.arange(5), n),
+                          "destination": 100})
+    obs = histogram(bound_contributions(pairs, 2, rng=11)[0])
+    assert stats.chisquare(obs).pvalue > ALPHA
+    one = pairs[pairs["user"] == 0]
+    obs_seeds = sum(histogram(bound_contributions(one, 2, rng=s)[0]) for s in range(2000))
+    assert stats.chisquare(obs_seeds).pvalue > ALPHA
+    runs = np.zeros(10)
+    runs[[subsets[(i, i + 1)] for i in range(4)] + [subsets[(0, 4)]]] = n / 5
+    assert stats.chisquare(runs + 1e-9).pvalue < ALPHA
+
+
+def test_bounding_is_the_documented_hash_rule():
+    """Loop reference of odcore.privacy.bounding's rule: per (week, user), the pairs of smallest (hash, o, d);
+    md5 of the id's text, so 5 and "5" are the same person to the hash (as in SQL's CAST to text)."""
+    import hashlib
+
+    from odcore.privacy.bounding import HASH_PRIME, bounding_key, round_constants
+
+    rng = np.random.default_rng(2)
+    n = 600
+    pairs = pd.DataFrame({"week": rng.integers(0, 3, n), "user": rng.integers(0, 15, n),
+                          "origin": rng.integers(0, 2**40, n) % 7, "destination": rng.integers(0, 6, n)})
+    key = bounding_key(np.random.default_rng(4))
+
+    def h(u, w, o, d):
+        v = int(hashlib.md5(str(u).encode()).hexdigest()[:8], 16)
+        x0 = v
+        for (a, b), x in zip(round_constants(key), (x0, w, o, d, 0), strict=True):
+            t = ((v + x % HASH_PRIME) % HASH_PRIME * a + b) % HASH_PRIME
+            v = t * t % HASH_PRIME
+        return v
+
+    ref = set()
+    for (w, u), g in pairs.drop_duplicates().groupby(["week", "user"]):
+        rows = sorted((h(u, w, o, d), o, d) for o, d in zip(g["origin"], g["destination"], strict=True))
+        ref |= {(w, u, o, d) for _, o, d in rows[:3]}
+    kept, _ = bound_contributions(pairs, 3, rng=4)
+    assert set(kept[["week", "user", "origin", "destination"]].itertuples(index=False, name=None)) == ref
+    as_text, _ = bound_contributions(pairs.astype({"user": str}), 3, rng=4)
+    np.testing.assert_array_equal(as_text["origin"], kept["origin"])
 
 
 def test_user_level_counts_match_loop_reference_and_emptied_pairs_are_never_published():

@@ -4,7 +4,7 @@ Each module in :data:`SUBCOMMAND_MODULES` exposes ``register(subparsers)``, whic
 subcommands with ``set_defaults(func=...)``; ``func(args)`` returns an exit code. Domain errors
 (:class:`odcore.errors.ODCoreError`) are printed as one line on stderr with exit code 2, never a traceback.
 Numeric parameters (ε, δ, τ, cell area, k, resolution, Monte Carlo size, seed, weeks, ...) are checked once, here,
-against :data:`odcore.data.validate.PARAMETERS` (the same rule the engine's configs use), whether they come from a flag
+against :data:`odcore.data.params.PARAMETERS` (the same rule the engine's configs use), whether they come from a flag
 or from ``--config``.
 
 Every subcommand accepts ``--config FILE.json``: a JSON object whose keys are the command's flag names in
@@ -121,11 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check_parameters(args: argparse.Namespace) -> None:
-    """Every known parameter (flag or ``--config`` value) against the one rule of :data:`odcore.data.validate.PARAMETERS`,
+    """Every known parameter (flag or ``--config`` value) against the one rule of :data:`odcore.data.params.PARAMETERS`,
     before any work and before any output is written."""
     import re
 
-    from odcore.data.validate import check_params
+    from odcore.data.params import check_params
 
     typed = {a.dest for a in args._parser._actions if a.type in (int, float)}
     numeric_list = re.compile(r"^\s*[-+0-9.eE]+(\s*,\s*[-+0-9.eE]+)*\s*$")

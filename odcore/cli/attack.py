@@ -97,7 +97,7 @@ def run_curve(args: argparse.Namespace) -> int:
         out["tpr_at_fpr_1pct"] = tpr[:, 0].tolist()
         out["tpr_at_fpr_0.1pct"] = tpr[:, 1].tolist()
     if args.monte_carlo is not None:
-        from odcore.data.validate import check_monte_carlo_work
+        from odcore.data.params import check_monte_carlo_work
 
         check_monte_carlo_work(args.monte_carlo, args.k_max)
         sim = attack.simulate_attack(eps, np.arange(args.k_max + 1), reps=args.monte_carlo, rng=args.seed)

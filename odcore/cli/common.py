@@ -88,8 +88,9 @@ def add_release_args(group) -> None:
     group.add_argument("--threshold", type=float, default=100,
                        help="publish iff noisy count >= this (default %(default)s)")
     group.add_argument("--mode", default="per_metric", choices=["per_metric", "user_level"],
-                       help="per_metric: noise 1/eps (Bassolas); user_level: each user keeps --max-pairs random "
-                            "unique pairs per week, noise max_pairs/eps (default %(default)s)")
+                       help="per_metric: noise 1/eps (Bassolas); user_level: each user keeps --max-pairs unique "
+                            "pairs per week (smallest keyed hash: the same pairs in every engine for a seed), noise "
+                            "max_pairs/eps (default %(default)s)")
     group.add_argument("--max-pairs", type=int, default=None,
                        help="user-level contribution bound (needs --mode user_level)")
 
@@ -280,11 +281,12 @@ def source_place(src, bbox, region) -> tuple:
     return out, zone_of_box(box)
 
 
-def od_from_args(args: argparse.Namespace) -> tuple[Traces, ODData]:
+def od_from_args(args: argparse.Namespace, **build_options) -> tuple[Traces, ODData]:
     """Load traces and build the weekly unique OD counts (grid, hourly locations, trips) with ``--engine``.
 
     An OD counts folder (``trips --counts-out DIR``) as ``--input`` gives its table directly (no per-person pairs:
     ``od.stats["pairs_available"]`` is False) and a :class:`odcore.od.odtable.CountsInput` in place of the traces.
+    ``build_options`` go to :func:`odcore.od.engines.build_od` (``keep_pairs``, ``bound``).
     """
     from odcore.od.engines import build_od
     from odcore.od.odtable import CountsInput, is_counts_folder, read_counts_folder
@@ -295,5 +297,6 @@ def od_from_args(args: argparse.Namespace) -> tuple[Traces, ODData]:
     traces = traces_from_args(args)
     cfg = od_config_from_args(args, traces.report.format)
     zones_note(traces.df, cfg)
-    od = build_od(traces.df, cfg, engine=getattr(args, "engine", "memory") or "memory", **engine_options(args))
+    od = build_od(traces.df, cfg, engine=getattr(args, "engine", "memory") or "memory", **engine_options(args),
+                  **build_options)
     return traces, od

@@ -7,14 +7,18 @@ import time
 from pathlib import Path
 
 from odcore.cli.common import add_grid_args, add_loader_args, od_config_from_args, traces_from_args
+from odcore.constants import DEFAULT_SAMPLE_SEED
 from odcore.paths import atomic_output
 from odcore.report.safe_csv import write_csv
 
+# The defaults of odcore.data.synth.SynthConfig that the synth command shows, written out so that parsing arguments
+# does not import the generator (and pandas); tests/test_cli_data.py checks that they agree.
+SYNTH_DEFAULTS = {"users": 25_000, "weeks": 1, "center": (33.7490, -84.3880), "extent_km": 20.0,
+                  "start": "2024-01-08", "tz": "UTC"}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from odcore.data.synth import DEFAULT_SAMPLE_CONFIG, DEFAULT_SAMPLE_SEED
-
-    d = DEFAULT_SAMPLE_CONFIG
+    d = argparse.Namespace(**SYNTH_DEFAULTS)
     p = sub.add_parser("synth", help="generate a synthetic city's traces (Parquet or CSV)",
                        description="Generate a synthetic city (odcore.data.synth): homes, workplaces, commuting and "
                                    "exploration/preferential-return leisure trips, one location per user-hour.")

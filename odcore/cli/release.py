@@ -232,6 +232,12 @@ def _folder_of(kind: str, files: tuple[str, ...]):
     return owned
 
 
+def _is_counts_input(s: dict) -> bool:
+    from odcore.od.odtable import is_counts_folder
+
+    return is_counts_folder(s.get("input"))
+
+
 def run_release(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -278,7 +284,17 @@ def run_release(args: argparse.Namespace) -> int:
     mode = Mode(s["mode"])
     cfg = ReleaseConfig(epsilon=s["epsilon"], threshold=s["threshold"], mode=mode, max_pairs=s["max_pairs"])
     ns = argparse.Namespace(**s)
-    traces, od = od_from_args(ns)
+    engine = s.get("engine") or "memory"
+    in_engine = mode is Mode.USER_LEVEL and engine != "memory" and not _is_counts_input(s)
+    if in_engine:   # the engine bounds each person's pairs in SQL; only per-pair counts come back
+        from odcore.privacy.bounding import bounding_key
+
+        if s.get("seed") is None:
+            s["seed"] = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
+        traces, od = od_from_args(ns, keep_pairs=False,
+                                  bound=(cfg.max_pairs, bounding_key(np.random.default_rng(s["seed"]))))
+    else:
+        traces, od = od_from_args(ns)
     pairs = od.pairs
     week = s.get("week")
     if week is not None:
@@ -286,7 +302,16 @@ def run_release(args: argparse.Namespace) -> int:
         if int(week) not in weeks_present:
             raise ParameterError(f"--week={week} has no trips; weeks with trips: {weeks_present}.")
         pairs = pairs[pairs[WEEK] == int(week)]
-    if od.stats.get("pairs_available", True):
+    if in_engine:
+        from odcore.privacy.release import release_bounded_counts_with_report
+
+        bounded = od.stats["bounded_counts"]
+        if week is not None:
+            bounded = bounded[bounded[WEEK] == int(week)]
+        res = release_bounded_counts_with_report(bounded, cfg, s["seed"],
+                                                 od.stats["bounding"] if week is None else None)
+        res.report["bounded_in"] = engine
+    elif od.stats.get("pairs_available", True):
         res = release_with_report(pairs, cfg, rng=s["seed"])
     else:   # an OD counts folder: the per-metric release from the counts (same draws as from the pairs)
         from odcore.privacy.release import release_counts_with_report

@@ -8,11 +8,10 @@ import argparse
 from pathlib import Path
 
 from odcore.cli.common import add_loader_args, resolve_tz, traces_from_args
+from odcore.constants import DEFAULT_COMPARE_SPECS, DEFAULT_DISTRICTS, DEFAULT_DISTRICTS_SEED
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from odcore.space.zones import DEFAULT_DISTRICTS, DEFAULT_DISTRICTS_SEED
-
     p = sub.add_parser("districts", help="make Voronoi districts of a city's traces (a small zone file)",
                        description="Voronoi districts of the traces' points (seeds drawn among distinct points, "
                                    "so districts are small where people are dense), clipped to the circle that "
@@ -25,7 +24,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_districts)
 
     from odcore.paths import SAMPLE_DATA_DIR
-    from odcore.report.zone_compare import DEFAULT_COMPARE_SPECS
 
     default = [*DEFAULT_COMPARE_SPECS, str(SAMPLE_DATA_DIR / "districts.geojson")]
     c = sub.add_parser("zones-compare", help="compare zone systems: pairs and user-trips published, attack success",

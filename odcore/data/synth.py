@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from odcore.constants import LAT, LON, TIME, USER
+from odcore.constants import DEFAULT_SAMPLE_SEED, LAT, LON, TIME, USER
 from odcore.errors import ParameterError, check_positive
 
 __all__ = ["DEFAULT_SAMPLE_CONFIG", "DEFAULT_SAMPLE_SEED", "SynthConfig", "generate_city", "write_city_chunked",
@@ -143,7 +143,6 @@ class SynthConfig:
 
 DEFAULT_SAMPLE_CONFIG = SynthConfig()
 """The settings of the bundled ``sample_data/synthetic_city.parquet`` (seed 2022)."""
-DEFAULT_SAMPLE_SEED = 2022
 
 
 # ---------------------------------------------------------------------------------------------------------------

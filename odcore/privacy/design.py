@@ -490,8 +490,9 @@ def _index(week_pairs: pd.DataFrame | WeekIndex) -> WeekIndex:
 
 class _Ranked:
     """One week's unique (user, pair) rows with a uniformly random rank within each user: keeping the rows of
-    rank < m is a uniformly random subset of min(m, n) pairs per person (the rule of
-    :func:`odcore.privacy.release.bound_contributions`), nested across m, so every m is counted with one sort.
+    rank < m is a uniformly random subset of min(m, n) pairs per person (the law of the keyed-hash rule of
+    :func:`odcore.privacy.release.bound_contributions`, not its rows), nested across m, so every m is counted with
+    one sort.
 
     The rank orders each user's rows as one uniformly random permutation (``rng.permutation``) of all rows, in the
     canonical (pair, user) order of :func:`odcore.privacy.release.prepare_pairs` (so it does not depend on the input's row

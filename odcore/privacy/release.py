@@ -14,9 +14,11 @@ Two modes (:class:`Mode`):
     Contribution bounding (Google differential-privacy library, ``max_partitions_contributed``): each user keeps
     at most ``max_pairs`` of their unique pairs per week, and the noise scale is ``max_pairs / epsilon`` (L1
     sensitivity of the weekly count vector), so the whole weekly release is (epsilon, delta)-DP per user.
-    Sampling rule: within each (week, user), the unique pairs are put in a uniformly random order (one
-    ``rng.random()`` key per pair after a canonical sort) and the first ``max_pairs`` are kept, i.e. each user
-    keeps a uniformly random subset of ``min(max_pairs, n)`` of their ``n`` unique pairs.
+    Sampling rule (:mod:`odcore.privacy.bounding`): within each (week, user), every unique pair gets a keyed hash
+    of (key, user, week, origin, destination), the key being the first draw of the release's generator, and the
+    ``max_pairs`` pairs with the smallest (hash, origin, destination) are kept — a subset of ``min(max_pairs, n)``
+    of the user's ``n`` unique pairs that looks uniformly random, and the same in every OD engine (numpy here,
+    DuckDB and Spark SQL in :mod:`odcore.od.engines`), so a seed gives the same table whichever engine counted.
 
 One comparison everywhere: a pair is published iff ``noisy_count >= threshold``. :func:`release_probability` and
 :func:`threshold_delta` use the same ``>=`` (OpenDP once had a mismatch between the two: opendp/opendp#2922).
@@ -49,6 +51,7 @@ from odcore.constants import (
 )
 from odcore.data.validate import check_param
 from odcore.errors import ParameterError, check_max_pairs, check_positive, check_threshold
+from odcore.privacy.bounding import bounding_key, pair_hash, user_hashes
 
 RAW_COUNT = "raw_count"
 """Distinct users on the pair before contribution bounding (equals ``true_count`` in per-metric mode)."""
@@ -65,6 +68,7 @@ ANALYSIS_NOTICE = ("DO NOT SHARE: analysis table with the true counts, the noise
 
 __all__ = [
     "ANALYSIS_NOTICE",
+    "BOUNDED_COLUMNS",
     "PAIRS_COLUMNS",
     "PUBLISHED_COLUMNS",
     "RAW_COUNT",
@@ -74,9 +78,11 @@ __all__ = [
     "ReleaseConfig",
     "ReleaseResult",
     "bound_contributions",
+    "bounded_counts",
     "prepare_pairs",
     "published_table",
     "release",
+    "release_bounded_counts_with_report",
     "release_probability",
     "release_with_report",
     "threshold_delta",
@@ -366,17 +372,18 @@ def _validate_pairs(pairs: pd.DataFrame) -> _Pairs:
 
 def bound_contributions(pairs: pd.DataFrame | PreparedPairs, max_pairs: int, rng=None
                         ) -> tuple[pd.DataFrame, dict]:
-    """Keep at most ``max_pairs`` unique pairs per (week, user), chosen uniformly at random.
+    """Keep at most ``max_pairs`` unique pairs per (week, user), chosen by the keyed hash of
+    :mod:`odcore.privacy.bounding`.
 
-    Sampling rule: rows are sorted canonically by (week, origin, destination, user), each gets one
-    ``rng.random()`` key, and within a (week, user) the ``max_pairs`` rows with the smallest keys are kept — a
-    uniformly random subset of size ``min(max_pairs, n)``. Vectorised (one sort, no loop over users).
+    Sampling rule: the key is one draw of ``rng``; within a (week, user) the ``max_pairs`` rows with the smallest
+    (hash, origin, destination) are kept — a subset of size ``min(max_pairs, n)`` that looks uniformly random, the
+    same rows the DuckDB and Spark engines keep for the key. Vectorised (one sort, no loop over users).
 
     Parameters
     ----------
     pairs:
         DataFrame[week, user, origin, destination]; duplicate rows are removed first (and counted). Or the same
-        prepared once (:func:`prepare_pairs`): the same rows are kept, and an integer seed's draw is shared with
+        prepared once (:func:`prepare_pairs`): the same rows are kept, and the hashes' sort for a key is shared with
         the releases of that preparation (:meth:`PreparedPairs.bound_ranks`).
     max_pairs:
         Integer >= 1.
@@ -391,29 +398,17 @@ def bound_contributions(pairs: pd.DataFrame | PreparedPairs, max_pairs: int, rng
         ``user_weeks``, ``user_weeks_bounded``.
     """
     m = check_max_pairs(max_pairs)
-    seed = _int_seed(rng)
-    rng = np.random.default_rng(rng)
+    key = bounding_key(np.random.default_rng(rng))
     prep = pairs if isinstance(pairs, PreparedPairs) else None
     p = _validate_pairs(pairs) if prep is None else prep.pairs
-    keep, rep = _bound_mask(p, m, rng, None if prep is None or seed is None else prep.bound_ranks(seed, rng))
+    keep, rep = _bound_mask(p, m, _bound_ranks(p, key) if prep is None else prep.bound_ranks(key))
     rep = {"rows_in": len(pairs) if prep is None else prep.rows_in, "duplicate_rows_dropped": p.n_dup, **rep}
     return p.take(np.flatnonzero(keep)).frame(), rep
 
 
-def _int_seed(rng) -> int | None:
-    """``rng`` as an int when it is an integer seed (a new generator each call, so draws can be memoised)."""
-    return int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
-
-
-_MIN_RANDOM_BITS = 40
-"""Random bits per row in the fast bounding path (ties within a user-week then have probability ~n²/2^41)."""
-
-
-def _bound_mask(p: _Pairs, m: int, rng: np.random.Generator, ranks=None) -> tuple[np.ndarray, dict]:
-    """Boolean mask of the contributions kept by the sampling rule of :func:`bound_contributions`.
-
-    ``ranks``: :func:`_bound_ranks` of ``p`` already drawn from ``rng`` (then nothing is drawn here)."""
-    rank, sizes = _bound_ranks(p, rng) if ranks is None else ranks
+def _bound_mask(p: _Pairs, m: int, ranks: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, dict]:
+    """Boolean mask of the contributions kept under the bound ``m``, from :func:`_bound_ranks`."""
+    rank, sizes = ranks
     keep = rank < m
     rep = {
         "contributions_in": len(p),
@@ -424,33 +419,24 @@ def _bound_mask(p: _Pairs, m: int, rng: np.random.Generator, ranks=None) -> tupl
     return keep, rep
 
 
-def _bound_ranks(p: _Pairs, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's rank in a uniformly random order of its (week, user)'s rows, and the size of every (week, user)
-    group: a row is kept under a bound m iff its rank < m. Independent of m (one draw serves every m)."""
+def _bound_ranks(p: _Pairs, key: int, uhash: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's rank by (hash, origin, destination) within its (week, user), and the size of every (week, user)
+    group: a row is kept under a bound m iff its rank < m. Independent of m (one sort serves every m).
+    ``uhash``: :func:`odcore.privacy.bounding.user_hashes` of ``p.users`` when already computed."""
     n = len(p)
-    order = None
-    if n:
-        # Fast path: one argsort of (week, user) packed in the high bits and a random integer in the low bits,
-        # i.e. rows grouped by (week, user) and in uniformly random order within each group.
-        w0 = p.w - p.w.min()
-        n_u = int(p.u.max()) + 1
-        span = (int(w0.max()) + 1) * n_u
-        bits = 62 - max(span - 1, 1).bit_length()
-        if bits >= _MIN_RANDOM_BITS:
-            key = ((w0 * n_u + p.u) << bits) | rng.integers(0, 1 << bits, size=n, dtype=np.int64)
-            order = np.argsort(key)  # keys are distinct w.h.p.; introsort beats timsort on random keys
-    if order is None:
-        # General path: argsort random keys, then a stable sort by (week, user).
-        by_key = np.argsort(rng.random(n))
-        order = by_key[_canonical_order([p.w[by_key], p.u[by_key]])]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    h = pair_hash(key, (user_hashes(p.users) if uhash is None else uhash)[p.u], p.w, p.o, p.d)
+    # rows are in canonical (week, origin, destination, user) order, and the sort is stable: ties of the hash
+    # within a user-week stay in (origin, destination) order, as SQL's ORDER BY h, o, d
+    order = _canonical_order([p.w, p.u, h])
     ws, us = p.w[order], p.u[order]
     new_group = np.ones(n, dtype=bool)
-    if n > 1:
-        new_group[1:] = (ws[1:] != ws[:-1]) | (us[1:] != us[:-1])
+    new_group[1:] = (ws[1:] != ws[:-1]) | (us[1:] != us[:-1])
     starts = np.flatnonzero(new_group)
     group_id = np.cumsum(new_group) - 1
     rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n) - starts[group_id] if n else np.zeros(0, dtype=np.int64)
+    rank[order] = np.arange(n) - starts[group_id]
     return rank, np.diff(np.append(starts, n))
 
 
@@ -484,22 +470,24 @@ class PreparedPairs:
     pairs: _Pairs = field(repr=False)
     counts: tuple = field(repr=False)
     _ranks: dict = field(default_factory=dict, repr=False, compare=False)
+    _user_hashes: list = field(default_factory=list, repr=False, compare=False)
 
     RANK_SEEDS = 4
-    """Seeds whose contribution-bounding draw is kept (:meth:`bound_ranks`)."""
+    """Keys whose contribution-bounding ranks are kept (:meth:`bound_ranks`)."""
 
     def __len__(self) -> int:
         return len(self.pairs)
 
-    def bound_ranks(self, seed: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`_bound_ranks` of these pairs drawn from ``rng``, a generator just made from the integer ``seed``.
+    def bound_ranks(self, key: int) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`_bound_ranks` of these pairs for the hash ``key`` (:func:`odcore.privacy.bounding.bounding_key`).
 
-        Kept for the last :attr:`RANK_SEEDS` seeds: another bound, ε or threshold with the same seed (the designer's
-        two releases, a slider moved in the per-person unit) reuses the draw and its sort, and ``rng`` is set to the
-        state the draw left, so what follows draws the same numbers as without the memo."""
-        hit = self._ranks.get(seed)
+        Kept for the last :attr:`RANK_SEEDS` keys: another bound, ε or threshold with the same seed (the designer's
+        two releases, a slider moved in the per-person unit) reuses the hashes and their sort."""
+        hit = self._ranks.get(key)
         if hit is None:
-            rank, sizes = _bound_ranks(self.pairs, rng)
+            if not self._user_hashes:   # one md5 per user, for every key
+                self._user_hashes.append(user_hashes(self.pairs.users))
+            rank, sizes = _bound_ranks(self.pairs, key, self._user_hashes[0])
             ranks = (rank.astype(np.int32) if len(rank) < 2**31 else rank, sizes)   # kept small: 4 bytes a row
             for a in ranks:
                 a.setflags(write=False)
@@ -508,11 +496,9 @@ class PreparedPairs:
                     self._ranks.pop(next(iter(self._ranks)), None)
             except (RuntimeError, StopIteration):
                 pass
-            self._ranks[seed] = (ranks, rng.bit_generator.state)
+            self._ranks[key] = ranks
             return ranks
-        ranks, state = hit
-        rng.bit_generator.state = state
-        return ranks
+        return hit
 
 
 def prepare_pairs(pairs: pd.DataFrame) -> PreparedPairs:
@@ -612,7 +598,6 @@ def release_with_report(pairs: pd.DataFrame | PreparedPairs, config: ReleaseConf
     config = ReleaseConfig() if config is None else config
     if not isinstance(config, ReleaseConfig):
         raise ParameterError(f"config must be a ReleaseConfig, got {type(config).__name__}.")
-    seed = _int_seed(rng)
     rng = np.random.default_rng(rng)
     prep = pairs if isinstance(pairs, PreparedPairs) else prepare_pairs(pairs)
     p = prep.pairs
@@ -629,8 +614,9 @@ def release_with_report(pairs: pd.DataFrame | PreparedPairs, config: ReleaseConf
         "contributions_dropped_by_bounding": 0,
     }
     if config.mode is Mode.USER_LEVEL:
-        ranks = prep.bound_ranks(seed, rng) if seed is not None and pairs is prep else None
-        keep, brep = _bound_mask(p, int(config.max_pairs), rng, ranks)
+        key = bounding_key(rng)   # the first draw; the noise follows
+        keep, brep = _bound_mask(p, int(config.max_pairs), prep.bound_ranks(key) if pairs is prep
+                                 else _bound_ranks(p, key))
         report.update(brep)
         tc = np.bincount(pair_of_row[keep], minlength=len(w)).astype(np.int64)
     else:
@@ -693,6 +679,61 @@ def release_counts_with_report(counts: pd.DataFrame, config: ReleaseConfig | Non
         "contributions_in": int(raw.sum()), "contributions_dropped_by_bounding": 0, "from_counts": True,
     }
     return _noisy_table(w, o, d, raw, raw, np.zeros(len(w), dtype=bool), config, rng, report)
+
+
+BOUNDED_COLUMNS = (WEEK, ORIGIN, DESTINATION, RAW_COUNT, TRUE_COUNT)
+"""Columns of the per-pair bounded counts an OD engine computes for a user-level release (``build_od(bound=)``)."""
+
+
+def bounded_counts(pairs: pd.DataFrame | PreparedPairs, max_pairs: int, key: int) -> tuple[pd.DataFrame, dict]:
+    """:data:`BOUNDED_COLUMNS` of ``pairs`` under the hash ``key`` (the memory engine's side of
+    ``build_od(bound=(max_pairs, key))``; DuckDB and Spark compute the same table in SQL) and the user-week counts
+    ``user_weeks``, ``user_weeks_bounded``."""
+    m = check_max_pairs(max_pairs)
+    prep = pairs if isinstance(pairs, PreparedPairs) else prepare_pairs(pairs)
+    keep, rep = _bound_mask(prep.pairs, m, prep.bound_ranks(int(key)))
+    w, o, d, raw, pair_of_row = prep.counts
+    tc = np.bincount(pair_of_row[keep], minlength=len(w)).astype(np.int64)
+    table = pd.DataFrame(dict(zip(BOUNDED_COLUMNS, (w, o, d, raw, tc), strict=True)))
+    return table, {"user_weeks": rep["user_weeks"], "user_weeks_bounded": rep["user_weeks_bounded"]}
+
+
+def release_bounded_counts_with_report(bounded: pd.DataFrame, config: ReleaseConfig, seed: int,
+                                       bounding: dict | None = None) -> ReleaseResult:
+    """The user-level release from per-pair bounded counts computed by an engine, without any per-person table.
+
+    ``bounded`` has :data:`BOUNDED_COLUMNS` (one row per observed pair: distinct users before and after each user
+    kept the ``max_pairs`` pairs of smallest hash), computed with the key ``bounding_key(default_rng(seed))``
+    (:func:`odcore.od.engines.build_od` with ``bound=(max_pairs, key)``). The noise is then drawn from the same
+    generator, after the key, in the canonical pair order, so the table equals :func:`release_with_report` of the
+    pairs with ``rng=seed`` exactly. ``bounding``: the engine's counts of user-weeks (``user_weeks``,
+    ``user_weeks_bounded``) for the report.
+    """
+    if not isinstance(config, ReleaseConfig) or config.mode is not Mode.USER_LEVEL:
+        raise ParameterError(f"bounded counts are released in user_level mode, got config={config!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ParameterError(f"seed must be an integer (the bounding key and the noise both come from it), "
+                             f"got seed={seed!r}.")
+    missing = [c for c in BOUNDED_COLUMNS if c not in bounded.columns]
+    if missing:
+        raise ParameterError(f"bounded counts miss column(s) {missing}; expected {list(BOUNDED_COLUMNS)}.")
+    rng = np.random.default_rng(int(seed))
+    bounding_key(rng)   # the key the engine used: drawn again so that the noise follows it, as in release_with_report
+    a = [bounded[c].to_numpy(np.int64) for c in BOUNDED_COLUMNS]
+    order = _canonical_order(a[:3])
+    w, o, d, raw, tc = (x[order] for x in a)
+    if len(w) > 1 and not ((w[1:] != w[:-1]) | (o[1:] != o[:-1]) | (d[1:] != d[:-1])).all():
+        raise ParameterError("bounded counts have repeated (week, origin, destination) rows.")
+    if len(w) and (raw.min() < 1 or (tc > raw).any() or tc.min() < 0):
+        raise ParameterError("bounded counts need 1 <= raw_count and 0 <= true_count <= raw_count.")
+    report: dict[str, Any] = {
+        **config.to_dict(), "sensitivity": config.sensitivity, "noise_scale": config.scale,
+        "rows_in": int(raw.sum()), "duplicate_rows_dropped": 0,
+        "weeks": int(np.count_nonzero(np.diff(w)) + 1) if len(w) else 0, "users": None,
+        "contributions_in": int(raw.sum()), "contributions_dropped_by_bounding": int((raw - tc).sum()),
+        **(bounding or {}), "from_bounded_counts": True,
+    }
+    return _noisy_table(w, o, d, raw, tc, np.zeros(len(w), dtype=bool), config, rng, report)
 
 
 def _noisy_table(w, o, d, raw, tc, in_domain, config: ReleaseConfig, rng, report: dict) -> ReleaseResult:

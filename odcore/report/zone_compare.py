@@ -21,13 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from odcore.constants import LAT, LON, UNIQUE_TRIPS, WEEK
+from odcore.constants import DEFAULT_COMPARE_SPECS, LAT, LON, UNIQUE_TRIPS, WEEK
 from odcore.errors import ParameterError, check_positive
 
 __all__ = ["DEFAULT_COMPARE_SPECS", "compare_zones"]
 
-DEFAULT_COMPARE_SPECS = ("square:0.5", "square:1.3", "square:5", "h3:9", "h3:8", "h3:7")
-"""Zone systems compared when none are named (the bundled districts are added by the CLI and the app)."""
 
 
 def compare_zones(traces_df: pd.DataFrame, zones: Sequence[Any], *, epsilon: float = 0.66,

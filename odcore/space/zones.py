@@ -50,7 +50,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
-from odcore.constants import CELL, LAT, LON
+from odcore.constants import CELL, DEFAULT_DISTRICTS, DEFAULT_DISTRICTS_SEED, LAT, LON
 from odcore.errors import ODCoreError, ParameterError
 from odcore.space.grid import SquareGrid
 
@@ -689,8 +689,6 @@ def voronoi_districts(lat, lon, n: int = 40, *, rng=None, radius_quantile: float
     return gdf
 
 
-DEFAULT_DISTRICTS = 40
-DEFAULT_DISTRICTS_SEED = 16
 
 
 def write_districts(path, lat, lon, n: int = DEFAULT_DISTRICTS, *, rng=DEFAULT_DISTRICTS_SEED):

@@ -23,7 +23,7 @@ __all__ = ["ENGINES", "FileSource", "build_od", "file_source", "is_streamable"]
 
 
 def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", keep_pairs: bool = True,
-             **engine_options: Any):
+             bound: tuple[int, int] | None = None, **engine_options: Any):
     """Weekly unique OD data of ``traces`` computed by ``engine``.
 
     Parameters
@@ -42,6 +42,12 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
     keep_pairs:
         Return every user's unique pairs too (``ODData.pairs``; the attacks need them). Without them the result
         holds counts and per-user-week figures only (``stats["pairs_available"] = False``).
+    bound:
+        ``(max_pairs, key)``: also the per-pair counts after per-person bounding by the keyed hash of
+        :mod:`odcore.privacy.bounding` (``stats["bounded_counts"]``, :data:`odcore.privacy.release.BOUNDED_COLUMNS`;
+        ``stats["bounding"]``: user-weeks and bounded user-weeks), identical in every engine for a key; DuckDB and
+        Spark compute them in SQL, so no per-person table is needed (``keep_pairs=False``); the memory engine
+        bounds its pairs in numpy.
     engine_options:
         ``duckdb``: ``memory_limit``, ``threads``, ``temp_dir``, ``shard_rows``; ``spark``: ``spark`` (a session),
         ``master``, ``driver_memory``; ``memory``: ``shard_rows`` (files only).
@@ -62,17 +68,26 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
         if isinstance(traces, FileSource):
             from odcore.od.engines.memory_stream import build_od_memory_stream
 
-            return build_od_memory_stream(traces, config, grid=grid, keep_pairs=keep_pairs, **engine_options)
-        if grid is None:
-            grid = grid_of_frame(traces, config)
-        od = build_memory(traces, config, grid=grid, **engine_options)
+            od = build_od_memory_stream(traces, config, grid=grid, keep_pairs=keep_pairs or bound is not None,
+                                        **engine_options)
+        else:
+            if grid is None:
+                grid = grid_of_frame(traces, config)
+            od = build_memory(traces, config, grid=grid, **engine_options)
+        if bound is not None:
+            from dataclasses import replace
+
+            from odcore.privacy.release import bounded_counts
+
+            table, rep = bounded_counts(od.pairs, bound[0], bound[1])
+            od = replace(od, stats={**od.stats, "bounded_counts": table, "bounding": rep})
         if not keep_pairs:
             od = _without_pairs(od)
         return od
     if engine == "duckdb":
         from odcore.od.engines.duckdb_engine import build_od_duckdb
 
-        return build_od_duckdb(traces, config, grid=grid, keep_pairs=keep_pairs, **engine_options)
+        return build_od_duckdb(traces, config, grid=grid, keep_pairs=keep_pairs, bound=bound, **engine_options)
     import importlib.util
 
     if importlib.util.find_spec("pyspark") is None:
@@ -82,7 +97,7 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
                              "pip install pyspark; Java 17+ too).")
     from odcore.od.engines.spark_engine import build_od_spark
 
-    return build_od_spark(traces, config, grid=grid, keep_pairs=keep_pairs, **engine_options)
+    return build_od_spark(traces, config, grid=grid, keep_pairs=keep_pairs, bound=bound, **engine_options)
 
 
 def _without_pairs(od):

@@ -284,7 +284,8 @@ def _winners_sql(src: str, dedupe: bool, packed: bool) -> str:
 SHARD_PATHS = ("one row per user-hour", "hours aggregated", "several-row hours apart", "all rows deduplicated")
 
 
-def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows_window: bool) -> str:
+def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows_window: bool,
+               bounded_sql: str | None = None) -> str:
     """The per-shard pipeline (user-hours -> winners -> trips -> unique pairs), appended into the result tables.
 
     With ``rows_window``, one window over the shard's rows (each user's rows by hour, the next row's hour
@@ -338,12 +339,14 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
     con.execute(f"INSERT INTO r_stats SELECT {int(n_rows)}, {n_dedup}, count(*) FROM lw")
     if keep_pairs:
         con.execute("INSERT INTO r_pairs SELECT week, user, o, d FROM prs")
+    if bounded_sql is not None:   # per-person bounding in SQL (odcore.privacy.bounding): a user is in one shard
+        con.execute(f"INSERT INTO r_bounded {bounded_sql}")
     return path
 
 
 def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memory_limit: str = "3GB",
                     threads: int | None = None, temp_dir: str | None = None, shard_rows: int = SHARD_ROWS,
-                    batch_rows: int = BATCH_ROWS):
+                    batch_rows: int = BATCH_ROWS, bound: tuple[int, int] | None = None):
     """Weekly unique OD counts of ``source`` (a trace DataFrame or a :class:`FileSource`) computed in DuckDB.
 
     Parameters
@@ -363,6 +366,11 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         DuckDB settings (spilling goes to ``temp_dir``; default: a fresh temporary folder).
     shard_rows:
         Rows per user shard of stage B (the number of shards is rows / shard_rows, rounded up).
+    bound:
+        ``(max_pairs, key)``: also count every pair's distinct users after each user-week kept its ``max_pairs``
+        pairs of smallest keyed hash (:func:`odcore.privacy.bounding.bounded_counts_sql`), in each shard's SQL;
+        the result's ``stats["bounded_counts"]`` (:data:`odcore.privacy.release.BOUNDED_COLUMNS`) and
+        ``stats["bounding"]``.
     """
     tz = config.tz
     work = Path(tempfile.mkdtemp(prefix="odcore-duckdb-", dir=temp_dir))
@@ -433,13 +441,21 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         con.execute(f"CREATE TEMP TABLE r_pairs (week BIGINT, user {utype}, o BIGINT, d BIGINT)")
         con.execute("CREATE TEMP TABLE r_cells (cell BIGINT)")
         con.execute("CREATE TEMP TABLE r_stats (rows_in BIGINT, rows_dedup BIGINT, user_hours BIGINT)")
+        bounded_sql = None
+        if bound is not None:
+            from odcore.privacy.bounding import bounded_counts_sql
+
+            week0 = int(con.execute("SELECT min(week) FROM slot_week").fetchall()[0][0])
+            bounded_sql = bounded_counts_sql("prs", bound[0], bound[1], week_offset=week0)
+            con.execute("CREATE TEMP TABLE r_bounded (week BIGINT, o BIGINT, d BIGINT, raw_count BIGINT, "
+                        "true_count BIGINT, bounded_users BIGINT, user_rows BIGINT)")
         # --- stage B: per shard -------------------------------------------------------------------------------
         dedupe = isinstance(source, FileSource)
         packed = grid.n_cells < 2**31
         paths = dict.fromkeys(SHARD_PATHS, 0)
         path = SHARD_PATHS[0]   # the one window is tried first, and again only while it holds
         for k in sorted(created):
-            path = _run_shard(con, f"rows_{k}", dedupe, keep_pairs, packed, path == SHARD_PATHS[0])
+            path = _run_shard(con, f"rows_{k}", dedupe, keep_pairs, packed, path == SHARD_PATHS[0], bounded_sql)
             paths[path] += 1
             con.execute(f"DROP TABLE rows_{k}")
         timings["stage_b"] = time.perf_counter() - t0 - timings["grid"] - timings["stage_a"]
@@ -452,6 +468,12 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         pairs = (con.execute("SELECT week, user, o AS origin, d AS destination FROM r_pairs").df()
                  if keep_pairs else None)
         cells = np.sort(con.execute("SELECT DISTINCT cell FROM r_cells").df()["cell"].to_numpy(np.int64))
+        bounded = None
+        if bound is not None:
+            bounded = con.execute(
+                f"SELECT week - {week0} AS week, o AS origin, d AS destination, sum(raw_count)::BIGINT AS raw_count, "
+                "sum(true_count)::BIGINT AS true_count, sum(bounded_users)::BIGINT AS b, sum(user_rows)::BIGINT AS u "
+                "FROM r_bounded GROUP BY ALL ORDER BY ALL").df()
         rows_in, rows_dedup, user_hours = (int(x or 0) for x in con.execute(
             "SELECT sum(rows_in), sum(rows_dedup), sum(user_hours) FROM r_stats").fetchall()[0])
         con.close()
@@ -477,8 +499,20 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
              "cells_used": cells, "engine": "duckdb", "shards": n_shards, "shard_paths": paths, "bbox_used": bbox,
              "seconds": {k: round(v, 3) for k, v in timings.items()},
              "cpu_seconds": {k: round(v, 3) for k, v in cpu.items()}}
+    if bounded is not None:
+        stats.update(bounded_stats(bounded))
     return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats,
                       user_like=like)
 
 
 _COLS = (WEEK, ORIGIN, DESTINATION, COUNT, TRIPS, UNIQUE_TRIPS)  # documented output columns
+
+
+def bounded_stats(bounded: pd.DataFrame) -> dict[str, Any]:
+    """``stats["bounded_counts"]`` and ``stats["bounding"]`` of an engine's bounded counts (columns of
+    :data:`odcore.privacy.release.BOUNDED_COLUMNS` plus ``b``, ``u``: bounded and all user-weeks per pair row)."""
+    from odcore.privacy.release import BOUNDED_COLUMNS
+
+    return {"bounded_counts": bounded[list(BOUNDED_COLUMNS)].astype(np.int64).reset_index(drop=True),
+            "bounding": {"user_weeks": int(bounded["u"].sum()), "user_weeks_bounded": int(bounded["b"].sum())}}
+

@@ -13,6 +13,7 @@ summed, which is exact because every user is in exactly one shard. Text user ids
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +225,8 @@ class _CountsSum:
 
 
 def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bool = True,
-                           shard_rows: int = SHARD_ROWS, batch_rows: int = BATCH_ROWS, temp_dir: str | None = None):
+                           shard_rows: int = SHARD_ROWS, batch_rows: int = BATCH_ROWS, temp_dir: str | None = None,
+                           workers: int | None = None):
     """Weekly unique OD data of Parquet/CSV files with the numpy kernel, streamed and sharded by user.
 
     Same filters, duplicate removal, zones and tables as :func:`odcore.data.traces.load_traces` followed by
@@ -233,6 +235,10 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
     filtered, their bounding box kept for the zones, and they go to the shard of their user's hash; then each
     shard (about ``shard_rows`` rows; in a temporary file under ``temp_dir`` when there are several) gets its zones
     and hour slots and runs the numpy kernel alone, and the shards' counts are summed.
+
+    Shards are independent (a user is in one shard), so ``workers`` threads (default: 2, or 1 on one core) run them
+    at once; numpy and pyproj release the GIL on whole arrays. At most ``workers`` shards are held at a time, and
+    their results are merged in shard order, so the tables do not depend on ``workers``.
     """
     import pyarrow as pa
 
@@ -278,9 +284,10 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
         acc: dict[str, list] = {k: [] for k in ("a_week", "a_user", "trips", "uniq", "used_cells", "p_week",
                                                  "p_user", "p_o", "p_d")}
         rows_used = user_hours = dup_total = 0
-        for tbl in shards.tables():
-            part = _run_shard(tbl, grid, config.tz, keep_pairs, st)
-            del tbl
+        n_workers = int(workers) if workers else max(1, min(2, os.cpu_count() or 1))
+        for part, shard_st in _in_parallel(
+                shards.tables(), lambda tbl: _run_shard_alone(tbl, grid, config.tz, keep_pairs), n_workers):
+            st.merge(shard_st)
             if part is None:
                 continue
             rows_used += part["rows"]
@@ -300,6 +307,33 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
         raise TraceFormatError("no trace row falls inside the grid.", file=src.display)
     return _merge(acc, counts.result(), grid, config, st, dup_total, rows_used, user_hours, bbox, n_shards,
                   keep_pairs)
+
+
+def _run_shard_alone(tbl, grid, tz: str, keep_pairs: bool) -> tuple[dict[str, Any] | None, K.PrepStats]:
+    """:func:`_run_shard` with its own :class:`~odcore.od.engines.kernel.PrepStats` (merged by the caller, in order)."""
+    st = K.PrepStats()
+    return _run_shard(tbl, grid, tz, keep_pairs, st), st
+
+
+def _in_parallel(items, fn, workers: int):
+    """``fn`` of every item, in the items' order, with at most ``workers`` items taken from the iterator and
+    running at a time (bounded memory)."""
+    if workers <= 1:
+        for x in items:
+            yield fn(x)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(workers) as ex:
+        pending: deque = deque()
+        for x in items:
+            pending.append(ex.submit(fn, x))
+            del x
+            if len(pending) >= workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[str, Any] | None:

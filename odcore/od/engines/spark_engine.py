@@ -159,11 +159,13 @@ def _box_counts_fn(batches):
 
 
 def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=None, master: str = "local[2]",
-                   driver_memory: str = "2g"):
+                   driver_memory: str = "2g", bound: tuple[int, int] | None = None):
     """Weekly unique OD counts of ``source`` (a trace DataFrame or a :class:`FileSource`) computed by Spark.
 
     Same parameters and result as :func:`odcore.od.engines.duckdb_engine.build_od_duckdb`; ``spark`` is a
-    SparkSession (default: the active one, or a local one with ``master`` and ``driver_memory``).
+    SparkSession (default: the active one, or a local one with ``master`` and ``driver_memory``). ``bound``
+    (``(max_pairs, key)``): the per-person bounded counts in Spark SQL (:mod:`odcore.privacy.bounding`); only per-pair
+    counts reach the driver.
     """
     from pyspark.sql import types as T
 
@@ -206,12 +208,12 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
                                T.StructField("reason", T.ByteType())])
     rows = raw.mapInPandas(_prep_fn(grid, tz, filters, True), out_schema).persist()
     try:
-        return _stage_b(spark, source, config, grid, rows, keep_pairs, bbox)
+        return _stage_b(spark, source, config, grid, rows, keep_pairs, bbox, bound)
     finally:
         rows.unpersist()
 
 
-def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox):
+def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=None):
     from pyspark.sql import functions as F
 
     tally = rows.groupBy("reason").agg(F.count(F.lit(1)).alias("n"), F.min(K.SLOT).alias("lo"),
@@ -259,6 +261,14 @@ def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox):
             "LEFT JOIN (SELECT week, user, count(*) AS n FROM prs GROUP BY week, user) p "
             "  ON p.week = a.week AND p.user = a.user").toPandas()
         pairs = q("SELECT week, user, o AS origin, d AS destination FROM prs").toPandas() if keep_pairs else None
+        bounded = None
+        if bound is not None:   # per-person bounding in Spark SQL: per-pair counts only come back
+            from odcore.privacy.bounding import bounded_counts_sql
+
+            week0 = int(q("SELECT min(week) FROM slot_week").collect()[0][0])
+            sql = bounded_counts_sql("prs", bound[0], bound[1], week_offset=week0, dialect="spark")
+            bounded = q(f"SELECT week - {week0} AS week, o AS origin, d AS destination, raw_count, true_count, "
+                        f"bounded_users AS b, user_rows AS u FROM ({sql}) bq").toPandas()
         cell_n = q("SELECT cell, count(*) AS n FROM win GROUP BY cell").toPandas()
         cells = np.sort(cell_n["cell"].to_numpy(np.int64))
         user_hours = int(cell_n["n"].sum())
@@ -273,5 +283,9 @@ def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox):
     stats: dict[str, Any] = {"rows_read": rows_read, "rows_used": int(rows_dedup), "rows_dropped": dropped,
                              "user_hours": int(user_hours), "cells_used": cells, "engine": "spark",
                              "bbox_used": bbox}
+    if bounded is not None:
+        from odcore.od.engines.duckdb_engine import bounded_stats
+
+        stats.update(bounded_stats(bounded.sort_values(["week", "origin", "destination"])))
     return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats,
                       user_like=like)

@@ -1,0 +1,108 @@
+"""Per-person contribution bounding by a keyed hash: the same rule in numpy, DuckDB SQL and Spark SQL.
+
+Rule (``user_level`` mode, bound ``m``): within each (week, user), every unique pair (origin, destination) gets the
+hash ``h(key, user, week, origin, destination)`` below, and the user keeps the ``m`` pairs with the smallest
+``(h, origin, destination)``. The kept set is a function of the user's own pairs and the key only, so the L1
+sensitivity of the weekly count vector is ``m`` whatever the key (Google differential-privacy library,
+``max_partitions_contributed``); the key only makes the kept subset look uniformly random, which
+``tests/test_release.py`` checks statistically. Because the rule needs nothing but integer ``+ * %`` and ``md5``,
+every engine computes it in place (:func:`bounded_counts_sql`), keeps exactly the same pairs for a key, and sends
+the driver per-pair counts only, never a per-person table.
+
+The hash, with ``P = 2^31 - 1`` and every intermediate value below ``2^63`` (no overflow in numpy's int64, DuckDB's
+BIGINT or Spark's ANSI-mode LONG):
+
+- ``u`` = the first 8 hex digits of ``md5(user as text)`` (integer ids as their decimal text), as an integer;
+- ``h = u``; then for ``x`` in ``(u, week, origin, destination, 0)`` with round constants ``(a_i, b_i)`` derived
+  from the key: ``t = ((h + x mod P) mod P · a_i + b_i) mod P``, ``h = t² mod P``.
+
+``week`` is the week index of the release table (0 = the first week with data). The key is one draw from the
+release's generator (:func:`bounding_key`), so a seed fixes the key and then the noise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+__all__ = ["HASH_PRIME", "bounded_counts_sql", "bounding_key", "pair_hash", "round_constants", "user_hashes"]
+
+HASH_PRIME = 2**31 - 1
+_ROUNDS = 5          # u, week, origin, destination, and one final round
+
+
+def bounding_key(rng: np.random.Generator) -> int:
+    """The hash key of a release: one 62-bit integer drawn from ``rng`` (before its noise)."""
+    return int(rng.integers(0, 2**62, dtype=np.int64))
+
+
+def round_constants(key: int) -> list[tuple[int, int]]:
+    """``(a_i, b_i)`` of the hash rounds, ``1 <= a_i < P`` and ``0 <= b_i < P``, from the key (splitmix64)."""
+    out = []
+    s = int(key) & (2**64 - 1)
+    for _ in range(_ROUNDS):
+        vals = []
+        for _ in range(2):
+            s = (s + 0x9E3779B97F4A7C15) & (2**64 - 1)
+            z = s
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+            vals.append(z ^ (z >> 31))
+        out.append((1 + vals[0] % (HASH_PRIME - 1), vals[1] % HASH_PRIME))
+    return out
+
+
+def user_hashes(users) -> np.ndarray:
+    """``u`` of every user label (int64): the first 8 hex digits of the md5 of its text. One md5 per label, so
+    call it on the distinct users."""
+    return np.fromiter((int(hashlib.md5(str(x).encode("utf-8")).hexdigest()[:8], 16) for x in users),
+                       dtype=np.int64, count=len(users))
+
+
+def pair_hash(key: int, u: np.ndarray, week: np.ndarray, origin: np.ndarray, destination: np.ndarray) -> np.ndarray:
+    """The hash of every row (int64 in ``[0, P)``), ``u`` from :func:`user_hashes`."""
+    p = np.int64(HASH_PRIME)
+    h = np.asarray(u, dtype=np.int64).copy()
+    zero = np.zeros(len(h), dtype=np.int64)
+    for (a, b), x in zip(round_constants(key), (h, week, origin, destination, zero), strict=True):
+        t = ((h + np.mod(np.asarray(x, dtype=np.int64), p)) % p * np.int64(a) + np.int64(b)) % p
+        h = t * t % p
+    return h
+
+
+def _round_sql(h: str, x: str, a: int, b: int) -> str:
+    p = HASH_PRIME
+    return f"(((({h} + ((CAST({x} AS BIGINT) % {p}) + {p}) % {p}) % {p}) * {a} + {b}) % {p})"
+
+
+def bounded_counts_sql(src: str, max_pairs: int, key: int, *, week_offset: int = 0, dialect: str = "duckdb",
+                       user: str = "user", week: str = "week", origin: str = "o", destination: str = "d") -> str:
+    """SQL of the bounded counts of a table of unique (week, user, origin, destination) rows ``src``.
+
+    Returns rows ``week, o, d, raw_count, true_count, bounded_users, user_rows``: distinct users per pair before
+    and after bounding; ``bounded_users`` = rows whose user-week has more than ``max_pairs`` pairs and that are the
+    user-week's first row (so its sum is the number of bounded user-weeks) and ``user_rows`` = first rows of any
+    user-week (the user-weeks with pairs). ``week_offset`` is subtracted from ``week`` in the hash (absolute week
+    numbers -> the release table's week index). The nesting keeps every ``t`` computed once (a column of the
+    subquery below), so the text grows linearly with the rounds.
+    """
+    m = int(max_pairs)
+    if dialect == "duckdb":
+        md5 = f"('0x' || substr(md5(CAST({user} AS VARCHAR)), 1, 8))::BIGINT"
+    elif dialect == "spark":
+        md5 = f"CAST(conv(substr(md5(CAST({user} AS STRING)), 1, 8), 16, 10) AS BIGINT)"
+    else:
+        raise ValueError(f"dialect must be 'duckdb' or 'spark', got dialect={dialect!r}.")
+    cols = f"{week} AS week, {user} AS user, {origin} AS o, {destination} AS d"
+    q = f"SELECT {cols}, {md5} AS h FROM {src}"
+    xs = ("h", f"(week - {int(week_offset)})", "o", "d", "0")
+    p = HASH_PRIME
+    for i, ((a, b), x) in enumerate(zip(round_constants(key), xs, strict=True)):
+        q = f"SELECT week, user, o, d, {_round_sql('h', x, a, b)} AS t FROM ({q}) q{i}t"
+        q = f"SELECT week, user, o, d, (t * t) % {p} AS h FROM ({q}) q{i}"
+    ranked = (f"SELECT week, user, o, d, row_number() OVER (PARTITION BY week, user ORDER BY h, o, d) AS r, "
+              f"count(*) OVER (PARTITION BY week, user) AS n FROM ({q}) qh")
+    return (f"SELECT week, o, d, count(*) AS raw_count, sum(CASE WHEN r <= {m} THEN 1 ELSE 0 END) AS true_count, "
+            f"sum(CASE WHEN r = 1 AND n > {m} THEN 1 ELSE 0 END) AS bounded_users, "
+            f"sum(CASE WHEN r = 1 THEN 1 ELSE 0 END) AS user_rows FROM ({ranked}) qr GROUP BY week, o, d")
