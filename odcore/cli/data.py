@@ -9,7 +9,6 @@ from pathlib import Path
 from odcore.cli.common import add_grid_args, add_loader_args, od_config_from_args, traces_from_args
 from odcore.constants import DEFAULT_SAMPLE_SEED
 from odcore.paths import atomic_output
-from odcore.report.safe_csv import write_csv
 
 # The defaults of odcore.data.synth.SynthConfig that the synth command shows, written out so that parsing arguments
 # does not import the generator (and pandas); tests/test_cli_data.py checks that they agree.
@@ -108,6 +107,8 @@ def run_synth(args: argparse.Namespace) -> int:
             from odcore.data.synth import generate_city
 
             df = generate_city(cfg, args.seed)
+            from odcore.report.safe_csv import write_csv  # pandas: loaded only when a CSV is written
+
             write_csv(df.assign(time=df["time"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")), tmp)
     info = {"out": str(out), "users": cfg.users, "weeks": cfg.weeks, "seed": args.seed, "rows": len(df),
             "bytes": out.stat().st_size, "seconds": round(time.perf_counter() - t0, 3)}
@@ -216,6 +217,8 @@ def run_trips(args: argparse.Namespace) -> int:
                 if p.suffix.lower() in (".parquet", ".pq"):
                     table.to_parquet(tmp, index=False)
                 else:
+                    from odcore.report.safe_csv import write_csv  # pandas: loaded only when a CSV is written
+
                     write_csv(table, tmp)
                 write_zone_geometry(od.grid, tmp_geo, od.cells)
             geo = geo_path
