@@ -192,7 +192,7 @@ class ProtocolClient:
             run = await c.step_slider("ε")         # one step up, timed to script_finished
 
     ``fetch_assets=False`` skips the page's files (the WebSocket alone); ``timeout_s`` bounds each run; ``source``
-    connects from that local address (``127.0.0.2``, …): to a server behind ``odapp.serve``'s relay, another machine.
+    connects from that local address (``127.0.0.2``, …), as another machine would.
     """
 
     def __init__(self, url: str, *, timeout_s: float = 120.0, fetch_assets: bool = True, source: str | None = None):
