@@ -2,8 +2,7 @@
 
 Shared by the browser tests (``tests/conftest.py``) and the browser benchmark (``benchmarks/bench_browser.py``), so
 both start the same server with the same flags and drive the same browser (Debian's ``/usr/bin/chromium``, never
-Playwright's own download). Nothing here is
-imported by the app's pages.
+Playwright's own download). Nothing here is imported by the app's pages.
 """
 
 from __future__ import annotations
