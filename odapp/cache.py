@@ -551,3 +551,29 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
                       yaxis_title="share of user-trips on published pairs", xaxis_type="log",
                       yaxis_tickformat=".0%")
     return fig, front
+
+
+# ---- live curves (odcore.privacy.live): tables on a grid of ε, drawn by the browser while ε is dragged --------------
+
+@_resource(max_entries=32, show_spinner="Tabulating the attack curves for the live slider…")
+def live_attack_tables(k_max: int, prior: float, max_pairs: int | None) -> dict:
+    """:func:`odcore.privacy.live.attack_tables` as the browser reads them (shared by every session, read-only)."""
+    from odcore.privacy.live import attack_tables
+
+    return {k: t.to_json() for k, t in attack_tables(k_max, prior, max_pairs).items()}
+
+
+@_resource(max_entries=32, show_spinner="Tabulating the budget curves for the live slider…")
+def live_trips_tables(trips_max: int, delta: float, max_pairs: int | None) -> dict:
+    """:func:`odcore.privacy.live.trips_tables` as the browser reads them (shared, read-only)."""
+    from odcore.privacy.live import trips_tables
+
+    return {k: t.to_json() for k, t in trips_tables(trips_max, delta, max_pairs).items()}
+
+
+@_resource(max_entries=32, show_spinner="Tabulating the budget over weeks for the live slider (a few seconds)…")
+def live_weeks_tables(trips: int, weeks: int, delta: float, interval: float, max_pairs: int | None) -> dict:
+    """:func:`odcore.privacy.live.weeks_tables` as the browser reads them (shared, read-only)."""
+    from odcore.privacy.live import weeks_tables
+
+    return {k: t.to_json() for k, t in weeks_tables(trips, weeks, delta, interval, max_pairs).items()}

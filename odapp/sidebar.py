@@ -272,8 +272,11 @@ def grid_check(loaded: Loaded, cell_km2: float) -> str | None:
     return warning
 
 
-def render() -> PageContext:
-    """Draw the shared sidebar; load the data; return the frozen settings and data for the page."""
+def render(live_epsilon: bool = False) -> PageContext:
+    """Draw the shared sidebar; load the data; return the frozen settings and data for the page.
+
+    ``live_epsilon``: the page draws the ε slider itself, beside its live curves (:mod:`odapp.components.live`);
+    the sidebar then says where it is instead of drawing a second one."""
     from odcore.od.trips import ODConfig
 
     ss = st.session_state
@@ -312,13 +315,17 @@ def render() -> PageContext:
                else f"Week {w}",
                help="Which Monday-to-Sunday week is released (each week is a separate release).")
         user_mode = ss[K_MODE] == "user_level"
-        _bound(K_EPSILON, st.slider, label=epsilon_label(ss[K_MODE]), min_value=EPSILON_RANGE[0],
-               max_value=EPSILON_RANGE[1], step=EPSILON_RANGE[2],
-               help="Per person and week: the whole week of one person is protected at this ε (each count gets "
-                    "noise max_pairs/ε). Per count: Laplace noise of scale 1/ε on every count, protecting one trip "
-                    "of one person; Google used 0.66." if user_mode else
-                    "Laplace noise of scale 1/ε is added to every count. Smaller ε: more noise, stronger "
-                    "protection. Google used 0.66.")
+        if live_epsilon:
+            st.markdown(f"{epsilon_label(ss[K_MODE])}: **{float(ss[K_EPSILON]):g}** — drag it on the page, above "
+                        "the curves.")
+        else:
+            _bound(K_EPSILON, st.slider, label=epsilon_label(ss[K_MODE]), min_value=EPSILON_RANGE[0],
+                   max_value=EPSILON_RANGE[1], step=EPSILON_RANGE[2],
+                   help="Per person and week: the whole week of one person is protected at this ε (each count gets "
+                        "noise max_pairs/ε). Per count: Laplace noise of scale 1/ε on every count, protecting one trip "
+                        "of one person; Google used 0.66." if user_mode else
+                        "Laplace noise of scale 1/ε is added to every count. Smaller ε: more noise, stronger "
+                        "protection. Google used 0.66.")
         _bound(K_MODE, st.selectbox, label="Guarantee unit", options=list(MODE_LABELS),
                format_func=MODE_LABELS.get,
                help="'per metric' protects one trip of one user in one week (Google's reading); 'per user' "

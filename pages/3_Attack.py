@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import attack_view, cache, charts, guide
+from odapp import attack_view, cache, charts, guide, live_view
 from odapp.cli_config import attack_curve_config, user_risk_config
 from odapp.errors import engine_errors
-from odapp.export import chart, projector_mode, reproduce
+from odapp.export import export_buttons, projector_mode, reproduce
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words, unit_words
 from odcore.privacy.attack import simulate_attack
@@ -23,7 +23,7 @@ ctx = page(
     "were you in the data? Each of your trips adds one more noisy hint, so the more distinct trips you make, the "
     "surer the attacker gets — from a coin flip at k = 0 towards certainty. The dashed line is what the "
     "“16 %” statement promises (one trip).",
-    icon="🎯",
+    icon="🎯", live_epsilon=True,
 )
 needs_pairs(ctx, "The per-person attack")
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
@@ -89,10 +89,12 @@ mc = st.session_state.get(MC_KEY, {}).get((float(s.epsilon), int(reps), int(s.se
 fig = charts.curve_chart(curve, mc if show_mc else None, mode=s.mode, epsilon=s.epsilon, max_pairs=s.max_pairs,
                          prior=float(prior), reps=int(reps), p3=p3, p32=p32, projector=projector_mode())
 curve_data = curve if mc is None else curve.merge(mc, on="k", how="left")
-chart(fig, "attack_success_curve", data=curve_data,
-      config=attack_curve_config(s, k_max=K_MAX, prior=float(prior), monte_carlo=int(reps) if mc is not None
-                                 else None),
-      command="attack-curve", key="attack_curve")
+live_view.attack(s, k_max=K_MAX, prior=float(prior), mc=mc if show_mc else None, reps=int(reps))
+if not projector_mode():   # the curve at the page's ε, as files (plotly)
+    export_buttons("attack_success_curve", fig=fig, data=curve_data,
+                   config=attack_curve_config(s, k_max=K_MAX, prior=float(prior),
+                                              monte_carlo=int(reps) if mc is not None else None),
+                   command="attack-curve", key="attack_curve")
 
 # ---- a real user of the week ------------------------------------------------------------------------------------
 attack_view.real_person(ctx, bound)   # its own fragment (odapp.attack_view)

@@ -1,0 +1,88 @@
+"""The live curves of the Attack and Privacy budget pages: the page's ε slider and its curves, redrawn in the browser
+at every frame of a drag (:mod:`odapp.components.live`) from tables computed once (:mod:`odcore.privacy.live`,
+cached across sessions in :mod:`odapp.cache`). Plotly stays for the exports (the buttons under the curves)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from odapp import cache
+from odapp.components.live import formula_series, live_curves, table_series
+from odapp.state import EPSILON_RANGE, K_EPSILON
+from odapp.words import epsilon_label, unit_words
+
+
+def attack(s, *, k_max: int, prior: float, mc=None, reps: int = 0) -> float:
+    """The Attack page's p_k against k (both units), the per-trip bound, the Monte Carlo points at the page's ε;
+    returns ε in use."""
+    user_mode = s.mode == "user_level"
+    t = cache.live_attack_tables(int(k_max), float(prior), int(s.max_pairs) if user_mode else None)
+    series = [table_series(f"exact success p_k, {unit_words('per_metric')} (50/50 prior)", t["success"],
+                           key="success", width=3)]
+    if user_mode:
+        series.append(table_series(f"{unit_words('user_level')}: max {s.max_pairs} pairs, noise {s.max_pairs}/ε",
+                                   t["success_per_person"], key="success_per_person", width=3))
+    series.append(formula_series("e^ε/(1+e^ε): the per-trip bound", "bound", [0, k_max], key="bound",
+                                 dash=[8, 5]))
+    if "bayes_success" in t:
+        series.append(table_series(f"Bayes success, prior {prior:g}", t["bayes_success"],
+                                   key="bayes_success", dash=[2, 3]))
+    head = 1 if user_mode else 0
+    chart = {"id": "attack", "title": f"Membership attack success against k unique trips (ε = {{e}} "
+                                      f"{unit_words(s.mode)})",
+             "xlabel": "k: unique trips of the victim known to the attacker",
+             "ylabel": "probability the attacker is right", "ymin": 0.45, "ymax": 1.01, "ypct": True,
+             "height": 400, "series": series,
+             "readouts": [{"label": "p_3", "series": head, "x": 3, "fmt": "pct"},
+                          {"label": "p_32", "series": head, "x": 32, "fmt": "pct"},
+                          {"label": "per-trip bound", "series": [x["key"] for x in series].index("bound"), "x": 0,
+                           "fmt": "pct"}]}
+    if mc is not None:   # the Monte Carlo ran at the page's ε: drawn there only
+        chart["points"] = {"name": f"Monte Carlo ({reps:,} per k)", "at": float(s.epsilon),
+                           "x": mc["k"].astype(float).tolist(), "y": mc["mc_success"].astype(float).tolist(),
+                           "lo": mc["ci_low"].astype(float).tolist(), "hi": mc["ci_high"].astype(float).tolist()}
+    return live_curves(state_key=K_EPSILON, value=s.epsilon, label=epsilon_label(s.mode),
+                       span=EPSILON_RANGE, charts=[chart], page="attack", key="live_attack")
+
+
+def budget(s, *, trips: int, weeks: int, delta: float, trips_max: int, typical: int, prior: float,
+           interval: float) -> float:
+    """The Privacy budget page's ε of a user-week against n and cumulative ε over weeks (basic, advanced, Rényi,
+    tight; per person in that unit), with the posterior bounds as readouts; returns ε in use."""
+    user_mode = s.mode == "user_level"
+    m = int(s.max_pairs) if user_mode else None
+    tt = cache.live_trips_tables(int(trips_max), float(delta), m)
+    wt = cache.live_weeks_tables(int(trips), int(weeks), float(delta), float(interval), m)
+    n = np.arange(1, int(trips_max) + 1)
+    w = np.arange(1, int(weeks) + 1)
+    person = f"{unit_words('user_level')}, max {s.max_pairs} pairs (tight)"
+    s1 = [formula_series("basic composition n·ε", "basic", n, key="basic"),
+          formula_series(f"advanced (δ' = {delta:.0e})", "advanced", n, key="advanced", args={"delta": delta}),
+          table_series("Rényi-DP bound", tt["rdp"], key="rdp"),
+          table_series(f"tight ε(δ = {delta:.0e})", tt["tight"], key="tight")]
+    if user_mode:
+        s1.append(table_series(person, tt["person_tight"], key="person_tight", width=4))
+    marks = [{"x": int(trips), "label": f"n = {int(trips)}", "color": "#888"}]
+    if typical:
+        marks.append({"x": int(typical), "label": f"median user, week {s.week}", "color": "#1b9e77"})
+    trips_chart = {"id": "trips", "title": "ε of one user-week against n (ε = {e} per "
+                                          + ("person" if user_mode else "count") + ")",
+                   "xlabel": "unique trips n in the week", "ylabel": "ε of the user-week", "series": s1,
+                   "vlines": marks, "hlines": [{"y": 7, "label": "ε = 7, top of the usual range"}],
+                   "legend": "top", "height": 380,
+                   "readouts": [{"label": f"tight ε at n = {int(trips)}", "series": 3, "x": int(trips)},
+                                {"label": "best posterior (one week, tight)", "series": 3, "x": int(trips),
+                                 "fmt": "pct", "posterior": float(prior)}]}
+    s2 = [formula_series("basic W·n·ε", "basic", w, key="basic", args={"mult": int(trips)}),
+          formula_series("advanced", "advanced", w, key="advanced", args={"mult": int(trips), "delta": delta}),
+          table_series("Rényi-DP bound", wt["rdp"], key="rdp"),
+          table_series("tight (exact PLD, upper end)", wt["tight"], key="tight")]
+    if user_mode:
+        s2.append(table_series(f"{unit_words('user_level')}, max {s.max_pairs} pairs (tight, ≤)",
+                               wt["person_tight"], key="person_tight"))
+    weeks_chart = {"id": "weeks", "title": f"Cumulative ε, {int(trips)} unique trips every week",
+                   "xlabel": "weeks released", "ylabel": "cumulative ε", "ylog": True, "series": s2,
+                   "height": 380,
+                   "readouts": [{"label": f"tight ε after {int(weeks)} weeks", "series": 3, "x": int(weeks)}]}
+    return live_curves(state_key=K_EPSILON, value=s.epsilon, label=epsilon_label(s.mode), span=EPSILON_RANGE,
+                       charts=[trips_chart, weeks_chart], page="budget", key="live_budget", columns=2)
