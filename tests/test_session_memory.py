@@ -157,4 +157,5 @@ def test_deferred_downloads_give_the_data_of_their_own_run(at, monkeypatch):
     direct = cache.epsilon_over_weeks(2.0, 70, 52, 1e-6, 2e-2)   # the page's settings
     assert list(weeks["weeks"]) == list(direct["weeks"])
     assert weeks["basic"].to_numpy() == pytest.approx(direct["basic"].to_numpy())
-    at.slider(key="w.epsilon").set_value(0.66).run()
+    at.session_state["odlab.epsilon"] = 0.66   # the page's ε is its live curves' slider (odapp.components.live)
+    at.run()

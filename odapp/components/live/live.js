@@ -213,6 +213,7 @@ export default function (component) {
 }
 
 function paint(st) {
+  const t0 = performance.now();
   const e = st.value, spec = st.spec, dark = document.body && getComputedStyle(document.body).color === "rgb(250, 250, 250)";
   st.root.querySelector(".odlive-out").textContent = e.toFixed(2);
   const values = {};
@@ -231,6 +232,8 @@ function paint(st) {
   // For the tests and the browser benchmark: the values drawn and when each frame was painted.
   const g = (window.odlive = window.odlive || {});
   const rec = (g[spec.name + ":" + spec.page] = g[spec.name + ":" + spec.page] || { paints: [] });
-  rec.epsilon = e; rec.values = values; rec.paints.push(performance.now());
-  if (rec.paints.length > 2000) rec.paints.splice(0, 1000);
+  rec.epsilon = e; rec.values = values;
+  const t1 = performance.now();
+  rec.paints.push(t1); (rec.draw = rec.draw || []).push(t1 - t0);
+  if (rec.paints.length > 2000) { rec.paints.splice(0, 1000); rec.draw.splice(0, 1000); }
 }
