@@ -1,4 +1,4 @@
-"""The live curves of the Attack and Privacy budget pages: the page's ε slider and its curves, redrawn in the browser
+"""The live curves of the Attack, Privacy budget and OD release pages: the page's ε slider and its curves, redrawn in the browser
 at every frame of a drag (:mod:`odapp.components.live`) from tables computed once (:mod:`odcore.privacy.live`,
 cached across sessions in :mod:`odapp.cache`). Plotly stays for the exports (the buttons under the curves)."""
 
@@ -7,14 +7,13 @@ from __future__ import annotations
 import numpy as np
 
 from odapp import cache
-from odapp.components.live import formula_series, live_curves, table_series
-from odapp.state import EPSILON_RANGE, K_EPSILON
+from odapp.components.live import control, formula_series, live_curves, table_series
+from odapp.state import EPSILON_RANGE, K_EPSILON, K_THRESHOLD, THRESHOLD_RANGE
 from odapp.words import epsilon_label, unit_words
 
 
-def attack(s, *, k_max: int, prior: float, mc=None, reps: int = 0) -> float:
-    """The Attack page's p_k against k (both units), the per-trip bound, the Monte Carlo points at the page's ε;
-    returns ε in use."""
+def attack(s, *, k_max: int, prior: float, mc=None, reps: int = 0) -> None:
+    """The Attack page's p_k against k (both units), the per-trip bound, the Monte Carlo points at the page's ε."""
     user_mode = s.mode == "user_level"
     t = cache.live_attack_tables(int(k_max), float(prior), int(s.max_pairs) if user_mode else None)
     series = [table_series(f"exact success p_k, {unit_words('per_metric')} (50/50 prior)", t["success"],
@@ -28,7 +27,7 @@ def attack(s, *, k_max: int, prior: float, mc=None, reps: int = 0) -> float:
         series.append(table_series(f"Bayes success, prior {prior:g}", t["bayes_success"],
                                    key="bayes_success", dash=[2, 3]))
     head = 1 if user_mode else 0
-    chart = {"id": "attack", "title": f"Membership attack success against k unique trips (ε = {{e}} "
+    chart = {"id": "attack", "title": f"Membership attack success against k unique trips (ε = {{epsilon}} "
                                       f"{unit_words(s.mode)})",
              "xlabel": "k: unique trips of the victim known to the attacker",
              "ylabel": "probability the attacker is right", "ymin": 0.45, "ymax": 1.01, "ypct": True,
@@ -41,14 +40,14 @@ def attack(s, *, k_max: int, prior: float, mc=None, reps: int = 0) -> float:
         chart["points"] = {"name": f"Monte Carlo ({reps:,} per k)", "at": float(s.epsilon),
                            "x": mc["k"].astype(float).tolist(), "y": mc["mc_success"].astype(float).tolist(),
                            "lo": mc["ci_low"].astype(float).tolist(), "hi": mc["ci_high"].astype(float).tolist()}
-    return live_curves(state_key=K_EPSILON, value=s.epsilon, label=epsilon_label(s.mode),
-                       span=EPSILON_RANGE, charts=[chart], page="attack", key="live_attack")
+    live_curves(controls=[control(K_EPSILON, s.epsilon, epsilon_label(s.mode), EPSILON_RANGE)], charts=[chart],
+                page="attack", key="live_attack")
 
 
 def budget(s, *, trips: int, weeks: int, delta: float, trips_max: int, typical: int, prior: float,
-           interval: float) -> float:
+           interval: float) -> None:
     """The Privacy budget page's ε of a user-week against n and cumulative ε over weeks (basic, advanced, Rényi,
-    tight; per person in that unit), with the posterior bounds as readouts; returns ε in use."""
+    tight; per person in that unit), with the posterior bounds as readouts."""
     user_mode = s.mode == "user_level"
     m = int(s.max_pairs) if user_mode else None
     tt = cache.live_trips_tables(int(trips_max), float(delta), m)
@@ -65,7 +64,7 @@ def budget(s, *, trips: int, weeks: int, delta: float, trips_max: int, typical: 
     marks = [{"x": int(trips), "label": f"n = {int(trips)}", "color": "#888"}]
     if typical:
         marks.append({"x": int(typical), "label": f"median user, week {s.week}", "color": "#1b9e77"})
-    trips_chart = {"id": "trips", "title": "ε of one user-week against n (ε = {e} per "
+    trips_chart = {"id": "trips", "title": "ε of one user-week against n (ε = {epsilon} per "
                                           + ("person" if user_mode else "count") + ")",
                    "xlabel": "unique trips n in the week", "ylabel": "ε of the user-week", "series": s1,
                    "vlines": marks, "hlines": [{"y": 7, "label": "ε = 7, top of the usual range"}],
@@ -84,5 +83,33 @@ def budget(s, *, trips: int, weeks: int, delta: float, trips_max: int, typical: 
                    "xlabel": "weeks released", "ylabel": "cumulative ε", "ylog": True, "series": s2,
                    "height": 380,
                    "readouts": [{"label": f"tight ε after {int(weeks)} weeks", "series": 3, "x": int(weeks)}]}
-    return live_curves(state_key=K_EPSILON, value=s.epsilon, label=epsilon_label(s.mode), span=EPSILON_RANGE,
-                       charts=[trips_chart, weeks_chart], page="budget", key="live_budget", columns=2)
+    live_curves(controls=[control(K_EPSILON, s.epsilon, epsilon_label(s.mode), EPSILON_RANGE)],
+                charts=[trips_chart, weeks_chart], page="budget", key="live_budget", columns=2)
+
+
+def release(ctx, rcfg, table) -> None:
+    """The OD release page's release probability against the true count and the counts published (coherent noise:
+    each pair's unit draw of the seed, scaled by the pointer's noise scale), live in ε and, per count, τ."""
+    s = ctx.settings
+    user_mode = s.mode == "user_level"
+    t = cache.live_release(s.dataset.id, ctx.od_config, s.week, s.mode, s.max_pairs if user_mode else None, s.seed,
+                           float(rcfg.scale), float(rcfg.sensitivity), _table=table)
+    span = {"mult": 2, "of": "threshold", "floor": t["p99"]}
+    curve = {"id": "release", "title": "ε = {epsilon}, threshold {threshold}: release probability",
+             "xlabel": "true count (distinct people on the pair)", "ylabel": "probability published",
+             "ymin": 0, "ymax": 1.02, "xmin": 0, "xmax": span, "height": 380, "bars": t["bars"],
+             "series": [formula_series("P(published)", "release", key="release_prob", span={**span, "n": 400},
+                                       args={"sensitivity": float(rcfg.sensitivity)}, width=3, color="#ff7f0e")],
+             "vlines": [{"x": "threshold", "label": "threshold {threshold}", "color": "#444"}], "legend": "top"}
+    pub = {"id": "published", "title": "The counts published (noise of this seed, scaled to ε)",
+           "xlabel": "true count", "ylabel": "published (noisy) count", "xmin": 0, "xmax": span, "ymin": 0,
+           "height": 380, "published": True, "legend": "top",
+           "series": [formula_series("true count (no noise)", "identity", key="identity", span={**span, "n": 2},
+                                     color="#888", dash=[4, 4])],
+           "hlines": [{"y": "threshold", "label": "threshold {threshold}", "color": "#444"}]}
+    controls = [control(K_EPSILON, s.epsilon, epsilon_label(s.mode), EPSILON_RANGE)]
+    if not user_mode:
+        controls.append(control(K_THRESHOLD, s.threshold, "Threshold (suppress noisy counts below)",
+                                THRESHOLD_RANGE))
+    live_curves(controls=controls, charts=[curve, pub], page="release", key="live_release", columns=2,
+                pairs=t["draws"], fixed={"threshold": float(s.threshold)})

@@ -272,11 +272,11 @@ def grid_check(loaded: Loaded, cell_km2: float) -> str | None:
     return warning
 
 
-def render(live_epsilon: bool = False) -> PageContext:
+def render(live: tuple[str, ...] = ()) -> PageContext:
     """Draw the shared sidebar; load the data; return the frozen settings and data for the page.
 
-    ``live_epsilon``: the page draws the ε slider itself, beside its live curves (:mod:`odapp.components.live`);
-    the sidebar then says where it is instead of drawing a second one."""
+    ``live``: the settings ("epsilon", "threshold") whose slider the page draws itself, beside its live curves
+    (:mod:`odapp.components.live`); the sidebar then says where it is instead of drawing a second one."""
     from odcore.od.trips import ODConfig
 
     ss = st.session_state
@@ -315,7 +315,7 @@ def render(live_epsilon: bool = False) -> PageContext:
                else f"Week {w}",
                help="Which Monday-to-Sunday week is released (each week is a separate release).")
         user_mode = ss[K_MODE] == "user_level"
-        if live_epsilon:
+        if "epsilon" in live:
             st.markdown(f"{epsilon_label(ss[K_MODE])}: **{float(ss[K_EPSILON]):g}** — drag it on the page, above "
                         "the curves.")
         else:
@@ -336,6 +336,10 @@ def render(live_epsilon: bool = False) -> PageContext:
                    help="Each user keeps at most this many of their unique pairs per week; the noise scale "
                         "becomes max_pairs/ε so the whole week is ε-DP per user.")
             threshold = _user_threshold()
+        elif "threshold" in live:
+            st.markdown(f"Threshold (suppress noisy counts below): **{float(ss[K_THRESHOLD]):g}** — drag it on the "
+                        "page, above the curves.")
+            threshold = float(ss[K_THRESHOLD])
         else:
             _bound(K_THRESHOLD, st.slider, label="Threshold (suppress noisy counts below)",
                    min_value=THRESHOLD_RANGE[0], max_value=THRESHOLD_RANGE[1], step=THRESHOLD_RANGE[2],

@@ -23,7 +23,7 @@ ctx = page(
     "were you in the data? Each of your trips adds one more noisy hint, so the more distinct trips you make, the "
     "surer the attacker gets — from a coin flip at k = 0 towards certainty. The dashed line is what the "
     "“16 %” statement promises (one trip).",
-    icon="🎯", live_epsilon=True,
+    icon="🎯", live=("epsilon",),
 )
 needs_pairs(ctx, "The per-person attack")
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)

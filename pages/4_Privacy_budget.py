@@ -26,7 +26,7 @@ ctx = page(
     "(“per metric”). A person with *n* distinct trips in a week is in *n* counts, so their own budget adds up "
     "— to n·ε per week and more over many weeks. This page puts the two readings side by side and turns each ε "
     "into the best an attacker could do.",
-    icon="🧮", live_epsilon=True,
+    icon="🧮", live=("epsilon",),
 )
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings

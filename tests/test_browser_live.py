@@ -18,10 +18,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 TARGET = 0.93   # the pointer stops near here: near the middle of a grid cell of every table (odcore.privacy.live)
 
 
-def hold_at(page, name: str, value: float) -> dict:
-    """Press the thumb at ε = 0.66, move the pointer to ``value`` and keep holding; what the browser drew."""
-    x0, y, _ = thumb_x(page, name, 0.66)
-    x1, _, _ = thumb_x(page, name, value)
+def hold_at(page, name: str, value: float, control: str = "epsilon", start: float = 0.66) -> dict:
+    """Press the thumb at ``start``, move the pointer to ``value`` and keep holding; what the browser drew."""
+    x0, y, _ = thumb_x(page, name, start, control)
+    x1, _, _ = thumb_x(page, name, value, control)
     page.mouse.move(x0, y)
     page.mouse.down()
     for f in np.linspace(0, 1, 12)[1:]:
@@ -46,9 +46,9 @@ def relative_error(drawn, exact) -> float:
 
 def test_attack_curve_follows_the_pointer(streamlit_url, page):
     _open(page, f"{streamlit_url}/Attack", "Attack")
-    page.wait_for_function("() => window.odlive && window.odlive['epsilon:attack']", timeout=60_000)
-    got = hold_at(page, "epsilon:attack", TARGET)
-    e = float(got["epsilon"])
+    page.wait_for_function("() => window.odlive && window.odlive['attack']", timeout=60_000)
+    got = hold_at(page, "attack", TARGET)
+    e = float(got["settings"]["epsilon"])
     assert abs(e - TARGET) < 0.03
     assert between_grid_points(live.ATTACK_GRID, e)
     page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / "live_attack_drag.png"))
@@ -74,9 +74,9 @@ def test_attack_curve_follows_the_pointer(streamlit_url, page):
 
 def test_budget_curves_follow_the_pointer(streamlit_url, page):
     _open(page, f"{streamlit_url}/Privacy_budget", "Privacy budget")
-    page.wait_for_function("() => window.odlive && window.odlive['epsilon:budget']", timeout=120_000)
-    got = hold_at(page, "epsilon:budget", TARGET)
-    e = float(got["epsilon"])
+    page.wait_for_function("() => window.odlive && window.odlive['budget']", timeout=120_000)
+    got = hold_at(page, "budget", TARGET)
+    e = float(got["settings"]["epsilon"])
     assert between_grid_points(live.BUDGET_GRID, e)
     assert between_grid_points(live.WEEKS_GRID, e)
     page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / "live_budget_drag.png"))
@@ -96,3 +96,32 @@ def test_budget_curves_follow_the_pointer(streamlit_url, page):
         arg=f"{e:g}", timeout=120_000)
     _settle(page)
     assert page.locator("[data-testid='stException']").count() == 0
+
+
+def test_release_curve_and_published_counts_follow_both_sliders(streamlit_url, page):
+    """OD release: the release probability is the exact formula at the pointer's ε and τ; the counts published use
+    the seed's draws scaled to ε (coherent noise), so after release the page publishes exactly as many pairs as the
+    browser counted while the pointer was there."""
+    from odcore.privacy.release import release_probability
+
+    _open(page, f"{streamlit_url}/OD_release", "OD release")
+    page.wait_for_function("() => window.odlive && window.odlive['release']", timeout=120_000)
+    assert page.locator("[data-testid='stSidebar'] [data-testid='stSlider']").filter(has_text="ε").count() == 0
+    for control, target, start in (("epsilon", 1.4, 0.66), ("threshold", 60, 100)):
+        got = hold_at(page, "release", target, control, start)
+        v = got["settings"]
+        assert abs(v[control] - target) < (0.05 if control == "epsilon" else 8)
+        page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / f"live_release_{control}_drag.png"))
+        x = np.asarray(got["x"]["release"]["release_prob"])
+        drawn = np.asarray(got["values"]["release"]["release_prob"])
+        assert x.max() >= 2 * v["threshold"] - 1e-9   # the axis follows τ
+        assert drawn == pytest.approx(release_probability(x, v["epsilon"], v["threshold"]), abs=1e-12)
+        counted = int(got["values"]["published"]["published"])
+        page.mouse.up()
+        page.wait_for_function(
+            "(t) => [...document.querySelectorAll('[data-testid=stSidebar] strong')].some(s => s.textContent === t)",
+            arg=f"{v[control]:g}", timeout=120_000)
+        _settle(page)
+        assert page.locator("[data-testid='stException']").count() == 0
+        shown = int(_metric(page, "Pairs published").replace(",", ""))
+        assert counted == shown, (control, v)

@@ -149,3 +149,47 @@ def weeks_tables(trips: int, weeks: int, delta: float, interval: float,
             vals.append(np.minimum(hi, w * float(e)))
         out["person_tight"] = LiveTable(WEEKS_GRID, w, np.array(vals), "loglog")
     return out
+
+
+# ---- OD release: the counts published, with coherent noise ---------------------------------------------------------
+
+DRAWS_CAP = 3000
+"""Unit draws kept per true count (the largest): the browser's published count is exact while fewer pairs of one
+count are published, else it says "≥"."""
+
+
+def coherent_draws(true_count, noise, scale: float, sensitivity: float, cap: int = DRAWS_CAP) -> dict:
+    """Each pair's unit-Laplace draw ``u = noise / scale`` grouped by true count, largest first, for the browser.
+
+    The release draws ``noise = rng.laplace(0, scale)`` (:func:`odcore.privacy.release.release`), which is
+    ``scale · u`` with ``u`` a unit-Laplace draw that does not depend on ε or the threshold. So at any ε the same seed
+    publishes pair i iff ``c_i + (sensitivity/ε)·u_i ≥ τ``: moving ε moves the noisy counts smoothly instead of
+    redrawing them, and at the page's ε the browser's counts are the page's release.
+
+    Returns ``{"c": [true counts], "n": [pairs with that count], "u": [[draws, largest first, at most cap]],
+    "sensitivity": s}`` (pairs without a draw, e.g. not submitted, are left out).
+
+    Examples
+    --------
+    >>> d = coherent_draws([1, 1, 5], [0.5, -1.0, 2.0], 0.5, 1.0)
+    >>> d["c"], d["n"], d["u"]
+    ([1.0, 5.0], [2, 1], [[1.0, -2.0], [4.0]])
+    """
+    c = np.asarray(true_count, dtype=float)
+    u = np.asarray(noise, dtype=float) / float(scale)
+    ok = np.isfinite(c) & np.isfinite(u)
+    c, u = c[ok], u[ok]
+    order = np.lexsort((-u, c))
+    c, u = c[order], u[order]
+    values, starts, counts = np.unique(c, return_index=True, return_counts=True)
+    return {"c": [float(v) for v in values], "n": [int(n) for n in counts],
+            "u": [np.round(u[s:s + min(n, cap)], 5).tolist() for s, n in zip(starts, counts, strict=True)],
+            "sensitivity": float(sensitivity)}
+
+
+def published_count(draws: dict, epsilon: float, threshold: float) -> int:
+    """Pairs published at ``epsilon`` and ``threshold`` with the draws of :func:`coherent_draws` (what the browser
+    counts; exact while below the cap)."""
+    b = draws["sensitivity"] / float(epsilon)
+    return int(sum(int(np.count_nonzero(np.asarray(u) >= (threshold - c) / b))
+                   for c, u in zip(draws["c"], draws["u"], strict=True)))

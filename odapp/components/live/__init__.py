@@ -27,30 +27,46 @@ def table_series(name: str, table: dict, *, key: str, **style) -> dict:
     return {"name": name, "key": key, "table": table, **style}
 
 
-def formula_series(name: str, formula: str, x, *, key: str, args: dict | None = None, **style) -> dict:
-    """A closed-form curve computed exactly in the browser: ``bound``, ``basic`` or ``advanced`` (``live.js``)."""
-    return {"name": name, "key": key, "formula": formula, "x": [float(v) for v in x], "args": args or {}, **style}
+def formula_series(name: str, formula: str, x=None, *, key: str, args: dict | None = None, span: dict | None = None,
+                   **style) -> dict:
+    """A closed-form curve computed exactly in the browser: ``bound``, ``basic``, ``advanced``, ``release`` or
+    ``identity`` (``live.js``), at ``x`` or on ``span`` (``{"mult", "of", "floor", "n"}``: n points from 0 to
+    max(mult·slider, floor))."""
+    out = {"name": name, "key": key, "formula": formula, "args": args or {}, **style}
+    if span is not None:
+        out["span"] = span
+    else:
+        out["x"] = [float(v) for v in x]
+    return out
 
 
-def live_curves(*, state_key: str, value: float, label: str, span: tuple[float, float, float], charts: list[dict],
-                page: str, key: str, columns: int = 1) -> float:
-    """Draw the slider and ``charts``; return the value in use. On release the new value is written to
-    ``st.session_state[state_key]`` before the page reruns.
+def control(state_key: str, value: float, label: str, span: tuple[float, float, float]) -> dict:
+    """A slider of the component: the page's setting under ``state_key`` (its name: the key after the dot)."""
+    return {"name": state_key.split(".", 1)[-1], "state_key": state_key, "value": float(value), "label": label,
+            "min": span[0], "max": span[1], "step": span[2]}
 
-    Each chart: ``id``, ``title`` (``{e}`` becomes the slider's value), ``xlabel``, ``ylabel``, ``series``
-    (:func:`table_series`, :func:`formula_series`), optional ``ymin``/``ymax``, ``ylog``, ``ypct``, ``height``,
-    ``vlines``/``hlines`` (``x``/``y``, ``label``, ``color``), ``readouts`` (``label``, ``series`` index, ``x``,
-    ``fmt`` "pct")."""
-    name = state_key.split(".", 1)[-1]
 
-    def changed() -> None:
+def live_curves(*, controls: list[dict], charts: list[dict], page: str, key: str, columns: int = 1,
+                pairs: dict | None = None, fixed: dict | None = None) -> None:
+    """Draw the sliders (:func:`control`) and ``charts``. On release a slider's value is written to its
+    ``st.session_state[state_key]`` (rounded to the slider's step) before the page reruns.
+
+    Each chart: ``id``, ``title`` (``{epsilon}``, ``{threshold}``: the sliders' values), ``xlabel``, ``ylabel``,
+    ``series`` (:func:`table_series`, :func:`formula_series`), optional ``ymin``/``ymax``, ``ylog``, ``ypct``,
+    ``height``, ``xmin``, ``xmax`` (``{"mult", "of", "floor"}``: a range that follows a slider), ``vlines``/``hlines``
+    (``x``/``y`` a number or a slider's name, ``label``, ``color``), ``readouts`` (``label``, ``series`` index,
+    ``x``, ``fmt`` "pct", ``posterior`` prior), ``bars`` (a histogram on a right log axis), ``published`` (draw
+    ``pairs``' published counts). ``pairs``: :func:`odcore.privacy.live.coherent_draws`. ``fixed``: settings the
+    formulas read that have no slider here (the per-person threshold)."""
+
+    def changed(c: dict) -> None:
         got = st.session_state.get(key)
-        got = got.get(name) if isinstance(got, dict) else getattr(got, name, None)
+        got = got.get(c["name"]) if isinstance(got, dict) else getattr(got, c["name"], None)
         if got is not None:
-            lo, hi, step = span
-            st.session_state[state_key] = round(round(min(max(float(got), lo), hi) / step) * step, 10)
+            v = round(round(min(max(float(got), c["min"]), c["max"]) / c["step"]) * c["step"], 10)
+            st.session_state[c["state_key"]] = int(v) if float(c["step"]).is_integer() else v
 
-    spec = {"name": name, "page": page, "value": float(value), "min": span[0], "max": span[1], "step": span[2],
-            "label": label, "charts": charts, "columns": columns}
-    mount_function()(key=key, data=spec, **{f"on_{name}_change": changed})
-    return float(st.session_state[state_key])
+    spec = {"page": page, "controls": [{k: v for k, v in c.items() if k != "state_key"} for c in controls],
+            "charts": charts, "columns": columns, "pairs": pairs, "fixed": fixed or {}}
+    callbacks = {f"on_{c['name']}_change": (lambda c=c: changed(c)) for c in controls}
+    mount_function()(key=key, data=spec, **callbacks)

@@ -4,18 +4,30 @@
 
 const FORMULAS = {
   // e^ε/(1+e^ε), or πe^ε/(πe^ε + 1 − π) with a prior: the posterior bound (Houssiau et al. 2022, Methods)
-  bound: (x, e, a) => {
-    const s = e * (a.scale || 1), p = a.prior === undefined ? 0.5 : a.prior;
+  bound: (x, v, a) => {
+    const s = v.epsilon * (a.scale || 1), p = a.prior === undefined ? 0.5 : a.prior;
     return p * Math.exp(s) / (p * Math.exp(s) + 1 - p);
   },
   // basic composition k·ε (Dwork & Roth 2014, Thm 3.16), k = x·mult
-  basic: (x, e, a) => x * (a.mult || 1) * e * (a.scale || 1),
+  basic: (x, v, a) => x * (a.mult || 1) * v.epsilon * (a.scale || 1),
   // advanced composition sqrt(2k ln(1/δ'))·ε + k·ε·(e^ε − 1) (Dwork & Roth 2014, Thm 3.20)
-  advanced: (x, e, a) => {
-    const k = x * (a.mult || 1), s = e * (a.scale || 1);
+  advanced: (x, v, a) => {
+    const k = x * (a.mult || 1), s = v.epsilon * (a.scale || 1);
     return Math.sqrt(2 * k * Math.log(1 / a.delta)) * s + k * s * Math.expm1(s);
   },
+  identity: (x) => x,
+  // P(c + Laplace(b) ≥ τ), b = sensitivity/ε: odcore.privacy.release.release_probability
+  release: (x, v, a) => {
+    const b = a.sensitivity / v.epsilon, d = v.threshold - x;
+    return d >= 0 ? 0.5 * Math.exp(-d / b) : 1 - 0.5 * Math.exp(d / b);
+  },
 };
+
+function posterior(value, prior) { return FORMULAS.bound(0, { epsilon: value }, { prior }); }
+
+function linspace(lo, hi, n) { return Array.from({ length: n }, (_, i) => lo + (hi - lo) * i / (n - 1)); }
+
+function resolve(y, v) { return typeof y === "string" ? v[y] : y; }   // a number, or the name of a control
 
 function interpolate(t, e) {
   // Same arithmetic as odcore.privacy.live.interpolate (clamped, "lin" or "loglog").
@@ -37,10 +49,33 @@ function interpolate(t, e) {
   return out;
 }
 
-function seriesAt(s, e) {
-  if (s.table) return { x: s.table.x, y: interpolate(s.table, e) };
+function seriesAt(s, v) {
+  if (s.table) return { x: s.table.x, y: interpolate(s.table, v[s.table.over || "epsilon"]) };
   const f = FORMULAS[s.formula], a = s.args || {};
-  return { x: s.x, y: s.x.map((x) => f(x, e, a)) };
+  // x from the spec, or 0..max(mult·control, floor) when the range follows a control (the threshold)
+  const x = s.x || linspace(0, Math.max(s.span.mult * v[s.span.of], s.span.floor), s.span.n);
+  return { x, y: x.map((xx) => f(xx, v, a)) };
+}
+
+function published(pairs, v) {
+  // Coherent noise: pair i's noisy count is c_i + b·u_i with u_i its unit-Laplace draw (the seed's), b = sens/ε.
+  // Returns the published points and their number (exact while below each count's cap of kept draws).
+  const b = pairs.sensitivity / v.epsilon, tau = v.threshold, xs = [], ys = [];
+  let n = 0, capped = false;
+  pairs.c.forEach((c, i) => {
+    const u = pairs.u[i], need = (tau - c) / b;   // u sorted from the largest down
+    let k = 0;
+    while (k < u.length && u[k] >= need) { xs.push(c); ys.push(c + b * u[k]); k++; }
+    n += k;
+    if (k === u.length && u.length < pairs.n[i]) capped = true;
+  });
+  return { x: xs, y: ys, n, capped };
+}
+
+function expected(pairs, v) {
+  let s = 0;
+  pairs.c.forEach((c, i) => { s += pairs.n[i] * FORMULAS.release(c, v, { sensitivity: pairs.sensitivity }); });
+  return s;
 }
 
 function fmt(v, how) {
@@ -69,7 +104,7 @@ function logTicks(lo, hi) {
   return out;
 }
 
-function drawChart(c, spec, e, dark) {
+function drawChart(c, spec, v, dark, pairs) {
   const canvas = c.canvas, dpr = window.devicePixelRatio || 1;
   const W = Math.max(200, c.box.clientWidth), H = spec.height || 340;
   if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
@@ -80,12 +115,16 @@ function drawChart(c, spec, e, dark) {
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.clearRect(0, 0, W, H);
   const fg = dark ? "#e6e6e6" : "#262730", grid = dark ? "#444" : "#e5e5e5";
-  const data = spec.series.map((s) => seriesAt(s, e));
-  const L = 62, R = 12, T = 30, B = 44, pw = W - L - R, ph = H - T - B;
-  const xs = data.flatMap((d) => d.x), xlo = Math.min(...xs), xhi = Math.max(...xs);
+  const data = spec.series.map((s) => seriesAt(s, v));
+  const pts = spec.published && pairs ? published(pairs, v) : null;
+  const L = 62, R = spec.bars ? 58 : 12, T = 30, B = 44, pw = W - L - R, ph = H - T - B;
+  const xs = data.flatMap((d) => d.x);
+  let xlo = Math.min(...xs), xhi = Math.max(...xs);
+  if (spec.xmax) xhi = Math.max(spec.xmax.mult * v[spec.xmax.of], spec.xmax.floor);
+  if (spec.xmin !== undefined) xlo = spec.xmin;
   let ylo = spec.ymin, yhi = spec.ymax;
   if (ylo === null || ylo === undefined || yhi === null || yhi === undefined) {
-    const ys = data.flatMap((d) => d.y).filter((v) => Number.isFinite(v) && (!spec.ylog || v > 0));
+    const ys = data.flatMap((d) => d.y).filter((y) => Number.isFinite(y) && (!spec.ylog || y > 0));
     const lo = Math.min(...ys), hi = Math.max(...ys);
     if (ylo === null || ylo === undefined) ylo = spec.ylog ? lo / 1.2 : Math.min(0, lo);
     if (yhi === null || yhi === undefined) yhi = spec.ylog ? hi * 1.2 : hi * 1.05;
@@ -108,18 +147,37 @@ function drawChart(c, spec, e, dark) {
   ctx.fillText(spec.xlabel || "", L + pw / 2, H - 18);
   ctx.save(); ctx.translate(14, T + ph / 2); ctx.rotate(-Math.PI / 2); ctx.fillText(spec.ylabel || "", 0, -6);
   ctx.restore();
-  ctx.font = "bold 14px sans-serif"; ctx.textAlign = "left"; ctx.fillText(spec.title.replace("{e}", e.toFixed(2)), L, 6);
+  ctx.font = "bold 14px sans-serif"; ctx.textAlign = "left";
+  ctx.fillText(spec.title.replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), L, 6);
   ctx.save(); ctx.beginPath(); ctx.rect(L, T, pw, ph); ctx.clip();
+  if (spec.bars) {   // a histogram behind the curves, on its own log scale (right axis)
+    const br = spec.bars, top = Math.log10(Math.max(...br.y)) * 1.08 + 0.05;
+    const BY = (y) => T + ph - (Math.log10(y) + 0.05) / (top + 0.05) * ph;
+    ctx.fillStyle = "#9db4d3";
+    br.x.forEach((x, i) => { if (x - br.w[i] / 2 <= xhi) ctx.fillRect(X(x - br.w[i] / 2), BY(br.y[i]), Math.max(1, X(x + br.w[i] / 2) - X(x - br.w[i] / 2)), T + ph - BY(br.y[i])); });
+    ctx.restore(); ctx.save();
+    ctx.fillStyle = fg; ctx.textAlign = "left"; ctx.textBaseline = "middle"; ctx.font = "12px sans-serif";
+    for (let p = 0; p <= Math.floor(top); p++) ctx.fillText(fmt(Math.pow(10, p), "tick"), L + pw + 4, BY(Math.pow(10, p)));
+    ctx.beginPath(); ctx.rect(L, T, pw, ph); ctx.clip();
+  }
   for (const m of spec.vlines || []) {
+    const x = resolve(m.x, v);
     ctx.strokeStyle = m.color || "#888"; ctx.setLineDash([4, 4]); ctx.beginPath();
-    ctx.moveTo(X(m.x), T); ctx.lineTo(X(m.x), T + ph); ctx.stroke();
-    ctx.fillStyle = m.color || "#888"; ctx.font = "12px sans-serif"; ctx.fillText(m.label || "", X(m.x) + 4, T + 4);
+    ctx.moveTo(X(x), T); ctx.lineTo(X(x), T + ph); ctx.stroke();
+    ctx.fillStyle = m.color || "#888"; ctx.font = "12px sans-serif";
+    ctx.fillText((m.label || "").replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), X(x) + 4, T + ph - 16);
   }
   for (const m of spec.hlines || []) {
-    if (m.y < ylo || m.y > yhi) continue;
+    const y = resolve(m.y, v);
+    if (y < ylo || y > yhi) continue;
     ctx.strokeStyle = m.color || "#d95f02"; ctx.setLineDash([2, 4]); ctx.beginPath();
-    ctx.moveTo(L, Y(m.y)); ctx.lineTo(L + pw, Y(m.y)); ctx.stroke();
-    ctx.fillStyle = m.color || "#d95f02"; ctx.fillText(m.label || "", L + 4, Y(m.y) - 16);
+    ctx.moveTo(L, Y(y)); ctx.lineTo(L + pw, Y(y)); ctx.stroke();
+    ctx.fillStyle = m.color || "#d95f02";
+    ctx.fillText((m.label || "").replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), L + 4, Y(y) - 16);
+  }
+  if (pts) {   // the counts published at the pointer's ε and τ
+    ctx.fillStyle = "rgba(31, 119, 180, 0.55)";
+    for (let j = 0; j < pts.x.length; j++) ctx.fillRect(X(pts.x[j]) - 1.5, Y(pts.y[j]) - 1.5, 3, 3);
   }
   data.forEach((d, i) => {
     const s = spec.series[i];
@@ -134,12 +192,12 @@ function drawChart(c, spec, e, dark) {
     ctx.stroke();
   });
   ctx.setLineDash([]);
-  const pts = spec.points;
-  if (pts && Math.abs(pts.at - e) < 1e-9) {   // Monte Carlo points: valid at the ε they were drawn at only
+  const mc = spec.points;
+  if (mc && Math.abs(mc.at - v.epsilon) < 1e-9) {   // Monte Carlo points: valid at the ε they were drawn at only
     ctx.strokeStyle = ctx.fillStyle = "#9467bd"; ctx.lineWidth = 1;
-    for (let j = 0; j < pts.x.length; j++) {
-      ctx.beginPath(); ctx.moveTo(X(pts.x[j]), Y(pts.lo[j])); ctx.lineTo(X(pts.x[j]), Y(pts.hi[j])); ctx.stroke();
-      ctx.beginPath(); ctx.arc(X(pts.x[j]), Y(pts.y[j]), 2.5, 0, 2 * Math.PI); ctx.fill();
+    for (let j = 0; j < mc.x.length; j++) {
+      ctx.beginPath(); ctx.moveTo(X(mc.x[j]), Y(mc.lo[j])); ctx.lineTo(X(mc.x[j]), Y(mc.hi[j])); ctx.stroke();
+      ctx.beginPath(); ctx.arc(X(mc.x[j]), Y(mc.y[j]), 2.5, 0, 2 * Math.PI); ctx.fill();
     }
   }
   for (const r of spec.readouts || []) {
@@ -150,6 +208,7 @@ function drawChart(c, spec, e, dark) {
     ctx.fillStyle = fg; ctx.font = "12px sans-serif"; ctx.fillText(fmt(d.y[j], r.fmt), X(r.x) + 7, Y(d.y[j]) + 4);
   }
   ctx.restore();
+  if (pts) data.published = pts;
   // legend, top right, one line per series
   ctx.font = "12px sans-serif"; ctx.textAlign = "right"; ctx.textBaseline = "middle";
   const ly0 = spec.legend === "top" ? T + 12 : T + ph - 12 - 16 * (spec.series.length - 1);
@@ -169,36 +228,49 @@ export default function (component) {
   if (!st) {
     const root = document.createElement("div");
     root.className = "odlive";
-    root.innerHTML = '<div class="odlive-control"><label class="odlive-label"></label>' +
-      '<input class="odlive-range" type="range"><output class="odlive-out"></output></div>' +
-      '<div class="odlive-readout"></div><div class="odlive-charts"></div>';
+    root.innerHTML = '<div class="odlive-controls"></div><div class="odlive-readout"></div>' +
+      '<div class="odlive-charts"></div>';
     parentElement.appendChild(root);
-    st = parentElement.__odlive = { root, charts: [], value: data.value, dragging: false, pending: false };
-    const input = root.querySelector(".odlive-range");
-    st.input = input;
-    const frame = () => { st.pending = false; paint(st); };
-    input.addEventListener("input", () => {
-      st.value = parseFloat(input.value);
-      if (!st.pending) { st.pending = true; requestAnimationFrame(frame); }
-    });
-    input.addEventListener("pointerdown", () => { st.dragging = true; });
-    input.addEventListener("pointerup", () => { st.dragging = false; });
-    input.addEventListener("change", () => {
-      st.dragging = false;
-      st.value = parseFloat(input.value);
-      st.sent = st.value;
-      st.setStateValue(st.spec.name, st.value);   // the page's setting: one rerun on release
-    });
+    st = parentElement.__odlive = { root, charts: [], inputs: {}, values: {}, dragging: false, pending: false };
     new ResizeObserver(() => paint(st)).observe(root);
   }
   st.setStateValue = setStateValue;
   st.spec = data;
-  const input = st.input;
-  input.min = data.min; input.max = data.max; input.step = data.step;
-  input.setAttribute("aria-label", data.label);
-  st.root.querySelector(".odlive-label").textContent = data.label;
-  st.root.dataset.name = data.name;
-  if (!st.dragging) { st.value = data.value; input.value = data.value; }
+  st.root.dataset.page = data.page;
+  const names = data.controls.map((c) => c.name).join(",");
+  if (st.names !== names) {   // the controls (one slider per setting the page holds live)
+    st.names = names;
+    const box = st.root.querySelector(".odlive-controls");
+    box.innerHTML = ""; st.inputs = {};
+    for (const c of data.controls) {
+      const row = document.createElement("div");
+      row.className = "odlive-control"; row.dataset.name = c.name;
+      row.innerHTML = '<label class="odlive-label"></label><input class="odlive-range" type="range">' +
+        '<output class="odlive-out"></output>';
+      box.appendChild(row);
+      const input = row.querySelector("input");
+      st.inputs[c.name] = input;
+      const frame = () => { st.pending = false; paint(st); };
+      input.addEventListener("input", () => {
+        st.values[c.name] = parseFloat(input.value);
+        if (!st.pending) { st.pending = true; requestAnimationFrame(frame); }
+      });
+      input.addEventListener("pointerdown", () => { st.dragging = true; });
+      input.addEventListener("pointerup", () => { st.dragging = false; });
+      input.addEventListener("change", () => {
+        st.dragging = false;
+        st.values[c.name] = parseFloat(input.value);
+        st.setStateValue(c.name, st.values[c.name]);   // the page's setting: one rerun on release
+      });
+    }
+  }
+  for (const c of data.controls) {
+    const input = st.inputs[c.name], row = input.parentElement;
+    input.min = c.min; input.max = c.max; input.step = c.step;
+    input.setAttribute("aria-label", c.label);
+    row.querySelector(".odlive-label").textContent = c.label;
+    if (!st.dragging) { st.values[c.name] = c.value; input.value = c.value; }
+  }
   const box = st.root.querySelector(".odlive-charts");
   if (st.charts.length !== data.charts.length) {
     box.innerHTML = "";
@@ -214,26 +286,37 @@ export default function (component) {
 
 function paint(st) {
   const t0 = performance.now();
-  const e = st.value, spec = st.spec, dark = document.body && getComputedStyle(document.body).color === "rgb(250, 250, 250)";
-  st.root.querySelector(".odlive-out").textContent = e.toFixed(2);
-  const values = {};
-  const reads = [];
+  const spec = st.spec, v = { ...(spec.fixed || {}), ...st.values };
+  const dark = document.body && getComputedStyle(document.body).color === "rgb(250, 250, 250)";
+  for (const c of spec.controls) {
+    st.inputs[c.name].parentElement.querySelector(".odlive-out").textContent = fmt(v[c.name], c.step < 1 ? undefined : "tick");
+  }
+  const values = {}, xs = {}, reads = [];
   spec.charts.forEach((c, i) => {
-    const d = drawChart(st.charts[i], c, e, dark);
+    const d = drawChart(st.charts[i], c, v, dark, spec.pairs);
     values[c.id] = Object.fromEntries(c.series.map((s, j) => [s.key || s.name, d[j].y]));
+    xs[c.id] = Object.fromEntries(c.series.map((s, j) => [s.key || s.name, d[j].x]));
     for (const r of c.readouts || []) {
       const j = d[r.series].x.indexOf(r.x);
       if (j < 0) continue;
-      const v = d[r.series].y[j];
-      reads.push(`${r.label} ${fmt(r.posterior === undefined ? v : FORMULAS.bound(0, v, { prior: r.posterior }), r.fmt)}`);
+      const y = d[r.series].y[j];
+      reads.push(`${r.label} ${fmt(r.posterior === undefined ? y : posterior(y, r.posterior), r.fmt)}`);
+    }
+    if (d.published) {
+      values[c.id].published = d.published.n;
+      reads.push(`pairs published ${d.published.capped ? "≥ " : ""}${d.published.n.toLocaleString("en")}`);
     }
   });
+  if (spec.pairs) {
+    values.expected = expected(spec.pairs, v);
+    reads.push(`expected published ${values.expected.toFixed(1)}`);
+  }
   st.root.querySelector(".odlive-readout").textContent = reads.join(" · ");
-  // For the tests and the browser benchmark: the values drawn and when each frame was painted.
+  // For the tests and the browser benchmark: the values drawn, at which settings, and when each frame was painted.
   const g = (window.odlive = window.odlive || {});
-  const rec = (g[spec.name + ":" + spec.page] = g[spec.name + ":" + spec.page] || { paints: [] });
-  rec.epsilon = e; rec.values = values;
+  const rec = (g[spec.page] = g[spec.page] || { paints: [], draw: [] });
+  rec.settings = { ...v }; rec.values = values; rec.x = xs;
   const t1 = performance.now();
-  rec.paints.push(t1); (rec.draw = rec.draw || []).push(t1 - t0);
+  rec.paints.push(t1); rec.draw.push(t1 - t0);
   if (rec.paints.length > 2000) { rec.paints.splice(0, 1000); rec.draw.splice(0, 1000); }
 }
