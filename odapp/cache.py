@@ -556,11 +556,11 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
 # ---- live curves (odcore.privacy.live): tables on a grid of ε, drawn by the browser while ε is dragged --------------
 
 @_resource(max_entries=32, show_spinner="Tabulating the attack curves for the live slider…")
-def live_attack_tables(k_max: int, prior: float, max_pairs: int | None) -> dict:
+def live_attack_tables(k_max: int, max_pairs: int | None) -> dict:
     """:func:`odcore.privacy.live.attack_tables` as the browser reads them (shared by every session, read-only)."""
     from odcore.privacy.live import attack_tables
 
-    return {k: t.to_json() for k, t in attack_tables(k_max, prior, max_pairs).items()}
+    return {k: t.to_json() for k, t in attack_tables(k_max, max_pairs).items()}
 
 
 @_resource(max_entries=32, show_spinner="Tabulating the budget curves for the live slider…")

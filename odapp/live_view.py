@@ -12,10 +12,12 @@ from odapp.state import EPSILON_RANGE, K_EPSILON, K_THRESHOLD, THRESHOLD_RANGE
 from odapp.words import epsilon_label, unit_words
 
 
-def attack(s, *, k_max: int, prior: float, mc=None, reps: int = 0) -> None:
-    """The Attack page's p_k against k (both units), the per-trip bound, the Monte Carlo points at the page's ε."""
+def attack(s, curve, *, k_max: int, prior: float, mc=None, reps: int = 0) -> None:
+    """The Attack page's p_k against k (both units) and the per-trip bound, live; the Bayes success at another
+    prior (``curve``: :func:`odapp.cache.success_curve` at the page's ε) and the Monte Carlo points are drawn at the
+    page's ε only."""
     user_mode = s.mode == "user_level"
-    t = cache.live_attack_tables(int(k_max), float(prior), int(s.max_pairs) if user_mode else None)
+    t = cache.live_attack_tables(int(k_max), int(s.max_pairs) if user_mode else None)
     series = [table_series(f"exact success p_k, {unit_words('per_metric')} (50/50 prior)", t["success"],
                            key="success", width=3)]
     if user_mode:
@@ -23,9 +25,10 @@ def attack(s, *, k_max: int, prior: float, mc=None, reps: int = 0) -> None:
                                    t["success_per_person"], key="success_per_person", width=3))
     series.append(formula_series("e^ε/(1+e^ε): the per-trip bound", "bound", [0, k_max], key="bound",
                                  dash=[8, 5]))
-    if "bayes_success" in t:
-        series.append(table_series(f"Bayes success, prior {prior:g}", t["bayes_success"],
-                                   key="bayes_success", dash=[2, 3]))
+    if "bayes_success" in curve:   # at the page's ε only (not tabulated: its kinks would need a fine grid)
+        series.append({"name": f"Bayes success, prior {prior:g} (at ε = {s.epsilon:g})", "key": "bayes_success",
+                       "x": curve["k"].astype(float).tolist(), "y": curve["bayes_success"].astype(float).tolist(),
+                       "at": {"epsilon": float(s.epsilon)}, "dash": [2, 3]})
     head = 1 if user_mode else 0
     chart = {"id": "attack", "title": f"Membership attack success against k unique trips (ε = {{epsilon}} "
                                       f"{unit_words(s.mode)})",

@@ -89,7 +89,7 @@ mc = st.session_state.get(MC_KEY, {}).get((float(s.epsilon), int(reps), int(s.se
 fig = charts.curve_chart(curve, mc if show_mc else None, mode=s.mode, epsilon=s.epsilon, max_pairs=s.max_pairs,
                          prior=float(prior), reps=int(reps), p3=p3, p32=p32, projector=projector_mode())
 curve_data = curve if mc is None else curve.merge(mc, on="k", how="left")
-live_view.attack(s, k_max=K_MAX, prior=float(prior), mc=mc if show_mc else None, reps=int(reps))
+live_view.attack(s, curve, k_max=K_MAX, prior=float(prior), mc=mc if show_mc else None, reps=int(reps))
 if not projector_mode():   # the curve at the page's ε, as files (plotly)
     export_buttons("attack_success_curve", fig=fig, data=curve_data,
                    config=attack_curve_config(s, k_max=K_MAX, prior=float(prior),

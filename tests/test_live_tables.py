@@ -31,11 +31,10 @@ def test_interpolation_is_exact_on_the_grid_and_reads_between():
 
 
 def test_attack_table_within_a_tenth_of_a_point():
-    tables = live.attack_tables(70, prior=0.3, max_pairs=10)
+    tables = live.attack_tables(70, max_pairs=10)
     worst = {}
     for e in between(live.ATTACK_GRID, 2):
         exact = {"success": attack.success_curve(e, 70),
-                 "bayes_success": np.asarray(attack.bayes_success(np.arange(71), e, 0.3), dtype=float),
                  "success_per_person": attack.bounded_success_curve(e, 10, 70)}
         for name, t in tables.items():
             worst[name] = max(worst.get(name, 0.0), float(np.abs(t.at(e) - exact[name]).max()))

@@ -9,7 +9,7 @@ Grids and their error (``tests/test_live_tables.py`` measures it at the midpoint
 worst, and at random ε):
 
 - :data:`ATTACK_GRID`, 90 ε log-spaced over [0.05, 5], ``"lin"``: p_k within 0.1 percentage point (measured
-  ≤ 0.04).
+  ≤ 0.015).
 - :data:`BUDGET_GRID`, 60 ε log-spaced, ``"loglog"``: tight ε of a user-week within 0.5 % of the exact value.
 - :data:`WEEKS_GRID`, 24 ε log-spaced, ``"loglog"``: tight ε over weeks within 0.5 % (each point composes up to
   W·n Laplace mechanisms, ~0.3 s; a coarser grid in log-log is as accurate as a finer one in ε).
@@ -87,9 +87,9 @@ def interpolate(grid: np.ndarray, values: np.ndarray, epsilon: float, interp: st
 
 # ---- Attack: p_k against k ------------------------------------------------------------------------------------------
 
-def attack_tables(k_max: int, prior: float = 0.5, max_pairs: int | None = None) -> dict[str, LiveTable]:
-    """The Attack page's curves on :data:`ATTACK_GRID`: ``success`` (p_k per count, 50/50 prior), ``bayes_success``
-    (prior ≠ ½), ``success_per_person`` (the bounded release, ``max_pairs`` given), k = 0..k_max.
+def attack_tables(k_max: int, max_pairs: int | None = None) -> dict[str, LiveTable]:
+    """The Attack page's curves on :data:`ATTACK_GRID`: ``success`` (p_k per count, 50/50 prior) and
+    ``success_per_person`` (the bounded release, ``max_pairs`` given), k = 0..k_max.
 
     Houssiau et al. 2022, Fig. 1 (exact values: :func:`odcore.privacy.attack.success_curve`)."""
     from odcore.privacy import attack
@@ -97,9 +97,6 @@ def attack_tables(k_max: int, prior: float = 0.5, max_pairs: int | None = None) 
     k = np.arange(int(k_max) + 1)
     out = {"success": LiveTable(ATTACK_GRID, k, np.array([attack.success_curve(float(e), int(k_max))
                                                           for e in ATTACK_GRID]))}
-    if prior != 0.5:
-        out["bayes_success"] = LiveTable(ATTACK_GRID, k, np.array(
-            [np.asarray(attack.bayes_success(k, float(e), prior), dtype=float) for e in ATTACK_GRID]))
     if max_pairs is not None:
         out["success_per_person"] = LiveTable(ATTACK_GRID, k, np.array(
             [attack.bounded_success_curve(float(e), int(max_pairs), int(k_max)) for e in ATTACK_GRID]))

@@ -50,6 +50,10 @@ function interpolate(t, e) {
 }
 
 function seriesAt(s, v) {
+  if (s.at) {   // drawn at the page's setting only (a curve the server computed at that setting)
+    const here = Object.entries(s.at).every(([k, a]) => Math.abs(v[k] - a) < 1e-9);
+    return { x: s.x, y: here ? s.y : s.y.map(() => NaN) };
+  }
   if (s.table) return { x: s.table.x, y: interpolate(s.table, v[s.table.over || "epsilon"]) };
   const f = FORMULAS[s.formula], a = s.args || {};
   // x from the spec, or 0..max(mult·control, floor) when the range follows a control (the threshold)
