@@ -597,3 +597,11 @@ def live_release(dataset_id: str, od_config, week: int, mode: str, max_pairs: in
     return {"draws": coherent_draws(tc, _table["noise"].to_numpy(dtype=float), scale, sensitivity), "p99": p99,
             "bars": {"x": ((edges[:-1] + edges[1:]) / 2)[keep].tolist(), "w": np.diff(edges)[keep].tolist(),
                      "y": hist[keep].astype(float).tolist()}}
+
+
+@_data_cache(max_entries=64, show_spinner="Tabulating this person's attack success for the live slider…")
+def live_person(others: tuple[float, ...], max_pairs: int, thresholds: tuple[float, ...] | float) -> list[float]:
+    """:func:`odcore.privacy.live.person_success` (``others``: sorted counts, as for :func:`user_risk`)."""
+    from odcore.privacy.live import person_success
+
+    return person_success(others, max_pairs, thresholds).tolist()

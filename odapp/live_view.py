@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from odapp import cache
-from odapp.components.live import control, formula_series, live_curves, table_series
-from odapp.state import EPSILON_RANGE, K_EPSILON, K_THRESHOLD, THRESHOLD_RANGE
+from odapp.components.live import control, fit_spec, formula_series, live_curves, table_series
+from odapp.state import EPSILON_RANGE, K_EPSILON, K_FIT_THRESHOLD, K_THRESHOLD, THRESHOLD_RANGE, USER_DELTA
 from odapp.words import epsilon_label, unit_words
 
 
@@ -115,4 +115,40 @@ def release(ctx, rcfg, table) -> None:
         controls.append(control(K_THRESHOLD, s.threshold, "Threshold (suppress noisy counts below)",
                                 THRESHOLD_RANGE))
     live_curves(controls=controls, charts=[curve, pub], page="release", key="live_release", columns=2,
-                pairs=t["draws"], fixed={"threshold": float(s.threshold)})
+                pairs=t["draws"], fixed={"threshold": float(s.threshold)}, fit=fitted(s))
+
+
+def fitted(s) -> dict | None:
+    """Per person with "Fit the threshold" on, the threshold follows ε (:func:`fit_spec`); else None."""
+    import streamlit as st
+
+    if s.mode == "user_level" and st.session_state.get(K_FIT_THRESHOLD, True):
+        return fit_spec(s.max_pairs, USER_DELTA)
+    return None
+
+
+def person(s, others: tuple, user: str) -> None:
+    """The Attack page's real person: their attack success against ε (the thresholded release, exact on
+    :data:`odcore.privacy.live.ATTACK_GRID`), read at the page's live ε slider while it is dragged (this component
+    follows the Attack page's)."""
+    from odcore.privacy.accounting import default_user_threshold
+    from odcore.privacy.live import ATTACK_GRID
+
+    user_mode = s.mode == "user_level"
+    m = int(s.max_pairs) if user_mode else 1
+    fit = fitted(s)
+    taus = tuple(float(default_user_threshold(float(e), m, USER_DELTA)) for e in ATTACK_GRID) if fit \
+        else float(s.threshold)
+    ys = cache.live_person(others, m, taus)
+    grid = [float(e) for e in ATTACK_GRID]
+    chart = {"id": "person", "title": f"User {user}: attack success against ε",
+             "xlabel": "ε " + unit_words(s.mode), "ylabel": "probability the attacker is right", "ypct": True,
+             "ymin": 0.45, "ymax": 1.01, "height": 300, "legend": "bottom",
+             "series": [{"name": f"user {user}, thresholded release", "key": "person", "x": grid, "y": ys,
+                         "width": 3},
+                        formula_series("e^ε/(1+e^ε): the per-trip bound", "bound_x", grid, key="bound",
+                                       dash=[8, 5])],
+             "vlines": [{"x": "epsilon", "label": "ε = {epsilon}", "color": "#444"}],
+             "readouts": [{"label": f"success on user {user}", "series": 0, "at": "epsilon", "fmt": "pct"}]}
+    live_curves(controls=[], charts=[chart], page="attack_person", key="live_attack_person", follow="attack",
+                fixed={"epsilon": float(s.epsilon)})

@@ -62,6 +62,12 @@ def test_attack_curve_follows_the_pointer(streamlit_url, page):
     gap = np.max(hi - lo)
     assert min(np.max(drawn - lo), np.max(hi - drawn)) > 0.15 * gap > 0
     assert got["values"]["attack"]["bound"][0] == pytest.approx(np.exp(e) / (1 + np.exp(e)), abs=1e-12)
+    # the real person's chart follows the same slider: read at the pointer's ε from its own table
+    person = page.evaluate("() => window.odlive['attack_person']")
+    assert person["settings"]["epsilon"] == pytest.approx(e)
+    xs, ys = person["x"]["person"]["person"], person["values"]["person"]["person"]
+    assert person["values"]["person"]["person@epsilon"] == pytest.approx(float(np.interp(e, xs, ys)), abs=1e-9)
+    page.locator(".odlive").nth(1).screenshot(path=str(screenshot_dir() / "live_attack_person_drag.png"))
     assert _metric(page, "Success with k = 3 trips") == "70.7 %"   # the page waits for the release
     page.mouse.up()   # release: the page's ε, one rerun
     page.wait_for_function(

@@ -79,3 +79,15 @@ def test_weeks_table_within_half_a_percent():
         for name, t in tables.items():
             worst[name] = max(worst.get(name, 0.0), relative(t.at(e), ex[name].to_numpy()))
     assert max(worst.values()) <= live.BUDGET_ERROR, worst
+
+
+def test_person_table_within_a_tenth_of_a_point():
+    """A real person of a thresholded release (other people's counts on their pairs from 0 to 300, threshold 100):
+    between grid points the success read is within 0.1 percentage point of the exact one."""
+    others = (0.0, 2.0, 5.0, 12.0, 40.0, 80.0, 95.0, 99.0, 130.0, 300.0)
+    ys = live.person_success(others, 1, 100.0)
+    g = live.ATTACK_GRID
+    for i in range(0, len(g) - 1, 6):
+        e = float(np.sqrt(g[i] * g[i + 1]))
+        exact = attack.user_risk(list(others), e, 100.0).success
+        assert abs(float(np.interp(e, g, ys)) - exact) <= live.ATTACK_ERROR, e

@@ -190,3 +190,20 @@ def published_count(draws: dict, epsilon: float, threshold: float) -> int:
     b = draws["sensitivity"] / float(epsilon)
     return int(sum(int(np.count_nonzero(np.asarray(u) >= (threshold - c) / b))
                    for c, u in zip(draws["c"], draws["u"], strict=True)))
+
+
+# ---- Attack: one real person of the week ----------------------------------------------------------------------------
+
+def person_success(others, max_pairs: int, thresholds) -> np.ndarray:
+    """Attack success on one real person of the week at each ε of :data:`ATTACK_GRID`: the thresholded release with
+    per-pair parameter ε/max_pairs (max_pairs = 1 per count) and threshold ``thresholds[i]`` at ``ATTACK_GRID[i]``
+    (a number, or one per grid point when the threshold follows ε).
+
+    Exact values: :func:`odcore.privacy.attack.user_risk` (``others``: the other people's counts on the person's
+    pairs)."""
+    from odcore.privacy.attack import user_risk
+
+    tau = np.broadcast_to(np.asarray(thresholds, dtype=float), ATTACK_GRID.shape)
+    m = int(max_pairs)
+    return np.array([user_risk(list(others), float(e) / m, float(t)).success
+                     for e, t in zip(ATTACK_GRID, tau, strict=True)])

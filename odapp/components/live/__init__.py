@@ -47,7 +47,8 @@ def control(state_key: str, value: float, label: str, span: tuple[float, float, 
 
 
 def live_curves(*, controls: list[dict], charts: list[dict], page: str, key: str, columns: int = 1,
-                pairs: dict | None = None, fixed: dict | None = None) -> None:
+                pairs: dict | None = None, fixed: dict | None = None, fit: dict | None = None,
+                follow: str | None = None) -> None:
     """Draw the sliders (:func:`control`) and ``charts``. On release a slider's value is written to its
     ``st.session_state[state_key]`` (rounded to the slider's step) before the page reruns.
 
@@ -67,6 +68,17 @@ def live_curves(*, controls: list[dict], charts: list[dict], page: str, key: str
             st.session_state[c["state_key"]] = int(v) if float(c["step"]).is_integer() else v
 
     spec = {"page": page, "controls": [{k: v for k, v in c.items() if k != "state_key"} for c in controls],
-            "charts": charts, "columns": columns, "pairs": pairs, "fixed": fixed or {}}
+            "charts": charts, "columns": columns, "pairs": pairs, "fixed": fixed or {}, "fit": fit,
+            "follow": follow}
     callbacks = {f"on_{c['name']}_change": (lambda c=c: changed(c)) for c in controls}
     mount_function()(key=key, data=spec, **callbacks)
+
+
+def fit_spec(max_pairs: int, delta: float) -> dict:
+    """``fit`` of :func:`live_curves`: the constants of :func:`odcore.privacy.accounting.partition_threshold` for one
+    week (τ = 1 − (m/ε)·log(2·δ_adj), δ_adj = 1 − (1 − δ)^(1/m)), so the browser computes the fitted threshold at
+    any ε."""
+    import math
+
+    m = int(max_pairs)
+    return {"m": m, "log2d": math.log(2.0 * -math.expm1(math.log1p(-float(delta)) / m))}

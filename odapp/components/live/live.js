@@ -16,6 +16,8 @@ const FORMULAS = {
     return Math.sqrt(2 * k * Math.log(1 / a.delta)) * s + k * s * Math.expm1(s);
   },
   identity: (x) => x,
+  // e^x/(1+e^x) against x = ε·scale: the per-trip bound as a curve over ε
+  bound_x: (x, v, a) => 1 / (1 + Math.exp(-x * (a.scale || 1))),
   // P(c + Laplace(b) ≥ τ), b = sensitivity/ε: odcore.privacy.release.release_probability
   release: (x, v, a) => {
     const b = a.sensitivity / v.epsilon, d = v.threshold - x;
@@ -50,6 +52,7 @@ function interpolate(t, e) {
 }
 
 function seriesAt(s, v) {
+  if (s.y && !s.at) return { x: s.x, y: s.y };   // a fixed curve (e.g. against ε itself)
   if (s.at) {   // drawn at the page's setting only (a curve the server computed at that setting)
     const here = Object.entries(s.at).every(([k, a]) => Math.abs(v[k] - a) < 1e-9);
     return { x: s.x, y: here ? s.y : s.y.map(() => NaN) };
@@ -237,6 +240,14 @@ export default function (component) {
     parentElement.appendChild(root);
     st = parentElement.__odlive = { root, charts: [], inputs: {}, values: {}, dragging: false, pending: false };
     new ResizeObserver(() => paint(st)).observe(root);
+    const follow = (ev) => {   // a follower: no slider of its own, the values of its leader's
+      if (!st.root.isConnected) { window.removeEventListener("odlive", follow); return; }
+      if (!st.spec.follow || ev.detail.page !== st.spec.follow) return;
+      Object.assign(st.values, ev.detail.settings);
+      if (!st.pending) { st.pending = true; requestAnimationFrame(() => { st.pending = false; paint(st); }); }
+    };
+    window.addEventListener("odlive", follow);
+    st.unfollow = () => window.removeEventListener("odlive", follow);
   }
   st.setStateValue = setStateValue;
   st.spec = data;
@@ -268,6 +279,11 @@ export default function (component) {
       });
     }
   }
+  if (data.follow) {   // start from the page's settings; the leader's events move them
+    const lead = (window.odlive || {})[data.follow];
+    Object.assign(st.values, data.fixed || {}, lead && lead.settings ? lead.settings : {});
+    for (const [k, val] of Object.entries(data.initial || {})) if (!(lead && lead.settings)) st.values[k] = val;
+  }
   for (const c of data.controls) {
     const input = st.inputs[c.name], row = input.parentElement;
     input.min = c.min; input.max = c.max; input.step = c.step;
@@ -291,6 +307,9 @@ export default function (component) {
 function paint(st) {
   const t0 = performance.now();
   const spec = st.spec, v = { ...(spec.fixed || {}), ...st.values };
+  if (spec.fit) {   // the per-person threshold fitted to the noise: odcore.privacy.accounting.default_user_threshold
+    v.threshold = Math.ceil(Math.max(1, 1 - spec.fit.m / v.epsilon * spec.fit.log2d) - 1e-9);
+  }
   const dark = document.body && getComputedStyle(document.body).color === "rgb(250, 250, 250)";
   for (const c of spec.controls) {
     st.inputs[c.name].parentElement.querySelector(".odlive-out").textContent = fmt(v[c.name], c.step < 1 ? undefined : "tick");
@@ -301,9 +320,19 @@ function paint(st) {
     values[c.id] = Object.fromEntries(c.series.map((s, j) => [s.key || s.name, d[j].y]));
     xs[c.id] = Object.fromEntries(c.series.map((s, j) => [s.key || s.name, d[j].x]));
     for (const r of c.readouts || []) {
-      const j = d[r.series].x.indexOf(r.x);
-      if (j < 0) continue;
-      const y = d[r.series].y[j];
+      let y;
+      if (r.at) {   // the series (against a setting) read at the pointer's value
+        const xx = d[r.series].x, yy = d[r.series].y, t = v[r.at];
+        let j = 1;
+        while (j < xx.length - 1 && xx[j] < t) j++;
+        const w = Math.min(1, Math.max(0, (t - xx[j - 1]) / (xx[j] - xx[j - 1])));
+        y = yy[j - 1] * (1 - w) + yy[j] * w;
+        values[c.id][(c.series[r.series].key || "") + "@" + r.at] = y;
+      } else {
+        const j = d[r.series].x.indexOf(r.x);
+        if (j < 0) continue;
+        y = d[r.series].y[j];
+      }
       reads.push(`${r.label} ${fmt(r.posterior === undefined ? y : posterior(y, r.posterior), r.fmt)}`);
     }
     if (d.published) {
@@ -316,6 +345,9 @@ function paint(st) {
     reads.push(`expected published ${values.expected.toFixed(1)}`);
   }
   st.root.querySelector(".odlive-readout").textContent = reads.join(" · ");
+  if (spec.controls.length) {   // components of the same page that follow these sliders redraw with them
+    window.dispatchEvent(new CustomEvent("odlive", { detail: { page: spec.page, settings: { ...st.values } } }));
+  }
   // For the tests and the browser benchmark: the values drawn, at which settings, and when each frame was painted.
   const g = (window.odlive = window.odlive || {});
   const rec = (g[spec.page] = g[spec.page] || { paints: [], draw: [] });
