@@ -40,10 +40,12 @@ def formula_series(name: str, formula: str, x=None, *, key: str, args: dict | No
     return out
 
 
-def control(state_key: str, value: float, label: str, span: tuple[float, float, float]) -> dict:
-    """A slider of the component: the page's setting under ``state_key`` (its name: the key after the dot)."""
-    return {"name": state_key.split(".", 1)[-1], "state_key": state_key, "value": float(value), "label": label,
-            "min": span[0], "max": span[1], "step": span[2]}
+def control(state_key: str, value: float, label: str, span: tuple[float, float, float], *,
+            name: str | None = None) -> dict:
+    """A slider of the component: the page's setting under ``state_key``; ``name`` (default: the key after the
+    dot) is how the curves' formulas call it ("epsilon", "threshold", "count")."""
+    return {"name": name or state_key.split(".", 1)[-1], "state_key": state_key, "value": float(value),
+            "label": label, "min": span[0], "max": span[1], "step": span[2]}
 
 
 def live_curves(*, controls: list[dict], charts: list[dict], page: str, key: str, columns: int = 1,
