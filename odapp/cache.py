@@ -580,11 +580,12 @@ def live_weeks_tables(trips: int, weeks: int, delta: float, interval: float, max
 
 
 @_resource(max_entries=16, show_spinner=False)
-def live_release(dataset_id: str, od_config, week: int, mode: str, max_pairs: int | None, seed: int, scale: float,
-                 sensitivity: float, _table) -> dict:
+def live_release(dataset_id: str, od_config, week: int, mode: str, max_pairs: int | None, seed: int,
+                 sensitivity: float, _scale: float, _table) -> dict:
     """The OD release page's live tables: the unit draws by true count (:func:`odcore.privacy.live.coherent_draws`)
-    and the histogram of the true counts (bins up to twice the largest threshold), shared and read-only. ``scale``
-    only turns the week's noise into unit draws (the draws are the same for every ε of a seed)."""
+    and the histogram of the true counts (bins up to twice the largest threshold), shared and read-only. Not keyed
+    on ε or the threshold: ``_scale`` only turns the week's noise into unit draws, which are the same for every ε
+    and threshold of a seed (the release draws ``scale · u``)."""
     import numpy as np
 
     from odcore.privacy.live import coherent_draws
@@ -594,7 +595,7 @@ def live_release(dataset_id: str, od_config, week: int, mode: str, max_pairs: in
     p99 = float(np.percentile(tc, 99)) if len(tc) else 1.0
     hist, edges = integer_bins(tc, max(1000.0, p99), max_bins=400)
     keep = hist > 0
-    return {"draws": coherent_draws(tc, _table["noise"].to_numpy(dtype=float), scale, sensitivity), "p99": p99,
+    return {"draws": coherent_draws(tc, _table["noise"].to_numpy(dtype=float), _scale, sensitivity), "p99": p99,
             "bars": {"x": ((edges[:-1] + edges[1:]) / 2)[keep].tolist(), "w": np.diff(edges)[keep].tolist(),
                      "y": hist[keep].astype(float).tolist()}}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from odapp import cache
+from odapp import cache, release_view
 from odapp.components.live import control, fit_spec, formula_series, live_curves, table_series
 from odapp.state import EPSILON_RANGE, K_EPSILON, K_FIT_THRESHOLD, K_THRESHOLD, THRESHOLD_RANGE, USER_DELTA
 from odapp.words import epsilon_label, unit_words
@@ -95,8 +95,7 @@ def release(ctx, rcfg, table) -> None:
     each pair's unit draw of the seed, scaled by the pointer's noise scale), live in ε and, per count, τ."""
     s = ctx.settings
     user_mode = s.mode == "user_level"
-    t = cache.live_release(s.dataset.id, ctx.od_config, s.week, s.mode, s.max_pairs if user_mode else None, s.seed,
-                           float(rcfg.scale), float(rcfg.sensitivity), _table=table)
+    t = release_view.live_tables(ctx, rcfg, table)   # the same entry the landing page computes ahead
     span = {"mult": 2, "of": "threshold", "floor": t["p99"]}
     curve = {"id": "release", "title": "ε = {epsilon}, threshold {threshold}: release probability",
              "xlabel": "true count (distinct people on the pair)", "ylabel": "probability published",
