@@ -91,3 +91,13 @@ def test_person_table_within_a_tenth_of_a_point():
         e = float(np.sqrt(g[i] * g[i + 1]))
         exact = attack.user_risk(list(others), e, 100.0).success
         assert abs(float(np.interp(e, g, ys)) - exact) <= live.ATTACK_ERROR, e
+
+
+def test_json_has_no_nan():
+    """JSON has no NaN: where the engine has no value (tight ε above TIGHT_K_MAX) the browser gets null."""
+    import json
+
+    t = live.LiveTable(np.array([1.0, 2.0]), np.array([1.0, 2.0]), np.array([[1.0, np.nan], [2.0, np.inf]]))
+    d = t.to_json()
+    assert d["values"] == [[1.0, None], [2.0, None]]
+    json.dumps(d, allow_nan=False)

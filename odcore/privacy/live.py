@@ -57,9 +57,12 @@ class LiveTable:
         return interpolate(self.grid, self.values, epsilon, self.interp)
 
     def to_json(self) -> dict:
-        """Plain lists for the browser (4 significant digits are not enough for ε; values keep 7)."""
-        return {"grid": [float(g) for g in self.grid], "x": [float(v) for v in self.x],
-                "values": np.round(self.values.astype(float), 7).tolist(), "interp": self.interp}
+        """Plain lists for the browser: values rounded to 7 decimals, None where the engine has none (NaN: JSON
+        has no NaN; the tight ε above :data:`odcore.privacy.accounting.TIGHT_K_MAX`)."""
+        v = np.round(self.values.astype(float), 7)
+        return {"grid": [float(g) for g in self.grid], "x": [float(x) for x in self.x],
+                "values": [[float(y) if np.isfinite(y) else None for y in row] for row in v],
+                "interp": self.interp}
 
 
 def interpolate(grid: np.ndarray, values: np.ndarray, epsilon: float, interp: str = "lin") -> np.ndarray:

@@ -43,7 +43,7 @@ def formula_series(name: str, formula: str, x=None, *, key: str, args: dict | No
 def control(state_key: str, value: float, label: str, span: tuple[float, float, float], *,
             name: str | None = None) -> dict:
     """A slider of the component: the page's setting under ``state_key``; ``name`` (default: the key after the
-    dot) is how the curves' formulas call it ("epsilon", "threshold", "count")."""
+    dot) is how the curves' formulas call it ("epsilon", "threshold")."""
     return {"name": name or state_key.split(".", 1)[-1], "state_key": state_key, "value": float(value),
             "label": label, "min": span[0], "max": span[1], "step": span[2]}
 

@@ -16,11 +16,6 @@ const FORMULAS = {
     return Math.sqrt(2 * k * Math.log(1 / a.delta)) * s + k * s * Math.expm1(s);
   },
   identity: (x) => x,
-  // the Laplace density of the noisy count c + Lap(b), b = sensitivity/ε (odcore.report.teaching.NoisePicture)
-  laplace_pdf: (x, v, a) => {
-    const b = a.sensitivity / v.epsilon, c = resolve(a.count, v);
-    return Math.exp(-Math.abs(x - c) / b) / (2 * b);
-  },
   // e^x/(1+e^x) against x = ε·scale: the per-trip bound as a curve over ε
   bound_x: (x, v, a) => 1 / (1 + Math.exp(-x * (a.scale || 1))),
   // P(c + Laplace(b) ≥ τ), b = sensitivity/ε: odcore.privacy.release.release_probability
@@ -64,15 +59,8 @@ function seriesAt(s, v) {
   }
   if (s.table) return { x: s.table.x, y: interpolate(s.table, v[s.table.over || "epsilon"]) };
   const f = FORMULAS[s.formula], a = s.args || {};
-  // x from the spec, or 0..max(mult·control, floor) when the range follows a control (the threshold), or the
-  // noise picture's c ± 8b widened to show the threshold (NoisePicture.density)
-  let x = s.x;
-  if (!x && s.span.kind === "noise") {
-    const b = a.sensitivity / v.epsilon, c = resolve(a.count, v);
-    x = linspace(Math.min(c - 8 * b, v.threshold - 2 * b), Math.max(c + 8 * b, v.threshold + 2 * b), s.span.n);
-  } else if (!x) {
-    x = linspace(0, Math.max(s.span.mult * v[s.span.of], s.span.floor), s.span.n);
-  }
+  // x from the spec, or 0..max(mult·control, floor) when the range follows a control (the threshold)
+  const x = s.x || linspace(0, Math.max(s.span.mult * v[s.span.of], s.span.floor), s.span.n);
   return { x, y: x.map((xx) => f(xx, v, a)) };
 }
 
@@ -198,22 +186,6 @@ function drawChart(c, spec, v, dark, pairs) {
     ctx.fillStyle = "rgba(31, 119, 180, 0.55)";
     for (let j = 0; j < pts.x.length; j++) ctx.fillRect(X(pts.x[j]) - 1.5, Y(pts.y[j]) - 1.5, 3, 3);
   }
-  data.forEach((d, i) => {   // areas under a curve, published (at or above the threshold) and suppressed
-    const s = spec.series[i];
-    if (!s.fill) return;
-    const tau = v[s.fill];
-    for (const [keep, colour] of [[(x) => x >= tau, s.color || PALETTE[i % PALETTE.length]], [(x) => x < tau, "#888"]]) {
-      ctx.globalAlpha = 0.3; ctx.fillStyle = colour; ctx.beginPath();
-      let started = false, last = null;
-      for (let j = 0; j < d.x.length; j++) {
-        if (!keep(d.x[j]) || !Number.isFinite(d.y[j])) continue;
-        if (!started) { ctx.moveTo(X(d.x[j]), Y(0)); started = true; }
-        ctx.lineTo(X(d.x[j]), Y(d.y[j])); last = d.x[j];
-      }
-      if (started) { ctx.lineTo(X(last), Y(0)); ctx.closePath(); ctx.fill(); }
-      ctx.globalAlpha = 1;
-    }
-  });
   data.forEach((d, i) => {
     const s = spec.series[i];
     ctx.strokeStyle = s.color || PALETTE[i % PALETTE.length]; ctx.lineWidth = s.width || 2;
