@@ -10,7 +10,7 @@ from odapp import guide, live_view
 from odapp import release_view as rv
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
-from odapp.export import export_buttons, projector_mode, reproduce
+from odapp.export import button_row, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import num, pct, unit_words
 from odcore.privacy.utility import noise_dominated, release_utility
@@ -71,9 +71,10 @@ cli_config = release_config(s, ctx.loaded)
 st.subheader("Which flows survive: release probability against the true count")
 fig, curve = rv.release_curve(ctx, rcfg, table, s.week, projector_mode())
 live_view.release(ctx, rcfg, table)
+row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)
 if not projector_mode():   # the curve at the page's ε and threshold, as files (plotly)
     export_buttons(f"release_probability_week{s.week}", fig=fig, data=curve, config=cli_config, command="release",
-                   key="rel_prob")
+                   key="rel_prob", row=row)
 
 st.subheader("The published table")
 if released.any():

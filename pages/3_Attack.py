@@ -9,7 +9,7 @@ import streamlit as st
 from odapp import attack_view, cache, charts, guide, live_view
 from odapp.cli_config import attack_curve_config, user_risk_config
 from odapp.errors import engine_errors
-from odapp.export import export_buttons, projector_mode, reproduce
+from odapp.export import button_row, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words, unit_words
 from odcore.privacy.attack import simulate_attack
@@ -90,11 +90,12 @@ fig = charts.curve_chart(curve, mc if show_mc else None, mode=s.mode, epsilon=s.
                          prior=float(prior), reps=int(reps), p3=p3, p32=p32, projector=projector_mode())
 curve_data = curve if mc is None else curve.merge(mc, on="k", how="left")
 live_view.attack(s, curve, k_max=K_MAX, prior=float(prior), mc=mc if show_mc else None, reps=int(reps))
+row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)
 if not projector_mode():   # the curve at the page's ε, as files (plotly)
     export_buttons("attack_success_curve", fig=fig, data=curve_data,
                    config=attack_curve_config(s, k_max=K_MAX, prior=float(prior),
                                               monte_carlo=int(reps) if mc is not None else None),
-                   command="attack-curve", key="attack_curve")
+                   command="attack-curve", key="attack_curve", row=row)
 
 # ---- a real user of the week ------------------------------------------------------------------------------------
 attack_view.real_person(ctx, bound)   # its own fragment (odapp.attack_view)

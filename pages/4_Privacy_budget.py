@@ -152,7 +152,7 @@ live_view.budget(s, trips=int(trips), weeks=int(weeks), delta=float(delta), trip
 fig = charts.trips_chart(vs_trips, delta=float(delta), max_pairs=s.max_pairs, trips=int(trips), typical=typical,
                          week=s.week, e_count=float(e_count), epsilon=s.epsilon, user_mode=user_mode,
                          projector=projector)
-left, right = st.columns(2)
+left, right = st.columns(2)   # there in both modes, so what follows keeps its place (updated, not rebuilt)
 if not projector:   # the curves at the page's ε, as files (plotly)
     with left:
         export_buttons("epsilon_vs_trips", fig=fig, data=vs_trips, config=cli_config, command="budget",
