@@ -24,7 +24,7 @@ ctx = page(
 )
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
-with engine_errors("Could not release the week", "Check ε, the threshold and the guarantee unit in the sidebar."):
+with engine_errors("Could not release the week", "Check ε and the threshold (above the curves) and the guarantee unit in the sidebar."):
     rcfg = s.release_config()
     res = rv.week_release(ctx, s.week, rcfg)
 table = res.table

@@ -32,11 +32,11 @@ c1, c2 = st.columns([1, 3])
 prior = c1.slider("Attacker's prior that you are in", 0.05, 0.95, 0.5, 0.05, key="attack_prior",
                   help="0.5 is the paper's setting (a coin flip before the attack). Other priors show the "
                        "Bayes-optimal attacker's success.")
-with engine_errors("Could not compute the attack curve", "Check ε in the sidebar."):
+with engine_errors("Could not compute the attack curve", "Check ε (above the curve)."):
     curve = cache.success_curve(s.epsilon, K_MAX, float(prior))
 user_mode = s.mode == "user_level"
 if user_mode:   # the bounded release: a person's week adds min(n, m) counts, each with Laplace(m/ε)
-    with engine_errors("Could not compute the per-person curve", "Check ε and max pairs in the sidebar."):
+    with engine_errors("Could not compute the per-person curve", "Check ε (above the curve) and max pairs in the sidebar."):
         curve["success_per_person"] = cache.bounded_success_curve(s.epsilon, s.max_pairs, K_MAX)
 head = curve["success_per_person"] if user_mode else curve["success"]
 p3, p32, bound = float(head[3]), float(head[32]), float(curve["bound"][0])
