@@ -273,8 +273,12 @@ CONTROL_KINDS = [
     ("select", "[data-testid=stSelectbox]", "input", ["ArrowDown", "ArrowDown", "Enter"]),
     ("radio", "[data-testid=stRadio]", "input:checked", ["ArrowDown"]),
     ("toggle", "[data-testid=stCheckbox]", "input", ["Space"]),
+    # a page's live slider (odapp/components/live): one step per key press, released at once (input + change)
+    ("live", ".odlive-control", "input[type=range]", ["ArrowRight"]),
 ]
 SIDEBAR = "[data-testid=stSidebarUserContent]"
+SCOPE = {"live": "[data-testid=stMain]"}   # where a kind's controls are (the sidebar for the others)
+LABEL = {"live": ".odlive-label"}           # a control's label (Streamlit's widget label for the others)
 
 
 class Timeout(Exception):
@@ -344,16 +348,18 @@ async def _goto_drawn(page, url: str) -> dict:
 
 
 async def _discover_controls(page) -> list[dict]:
-    """Every sidebar control of the kinds above, in page order: kind, index within its kind, label, options."""
+    """Every sidebar control of the kinds above and the page's live sliders, in page order: kind, index within its
+    kind, label, options."""
     found = []
     for kind, block, _, _ in CONTROL_KINDS:
-        loc = page.locator(f"{SIDEBAR} {block}")
+        loc = page.locator(f"{SCOPE.get(kind, SIDEBAR)} {block}")
+        label_css = LABEL.get(kind, "[data-testid=stWidgetLabel]")
         for i in range(await loc.count()):
             el = loc.nth(i)
             if not await el.is_visible():
                 continue
-            label = (await el.locator("[data-testid=stWidgetLabel]").first.inner_text()).strip() \
-                if await el.locator("[data-testid=stWidgetLabel]").count() else f"{kind} {i}"
+            label = (await el.locator(label_css).first.inner_text()).strip() \
+                if await el.locator(label_css).count() else f"{kind} {i}"
             n_opt = None
             if kind == "radio":
                 n_opt = await el.locator("input[type=radio]").count()
@@ -408,9 +414,10 @@ async def _press(page, ctl: dict, i: int = 0) -> dict:
     _, block, focus, keys = next(k for k in CONTROL_KINDS if k[0] == ctl["kind"])
     if ctl["kind"] == "select" and i % 2:
         keys = ["ArrowDown", "ArrowUp", "Enter"]
-    blocks = page.locator(f"{SIDEBAR} {block}")
+    blocks = page.locator(f"{SCOPE.get(ctl['kind'], SIDEBAR)} {block}")
     if ctl.get("label"):   # by its label: other controls may appear above it (e.g. the synthetic city's form)
-        blocks = blocks.filter(has=page.locator("[data-testid=stWidgetLabel]", has_text=ctl["label"]))
+        blocks = blocks.filter(has=page.locator(LABEL.get(ctl["kind"], "[data-testid=stWidgetLabel]"),
+                                                has_text=ctl["label"]))
     else:
         blocks = blocks.nth(ctl["index"])
     target = blocks.first.locator(focus).first
@@ -618,6 +625,7 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
                   file=sys.stderr)
             errors = sum(r["exceptions"] for r in runs)
             note = {"slider": "each press a new value", "number": "each press a new value",
+                    "live": "live slider: each press a new value, released at once",
                     "select": "down one option, then back up", "radio": f"cycles {ctl['options']} options",
                     }.get(ctl["kind"], "toggles") + (f"; {errors} exceptions shown" if errors else "")
             rows += _control_rows(_page_name(path), ctl["label"], ctl["kind"], runs[warmup:], base, note)
@@ -664,6 +672,9 @@ async def _session(browser, url: str, path: str, seed: int, rounds: int, barrier
         eps = page.locator(f"{SIDEBAR} [data-testid=stSlider]").filter(has_text="ε")
         ctl["index"] = await page.locator(f"{SIDEBAR} [data-testid=stSlider]").evaluate_all(
             "(els) => els.findIndex(e => e.innerText.includes('ε'))")
+        if not await eps.count():   # the page holds ε beside its live curves (odapp/components/live)
+            ctl = {"kind": "live", "label": "ε"}
+            eps = page.locator(".odlive-control[data-name=epsilon]")
         assert await eps.count()
         for _ in range(rounds):
             await barrier()
@@ -731,7 +742,7 @@ async def _client_session(url: str, path: str, seed: int, rounds: int, barrier, 
             if r.errors:
                 break
             await barrier()
-            r = await client.step_slider("ε")
+            r = await client.step_epsilon()
             out["press"].append(r.ms)
             out["bytes"].append(r.bytes)
         out["errors"] += r.errors

@@ -270,6 +270,32 @@ class ProtocolClient:
         decimals = max(0, -int(f"{w.step:e}".split("e")[1])) + 2
         return await self.set_value("slider", label, round(new, decimals))
 
+    async def step_live(self, name: str) -> Run:
+        """One step up on slider ``name`` of a page's live component (odapp/components/live), at its maximum one step
+        down, as the component sends it on release: its state ``{name: value}`` as JSON; returns the run."""
+        import json
+
+        for el in (self.last.elements.values() if self.last else ()):
+            if el.WhichOneof("type") != "bidi_component":
+                continue
+            spec = json.loads(el.bidi_component.json or "null") or {}
+            c = next((c for c in spec.get("controls", ()) if c.get("name") == name), None)
+            if c is None:
+                continue
+            old = self.widgets.get(el.bidi_component.id)
+            cur = json.loads(old.json_value).get(name, c["value"]) if old is not None else c["value"]
+            new = cur + c["step"] if cur + c["step"] <= c["max"] + 1e-12 else cur - c["step"]
+            s = WidgetState(id=el.bidi_component.id, json_value=json.dumps({name: round(new, 10)}))
+            self.widgets[s.id] = s
+            return await self._rerun()
+        raise LookupError(f"no live slider {name!r} in the last run")
+
+    async def step_epsilon(self) -> Run:
+        """One step of ε: the sidebar's slider, or the page's live slider when the page holds ε itself."""
+        if self.last is not None and self.last.find("slider", "ε") is not None:
+            return await self.step_slider("ε")
+        return await self.step_live("epsilon")
+
     async def rerun(self) -> Run:
         """A rerun with nothing changed (the browser's ``r``)."""
         return await self._rerun()

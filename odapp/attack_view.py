@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import cache, charts
+from odapp import cache, charts, live_view
 from odapp.cli_config import user_risk_config
 from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode
@@ -81,6 +81,8 @@ def real_person(ctx, bound: float) -> None:
     metric(c[3], "Without suppression", pct(plain_k) if np.isfinite(plain_k) else "–",
            "if every pair were published" if np.isfinite(plain_k) else None,
            help="p_k at this user's k for the release's per-pair noise (the curve above in per-metric mode).")
+    with engine_errors("Could not tabulate this user's success against ε"):
+        live_view.person(s, others_key, str(user))   # follows the page's live ε slider (odapp.components.live)
     left, right = st.columns(2)
     with left:
         fig = charts.roc_chart(others_key, eps_pair, float(rcfg.threshold), str(user), projector=projector_mode())

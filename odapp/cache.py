@@ -579,3 +579,58 @@ def selection_table(dataset_id: str, od_config, week: int, epsilon: float, delta
 
     return compare_selection(_od.week_pairs(week), epsilon=epsilon, delta=delta, max_pairs=max_pairs, week=week,
                              rng=seed, pipeline_dp=False)
+
+
+# ---- live curves (odcore.privacy.live): tables on a grid of ε, drawn by the browser while ε is dragged --------------
+
+@_resource(max_entries=32, show_spinner="Tabulating the attack curves for the live slider…")
+def live_attack_tables(k_max: int, max_pairs: int | None) -> dict:
+    """:func:`odcore.privacy.live.attack_tables` as the browser reads them (shared by every session, read-only)."""
+    from odcore.privacy.live import attack_tables
+
+    return {k: t.to_json() for k, t in attack_tables(k_max, max_pairs).items()}
+
+
+@_resource(max_entries=32, show_spinner="Tabulating the budget curves for the live slider…")
+def live_trips_tables(trips_max: int, delta: float, max_pairs: int | None) -> dict:
+    """:func:`odcore.privacy.live.trips_tables` as the browser reads them (shared, read-only)."""
+    from odcore.privacy.live import trips_tables
+
+    return {k: t.to_json() for k, t in trips_tables(trips_max, delta, max_pairs).items()}
+
+
+@_resource(max_entries=32, show_spinner="Tabulating the budget over weeks for the live slider (a few seconds)…")
+def live_weeks_tables(trips: int, weeks: int, delta: float, interval: float, max_pairs: int | None) -> dict:
+    """:func:`odcore.privacy.live.weeks_tables` as the browser reads them (shared, read-only)."""
+    from odcore.privacy.live import weeks_tables
+
+    return {k: t.to_json() for k, t in weeks_tables(trips, weeks, delta, interval, max_pairs).items()}
+
+
+@_resource(max_entries=16, show_spinner=False)
+def live_release(dataset_id: str, od_config, week: int, mode: str, max_pairs: int | None, seed: int,
+                 sensitivity: float, _scale: float, _table) -> dict:
+    """The OD release page's live tables: the unit draws by true count (:func:`odcore.privacy.live.coherent_draws`)
+    and the histogram of the true counts (bins up to twice the largest threshold), shared and read-only. Not keyed
+    on ε or the threshold: ``_scale`` only turns the week's noise into unit draws, which are the same for every ε
+    and threshold of a seed (the release draws ``scale · u``)."""
+    import numpy as np
+
+    from odcore.privacy.live import coherent_draws
+    from odcore.report.figures import integer_bins
+
+    tc = _table["true_count"].to_numpy(dtype=float)
+    p99 = float(np.percentile(tc, 99)) if len(tc) else 1.0
+    hist, edges = integer_bins(tc, max(1000.0, p99), max_bins=400)
+    keep = hist > 0
+    return {"draws": coherent_draws(tc, _table["noise"].to_numpy(dtype=float), _scale, sensitivity), "p99": p99,
+            "bars": {"x": ((edges[:-1] + edges[1:]) / 2)[keep].tolist(), "w": np.diff(edges)[keep].tolist(),
+                     "y": hist[keep].astype(float).tolist()}}
+
+
+@_data_cache(max_entries=64, show_spinner="Tabulating this person's attack success for the live slider…")
+def live_person(others: tuple[float, ...], max_pairs: int, thresholds: tuple[float, ...] | float) -> list[float]:
+    """:func:`odcore.privacy.live.person_success` (``others``: sorted counts, as for :func:`user_risk`)."""
+    from odcore.privacy.live import person_success
+
+    return person_success(others, max_pairs, thresholds).tolist()

@@ -39,7 +39,8 @@ STEPS: tuple[Step, ...] = (
     Step("pages/2_OD_release.py", "What gets published",
          "Every count gets noise, and counts whose noisy value is below the threshold are not published. "
          "Lower the threshold and watch more pairs appear.",
-         ("**Threshold** (sidebar): try 20, then the preset button to go back",
+         ("**Threshold** (above the curves): drag it to 20 and watch the counts published, then the preset button "
+          "to go back",
           "**Map**: published vs the true counts, or side by side")),
     Step("pages/8_See_the_noise.py", "The noise on one count",
          "Pick a true count and see what gets published: a number a few people off, or nothing at all. "
@@ -48,7 +49,8 @@ STEPS: tuple[Step, ...] = (
     Step("pages/3_Attack.py", "One trip vs many trips",
          "ε = 0.66 protects *one* count. An attacker who knows k of your trips gets k noisy hints. Watch the "
          "success climb from a coin flip to near-certainty as k grows.",
-         ("**ε** (sidebar)", "**Person**: a real person of the week, in the thresholded release")),
+         ("**ε** (above the curve): drag it and watch the curve follow",
+          "**Person**: a real person of the week, in the thresholded release")),
     Step("pages/7_Play_the_attacker.py", "Play the attacker",
          "Now you are the attacker: look at the published counts on someone's trips and guess whether they are "
          "in. The lab's optimal attacker plays the same rounds; compare your score with its score and the theory.",

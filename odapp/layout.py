@@ -17,13 +17,14 @@ HEADLINE_DELTA = 1e-6   # δ of the tight per-person figure in every page's head
 PAGE_FILES = sorted((Path(__file__).resolve().parent.parent / "pages").glob("*.py"))
 
 
-def page(title: str, intro: str, *, icon: str = "🗺️") -> sidebar.PageContext:
-    """Set up a page: browser title, heading, two or three sentences of plain language, the shared sidebar."""
+def page(title: str, intro: str, *, icon: str = "🗺️", live: tuple[str, ...] = ()) -> sidebar.PageContext:
+    """Set up a page: browser title, heading, two or three sentences of plain language, the shared sidebar
+    (``live``: the settings whose slider the page draws with its live curves, :mod:`odapp.components.live`)."""
     st.set_page_config(page_title=f"{title} · OD Privacy Lab", page_icon=icon, layout="wide")
     compact_top()
     st.title(title)
     st.markdown(intro)
-    ctx = sidebar.render()
+    ctx = sidebar.render(live=live)
     unit_headline(ctx)
     return ctx
 

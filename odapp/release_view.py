@@ -72,12 +72,22 @@ def week_view(ctx, rcfg, week: int):
 
 def first_view(ctx) -> None:
     """Compute into the caches what the OD release page shows when it is opened with these settings: the week's
-    release, its cells, the map with the default options and the release-probability chart."""
+    release, its cells, the map with the default options, the release-probability chart and its live tables."""
     s = ctx.settings
     rcfg = s.release_config()
     res, cent, cells = week_view(ctx, rcfg, s.week)
     flow_maps(ctx, rcfg, res.table, s.week, cent, cells, MAP_DEFAULTS)
     release_curve(ctx, rcfg, res.table, s.week, projector=False)
+    live_tables(ctx, rcfg, res.table)
+
+
+def live_tables(ctx, rcfg, table) -> dict:
+    """The live curves' tables of the week (:func:`odapp.cache.live_release`): the seed's unit draws by true count
+    and the histogram of the true counts."""
+    s = ctx.settings
+    return cache.live_release(s.dataset.id, ctx.od_config, s.week, s.mode,
+                              s.max_pairs if s.mode == "user_level" else None, s.seed, float(rcfg.sensitivity),
+                              _scale=float(rcfg.scale), _table=table)
 
 
 def published_csv(ctx, rcfg, week: int):

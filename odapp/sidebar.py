@@ -304,8 +304,11 @@ def _place_caption(summary: dict) -> None:
         st.caption(f"Local time: {plain(tz)} ({TZ_SOURCES.get(summary.get('tz_source'), 'as read')}).")
 
 
-def render() -> PageContext:
-    """Draw the shared sidebar; load the data; return the frozen settings and data for the page."""
+def render(live: tuple[str, ...] = ()) -> PageContext:
+    """Draw the shared sidebar; load the data; return the frozen settings and data for the page.
+
+    ``live``: the settings ("epsilon", "threshold") whose slider the page draws itself, beside its live curves
+    (:mod:`odapp.components.live`); the sidebar then says where it is instead of drawing a second one."""
     from odcore.od.trips import ODConfig
 
     ss = st.session_state
@@ -358,13 +361,17 @@ def render() -> PageContext:
                        + (" (shown by default)." if int(ss[K_WEEK]) == busiest else "."))
         _place_caption(loaded.summary)
         user_mode = ss[K_MODE] == "user_level"
-        _bound(K_EPSILON, st.slider, label=epsilon_label(ss[K_MODE]), min_value=EPSILON_RANGE[0],
-               max_value=EPSILON_RANGE[1], step=EPSILON_RANGE[2],
-               help="Per person and week: the whole week of one person is protected at this ε (each count gets "
-                    "noise max_pairs/ε). Per count: Laplace noise of scale 1/ε on every count, protecting one trip "
-                    "of one person; Google used 0.66." if user_mode else
-                    "Laplace noise of scale 1/ε is added to every count. Smaller ε: more noise, stronger "
-                    "protection. Google used 0.66.")
+        if "epsilon" in live:
+            st.markdown(f"{epsilon_label(ss[K_MODE])}: **{float(ss[K_EPSILON]):g}** — drag it on the page, above "
+                        "the curves.")
+        else:
+            _bound(K_EPSILON, st.slider, label=epsilon_label(ss[K_MODE]), min_value=EPSILON_RANGE[0],
+                   max_value=EPSILON_RANGE[1], step=EPSILON_RANGE[2],
+                   help="Per person and week: the whole week of one person is protected at this ε (each count gets "
+                        "noise max_pairs/ε). Per count: Laplace noise of scale 1/ε on every count, protecting one trip "
+                        "of one person; Google used 0.66." if user_mode else
+                        "Laplace noise of scale 1/ε is added to every count. Smaller ε: more noise, stronger "
+                        "protection. Google used 0.66.")
         _bound(K_MODE, st.selectbox, label="Guarantee unit", options=list(MODE_LABELS),
                format_func=MODE_LABELS.get,
                help="'per metric' protects one trip of one user in one week (Google's reading); 'per user' "
@@ -375,6 +382,10 @@ def render() -> PageContext:
                    help="Each user keeps at most this many of their unique pairs per week; the noise scale "
                         "becomes max_pairs/ε so the whole week is ε-DP per user.")
             threshold = _user_threshold()
+        elif "threshold" in live:
+            st.markdown(f"Threshold (suppress noisy counts below): **{float(ss[K_THRESHOLD]):g}** — drag it on the "
+                        "page, above the curves.")
+            threshold = float(ss[K_THRESHOLD])
         else:
             _bound(K_THRESHOLD, st.slider, label="Threshold (suppress noisy counts below)",
                    min_value=THRESHOLD_RANGE[0], max_value=THRESHOLD_RANGE[1], step=THRESHOLD_RANGE[2],

@@ -129,7 +129,7 @@ def empty_release_advice(true_counts, threshold: float, epsilon: float, sensitiv
     p = float(release_probability(top, epsilon, threshold, sensitivity))
     return (f"**Nothing is published this week.** The busiest pair has {num(int(top))} people, and a pair is "
             f"published only if its noisy count reaches {num(threshold)}: the chance for that pair is {p:.2g}. "
-            f"To see flows: lower the threshold towards {num(int(top))} (sidebar), use larger grid cells (more "
+            f"To see flows: lower the threshold towards {num(int(top))} (above the curves), use larger grid cells (more "
             "people per pair), pick a busier week, load data with more people, or switch the map to "
             "**Raw counts** to see what was there before suppression.")
 

@@ -6,11 +6,11 @@ import functools
 
 import streamlit as st
 
-from odapp import guide
+from odapp import guide, live_view
 from odapp import release_view as rv
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
-from odapp.export import chart, export_buttons, projector_mode, reproduce
+from odapp.export import button_row, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import num, pct, unit_words
 from odcore.privacy.release import ANALYSIS_NOTICE
@@ -21,11 +21,11 @@ ctx = page(
     "This is what gets published: for each pair of cells, how many distinct people travelled between them this "
     "week, **plus random noise**, and only if the noisy number reaches the threshold. Busy flows survive almost "
     "unchanged; small flows — the ones that could single someone out — mostly disappear.",
-    icon="🧭",
+    icon="🧭", live=("epsilon", "threshold"),
 )
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
-with engine_errors("Could not release the week", "Check ε, the threshold and the guarantee unit in the sidebar."):
+with engine_errors("Could not release the week", "Check ε and the threshold (above the curves) and the guarantee unit in the sidebar."):
     rcfg = s.release_config()
     res = rv.week_release(ctx, s.week, rcfg)
 table = res.table
@@ -71,7 +71,11 @@ cli_config = release_config(s, ctx.loaded)
 
 st.subheader("Which flows survive: release probability against the true count")
 fig, curve = rv.release_curve(ctx, rcfg, table, s.week, projector_mode())
-chart(fig, f"release_probability_week{s.week}", data=curve, config=cli_config, command="release", key="rel_prob")
+live_view.release(ctx, rcfg, table)
+row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)
+if not projector_mode():   # the curve at the page's ε and threshold, as files (plotly)
+    export_buttons(f"release_probability_week{s.week}", fig=fig, data=curve, config=cli_config, command="release",
+                   key="rel_prob", row=row)
 
 st.subheader("The published table")
 if released.any():

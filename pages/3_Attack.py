@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import attack_view, cache, charts, guide
+from odapp import attack_view, cache, charts, guide, live_view
 from odapp.cli_config import attack_curve_config, user_risk_config
 from odapp.errors import engine_errors
-from odapp.export import chart, projector_mode, reproduce
+from odapp.export import button_row, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import pct, probability_words, unit_words
 from odcore.privacy.attack import simulate_attack
@@ -23,7 +23,7 @@ ctx = page(
     "were you in the data? Each of your trips adds one more noisy hint, so the more distinct trips you make, the "
     "surer the attacker gets — from a coin flip at k = 0 towards certainty. The dashed line is what the "
     "“16 %” statement promises (one trip).",
-    icon="🎯",
+    icon="🎯", live=("epsilon",),
 )
 needs_pairs(ctx, "The per-person attack")
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
@@ -32,11 +32,11 @@ c1, c2 = st.columns([1, 3])
 prior = c1.slider("Attacker's prior that you are in", 0.05, 0.95, 0.5, 0.05, key="attack_prior",
                   help="0.5 is the paper's setting (a coin flip before the attack). Other priors show the "
                        "Bayes-optimal attacker's success.")
-with engine_errors("Could not compute the attack curve", "Check ε in the sidebar."):
+with engine_errors("Could not compute the attack curve", "Check ε (above the curve)."):
     curve = cache.success_curve(s.epsilon, K_MAX, float(prior))
 user_mode = s.mode == "user_level"
 if user_mode:   # the bounded release: a person's week adds min(n, m) counts, each with Laplace(m/ε)
-    with engine_errors("Could not compute the per-person curve", "Check ε and max pairs in the sidebar."):
+    with engine_errors("Could not compute the per-person curve", "Check ε (above the curve) and max pairs in the sidebar."):
         curve["success_per_person"] = cache.bounded_success_curve(s.epsilon, s.max_pairs, K_MAX)
 head = curve["success_per_person"] if user_mode else curve["success"]
 p3, p32, bound = float(head[3]), float(head[32]), float(curve["bound"][0])
@@ -89,10 +89,13 @@ mc = st.session_state.get(MC_KEY, {}).get((float(s.epsilon), int(reps), int(s.se
 fig = charts.curve_chart(curve, mc if show_mc else None, mode=s.mode, epsilon=s.epsilon, max_pairs=s.max_pairs,
                          prior=float(prior), reps=int(reps), p3=p3, p32=p32, projector=projector_mode())
 curve_data = curve if mc is None else curve.merge(mc, on="k", how="left")
-chart(fig, "attack_success_curve", data=curve_data,
-      config=attack_curve_config(s, k_max=K_MAX, prior=float(prior), monte_carlo=int(reps) if mc is not None
-                                 else None),
-      command="attack-curve", key="attack_curve")
+live_view.attack(s, curve, k_max=K_MAX, prior=float(prior), mc=mc if show_mc else None, reps=int(reps))
+row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)
+if not projector_mode():   # the curve at the page's ε, as files (plotly)
+    export_buttons("attack_success_curve", fig=fig, data=curve_data,
+                   config=attack_curve_config(s, k_max=K_MAX, prior=float(prior),
+                                              monte_carlo=int(reps) if mc is not None else None),
+                   command="attack-curve", key="attack_curve", row=row)
 
 # ---- a real user of the week ------------------------------------------------------------------------------------
 attack_view.real_person(ctx, bound)   # its own fragment (odapp.attack_view)

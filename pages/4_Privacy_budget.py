@@ -7,11 +7,11 @@ import functools
 import pandas as pd
 import streamlit as st
 
-from odapp import cache, callbacks, charts, guide
+from odapp import cache, callbacks, charts, guide, live_view
 from odapp import release_view as rv
 from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
-from odapp.export import chart, projector_mode, reproduce
+from odapp.export import chart, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import epsilon_words, num, pct, probability_words, unit_words
 from odcore.privacy.accounting import BudgetConfig, delta_parts, posterior_bound
@@ -25,7 +25,7 @@ ctx = page(
     "(“per metric”). A person with *n* distinct trips in a week is in *n* counts, so their own budget adds up "
     "— to n·ε per week and more over many weeks. This page puts the two readings side by side and turns each ε "
     "into the best an attacker could do.",
-    icon="🧮",
+    icon="🧮", live=("epsilon",),
 )
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
@@ -148,23 +148,28 @@ with st.container():   # in both units, so the charts below keep their place (up
                            help="One page: unit of protection, ε and δ per week and per year, what an attacker can "
                                 "learn, in plain words.")
 
-st.subheader("ε of one user-week against the number of unique trips")
+st.subheader("ε of one user-week against the number of unique trips, and over weeks")
 projector = projector_mode()
+live_view.budget(s, trips=int(trips), weeks=int(weeks), delta=float(delta), trips_max=max(70, int(trips)),
+                 typical=typical, prior=float(prior), interval=PAGE_TOTAL_INTERVAL)
 fig = charts.trips_chart(vs_trips, delta=float(delta), max_pairs=s.max_pairs, trips=int(trips), typical=typical,
                          week=s.week, e_count=float(e_count), epsilon=s.epsilon, user_mode=user_mode,
                          projector=projector)
-chart(fig, "epsilon_vs_trips", data=vs_trips, config=cli_config, command="budget", key="eps_trips")
-
-left, right = st.columns(2)
+left, right = st.columns(2)   # there in both modes, so what follows keeps its place (updated, not rebuilt)
+if not projector:   # the curves at the page's ε, as files (plotly)
+    with left:
+        export_buttons("epsilon_vs_trips", fig=fig, data=vs_trips, config=cli_config, command="budget",
+                       key="eps_trips")
+    with right:
+        fig = charts.weeks_chart(over_weeks, trips=int(trips), max_pairs=s.max_pairs, user_mode=user_mode,
+                                 projector=projector)
+        over_weeks_csv = functools.partial(   # the chart's numbers with the tight bracket's lower end
+            callbacks.budget_over_weeks, s.epsilon, int(trips), int(weeks), float(delta),
+            s.max_pairs if user_mode else None, vs_trips, PAGE_TOTAL_INTERVAL)
+        export_buttons("epsilon_over_weeks", fig=fig, data=over_weeks_csv, config=cli_config, command="budget",
+                       key="eps_weeks")
+left, _ = st.columns(2)
 with left:
-    st.subheader("Cumulative ε over weeks")
-    fig = charts.weeks_chart(over_weeks, trips=int(trips), max_pairs=s.max_pairs, user_mode=user_mode,
-                             projector=projector)
-    over_weeks_csv = functools.partial(   # the chart's numbers with the tight bracket's lower end, when downloaded
-        callbacks.budget_over_weeks, s.epsilon, int(trips), int(weeks), float(delta),
-        s.max_pairs if user_mode else None, vs_trips, PAGE_TOTAL_INTERVAL)
-    chart(fig, "epsilon_over_weeks", data=over_weeks_csv, config=cli_config, command="budget", key="eps_weeks")
-with right:
     st.subheader("ε against δ (one user-week)")
     fig = charts.delta_chart(eps_delta, trips=int(trips), projector=projector)
     chart(fig, "epsilon_delta", data=eps_delta, config=cli_config, command="budget", key="eps_delta")

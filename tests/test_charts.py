@@ -25,8 +25,22 @@ SIDEBAR_STEPS = [
     ("per user", lambda at: at.sidebar.selectbox(key="w.mode").set_value("user_level")),
     ("ε per user", lambda at: at.sidebar.slider(key="w.epsilon").set_value(3.0)),
 ]
+
+
+def live_epsilon(value: float):
+    """A step for a page whose ε slider is its live component's (odapp.components.live): set the setting it writes
+    on release."""
+    def how(at):
+        at.session_state["odlab.epsilon"] = value
+        return at
+    return how
+
+
+# the sidebar's steps on a page that holds ε itself, beside its live curves
+LIVE_STEPS = [(what, live_epsilon(1.0 if what == "ε" else 3.0)) if what.startswith("ε") else (what, how)
+              for what, how in SIDEBAR_STEPS]
 # charts on the page when everything is shown (zones compared, every user attacked, the experiment run, a round played)
-MOST_CHARTS = {"pages/1_Data.py": 3, "pages/3_Attack.py": 3, "pages/4_Privacy_budget.py": 3,
+MOST_CHARTS = {"pages/1_Data.py": 3, "pages/3_Attack.py": 2, "pages/4_Privacy_budget.py": 1,
                "pages/5_Knock_Knock.py": 3, "pages/7_Play_the_attacker.py": 2, "pages/8_See_the_noise.py": 1}
 # page -> its walk: its own controls and actions, then (for most) the sidebar's
 PAGE_WALKS = {
@@ -36,10 +50,10 @@ PAGE_WALKS = {
                         *SIDEBAR_STEPS[:3], PROJECTOR_ON],
     "pages/3_Attack.py": [("prior", lambda at: at.slider(key="attack_prior").set_value(0.3)),
                           ("every user attacked", lambda at: at.toggle(key="attack_population").set_value(True)),
-                          *SIDEBAR_STEPS],
+                          *LIVE_STEPS],
     "pages/4_Privacy_budget.py": [("trips", lambda at: at.number_input(key="budget_trips").set_value(40)),
                                   ("δ", lambda at: at.select_slider(key="budget_delta").set_value(1e-9)),
-                                  *SIDEBAR_STEPS],
+                                  *LIVE_STEPS],
     "pages/5_Knock_Knock.py": [("run", lambda at: next(b for b in at.button if "Run" in (b.label or "")).click()),
                                ("another target's ROC", lambda at: at.selectbox(key="knock_roc_target")
                                 .select_index(1)),

@@ -1,0 +1,86 @@
+"""The live-curve component: the page's ε slider and its curves, drawn in the browser at every frame of a drag.
+
+``live_curves(...)`` mounts it. Python gives it plain data (``LiveTable.to_json`` tables and closed-form names), never
+markup. On release the component's value is copied into the page's persistent setting by the ``on_change`` callback,
+which runs before the rerun (as the sidebar's widgets do, :mod:`odapp.sidebar`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+HERE = Path(__file__).resolve().parent
+NAME = "odlab_live_curves"
+
+
+@st.cache_resource(show_spinner=False)
+def mount_function():
+    """The component's mounting function (registered once per process)."""
+    return st.components.v2.component(NAME, js=(HERE / "live.js").read_text(encoding="utf-8"),
+                                      css=(HERE / "live.css").read_text(encoding="utf-8"), isolate_styles=False)
+
+
+def table_series(name: str, table: dict, *, key: str, **style) -> dict:
+    """A curve read from a table (:meth:`odcore.privacy.live.LiveTable.to_json`; ``style``: color, dash, width)."""
+    return {"name": name, "key": key, "table": table, **style}
+
+
+def formula_series(name: str, formula: str, x=None, *, key: str, args: dict | None = None, span: dict | None = None,
+                   **style) -> dict:
+    """A closed-form curve computed exactly in the browser: ``bound``, ``basic``, ``advanced``, ``release`` or
+    ``identity`` (``live.js``), at ``x`` or on ``span`` (``{"mult", "of", "floor", "n"}``: n points from 0 to
+    max(mult·slider, floor))."""
+    out = {"name": name, "key": key, "formula": formula, "args": args or {}, **style}
+    if span is not None:
+        out["span"] = span
+    else:
+        out["x"] = [float(v) for v in x]
+    return out
+
+
+def control(state_key: str, value: float, label: str, span: tuple[float, float, float], *,
+            name: str | None = None) -> dict:
+    """A slider of the component: the page's setting under ``state_key``; ``name`` (default: the key after the
+    dot) is how the curves' formulas call it ("epsilon", "threshold")."""
+    return {"name": name or state_key.split(".", 1)[-1], "state_key": state_key, "value": float(value),
+            "label": label, "min": span[0], "max": span[1], "step": span[2]}
+
+
+def live_curves(*, controls: list[dict], charts: list[dict], page: str, key: str, columns: int = 1,
+                pairs: dict | None = None, fixed: dict | None = None, fit: dict | None = None,
+                follow: str | None = None) -> None:
+    """Draw the sliders (:func:`control`) and ``charts``. On release a slider's value is written to its
+    ``st.session_state[state_key]`` (rounded to the slider's step) before the page reruns.
+
+    Each chart: ``id``, ``title`` (``{epsilon}``, ``{threshold}``: the sliders' values), ``xlabel``, ``ylabel``,
+    ``series`` (:func:`table_series`, :func:`formula_series`), optional ``ymin``/``ymax``, ``ylog``, ``ypct``,
+    ``height``, ``xmin``, ``xmax`` (``{"mult", "of", "floor"}``: a range that follows a slider), ``vlines``/``hlines``
+    (``x``/``y`` a number or a slider's name, ``label``, ``color``), ``readouts`` (``label``, ``series`` index,
+    ``x``, ``fmt`` "pct", ``posterior`` prior), ``bars`` (a histogram on a right log axis), ``published`` (draw
+    ``pairs``' published counts). ``pairs``: :func:`odcore.privacy.live.coherent_draws`. ``fixed``: settings the
+    formulas read that have no slider here (the per-person threshold)."""
+
+    def changed(c: dict) -> None:
+        got = st.session_state.get(key)
+        got = got.get(c["name"]) if isinstance(got, dict) else getattr(got, c["name"], None)
+        if got is not None:
+            v = round(round(min(max(float(got), c["min"]), c["max"]) / c["step"]) * c["step"], 10)
+            st.session_state[c["state_key"]] = int(v) if float(c["step"]).is_integer() else v
+
+    spec = {"page": page, "controls": [{k: v for k, v in c.items() if k != "state_key"} for c in controls],
+            "charts": charts, "columns": columns, "pairs": pairs, "fixed": fixed or {}, "fit": fit,
+            "follow": follow}
+    callbacks = {f"on_{c['name']}_change": (lambda c=c: changed(c)) for c in controls}
+    mount_function()(key=key, data=spec, **callbacks)
+
+
+def fit_spec(max_pairs: int, delta: float) -> dict:
+    """``fit`` of :func:`live_curves`: the constants of :func:`odcore.privacy.accounting.partition_threshold` for one
+    week (τ = 1 − (m/ε)·log(2·δ_adj), δ_adj = 1 − (1 − δ)^(1/m)), so the browser computes the fitted threshold at
+    any ε."""
+    import math
+
+    m = int(max_pairs)
+    return {"m": m, "log2d": math.log(2.0 * -math.expm1(math.log1p(-float(delta)) / m))}

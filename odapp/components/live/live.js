@@ -1,0 +1,358 @@
+// Live curves: a slider (the page's ε) and canvas charts redrawn at every animation frame while it is dragged,
+// from tables the server sent once (odcore.privacy.live). On release the value goes to the server (one rerun).
+// Plain canvas, no library. Spec of `data`: odapp/components/live/__init__.py.
+
+const FORMULAS = {
+  // e^ε/(1+e^ε), or πe^ε/(πe^ε + 1 − π) with a prior: the posterior bound (Houssiau et al. 2022, Methods)
+  bound: (x, v, a) => {
+    const s = v.epsilon * (a.scale || 1), p = a.prior === undefined ? 0.5 : a.prior;
+    return p * Math.exp(s) / (p * Math.exp(s) + 1 - p);
+  },
+  // basic composition k·ε (Dwork & Roth 2014, Thm 3.16), k = x·mult
+  basic: (x, v, a) => x * (a.mult || 1) * v.epsilon * (a.scale || 1),
+  // advanced composition sqrt(2k ln(1/δ'))·ε + k·ε·(e^ε − 1) (Dwork & Roth 2014, Thm 3.20)
+  advanced: (x, v, a) => {
+    const k = x * (a.mult || 1), s = v.epsilon * (a.scale || 1);
+    return Math.sqrt(2 * k * Math.log(1 / a.delta)) * s + k * s * Math.expm1(s);
+  },
+  identity: (x) => x,
+  // e^x/(1+e^x) against x = ε·scale: the per-trip bound as a curve over ε
+  bound_x: (x, v, a) => 1 / (1 + Math.exp(-x * (a.scale || 1))),
+  // P(c + Laplace(b) ≥ τ), b = sensitivity/ε: odcore.privacy.release.release_probability
+  release: (x, v, a) => {
+    const b = a.sensitivity / v.epsilon, d = v.threshold - x;
+    return d >= 0 ? 0.5 * Math.exp(-d / b) : 1 - 0.5 * Math.exp(d / b);
+  },
+};
+
+function posterior(value, prior) { return FORMULAS.bound(0, { epsilon: value }, { prior }); }
+
+function linspace(lo, hi, n) { return Array.from({ length: n }, (_, i) => lo + (hi - lo) * i / (n - 1)); }
+
+function resolve(y, v) { return typeof y === "string" ? v[y] : y; }   // a number, or the name of a control
+
+function interpolate(t, e) {
+  // Same arithmetic as odcore.privacy.live.interpolate (clamped, "lin" or "loglog").
+  const g = t.grid, n = g.length;
+  const v = Math.min(Math.max(e, g[0]), g[n - 1]);
+  let lo = 0, hi = n - 1;
+  while (hi - lo > 1) { const mid = (lo + hi) >> 1; if (g[mid] <= v) lo = mid; else hi = mid; }
+  const a = t.values[lo], b = t.values[hi], out = new Array(a.length);
+  if (t.interp === "loglog") {
+    const w = (Math.log(v) - Math.log(g[lo])) / (Math.log(g[hi]) - Math.log(g[lo]));
+    for (let j = 0; j < a.length; j++) {
+      out[j] = (a[j] > 0 && b[j] > 0) ? Math.exp(Math.log(a[j]) * (1 - w) + Math.log(b[j]) * w)
+        : (a[j] === null || b[j] === null ? NaN : a[j] * (1 - w) + b[j] * w);
+    }
+  } else {
+    const w = (v - g[lo]) / (g[hi] - g[lo]);
+    for (let j = 0; j < a.length; j++) out[j] = (a[j] === null || b[j] === null) ? NaN : a[j] * (1 - w) + b[j] * w;
+  }
+  return out;
+}
+
+function seriesAt(s, v) {
+  if (s.y && !s.at) return { x: s.x, y: s.y };   // a fixed curve (e.g. against ε itself)
+  if (s.at) {   // drawn at the page's setting only (a curve the server computed at that setting)
+    const here = Object.entries(s.at).every(([k, a]) => Math.abs(v[k] - a) < 1e-9);
+    return { x: s.x, y: here ? s.y : s.y.map(() => NaN) };
+  }
+  if (s.table) return { x: s.table.x, y: interpolate(s.table, v[s.table.over || "epsilon"]) };
+  const f = FORMULAS[s.formula], a = s.args || {};
+  // x from the spec, or 0..max(mult·control, floor) when the range follows a control (the threshold)
+  const x = s.x || linspace(0, Math.max(s.span.mult * v[s.span.of], s.span.floor), s.span.n);
+  return { x, y: x.map((xx) => f(xx, v, a)) };
+}
+
+function published(pairs, v) {
+  // Coherent noise: pair i's noisy count is c_i + b·u_i with u_i its unit-Laplace draw (the seed's), b = sens/ε.
+  // Returns the published points and their number (exact while below each count's cap of kept draws).
+  const b = pairs.sensitivity / v.epsilon, tau = v.threshold, xs = [], ys = [];
+  let n = 0, capped = false;
+  pairs.c.forEach((c, i) => {
+    const u = pairs.u[i], need = (tau - c) / b;   // u sorted from the largest down
+    let k = 0;
+    while (k < u.length && u[k] >= need) { xs.push(c); ys.push(c + b * u[k]); k++; }
+    n += k;
+    if (k === u.length && u.length < pairs.n[i]) capped = true;
+  });
+  return { x: xs, y: ys, n, capped };
+}
+
+function expected(pairs, v) {
+  let s = 0;
+  pairs.c.forEach((c, i) => { s += pairs.n[i] * FORMULAS.release(c, v, { sensitivity: pairs.sensitivity }); });
+  return s;
+}
+
+function fmt(v, how) {
+  if (!Number.isFinite(v)) return "–";
+  if (how === "pct") return (100 * v).toFixed(1) + " %";
+  if (Math.abs(v) >= 1000) return Math.round(v).toLocaleString("en");
+  if (how === "tick" && Math.abs(v - Math.round(v)) < 1e-9) return String(Math.round(v));
+  return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+}
+
+const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"];
+
+function niceTicks(lo, hi, n) {
+  const span = hi - lo || 1, step0 = span / n, mag = Math.pow(10, Math.floor(Math.log10(step0)));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => span / s <= n) || 10 * mag;
+  const out = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) out.push(v);
+  return out;
+}
+
+function logTicks(lo, hi) {
+  const out = [];
+  for (let p = Math.floor(Math.log10(lo)); p <= Math.ceil(Math.log10(hi)); p++) {
+    for (const m of [1, 3]) { const v = m * Math.pow(10, p); if (v >= lo && v <= hi) out.push(v); }
+  }
+  return out;
+}
+
+function drawChart(c, spec, v, dark, pairs) {
+  const canvas = c.canvas, dpr = window.devicePixelRatio || 1;
+  const W = Math.max(200, c.box.clientWidth), H = spec.height || 340;
+  if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
+    canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
+    canvas.style.width = W + "px"; canvas.style.height = H + "px";
+  }
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, W, H);
+  const fg = dark ? "#e6e6e6" : "#262730", grid = dark ? "#444" : "#e5e5e5";
+  const data = spec.series.map((s) => seriesAt(s, v));
+  const pts = spec.published && pairs ? published(pairs, v) : null;
+  const L = 62, R = spec.bars ? 58 : 12, T = 30, B = 44, pw = W - L - R, ph = H - T - B;
+  const xs = data.flatMap((d) => d.x);
+  let xlo = Math.min(...xs), xhi = Math.max(...xs);
+  if (spec.xmax) xhi = Math.max(spec.xmax.mult * v[spec.xmax.of], spec.xmax.floor);
+  if (spec.xmin !== undefined) xlo = spec.xmin;
+  let ylo = spec.ymin, yhi = spec.ymax;
+  if (ylo === null || ylo === undefined || yhi === null || yhi === undefined) {
+    const ys = data.flatMap((d) => d.y).filter((y) => Number.isFinite(y) && (!spec.ylog || y > 0));
+    const lo = Math.min(...ys), hi = Math.max(...ys);
+    if (ylo === null || ylo === undefined) ylo = spec.ylog ? lo / 1.2 : Math.min(0, lo);
+    if (yhi === null || yhi === undefined) yhi = spec.ylog ? hi * 1.2 : hi * 1.05;
+  }
+  const ty = spec.ylog ? (v) => Math.log10(v) : (v) => v;
+  const X = (x) => L + (x - xlo) / (xhi - xlo || 1) * pw;
+  const Y = (y) => T + ph - (ty(y) - ty(ylo)) / (ty(yhi) - ty(ylo) || 1) * ph;
+  ctx.font = "12px sans-serif"; ctx.fillStyle = fg; ctx.strokeStyle = grid; ctx.lineWidth = 1;
+  const yt = spec.ylog ? logTicks(ylo, yhi) : niceTicks(ylo, yhi, 6);
+  ctx.textAlign = "right"; ctx.textBaseline = "middle";
+  for (const v of yt) {
+    ctx.beginPath(); ctx.moveTo(L, Y(v)); ctx.lineTo(L + pw, Y(v)); ctx.stroke();
+    ctx.fillText(spec.ypct ? Math.round(100 * v) + " %" : fmt(v, "tick"), L - 6, Y(v));
+  }
+  ctx.textAlign = "center"; ctx.textBaseline = "top";
+  for (const v of niceTicks(xlo, xhi, 8)) {
+    ctx.beginPath(); ctx.moveTo(X(v), T); ctx.lineTo(X(v), T + ph); ctx.stroke();
+    ctx.fillText(fmt(v, "tick"), X(v), T + ph + 5);
+  }
+  ctx.fillText(spec.xlabel || "", L + pw / 2, H - 18);
+  ctx.save(); ctx.translate(14, T + ph / 2); ctx.rotate(-Math.PI / 2); ctx.fillText(spec.ylabel || "", 0, -6);
+  ctx.restore();
+  ctx.font = "bold 14px sans-serif"; ctx.textAlign = "left";
+  ctx.fillText(spec.title.replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), L, 6);
+  ctx.save(); ctx.beginPath(); ctx.rect(L, T, pw, ph); ctx.clip();
+  if (spec.bars) {   // a histogram behind the curves, on its own log scale (right axis)
+    const br = spec.bars, top = Math.log10(Math.max(...br.y)) * 1.08 + 0.05;
+    const BY = (y) => T + ph - (Math.log10(y) + 0.05) / (top + 0.05) * ph;
+    ctx.fillStyle = "#9db4d3";
+    br.x.forEach((x, i) => { if (x - br.w[i] / 2 <= xhi) ctx.fillRect(X(x - br.w[i] / 2), BY(br.y[i]), Math.max(1, X(x + br.w[i] / 2) - X(x - br.w[i] / 2)), T + ph - BY(br.y[i])); });
+    ctx.restore(); ctx.save();
+    ctx.fillStyle = fg; ctx.textAlign = "left"; ctx.textBaseline = "middle"; ctx.font = "12px sans-serif";
+    for (let p = 0; p <= Math.floor(top); p++) ctx.fillText(fmt(Math.pow(10, p), "tick"), L + pw + 4, BY(Math.pow(10, p)));
+    ctx.beginPath(); ctx.rect(L, T, pw, ph); ctx.clip();
+  }
+  for (const m of spec.vlines || []) {
+    const x = resolve(m.x, v);
+    ctx.strokeStyle = m.color || "#888"; ctx.setLineDash([4, 4]); ctx.beginPath();
+    ctx.moveTo(X(x), T); ctx.lineTo(X(x), T + ph); ctx.stroke();
+    ctx.fillStyle = m.color || "#888"; ctx.font = "12px sans-serif";
+    ctx.fillText((m.label || "").replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), X(x) + 4, T + ph - 16);
+  }
+  for (const m of spec.hlines || []) {
+    const y = resolve(m.y, v);
+    if (y < ylo || y > yhi) continue;
+    ctx.strokeStyle = m.color || "#d95f02"; ctx.setLineDash([2, 4]); ctx.beginPath();
+    ctx.moveTo(L, Y(y)); ctx.lineTo(L + pw, Y(y)); ctx.stroke();
+    ctx.fillStyle = m.color || "#d95f02";
+    ctx.fillText((m.label || "").replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), L + 4, Y(y) - 16);
+  }
+  if (pts) {   // the counts published at the pointer's ε and τ
+    ctx.fillStyle = "rgba(31, 119, 180, 0.55)";
+    for (let j = 0; j < pts.x.length; j++) ctx.fillRect(X(pts.x[j]) - 1.5, Y(pts.y[j]) - 1.5, 3, 3);
+  }
+  data.forEach((d, i) => {
+    const s = spec.series[i];
+    ctx.strokeStyle = s.color || PALETTE[i % PALETTE.length]; ctx.lineWidth = s.width || 2;
+    ctx.setLineDash(s.dash || []); ctx.beginPath();
+    let on = false;
+    for (let j = 0; j < d.x.length; j++) {
+      const y = d.y[j];
+      if (!Number.isFinite(y) || (spec.ylog && y <= 0)) { on = false; continue; }
+      if (on) ctx.lineTo(X(d.x[j]), Y(y)); else { ctx.moveTo(X(d.x[j]), Y(y)); on = true; }
+    }
+    ctx.stroke();
+  });
+  ctx.setLineDash([]);
+  const mc = spec.points;
+  if (mc && Math.abs(mc.at - v.epsilon) < 1e-9) {   // Monte Carlo points: valid at the ε they were drawn at only
+    ctx.strokeStyle = ctx.fillStyle = "#9467bd"; ctx.lineWidth = 1;
+    for (let j = 0; j < mc.x.length; j++) {
+      ctx.beginPath(); ctx.moveTo(X(mc.x[j]), Y(mc.lo[j])); ctx.lineTo(X(mc.x[j]), Y(mc.hi[j])); ctx.stroke();
+      ctx.beginPath(); ctx.arc(X(mc.x[j]), Y(mc.y[j]), 2.5, 0, 2 * Math.PI); ctx.fill();
+    }
+  }
+  for (const r of spec.readouts || []) {
+    const d = data[r.series], j = d.x.indexOf(r.x);
+    if (j < 0 || !Number.isFinite(d.y[j]) || r.posterior !== undefined) continue;
+    ctx.fillStyle = spec.series[r.series].color || PALETTE[r.series % PALETTE.length];
+    ctx.beginPath(); ctx.arc(X(r.x), Y(d.y[j]), 5, 0, 2 * Math.PI); ctx.fill();
+    ctx.fillStyle = fg; ctx.font = "12px sans-serif"; ctx.fillText(fmt(d.y[j], r.fmt), X(r.x) + 7, Y(d.y[j]) + 4);
+  }
+  ctx.restore();
+  if (pts) data.published = pts;
+  // legend, top right, one line per series
+  ctx.font = "12px sans-serif"; ctx.textAlign = "right"; ctx.textBaseline = "middle";
+  const ly0 = spec.legend === "top" ? T + 12 : T + ph - 12 - 16 * (spec.series.length - 1);
+  spec.series.forEach((s, i) => {
+    const y = ly0 + 16 * i, x = L + pw - 8;
+    ctx.fillStyle = fg; ctx.fillText(s.name, x - 30, y);
+    ctx.strokeStyle = s.color || PALETTE[i % PALETTE.length]; ctx.lineWidth = s.width || 2;
+    ctx.setLineDash(s.dash || []); ctx.beginPath(); ctx.moveTo(x - 24, y); ctx.lineTo(x, y); ctx.stroke();
+  });
+  ctx.setLineDash([]);
+  return data;
+}
+
+export default function (component) {
+  const { data, parentElement, setStateValue } = component;
+  let st = parentElement.__odlive;
+  if (!st) {
+    const root = document.createElement("div");
+    root.className = "odlive";
+    root.innerHTML = '<div class="odlive-controls"></div><div class="odlive-readout"></div>' +
+      '<div class="odlive-charts"></div>';
+    parentElement.appendChild(root);
+    st = parentElement.__odlive = { root, charts: [], inputs: {}, values: {}, dragging: false, pending: false };
+    new ResizeObserver(() => paint(st)).observe(root);
+    const follow = (ev) => {   // a follower: no slider of its own, the values of its leader's
+      if (!st.root.isConnected) { window.removeEventListener("odlive", follow); return; }
+      if (!st.spec.follow || ev.detail.page !== st.spec.follow) return;
+      Object.assign(st.values, ev.detail.settings);
+      if (!st.pending) { st.pending = true; requestAnimationFrame(() => { st.pending = false; paint(st); }); }
+    };
+    window.addEventListener("odlive", follow);
+    st.unfollow = () => window.removeEventListener("odlive", follow);
+  }
+  st.setStateValue = setStateValue;
+  st.spec = data;
+  st.root.dataset.page = data.page;
+  const names = data.controls.map((c) => c.name).join(",");
+  if (st.names !== names) {   // the controls (one slider per setting the page holds live)
+    st.names = names;
+    const box = st.root.querySelector(".odlive-controls");
+    box.innerHTML = ""; st.inputs = {};
+    for (const c of data.controls) {
+      const row = document.createElement("div");
+      row.className = "odlive-control"; row.dataset.name = c.name;
+      row.innerHTML = '<label class="odlive-label"></label><input class="odlive-range" type="range">' +
+        '<output class="odlive-out"></output>';
+      box.appendChild(row);
+      const input = row.querySelector("input");
+      st.inputs[c.name] = input;
+      const frame = () => { st.pending = false; paint(st); };
+      input.addEventListener("input", () => {
+        st.values[c.name] = parseFloat(input.value);
+        if (!st.pending) { st.pending = true; requestAnimationFrame(frame); }
+      });
+      input.addEventListener("pointerdown", () => { st.dragging = true; });
+      input.addEventListener("pointerup", () => { st.dragging = false; });
+      input.addEventListener("change", () => {
+        st.dragging = false;
+        st.values[c.name] = parseFloat(input.value);
+        st.setStateValue(c.name, st.values[c.name]);   // the page's setting: one rerun on release
+      });
+    }
+  }
+  if (data.follow) {   // start from the page's settings; the leader's events move them
+    const lead = (window.odlive || {})[data.follow];
+    Object.assign(st.values, data.fixed || {}, lead && lead.settings ? lead.settings : {});
+    for (const [k, val] of Object.entries(data.initial || {})) if (!(lead && lead.settings)) st.values[k] = val;
+  }
+  for (const c of data.controls) {
+    const input = st.inputs[c.name], row = input.parentElement;
+    input.min = c.min; input.max = c.max; input.step = c.step;
+    input.setAttribute("aria-label", c.label);
+    row.querySelector(".odlive-label").textContent = c.label;
+    if (!st.dragging) { st.values[c.name] = c.value; input.value = c.value; }
+  }
+  const box = st.root.querySelector(".odlive-charts");
+  if (st.charts.length !== data.charts.length) {
+    box.innerHTML = "";
+    st.charts = data.charts.map(() => {
+      const el = document.createElement("div"); el.className = "odlive-chart";
+      const canvas = document.createElement("canvas"); el.appendChild(canvas); box.appendChild(el);
+      return { box: el, canvas };
+    });
+  }
+  box.style.gridTemplateColumns = `repeat(${data.columns || 1}, minmax(0, 1fr))`;
+  paint(st);
+}
+
+function paint(st) {
+  const t0 = performance.now();
+  const spec = st.spec, v = { ...(spec.fixed || {}), ...st.values };
+  if (spec.fit) {   // the per-person threshold fitted to the noise: odcore.privacy.accounting.default_user_threshold
+    v.threshold = Math.ceil(Math.max(1, 1 - spec.fit.m / v.epsilon * spec.fit.log2d) - 1e-9);
+  }
+  const dark = document.body && getComputedStyle(document.body).color === "rgb(250, 250, 250)";
+  for (const c of spec.controls) {
+    st.inputs[c.name].parentElement.querySelector(".odlive-out").textContent = fmt(v[c.name], c.step < 1 ? undefined : "tick");
+  }
+  const values = {}, xs = {}, reads = [];
+  spec.charts.forEach((c, i) => {
+    const d = drawChart(st.charts[i], c, v, dark, spec.pairs);
+    values[c.id] = Object.fromEntries(c.series.map((s, j) => [s.key || s.name, d[j].y]));
+    xs[c.id] = Object.fromEntries(c.series.map((s, j) => [s.key || s.name, d[j].x]));
+    for (const r of c.readouts || []) {
+      let y;
+      if (r.at) {   // the series (against a setting) read at the pointer's value
+        const xx = d[r.series].x, yy = d[r.series].y, t = v[r.at];
+        let j = 1;
+        while (j < xx.length - 1 && xx[j] < t) j++;
+        const w = Math.min(1, Math.max(0, (t - xx[j - 1]) / (xx[j] - xx[j - 1])));
+        y = yy[j - 1] * (1 - w) + yy[j] * w;
+        values[c.id][(c.series[r.series].key || "") + "@" + r.at] = y;
+      } else {
+        const j = d[r.series].x.indexOf(r.x);
+        if (j < 0) continue;
+        y = d[r.series].y[j];
+      }
+      reads.push(`${r.label} ${fmt(r.posterior === undefined ? y : posterior(y, r.posterior), r.fmt)}`);
+    }
+    if (d.published) {
+      values[c.id].published = d.published.n;
+      reads.push(`pairs published ${d.published.capped ? "≥ " : ""}${d.published.n.toLocaleString("en")}`);
+    }
+  });
+  if (spec.pairs) {
+    values.expected = expected(spec.pairs, v);
+    reads.push(`expected published ${values.expected.toFixed(1)}`);
+  }
+  st.root.querySelector(".odlive-readout").textContent = reads.join(" · ");
+  if (spec.controls.length) {   // components of the same page that follow these sliders redraw with them
+    window.dispatchEvent(new CustomEvent("odlive", { detail: { page: spec.page, settings: { ...st.values } } }));
+  }
+  // For the tests and the browser benchmark: the values drawn, at which settings, and when each frame was painted.
+  const g = (window.odlive = window.odlive || {});
+  const rec = (g[spec.page] = g[spec.page] || { paints: [], draw: [] });
+  rec.settings = { ...v }; rec.values = values; rec.x = xs;
+  const t1 = performance.now();
+  rec.paints.push(t1); rec.draw.push(t1 - t0);
+  if (rec.paints.length > 2000) { rec.paints.splice(0, 1000); rec.draw.splice(0, 1000); }
+}

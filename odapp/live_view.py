@@ -1,0 +1,153 @@
+"""The live curves of the Attack, Privacy budget and OD release pages: the page's ε slider and its curves, redrawn in the browser
+at every frame of a drag (:mod:`odapp.components.live`) from tables computed once (:mod:`odcore.privacy.live`,
+cached across sessions in :mod:`odapp.cache`). Plotly stays for the exports (the buttons under the curves)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from odapp import cache, release_view
+from odapp.components.live import control, fit_spec, formula_series, live_curves, table_series
+from odapp.state import EPSILON_RANGE, K_EPSILON, K_FIT_THRESHOLD, K_THRESHOLD, THRESHOLD_RANGE, USER_DELTA
+from odapp.words import epsilon_label, unit_words
+
+
+def attack(s, curve, *, k_max: int, prior: float, mc=None, reps: int = 0) -> None:
+    """The Attack page's p_k against k (both units) and the per-trip bound, live; the Bayes success at another
+    prior (``curve``: :func:`odapp.cache.success_curve` at the page's ε) and the Monte Carlo points are drawn at the
+    page's ε only."""
+    user_mode = s.mode == "user_level"
+    t = cache.live_attack_tables(int(k_max), int(s.max_pairs) if user_mode else None)
+    series = [table_series(f"exact success p_k, {unit_words('per_metric')} (50/50 prior)", t["success"],
+                           key="success", width=3)]
+    if user_mode:
+        series.append(table_series(f"{unit_words('user_level')}: max {s.max_pairs} pairs, noise {s.max_pairs}/ε",
+                                   t["success_per_person"], key="success_per_person", width=3))
+    series.append(formula_series("e^ε/(1+e^ε): the per-trip bound", "bound", [0, k_max], key="bound",
+                                 dash=[8, 5]))
+    if "bayes_success" in curve:   # at the page's ε only (not tabulated: its kinks would need a fine grid)
+        series.append({"name": f"Bayes success, prior {prior:g} (at ε = {s.epsilon:g})", "key": "bayes_success",
+                       "x": curve["k"].astype(float).tolist(), "y": curve["bayes_success"].astype(float).tolist(),
+                       "at": {"epsilon": float(s.epsilon)}, "dash": [2, 3]})
+    head = 1 if user_mode else 0
+    chart = {"id": "attack", "title": f"Membership attack success against k unique trips (ε = {{epsilon}} "
+                                      f"{unit_words(s.mode)})",
+             "xlabel": "k: unique trips of the victim known to the attacker",
+             "ylabel": "probability the attacker is right", "ymin": 0.45, "ymax": 1.01, "ypct": True,
+             "height": 400, "series": series,
+             "readouts": [{"label": "p_3", "series": head, "x": 3, "fmt": "pct"},
+                          {"label": "p_32", "series": head, "x": 32, "fmt": "pct"},
+                          {"label": "per-trip bound", "series": [x["key"] for x in series].index("bound"), "x": 0,
+                           "fmt": "pct"}]}
+    if mc is not None:   # the Monte Carlo ran at the page's ε: drawn there only
+        chart["points"] = {"name": f"Monte Carlo ({reps:,} per k)", "at": float(s.epsilon),
+                           "x": mc["k"].astype(float).tolist(), "y": mc["mc_success"].astype(float).tolist(),
+                           "lo": mc["ci_low"].astype(float).tolist(), "hi": mc["ci_high"].astype(float).tolist()}
+    live_curves(controls=[control(K_EPSILON, s.epsilon, epsilon_label(s.mode), EPSILON_RANGE)], charts=[chart],
+                page="attack", key="live_attack")
+
+
+def budget(s, *, trips: int, weeks: int, delta: float, trips_max: int, typical: int, prior: float,
+           interval: float) -> None:
+    """The Privacy budget page's ε of a user-week against n and cumulative ε over weeks (basic, advanced, Rényi,
+    tight; per person in that unit), with the posterior bounds as readouts."""
+    user_mode = s.mode == "user_level"
+    m = int(s.max_pairs) if user_mode else None
+    tt = cache.live_trips_tables(int(trips_max), float(delta), m)
+    wt = cache.live_weeks_tables(int(trips), int(weeks), float(delta), float(interval), m)
+    n = np.arange(1, int(trips_max) + 1)
+    w = np.arange(1, int(weeks) + 1)
+    person = f"{unit_words('user_level')}, max {s.max_pairs} pairs (tight)"
+    s1 = [formula_series("basic composition n·ε", "basic", n, key="basic"),
+          formula_series(f"advanced (δ' = {delta:.0e})", "advanced", n, key="advanced", args={"delta": delta}),
+          table_series("Rényi-DP bound", tt["rdp"], key="rdp"),
+          table_series(f"tight ε(δ = {delta:.0e})", tt["tight"], key="tight")]
+    if user_mode:
+        s1.append(table_series(person, tt["person_tight"], key="person_tight", width=4))
+    marks = [{"x": int(trips), "label": f"n = {int(trips)}", "color": "#888"}]
+    if typical:
+        marks.append({"x": int(typical), "label": f"median user, week {s.week}", "color": "#1b9e77"})
+    trips_chart = {"id": "trips", "title": "ε of one user-week against n (ε = {epsilon} per "
+                                          + ("person" if user_mode else "count") + ")",
+                   "xlabel": "unique trips n in the week", "ylabel": "ε of the user-week", "series": s1,
+                   "vlines": marks, "hlines": [{"y": 7, "label": "ε = 7, top of the usual range"}],
+                   "legend": "top", "height": 380,
+                   "readouts": [{"label": f"tight ε at n = {int(trips)}", "series": 3, "x": int(trips)},
+                                {"label": "best posterior (one week, tight)", "series": 3, "x": int(trips),
+                                 "fmt": "pct", "posterior": float(prior)}]}
+    s2 = [formula_series("basic W·n·ε", "basic", w, key="basic", args={"mult": int(trips)}),
+          formula_series("advanced", "advanced", w, key="advanced", args={"mult": int(trips), "delta": delta}),
+          table_series("Rényi-DP bound", wt["rdp"], key="rdp"),
+          table_series("tight (exact PLD, upper end)", wt["tight"], key="tight")]
+    if user_mode:
+        s2.append(table_series(f"{unit_words('user_level')}, max {s.max_pairs} pairs (tight, ≤)",
+                               wt["person_tight"], key="person_tight"))
+    weeks_chart = {"id": "weeks", "title": f"Cumulative ε, {int(trips)} unique trips every week",
+                   "xlabel": "weeks released", "ylabel": "cumulative ε", "ylog": True, "series": s2,
+                   "height": 380,
+                   "readouts": [{"label": f"tight ε after {int(weeks)} weeks", "series": 3, "x": int(weeks)}]}
+    live_curves(controls=[control(K_EPSILON, s.epsilon, epsilon_label(s.mode), EPSILON_RANGE)],
+                charts=[trips_chart, weeks_chart], page="budget", key="live_budget", columns=2)
+
+
+def release(ctx, rcfg, table) -> None:
+    """The OD release page's release probability against the true count and the counts published (coherent noise:
+    each pair's unit draw of the seed, scaled by the pointer's noise scale), live in ε and, per count, τ."""
+    s = ctx.settings
+    user_mode = s.mode == "user_level"
+    t = release_view.live_tables(ctx, rcfg, table)   # the same entry the landing page computes ahead
+    span = {"mult": 2, "of": "threshold", "floor": t["p99"]}
+    curve = {"id": "release", "title": "ε = {epsilon}, threshold {threshold}: release probability",
+             "xlabel": "true count (distinct people on the pair)", "ylabel": "probability published",
+             "ymin": 0, "ymax": 1.02, "xmin": 0, "xmax": span, "height": 380, "bars": t["bars"],
+             "series": [formula_series("P(published)", "release", key="release_prob", span={**span, "n": 400},
+                                       args={"sensitivity": float(rcfg.sensitivity)}, width=3, color="#ff7f0e")],
+             "vlines": [{"x": "threshold", "label": "threshold {threshold}", "color": "#444"}], "legend": "top"}
+    pub = {"id": "published", "title": "The counts published (noise of this seed, scaled to ε)",
+           "xlabel": "true count", "ylabel": "published (noisy) count", "xmin": 0, "xmax": span, "ymin": 0,
+           "height": 380, "published": True, "legend": "top",
+           "series": [formula_series("true count (no noise)", "identity", key="identity", span={**span, "n": 2},
+                                     color="#888", dash=[4, 4])],
+           "hlines": [{"y": "threshold", "label": "threshold {threshold}", "color": "#444"}]}
+    controls = [control(K_EPSILON, s.epsilon, epsilon_label(s.mode), EPSILON_RANGE)]
+    if not user_mode:
+        controls.append(control(K_THRESHOLD, s.threshold, "Threshold (suppress noisy counts below)",
+                                THRESHOLD_RANGE))
+    live_curves(controls=controls, charts=[curve, pub], page="release", key="live_release", columns=2,
+                pairs=t["draws"], fixed={"threshold": float(s.threshold)}, fit=fitted(s))
+
+
+def fitted(s) -> dict | None:
+    """Per person with "Fit the threshold" on, the threshold follows ε (:func:`fit_spec`); else None."""
+    import streamlit as st
+
+    if s.mode == "user_level" and st.session_state.get(K_FIT_THRESHOLD, True):
+        return fit_spec(s.max_pairs, USER_DELTA)
+    return None
+
+
+def person(s, others: tuple, user: str) -> None:
+    """The Attack page's real person: their attack success against ε (the thresholded release, exact on
+    :data:`odcore.privacy.live.ATTACK_GRID`), read at the page's live ε slider while it is dragged (this component
+    follows the Attack page's)."""
+    from odcore.privacy.accounting import default_user_threshold
+    from odcore.privacy.live import ATTACK_GRID
+
+    user_mode = s.mode == "user_level"
+    m = int(s.max_pairs) if user_mode else 1
+    fit = fitted(s)
+    taus = tuple(float(default_user_threshold(float(e), m, USER_DELTA)) for e in ATTACK_GRID) if fit \
+        else float(s.threshold)
+    ys = cache.live_person(others, m, taus)
+    grid = [float(e) for e in ATTACK_GRID]
+    chart = {"id": "person", "title": f"User {user}: attack success against ε",
+             "xlabel": "ε " + unit_words(s.mode), "ylabel": "probability the attacker is right", "ypct": True,
+             "ymin": 0.45, "ymax": 1.01, "height": 300, "legend": "bottom",
+             "series": [{"name": f"user {user}, thresholded release", "key": "person", "x": grid, "y": ys,
+                         "width": 3},
+                        formula_series("e^ε/(1+e^ε): the per-trip bound", "bound_x", grid, key="bound",
+                                       dash=[8, 5])],
+             "vlines": [{"x": "epsilon", "label": "ε = {epsilon}", "color": "#444"}],
+             "readouts": [{"label": f"success on user {user}", "series": 0, "at": "epsilon", "fmt": "pct"}]}
+    live_curves(controls=[], charts=[chart], page="attack_person", key="live_attack_person", follow="attack",
+                fixed={"epsilon": float(s.epsilon)})

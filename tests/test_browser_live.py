@@ -1,0 +1,133 @@
+"""The live curves in a real headless Chromium: while ε is dragged the browser draws, between two grid points of the
+server's tables, the values of the exact engine within the stated error (odcore.privacy.live); on release the page
+reruns once with the new ε. Screenshots taken during the drag go to the screenshot folder (``live_*.png``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.bench_browser_live import thumb_x
+from odcore.privacy import accounting as acc
+from odcore.privacy import attack, live
+from tests.conftest import screenshot_dir
+from tests.test_browser import _metric, _open, _settle
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
+
+TARGET = 0.93   # the pointer stops near here: near the middle of a grid cell of every table (odcore.privacy.live)
+
+
+def hold_at(page, name: str, value: float, control: str = "epsilon", start: float = 0.66) -> dict:
+    """Press the thumb at ``start``, move the pointer to ``value`` and keep holding; what the browser drew."""
+    x0, y, _ = thumb_x(page, name, start, control)
+    x1, _, _ = thumb_x(page, name, value, control)
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    for f in np.linspace(0, 1, 12)[1:]:
+        page.mouse.move(x0 + (x1 - x0) * f, y)
+        page.wait_for_timeout(16)
+    page.wait_for_timeout(200)
+    return page.evaluate(f"() => window.odlive['{name}']")
+
+
+def between_grid_points(grid: np.ndarray, e: float) -> bool:
+    """``e`` lies well inside a cell of ``grid`` (15-85 % of the way in log ε), not on or next to a grid point."""
+    i = int(np.searchsorted(grid, e)) - 1
+    t = (np.log(e) - np.log(grid[i])) / (np.log(grid[i + 1]) - np.log(grid[i]))
+    return 0.15 < t < 0.85
+
+
+def relative_error(drawn, exact) -> float:
+    d, x = np.asarray(drawn, dtype=float), np.asarray(exact, dtype=float)
+    ok = np.isfinite(x) & (x > 0)
+    return float(np.max(np.abs(d[ok] - x[ok]) / x[ok]))
+
+
+def test_attack_curve_follows_the_pointer(streamlit_url, page):
+    _open(page, f"{streamlit_url}/Attack", "Attack")
+    page.wait_for_function("() => window.odlive && window.odlive['attack']", timeout=60_000)
+    got = hold_at(page, "attack", TARGET)
+    e = float(got["settings"]["epsilon"])
+    assert abs(e - TARGET) < 0.03
+    assert between_grid_points(live.ATTACK_GRID, e)
+    page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / "live_attack_drag.png"))
+    drawn = np.asarray(got["values"]["attack"]["success"])
+    exact = attack.success_curve(e, 70)
+    assert np.max(np.abs(drawn - exact)) <= live.ATTACK_ERROR
+    # not the curve of a grid point: it lies between the two grid curves around ε, away from both
+    i = int(np.searchsorted(live.ATTACK_GRID, e))
+    lo, hi = (attack.success_curve(float(g), 70) for g in live.ATTACK_GRID[i - 1:i + 1])
+    assert np.all((drawn >= lo - 1e-9) & (drawn <= hi + 1e-9))
+    gap = np.max(hi - lo)
+    assert min(np.max(drawn - lo), np.max(hi - drawn)) > 0.15 * gap > 0
+    assert got["values"]["attack"]["bound"][0] == pytest.approx(np.exp(e) / (1 + np.exp(e)), abs=1e-12)
+    # the real person's chart follows the same slider: read at the pointer's ε from its own table
+    person = page.evaluate("() => window.odlive['attack_person']")
+    assert person["settings"]["epsilon"] == pytest.approx(e)
+    xs, ys = person["x"]["person"]["person"], person["values"]["person"]["person"]
+    assert person["values"]["person"]["person@epsilon"] == pytest.approx(float(np.interp(e, xs, ys)), abs=1e-9)
+    page.locator(".odlive").nth(1).screenshot(path=str(screenshot_dir() / "live_attack_person_drag.png"))
+    assert _metric(page, "Success with k = 3 trips") == "70.7 %"   # the page waits for the release
+    page.mouse.up()   # release: the page's ε, one rerun
+    page.wait_for_function(
+        "(t) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(t))",
+        arg=f"{100 * attack.success_curve(e, 3)[3]:.1f} %", timeout=120_000)
+    _settle(page)
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert page.locator("[data-testid='stSidebar'] strong").filter(has_text=f"{e:g}").count() == 1
+
+
+def test_budget_curves_follow_the_pointer(streamlit_url, page):
+    _open(page, f"{streamlit_url}/Privacy_budget", "Privacy budget")
+    page.wait_for_function("() => window.odlive && window.odlive['budget']", timeout=120_000)
+    got = hold_at(page, "budget", TARGET)
+    e = float(got["settings"]["epsilon"])
+    assert between_grid_points(live.BUDGET_GRID, e)
+    assert between_grid_points(live.WEEKS_GRID, e)
+    page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / "live_budget_drag.png"))
+    trips = acc.epsilon_vs_trips(e, 70, 1e-6)
+    v = got["values"]["trips"]
+    assert relative_error(v["tight"], trips["tight"]) <= live.BUDGET_ERROR
+    assert relative_error(v["rdp"], trips["rdp"]) <= live.BUDGET_ERROR
+    assert np.asarray(v["basic"]) == pytest.approx(trips["basic"].to_numpy(), rel=1e-12)
+    assert np.asarray(v["advanced"]) == pytest.approx(trips["advanced"].to_numpy(), rel=1e-9)
+    weeks = acc.epsilon_over_weeks(e, 70, 52, 1e-6, interval=2e-2, lower=False)   # the page's settings
+    w = got["values"]["weeks"]
+    assert relative_error(w["tight"], weeks["tight"]) <= live.BUDGET_ERROR
+    assert np.asarray(w["basic"]) == pytest.approx(weeks["basic"].to_numpy(), rel=1e-12)
+    page.mouse.up()
+    page.wait_for_function(
+        "(t) => [...document.querySelectorAll('[data-testid=stSidebar] strong')].some(s => s.textContent === t)",
+        arg=f"{e:g}", timeout=120_000)
+    _settle(page)
+    assert page.locator("[data-testid='stException']").count() == 0
+
+
+def test_release_curve_and_published_counts_follow_both_sliders(streamlit_url, page):
+    """OD release: the release probability is the exact formula at the pointer's ε and τ; the counts published use
+    the seed's draws scaled to ε (coherent noise), so after release the page publishes exactly as many pairs as the
+    browser counted while the pointer was there."""
+    from odcore.privacy.release import release_probability
+
+    _open(page, f"{streamlit_url}/OD_release", "OD release")
+    page.wait_for_function("() => window.odlive && window.odlive['release']", timeout=120_000)
+    assert page.locator("[data-testid='stSidebar'] [data-testid='stSlider']").filter(has_text="ε").count() == 0
+    for control, target, start in (("epsilon", 1.4, 0.66), ("threshold", 60, 100)):
+        got = hold_at(page, "release", target, control, start)
+        v = got["settings"]
+        assert abs(v[control] - target) < (0.05 if control == "epsilon" else 8)
+        page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / f"live_release_{control}_drag.png"))
+        x = np.asarray(got["x"]["release"]["release_prob"])
+        drawn = np.asarray(got["values"]["release"]["release_prob"])
+        assert x.max() >= 2 * v["threshold"] - 1e-9   # the axis follows τ
+        assert drawn == pytest.approx(release_probability(x, v["epsilon"], v["threshold"]), abs=1e-12)
+        counted = int(got["values"]["published"]["published"])
+        page.mouse.up()
+        page.wait_for_function(
+            "(t) => [...document.querySelectorAll('[data-testid=stSidebar] strong')].some(s => s.textContent === t)",
+            arg=f"{v[control]:g}", timeout=120_000)
+        _settle(page)
+        assert page.locator("[data-testid='stException']").count() == 0
+        shown = int(_metric(page, "Pairs published").replace(",", ""))
+        assert counted == shown, (control, v)

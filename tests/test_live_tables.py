@@ -1,0 +1,103 @@
+"""The live tables (odcore.privacy.live): what the browser draws between grid points is within the stated error of
+the exact engine (midpoints of grid cells, where linear interpolation is worst, and random ε)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from odcore.errors import ParameterError
+from odcore.privacy import accounting as acc
+from odcore.privacy import attack, live
+
+
+def between(grid: np.ndarray, every: int, seed: int = 0) -> list[float]:
+    """Geometric midpoints of every ``every``-th grid cell plus a few random ε on the slider's 0.01 steps."""
+    mids = np.sqrt(grid[:-1] * grid[1:])[::every]
+    rng = np.random.default_rng(seed)
+    steps = np.round(rng.uniform(grid[0], grid[-1], 4), 2)
+    return [float(e) for e in (*mids, *steps)]
+
+
+def test_interpolation_is_exact_on_the_grid_and_reads_between():
+    t = live.LiveTable(np.array([1.0, 2.0, 4.0]), np.array([0.0]), np.array([[1.0], [4.0], [16.0]]), "loglog")
+    assert t.at(2.0)[0] == pytest.approx(4.0)
+    assert t.at(3.0)[0] == pytest.approx(9.0)   # y = ε² is a straight line in log-log
+    assert t.at(10.0)[0] == pytest.approx(16.0)  # clamped at the ends
+    lin = live.LiveTable(np.array([1.0, 2.0]), np.array([0.0]), np.array([[0.5], [0.7]]))
+    assert lin.at(1.25)[0] == pytest.approx(0.55)
+    with pytest.raises(ParameterError, match="interp"):
+        live.LiveTable(np.array([1.0, 2.0]), np.array([0.0]), np.array([[1.0], [2.0]]), "cubic")
+
+
+def test_attack_table_within_a_tenth_of_a_point():
+    tables = live.attack_tables(70, max_pairs=10)
+    worst = {}
+    for e in between(live.ATTACK_GRID, 2):
+        exact = {"success": attack.success_curve(e, 70),
+                 "success_per_person": attack.bounded_success_curve(e, 10, 70)}
+        for name, t in tables.items():
+            worst[name] = max(worst.get(name, 0.0), float(np.abs(t.at(e) - exact[name]).max()))
+    assert max(worst.values()) <= live.ATTACK_ERROR, worst
+
+
+def test_a_coarser_grid_would_fail_the_attack_bound():
+    """The bound is not met by any grid: 8 points over [0.05, 5] miss it (so the test above can fail)."""
+    g = np.geomspace(*live.EPSILON_SPAN, 8)
+    vals = np.array([attack.success_curve(float(e), 70) for e in g])
+    e = float(np.sqrt(g[3] * g[4]))
+    assert np.abs(live.interpolate(g, vals, e) - attack.success_curve(e, 70)).max() > live.ATTACK_ERROR
+
+
+def relative(a: np.ndarray, b: np.ndarray) -> float:
+    ok = np.isfinite(b) & (b > 0)
+    assert np.array_equal(np.isfinite(a), np.isfinite(b))
+    return float(np.max(np.abs(a[ok] - b[ok]) / b[ok])) if ok.any() else 0.0
+
+
+def test_trips_table_within_half_a_percent():
+    tables = live.trips_tables(70, 1e-6, max_pairs=10)
+    worst = {}
+    for e in between(live.BUDGET_GRID, 4):
+        ex = acc.epsilon_vs_trips(e, 70, 1e-6)
+        exact = {"tight": ex["tight"].to_numpy(), "rdp": ex["rdp"].to_numpy()}
+        from odcore.privacy import pld
+
+        exact["person_tight"] = np.asarray(pld.epsilon_for_delta(1e-6, np.minimum(np.arange(1, 71), 10), e / 10),
+                                           dtype=float)
+        for name, t in tables.items():
+            worst[name] = max(worst.get(name, 0.0), relative(t.at(e), exact[name]))
+    assert max(worst.values()) <= live.BUDGET_ERROR, worst
+
+
+@pytest.mark.slow
+def test_weeks_table_within_half_a_percent():
+    tables = live.weeks_tables(70, 52, 1e-6, 2e-2)
+    worst = {}
+    for e in between(live.WEEKS_GRID, 5):
+        ex = acc.epsilon_over_weeks(e, 70, 52, 1e-6, interval=2e-2, lower=False)
+        for name, t in tables.items():
+            worst[name] = max(worst.get(name, 0.0), relative(t.at(e), ex[name].to_numpy()))
+    assert max(worst.values()) <= live.BUDGET_ERROR, worst
+
+
+def test_person_table_within_a_tenth_of_a_point():
+    """A real person of a thresholded release (other people's counts on their pairs from 0 to 300, threshold 100):
+    between grid points the success read is within 0.1 percentage point of the exact one."""
+    others = (0.0, 2.0, 5.0, 12.0, 40.0, 80.0, 95.0, 99.0, 130.0, 300.0)
+    ys = live.person_success(others, 1, 100.0)
+    g = live.ATTACK_GRID
+    for i in range(0, len(g) - 1, 6):
+        e = float(np.sqrt(g[i] * g[i + 1]))
+        exact = attack.user_risk(list(others), e, 100.0).success
+        assert abs(float(np.interp(e, g, ys)) - exact) <= live.ATTACK_ERROR, e
+
+
+def test_json_has_no_nan():
+    """JSON has no NaN: where the engine has no value (tight ε above TIGHT_K_MAX) the browser gets null."""
+    import json
+
+    t = live.LiveTable(np.array([1.0, 2.0]), np.array([1.0, 2.0]), np.array([[1.0, np.nan], [2.0, np.inf]]))
+    d = t.to_json()
+    assert d["values"] == [[1.0, None], [2.0, None]]
+    json.dumps(d, allow_nan=False)
