@@ -62,13 +62,15 @@ def run(args: argparse.Namespace) -> int:
     from odcore.privacy.design import Goal, design_report
     from odcore.report.sheet import guarantee_sheet
 
-    if args.goal == "attack" and args.known_trips is None:
+    default_k = args.goal == "attack" and args.known_trips is None
+    if default_k:
         args.known_trips = DEFAULT_KNOWN_TRIPS
-        print(f"note: goal attack: the attacker knows k = {DEFAULT_KNOWN_TRIPS} trips (the default; give "
-              "--known-trips to choose)", file=sys.stderr)
     goal = Goal(kind=args.goal, epsilon=args.target_epsilon, delta=args.target_delta, weeks=args.weeks,
                 known_trips=args.known_trips if args.goal == "attack" else None,
                 success=args.success if args.goal == "attack" else None)
+    if default_k:   # said once the goal is valid (an invalid one gives only the error)
+        print(f"note: goal attack: the attacker knows k = {DEFAULT_KNOWN_TRIPS} trips (the default; give "
+              "--known-trips to choose)", file=sys.stderr)
     _, od = od_from_args(args)
     weeks_present = sorted(int(x) for x in od.pairs[WEEK].unique())
     if not weeks_present:
