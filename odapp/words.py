@@ -64,19 +64,21 @@ def pct(p: float, digits: int = 1) -> str:
     return percent_text(p, digits)
 
 
-_MD_SPECIAL = re.compile(r"[!-/:-@\[-`{-~]")
+# Characters that start Markdown, HTML, maths or a Streamlit directive (commas, semicolons, slashes, quotes and
+# question marks stay as they are: the zero-width breaks below keep "://" from being linked).
+_MD_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+\-.!|<>~$:@&^=%]")
 
 
 def plain(text) -> str:
     """``text`` (a name from the data: a file, a zone, a user id) for Streamlit's Markdown, so it shows as the
-    characters it is, never as a link, an image, a colour directive, maths or HTML: every ASCII punctuation character
-    becomes a numeric character reference (``&#58;`` for ``:``), and a zero-width space follows every ``:`` and
+    characters it is, never as a link, an image, a colour directive, maths or HTML: every character that could start
+    one becomes a numeric character reference (``&#58;`` for ``:``), and a zero-width space follows every ``:`` and
     ``@`` and precedes every ``.``: the autolinks (``http://…``, ``www.…``, ``a@b.c``) and Streamlit's
     ``:colour[…]`` directives are found in the text after those references are decoded, and a backslash escape does
     not stop them either. Line breaks become spaces.
 
     >>> plain("![b](http://x/b.png)")
-    '&#33;&#91;b&#93;&#40;http&#58;&#8203;&#47;&#47;x&#47;b&#8203;&#46;png&#41;'
+    '&#33;&#91;b&#93;&#40;http&#58;&#8203;//x/b&#8203;&#46;png&#41;'
     """
     def ref(m: re.Match) -> str:
         c = m.group(0)

@@ -146,9 +146,12 @@ def test_release_json_reproduces_the_app_release(tmp_path):
     app = release_with_report(od.week_pairs(0), s.release_config(), rng=s.seed)   # what the page shows
     f = tmp_path / "release.config.json"
     f.write_text(to_json_text(cli_config.release_config(s, loaded)))
-    r = _cli("release", "--config", str(f), "--out", str(tmp_path / "out"), "--json")
+    r = _cli("release", "--config", str(f), "--out", str(tmp_path / "out"), "--analysis-out", str(tmp_path / "an"),
+             "--json")
     assert r.returncode == 0, r.stderr
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "an" / "DO_NOT_SHARE_summary.json").read_text())
+    published = json.loads((tmp_path / "out" / "release.json").read_text())
+    assert published["release"]["pairs_published"] == app.report["pairs_released"]
     assert summary["release"]["pairs_released"] == app.report["pairs_released"]
     assert summary["release"]["pairs_observed"] == app.report["pairs_observed"]
 

@@ -127,9 +127,10 @@ def test_cli_release_map_png_and_svg(tmp_path):
     assert "noisy count (arc width)" in text
     assert "Published OD flows, week 0" in text
     assert "5 km" in text
-    csv = pd.read_csv(tmp_path / "out" / "release.csv", nrows=5)
+    csv = pd.read_csv(tmp_path / "out" / "published.csv", nrows=5)
     assert "origin_lat" in csv
     assert "raw_count" not in csv
+    assert "true_count" not in csv
 
 
 def test_cli_release_map_bad_name(tmp_path):

@@ -207,7 +207,8 @@ def test_release_text_mode_when_nothing_is_published(tmp_path, capsys):
     assert rc == 0, err
     assert "0 of " in out
     assert "mean relative error n/a" in out
-    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["release.csv", "release.parquet", "summary.json",
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["guarantee_sheet.html", "published.csv",
+                                                                   "published.parquet", "release.json",
                                                                    "zones.geojson"]
 
 

@@ -124,7 +124,7 @@ def test_closed_sessions_keep_no_page_namespace(tmp_path, monkeypatch):
 
 
 def test_deferred_downloads_give_the_data_of_their_own_run(at, monkeypatch):
-    """The downloads the pages defer (``odapp.callbacks``, ``odapp.release_view.release_csv``) take only small
+    """The downloads the pages defer (``odapp.callbacks``, ``odapp.release_view.published_csv``) take only small
     arguments and fetch the data again when called: what they give is still the data of the run that drew them,
     after ε has moved on."""
     import odapp.export
@@ -141,13 +141,14 @@ def test_deferred_downloads_give_the_data_of_their_own_run(at, monkeypatch):
     at.switch_page("pages/2_OD_release.py").run()
     assert not at.exception, [e.message for e in at.exception]
     shown = int(next(m.value for m in at.metric if m.label == "Pairs published").replace(",", ""))
-    csv_then = made["release_week0"]
+    csv_then, pub_then = made["DO_NOT_SHARE_analysis_week0"], made["published_week0"]
     at.session_state["odlab.epsilon"] = 2.0   # the page's ε is its live curves' slider (odapp.components.live)
     at.run()
     table = csv_then()   # called after the page has moved on to ε = 2
     assert int(table["released"].sum()) == shown
     assert len(table) > shown   # every observed pair, published or not
-    again = made["release_week0"]()   # the newer run's download
+    assert len(pub_then()) == shown   # the main download: the published pairs only
+    again = made["DO_NOT_SHARE_analysis_week0"]()   # the newer run's download
     # mean |Laplace noise| is its scale b = 1/ε: each download carries the noise of its own run's ε
     assert table["noise"].abs().mean() == pytest.approx(1 / 0.66, rel=0.03)
     assert again["noise"].abs().mean() == pytest.approx(1 / 2.0, rel=0.03)

@@ -433,7 +433,7 @@ class Design:
             **self.keeps,
             "budget_command": (f"python -m odcore budget --mode user_level --epsilon {self.epsilon!r} --max-pairs "
                                f"{self.max_pairs} --threshold {self.threshold} --weeks {self.goal.weeks} --delta "
-                               f"{self.goal.pld_delta!r}"),
+                               f"{self.goal.delta!r}"),   # budget gives half of it to the noise, as here
         }
 
     def _delta_ok(self) -> bool:
