@@ -660,40 +660,54 @@ def legend_html(title: str, vmin: float, vmax: float, fmt: str = "{:,.0f}", note
             f"</div><span>{fmt.format(vmax)}</span><span style='color:#333'>{note}</span></div></div>")
 
 
-def flow_legend_html(count_label: str, lo: float, hi: float, km: float | None = None, *,
-                     suppressed: bool = False, heading: str = "") -> str:
-    """The release map's legend: direction colours, width = count (low → high), cell shading, scale."""
-    o = "rgb({},{},{})".format(*ORIGIN_RGB)
-    d = "rgb({},{},{})".format(*DESTINATION_RGB)
+def flow_legend_html(fm: FlowMap, *, heading: str = "") -> str:
+    """The release map's legend in words a teacher can read aloud: what the arrows, their widths and colours, the
+    circles, the shaded zones and (when drawn) the thin grey arrows are, the level shown and the scale."""
     c0 = "rgb({},{},{})".format(*figures.CELL_LOW_RGB)
     c1 = "rgb({},{},{})".format(*figures.CELL_HIGH_RGB)
-    sw = "display:inline-block;vertical-align:middle;margin:0 4px"
+    sw = "display:inline-block;vertical-align:middle;margin:0 3px"
     parts = [f"<b>{heading}</b>"] if heading else []
-    parts += [
-        f"<span><span style='{sw};width:44px;height:6px;background:linear-gradient(to right,{o},{d})'></span>"
-        "flow from <b style='color:{o}'>origin</b> to <b style='color:{d}'>destination</b></span>".format(o=o, d=d),
-        f"<span>{count_label}: arc width <span style='{sw};width:18px;height:2px;background:#555'></span>"
-        f"{num(round(lo, 1))} to <span style='{sw};width:18px;height:9px;background:#555'></span>"
-        f"{num(round(hi, 1))}</span>",
-        f"<span>cells: <span style='{sw};width:36px;height:11px;border:1px solid #999;"
-        f"background:linear-gradient(to right,{c0},{c1})'></span>P(a flow leaving it is published) 0 → 1</span>",
-    ]
-    if suppressed:
-        parts.append(f"<span><span style='{sw};width:24px;height:3px;background:rgb(200,30,45)'></span>"
-                     "suppressed (never published)</span>")
-    if km:
-        parts.append(f"<span>scale bar: {km:g} km</span>")
+    parts.append(f"<span>{fm.level}</span>")
+    classes = "".join(
+        f"<span style='white-space:nowrap'><span style='{sw};width:22px;height:{max(2, round(w))}px;"
+        f"background:rgb({r},{g},{b})'></span>{lab}</span> "
+        for (r, g, b), w, lab in zip(FLOW_CLASS_RGB, CLASS_WIDTH_PX, fm.class_labels, strict=False))
+    parts.append(f"<span>arrows: {fm.count_label}, from origin to the arrowhead; wider and darker = more: "
+                 f"{classes}</span>")
+    parts.append(f"<span><span style='{sw};width:10px;height:10px;border-radius:50%;background:#fff;"
+                 "border:1.5px solid rgb({},{},{})'></span>circles: people leaving, arriving and moving within a "
+                 "place (larger = more)</span>".format(*LOCATION_RGB))
+    parts.append(f"<span>zones: <span style='{sw};width:36px;height:11px;border:1px solid #999;"
+                 f"background:linear-gradient(to right,{c0},{c1})'></span>chance that a flow leaving the zone is "
+                 "published, from 0 (pale) to 1 (dark)</span>")
+    if fm.n_suppressed:
+        parts.append(f"<span><span style='{sw};width:24px;height:2px;background:rgb({SUPPRESSED_RGB[0]},"
+                     f"{SUPPRESSED_RGB[1]},{SUPPRESSED_RGB[2]})'></span>thin grey arrows: {num(fm.n_suppressed)} "
+                     f"flows that exist but are suppressed (never published; {num(round(fm.suppressed_total))} "
+                     "people in their true counts)</span>")
+    if fm.km:
+        parts.append(f"<span>scale bar: {fm.km:g} km</span>")
     return ("<div style='display:flex;flex-wrap:wrap;gap:0.1rem 1.1rem;font-size:0.9rem;line-height:1.5;"
             "color:#1b1f24;margin:0 0 0.2rem 0'>" + "".join(parts) + "</div>")
 
 
-SUPPRESSED_RGB = [200, 30, 45]
+SUPPRESSED_RGB = [70, 70, 70]
 VIEWS = ("Published", "Raw counts", "Side by side")
+LEVELS = ("Auto", "Zones")   # Auto merges nearby zones when the largest flows are too short to read
+# The flows' count classes, light to dark (ColorBrewer OrRd), and their widths in px at the first view.
+FLOW_CLASS_RGB = [(253, 187, 132), (252, 141, 89), (227, 74, 51), (153, 0, 13)]
+CLASS_WIDTH_PX = (2.0, 3.5, 5.5, 8.0)
+CLASS_ALPHA = (120, 170, 215, 240)   # small flows fade back: the structure first
+LOCATION_RGB = (20, 60, 80)
+SUPPRESSED_WIDTH_PX = 1.3
+MAP_WIDTH_PX = 580   # the narrowest map the page draws (a 1024 px window with the sidebar open): the first view fits it
 
 
 @dataclass(frozen=True)
 class FlowMap:
-    """One drawn flow map: its heading, deck, the flows drawn and what the legend needs."""
+    """One drawn flow map: its heading, deck, the flows drawn (``flows``: positions, ``count``, ``cls``,
+    ``released``, tooltip), the locations (``locations``: ``lon, lat, total, r`` with ``r`` in px), the count classes
+    (``class_edges``) and the level shown, in words."""
 
     heading: str
     deck: pdk.Deck
@@ -703,6 +717,16 @@ class FlowMap:
     hi: float
     km: float
     suppressed: bool = False
+    locations: pd.DataFrame | None = None
+    class_edges: tuple = ()
+    level: str = ""
+    n_suppressed: int = 0
+    suppressed_total: float = 0.0
+
+    @property
+    def class_labels(self) -> list[str]:
+        e = self.class_edges
+        return [f"{num(round(a))}–{num(round(b))}" for a, b in itertools.pairwise(e)]
 
 
 def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | Inset | None = None, *, encoded: bool = False,
@@ -713,50 +737,216 @@ def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | Inset | None = None,
     return [EncodedLayer(x) for x in layers] if encoded else layers
 
 
+def _location_label(members: list, names: dict) -> str:
+    head = zone_label(members[0], names.get(members[0]))
+    return head if len(members) == 1 else f"{len(members)} zones around {head}"
+
+
+def _ring_rows(polys: np.ndarray, proj) -> list:
+    lon, lat = proj.lonlat(polys[..., 0], polys[..., 1])
+    return np.round(np.stack([lon, lat], axis=-1), DIGITS).tolist()
+
+
+def zones_box(polygons: list) -> tuple[tuple[float, float], tuple[float, float]]:
+    """``((lon_min, lon_max), (lat_min, lat_max))`` of the zones' outlines: the whole box for up to 500 zones, else
+    the 0.5th to 99.5th percentile of their corners (a stray zone far out does not shrink the map)."""
+    if not polygons:
+        return (0.0, 0.0), (0.0, 0.0)
+    a = np.asarray(list(itertools.chain.from_iterable(polygons)), dtype=float).reshape(-1, 2)
+    q = (0, 100) if len(polygons) <= 500 else (0.5, 99.5)
+    lo, la = np.nanpercentile(a[:, 0], q), np.nanpercentile(a[:, 1], q)
+    return (float(lo[0]), float(lo[1])), (float(la[0]), float(la[1]))
+
+
 def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.DataFrame, *, view: str, top_n: int,
                  min_count: float, threshold: float, cell: int | None = None, show_suppressed: bool = False,
                  basemap: bool = False, height: int = 460, frozen: bool = False,
-                 edges: np.ndarray | Inset | None = None, base_layers: list | None = None) -> list[FlowMap]:
+                 edges: np.ndarray | Inset | None = None, base_layers: list | None = None,
+                 level: str = "Auto", width: int = MAP_WIDTH_PX) -> list[FlowMap]:
     """The OD release page's map(s): "Published" (noisy counts of the published pairs), "Raw counts" (true counts
-    of every observed pair) or "Side by side" (what suppression removes, in red, next to what is published).
+    of every observed pair) or "Side by side" (what suppression removes next to what is published).
+
+    Flat and fitted: the first view holds every drawn flow and the zones, in a map ``width`` × ``height`` px. Flows
+    are curved arrows (:func:`odcore.report.flows.arrows`) in four count classes (width and colour), over circles
+    sized by each location's total; ``level`` "Auto" merges nearby zones (:func:`odcore.report.flows.choose_radius`)
+    when most of the largest flows would be too short to read, "Zones" never does (nor does a one-zone view).
     ``base_layers``: :func:`cell_layers` of ``cells_df`` made beforehand (shared by every seed's map)."""
+    from odcore.report import flows as fl
+
     released = table["released"].to_numpy(dtype=bool)
     everything = np.ones(len(table), dtype=bool)
-    lat, lon = centroids["lat"].to_numpy(), centroids["lon"].to_numpy()
-    bar = scale_bar(lat, lon)
-    bar_layers = scale_bar_layers(lat, lon, label=False, bar=bar)   # the legend says its length
-    km = bar[2]
-    vs = view_state(lat, lon, pitch=30, height_px=height)
     base = cell_layers(cells_df, edges) if base_layers is None else base_layers
+    cent = centroids.drop_duplicates("cell")
+    ids = cent["cell"].to_numpy()
+    proj = fl.project(cent["lon"], cent["lat"])
+    zx, zy = proj.xy(cent["lon"], cent["lat"])
+    names = dict(zip(ids.tolist(), cent["name"].tolist(), strict=True)) if "name" in cent.columns else {}
+    pos = pd.Series(np.arange(len(ids)), index=ids)
+    o_all = pos.reindex(table["origin"].to_numpy()).to_numpy()
+    d_all = pos.reindex(table["destination"].to_numpy()).to_numpy()
+    known = ~(np.isnan(o_all) | np.isnan(d_all))
+    o_all = np.nan_to_num(o_all).astype(np.int64)
+    d_all = np.nan_to_num(d_all).astype(np.int64)
+    (lo0, lo1), (la0, la1) = zones_box(cells_df["polygon"].tolist())
+    w_px = width // 2 if view == "Side by side" else width
 
-    def one(heading, value, keep, label, extra=(), faint=None, suppressed=False):
-        sel = select_flows(table, value=value, keep=keep, top_n=top_n, min_count=min_count, cell=cell)
-        lo, hi = count_range(sel[value].to_numpy())
-        flows = flows_frame(sel, centroids, value=value, color_range=(lo, hi))
+    def one(heading, value, keep, label, with_suppressed=False):
+        m = keep & known & (table[value].to_numpy(dtype=float) >= min_count)
+        if cell is not None:
+            m &= (table["origin"].to_numpy() == cell) | (table["destination"].to_numpy() == cell)
+        cnt = np.nan_to_num(table[value].to_numpy(dtype=float))
+        oi, di, c = o_all[m], d_all[m], cnt[m]
+        tot = fl.location_totals(oi, di, c, len(ids))["total"].to_numpy()
+        v0 = fl.fit_view(lo0, lo1, la0, la1, width_px=w_px, height_px=height)
+        radius = 0.0
+        if level == "Auto" and cell is None and len(c):
+            radius = fl.choose_radius(zx, zy, tot, oi, di, c, top_n, v0.km_per_px)
+        lab = fl.cluster_zones(zx, zy, tot, radius)
+        k = int(lab.max()) + 1 if len(lab) else 0
+        wsum = np.bincount(lab, tot, minlength=k)
+        safe = np.where(wsum > 0, wsum, 1)
+        n_in = np.bincount(lab, minlength=k)
+        # a cluster's position: its zones' mean weighted by their totals (plain mean when it carries nothing)
+        lx = np.where(wsum > 0, np.bincount(lab, tot * zx, minlength=k) / safe, np.bincount(lab, zx, minlength=k) / np.maximum(n_in, 1))
+        ly = np.where(wsum > 0, np.bincount(lab, tot * zy, minlength=k) / safe, np.bincount(lab, zy, minlength=k) / np.maximum(n_in, 1))
+        members: list[list] = [[] for _ in range(k)]
+        for z in np.lexsort((np.arange(len(ids)), -tot)).tolist():
+            members[lab[z]].append(ids[z])
+        sub = table.loc[m]
+        agg = pd.DataFrame({"o": lab[oi], "d": lab[di], "count": c, "true_count": sub["true_count"].to_numpy(float),
+                            "noisy_count": np.where(sub["released"].to_numpy(bool),
+                                                    sub["noisy_count"].to_numpy(float), 0.0),
+                            "p_min": sub["release_prob"].to_numpy(float), "p_max": sub["release_prob"].to_numpy(float),
+                            "released": sub["released"].to_numpy(bool), "pairs": 1})
+        agg = agg.groupby(["o", "d"], as_index=False, sort=False).agg(
+            count=("count", "sum"), true_count=("true_count", "sum"), noisy_count=("noisy_count", "sum"),
+            p_min=("p_min", "min"), p_max=("p_max", "max"), released=("released", "any"), pairs=("pairs", "sum"))
+        loc = fl.location_totals(agg["o"].to_numpy(), agg["d"].to_numpy(), agg["count"].to_numpy(), k)
+        between = agg.loc[agg["o"].to_numpy() != agg["d"].to_numpy()]
+        sel = between.nlargest(int(top_n), "count") if len(between) > top_n else \
+            between.sort_values("count", ascending=False)
+        lo, hi = count_range(sel["count"].to_numpy())
+        edges_ = fl.class_bounds(lo, hi)
+        cls = fl.classes(sel["count"].to_numpy(), edges_)
+        # suppressed flows at the same level (true counts: what the threshold removed)
+        sup = None
+        if with_suppressed:
+            ms = ~released & known
+            if cell is not None:
+                ms &= (table["origin"].to_numpy() == cell) | (table["destination"].to_numpy() == cell)
+            s_t = table.loc[ms]
+            sa = pd.DataFrame({"o": lab[o_all[ms]], "d": lab[d_all[ms]], "count": s_t["true_count"].to_numpy(float),
+                               "p": s_t["release_prob"].to_numpy(float), "pairs": 1})
+            sa = sa.loc[sa["o"] != sa["d"]].groupby(["o", "d"], as_index=False).agg(
+                count=("count", "sum"), p=("p", "max"), pairs=("pairs", "sum"))
+            sup = sa.nlargest(int(top_n), "count")
+        # the first view: every drawn location and arrow, and the zones' box
+        used = np.unique(np.r_[sel["o"].to_numpy(), sel["d"].to_numpy(),
+                               *( [sup["o"].to_numpy(), sup["d"].to_numpy()] if sup is not None else [])]).astype(int)
+        ux, uy = proj.lonlat(lx[used], ly[used]) if len(used) else (np.zeros(0), np.zeros(0))
+        bx0, bx1 = min([lo0, *ux.tolist()]), max([lo1, *ux.tolist()])
+        by0, by1 = min([la0, *uy.tolist()]), max([la1, *uy.tolist()])
+        bar = scale_bar(np.array([by0, by1]), np.array([bx0, bx1]))
+        by0 = min(by0, bar[0][1][1])   # the bar, under the data, is in the first view too
+        v1 = fl.fit_view(bx0, bx1, by0, by1, width_px=w_px, height_px=height, pad_px=34)
+        kpp = v1.km_per_px
+        tmax = float(loc["total"].max()) if k and loc["total"].max() > 0 else 1.0
+        r_px = 3.0 + 13.0 * np.sqrt(loc["total"].to_numpy() / tmax)   # area ∝ total
+        so, sd = sel["o"].to_numpy(), sel["d"].to_numpy()
+        polys = fl.arrows(lx[so], ly[so], lx[sd], ly[sd], np.asarray(CLASS_WIDTH_PX)[cls] * kpp,
+                          gap0=r_px[so] * kpp, gap1=r_px[sd] * kpp, head_len=np.maximum(
+                              3.0 * np.asarray(CLASS_WIDTH_PX)[cls], 9.0) * kpp)
+        geo_lon, geo_lat = proj.lonlat(polys[..., 0], polys[..., 1])
+        if len(sel):   # the curves bulge: fit once more to what is drawn
+            v1 = fl.fit_view(min(bx0, float(geo_lon.min())), max(bx1, float(geo_lon.max())),
+                             min(by0, float(geo_lat.min())), max(by1, float(geo_lat.max())), width_px=w_px,
+                             height_px=height, pad_px=14)
+        lab_of = [_location_label(mm, names) if mm else "" for mm in members]
+        llon, llat = proj.lonlat(lx, ly)
+        flows = pd.DataFrame({
+            "origin": [members[i][0] for i in so], "destination": [members[i][0] for i in sd],
+            "o_lon": llon[so], "o_lat": llat[so], "d_lon": llon[sd], "d_lat": llat[sd],
+            "count": sel["count"].to_numpy(float), "cls": cls, "true_count": sel["true_count"].to_numpy(float),
+            "noisy_count": sel["noisy_count"].to_numpy(float), "release_prob": sel["p_max"].to_numpy(float),
+            "released": sel["released"].to_numpy(bool), "pairs": sel["pairs"].to_numpy(int)})
+        flows["polygon"] = _ring_rows(polys, proj)
+        flows["color"] = [[*FLOW_CLASS_RGB[i], CLASS_ALPHA[i]] for i in cls.tolist()]
+        flows["tip"] = [
+            f"{lab_of[a]} → {lab_of[b]}\nfrom {coord(float(llat[a]), float(llon[a]))}\nto "
+            f"{coord(float(llat[b]), float(llon[b]))}\n"
+            + (f"{n} pairs of zones, summed\n" if n > 1 else "")
+            + f"true count: {num(int(tc))} people\n"
+            + (f"noisy count: {num(round(float(nc), 1))} ({'published' if r else 'suppressed'})\n" if r else
+               "noisy count: – (suppressed)\n")
+            + (f"release probability: {p0:.3f}" if n == 1 else f"release probability: {p0:.3f} to {p1:.3f}")
+            for a, b, n, tc, nc, r, p0, p1 in zip(so.tolist(), sd.tolist(), sel["pairs"].tolist(),
+                                                  sel["true_count"].tolist(), sel["noisy_count"].tolist(),
+                                                  sel["released"].tolist(), sel["p_min"].tolist(),
+                                                  sel["p_max"].tolist(), strict=True)]
         layers = [*base]
-        if faint is not None:
-            layers.append(line_layer(faint, [*SUPPRESSED_RGB, 150], layer_id="suppressed", width=1.5))
-        layers += [*extra, arc_layer(flows), *bar_layers]
-        return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen), flows, label, lo,
-                       hi, km, suppressed)
-
-    def suppressed_lines(n):
-        sel = select_flows(table, value="true_count", keep=~released, top_n=n, min_count=0, cell=cell)
-        lo, hi = count_range(sel["true_count"].to_numpy())
-        return flows_frame(sel, centroids, value="true_count", color_range=(lo, hi))
+        # locations: circles sized by their totals (drawn under the arrows)
+        show = np.flatnonzero(loc["total"].to_numpy() > 0)
+        ring = fl.circles(lx[show], ly[show], r_px[show] * kpp)
+        inner = fl.circles(lx[show], ly[show], np.maximum(r_px[show] - 1.6, 0.8) * kpp)
+        ltip = [f"{lab_of[i]}\n{label}: {num(round(a))} leaving, {num(round(b))} arriving, {num(round(w))} within"
+                for i, a, b, w in zip(show.tolist(), loc["out"].to_numpy()[show].tolist(),
+                                      loc["in"].to_numpy()[show].tolist(), loc["within"].to_numpy()[show].tolist(),
+                                      strict=True)]
+        lrows = pd.DataFrame({"polygon": _ring_rows(ring, proj) + _ring_rows(inner, proj), "tip": ltip + ltip,
+                              "color": [[*LOCATION_RGB, 230]] * len(show) + [[255, 255, 255, 215]] * len(show)})
+        layers.append(pdk.Layer("PolygonLayer", data=layer_rows(lrows, {"polygon": "polygon", "color": "color",
+                                                                         "tip": "tip"}),
+                                id="locations", get_polygon="polygon", get_fill_color="color",
+                                stroked=False, filled=True, pickable=True, auto_highlight=True))
+        n_sup, sup_total = 0, 0.0
+        sup_frame = None
+        if sup is not None and len(sup):
+            po, pd_ = sup["o"].to_numpy(), sup["d"].to_numpy()
+            sp = fl.arrows(lx[po], ly[po], lx[pd_], ly[pd_], SUPPRESSED_WIDTH_PX * kpp, gap0=r_px[po] * kpp,
+                           gap1=r_px[pd_] * kpp, head_len=7.0 * kpp, bend=0.3)
+            sup_frame = pd.DataFrame({
+                "origin": [members[i][0] for i in po], "destination": [members[i][0] for i in pd_],
+                "o_lon": llon[po], "o_lat": llat[po], "d_lon": llon[pd_], "d_lat": llat[pd_],
+                "count": sup["count"].to_numpy(float), "cls": -1, "true_count": sup["count"].to_numpy(float),
+                "noisy_count": np.nan, "release_prob": sup["p"].to_numpy(float), "released": False,
+                "pairs": sup["pairs"].to_numpy(int)})
+            sup_frame["polygon"] = _ring_rows(sp, proj)
+            sup_frame["tip"] = [f"{lab_of[a]} → {lab_of[b]}\nsuppressed: never published\ntrue count: {num(int(t))} "
+                                f"people\nrelease probability: at most {p:.3f}"
+                                for a, b, t, p in zip(po.tolist(), pd_.tolist(), sup["count"].tolist(),
+                                                      sup["p"].tolist(), strict=True)]
+            layers.append(pdk.Layer("PolygonLayer", data=layer_rows(sup_frame, {"polygon": "polygon", "tip": "tip"}),
+                                    id="suppressed", get_polygon="polygon",
+                                    get_fill_color=[*SUPPRESSED_RGB, 170], stroked=False, filled=True,
+                                    pickable=True, auto_highlight=True))
+            n_sup, sup_total = len(sup_frame), float(sup_frame["count"].sum())
+        layers.append(pdk.Layer("PolygonLayer", data=layer_rows(flows, {"polygon": "polygon", "color": "color",
+                                                                         "tip": "tip"}),
+                                id="flows", get_polygon="polygon", get_fill_color="color", stroked=False,
+                                filled=True, pickable=True, auto_highlight=True))
+        layers += scale_bar_layers(None, None, label=False, bar=bar)
+        km = bar[2]
+        if radius > 0:
+            words = (f"Level: nearby zones merged (within {radius:.1f} km): {num(k)} places from {num(len(ids))} "
+                     "zones; choose Level “Zones” or one zone for the detail")
+        else:
+            words = f"Level: zones as published ({num(len(ids))} zones)"
+        words += f" · {num(len(flows))} largest flows between places drawn"
+        vs = pdk.ViewState(latitude=v1.lat, longitude=v1.lon, zoom=v1.zoom, pitch=0, bearing=0)
+        all_flows = flows if sup_frame is None else pd.concat([flows, sup_frame], ignore_index=True)
+        return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen), all_flows, label,
+                       lo, hi, km, sup_frame is not None,
+                       pd.DataFrame({"lon": llon[show], "lat": llat[show], "total": loc["total"].to_numpy()[show],
+                                     "r": r_px[show]}), tuple(edges_.tolist()), words, n_sup, sup_total)
 
     if view == "Raw counts":
         return [one("Raw counts (never published)", "true_count", everything, "true count")]
     published_label = f"Published: noisy count ≥ {threshold:g}"
     if view == "Side by side":
-        removed = suppressed_lines(top_n)
-        left = one("What suppression removes (red) — true counts", "true_count", released,
-                   "true count of published pairs", faint=removed, suppressed=True)
-        left = FlowMap(left.heading, left.deck, pd.concat([left.flows, removed], ignore_index=True),
-                       left.count_label, left.lo, left.hi, km, True)
+        left = one("What suppression removes (grey) — true counts", "true_count", released,
+                   "true count of published pairs", with_suppressed=True)
         return [left, one(published_label, "noisy_count", released, "noisy count")]
-    faint = suppressed_lines(3000) if show_suppressed else None
-    return [one(published_label, "noisy_count", released, "noisy count", faint=faint, suppressed=show_suppressed)]
+    return [one(published_label, "noisy_count", released, "noisy count", with_suppressed=show_suppressed)]
 
 
 def map_figure(fm: FlowMap, cells_df: pd.DataFrame, *, title: str, subtitle: str = "", projector: bool = False,
