@@ -691,14 +691,14 @@ def flow_legend_html(fm: FlowMap, *, heading: str = "") -> str:
             "color:#1b1f24;margin:0 0 0.2rem 0'>" + "".join(parts) + "</div>")
 
 
-SUPPRESSED_RGB = [70, 70, 70]
+SUPPRESSED_RGB = list(figures.SUPPRESSED_RGB)
 VIEWS = ("Published", "Raw counts", "Side by side")
 LEVELS = ("Auto", "Zones")   # Auto merges nearby zones when the largest flows are too short to read
 # The flows' count classes, light to dark (ColorBrewer OrRd), and their widths in px at the first view.
-FLOW_CLASS_RGB = [(253, 187, 132), (252, 141, 89), (227, 74, 51), (153, 0, 13)]
-CLASS_WIDTH_PX = (2.0, 3.5, 5.5, 8.0)
-CLASS_ALPHA = (120, 170, 215, 240)   # small flows fade back: the structure first
-LOCATION_RGB = (20, 60, 80)
+FLOW_CLASS_RGB = figures.FLOW_CLASS_RGB
+CLASS_WIDTH_PX = figures.FLOW_CLASS_WIDTH_PX
+CLASS_ALPHA = figures.FLOW_CLASS_ALPHA   # small flows fade back: the structure first
+LOCATION_RGB = figures.LOCATION_RGB
 SUPPRESSED_WIDTH_PX = 1.3
 MAP_WIDTH_PX = 580   # the narrowest map the page draws (a 1024 px window with the sidebar open): the first view fits it
 
@@ -722,6 +722,7 @@ class FlowMap:
     level: str = ""
     n_suppressed: int = 0
     suppressed_total: float = 0.0
+    level_short: str = ""
 
     @property
     def class_labels(self) -> list[str]:
@@ -766,105 +767,57 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
     """The OD release page's map(s): "Published" (noisy counts of the published pairs), "Raw counts" (true counts
     of every observed pair) or "Side by side" (what suppression removes next to what is published).
 
-    Flat and fitted: the first view holds every drawn flow and the zones, in a map ``width`` × ``height`` px. Flows
-    are curved arrows (:func:`odcore.report.flows.arrows`) in four count classes (width and colour), over circles
-    sized by each location's total; ``level`` "Auto" merges nearby zones (:func:`odcore.report.flows.choose_radius`)
-    when most of the largest flows would be too short to read, "Zones" never does (nor does a one-zone view).
-    ``base_layers``: :func:`cell_layers` of ``cells_df`` made beforehand (shared by every seed's map)."""
+    Flat and fitted: the first view holds the zones and every drawn place and flow, in a map ``width`` × ``height``
+    px (:func:`odcore.report.flows.fit_view`). What is drawn comes from :func:`odcore.report.flows.flow_picture`:
+    with ``level`` "Auto", nearby zones are merged into places when the largest flows would be too short to read;
+    "Zones" never merges (nor does a one-cell view). Flows are curved arrows (:func:`odcore.report.flows.arrows`)
+    in four count classes (width and colour), over white circles sized by each place's total; suppressed flows
+    thin and grey. ``base_layers``: :func:`cell_layers` of ``cells_df`` made beforehand (shared by every seed's
+    map)."""
     from odcore.report import flows as fl
 
     released = table["released"].to_numpy(dtype=bool)
     everything = np.ones(len(table), dtype=bool)
     base = cell_layers(cells_df, edges) if base_layers is None else base_layers
-    cent = centroids.drop_duplicates("cell")
-    ids = cent["cell"].to_numpy()
-    proj = fl.project(cent["lon"], cent["lat"])
-    zx, zy = proj.xy(cent["lon"], cent["lat"])
-    names = dict(zip(ids.tolist(), cent["name"].tolist(), strict=True)) if "name" in cent.columns else {}
-    pos = pd.Series(np.arange(len(ids)), index=ids)
-    o_all = pos.reindex(table["origin"].to_numpy()).to_numpy()
-    d_all = pos.reindex(table["destination"].to_numpy()).to_numpy()
-    known = ~(np.isnan(o_all) | np.isnan(d_all))
-    o_all = np.nan_to_num(o_all).astype(np.int64)
-    d_all = np.nan_to_num(d_all).astype(np.int64)
+    names = (dict(zip(centroids["cell"].tolist(), centroids["name"].tolist(), strict=True))
+             if "name" in centroids.columns else {})
     (lo0, lo1), (la0, la1) = zones_box(cells_df["polygon"].tolist())
     w_px = width // 2 if view == "Side by side" else width
+    v0 = fl.fit_view(lo0, lo1, la0, la1, width_px=w_px, height_px=height)
 
     def one(heading, value, keep, label, with_suppressed=False):
-        m = keep & known & (table[value].to_numpy(dtype=float) >= min_count)
-        if cell is not None:
-            m &= (table["origin"].to_numpy() == cell) | (table["destination"].to_numpy() == cell)
-        cnt = np.nan_to_num(table[value].to_numpy(dtype=float))
-        oi, di, c = o_all[m], d_all[m], cnt[m]
-        tot = fl.location_totals(oi, di, c, len(ids))["total"].to_numpy()
-        v0 = fl.fit_view(lo0, lo1, la0, la1, width_px=w_px, height_px=height)
-        radius = 0.0
-        if level == "Auto" and cell is None and len(c):
-            radius = fl.choose_radius(zx, zy, tot, oi, di, c, top_n, v0.km_per_px)
-        lab = fl.cluster_zones(zx, zy, tot, radius)
-        k = int(lab.max()) + 1 if len(lab) else 0
-        wsum = np.bincount(lab, tot, minlength=k)
-        safe = np.where(wsum > 0, wsum, 1)
-        n_in = np.bincount(lab, minlength=k)
-        # a cluster's position: its zones' mean weighted by their totals (plain mean when it carries nothing)
-        lx = np.where(wsum > 0, np.bincount(lab, tot * zx, minlength=k) / safe, np.bincount(lab, zx, minlength=k) / np.maximum(n_in, 1))
-        ly = np.where(wsum > 0, np.bincount(lab, tot * zy, minlength=k) / safe, np.bincount(lab, zy, minlength=k) / np.maximum(n_in, 1))
-        members: list[list] = [[] for _ in range(k)]
-        for z in np.lexsort((np.arange(len(ids)), -tot)).tolist():
-            members[lab[z]].append(ids[z])
-        sub = table.loc[m]
-        agg = pd.DataFrame({"o": lab[oi], "d": lab[di], "count": c, "true_count": sub["true_count"].to_numpy(float),
-                            "noisy_count": np.where(sub["released"].to_numpy(bool),
-                                                    sub["noisy_count"].to_numpy(float), 0.0),
-                            "p_min": sub["release_prob"].to_numpy(float), "p_max": sub["release_prob"].to_numpy(float),
-                            "released": sub["released"].to_numpy(bool), "pairs": 1})
-        agg = agg.groupby(["o", "d"], as_index=False, sort=False).agg(
-            count=("count", "sum"), true_count=("true_count", "sum"), noisy_count=("noisy_count", "sum"),
-            p_min=("p_min", "min"), p_max=("p_max", "max"), released=("released", "any"), pairs=("pairs", "sum"))
-        loc = fl.location_totals(agg["o"].to_numpy(), agg["d"].to_numpy(), agg["count"].to_numpy(), k)
-        between = agg.loc[agg["o"].to_numpy() != agg["d"].to_numpy()]
-        sel = between.nlargest(int(top_n), "count") if len(between) > top_n else \
-            between.sort_values("count", ascending=False)
-        lo, hi = count_range(sel["count"].to_numpy())
-        edges_ = fl.class_bounds(lo, hi)
+        pic = fl.flow_picture(table, centroids, value=value, keep=keep, top_n=top_n, min_count=min_count, cell=cell,
+                              km_per_px=v0.km_per_px if level == "Auto" else None, with_suppressed=with_suppressed)
+        places, sel, sup, proj = pic.places, pic.flows, pic.suppressed, pic.proj
+        lx, ly = places["x"].to_numpy(), places["y"].to_numpy()
+        llon, llat = places["lon"].to_numpy(), places["lat"].to_numpy()
+        lab_of = [_location_label(mm, names) if mm else "" for mm in places["members"]]
+        first = [mm[0] if mm else None for mm in places["members"]]
+        edges_ = pic.class_edges
         cls = fl.classes(sel["count"].to_numpy(), edges_)
-        # suppressed flows at the same level (true counts: what the threshold removed)
-        sup = None
-        if with_suppressed:
-            ms = ~released & known
-            if cell is not None:
-                ms &= (table["origin"].to_numpy() == cell) | (table["destination"].to_numpy() == cell)
-            s_t = table.loc[ms]
-            sa = pd.DataFrame({"o": lab[o_all[ms]], "d": lab[d_all[ms]], "count": s_t["true_count"].to_numpy(float),
-                               "p": s_t["release_prob"].to_numpy(float), "pairs": 1})
-            sa = sa.loc[sa["o"] != sa["d"]].groupby(["o", "d"], as_index=False).agg(
-                count=("count", "sum"), p=("p", "max"), pairs=("pairs", "sum"))
-            sup = sa.nlargest(int(top_n), "count")
-        # the first view: every drawn location and arrow, and the zones' box
+        # the first view: the zones and every drawn place and arrow, and the scale bar under them
         used = np.unique(np.r_[sel["o"].to_numpy(), sel["d"].to_numpy(),
-                               *( [sup["o"].to_numpy(), sup["d"].to_numpy()] if sup is not None else [])]).astype(int)
-        ux, uy = proj.lonlat(lx[used], ly[used]) if len(used) else (np.zeros(0), np.zeros(0))
-        bx0, bx1 = min([lo0, *ux.tolist()]), max([lo1, *ux.tolist()])
-        by0, by1 = min([la0, *uy.tolist()]), max([la1, *uy.tolist()])
+                               *([sup["o"].to_numpy(), sup["d"].to_numpy()] if sup is not None else [])]).astype(int)
+        bx0, bx1 = min([lo0, *llon[used].tolist()]), max([lo1, *llon[used].tolist()])
+        by0, by1 = min([la0, *llat[used].tolist()]), max([la1, *llat[used].tolist()])
         bar = scale_bar(np.array([by0, by1]), np.array([bx0, bx1]))
-        by0 = min(by0, bar[0][1][1])   # the bar, under the data, is in the first view too
+        by0 = min(by0, bar[0][1][1])
         v1 = fl.fit_view(bx0, bx1, by0, by1, width_px=w_px, height_px=height, pad_px=34)
         kpp = v1.km_per_px
-        tmax = float(loc["total"].max()) if k and loc["total"].max() > 0 else 1.0
-        r_px = 3.0 + 13.0 * np.sqrt(loc["total"].to_numpy() / tmax)   # area ∝ total
+        total = places["total"].to_numpy()
+        tmax = float(total.max()) if len(total) and total.max() > 0 else 1.0
+        r_px = 3.0 + 13.0 * np.sqrt(total / tmax)   # area ∝ total
         so, sd = sel["o"].to_numpy(), sel["d"].to_numpy()
-        polys = fl.arrows(lx[so], ly[so], lx[sd], ly[sd], np.asarray(CLASS_WIDTH_PX)[cls] * kpp,
-                          gap0=r_px[so] * kpp, gap1=r_px[sd] * kpp, head_len=np.maximum(
-                              3.0 * np.asarray(CLASS_WIDTH_PX)[cls], 9.0) * kpp)
-        geo_lon, geo_lat = proj.lonlat(polys[..., 0], polys[..., 1])
+        wpx = np.asarray(CLASS_WIDTH_PX)[cls]
+        polys = fl.arrows(lx[so], ly[so], lx[sd], ly[sd], wpx * kpp, gap0=r_px[so] * kpp, gap1=r_px[sd] * kpp,
+                          head_len=np.maximum(3.0 * wpx, 9.0) * kpp)
         if len(sel):   # the curves bulge: fit once more to what is drawn
-            v1 = fl.fit_view(min(bx0, float(geo_lon.min())), max(bx1, float(geo_lon.max())),
-                             min(by0, float(geo_lat.min())), max(by1, float(geo_lat.max())), width_px=w_px,
+            g_lon, g_lat = proj.lonlat(polys[..., 0], polys[..., 1])
+            v1 = fl.fit_view(min(bx0, float(g_lon.min())), max(bx1, float(g_lon.max())),
+                             min(by0, float(g_lat.min())), max(by1, float(g_lat.max())), width_px=w_px,
                              height_px=height, pad_px=14)
-        lab_of = [_location_label(mm, names) if mm else "" for mm in members]
-        llon, llat = proj.lonlat(lx, ly)
         flows = pd.DataFrame({
-            "origin": [members[i][0] for i in so], "destination": [members[i][0] for i in sd],
+            "origin": [first[i] for i in so], "destination": [first[i] for i in sd],
             "o_lon": llon[so], "o_lat": llat[so], "d_lon": llon[sd], "d_lat": llat[sd],
             "count": sel["count"].to_numpy(float), "cls": cls, "true_count": sel["true_count"].to_numpy(float),
             "noisy_count": sel["noisy_count"].to_numpy(float), "release_prob": sel["p_max"].to_numpy(float),
@@ -876,36 +829,34 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
             f"{coord(float(llat[b]), float(llon[b]))}\n"
             + (f"{n} pairs of zones, summed\n" if n > 1 else "")
             + f"true count: {num(int(tc))} people\n"
-            + (f"noisy count: {num(round(float(nc), 1))} ({'published' if r else 'suppressed'})\n" if r else
-               "noisy count: – (suppressed)\n")
+            + (f"noisy count: {num(round(float(nc), 1))} (published)\n" if r else "noisy count: – (suppressed)\n")
             + (f"release probability: {p0:.3f}" if n == 1 else f"release probability: {p0:.3f} to {p1:.3f}")
             for a, b, n, tc, nc, r, p0, p1 in zip(so.tolist(), sd.tolist(), sel["pairs"].tolist(),
                                                   sel["true_count"].tolist(), sel["noisy_count"].tolist(),
                                                   sel["released"].tolist(), sel["p_min"].tolist(),
                                                   sel["p_max"].tolist(), strict=True)]
         layers = [*base]
-        # locations: circles sized by their totals (drawn under the arrows)
-        show = np.flatnonzero(loc["total"].to_numpy() > 0)
+        # places: white circles with a dark ring, sized by their totals (under the arrows)
+        show = np.flatnonzero(total > 0)
         ring = fl.circles(lx[show], ly[show], r_px[show] * kpp)
         inner = fl.circles(lx[show], ly[show], np.maximum(r_px[show] - 1.6, 0.8) * kpp)
         ltip = [f"{lab_of[i]}\n{label}: {num(round(a))} leaving, {num(round(b))} arriving, {num(round(w))} within"
-                for i, a, b, w in zip(show.tolist(), loc["out"].to_numpy()[show].tolist(),
-                                      loc["in"].to_numpy()[show].tolist(), loc["within"].to_numpy()[show].tolist(),
-                                      strict=True)]
+                for i, a, b, w in zip(show.tolist(), places["out"].to_numpy()[show].tolist(),
+                                      places["in"].to_numpy()[show].tolist(),
+                                      places["within"].to_numpy()[show].tolist(), strict=True)]
         lrows = pd.DataFrame({"polygon": _ring_rows(ring, proj) + _ring_rows(inner, proj), "tip": ltip + ltip,
                               "color": [[*LOCATION_RGB, 230]] * len(show) + [[255, 255, 255, 215]] * len(show)})
         layers.append(pdk.Layer("PolygonLayer", data=layer_rows(lrows, {"polygon": "polygon", "color": "color",
                                                                          "tip": "tip"}),
                                 id="locations", get_polygon="polygon", get_fill_color="color",
                                 stroked=False, filled=True, pickable=True, auto_highlight=True))
-        n_sup, sup_total = 0, 0.0
-        sup_frame = None
+        n_sup, sup_total, sup_frame = 0, 0.0, None
         if sup is not None and len(sup):
             po, pd_ = sup["o"].to_numpy(), sup["d"].to_numpy()
             sp = fl.arrows(lx[po], ly[po], lx[pd_], ly[pd_], SUPPRESSED_WIDTH_PX * kpp, gap0=r_px[po] * kpp,
                            gap1=r_px[pd_] * kpp, head_len=7.0 * kpp, bend=0.3)
             sup_frame = pd.DataFrame({
-                "origin": [members[i][0] for i in po], "destination": [members[i][0] for i in pd_],
+                "origin": [first[i] for i in po], "destination": [first[i] for i in pd_],
                 "o_lon": llon[po], "o_lat": llat[po], "d_lon": llon[pd_], "d_lat": llat[pd_],
                 "count": sup["count"].to_numpy(float), "cls": -1, "true_count": sup["count"].to_numpy(float),
                 "noisy_count": np.nan, "release_prob": sup["p"].to_numpy(float), "released": False,
@@ -925,19 +876,14 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                 id="flows", get_polygon="polygon", get_fill_color="color", stroked=False,
                                 filled=True, pickable=True, auto_highlight=True))
         layers += scale_bar_layers(None, None, label=False, bar=bar)
-        km = bar[2]
-        if radius > 0:
-            words = (f"Level: nearby zones merged (within {radius:.1f} km): {num(k)} places from {num(len(ids))} "
-                     "zones; choose Level “Zones” or one zone for the detail")
-        else:
-            words = f"Level: zones as published ({num(len(ids))} zones)"
-        words += f" · {num(len(flows))} largest flows between places drawn"
+        words = pic.level_words() + f" · {num(len(flows))} largest flows between places drawn"
         vs = pdk.ViewState(latitude=v1.lat, longitude=v1.lon, zoom=v1.zoom, pitch=0, bearing=0)
         all_flows = flows if sup_frame is None else pd.concat([flows, sup_frame], ignore_index=True)
+        lo, hi = float(edges_[0]), float(edges_[-1])
         return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen), all_flows, label,
-                       lo, hi, km, sup_frame is not None,
-                       pd.DataFrame({"lon": llon[show], "lat": llat[show], "total": loc["total"].to_numpy()[show],
-                                     "r": r_px[show]}), tuple(edges_.tolist()), words, n_sup, sup_total)
+                       lo, hi, bar[2], sup_frame is not None,
+                       pd.DataFrame({"lon": llon[show], "lat": llat[show], "total": total[show], "r": r_px[show]}),
+                       tuple(edges_.tolist()), words, n_sup, sup_total, pic.level_words(short=True))
 
     if view == "Raw counts":
         return [one("Raw counts (never published)", "true_count", everything, "true count")]
@@ -951,8 +897,9 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
 
 def map_figure(fm: FlowMap, cells_df: pd.DataFrame, *, title: str, subtitle: str = "", projector: bool = False,
                empty_note: str | None = None):
-    """The same map as a plotly figure (cells, two-tone arcs, legend, scale bar, title) for PNG/SVG/PDF."""
-    flows = fm.flows.loc[fm.flows["released"].to_numpy(dtype=bool) | ~fm.suppressed] if fm.suppressed else fm.flows
-    return figures.flow_map_figure(cells_df[["cell", "polygon", "value"]], flows, title=title,
+    """The same map as a plotly figure (zones, arrows in the same count classes, places, suppressed flows, legend in a
+    column of its own, scale bar, title) for PNG/SVG/PDF: :func:`odcore.report.figures.flow_map_figure`."""
+    return figures.flow_map_figure(cells_df[["cell", "polygon", "value"]], fm.flows, title=title,
                                    count_label=fm.count_label, subtitle=subtitle, projector=projector,
-                                   empty_note=empty_note)
+                                   empty_note=empty_note, locations=fm.locations,
+                                   class_edges=fm.class_edges or None, level=fm.level_short)

@@ -240,12 +240,14 @@ CLUSTER_PX = (0, 14, 24, 40, 64)   # cluster radii tried, in px of the first vie
 
 
 def choose_radius(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: np.ndarray,
-                  dest_idx: np.ndarray, count: np.ndarray, top_n: int, km_per_px: float) -> float:
-    """The cluster radius (km) of the first view: of the radii :data:`CLUSTER_PX` (in px at ``km_per_px``), the
-    smallest at which the most of the ``top_n`` largest flows between locations can be read as arrows (at least
-    :data:`SHORT_PX` long; flows inside a cluster are not drawn as arrows). 0 (every zone on its own) when no
-    radius gives a readable flow. ``origin_idx``/``dest_idx`` index ``x, y``; ``weight`` orders the cluster seeds."""
-    best, best_r = 0, 0.0
+                  dest_idx: np.ndarray, count: np.ndarray, top_n: int, km_per_px: float,
+                  readable_share: float = 0.6) -> float:
+    """The cluster radius (km) of the first view: the smallest of :data:`CLUSTER_PX` (in px at ``km_per_px``) at
+    which at least ``readable_share`` of the ``top_n`` largest flows between places can be read as arrows (at least
+    :data:`SHORT_PX` long; flows inside a place are not drawn as arrows, they count in its circle); if none
+    reaches it, the one with the largest share (the smaller radius on a tie). 0 keeps every zone on its own.
+    ``origin_idx``/``dest_idx`` index ``x, y``; ``weight`` orders the cluster seeds (:func:`cluster_zones`)."""
+    best, best_r = -1.0, 0.0
     for r_px in CLUSTER_PX:
         r = r_px * km_per_px
         lab = cluster_zones(x, y, weight, r)
@@ -256,8 +258,133 @@ def choose_radius(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: 
         cyk = np.where(w > 0, np.bincount(lab, weight * y, minlength=k) / safe, 0.0)
         df = pd.DataFrame({"o": lab[origin_idx], "d": lab[dest_idx], "c": count}).query("o != d")
         df = df.groupby(["o", "d"], as_index=False)["c"].sum().nlargest(top_n, "c")
+        if not len(df):
+            break
         length = np.hypot(cxk[df["o"]] - cxk[df["d"]], cyk[df["o"]] - cyk[df["d"]]) / km_per_px
-        readable = int((length >= SHORT_PX).sum())
-        if readable > best:
-            best, best_r = readable, r
+        share = float((length >= SHORT_PX).mean())
+        if share >= readable_share:
+            return r
+        if share > best:
+            best, best_r = share, r
     return best_r
+
+
+def curves(x0, y0, x1, y1, *, gap0=0.0, gap1=0.0, bend: float = BEND, n: int = 17) -> tuple[np.ndarray, np.ndarray]:
+    """The centre lines of :func:`arrows` (ends pulled in by ``gap0``/``gap1``, bulging right of travel): arrays
+    ``(m, n)`` of x and y, for a figure that draws each flow as a line of a width in px and a head marker."""
+    x0, y0, x1, y1 = (np.atleast_1d(np.asarray(v, float)) for v in np.broadcast_arrays(x0, y0, x1, y1))
+    g0, g1 = (np.broadcast_to(np.asarray(v, float), x0.shape) for v in (gap0, gap1))
+    dx, dy = x1 - x0, y1 - y0
+    L = np.hypot(dx, dy)
+    Ls = np.where(L > 0, L, 1.0)
+    ux, uy = dx / Ls, dy / Ls
+    g0, g1 = np.minimum(g0, 0.3 * L), np.minimum(g1, 0.3 * L)
+    ax, ay = x0 + ux * g0, y0 + uy * g0
+    bx, by = x1 - ux * g1, y1 - uy * g1
+    ll = np.hypot(bx - ax, by - ay)
+    cx, cy = (ax + bx) / 2 + bend * ll * uy, (ay + by) / 2 - bend * ll * ux
+    t = np.linspace(0, 1, n)[None, :]
+    px = (1 - t) ** 2 * ax[:, None] + 2 * (1 - t) * t * cx[:, None] + t ** 2 * bx[:, None]
+    py = (1 - t) ** 2 * ay[:, None] + 2 * (1 - t) * t * cy[:, None] + t ** 2 * by[:, None]
+    return px, py
+
+
+@dataclass(frozen=True, eq=False)
+class FlowPicture:
+    """What a flow map draws, at the level chosen (:func:`flow_picture`).
+
+    ``places``: one row per place (a zone, or nearby zones merged): ``x, y`` (km, :attr:`proj`), ``lon, lat``,
+    ``members`` (its zone ids, heaviest first), ``out, in, within, total`` of the counts drawn. ``flows``: the
+    ``top_n`` largest flows between places (``o, d`` index ``places``; ``count`` the value drawn, ``true_count``,
+    ``noisy_count`` (published part), ``p_min, p_max`` (release probabilities of its pairs), ``released`` (any pair
+    published), ``pairs``), largest first. ``suppressed``: the same for the pairs the threshold removed (``count``
+    their true count; ``p`` the largest release probability) or None. ``radius``: km within which zones were merged
+    (0: zones as they are)."""
+
+    proj: Projection
+    places: pd.DataFrame
+    flows: pd.DataFrame
+    suppressed: pd.DataFrame | None
+    class_edges: np.ndarray
+    radius: float
+    n_zones: int
+
+    def level_words(self, short: bool = False) -> str:
+        """The level shown, in words for the legend (``short``: for a figure's subtitle)."""
+        k = len(self.places)
+        if self.radius > 0:
+            if short:
+                return f"nearby zones merged within {self.radius:.1f} km ({k:,} places)"
+            return (f"Level: nearby zones merged (within {self.radius:.1f} km): {k:,} places from {self.n_zones:,} "
+                    "zones; turn off “Merge nearby zones” or choose one cell for the detail")
+        return f"zones as published ({self.n_zones:,} zones)" if short else \
+            f"Level: zones as published ({self.n_zones:,} zones)"
+
+
+def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, keep: np.ndarray, top_n: int,
+                 min_count: float = 0.0, cell=None, km_per_px: float | None = None,
+                 with_suppressed: bool = False) -> FlowPicture:
+    """The flows of a release table to draw: the pairs where ``keep`` with ``value >= min_count`` (touching ``cell``
+    if given), summed between places, the ``top_n`` largest kept.
+
+    With ``km_per_px`` (the first view's scale) and no ``cell``, nearby zones are merged as
+    :func:`choose_radius` says; otherwise every zone is its own place. ``table``: a release table (``origin,
+    destination, true_count, noisy_count, release_prob, released``); ``centroids``: ``cell, lat, lon``. Sums of
+    published noisy counts are post-processing of the release."""
+    cent = centroids.drop_duplicates("cell")
+    ids = cent["cell"].to_numpy()
+    proj = project(cent["lon"], cent["lat"])
+    zx, zy = proj.xy(cent["lon"], cent["lat"])
+    pos = pd.Series(np.arange(len(ids)), index=ids)
+    origin, destination = table["origin"].to_numpy(), table["destination"].to_numpy()
+    o_all = pos.reindex(origin).to_numpy()
+    d_all = pos.reindex(destination).to_numpy()
+    known = ~(np.isnan(o_all) | np.isnan(d_all))
+    o_all = np.nan_to_num(o_all).astype(np.int64)
+    d_all = np.nan_to_num(d_all).astype(np.int64)
+    touch = np.ones(len(table), bool) if cell is None else (origin == cell) | (destination == cell)
+    values = table[value].to_numpy(dtype=float)
+    m = np.asarray(keep, bool) & known & touch & (np.nan_to_num(values, nan=-np.inf) >= min_count)
+    oi, di, c = o_all[m], d_all[m], np.nan_to_num(values[m])
+    tot = location_totals(oi, di, c, len(ids))["total"].to_numpy()
+    radius = 0.0
+    if km_per_px and cell is None and len(c):
+        radius = choose_radius(zx, zy, tot, oi, di, c, top_n, km_per_px)
+    lab = cluster_zones(zx, zy, tot, radius)
+    k = int(lab.max()) + 1 if len(lab) else 0
+    wsum = np.bincount(lab, tot, minlength=k)
+    n_in = np.maximum(np.bincount(lab, minlength=k), 1)
+    safe = np.where(wsum > 0, wsum, 1)
+    # a place's position: its zones' mean weighted by their totals (their plain mean when it carries nothing)
+    px = np.where(wsum > 0, np.bincount(lab, tot * zx, minlength=k) / safe, np.bincount(lab, zx, minlength=k) / n_in)
+    py = np.where(wsum > 0, np.bincount(lab, tot * zy, minlength=k) / safe, np.bincount(lab, zy, minlength=k) / n_in)
+    members: list[list] = [[] for _ in range(k)]
+    for z in np.lexsort((np.arange(len(ids)), -tot)).tolist():
+        members[lab[z]].append(ids[z].item() if hasattr(ids[z], "item") else ids[z])
+    sub = table.loc[m]
+    rel = sub["released"].to_numpy(bool)
+    agg = pd.DataFrame({"o": lab[oi], "d": lab[di], "count": c, "true_count": sub["true_count"].to_numpy(float),
+                        "noisy_count": np.where(rel, sub["noisy_count"].to_numpy(float), 0.0),
+                        "p_min": sub["release_prob"].to_numpy(float), "p_max": sub["release_prob"].to_numpy(float),
+                        "released": rel, "pairs": 1})
+    agg = agg.groupby(["o", "d"], as_index=False, sort=False).agg(
+        count=("count", "sum"), true_count=("true_count", "sum"), noisy_count=("noisy_count", "sum"),
+        p_min=("p_min", "min"), p_max=("p_max", "max"), released=("released", "any"), pairs=("pairs", "sum"))
+    loc = location_totals(agg["o"].to_numpy(), agg["d"].to_numpy(), agg["count"].to_numpy(), k)
+    lon, lat = proj.lonlat(px, py)
+    places = pd.DataFrame({"x": px, "y": py, "lon": lon, "lat": lat, "members": members, **{
+        col: loc[col].to_numpy() for col in ("out", "in", "within", "total")}})
+    between = agg.loc[agg["o"].to_numpy() != agg["d"].to_numpy()]
+    flows = between.sort_values("count", ascending=False, kind="stable").head(int(top_n)).reset_index(drop=True)
+    v = flows["count"].to_numpy()
+    lo, hi = (float(v.min()), float(v.max())) if len(v) else (0.0, 1.0)
+    sup = None
+    if with_suppressed:
+        ms = ~table["released"].to_numpy(bool) & known & touch
+        s_t = table.loc[ms]
+        sa = pd.DataFrame({"o": lab[o_all[ms]], "d": lab[d_all[ms]], "count": s_t["true_count"].to_numpy(float),
+                           "p": s_t["release_prob"].to_numpy(float), "pairs": 1})
+        sa = sa.loc[sa["o"] != sa["d"]].groupby(["o", "d"], as_index=False).agg(
+            count=("count", "sum"), p=("p", "max"), pairs=("pairs", "sum"))
+        sup = sa.sort_values("count", ascending=False, kind="stable").head(int(top_n)).reset_index(drop=True)
+    return FlowPicture(proj, places, flows, sup, class_bounds(lo, hi), radius, len(ids))
