@@ -117,7 +117,7 @@ def cluster_zones(x: np.ndarray, y: np.ndarray, weight: np.ndarray, radius: floa
 
 
 def greedy_clusters(x: np.ndarray, y: np.ndarray, weight: np.ndarray, radius: float) -> np.ndarray:
-    """One greedy pass of :func:`cluster_zones`."""
+    """One greedy pass of :func:`cluster_zones` (each zone's neighbours found at once, in C)."""
     n = len(x)
     label = np.full(n, -1, dtype=np.int64)
     if radius <= 0 or n == 0:
@@ -125,18 +125,24 @@ def greedy_clusters(x: np.ndarray, y: np.ndarray, weight: np.ndarray, radius: fl
     from scipy.spatial import cKDTree
 
     pts = np.column_stack([x, y])
-    tree = cKDTree(pts)
+    near_all = cKDTree(pts).query_ball_point(pts, radius)
     order = np.lexsort((np.arange(n), -np.asarray(weight, float)))
     k = 0
     for i in order.tolist():
         if label[i] >= 0:
             continue
-        near = np.asarray(tree.query_ball_point(pts[i], radius), dtype=np.int64)
-        near = near[label[near] < 0]
-        label[near] = k
+        near = np.asarray(near_all[i], dtype=np.int64)
+        label[near[label[near] < 0]] = k
         label[i] = k
         k += 1
     return label
+
+
+def sum_pairs(o: np.ndarray, d: np.ndarray, c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(o, d, sum of c)`` per distinct pair of ids below ``k`` (numpy: no pandas groupby on a hot path)."""
+    key = np.asarray(o, np.int64) * k + np.asarray(d, np.int64)
+    u, inv = np.unique(key, return_inverse=True)
+    return u // k, u % k, np.bincount(inv, np.asarray(c, float), minlength=len(u))
 
 
 def location_totals(origin: np.ndarray, destination: np.ndarray, count: np.ndarray, n: int) -> pd.DataFrame:
@@ -256,11 +262,15 @@ def choose_radius(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: 
         safe = np.where(w > 0, w, 1)
         cxk = np.where(w > 0, np.bincount(lab, weight * x, minlength=k) / safe, 0.0)
         cyk = np.where(w > 0, np.bincount(lab, weight * y, minlength=k) / safe, 0.0)
-        df = pd.DataFrame({"o": lab[origin_idx], "d": lab[dest_idx], "c": count}).query("o != d")
-        df = df.groupby(["o", "d"], as_index=False)["c"].sum().nlargest(top_n, "c")
-        if not len(df):
+        lo_, ld_ = lab[origin_idx], lab[dest_idx]
+        between = lo_ != ld_
+        po, pd_, pc = sum_pairs(lo_[between], ld_[between], np.asarray(count)[between], max(k, 1))
+        if not len(pc):
             break
-        length = np.hypot(cxk[df["o"]] - cxk[df["d"]], cyk[df["o"]] - cyk[df["d"]]) / km_per_px
+        if len(pc) > top_n:
+            top = np.argpartition(-pc, top_n - 1)[:top_n]
+            po, pd_ = po[top], pd_[top]
+        length = np.hypot(cxk[po] - cxk[pd_], cyk[po] - cyk[pd_]) / km_per_px
         share = float((length >= SHORT_PX).mean())
         if share >= readable_share:
             return r
@@ -299,7 +309,7 @@ class FlowPicture:
     ``noisy_count`` (published part), ``p_min, p_max`` (release probabilities of its pairs), ``released`` (any pair
     published), ``pairs``), largest first. ``suppressed``: the same for the pairs the threshold removed (``count``
     their true count; ``p`` the largest release probability) or None. ``radius``: km within which zones were merged
-    (0: zones as they are)."""
+    (0: zones as they are). Zones that carry nothing drawn are no place."""
 
     proj: Projection
     places: pd.DataFrame
@@ -335,56 +345,96 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
     ids = cent["cell"].to_numpy()
     proj = project(cent["lon"], cent["lat"])
     zx, zy = proj.xy(cent["lon"], cent["lat"])
-    pos = pd.Series(np.arange(len(ids)), index=ids)
+    order = np.argsort(ids, kind="stable")
     origin, destination = table["origin"].to_numpy(), table["destination"].to_numpy()
-    o_all = pos.reindex(origin).to_numpy()
-    d_all = pos.reindex(destination).to_numpy()
-    known = ~(np.isnan(o_all) | np.isnan(d_all))
-    o_all = np.nan_to_num(o_all).astype(np.int64)
-    d_all = np.nan_to_num(d_all).astype(np.int64)
+
+    def where(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The zone positions of the rows' origins and destinations, and whether both are known (only the rows
+        asked for: a release table has every observed pair, a map draws a few hundred)."""
+        if not len(ids):
+            z = np.zeros(len(rows), np.int64)
+            return z, z, np.zeros(len(rows), bool)
+        out = []
+        for col in (origin, destination):
+            v = col[rows]
+            i = order[np.searchsorted(ids, v, sorter=order).clip(max=len(ids) - 1)]
+            out.append((i, ids[i] == v))
+        return out[0][0], out[1][0], out[0][1] & out[1][1]
+
     touch = np.ones(len(table), bool) if cell is None else (origin == cell) | (destination == cell)
     values = table[value].to_numpy(dtype=float)
-    m = np.asarray(keep, bool) & known & touch & (np.nan_to_num(values, nan=-np.inf) >= min_count)
-    oi, di, c = o_all[m], d_all[m], np.nan_to_num(values[m])
+    rows = np.flatnonzero(np.asarray(keep, bool) & touch & (np.nan_to_num(values, nan=-np.inf) >= min_count))
+    oi, di, ok = where(rows)
+    rows, oi, di = rows[ok], oi[ok], di[ok]
+    m = rows
+    c = np.nan_to_num(values[rows])
     tot = location_totals(oi, di, c, len(ids))["total"].to_numpy()
+    need = tot > 0                       # zones that carry a drawn count (or a suppressed flow): the places
+    if with_suppressed:
+        srows = np.flatnonzero(~table["released"].to_numpy(bool) & touch)
+        so_z, sd_z, ok = where(srows)
+        srows, so_z, sd_z = srows[ok], so_z[ok], sd_z[ok]
+        need[so_z] = True
+        need[sd_z] = True
+    active = np.flatnonzero(need)
+    ax_, ay_, aw = zx[active], zy[active], tot[active]
+    at = np.full(len(ids), -1, dtype=np.int64)
+    at[active] = np.arange(len(active))
     radius = 0.0
     if km_per_px and cell is None and len(c):
-        radius = choose_radius(zx, zy, tot, oi, di, c, top_n, km_per_px)
-    lab = cluster_zones(zx, zy, tot, radius)
-    k = int(lab.max()) + 1 if len(lab) else 0
-    wsum = np.bincount(lab, tot, minlength=k)
-    n_in = np.maximum(np.bincount(lab, minlength=k), 1)
+        radius = choose_radius(ax_, ay_, aw, at[oi], at[di], c, top_n, km_per_px)
+    lab_a = cluster_zones(ax_, ay_, aw, radius)
+    lab = np.full(len(ids), -1, dtype=np.int64)
+    lab[active] = lab_a
+    k = int(lab_a.max()) + 1 if len(lab_a) else 0
+    wsum = np.bincount(lab_a, aw, minlength=k)
+    n_in = np.maximum(np.bincount(lab_a, minlength=k), 1)
     safe = np.where(wsum > 0, wsum, 1)
     # a place's position: its zones' mean weighted by their totals (their plain mean when it carries nothing)
-    px = np.where(wsum > 0, np.bincount(lab, tot * zx, minlength=k) / safe, np.bincount(lab, zx, minlength=k) / n_in)
-    py = np.where(wsum > 0, np.bincount(lab, tot * zy, minlength=k) / safe, np.bincount(lab, zy, minlength=k) / n_in)
+    px = np.where(wsum > 0, np.bincount(lab_a, aw * ax_, minlength=k) / safe,
+                  np.bincount(lab_a, ax_, minlength=k) / n_in)
+    py = np.where(wsum > 0, np.bincount(lab_a, aw * ay_, minlength=k) / safe,
+                  np.bincount(lab_a, ay_, minlength=k) / n_in)
     members: list[list] = [[] for _ in range(k)]
-    for z in np.lexsort((np.arange(len(ids)), -tot)).tolist():
-        members[lab[z]].append(ids[z].item() if hasattr(ids[z], "item") else ids[z])
-    sub = table.loc[m]
+    a_ids = ids[active].tolist()
+    for z in np.lexsort((np.arange(len(active)), -aw)).tolist():
+        members[lab_a[z]].append(a_ids[z])
+    sub = table.iloc[m]
     rel = sub["released"].to_numpy(bool)
-    agg = pd.DataFrame({"o": lab[oi], "d": lab[di], "count": c, "true_count": sub["true_count"].to_numpy(float),
-                        "noisy_count": np.where(rel, sub["noisy_count"].to_numpy(float), 0.0),
-                        "p_min": sub["release_prob"].to_numpy(float), "p_max": sub["release_prob"].to_numpy(float),
-                        "released": rel, "pairs": 1})
-    agg = agg.groupby(["o", "d"], as_index=False, sort=False).agg(
-        count=("count", "sum"), true_count=("true_count", "sum"), noisy_count=("noisy_count", "sum"),
-        p_min=("p_min", "min"), p_max=("p_max", "max"), released=("released", "any"), pairs=("pairs", "sum"))
+    key = lab[oi] * max(k, 1) + lab[di]
+    u, inv = np.unique(key, return_inverse=True)
+    n_u = len(u)
+    p = sub["release_prob"].to_numpy(float)
+    p_min, p_max = np.full(n_u, np.inf), np.full(n_u, -np.inf)
+    np.minimum.at(p_min, inv, p)
+    np.maximum.at(p_max, inv, p)
+    agg = pd.DataFrame({
+        "o": u // max(k, 1), "d": u % max(k, 1), "count": np.bincount(inv, c, n_u),
+        "true_count": np.bincount(inv, sub["true_count"].to_numpy(float), n_u),
+        "noisy_count": np.bincount(inv, np.where(rel, sub["noisy_count"].to_numpy(float), 0.0), n_u),
+        "p_min": p_min, "p_max": p_max, "released": np.bincount(inv, rel.astype(float), n_u) > 0,
+        "pairs": np.bincount(inv, minlength=n_u)})
     loc = location_totals(agg["o"].to_numpy(), agg["d"].to_numpy(), agg["count"].to_numpy(), k)
     lon, lat = proj.lonlat(px, py)
     places = pd.DataFrame({"x": px, "y": py, "lon": lon, "lat": lat, "members": members, **{
         col: loc[col].to_numpy() for col in ("out", "in", "within", "total")}})
-    between = agg.loc[agg["o"].to_numpy() != agg["d"].to_numpy()]
-    flows = between.sort_values("count", ascending=False, kind="stable").head(int(top_n)).reset_index(drop=True)
+    b = np.flatnonzero(agg["o"].to_numpy() != agg["d"].to_numpy())
+    b = b[np.argsort(-agg["count"].to_numpy()[b], kind="stable")][:int(top_n)]
+    flows = agg.iloc[b].reset_index(drop=True)
     v = flows["count"].to_numpy()
     lo, hi = (float(v.min()), float(v.max())) if len(v) else (0.0, 1.0)
     sup = None
     if with_suppressed:
-        ms = ~table["released"].to_numpy(bool) & known & touch
-        s_t = table.loc[ms]
-        sa = pd.DataFrame({"o": lab[o_all[ms]], "d": lab[d_all[ms]], "count": s_t["true_count"].to_numpy(float),
-                           "p": s_t["release_prob"].to_numpy(float), "pairs": 1})
-        sa = sa.loc[sa["o"] != sa["d"]].groupby(["o", "d"], as_index=False).agg(
-            count=("count", "sum"), p=("p", "max"), pairs=("pairs", "sum"))
-        sup = sa.sort_values("count", ascending=False, kind="stable").head(int(top_n)).reset_index(drop=True)
+        so_, sd_ = lab[so_z], lab[sd_z]
+        s_t = table.iloc[srows]
+        bt = so_ != sd_
+        key = so_[bt] * max(k, 1) + sd_[bt]
+        u, inv = np.unique(key, return_inverse=True)
+        ps = np.full(len(u), -np.inf)
+        np.maximum.at(ps, inv, s_t["release_prob"].to_numpy(float)[bt])
+        sa = pd.DataFrame({"o": u // max(k, 1), "d": u % max(k, 1),
+                           "count": np.bincount(inv, s_t["true_count"].to_numpy(float)[bt], len(u)), "p": ps,
+                           "pairs": np.bincount(inv, minlength=len(u))})
+        top = np.argsort(-sa["count"].to_numpy(), kind="stable")[:int(top_n)]
+        sup = sa.iloc[top].reset_index(drop=True)
     return FlowPicture(proj, places, flows, sup, class_bounds(lo, hi), radius, len(ids))
