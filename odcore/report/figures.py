@@ -177,11 +177,12 @@ def width_classes(values: np.ndarray, lo: float, hi: float, k: int = 4) -> tuple
     return idx, [(edges[i], edges[i + 1]) for i in range(k)]
 
 
-# The flow map's encodings, shared with the dashboard's map (odapp.maps): four count classes light to dark
-# (ColorBrewer OrRd) and their widths in px, places as white circles with a dark ring, suppressed flows thin and grey.
-FLOW_CLASS_RGB = ((253, 187, 132), (252, 141, 89), (227, 74, 51), (153, 0, 13))
-FLOW_CLASS_WIDTH_PX = (2.0, 3.5, 5.5, 8.0)
-FLOW_CLASS_ALPHA = (120, 170, 215, 240)
+# The flow map's encodings, shared with the dashboard's map (odapp.maps): four count classes light to dark (orange
+# to dark red, each visible on the palest and the darkest zone) and their widths in px, places as white circles with a
+# dark ring, suppressed flows thin and grey.
+FLOW_CLASS_RGB = ((250, 160, 60), (240, 110, 40), (215, 48, 31), (140, 0, 20))
+FLOW_CLASS_WIDTH_PX = (2.5, 4.0, 5.5, 8.0)
+FLOW_CLASS_ALPHA = (205, 220, 235, 245)
 LOCATION_RGB = (20, 60, 80)
 SUPPRESSED_RGB = (70, 70, 70)
 P_CLASSES = 5                  # zones shaded in five classes of the chance that a flow leaving them is published
