@@ -661,34 +661,33 @@ def legend_html(title: str, vmin: float, vmax: float, fmt: str = "{:,.0f}", note
 
 
 def flow_legend_html(fm: FlowMap, *, heading: str = "") -> str:
-    """The release map's legend in words a teacher can read aloud: what the arrows, their widths and colours, the
-    circles, the shaded zones and (when drawn) the thin grey arrows are, the level shown and the scale."""
+    """The release map's legend in words a teacher can read aloud, in three short lines: what is drawn at which
+    level; the arrows' count classes; the places, the zones' shading, the suppressed flows (when drawn) and the
+    scale."""
     c0 = "rgb({},{},{})".format(*figures.CELL_LOW_RGB)
     c1 = "rgb({},{},{})".format(*figures.CELL_HIGH_RGB)
     sw = "display:inline-block;vertical-align:middle;margin:0 3px"
-    parts = [f"<b>{heading}</b>"] if heading else []
-    parts.append(f"<span>{fm.level}</span>")
+    top = ([f"<b>{heading}</b>"] if heading else []) + [f"<span>{fm.level}</span>"]
     classes = "".join(
-        f"<span style='white-space:nowrap'><span style='{sw};width:22px;height:{max(2, round(w))}px;"
+        f"<span style='white-space:nowrap'><span style='{sw};width:20px;height:{max(2, round(w))}px;"
         f"background:rgb({r},{g},{b})'></span>{lab}</span> "
         for (r, g, b), w, lab in zip(FLOW_CLASS_RGB, CLASS_WIDTH_PX, fm.class_labels, strict=False))
-    parts.append(f"<span>arrows: {fm.count_label}, from origin to the arrowhead; wider and darker = more: "
-                 f"{classes}</span>")
-    parts.append(f"<span><span style='{sw};width:10px;height:10px;border-radius:50%;background:#fff;"
-                 "border:1.5px solid rgb({},{},{})'></span>circles: people leaving, arriving and moving within a "
-                 "place (larger = more)</span>".format(*LOCATION_RGB))
-    parts.append(f"<span>zones: <span style='{sw};width:36px;height:11px;border:1px solid #999;"
-                 f"background:linear-gradient(to right,{c0},{c1})'></span>chance that a flow leaving the zone is "
-                 "published, from 0 (pale) to 1 (dark)</span>")
+    mid = [f"<span>arrows, origin to head, wider and darker = more {fm.count_label}: {classes}</span>"]
+    low = [f"<span><span style='{sw};width:10px;height:10px;border-radius:50%;background:#fff;"
+           "border:1.5px solid rgb({},{},{})'></span>place: people leaving, arriving, within</span>".format(
+               *LOCATION_RGB),
+           f"<span>zones <span style='{sw};width:30px;height:10px;border:1px solid #999;"
+           f"background:linear-gradient(to right,{c0},{c1})'></span>chance a flow leaving is published, 0 to 1"
+           "</span>"]
     if fm.n_suppressed:
-        parts.append(f"<span><span style='{sw};width:24px;height:2px;background:rgb({SUPPRESSED_RGB[0]},"
-                     f"{SUPPRESSED_RGB[1]},{SUPPRESSED_RGB[2]})'></span>thin grey arrows: {num(fm.n_suppressed)} "
-                     f"flows that exist but are suppressed (never published; {num(round(fm.suppressed_total))} "
-                     "people in their true counts)</span>")
+        low.append(f"<span><span style='{sw};width:20px;height:2px;background:rgb({SUPPRESSED_RGB[0]},"
+                   f"{SUPPRESSED_RGB[1]},{SUPPRESSED_RGB[2]})'></span>thin grey: {num(fm.n_suppressed)} suppressed "
+                   f"flows, never published ({num(round(fm.suppressed_total))} people)</span>")
     if fm.km:
-        parts.append(f"<span>scale bar: {fm.km:g} km</span>")
-    return ("<div style='display:flex;flex-wrap:wrap;gap:0.1rem 1.1rem;font-size:0.9rem;line-height:1.5;"
-            "color:#1b1f24;margin:0 0 0.2rem 0'>" + "".join(parts) + "</div>")
+        low.append(f"<span>scale bar {fm.km:g} km</span>")
+    row = "<div style='display:flex;flex-wrap:wrap;gap:0 0.9rem'>{}</div>"
+    return ("<div style='font-size:0.85rem;line-height:1.45;color:#1b1f24;margin:0 0 0.1rem 0'>"
+            + "".join(row.format("".join(p)) for p in (top, mid, low)) + "</div>")
 
 
 SUPPRESSED_RGB = list(figures.SUPPRESSED_RGB)
@@ -876,7 +875,7 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                 id="flows", get_polygon="polygon", get_fill_color="color", stroked=False,
                                 filled=True, pickable=True, auto_highlight=True))
         layers += scale_bar_layers(None, None, label=False, bar=bar)
-        words = pic.level_words() + f" · {num(len(flows))} largest flows between places drawn"
+        words = pic.level_words() + f" · {num(len(flows))} flows between places drawn"
         vs = pdk.ViewState(latitude=v1.lat, longitude=v1.lon, zoom=v1.zoom, pitch=0, bearing=0)
         all_flows = flows if sup_frame is None else pd.concat([flows, sup_frame], ignore_index=True)
         lo, hi = float(edges_[0]), float(edges_[-1])

@@ -94,15 +94,15 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
     from odapp import maps
 
     fms = flow_maps(ctx, rcfg, table, week, cent, cells, o)
-    with st.container(border=True):
-        st.markdown(maps.flow_legend_html(fms[0] if len(fms) > 1 else fms[-1],
-                                          heading=f"Week {week}" + (f": {fms[0].heading}" if len(fms) == 1 else "")),
-                    unsafe_allow_html=True)
+    with st.container(border=True):   # the heading, the map(s), then the legend under them (the map starts high)
+        heading = f"Week {week}" + (f": {fms[0].heading}" if len(fms) == 1 else "")
         cols = st.columns(len(fms)) if len(fms) > 1 else [st.container()]
         for i, (col, fm) in enumerate(zip(cols, fms, strict=True)):
-            if len(fms) > 1:
-                col.markdown(f"**{fm.heading}**")
+            col.markdown(f"**{fm.heading if len(fms) > 1 else heading}**")
             col.pydeck_chart(fm.deck, height=460, key=None if week != ctx.settings.week else f"map_{i}")
+        st.markdown(maps.flow_legend_html(fms[0] if len(fms) > 1 else fms[-1],
+                                          heading=f"Week {week}" if len(fms) > 1 else ""),
+                    unsafe_allow_html=True)
         if o["basemap"]:
             st.caption(maps.BASEMAP["caption"])
     return fms
@@ -173,8 +173,7 @@ def map_section(ctx, rcfg) -> None:
         play = opt2[2].button(f"▶ Play weeks 0–{n_weeks - 1}", key="rel_play",
                               help="Show each week's published flows in turn (about one second each).")
     else:
-        play = False
-        opt2[2].caption("One week of data: no week player.")
+        play = False   # one week of data: no week player (said under the map)
 
     empty_note = st.empty()   # there whether or not the release is empty, so the map below keeps its place
     if not released.any():
@@ -196,7 +195,8 @@ def map_section(ctx, rcfg) -> None:
     n_sup = int((~released).sum())
     st.caption(f"{num(n_sup)} observed pairs suppressed (noisy count below {num(s.threshold)}); {num(len(flows))} "
                "flows drawn. Hover over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. "
-               "Flows from `odcore.privacy.release`, utility from `odcore.privacy.utility`.")
+               "Flows from `odcore.privacy.release`, utility from `odcore.privacy.utility`."
+               + (" One week of data: no week player." if n_weeks == 1 else ""))
     if view == "Side by side":
         sup = table.loc[~released]
         st.caption(f"Suppression removed {num(len(sup))} of {num(len(table))} pairs, carrying "

@@ -100,7 +100,7 @@ def test_bundled_release_map_is_small_and_its_tooltips_carry_the_numbers(at):
         assert all(len(str(x).split(".")[-1]) <= maps.DIGITS for pt in r["polygon"] for x in pt)
     # the arrows: a filled outline, a colour and a tooltip per flow; as many as the legend says were drawn
     assert {tuple(r) for r in arcs["data"]} == {("color", "polygon", "tip")}   # sent sorted by name
-    said = [int(g.replace(",", "")) for m in at.markdown for g in re.findall(r"· ([\d,]+) largest flows", m.value)]
+    said = [int(g.replace(",", "")) for m in at.markdown for g in re.findall(r"· ([\d,]+) flows between places drawn", m.value)]
     assert said == [len(arcs["data"])]
     assert 0 < len(arcs["data"]) <= 300                                  # Top N
     table = at.dataframe[0].value                                       # the published table under the map

@@ -53,9 +53,11 @@ def _sidebar_choice(page, text: str) -> None:
 
 
 def _map_into_view(page) -> None:
-    """Scroll so the map's box (legend and map) ends at the bottom of the window."""
+    """Scroll so the map's box (heading, map and the legend under it) ends at the bottom of the window."""
     page.locator(DECK).first.locator("canvas").first.wait_for(timeout=120_000)
-    page.evaluate("""() => { const d = document.querySelector("[data-testid='stDeckGlJsonChart']");
+    page.evaluate("""() => { const legend = [...document.querySelectorAll("[data-testid='stMarkdownContainer']")]
+            .find(e => e.innerText.includes("Level:"));
+        const d = legend || document.querySelector("[data-testid='stDeckGlJsonChart']");
         const r = d.getBoundingClientRect();
         const sc = document.querySelector("[data-testid='stMain']") || document.scrollingElement;
         sc.scrollBy(0, r.bottom - window.innerHeight + 16); }""")

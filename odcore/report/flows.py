@@ -325,8 +325,7 @@ class FlowPicture:
         if self.radius > 0:
             if short:
                 return f"nearby zones merged within {self.radius:.1f} km ({k:,} places)"
-            return (f"Level: nearby zones merged (within {self.radius:.1f} km): {k:,} places from {self.n_zones:,} "
-                    "zones; turn off “Merge nearby zones” or choose one cell for the detail")
+            return f"Level: nearby zones merged (within {self.radius:.1f} km): {k:,} places from {self.n_zones:,} zones"
         return f"zones as published ({self.n_zones:,} zones)" if short else \
             f"Level: zones as published ({self.n_zones:,} zones)"
 
