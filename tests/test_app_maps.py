@@ -322,7 +322,7 @@ def test_bundled_release_map_uses_two_kinds_of_layer_and_the_legend_gives_the_sc
     assert {layer["@@type"] for layer in deck["layers"]} == {"PolygonLayer", "LineLayer"}
     bar = _layer(deck, "scale_bar")["data"]
     assert len(bar) == 3
-    said = [float(g) for m in at.markdown for g in re.findall(r"scale bar: ([\d.]+) km", m.value)]
+    said = [float(g) for m in at.markdown for g in re.findall(r"scale bar:? ([\d.]+) km", m.value)]
     assert len(said) == 1                                              # the bar's length, in the legend
     (x0, y0), (x1, _) = bar[1]["s"], bar[1]["t"]                       # the bar's horizontal segment
     assert abs(x1 - x0) * figures.km_per_deg_lon(y0) == pytest.approx(said[0], rel=0.02)
