@@ -366,7 +366,7 @@ def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
     fig = figures.flow_map_figure(
         cells, flows, title=f"Published OD flows, week {wk} (from {start})", count_label="noisy count",
         subtitle=f"ε = {cfg.epsilon:g}, threshold {cfg.threshold:g}, noise scale {cfg.scale:.3g}, "
-                 f"{_zones_words(od.grid)}, {len(flows):,} largest flows", empty_note=note, locations=places,
+                 f"{_zones_words(od.grid)}, {len(flows):,} largest flow{'' if len(flows) == 1 else 's'}", empty_note=note, locations=places,
         class_edges=pic.class_edges if len(flows) else None, level=pic.level_words(short=True))
     figures.require_browser()   # before anything is written: say at once that the image cannot be drawn
 
