@@ -73,11 +73,16 @@ async def drag_frames(tab, steps: int = 30, step_px: tuple[float, float] = (8.0,
 
 
 async def _round(browser, app_dir: Path, page: str, control: dict, presses: int, log: Path,
-                 setup: dict | None = None, drag: bool = False) -> dict:
+                 setup: dict | None = None, drag: bool = False, first_open: bool = False) -> dict:
     with live.streamlit_server(log, app_dir=app_dir, timeout_s=120) as url:
         ctx, tab = await bb._new_page(browser)
         try:
-            await bb._goto_drawn(tab, f"{url}/{page}")
+            opened = None
+            if first_open and page:   # the page opened from the landing page's navigation, as a person does
+                await bb._goto_drawn(tab, f"{url}/")
+                opened = await bb._first_open(tab, page)
+            else:
+                await bb._goto_drawn(tab, f"{url}/{page}")
             if setup is not None:
                 await bb._press(tab, setup, 0)
             unchanged = [await bb._rerun_unchanged(tab) for _ in range(presses + 1)][1:]
@@ -89,11 +94,15 @@ async def _round(browser, app_dir: Path, page: str, control: dict, presses: int,
            "control": statistics.median(r["total"] for r in pressed)}
     if dragged is not None:
         out["drag"] = dragged["step_ms"]
+    if opened is not None:
+        out["open"] = opened[0]["total"]
+        out["map"] = opened[1] if opened[1] is not None else float("nan")
     return out
 
 
 async def compare(dirs: list[Path], *, page: str, control: str, kind: str, rounds: int, presses: int,
-                  setup: str | None = None, setup_kind: str = "radio", drag: bool = False, echo=print) -> dict:
+                  setup: str | None = None, setup_kind: str = "radio", drag: bool = False, first_open: bool = False,
+                  echo=print) -> dict:
     """``{dir: {"unchanged": [ms per round], "control": [ms per round]}}`` (and ``"drag"``: the drag's time per
     step, :func:`drag_frames`, per round), rounds in alternating order."""
     from playwright.async_api import async_playwright
@@ -103,22 +112,26 @@ async def compare(dirs: list[Path], *, page: str, control: str, kind: str, round
         raise RuntimeError("no Chromium on this machine (Debian package 'chromium')")
     ctl = {"kind": kind, "index": 0, "label": control}
     first = None if setup is None else {"kind": setup_kind, "index": 0, "label": setup}
-    out = {str(d): {"unchanged": [], "control": [], **({"drag": []} if drag else {})} for d in dirs}
+    out = {str(d): {"unchanged": [], "control": [], **({"drag": []} if drag else {}),
+                    **({"open": [], "map": []} if first_open else {})} for d in dirs}
     with tempfile.TemporaryDirectory(prefix="odlab_ab_") as tmp, bb._run_cache():
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)
             try:
                 for d in dirs:   # not counted: fills the run's disk cache (see the module's docstring)
-                    await _round(browser, d, page, ctl, presses, Path(tmp) / "server.log", first, drag)
+                    await _round(browser, d, page, ctl, presses, Path(tmp) / "server.log", first, drag, first_open)
                     echo(f"warm-up round {d}")
                 for r in range(rounds):
                     for d in dirs if r % 2 == 0 else dirs[::-1]:
-                        got = await _round(browser, d, page, ctl, presses, Path(tmp) / "server.log", first, drag)
+                        got = await _round(browser, d, page, ctl, presses, Path(tmp) / "server.log", first, drag,
+                                           first_open)
                         for k, v in got.items():
                             out[str(d)][k].append(v)
                         echo(f"round {r + 1} {d}: nothing changed {got['unchanged']:.0f} ms, "
                              f"{control} {got['control']:.0f} ms"
-                             + (f", map drag {got['drag']:.0f} ms a step" if drag else ""))
+                             + (f", map drag {got['drag']:.0f} ms a step" if drag else "")
+                             + (f", first open {got['open']:.0f} ms, map drawn {got['map']:.0f} ms" if first_open
+                                else ""))
             finally:
                 await browser.close()
     return out
@@ -136,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setup", help="part of the label of a sidebar control pressed once before timing")
     parser.add_argument("--setup-kind", default="radio", choices=[k[0] for k in bb.CONTROL_KINDS])
     parser.add_argument("--drag", action="store_true", help="also time dragging the page's first map")
+    parser.add_argument("--first-open", action="store_true",
+                        help="open the page from the landing page's navigation and time it and its map's first "
+                             "drawn frame (bench_browser's first open), before the reruns and presses")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     dirs = [d.resolve() for d in args.dirs]
@@ -146,13 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1 or args.presses < 1:
         parser.error("--rounds and --presses must be at least 1")
     out = asyncio.run(compare(dirs, page=args.page, control=args.control, kind=args.kind, rounds=args.rounds,
-                              presses=args.presses, setup=args.setup, setup_kind=args.setup_kind, drag=args.drag))
+                              presses=args.presses, setup=args.setup, setup_kind=args.setup_kind, drag=args.drag,
+                              first_open=args.first_open))
     for d, r in out.items():
         print(f"{d}: nothing changed {[round(x) for x in r['unchanged']]} ms, median "
               f"{statistics.median(r['unchanged']):.0f}; {args.control} {[round(x) for x in r['control']]} ms, "
               f"median {statistics.median(r['control']):.0f}"
               + (f"; map drag {[round(x) for x in r['drag']]} ms a step, median {statistics.median(r['drag']):.0f}"
-                 if args.drag else ""))
+                 if args.drag else "")
+              + (f"; first open median {statistics.median(r['open']):.0f} ms, map drawn median "
+                 f"{statistics.median(r['map']):.0f} ms" if args.first_open else ""))
     if args.json:
         args.json.write_text(json.dumps({"page": args.page, "control": args.control, "setup": args.setup,
                                          "rounds": args.rounds, "presses": args.presses, "results": out}, indent=2))

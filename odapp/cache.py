@@ -265,8 +265,8 @@ def release_cells_base(dataset_id: str, od_config, cells_key: str, _cell_p, _gri
 
 @_resource(max_entries=64, show_spinner=False)
 def release_map(dataset_id: str, od_config, week: int, release_config, seed: int, view: str, top_n: int,
-                min_count: float, cell: int | None, show_suppressed: bool, basemap: bool, _table, _cent, _cells_df,
-                _edges=None, _base_layers=None):
+                min_count: float, cell: int | None, show_suppressed: bool, basemap: bool, level: str, _table, _cent,
+                _cells_df, _edges=None, _base_layers=None):
     """The OD release page's map(s) (:func:`odapp.maps.release_maps`) with decks whose JSON is made once: a rerun
     that changes nothing on the map (another control, a return to earlier settings) sends the same text again
     without rebuilding it. Read-only, shared by the sessions with the same settings and seed."""
@@ -274,7 +274,7 @@ def release_map(dataset_id: str, od_config, week: int, release_config, seed: int
 
     return release_maps(_table, _cent, _cells_df, view=view, top_n=top_n, min_count=min_count,
                         threshold=release_config.threshold, cell=cell, show_suppressed=show_suppressed,
-                        basemap=basemap, frozen=True, edges=_edges, base_layers=_base_layers)
+                        basemap=basemap, frozen=True, edges=_edges, base_layers=_base_layers, level=level)
 
 
 @_resource(max_entries=64, show_spinner=False)

@@ -660,40 +660,53 @@ def legend_html(title: str, vmin: float, vmax: float, fmt: str = "{:,.0f}", note
             f"</div><span>{fmt.format(vmax)}</span><span style='color:#333'>{note}</span></div></div>")
 
 
-def flow_legend_html(count_label: str, lo: float, hi: float, km: float | None = None, *,
-                     suppressed: bool = False, heading: str = "") -> str:
-    """The release map's legend: direction colours, width = count (low → high), cell shading, scale."""
-    o = "rgb({},{},{})".format(*ORIGIN_RGB)
-    d = "rgb({},{},{})".format(*DESTINATION_RGB)
+def flow_legend_html(fm: FlowMap, *, heading: str = "") -> str:
+    """The release map's legend in words a teacher can read aloud, in three short lines: what is drawn at which
+    level; the arrows' count classes; the places, the zones' shading, the suppressed flows (when drawn) and the
+    scale."""
     c0 = "rgb({},{},{})".format(*figures.CELL_LOW_RGB)
     c1 = "rgb({},{},{})".format(*figures.CELL_HIGH_RGB)
-    sw = "display:inline-block;vertical-align:middle;margin:0 4px"
-    parts = [f"<b>{heading}</b>"] if heading else []
-    parts += [
-        f"<span><span style='{sw};width:44px;height:6px;background:linear-gradient(to right,{o},{d})'></span>"
-        "flow from <b style='color:{o}'>origin</b> to <b style='color:{d}'>destination</b></span>".format(o=o, d=d),
-        f"<span>{count_label}: arc width <span style='{sw};width:18px;height:2px;background:#555'></span>"
-        f"{num(round(lo, 1))} to <span style='{sw};width:18px;height:9px;background:#555'></span>"
-        f"{num(round(hi, 1))}</span>",
-        f"<span>cells: <span style='{sw};width:36px;height:11px;border:1px solid #999;"
-        f"background:linear-gradient(to right,{c0},{c1})'></span>P(a flow leaving it is published) 0 → 1</span>",
-    ]
-    if suppressed:
-        parts.append(f"<span><span style='{sw};width:24px;height:3px;background:rgb(200,30,45)'></span>"
-                     "suppressed (never published)</span>")
-    if km:
-        parts.append(f"<span>scale bar: {km:g} km</span>")
-    return ("<div style='display:flex;flex-wrap:wrap;gap:0.1rem 1.1rem;font-size:0.9rem;line-height:1.5;"
-            "color:#1b1f24;margin:0 0 0.2rem 0'>" + "".join(parts) + "</div>")
+    sw = "display:inline-block;vertical-align:middle;margin:0 3px"
+    top = ([f"<b>{heading}</b>"] if heading else []) + [f"<span>{fm.level}</span>"]
+    classes = "".join(
+        f"<span style='white-space:nowrap'><span style='{sw};width:20px;height:{max(2, round(w))}px;"
+        f"background:rgb({r},{g},{b})'></span>{lab}</span> "
+        for (r, g, b), w, lab in zip(FLOW_CLASS_RGB, CLASS_WIDTH_PX, fm.class_labels, strict=False))
+    mid = [f"<span>arrows, origin to head, wider and darker = more {fm.count_label}: {classes}</span>"]
+    low = [f"<span><span style='{sw};width:10px;height:10px;border-radius:50%;background:#fff;"
+           "border:1.5px solid rgb({},{},{})'></span>place: people leaving, arriving, within</span>".format(
+               *LOCATION_RGB),
+           f"<span>zones <span style='{sw};width:30px;height:10px;border:1px solid #999;"
+           f"background:linear-gradient(to right,{c0},{c1})'></span>chance a flow leaving is published, 0 to 1"
+           "</span>"]
+    if fm.n_suppressed:
+        low.append(f"<span><span style='{sw};width:20px;height:2px;background:rgb({SUPPRESSED_RGB[0]},"
+                   f"{SUPPRESSED_RGB[1]},{SUPPRESSED_RGB[2]})'></span>thin grey: {num(fm.n_suppressed)} suppressed "
+                   f"flows, never published ({num(round(fm.suppressed_total))} people)</span>")
+    if fm.km:
+        low.append(f"<span>scale bar {fm.km:g} km</span>")
+    row = "<div style='display:flex;flex-wrap:wrap;gap:0 0.9rem'>{}</div>"
+    return ("<div style='font-size:0.85rem;line-height:1.45;color:#1b1f24;margin:0 0 0.1rem 0'>"
+            + "".join(row.format("".join(p)) for p in (top, mid, low)) + "</div>")
 
 
-SUPPRESSED_RGB = [200, 30, 45]
+SUPPRESSED_RGB = list(figures.SUPPRESSED_RGB)
 VIEWS = ("Published", "Raw counts", "Side by side")
+LEVELS = ("Auto", "Zones")   # Auto merges nearby zones when the largest flows are too short to read
+# The flows' count classes, light to dark (ColorBrewer OrRd), and their widths in px at the first view.
+FLOW_CLASS_RGB = figures.FLOW_CLASS_RGB
+CLASS_WIDTH_PX = figures.FLOW_CLASS_WIDTH_PX
+CLASS_ALPHA = figures.FLOW_CLASS_ALPHA   # small flows fade back: the structure first
+LOCATION_RGB = figures.LOCATION_RGB
+SUPPRESSED_WIDTH_PX = 1.3
+MAP_WIDTH_PX = 580   # the narrowest map the page draws (a 1024 px window with the sidebar open): the first view fits it
 
 
 @dataclass(frozen=True)
 class FlowMap:
-    """One drawn flow map: its heading, deck, the flows drawn and what the legend needs."""
+    """One drawn flow map: its heading, deck, the flows drawn (``flows``: positions, ``count``, ``cls``,
+    ``released``, tooltip), the locations (``locations``: ``lon, lat, total, r`` with ``r`` in px), the count classes
+    (``class_edges``) and the level shown, in words."""
 
     heading: str
     deck: pdk.Deck
@@ -703,6 +716,17 @@ class FlowMap:
     hi: float
     km: float
     suppressed: bool = False
+    locations: pd.DataFrame | None = None
+    class_edges: tuple = ()
+    level: str = ""
+    n_suppressed: int = 0
+    suppressed_total: float = 0.0
+    level_short: str = ""
+
+    @property
+    def class_labels(self) -> list[str]:
+        e = self.class_edges
+        return [f"{num(round(a))}–{num(round(b))}" for a, b in itertools.pairwise(e)]
 
 
 def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | Inset | None = None, *, encoded: bool = False,
@@ -713,56 +737,168 @@ def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | Inset | None = None,
     return [EncodedLayer(x) for x in layers] if encoded else layers
 
 
+def _location_label(members: list, names: dict) -> str:
+    head = zone_label(members[0], names.get(members[0]))
+    return head if len(members) == 1 else f"{len(members)} zones around {head}"
+
+
+def _ring_rows(polys: np.ndarray, proj) -> list:
+    lon, lat = proj.lonlat(polys[..., 0], polys[..., 1])
+    return np.round(np.stack([lon, lat], axis=-1), DIGITS).tolist()
+
+
+def zones_box(polygons: list) -> tuple[tuple[float, float], tuple[float, float]]:
+    """``((lon_min, lon_max), (lat_min, lat_max))`` of the zones' outlines: the whole box for up to 500 zones, else
+    the 0.5th to 99.5th percentile of their corners (a stray zone far out does not shrink the map)."""
+    if not polygons:
+        return (0.0, 0.0), (0.0, 0.0)
+    a = np.asarray(list(itertools.chain.from_iterable(polygons)), dtype=float).reshape(-1, 2)
+    q = (0, 100) if len(polygons) <= 500 else (0.5, 99.5)
+    lo, la = np.nanpercentile(a[:, 0], q), np.nanpercentile(a[:, 1], q)
+    return (float(lo[0]), float(lo[1])), (float(la[0]), float(la[1]))
+
+
 def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.DataFrame, *, view: str, top_n: int,
                  min_count: float, threshold: float, cell: int | None = None, show_suppressed: bool = False,
                  basemap: bool = False, height: int = 460, frozen: bool = False,
-                 edges: np.ndarray | Inset | None = None, base_layers: list | None = None) -> list[FlowMap]:
+                 edges: np.ndarray | Inset | None = None, base_layers: list | None = None,
+                 level: str = "Auto", width: int = MAP_WIDTH_PX) -> list[FlowMap]:
     """The OD release page's map(s): "Published" (noisy counts of the published pairs), "Raw counts" (true counts
-    of every observed pair) or "Side by side" (what suppression removes, in red, next to what is published).
-    ``base_layers``: :func:`cell_layers` of ``cells_df`` made beforehand (shared by every seed's map)."""
+    of every observed pair) or "Side by side" (what suppression removes next to what is published).
+
+    Flat and fitted: the first view holds the zones and every drawn place and flow, in a map ``width`` × ``height``
+    px (:func:`odcore.report.flows.fit_view`). What is drawn comes from :func:`odcore.report.flows.flow_picture`:
+    with ``level`` "Auto", nearby zones are merged into places when the largest flows would be too short to read;
+    "Zones" never merges (nor does a one-cell view). Flows are curved arrows (:func:`odcore.report.flows.arrows`)
+    in four count classes (width and colour), over white circles sized by each place's total; suppressed flows
+    thin and grey. ``base_layers``: :func:`cell_layers` of ``cells_df`` made beforehand (shared by every seed's
+    map)."""
+    from odcore.report import flows as fl
+
     released = table["released"].to_numpy(dtype=bool)
     everything = np.ones(len(table), dtype=bool)
-    lat, lon = centroids["lat"].to_numpy(), centroids["lon"].to_numpy()
-    bar = scale_bar(lat, lon)
-    bar_layers = scale_bar_layers(lat, lon, label=False, bar=bar)   # the legend says its length
-    km = bar[2]
-    vs = view_state(lat, lon, pitch=30, height_px=height)
     base = cell_layers(cells_df, edges) if base_layers is None else base_layers
+    names = (dict(zip(centroids["cell"].tolist(), centroids["name"].tolist(), strict=True))
+             if "name" in centroids.columns else {})
+    (lo0, lo1), (la0, la1) = zones_box(cells_df["polygon"].tolist())
+    w_px = width // 2 if view == "Side by side" else width
+    v0 = fl.fit_view(lo0, lo1, la0, la1, width_px=w_px, height_px=height)
 
-    def one(heading, value, keep, label, extra=(), faint=None, suppressed=False):
-        sel = select_flows(table, value=value, keep=keep, top_n=top_n, min_count=min_count, cell=cell)
-        lo, hi = count_range(sel[value].to_numpy())
-        flows = flows_frame(sel, centroids, value=value, color_range=(lo, hi))
+    def one(heading, value, keep, label, with_suppressed=False):
+        pic = fl.flow_picture(table, centroids, value=value, keep=keep, top_n=top_n, min_count=min_count, cell=cell,
+                              km_per_px=v0.km_per_px if level == "Auto" else None, with_suppressed=with_suppressed)
+        places, sel, sup, proj = pic.places, pic.flows, pic.suppressed, pic.proj
+        lx, ly = places["x"].to_numpy(), places["y"].to_numpy()
+        llon, llat = places["lon"].to_numpy(), places["lat"].to_numpy()
+        lab_of = [_location_label(mm, names) if mm else "" for mm in places["members"]]
+        first = [mm[0] if mm else None for mm in places["members"]]
+        edges_ = pic.class_edges
+        cls = fl.classes(sel["count"].to_numpy(), edges_)
+        # the first view: the zones and every drawn place and arrow, and the scale bar under them
+        used = np.unique(np.r_[sel["o"].to_numpy(), sel["d"].to_numpy(),
+                               *([sup["o"].to_numpy(), sup["d"].to_numpy()] if sup is not None else [])]).astype(int)
+        bx0, bx1 = min([lo0, *llon[used].tolist()]), max([lo1, *llon[used].tolist()])
+        by0, by1 = min([la0, *llat[used].tolist()]), max([la1, *llat[used].tolist()])
+        bar = scale_bar(np.array([by0, by1]), np.array([bx0, bx1]))
+        by0 = min(by0, bar[0][1][1])
+        v1 = fl.fit_view(bx0, bx1, by0, by1, width_px=w_px, height_px=height, pad_px=34)
+        kpp = v1.km_per_px
+        total = places["total"].to_numpy()
+        tmax = float(total.max()) if len(total) and total.max() > 0 else 1.0
+        r_px = 3.0 + 13.0 * np.sqrt(total / tmax)   # area ∝ total
+        so, sd = sel["o"].to_numpy(), sel["d"].to_numpy()
+        wpx = np.asarray(CLASS_WIDTH_PX)[cls]
+        polys = fl.arrows(lx[so], ly[so], lx[sd], ly[sd], wpx * kpp, gap0=r_px[so] * kpp, gap1=r_px[sd] * kpp,
+                          head_len=np.maximum(3.0 * wpx, 9.0) * kpp)
+        if len(sel):   # the curves bulge: fit once more to what is drawn
+            g_lon, g_lat = proj.lonlat(polys[..., 0], polys[..., 1])
+            v1 = fl.fit_view(min(bx0, float(g_lon.min())), max(bx1, float(g_lon.max())),
+                             min(by0, float(g_lat.min())), max(by1, float(g_lat.max())), width_px=w_px,
+                             height_px=height, pad_px=14)
+        flows = pd.DataFrame({
+            "origin": [first[i] for i in so], "destination": [first[i] for i in sd],
+            "o_lon": llon[so], "o_lat": llat[so], "d_lon": llon[sd], "d_lat": llat[sd],
+            "count": sel["count"].to_numpy(float), "cls": cls, "true_count": sel["true_count"].to_numpy(float),
+            "noisy_count": sel["noisy_count"].to_numpy(float), "release_prob": sel["p_max"].to_numpy(float),
+            "released": sel["released"].to_numpy(bool), "pairs": sel["pairs"].to_numpy(int)})
+        flows["polygon"] = _ring_rows(polys, proj)
+        flows["color"] = [[*FLOW_CLASS_RGB[i], CLASS_ALPHA[i]] for i in cls.tolist()]
+        flows["tip"] = [
+            f"{lab_of[a]} → {lab_of[b]}\nfrom {coord(float(llat[a]), float(llon[a]))}\nto "
+            f"{coord(float(llat[b]), float(llon[b]))}\n"
+            + (f"{n} pairs of zones, summed\n" if n > 1 else "")
+            + f"true count: {num(int(tc))} people\n"
+            + (f"noisy count: {num(round(float(nc), 1))} (published)\n" if r else "noisy count: – (suppressed)\n")
+            + (f"release probability: {p0:.3f}" if n == 1 else f"release probability: {p0:.3f} to {p1:.3f}")
+            for a, b, n, tc, nc, r, p0, p1 in zip(so.tolist(), sd.tolist(), sel["pairs"].tolist(),
+                                                  sel["true_count"].tolist(), sel["noisy_count"].tolist(),
+                                                  sel["released"].tolist(), sel["p_min"].tolist(),
+                                                  sel["p_max"].tolist(), strict=True)]
         layers = [*base]
-        if faint is not None:
-            layers.append(line_layer(faint, [*SUPPRESSED_RGB, 150], layer_id="suppressed", width=1.5))
-        layers += [*extra, arc_layer(flows), *bar_layers]
-        return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen), flows, label, lo,
-                       hi, km, suppressed)
-
-    def suppressed_lines(n):
-        sel = select_flows(table, value="true_count", keep=~released, top_n=n, min_count=0, cell=cell)
-        lo, hi = count_range(sel["true_count"].to_numpy())
-        return flows_frame(sel, centroids, value="true_count", color_range=(lo, hi))
+        # places: white circles with a dark ring, sized by their totals (under the arrows)
+        show = np.flatnonzero(total > 0)
+        ring = fl.circles(lx[show], ly[show], r_px[show] * kpp)
+        inner = fl.circles(lx[show], ly[show], np.maximum(r_px[show] - 1.6, 0.8) * kpp)
+        ltip = [f"{lab_of[i]}\n{label}: {num(round(a))} leaving, {num(round(b))} arriving, {num(round(w))} within"
+                for i, a, b, w in zip(show.tolist(), places["out"].to_numpy()[show].tolist(),
+                                      places["in"].to_numpy()[show].tolist(),
+                                      places["within"].to_numpy()[show].tolist(), strict=True)]
+        lrows = pd.DataFrame({"polygon": _ring_rows(ring, proj) + _ring_rows(inner, proj), "tip": ltip + ltip,
+                              "color": [[*LOCATION_RGB, 230]] * len(show) + [[255, 255, 255, 215]] * len(show)})
+        layers.append(pdk.Layer("PolygonLayer", data=layer_rows(lrows, {"polygon": "polygon", "color": "color",
+                                                                         "tip": "tip"}),
+                                id="locations", get_polygon="polygon", get_fill_color="color",
+                                stroked=False, filled=True, pickable=True, auto_highlight=True))
+        n_sup, sup_total, sup_frame = 0, 0.0, None
+        if sup is not None and len(sup):
+            po, pd_ = sup["o"].to_numpy(), sup["d"].to_numpy()
+            sp = fl.arrows(lx[po], ly[po], lx[pd_], ly[pd_], SUPPRESSED_WIDTH_PX * kpp, gap0=r_px[po] * kpp,
+                           gap1=r_px[pd_] * kpp, head_len=7.0 * kpp, bend=0.3)
+            sup_frame = pd.DataFrame({
+                "origin": [first[i] for i in po], "destination": [first[i] for i in pd_],
+                "o_lon": llon[po], "o_lat": llat[po], "d_lon": llon[pd_], "d_lat": llat[pd_],
+                "count": sup["count"].to_numpy(float), "cls": -1, "true_count": sup["count"].to_numpy(float),
+                "noisy_count": np.nan, "release_prob": sup["p"].to_numpy(float), "released": False,
+                "pairs": sup["pairs"].to_numpy(int)})
+            sup_frame["polygon"] = _ring_rows(sp, proj)
+            sup_frame["tip"] = [f"{lab_of[a]} → {lab_of[b]}\nsuppressed: never published\ntrue count: {num(int(t))} "
+                                f"people\nrelease probability: at most {p:.3f}"
+                                for a, b, t, p in zip(po.tolist(), pd_.tolist(), sup["count"].tolist(),
+                                                      sup["p"].tolist(), strict=True)]
+            layers.append(pdk.Layer("PolygonLayer", data=layer_rows(sup_frame, {"polygon": "polygon", "tip": "tip"}),
+                                    id="suppressed", get_polygon="polygon",
+                                    get_fill_color=[*SUPPRESSED_RGB, 170], stroked=False, filled=True,
+                                    pickable=True, auto_highlight=True))
+            n_sup, sup_total = len(sup_frame), float(sup_frame["count"].sum())
+        layers.append(pdk.Layer("PolygonLayer", data=layer_rows(flows, {"polygon": "polygon", "color": "color",
+                                                                         "tip": "tip"}),
+                                id="flows", get_polygon="polygon", get_fill_color="color", stroked=False,
+                                filled=True, pickable=True, auto_highlight=True))
+        layers += scale_bar_layers(None, None, label=False, bar=bar)
+        words = pic.level_words() + f" · {num(len(flows))} flows between places drawn"
+        vs = pdk.ViewState(latitude=v1.lat, longitude=v1.lon, zoom=v1.zoom, pitch=0, bearing=0)
+        all_flows = flows if sup_frame is None else pd.concat([flows, sup_frame], ignore_index=True)
+        lo, hi = float(edges_[0]), float(edges_[-1])
+        return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen), all_flows, label,
+                       lo, hi, bar[2], sup_frame is not None,
+                       pd.DataFrame({"lon": llon[show], "lat": llat[show], "total": total[show], "r": r_px[show]}),
+                       tuple(edges_.tolist()), words, n_sup, sup_total, pic.level_words(short=True))
 
     if view == "Raw counts":
         return [one("Raw counts (never published)", "true_count", everything, "true count")]
     published_label = f"Published: noisy count ≥ {threshold:g}"
     if view == "Side by side":
-        removed = suppressed_lines(top_n)
-        left = one("What suppression removes (red) — true counts", "true_count", released,
-                   "true count of published pairs", faint=removed, suppressed=True)
-        left = FlowMap(left.heading, left.deck, pd.concat([left.flows, removed], ignore_index=True),
-                       left.count_label, left.lo, left.hi, km, True)
+        left = one("What suppression removes (grey) — true counts", "true_count", released,
+                   "true count of published pairs", with_suppressed=True)
         return [left, one(published_label, "noisy_count", released, "noisy count")]
-    faint = suppressed_lines(3000) if show_suppressed else None
-    return [one(published_label, "noisy_count", released, "noisy count", faint=faint, suppressed=show_suppressed)]
+    return [one(published_label, "noisy_count", released, "noisy count", with_suppressed=show_suppressed)]
 
 
 def map_figure(fm: FlowMap, cells_df: pd.DataFrame, *, title: str, subtitle: str = "", projector: bool = False,
                empty_note: str | None = None):
-    """The same map as a plotly figure (cells, two-tone arcs, legend, scale bar, title) for PNG/SVG/PDF."""
-    flows = fm.flows.loc[fm.flows["released"].to_numpy(dtype=bool) | ~fm.suppressed] if fm.suppressed else fm.flows
-    return figures.flow_map_figure(cells_df[["cell", "polygon", "value"]], flows, title=title,
+    """The same map as a plotly figure (zones, arrows in the same count classes, places, suppressed flows, legend in a
+    column of its own, scale bar, title) for PNG/SVG/PDF: :func:`odcore.report.figures.flow_map_figure`."""
+    return figures.flow_map_figure(cells_df[["cell", "polygon", "value"]], fm.flows, title=title,
                                    count_label=fm.count_label, subtitle=subtitle, projector=projector,
-                                   empty_note=empty_note)
+                                   empty_note=empty_note, locations=fm.locations,
+                                   class_edges=fm.class_edges or None, level=fm.level_short)

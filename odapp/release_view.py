@@ -21,7 +21,7 @@ from odapp import cache
 
 # The map options a person sees first (the widgets' defaults on the OD release page).
 MAP_DEFAULTS = {"view": "Published", "top_n": 300, "min_count": 0.0, "cell": None, "show_sup": False,
-                "basemap": False}
+                "basemap": False, "level": "Auto"}
 
 
 def bounding_seed(settings) -> int | None:
@@ -52,7 +52,8 @@ def flow_maps(ctx, rcfg, table, week: int, cent, cells, o: dict):
     """The week's :class:`~odapp.maps.FlowMap` list for the map options ``o`` (keys of :data:`MAP_DEFAULTS`)."""
     s = ctx.settings
     return cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], int(o["top_n"]),
-                             float(o["min_count"]), o["cell"], o["show_sup"], o["basemap"], _table=table, _cent=cent,
+                             float(o["min_count"]), o["cell"], o["show_sup"], o["basemap"], o.get("level", "Auto"),
+                             _table=table, _cent=cent,
                              _cells_df=cells[1], _edges=cells[2], _base_layers=cells[3])
 
 
@@ -152,16 +153,15 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
     from odapp import maps
 
     fms = flow_maps(ctx, rcfg, table, week, cent, cells, o)
-    with st.container(border=True):
-        st.markdown(maps.flow_legend_html(fms[-1].count_label, fms[-1].lo, fms[-1].hi, fms[-1].km,
-                                          suppressed=any(f.suppressed for f in fms),
-                                          heading=f"Week {week}" + (f": {fms[0].heading}" if len(fms) == 1 else "")),
-                    unsafe_allow_html=True)
+    with st.container(border=True):   # the heading, the map(s), then the legend under them (the map starts high)
+        heading = f"Week {week}" + (f": {fms[0].heading}" if len(fms) == 1 else "")
         cols = st.columns(len(fms)) if len(fms) > 1 else [st.container()]
         for i, (col, fm) in enumerate(zip(cols, fms, strict=True)):
-            if len(fms) > 1:
-                col.markdown(f"**{fm.heading}**")
+            col.markdown(f"**{fm.heading if len(fms) > 1 else heading}**")
             col.pydeck_chart(fm.deck, height=460, key=None if week != ctx.settings.week else f"map_{i}")
+        st.markdown(maps.flow_legend_html(fms[0] if len(fms) > 1 else fms[-1],
+                                          heading=f"Week {week}" if len(fms) > 1 else ""),
+                    unsafe_allow_html=True)
         if o["basemap"]:
             st.caption(maps.BASEMAP["caption"])
     return fms
@@ -219,9 +219,14 @@ def map_section(ctx, rcfg) -> None:
                             help="Show only the flows that start or end in this cell (the 500 cells with the most "
                                  "observed pairs; hover a cell on the map for its id).")
     opt2 = st.columns([1.1, 1, 1.6])
+    merge = opt2[2].toggle("Merge nearby zones", value=d["level"] == "Auto", key="rel_level",
+                           help="On: when most of the largest flows are between neighbouring zones, nearby zones "
+                                "are merged into places and the flows between places are drawn (the legend says "
+                                "how far). Off, or with one cell chosen: every zone on its own.")
+    level = maps.LEVELS[0] if merge else maps.LEVELS[1]
     show_sup = opt2[0].toggle("Suppressed", value=d["show_sup"], key="rel_faint",
-                              help="Also draw pairs that were observed but not published, as thin red lines "
-                                   "(at most 3000).")
+                              help="Also draw pairs that were observed but not published, as thin grey arrows "
+                                   "(the largest, up to Top N).")
     basemap = opt2[1].toggle("Base map", value=d["basemap"], key="rel_basemap",
                              help="Draw streets and coastline under the grid. Off by default: nothing leaves this "
                                   "machine. On: your browser fetches the map from CARTO (no key needed).")
@@ -229,8 +234,7 @@ def map_section(ctx, rcfg) -> None:
         play = opt2[2].button(f"▶ Play weeks 0–{n_weeks - 1}", key="rel_play",
                               help="Show each week's published flows in turn (about one second each).")
     else:
-        play = False
-        opt2[2].caption("One week of data: no week player.")
+        play = False   # one week of data: no week player (said under the map)
 
     empty_note = st.empty()   # there whether or not the release is empty, so the map below keeps its place
     if not released.any():
@@ -238,7 +242,7 @@ def map_section(ctx, rcfg) -> None:
                                                 rcfg.sensitivity), icon=":material/visibility_off:")
 
     o = {"view": view, "top_n": int(top_n), "min_count": float(min_count), "cell": cell, "show_sup": show_sup,
-         "basemap": basemap}
+         "basemap": basemap, "level": level}
     slot = st.empty()
     if play:
         for w in range(n_weeks):
@@ -251,8 +255,9 @@ def map_section(ctx, rcfg) -> None:
     flows = fms[-1].flows
     n_sup = int((~released).sum())
     st.caption(f"{num(n_sup)} observed pairs suppressed (noisy count below {num(s.threshold)}); {num(len(flows))} "
-               "flows drawn. Hover over an arc or a cell for its numbers; drag to pan, scroll to zoom, right-drag to "
-               "tilt. Flows from `odcore.privacy.release`, utility from `odcore.privacy.utility`.")
+               "flows drawn. Hover over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. "
+               "Flows from `odcore.privacy.release`, utility from `odcore.privacy.utility`."
+               + (" One week of data: no week player." if n_weeks == 1 else ""))
     if view == "Side by side":
         sup = table.loc[~released]
         st.caption(f"Suppression removed {num(len(sup))} of {num(len(table))} pairs, carrying "

@@ -98,15 +98,76 @@ def test_bundled_release_map_is_small_and_its_tooltips_carry_the_numbers(at):
         assert "outgoing pairs observed" in r["tip"]
         assert "centre " in r["tip"]
         assert all(len(str(x).split(".")[-1]) <= maps.DIGITS for pt in r["polygon"] for x in pt)
-    assert len(arcs["data"]) == 300                                     # Top N
-    assert {tuple(r) for r in arcs["data"]} == {("dx", "dy", "f", "ox", "oy", "tip")}   # sent sorted by name
-    # the widest arc is the largest published noisy count, and its tooltip says that count
-    top = max(arcs["data"], key=lambda r: r["f"])
-    assert top["f"] == 1.0
+    # the arrows: a filled outline, a colour and a tooltip per flow; as many as the legend says were drawn
+    assert {tuple(r) for r in arcs["data"]} == {("color", "polygon", "tip")}   # sent sorted by name
+    said = [int(g.replace(",", "")) for m in at.markdown for g in re.findall(r"· ([\d,]+) flows between places drawn", m.value)]
+    assert said == [len(arcs["data"])]
+    assert 0 < len(arcs["data"]) <= 300                                  # Top N
     table = at.dataframe[0].value                                       # the published table under the map
-    best = table.loc[table["noisy_count"].idxmax()]
-    assert f"noisy count: {num(round(float(best['noisy_count']), 1))} (published)" in top["tip"]
-    assert f"true count: {num(int(best['true_count']))} people" in top["tip"]
+    shown = [float(m.group(1).replace(",", "")) for r in arcs["data"]
+             for m in [re.search(r"noisy count: ([\d,.]+) \(published\)", r["tip"])]]
+    assert sum(shown) <= table["noisy_count"].sum() + 1                 # sums of published counts, never more
+    for r in arcs["data"]:
+        for part in ("→", "° N", "true count: ", "release probability"):
+            assert part in r["tip"]
+
+
+def test_bundled_release_map_by_zones_draws_the_largest_published_flows(at):
+    """Merging turned off: every zone on its own, Top N arrows, the darkest one the largest published noisy count
+    between two zones, its tooltip saying that count."""
+    at.switch_page("pages/2_OD_release.py").run()
+    at.toggle(key="rel_level").set_value(False).run()
+    assert not at.exception, [e.message for e in at.exception]
+    try:
+        arcs = _layer(_decks(at)[0], "flows")
+        assert len(arcs["data"]) == 300
+        table = at.dataframe[0].value
+        pub = table.loc[table["origin"] != table["destination"]]
+        best = pub.loc[pub["noisy_count"].idxmax()]
+        darkest = [r for r in arcs["data"] if r["color"][:3] == list(maps.FLOW_CLASS_RGB[-1])]
+        assert any(f"noisy count: {num(round(float(best['noisy_count']), 1))} (published)" in r["tip"]
+                   and f"true count: {num(int(best['true_count']))} people" in r["tip"] for r in darkest)
+        assert any("Level: zones as published" in m.value for m in at.markdown)
+    finally:
+        at.toggle(key="rel_level").set_value(True).run()
+
+
+def _screen_px(lon, lat, vs: dict, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where points are drawn in a flat deck.gl map of ``width`` × ``height`` px with the view ``vs`` (web mercator:
+    the world is 512·2^zoom px wide)."""
+    scale = 512 * 2 ** vs["zoom"]
+
+    def y(p):
+        return np.log(np.tan(np.pi / 4 + np.radians(np.asarray(p, float)) / 2))
+
+    return (width / 2 + (np.asarray(lon, float) - vs["longitude"]) / 360 * scale,
+            height / 2 - (y(lat) - y(vs["latitude"])) / (2 * np.pi) * scale)
+
+
+def test_first_view_is_flat_and_holds_every_drawn_flow_place_and_the_zones(at):
+    """In the narrowest map the page draws (a 1024 px window with the sidebar open: maps.MAP_WIDTH_PX × 460), the
+    first view shows every arrow, every place and every zone (the 0.5-99.5 % box of their corners), untilted."""
+    at.switch_page("pages/2_OD_release.py").run()
+    for merged in (True, False):
+        at.toggle(key="rel_level").set_value(merged).run()
+        deck = _decks(at)[0]
+        vs = deck["initialViewState"]
+        assert vs["pitch"] == 0
+        assert vs.get("bearing", 0) == 0
+        for layer_id in ("flows", "locations"):
+            pts = np.array([pt for r in _layer(deck, layer_id)["data"] for pt in r["polygon"]])
+            assert len(pts)
+            x, y = _screen_px(pts[:, 0], pts[:, 1], vs, maps.MAP_WIDTH_PX, 460)
+            assert x.min() >= 0
+            assert x.max() <= maps.MAP_WIDTH_PX
+            assert y.min() >= 0
+            assert y.max() <= 460
+        corners = np.array([pt for r in _layer(deck, "cells")["data"] for pt in r["polygon"]])
+        lo, hi = np.percentile(corners, [0.5, 99.5], axis=0)
+        x, y = _screen_px([lo[0], hi[0]], [lo[1], hi[1]], vs, maps.MAP_WIDTH_PX, 460)
+        assert 0 <= x.min() <= x.max() <= maps.MAP_WIDTH_PX
+        assert 0 <= y.min() <= y.max() <= 460
+    at.toggle(key="rel_level").set_value(True).run()
 
 
 def test_data_page_map_sends_outline_colour_and_tooltip_only(at):
@@ -251,17 +312,17 @@ def test_bundled_release_map_outlines_every_cell(at):
                      for r in cells["data"] for q in [r["polygon"]] for i in range(len(q))])
     for pts in (corners, mids):                             # every side of every cell lies on a drawn segment
         assert _on_a_segment(pts, seg, 1.5e-5).all()
-    assert _layer(deck, "flows")["numSegments"] == maps.ARC_SEGMENTS
 
 
-def test_bundled_release_map_uses_three_kinds_of_layer_and_the_legend_gives_the_scale(at):
-    """Each kind of layer is a shader program a browser without a GPU compiles before the first frame."""
+def test_bundled_release_map_uses_two_kinds_of_layer_and_the_legend_gives_the_scale(at):
+    """Each kind of layer is a shader program a browser without a GPU compiles before the first frame: the zones,
+    places and arrows are all filled polygons, the outlines and the scale bar lines."""
     at.switch_page("pages/2_OD_release.py").run()
     deck = _decks(at)[0]
-    assert {layer["@@type"] for layer in deck["layers"]} == {"PolygonLayer", "LineLayer", "ArcLayer"}
+    assert {layer["@@type"] for layer in deck["layers"]} == {"PolygonLayer", "LineLayer"}
     bar = _layer(deck, "scale_bar")["data"]
     assert len(bar) == 3
-    said = [float(g) for m in at.markdown for g in re.findall(r"scale bar: ([\d.]+) km", m.value)]
+    said = [float(g) for m in at.markdown for g in re.findall(r"scale bar:? ([\d.]+) km", m.value)]
     assert len(said) == 1                                              # the bar's length, in the legend
     (x0, y0), (x1, _) = bar[1]["s"], bar[1]["t"]                       # the bar's horizontal segment
     assert abs(x1 - x0) * figures.km_per_deg_lon(y0) == pytest.approx(said[0], rel=0.02)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -75,8 +76,8 @@ def test_flow_map_svg_and_png_have_legend_scale_bar_and_resolution():
     cells, flows = _cells_and_flows()
     fig = figures.flow_map_figure(cells, flows, title="Test flows", count_label="noisy count")
     svg = figures.image_bytes(fig, "svg", width_in=6, height_in=4).decode()
-    for text in ("Test flows", "noisy count (arc width)", "origin end of a flow", "destination end", " km<",
-                 "P(at least one flow of the cell published)"):
+    for text in ("Test flows", "Flows: noisy count", "place (size: people)", " km<", "Zones: chance a flow",
+                 "from it is published"):
         assert text in svg, text
     png = figures.image_bytes(fig, "png", width_in=6, height_in=4, dpi=200)
     from PIL import Image
@@ -88,6 +89,87 @@ def test_flow_map_svg_and_png_have_legend_scale_bar_and_resolution():
         figures.image_bytes(fig, "png", dpi=5)
     with pytest.raises(ValueError, match="format"):
         figures.image_bytes(fig, "gif")
+
+
+def _svg_texts(svg: str) -> list[tuple[str, float, float, float]]:
+    """Every text of a plotly SVG as ``(text, x, y, font size in px)``, in the SVG's own px (1/96 in): each <text>
+    with its own ``x``/``y`` and the translations of the groups around it."""
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://www.w3.org/2000/svg}"
+    out = []
+
+    def shift(el) -> tuple[float, float]:
+        m = re.search(r"translate\(\s*([-\d.e]+)[ ,]+([-\d.e]+)", el.get("transform", ""))
+        return (float(m.group(1)), float(m.group(2))) if m else (0.0, 0.0)
+
+    def walk(el, dx: float, dy: float) -> None:
+        sx, sy = shift(el)
+        dx, dy = dx + sx, dy + sy
+        if el.tag == f"{ns}text":
+            size = re.search(r"font-size:\s*([\d.]+)px", el.get("style", ""))
+            text = "".join(el.itertext()).strip()
+            if text:
+                out.append((text, dx + float(el.get("x", 0)), dy + float(el.get("y", 0)),
+                            float(size.group(1)) if size else 0.0))
+            for sub in el.iter(f"{ns}tspan"):   # a tspan may set its own (smaller) size
+                s2 = re.search(r"font-size:\s*([\d.]+)px", sub.get("style", ""))
+                if s2 and "".join(sub.itertext()).strip():
+                    out.append(("".join(sub.itertext()).strip(), dx + float(el.get("x", 0)),
+                                dy + float(el.get("y", 0)), float(s2.group(1))))
+            return
+        for ch in el:
+            walk(ch, dx, dy)
+
+    walk(ET.fromstring(svg), 0.0, 0.0)
+    return out
+
+
+@NEEDS_BROWSER
+def test_single_column_svg_has_its_legend_outside_the_map_every_class_and_readable_type():
+    """A map at 3.5 × 2.6 in (a journal column): every text at least 7 pt, the legend right of the map's data area
+    (never over it), every class of both scales listed (the four count classes, the five zone classes), the suppressed
+    flows and the places explained."""
+    import xml.etree.ElementTree as ET
+
+    rng = np.random.default_rng(3)
+    sq = [[x * 0.012 - 84.45, y * 0.011 + 33.70] for x, y in ((0, 0), (1, 0), (1, 1), (0, 1))]
+    cells = pd.DataFrame({"cell": range(64), "polygon": [[[a + 0.012 * (i % 8), b + 0.011 * (i // 8)] for a, b in sq]
+                                                        for i in range(64)],
+                          "value": np.r_[np.linspace(0, 1, 63), 0.3]})
+    a, b = rng.integers(0, 64, 40), rng.integers(0, 64, 40)
+    cx, cy = -84.45 + 0.012 * (a % 8 + 0.5), 33.70 + 0.011 * (a // 8 + 0.5)
+    dx, dy = -84.45 + 0.012 * (b % 8 + 0.5), 33.70 + 0.011 * (b // 8 + 0.5)
+    flows = pd.DataFrame({"o_lon": cx, "o_lat": cy, "d_lon": dx, "d_lat": dy, "count": rng.uniform(100, 900, 40),
+                          "released": np.arange(40) < 34})
+    edges = [100.0, 300.0, 500.0, 700.0, 900.0]
+    fig = figures.flow_map_figure(cells, flows, title="OD flows, week 0: published: noisy count ≥ 100",
+                                  count_label="noisy count", class_edges=edges,
+                                  subtitle="ε = 0.66, threshold 100, noise scale 1.52, 1.3 km² cells · Bundled city",
+                                  level="nearby zones merged within 4.2 km (80 places)")
+    svg = figures.image_bytes(fig, "svg", width_in=3.5, height_in=2.6).decode()
+    root = ET.fromstring(svg)
+    assert (float(root.get("width")), float(root.get("height"))) == (336, 250)      # 3.5 × 2.6 in at 96 px/in
+    texts = _svg_texts(svg)
+    assert texts
+    small = [(t, s) for t, _, _, s in texts if s < 7 * 96 / 72 - 1e-6]
+    assert not small, f"text under 7 pt: {small}"
+    # the map's data area: plotly's clip rectangle of the x-y plot
+    clip = re.search(r'<clipPath class="axesclip" id="clip[^"]*xy"><rect x="([\d.]+)" y="[\d.]+" '
+                     r'width="([\d.]+)"', svg)
+    assert clip, "no plot area in the SVG"
+    x0, w = (float(v) for v in clip.groups())
+    labels = ["100–300", "300–500", "500–700", "700–900", "0.0–0.2", "0.2–0.4", "0.4–0.6", "0.6–0.8", "0.8–1.0",
+              "suppressed (6)", "place (size: people)", "Flows: noisy count"]
+    found = {t: (x, y) for t, x, y, _ in texts}
+    for lab in labels:
+        assert lab in found, f"legend entry {lab!r} missing"
+        x, y = found[lab]
+        assert x >= x0 + w, f"{lab!r} at x={x:.0f} is over the map (data area ends at {x0 + w:.0f})"
+        assert y <= 250, f"{lab!r} below the image"
+    assert any(t == "1 km" or t.endswith(" km") for t in found), "no scale bar label"
+    for t, x, _, _ in texts:   # nothing starts beyond the image's right edge
+        assert x < 336, t
 
 
 def test_empty_flow_map_says_why():
@@ -124,7 +206,7 @@ def test_cli_release_map_png_and_svg(tmp_path):
     assert Image.open(png).size == (900, 675)
     assert png.stat().st_size > 50_000
     text = svg.read_text()
-    assert "noisy count (arc width)" in text
+    assert "Flows: noisy count" in text
     assert "Published OD flows, week 0" in text
     assert "5 km" in text
     csv = pd.read_csv(tmp_path / "out" / "published.csv", nrows=5)

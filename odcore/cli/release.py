@@ -498,19 +498,29 @@ def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
     cells = pd.DataFrame({"cell": cp["cell"].to_numpy(),
                           "polygon": [np.asarray(g.exterior.coords)[:-1].tolist() for g in polys.geometry],
                           "value": cp["release_prob_any"].to_numpy()})
-    pub = t.loc[t["released"].to_numpy(dtype=bool)].nlargest(int(s["map_top"]), "noisy_count")
-    c = cent.set_index("cell")
-    flows = pd.DataFrame({"o_lon": pub["origin"].map(c["lon"]).to_numpy(), "o_lat": pub["origin"].map(c["lat"]).to_numpy(),
-                          "d_lon": pub["destination"].map(c["lon"]).to_numpy(),
-                          "d_lat": pub["destination"].map(c["lat"]).to_numpy(),
-                          "count": pub["noisy_count"].to_numpy(dtype=float)})
+    # what the figure draws: the published flows, nearby zones merged when the largest are too short to read at
+    # the image's scale (odcore.report.flows.flow_picture, as the dashboard's map)
+    from odcore.report import flows as fl
+
+    corners = np.concatenate([np.asarray(q, float) for q in cells["polygon"]]) if len(cells) else np.zeros((1, 2))
+    span_km = max(float(np.ptp(corners[:, 0])) * figures.km_per_deg_lon(float(corners[:, 1].mean())),
+                  float(np.ptp(corners[:, 1])) * figures.KM_PER_DEG_LAT, 0.5)
+    map_px = max(min(w_in * figures.CSS_PX_PER_INCH - figures.LEGEND_PX, h_in * figures.CSS_PX_PER_INCH - 60), 100)
+    pic = fl.flow_picture(t, cent, value="noisy_count", keep=t["released"].to_numpy(dtype=bool),
+                          top_n=int(s["map_top"]), km_per_px=span_km / map_px)
+    pl, fw = pic.places, pic.flows
+    flows = pd.DataFrame({"o_lon": pl["lon"].to_numpy()[fw["o"]], "o_lat": pl["lat"].to_numpy()[fw["o"]],
+                          "d_lon": pl["lon"].to_numpy()[fw["d"]], "d_lat": pl["lat"].to_numpy()[fw["d"]],
+                          "count": fw["count"].to_numpy(dtype=float)})
+    places = pl.loc[pl["total"].to_numpy() > 0, ["lon", "lat", "total"]]
     start = od.week_starts[wk] if wk < len(od.week_starts) else wk
     # a map may be shared: its note says nothing about unpublished pairs (no true count)
     note = None if len(flows) else f"Nothing published at threshold {cfg.threshold:g}"
     fig = figures.flow_map_figure(
         cells, flows, title=f"Published OD flows, week {wk} (from {start})", count_label="noisy count",
         subtitle=f"ε = {cfg.epsilon:g}, threshold {cfg.threshold:g}, noise scale {cfg.scale:.3g}, "
-                 f"{_zones_words(od.grid)}, {len(flows):,} largest flows", empty_note=note)
+                 f"{_zones_words(od.grid)}, {len(flows):,} largest flow{'' if len(flows) == 1 else 's'}", empty_note=note, locations=places,
+        class_edges=pic.class_edges if len(flows) else None, level=pic.level_words(short=True))
     figures.require_browser()   # before anything is written: say at once that the image cannot be drawn
 
     def write(p: Path, tmp: Path) -> None:

@@ -12,6 +12,7 @@ cell square and the scale bar true to within 0.5 % over a city (cos φ changes b
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import lru_cache
 from pathlib import Path
@@ -176,10 +177,48 @@ def width_classes(values: np.ndarray, lo: float, hi: float, k: int = 4) -> tuple
     return idx, [(edges[i], edges[i + 1]) for i in range(k)]
 
 
+# The flow map's encodings, shared with the dashboard's map (odapp.maps): four count classes light to dark (orange
+# to dark red, each visible on the palest and the darkest zone) and their widths in px, places as white circles with a
+# dark ring, suppressed flows thin and grey.
+FLOW_CLASS_RGB = ((250, 160, 60), (240, 110, 40), (215, 48, 31), (140, 0, 20))
+FLOW_CLASS_WIDTH_PX = (2.5, 4.0, 5.5, 8.0)
+FLOW_CLASS_ALPHA = (205, 220, 235, 245)
+LOCATION_RGB = (20, 60, 80)
+SUPPRESSED_RGB = (70, 70, 70)
+P_CLASSES = 5                  # zones shaded in five classes of the chance that a flow leaving them is published
+LEGEND_PX = 136                # the legend's column, right of the map: fixed in px, so it fits at any export size
+LEGEND_FONT_PX = 10.0          # 7.5 pt: readable at a journal column's 3.5 in
+LEGEND_ROW_PX = 11.5
+FIGURE_WIDTH_SCALE = 0.7       # a printed map is smaller than the screen's: its arrows a little thinner
+
+
+def count_label_text(a: float, b: float) -> str:
+    return f"{a:,.0f}–{b:,.0f}"
+
+
+def _wrap(text: str, width: int) -> str:
+    """``text`` in lines of at most about ``width`` characters (broken after ", " or " · "), joined by <br>."""
+    import re
+
+    parts = re.split(r"(?<=, )|(?<= · )|(?<=: )", text)
+    lines, cur = [], ""
+    for p in parts:
+        if cur and len(cur) + len(p) > width:
+            lines.append(cur.rstrip(" ·,"))
+            cur = ""
+        cur += p
+    lines.append(cur)
+    return "<br>".join(x for x in lines if x)
+
+
 def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, count_label: str = "count",
-                    cell_label: str = "P(at least one flow of the cell published)", subtitle: str = "",
-                    projector: bool = False, empty_note: str | None = None) -> go.Figure:
-    """The flow map as a plotly figure: shaded cells, two-tone curved arcs (width = count), legend, scale bar, title.
+                    cell_label: str = "P(a flow leaving it is published)", subtitle: str = "",
+                    projector: bool = False, empty_note: str | None = None, locations: pd.DataFrame | None = None,
+                    class_edges=None, level: str = "") -> go.Figure:
+    """The flow map as a plotly figure, the same picture as the dashboard's map: zones shaded by the chance that a
+    flow leaving them is published (five classes), flows as curved arrows in four count classes (width and
+    colour), places as circles sized by their totals, suppressed flows thin and grey, a scale bar; the legend in a
+    column of its own right of the map (:data:`LEGEND_PX` wide at any size, every class listed, type ≥ 7.5 pt).
 
     Parameters
     ----------
@@ -187,16 +226,29 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
         ``DataFrame[cell, polygon, value]``: ``polygon`` is a list of ``[lon, lat]`` corners
         (:func:`odcore.space.grid.SquareGrid.polygons`), ``value`` in [0, 1] shades the cell (NaN: outline only).
     flows
-        ``DataFrame[o_lon, o_lat, d_lon, d_lat, count]`` (one row per drawn flow).
+        ``DataFrame[o_lon, o_lat, d_lon, d_lat, count]`` (one row per drawn flow); a ``released`` column, where
+        present, marks the suppressed flows (False), drawn thin and grey.
     title, subtitle
         Figure title and a smaller line under it (settings).
     count_label
-        What ``count`` is (legend title of the arc widths).
+        What ``count`` is (legend title of the arrows).
     empty_note
         Text written over the map when ``flows`` is empty (why, and what to change).
+    locations
+        ``DataFrame[lon, lat, total]``: the places' circles (area ∝ total); by default each flow end, sized by the
+        counts drawn.
+    class_edges
+        The count classes' edges (default: four equal classes of the drawn counts,
+        :func:`odcore.report.flows.class_bounds`).
+    level
+        What level is shown (zones, or nearby zones merged), written under the title.
     """
     import plotly.graph_objects as go
 
+    from odcore.report import flows as fl
+
+    big = 1.3 if projector else 1.0
+    font = LEGEND_FONT_PX * big
     fig = go.Figure()
     polys = [np.asarray(p, float) for p in cells["polygon"]] if len(cells) else []
     pts = [p for p in polys if len(p)]
@@ -210,12 +262,18 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     def proj(lon, lat):
         return (np.asarray(lon, float) - lon0) * kx, (np.asarray(lat, float) - lat0) * ky
 
-    # cells: 5 shade classes of value, one filled trace each (None-separated rings), with a legend entry
+    ax, ay = proj(allp[:, 0], allp[:, 1])
+    x_lo, x_hi = float(np.nanmin(ax)), float(np.nanmax(ax))
+    y_lo, y_hi = float(np.nanmin(ay)), float(np.nanmax(ay))
+    span = max(x_hi - x_lo, y_hi - y_lo, 0.5)
+    km_px = span / 220          # km per px of a map about 220 px across (a 3.5 in figure); larger maps: finer
+
+    # zones: five shade classes of value, one filled trace each (None-separated rings)
     vals = cells["value"].to_numpy(float) if len(cells) else np.zeros(0)
-    edges = np.linspace(0, 1, 6)
-    first = True
-    for i in range(5):
-        sel = np.flatnonzero((vals >= edges[i]) & ((vals < edges[i + 1]) | (i == 4)))
+    p_edges = np.linspace(0, 1, P_CLASSES + 1)
+    p_cols = [_rgb(mix(CELL_LOW_RGB, CELL_HIGH_RGB, np.array([(i + 0.5) / P_CLASSES]))[0]) for i in range(P_CLASSES)]
+    for i in range(P_CLASSES):
+        sel = np.flatnonzero((vals >= p_edges[i]) & ((vals < p_edges[i + 1]) | (i == P_CLASSES - 1)))
         if not len(sel):
             continue
         xs: list[float | None] = []
@@ -224,12 +282,8 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
             x, y = proj(polys[j][:, 0], polys[j][:, 1])
             xs += [*x.tolist(), float(x[0]), None]
             ys += [*y.tolist(), float(y[0]), None]
-        col = _rgb(mix(CELL_LOW_RGB, CELL_HIGH_RGB, np.array([(i + 0.5) / 5]))[0])
-        fig.add_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=col, hoverinfo="skip",
-                        line={"color": "rgba(90,90,90,0.35)", "width": 0.5}, legendgroup="cells",
-                        legendgrouptitle={"text": cell_label} if first else None,
-                        name=f"{edges[i]:.1f}–{edges[i + 1]:.1f}")
-        first = False
+        fig.add_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=p_cols[i], hoverinfo="skip",
+                        line={"color": "rgba(255,255,255,0.8)", "width": 0.4}, showlegend=False)
     outline = np.flatnonzero(np.isnan(vals))
     if len(outline):
         xs, ys = [], []
@@ -240,72 +294,138 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
         fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": "rgba(90,90,90,0.35)", "width": 0.5},
                         hoverinfo="skip", showlegend=False)
 
-    # flows: width classes; each arc's first half in the origin colour, second half in the destination colour
-    if len(flows):
-        cnt = flows["count"].to_numpy(float)
-        lo, hi = float(np.nanmin(cnt)), float(np.nanmax(cnt))
-        cls, bounds = width_classes(cnt, lo, hi)
-        ox, oy = proj(flows["o_lon"], flows["o_lat"])
-        dx, dy = proj(flows["d_lon"], flows["d_lat"])
-        bx, by = arc_points(ox, oy, dx, dy)
-        half = bx.shape[1] // 2
-        widths = np.linspace(1.2, 6.0, len(bounds)) * (1.4 if projector else 1.0)
-        for c, (a, b) in enumerate(bounds):
-            sel = np.flatnonzero(cls == c)
-            if not len(sel):
-                continue
-            for part, rgb, sl in (("origin", ORIGIN_RGB, slice(0, half + 1)), ("destination", DESTINATION_RGB,
-                                                                                slice(half, None))):
-                xs, ys = [], []
-                for j in sel:
-                    xs += [*bx[j, sl].tolist(), None]
-                    ys += [*by[j, sl].tolist(), None]
-                name = (f"{a:,.0f}–{b:,.0f}" if len(bounds) > 1 else f"{a:,.0f}")
-                fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": _rgb(rgb), "width": float(widths[c])},
-                                opacity=0.85, hoverinfo="skip", name=name, legendgroup=f"w{c}",
-                                showlegend=part == "destination",
-                                legendgrouptitle={"text": f"{count_label} (arc width)"}
-                                if c == int(cls.min()) and part == "destination" else None)
-        # arrowheads at the destination end, pointing along the arc's last segment
-        ang = np.degrees(np.arctan2(by[:, -1] - by[:, -2], bx[:, -1] - bx[:, -2]))
-        fig.add_scatter(x=bx[:, -1], y=by[:, -1], mode="markers", hoverinfo="skip", showlegend=False,
-                        marker={"symbol": "triangle-up", "size": 5.5 * (1.3 if projector else 1),
-                                "color": _rgb(DESTINATION_RGB), "angle": (90 - ang).tolist(),
-                                "line": {"width": 0}})
-        for part, rgb in (("origin end of a flow", ORIGIN_RGB), ("destination end (arrow)", DESTINATION_RGB)):
-            fig.add_scatter(x=[None], y=[None], mode="lines", line={"color": _rgb(rgb), "width": 4}, name=part,
-                            legendgroup="dir", legendgrouptitle={"text": "direction"}
-                            if part.startswith("origin") else None)
+    # places: circles, area ∝ total (under the arrows)
+    rel = flows["released"].to_numpy(bool) if "released" in flows.columns else np.ones(len(flows), bool)
+    pub = flows.loc[rel]
+    if locations is None and len(pub):
+        ends = pd.concat([pub[["o_lon", "o_lat", "count"]].set_axis(["lon", "lat", "total"], axis=1),
+                          pub[["d_lon", "d_lat", "count"]].set_axis(["lon", "lat", "total"], axis=1)])
+        locations = ends.groupby(["lon", "lat"], as_index=False)["total"].sum()
+    r_of = {}
+    if locations is not None and len(locations):
+        tot = locations["total"].to_numpy(float)
+        r = (2.5 + 7.0 * np.sqrt(tot / max(float(tot.max()), 1e-9))) * big
+        lx, ly = proj(locations["lon"], locations["lat"])
+        fig.add_scatter(x=lx, y=ly, mode="markers", hoverinfo="skip", showlegend=False,
+                        marker={"size": 2 * r, "color": "rgba(255,255,255,0.85)",
+                                "line": {"color": _rgb(LOCATION_RGB), "width": 1.2}})
+        r_of = {(round(a, 6), round(b, 6)): float(v) for a, b, v in
+                zip(locations["lon"], locations["lat"], r, strict=True)}
 
-    # extent, scale bar (bottom left), title
-    ax, ay = proj(allp[:, 0], allp[:, 1])
-    x_lo, x_hi = float(np.nanmin(ax)), float(np.nanmax(ax))
-    y_lo, y_hi = float(np.nanmin(ay)), float(np.nanmax(ay))
-    span_x, span_y = max(x_hi - x_lo, 0.5), max(y_hi - y_lo, 0.5)
-    pad = 0.04 * max(span_x, span_y)
-    bar = nice_km(span_x)
-    bx0, by0 = x_lo, y_lo - 2.2 * pad
-    tick = 0.25 * pad
+    # flows: curved arrows, a line per count class and a head at the destination's circle
+    if class_edges is None:
+        lo, hi = (float(np.nanmin(pub["count"])), float(np.nanmax(pub["count"]))) if len(pub) else (0.0, 1.0)
+        class_edges = fl.class_bounds(lo, hi if hi > lo else lo + 1.0)
+    class_edges = np.asarray(class_edges, float)
+
+    def draw(sub, cls, widths, colours, head_px):
+        ox, oy = proj(sub["o_lon"], sub["o_lat"])
+        dx, dy = proj(sub["d_lon"], sub["d_lat"])
+        g0 = np.array([r_of.get((round(a, 6), round(b, 6)), 0.0) for a, b in zip(sub["o_lon"], sub["o_lat"],
+                                                                                   strict=True)]) * km_px
+        g1 = np.array([r_of.get((round(a, 6), round(b, 6)), 0.0) for a, b in zip(sub["d_lon"], sub["d_lat"],
+                                                                                   strict=True)]) * km_px
+        cx, cy = fl.curves(ox, oy, dx, dy, gap0=g0, gap1=g1)
+        for c in np.unique(cls):
+            sel = np.flatnonzero(cls == c)
+            xs, ys = [], []
+            for j in sel:
+                xs += [*cx[j].tolist(), None]
+                ys += [*cy[j].tolist(), None]
+            fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": colours[c], "width": widths[c] * big},
+                            hoverinfo="skip", showlegend=False)
+            ux, uy = cx[sel, -1] - cx[sel, -3], cy[sel, -1] - cy[sel, -3]
+            un = np.hypot(ux, uy)
+            un = np.where(un > 0, un, 1.0)
+            size = max(head_px, 2.2 * widths[c]) * big
+            back = 0.4 * size * km_px   # the triangle's centre a little before the end: its tip on the end
+            fig.add_scatter(x=cx[sel, -1] - ux / un * back, y=cy[sel, -1] - uy / un * back, mode="markers",
+                            hoverinfo="skip", showlegend=False,
+                            marker={"symbol": "triangle-up", "size": size, "color": colours[c],
+                                    "angle": (90 - np.degrees(np.arctan2(uy, ux))).tolist(), "line": {"width": 0}})
+
+    sup = flows.loc[~rel]
+    if len(sup):
+        draw(sup, np.zeros(len(sup), int), [1.0], [_rgba(SUPPRESSED_RGB, 150)], 5.0)
+    if len(pub):
+        cls = fl.classes(pub["count"].to_numpy(float), class_edges)
+        draw(pub, cls, [FIGURE_WIDTH_SCALE * w for w in FLOW_CLASS_WIDTH_PX], [_rgba(c, a) for c, a in zip(FLOW_CLASS_RGB, FLOW_CLASS_ALPHA,
+                                                                                 strict=True)], 7.0)
+
+    # scale bar (bottom left, under the data)
+    pad = 0.03 * span
+    bar = nice_km(x_hi - x_lo)
+    bx0, by0 = x_lo, y_lo - 2.0 * pad
+    tick = 0.3 * pad
     fig.add_scatter(x=[bx0, bx0, bx0 + bar, bx0 + bar], y=[by0 + tick, by0, by0, by0 + tick], mode="lines",
-                    line={"color": INK, "width": 2.5}, hoverinfo="skip", showlegend=False)
-    fig.add_annotation(x=bx0 + bar / 2, y=by0, yshift=4, text=f"{bar:g} km", showarrow=False, yanchor="bottom",
-                       font={"size": 13 if not projector else 17, "color": INK})
+                    line={"color": INK, "width": 1.5 * big}, hoverinfo="skip", showlegend=False)
+    fig.add_annotation(x=bx0 + bar / 2, y=by0, yshift=2, text=f"{bar:g} km", showarrow=False, yanchor="bottom",
+                       font={"size": font, "color": INK})
     if empty_note:
         fig.add_annotation(x=(x_lo + x_hi) / 2, y=(y_lo + y_hi) / 2, text=empty_note, showarrow=False,
                            bgcolor="rgba(255,255,255,0.9)", bordercolor="#9aa3ad", borderwidth=1,
-                           font={"size": 14, "color": INK})
-    style(fig, title, height=640, projector=projector)
-    if subtitle:
-        fig.update_layout(title_text=f"{title}<br><span style='font-size:0.75em'>{subtitle}</span>")
+                           font={"size": font + 1, "color": INK})
+
+    # the legend: a column of px-placed rows right of the map (anchored at the plot area's top right corner)
+    rows: list[tuple] = []     # (kind, text, swatch)
+    rows.append(("title", f"Flows: {count_label}", None))
+    for i, (a, b) in enumerate(itertools.pairwise(class_edges.tolist())):
+        rows.append(("line", count_label_text(a, b), (i, FLOW_CLASS_WIDTH_PX[i])))
+    if len(sup):
+        rows.append(("sup", f"suppressed ({len(sup):,})", None))
+    rows.append(("circle", "place (size: people)", None))
+    rows.append(("title", "Zones: chance a flow", None))
+    rows.append(("title", "from it is published", None))
+    for i in range(P_CLASSES):
+        rows.append(("box", f"{p_edges[i]:.1f}–{p_edges[i + 1]:.1f}", i))
+    row_h = LEGEND_ROW_PX * big
+    x_sw, x_tx = 8 * big, 30 * big
+    for k, (kind, text, sw) in enumerate(rows):
+        yc = -(k + 0.5) * row_h
+        indent = 0 if kind == "title" else x_tx
+        fig.add_annotation(xref="paper", yref="paper", x=1, y=1, xanchor="left", yanchor="middle",
+                           xshift=(x_sw if kind == "title" else 0) + indent, yshift=yc, showarrow=False,
+                           text=f"<b>{text}</b>" if kind == "title" else text,
+                           font={"size": font, "color": INK})
+        common = {"xref": "paper", "yref": "paper", "xsizemode": "pixel", "ysizemode": "pixel", "xanchor": 1,
+                  "yanchor": 1}
+        if kind == "line":
+            i, w = sw
+            fig.add_shape(type="line", x0=x_sw, x1=x_sw + 22 * big, y0=yc, y1=yc,
+                          line={"color": _rgb(FLOW_CLASS_RGB[i]), "width": FIGURE_WIDTH_SCALE * w * big}, **common)
+        elif kind == "sup":
+            fig.add_shape(type="line", x0=x_sw, x1=x_sw + 22 * big, y0=yc, y1=yc,
+                          line={"color": _rgb(SUPPRESSED_RGB), "width": 1.0 * big}, **common)
+        elif kind == "circle":
+            fig.add_shape(type="circle", x0=x_sw + 6 * big, x1=x_sw + 15 * big, y0=yc - 4.5 * big,
+                          y1=yc + 4.5 * big, line={"color": _rgb(LOCATION_RGB), "width": 1.2},
+                          fillcolor="white", **common)
+        elif kind == "box":
+            fig.add_shape(type="rect", x0=x_sw, x1=x_sw + 22 * big, y0=yc - 4.5 * big, y1=yc + 4.5 * big,
+                          line={"color": "#9aa3ad", "width": 0.5}, fillcolor=p_cols[sw], **common)
+
+    style(fig, None, height=640, projector=projector)
+    head = f"<b>{_wrap(title, 44)}</b>"
+    small = " · ".join(x for x in (subtitle, level) if x)
+    if small:
+        head += f"<br><span style='font-size:{font:.1f}px'>{_wrap(small, 54)}</span>"
+    n_lines = 1 + head.count("<br>")
+    # the title as an annotation over the plot area's top left corner: it grows upwards, line by line
+    fig.add_annotation(xref="paper", yref="paper", x=0, y=1, xanchor="left", yanchor="bottom", yshift=4,
+                       showarrow=False, align="left", text=head, font={"size": 12 * big, "color": INK})
     fig.update_layout(
         xaxis={"visible": False, "range": [x_lo - pad, x_hi + pad], "showgrid": False},
         yaxis={"visible": False, "range": [by0 - 1.5 * pad, y_hi + pad], "scaleanchor": "x", "scaleratio": 1,
                "showgrid": False},
-        legend={"groupclick": "toggleitem", "x": 1.01, "y": 1, "xanchor": "left", "yanchor": "top",
-                "tracegroupgap": 8},
-        margin={"l": 10, "r": 10, "t": 80 if subtitle else 60, "b": 10}, showlegend=True,
+        showlegend=False,
+        margin={"l": 4, "r": LEGEND_PX * big, "t": 10 + 14.5 * big * n_lines, "b": 4},
     )
     return fig
+
+
+def _rgba(c, alpha: int) -> str:
+    r, g, b = (round(float(v)) for v in c[:3])
+    return f"rgba({r},{g},{b},{alpha / 255:.2f})"
 
 
 # ---- files -----------------------------------------------------------------------------------------------------

@@ -1,0 +1,439 @@
+"""Flow-map geometry and structure, shared by the dashboard's map and the exported figure (pure numpy/pandas).
+
+How a flow map stays readable (the approach of flowmap.blue / flowmap.gl, Boyandin 2022, and kepler.gl's flow layer):
+flows are directed curved arrows whose width and colour grow with the count, A→B and B→A bend to opposite sides;
+locations are circles sized by their totals (out, in, within); when most of the largest flows are too short to read
+at the first view, nearby zones are merged into clusters (:func:`cluster_zones`) and the flows between clusters are
+drawn instead (flows inside a cluster become part of its "within" total). Summing published noisy counts is
+post-processing of the release: it costs no privacy.
+
+Everything is in a local equirectangular projection in km (:func:`project`), fine at city scale.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+KM_PER_DEG_LAT = 110.574
+KM_PER_DEG_LON_EQUATOR = 111.320
+TILE_PX = 512                  # deck.gl's world is 512·2^zoom px wide
+N_CLASSES = 4                  # count classes of the flows (width and colour)
+BEND = 0.16                    # control point offset of a flow's curve, × its length, to the right of travel
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Local equirectangular projection about ``(lon0, lat0)``: x, y in km."""
+
+    lon0: float
+    lat0: float
+
+    @property
+    def kx(self) -> float:
+        return KM_PER_DEG_LON_EQUATOR * math.cos(math.radians(self.lat0))
+
+    def xy(self, lon, lat) -> tuple[np.ndarray, np.ndarray]:
+        return (np.asarray(lon, float) - self.lon0) * self.kx, (np.asarray(lat, float) - self.lat0) * KM_PER_DEG_LAT
+
+    def lonlat(self, x, y) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(x, float) / self.kx + self.lon0, np.asarray(y, float) / KM_PER_DEG_LAT + self.lat0
+
+
+def project(lon, lat) -> Projection:
+    """The projection centred on the points' box."""
+    lon, lat = np.asarray(lon, float), np.asarray(lat, float)
+    if not np.isfinite(lon).any():
+        return Projection(0.0, 0.0)
+    return Projection(float((np.nanmin(lon) + np.nanmax(lon)) / 2), float((np.nanmin(lat) + np.nanmax(lat)) / 2))
+
+
+@dataclass(frozen=True)
+class View:
+    """A flat web-mercator view: centre, zoom, and how many km one screen pixel is at its centre."""
+
+    lat: float
+    lon: float
+    zoom: float
+
+    @property
+    def km_per_px(self) -> float:
+        return 360 / (TILE_PX * 2 ** self.zoom) * KM_PER_DEG_LON_EQUATOR * math.cos(math.radians(self.lat))
+
+
+def fit_view(lon_min: float, lon_max: float, lat_min: float, lat_max: float, *, width_px: int, height_px: int,
+             pad_px: int = 24, max_zoom: float = 16) -> View:
+    """The largest zoom at which the box fits inside a ``width_px`` × ``height_px`` map with ``pad_px`` to spare
+    on every side, no pitch. Web mercator: at zoom z the world is 512·2^z px wide and a latitude φ sits at
+    y = ln tan(π/4 + φ/2) · 512·2^z / 2π."""
+    if not all(map(math.isfinite, (lon_min, lon_max, lat_min, lat_max))):
+        return View(0.0, 0.0, 1.0)
+
+    def merc(p):
+        return math.log(math.tan(math.pi / 4 + math.radians(max(min(p, 85.0), -85.0)) / 2))
+
+    w, h = max(width_px - 2 * pad_px, 40), max(height_px - 2 * pad_px, 40)
+    dlon = max(lon_max - lon_min, 1e-5)
+    dy = max(merc(lat_max) - merc(lat_min), 1e-7)
+    z = min(math.log2(w * 360 / (TILE_PX * dlon)), math.log2(h * 2 * math.pi / (TILE_PX * dy)), max_zoom)
+    yc = (merc(lat_max) + merc(lat_min)) / 2
+    lat_c = math.degrees(2 * math.atan(math.exp(yc)) - math.pi / 2)
+    return View(lat=lat_c, lon=(lon_min + lon_max) / 2, zoom=max(z, 0.5))
+
+
+def zone_size_km(polygons, proj: Projection) -> float:
+    """√(median zone area) in km: the side of a typical zone (squares, hexagons or a zone file's polygons)."""
+    areas = []
+    for q in polygons:
+        a = np.asarray(q, float)
+        if len(a) < 3:
+            continue
+        x, y = proj.xy(a[:, 0], a[:, 1])
+        areas.append(0.5 * abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))))
+    return math.sqrt(float(np.median(areas))) if areas else 1.0
+
+
+def cluster_zones(x: np.ndarray, y: np.ndarray, weight: np.ndarray, radius: float) -> np.ndarray:
+    """Cluster id of each zone: the heaviest zone not yet taken starts a cluster and takes every zone not yet taken
+    within ``radius`` (km) of it, and so on (greedy, deterministic: ties by position in the input); then the same
+    once more on the clusters' weighted centres, so that two clusters whose centres ended up closer than ``radius``
+    (a sliver left at a larger cluster's edge) become one. ``radius`` 0 keeps every zone on its own. Ids are
+    0..k-1."""
+    lab = greedy_clusters(x, y, weight, radius)
+    if radius <= 0 or not len(lab):
+        return lab
+    k = int(lab.max()) + 1
+    w = np.bincount(lab, weight, minlength=k).astype(float)
+    n = np.bincount(lab, minlength=k)
+    safe = np.where(w > 0, w, 1.0)
+    cx = np.where(w > 0, np.bincount(lab, weight * x, minlength=k) / safe, np.bincount(lab, x, minlength=k) / n)
+    cy = np.where(w > 0, np.bincount(lab, weight * y, minlength=k) / safe, np.bincount(lab, y, minlength=k) / n)
+    top = greedy_clusters(cx, cy, w, radius)
+    _, out = np.unique(top[lab], return_inverse=True)
+    return out.astype(np.int64)
+
+
+def greedy_clusters(x: np.ndarray, y: np.ndarray, weight: np.ndarray, radius: float) -> np.ndarray:
+    """One greedy pass of :func:`cluster_zones` (each zone's neighbours found at once, in C)."""
+    n = len(x)
+    label = np.full(n, -1, dtype=np.int64)
+    if radius <= 0 or n == 0:
+        return np.arange(n, dtype=np.int64)
+    from scipy.spatial import cKDTree
+
+    pts = np.column_stack([x, y])
+    near_all = cKDTree(pts).query_ball_point(pts, radius)
+    order = np.lexsort((np.arange(n), -np.asarray(weight, float)))
+    k = 0
+    for i in order.tolist():
+        if label[i] >= 0:
+            continue
+        near = np.asarray(near_all[i], dtype=np.int64)
+        label[near[label[near] < 0]] = k
+        label[i] = k
+        k += 1
+    return label
+
+
+def sum_pairs(o: np.ndarray, d: np.ndarray, c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(o, d, sum of c)`` per distinct pair of ids below ``k`` (numpy: no pandas groupby on a hot path)."""
+    key = np.asarray(o, np.int64) * k + np.asarray(d, np.int64)
+    u, inv = np.unique(key, return_inverse=True)
+    return u // k, u % k, np.bincount(inv, np.asarray(c, float), minlength=len(u))
+
+
+def location_totals(origin: np.ndarray, destination: np.ndarray, count: np.ndarray, n: int) -> pd.DataFrame:
+    """Per location id 0..n-1: the sum of ``count`` leaving it for another location (``out``), arriving from
+    another (``in``) and staying within it (``within``), and ``total`` = out + in + within."""
+    o, d, c = (np.asarray(v) for v in (origin, destination, count))
+    c = np.nan_to_num(c.astype(float))
+    same = o == d
+    out = np.bincount(o[~same], c[~same], minlength=n)
+    inn = np.bincount(d[~same], c[~same], minlength=n)
+    within = np.bincount(o[same], c[same], minlength=n)
+    return pd.DataFrame({"out": out, "in": inn, "within": within, "total": out + inn + within})
+
+
+def aggregate(origin: np.ndarray, destination: np.ndarray, label_of: dict | pd.Series, columns: dict) -> pd.DataFrame:
+    """Flows between zones summed to flows between clusters: ``label_of`` maps a zone id to its cluster; ``columns``
+    ``{name: values}`` are summed; ``pairs`` counts the zone pairs in each. Returns ``o, d, pairs, *columns``."""
+    lab = pd.Series(label_of) if isinstance(label_of, dict) else label_of
+    o = lab.reindex(np.asarray(origin)).to_numpy()
+    d = lab.reindex(np.asarray(destination)).to_numpy()
+    df = pd.DataFrame({"o": o, "d": d, "pairs": 1, **{k: np.asarray(v, float) for k, v in columns.items()}})
+    df = df.dropna(subset=["o", "d"])
+    df[["o", "d"]] = df[["o", "d"]].astype(np.int64)
+    return df.groupby(["o", "d"], as_index=False, sort=False).sum()
+
+
+def class_bounds(lo: float, hi: float, k: int = N_CLASSES) -> np.ndarray:
+    """``k + 1`` class edges from ``lo`` to ``hi`` (equal steps; one class when lo == hi)."""
+    if not hi > lo:
+        return np.array([lo, hi if hi > lo else lo + 1.0])
+    return np.linspace(lo, hi, k + 1)
+
+
+def classes(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Class index of each value (0 .. len(edges) - 2; the top edge belongs to the last class)."""
+    k = len(edges) - 1
+    return np.clip(np.searchsorted(edges, np.asarray(values, float), side="right") - 1, 0, k - 1)
+
+
+def arrows(x0, y0, x1, y1, width, *, gap0=0.0, gap1=0.0, bend: float = BEND, head_len=None,
+           n: int = 8) -> np.ndarray:
+    """Curved arrows as polygons, shape (m, 2·n + 3, 2), in the coordinates of the inputs (km).
+
+    Each flow is a quadratic Bézier curve from (x0, y0) to (x1, y1), its ends pulled in by ``gap0`` and ``gap1``
+    (so it starts and ends at a location circle's edge), bulging to the right of travel by ``bend`` × length (A→B
+    and B→A are two curves side by side); a body of ``width`` then a head ``head_len`` long (default 3 × width, at
+    most 40 % of the curve) and twice the body's width, its tip on the end point. Vertices: the body's right side
+    (n points), the head (right barb, tip, left barb), the body's left side back (n points)."""
+    x0, y0, x1, y1, w = (np.atleast_1d(np.asarray(v, float)) for v in np.broadcast_arrays(x0, y0, x1, y1, width))
+    g0, g1 = (np.broadcast_to(np.asarray(v, float), x0.shape) for v in (gap0, gap1))
+    m = len(x0)
+    if m == 0:
+        return np.zeros((0, 2 * n + 3, 2))
+    dx, dy = x1 - x0, y1 - y0
+    L = np.hypot(dx, dy)
+    Ls = np.where(L > 0, L, 1.0)
+    ux, uy = dx / Ls, dy / Ls
+    g0 = np.minimum(g0, 0.3 * L)
+    g1 = np.minimum(g1, 0.3 * L)
+    ax, ay = x0 + ux * g0, y0 + uy * g0
+    bx, by = x1 - ux * g1, y1 - uy * g1
+    ll = np.hypot(bx - ax, by - ay)
+    w = np.minimum(w, 0.3 * ll)          # a short flow stays an arrow, not a blob
+    cx, cy = (ax + bx) / 2 + bend * ll * uy, (ay + by) / 2 - bend * ll * ux   # (uy, -ux): right of travel
+    hl = 3.0 * w if head_len is None else np.broadcast_to(np.asarray(head_len, float), x0.shape)
+    hl = np.minimum(hl, 0.45 * ll)
+    # the head's base: where the curve is hl from its end (the last piece of a gentle curve is nearly straight)
+    th = np.clip(1 - hl / np.where(ll > 0, ll, 1.0), 0.05, 1.0)
+    t = np.linspace(0, 1, n)[None, :] * th[:, None]
+
+    def at(tt):
+        px = (1 - tt) ** 2 * ax[:, None] + 2 * (1 - tt) * tt * cx[:, None] + tt ** 2 * bx[:, None]
+        py = (1 - tt) ** 2 * ay[:, None] + 2 * (1 - tt) * tt * cy[:, None] + tt ** 2 * by[:, None]
+        tx = 2 * (1 - tt) * (cx[:, None] - ax[:, None]) + 2 * tt * (bx[:, None] - cx[:, None])
+        ty = 2 * (1 - tt) * (cy[:, None] - ay[:, None]) + 2 * tt * (by[:, None] - cy[:, None])
+        tn = np.hypot(tx, ty)
+        tn = np.where(tn > 0, tn, 1.0)
+        return px, py, ty / tn, -tx / tn      # point and its right-hand normal
+
+    px, py, nx, ny = at(t)
+    half = (w / 2)[:, None]
+    right = np.stack([px + nx * half, py + ny * half], axis=-1)
+    left = np.stack([px - nx * half, py - ny * half], axis=-1)[:, ::-1]
+    hb_x, hb_y, hn_x, hn_y = px[:, -1], py[:, -1], nx[:, -1], ny[:, -1]
+    hw = w   # the head is twice the body's width
+    head = np.stack([np.stack([hb_x + hn_x * hw, hb_y + hn_y * hw], axis=-1),
+                     np.stack([bx, by], axis=-1),
+                     np.stack([hb_x - hn_x * hw, hb_y - hn_y * hw], axis=-1)], axis=1)
+    return np.concatenate([right, head, left], axis=1)
+
+
+def circles(x, y, r, n: int = 16) -> np.ndarray:
+    """Circles as polygons (m, n, 2)."""
+    a = np.linspace(0, 2 * np.pi, n, endpoint=False)[None, :]
+    x, y, r = (np.atleast_1d(np.asarray(v, float))[:, None] for v in np.broadcast_arrays(x, y, r))
+    return np.stack([x + r * np.cos(a), y + r * np.sin(a)], axis=-1)
+
+
+SHORT_PX = 45        # a flow shorter than this at the first view reads as a blob, not an arrow
+CLUSTER_PX = (0, 14, 24, 40, 64)   # cluster radii tried, in px of the first view
+
+
+def choose_radius(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: np.ndarray,
+                  dest_idx: np.ndarray, count: np.ndarray, top_n: int, km_per_px: float,
+                  readable_share: float = 0.6) -> float:
+    """The cluster radius (km) of the first view: the smallest of :data:`CLUSTER_PX` (in px at ``km_per_px``) at
+    which at least ``readable_share`` of the ``top_n`` largest flows between places can be read as arrows (at least
+    :data:`SHORT_PX` long; flows inside a place are not drawn as arrows, they count in its circle); if none
+    reaches it, the one with the largest share (the smaller radius on a tie). 0 keeps every zone on its own.
+    ``origin_idx``/``dest_idx`` index ``x, y``; ``weight`` orders the cluster seeds (:func:`cluster_zones`)."""
+    best, best_r = -1.0, 0.0
+    for r_px in CLUSTER_PX:
+        r = r_px * km_per_px
+        lab = cluster_zones(x, y, weight, r)
+        k = int(lab.max()) + 1 if len(lab) else 0
+        w = np.bincount(lab, weight, minlength=k)
+        safe = np.where(w > 0, w, 1)
+        cxk = np.where(w > 0, np.bincount(lab, weight * x, minlength=k) / safe, 0.0)
+        cyk = np.where(w > 0, np.bincount(lab, weight * y, minlength=k) / safe, 0.0)
+        lo_, ld_ = lab[origin_idx], lab[dest_idx]
+        between = lo_ != ld_
+        po, pd_, pc = sum_pairs(lo_[between], ld_[between], np.asarray(count)[between], max(k, 1))
+        if not len(pc):
+            break
+        if len(pc) > top_n:
+            top = np.argpartition(-pc, top_n - 1)[:top_n]
+            po, pd_ = po[top], pd_[top]
+        length = np.hypot(cxk[po] - cxk[pd_], cyk[po] - cyk[pd_]) / km_per_px
+        share = float((length >= SHORT_PX).mean())
+        if share >= readable_share:
+            return r
+        if share > best:
+            best, best_r = share, r
+    return best_r
+
+
+def curves(x0, y0, x1, y1, *, gap0=0.0, gap1=0.0, bend: float = BEND, n: int = 17) -> tuple[np.ndarray, np.ndarray]:
+    """The centre lines of :func:`arrows` (ends pulled in by ``gap0``/``gap1``, bulging right of travel): arrays
+    ``(m, n)`` of x and y, for a figure that draws each flow as a line of a width in px and a head marker."""
+    x0, y0, x1, y1 = (np.atleast_1d(np.asarray(v, float)) for v in np.broadcast_arrays(x0, y0, x1, y1))
+    g0, g1 = (np.broadcast_to(np.asarray(v, float), x0.shape) for v in (gap0, gap1))
+    dx, dy = x1 - x0, y1 - y0
+    L = np.hypot(dx, dy)
+    Ls = np.where(L > 0, L, 1.0)
+    ux, uy = dx / Ls, dy / Ls
+    g0, g1 = np.minimum(g0, 0.3 * L), np.minimum(g1, 0.3 * L)
+    ax, ay = x0 + ux * g0, y0 + uy * g0
+    bx, by = x1 - ux * g1, y1 - uy * g1
+    ll = np.hypot(bx - ax, by - ay)
+    cx, cy = (ax + bx) / 2 + bend * ll * uy, (ay + by) / 2 - bend * ll * ux
+    t = np.linspace(0, 1, n)[None, :]
+    px = (1 - t) ** 2 * ax[:, None] + 2 * (1 - t) * t * cx[:, None] + t ** 2 * bx[:, None]
+    py = (1 - t) ** 2 * ay[:, None] + 2 * (1 - t) * t * cy[:, None] + t ** 2 * by[:, None]
+    return px, py
+
+
+@dataclass(frozen=True, eq=False)
+class FlowPicture:
+    """What a flow map draws, at the level chosen (:func:`flow_picture`).
+
+    ``places``: one row per place (a zone, or nearby zones merged): ``x, y`` (km, :attr:`proj`), ``lon, lat``,
+    ``members`` (its zone ids, heaviest first), ``out, in, within, total`` of the counts drawn. ``flows``: the
+    ``top_n`` largest flows between places (``o, d`` index ``places``; ``count`` the value drawn, ``true_count``,
+    ``noisy_count`` (published part), ``p_min, p_max`` (release probabilities of its pairs), ``released`` (any pair
+    published), ``pairs``), largest first. ``suppressed``: the same for the pairs the threshold removed (``count``
+    their true count; ``p`` the largest release probability) or None. ``radius``: km within which zones were merged
+    (0: zones as they are). Zones that carry nothing drawn are no place."""
+
+    proj: Projection
+    places: pd.DataFrame
+    flows: pd.DataFrame
+    suppressed: pd.DataFrame | None
+    class_edges: np.ndarray
+    radius: float
+    n_zones: int
+
+    def level_words(self, short: bool = False) -> str:
+        """The level shown, in words for the legend (``short``: for a figure's subtitle)."""
+        k = len(self.places)
+        if self.radius > 0:
+            if short:
+                return f"nearby zones merged within {self.radius:.1f} km ({k:,} places)"
+            return f"Level: nearby zones merged (within {self.radius:.1f} km): {k:,} places from {self.n_zones:,} zones"
+        return f"zones as published ({self.n_zones:,} zones)" if short else \
+            f"Level: zones as published ({self.n_zones:,} zones)"
+
+
+def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, keep: np.ndarray, top_n: int,
+                 min_count: float = 0.0, cell=None, km_per_px: float | None = None,
+                 with_suppressed: bool = False) -> FlowPicture:
+    """The flows of a release table to draw: the pairs where ``keep`` with ``value >= min_count`` (touching ``cell``
+    if given), summed between places, the ``top_n`` largest kept.
+
+    With ``km_per_px`` (the first view's scale) and no ``cell``, nearby zones are merged as
+    :func:`choose_radius` says; otherwise every zone is its own place. ``table``: a release table (``origin,
+    destination, true_count, noisy_count, release_prob, released``); ``centroids``: ``cell, lat, lon``. Sums of
+    published noisy counts are post-processing of the release."""
+    cent = centroids.drop_duplicates("cell")
+    ids = cent["cell"].to_numpy()
+    proj = project(cent["lon"], cent["lat"])
+    zx, zy = proj.xy(cent["lon"], cent["lat"])
+    order = np.argsort(ids, kind="stable")
+    origin, destination = table["origin"].to_numpy(), table["destination"].to_numpy()
+
+    def where(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The zone positions of the rows' origins and destinations, and whether both are known (only the rows
+        asked for: a release table has every observed pair, a map draws a few hundred)."""
+        if not len(ids):
+            z = np.zeros(len(rows), np.int64)
+            return z, z, np.zeros(len(rows), bool)
+        out = []
+        for col in (origin, destination):
+            v = col[rows]
+            i = order[np.searchsorted(ids, v, sorter=order).clip(max=len(ids) - 1)]
+            out.append((i, ids[i] == v))
+        return out[0][0], out[1][0], out[0][1] & out[1][1]
+
+    touch = np.ones(len(table), bool) if cell is None else (origin == cell) | (destination == cell)
+    values = table[value].to_numpy(dtype=float)
+    rows = np.flatnonzero(np.asarray(keep, bool) & touch & (np.nan_to_num(values, nan=-np.inf) >= min_count))
+    oi, di, ok = where(rows)
+    rows, oi, di = rows[ok], oi[ok], di[ok]
+    m = rows
+    c = np.nan_to_num(values[rows])
+    tot = location_totals(oi, di, c, len(ids))["total"].to_numpy()
+    need = tot > 0                       # zones that carry a drawn count (or a suppressed flow): the places
+    if with_suppressed:
+        srows = np.flatnonzero(~table["released"].to_numpy(bool) & touch)
+        so_z, sd_z, ok = where(srows)
+        srows, so_z, sd_z = srows[ok], so_z[ok], sd_z[ok]
+        need[so_z] = True
+        need[sd_z] = True
+    active = np.flatnonzero(need)
+    ax_, ay_, aw = zx[active], zy[active], tot[active]
+    at = np.full(len(ids), -1, dtype=np.int64)
+    at[active] = np.arange(len(active))
+    radius = 0.0
+    if km_per_px and cell is None and len(c):
+        radius = choose_radius(ax_, ay_, aw, at[oi], at[di], c, top_n, km_per_px)
+    lab_a = cluster_zones(ax_, ay_, aw, radius)
+    lab = np.full(len(ids), -1, dtype=np.int64)
+    lab[active] = lab_a
+    k = int(lab_a.max()) + 1 if len(lab_a) else 0
+    wsum = np.bincount(lab_a, aw, minlength=k)
+    n_in = np.maximum(np.bincount(lab_a, minlength=k), 1)
+    safe = np.where(wsum > 0, wsum, 1)
+    # a place's position: its zones' mean weighted by their totals (their plain mean when it carries nothing)
+    px = np.where(wsum > 0, np.bincount(lab_a, aw * ax_, minlength=k) / safe,
+                  np.bincount(lab_a, ax_, minlength=k) / n_in)
+    py = np.where(wsum > 0, np.bincount(lab_a, aw * ay_, minlength=k) / safe,
+                  np.bincount(lab_a, ay_, minlength=k) / n_in)
+    members: list[list] = [[] for _ in range(k)]
+    a_ids = ids[active].tolist()
+    for z in np.lexsort((np.arange(len(active)), -aw)).tolist():
+        members[lab_a[z]].append(a_ids[z])
+    sub = table.iloc[m]
+    rel = sub["released"].to_numpy(bool)
+    key = lab[oi] * max(k, 1) + lab[di]
+    u, inv = np.unique(key, return_inverse=True)
+    n_u = len(u)
+    p = sub["release_prob"].to_numpy(float)
+    p_min, p_max = np.full(n_u, np.inf), np.full(n_u, -np.inf)
+    np.minimum.at(p_min, inv, p)
+    np.maximum.at(p_max, inv, p)
+    agg = pd.DataFrame({
+        "o": u // max(k, 1), "d": u % max(k, 1), "count": np.bincount(inv, c, n_u),
+        "true_count": np.bincount(inv, sub["true_count"].to_numpy(float), n_u),
+        "noisy_count": np.bincount(inv, np.where(rel, sub["noisy_count"].to_numpy(float), 0.0), n_u),
+        "p_min": p_min, "p_max": p_max, "released": np.bincount(inv, rel.astype(float), n_u) > 0,
+        "pairs": np.bincount(inv, minlength=n_u)})
+    loc = location_totals(agg["o"].to_numpy(), agg["d"].to_numpy(), agg["count"].to_numpy(), k)
+    lon, lat = proj.lonlat(px, py)
+    places = pd.DataFrame({"x": px, "y": py, "lon": lon, "lat": lat, "members": members, **{
+        col: loc[col].to_numpy() for col in ("out", "in", "within", "total")}})
+    b = np.flatnonzero(agg["o"].to_numpy() != agg["d"].to_numpy())
+    b = b[np.argsort(-agg["count"].to_numpy()[b], kind="stable")][:int(top_n)]
+    flows = agg.iloc[b].reset_index(drop=True)
+    v = flows["count"].to_numpy()
+    lo, hi = (float(v.min()), float(v.max())) if len(v) else (0.0, 1.0)
+    sup = None
+    if with_suppressed:
+        so_, sd_ = lab[so_z], lab[sd_z]
+        s_t = table.iloc[srows]
+        bt = so_ != sd_
+        key = so_[bt] * max(k, 1) + sd_[bt]
+        u, inv = np.unique(key, return_inverse=True)
+        ps = np.full(len(u), -np.inf)
+        np.maximum.at(ps, inv, s_t["release_prob"].to_numpy(float)[bt])
+        sa = pd.DataFrame({"o": u // max(k, 1), "d": u % max(k, 1),
+                           "count": np.bincount(inv, s_t["true_count"].to_numpy(float)[bt], len(u)), "p": ps,
+                           "pairs": np.bincount(inv, minlength=len(u))})
+        top = np.argsort(-sa["count"].to_numpy(), kind="stable")[:int(top_n)]
+        sup = sa.iloc[top].reset_index(drop=True)
+    return FlowPicture(proj, places, flows, sup, class_bounds(lo, hi), radius, len(ids))
