@@ -35,6 +35,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "odcore.cli.attack",
     "odcore.cli.zones",
     "odcore.cli.design",
+    "odcore.cli.figures",
 )
 
 
