@@ -17,14 +17,17 @@ HEADLINE_DELTA = 1e-6   # δ of the tight per-person figure in every page's head
 PAGE_FILES = sorted((Path(__file__).resolve().parent.parent / "pages").glob("*.py"))
 
 
-def page(title: str, intro: str, *, icon: str = "🗺️") -> sidebar.PageContext:
-    """Set up a page: browser title, heading, two or three sentences of plain language, the shared sidebar."""
+def page(title: str, intro: str, *, icon: str = "🗺️", headline: bool = True) -> sidebar.PageContext:
+    """Set up a page: browser title, heading, two or three sentences of plain language, the shared sidebar, and
+    (``headline``) the OD release's guarantee card; a page whose ε is another mechanism's (Knock Knock's defences)
+    leaves the card out."""
     st.set_page_config(page_title=f"{title} · OD Privacy Lab", page_icon=icon, layout="wide")
     compact_top()
     st.title(title)
     st.markdown(intro)
     ctx = sidebar.render()
-    unit_headline(ctx)
+    if headline:
+        unit_headline(ctx)
     return ctx
 
 

@@ -13,7 +13,7 @@ from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode, reproduce
 from odapp.layout import metric, page
-from odapp.words import epsilon_words, num, pct, probability_words, unit_words
+from odapp.words import comparison_label, epsilon_words, num, pct, probability_words, unit_words
 from odcore.privacy.accounting import BudgetConfig, posterior_bound
 from odcore.report.sheet import budget_sheet
 
@@ -172,10 +172,12 @@ rows = [("one count (per metric)", b["epsilon_per_metric"]),
         (f"one user-week, {tight_or_rdp('week')[1]} (δ = {delta:.0e})", tight_or_rdp("week")[0]),
         (f"{int(weeks)} weeks, basic", b["epsilon_user_total"]),
         (f"{int(weeks)} weeks, {tight_or_rdp('total')[1]} (δ = {delta:.0e})", tight_or_rdp("total")[0])]
-if user_mode:
-    rows += [(f"one person-week, {unit_words('user_level')} (max {s.max_pairs} pairs, tight)",
-              b["epsilon_user_week_bounded_tight"]),
-             (f"{int(weeks)} weeks, {unit_words('user_level')} (tight, ≤)", b["epsilon_user_total_bounded_tight"])]
+if user_mode:   # the unit in use first; the per-count release at the same ε is the comparison, and says so
+    rows = [(f"one count ({s.max_pairs} pairs share ε)", e_count),
+            (f"one person-week, {unit_words('user_level')} (max {s.max_pairs} pairs, tight)",
+             b["epsilon_user_week_bounded_tight"]),
+            (f"{int(weeks)} weeks, {unit_words('user_level')} (tight, ≤)", b["epsilon_user_total_bounded_tight"]),
+            *[(comparison_label(r), e) for r, e in rows]]
 post = posterior_bound([e for _, e in rows], prior)
 reading = pd.DataFrame({
     "guarantee": [r for r, _ in rows], "epsilon": [num(e) for _, e in rows],   # written as on the cards

@@ -77,9 +77,42 @@ def template(projector: bool = False) -> go.layout.Template:
 def style(fig: go.Figure, title: str | None = None, *, height: int = 440, projector: bool = False) -> go.Figure:
     """Apply :func:`template` (and a title) to ``fig``; returns it."""
     fig.update_layout(template=template(projector), height=height)
+    if projector:   # the legend under the plot (legend_at), one entry a line: the figure grows by its height
+        entries = sum(1 for t in fig.data if t.name and t.showlegend is not False)
+        if entries > 1:
+            extra = entries * 27 + 10
+            fig.update_layout(legend=legend_at({}, True), height=height + extra, margin={"b": 70 + extra})
     if title:
-        fig.update_layout(title_text=title)
+        if projector:   # large type on a 1024-pixel projector: the title wraps (plotly never wraps it) and pushes
+            # the plot down instead of running out of the frame
+            size = template(True).layout.title.font.size
+            title = "<br>".join(wrap_words(title, PROJECTOR_TITLE_PX, size))
+            n = title.count("<br>") + 1
+            # plotly places a title by its first line: the top pad holds that line, the margin holds them all
+            fig.update_layout(title={"text": title, "yref": "container", "y": 1, "yanchor": "top",
+                                     "pad": {"t": round(size * 0.9)}, "automargin": False},
+                              margin={"t": round(size * (0.9 + 1.35 * n)) + 16})
+        else:
+            fig.update_layout(title_text=title)
     return fig
+
+
+def legend_at(inside: dict, projector: bool) -> dict:
+    """A chart's legend: at ``inside`` (a place in the plot chosen free of the data) on a screen; in projector mode
+    under the plot, one entry a line, where its large type cannot cover a curve.
+
+    >>> legend_at({"x": 0.55, "y": 0.05}, True)["yanchor"]
+    'top'
+    """
+    if not projector:
+        return inside
+    return {"orientation": "v", "x": 0, "xanchor": "left", "xref": "paper", "y": 0, "yanchor": "bottom",
+            "yref": "container", "bgcolor": "rgba(255,255,255,0)", "borderwidth": 0}
+
+
+PROJECTOR_TITLE_PX = 520
+"""Width a chart title may take in projector mode: a 1024-pixel-wide projector with the sidebar open leaves the
+main area ~680 px, of which the plot's margins take ~100 (measured with DejaVu Sans, wider than the page's font)."""
 
 
 # ---- numbers on axes -------------------------------------------------------------------------------------------
@@ -406,8 +439,12 @@ def image_server() -> Iterator[None]:
     except (ImportError, AttributeError):  # pragma: no cover - kaleido < 1.0
         yield
         return
+    import warnings
+
     try:
-        yield
+        with warnings.catch_warnings():   # plotly notes that the server ignores per-call browser options: none given
+            warnings.filterwarnings("ignore", message="The kopts argument is ignored")
+            yield
     finally:
         kaleido.stop_sync_server(silence_warnings=True)
 
