@@ -16,25 +16,35 @@ from odcore.report import figures
 
 pytestmark = [pytest.mark.timeout(900)]
 
-# The boxes of the title (the first annotation: odcore.report.figures.for_paper), the legend, the canvas, and every
-# plotted line's points, in the page's pixels.
+# The boxes of the title (the first annotation: odcore.report.figures.for_paper), the legend, the canvas, every
+# bar, and 201 points along every plotted line, in the page's pixels.
 MEASURE = """() => {
   const svg = document.querySelector('svg');
   const box = e => { if (!e) return null; const r = e.getBoundingClientRect();
                      return [r.left, r.top, r.right, r.bottom]; };
+  // the plot area: plotly's clip rectangle of the x-y subplot (in the canvas's coordinates)
+  const clipRect = document.querySelector('clipPath.axesclip[id$="xy"] rect');
+  let area = box(svg);
+  if (clipRect) { const t = svg.getScreenCTM(), a = n => +clipRect.getAttribute(n);
+    area = [t.e + a('x'), t.f + a('y'), t.e + a('x') + a('width'), t.f + a('y') + a('height')]; }
   const lines = [];
   for (const p of document.querySelectorAll('.scatterlayer path.js-line')) {
     const n = p.getTotalLength(); if (!n) continue;
     const m = p.getScreenCTM(); const pts = [];
     for (let i = 0; i <= 200; i++) { const q = p.getPointAtLength(n * i / 200);
-      pts.push([m.a * q.x + m.c * q.y + m.e, m.b * q.x + m.d * q.y + m.f]); }
+      const x = m.a * q.x + m.c * q.y + m.e, y = m.b * q.x + m.d * q.y + m.f;
+      if (x >= area[0] && x <= area[2] && y >= area[1] && y <= area[3]) pts.push([x, y]); }
     lines.push(pts);
   }
+  // what is drawn is clipped to the plot area (a bar from 0 on a log axis reaches far below it)
+  const clip = b => [Math.max(b[0], area[0]), Math.max(b[1], area[1]), Math.min(b[2], area[2]), Math.min(b[3], area[3])];
+  const bars = [...document.querySelectorAll('.barlayer .point path')].map(e => clip(box(e)))
+    .filter(b => b[2] - b[0] > 0.5 && b[3] - b[1] > 0.5);
   const title = document.querySelector('.infolayer .annotation[data-index="0"] .annotation-text-g');
   const legend = document.querySelector('.infolayer .legend .bg') || document.querySelector('.infolayer .legend');
   return {canvas: box(svg), title: box(title),
           titleText: title ? title.textContent : null,
-          legend: box(legend), lines};
+          legend: box(legend), lines, bars};
 }"""
 
 
@@ -52,6 +62,10 @@ def inside(box, canvas, tol: float = 0.5) -> bool:
 def points_in(box, lines) -> int:
     x0, y0, x1, y1 = box
     return sum(1 for pts in lines for x, y in pts if x0 < x < x1 and y0 < y < y1)
+
+
+def overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +103,10 @@ def test_titles_and_legends_inside_and_clear_of_lines(paper_set, browser):
             assert inside(m["title"], m["canvas"]), f"{name}: title {m['title']} outside {m['canvas']}"
             assert m["legend"] is not None, f"{name}: no legend"
             assert inside(m["legend"], m["canvas"]), f"{name}: legend {m['legend']} outside {m['canvas']}"
-            assert m["lines"], f"{name}: no plotted line found"
+            assert m["lines"] or m["bars"], f"{name}: no plotted line or bar found"
             assert points_in(m["legend"], m["lines"]) == 0, f"{name}: the legend covers a plotted line"
             assert points_in(m["title"], m["lines"]) == 0, f"{name}: the title covers a plotted line"
+            assert not any(overlap(m["legend"], b) for b in m["bars"]), f"{name}: the legend covers a bar"
     finally:
         page.close()
 

@@ -767,6 +767,9 @@ def embed_svg_fonts(svg: bytes) -> bytes:
     text = svg.decode("utf-8")
     chars = {html.unescape(t) for t in re.findall(r">([^<>]+)<", text)}
     used = "".join(sorted(set("".join(chars)) | set("0123456789.,−-–·×ε ")))
+    import logging
+
+    logging.getLogger("fontTools.subset").setLevel(logging.ERROR)   # "FFTM NOT subset": a timestamp table, dropped
     font = TTFont(PAPER_FONT_FILE)
     sub = subset.Subsetter(options=subset.Options(name_IDs=["*"], notdef_outline=True))
     sub.populate(text=used)
