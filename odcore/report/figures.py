@@ -101,8 +101,8 @@ def legend_at(inside: dict, projector: bool) -> dict:
     """A chart's legend: at ``inside`` (a place in the plot chosen free of the data) on a screen; in projector mode
     under the plot, one entry a line, where its large type cannot cover a curve.
 
-    >>> legend_at({"x": 0.55, "y": 0.05}, True)["yanchor"]
-    'top'
+    >>> legend_at({"x": 0.55, "y": 0.05}, True)["yref"]
+    'container'
     """
     if not projector:
         return inside
@@ -155,6 +155,40 @@ def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
     step = max(1, math.ceil((b - a) / 8))
     exps = list(range(b, a - 1, -step))[::-1]   # always ends at the top power
     return [10.0 ** e for e in exps], [f"10{str(e).translate(sup)}" for e in exps]
+
+
+def readable_log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Ticks of a log axis from ``lo`` to ``hi`` in plain numbers: 1-2-5 per decade when the axis spans at most
+    about two decades, the powers of ten otherwise (never plotly's minor-tick digits "5 0.1 2 5 1 2").
+
+    >>> readable_log_ticks(0.3, 12)
+    ([0.5, 1.0, 2.0, 5.0, 10.0], ['0.5', '1', '2', '5', '10'])
+    >>> readable_log_ticks(0.1, 5000)[1]
+    ['0.1', '1', '10', '100', '1,000', '10,000']
+    """
+    import math
+
+    if not (lo > 0 and hi > lo):
+        return [], []
+    a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    if math.log10(hi / lo) <= 2.3:
+        vals = [m * 10.0 ** e for e in range(a, b + 1) for m in (1, 2, 5)]
+        vals = [v for v in vals if lo <= v * 1.0000001 and v <= hi * 1.0000001]
+    else:
+        vals, _ = log_ticks(lo, hi)
+    return vals, [plain_number(v) for v in vals]
+
+
+def plain_number(v: float) -> str:
+    """``1000.0 -> '1,000'``, ``0.05 -> '0.05'``: a tick label without exponent notation.
+
+    >>> plain_number(1000.0), plain_number(0.05), plain_number(2.0)
+    ('1,000', '0.05', '2')
+    """
+    if v >= 1:
+        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.3g}"
+    return f"{v:.6f}".rstrip("0").rstrip(".")
+
 
 
 # ---- the flow map ----------------------------------------------------------------------------------------------

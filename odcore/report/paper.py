@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from odcore.report.figures import INK, PALETTE, log_ticks, marker_lines, release_curve_figure, style
+from odcore.report.figures import INK, PALETTE, marker_lines, readable_log_ticks, release_curve_figure, style
 
 if TYPE_CHECKING:  # pragma: no cover
     import plotly.graph_objects as go
@@ -107,39 +107,6 @@ def budget_weeks_figure(epsilon: float, mode: str, *, trips: int = 21, weeks: in
     fig.update_layout(xaxis_title="weeks released", yaxis_title="cumulative ε (log scale)", yaxis_type="log",
                       yaxis={"tickvals": vals, "ticktext": labels}, xaxis_range=[1, weeks])
     return fig, data
-
-
-def readable_log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
-    """Ticks of a log axis from ``lo`` to ``hi`` in plain numbers: 1-2-5 per decade when the axis spans at most
-    two decades, the powers of ten otherwise (never plotly's minor-tick digits "5 0.1 2 5 1 2").
-
-    >>> readable_log_ticks(0.3, 12)
-    ([0.5, 1.0, 2.0, 5.0, 10.0], ['0.5', '1', '2', '5', '10'])
-    >>> readable_log_ticks(0.1, 5000)[1]
-    ['0.1', '1', '10', '100', '1,000', '10,000']
-    """
-    import math
-
-    if not (lo > 0 and hi > lo):
-        return [], []
-    a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    if b - a <= 2:
-        vals = [m * 10.0 ** e for e in range(a, b + 1) for m in (1, 2, 5)]
-        vals = [v for v in vals if lo <= v * 1.0000001 and v <= hi * 1.0000001]
-    else:
-        vals, _ = log_ticks(lo, hi)
-    return vals, [plain_number(v) for v in vals]
-
-
-def plain_number(v: float) -> str:
-    """``1000.0 -> '1,000'``, ``0.05 -> '0.05'``: a tick label without exponent notation.
-
-    >>> plain_number(1000.0), plain_number(0.05), plain_number(2.0)
-    ('1,000', '0.05', '2')
-    """
-    if v >= 1:
-        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.3g}"
-    return f"{v:.6f}".rstrip("0").rstrip(".")
 
 
 def release_probability_figure(true_counts: np.ndarray, epsilon: float, threshold: float, mode: str, *,
