@@ -92,9 +92,19 @@ def goto(page, name: str) -> None:
 
 
 def shot(page, name: str) -> None:
+    """The whole page (the main area scrolls, not the window: the viewport is stretched to its height), then the
+    viewport back to its size."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.mouse.move(2, 2)
+    size = page.viewport_size
+    h = page.evaluate("""() => Math.max(...['stMain', 'stMainBlockContainer']
+        .map(id => document.querySelector(`[data-testid="${id}"]`)).filter(Boolean)
+        .map(e => e.scrollHeight + e.getBoundingClientRect().top), document.body.scrollHeight)""")
+    page.set_viewport_size({"width": size["width"], "height": int(min(max(h + 40, size["height"]), 9000))})
+    settle(page)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    page.set_viewport_size(size)
+    settle(page)
 
 
 def overlapping(texts: list[dict]) -> list[tuple[str, str]]:
@@ -144,7 +154,8 @@ def axe_violations(page) -> list[str]:
     res = page.evaluate("""async () => {
       const r = await axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']},
                                          resultTypes: ['violations']});
-      return r.violations.map(v => `${v.id}: ${v.nodes.length} × ${v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(' | ')}`);
+      return r.violations.map(v => `${v.id}: ${v.nodes.length} × ` + v.nodes.slice(0, 3).map(n =>
+        `${n.target.join(' ')} "${(n.html || '').slice(0, 80)}" ${(n.any[0] || {}).message || ''}`).join(' | '));
     }""")
     return list(res)
 
