@@ -41,7 +41,8 @@ def trips_chart(vs_trips: pd.DataFrame, *, delta: float, max_pairs: int, trips: 
     marks = [(int(trips), {"dash": "dot", "color": "#888"}, f"n = {int(trips)}", "left")]
     if typical:
         marks.append((typical, {"dash": "dash", "color": "#1b9e77"}, f"median user, week {week}", "right"))
-    figures.style(fig, f"ε per person and week, per-count ε = {e_count:.3g}" + (
+    figures.style(fig, ("ε per person and week" if user_mode else "ε of a person's week, added up over their trips")
+                  + f", per-count ε = {e_count:.3g}" + (
         f" (noise {max_pairs}/ε; {unit_words('user_level')} ε = {epsilon:g})" if user_mode else ""),
         projector=projector)
     fig.update_layout(xaxis_title="unique trips n in the week", yaxis_title="ε of the user-week",

@@ -72,6 +72,7 @@ PAGE_CSS = """<style>
 [data-testid='stWidgetLabel'] p{white-space:normal!important;overflow:visible!important}
 [data-testid='stMetricDelta']{background:none!important;padding:0.25rem 0 0 0!important;height:auto!important}
 [data-testid='stMetricDelta'] *{white-space:normal!important;overflow:visible!important;text-overflow:clip!important}
+[data-testid='stCaptionContainer']{opacity:1!important}
 [data-testid='stCaptionContainer'],[data-testid='stCaptionContainer'] *{color:#4a4f5c!important}
 </style>"""
 

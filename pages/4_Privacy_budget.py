@@ -121,8 +121,8 @@ with right, st.container(border=True):
                        f"threshold of {math.ceil(b['threshold_for_delta_week_bounded']):,} keeps it under "
                        f"{delta:.0e} (switch on 'Fit the threshold' in the sidebar).")
     else:
-        st.markdown(f"#### {unit_words('user_level').capitalize()} — what a person with n = {int(trips)} trips "
-                    "risks")
+        st.markdown(f"#### A person's week, {unit_words('per_metric')} added up — what a person with "
+                    f"n = {int(trips)} trips risks")
         a, b_, c = st.columns(3)
         metric(a, "ε per week, basic", num(b["epsilon_user_week"]), epsilon_words(b["epsilon_user_week"]),
                help="n·ε: simple composition over the n counts the person is in (Houssiau et al. 46.2 at n = 70).")
