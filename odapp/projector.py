@@ -16,6 +16,7 @@ _CSS = """
 /* odlab-projector: large type that reflows at 1024x768 and 1280x720 (a school's projectors) */
 html, body, .stApp, .stMarkdown, .stMarkdown p, .stMarkdown li, [data-testid="stCaptionContainer"] {
   font-size: 21px !important; color: #000 !important; }
+[data-testid="stCaptionContainer"] { opacity: 1 !important; }
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] * { color: #1f1f1f !important; }
 .stApp { background: #fff !important; }
 h1 { font-size: 2.6rem !important; color: #000 !important; }
