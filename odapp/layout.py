@@ -80,7 +80,8 @@ PAGE_CSS = """<style>
 def compact_top() -> None:
     """Page CSS for 1024×768: less empty space above the title (Streamlit's default is 6 rem), so a page's first
     chart or map starts within the first screen; metric and widget labels wrap instead of ending in "…"; metric
-    values shrink with the window instead of being cut."""
+    values shrink with the window instead of being cut; captions at full opacity in a grey with WCAG AA contrast
+    (8:1 on white; Streamlit's caption, at 60 % opacity, gave 3:1)."""
     st.html(PAGE_CSS)
     freeze_long_lived()
 
