@@ -79,9 +79,10 @@ st.subheader(f"The same week in both units ({unit_words(s.mode)} is in use)")
 left, right = st.columns(2)
 e_count = s.epsilon / s.max_pairs if user_mode else b["epsilon_per_metric"]
 with left, st.container(border=True):
-    st.markdown(f"#### {unit_words('per_metric').capitalize()} — what the “16 %” covers")
+    st.markdown(f"#### One count of the release ({s.max_pairs} pairs share ε) — what each number carries"
+                if user_mode else f"#### {unit_words('per_metric').capitalize()} — what the “16 %” covers")
     a, b_, c = st.columns(3)
-    metric(a, "ε per count", num(e_count),
+    metric(a, "ε of one count" if user_mode else "ε per count", num(e_count),
            f"noise {s.max_pairs}/ε on every count" if user_mode else epsilon_words(e_count))
     d_count = b["delta_partition_week_bounded"] if user_mode else b["delta_per_metric"]
     metric(b_, "δ per count" if not user_mode else "δ of thresholding", f"{d_count:.1e}",
