@@ -70,7 +70,9 @@ def weeks_chart(over_weeks: pd.DataFrame, *, trips: int, max_pairs: int, user_mo
     vals, _ = figures.log_ticks(y_lo, y_hi)
     fig.update_layout(xaxis_title="weeks released", yaxis_title="cumulative ε", yaxis_type="log",
                       yaxis={"tickvals": vals, "ticktext": [num(v) for v in vals]},
-                      legend=figures.legend_at({"x": 0.99, "xanchor": "right", "y": 0.02, "yanchor": "bottom"}, projector))
+                      # top left: the curves rise from the bottom left, and the per-person one runs along the bottom
+                      legend=figures.legend_at({"x": 0.01, "xanchor": "left", "y": 0.99, "yanchor": "top"},
+                                               projector))
     return fig
 
 

@@ -83,10 +83,11 @@ def style(fig: go.Figure, title: str | None = None, *, height: int = 440, projec
             extra = entries * 27 + 10
             fig.update_layout(legend=legend_at({}, True), height=height + extra, margin={"b": 70 + extra})
     if title:
-        if projector:   # large type on a 1024-pixel projector: the title wraps (plotly never wraps it) and pushes
-            # the plot down instead of running out of the frame
-            size = template(True).layout.title.font.size
-            title = "<br>".join(wrap_words(title, PROJECTOR_TITLE_PX, size))
+        size = template(projector).layout.title.font.size
+        if projector or text_width(title, size) > SCREEN_TITLE_PX:
+            # the title wraps (plotly never wraps it) and pushes the plot down instead of running out of the frame:
+            # on a 1024-pixel projector, and on a screen where a chart in half the page has ~480 px for it
+            title = "<br>".join(wrap_words(title, PROJECTOR_TITLE_PX if projector else SCREEN_TITLE_PX, size))
             n = title.count("<br>") + 1
             # plotly places a title by its first line: the top pad holds that line, the margin holds them all
             fig.update_layout(title={"text": title, "yref": "container", "y": 1, "yanchor": "top",
@@ -110,6 +111,8 @@ def legend_at(inside: dict, projector: bool) -> dict:
             "yref": "container", "bgcolor": "rgba(255,255,255,0)", "borderwidth": 0}
 
 
+SCREEN_TITLE_PX = 430
+"""Width a chart title may take on a screen before it wraps: a chart in one of two columns at 1440 px."""
 PROJECTOR_TITLE_PX = 520
 """Width a chart title may take in projector mode: a 1024-pixel-wide projector with the sidebar open leaves the
 main area ~680 px, of which the plot's margins take ~100 (measured with DejaVu Sans, wider than the page's font)."""
