@@ -44,7 +44,7 @@ PAGE_NOTES = {
     "1_Data.py": "what was loaded, where, on which grid; total vs unique trips per person",
     "2_OD_release.py": "the week's published flows on a map, raw vs noised, and what suppression costs",
     "3_Attack.py": "how often the strongest attacker is right, for k trips and for real people of the week",
-    "4_Privacy_budget.py": "per metric vs per user: ε per week and over weeks, and what each ε allows",
+    "4_Privacy_budget.py": "one count vs a person's whole week: ε per week and over weeks, and what each ε allows",
     "5_Knock_Knock.py": "machine-learning membership inference on aggregate time-series, and DP defences",
     "6_Release_designer.py": "state a goal per person; get max pairs, noise and threshold, and what they keep",
     "7_Play_the_attacker.py": "be the attacker: guess in or out from the published counts, against the optimal attacker",

@@ -548,7 +548,8 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
     fig.add_scatter(x=[g["epsilon_user_week_typical"], g["epsilon_user_week_max"]],
                     y=[g["trips_published_frac"]] * 2, mode="markers+text", marker={"size": 12, "symbol": "x"},
                     text=[f"Google, typical ({g['typical_trips']} trips)", f"Google, busiest ({g['max_trips']})"],
-                    textposition="top center", name="Google per-count (ε 0.66, threshold 100)")
+                    textposition=["bottom center", "top left"], cliponaxis=False,   # apart, and inside the frame
+                    name="Google per-count (ε 0.66, threshold 100)")
     fig.add_scatter(x=[_rep["epsilon_user_week"]], y=[_rep["trips_published_frac"]], mode="markers",
                     marker={"size": 14, "symbol": "star"}, name="this design (one seeded release)")
     styled(fig, f"Share of user-trips published against ε {unit_words('user_level')}, week {_rep['week']}",
@@ -556,6 +557,14 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
     fig.update_layout(xaxis_title=f"ε {unit_words('user_level')} (tight, δ = {d / 2:.0e} + thresholding)",
                       yaxis_title="share of user-trips on published pairs", xaxis_type="log",
                       yaxis_tickformat=".0%")
+    xs = [*front["epsilon_user_week"], g["epsilon_user_week_typical"], g["epsilon_user_week_max"],
+          _rep["epsilon_user_week"]]
+    xs = [float(x) for x in xs if x is not None and float(x) > 0]
+    if xs:   # plain tick labels, not plotly's minor digits ("5 0.1 2 5 1 2")
+        from odcore.report.figures import readable_log_ticks
+
+        vals, labels = readable_log_ticks(min(xs) / 1.2, max(xs) * 1.2)
+        fig.update_xaxes(tickvals=vals, ticktext=labels)
     return fig, front
 
 

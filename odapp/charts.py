@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from odapp import cache
-from odapp.words import num, pct, unit_words
+from odapp.words import comparison_label, num, pct, unit_words
 from odcore.report import figures
 from odcore.report.figures import thin_curve
 
@@ -41,7 +41,8 @@ def trips_chart(vs_trips: pd.DataFrame, *, delta: float, max_pairs: int, trips: 
     marks = [(int(trips), {"dash": "dot", "color": "#888"}, f"n = {int(trips)}", "left")]
     if typical:
         marks.append((typical, {"dash": "dash", "color": "#1b9e77"}, f"median user, week {week}", "right"))
-    figures.style(fig, f"ε per person and week, per-count ε = {e_count:.3g}" + (
+    figures.style(fig, ("ε per person and week" if user_mode else "ε of a person's week, added up over their trips")
+                  + f", per-count ε = {e_count:.3g}" + (
         f" (noise {max_pairs}/ε; {unit_words('user_level')} ε = {epsilon:g})" if user_mode else ""),
         projector=projector)
     fig.update_layout(xaxis_title="unique trips n in the week", yaxis_title="ε of the user-week",
@@ -69,7 +70,9 @@ def weeks_chart(over_weeks: pd.DataFrame, *, trips: int, max_pairs: int, user_mo
     vals, _ = figures.log_ticks(y_lo, y_hi)
     fig.update_layout(xaxis_title="weeks released", yaxis_title="cumulative ε", yaxis_type="log",
                       yaxis={"tickvals": vals, "ticktext": [num(v) for v in vals]},
-                      legend={"x": 0.99, "xanchor": "right", "y": 0.02, "yanchor": "bottom"})
+                      # top left: the curves rise from the bottom left, and the per-person one runs along the bottom
+                      legend=figures.legend_at({"x": 0.01, "xanchor": "left", "y": 0.99, "yanchor": "top"},
+                                               projector))
     return fig
 
 
@@ -97,13 +100,15 @@ def curve_chart(curve: pd.DataFrame, mc: pd.DataFrame | None, *, mode: str, epsi
     column in the per-user mode), the Monte Carlo points ``mc`` if given, the k = 3 and k = 32 markers."""
     user_mode = mode == "user_level"
     fig = go.Figure()
-    fig.add_scatter(x=curve["k"], y=curve["success"], mode="lines",
-                    name=f"exact success p<sub>k</sub>, {unit_words('per_metric')} (50/50 prior)", line={"width": 3})
+    fig.add_scatter(x=curve["k"], y=curve["success"], mode="lines", line={"width": 3},
+                    name=(comparison_label if user_mode else str)(
+                        f"exact success p<sub>k</sub>, {unit_words('per_metric')} (50/50 prior)"))
     if user_mode:
         fig.add_scatter(x=curve["k"], y=curve["success_per_person"], mode="lines", line={"width": 3},
                         name=f"{unit_words('user_level')}: max {max_pairs} pairs, noise {max_pairs}/ε")
-    fig.add_scatter(x=curve["k"], y=curve["bound"], mode="lines",
-                    name="e<sup>ε</sup>/(1+e<sup>ε</sup>): the per-trip bound", line={"dash": "dash"})
+    fig.add_scatter(x=curve["k"], y=curve["bound"], mode="lines", line={"dash": "dash"},
+                    name="e<sup>ε</sup>/(1+e<sup>ε</sup>): " + ("the per-trip bound" if not user_mode
+                                                                else "the bound per person and week"))
     if "bayes_success" in curve:
         fig.add_scatter(x=curve["k"], y=curve["bayes_success"], mode="lines", name=f"Bayes success, prior {prior:g}",
                         line={"dash": "dot"})
@@ -118,7 +123,7 @@ def curve_chart(curve: pd.DataFrame, mc: pd.DataFrame | None, *, mode: str, epsi
                   + (f": flat from k = {max_pairs}" if user_mode else ""), height=460, projector=projector)
     fig.update_layout(xaxis_title="k: unique trips of the victim known to the attacker",
                       yaxis_title="probability the attacker is right", yaxis_range=[0.45, 1.01],
-                      legend={"x": 0.55, "y": 0.05})
+                      legend=figures.legend_at({"x": 0.55, "y": 0.05}, projector))
     return fig
 
 
@@ -137,7 +142,7 @@ def roc_chart(others: tuple, eps_pair: float, threshold: float, user: str, *, pr
     fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#999"}, name="guessing")
     figures.style(fig, f"ROC of the attack on user {user}", projector=projector)
     fig.update_layout(xaxis_title="false-positive rate", yaxis_title="true-positive rate",
-                      legend={"x": 0.35, "y": 0.05})
+                      legend=figures.legend_at({"x": 0.35, "y": 0.05}, projector))
     return fig
 
 
@@ -154,7 +159,7 @@ def trips_hist_chart(hist: pd.DataFrame, *, projector: bool) -> go.Figure:
                     line={"shape": "hvh", "width": 2}, fill="tozeroy")
     figures.style(fig, "Distribution over users", projector=projector)
     fig.update_layout(xaxis_title="trips in the week", yaxis_title="users", yaxis_rangemode="tozero",
-                      legend={"x": 0.99, "xanchor": "right"})
+                      legend=figures.legend_at({"x": 0.99, "xanchor": "right"}, projector))
     return fig
 
 
@@ -221,9 +226,11 @@ def noise_chart(count: int, other: int, epsilon: float, threshold: float, sensit
         fig.add_scatter(x=pub["noisy_count"], y=pub["density"], mode="lines", fill="tozeroy", line={"width": 0},
                         name=f"{name}: published ({pct(p.p_published)})", hoverinfo="skip", opacity=0.4)
     figures.style(fig, f"What is published for a true count (Laplace noise of scale {pic.scale:.3g}, "
-                       f"ε = {epsilon:g})", height=440, projector=projector)
+                       f"ε = {epsilon:g})", height=600, projector=projector)
     # The two vertical lines as add_vline draws them, set in one layout update (add_vline takes ~15 ms each).
-    fig.update_layout(xaxis_title="noisy count", yaxis_title="probability density", legend={"x": 0.01, "y": 0.99},
+    # The legend under the plot: at its top left it covered the count's own peak, the thing the page explains.
+    fig.update_layout(xaxis_title="noisy count", yaxis_title="probability density",
+                      legend=figures.legend_at({}, True),
                       **figures.marker_lines([(threshold, {"dash": "dash", "width": 3}, f"threshold {threshold:g}",
                                                "right"),
                                               (count, {"dash": "dot"}, f"c = {count}", "left")]))
@@ -252,7 +259,7 @@ def game_score_chart(plain: np.ndarray, theory_k: dict, scores: pd.DataFrame | N
                                      "arrayminus": d["success"] - d["ci_low"]})
     figures.style(fig, "Success against the number of known trips k", height=420, projector=projector)
     fig.update_layout(xaxis_title="k: known unique trips", yaxis_title="share of rounds right", yaxis_range=[0, 1.02],
-                      legend={"x": 0.35, "y": 0.05})
+                      legend=figures.legend_at({"x": 0.35, "y": 0.05}, projector))
     return fig
 
 

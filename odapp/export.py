@@ -165,7 +165,9 @@ def export_buttons(name: str, *, fig: go.Figure | None = None,
 def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config: dict | None = None,
           command: str | None = None, key: str | None = None) -> None:
     """Draw a plotly chart with its export buttons underneath."""
-    st.plotly_chart(fig, width="stretch", key=f"chart_{key or slug(name)}",
+    # theme=None: the lab's template as it is (Streamlit's theme greyed the axis titles and legends below WCAG AA
+    # contrast, and set the title's size over the projector's)
+    st.plotly_chart(fig, width="stretch", key=f"chart_{key or slug(name)}", theme=None,
                     config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
     from odapp import projector
 

@@ -13,15 +13,34 @@ K_PROJECTOR = "odlab.projector"
 
 _CSS = """
 <style>
+/* odlab-projector: large type that reflows at 1024x768 and 1280x720 (a school's projectors) */
 html, body, .stApp, .stMarkdown, .stMarkdown p, .stMarkdown li, [data-testid="stCaptionContainer"] {
-  font-size: 22px !important; color: #000 !important; }
+  font-size: 21px !important; color: #000 !important; }
+[data-testid="stCaptionContainer"] { opacity: 1 !important; }
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] * { color: #1f1f1f !important; }
 .stApp { background: #fff !important; }
-h1 { font-size: 3.0rem !important; color: #000 !important; }
-h2, h3 { font-size: 2.1rem !important; color: #000 !important; }
-[data-testid="stMetricValue"] { font-size: 3.2rem !important; color: #000 !important; }
-[data-testid="stMetricLabel"] p { font-size: 1.3rem !important; color: #000 !important; }
-label, [data-testid="stWidgetLabel"] p { font-size: 1.25rem !important; color: #000 !important; }
-button p { font-size: 1.3rem !important; font-weight: 700 !important; }
+h1 { font-size: 2.6rem !important; color: #000 !important; }
+h2, h3 { font-size: 1.9rem !important; color: #000 !important; }
+/* words wrap between words, never inside one; long words shrink the type rather than break */
+[data-testid="stMain"] *, [data-testid="stSidebar"] * { word-break: normal !important; overflow-wrap: normal !important;
+  hyphens: manual !important; }
+/* cards and side-by-side blocks stack when their column gets narrow: a column is at least 15 rem or the full row */
+[data-testid="stMain"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap !important; row-gap: 0.8rem !important; }
+[data-testid="stMain"] [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] {
+  flex: 1 1 15rem !important; min-width: min(100%, 15rem) !important; width: auto !important; }
+/* charts and maps beside each other stack too: a chart keeps the content's width */
+[data-testid="stMain"] [data-testid="stHorizontalBlock"]:has([data-testid="stPlotlyChart"], [data-testid="stDeckGlJsonChart"])
+  > [data-testid="stColumn"] { flex: 1 1 100% !important; min-width: 100% !important; }
+[data-testid="stMainBlockContainer"] { padding-left: 1.5rem !important; padding-right: 1.5rem !important;
+  max-width: 100% !important; }
+[data-testid="stMetricValue"] { font-size: clamp(1.9rem, 3.4vw, 3rem) !important; color: #000 !important;
+  line-height: 1.15 !important; }
+[data-testid="stMetricValue"] > div { white-space: nowrap !important; }
+[data-testid="stMetricLabel"] p { font-size: 1.15rem !important; color: #000 !important; }
+[data-testid="stMetricDelta"] * { color: #1f1f1f !important; font-size: 1rem !important; }
+label, [data-testid="stWidgetLabel"] p { font-size: 1.15rem !important; color: #000 !important; }
+button p { font-size: 1.15rem !important; font-weight: 700 !important; }
+[data-testid="stSidebar"] button p { font-size: 1rem !important; }
 [data-testid="stAlert"] { border: 3px solid #000 !important; }
 [data-testid="stAlert"] p { color: #000 !important; }
 a { color: #003f88 !important; text-decoration: underline !important; }

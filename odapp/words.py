@@ -203,3 +203,26 @@ def short_path(path) -> str:
         except ValueError:
             continue
     return p.name
+
+
+def comparison_label(text: str) -> str:
+    """A row, label or curve of the per-count release shown beside the per-person one: named as the comparison.
+
+    >>> comparison_label("one count (per metric)")
+    'comparison, per count: one count (per metric)'
+    """
+    return f"comparison, {UNIT_WORDS['per_metric']}: {text}"
+
+
+def bound_label(mode: str) -> str:
+    """The label of e^ε/(1+e^ε), the most an ε-DP release lets an attacker be right, in the unit's words.
+
+    >>> bound_label("per_metric"), bound_label("user_level")
+    ('Bound promised (one trip)', "Bound promised (a person's whole week)")
+    """
+    return "Bound promised (one trip)" if mode == "per_metric" else "Bound promised (a person's whole week)"
+
+
+AREAS_WORD = "areas"
+"""Knock Knock's regions of interest, said one way on every page: the grid's areas, not counting the "elsewhere"
+slot of points outside the grid."""

@@ -11,7 +11,7 @@ from odapp.cli_config import attack_curve_config, user_risk_config
 from odapp.errors import engine_errors
 from odapp.export import button_row, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, needs_pairs, page
-from odapp.words import pct, probability_words, unit_words
+from odapp.words import bound_label, comparison_label, pct, probability_words, unit_words
 from odcore.privacy.attack import simulate_attack
 
 K_MAX = attack_view.K_MAX   # Houssiau et al. 2022, Fig. 1: k = 0..70
@@ -43,16 +43,17 @@ p3, p32, bound = float(head[3]), float(head[32]), float(curve["bound"][0])
 pm3, pm32 = float(curve["success"][3]), float(curve["success"][32])
 with c2:
     c = st.columns(3)
-    metric(c[0], "Bound promised (one trip)", pct(bound), probability_words(bound),
-           help="e^ε/(1+e^ε): the most an ε-DP count lets an attacker be right, from a 50/50 prior.")
+    metric(c[0], bound_label(s.mode), pct(bound), probability_words(bound),
+           help="e^ε/(1+e^ε): the most an ε-DP release lets an attacker be right about what ε covers (one trip "
+                "per count; a person's whole week per person and week), from a 50/50 prior.")
     unit = unit_words(s.mode)
     metric(c[1], "Success with k = 3 trips", pct(p3),
-           f"{probability_words(p3)} ({unit}; per count: {pct(pm3)})" if user_mode else probability_words(p3),
+           f"{probability_words(p3)} ({unit}; {comparison_label(pct(pm3))})" if user_mode else probability_words(p3),
            help="Exact success against the release in the chosen unit. Per count: p_3 (Houssiau et al. report "
                 "70.5 % by Monte Carlo at ε = 0.66). Per person: the bounded release, min(3, max pairs) counts "
                 "each with noise max_pairs/ε.")
     metric(c[2], "Success with k = 32 trips", pct(p32),
-           f"{probability_words(p32)} ({unit}; per count: {pct(pm32)})" if user_mode else probability_words(p32),
+           f"{probability_words(p32)} ({unit}; {comparison_label(pct(pm32))})" if user_mode else probability_words(p32),
            help="Exact success for the author's 32 unique trips (Houssiau et al.: 95.4 % per count at ε = 0.66); "
                 "per person it stops growing at max pairs.")
 

@@ -13,7 +13,7 @@ from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
-from odapp.words import epsilon_words, num, pct, probability_words, unit_words
+from odapp.words import comparison_label, epsilon_words, num, pct, probability_words, unit_words
 from odcore.privacy.accounting import BudgetConfig, delta_parts, posterior_bound
 
 # Loss-grid step of the many-week tight bracket on this page (width <= 2·weeks·step, 2 at 52 weeks; ~0.06 s).
@@ -83,9 +83,10 @@ st.subheader(f"The same week in both units ({unit_words(s.mode)} is in use)")
 left, right = st.columns(2)
 e_count = s.epsilon / s.max_pairs if user_mode else b["epsilon_per_metric"]
 with left, st.container(border=True):
-    st.markdown(f"#### {unit_words('per_metric').capitalize()} — what the “16 %” covers")
+    st.markdown(f"#### One count of the release ({s.max_pairs} pairs share ε) — what each number carries"
+                if user_mode else f"#### {unit_words('per_metric').capitalize()} — what the “16 %” covers")
     a, b_, c = st.columns(3)
-    metric(a, "ε per count", num(e_count),
+    metric(a, "ε of one count" if user_mode else "ε per count", num(e_count),
            f"noise {s.max_pairs}/ε on every count" if user_mode else epsilon_words(e_count))
     d_count = b["delta_partition_week_bounded"] if user_mode else b["delta_per_metric"]
     metric(b_, "δ per count" if not user_mode else "δ of thresholding", f"{d_count:.1e}",
@@ -122,8 +123,8 @@ with right, st.container(border=True):
         if parts.warnings():   # the same words as the command line's warnings
             st.warning(" ".join(parts.warnings()) + " Switch on 'Fit the threshold' in the sidebar.")
     else:
-        st.markdown(f"#### {unit_words('user_level').capitalize()} — what a person with n = {int(trips)} trips "
-                    "risks")
+        st.markdown(f"#### A person's week, {unit_words('per_metric')} added up — what a person with "
+                    f"n = {int(trips)} trips risks")
         a, b_, c = st.columns(3)
         metric(a, "ε per week, basic", num(b["epsilon_user_week"]), epsilon_words(b["epsilon_user_week"]),
                help="n·ε: simple composition over the n counts the person is in (Houssiau et al. 46.2 at n = 70).")
@@ -180,10 +181,12 @@ rows = [("one count (per metric)", b["epsilon_per_metric"]),
         (f"one user-week, {tight_or_rdp('week')[1]} (δ = {delta:.0e})", tight_or_rdp("week")[0]),
         (f"{int(weeks)} weeks, basic", b["epsilon_user_total"]),
         (f"{int(weeks)} weeks, {tight_or_rdp('total')[1]} (δ = {delta:.0e})", tight_or_rdp("total")[0])]
-if user_mode:
-    rows += [(f"one person-week, {unit_words('user_level')} (max {s.max_pairs} pairs, tight)",
-              b["epsilon_user_week_bounded_tight"]),
-             (f"{int(weeks)} weeks, {unit_words('user_level')} (tight, ≤)", b["epsilon_user_total_bounded_tight"])]
+if user_mode:   # the unit in use first; the per-count release at the same ε is the comparison, and says so
+    rows = [(f"one count ({s.max_pairs} pairs share ε)", e_count),
+            (f"one person-week, {unit_words('user_level')} (max {s.max_pairs} pairs, tight)",
+             b["epsilon_user_week_bounded_tight"]),
+            (f"{int(weeks)} weeks, {unit_words('user_level')} (tight, ≤)", b["epsilon_user_total_bounded_tight"]),
+            *[(comparison_label(r), e) for r, e in rows]]
 post = posterior_bound([e for _, e in rows], prior)
 reading = pd.DataFrame({
     "guarantee": [r for r, _ in rows], "epsilon": [num(e) for _, e in rows],   # written as on the cards

@@ -12,7 +12,7 @@ from odapp.cli_config import command_line, knock_config
 from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, opened_expander, projector_mode
 from odapp.layout import metric, needs_pairs, page
-from odapp.words import pct, probability_words
+from odapp.words import AREAS_WORD, pct, probability_words
 from odcore.knock import (
     Classifier,
     KnockConfig,
@@ -38,6 +38,7 @@ ctx = page(
     "aggregates alone. An AUC of 0.5 means the attacker learns nothing; 1.0 means they always know. DP "
     "defences add noise to the aggregates, at a price in accuracy (the MRE table).",
     icon="🚪",
+    headline=False,   # the OD release's guarantee card is not this game's: its ε is the defence's, set below
 )
 needs_pairs(ctx, "Knock Knock (it needs each person's traces)")
 s = ctx.settings
@@ -45,7 +46,7 @@ ts_config = TimeSeriesConfig(tz=ctx.loaded.tz)
 with engine_errors("Could not build the location time-series", "Load data with at least one full week."):
     ts = cache.knock_series(s.dataset.id, ts_config, _df=ctx.loaded.df)
 summ = ts.summary()
-st.caption(f"{summ['users']:,} users · {summ['rois']} areas (ROIs) · {summ['slots']:,} hourly slots "
+st.caption(f"{summ['users']:,} users · {summ['rois'] - 1} {AREAS_WORD} (ROIs; one more slot holds “elsewhere”) · {summ['slots']:,} hourly slots "
            f"({summ['slots'] // 168} full weeks) · grid cells of {summ['grid']['cell_km2']:.1f} km²")
 
 with st.form("knock_form"):

@@ -12,7 +12,7 @@ from odapp.cli_config import design_config
 from odapp.errors import engine_errors
 from odapp.export import chart, reproduce
 from odapp.layout import metric, needs_pairs, page
-from odapp.words import num, pct, probability_words, unit_words
+from odapp.words import comparison_label, num, pct, probability_words, unit_words
 from odcore.privacy.design import DEFAULT_MAX_PAIRS, Goal, GoalKind, verdict_rows
 from odcore.report.sheet import guarantee_sheet
 
@@ -101,8 +101,9 @@ metric(c[1], f"Attack on a typical person ({rep['typical_trips']} trips)", pct(r
 metric(c[2], f"Attack on the busiest ({rep['busy_trips']} trips)", pct(rep["attack_success_busy"]),
        probability_words(rep["attack_success_busy"]))
 g = rep["google"]
+google_trips = f"{g['typical_trips']} trips at ε {g['epsilon']}"   # Google's per-count release, the comparison
 metric(c[3], "Google's setting, typical person", f"ε {num(round(g['epsilon_user_week_typical'], 2))}",
-       f"per week ({g['typical_trips']} trips at ε {g['epsilon']} per count)")
+       f"per week ({comparison_label(google_trips)})")
 
 st.subheader(f"What the release keeps in week {rep['week']}")
 c = st.columns(4)

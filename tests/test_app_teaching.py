@@ -146,7 +146,7 @@ def test_projector_mode_and_guided_tour(at):
     at.sidebar.toggle(key="w.projector").set_value(True).run()
     _no_errors(at)
     assert at.session_state[K_PROJECTOR] is True
-    assert any("font-size: 22px" in m.value for m in at.markdown)
+    assert any("odlab-projector" in m.value for m in at.markdown)   # the projector stylesheet
     assert len(at.get("download_button")) < n_dl                    # downloads hidden
     at.switch_page(GAME).run()
     _no_errors(at)

@@ -36,6 +36,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "odcore.cli.audit",
     "odcore.cli.zones",
     "odcore.cli.design",
+    "odcore.cli.figures",
 )
 
 

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,9 +78,45 @@ def template(projector: bool = False) -> go.layout.Template:
 def style(fig: go.Figure, title: str | None = None, *, height: int = 440, projector: bool = False) -> go.Figure:
     """Apply :func:`template` (and a title) to ``fig``; returns it."""
     fig.update_layout(template=template(projector), height=height)
+    if projector:   # the legend under the plot (legend_at), one entry a line: the figure grows by its height
+        entries = sum(1 for t in fig.data if t.name and t.showlegend is not False)
+        if entries > 1:
+            extra = entries * 27 + 10
+            fig.update_layout(legend=legend_at({}, True), height=height + extra, margin={"b": 70 + extra})
     if title:
-        fig.update_layout(title_text=title)
+        size = template(projector).layout.title.font.size
+        if projector or text_width(title, size) > SCREEN_TITLE_PX:
+            # the title wraps (plotly never wraps it) and pushes the plot down instead of running out of the frame:
+            # on a 1024-pixel projector, and on a screen where a chart in half the page has ~480 px for it
+            title = "<br>".join(wrap_words(title, PROJECTOR_TITLE_PX if projector else SCREEN_TITLE_PX, size))
+            n = title.count("<br>") + 1
+            # plotly places a title by its first line: the top pad holds that line, the margin holds them all
+            fig.update_layout(title={"text": title, "yref": "container", "y": 1, "yanchor": "top",
+                                     "pad": {"t": round(size * 0.9)}, "automargin": False},
+                              margin={"t": round(size * (0.9 + 1.35 * n)) + 16})
+        else:
+            fig.update_layout(title_text=title)
     return fig
+
+
+def legend_at(inside: dict, projector: bool) -> dict:
+    """A chart's legend: at ``inside`` (a place in the plot chosen free of the data) on a screen; in projector mode
+    under the plot, one entry a line, where its large type cannot cover a curve.
+
+    >>> legend_at({"x": 0.55, "y": 0.05}, True)["yref"]
+    'container'
+    """
+    if not projector:
+        return inside
+    return {"orientation": "v", "x": 0, "xanchor": "left", "xref": "paper", "y": 0, "yanchor": "bottom",
+            "yref": "container", "bgcolor": "rgba(255,255,255,0)", "borderwidth": 0}
+
+
+SCREEN_TITLE_PX = 430
+"""Width a chart title may take on a screen before it wraps: a chart in one of two columns at 1440 px."""
+PROJECTOR_TITLE_PX = 520
+"""Width a chart title may take in projector mode: a 1024-pixel-wide projector with the sidebar open leaves the
+main area ~680 px, of which the plot's margins take ~100 (measured with DejaVu Sans, wider than the page's font)."""
 
 
 # ---- numbers on axes -------------------------------------------------------------------------------------------
@@ -120,6 +159,40 @@ def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
     step = max(1, math.ceil((b - a) / 8))
     exps = list(range(b, a - 1, -step))[::-1]   # always ends at the top power
     return [10.0 ** e for e in exps], [f"10{str(e).translate(sup)}" for e in exps]
+
+
+def readable_log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Ticks of a log axis from ``lo`` to ``hi`` in plain numbers: 1-2-5 per decade when the axis spans at most
+    about two decades, the powers of ten otherwise (never plotly's minor-tick digits "5 0.1 2 5 1 2").
+
+    >>> readable_log_ticks(0.3, 12)
+    ([0.5, 1.0, 2.0, 5.0, 10.0], ['0.5', '1', '2', '5', '10'])
+    >>> readable_log_ticks(0.1, 5000)[1]
+    ['0.1', '1', '10', '100', '1,000', '10,000']
+    """
+    import math
+
+    if not (lo > 0 and hi > lo):
+        return [], []
+    a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    if math.log10(hi / lo) <= 2.3:
+        vals = [m * 10.0 ** e for e in range(a, b + 1) for m in (1, 2, 5)]
+        vals = [v for v in vals if lo <= v * 1.0000001 and v <= hi * 1.0000001]
+    else:
+        vals, _ = log_ticks(lo, hi)
+    return vals, [plain_number(v) for v in vals]
+
+
+def plain_number(v: float) -> str:
+    """``1000.0 -> '1,000'``, ``0.05 -> '0.05'``: a tick label without exponent notation.
+
+    >>> plain_number(1000.0), plain_number(0.05), plain_number(2.0)
+    ('1,000', '0.05', '2')
+    """
+    if v >= 1:
+        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.3g}"
+    return f"{v:.6f}".rstrip("0").rstrip(".")
+
 
 
 # ---- the flow map ----------------------------------------------------------------------------------------------
@@ -511,6 +584,28 @@ def _png_with_dpi(data: bytes, dpi: int) -> bytes:
     return buf.getvalue()
 
 
+@contextmanager
+def image_server() -> Iterator[None]:
+    """Keep one headless browser for the images drawn inside the block (kaleido's sync server): ~10 s saved per
+    image after the first, where each image otherwise starts its own Chromium. Without kaleido's server API the
+    block runs as it is."""
+    try:
+        import kaleido
+
+        kaleido.start_sync_server(silence_warnings=True)
+    except (ImportError, AttributeError):  # pragma: no cover - kaleido < 1.0
+        yield
+        return
+    import warnings
+
+    try:
+        with warnings.catch_warnings():   # plotly notes that the server ignores per-call browser options: none given
+            warnings.filterwarnings("ignore", message="The kopts argument is ignored")
+            yield
+    finally:
+        kaleido.stop_sync_server(silence_warnings=True)
+
+
 def write_image(fig: go.Figure, path: str | Path, **kw: Any) -> Path:
     """Write ``fig`` to ``path``; the format comes from the suffix (.png, .svg, .pdf). See :func:`image_bytes`."""
     p = Path(path)
@@ -611,3 +706,245 @@ def release_curve_figure(true_counts: np.ndarray, epsilon: float, threshold: flo
         legend={"x": 0.99, "xanchor": "right", "y": 0.5, "yanchor": "middle"}, barmode="overlay", bargap=0,
     )
     return fig, curve
+
+
+# ---- figures for a paper or a slide ----------------------------------------------------------------------------
+
+PAPER_FONT = "DejaVu Sans"
+"""The type of exported figures: a font Chromium finds on Debian (fonts-dejavu-core comes with it), whose metrics
+:func:`text_width` reads, and which :func:`embed_svg_fonts` embeds in SVG files (PDF files embed it themselves)."""
+PAPER_FONT_FILE = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+@dataclass(frozen=True)
+class FigureSize:
+    """An exported figure's size: width and height in inches, PNG resolution and the base type size in points.
+
+    >>> FigureSize.preset("single-column").width_in
+    3.5
+    >>> FigureSize(3, 2, dpi=10)
+    Traceback (most recent call last):
+    ...
+    ValueError: dpi must be 50 to 1200, got dpi=10.
+    """
+
+    width_in: float
+    height_in: float
+    dpi: int = 300
+    font_pt: float = 8.0
+    legend: str = "below"   # "below" the plot, or "right" of it
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.width_in <= 40 and 1 <= self.height_in <= 40):
+            raise ValueError(f"figure size must be 1 to 40 inches a side, got {self.width_in:g} × "
+                             f"{self.height_in:g}.")
+        if not 50 <= self.dpi <= 1200:
+            raise ValueError(f"dpi must be 50 to 1200, got dpi={self.dpi}.")
+        if not 5 <= self.font_pt <= 40:
+            raise ValueError(f"font size must be 5 to 40 pt, got font_pt={self.font_pt:g}.")
+        if self.legend not in ("below", "right"):
+            raise ValueError(f"legend must be 'below' or 'right', got legend={self.legend!r}.")
+
+    @property
+    def width_px(self) -> int:
+        return round(self.width_in * CSS_PX_PER_INCH)
+
+    @property
+    def height_px(self) -> int:
+        return round(self.height_in * CSS_PX_PER_INCH)
+
+    @property
+    def font_px(self) -> float:
+        return self.font_pt * CSS_PX_PER_INCH / 72
+
+    @classmethod
+    def preset(cls, name: str, *, dpi: int | None = None) -> FigureSize:
+        """One of :data:`SIZE_PRESETS` (``single-column``, ``double-column``, ``slide``)."""
+        try:
+            size = SIZE_PRESETS[name]
+        except KeyError:
+            raise ValueError(f"size preset must be one of {', '.join(SIZE_PRESETS)}, got {name!r}.") from None
+        return size if dpi is None else cls(size.width_in, size.height_in, dpi, size.font_pt, size.legend)
+
+
+SIZE_PRESETS = {
+    # a journal's single column (~8.9 cm) and full page width (~17.8 cm), 8 pt type; a 16:9 slide, 20 pt type
+    "single-column": FigureSize(3.5, 2.8, 600, 8.0, "below"),
+    "double-column": FigureSize(7.0, 3.6, 600, 9.0, "below"),
+    "slide": FigureSize(13.333, 7.5, 150, 20.0, "right"),
+}
+
+
+@lru_cache(maxsize=1)
+def _font_metrics() -> tuple[dict[int, int], float] | None:
+    """DejaVu Sans advance widths (character -> units) and units per em, or None without the font or fontTools."""
+    try:
+        from fontTools.ttLib import TTFont
+    except ImportError:  # pragma: no cover - fontTools is in requirements.txt
+        return None
+    if not Path(PAPER_FONT_FILE).is_file():  # pragma: no cover - fonts-dejavu-core comes with chromium
+        return None
+    f = TTFont(PAPER_FONT_FILE, lazy=True)
+    cmap, hmtx = f.getBestCmap(), f["hmtx"]
+    return {c: hmtx[g][0] for c, g in cmap.items()}, float(f["head"].unitsPerEm)
+
+
+def text_width(text: str, size_px: float) -> float:
+    """Width in px of ``text`` (markup stripped) set in :data:`PAPER_FONT` at ``size_px``; an estimate of 0.62 em a
+    character when the font is not available.
+
+    >>> round(text_width("ε = 0.66", 10), 1)
+    42.4
+    """
+    import re
+
+    plain = re.sub(r"<[^>]+>", "", text)
+    m = _font_metrics()
+    if m is None:  # pragma: no cover
+        return 0.62 * size_px * len(plain)
+    widths, upm = m
+    return sum(widths.get(ord(ch), upm * 0.62) for ch in plain) * size_px / upm
+
+
+def wrap_words(text: str, width_px: float, size_px: float) -> list[str]:
+    """``text`` cut at spaces into lines that each fit ``width_px`` at ``size_px`` (a word longer than the width
+    keeps a line of its own: never broken inside).
+
+    >>> wrap_words("Membership attack success against k unique trips", 120, 10)
+    ['Membership attack', 'success against k', 'unique trips']
+    """
+    lines: list[str] = []
+    for word in text.split():
+        if lines and text_width(f"{lines[-1]} {word}", size_px) <= width_px:
+            lines[-1] = f"{lines[-1]} {word}"
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def for_paper(fig: go.Figure, size: FigureSize, title: str | None = None) -> go.Figure:
+    """Lay ``fig`` out for an exported image of ``size``: the paper type, the title wrapped to the width (never
+    clipped), the legend outside the plot area (one entry a line below the plot, or to its right), margins computed
+    from what they hold. Changes and returns ``fig`` (give it a copy of a shared figure)."""
+    import plotly.graph_objects as go
+
+    fs = size.font_px
+    title = title if title is not None else (fig.layout.title.text or "")
+    title_fs = fs * 1.15
+    pad = round(fs * 0.6)
+    width, height = size.width_px, size.height_px
+    import re
+
+    # a title's own line breaks kept (the map's settings line), other markup dropped, each part wrapped to the width
+    parts = [re.sub(r"<[^>]+>", "", part) for part in re.split(r"<br\s*/?>", title or "")]
+    lines = [line for part in parts if part.strip() for line in wrap_words(part, width - 2 * pad, title_fs)]
+    top = round(len(lines) * title_fs * 1.3 + 2 * pad) if lines else pad * 2
+    shown = [t for t in fig.data if t.name and t.showlegend is not False]
+    show_legend = len(shown) > 1 or (len(shown) == 1 and fig.layout.showlegend is True)
+    # legend entries wrapped at spaces to the room they have (beside a 40 px symbol), never wider than the figure
+    room = (width * 0.34 if size.legend == "right" else width - 2 * pad) - 48
+    n_lines = 0
+    for t in shown:
+        wrapped = wrap_words(t.name.replace("<br>", " "), room, fs)
+        t.name = "<br>".join(wrapped)
+        n_lines += len(wrapped)
+    legend_w = max((text_width(line, fs) for t in shown for line in t.name.split("<br>")), default=0) + 48
+    groups = {t.legendgroup for t in shown if t.legendgrouptitle and t.legendgrouptitle.text}
+    legend_h = (n_lines + len(groups)) * fs * 1.3 + (len(shown) + 2 * len(groups)) * 5 + 8
+    # Margins computed here from the text they hold, not by plotly's automargin (which, with a legend outside the
+    # plot, failed on some figures with "axis scaling").
+    tick_w = text_width("10,000", fs * 0.92)
+    bottom = round(fs * 3.6 + pad)        # tick labels and the x-axis title
+    left = round(tick_w + fs * 2.2 + pad)
+    right = pad * 2 + (round(tick_w + fs * 2.2) if "yaxis2" in fig.layout and fig.layout.yaxis2.overlaying else 0)
+    legend: dict = {"bgcolor": "rgba(255,255,255,0)", "borderwidth": 0, "font": {"size": fs},
+                    "orientation": "v", "traceorder": "normal", "tracegroupgap": 0, "xref": "paper", "yref": "paper"}
+    if show_legend and size.legend == "right":
+        right += round(legend_w + pad)
+    elif show_legend:
+        height = max(height, round(legend_h / 0.45))   # the figure grows rather than the plot vanish
+        bottom += round(legend_h)
+    # axis titles wrapped to the plot's sides (a y title longer than the plot ran into the figure's title); the x
+    # title to the plot's width if the y title takes two lines
+    x_text = fig.layout.xaxis.title.text if fig.layout.xaxis.title else None
+    x_lines = (wrap_words(re.sub(r"<br\s*/?>", " ", x_text), width - left - right - fs * 1.25, fs)
+               if x_text else [])
+    x_extra = round(max(len(x_lines) - 1, 0) * fs * 1.25)
+    bottom += x_extra
+    plot_h = max(height - top - bottom, 10)
+    y_text = fig.layout.yaxis.title.text if fig.layout.yaxis.title else None
+    y_lines = wrap_words(re.sub(r"<br\s*/?>", " ", y_text), plot_h, fs) if y_text else []
+    left += round(max(len(y_lines) - 1, 0) * fs * 1.25)
+    plot_w = max(width - left - right, 10)
+    if y_lines:
+        fig.update_layout(yaxis_title_text="<br>".join(y_lines))
+    if x_lines:
+        fig.update_layout(xaxis_title_text="<br>".join(x_lines))
+    # Legend and title in the plot's (paper) coordinates: a legend placed by container coordinates moves the
+    # y-axis title into the plot, and a multi-line layout title is anchored by its first line (so its top is cut);
+    # the title is therefore an annotation, anchored by its whole box.
+    if size.legend == "right":
+        legend.update(x=1 + pad / plot_w, xanchor="left", y=1, yanchor="top")
+    else:
+        legend.update(x=(pad - left) / plot_w, xanchor="left", y=-(fs * 3.6 + x_extra) / plot_h, yanchor="top")
+    notes = [a for a in fig.layout.annotations if a.name != "figure title"]
+    if lines:
+        notes.insert(0, go.layout.Annotation(
+            name="figure title", text="<br>".join(lines), showarrow=False, align="left",
+            xref="paper", x=(pad - left) / plot_w, xanchor="left", yref="paper", y=1 + (pad * 0.6) / plot_h,
+            yanchor="bottom", font={"size": title_fs, "family": PAPER_FONT, "color": INK}))
+    fig.update_annotations(font_size=fs * 0.9)
+    fig.update_layout(
+        template=template(False), width=width, height=height, autosize=False,
+        font={"family": PAPER_FONT, "size": fs, "color": INK}, title={"text": ""},
+        legend=legend, showlegend=show_legend,
+        margin={"t": top, "b": bottom, "l": left, "r": right, "pad": 0, "autoexpand": False},
+    )
+    fig.layout.annotations = notes   # assigned: update_layout would merge the list into the old one, item by item
+    fig.update_xaxes(tickfont={"size": fs * 0.92}, title_font={"size": fs}, automargin=False, linewidth=1)
+    fig.update_yaxes(tickfont={"size": fs * 0.92}, title_font={"size": fs}, automargin=False, linewidth=1)
+    return fig
+
+
+def embed_svg_fonts(svg: bytes) -> bytes:
+    """``svg`` with :data:`PAPER_FONT` embedded: the glyphs its text uses, as an ``@font-face`` data URL (so the
+    file looks the same on a machine without the font). Unchanged when fontTools or the font is missing."""
+    import base64
+    import html
+    import io
+    import re
+
+    try:
+        from fontTools import subset
+        from fontTools.ttLib import TTFont
+    except ImportError:  # pragma: no cover - fontTools is in requirements.txt
+        return svg
+    if not Path(PAPER_FONT_FILE).is_file():  # pragma: no cover
+        return svg
+    text = svg.decode("utf-8")
+    chars = {html.unescape(t) for t in re.findall(r">([^<>]+)<", text)}
+    used = "".join(sorted(set("".join(chars)) | set("0123456789.,−-–·×ε ")))
+    import logging
+
+    logging.getLogger("fontTools.subset").setLevel(logging.ERROR)   # "FFTM NOT subset": a timestamp table, dropped
+    font = TTFont(PAPER_FONT_FILE)
+    sub = subset.Subsetter(options=subset.Options(name_IDs=["*"], notdef_outline=True))
+    sub.populate(text=used)
+    sub.subset(font)
+    buf = io.BytesIO()
+    font.save(buf)
+    face = (f"<style>@font-face{{font-family:'{PAPER_FONT}';src:url(data:font/ttf;base64,"
+            f"{base64.b64encode(buf.getvalue()).decode('ascii')}) format('truetype');}}</style>")
+    text = re.sub(r"(<svg\b[^>]*>)", lambda m: m.group(1) + face, text, count=1)
+    return text.encode("utf-8")
+
+
+def figure_bytes(fig: go.Figure, fmt: str, size: FigureSize) -> bytes:
+    """``fig`` laid out by :func:`for_paper` at ``size`` as PNG (at ``size.dpi``), SVG (fonts embedded,
+    :func:`embed_svg_fonts`) or PDF (Chromium embeds the fonts it uses). ``fig`` itself is not changed."""
+    import plotly.graph_objects as go
+
+    out = for_paper(go.Figure(fig), size)
+    data = image_bytes(out, fmt, width_in=size.width_in, height_in=out.layout.height / CSS_PX_PER_INCH,
+                       dpi=size.dpi)
+    return embed_svg_fonts(data) if fmt.lower().lstrip(".") == "svg" else data

@@ -1,0 +1,206 @@
+"""Every page in a headless Chromium as a class and a screen reader meet it: with projector mode on at 1024×768 and
+1280×720 no text of the cards or the charts' titles overlaps another, no word is broken inside, every chart's title
+lies inside its frame and every chart keeps ≥ 60 % of the content width; axe-core (WCAG 2.1 A/AA rules, vendored in
+tests/vendor/axe-core) finds nothing on any page, projector mode on and off; in each guarantee unit no page shows
+the other unit's words or ε except as the labelled comparison. Screenshots of each page and size go to the
+screenshot folder (``tests.conftest.screenshot_dir``)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import screenshot_dir
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(3600)]
+
+AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
+AXE_SHA256 = "e9e5863c33a874f09bc01acd9234b7e3c871479f5eef8802fa582544465e6d01"   # axe-core 4.11.0, npm
+PAGES = ["", "Data", "OD_release", "Attack", "Privacy_budget", "Knock_Knock", "Release_designer",
+         "Play_the_attacker", "See_the_noise"]
+SHOTS = screenshot_dir() / "classroom"
+
+# The cards' texts (metric label, value, reading; the guarantee card), the chart titles and their frames, the
+# content width, and every word of those texts that the browser broke across two lines.
+LAYOUT = r"""() => {
+  const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const main = document.querySelector('[data-testid=stMainBlockContainer]');
+  const texts = [];
+  for (const m of main.querySelectorAll('[data-testid=stMetric]')) {
+    for (const sel of ['[data-testid=stMetricLabel] p', '[data-testid=stMetricValue] > div', '[data-testid=stMetricDelta] > div']) {
+      const e = m.querySelector(sel); if (e && e.offsetWidth) texts.push({text: e.innerText, box: box(e)}); } }
+  const charts = [];
+  for (const c of main.querySelectorAll('.js-plotly-plot')) {
+    const t = c.querySelector('.gtitle'); const svg = c.querySelector('.main-svg');
+    if (!svg || !c.offsetWidth) continue;
+    if (t) texts.push({text: t.textContent, box: box(t)});
+    charts.push({title: t ? t.textContent : null, titleBox: t ? box(t) : null, frame: box(svg), width: svg.getBoundingClientRect().width});
+  }
+  const broken = [];
+  const roots = [...main.querySelectorAll('[data-testid=stMetric], .gtitle, h1, h2, h3, button, label')];
+  for (const root of roots) {
+    const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      const re = /\S+/g; let m;
+      while ((m = re.exec(n.data))) {
+        if (m[0].length < 2) continue;
+        const r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+        const rows = new Set([...r.getClientRects()].filter(q => q.width > 0).map(q => Math.round(q.top)));
+        if (rows.size > 1) broken.push(m[0]);
+      } } }
+  const cs = getComputedStyle(main);
+  const content = main.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+  return {texts, charts, broken, content};
+}"""
+
+
+def settle(page, timeout_s: float = 180) -> None:
+    page.wait_for_timeout(400)
+    page.wait_for_function(
+        "() => { const a = document.querySelector('[data-testid=stApp]'); "
+        "return a && !['running', 'initial'].includes(a.getAttribute('data-test-script-state')); }",
+        timeout=timeout_s * 1000)
+    page.wait_for_timeout(1200)
+
+
+def open_app(browser, url: str, width: int, height: int, *, projector: bool, unit: str = "per_metric"):
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    page = ctx.new_page()
+    page.goto(url, wait_until="domcontentloaded")
+    settle(page)
+    if projector:
+        page.locator("[data-testid=stSidebar] label").filter(has_text="Projector mode").first.click()
+        settle(page)
+    if unit == "user_level":
+        page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(
+            has_text="Guarantee unit").first.locator("input").first.click()
+        page.keyboard.type("per user")
+        page.keyboard.press("Enter")
+        settle(page)
+    return ctx, page
+
+
+def goto(page, name: str) -> None:
+    """Open a page through the navigation, so the session (projector mode, unit) is kept."""
+    nav = page.locator("[data-testid=stSidebarNav] a")
+    hrefs = nav.evaluate_all("els => els.map(e => e.getAttribute('href') || '')")
+    nav.nth(0 if not name else next(i for i, h in enumerate(hrefs) if h.rstrip("/").endswith(f"/{name}"))).click()
+    settle(page)
+    assert page.locator("[data-testid='stException']").count() == 0, f"{name or 'home'}: exception shown"
+
+
+def shot(page, name: str) -> None:
+    """The whole page (the main area scrolls, not the window: the viewport is stretched to its height), then the
+    viewport back to its size."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.mouse.move(2, 2)
+    size = page.viewport_size
+    h = page.evaluate("""() => Math.max(...['stMain', 'stMainBlockContainer']
+        .map(id => document.querySelector(`[data-testid="${id}"]`)).filter(Boolean)
+        .map(e => e.scrollHeight + e.getBoundingClientRect().top), document.body.scrollHeight)""")
+    page.set_viewport_size({"width": size["width"], "height": int(min(max(h + 40, size["height"]), 9000))})
+    settle(page)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    page.set_viewport_size(size)
+    settle(page)
+
+
+def overlapping(texts: list[dict]) -> list[tuple[str, str]]:
+    """Pairs of texts whose boxes overlap by more than a pixel each way."""
+    out = []
+    for i, a in enumerate(texts):
+        for b in texts[i + 1:]:
+            (ax0, ay0, ax1, ay1), (bx0, by0, bx1, by1) = a["box"], b["box"]
+            if min(ax1, bx1) - max(ax0, bx0) > 1 and min(ay1, by1) - max(ay0, by0) > 1:
+                out.append((a["text"], b["text"]))
+    return out
+
+
+def test_overlap_check_can_fail():
+    a = {"text": "70.7 %", "box": [0, 0, 60, 20]}
+    assert overlapping([a, {"text": "95.5 %", "box": [40, 5, 100, 25]}])
+    assert not overlapping([a, {"text": "95.5 %", "box": [0, 22, 60, 42]}])
+
+
+@pytest.mark.parametrize("size", [(1024, 768), (1280, 720)], ids=["1024x768", "1280x720"])
+def test_projector_mode_reads_on_a_classroom_projector(streamlit_url, browser, size):
+    ctx, page = open_app(browser, streamlit_url, *size, projector=True)
+    problems = []
+    try:
+        for name in PAGES:
+            goto(page, name)
+            shot(page, f"{name or 'home'}_{size[0]}_projector")
+            m = page.evaluate(LAYOUT)
+            label = name or "home"
+            problems += [f"{label}: overlapping {a!r} / {b!r}" for a, b in overlapping(m["texts"])]
+            problems += [f"{label}: word broken across lines: {w!r}" for w in m["broken"]]
+            for c in m["charts"]:
+                if c["titleBox"]:
+                    t, f = c["titleBox"], c["frame"]
+                    if t[0] < f[0] - 1 or t[2] > f[2] + 1 or t[1] < f[1] - 1:
+                        problems.append(f"{label}: chart title {c['title']!r} out of its frame")
+                if c["width"] < 0.6 * m["content"]:
+                    problems.append(f"{label}: chart {c['title']!r} {c['width']:.0f} px < 60 % of "
+                                    f"{m['content']:.0f} px")
+    finally:
+        ctx.close()
+    assert not problems, "\n".join(problems)
+
+
+def axe_violations(page) -> list[str]:
+    page.add_script_tag(content=AXE.read_text(encoding="utf-8"))
+    res = page.evaluate("""async () => {
+      const r = await axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']},
+                                         resultTypes: ['violations']});
+      return r.violations.map(v => `${v.id}: ${v.nodes.length} × ` + v.nodes.slice(0, 3).map(n =>
+        `${n.target.join(' ')} "${(n.html || '').slice(0, 80)}" ${(n.any[0] || {}).message || ''}`).join(' | '));
+    }""")
+    return list(res)
+
+
+@pytest.mark.parametrize("projector", [True, False], ids=["projector", "screen"])
+def test_no_wcag_violations(streamlit_url, browser, projector):
+    assert hashlib.sha256(AXE.read_bytes()).hexdigest() == AXE_SHA256, "tests/vendor/axe-core/axe.min.js changed"
+    size = (1024, 768) if projector else (1440, 900)
+    ctx, page = open_app(browser, streamlit_url, *size, projector=projector)
+    found = []
+    try:
+        for name in PAGES:
+            goto(page, name)
+            found += [f"{name or 'home'}: {v}" for v in axe_violations(page)]
+    finally:
+        ctx.close()
+    assert not found, "\n".join(found)
+
+
+# Words of each unit, and how the other unit may appear: as the labelled comparison (or the page that shows both).
+UNIT_WORDS = {"per_metric": re.compile(r"per person and week", re.I),
+              "user_level": re.compile(r"per count|per metric|per-metric", re.I)}
+# The Release designer designs the per-person release whatever the sidebar's unit: its page is per person in both.
+SPEAKS_ONE_UNIT = {"per_metric": [p for p in PAGES if p != "Release_designer"], "user_level": PAGES}
+# Also allowed: the history (what Google released, what Houssiau et al. showed) and the guided tour's lesson, which
+# is the comparison of the two units by design.
+ALLOWED = re.compile(r"comparison|both units|Guarantee unit|Google|Houssiau|Guided tour|Next: Why", re.I)
+
+
+@pytest.mark.parametrize("unit", ["per_metric", "user_level"])
+def test_each_page_speaks_one_unit(streamlit_url, browser, unit):
+    """In one unit, a page's visible text (the main area) never names the other unit or shows its ε except on
+    a line that labels it as the comparison. Per person and week at ε = 0.66 with 10 pairs, the per-count ε 0.066
+    is the unit's own; per count, the per-person figures are absent."""
+    ctx, page = open_app(browser, streamlit_url, 1440, 900, projector=False, unit=unit)
+    found = []
+    try:
+        for name in SPEAKS_ONE_UNIT[unit]:
+            goto(page, name)
+            shot(page, f"{name or 'home'}_1440_{unit}")
+            text = page.locator("[data-testid=stMainBlockContainer]").inner_text()
+            for line in text.splitlines():
+                if UNIT_WORDS[unit].search(line) and not ALLOWED.search(line):
+                    found.append(f"{name or 'home'}: {line.strip()[:160]!r}")
+    finally:
+        ctx.close()
+    assert not found, "\n".join(found)

@@ -1,0 +1,171 @@
+"""``python -m odcore figures``: every figure of the paper set is written at the single-column preset, with its
+config and data; in each SVG (measured in a headless Chromium) the title and the legend lie inside the canvas and
+the legend box touches no plotted line; fonts are embedded; a config file redraws its figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from odcore.cli import main
+from odcore.cli.figures import FIGURES
+from odcore.report import figures
+
+pytestmark = [pytest.mark.timeout(900)]
+
+# The boxes of the title (the first annotation: odcore.report.figures.for_paper), the legend, the canvas, every
+# bar, and 201 points along every plotted line, in the page's pixels.
+MEASURE = """() => {
+  const svg = document.querySelector('svg');
+  const box = e => { if (!e) return null; const r = e.getBoundingClientRect();
+                     return [r.left, r.top, r.right, r.bottom]; };
+  // the plot area: plotly's clip rectangle of the x-y subplot (in the canvas's coordinates)
+  const clipRect = document.querySelector('clipPath.axesclip[id$="xy"] rect');
+  let area = box(svg);
+  if (clipRect) { const t = svg.getScreenCTM(), a = n => +clipRect.getAttribute(n);
+    area = [t.e + a('x'), t.f + a('y'), t.e + a('x') + a('width'), t.f + a('y') + a('height')]; }
+  const lines = [];
+  for (const p of document.querySelectorAll('.scatterlayer path.js-line')) {
+    const n = p.getTotalLength(); if (!n) continue;
+    const m = p.getScreenCTM(); const pts = [];
+    for (let i = 0; i <= 200; i++) { const q = p.getPointAtLength(n * i / 200);
+      const x = m.a * q.x + m.c * q.y + m.e, y = m.b * q.x + m.d * q.y + m.f;
+      if (x >= area[0] && x <= area[2] && y >= area[1] && y <= area[3]) pts.push([x, y]); }
+    lines.push(pts);
+  }
+  // what is drawn is clipped to the plot area (a bar from 0 on a log axis reaches far below it)
+  const clip = b => [Math.max(b[0], area[0]), Math.max(b[1], area[1]), Math.min(b[2], area[2]), Math.min(b[3], area[3])];
+  const bars = [...document.querySelectorAll('.barlayer .point path')].map(e => clip(box(e)))
+    .filter(b => b[2] - b[0] > 0.5 && b[3] - b[1] > 0.5);
+  const title = document.querySelector('.infolayer .annotation[data-index="0"] .annotation-text-g');
+  const legend = document.querySelector('.infolayer .legend .bg') || document.querySelector('.infolayer .legend');
+  return {canvas: box(svg), title: box(title),
+          titleText: title ? title.textContent : null,
+          legend: box(legend), lines, bars};
+}"""
+
+
+def measure(page, svg_path: Path) -> dict:
+    page.goto(svg_path.resolve().as_uri())
+    page.wait_for_timeout(100)
+    return page.evaluate(MEASURE)
+
+
+def inside(box, canvas, tol: float = 0.5) -> bool:
+    return (box[0] >= canvas[0] - tol and box[1] >= canvas[1] - tol and box[2] <= canvas[2] + tol
+            and box[3] <= canvas[3] + tol)
+
+
+def points_in(box, lines) -> int:
+    x0, y0, x1, y1 = box
+    return sum(1 for pts in lines for x, y in pts if x0 < x < x1 and y0 < y < y1)
+
+
+def overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+@pytest.fixture(scope="module")
+def paper_set(tmp_path_factory):
+    if figures.find_browser() is None:
+        pytest.skip("no Chromium: figures cannot be drawn")
+    out = tmp_path_factory.mktemp("figures")
+    assert main(["figures", "--out", str(out), "--preset", "single-column", "--formats", "svg"]) == 0
+    return out
+
+
+@pytest.mark.slow
+def test_every_figure_written_with_config_and_data(paper_set):
+    for name in FIGURES:
+        for ext in ("svg", "csv", "json"):
+            assert (paper_set / f"{name}.{ext}").stat().st_size > 0, (name, ext)
+        cfg = json.loads((paper_set / f"{name}.json").read_text())
+        assert cfg["only"] == name
+        assert cfg["preset"] == "single-column"
+        svg = (paper_set / f"{name}.svg").read_text()
+        assert "@font-face" in svg, f"{name}: font not embedded"
+        assert "DejaVu Sans" in svg, f"{name}: not in the paper font"
+        assert 'width="336"' in svg, f"{name}: not 3.5 in wide"
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_titles_and_legends_inside_and_clear_of_lines(paper_set, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 4000})
+    try:
+        for name in FIGURES:
+            m = measure(page, paper_set / f"{name}.svg")
+            assert m["title"] is not None, f"{name}: no title"
+            assert m["titleText"], f"{name}: empty title"
+            assert inside(m["title"], m["canvas"]), f"{name}: title {m['title']} outside {m['canvas']}"
+            assert m["legend"] is not None, f"{name}: no legend"
+            assert inside(m["legend"], m["canvas"]), f"{name}: legend {m['legend']} outside {m['canvas']}"
+            assert m["lines"] or m["bars"], f"{name}: no plotted line or bar found"
+            assert points_in(m["legend"], m["lines"]) == 0, f"{name}: the legend covers a plotted line"
+            assert points_in(m["title"], m["lines"]) == 0, f"{name}: the title covers a plotted line"
+            assert not any(overlap(m["legend"], b) for b in m["bars"]), f"{name}: the legend covers a bar"
+    finally:
+        page.close()
+
+
+@pytest.mark.browser
+def test_the_check_sees_a_legend_over_a_curve(browser, tmp_path):
+    """The measurement can fail: the dashboard's figure with its legend inside the plot, drawn as it is (not laid
+    out for paper), has the legend over the curve."""
+    import plotly.graph_objects as go
+
+    if figures.find_browser() is None:
+        pytest.skip("no Chromium")
+    fig = go.Figure()
+    fig.add_scatter(x=[0, 1, 2, 3], y=[0, 1, 2, 3], mode="lines", name="a line under the legend")
+    fig.add_scatter(x=[0, 3], y=[3, 3], mode="lines", name="another")
+    figures.style(fig, "A title")
+    fig.update_layout(legend={"x": 0.5, "y": 0.5, "xanchor": "center", "yanchor": "middle"})
+    fig.add_annotation(text="A title", x=0, y=1, xref="paper", yref="paper", showarrow=False)
+    bad = tmp_path / "bad.svg"
+    bad.write_bytes(figures.image_bytes(fig, "svg", width_in=3.5, height_in=2.8))
+    page = browser.new_page()
+    try:
+        m = measure(page, bad)
+    finally:
+        page.close()
+    assert points_in(m["legend"], m["lines"]) > 0
+    good = tmp_path / "good.svg"
+    good.write_bytes(figures.figure_bytes(fig, "svg", figures.FigureSize.preset("single-column")))
+    page = browser.new_page()
+    try:
+        m = measure(page, good)
+    finally:
+        page.close()
+    assert points_in(m["legend"], m["lines"]) == 0
+    assert inside(m["legend"], m["canvas"])
+    assert inside(m["title"], m["canvas"])
+
+
+def test_config_redraws_its_figure(tmp_path):
+    """A figure's JSON config, given back with --config, draws the same numbers (here with a PDF, whose fonts
+    Chromium embeds)."""
+    if figures.find_browser() is None:
+        pytest.skip("no Chromium")
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["figures", "--out", str(a), "--only", "fig1_per_person", "--epsilon", "1.5", "--max-pairs", "4",
+                 "--formats", "pdf", "--preset", "double-column"]) == 0
+    assert main(["figures", "--config", str(a / "fig1_per_person.json"), "--out", str(b)]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(a / "fig1_per_person.csv"), pd.read_csv(b / "fig1_per_person.csv"))
+    assert b"/FontFile2" in (b / "fig1_per_person.pdf").read_bytes() or b"/FontFile" in (
+        b / "fig1_per_person.pdf").read_bytes()
+    cfg = json.loads((b / "fig1_per_person.json").read_text())
+    assert cfg["epsilon"] == 1.5
+    assert cfg["max_pairs"] == 4
+    assert cfg["preset"] == "double-column"
+
+
+def test_bad_flags_name_the_flag(tmp_path, capsys):
+    assert main(["figures", "--out", str(tmp_path), "--only", "nonsense"]) == 2
+    assert "--only" in capsys.readouterr().err
+    assert main(["figures", "--out", str(tmp_path), "--size", "3.5by2"]) == 2
+    assert "--size" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
