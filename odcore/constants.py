@@ -49,3 +49,5 @@ DEFAULT_DISTRICTS = 40
 DEFAULT_DISTRICTS_SEED = 16
 DEFAULT_COMPARE_SPECS = ("square:0.5", "square:1.3", "square:5", "h3:9", "h3:8", "h3:7")
 """Zone systems compared when none are named (the bundled districts are added by the CLI and the app)."""
+SIZE_PRESET_NAMES = ("single-column", "double-column", "slide")
+"""Figure size presets (:data:`odcore.report.figures.SIZE_PRESETS` holds their sizes; a test checks the names agree)."""

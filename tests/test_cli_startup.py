@@ -34,7 +34,7 @@ def test_parsing_every_subcommand_imports_no_heavy_package():
         "from odcore.cli import build_parser\n"
         "p = build_parser()\n"
         "for name in p._subparsers._group_actions[0].choices:\n"
-        "    p.parse_args([name, '--out', 'x'] if name in ('synth', 'districts') else [name])\n"
+        "    p.parse_args([name, '--out', 'x'] if name in ('synth', 'districts', 'figures') else [name])\n"
         "import io, contextlib\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n"

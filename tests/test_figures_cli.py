@@ -169,3 +169,10 @@ def test_bad_flags_name_the_flag(tmp_path, capsys):
     assert main(["figures", "--out", str(tmp_path), "--size", "3.5by2"]) == 2
     assert "--size" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_preset_names_on_the_command_line_are_the_figures_presets():
+    from odcore.constants import SIZE_PRESET_NAMES
+    from odcore.report.figures import SIZE_PRESETS
+
+    assert tuple(SIZE_PRESETS) == SIZE_PRESET_NAMES

@@ -26,12 +26,14 @@ _NOT_CONFIG = frozenset({"out", "config", "func", "json"})
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from odcore.report.figures import SIZE_PRESETS
+    from odcore.constants import (
+        SIZE_PRESET_NAMES,  # not odcore.report.figures: --help stays free of plotly/pandas
+    )
 
     p = sub.add_parser("figures", help="write the paper set of figures (SVG/PDF/PNG at a size preset) with configs",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
-    p.add_argument("--preset", default="single-column", choices=list(SIZE_PRESETS),
+    p.add_argument("--preset", default="single-column", choices=list(SIZE_PRESET_NAMES),
                    help="figure size: single-column 3.5 in, double-column 7 in, slide 16:9 (default %(default)s)")
     p.add_argument("--size", default=None, metavar="WxH", help="width x height in inches instead of the preset's")
     p.add_argument("--dpi", type=int, default=None, help="PNG resolution (default: the preset's)")
