@@ -138,7 +138,7 @@ def running(tmp: Path, workers: int, *extra: str, app_dir: Path | None = None, a
     finally:
         c.stop()
     assert not c.left, f"processes left running: {c.left}"
-    assert c.recorder.polls > 10
+    assert c.recorder.polls > 2   # the recorder really ran (a quick test on an idle machine polls ~8 times)
     assert not c.outgoing, f"sockets to other machines: {c.outgoing}"
     assert not audit or not c.audited(), f"network calls to other machines: {c.audited()}"
 
