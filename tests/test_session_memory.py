@@ -77,7 +77,7 @@ def _kept_namespaces(tmp_path, monkeypatch, app_dir, pages: list[str], sessions:
             run = await client.set_value("number_input", "Seed", seed)
             for _ in range(2):
                 assert not run.errors, (page, run.errors)
-                run = await client.step_slider("ε")
+                run = await client.step_epsilon()   # the sidebar's slider, or the page's live one
             assert not run.errors, (page, run.errors)
         finally:
             await client.close()
