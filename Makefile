@@ -14,7 +14,7 @@ LOGDIR ?=
 .PHONY: run class test test-all lint bench screenshots sample-data districts clean
 
 # Both cores; one test file per worker at a time (module fixtures such as the AppTest session are built once).
-PYTEST_PAR ?= -n 2 --dist loadfile
+PYTEST_PAR ?= -n 2 --dist loadfile --durations=15
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
