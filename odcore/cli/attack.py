@@ -140,7 +140,7 @@ def run_user_risk(args: argparse.Namespace) -> int:
     import numpy as np
 
     from odcore.cli import print_json
-    from odcore.cli.common import od_from_args
+    from odcore.cli.common import od_from_args, require_pairs
     from odcore.constants import USER, WEEK
     from odcore.privacy import attack
     from odcore.privacy.release import Mode, ReleaseConfig, bound_contributions
@@ -149,10 +149,7 @@ def run_user_risk(args: argparse.Namespace) -> int:
     if args.resolution < 2:
         raise ParameterError(f"--resolution must be >= 2, got {args.resolution}.")
     _traces, od = od_from_args(args)
-    if not od.stats.get("pairs_available", True):
-        from odcore.od.odtable import NO_PAIRS_REASON
-
-        raise ParameterError(f"user-risk scores each person from their own pairs, but {NO_PAIRS_REASON}")
+    require_pairs(od, "user-risk scores each person from their own pairs")
     pairs = od.pairs
     weeks = sorted(int(w) for w in pairs[WEEK].unique())
     if args.week not in weeks:

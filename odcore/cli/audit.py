@@ -74,15 +74,11 @@ def run_audit(args: argparse.Namespace) -> int:
     import time
 
     from odcore.cli import print_json
-    from odcore.cli.common import od_from_args
-    from odcore.errors import ParameterError
+    from odcore.cli.common import od_from_args, require_pairs
     from odcore.privacy.audit import AuditConfig, audit_many_runs, audit_one_run
 
     _traces, od = od_from_args(args)
-    if not od.stats.get("pairs_available", True):
-        from odcore.od.odtable import NO_PAIRS_REASON
-
-        raise ParameterError(f"audit inserts canary people among the week's people, but {NO_PAIRS_REASON}")
+    require_pairs(od, "audit inserts canary people among the week's people")
     units = ["count", "person"] if args.unit == "both" else [args.unit]
     out: dict = {"input": str(args.input), "seed": args.seed, "units": {}}
     for unit in units:
@@ -122,7 +118,7 @@ def run_selection(args: argparse.Namespace) -> int:
     import math
 
     from odcore.cli import print_json
-    from odcore.cli.common import od_from_args
+    from odcore.cli.common import od_from_args, require_pairs
     from odcore.errors import ParameterError
     from odcore.privacy.selection import compare_selection
 
@@ -132,10 +128,7 @@ def run_selection(args: argparse.Namespace) -> int:
         raise ParameterError(f"--max-pairs must be whole numbers separated by commas, got {args.max_pairs!r}.") \
             from None
     _traces, od = od_from_args(args)
-    if not od.stats.get("pairs_available", True):
-        from odcore.od.odtable import NO_PAIRS_REASON
-
-        raise ParameterError(f"selection bounds each person's pairs, but {NO_PAIRS_REASON}")
+    require_pairs(od, "selection bounds each person's pairs")
     out: dict = {"input": str(args.input), "epsilon": args.epsilon, "delta": args.delta, "tables": {}}
     for m in ms:
         t = compare_selection(od.pairs, epsilon=args.epsilon, delta=args.delta, max_pairs=m, week=args.week,

@@ -281,6 +281,16 @@ def source_place(src, bbox, region) -> tuple:
     return out, zone_of_box(box)
 
 
+def require_pairs(od, what: str) -> None:
+    """Refuse, in one line, a command that needs each person's pairs when the input is an OD counts folder
+    (``what``: what the command does with them, e.g. "audit inserts canary people among the week's people")."""
+    if not od.stats.get("pairs_available", True):
+        from odcore.errors import ParameterError
+        from odcore.od.odtable import NO_PAIRS_REASON
+
+        raise ParameterError(f"{what}, but {NO_PAIRS_REASON}")
+
+
 def od_from_args(args: argparse.Namespace, **build_options) -> tuple[Traces, ODData]:
     """Load traces and build the weekly unique OD counts (grid, hourly locations, trips) with ``--engine``.
 
