@@ -34,6 +34,13 @@ _resource = functools.partial(st.cache_resource, hash_funcs=HASH_FUNCS)
 _data_cache = functools.partial(st.cache_data, hash_funcs=HASH_FUNCS)
 
 
+def _kept(kind: str, build, *args):
+    """``build(*args)``, kept on disk between launches (:func:`odapp.data.disk_cached`, keyed on the ``repr`` of the
+    arguments): only for results that depend on numbers alone, not on any data (the privacy-loss tables take
+    seconds and are the same on every server, for every person)."""
+    return _data.disk_cached(kind, repr(args), lambda: build(*args))
+
+
 @_resource(max_entries=2, show_spinner="Reading the bundled synthetic city…")
 def sample_traces(dataset_id: str) -> _data.Loaded:
     return _data.disk_cached("sample", dataset_id, _data.load_sample)
@@ -91,7 +98,7 @@ def counts_folder(dataset_id: str, path: str):
 def budget(config) -> dict:
     from odcore.privacy.accounting import budget as _budget
 
-    return _budget(config)
+    return _kept("budget", _budget, config)
 
 
 @_data_cache(max_entries=64, show_spinner=False)
@@ -115,7 +122,7 @@ def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pai
 def epsilon_vs_trips(epsilon: float, trips_max: int, delta: float):
     from odcore.privacy import accounting as acc
 
-    return acc.epsilon_vs_trips(epsilon, trips_max=trips_max, delta=delta)
+    return _kept("vstrips", lambda e, n, d: acc.epsilon_vs_trips(e, trips_max=n, delta=d), epsilon, trips_max, delta)
 
 
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
@@ -123,7 +130,9 @@ def epsilon_over_weeks(epsilon: float, trips: int, weeks: int, delta: float, int
                        lower: bool = True):
     from odcore.privacy import accounting as acc
 
-    return acc.epsilon_over_weeks(epsilon, trips=trips, weeks=weeks, delta=delta, interval=interval, lower=lower)
+    return _kept("overweeks", lambda e, n, w, d, i, lo: acc.epsilon_over_weeks(e, trips=n, weeks=w, delta=d, interval=i,
+                                                                             lower=lo),
+                 epsilon, trips, weeks, delta, interval, lower)
 
 
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
@@ -341,13 +350,15 @@ def person_columns(epsilon: float, max_pairs: int, delta: float, trips_max: int,
 
     from odcore.privacy import pld
 
-    m = int(max_pairs)
-    n = np.minimum(np.arange(1, trips_max + 1), m)
-    week = np.asarray(pld.epsilon_for_delta(delta, n, epsilon / m), dtype=float)
-    w = np.arange(1, weeks + 1)
-    step = max(1e-3, 2.0 * weeks * epsilon / 2**18)
-    _, hi = pld.composed_epsilon_curve(delta, m, epsilon / m, w, interval=step)
-    return week, np.minimum(hi, w * epsilon)
+    def build(epsilon, m, delta, trips_max, weeks):
+        n = np.minimum(np.arange(1, trips_max + 1), m)
+        week = np.asarray(pld.epsilon_for_delta(delta, n, epsilon / m), dtype=float)
+        w = np.arange(1, weeks + 1)
+        step = max(1e-3, 2.0 * weeks * epsilon / 2**18)
+        _, hi = pld.composed_epsilon_curve(delta, m, epsilon / m, w, interval=step)
+        return week, np.minimum(hi, w * epsilon)
+
+    return _kept("personcols", build, float(epsilon), int(max_pairs), float(delta), int(trips_max), int(weeks))
 
 
 @_resource(max_entries=8, show_spinner="Indexing the week's pairs for the designer…")
@@ -597,7 +608,7 @@ def live_attack_tables(k_max: int, max_pairs: int | None) -> dict:
     """:func:`odcore.privacy.live.attack_tables` as the browser reads them (shared by every session, read-only)."""
     from odcore.privacy.live import attack_tables
 
-    return {k: t.to_json() for k, t in attack_tables(k_max, max_pairs).items()}
+    return _kept("liveattack", lambda k, m: {n: t.to_json() for n, t in attack_tables(k, m).items()}, k_max, max_pairs)
 
 
 @_resource(max_entries=32, show_spinner="Tabulating the budget curves for the live slider…")
@@ -605,7 +616,8 @@ def live_trips_tables(trips_max: int, delta: float, max_pairs: int | None) -> di
     """:func:`odcore.privacy.live.trips_tables` as the browser reads them (shared, read-only)."""
     from odcore.privacy.live import trips_tables
 
-    return {k: t.to_json() for k, t in trips_tables(trips_max, delta, max_pairs).items()}
+    return _kept("livetrips", lambda n, d, m: {k: t.to_json() for k, t in trips_tables(n, d, m).items()},
+                 trips_max, delta, max_pairs)
 
 
 @_resource(max_entries=32, show_spinner="Tabulating the budget over weeks for the live slider (a few seconds)…")
@@ -613,7 +625,8 @@ def live_weeks_tables(trips: int, weeks: int, delta: float, interval: float, max
     """:func:`odcore.privacy.live.weeks_tables` as the browser reads them (shared, read-only)."""
     from odcore.privacy.live import weeks_tables
 
-    return {k: t.to_json() for k, t in weeks_tables(trips, weeks, delta, interval, max_pairs).items()}
+    return _kept("liveweeks", lambda *a: {k: t.to_json() for k, t in weeks_tables(*a).items()},
+                 trips, weeks, delta, interval, max_pairs)
 
 
 @_resource(max_entries=16, show_spinner=False)

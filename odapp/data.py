@@ -94,10 +94,11 @@ def code_stamp() -> str:
 def disk_cached(kind: str, key: str, build):
     """``build()``, kept on disk between launches of the app under ``kind`` and ``key`` (plus :func:`code_stamp`).
 
-    Only for the bundled city (uploads never touch the disk cache: they stay in their session). Reading back the
-    loaded city and its OD tables takes ~0.1 s instead of ~2.5 s to validate and build them: the first page of a
-    new server is drawn sooner. A damaged or unreadable file is rebuilt; a folder that cannot be written is skipped.
-    The ``CACHE_MAX_FILES`` most recently used files are kept.
+    Only for the bundled city and for results that depend on no data (uploads never touch the disk cache: they stay
+    in their session). Reading back the loaded city and its OD tables takes ~0.1 s instead of ~2.5 s to validate and
+    build them: the first page of a new server is drawn sooner. A damaged or unreadable file is rebuilt; a folder
+    that cannot be written is skipped. The ``CACHE_MAX_FILES`` most recently used files of each ``kind`` are kept
+    (``kind`` has no ``-``).
     """
     import os
     import pickle
@@ -122,7 +123,7 @@ def disk_cached(kind: str, key: str, build):
         with open(tmp, "wb") as fh:
             pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, f)
-        for old in sorted(d.glob("*.pkl"), key=lambda p: p.stat().st_mtime, reverse=True)[CACHE_MAX_FILES:]:
+        for old in sorted(d.glob(f"{kind}-*.pkl"), key=lambda p: p.stat().st_mtime, reverse=True)[CACHE_MAX_FILES:]:
             old.unlink(missing_ok=True)
     except OSError:
         pass

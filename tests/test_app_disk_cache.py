@@ -1,5 +1,6 @@
-"""The disk cache of the bundled city's tables (odapp.data.disk_cached): built once, read back, rebuilt when
-damaged, keyed on the engine's source, switched off by ODLAB_CACHE_DIR=none, never used for uploads."""
+"""The disk cache of the bundled city's tables and of the number-only privacy tables (odapp.data.disk_cached):
+built once, read back, rebuilt when damaged, keyed on the engine's source, switched off by ODLAB_CACHE_DIR=none,
+never used for uploads, each kind keeping its own most recent files."""
 
 from __future__ import annotations
 
@@ -59,3 +60,35 @@ def test_only_the_bundled_city_is_kept(tmp_path, monkeypatch):
     od = build("sample:test", ODConfig(), _df=df)
     assert len(list(tmp_path.glob("od-*.pkl"))) == 1
     assert build("sample:test", ODConfig(), _df=df.iloc[:0]).counts.equals(od.counts)   # read back, not rebuilt
+
+
+def test_each_kind_keeps_its_own_most_recent_files(tmp_path, monkeypatch):
+    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(data, "CACHE_MAX_FILES", 2)
+    data.disk_cached("od", "city", lambda: "the city's tables")
+    for i in range(5):                                     # many small tables do not push the city's out
+        data.disk_cached("budget", f"eps {i}", lambda i=i: i)
+    assert len(list(tmp_path.glob("budget-*.pkl"))) == 2
+    assert data.disk_cached("od", "city", lambda: "rebuilt") == "the city's tables"
+    assert data.disk_cached("budget", "eps 4", lambda: "rebuilt") == 4
+    assert data.disk_cached("budget", "eps 0", lambda: "rebuilt") == "rebuilt"
+
+
+def test_number_only_tables_are_kept_and_equal_the_engines(tmp_path, monkeypatch):
+    """The privacy-loss tables (no data in them) are built once per machine: a second server reads them back."""
+    import numpy as np
+
+    from odapp import cache
+    from odcore.privacy import accounting as acc
+
+    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path))
+    got = cache.epsilon_vs_trips.__wrapped__(0.66, 12, 1e-6)
+    assert len(list(tmp_path.glob("vstrips-*.pkl"))) == 1
+    pd.testing.assert_frame_equal(got, acc.epsilon_vs_trips(0.66, trips_max=12, delta=1e-6))
+    monkeypatch.setattr(acc, "epsilon_vs_trips", lambda *a, **k: 1 / 0)   # read back: the engine is not called
+    pd.testing.assert_frame_equal(cache.epsilon_vs_trips.__wrapped__(0.66, 12, 1e-6), got)
+    week, total = cache.person_columns.__wrapped__(0.66, 10, 1e-6, 12, 3)
+    again = cache.person_columns.__wrapped__(0.66, 10, 1e-6, 12, 3)
+    assert np.array_equal(week, again[0])
+    assert np.array_equal(total, again[1])
+    assert len(list(tmp_path.glob("personcols-*.pkl"))) == 1

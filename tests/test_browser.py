@@ -1,15 +1,17 @@
 """The dashboard in a real headless Chromium: every page draws, nothing is requested from another host, the pydeck
 map canvas is drawn and its tooltips are plain text, the base map fails softly offline (the live curves and their ε
-slider: test_browser_live), an unreadable upload shows an error; screenshots of every page at 1024×768 and 1440×900 go to
-the screenshot folder (``tests.conftest.screenshot_dir``; ``make screenshots`` updates docs/screenshots/)."""
+slider: test_browser_live), an unreadable upload shows an error; screenshots of every page at 1440×900 (the first
+screen and the whole page) and 1024×768 (the first screen; the whole page too with ``make screenshots``, which
+updates docs/screenshots/) go to the screenshot folder (``tests.conftest.screenshot_dir``)."""
 
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 
-from tests.conftest import screenshot_dir
+from tests.conftest import SHOTS_ENV, screenshot_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -60,23 +62,33 @@ def _open(page, url: str, heading: str) -> None:
     assert page.locator("[data-testid='stException']").count() == 0, f"{url}: exception shown"
 
 
+def _frames(page, n: int = 2) -> None:
+    """Wait for ``n`` animation frames: what was laid out has been painted."""
+    page.evaluate("n => new Promise(r => { const f = k => k ? requestAnimationFrame(() => f(k - 1)) : r(); f(n); })",
+                  n)
+
+
 def _screenshot(page, name: str, size: str = "1440") -> None:
-    """Full-page screenshot at a viewport width of 1440 or 1024 px (``NAME.png`` and ``NAME_1024.png``); the
-    first screen alone (viewport height 900 or 768) as ``NAME_screen*.png``."""
+    """Screenshot at a viewport width of 1440 or 1024 px: the first screen alone (viewport height 900 or 768) as
+    ``NAME_screen*.png``, and the full page as ``NAME.png`` / ``NAME_1024.png``. A test run that does not update
+    the committed pictures (``$ODLAB_SHOTS`` unset) takes the full page at 1440 px only: at 1024 px the first
+    screen is drawn and checked, the long picture would only be thrown away."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     w, vh = SIZES[size]
     suffix = "" if size == "1440" else "_1024"
     page.mouse.move(5, 5)          # no hover tooltip in the picture
     page.set_viewport_size({"width": w, "height": vh})
-    page.wait_for_timeout(800)
+    _frames(page)
     _settle(page)
     _maps_drawn(page)
     page.screenshot(path=str(SHOTS / f"{name}_screen{suffix or '_1440'}.png"))
+    if size != "1440" and not os.environ.get(SHOTS_ENV):
+        return
     h = page.evaluate("""() => Math.max(...['stMain', 'stMainBlockContainer', 'stAppViewContainer']
         .map(id => document.querySelector(`[data-testid="${id}"]`)).filter(Boolean)
         .map(e => e.scrollHeight + e.getBoundingClientRect().top), document.body.scrollHeight)""")
     page.set_viewport_size({"width": w, "height": int(min(max(h + 40, vh), 7000))})
-    page.wait_for_timeout(1000)
+    _frames(page)
     _settle(page)
     _maps_drawn(page)
     page.screenshot(path=str(SHOTS / f"{name}{suffix}.png"), full_page=True)
@@ -84,9 +96,14 @@ def _screenshot(page, name: str, size: str = "1440") -> None:
 
 
 def _maps_drawn(page) -> None:
-    for deck in page.locator("[data-testid='stDeckGlJsonChart']").all():   # maps redraw after a resize
+    """Every pydeck map has its canvas and has painted since the last resize (deck.gl redraws on the next
+    animation frames; a few more frames and a short pause let its tiles of arrows finish)."""
+    decks = page.locator("[data-testid='stDeckGlJsonChart']").all()
+    for deck in decks:
         deck.locator("canvas").first.wait_for(timeout=60_000)
-    page.wait_for_timeout(1200)
+    if decks:
+        _frames(page, 4)
+        page.wait_for_timeout(400)
 
 
 def _metric(page, label: str) -> str:
