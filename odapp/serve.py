@@ -30,6 +30,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import urllib.error
@@ -46,9 +47,15 @@ HEALTH_PATH = "/_stcore/health"
 # The workers' web requests go to a closed port of this machine: Streamlit looks up the machine's outside address
 # (checkip.amazonaws.com) when a WebSocket comes from another site's page; with this it fails at once, on 127.0.0.1.
 NO_OUTSIDE_PROXY = "http://127.0.0.1:9"
-# glibc keeps memory freed by HAProxy for reuse; with its 16 kB buffers mapped one by one and a fixed trim threshold,
-# part of what a flood of connections took is given back when they close (without: none; docs/class.md, "Memory").
-HAPROXY_MALLOC = "glibc.malloc.mmap_threshold=8192:glibc.malloc.trim_threshold=131072"
+# HAProxy frees what a closed connection used, but glibc's allocator keeps the freed memory in the process: after a
+# flood of connections HAProxy stayed 8-15 MiB above where it started, more after each flood. With jemalloc (Debian's
+# libjemalloc2; HAProxy detects it and supports it) it comes back to within 1 MiB, about a second after the
+# connections close: jemalloc returns free pages to the system from a background thread (dirty_decay_ms), in one arena
+# and without per-thread caches (narenas, tcache), and HAProxy keeps no per-thread cache of free objects either
+# (-dMno-cache; its management guide: "small memory savings on tiny systems"). docs/class.md, "Memory".
+JEMALLOC = "libjemalloc.so.2"
+JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1,tcache:false"
+HAPROXY_JEMALLOC_ARGS = ["-dMno-cache"]
 START_TIMEOUT_S = 180        # a server that does not answer its health check by then is a failed start
 POLL_S = 0.25
 
@@ -167,6 +174,25 @@ def find_haproxy() -> str | None:
     return shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin:/sbin")
 
 
+def find_jemalloc() -> str | None:
+    """Path of jemalloc's shared library (Debian package ``libjemalloc2``), or None."""
+    dirs = [f"/usr/lib/{sysconfig.get_config_var('MULTIARCH') or ''}", "/usr/lib64", "/usr/lib", "/usr/local/lib",
+            "/lib64", "/lib"]
+    return next((str(Path(d) / JEMALLOC) for d in dirs if (Path(d) / JEMALLOC).is_file()), None)
+
+
+def haproxy_launch(haproxy_path: str, config_path: Path) -> tuple[list[str], dict[str, str]]:
+    """HAProxy's command line (in the foreground, ``-db``) and environment: on jemalloc when it is installed (see
+    ``JEMALLOC``), else on glibc's allocator."""
+    env = dict(os.environ)
+    lib = find_jemalloc()
+    if lib is None:
+        return [haproxy_path, "-db", "-f", str(config_path)], env
+    env["LD_PRELOAD"] = " ".join(x for x in (lib, env.get("LD_PRELOAD", "")) if x)
+    env["MALLOC_CONF"] = JEMALLOC_CONF
+    return [haproxy_path, "-db", *HAPROXY_JEMALLOC_ARGS, "-f", str(config_path)], env
+
+
 def _die_with_parent() -> None:
     """In a child before exec: SIGTERM when the supervisor dies (even by kill -9), so no server is left behind."""
     with contextlib.suppress(Exception):
@@ -262,12 +288,13 @@ class Supervisor:
         self.log(f"worker w{w.index} started on 127.0.0.1:{w.port}, pid {w.proc.pid}")
 
     def _start_haproxy(self) -> None:
-        self.haproxy = subprocess.Popen(
-            [self.haproxy_path, "-db", "-f", str(self.config_path)], stdout=self._open("access.log"),
-            stderr=self._open("error.log"), stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
-            env=dict(os.environ, GLIBC_TUNABLES=HAPROXY_MALLOC))
+        argv, env = haproxy_launch(self.haproxy_path, self.config_path)
+        self.haproxy = subprocess.Popen(argv, stdout=self._open("access.log"), stderr=self._open("error.log"),
+                                        stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, env=env)
         self.haproxy_started = time.monotonic()
-        self.log(f"haproxy started on {self.address}:{self.port}, pid {self.haproxy.pid}")
+        self.log(f"haproxy started on {self.address}:{self.port}, pid {self.haproxy.pid}, memory allocator "
+                 + (env.get("LD_PRELOAD", "").split(" ")[0] if "MALLOC_CONF" in env else
+                    "glibc's (libjemalloc2 is not installed: HAProxy keeps the memory of connections that ended)"))
 
     def start(self) -> None:
         """Start the servers, wait until each answers, then start HAProxy and wait until it accepts."""
@@ -407,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
         sup.start()
         print(f"OD Privacy Lab: http://{args.address}:{args.port} ({args.workers} server processes behind HAProxy; "
               f"logs in {log_dir})", flush=True)
+        if find_jemalloc() is None:
+            print("Note: libjemalloc2 is not installed (sudo apt-get install libjemalloc2): without it HAProxy keeps "
+                  "the memory of connections that have ended (docs/class.md, \"Memory\").", file=sys.stderr)
         while not stopping:
             sup.check()
             time.sleep(POLL_S)
