@@ -448,17 +448,19 @@ def _where_the_time_went(log: list[str], i: int, t_sent: float, secs: float) -> 
 # After a flood that took it 20 MiB up, HAProxy's memory comes back to within this of its level before (measured:
 # 0.4-0.6 MiB; docs/class.md, "Memory").
 RSS_BACK = 2 * 2**20
+WORKERS_FLOODED = 2      # one per core of the 2-core machine, as docs/class.md advises (``--workers``' default)
 
 
 @pytest.mark.slow
 def test_half_open_and_idle_connections_are_closed_and_a_new_client_is_served(tmp_path):
     """1,500 connections that start a request and never finish it, and 300 that finish one and then stay idle, kept
-    up for 30 s (each one HAProxy closes is opened again, as a slow-request attack does): HAProxy closes every one by
-    its timeouts (10 s), its file descriptors come back once they stop and its memory falls back towards where it
-    was, and a new client is served in under 1 s every half second throughout."""
+    up for 30 s (each one HAProxy closes is opened again, as a slow-request attack does) against the class as it is
+    started on this machine (two servers): HAProxy closes every one by its timeouts (10 s), its file descriptors and
+    its memory come back to where they were once they stop, and a new client is served in under 1 s every half
+    second throughout."""
     half_open, idle, hold_s = 1500, 300, 30
     assert serve.find_jemalloc(), "jemalloc is not installed (Debian package libjemalloc2; .ci/run installs it)"
-    with running(tmp_path, 1) as c:
+    with running(tmp_path, WORKERS_FLOODED) as c:
         hp = c.state["haproxy"]
         assert "libjemalloc" in Path(f"/proc/{hp}/maps").read_text()     # HAProxy runs on it
         for _ in range(3):
@@ -485,7 +487,7 @@ def test_half_open_and_idle_connections_are_closed_and_a_new_client_is_served(tm
             open_one(i < half_open)
         t_open = time.monotonic() - t0
         peak_rss, peak_fds = _rss_fds(hp)
-        probes, probe_at, probe_wall, bursts, next_probe = [], [], [], [time.monotonic()], 0.0
+        probes, probe_at, probe_wall, next_probe = [], [], [], 0.0
         while opened_at and time.monotonic() - t0 < hold_s + 20:
             for key, _ in sel.select(timeout=0.1):
                 try:
@@ -496,7 +498,6 @@ def test_half_open_and_idle_connections_are_closed_and_a_new_client_is_served(tm
                     continue
                 if data == b"":   # closed by HAProxy
                     lifetimes.append(time.monotonic() - opened_at.pop(key.fileobj))
-                    bursts.append(time.monotonic())
                     sel.unregister(key.fileobj)
                     key.fileobj.close()
                     if time.monotonic() - t0 < hold_s:
@@ -539,13 +540,9 @@ def test_half_open_and_idle_connections_are_closed_and_a_new_client_is_served(tm
         assert peak_rss > rss0 + 8 * 2**20, (rss0, peak_rss)
         assert rss1 <= rss0 + RSS_BACK, (rss0, peak_rss, rss1)
         assert all(status == 200 for status, _ in probes), probes
-        # A new client waits longest just after 1,800 connections arrive at once (first, then again each time
-        # HAProxy closes the whole wave, whose timeouts all end together, and it is opened again ahead of the new
-        # client in the kernel's queue). On this 2-core machine shared with other work (load average ~20) those
-        # few took 1.2-1.7 s: every other one must be under 1 s, those under 2 s (docs/class.md, "Measured").
-        at_wave = [any(t - 1.5 <= x <= t + s for x in bursts) for t, (_, s) in zip(probe_at, probes, strict=True)]
-        assert max(s for (_, s), w in zip(probes, at_wave, strict=True) if not w) < 1.0, probes
-        assert max(s for _, s in probes) < 2.0, probes
+        # A new client waits longest just after the 300 idle connections are opened again, each with a request,
+        # which the servers answer before its own (docs/class.md, "Measured")
+        assert max(s for _, s in probes) < 1.0, probes
         assert len(probes) >= 1.5 * hold_s                         # about every 0.5 s, over 30 s and more
         log = "\n".join(c.access_log())
         assert log.count(" 408 ") >= half_open                     # each slow request answered "408" and logged
