@@ -48,8 +48,8 @@ HEALTH_PATH = "/_stcore/health"
 # (checkip.amazonaws.com) when a WebSocket comes from another site's page; with this it fails at once, on 127.0.0.1.
 NO_OUTSIDE_PROXY = "http://127.0.0.1:9"
 # HAProxy frees what a closed connection used, but glibc's allocator keeps the freed memory in the process: after a
-# flood of connections HAProxy stayed 8-15 MiB above where it started, more after each flood. With jemalloc (Debian's
-# libjemalloc2; HAProxy detects it and supports it) it comes back to within 1 MiB, about a second after the
+# flood of connections HAProxy stayed 8-14 MiB above where it started, 26 MiB after three. With jemalloc (Debian's
+# libjemalloc2; HAProxy detects it and supports it) it comes back to within about 1 MiB a second after the
 # connections close: jemalloc returns free pages to the system from a background thread (dirty_decay_ms), in one arena
 # and without per-thread caches (narenas, tcache), and HAProxy keeps no per-thread cache of free objects either
 # (-dMno-cache; its management guide: "small memory savings on tiny systems"). docs/class.md, "Memory".
