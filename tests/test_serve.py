@@ -175,7 +175,9 @@ def test_the_generated_configuration_is_valid_haproxy(tmp_path):
     text = cfg.read_text()
     assert "bind 0.0.0.0:8501" in text
     assert "maxconn 50" in text
-    assert text.count("server w") == 3
+    assert text.count("server w") == 6                           # in each backend: pages and requests, sessions
+    assert text.count(" track workers/w") == 3                   # the sessions' servers follow the same checks
+    assert "set-priority-offset sc0_conn_cur" in text            # a flood's address queues behind a newcomer's
     assert "check inter 1s" in text
     with pytest.raises(ValueError, match="worker port"):
         serve.haproxy_config([], "127.0.0.1", 8501, tmp_path)
@@ -448,6 +450,7 @@ def _where_the_time_went(log: list[str], i: int, t_sent: float, secs: float) -> 
 # After a flood that took it 20 MiB up, HAProxy's memory comes back to within this of its level before (measured:
 # 0.4-0.6 MiB; docs/class.md, "Memory").
 RSS_BACK = 2 * 2**20
+FLOOD_FROM = "127.0.0.2"   # the flood's address; new clients come from 127.0.0.1
 WORKERS_FLOODED = 2      # one per core of the 2-core machine, as docs/class.md advises (``--workers``' default)
 
 
@@ -472,7 +475,7 @@ def test_half_open_and_idle_connections_are_closed_and_a_new_client_is_served(tm
 
         def open_one(slow: bool) -> None:
             nonlocal n_opened
-            s = socket.create_connection(("127.0.0.1", c.port), timeout=5)
+            s = socket.create_connection(("127.0.0.1", c.port), timeout=5, source_address=(FLOOD_FROM, 0))
             if slow:
                 s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: slow")    # never finished
             else:
