@@ -43,7 +43,7 @@ from odcore.paths import REPO_ROOT
 COOKIE = "odlab_server"      # HAProxy's cookie naming the server a browser is kept on
 MAX_CONNECTIONS = 3000       # served at once by the front (global maxconn is a little above it)
 WORKER_MAXCONN = 500         # per server: every open tab holds one WebSocket on its server
-# Requests other than WebSockets and uploads: at most this many at once on each server, the others wait in HAProxy's
+# Requests other than WebSockets, uploads and downloads: at most this many at once on each server, the others wait in HAProxy's
 # queue, where a request from an address holding many connections waits 1 ms longer per connection. A server
 # answers its requests one after another, so a newcomer waits for these few, not for a flood's hundreds.
 WORKER_REQUESTS = 20
@@ -146,7 +146,7 @@ frontend class
     acl same_origin req.hdr(origin),regsub(^https?://,),strcmp(txn.host) eq 0
     acl local_origin req.hdr(origin) -m reg -i ^https?://(localhost|127\\.0\\.0\\.1|\\[::1\\])(:[0-9]+)?$
     http-request deny deny_status 403 if has_origin !same_origin !local_origin
-    use_backend sessions if {{ path /_stcore/stream }} || {{ path_beg /_stcore/upload_file }}
+    use_backend sessions if {{ path /_stcore/stream }} || {{ path_beg /_stcore/upload_file /media/ }}
     default_backend workers
 
 backend workers
