@@ -9,7 +9,9 @@ checks every server's ``/_stcore/health`` every second, sends no new connection 
 HAProxy does the serving: a cookie keeps each browser on the server it started on (its session, uploads and the
 images made for it live there), new browsers go to the server with the fewest connections, WebSockets pass through,
 a request that does not arrive in full within 10 s and a connection idle between requests for 10 s are closed, and at
-most ``--max-connections`` connections are served at once (more wait in the kernel's queue). A page of another site
+most ``--max-connections`` connections are served at once (more wait in the kernel's queue). Each server gets at
+most ``WORKER_REQUESTS`` requests at once; the others wait in HAProxy's queue, those from an address holding fewer
+connections first, so that a flood from one address does not keep a newcomer waiting. A page of another site
 (an ``Origin`` that is not the address itself) is refused with 403 before it reaches Streamlit. Every request is
 logged to ``access.log``, errors and servers going down or up to ``error.log``, and the supervisor's own lines
 (server exits and restarts) to ``supervisor.log``, all in ``--log-dir``. docs/class.md explains the configuration.
