@@ -15,7 +15,8 @@ the DevTools protocol, as a person's mouse), then reads the paints made during t
   curves changed): how many intervals between two frames exceeded 100 ms, the longest, and the median rate;
 - ``long animation frames``: Chromium's Long Animation Frames API (``PerformanceObserver``, type
   ``long-animation-frame``: frames of 50 ms or more with the scripts that ran in them): how many, the longest, and
-  the share of their time spent in forced style and layout, with the slowest script named;
+  the shares of their time spent in scripts, in forced style and layout, and in rendering (style, layout, paint
+  after ``renderStart``; the rest is the main thread waiting), with the slowest script named;
 - ``release to rerun``: from letting go to the end of the page's one rerun with the new value (the sidebar's note
   shows it and Streamlit marks the script as no longer running; the maps and plotly charts may still be drawing).
 
@@ -74,6 +75,8 @@ FRAMES_START_JS = """
       for (const e of entries) {
         r.loaf.push({ start: e.startTime, dur: e.duration, blocking: e.blockingDuration,
                       layout: e.scripts.reduce((a, s) => a + (s.forcedStyleAndLayoutDuration || 0), 0),
+                      script: e.scripts.reduce((a, s) => a + s.duration, 0),
+                      render: e.renderStart ? e.startTime + e.duration - e.renderStart : 0,
                       scripts: e.scripts.map((s) => ({ who: (s.invoker || "") + " " + (s.sourceFunctionName || "")
                                                         + " " + (s.sourceURL || "").split("/").pop(),
                                                        dur: s.duration })) });
@@ -109,6 +112,8 @@ def frames_between(rec: dict, t0: float, t1: float) -> dict:
             "raf_over_100": sum(g > 100 for g in gaps), "raf_longest": max(gaps) if gaps else t1 - t0,
             "loaf_n": len(loaf), "loaf_longest": worst["dur"] if worst else 0.0,
             "loaf_layout_share": (sum(e["layout"] for e in loaf) / sum(e["dur"] for e in loaf)) if loaf else 0.0,
+            "loaf_script_share": (sum(e.get("script", 0) for e in loaf) / sum(e["dur"] for e in loaf)) if loaf else 0.0,
+            "loaf_render_share": (sum(e.get("render", 0) for e in loaf) / sum(e["dur"] for e in loaf)) if loaf else 0.0,
             "loaf_script": f"{slow['who'].strip()} {slow['dur']:.0f} ms" if slow else ""}
 
 
@@ -233,8 +238,9 @@ def drag_rows(case: str, r: dict) -> list[dict]:
              "note": f"animation frames: {r['raf_frames']}, median {r['raf_fps']:.1f} fps, longest "
                      f"{r['raf_longest']:.0f} ms"},
             {"case": case, "metric": "long animation frames", "value": r["loaf_n"], "unit": "",
-             "note": f"≥ 50 ms; longest {r['loaf_longest']:.0f} ms, forced style/layout "
-                     f"{100 * r['loaf_layout_share']:.0f} % of their time; slowest script: {r['loaf_script']}"}]
+             "note": f"≥ 50 ms; longest {r['loaf_longest']:.0f} ms; of their time: scripts "
+                     f"{100 * r['loaf_script_share']:.0f} %, forced style/layout {100 * r['loaf_layout_share']:.0f} %, "
+                     f"rendering {100 * r['loaf_render_share']:.0f} %; slowest script: {r['loaf_script']}"}]
 
 
 def run(quick: bool = False) -> list[dict]:
