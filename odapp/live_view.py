@@ -1,6 +1,6 @@
-"""The live curves of the Attack, Privacy budget and OD release pages: the page's ε slider and its curves, redrawn in the browser
-at every frame of a drag (:mod:`odapp.components.live`) from tables computed once (:mod:`odcore.privacy.live`,
-cached across sessions in :mod:`odapp.cache`). Plotly stays for the exports (the buttons under the curves)."""
+"""The live curves of the Attack, Privacy budget, OD release, See the noise and Play the attacker pages: the page's
+ε slider and its curves, redrawn in the browser at every frame of a drag (:mod:`odapp.components.live`) from tables
+computed once (:mod:`odcore.privacy.live`, cached across sessions in :mod:`odapp.cache`) or from closed forms. Plotly stays for the exports (the buttons under the curves)."""
 
 from __future__ import annotations
 
@@ -159,8 +159,6 @@ def noise(count: int, other: int, epsilon: float, threshold: float, sensitivity:
     ``count`` and for ``other`` (closed forms, exact in the browser: :class:`odcore.report.teaching.NoisePicture`),
     split at the threshold into suppressed and published, with the release probabilities and the 95 % range as
     readouts. ``other_follows``: the second count is the first ∓ 25 (projector mode, where it has no input)."""
-    from odapp.state import EPSILON_RANGE
-
     sens = {"sensitivity": float(sensitivity)}
     second = {"center": "count", "shift": -25} if other_follows else {"center": float(other)}
     first = {"center": "count"}
