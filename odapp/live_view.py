@@ -196,7 +196,8 @@ def game(s, others, sensitivity: int) -> None:
     x = list(range(1, k + 1))
     chart = {"id": "game", "title": "Your known pairs: the chance each is published (ε = {epsilon}, threshold "
                                     "{threshold})",
-             "xlabel": "known pair", "ylabel": "probability published", "ymin": 0, "ymax": 1.02, "ypct": True,
+             "xlabel": "known pair (others on it)", "ylabel": "probability published",
+             "xticklabels": {str(j): f"{j} ({int(c):,})" for j, c in zip(x, counts, strict=True)}, "ymin": 0, "ymax": 1.02, "ypct": True,
              "xmin": 0.5, "xmax": k + 0.5, "xticks": "int", "height": 320, "legend": "top",
              "series": [formula_series("if the person is out (the others alone)", "release_pair", x, key="out",
                                        args=args, marker=5, offset=-3, color="#9a9a9a"),

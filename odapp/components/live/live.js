@@ -180,7 +180,7 @@ function drawChart(c, spec, v, dark, pairs) {
   ctx.textAlign = "center"; ctx.textBaseline = "top";
   for (const v of niceTicks(xlo, xhi, 8).filter((t) => spec.xticks !== "int" || Math.abs(t - Math.round(t)) < 1e-9)) {
     ctx.beginPath(); ctx.moveTo(X(v), T); ctx.lineTo(X(v), T + ph); ctx.stroke();
-    ctx.fillText(fmt(v, "tick"), X(v), T + ph + 5);
+    ctx.fillText((spec.xticklabels || {})[String(Math.round(v))] || fmt(v, "tick"), X(v), T + ph + 5);
   }
   ctx.fillText(spec.xlabel || "", L + pw / 2, H - 18);
   ctx.save(); ctx.translate(14, T + ph / 2); ctx.rotate(-Math.PI / 2); ctx.fillText(spec.ylabel || "", 0, -6);
