@@ -1,6 +1,6 @@
-"""The live curves of the Attack, Privacy budget and OD release pages: the page's ε slider and its curves, redrawn in the browser
-at every frame of a drag (:mod:`odapp.components.live`) from tables computed once (:mod:`odcore.privacy.live`,
-cached across sessions in :mod:`odapp.cache`). Plotly stays for the exports (the buttons under the curves)."""
+"""The live curves of the Attack, Privacy budget, OD release, See the noise and Play the attacker pages: the page's
+ε slider and its curves, redrawn in the browser at every frame of a drag (:mod:`odapp.components.live`) from tables
+computed once (:mod:`odcore.privacy.live`, cached across sessions in :mod:`odapp.cache`) or from closed forms. Plotly stays for the exports (the buttons under the curves)."""
 
 from __future__ import annotations
 
@@ -151,3 +151,63 @@ def person(s, others: tuple, user: str) -> None:
              "readouts": [{"label": f"success on user {user}", "series": 0, "at": "epsilon", "fmt": "pct"}]}
     live_curves(controls=[], charts=[chart], page="attack_person", key="live_attack_person", follow="attack",
                 fixed={"epsilon": float(s.epsilon)})
+
+
+def noise(count: int, other: int, epsilon: float, threshold: float, sensitivity: int, *,
+          other_follows: bool = False) -> None:
+    """The See the noise page's picture, live in the true count and ε: the Laplace density of what is published for
+    ``count`` and for ``other`` (closed forms, exact in the browser: :class:`odcore.report.teaching.NoisePicture`),
+    split at the threshold into suppressed and published, with the release probabilities and the 95 % range as
+    readouts. ``other_follows``: the second count is the first ∓ 25 (projector mode, where it has no input)."""
+    sens = {"sensitivity": float(sensitivity)}
+    second = {"center": "count", "shift": -25} if other_follows else {"center": float(other)}
+    first = {"center": "count"}
+    chart = {"id": "noise", "title": "What is published for a true count (ε = {epsilon}, threshold {threshold})",
+             "xlabel": "noisy count", "ylabel": "probability density", "ymin": 0, "height": 460, "legend": "top",
+             "series": [formula_series("true count c: what the noise makes of it", "laplace", key="count",
+                                       span={"noise": True, "n": 401}, args={**first, **sens}, width=2.5,
+                                       color="#1f77b4", fill="rgba(31, 119, 180, 0.35)"),
+                        formula_series("the second count", "laplace", key="other", span={"noise": True, "n": 401},
+                                       args={**second, **sens}, color="#ff7f0e", fill="rgba(255, 127, 14, 0.3)")],
+             "vlines": [{"x": "threshold", "label": "threshold {threshold}", "color": "#444"},
+                        {"x": "count", "label": "c = {count}", "color": "#1f77b4"}],
+             "readouts": [{"label": "c published", "formula": "release_at", "args": {**first, **sens},
+                           "key": "published", "fmt": "pct"},
+                          {"label": "95 % of weeks between", "formula": "low95", "args": {**first, **sens},
+                           "key": "low", "fmt": "one"},
+                          {"label": "", "join": "–", "formula": "high95", "args": {**first, **sens}, "key": "high",
+                           "fmt": "one"},
+                          {"label": "second count published", "formula": "release_at", "args": {**second, **sens},
+                           "key": "other_published", "fmt": "pct"}]}
+    live_curves(controls=[control("noise_count", count, "True count c (people on a pair this week)", (0, 300, 1),
+                                  name="count"),
+                          control("noise_eps", epsilon, "ε for this picture", EPSILON_RANGE, name="epsilon")],
+                charts=[chart], page="noise", key="live_noise", fixed={"threshold": float(threshold)})
+
+
+def game(s, others, sensitivity: int) -> None:
+    """The Play the attacker page's known pairs, live in ε and (per count) the threshold: the chance that each pair
+    is published if the person is out (the others' count) and if they are in (one more), closed forms exact in the
+    browser (:func:`odcore.privacy.release.release_probability`). Only what the attacker knows is sent: the others'
+    counts, not the round's noise or coin."""
+    counts = [float(c) for c in others]
+    k = len(counts)
+    args = {"counts": counts, "sensitivity": float(sensitivity)}
+    x = list(range(1, k + 1))
+    chart = {"id": "game", "title": "Your known pairs: the chance each is published (ε = {epsilon}, threshold "
+                                    "{threshold})",
+             "xlabel": "known pair (others on it)", "ylabel": "probability published",
+             "xticklabels": {str(j): f"{j} ({int(c):,})" for j, c in zip(x, counts, strict=True)}, "ymin": 0, "ymax": 1.02, "ypct": True,
+             "xmin": 0.5, "xmax": k + 0.5, "xticks": "int", "height": 320, "legend": "top",
+             "series": [formula_series("if the person is out (the others alone)", "release_pair", x, key="out",
+                                       args=args, marker=5, offset=-3, color="#9a9a9a"),
+                        formula_series("if the person is in (one more)", "release_pair", x, key="in",
+                                       args={**args, "add": 1}, marker=5, offset=3, color="#1f5fa8")],
+             "readouts": [{"label": "pairs expected published if out", "sum": 0, "key": "expected_out"},
+                          {"label": "if in", "sum": 1, "key": "expected_in"}]}
+    controls = [control(K_EPSILON, s.epsilon, epsilon_label(s.mode), EPSILON_RANGE)]
+    if s.mode != "user_level":
+        controls.append(control(K_THRESHOLD, s.threshold, "Threshold (suppress noisy counts below)",
+                                THRESHOLD_RANGE))
+    live_curves(controls=controls, charts=[chart], page="game", key="live_game",
+                fixed={"threshold": float(s.threshold)}, fit=fitted(s))

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import cache, callbacks, charts, guide, projector
+from odapp import cache, callbacks, charts, guide, live_view, projector
 from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode
 from odapp.layout import metric, needs_pairs, page
@@ -32,7 +32,7 @@ ctx = page(
     "or **out**. You know everyone else's trips, so you know how many *other* people are on each of this "
     "person's trips; you see what the release published there. Were they in? The lab's optimal attacker plays "
     "the same rounds.",
-    icon="🕵️",
+    icon="🕵️", live=("epsilon", "threshold"),
 )
 needs_pairs(ctx, "The attacker game (it draws people and their pairs)")
 guide.panel(__file__, ctx)
@@ -147,6 +147,9 @@ b[0].button("In", key="game_in", type="primary", on_click=callbacks.game_answer,
             help="Guess that this person is in this week's release.")
 b[1].button("Out", key="game_out", on_click=callbacks.game_answer, args=(*round_args, False), width="stretch",
             help="Guess that this person is not in this week's release.")
+st.caption("How the noise treats these pairs, at any ε and threshold: drag them below. Letting go sets them for the "
+           "page, which starts a new game (the rounds depend on the release).")
+live_view.game(s, rnd.others, int(rules.sensitivity))
 
 # ---- the score -------------------------------------------------------------------------------------------------
 st.subheader("Score")

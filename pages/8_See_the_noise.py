@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from odapp import charts, guide, projector
+from odapp import charts, guide, live_view, projector
 from odapp.errors import engine_errors
-from odapp.export import chart, projector_mode
+from odapp.export import button_row, export_buttons, projector_mode
 from odapp.layout import metric, page
-from odapp.state import EPSILON_RANGE
 from odapp.words import pct
 from odcore.report.teaching import noise_picture
 
@@ -21,11 +20,12 @@ ctx = page(
 )
 guide.panel(__file__, ctx)
 s = ctx.settings
-c1, c2, c3 = st.columns(3)
-count = c1.slider("True count c (people on a pair this week)", 0, 300, 120, 1, key="noise_count",
-                  help="The distinct people who made this trip this week, before any noise.")
-eps = c2.slider("ε for this picture", EPSILON_RANGE[0], EPSILON_RANGE[1], float(s.epsilon), EPSILON_RANGE[2],
-                key="noise_eps", help="Noise of scale 1/ε (per user: max pairs/ε). Starts at the sidebar's ε.")
+ss = st.session_state
+# The true count and ε are dragged on the picture itself (odapp.live_view.noise); ε starts at the sidebar's.
+ss.setdefault("noise_count", 120)
+ss.setdefault("noise_eps", float(s.epsilon))
+count, eps = int(ss["noise_count"]), float(ss["noise_eps"])
+c1, c3 = st.columns([1, 2])
 per_user = c3.toggle("Per-user mode (noise max pairs / ε)", value=s.mode == "user_level", key="noise_per_user",
                      help="The per-user release bounds each person to a number of pairs and divides ε among them: "
                           "noise of scale max pairs/ε on every count.")
@@ -42,6 +42,12 @@ with engine_errors("Could not draw the noise", "Check ε and the threshold."):
     pic = noise_picture(count, eps, s.threshold, sensitivity=sens)
     pic2 = noise_picture(other, eps, s.threshold, sensitivity=sens)
 
+live_view.noise(count, int(other), eps, s.threshold, sens, other_follows=projector.on())
+fig, table = charts.noise_chart(count, other, eps, s.threshold, sens, projector=projector_mode())
+row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)
+if not projector_mode():   # the picture at the page's count and ε, as files (plotly)
+    export_buttons("noise_picture", fig=fig, data=table, key="noise_picture", row=row)
+
 st.info(pic.sentence() + "  \n" + pic2.sentence(), icon=":material/campaign:")
 c = st.columns(4)
 metric(c[0], "Published", pct(pic.p_published), f"a count of {count} (release probability)",
@@ -53,7 +59,5 @@ metric(c[2], "95 % of weeks between", f"{pic.low:.1f} – {pic.high:.1f}", f"noi
 metric(c[3], f"A count of {other}", pct(pic2.p_published), "published",
        help="The same for the second count.")
 
-fig, table = charts.noise_chart(count, other, eps, s.threshold, sens, projector=projector_mode())
-chart(fig, "noise_picture", data=table, key="noise_picture")
 st.caption("Computed by `odcore.report.teaching.noise_picture` from the release's mechanism: Laplace noise of scale "
            "sensitivity/ε, published iff the noisy count ≥ threshold (`odcore.privacy.release.release_probability`).")

@@ -108,7 +108,8 @@ def test_class_code_gives_the_same_rounds_and_refuses_other_settings(at):
     _no_errors(at)
     assert at.session_state["game_seed"] == 777
     assert at.dataframe[0].value.equals(table)
-    at.slider(key="w.threshold").set_value(50).run()       # another release: the same code must be refused
+    at.session_state["odlab.threshold"] = 50                # another release (the page's live threshold, released
+    at.run()                                                # at 50): the same code must be refused
     at.button(key="game_join").click().run()
     assert any("other settings" in e.value for e in at.error)
     at.sidebar.button[0].click().run()                     # back to the Google/Bassolas setting
@@ -121,7 +122,8 @@ def test_noise_page_sentence_and_per_user_mode(at):
     text = at.info[0].value
     assert "A count of 120 is published in 100.0 % of weeks, as a number between 115.5 and 124.5 in 95 %" in text
     assert "A count of 95 is published 1.8 % of the time" in text     # ½·exp(−0.66·5) = 1.84 %
-    at.slider(key="noise_count").set_value(100).run()
+    at.session_state["noise_count"] = 100                   # what the live slider writes on release
+    at.run()
     assert _metric(at, "Published") == "50.0 %"
     at.toggle(key="noise_per_user").set_value(True).run()
     _no_errors(at)
@@ -188,17 +190,18 @@ def test_worksheet_answers_come_from_the_lab(at):
     assert "21.12" in ctxless
 
 
-def test_noise_picture_lines_are_the_ones_add_vline_draws(at):
-    """The page sets its threshold and count lines in one layout update: the same shapes and labels as
-    plotly's add_vline (which it no longer calls, for speed)."""
+def test_noise_picture_lines_are_the_ones_add_vline_draws():
+    """The noise picture's export sets its threshold and count lines in one layout update: the same shapes and
+    labels as plotly's add_vline (which it no longer calls, for speed)."""
     import json
 
     import plotly.graph_objects as go
 
-    at.switch_page(NOISE).run()
-    at.slider(key="noise_count").set_value(120).run()
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
-    tau = at.session_state["odlab.threshold"]
+    from odapp import charts
+
+    tau = 100
+    fig, _ = charts.noise_chart(120, 95, 0.66, tau, 1, projector=False)
+    spec = json.loads(fig.to_json())["layout"]
     ref = go.Figure()
     ref.add_vline(x=tau, line_dash="dash", line_width=3, annotation_text=f"threshold {tau:g}",
                   annotation_position="top left")

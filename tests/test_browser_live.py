@@ -131,3 +131,76 @@ def test_release_curve_and_published_counts_follow_both_sliders(streamlit_url, p
         assert page.locator("[data-testid='stException']").count() == 0
         shown = int(_metric(page, "Pairs published").replace(",", ""))
         assert counted == shown, (control, v)
+
+
+def test_noise_picture_follows_the_pointer(streamlit_url, page):
+    """See the noise: while ε or the true count is dragged, the picture is the exact Laplace density of what is
+    published (the same points as the page's plotly export) and the readouts are the release probability and the
+    95 % range; on release the page's metrics show the same numbers."""
+    from odapp.words import pct
+    from odcore.privacy.release import release_probability
+    from odcore.report.teaching import noise_picture
+
+    _open(page, f"{streamlit_url}/See_the_noise", "See the noise")
+    page.wait_for_function("() => window.odlive && window.odlive['noise']", timeout=60_000)
+    for control, target, start in (("epsilon", 1.4, 0.66), ("count", 104, 120)):
+        got = hold_at(page, "noise", target, control, start)
+        v = got["settings"]
+        assert abs(v[control] - target) < (0.05 if control == "epsilon" else 3)
+        assert v["threshold"] == 100
+        page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / f"live_noise_{control}_drag.png"))
+        c, e = v["count"], v["epsilon"]
+        pic, other = noise_picture(c, e, 100), noise_picture(95, e, 100)   # the second count: threshold − 5
+        dens = pic.density()
+        x, drawn = np.asarray(got["x"]["noise"]["count"]), np.asarray(got["values"]["noise"]["count"])
+        assert x == pytest.approx(dens["noisy_count"].to_numpy(), abs=1e-9)
+        assert drawn == pytest.approx(dens["density"].to_numpy(), rel=1e-12)
+        read = got["values"]["noise"]
+        assert read["published"] == pytest.approx(float(release_probability(c, e, 100)), abs=1e-12)
+        assert (read["low"], read["high"]) == pytest.approx((pic.low, pic.high), abs=1e-9)
+        assert read["other_published"] == pytest.approx(other.p_published, abs=1e-12)
+        page.mouse.up()   # release: the page's setting, one rerun
+        page.wait_for_function(
+            "(t) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(t))",
+            arg=f"{pic.low:.1f} – {pic.high:.1f}", timeout=120_000)
+        _settle(page)
+        assert page.locator("[data-testid='stException']").count() == 0
+        assert _metric(page, "Published") == pct(pic.p_published)
+
+
+def test_game_pairs_follow_both_sliders(streamlit_url, page):
+    """Play the attacker: the chance that each known pair is published with and without the person, at the
+    pointer's ε and threshold, is the exact release probability of the others' counts; on release the page's ε and
+    threshold are the pointer's and the new game deals the same first round (same pairs)."""
+    from odcore.privacy.release import release_probability
+
+    _open(page, f"{streamlit_url}/Play_the_attacker", "Play the attacker")
+    page.wait_for_function("() => window.odlive && window.odlive['game']", timeout=60_000)
+    assert page.locator("[data-testid='stSidebar'] [data-testid='stSlider']").count() == 0   # both on the page
+    counts = None
+    for control, target, start in (("epsilon", 0.2, 0.66), ("threshold", 60, 100)):
+        got = hold_at(page, "game", target, control, start)
+        v = got["settings"]
+        assert abs(v[control] - target) < (0.05 if control == "epsilon" else 8)
+        page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / f"live_game_{control}_drag.png"))
+        g = got["values"]["game"]
+        c = np.asarray(g["out#counts"], dtype=float)
+        if counts is not None:
+            assert c == pytest.approx(counts)   # the same pairs after the first release
+        counts = c
+        assert c.size >= 1
+        assert np.all(c >= 0)
+        assert np.all(c == np.round(c))
+        p_out = release_probability(c, v["epsilon"], v["threshold"])
+        p_in = release_probability(c + 1, v["epsilon"], v["threshold"])
+        assert np.asarray(g["out"]) == pytest.approx(p_out, abs=1e-12)
+        assert np.asarray(g["in"]) == pytest.approx(p_in, abs=1e-12)
+        assert (g["expected_out"], g["expected_in"]) == pytest.approx((p_out.sum(), p_in.sum()), abs=1e-9)
+        page.mouse.up()
+        page.wait_for_function(
+            "(t) => [...document.querySelectorAll('[data-testid=stSidebar] strong')].some(s => s.textContent === t)",
+            arg=f"{v[control]:g}", timeout=120_000)
+        _settle(page)
+        assert page.locator("[data-testid='stException']").count() == 0
+        assert page.get_by_text(f"(threshold {v['threshold']:g}; each count has noise of scale "
+                                f"{1 / v['epsilon']:.3g})").count() >= 1

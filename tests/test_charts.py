@@ -27,13 +27,17 @@ SIDEBAR_STEPS = [
 ]
 
 
-def live_epsilon(value: float):
-    """A step for a page whose ε slider is its live component's (odapp.components.live): set the setting it writes
+def live_setting(key: str, value: float):
+    """A step for a page whose slider is its live component's (odapp.components.live): set the setting it writes
     on release."""
     def how(at):
-        at.session_state["odlab.epsilon"] = value
+        at.session_state[key] = value
         return at
     return how
+
+
+def live_epsilon(value: float):
+    return live_setting("odlab.epsilon", value)
 
 
 # the sidebar's steps on a page that holds ε itself, beside its live curves
@@ -41,7 +45,7 @@ LIVE_STEPS = [(what, live_epsilon(1.0 if what == "ε" else 3.0)) if what.startsw
               for what, how in SIDEBAR_STEPS]
 # charts on the page when everything is shown (zones compared, every user attacked, the experiment run, a round played)
 MOST_CHARTS = {"pages/1_Data.py": 3, "pages/3_Attack.py": 2, "pages/4_Privacy_budget.py": 1,
-               "pages/5_Knock_Knock.py": 3, "pages/7_Play_the_attacker.py": 2, "pages/8_See_the_noise.py": 1}
+               "pages/5_Knock_Knock.py": 3, "pages/7_Play_the_attacker.py": 2}
 # page -> its walk: its own controls and actions, then (for most) the sidebar's
 PAGE_WALKS = {
     "pages/1_Data.py": [("zone systems compared", lambda at: at.multiselect(key="zones_compare_pick")
@@ -60,9 +64,8 @@ PAGE_WALKS = {
                                PROJECTOR_ON],
     "pages/7_Play_the_attacker.py": [("a round", lambda at: at.button(key="game_in").click()),
                                      ("another round", lambda at: at.button(key="game_out").click()),
-                                     *SIDEBAR_STEPS],
-    "pages/8_See_the_noise.py": [("second count", lambda at: at.number_input(key="noise_other").set_value(120)),
-                                 *SIDEBAR_STEPS],
+                                     *[(what, live_setting("odlab.threshold", 150)) if what == "threshold"
+                                       else (what, how) for what, how in LIVE_STEPS]],
 }
 
 
@@ -125,25 +128,24 @@ def test_cached_charts_equal_charts_built_afresh(fresh_at, page):
 
 
 def test_a_builder_that_ignores_an_input_is_caught(fresh_at, monkeypatch):
-    """The check above fails when a builder does not take what its chart shows: here the noise chart's builder is
-    made to ignore the threshold (it draws the threshold it was first given)."""
+    """The check above fails when a builder does not take what its chart shows: here the real person's ROC builder
+    (Attack) is made to ignore the threshold (it draws the threshold it was first given)."""
     first = {}
-    real = charts.noise_chart
+    real = charts.roc_chart
 
     @st.cache_resource(show_spinner=False)
-    def ignores_threshold(count, other, epsilon, sensitivity, *, projector):
-        return real(count, other, epsilon, first.setdefault("threshold", None) or 100, sensitivity,
-                    projector=projector)
+    def ignores_threshold(others, eps_pair, user, *, projector):
+        return real(others, eps_pair, first.setdefault("threshold", None) or 100, user, projector=projector)
 
-    def noise_chart(count, other, epsilon, threshold, sensitivity, *, projector):
+    def roc_chart(others, eps_pair, threshold, user, *, projector):
         first.setdefault("threshold", threshold)
-        return ignores_threshold(count, other, epsilon, sensitivity, projector=projector)
+        return ignores_threshold(others, eps_pair, user, projector=projector)
 
-    noise_chart.clear = lambda: (ignores_threshold.clear(), first.clear())
-    monkeypatch.setattr(charts, "noise_chart", noise_chart)
-    walked = _walk(fresh_at, "pages/8_See_the_noise.py",
+    roc_chart.clear = lambda: (ignores_threshold.clear(), first.clear())
+    monkeypatch.setattr(charts, "roc_chart", roc_chart)
+    walked = _walk(fresh_at, "pages/3_Attack.py",
                    [("threshold", lambda at: at.sidebar.slider(key="w.threshold").set_value(150))],
-                   [*BUILDERS, noise_chart])
+                   [*BUILDERS, roc_chart])
     assert walked["opened"] == []
     assert walked["threshold"] == [0]
 

@@ -29,9 +29,10 @@ def table_series(name: str, table: dict, *, key: str, **style) -> dict:
 
 def formula_series(name: str, formula: str, x=None, *, key: str, args: dict | None = None, span: dict | None = None,
                    **style) -> dict:
-    """A closed-form curve computed exactly in the browser: ``bound``, ``basic``, ``advanced``, ``release`` or
-    ``identity`` (``live.js``), at ``x`` or on ``span`` (``{"mult", "of", "floor", "n"}``: n points from 0 to
-    max(mult·slider, floor))."""
+    """A closed-form curve computed exactly in the browser: ``bound``, ``basic``, ``advanced``, ``release``,
+    ``identity``, ``release_pair`` or ``laplace`` (``live.js``), at ``x`` or on ``span`` (``{"mult", "of", "floor",
+    "n"}``: n points from 0 to max(mult·slider, floor); ``{"noise": True, "n"}``: the noisy counts around the true
+    count ``args["center"]``, as :meth:`odcore.report.teaching.NoisePicture.density`)."""
     out = {"name": name, "key": key, "formula": formula, "args": args or {}, **style}
     if span is not None:
         out["span"] = span
@@ -56,10 +57,13 @@ def live_curves(*, controls: list[dict], charts: list[dict], page: str, key: str
 
     Each chart: ``id``, ``title`` (``{epsilon}``, ``{threshold}``: the sliders' values), ``xlabel``, ``ylabel``,
     ``series`` (:func:`table_series`, :func:`formula_series`), optional ``ymin``/``ymax``, ``ylog``, ``ypct``,
-    ``height``, ``xmin``, ``xmax`` (``{"mult", "of", "floor"}``: a range that follows a slider), ``vlines``/``hlines``
+    ``height``, ``xmin``, ``xmax`` (a number, or ``{"mult", "of", "floor"}``: a range that follows a slider), ``vlines``/``hlines``
     (``x``/``y`` a number or a slider's name, ``label``, ``color``), ``readouts`` (``label``, ``series`` index,
     ``x``, ``fmt`` "pct", ``posterior`` prior), ``bars`` (a histogram on a right log axis), ``published`` (draw
-    ``pairs``' published counts). ``pairs``: :func:`odcore.privacy.live.coherent_draws`. ``fixed``: settings the
+    ``pairs``' published counts), ``xticks`` "int", ``xticklabels`` ({"3": "3 (104)"}: a tick's text). A series may be drawn as dots (``marker``: radius, ``offset``
+    in px) or filled under, grey below the threshold and ``fill`` above it; a readout may be a closed form at the
+    settings (``formula``, ``args``, ``key``), a series' sum (``sum``: its index) and may ``join`` the one before
+    ("a – b"). ``pairs``: :func:`odcore.privacy.live.coherent_draws`. ``fixed``: settings the
     formulas read that have no slider here (the per-person threshold)."""
 
     def changed(c: dict) -> None:

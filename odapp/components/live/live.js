@@ -23,13 +23,35 @@ const FORMULAS = {
     const b = a.sensitivity / v.epsilon, d = v.threshold - x;
     return d >= 0 ? 0.5 * Math.exp(-d / b) : 1 - 0.5 * Math.exp(d / b);
   },
+  // the same for the count of pair x (x = 1, 2, … indexes a.counts), plus a.add: a round's known pairs, the person
+  // out (add 0) or in (add 1)
+  release_pair: (x, v, a) => FORMULAS.release(a.counts[x - 1] + (a.add || 0), v, a),
+  // the Laplace density of c + Lap(b), b = sensitivity/ε, at x: what the noise makes of a true count c
+  // (odcore.report.teaching.NoisePicture.density)
+  laplace: (x, v, a) => {
+    const b = a.sensitivity / v.epsilon;
+    return Math.exp(-Math.abs(x - center(a, v)) / b) / (2 * b);
+  },
+  // the central 95 % range of c + Lap(b): c ∓ b·ln 20 (odcore.report.teaching.noise_picture)
+  low95: (x, v, a) => center(a, v) - a.sensitivity / v.epsilon * Math.log(20),
+  high95: (x, v, a) => center(a, v) + a.sensitivity / v.epsilon * Math.log(20),
+  release_at: (x, v, a) => FORMULAS.release(center(a, v), v, a),
 };
+
+function center(a, v) {
+  // a true count: a number, or a slider's value (a.center names it) moved by a.shift, reflected when that is < 0
+  if (typeof a.center === "number") return a.center;
+  const c = v[a.center], s = a.shift || 0;
+  return c + s >= 0 ? c + s : c - s;
+}
 
 function posterior(value, prior) { return FORMULAS.bound(0, { epsilon: value }, { prior }); }
 
 function linspace(lo, hi, n) { return Array.from({ length: n }, (_, i) => lo + (hi - lo) * i / (n - 1)); }
 
-function resolve(y, v) { return typeof y === "string" ? v[y] : y; }   // a number, or the name of a control
+function resolve(y, v) {   // a number, the name of a control, or a true count ({center, shift}: see center())
+  return typeof y === "string" ? v[y] : (y !== null && typeof y === "object" ? center(y, v) : y);
+}
 
 function interpolate(t, e) {
   // Same arithmetic as odcore.privacy.live.interpolate (clamped, "lin" or "loglog").
@@ -59,24 +81,30 @@ function seriesAt(s, v) {
   }
   if (s.table) return { x: s.table.x, y: interpolate(s.table, v[s.table.over || "epsilon"]) };
   const f = FORMULAS[s.formula], a = s.args || {};
-  // x from the spec, or 0..max(mult·control, floor) when the range follows a control (the threshold)
-  const x = s.x || linspace(0, Math.max(s.span.mult * v[s.span.of], s.span.floor), s.span.n);
+  // x from the spec, or 0..max(mult·control, floor) when the range follows a control (the threshold), or the
+  // noisy counts around a true count (c ± 8b and the threshold ± 2b, as NoisePicture.density)
+  let x = s.x;
+  if (!x && s.span.noise) {
+    const c = center(a, v), b = a.sensitivity / v.epsilon, t = v.threshold;
+    x = linspace(Math.min(c - 8 * b, t - 2 * b), Math.max(c + 8 * b, t + 2 * b), s.span.n);
+  } else if (!x) x = linspace(0, Math.max(s.span.mult * v[s.span.of], s.span.floor), s.span.n);
   return { x, y: x.map((xx) => f(xx, v, a)) };
 }
 
 function published(pairs, v) {
   // Coherent noise: pair i's noisy count is c_i + b·u_i with u_i its unit-Laplace draw (the seed's), b = sens/ε.
-  // Returns the published points and their number (exact while below each count's cap of kept draws).
-  const b = pairs.sensitivity / v.epsilon, tau = v.threshold, xs = [], ys = [];
+  // Returns, per true count, how many of its draws are published (u sorted from the largest down: a binary search,
+  // not a walk over every draw), their total (exact while below each count's cap of kept draws) and the scale b.
+  const b = pairs.sensitivity / v.epsilon, tau = v.threshold, ks = new Array(pairs.c.length);
   let n = 0, capped = false;
-  pairs.c.forEach((c, i) => {
-    const u = pairs.u[i], need = (tau - c) / b;   // u sorted from the largest down
-    let k = 0;
-    while (k < u.length && u[k] >= need) { xs.push(c); ys.push(c + b * u[k]); k++; }
-    n += k;
-    if (k === u.length && u.length < pairs.n[i]) capped = true;
-  });
-  return { x: xs, y: ys, n, capped };
+  for (let i = 0; i < pairs.c.length; i++) {
+    const u = pairs.u[i], need = (tau - pairs.c[i]) / b;
+    let lo = 0, hi = u.length;   // the first index whose draw is below need
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (u[mid] >= need) lo = mid + 1; else hi = mid; }
+    ks[i] = lo; n += lo;
+    if (lo === u.length && u.length < pairs.n[i]) capped = true;
+  }
+  return { ks, b, n, capped };
 }
 
 function expected(pairs, v) {
@@ -88,6 +116,7 @@ function expected(pairs, v) {
 function fmt(v, how) {
   if (!Number.isFinite(v)) return "–";
   if (how === "pct") return (100 * v).toFixed(1) + " %";
+  if (how === "one") return v.toFixed(1);
   if (Math.abs(v) >= 1000) return Math.round(v).toLocaleString("en");
   if (how === "tick" && Math.abs(v - Math.round(v)) < 1e-9) return String(Math.round(v));
   return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
@@ -113,7 +142,8 @@ function logTicks(lo, hi) {
 
 function drawChart(c, spec, v, dark, pairs) {
   const canvas = c.canvas, dpr = window.devicePixelRatio || 1;
-  const W = Math.max(200, c.box.clientWidth), H = spec.height || 340;
+  // the width from the ResizeObserver (reading clientWidth here forced a layout of the whole page every frame)
+  const W = Math.max(200, c.width || c.box.clientWidth), H = spec.height || 340;
   if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
     canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
     canvas.style.width = W + "px"; canvas.style.height = H + "px";
@@ -127,7 +157,8 @@ function drawChart(c, spec, v, dark, pairs) {
   const L = 62, R = spec.bars ? 58 : 12, T = 30, B = 44, pw = W - L - R, ph = H - T - B;
   const xs = data.flatMap((d) => d.x);
   let xlo = Math.min(...xs), xhi = Math.max(...xs);
-  if (spec.xmax) xhi = Math.max(spec.xmax.mult * v[spec.xmax.of], spec.xmax.floor);
+  if (typeof spec.xmax === "number") xhi = spec.xmax;
+  else if (spec.xmax) xhi = Math.max(spec.xmax.mult * v[spec.xmax.of], spec.xmax.floor);
   if (spec.xmin !== undefined) xlo = spec.xmin;
   let ylo = spec.ymin, yhi = spec.ymax;
   if (ylo === null || ylo === undefined || yhi === null || yhi === undefined) {
@@ -147,9 +178,9 @@ function drawChart(c, spec, v, dark, pairs) {
     ctx.fillText(spec.ypct ? Math.round(100 * v) + " %" : fmt(v, "tick"), L - 6, Y(v));
   }
   ctx.textAlign = "center"; ctx.textBaseline = "top";
-  for (const v of niceTicks(xlo, xhi, 8)) {
+  for (const v of niceTicks(xlo, xhi, 8).filter((t) => spec.xticks !== "int" || Math.abs(t - Math.round(t)) < 1e-9)) {
     ctx.beginPath(); ctx.moveTo(X(v), T); ctx.lineTo(X(v), T + ph); ctx.stroke();
-    ctx.fillText(fmt(v, "tick"), X(v), T + ph + 5);
+    ctx.fillText((spec.xticklabels || {})[String(Math.round(v))] || fmt(v, "tick"), X(v), T + ph + 5);
   }
   ctx.fillText(spec.xlabel || "", L + pw / 2, H - 18);
   ctx.save(); ctx.translate(14, T + ph / 2); ctx.rotate(-Math.PI / 2); ctx.fillText(spec.ylabel || "", 0, -6);
@@ -182,12 +213,43 @@ function drawChart(c, spec, v, dark, pairs) {
     ctx.fillStyle = m.color || "#d95f02";
     ctx.fillText((m.label || "").replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), L + 4, Y(y) - 16);
   }
-  if (pts) {   // the counts published at the pointer's ε and τ
+  if (pts) {   // the counts published at the pointer's ε and τ: one dot per pixel row and count (a column of
+    // thousands of draws at one true count paints the same few hundred pixels)
     ctx.fillStyle = "rgba(31, 119, 180, 0.55)";
-    for (let j = 0; j < pts.x.length; j++) ctx.fillRect(X(pts.x[j]) - 1.5, Y(pts.y[j]) - 1.5, 3, 3);
+    pairs.c.forEach((c, i) => {
+      const u = pairs.u[i], px = X(c) - 1.5;
+      if (px < L - 3 || px > L + pw + 3) return;
+      let last = NaN;
+      for (let j = 0; j < pts.ks[i]; j++) {
+        const py = Math.round(Y(c + pts.b * u[j]));
+        if (py !== last) { ctx.fillRect(px, py - 1.5, 3, 3); last = py; }
+      }
+    });
   }
+  data.forEach((d, i) => {   // areas under a curve, split at the threshold: suppressed (grey) and published
+    const s = spec.series[i];
+    if (!s.fill) return;
+    const xt = Math.min(Math.max(X(v.threshold), L), L + pw), ybase = Y(Math.max(ylo, 0));
+    ctx.beginPath(); ctx.moveTo(X(d.x[0]), ybase);
+    for (let j = 0; j < d.x.length; j++) if (Number.isFinite(d.y[j])) ctx.lineTo(X(d.x[j]), Y(d.y[j]));
+    ctx.lineTo(X(d.x[d.x.length - 1]), ybase); ctx.closePath();
+    for (const [x0, x1, color] of [[L, xt, "rgba(120, 120, 120, 0.35)"], [xt, L + pw, s.fill]]) {
+      ctx.save(); ctx.beginPath(); ctx.rect(x0, T, x1 - x0, ph); ctx.clip(); ctx.fillStyle = color;
+      ctx.beginPath(); ctx.moveTo(X(d.x[0]), ybase);
+      for (let j = 0; j < d.x.length; j++) if (Number.isFinite(d.y[j])) ctx.lineTo(X(d.x[j]), Y(d.y[j]));
+      ctx.lineTo(X(d.x[d.x.length - 1]), ybase); ctx.closePath(); ctx.fill(); ctx.restore();
+    }
+  });
   data.forEach((d, i) => {
     const s = spec.series[i];
+    if (s.marker) {   // points, no line (e.g. one per known pair)
+      ctx.fillStyle = s.color || PALETTE[i % PALETTE.length];
+      for (let j = 0; j < d.x.length; j++) {
+        if (!Number.isFinite(d.y[j])) continue;
+        ctx.beginPath(); ctx.arc(X(d.x[j]) + (s.offset || 0), Y(d.y[j]), s.marker, 0, 2 * Math.PI); ctx.fill();
+      }
+      return;
+    }
     ctx.strokeStyle = s.color || PALETTE[i % PALETTE.length]; ctx.lineWidth = s.width || 2;
     ctx.setLineDash(s.dash || []); ctx.beginPath();
     let on = false;
@@ -208,6 +270,7 @@ function drawChart(c, spec, v, dark, pairs) {
     }
   }
   for (const r of spec.readouts || []) {
+    if (r.series === undefined) continue;   // a readout of a formula or a sum: text only
     const d = data[r.series], j = d.x.indexOf(r.x);
     if (j < 0 || !Number.isFinite(d.y[j]) || r.posterior !== undefined) continue;
     ctx.fillStyle = spec.series[r.series].color || PALETTE[r.series % PALETTE.length];
@@ -222,6 +285,10 @@ function drawChart(c, spec, v, dark, pairs) {
   spec.series.forEach((s, i) => {
     const y = ly0 + 16 * i, x = L + pw - 8;
     ctx.fillStyle = fg; ctx.fillText(s.name, x - 30, y);
+    if (s.marker) {
+      ctx.fillStyle = s.color || PALETTE[i % PALETTE.length];
+      ctx.beginPath(); ctx.arc(x - 12, y, s.marker, 0, 2 * Math.PI); ctx.fill(); return;
+    }
     ctx.strokeStyle = s.color || PALETTE[i % PALETTE.length]; ctx.lineWidth = s.width || 2;
     ctx.setLineDash(s.dash || []); ctx.beginPath(); ctx.moveTo(x - 24, y); ctx.lineTo(x, y); ctx.stroke();
   });
@@ -238,8 +305,14 @@ export default function (component) {
     root.innerHTML = '<div class="odlive-controls"></div><div class="odlive-readout"></div>' +
       '<div class="odlive-charts"></div>';
     parentElement.appendChild(root);
-    st = parentElement.__odlive = { root, charts: [], inputs: {}, values: {}, dragging: false, pending: false };
-    new ResizeObserver(() => paint(st)).observe(root);
+    st = parentElement.__odlive = { root, charts: [], inputs: {}, values: {}, dragging: false, pending: false,
+                                    texts: new Map() };
+    // sizes are read here, when they change, never while painting (a read after the frame's text writes forced
+    // a layout of the whole page on every frame)
+    st.resize = new ResizeObserver((entries) => {
+      for (const e of entries) { const c = st.charts.find((x) => x.box === e.target); if (c) c.width = e.contentRect.width; }
+      paint(st);
+    });
     const follow = (ev) => {   // a follower: no slider of its own, the values of its leader's
       if (!st.root.isConnected) { window.removeEventListener("odlive", follow); return; }
       if (!st.spec.follow || ev.detail.page !== st.spec.follow) return;
@@ -297,11 +370,18 @@ export default function (component) {
     st.charts = data.charts.map(() => {
       const el = document.createElement("div"); el.className = "odlive-chart";
       const canvas = document.createElement("canvas"); el.appendChild(canvas); box.appendChild(el);
+      st.resize.observe(el);
       return { box: el, canvas };
     });
   }
   box.style.gridTemplateColumns = `repeat(${data.columns || 1}, minmax(0, 1fr))`;
+  // the theme, read once per render from the server (not per frame: getComputedStyle forces a style recalculation)
+  st.dark = !!document.body && getComputedStyle(document.body).color === "rgb(250, 250, 250)";
   paint(st);
+}
+
+function setText(st, el, text) {   // write only what changed (each write invalidates the page's layout)
+  if (st.texts.get(el) !== text) { st.texts.set(el, text); el.textContent = text; }
 }
 
 function paint(st) {
@@ -310,18 +390,25 @@ function paint(st) {
   if (spec.fit) {   // the per-person threshold fitted to the noise: odcore.privacy.accounting.default_user_threshold
     v.threshold = Math.ceil(Math.max(1, 1 - spec.fit.m / v.epsilon * spec.fit.log2d) - 1e-9);
   }
-  const dark = document.body && getComputedStyle(document.body).color === "rgb(250, 250, 250)";
+  const dark = st.dark;
   for (const c of spec.controls) {
-    st.inputs[c.name].parentElement.querySelector(".odlive-out").textContent = fmt(v[c.name], c.step < 1 ? undefined : "tick");
+    setText(st, st.inputs[c.name].parentElement.querySelector(".odlive-out"), fmt(v[c.name], c.step < 1 ? undefined : "tick"));
   }
   const values = {}, xs = {}, reads = [];
   spec.charts.forEach((c, i) => {
     const d = drawChart(st.charts[i], c, v, dark, spec.pairs);
     values[c.id] = Object.fromEntries(c.series.map((s, j) => [s.key || s.name, d[j].y]));
+    for (const s of c.series) if (s.args && s.args.counts) values[c.id][(s.key || s.name) + "#counts"] = s.args.counts;
     xs[c.id] = Object.fromEntries(c.series.map((s, j) => [s.key || s.name, d[j].x]));
     for (const r of c.readouts || []) {
       let y;
-      if (r.at) {   // the series (against a setting) read at the pointer's value
+      if (r.formula) {   // a closed form at a setting (e.g. the release probability of the true count)
+        y = FORMULAS[r.formula](0, v, r.args || {});
+        values[c.id][r.key || r.formula] = y;
+      } else if (r.sum !== undefined) {   // the sum of a series (e.g. pairs expected published)
+        y = d[r.sum].y.reduce((a, b) => a + b, 0);
+        values[c.id][r.key || "sum"] = y;
+      } else if (r.at) {   // the series (against a setting) read at the pointer's value
         const xx = d[r.series].x, yy = d[r.series].y, t = v[r.at];
         let j = 1;
         while (j < xx.length - 1 && xx[j] < t) j++;
@@ -333,7 +420,9 @@ function paint(st) {
         if (j < 0) continue;
         y = d[r.series].y[j];
       }
-      reads.push(`${r.label} ${fmt(r.posterior === undefined ? y : posterior(y, r.posterior), r.fmt)}`);
+      const text = fmt(r.posterior === undefined ? y : posterior(y, r.posterior), r.fmt);
+      if (r.join && reads.length) reads[reads.length - 1] += ` ${r.join} ${text}`;   // "between a – b"
+      else reads.push(`${r.label} ${text}`);
     }
     if (d.published) {
       values[c.id].published = d.published.n;
@@ -344,7 +433,7 @@ function paint(st) {
     values.expected = expected(spec.pairs, v);
     reads.push(`expected published ${values.expected.toFixed(1)}`);
   }
-  st.root.querySelector(".odlive-readout").textContent = reads.join(" · ");
+  setText(st, st.root.querySelector(".odlive-readout"), reads.join(" · "));
   if (spec.controls.length) {   // components of the same page that follow these sliders redraw with them
     window.dispatchEvent(new CustomEvent("odlive", { detail: { page: spec.page, settings: { ...st.values } } }));
   }
