@@ -50,7 +50,7 @@ async def _session(url: str, i: int, deadline: float, out: dict) -> None:
         if opened.errors:
             return
         while time.monotonic() < deadline:
-            run = await c.step_slider("ε")
+            run = await c.step_epsilon()   # the page's live slider (or the sidebar's)
             out["presses"].append(run.ms)
             out["errors"] += [f"press: {e}" for e in run.errors]
             if run.errors:

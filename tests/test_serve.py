@@ -555,6 +555,8 @@ def test_half_open_and_idle_connections_are_closed_and_a_new_client_is_served(tm
 @pytest.mark.slow
 def test_the_dashboard_through_the_proxy_in_a_browser(browser, tmp_path):
     """The real app behind HAProxy (two servers): the OD release page opens, ε moves, and the map is drawn."""
+    from tests.test_browser_live import hold_at
+
     with running(tmp_path, 2, app_dir=REPO_ROOT) as c:
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = ctx.new_page()
@@ -566,9 +568,9 @@ def test_the_dashboard_through_the_proxy_in_a_browser(browser, tmp_path):
             noise.wait_for(timeout=120_000)
             before = noise.locator("[data-testid='stMetricValue']").inner_text()
             page.locator("[data-testid='stDeckGlJsonChart'] canvas").first.wait_for(timeout=120_000)
-            thumb = page.locator("[data-testid='stSidebar'] input[type='range'][aria-label^='ε (privacy parameter']")
-            thumb.focus()
-            thumb.press("ArrowRight")
+            page.wait_for_function("() => window.odlive && window.odlive['release']", timeout=120_000)
+            hold_at(page, "release", 0.93)            # the page's live ε slider, dragged and let go
+            page.mouse.up()
             page.wait_for_function(
                 "(b) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes("
                 "'Noise scale') && !m.innerText.includes(b))", arg=before, timeout=120_000)
