@@ -9,12 +9,13 @@ from pathlib import Path
 import streamlit as st
 
 from odapp import cache, sidebar
+from odapp.nav import NAV
 from odapp.words import UNIT_COVERS, num, pct, unit_words
 
 HEADLINE_DELTA = 1e-6   # δ of the tight per-person figure in every page's headline
 
 
-PAGE_FILES = sorted((Path(__file__).resolve().parent.parent / "pages").glob("*.py"))
+PAGE_FILES = [Path(__file__).resolve().parent.parent / e.file for e in NAV[1:]]   # the pages after Home (odapp.nav)
 
 
 def page(title: str, intro: str, *, icon: str = "🗺️", live: tuple[str, ...] = (),
