@@ -22,6 +22,7 @@ from odcore.report import figures
 # The one template of every chart (odcore.report.figures.template); projector=True gives large, high-contrast type.
 TEMPLATE = figures.template(False)
 EXPORT_SIZE = {"width": 900, "height": 540, "scale": 2}
+MIME = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}
 
 
 def projector_mode() -> bool:
@@ -91,9 +92,45 @@ def figure_image(fig_json: str, fmt: str) -> bytes:
     return fig.to_image(format=fmt, scale=EXPORT_SIZE["scale"] if fmt == "png" else 1)
 
 
+# The sizes a chart's image is downloaded at: the screen's (900 × 540 px, PNG at twice that) or one of the paper
+# presets of ``python -m odcore figures --preset`` (odcore.report.figures.SIZE_PRESETS: width, height, type, DPI).
+SCREEN = "screen"
+EXPORT_SIZES = (SCREEN, *figures.SIZE_PRESETS)
+EXPORT_SIZE_WORDS = {SCREEN: "Screen (900 × 540 px)", "single-column": "Single column (3.5 in, 8 pt)",
+                     "double-column": "Double column (7 in, 9 pt)", "slide": "Slide (16:9, 20 pt)"}
+K_EXPORT_SIZE = "odlab.export_size"   # the size last chosen: every chart's downloads follow it
+
+
+def chart_image(fig_json: str, fmt: str, size: str = SCREEN) -> bytes:
+    """A chart (its JSON) as PNG, SVG or PDF bytes at ``size`` (:data:`EXPORT_SIZES`): the screen's size as shown, or
+    laid out for a paper or a slide exactly as the figures command does (:func:`odcore.report.figures.figure_bytes`:
+    the preset's width and type, title wrapped, legend outside the plot, fonts embedded in SVG)."""
+    if size == SCREEN:
+        return figure_image(fig_json, fmt)
+    if size not in figures.SIZE_PRESETS:
+        raise ValueError(f"export size must be one of {', '.join(EXPORT_SIZES)}, got size={size!r}.")
+    figures.require_browser()
+    return figures.figure_bytes(pio.from_json(fig_json), fmt, figures.FigureSize.preset(size))
+
+
 @st.cache_data(max_entries=32, show_spinner=False)
-def _cached_image(fig_json: str, fmt: str) -> bytes:
-    return figure_image(fig_json, fmt)
+def _cached_image(fig_json: str, fmt: str, size: str = SCREEN) -> bytes:
+    return chart_image(fig_json, fmt, size)
+
+
+def _keep_size(widget_key: str) -> None:
+    st.session_state[K_EXPORT_SIZE] = st.session_state[widget_key]
+
+
+def size_choice(row, key: str) -> str:
+    """The chart's image size selector (in ``row``); its value is the one last chosen on any chart of the session."""
+    ss = st.session_state
+    wkey = f"dl_size_{key}"
+    ss[wkey] = ss.get(K_EXPORT_SIZE, SCREEN)
+    return row.selectbox("Image size", EXPORT_SIZES, key=wkey, format_func=EXPORT_SIZE_WORDS.get,
+                         on_change=_keep_size, args=(wkey,), width=230,
+                         help="The PNG, SVG and PDF below at the screen's size, or laid out for a journal column, a "
+                              "page width or a 16:9 slide (the presets of `python -m odcore figures --preset`).")
 
 
 def to_json_text(obj: Any) -> str:
@@ -137,12 +174,17 @@ def export_buttons(name: str, *, fig: go.Figure | None = None,
     if fig is not None and figures.find_browser() is None:
         row.caption("PNG/SVG: no Chrome/Chromium found", help=figures.NO_BROWSER_MESSAGE)
     elif fig is not None:
-        row.download_button("PNG", data=lambda: _cached_image(fig.to_json(), "png"), file_name=f"{base}.png",
-                            mime="image/png", key=f"dl_png_{key}", on_click="ignore", icon=":material/image:",
-                            help="The chart as a PNG image (1800×1080 px), for slides and papers.")
-        row.download_button("SVG", data=lambda: _cached_image(fig.to_json(), "svg"), file_name=f"{base}.svg",
-                            mime="image/svg+xml", key=f"dl_svg_{key}", on_click="ignore", icon=":material/draw:",
-                            help="The chart as a vector SVG image, for papers.")
+        size = size_choice(row, key)
+        stem = base if size == SCREEN else f"{base}_{size}"
+        what = "at the screen's size" if size == SCREEN else EXPORT_SIZE_WORDS[size].lower()
+        for fmt, icon, words in (("png", ":material/image:", "a PNG image" + (" (1800×1080 px)" if size == SCREEN
+                                                                               else "")),
+                                 ("svg", ":material/draw:", "a vector SVG image (fonts embedded when laid out for "
+                                                            "a paper)"),
+                                 ("pdf", ":material/picture_as_pdf:", "a vector PDF")):
+            row.download_button(fmt.upper(), data=lambda fmt=fmt: _cached_image(fig.to_json(), fmt, size),
+                                file_name=f"{stem}.{fmt}", mime=MIME[fmt], key=f"dl_{fmt}_{key}", on_click="ignore",
+                                icon=icon, help=f"The chart as {words}, {what}.")
     if data is not None:
         from odcore.report.safe_csv import csv_text
 

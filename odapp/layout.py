@@ -80,11 +80,36 @@ PAGE_CSS = """<style>
 </style>"""
 
 
+def declared_navigation() -> None:
+    """Make sure this run shows the app's own navigation (``app.py``: "Home" first), not the one Streamlit makes from
+    the ``pages/`` folder.
+
+    Until a run of the server has called ``st.navigation``, Streamlit treats an app with a ``pages/`` folder the old
+    way: a session that opens a page by its own address (a bookmark of ``/Attack``) as the server's first visit runs
+    that file alone, under a navigation whose first entry is "app", and every session does so until one opens the
+    app's root. Such a run is told by its page registry, which holds the entry script itself; the old way is then
+    switched off (``PagesManager.uses_pages_directory``, the flag ``st.navigation`` itself clears) and the run starts
+    again, through ``app.py``, on the same page (a page's address gives the same page id both ways)."""
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None or not getattr(PagesManager, "uses_pages_directory", False):
+        return
+    main = Path(ctx.pages_manager.main_script_path).resolve()
+    if main.name == "app.py" and any(Path(str(p.get("script_path", ""))).resolve() == main
+                                     for p in ctx.pages_manager.get_pages().values()):
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def compact_top() -> None:
     """Page CSS for 1024×768: less empty space above the title (Streamlit's default is 6 rem), so a page's first
     chart or map starts within the first screen; metric and widget labels wrap instead of ending in "…"; metric
     values shrink with the window instead of being cut; captions at full opacity in a grey with WCAG AA contrast
-    (8:1 on white; Streamlit's caption, at 60 % opacity, gave 3:1)."""
+    (8:1 on white; Streamlit's caption, at 60 % opacity, gave 3:1). First of all, the app's own navigation
+    (:func:`declared_navigation`)."""
+    declared_navigation()
     st.html(PAGE_CSS)
     freeze_long_lived()
 

@@ -54,26 +54,35 @@ def test_each_page_file_runs_on_its_own(entry):
 
 @pytest.mark.browser
 @pytest.mark.timeout(600)
-def test_navigation_in_a_browser(streamlit_url, page):
+def test_navigation_in_a_browser(browser, tmp_path):
+    """On a server of its own, so that a bookmark of a page is the server's first visit (Streamlit's navigation from
+    the pages/ folder, first entry "app", until a run has declared the app's: odapp.layout.declared_navigation)."""
+    from odapp import live
     from tests.test_browser import _settle
 
-    page.goto(streamlit_url, wait_until="domcontentloaded")
-    page.get_by_role("heading", name="OD Privacy Lab", exact=True).first.wait_for(timeout=180_000)
-    _settle(page)
-    nav = page.locator("[data-testid=stSidebarNav] a")
-    names = [t.strip() for t in nav.all_inner_texts()]
-    hrefs = nav.evaluate_all("els => els.map(e => e.getAttribute('href') || '')")
-    assert names[:3] == ["Home", "Data", "OD release"], names
-    assert [h.rstrip("/").rsplit("/", 1)[-1] if e.url_path else "" for h, e in zip(hrefs, NAV, strict=True)] == \
-        ADDRESSES, hrefs
-    # a page opened by its own address: its page, and the same navigation
-    page.goto(streamlit_url.rstrip("/") + "/Attack", wait_until="domcontentloaded")
-    page.get_by_role("heading", name="Attack", exact=True).first.wait_for(timeout=180_000)
-    _settle(page)
-    assert page.locator("[data-testid='stException']").count() == 0
-    assert page.locator("[data-testid=stSidebarNav] a").first.inner_text().strip() == "Home"
-    # a link of the Home page's list opens its page in the same session
-    page.goto(streamlit_url, wait_until="domcontentloaded")
-    _settle(page)
-    page.locator("[data-testid=stPageLink] a").filter(has_text="See the noise").first.click()
-    page.get_by_role("heading", name="See the noise", exact=True).first.wait_for(timeout=180_000)
+    def entries():
+        nav = page.locator("[data-testid=stSidebarNav] a")
+        nav.first.wait_for(timeout=180_000)
+        return ([t.strip() for t in nav.all_inner_texts()],
+                nav.evaluate_all("els => els.map(e => e.getAttribute('href') || '')"))
+
+    with live.streamlit_server(tmp_path / "streamlit.log") as url:
+        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        # a page opened by its own address, first: its page, under the app's navigation
+        page.goto(url.rstrip("/") + "/Attack", wait_until="domcontentloaded")
+        page.get_by_role("heading", name="Attack", exact=True).first.wait_for(timeout=180_000)
+        _settle(page)
+        page.locator("[data-testid=stMetric]").first.wait_for(timeout=180_000)
+        assert page.locator("[data-testid='stException']").count() == 0
+        names, hrefs = entries()
+        assert names == [e.title for e in NAV], names
+        assert [h.rstrip("/").rsplit("/", 1)[-1] if e.url_path else "" for h, e in zip(hrefs, NAV, strict=True)] \
+            == ADDRESSES, hrefs
+        # the app's root: Home; a link of its list opens its page in the same session
+        page.goto(url, wait_until="domcontentloaded")
+        page.get_by_role("heading", name="OD Privacy Lab", exact=True).first.wait_for(timeout=180_000)
+        _settle(page)
+        assert entries()[0][:3] == ["Home", "Data", "OD release"]
+        page.locator("[data-testid=stPageLink] a").filter(has_text="See the noise").first.click()
+        page.get_by_role("heading", name="See the noise", exact=True).first.wait_for(timeout=180_000)
+        page.context.close()
