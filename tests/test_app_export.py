@@ -192,3 +192,33 @@ def test_a_path_without_chromium_skips_the_browser_tests_with_the_reason():
     assert "no Chromium on this machine" in r.stdout
     assert " passed" not in r.stdout, r.stdout[-2000:]
     assert "failed" not in r.stdout, r.stdout[-2000:]
+
+
+def test_chart_image_sizes_are_the_figures_command_presets():
+    from odapp.export import EXPORT_SIZE_WORDS, EXPORT_SIZES, SCREEN, chart_image
+    from odcore.constants import SIZE_PRESET_NAMES
+
+    assert EXPORT_SIZES == (SCREEN, *SIZE_PRESET_NAMES)
+    assert set(EXPORT_SIZE_WORDS) == set(EXPORT_SIZES)
+    with pytest.raises(ValueError, match="export size must be one of screen, single-column"):
+        chart_image(go.Figure().to_json(), "svg", "a4")
+
+
+def test_one_image_size_choice_for_every_chart(at):
+    """The size chosen under one chart is the size of every chart's downloads, on this page and the others."""
+    from odapp.export import EXPORT_SIZE_WORDS, K_EXPORT_SIZE, SCREEN
+
+    at.switch_page("pages/8_See_the_noise.py").run()
+    box = at.selectbox(key="dl_size_noise_picture")
+    assert box.value == SCREEN
+    assert box.options == list(EXPORT_SIZE_WORDS.values())
+    assert [b.label for b in at.get("download_button")][:3] == ["PNG", "SVG", "PDF"]
+    box.set_value("double-column").run()
+    try:
+        assert at.session_state[K_EXPORT_SIZE] == "double-column"
+        at.switch_page("pages/1_Data.py").run()
+        sizes = [s.value for s in at.selectbox if s.key and s.key.startswith("dl_size_")]
+        assert len(sizes) >= 2
+        assert set(sizes) == {"double-column"}
+    finally:
+        at.session_state[K_EXPORT_SIZE] = SCREEN
