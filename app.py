@@ -3,8 +3,6 @@ has always had (:data:`odapp.nav.NAV`); the first, "Home" (``pages/0_Home.py``),
 
 from __future__ import annotations
 
-import streamlit as st
+from odapp.nav import declare
 
-from odapp.nav import NAV
-
-st.navigation([st.Page(e.file, title=e.title, url_path=e.url_path, default=not e.url_path) for e in NAV]).run()
+declare().run()

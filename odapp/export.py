@@ -23,6 +23,13 @@ from odcore.report import figures
 TEMPLATE = figures.template(False)
 EXPORT_SIZE = {"width": 900, "height": 540, "scale": 2}
 MIME = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}
+# The sizes a chart's image is downloaded at: the screen's (900 × 540 px, PNG at twice that) or one of the paper
+# presets of ``python -m odcore figures --preset`` (odcore.report.figures.SIZE_PRESETS: width, height, type, DPI).
+SCREEN = "screen"
+EXPORT_SIZES = (SCREEN, *figures.SIZE_PRESETS)
+EXPORT_SIZE_WORDS = {SCREEN: "Screen (900 × 540 px)", "single-column": "Single column (3.5 in, 8 pt)",
+                     "double-column": "Double column (7 in, 9 pt)", "slide": "Slide (16:9, 20 pt)"}
+K_EXPORT_SIZE = "odlab.export_size"   # the size last chosen: every chart's downloads follow it
 
 
 def projector_mode() -> bool:
@@ -57,16 +64,26 @@ def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in
     if box is None:
         return
     with box:
+        preset = st.selectbox("Size", ("custom", *figures.SIZE_PRESETS), key=f"img_preset_{key}",
+                              format_func={"custom": "Width, height and DPI below",
+                                           **EXPORT_SIZE_WORDS}.get, width=320,
+                              help="A journal column, a page width or a 16:9 slide, laid out as "
+                                   "`python -m odcore figures --preset` does (type size, legend, DPI); or your "
+                                   "own width, height and DPI.")
         c = st.columns([1, 1, 1, 1.3])
-        w = c[0].number_input("Width (in)", 2.0, 20.0, float(width_in), 0.5, key=f"img_w_{key}",
-                              help="Printed width in inches (a journal column is about 3.5 in, a page 7 in).")
-        h = c[1].number_input("Height (in)", 2.0, 20.0, float(height_in), 0.5, key=f"img_h_{key}",
-                              help="Printed height in inches.")
-        dpi = c[2].selectbox("DPI (PNG)", [150, 300, 600], index=1, key=f"img_dpi_{key}",
-                             help="Pixels per inch of the PNG (300 for print); SVG and PDF are vector images.")
+        if preset == "custom":
+            w = c[0].number_input("Width (in)", 2.0, 20.0, float(width_in), 0.5, key=f"img_w_{key}",
+                                  help="Printed width in inches (a journal column is about 3.5 in, a page 7 in).")
+            h = c[1].number_input("Height (in)", 2.0, 20.0, float(height_in), 0.5, key=f"img_h_{key}",
+                                  help="Printed height in inches.")
+            dpi = c[2].selectbox("DPI (PNG)", [150, 300, 600], index=1, key=f"img_dpi_{key}",
+                                 help="Pixels per inch of the PNG (300 for print); SVG and PDF are vector images.")
+        else:
+            size = figures.SIZE_PRESETS[preset]
+            w, h, dpi = size.width_in, size.height_in, size.dpi
         fmt = c[3].radio("Format", ["png", "svg", "pdf"], horizontal=True, key=f"img_fmt_{key}",
                          format_func=str.upper, help="PNG for slides, SVG or PDF for papers (vector, any size).")
-        want = (fmt, float(w), float(h), int(dpi))
+        want = (fmt, float(w), float(h), int(dpi), preset)
         if figures.find_browser() is None:
             st.info(figures.NO_BROWSER_MESSAGE, icon=":material/info:")
             return
@@ -74,13 +91,15 @@ def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in
                      help="Draw the image (a few seconds: plotly renders it in a headless browser)."):
             with st.status(f"Drawing the {fmt.upper()} ({w:g} × {h:g} in"
                            f"{f', {dpi} dpi' if fmt == 'png' else ''})…", expanded=False) as status:
-                data = figures.image_bytes(build(), fmt, width_in=w, height_in=h, dpi=int(dpi))
+                data = (figures.image_bytes(build(), fmt, width_in=w, height_in=h, dpi=int(dpi)) if preset == "custom"
+                        else figures.figure_bytes(build(), fmt, figures.SIZE_PRESETS[preset]))
                 status.update(label=f"{fmt.upper()} ready: {len(data) / 1024:,.0f} KiB", state="complete")
             ss[f"img_data_{key}"] = (want, data)
         made = ss.get(f"img_data_{key}")
         if made and made[0] == want:
             mime = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}[fmt]
-            st.download_button(f"Download {slug(name)}.{fmt}", data=made[1], file_name=f"{slug(name)}.{fmt}",
+            stem = slug(name) if preset == "custom" else f"{slug(name)}_{preset}"
+            st.download_button(f"Download {stem}.{fmt}", data=made[1], file_name=f"{stem}.{fmt}",
                                mime=mime, key=f"img_dl_{key}", on_click="ignore", type="primary")
 
 
@@ -90,15 +109,6 @@ def figure_image(fig_json: str, fmt: str) -> bytes:
     fig = pio.from_json(fig_json)
     fig.update_layout(height=EXPORT_SIZE["height"], width=EXPORT_SIZE["width"])
     return fig.to_image(format=fmt, scale=EXPORT_SIZE["scale"] if fmt == "png" else 1)
-
-
-# The sizes a chart's image is downloaded at: the screen's (900 × 540 px, PNG at twice that) or one of the paper
-# presets of ``python -m odcore figures --preset`` (odcore.report.figures.SIZE_PRESETS: width, height, type, DPI).
-SCREEN = "screen"
-EXPORT_SIZES = (SCREEN, *figures.SIZE_PRESETS)
-EXPORT_SIZE_WORDS = {SCREEN: "Screen (900 × 540 px)", "single-column": "Single column (3.5 in, 8 pt)",
-                     "double-column": "Double column (7 in, 9 pt)", "slide": "Slide (16:9, 20 pt)"}
-K_EXPORT_SIZE = "odlab.export_size"   # the size last chosen: every chart's downloads follow it
 
 
 def chart_image(fig_json: str, fmt: str, size: str = SCREEN) -> bytes:

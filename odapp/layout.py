@@ -10,7 +10,7 @@ import streamlit as st
 
 from odapp import cache, sidebar
 from odapp.nav import NAV
-from odapp.words import UNIT_COVERS, num, pct, unit_words
+from odapp.words import UNIT_COVERS, num, pct, sci, unit_words
 
 HEADLINE_DELTA = 1e-6   # δ of the tight per-person figure in every page's headline
 
@@ -48,7 +48,7 @@ def unit_headline(ctx: sidebar.PageContext) -> dict:
         c[0].markdown(f"**Guarantee unit: {unit}** — ε covers {UNIT_COVERS[s.mode]}.")
         metric(c[1], f"ε {unit}", num(s.epsilon))
         metric(c[2], "Typical person's week: ε", num(round(g["epsilon_person_week"], 3)),
-               f"{typical} unique trips; tight, δ {g['delta_person_week']:.1e}",
+               f"{typical} unique trips; tight, δ {sci(g['delta_person_week'])}",
                help="Tight ε of one week of the median person of the week (exact privacy-loss distribution): per "
                     "count it adds up over their trips; per person it is bounded whatever they do.")
         post = g["posterior_person_week"]
@@ -87,9 +87,10 @@ def declared_navigation() -> None:
     Until a run of the server has called ``st.navigation``, Streamlit treats an app with a ``pages/`` folder the old
     way: a session that opens a page by its own address (a bookmark of ``/Attack``) as the server's first visit runs
     that file alone, under a navigation whose first entry is "app", and every session does so until one opens the
-    app's root. Such a run is told by its page registry, which holds the entry script itself; the old way is then
-    switched off (``PagesManager.uses_pages_directory``, the flag ``st.navigation`` itself clears) and the run starts
-    again, through ``app.py``, on the same page (a page's address gives the same page id both ways)."""
+    app's root (``AppTest`` starts every run that way). Such a run is told by its page registry, which holds the
+    entry script itself; the page then declares the app's navigation itself (:func:`odapp.nav.declare`, which also
+    ends the old way for the server), which replaces the sidebar's and keeps this page: a page's address gives it
+    the same id both ways. The run goes on (a rerun would lose a button's click)."""
     from streamlit.runtime.pages_manager import PagesManager
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
@@ -99,8 +100,9 @@ def declared_navigation() -> None:
     main = Path(ctx.pages_manager.main_script_path).resolve()
     if main.name == "app.py" and any(Path(str(p.get("script_path", ""))).resolve() == main
                                      for p in ctx.pages_manager.get_pages().values()):
-        PagesManager.uses_pages_directory = False
-        st.rerun()
+        from odapp.nav import declare
+
+        declare()
 
 
 def compact_top() -> None:

@@ -1,5 +1,6 @@
 """The app's navigation as data: its pages, their names and their addresses (``app.py`` hands them to
-``st.navigation``). No streamlit here, so the guided tour and the tests read it without a running app."""
+``st.navigation``). Streamlit is imported only by :func:`declare`, so the guided tour and the tests read the
+entries without a running app."""
 
 from __future__ import annotations
 
@@ -34,3 +35,10 @@ def nav_entries(pages_dir: Path) -> tuple[NavEntry, ...]:
 
 
 NAV = nav_entries(PAGES_DIR)
+
+
+def declare():
+    """Hand :data:`NAV` to ``st.navigation`` (Home the default page, at the app's address); returns the page to run."""
+    import streamlit as st
+
+    return st.navigation([st.Page(e.file, title=e.title, url_path=e.url_path, default=not e.url_path) for e in NAV])

@@ -222,3 +222,31 @@ def test_one_image_size_choice_for_every_chart(at):
         assert set(sizes) == {"double-column"}
     finally:
         at.session_state[K_EXPORT_SIZE] = SCREEN
+
+
+@pytest.mark.skipif(find_browser() is None, reason="no Chrome/Chromium: kaleido cannot draw the image")
+def test_map_image_at_a_paper_preset(at):
+    """The OD release map's image box: a preset instead of width, height and DPI gives the figures command's layout
+    at the preset's width (the flow map grows taller for its legend, never narrower)."""
+    import re
+
+    from odcore.report.figures import SIZE_PRESETS
+
+    at.switch_page("pages/2_OD_release.py").run()
+    at.session_state["img_open_od_map"] = True
+    at.run()
+    try:
+        at.selectbox(key="img_preset_od_map").set_value("single-column").run()
+        assert not [n for n in at.number_input if n.key == "img_w_od_map"]    # the preset sets the size
+        at.radio(key="img_fmt_od_map").set_value("svg").run()
+        at.button(key="img_go_od_map").click().run()
+        assert not at.exception, [e.message for e in at.exception]
+        want, svg = at.session_state["img_data_od_map"]
+        assert want[-1] == "single-column"
+        w, h = (float(x) for x in re.search(rb'<svg[^>]*?\swidth="([\d.]+)"[^>]*?\sheight="([\d.]+)"', svg).groups())
+        assert w == SIZE_PRESETS["single-column"].width_px
+        assert h >= SIZE_PRESETS["single-column"].height_px
+        assert [b for b in at.get("download_button") if b.proto.label.endswith("_single-column.svg")]
+    finally:
+        at.session_state["img_open_od_map"] = False
+        at.run()
