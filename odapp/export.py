@@ -29,7 +29,7 @@ SCREEN = "screen"
 EXPORT_SIZES = (SCREEN, *figures.SIZE_PRESETS)
 EXPORT_SIZE_WORDS = {SCREEN: "Screen (900 × 540 px)", "single-column": "Single column (3.5 in, 8 pt)",
                      "double-column": "Double column (7 in, 9 pt)", "slide": "Slide (16:9, 20 pt)"}
-K_EXPORT_SIZE = "odlab.export_size"   # the size last chosen: every chart's downloads follow it
+K_EXPORT_SIZE = "odlab.export_size"   # the size chosen in the sidebar: every chart's downloads follow it
 
 
 def projector_mode() -> bool:
@@ -128,19 +128,23 @@ def _cached_image(fig_json: str, fmt: str, size: str = SCREEN) -> bytes:
     return chart_image(fig_json, fmt, size)
 
 
-def _keep_size(widget_key: str) -> None:
-    st.session_state[K_EXPORT_SIZE] = st.session_state[widget_key]
+def _keep_size() -> None:
+    st.session_state[K_EXPORT_SIZE] = st.session_state["w.export_size"]
 
 
-def size_choice(row, key: str) -> str:
-    """The chart's image size selector (in ``row``); its value is the one last chosen on any chart of the session."""
-    ss = st.session_state
-    wkey = f"dl_size_{key}"
-    ss[wkey] = ss.get(K_EXPORT_SIZE, SCREEN)
-    return row.selectbox("Image size", EXPORT_SIZES, key=wkey, format_func=EXPORT_SIZE_WORDS.get,
-                         on_change=_keep_size, args=(wkey,), width=230,
-                         help="The PNG, SVG and PDF below at the screen's size, or laid out for a journal column, a "
-                              "page width or a 16:9 slide (the presets of `python -m odcore figures --preset`).")
+def export_size() -> str:
+    """The size every chart's PNG and SVG buttons give (:data:`EXPORT_SIZES`), chosen in the sidebar."""
+    return st.session_state.get(K_EXPORT_SIZE, SCREEN)
+
+
+def size_choice() -> None:
+    """The sidebar's "Chart images" selector (kept across pages under :data:`K_EXPORT_SIZE`): one element for every
+    chart of the page, where a selector under each chart added one per chart to every rerun."""
+    st.session_state["w.export_size"] = export_size()
+    st.selectbox("Chart images (PNG, SVG)", EXPORT_SIZES, key="w.export_size", format_func=EXPORT_SIZE_WORDS.get,
+                 on_change=_keep_size,
+                 help="The size of the PNG and SVG under every chart: the screen's, or laid out for a journal column, "
+                      "a page width or a 16:9 slide (the presets of `python -m odcore figures --preset`).")
 
 
 def to_json_text(obj: Any) -> str:
@@ -184,14 +188,14 @@ def export_buttons(name: str, *, fig: go.Figure | None = None,
     if fig is not None and figures.find_browser() is None:
         row.caption("PNG/SVG: no Chrome/Chromium found", help=figures.NO_BROWSER_MESSAGE)
     elif fig is not None:
-        size = size_choice(row, key)
+        size = export_size()
         stem = base if size == SCREEN else f"{base}_{size}"
-        what = "at the screen's size" if size == SCREEN else EXPORT_SIZE_WORDS[size].lower()
+        what = ("at the screen's size" if size == SCREEN else EXPORT_SIZE_WORDS[size].lower()) + \
+            " (Chart images, in the sidebar)"
         for fmt, icon, words in (("png", ":material/image:", "a PNG image" + (" (1800×1080 px)" if size == SCREEN
                                                                                else "")),
                                  ("svg", ":material/draw:", "a vector SVG image (fonts embedded when laid out for "
-                                                            "a paper)"),
-                                 ("pdf", ":material/picture_as_pdf:", "a vector PDF")):
+                                                            "a paper)")):
             row.download_button(fmt.upper(), data=lambda fmt=fmt: _cached_image(fig.to_json(), fmt, size),
                                 file_name=f"{stem}.{fmt}", mime=MIME[fmt], key=f"dl_{fmt}_{key}", on_click="ignore",
                                 icon=icon, help=f"The chart as {words}, {what}.")

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import cache, guide, projector
+from odapp import cache, export, guide, projector
 from odapp.data import Loaded, UploadOptions, apply_upload, sample_ref, synth_ref
 from odapp.errors import engine_errors
 from odapp.state import (
@@ -395,6 +395,7 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
                help="Seed of every random draw (noise, synthesis, Monte Carlo): same seed, same numbers.")
         st.caption(f"Data: {plain(ref.label)}")
         projector.toggle()
+        export.size_choice()
         guide.reopen_button()
     # In the main area too: the sidebar's messages are below the fold.
     if ss[K_SOURCE] == DataSource.UPLOAD and ss.get(K_UPLOAD_ERROR):

@@ -205,23 +205,25 @@ def test_chart_image_sizes_are_the_figures_command_presets():
 
 
 def test_one_image_size_choice_for_every_chart(at):
-    """The size chosen under one chart is the size of every chart's downloads, on this page and the others."""
+    """The size chosen in the sidebar is the size of every chart's downloads, on every page; one element per page."""
     from odapp.export import EXPORT_SIZE_WORDS, K_EXPORT_SIZE, SCREEN
 
     at.switch_page("pages/8_See_the_noise.py").run()
-    box = at.selectbox(key="dl_size_noise_picture")
+    box = at.sidebar.selectbox(key="w.export_size")
     assert box.value == SCREEN
     assert box.options == list(EXPORT_SIZE_WORDS.values())
-    assert [b.label for b in at.get("download_button")][:3] == ["PNG", "SVG", "PDF"]
+    assert [b.label for b in at.get("download_button")][:2] == ["PNG", "SVG"]
+    assert "at the screen's size" in at.get("download_button")[1].proto.help
     box.set_value("double-column").run()
     try:
         assert at.session_state[K_EXPORT_SIZE] == "double-column"
         at.switch_page("pages/1_Data.py").run()
-        sizes = [s.value for s in at.selectbox if s.key and s.key.startswith("dl_size_")]
-        assert len(sizes) >= 2
-        assert set(sizes) == {"double-column"}
+        assert at.sidebar.selectbox(key="w.export_size").value == "double-column"
+        helps = [b.proto.help for b in at.get("download_button") if b.proto.label in ("PNG", "SVG")]
+        assert len(helps) >= 4
+        assert all("double column (7 in, 9 pt)" in h for h in helps)
     finally:
-        at.session_state[K_EXPORT_SIZE] = SCREEN
+        at.sidebar.selectbox(key="w.export_size").set_value(SCREEN).run()
 
 
 @pytest.mark.skipif(find_browser() is None, reason="no Chrome/Chromium: kaleido cannot draw the image")

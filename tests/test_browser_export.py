@@ -1,6 +1,6 @@
-"""A chart's image downloads in a real headless Chromium: the "Image size" choice under a chart gives the SVG the
+"""A chart's image downloads in a real headless Chromium: the sidebar's "Chart images" choice gives a chart's SVG the
 screen's size or a paper preset's (``python -m odcore figures --preset``: odcore.report.figures.SIZE_PRESETS), with
-the preset's fonts embedded; the choice holds for the page's other charts."""
+the preset's fonts embedded."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _download(page, label: str, tmp_path) -> bytes:
 
 
 def _choose(page, words: str) -> None:
-    box = page.locator("[data-testid=stSelectbox]").filter(has_text="Image size").first
+    box = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(has_text="Chart images").first
     box.locator("input").first.click()
     page.get_by_role("option", name=words, exact=True).click()
     _settle(page)
@@ -39,7 +39,7 @@ def _choose(page, words: str) -> None:
 def test_svg_download_has_the_chosen_size(streamlit_url, page, tmp_path):
     page.goto(streamlit_url.rstrip("/") + "/See_the_noise", wait_until="domcontentloaded")
     page.get_by_role("heading", name="See the noise", exact=True).first.wait_for(timeout=180_000)
-    page.locator("[data-testid=stSelectbox]").filter(has_text="Image size").first.wait_for(timeout=180_000)
+    page.locator("[data-testid=stDownloadButton]").filter(has_text="SVG").first.wait_for(timeout=180_000)
     _settle(page)
     svg, name = _download(page, "SVG", tmp_path)
     assert svg_size(svg) == (900, 540)
