@@ -31,8 +31,10 @@ def _download(page, label: str, tmp_path) -> bytes:
 
 def _choose(page, words: str) -> None:
     box = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(has_text="Chart images").first
+    box.scroll_into_view_if_needed()
     box.locator("input").first.click()
-    page.get_by_role("option", name=words, exact=True).click()
+    page.keyboard.type(words)
+    page.keyboard.press("Enter")
     _settle(page)
 
 
