@@ -195,7 +195,7 @@ reading = pd.DataFrame({
     "on the usual scale": [epsilon_words(e) for _, e in rows],
 })
 if projector:   # a table whose text wraps to the content's width (the grid put its last columns out of view)
-    st.table(reading.assign(**{"best posterior": ["> 99.9 %" if x > 0.999 else pct(float(x)) for x in post]})
+    st.table(reading.assign(**{"best posterior": ["over 99.9 %" if x > 0.999 else pct(float(x)) for x in post]})
              .rename(columns={"epsilon": "ε"}), hide_index=True)
 else:
     st.dataframe(reading, hide_index=True, width="stretch",
