@@ -309,7 +309,7 @@ def used_centroids(dataset_id: str, od_config, _od):
     from odcore.space.zones import zone_names
 
     c = _od.centroids()
-    if getattr(_od.grid, "kind", "square") == "square":   # squares are "cell <id>" in every tooltip
+    if getattr(_od.grid, "kind", "square") == "square":   # squares are "zone <id>" in every tooltip (odapp.maps.zone_label)
         return c
     return c.assign(name=zone_names(_od.grid, c["cell"].to_numpy()))
 

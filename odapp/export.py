@@ -22,6 +22,14 @@ from odcore.report import figures
 # The one template of every chart (odcore.report.figures.template); projector=True gives large, high-contrast type.
 TEMPLATE = figures.template(False)
 EXPORT_SIZE = {"width": 900, "height": 540, "scale": 2}
+MIME = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}
+# The sizes a chart's image is downloaded at: the screen's (900 × 540 px, PNG at twice that) or one of the paper
+# presets of ``python -m odcore figures --preset`` (odcore.report.figures.SIZE_PRESETS: width, height, type, DPI).
+SCREEN = "screen"
+EXPORT_SIZES = (SCREEN, *figures.SIZE_PRESETS)
+EXPORT_SIZE_WORDS = {SCREEN: "Screen (900 × 540 px)", "single-column": "Single column (3.5 in, 8 pt)",
+                     "double-column": "Double column (7 in, 9 pt)", "slide": "Slide (16:9, 20 pt)"}
+K_EXPORT_SIZE = "odlab.export_size"   # the size chosen in the sidebar: every chart's downloads follow it
 
 
 def projector_mode() -> bool:
@@ -56,16 +64,26 @@ def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in
     if box is None:
         return
     with box:
+        preset = st.selectbox("Size", ("custom", *figures.SIZE_PRESETS), key=f"img_preset_{key}",
+                              format_func={"custom": "Width, height and DPI below",
+                                           **EXPORT_SIZE_WORDS}.get, width=320,
+                              help="A journal column, a page width or a 16:9 slide, laid out as "
+                                   "`python -m odcore figures --preset` does (type size, legend, DPI); or your "
+                                   "own width, height and DPI.")
         c = st.columns([1, 1, 1, 1.3])
-        w = c[0].number_input("Width (in)", 2.0, 20.0, float(width_in), 0.5, key=f"img_w_{key}",
-                              help="Printed width in inches (a journal column is about 3.5 in, a page 7 in).")
-        h = c[1].number_input("Height (in)", 2.0, 20.0, float(height_in), 0.5, key=f"img_h_{key}",
-                              help="Printed height in inches.")
-        dpi = c[2].selectbox("DPI (PNG)", [150, 300, 600], index=1, key=f"img_dpi_{key}",
-                             help="Pixels per inch of the PNG (300 for print); SVG and PDF are vector images.")
+        if preset == "custom":
+            w = c[0].number_input("Width (in)", 2.0, 20.0, float(width_in), 0.5, key=f"img_w_{key}",
+                                  help="Printed width in inches (a journal column is about 3.5 in, a page 7 in).")
+            h = c[1].number_input("Height (in)", 2.0, 20.0, float(height_in), 0.5, key=f"img_h_{key}",
+                                  help="Printed height in inches.")
+            dpi = c[2].selectbox("DPI (PNG)", [150, 300, 600], index=1, key=f"img_dpi_{key}",
+                                 help="Pixels per inch of the PNG (300 for print); SVG and PDF are vector images.")
+        else:
+            size = figures.SIZE_PRESETS[preset]
+            w, h, dpi = size.width_in, size.height_in, size.dpi
         fmt = c[3].radio("Format", ["png", "svg", "pdf"], horizontal=True, key=f"img_fmt_{key}",
                          format_func=str.upper, help="PNG for slides, SVG or PDF for papers (vector, any size).")
-        want = (fmt, float(w), float(h), int(dpi))
+        want = (fmt, float(w), float(h), int(dpi), preset)
         if figures.find_browser() is None:
             st.info(figures.NO_BROWSER_MESSAGE, icon=":material/info:")
             return
@@ -73,13 +91,15 @@ def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in
                      help="Draw the image (a few seconds: plotly renders it in a headless browser)."):
             with st.status(f"Drawing the {fmt.upper()} ({w:g} × {h:g} in"
                            f"{f', {dpi} dpi' if fmt == 'png' else ''})…", expanded=False) as status:
-                data = figures.image_bytes(build(), fmt, width_in=w, height_in=h, dpi=int(dpi))
+                data = (figures.image_bytes(build(), fmt, width_in=w, height_in=h, dpi=int(dpi)) if preset == "custom"
+                        else figures.figure_bytes(build(), fmt, figures.SIZE_PRESETS[preset]))
                 status.update(label=f"{fmt.upper()} ready: {len(data) / 1024:,.0f} KiB", state="complete")
             ss[f"img_data_{key}"] = (want, data)
         made = ss.get(f"img_data_{key}")
         if made and made[0] == want:
             mime = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}[fmt]
-            st.download_button(f"Download {slug(name)}.{fmt}", data=made[1], file_name=f"{slug(name)}.{fmt}",
+            stem = slug(name) if preset == "custom" else f"{slug(name)}_{preset}"
+            st.download_button(f"Download {stem}.{fmt}", data=made[1], file_name=f"{stem}.{fmt}",
                                mime=mime, key=f"img_dl_{key}", on_click="ignore", type="primary")
 
 
@@ -91,9 +111,40 @@ def figure_image(fig_json: str, fmt: str) -> bytes:
     return fig.to_image(format=fmt, scale=EXPORT_SIZE["scale"] if fmt == "png" else 1)
 
 
+def chart_image(fig_json: str, fmt: str, size: str = SCREEN) -> bytes:
+    """A chart (its JSON) as PNG, SVG or PDF bytes at ``size`` (:data:`EXPORT_SIZES`): the screen's size as shown, or
+    laid out for a paper or a slide exactly as the figures command does (:func:`odcore.report.figures.figure_bytes`:
+    the preset's width and type, title wrapped, legend outside the plot, fonts embedded in SVG)."""
+    if size == SCREEN:
+        return figure_image(fig_json, fmt)
+    if size not in figures.SIZE_PRESETS:
+        raise ValueError(f"export size must be one of {', '.join(EXPORT_SIZES)}, got size={size!r}.")
+    figures.require_browser()
+    return figures.figure_bytes(pio.from_json(fig_json), fmt, figures.FigureSize.preset(size))
+
+
 @st.cache_data(max_entries=32, show_spinner=False)
-def _cached_image(fig_json: str, fmt: str) -> bytes:
-    return figure_image(fig_json, fmt)
+def _cached_image(fig_json: str, fmt: str, size: str = SCREEN) -> bytes:
+    return chart_image(fig_json, fmt, size)
+
+
+def _keep_size() -> None:
+    st.session_state[K_EXPORT_SIZE] = st.session_state["w.export_size"]
+
+
+def export_size() -> str:
+    """The size every chart's PNG and SVG buttons give (:data:`EXPORT_SIZES`), chosen in the sidebar."""
+    return st.session_state.get(K_EXPORT_SIZE, SCREEN)
+
+
+def size_choice() -> None:
+    """The sidebar's "Chart images" selector (kept across pages under :data:`K_EXPORT_SIZE`): one element for every
+    chart of the page, where a selector under each chart added one per chart to every rerun."""
+    st.session_state["w.export_size"] = export_size()
+    st.selectbox("Chart images (PNG, SVG)", EXPORT_SIZES, key="w.export_size", format_func=EXPORT_SIZE_WORDS.get,
+                 on_change=_keep_size,
+                 help="The size of the PNG and SVG under every chart: the screen's, or laid out for a journal column, "
+                      "a page width or a 16:9 slide (the presets of `python -m odcore figures --preset`).")
 
 
 def to_json_text(obj: Any) -> str:
@@ -137,12 +188,17 @@ def export_buttons(name: str, *, fig: go.Figure | None = None,
     if fig is not None and figures.find_browser() is None:
         row.caption("PNG/SVG: no Chrome/Chromium found", help=figures.NO_BROWSER_MESSAGE)
     elif fig is not None:
-        row.download_button("PNG", data=lambda: _cached_image(fig.to_json(), "png"), file_name=f"{base}.png",
-                            mime="image/png", key=f"dl_png_{key}", on_click="ignore", icon=":material/image:",
-                            help="The chart as a PNG image (1800×1080 px), for slides and papers.")
-        row.download_button("SVG", data=lambda: _cached_image(fig.to_json(), "svg"), file_name=f"{base}.svg",
-                            mime="image/svg+xml", key=f"dl_svg_{key}", on_click="ignore", icon=":material/draw:",
-                            help="The chart as a vector SVG image, for papers.")
+        size = export_size()
+        stem = base if size == SCREEN else f"{base}_{size}"
+        what = ("at the screen's size" if size == SCREEN else EXPORT_SIZE_WORDS[size].lower()) + \
+            " (Chart images, in the sidebar)"
+        for fmt, icon, words in (("png", ":material/image:", "a PNG image" + (" (1800×1080 px)" if size == SCREEN
+                                                                               else "")),
+                                 ("svg", ":material/draw:", "a vector SVG image (fonts embedded when laid out for "
+                                                            "a paper)")):
+            row.download_button(fmt.upper(), data=lambda fmt=fmt: _cached_image(fig.to_json(), fmt, size),
+                                file_name=f"{stem}.{fmt}", mime=MIME[fmt], key=f"dl_{fmt}_{key}", on_click="ignore",
+                                icon=icon, help=f"The chart as {words}, {what}.")
     if data is not None:
         from odcore.report.safe_csv import csv_text
 

@@ -13,20 +13,22 @@ from pathlib import Path
 
 import streamlit as st
 
+from odapp.nav import HOME_FILE
+
 K_OPEN = "odlab.guide_open"     # the tour is shown (True on a first visit)
 K_STARTED = "odlab.guide_started"   # the visitor has been on step 1 or pressed Back/Next/Guided tour
 
 
 @dataclass(frozen=True)
 class Step:
-    page: str                    # as st.switch_page takes it ("app.py", "pages/3_Attack.py")
+    page: str                    # as st.switch_page takes it ("pages/0_Home.py", "pages/3_Attack.py")
     title: str
     text: str
     controls: tuple[str, ...]    # what to touch on this page
 
 
 STEPS: tuple[Step, ...] = (
-    Step("app.py", "What is an OD flow?",
+    Step(HOME_FILE, "What is an OD flow?",
          "An origin–destination (OD) flow is the number of **distinct people** who went from one ~1.3 km² grid "
          "cell to another in a week. Google published such counts, each with a little random noise, and removed "
          "the small ones. This tour shows what that protects — and what it does not.",

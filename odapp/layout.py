@@ -9,12 +9,13 @@ from pathlib import Path
 import streamlit as st
 
 from odapp import cache, sidebar
-from odapp.words import UNIT_COVERS, num, pct, unit_words
+from odapp.nav import NAV
+from odapp.words import UNIT_COVERS, num, pct, sci, unit_words
 
 HEADLINE_DELTA = 1e-6   # δ of the tight per-person figure in every page's headline
 
 
-PAGE_FILES = sorted((Path(__file__).resolve().parent.parent / "pages").glob("*.py"))
+PAGE_FILES = [Path(__file__).resolve().parent.parent / e.file for e in NAV[1:]]   # the pages after Home (odapp.nav)
 
 
 def page(title: str, intro: str, *, icon: str = "🗺️", live: tuple[str, ...] = (),
@@ -47,7 +48,7 @@ def unit_headline(ctx: sidebar.PageContext) -> dict:
         c[0].markdown(f"**Guarantee unit: {unit}** — ε covers {UNIT_COVERS[s.mode]}.")
         metric(c[1], f"ε {unit}", num(s.epsilon))
         metric(c[2], "Typical person's week: ε", num(round(g["epsilon_person_week"], 3)),
-               f"{typical} unique trips; tight, δ {g['delta_person_week']:.1e}",
+               f"{typical} unique trips; tight, δ {sci(g['delta_person_week'])}",
                help="Tight ε of one week of the median person of the week (exact privacy-loss distribution): per "
                     "count it adds up over their trips; per person it is bounded whatever they do.")
         post = g["posterior_person_week"]
@@ -79,11 +80,38 @@ PAGE_CSS = """<style>
 </style>"""
 
 
+def declared_navigation() -> None:
+    """Make sure this run shows the app's own navigation (``app.py``: "Home" first), not the one Streamlit makes from
+    the ``pages/`` folder.
+
+    Until a run of the server has called ``st.navigation``, Streamlit treats an app with a ``pages/`` folder the old
+    way: a session that opens a page by its own address (a bookmark of ``/Attack``) as the server's first visit runs
+    that file alone, under a navigation whose first entry is "app", and every session does so until one opens the
+    app's root (``AppTest`` starts every run that way). Such a run is told by its page registry, which holds the
+    entry script itself; the page then declares the app's navigation itself (:func:`odapp.nav.declare`, which also
+    ends the old way for the server), which replaces the sidebar's and keeps this page: a page's address gives it
+    the same id both ways. The run goes on (a rerun would lose a button's click)."""
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None or not getattr(PagesManager, "uses_pages_directory", False):
+        return
+    main = Path(ctx.pages_manager.main_script_path).resolve()
+    if main.name == "app.py" and any(Path(str(p.get("script_path", ""))).resolve() == main
+                                     for p in ctx.pages_manager.get_pages().values()):
+        from odapp.nav import declare
+
+        declare()
+
+
 def compact_top() -> None:
     """Page CSS for 1024×768: less empty space above the title (Streamlit's default is 6 rem), so a page's first
     chart or map starts within the first screen; metric and widget labels wrap instead of ending in "…"; metric
     values shrink with the window instead of being cut; captions at full opacity in a grey with WCAG AA contrast
-    (8:1 on white; Streamlit's caption, at 60 % opacity, gave 3:1)."""
+    (8:1 on white; Streamlit's caption, at 60 % opacity, gave 3:1). First of all, the app's own navigation
+    (:func:`declared_navigation`)."""
+    declared_navigation()
     st.html(PAGE_CSS)
     freeze_long_lived()
 

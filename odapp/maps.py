@@ -491,9 +491,18 @@ def line_layer(flows: pd.DataFrame, color: list, *, layer_id: str, width: float 
                      width_min_pixels=1, pickable=True, auto_highlight=True)
 
 
+# The words the maps' tooltips and their legends share, so that the legend names what a tooltip shows the same way
+# (tests/test_app_maps.py reads both): every area is a "zone" (a grid square, a hexagon or a zone of a file), its
+# shade the chance that at least one flow leaving it is published.
+ZONE = "zone"
+ZONE_SHADE = "chance at least one flow leaving is published"
+PLACE_TOTALS = "people leaving, arriving, within"
+SUPPRESSED_WORDS = "suppressed, never published"
+
+
 def zone_label(cell, name=None) -> str:
-    """``"cell 12"``, or the zone's name with its id (``"District 03 (zone 2)"``) when the zones have names."""
-    return f"cell {cell}" if name is None or name != name else f"{name} (zone {cell})"
+    """``"zone 12"``, or the zone's name with its id (``"District 03 (zone 2)"``) when the zones have names."""
+    return f"{ZONE} {cell}" if name is None or name != name else f"{name} ({ZONE} {cell})"
 
 
 def flow_tip(origin, destination, o_lat, o_lon, d_lat, d_lon, true_count, noisy_count, release_prob,
@@ -585,8 +594,9 @@ CELL_COLOR = "[{}, {}, {}, 170]".format(*(f"{a} {'+' if b >= a else '-'} {abs(b 
 def cells_base(shapes: pd.DataFrame, cell_p: pd.DataFrame, centroids: pd.DataFrame) -> pd.DataFrame:
     """The part of :func:`cells_frame` that ε, the threshold and the seed do not change (made once per week):
     each cell's outline (rounded to :data:`DIGITS` decimals), centre, observed pairs and the tooltip's first lines
-    (``head``)."""
-    if "name" in shapes.columns and "name" in centroids.columns:
+    (``head``). A zone is named as the flows name it (``centroids``' names, :func:`odapp.cache.used_centroids`: none
+    for grid squares), never by the grid's own row/column label."""
+    if "name" in shapes.columns:
         shapes = shapes.drop(columns="name")
     df = shapes.merge(cell_p[["cell", "pairs"]], on="cell").merge(centroids, on="cell", how="left")
     names = df["name"].tolist() if "name" in df.columns else [None] * len(df)
@@ -602,8 +612,7 @@ def cells_frame(base: pd.DataFrame, cell_p: pd.DataFrame) -> pd.DataFrame:
     published (``value``; the colour :data:`CELL_COLOR` is computed in the browser), with a tooltip (``tip``)."""
     p = cell_p.set_index("cell")["release_prob_any"].reindex(base["cell"].to_numpy()).to_numpy(dtype=float)
     df = base.drop(columns="head").assign(release_prob_any=p, value=np.clip(p, 0, 1))
-    df["tip"] = [f"{h}P(at least one published): {q:.3f}" for h, q in zip(base["head"].tolist(), p.tolist(),
-                                                                           strict=True)]
+    df["tip"] = [f"{h}{ZONE_SHADE}: {q:.3f}" for h, q in zip(base["head"].tolist(), p.tolist(), strict=True)]
     return df
 
 
@@ -674,15 +683,13 @@ def flow_legend_html(fm: FlowMap, *, heading: str = "") -> str:
         for (r, g, b), w, lab in zip(FLOW_CLASS_RGB, CLASS_WIDTH_PX, fm.class_labels, strict=False))
     mid = [f"<span>arrows, origin to head, wider and darker = more {fm.count_label}: {classes}</span>"]
     low = [f"<span><span style='{sw};width:10px;height:10px;border-radius:50%;background:#fff;"
-           "border:1.5px solid rgb({},{},{})'></span>place: people leaving, arriving, within</span>".format(
-               *LOCATION_RGB),
-           f"<span>zones <span style='{sw};width:30px;height:10px;border:1px solid #999;"
-           f"background:linear-gradient(to right,{c0},{c1})'></span>chance a flow leaving is published, 0 to 1"
-           "</span>"]
+           "border:1.5px solid rgb({},{},{})'></span>place: {}</span>".format(*LOCATION_RGB, PLACE_TOTALS),
+           f"<span>{ZONE}s <span style='{sw};width:30px;height:10px;border:1px solid #999;"
+           f"background:linear-gradient(to right,{c0},{c1})'></span>{ZONE_SHADE}, 0 to 1</span>"]
     if fm.n_suppressed:
         low.append(f"<span><span style='{sw};width:20px;height:2px;background:rgb({SUPPRESSED_RGB[0]},"
-                   f"{SUPPRESSED_RGB[1]},{SUPPRESSED_RGB[2]})'></span>thin grey: {num(fm.n_suppressed)} suppressed "
-                   f"flows, never published ({num(round(fm.suppressed_total))} people)</span>")
+                   f"{SUPPRESSED_RGB[1]},{SUPPRESSED_RGB[2]})'></span>thin grey: {num(fm.n_suppressed)} flows "
+                   f"{SUPPRESSED_WORDS} ({num(round(fm.suppressed_total))} people)</span>")
     if fm.km:
         low.append(f"<span>scale bar {fm.km:g} km</span>")
     row = "<div style='display:flex;flex-wrap:wrap;gap:0 0.9rem'>{}</div>"
@@ -739,7 +746,7 @@ def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | Inset | None = None,
 
 def _location_label(members: list, names: dict) -> str:
     head = zone_label(members[0], names.get(members[0]))
-    return head if len(members) == 1 else f"{len(members)} zones around {head}"
+    return head if len(members) == 1 else f"{len(members)} {ZONE}s around {head}"
 
 
 def _ring_rows(polys: np.ndarray, proj) -> list:
@@ -839,7 +846,8 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         show = np.flatnonzero(total > 0)
         ring = fl.circles(lx[show], ly[show], r_px[show] * kpp)
         inner = fl.circles(lx[show], ly[show], np.maximum(r_px[show] - 1.6, 0.8) * kpp)
-        ltip = [f"{lab_of[i]}\n{label}: {num(round(a))} leaving, {num(round(b))} arriving, {num(round(w))} within"
+        ltip = [f"place: {lab_of[i]}\n{label}: {num(round(a))} leaving, {num(round(b))} arriving, {num(round(w))} "
+                f"within"
                 for i, a, b, w in zip(show.tolist(), places["out"].to_numpy()[show].tolist(),
                                       places["in"].to_numpy()[show].tolist(),
                                       places["within"].to_numpy()[show].tolist(), strict=True)]
@@ -861,7 +869,7 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                 "noisy_count": np.nan, "release_prob": sup["p"].to_numpy(float), "released": False,
                 "pairs": sup["pairs"].to_numpy(int)})
             sup_frame["polygon"] = _ring_rows(sp, proj)
-            sup_frame["tip"] = [f"{lab_of[a]} → {lab_of[b]}\nsuppressed: never published\ntrue count: {num(int(t))} "
+            sup_frame["tip"] = [f"{lab_of[a]} → {lab_of[b]}\n{SUPPRESSED_WORDS}\ntrue count: {num(int(t))} "
                                 f"people\nrelease probability: at most {p:.3f}"
                                 for a, b, t, p in zip(po.tolist(), pd_.tolist(), sup["count"].tolist(),
                                                       sup["p"].tolist(), strict=True)]

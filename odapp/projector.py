@@ -44,6 +44,7 @@ button p { font-size: 1.15rem !important; font-weight: 700 !important; }
 [data-testid="stAlert"] { border: 3px solid #000 !important; }
 [data-testid="stAlert"] p { color: #000 !important; }
 a { color: #003f88 !important; text-decoration: underline !important; }
+[data-testid="stPageLink"] p, [data-testid="stPageLink"] span { font-size: 1.15rem !important; }
 </style>
 """
 

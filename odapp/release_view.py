@@ -183,13 +183,15 @@ def _map_image(ctx, rcfg, o: dict, projector: bool):
 
 
 def _cell_label(c) -> str:
-    return "all cells" if c is None else f"cell {c}"
+    from odapp.maps import ZONE, zone_label
+
+    return f"all {ZONE}s" if c is None else zone_label(c)
 
 
 @st.fragment
 def map_section(ctx, rcfg) -> None:
     """The OD release page's map, its options and its export. A change of a map option (view, Top N, min. count,
-    one cell, suppressed, base map, the week player) reruns only this part: the release, the metrics, the curve and
+    one zone, suppressed, base map, the week player) reruns only this part: the release, the metrics, the curve and
     the table stay. The week's release and cells come from the caches (the same entries the page just used)."""
     import time
 
@@ -215,14 +217,14 @@ def map_section(ctx, rcfg) -> None:
     min_count = opt[2].number_input("Min. count", 0, 100_000, int(d["min_count"]), 10, key="rel_min",
                                     help="Hide flows whose shown count (noisy or true) is below this.")
     busiest = cells[0].sort_values("pairs", ascending=False)["cell"].head(500).tolist()
-    cell = opt[3].selectbox("One cell", [None, *busiest], key="rel_cell", format_func=_cell_label,
-                            help="Show only the flows that start or end in this cell (the 500 cells with the most "
-                                 "observed pairs; hover a cell on the map for its id).")
+    cell = opt[3].selectbox("One zone", [None, *busiest], key="rel_cell", format_func=_cell_label,
+                            help="Show only the flows that start or end in this zone (the 500 zones with the most "
+                                 "observed pairs; hover a zone on the map for its id).")
     opt2 = st.columns([1.1, 1, 1.6])
     merge = opt2[2].toggle("Merge nearby zones", value=d["level"] == "Auto", key="rel_level",
                            help="On: when most of the largest flows are between neighbouring zones, nearby zones "
                                 "are merged into places and the flows between places are drawn (the legend says "
-                                "how far). Off, or with one cell chosen: every zone on its own.")
+                                "how far). Off, or with one zone chosen: every zone on its own.")
     level = maps.LEVELS[0] if merge else maps.LEVELS[1]
     show_sup = opt2[0].toggle("Suppressed", value=d["show_sup"], key="rel_faint",
                               help="Also draw pairs that were observed but not published, as thin grey arrows "

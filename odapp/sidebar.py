@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import cache, guide, projector
+from odapp import cache, export, guide, projector
 from odapp.data import Loaded, UploadOptions, apply_upload, sample_ref, synth_ref
 from odapp.errors import engine_errors
 from odapp.state import (
@@ -49,7 +49,7 @@ from odapp.state import (
     is_bassolas_preset,
     widget_key,
 )
-from odapp.words import epsilon_label, plain
+from odapp.words import epsilon_label, plain, sci
 from odapp.zones_ui import data_box, zone_controls, zone_spec
 
 K_UPLOAD_GEN = "odlab.upload_generation"   # bumps after each good upload (fresh uploader widget)
@@ -200,7 +200,7 @@ def _user_threshold() -> float:
     ss = st.session_state
     eps, m = float(ss[K_EPSILON]), int(ss[K_MAX_PAIRS])
     fitted = int(delta_parts(eps, USER_DELTA, USER_WEEKS, max_pairs=m).threshold)
-    _bound(K_FIT_THRESHOLD, st.toggle, label=f"Fit the threshold to the noise (δ ≤ {USER_DELTA:.0e})",
+    _bound(K_FIT_THRESHOLD, st.toggle, label=f"Fit the threshold to the noise (δ ≤ {sci(USER_DELTA, '.0e')})",
            help=f"Propose the smallest threshold whose share of δ (Google's LaplacePartitionSelection: the chance "
                 f"that a pair only one person makes is published, over {USER_WEEKS} weekly releases) is at most "
                 f"half of {USER_DELTA:.0e}, as `python -m odcore release` and `budget` do. Switch off to set it by "
@@ -215,8 +215,8 @@ def _user_threshold() -> float:
                     f"{USER_DELTA:.0e} over {USER_WEEKS} weeks.")
         tau = float(ss[K_USER_THRESHOLD])
     parts = delta_parts(eps, USER_DELTA, USER_WEEKS, max_pairs=m, threshold=tau)
-    text = (f"δ over {USER_WEEKS} weeks: **{parts.total:.2g}** = {parts.laplace:.2g} (Laplace) + "
-            f"{parts.threshold_cost:.2g} (threshold)")
+    text = (f"δ over {USER_WEEKS} weeks: **{sci(parts.total, '.2g')}** = {sci(parts.laplace, '.2g')} (Laplace) + "
+            f"{sci(parts.threshold_cost, '.2g')} (threshold)")
     if parts.warnings():
         st.warning(f"{text} — " + " ".join(parts.warnings()))
     else:
@@ -395,6 +395,7 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
                help="Seed of every random draw (noise, synthesis, Monte Carlo): same seed, same numbers.")
         st.caption(f"Data: {plain(ref.label)}")
         projector.toggle()
+        export.size_choice()
         guide.reopen_button()
     # In the main area too: the sidebar's messages are below the fold.
     if ss[K_SOURCE] == DataSource.UPLOAD and ss.get(K_UPLOAD_ERROR):

@@ -102,6 +102,16 @@ def num(x: float) -> str:
     return number_text(x)
 
 
+def sci(x: float, spec: str = ".1e") -> str:
+    """``x`` formatted by ``spec`` with a true minus sign in its exponent: a browser breaks a line after the hyphen of
+    "4.7e-07" (read "4.7e-" then "07"), never inside "4.7e−07".
+
+    >>> sci(4.7e-07), sci(0.5, ".2g"), sci(1e-6, ".0e")
+    ('4.7e−07', '0.5', '1e−06')
+    """
+    return format(x, spec).replace("e-", "e\u2212")
+
+
 def coord(lat: float, lon: float, digits: int = 4) -> str:
     """A point as degrees with hemispheres (4 decimals ≈ 11 m).
 

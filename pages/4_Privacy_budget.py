@@ -13,7 +13,7 @@ from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
-from odapp.words import comparison_label, epsilon_words, num, pct, probability_words, unit_words
+from odapp.words import comparison_label, epsilon_words, num, pct, probability_words, sci, unit_words
 from odcore.privacy.accounting import BudgetConfig, delta_parts, posterior_bound
 
 # Loss-grid step of the many-week tight bracket on this page (width <= 2·weeks·step, 2 at 52 weeks; ~0.06 s).
@@ -107,7 +107,7 @@ with right, st.container(border=True):
         total_v = b["epsilon_user_total_bounded_tight"]
         a, b_, c = st.columns(3)
         metric(a, "ε per person and week", num(week_tight), epsilon_words(week_tight),
-               help=f"Exact ε(δ = {delta:.0e}) of the {s.max_pairs}-fold Laplace(ε/{s.max_pairs}) composition: "
+               help=f"Exact ε(δ = {sci(delta, '.0e')}) of the {s.max_pairs}-fold Laplace(ε/{s.max_pairs}) composition: "
                     "a person changes at most max_pairs counts by 1, each with noise max_pairs/ε.")
         metric(b_, "δ per person and week", f"{b['delta_user_week_bounded_tight']:.1e}",
                f"{delta:.1e} (noise) + thresholding {b['delta_partition_week_bounded']:.1e}")
@@ -130,7 +130,7 @@ with right, st.container(border=True):
                help="n·ε: simple composition over the n counts the person is in (Houssiau et al. 46.2 at n = 70).")
         week_tight, week_tight_name = tight_or_rdp("week")
         metric(b_, f"ε per week, {week_tight_name}", num(week_tight), epsilon_words(week_tight),
-               help=f"Exact ε(δ = {delta:.0e}) of the n-fold Laplace composition from its privacy-loss distribution "
+               help=f"Exact ε(δ = {sci(delta, '.0e')}) of the n-fold Laplace composition from its privacy-loss distribution "
                     "(above k = 400 counts the Rényi-DP bound, within a few % of it, is shown instead).")
         metric(c, f"ε, {int(weeks)} weeks, basic", num(b["epsilon_user_total"]),
                epsilon_words(b["epsilon_user_total"]),
@@ -178,9 +178,9 @@ with left:
 st.subheader("What each ε means for an attacker")
 rows = [("one count (per metric)", b["epsilon_per_metric"]),
         (f"one user-week, basic (n = {int(trips)})", b["epsilon_user_week"]),
-        (f"one user-week, {tight_or_rdp('week')[1]} (δ = {delta:.0e})", tight_or_rdp("week")[0]),
+        (f"one user-week, {tight_or_rdp('week')[1]} (δ = {sci(delta, '.0e')})", tight_or_rdp("week")[0]),
         (f"{int(weeks)} weeks, basic", b["epsilon_user_total"]),
-        (f"{int(weeks)} weeks, {tight_or_rdp('total')[1]} (δ = {delta:.0e})", tight_or_rdp("total")[0])]
+        (f"{int(weeks)} weeks, {tight_or_rdp('total')[1]} (δ = {sci(delta, '.0e')})", tight_or_rdp("total")[0])]
 if user_mode:   # the unit in use first; the per-count release at the same ε is the comparison, and says so
     rows = [(f"one count ({s.max_pairs} pairs share ε)", e_count),
             (f"one person-week, {unit_words('user_level')} (max {s.max_pairs} pairs, tight)",
@@ -194,9 +194,13 @@ reading = pd.DataFrame({
     "in words": [probability_words(float(x)) for x in post],
     "on the usual scale": [epsilon_words(e) for _, e in rows],
 })
-st.dataframe(reading, hide_index=True, width="stretch",
-             column_config={"best posterior": st.column_config.NumberColumn(format="percent"),
-                            "epsilon": st.column_config.TextColumn("ε")})
+if projector:   # a table whose text wraps to the content's width (the grid put its last columns out of view)
+    st.table(reading.assign(**{"best posterior": ["over 99.9 %" if x > 0.999 else pct(float(x)) for x in post]})
+             .rename(columns={"epsilon": "ε"}), hide_index=True)
+else:
+    st.dataframe(reading, hide_index=True, width="stretch",
+                 column_config={"best posterior": st.column_config.NumberColumn(format="percent"),
+                                "epsilon": st.column_config.TextColumn("ε")})
 st.caption(f"Best posterior of an attacker starting from a {pct(prior, 0)} prior, $e^{{ε}}π/(e^{{ε}}π + 1 − π)$ "
            "(Houssiau et al. 2022, Methods; δ ignored). Budgets from `odcore.privacy.accounting`; the tight values come "
            "from the exact privacy-loss distribution of the Laplace mechanism (`odcore.privacy.pld`).")

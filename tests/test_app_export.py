@@ -192,3 +192,63 @@ def test_a_path_without_chromium_skips_the_browser_tests_with_the_reason():
     assert "no Chromium on this machine" in r.stdout
     assert " passed" not in r.stdout, r.stdout[-2000:]
     assert "failed" not in r.stdout, r.stdout[-2000:]
+
+
+def test_chart_image_sizes_are_the_figures_command_presets():
+    from odapp.export import EXPORT_SIZE_WORDS, EXPORT_SIZES, SCREEN, chart_image
+    from odcore.constants import SIZE_PRESET_NAMES
+
+    assert EXPORT_SIZES == (SCREEN, *SIZE_PRESET_NAMES)
+    assert set(EXPORT_SIZE_WORDS) == set(EXPORT_SIZES)
+    with pytest.raises(ValueError, match="export size must be one of screen, single-column"):
+        chart_image(go.Figure().to_json(), "svg", "a4")
+
+
+def test_one_image_size_choice_for_every_chart(at):
+    """The size chosen in the sidebar is the size of every chart's downloads, on every page; one element per page."""
+    from odapp.export import EXPORT_SIZE_WORDS, K_EXPORT_SIZE, SCREEN
+
+    at.switch_page("pages/8_See_the_noise.py").run()
+    box = at.sidebar.selectbox(key="w.export_size")
+    assert box.value == SCREEN
+    assert box.options == list(EXPORT_SIZE_WORDS.values())
+    assert [b.label for b in at.get("download_button")][:2] == ["PNG", "SVG"]
+    assert "at the screen's size" in at.get("download_button")[1].proto.help
+    box.set_value("double-column").run()
+    try:
+        assert at.session_state[K_EXPORT_SIZE] == "double-column"
+        at.switch_page("pages/1_Data.py").run()
+        assert at.sidebar.selectbox(key="w.export_size").value == "double-column"
+        helps = [b.proto.help for b in at.get("download_button") if b.proto.label in ("PNG", "SVG")]
+        assert len(helps) >= 4
+        assert all("double column (7 in, 9 pt)" in h for h in helps)
+    finally:
+        at.sidebar.selectbox(key="w.export_size").set_value(SCREEN).run()
+
+
+@pytest.mark.skipif(find_browser() is None, reason="no Chrome/Chromium: kaleido cannot draw the image")
+def test_map_image_at_a_paper_preset(at):
+    """The OD release map's image box: a preset instead of width, height and DPI gives the figures command's layout
+    at the preset's width (the flow map grows taller for its legend, never narrower)."""
+    import re
+
+    from odcore.report.figures import SIZE_PRESETS
+
+    at.switch_page("pages/2_OD_release.py").run()
+    at.session_state["img_open_od_map"] = True
+    at.run()
+    try:
+        at.selectbox(key="img_preset_od_map").set_value("single-column").run()
+        assert not [n for n in at.number_input if n.key == "img_w_od_map"]    # the preset sets the size
+        at.radio(key="img_fmt_od_map").set_value("svg").run()
+        at.button(key="img_go_od_map").click().run()
+        assert not at.exception, [e.message for e in at.exception]
+        want, svg = at.session_state["img_data_od_map"]
+        assert want[-1] == "single-column"
+        w, h = (float(x) for x in re.search(rb'<svg[^>]*?\swidth="([\d.]+)"[^>]*?\sheight="([\d.]+)"', svg).groups())
+        assert w == SIZE_PRESETS["single-column"].width_px
+        assert h >= SIZE_PRESETS["single-column"].height_px
+        assert [b for b in at.get("download_button") if b.proto.label.endswith("_single-column.svg")]
+    finally:
+        at.session_state["img_open_od_map"] = False
+        at.run()

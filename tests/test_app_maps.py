@@ -75,7 +75,7 @@ def test_arc_rows_send_only_what_is_drawn_and_read():
     assert rows[0]["oy"] == 45.12346
     assert rows[0]["f"] == 1.0
     tip = rows[0]["tip"]
-    for part in ("cell 1 → cell 2", "45.1235° N", "true count: 40 people", "noisy count: 50.3 (published)",
+    for part in ("zone 1 → zone 2", "45.1235° N", "true count: 40 people", "noisy count: 50.3 (published)",
                  "release probability: 0.990"):
         assert part in tip
     assert "noisy count: – (suppressed)" in rows[1]["tip"]
@@ -93,7 +93,7 @@ def test_bundled_release_map_is_small_and_its_tooltips_carry_the_numbers(at):
     assert len(cells["data"]) > 1000
     assert {tuple(r) for r in cells["data"]} == {("polygon", "tip", "value")}
     for r in cells["data"]:
-        shown = float(r["tip"].rsplit("P(at least one published): ", 1)[1])
+        shown = float(r["tip"].rsplit(f"{maps.ZONE_SHADE}: ", 1)[1])
         assert abs(shown - r["value"]) <= 5e-4 + 1e-5
         assert "outgoing pairs observed" in r["tip"]
         assert "centre " in r["tip"]
@@ -168,6 +168,50 @@ def test_first_view_is_flat_and_holds_every_drawn_flow_place_and_the_zones(at):
         assert 0 <= x.min() <= x.max() <= maps.MAP_WIDTH_PX
         assert 0 <= y.min() <= y.max() <= 460
     at.toggle(key="rel_level").set_value(True).run()
+
+
+ZONE_NAME = r"(zone \d+|\d+ zones around zone \d+)"   # a zone of the bundled square grid, or a place of merged zones
+
+
+def test_maps_tooltips_and_legends_name_things_the_same_way(at):
+    """The release map's tooltips use the words of its legend: a zone is "zone N" (never "cell N" beside a legend
+    of zones), its shade the chance that at least one flow leaving it is published, a place's totals leaving,
+    arriving and within, a suppressed flow never published; the Data page's map the same for its zones."""
+    at.switch_page("pages/2_OD_release.py").run()
+    at.toggle(key="rel_faint").set_value(True).run()
+    try:
+        assert not at.exception, [e.message for e in at.exception]
+        deck = _decks(at)[0]
+        legend = next(m.value for m in at.markdown if "flows between places drawn" in m.value)
+        for words in (f"{maps.ZONE}s <", maps.ZONE_SHADE, "place: " + maps.PLACE_TOTALS, maps.SUPPRESSED_WORDS):
+            assert words in legend, words
+        tips = {name: [r["tip"] for r in _layer(deck, name)["data"]] for name in ("cells", "flows", "locations",
+                                                                                  "suppressed")}
+        assert all(tips.values()), {k: len(v) for k, v in tips.items()}
+        for t in tips["cells"]:
+            assert re.fullmatch(rf"zone \d+\ncentre .*\n[\d,]+ outgoing pairs observed\n{maps.ZONE_SHADE}: [01]\.\d{{3}}",
+                                t), t
+        for t in tips["flows"]:
+            assert re.match(rf"{ZONE_NAME} → {ZONE_NAME}\n", t), t
+        for t in tips["locations"]:
+            assert re.fullmatch(rf"place: {ZONE_NAME}\nnoisy count: [\d,]+ leaving, [\d,]+ arriving, [\d,]+ within", t), t
+        for t in tips["suppressed"]:
+            assert re.match(rf"{ZONE_NAME} → {ZONE_NAME}\n{maps.SUPPRESSED_WORDS}\n", t), t
+        words = [legend, *(t for v in tips.values() for t in v)]
+        assert not [w for w in words if re.search(r"\bcells?\b", w)]
+    finally:
+        at.toggle(key="rel_faint").set_value(False).run()
+    at.switch_page("pages/1_Data.py").run()
+    legend = next(m.value for m in at.markdown if "Trace points per" in m.value)
+    assert f"Trace points per {maps.ZONE}" in legend
+    for r in _layer(_decks(at)[0], "cells")["data"]:
+        assert re.fullmatch(r"zone \d+\n[\d,]+ trace points", r["tip"]), r["tip"]
+
+
+def test_zone_label():
+    assert maps.zone_label(12) == "zone 12"
+    assert maps.zone_label(2, "District 03") == "District 03 (zone 2)"
+    assert maps.zone_label(2, float("nan")) == "zone 2"
 
 
 def test_data_page_map_sends_outline_colour_and_tooltip_only(at):

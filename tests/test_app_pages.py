@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from odapp.nav import HOME_FILE
 from odapp.state import (
     K_CELL_KM2,
     K_EPSILON,
@@ -302,7 +303,7 @@ def test_unit_switch_changes_every_page_headline(at):
     at.sidebar.number_input(key="w.user_threshold").set_value(100).run()
     assert any("no meaningful guarantee" in w.value for w in at.sidebar.warning)    # τ = 100 is too low at m = 20
     at.sidebar.toggle(key="w.fit_threshold").set_value(True).run()
-    at.switch_page("app.py").run()
+    at.switch_page(HOME_FILE).run()
     _no_errors(at)
     assert any("Guarantee unit: **per person and week**" in i.value for i in at.info)
     at.sidebar.selectbox(key="w.mode").set_value("per_metric").run()

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from odapp import guide
+from odapp.nav import HOME_FILE
 from odapp.projector import K_PROJECTOR
 from odcore.paths import REPO_ROOT
 from odcore.privacy.attack import pair_llr, success_curve
@@ -132,7 +133,7 @@ def test_noise_page_sentence_and_per_user_mode(at):
 
 
 def test_projector_mode_and_guided_tour(at):
-    at.switch_page("app.py").run()
+    at.switch_page(HOME_FILE).run()
     assert at.session_state[guide.K_OPEN] is True          # open on a first visit
     assert any("step 1 of" in m.value for m in at.markdown)
     at.button(key="guide_next").click().run()

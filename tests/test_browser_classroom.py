@@ -125,14 +125,18 @@ def test_overlap_check_can_fail():
     assert not overlapping([a, {"text": "95.5 %", "box": [0, 22, 60, 42]}])
 
 
-@pytest.mark.parametrize("size", [(1024, 768), (1280, 720)], ids=["1024x768", "1280x720"])
-def test_projector_mode_reads_on_a_classroom_projector(streamlit_url, browser, size):
-    ctx, page = open_app(browser, streamlit_url, *size, projector=True)
+@pytest.mark.parametrize(("size", "unit"), [((1024, 768), "per_metric"), ((1280, 720), "per_metric"),
+                                            ((1024, 768), "user_level")],
+                         ids=["1024x768", "1280x720", "1024x768-per-person"])
+def test_projector_mode_reads_on_a_classroom_projector(streamlit_url, browser, size, unit):
+    """Per count at both sizes; per person and week (its cards and rows: the per-person ε, max pairs, the comparison
+    rows) at the smaller."""
+    ctx, page = open_app(browser, streamlit_url, *size, projector=True, unit=unit)
     problems = []
     try:
         for name in PAGES:
             goto(page, name)
-            shot(page, f"{name or 'home'}_{size[0]}_projector")
+            shot(page, f"{name or 'home'}_{size[0]}_projector" + ("_per_person" if unit == "user_level" else ""))
             m = page.evaluate(LAYOUT)
             label = name or "home"
             problems += [f"{label}: overlapping {a!r} / {b!r}" for a, b in overlapping(m["texts"])]

@@ -7,13 +7,14 @@ from __future__ import annotations
 import pytest
 
 from odapp.guide import STEPS
+from odapp.nav import HOME_FILE
 from tests.conftest import screenshot_dir
 from tests.test_browser import _settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
 SHOTS = screenshot_dir()
-HEADINGS = {"app.py": "OD Privacy Lab", "pages/1_Data.py": "Data", "pages/2_OD_release.py": "OD release",
+HEADINGS = {HOME_FILE: "OD Privacy Lab", "pages/1_Data.py": "Data", "pages/2_OD_release.py": "OD release",
             "pages/3_Attack.py": "Attack", "pages/4_Privacy_budget.py": "Privacy budget",
             "pages/7_Play_the_attacker.py": "Play the attacker", "pages/8_See_the_noise.py": "See the noise"}
 
@@ -34,7 +35,7 @@ def _shot(page, i: int) -> None:
 
 
 def test_guided_tour_end_to_end(streamlit_url, page, tmp_path):
-    assert STEPS[0].page == "app.py"
+    assert STEPS[0].page == HOME_FILE
     page.goto(streamlit_url, wait_until="domcontentloaded")
     page.get_by_role("heading", name="OD Privacy Lab", exact=True).first.wait_for(timeout=180_000)
     _settle(page)

@@ -76,8 +76,8 @@ def test_flow_map_svg_and_png_have_legend_scale_bar_and_resolution():
     cells, flows = _cells_and_flows()
     fig = figures.flow_map_figure(cells, flows, title="Test flows", count_label="noisy count")
     svg = figures.image_bytes(fig, "svg", width_in=6, height_in=4).decode()
-    for text in ("Test flows", "Flows: noisy count", "place (size: people)", " km<", "Zones: chance a flow",
-                 "from it is published"):
+    for text in ("Test flows", "Flows: noisy count", "place (size: people)", " km<", "Zones: chance at least",
+                 "one flow leaving is published"):
         assert text in svg, text
     png = figures.image_bytes(fig, "png", width_in=6, height_in=4, dpi=200)
     from PIL import Image

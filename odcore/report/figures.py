@@ -447,8 +447,8 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     if len(sup):
         rows.append(("sup", f"suppressed ({len(sup):,})", None))
     rows.append(("circle", "place (size: people)", None))
-    rows.append(("title", "Zones: chance a flow", None))
-    rows.append(("title", "from it is published", None))
+    rows.append(("title", "Zones: chance at least", None))   # the words of the dashboard's legend and tooltips
+    rows.append(("title", "one flow leaving is published", None))
     for i in range(P_CLASSES):
         rows.append(("box", f"{p_edges[i]:.1f}–{p_edges[i + 1]:.1f}", i))
     row_h = LEGEND_ROW_PX * big

@@ -1,0 +1,57 @@
+"""A chart's image downloads in a real headless Chromium: the sidebar's "Chart images" choice gives a chart's SVG the
+screen's size or a paper preset's (``python -m odcore figures --preset``: odcore.report.figures.SIZE_PRESETS), with
+the preset's fonts embedded."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from odapp.export import EXPORT_SIZE_WORDS
+from odcore.report import figures
+from tests.test_browser import _settle
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
+
+
+def svg_size(data: bytes) -> tuple[float, float]:
+    m = re.search(rb'<svg[^>]*?\swidth="([\d.]+)"[^>]*?\sheight="([\d.]+)"', data)
+    assert m, data[:300]
+    return float(m.group(1)), float(m.group(2))
+
+
+def _download(page, label: str, tmp_path) -> bytes:
+    with page.expect_download(timeout=240_000) as dl:
+        page.locator("[data-testid=stDownloadButton] button").filter(has_text=re.compile(rf"{label}\s*$")).first.click()
+    path = tmp_path / dl.value.suggested_filename
+    dl.value.save_as(path)
+    return path.read_bytes(), dl.value.suggested_filename
+
+
+def _choose(page, words: str) -> None:
+    box = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(has_text="Chart images").first
+    box.scroll_into_view_if_needed()
+    box.locator("input").first.click()
+    page.keyboard.type(words)
+    page.keyboard.press("Enter")
+    _settle(page)
+
+
+def test_svg_download_has_the_chosen_size(streamlit_url, page, tmp_path):
+    page.goto(streamlit_url.rstrip("/") + "/See_the_noise", wait_until="domcontentloaded")
+    page.get_by_role("heading", name="See the noise", exact=True).first.wait_for(timeout=180_000)
+    page.locator("[data-testid=stDownloadButton]").filter(has_text="SVG").first.wait_for(timeout=180_000)
+    _settle(page)
+    svg, name = _download(page, "SVG", tmp_path)
+    assert svg_size(svg) == (900, 540)
+    assert name == "noise_picture.svg"
+    for preset in ("single-column", "slide"):
+        _choose(page, EXPORT_SIZE_WORDS[preset])
+        svg, name = _download(page, "SVG", tmp_path)
+        size = figures.SIZE_PRESETS[preset]
+        w, h = svg_size(svg)
+        assert name == f"noise_picture_{preset}.svg"
+        assert w == size.width_px
+        assert size.height_px <= h <= 2 * size.height_px    # a long legend makes a figure taller, never narrower
+        assert b"@font-face" in svg                          # the paper type embedded (figures.embed_svg_fonts)
