@@ -730,7 +730,7 @@ SUPPRESSED_WIDTH_PX = 1.3
 MAP_WIDTH_PX = 580   # the narrowest map the page draws (a 1024 px window with the sidebar open): the first view fits it
 
 
-WATER_RGBA = [198, 221, 238, 255]    # water: a pale blue under the zones
+WATER_RGBA = [*figures.WATER_RGB, 255]   # water: a pale blue under the zones (as in the exported image)
 FIXES_GREY = 40                       # the fixes' image: one dark grey, its opacity by density
 FIXES_MAX_ALPHA = 150
 FIXES_WIDTH_PX = 1024                 # the fixes' image: pixels across the zones' box and its margin
@@ -988,10 +988,10 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
 
 
 def map_figure(fm: FlowMap, cells_df: pd.DataFrame, *, title: str, subtitle: str = "", projector: bool = False,
-               empty_note: str | None = None):
+               empty_note: str | None = None, water: bool = True):
     """The same map as a plotly figure (zones, arrows in the same count classes, places, suppressed flows, legend in a
     column of its own, scale bar, title) for PNG/SVG/PDF: :func:`odcore.report.figures.flow_map_figure`."""
     return figures.flow_map_figure(cells_df[["cell", "polygon", "value"]], fm.flows, title=title,
                                    count_label=fm.count_label, subtitle=subtitle, projector=projector,
                                    empty_note=empty_note, locations=fm.locations,
-                                   class_edges=fm.class_edges or None, level=fm.level_short)
+                                   class_edges=fm.class_edges or None, level=fm.level_short, water=water)

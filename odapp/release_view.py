@@ -190,7 +190,7 @@ def _map_image(ctx, rcfg, o: dict, projector: bool):
                            subtitle=f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale "
                                     f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · {html.escape(s.dataset.label)}",
                            projector=projector, empty_note=None if len(fm.flows) else
-                           "No flow to draw: nothing is published")
+                           "No flow to draw: nothing is published", water=bool(o.get("context", False)))
 
 
 def _cell_label(c) -> str:

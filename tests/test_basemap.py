@@ -126,3 +126,33 @@ def test_map_context_sends_water_and_the_fixes_image_inline():
     assert inland.under == ()
     assert inland.over == ()
     assert inland.words == ""
+
+
+def test_the_exported_map_draws_water_where_there_is_some_and_lists_it():
+    from odcore.report import figures
+
+    def square(lon, lat, d=0.01):
+        return [[lon, lat], [lon + d, lat], [lon + d, lat + d], [lon, lat + d]]
+
+    def fig_at(lon, lat, **kw):
+        cells = pd.DataFrame({"cell": [1, 2], "polygon": [square(lon, lat), square(lon + 0.05, lat + 0.02)],
+                              "value": [0.2, 0.9]})
+        flows = pd.DataFrame({"o_lon": [lon + 0.005], "o_lat": [lat + 0.005], "d_lon": [lon + 0.055],
+                              "d_lat": [lat + 0.025], "count": [120.0]})
+        return figures.flow_map_figure(cells, flows, title="t", **kw)
+
+    def water_traces(fig):
+        return [t for t in fig.data if t.fill == "toself" and t.fillcolor == "rgb({},{},{})".format(*figures.WATER_RGB)]
+
+    def listed(fig):
+        return any("water" in (a.text or "") for a in fig.layout.annotations)
+
+    sf = fig_at(-122.42, 37.78)               # San Francisco by the bay: water drawn, and in the legend
+    assert water_traces(sf)
+    assert listed(sf)
+    atl = fig_at(-84.40, 33.75)               # inland: none
+    assert not water_traces(atl)
+    assert not listed(atl)
+    off = fig_at(-122.42, 37.78, water=False)
+    assert not water_traces(off)
+    assert not listed(off)
