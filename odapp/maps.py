@@ -750,8 +750,8 @@ class MapContext:
 def map_context(zbox: tuple[tuple[float, float], tuple[float, float]], lon=None, lat=None, *,
                 pad: float = 0.25) -> MapContext:
     """The offline base layer round the zones' box ``zbox`` (:func:`zones_box`): water from the bundled Natural
-    Earth coastline (:func:`odcore.report.basemap.water_rings`) over the box and a margin as large again on every
-    side (room to pan), and, when the traces' fixes ``lon, lat`` are given, an image of how many fixes fall on each
+    Earth coastline (:func:`odcore.report.basemap.water_rings`) over the box and a margin three times its size on
+    every side (the widest window, and room to pan), and, when the traces' fixes ``lon, lat`` are given, an image of how many fixes fall on each
     spot (:func:`odcore.report.basemap.fix_density`; on dense GPS, the streets the traces run on) over the box and
     ``pad`` of it on every side. The image goes to the browser inside the map's JSON (a ``data:`` URL): nothing is
     fetched."""
@@ -762,7 +762,8 @@ def map_context(zbox: tuple[tuple[float, float], tuple[float, float]], lon=None,
     (lo0, lo1), (la0, la1) = zbox
     dx, dy = max(lo1 - lo0, 1e-3), max(la1 - la0, 1e-3)
     under, over, words = [], [], []
-    water = basemap.water_rings(lo0 - dx, lo1 + dx, la0 - dy, la1 + dy, tolerance=max(dx, dy) / 2000)
+    m = 3 * max(dx, dy)   # a wide window shows far more than the zones' box: water to its edges, white = land
+    water = basemap.water_rings(lo0 - m, lo1 + m, la0 - m, la1 + m, tolerance=max(dx, dy) / 2000)
     if water:
         under.append(EncodedLayer(pdk.Layer(
             "PolygonLayer", data=[{"polygon": w} for w in water], id="water", get_polygon="polygon",
