@@ -116,46 +116,47 @@ def mercator_y(lat) -> np.ndarray:
 
 def fix_density(lon, lat, box: tuple[float, float, float, float], width_px: int) -> np.ndarray:
     """How many fixes fall in each pixel of an image of ``box`` (``lon_min, lat_min, lon_max, lat_max``)
-    ``width_px`` wide, its rows uniform in web-mercator y (as a flat web map draws it); row 0 is the top (north)."""
+    ``width_px`` wide, as tall as a flat web map draws the box (web-mercator); row 0 is the top (north). Rows are
+    spaced evenly in latitude: over a city's box that is within a pixel of a web map's rows (at 38° over half a
+    degree of latitude, the largest gap is 0.1 % of the height), at a third of the cost."""
     lo0, la0, lo1, la1 = box
     if not (lo1 > lo0 and la1 > la0) or width_px < 2:
         raise ParameterError(f"box must have lon_max > lon_min and lat_max > lat_min, got box={box}; "
                              f"width_px must be >= 2, got {width_px}.")
     y0, y1 = mercator_y([la0, la1])
-    x_span = math.radians(lo1 - lo0)
-    height = max(2, round(width_px * (y1 - y0) / x_span))
-    col = np.floor((np.asarray(lon, dtype=float) - lo0) / (lo1 - lo0) * width_px)
-    row = np.floor((y1 - mercator_y(lat)) / (y1 - y0) * height)       # row 0 at the top
+    height = max(2, round(width_px * (y1 - y0) / math.radians(lo1 - lo0)))
+    col = (np.asarray(lon, dtype=float) - lo0) * (width_px / (lo1 - lo0))
+    row = (la1 - np.asarray(lat, dtype=float)) * (height / (la1 - la0))       # row 0 at the top
     ok = (col >= 0) & (col < width_px) & (row >= 0) & (row < height)
     flat = row[ok].astype(np.int64) * width_px + col[ok].astype(np.int64)
-    counts = np.bincount(flat, minlength=height * width_px).reshape(height, width_px)
-    return counts
+    return np.bincount(flat, minlength=height * width_px).reshape(height, width_px)
 
 
 def density_alpha(counts: np.ndarray, max_alpha: int = 150, levels: int = 16) -> np.ndarray:
     """Each pixel's opacity (uint8): ``log(1 + count)`` scaled so the 99.5th percentile of non-empty pixels reaches
-    ``max_alpha``, in ``levels`` steps (a small PNG); empty pixels stay clear."""
-    c = np.asarray(counts, dtype=float)
+    ``max_alpha``, in ``levels`` steps (a small PNG); empty pixels stay clear. Counts are whole numbers, so each
+    pixel's opacity is looked up in a table of the counts up to that percentile."""
+    c = np.asarray(counts)
     nz = c[c > 0]
     if not nz.size:
         return np.zeros(c.shape, dtype=np.uint8)
-    top = math.log1p(float(np.quantile(nz, 0.995)))
-    f = np.clip(np.log1p(c) / max(top, 1e-9), 0, 1)
-    f = np.ceil(f * levels) / levels               # a non-empty pixel is never clear
-    return np.round(f * max_alpha).astype(np.uint8)
+    top = max(1, math.ceil(float(np.quantile(nz, 0.995))))
+    f = np.log1p(np.arange(top + 1, dtype=float)) / math.log1p(top)
+    table = np.round(np.ceil(f * levels) / levels * max_alpha).astype(np.uint8)   # a non-empty pixel is never clear
+    return table[np.minimum(c, top).astype(np.int64)]
 
 
 def png_grey_alpha(alpha: np.ndarray, grey: int = 40) -> bytes:
-    """A PNG (grey + alpha, 8 bits) of one grey with the given opacity per pixel: zlib and struct only."""
+    """A PNG of one grey with the given opacity per pixel (at most 256 distinct opacities): an indexed-colour image,
+    one byte a pixel, its palette all ``grey`` and each entry's opacity in a ``tRNS`` chunk. zlib and struct only."""
     a = np.asarray(alpha, dtype=np.uint8)
     h, w = a.shape
-    px = np.empty((h, w, 2), dtype=np.uint8)
-    px[..., 0] = grey
-    px[..., 1] = a
-    raw = np.concatenate([np.zeros((h, 1), dtype=np.uint8), px.reshape(h, 2 * w)], axis=1).tobytes()  # filter 0
+    values, index = np.unique(a, return_inverse=True)
+    raw = np.concatenate([np.zeros((h, 1), dtype=np.uint8), index.reshape(h, w).astype(np.uint8)], axis=1)  # filter 0
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
-    head = struct.pack(">IIBBBBB", w, h, 8, 4, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
+    head = struct.pack(">IIBBBBB", w, h, 8, 3, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"PLTE", bytes([grey, grey, grey]) * len(values))
+            + chunk(b"tRNS", values.tobytes()) + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6)) + chunk(b"IEND", b""))
