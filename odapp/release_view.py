@@ -63,8 +63,13 @@ def flow_maps(ctx, rcfg, table, week: int, cent, cells, o: dict):
 
 
 def map_context(ctx, cells_df):
-    """The map's offline base layer (:func:`odapp.cache.map_context`): water and the image of the traces' fixes."""
-    frame = getattr(ctx.loaded, "df", None)
+    """The map's offline base layer (:func:`odapp.cache.map_context`): water, and the image of the traces' fixes for
+    uploaded traces only. A synthetic city's fixes are simulated stays round invented centres: their image is a
+    speckle, not streets, and it cost the bundled city's map a textured layer (one more shader program to compile
+    in a browser without a GPU) and a slower first draw and ε press in the browser benchmark (docs/flow_map.md)."""
+    from odapp.state import DataSource
+
+    frame = getattr(ctx.loaded, "df", None) if ctx.settings.dataset.kind == DataSource.UPLOAD else None
     return cache.map_context(ctx.settings.dataset.id, ctx.od_config, _cells_df=cells_df, _frame=frame)
 
 
