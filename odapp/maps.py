@@ -616,6 +616,27 @@ def cells_frame(base: pd.DataFrame, cell_p: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+# Zones shaded by the attack success on the people starting a trip there: pale yellow (a coin flip) to dark purple.
+RISK_LOW_RGB = (250, 240, 200)
+RISK_HIGH_RGB = (120, 30, 110)
+RISK_COLOR = "[{}, {}, {}, 180]".format(*(f"{a} {'+' if b >= a else '-'} {abs(b - a)} * value" for a, b in
+                                          zip(RISK_LOW_RGB, RISK_HIGH_RGB, strict=True)))
+
+
+def risk_cells_frame(cells: pd.DataFrame, zone_risk: pd.DataFrame) -> pd.DataFrame:
+    """The release map's cells (:func:`cells_frame`) shaded instead by the attack success on the people who start a
+    trip there (``zone_risk``: :func:`odcore.privacy.attack.risk_by_origin`): ``value`` = (median − ½)/½, so a
+    coin flip is 0 and certainty 1; the tooltip gains the people, their median and highest success."""
+    r = zone_risk.set_index("origin").reindex(cells["cell"].to_numpy())
+    med = r["median"].to_numpy(dtype=float)
+    df = cells.assign(value=np.nan_to_num(np.clip((med - 0.5) / 0.5, 0, 1)))
+    extra = [f"\npeople starting a trip here: {num(int(n))}\nattacker's success on them: median {m:.0%}, highest "
+             f"{x:.0%} (50% = a coin flip)" if n == n and n > 0 else "\nnobody starts a trip here this week"
+             for n, m, x in zip(r["people"].tolist(), med.tolist(), r["max"].tolist(), strict=True)]
+    df["tip"] = [t + e for t, e in zip(cells["tip"].tolist(), extra, strict=True)]
+    return df
+
+
 def scale_bar(lat: np.ndarray, lon: np.ndarray) -> tuple[list[list[float]], list[float], float]:
     """A scale bar anchored in the map (it grows and shrinks with the zoom, so it stays true): a path under the
     bottom-left of the data and where its label goes. Returns ``(path, label_position, km)`` (lists of [lon, lat])."""
@@ -675,6 +696,7 @@ def flow_legend_html(fm: FlowMap, *, heading: str = "") -> str:
     scale."""
     c0 = "rgb({},{},{})".format(*figures.CELL_LOW_RGB)
     c1 = "rgb({},{},{})".format(*figures.CELL_HIGH_RGB)
+    r0, r1 = "rgb({},{},{})".format(*RISK_LOW_RGB), "rgb({},{},{})".format(*RISK_HIGH_RGB)
     sw = "display:inline-block;vertical-align:middle;margin:0 3px"
     top = ([f"<b>{heading}</b>"] if heading else []) + [f"<span>{fm.level}</span>"]
     classes = "".join(
@@ -685,13 +707,19 @@ def flow_legend_html(fm: FlowMap, *, heading: str = "") -> str:
     low = [f"<span><span style='{sw};width:10px;height:10px;border-radius:50%;background:#fff;"
            "border:1.5px solid rgb({},{},{})'></span>place: {}</span>".format(*LOCATION_RGB, PLACE_TOTALS),
            f"<span>{ZONE}s <span style='{sw};width:30px;height:10px;border:1px solid #999;"
-           f"background:linear-gradient(to right,{c0},{c1})'></span>{ZONE_SHADE}, 0 to 1</span>"]
+           f"background:linear-gradient(to right,{c0},{c1})'></span>{ZONE_SHADE}, 0 to 1</span>" if not fm.risk else
+           f"<span>{ZONE}s <span style='{sw};width:30px;height:10px;border:1px solid #999;"
+           f"background:linear-gradient(to right,{r0},{r1})'></span>per-person risk: the median chance that an "
+           "attacker who knows everyone else's data and a person's trips tells whether a person starting a trip "
+           "here is in the data, 50% (a coin flip) to 100%</span>"]
     if fm.n_suppressed:
         low.append(f"<span><span style='{sw};width:20px;height:2px;background:rgb({SUPPRESSED_RGB[0]},"
                    f"{SUPPRESSED_RGB[1]},{SUPPRESSED_RGB[2]})'></span>thin grey: {num(fm.n_suppressed)} flows "
                    f"{SUPPRESSED_WORDS} ({num(round(fm.suppressed_total))} people)</span>")
     if fm.km:
         low.append(f"<span>scale bar {fm.km:g} km</span>")
+    if fm.context:
+        low.append(f"<span>base: {fm.context}</span>")
     row = "<div style='display:flex;flex-wrap:wrap;gap:0 0.9rem'>{}</div>"
     return ("<div style='font-size:0.85rem;line-height:1.45;color:#1b1f24;margin:0 0 0.1rem 0'>"
             + "".join(row.format("".join(p)) for p in (top, mid, low)) + "</div>")
@@ -707,6 +735,63 @@ CLASS_ALPHA = figures.FLOW_CLASS_ALPHA   # small flows fade back: the structure 
 LOCATION_RGB = figures.LOCATION_RGB
 SUPPRESSED_WIDTH_PX = 1.3
 MAP_WIDTH_PX = 580   # the narrowest map the page draws (a 1024 px window with the sidebar open): the first view fits it
+
+
+WATER_RGBA = [*figures.WATER_RGB, 255]   # water: a pale blue under the zones (as in the exported image)
+FIXES_GREY = 40                       # the fixes' image: one dark grey, its opacity by density
+FIXES_MAX_ALPHA = 150
+FIXES_WIDTH_PX = 1024                 # the fixes' image: pixels across the zones' box and its margin
+
+
+@dataclass(frozen=True, eq=False)
+class MapContext:
+    """A map's offline base layer (:func:`map_context`): ``under`` the zones (water), ``over`` their fill and under
+    their outlines, places and flows (the fixes' image), and the legend's line about it (``words``, empty when
+    nothing is drawn). Its layers are :class:`EncodedLayer`s, shared by every deck of a dataset."""
+
+    under: tuple = ()
+    over: tuple = ()
+    words: str = ""
+
+
+def map_context(zbox: tuple[tuple[float, float], tuple[float, float]], lon=None, lat=None, *,
+                pad: float = 0.25) -> MapContext:
+    """The offline base layer round the zones' box ``zbox`` (:func:`zones_box`): water from the bundled Natural
+    Earth coastline (:func:`odcore.report.basemap.water_rings`) over the box and a margin three times its size on
+    every side (the widest window, and room to pan), and, when the traces' fixes ``lon, lat`` are given, an image of how many fixes fall on each
+    spot (:func:`odcore.report.basemap.fix_density`; on dense GPS, the streets the traces run on) over the box and
+    ``pad`` of it on every side. The image goes to the browser inside the map's JSON (a ``data:`` URL): nothing is
+    fetched."""
+    import base64
+
+    from odcore.report import basemap
+
+    (lo0, lo1), (la0, la1) = zbox
+    dx, dy = max(lo1 - lo0, 1e-3), max(la1 - la0, 1e-3)
+    under, over, words = [], [], []
+    m = 3 * max(dx, dy)   # a wide window shows far more than the zones' box: water to its edges, white = land
+    water = basemap.water_rings(lo0 - m, lo1 + m, la0 - m, la1 + m, tolerance=max(dx, dy) / 2000)
+    if water:
+        under.append(EncodedLayer(pdk.Layer(
+            "PolygonLayer", data=[{"polygon": w} for w in water], id="water", get_polygon="polygon",
+            get_fill_color=WATER_RGBA, stroked=False, filled=True, pickable=False)))
+        words.append(f"<span style='display:inline-block;vertical-align:middle;margin:0 3px;width:14px;height:10px;"
+                     f"background:rgb({WATER_RGBA[0]},{WATER_RGBA[1]},{WATER_RGBA[2]})'></span>water "
+                     f"(Natural Earth coastline, ± a few hundred m)")
+    if lon is not None and len(lon):
+        box = (lo0 - pad * dx, la0 - pad * dy, lo1 + pad * dx, la1 + pad * dy)
+        counts = basemap.fix_density(lon, lat, box, FIXES_WIDTH_PX)
+        png = basemap.png_grey_alpha(basemap.density_alpha(counts, FIXES_MAX_ALPHA), FIXES_GREY)
+        if counts.any():
+            over.append(EncodedLayer(pdk.Layer(
+                "BitmapLayer", id="fixes",   # quoted: pydeck sends a quoted string as it is, not as an expression
+                image="'data:image/png;base64," + base64.b64encode(png).decode("ascii") + "'",
+                bounds=[round(v, DIGITS) for v in box], pickable=False)))
+            words.append(f"<span style='display:inline-block;vertical-align:middle;margin:0 3px;width:14px;"
+                         f"height:10px;background:repeating-linear-gradient(90deg,rgba({FIXES_GREY},{FIXES_GREY},"
+                         f"{FIXES_GREY},0.6) 0 1px,transparent 1px 3px)'></span>grey texture: where the data's "
+                         "GPS fixes lie (on taxi traces, the streets)")
+    return MapContext(tuple(under), tuple(over), " · ".join(words))
 
 
 @dataclass(frozen=True)
@@ -729,6 +814,8 @@ class FlowMap:
     n_suppressed: int = 0
     suppressed_total: float = 0.0
     level_short: str = ""
+    context: str = ""
+    risk: bool = False
 
     @property
     def class_labels(self) -> list[str]:
@@ -737,10 +824,11 @@ class FlowMap:
 
 
 def cell_layers(cells_df: pd.DataFrame, edges: np.ndarray | Inset | None = None, *, encoded: bool = False,
-                outline: str = "lines") -> list:
-    """The release map's cells (shaded by ``value``, with their tooltips) and where they meet (``outline``, see
-    :func:`grid_layers`); with ``encoded``, as :class:`EncodedLayer`s (for a cache that shares them between decks)."""
-    layers = grid_layers(cells_df, CELL_COLOR, layer_id="cells", columns=("value",), edges=edges, outline=outline)
+                outline: str = "lines", color: str = CELL_COLOR) -> list:
+    """The release map's cells (shaded by ``value`` as ``color`` says: :data:`CELL_COLOR`, or :data:`RISK_COLOR`
+    for :func:`risk_cells_frame`, with their tooltips) and where they meet (``outline``, see :func:`grid_layers`);
+    with ``encoded``, as :class:`EncodedLayer`s (for a cache that shares them between decks)."""
+    layers = grid_layers(cells_df, color, layer_id="cells", columns=("value",), edges=edges, outline=outline)
     return [EncodedLayer(x) for x in layers] if encoded else layers
 
 
@@ -769,7 +857,8 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                  min_count: float, threshold: float, cell: int | None = None, show_suppressed: bool = False,
                  basemap: bool = False, height: int = 460, frozen: bool = False,
                  edges: np.ndarray | Inset | None = None, base_layers: list | None = None,
-                 level: str = "Auto", width: int = MAP_WIDTH_PX) -> list[FlowMap]:
+                 level: str = "Auto", width: int = MAP_WIDTH_PX,
+                 context: MapContext | None = None, risk: bool = False) -> list[FlowMap]:
     """The OD release page's map(s): "Published" (noisy counts of the published pairs), "Raw counts" (true counts
     of every observed pair) or "Side by side" (what suppression removes next to what is published).
 
@@ -779,7 +868,9 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
     "Zones" never merges (nor does a one-cell view). Flows are curved arrows (:func:`odcore.report.flows.arrows`)
     in four count classes (width and colour), over white circles sized by each place's total; suppressed flows
     thin and grey. ``base_layers``: :func:`cell_layers` of ``cells_df`` made beforehand (shared by every seed's
-    map)."""
+    map); ``context``: the offline base layer (:func:`map_context`), water under the zones and the fixes' image
+    over their fill; ``risk``: the zones in ``base_layers`` are shaded by the attack success on their people
+    (:func:`risk_cells_frame`), which the legend then says."""
     from odcore.report import flows as fl
 
     released = table["released"].to_numpy(dtype=bool)
@@ -842,6 +933,8 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                                   sel["released"].tolist(), sel["p_min"].tolist(),
                                                   sel["p_max"].tolist(), strict=True)]
         layers = [*base]
+        if context is not None:
+            layers = [*context.under, *base[:1], *context.over, *base[1:]]
         # places: white circles with a dark ring, sized by their totals (under the arrows)
         show = np.flatnonzero(total > 0)
         ring = fl.circles(lx[show], ly[show], r_px[show] * kpp)
@@ -890,7 +983,8 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen), all_flows, label,
                        lo, hi, bar[2], sup_frame is not None,
                        pd.DataFrame({"lon": llon[show], "lat": llat[show], "total": total[show], "r": r_px[show]}),
-                       tuple(edges_.tolist()), words, n_sup, sup_total, pic.level_words(short=True))
+                       tuple(edges_.tolist()), words, n_sup, sup_total, pic.level_words(short=True),
+                       context.words if context is not None else "", risk)
 
     if view == "Raw counts":
         return [one("Raw counts (never published)", "true_count", everything, "true count")]
@@ -903,10 +997,10 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
 
 
 def map_figure(fm: FlowMap, cells_df: pd.DataFrame, *, title: str, subtitle: str = "", projector: bool = False,
-               empty_note: str | None = None):
+               empty_note: str | None = None, water: bool = True):
     """The same map as a plotly figure (zones, arrows in the same count classes, places, suppressed flows, legend in a
     column of its own, scale bar, title) for PNG/SVG/PDF: :func:`odcore.report.figures.flow_map_figure`."""
     return figures.flow_map_figure(cells_df[["cell", "polygon", "value"]], fm.flows, title=title,
                                    count_label=fm.count_label, subtitle=subtitle, projector=projector,
                                    empty_note=empty_note, locations=fm.locations,
-                                   class_edges=fm.class_edges or None, level=fm.level_short)
+                                   class_edges=fm.class_edges or None, level=fm.level_short, water=water)

@@ -21,7 +21,7 @@ from odapp import cache
 
 # The map options a person sees first (the widgets' defaults on the OD release page).
 MAP_DEFAULTS = {"view": "Published", "top_n": 300, "min_count": 0.0, "cell": None, "show_sup": False,
-                "basemap": False, "level": "Auto"}
+                "basemap": False, "level": "Auto", "context": True, "risk": False}
 
 
 def bounding_seed(settings) -> int | None:
@@ -51,10 +51,26 @@ def week_cells(ctx, rcfg, table, week: int, cent):
 def flow_maps(ctx, rcfg, table, week: int, cent, cells, o: dict):
     """The week's :class:`~odapp.maps.FlowMap` list for the map options ``o`` (keys of :data:`MAP_DEFAULTS`)."""
     s = ctx.settings
+    context = bool(o.get("context", False))
+    risk = bool(o.get("risk", False)) and ctx.od.stats.get("pairs_available", True)
+    base = cache.risk_cells(s.dataset.id, ctx.od_config, week, rcfg, s.seed, _cells=cells, _grid=ctx.od.grid,
+                            _od=ctx.od)[1] if risk else cells[3]
     return cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], int(o["top_n"]),
                              float(o["min_count"]), o["cell"], o["show_sup"], o["basemap"], o.get("level", "Auto"),
                              _table=table, _cent=cent,
-                             _cells_df=cells[1], _edges=cells[2], _base_layers=cells[3])
+                             _cells_df=cells[1], _edges=cells[2], _base_layers=base, context=context,
+                             _context=map_context(ctx, cells[1]) if context else None, risk=risk)
+
+
+def map_context(ctx, cells_df):
+    """The map's offline base layer (:func:`odapp.cache.map_context`): water, and the image of the traces' fixes for
+    uploaded traces only. A synthetic city's fixes are simulated stays round invented centres: their image is a
+    speckle, not streets, and it cost the bundled city's map a textured layer (one more shader program to compile
+    in a browser without a GPU) and a slower first draw and ε press in the browser benchmark (docs/flow_map.md)."""
+    from odapp.state import DataSource
+
+    frame = getattr(ctx.loaded, "df", None) if ctx.settings.dataset.kind == DataSource.UPLOAD else None
+    return cache.map_context(ctx.settings.dataset.id, ctx.od_config, _cells_df=cells_df, _frame=frame)
 
 
 def release_curve(ctx, rcfg, table, week: int, projector: bool):
@@ -179,7 +195,7 @@ def _map_image(ctx, rcfg, o: dict, projector: bool):
                            subtitle=f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale "
                                     f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · {html.escape(s.dataset.label)}",
                            projector=projector, empty_note=None if len(fm.flows) else
-                           "No flow to draw: nothing is published")
+                           "No flow to draw: nothing is published", water=bool(o.get("context", False)))
 
 
 def _cell_label(c) -> str:
@@ -220,7 +236,8 @@ def map_section(ctx, rcfg) -> None:
     cell = opt[3].selectbox("One zone", [None, *busiest], key="rel_cell", format_func=_cell_label,
                             help="Show only the flows that start or end in this zone (the 500 zones with the most "
                                  "observed pairs; hover a zone on the map for its id).")
-    opt2 = st.columns([1.1, 1, 1.6])
+    opt2 = st.columns([1.1, 1, 1.6])   # what is drawn
+    opt3 = st.columns([1.1, 1, 1.6])   # under it (two rows of three: five in a row wrap their words at 1024 px)
     merge = opt2[2].toggle("Merge nearby zones", value=d["level"] == "Auto", key="rel_level",
                            help="On: when most of the largest flows are between neighbouring zones, nearby zones "
                                 "are merged into places and the flows between places are drawn (the legend says "
@@ -229,11 +246,23 @@ def map_section(ctx, rcfg) -> None:
     show_sup = opt2[0].toggle("Suppressed", value=d["show_sup"], key="rel_faint",
                               help="Also draw pairs that were observed but not published, as thin grey arrows "
                                    "(the largest, up to Top N).")
-    basemap = opt2[1].toggle("Base map", value=d["basemap"], key="rel_basemap",
+    basemap = opt3[1].toggle("Base map", value=d["basemap"], key="rel_basemap",
                              help="Draw streets and coastline under the grid. Off by default: nothing leaves this "
                                   "machine. On: your browser fetches the map from CARTO (no key needed).")
+    context = opt3[0].toggle("Streets & water", value=d["context"], key="rel_context",
+                             help="An offline base layer: water from a bundled coastline (Natural Earth) and a grey "
+                                  "image of where the data's GPS fixes lie (on taxi traces, the streets). Drawn on "
+                                  "this machine: nothing is fetched.")
+    has_pairs = ctx.od.stats.get("pairs_available", True)
+    risk = opt2[1].toggle("Per-person risk", value=d["risk"], key="rel_risk", disabled=not has_pairs,
+                          help="Shade the zones by the chance that an attacker who knows everyone else's data and a "
+                               "person's trips of the week tells whether that person is in the data (the Attack "
+                               "page's figure for every person), for the people who start a trip in the zone: the "
+                               "median, and in the tooltip the highest. Computed for every person of the week: a second "
+                               "or two for each new ε or threshold." if has_pairs else
+                               "Needs each person's trips: an OD counts folder has only the counts.")
     if n_weeks > 1:
-        play = opt2[2].button(f"▶ Play weeks 0–{n_weeks - 1}", key="rel_play",
+        play = opt3[2].button(f"▶ Play weeks 0–{n_weeks - 1}", key="rel_play",
                               help="Show each week's published flows in turn (about one second each).")
     else:
         play = False   # one week of data: no week player (said under the map)
@@ -244,7 +273,7 @@ def map_section(ctx, rcfg) -> None:
                                                 rcfg.sensitivity), icon=":material/visibility_off:")
 
     o = {"view": view, "top_n": int(top_n), "min_count": float(min_count), "cell": cell, "show_sup": show_sup,
-         "basemap": basemap, "level": level}
+         "basemap": basemap, "level": level, "context": context, "risk": risk}
     slot = st.empty()
     if play:
         for w in range(n_weeks):

@@ -360,10 +360,14 @@ def test_bundled_release_map_outlines_every_cell(at):
 
 def test_bundled_release_map_uses_two_kinds_of_layer_and_the_legend_gives_the_scale(at):
     """Each kind of layer is a shader program a browser without a GPU compiles before the first frame: the zones,
-    places and arrows are all filled polygons, the outlines and the scale bar lines."""
+    places and arrows are all filled polygons, the outlines and the scale bar lines. The offline base layer adds
+    nothing on the bundled city: inland Atlanta has no water, and a synthetic city's fixes draw no image (only an
+    upload's do: ``map_context``)."""
     at.switch_page("pages/2_OD_release.py").run()
     deck = _decks(at)[0]
     assert {layer["@@type"] for layer in deck["layers"]} == {"PolygonLayer", "LineLayer"}
+    assert not {"water", "fixes"} & {layer["id"] for layer in deck["layers"]}
+    assert not any("base:" in m.value for m in at.markdown)
     bar = _layer(deck, "scale_bar")["data"]
     assert len(bar) == 3
     said = [float(g) for m in at.markdown for g in re.findall(r"scale bar:? ([\d.]+) km", m.value)]
@@ -593,3 +597,21 @@ def test_grid_layers_draw_insets_and_only_the_thin_zones_lines():
     with pytest.raises(ValueError, match="Inset of 2 zones for 3 rows"):
         maps.grid_layers(cells, outline="insets", edges=maps.inset(rings[:2]))
     assert cells["polygon"].tolist() == rings                    # the frame itself is left as it was (exports)
+
+
+def test_per_person_risk_shades_the_zones_and_the_tooltips_say_it(at):
+    """The toggle shades the zones by the attack success on the people who start a trip there (the Attack page's
+    week_risk, per origin zone), says so in the legend, and off again gives the publication shading back."""
+    at.switch_page("pages/2_OD_release.py").run()
+    at.toggle(key="rel_risk").set_value(True).run()
+    assert not at.exception, [e.message for e in at.exception]
+    cells = _layer(_decks(at)[0], "cells")
+    assert cells["getFillColor"] == "@@=" + maps.RISK_COLOR
+    shown = [r for r in cells["data"] if "attacker's success on them" in r["tip"]]
+    assert len(shown) > 0.5 * len(cells["data"])
+    for r in shown:                               # the shading is the median's distance from a coin flip
+        med = float(re.search(r"median (\d+)%", r["tip"]).group(1)) / 100
+        assert abs(r["value"] - (med - 0.5) / 0.5) <= 0.011
+    assert any("per-person risk" in m.value for m in at.markdown)
+    at.toggle(key="rel_risk").set_value(False).run()
+    assert _layer(_decks(at)[0], "cells")["getFillColor"] == "@@=" + maps.CELL_COLOR

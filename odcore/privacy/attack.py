@@ -73,6 +73,7 @@ __all__ = [
     "pair_llr",
     "pair_loss_pmf",
     "posterior_bound",
+    "risk_by_origin",
     "risk_summary",
     "roc_plain",
     "simulate_attack",
@@ -943,6 +944,28 @@ def week_risk(pairs: pd.DataFrame, week: int, epsilon: float, threshold: float, 
                    "pairs_never_suppressed": int(np.sum(plain_c[inv_c])),
                    "epsilon": eps, "threshold": tau, "week": int(week), "resolution": R})
     return out, report
+
+
+def risk_by_origin(pairs: pd.DataFrame, risk: pd.DataFrame, week: int) -> pd.DataFrame:
+    """Per origin zone, the attack success (:func:`week_risk`) of the people of ``week`` who start a trip there.
+
+    A person counts in every zone where one of their (``pairs``: kept) pairs of the week starts, once per zone.
+    Returns ``DataFrame[origin, people, median, p90, max]`` (success: the optimal attacker's chance of telling
+    whether the person is in the data, at equal priors; 0.5 is a coin flip), one row per origin zone with a pair.
+    """
+    import pandas as pd
+
+    missing = [c for c in (WEEK, USER, ORIGIN) if c not in pairs.columns]
+    missing += [f"risk.{c}" for c in (USER, "success") if c not in risk.columns]
+    if missing:
+        raise ParameterError(f"risk_by_origin needs pairs[week, user, origin] and risk[user, success]; missing {missing}.")
+    wk = pairs.loc[pairs[WEEK].to_numpy() == week, [USER, ORIGIN]].drop_duplicates()
+    s = risk.set_index(USER)["success"]
+    succ = s.reindex(wk[USER].to_numpy()).to_numpy(dtype=float)
+    df = pd.DataFrame({ORIGIN: wk[ORIGIN].to_numpy(), "success": succ}).dropna()
+    g = df.groupby(ORIGIN, sort=True)["success"]
+    out = pd.DataFrame({"people": g.size(), "median": g.median(), "p90": g.quantile(0.9), "max": g.max()})
+    return out.reset_index()
 
 
 def risk_summary(risk: pd.DataFrame, levels=(0.5, 0.6, 0.7, 0.8, 0.9, 0.95)) -> dict:

@@ -259,6 +259,7 @@ FLOW_CLASS_ALPHA = (205, 220, 235, 245)
 LOCATION_RGB = (20, 60, 80)
 SUPPRESSED_RGB = (70, 70, 70)
 P_CLASSES = 5                  # zones shaded in five classes of the chance that a flow leaving them is published
+WATER_RGB = (198, 221, 238)    # water under the flow maps (odcore.report.basemap): a pale blue
 LEGEND_PX = 136                # the legend's column, right of the map: fixed in px, so it fits at any export size
 LEGEND_FONT_PX = 10.0          # 7.5 pt: readable at a journal column's 3.5 in
 LEGEND_ROW_PX = 11.5
@@ -287,7 +288,7 @@ def _wrap(text: str, width: int) -> str:
 def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, count_label: str = "count",
                     cell_label: str = "P(a flow leaving it is published)", subtitle: str = "",
                     projector: bool = False, empty_note: str | None = None, locations: pd.DataFrame | None = None,
-                    class_edges=None, level: str = "") -> go.Figure:
+                    class_edges=None, level: str = "", water: bool = True) -> go.Figure:
     """The flow map as a plotly figure, the same picture as the dashboard's map: zones shaded by the chance that a
     flow leaving them is published (five classes), flows as curved arrows in four count classes (width and
     colour), places as circles sized by their totals, suppressed flows thin and grey, a scale bar; the legend in a
@@ -315,6 +316,9 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
         :func:`odcore.report.flows.class_bounds`).
     level
         What level is shown (zones, or nearby zones merged), written under the title.
+    water
+        Draw water under the zones (the bundled Natural Earth coastline, :func:`odcore.report.basemap.water_rings`)
+        and list it in the legend, where the map's box has any.
     """
     import plotly.graph_objects as go
 
@@ -340,6 +344,26 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     y_lo, y_hi = float(np.nanmin(ay)), float(np.nanmax(ay))
     span = max(x_hi - x_lo, y_hi - y_lo, 0.5)
     km_px = span / 220          # km per px of a map about 220 px across (a 3.5 in figure); larger maps: finer
+
+    # water under everything (islands white again over it), where the bundled coastline has any in the map's box
+    sea = []
+    if water:   # the box and half its size again on every side: the axes keep the map's aspect, so may widen
+        from odcore.report import basemap
+
+        lo_a, la_a = (x_lo - span / 2) / kx + lon0, (y_lo - span / 2) / ky + lat0
+        lo_b, la_b = (x_hi + span / 2) / kx + lon0, (y_hi + span / 2) / ky + lat0
+        sea = basemap.water_rings(lo_a, lo_b, la_a, la_b, tolerance=span / 600 / kx)
+    for k, colour in ((0, _rgb(WATER_RGB)), (1, "white")):
+        xs, ys = [], []
+        for poly in sea:
+            for ring in (poly[:1] if k == 0 else poly[1:]):
+                a = np.asarray(ring, float)
+                x, y = proj(a[:, 0], a[:, 1])
+                xs += [*x.tolist(), float(x[0]), None]
+                ys += [*y.tolist(), float(y[0]), None]
+        if xs:
+            fig.add_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=colour, hoverinfo="skip",
+                            line={"width": 0}, showlegend=False)
 
     # zones: five shade classes of value, one filled trace each (None-separated rings)
     vals = cells["value"].to_numpy(float) if len(cells) else np.zeros(0)
@@ -451,6 +475,8 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     rows.append(("title", "one flow leaving is published", None))
     for i in range(P_CLASSES):
         rows.append(("box", f"{p_edges[i]:.1f}–{p_edges[i + 1]:.1f}", i))
+    if sea:
+        rows.append(("water", "water (Natural Earth)", None))
     row_h = LEGEND_ROW_PX * big
     x_sw, x_tx = 8 * big, 30 * big
     for k, (kind, text, sw) in enumerate(rows):
@@ -473,9 +499,10 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
             fig.add_shape(type="circle", x0=x_sw + 6 * big, x1=x_sw + 15 * big, y0=yc - 4.5 * big,
                           y1=yc + 4.5 * big, line={"color": _rgb(LOCATION_RGB), "width": 1.2},
                           fillcolor="white", **common)
-        elif kind == "box":
+        elif kind in ("box", "water"):
             fig.add_shape(type="rect", x0=x_sw, x1=x_sw + 22 * big, y0=yc - 4.5 * big, y1=yc + 4.5 * big,
-                          line={"color": "#9aa3ad", "width": 0.5}, fillcolor=p_cols[sw], **common)
+                          line={"color": "#9aa3ad", "width": 0.5},
+                          fillcolor=p_cols[sw] if kind == "box" else _rgb(WATER_RGB), **common)
 
     style(fig, None, height=640, projector=projector)
     head = f"<b>{_wrap(title, 44)}</b>"
