@@ -50,6 +50,8 @@ def test_peer_sql_and_engine_tables_identical(tmp_path, engine):
     assert len(peer) > 20
     assert peer["week_start"].nunique() == 2
     pd.testing.assert_frame_equal(peer, eng)
+    no_dedupe = peer_table(cab_files(tmp_path / "cabs"), grid, threads=1, dedupe=False)
+    assert not no_dedupe.equals(peer)                  # the duplicate fixes matter here: the DISTINCT is needed
 
 
 def test_peer_sql_breaks_ties_to_the_lower_cell(tmp_path):
@@ -80,5 +82,6 @@ def test_peer_sql_and_engines_identical_on_real_cabs(shared_data, tmp_path):
     grid = DegreeGrid.of_box(CABSPOTTING_BOX)
     peer = peer_table(cab_files(d), grid)
     assert len(peer) > 500
+    pd.testing.assert_frame_equal(peer_table(cab_files(d), grid, dedupe=False), peer)   # no duplicate fix here
     for engine in ("memory", "duckdb"):
         pd.testing.assert_frame_equal(peer, engine_table(d, grid, engine))
