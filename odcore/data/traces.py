@@ -1002,9 +1002,10 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
         fin = sel
     else:
         fin = np.flatnonzero(~dup) if sel is None else sel[~dup]
+    kept_as_read = order is None and dup is None     # fin is idx: the user codes and times taken above are final
     if is_cat:
         # remove unused categories by a bincount (pandas' version sorts all codes)
-        codes = take(ucol.cat.codes.to_numpy(), fin)
+        codes = ucodes if kept_as_read else take(ucol.cat.codes.to_numpy(), fin)
         cats = ucol.cat.categories
         used = np.bincount(codes, minlength=len(cats)) > 0
         n_users = int(used.sum())
@@ -1015,10 +1016,10 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
     else:
         us = take(ucol.to_numpy(), fin)
         n_users = int(ucodes.max()) + 1 if len(ucodes) else 0   # duplicates never remove a user's last row
-    tt = take(t, fin) * _NS
+    tt = (tk if kept_as_read else take(t, fin)) * _NS
     out = pd.DataFrame({
         USER: us,
-        TIME: pd.DatetimeIndex(tt.view("datetime64[ns]")).tz_localize("UTC"),
+        TIME: pd.array(tt.view("datetime64[ns]"), dtype="datetime64[ns, UTC]"),
         LAT: take(lat, fin),
         LON: take(lon, fin),
     }, copy=False)
