@@ -585,9 +585,14 @@ def _load_cabspotting(members: list[_Member], disp: str) -> tuple[pd.DataFrame, 
     cab_ids = [_strip_ext(m.name).removeprefix("new_") for m in members]
     if len(set(cab_ids)) != len(cab_ids):
         raise TraceFormatError("two files give the same cab id.", file=disp)
-    lat = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
-    lon = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
-    t = np.concatenate([p[2] for p in parts]) if parts else np.empty(0)
+    # one table, each file's arrays released as soon as they are copied in (not all files held twice)
+    total = int(sizes.sum())
+    lat, lon, t = np.empty(total), np.empty(total), np.empty(total, np.int64)
+    off = 0
+    for i, n in enumerate(sizes.tolist()):
+        lat[off:off + n], lon[off:off + n], t[off:off + n] = parts[i]
+        parts[i] = None
+        off += n
     codes = np.repeat(np.arange(len(members), dtype=np.int32), sizes)
     # Unix seconds (a non-integer value is rounded down; missing = MISSING_TIME, counted below).
     t_int = t.astype(np.int64, copy=False)
