@@ -15,6 +15,14 @@ own memory settings), and a Spark run above ``SPARK_MAX_USERS`` users (``$ODCORE
 hour).
 Every finished run's OD table summary is compared with the DuckDB run of the same input (users, trips, unique trips,
 OD pairs, largest count).
+
+Then the peer on real GPS (:func:`run_peer`): the Cabspotting folder (``$ODCORE_BENCH_CABSPOTTING``, default
+``/work/shared/data/cabspotting_sf``; skipped when absent) through the peer's DuckDB SQL, the memory engine and the
+DuckDB engine on the same box and degree grid (:mod:`benchmarks.peer_od`; the peer's query without DISTINCT of the
+fixes, as the folder has no duplicate fix: the faster form), each a fresh process started with
+``nice``, the order alternating from round to round (peer first, then last); the memory engine's default command
+(``odcore trips``: robust box, UTM grid) is measured alongside. The tables are compared row for row.
+``python -m benchmarks.bench_scale --peer-only --rounds 3`` runs this part alone.
 """
 
 from __future__ import annotations
@@ -27,6 +35,9 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
+from benchmarks.peer_od import COLUMNS as PEER_COLUMNS
 from odapp.live import tree_rss_bytes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,6 +71,65 @@ def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, float
     if proc.returncode != 0:
         print(err[-2000:], file=sys.stderr)
     return wall, peak / 2**30, out, proc.returncode
+
+
+CABSPOTTING = Path(os.environ.get("ODCORE_BENCH_CABSPOTTING", "/work/shared/data/cabspotting_sf"))
+PEER_RUNS = ("peer", "memory", "duckdb", "memory_cli")
+
+
+def _peer_argv(who: str, out: Path) -> list[str]:
+    if who == "memory_cli":
+        return ["nice", sys.executable, "-m", "odcore", "trips", "--input", str(CABSPOTTING), "--engine", "memory",
+                "--json"]
+    return ["nice", sys.executable, "-m", "benchmarks.peer_od", who, "--input", str(CABSPOTTING), "--out",
+            str(out / f"{who}.parquet")] + (["--no-dedupe"] if who == "peer" else [])
+
+
+def run_peer(rounds: int = 3) -> list[dict]:
+    """The peer's SQL vs the engines on Cabspotting (10 M fixes): median wall, peak RSS and CPU of ``rounds``
+    alternating runs, tables compared row for row."""
+    import tempfile
+
+    import pandas as pd
+
+    if not CABSPOTTING.is_dir():
+        print(f"peer: {CABSPOTTING} not found, skipped")
+        return []
+    res: dict[str, list[tuple[float, float, float]]] = {w: [] for w in PEER_RUNS}
+    loads = [os.getloadavg()[0]]
+    same: dict[str, bool] = {}
+    with tempfile.TemporaryDirectory(prefix="odcore-peer-") as tmp:
+        out = Path(tmp)
+        for i in range(rounds):
+            order = PEER_RUNS if i % 2 == 0 else PEER_RUNS[::-1]
+            for who in order:
+                wall, peak, _, rc = run_measured(_peer_argv(who, out))
+                if rc != 0:
+                    raise RuntimeError(f"peer benchmark: {who} failed (exit {rc})")
+                res[who].append((wall, peak, LAST_CPU))
+                loads.append(os.getloadavg()[0])
+            ref = pd.read_parquet(out / "peer.parquet")[PEER_COLUMNS]
+            for who in ("memory", "duckdb"):
+                got = pd.read_parquet(out / f"{who}.parquet")[PEER_COLUMNS]
+                same[who] = same.get(who, True) and ref.equals(got)
+    rows: list[dict] = []
+    med = {w: [float(np.median([r[k] for r in res[w]])) for k in range(3)] for w in PEER_RUNS}
+    note = (f"{rounds} alternating rounds, nice, {os.cpu_count()} cores, 1-min load {min(loads):.1f}-{max(loads):.1f}"
+            f"; rows identical to the peer: memory {same.get('memory')}, duckdb {same.get('duckdb')}")
+    print(f"Cabspotting 10 M fixes ({note})")
+    print(f"{'':>12} {'wall s':>8} {'x peer':>7} {'peak GiB':>9} {'x peer':>7} {'CPU s':>7}")
+    for w in PEER_RUNS:
+        wall, peak, cpu = med[w]
+        print(f"{w:>12} {wall:8.2f} {wall / med['peer'][0]:7.2f} {peak:9.2f} {peak / med['peer'][1]:7.2f} {cpu:7.2f}"
+              f"   walls {[round(r[0], 2) for r in res[w]]}")
+        case = f"Cabspotting 10 M fixes, {w}"
+        rows.append({"case": case, "metric": "wall", "value": wall, "unit": "s", "baseline": med["peer"][0],
+                     "ratio": wall / med["peer"][0], "note": note})
+        rows.append({"case": case, "metric": "peak memory", "value": peak, "unit": "GiB", "baseline": med["peer"][1],
+                     "ratio": peak / med["peer"][1], "note": "process tree RSS, sampled every 0.1 s"})
+        rows.append({"case": case, "metric": "cpu", "value": cpu, "unit": "s", "baseline": med["peer"][2],
+                     "ratio": cpu / med["peer"][2], "note": "user + system seconds (getrusage)"})
+    return rows
 
 
 def dataset(users: int, weeks: int) -> tuple[Path, float | None]:
@@ -131,4 +201,18 @@ def run(quick: bool = False) -> list[dict]:
         for e in engines:
             if "skip" in res[e]:
                 print(f"{'':>18}{e}: {res[e]['skip']}")
+    rows += run_peer(rounds=1 if quick else 3)
     return rows
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_scale")
+    ap.add_argument("--peer-only", action="store_true", help="only the Cabspotting comparison with the peer's SQL")
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    if a.peer_only:
+        run_peer(a.rounds)
+    else:
+        run()

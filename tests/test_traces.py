@@ -76,6 +76,43 @@ def test_cabspotting_bad_field_names_row_and_column(tmp_path):
     assert e.value.row == 1
 
 
+def test_cabspotting_times_outside_the_integer_fast_path_read_as_before(tmp_path):
+    """Whole Unix seconds of 1990-2100 are parsed as integers; a file with a fraction of a second, a missing time or
+    a time of 1985 is parsed with float times and read by the float rules (rounded down, missing counted, kept)."""
+    d = tmp_path / "cabs"
+    d.mkdir()
+    (d / "new_a.txt").write_text("37.7 -122.4 0 1211200841\n37.71 -122.41 1 1211200901\n")
+    (d / "new_b.txt").write_text("37.7 -122.4 0 1211200841.7\n37.7 -122.4 0 \n37.72 -122.4 0 1211200961\n")
+    (d / "new_c.txt").write_text("37.7 -122.4 0 489000000\n37.7 -122.4 0 1211200841\n37.7 -122.4 0 1211200901\n")
+    tr = load_traces(d, format="cabspotting")
+    secs = tr.df["time"].astype("int64") // 10**9
+    got = {u: secs[tr.df["user"] == u].tolist() for u in ("a", "b", "c")}
+    assert got == {"a": [1211200841, 1211200901], "b": [1211200841, 1211200961],
+                   "c": [489000000, 1211200841, 1211200901]}
+    assert tr.report.rows_dropped == {"missing_value": 1}
+
+
+def test_gzip_members_padding_truncation_and_bomb_cap():
+    from odcore.data.validate import ArchiveLimits, Inflation
+
+    a, b = b"37.7 -122.4 0 1211200841\n", b"37.7 -122.4 0 1211200901\n"
+    two = gzip.compress(a) + gzip.compress(b)
+    assert Inflation("x").gunzip(two, "m") == a + b                       # concatenated members, as gzip reads them
+    assert Inflation("x").gunzip(gzip.compress(a) + b"\x00" * 8, "m") == a  # zero padding after the last member
+    with pytest.raises(TraceFormatError, match="truncated"):
+        Inflation("x").gunzip(gzip.compress(a * 1000)[:-30], "m")
+    with pytest.raises(TraceFormatError, match="truncated"):
+        Inflation("x").gunzip(gzip.compress(a) + b"garbage!", "m")
+    zeros = gzip.compress(bytes(5 << 20))
+    lim = ArchiveLimits(ratio_after=1 << 20, max_ratio=100)
+    with pytest.raises(TraceFormatError, match="decompression bomb"):
+        Inflation("x", lim).gunzip(zeros, "m")
+    inf = Inflation("x", ArchiveLimits(max_bytes=3 << 20))
+    with pytest.raises(TraceFormatError, match="cap of 3 MiB"):
+        inf.gunzip(zeros, "m")
+    assert Inflation("x", ArchiveLimits(max_bytes=5 << 20)).gunzip(zeros, "m") == bytes(5 << 20)
+
+
 # --- check-ins ---------------------------------------------------------------------------------------------------
 
 def test_checkins_folder_with_offset_and_unknown_poi():

@@ -41,6 +41,7 @@ from odcore.constants import FORMAT_TZ, LAT, LOC, LON, TIME, USER
 from odcore.data.validate import (
     DEFAULT_LIMITS,
     MISSING_TIME,
+    PLAUSIBLE_YEARS,
     ArchiveLimits,
     Inflation,
     check_member_name,
@@ -493,28 +494,57 @@ def _detect_format(members: list[_Member], disp: str) -> TraceFormat:
 # Cabspotting: `lat lon occupancy unix_time`, one file per cab.
 # --------------------------------------------------------------------------------------------------------------
 
+_CAB_FIELDS = ("lat", "lon", "occ", "t")
+# Unix seconds read as integers are taken as they are when every one lies in these years (the float path's checks,
+# odcore.data.validate.numeric_seconds, cannot fail then); otherwise the file goes through the float path.
+_CAB_T_FAST = (int((PLAUSIBLE_YEARS[0] - 1970) * 365.2425 * 86400) + 1,
+               int((PLAUSIBLE_YEARS[1] - 1970) * 365.2425 * 86400) - 1)
+
+
 def _read_cab(m: _Member) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One cab file -> (lat, lon, Unix seconds int64; missing = MISSING_TIME), without copying the columns.
+
+    The text is parsed once by ``pyarrow.csv`` with explicit column types into one chunk per column (so
+    ``to_numpy`` hands over Arrow's buffers). Times are parsed as int64; a file whose times are not all whole
+    seconds in 1990-2100 (or misses one) is parsed again with float times and checked row by row."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.csv as pcsv
 
     data = m.text_bytes()
     if _blank(data):
         return np.empty(0), np.empty(0), np.empty(0, np.int64)
-    ro = pcsv.ReadOptions(column_names=["lat", "lon", "occ", "t"], use_threads=False)
+    buf = pa.py_buffer(data)
+    ro = pcsv.ReadOptions(column_names=list(_CAB_FIELDS), use_threads=False, block_size=max(len(data) + 1, 1 << 20))
     po = pcsv.ParseOptions(delimiter=" ")
-    co = pcsv.ConvertOptions(column_types={"lat": pa.float64(), "lon": pa.float64(), "occ": pa.float64(),
-                                           "t": pa.float64()}, strings_can_be_null=False)
+    f64 = pa.float64()
+
+    def parse(t_type: pa.DataType) -> pa.Table:
+        co = pcsv.ConvertOptions(column_types={"lat": f64, "lon": f64, "occ": f64, "t": t_type},
+                                 strings_can_be_null=False)
+        return pcsv.read_csv(buf, read_options=ro, parse_options=po, convert_options=co)
+
+    def column(tab: pa.Table, name: str) -> np.ndarray:
+        c = tab.column(name)
+        c = c.chunk(0) if c.num_chunks == 1 else c.combine_chunks()
+        return c.to_numpy(zero_copy_only=False)
+
     try:
-        tab = pcsv.read_csv(io.BytesIO(data), read_options=ro, parse_options=po, convert_options=co)
+        tab = parse(pa.int64())
+        tc = tab.column("t")
+        if tc.null_count == 0:
+            mm = pc.min_max(tc).as_py()
+            if _CAB_T_FAST[0] <= mm["min"] and mm["max"] <= _CAB_T_FAST[1]:
+                return column(tab, "lat"), column(tab, "lon"), column(tab, "t")
+    except pa.ArrowInvalid:
+        pass
+    try:
+        tab = parse(f64)
     except pa.ArrowInvalid as exc:
         _diagnose_cab(m.name, data, exc)
         raise  # pragma: no cover - _diagnose_cab always raises
-    lat = tab.column("lat").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    lon = tab.column("lon").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    t = tab.column("t").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
     # Unix seconds: range-checked as floats before the integer conversion (missing -> MISSING_TIME).
-    t = _unix_seconds(t, m.name, "unix_time")
-    return lat, lon, t
+    return column(tab, "lat"), column(tab, "lon"), _unix_seconds(column(tab, "t"), m.name, "unix_time")
 
 
 def _unix_seconds(t: np.ndarray, fname: str, col: str) -> np.ndarray:
@@ -555,9 +585,14 @@ def _load_cabspotting(members: list[_Member], disp: str) -> tuple[pd.DataFrame, 
     cab_ids = [_strip_ext(m.name).removeprefix("new_") for m in members]
     if len(set(cab_ids)) != len(cab_ids):
         raise TraceFormatError("two files give the same cab id.", file=disp)
-    lat = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
-    lon = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
-    t = np.concatenate([p[2] for p in parts]) if parts else np.empty(0)
+    # one table, each file's arrays released as soon as they are copied in (not all files held twice)
+    total = int(sizes.sum())
+    lat, lon, t = np.empty(total), np.empty(total), np.empty(total, np.int64)
+    off = 0
+    for i, n in enumerate(sizes.tolist()):
+        lat[off:off + n], lon[off:off + n], t[off:off + n] = parts[i]
+        parts[i] = None
+        off += n
     codes = np.repeat(np.arange(len(members), dtype=np.int32), sizes)
     # Unix seconds (a non-integer value is rounded down; missing = MISSING_TIME, counted below).
     t_int = t.astype(np.int64, copy=False)
@@ -972,9 +1007,10 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
         fin = sel
     else:
         fin = np.flatnonzero(~dup) if sel is None else sel[~dup]
+    kept_as_read = order is None and dup is None     # fin is idx: the user codes and times taken above are final
     if is_cat:
         # remove unused categories by a bincount (pandas' version sorts all codes)
-        codes = take(ucol.cat.codes.to_numpy(), fin)
+        codes = ucodes if kept_as_read else take(ucol.cat.codes.to_numpy(), fin)
         cats = ucol.cat.categories
         used = np.bincount(codes, minlength=len(cats)) > 0
         n_users = int(used.sum())
@@ -985,10 +1021,10 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
     else:
         us = take(ucol.to_numpy(), fin)
         n_users = int(ucodes.max()) + 1 if len(ucodes) else 0   # duplicates never remove a user's last row
-    tt = take(t, fin) * _NS
+    tt = (tk if kept_as_read else take(t, fin)) * _NS
     out = pd.DataFrame({
         USER: us,
-        TIME: pd.DatetimeIndex(tt.view("datetime64[ns]")).tz_localize("UTC"),
+        TIME: pd.array(tt.view("datetime64[ns]"), dtype="datetime64[ns, UTC]"),
         LAT: take(lat, fin),
         LON: take(lon, fin),
     }, copy=False)

@@ -25,7 +25,6 @@ goes through these functions, so the same input gets the same checks, the same d
 from __future__ import annotations
 
 import codecs
-import gzip
 import io
 import math
 import re
@@ -106,6 +105,7 @@ class ArchiveLimits:
 
 DEFAULT_LIMITS = ArchiveLimits()
 _CHUNK = 1 * _MiB
+_GZIP_STEP = 64 * _MiB
 
 
 @dataclass
@@ -148,13 +148,50 @@ class Inflation:
         return buf.getvalue()
 
     def gunzip(self, raw: bytes, name: str) -> bytes:
-        """Decompress gzip bytes (several concatenated members allowed) under the caps."""
+        """Decompress gzip bytes (several concatenated members allowed) under the caps.
+
+        ``zlib`` inflates up to :data:`_GZIP_STEP` bytes a call, capped at what the limits still allow (the
+        remaining total and the file's ratio cap), so a bomb stops at the cap, and a file of up to that size is
+        inflated into one buffer, without the chunk copies of a stream reader."""
+        lim = self.limits
+        cap = max(lim.ratio_after, int(lim.max_ratio * max(len(raw), 1)))
+        parts: list[bytes] = []
+        out = 0
+        data = raw
         try:
-            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as g:
-                return self.read(g, name, len(raw))
+            while True:
+                d = zlib.decompressobj(wbits=31)   # gzip wrapper: header, CRC-32 and size checked by zlib
+                while True:
+                    allowed = min(cap - out, lim.max_bytes - self.used)
+                    chunk = d.decompress(data, min(max(allowed, 0) + 1, _GZIP_STEP))
+                    out += len(chunk)
+                    self.used += len(chunk)
+                    if len(chunk) > allowed:
+                        if self.used > lim.max_bytes:
+                            raise TraceFormatError(
+                                f"member {name!r}: decompressed data passes the cap of {lim.max_bytes / _MiB:,.0f} "
+                                "MiB (stopped while reading); split the input or raise ArchiveLimits.max_bytes.",
+                                file=self.source)
+                        raise TraceFormatError(
+                            f"member {name!r} expands more than {lim.max_ratio:g}x ({len(raw):,} compressed bytes "
+                            f"gave over {out / _MiB:,.0f} MiB; stopped while reading): this looks like a "
+                            "decompression bomb.", file=self.source)
+                    if chunk:
+                        parts.append(chunk)
+                    if d.eof:
+                        break
+                    data = d.unconsumed_tail
+                    if not chunk and not data:
+                        raise EOFError("compressed file ended before the end-of-stream marker was reached")
+                data = d.unused_data
+                if not data.strip(b"\x00"):             # the end, or the zero padding gzip readers accept
+                    break
         except (OSError, EOFError, zlib.error) as exc:
             raise TraceFormatError(f"member {name!r}: corrupt or truncated gzip data ({exc}).",
                                    file=self.source) from None
+        if len(parts) == 1:
+            return parts[0]
+        return b"".join(parts)
 
 
 def check_member_name(name: str, source: str) -> None:

@@ -1,0 +1,184 @@
+"""The peer: Cabspotting raw files -> weekly distinct-user OD in one plain DuckDB SQL query, and the engines on the
+same grid, so their tables can be compared row for row.
+
+The query (:data:`PEER_SQL`) is what a data engineer would write: ``read_csv`` over the gzipped cab files (the cab id
+from the file name), a fixed city box, a grid in degrees, hour = Unix time // 3600, winner takes all per cab-hour
+(ties to the lower cell), a trip to another cell in the next hour, distinct cabs per (week, origin, destination) with
+the week of the origin hour's local Monday. Its rules are the engines' (Houssiau et al. 2022, Methods; the hour and
+week rules of :mod:`odcore.od.hours`): hours of UTC and of a zone with whole-hour offsets start at the same instants
+(America/Los_Angeles), exact duplicate fixes are dropped, and the grid is :class:`DegreeGrid`, a zone object the
+engines take as ``grid=`` (its cell of a point is the same floating-point arithmetic as the SQL's).
+
+Command line (each run is one process, so the scale benchmark measures its wall time and peak memory)::
+
+    python -m benchmarks.peer_od peer   --input /work/shared/data/cabspotting_sf --out peer.parquet [--no-dedupe]
+    python -m benchmarks.peer_od memory --input /work/shared/data/cabspotting_sf --out memory.parquet
+    python -m benchmarks.peer_od duckdb --input ... --out duckdb.parquet
+
+Every run writes the table ``week_start, origin, destination, count`` sorted by those columns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+CABSPOTTING_BOX = (37.4545, -122.57035, 37.9249, -122.12845)
+"""South, west, north, east of the San Francisco area: the robust box (``bbox="auto"``) the loader finds for the
+534-cab Cabspotting folder (it clips the GPS glitches at latitudes 33 and 50)."""
+CABSPOTTING_TZ = "America/Los_Angeles"
+CELL_KM2 = 1.3
+EARTH_RADIUS_M = 6_371_008.8
+COLUMNS = ["week_start", "origin", "destination", "count"]
+
+
+@dataclass(frozen=True)
+class DegreeGrid:
+    """Cells of ``dlat`` x ``dlon`` degrees from the south-west corner of a box: the grid of :data:`PEER_SQL`.
+
+    Cell id ``row * n_cols + col`` with ``row = floor((lat - south) / dlat)``, ``col = floor((lon - west) / dlon)``;
+    -1 outside. The zone interface of :mod:`odcore.space.zones` the engines need (``assign``, ``n_cells``,
+    ``outside_reason``).
+    """
+
+    south: float
+    west: float
+    dlat: float
+    dlon: float
+    n_rows: int
+    n_cols: int
+    kind = "degrees"
+    outside_reason = "outside_grid"
+
+    @classmethod
+    def of_box(cls, box: tuple[float, float, float, float], cell_km2: float = CELL_KM2) -> DegreeGrid:
+        """Cells of about ``cell_km2`` km² at the box's middle latitude, covering the box (edges included)."""
+        s, w, n, e = box
+        side = math.sqrt(cell_km2) * 1000.0
+        dlat = math.degrees(side / EARTH_RADIUS_M)
+        dlon = dlat / math.cos(math.radians((s + n) / 2))
+        return cls(s, w, dlat, dlon, math.floor((n - s) / dlat) + 1, math.floor((e - w) / dlon) + 1)
+
+    @property
+    def n_cells(self) -> int:
+        return self.n_rows * self.n_cols
+
+    def assign(self, lat, lon) -> np.ndarray:
+        r = np.floor((np.asarray(lat, np.float64) - self.south) / self.dlat)
+        c = np.floor((np.asarray(lon, np.float64) - self.west) / self.dlon)
+        with np.errstate(invalid="ignore"):
+            ok = (r >= 0) & (r < self.n_rows) & (c >= 0) & (c < self.n_cols)
+        out = np.where(ok, r, 0).astype(np.int64) * self.n_cols + np.where(ok, c, 0).astype(np.int64)
+        out[~ok] = -1
+        return out
+
+
+PEER_SQL = """
+WITH fixes AS (                         -- one row per GPS fix; exact duplicate fixes once (DISTINCT)
+    SELECT DISTINCT regexp_extract(filename, 'new_([^/]*?)\\.txt', 1) AS cab, t, lat, lon
+    FROM read_csv($files, delim = ' ', header = false, auto_detect = false, filename = true,
+                  columns = {'lat': 'DOUBLE', 'lon': 'DOUBLE', 'occupancy': 'TINYINT', 't': 'BIGINT'})
+    WHERE lat BETWEEN $south AND $north AND lon BETWEEN $west AND $east
+),
+cells AS (                              -- hour and grid cell of each fix
+    SELECT cab, t // 3600 AS hour,
+           CAST(floor((lat - $south) / $dlat) AS BIGINT) * $n_cols
+             + CAST(floor((lon - $west) / $dlon) AS BIGINT) AS cell
+    FROM fixes
+),
+winners AS (                            -- the most used cell of each cab-hour, ties to the lower cell
+    SELECT cab, hour, cell
+    FROM (SELECT cab, hour, cell, count(*) AS n FROM cells GROUP BY ALL)
+    QUALIFY row_number() OVER (PARTITION BY cab, hour ORDER BY n DESC, cell) = 1
+),
+trips AS (                              -- a move to another cell in the next hour, in the origin hour's week
+    SELECT cab, hour, cell AS origin,
+           lead(cell) OVER w AS destination, lead(hour) OVER w AS next_hour
+    FROM winners
+    WINDOW w AS (PARTITION BY cab ORDER BY hour)
+)
+SELECT CAST(date_trunc('week', timezone($tz, to_timestamp(hour * 3600))) AS DATE) AS week_start,
+       origin, destination, count(DISTINCT cab) AS count
+FROM trips
+WHERE next_hour = hour + 1 AND destination <> origin
+GROUP BY ALL
+ORDER BY ALL
+"""
+
+
+PEER_SQL_NO_DEDUPE = PEER_SQL.replace("SELECT DISTINCT regexp_extract", "SELECT regexp_extract", 1)
+"""The query without the DISTINCT of the fixes: the same table when no cab has two identical fixes (the loader reports
+none in the Cabspotting folder), in about two thirds of the CPU time and a third of the memory."""
+
+
+def cab_files(folder: str | Path) -> list[str]:
+    return sorted(str(p) for p in Path(folder).glob("new_*.txt*"))
+
+
+def peer_params(files: list[str], grid: DegreeGrid, box=CABSPOTTING_BOX, tz: str = CABSPOTTING_TZ) -> dict:
+    s, w, n, e = box
+    return {"files": files, "south": s, "west": w, "north": n, "east": e, "dlat": grid.dlat, "dlon": grid.dlon,
+            "n_cols": grid.n_cols, "tz": tz}
+
+
+def peer_table(files: list[str], grid: DegreeGrid, *, box=CABSPOTTING_BOX, tz: str = CABSPOTTING_TZ,
+               threads: int | None = None, dedupe: bool = True):
+    """:data:`PEER_SQL` (``dedupe=False``: :data:`PEER_SQL_NO_DEDUPE`) on ``files`` -> pandas ``week_start, origin,
+    destination, count``."""
+    import duckdb
+
+    con = duckdb.connect()
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    df = con.execute(PEER_SQL if dedupe else PEER_SQL_NO_DEDUPE, peer_params(files, grid, box, tz)).df()
+    df["week_start"] = df["week_start"].astype(str)
+    return df[COLUMNS].astype({"origin": np.int64, "destination": np.int64, "count": np.int64})
+
+
+def engine_table(folder: str | Path, grid: DegreeGrid, engine: str, *, box=CABSPOTTING_BOX,
+                 tz: str = CABSPOTTING_TZ):
+    """The loader and ``engine`` on the same box and grid -> the table of :func:`peer_table`."""
+    from odcore.data.traces import load_traces
+    from odcore.od.engines import build_od
+    from odcore.od.trips import ODConfig
+
+    tr = load_traces(folder, format="cabspotting", bbox=box, tz=tz)
+    od = build_od(tr, ODConfig(tz=tz), grid=grid, engine=engine, keep_pairs=False)
+    c = od.counts
+    starts = np.asarray(od.week_starts)
+    df = c.assign(week_start=starts[c["week"].to_numpy()])[COLUMNS]
+    df = df.sort_values(COLUMNS[:3], kind="stable").reset_index(drop=True)
+    return df.astype({"origin": np.int64, "destination": np.int64, "count": np.int64})
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.peer_od", description=__doc__.split("\n\n")[0])
+    ap.add_argument("who", choices=["peer", "memory", "duckdb"])
+    ap.add_argument("--input", required=True, help="Cabspotting folder (new_<cab>.txt[.gz] files)")
+    ap.add_argument("--out", default=None, help="write the table here (.parquet)")
+    ap.add_argument("--no-dedupe", action="store_true", help="peer: the query without DISTINCT of the fixes")
+    a = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    grid = DegreeGrid.of_box(CABSPOTTING_BOX)
+    if a.who == "peer":
+        df = peer_table(cab_files(a.input), grid, dedupe=not a.no_dedupe)
+    else:
+        df = engine_table(a.input, grid, a.who)
+    wall = time.perf_counter() - t0
+    if a.out:
+        df.to_parquet(a.out, index=False)
+    print(json.dumps({"who": a.who, "rows": len(df), "sum_count": int(df["count"].sum()), "seconds": round(wall, 3),
+                      "cpus": os.cpu_count()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""The peer's SQL (benchmarks/peer_od.py) and the engines give the same weekly OD table row for row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.peer_od import CABSPOTTING_BOX, DegreeGrid, cab_files, engine_table, peer_table
+
+T0 = 1211180400   # Mon 2008-05-19 00:00 PDT (Cabspotting README)
+
+
+def _write_cabs(folder, rng, n_cabs=12, days=9):
+    """Cabs moving among four cells around one grid corner every 10 minutes, with many tied cab-hours (six fixes
+    over a few cells), exact duplicate fixes, gaps of several hours and fixes outside the box."""
+    g = DegreeGrid.of_box(CABSPOTTING_BOX)
+    lat0 = g.south + 20 * g.dlat
+    lon0 = g.west + 17 * g.dlon
+    folder.mkdir()
+    for k in range(n_cabs):
+        t = T0 + np.arange(0, days * 86400, 600) + k
+        t = t[rng.random(t.size) > 0.3]                                 # gaps
+        dr, dc = rng.integers(-1, 1, size=(2, t.size))
+        lat = lat0 + (dr + 0.5) * g.dlat + rng.normal(0, g.dlat / 8, t.size)
+        lon = lon0 + (dc + 0.5) * g.dlon + rng.normal(0, g.dlon / 8, t.size)
+        lat[rng.random(t.size) < 0.01] = 45.0                           # glitches outside the box
+        rows = [f"{a:.5f} {o:.5f} {int(rng.integers(0, 2))} {s}" for a, o, s in zip(lat, lon, t, strict=True)]
+        rows += rows[:: 17]                                             # exact duplicates
+        rows.sort(key=lambda r: int(r.split()[3]))
+        (folder / f"new_cab{k:02d}.txt").write_text("\n".join(rows) + "\n")
+
+
+def test_degree_grid_cells():
+    g = DegreeGrid.of_box(CABSPOTTING_BOX)
+    side_km = np.radians(g.dlat) * 6371.0088
+    assert side_km**2 == pytest.approx(1.3)
+    lat = np.array([g.south, g.south + 1.5 * g.dlat, CABSPOTTING_BOX[2], 10.0])
+    lon = np.array([g.west, g.west + 2.5 * g.dlon, CABSPOTTING_BOX[3], g.west])
+    ne = (g.n_rows - 1) * g.n_cols + g.n_cols - 1                     # the box's north-east corner: last cell
+    assert g.assign(lat, lon).tolist() == [0, g.n_cols + 2, ne, -1]
+
+
+@pytest.mark.parametrize("engine", ["memory", "duckdb"])
+def test_peer_sql_and_engine_tables_identical(tmp_path, engine):
+    _write_cabs(tmp_path / "cabs", np.random.default_rng(7))
+    grid = DegreeGrid.of_box(CABSPOTTING_BOX)
+    peer = peer_table(cab_files(tmp_path / "cabs"), grid, threads=1)
+    eng = engine_table(tmp_path / "cabs", grid, engine)
+    assert len(peer) > 20
+    assert peer["week_start"].nunique() == 2
+    pd.testing.assert_frame_equal(peer, eng)
+    no_dedupe = peer_table(cab_files(tmp_path / "cabs"), grid, threads=1, dedupe=False)
+    assert not no_dedupe.equals(peer)                  # the duplicate fixes matter here: the DISTINCT is needed
+
+
+def test_peer_sql_breaks_ties_to_the_lower_cell(tmp_path):
+    """One cab-hour with two fixes in cell A and two in cell B (B > A), then an hour in cell C: one trip A -> C."""
+    g = DegreeGrid.of_box(CABSPOTTING_BOX)
+    a = (g.south + 5.5 * g.dlat, g.west + 5.5 * g.dlon)
+    b = (g.south + 5.5 * g.dlat, g.west + 6.5 * g.dlon)
+    c = (g.south + 7.5 * g.dlat, g.west + 5.5 * g.dlon)
+    t = T0 + 3600 * 10
+    fixes = [(b, t + 60), (a, t + 120), (b, t + 180), (a, t + 240), (c, t + 3700)]
+    d = tmp_path / "cabs"
+    d.mkdir()
+    for cab in ("x", "y"):
+        (d / f"new_{cab}.txt").write_text("".join(f"{p[0]:.6f} {p[1]:.6f} 0 {s}\n" for p, s in fixes))
+    peer = peer_table(cab_files(d), g, threads=1)
+    cell = g.assign(np.array([a[0], c[0]]), np.array([a[1], c[1]]))
+    assert peer[["origin", "destination", "count"]].values.tolist() == [[cell[0], cell[1], 2]]
+    pd.testing.assert_frame_equal(peer, engine_table(d, g, "memory"))
+
+
+@pytest.mark.realdata
+def test_peer_sql_and_engines_identical_on_real_cabs(shared_data, tmp_path):
+    files = cab_files(shared_data / "cabspotting_sf")[:4]
+    d = tmp_path / "cabs"
+    d.mkdir()
+    for f in files:
+        (d / f.rsplit("/", 1)[-1]).symlink_to(f)
+    grid = DegreeGrid.of_box(CABSPOTTING_BOX)
+    peer = peer_table(cab_files(d), grid)
+    assert len(peer) > 500
+    pd.testing.assert_frame_equal(peer_table(cab_files(d), grid, dedupe=False), peer)   # no duplicate fix here
+    for engine in ("memory", "duckdb"):
+        pd.testing.assert_frame_equal(peer, engine_table(d, grid, engine))
