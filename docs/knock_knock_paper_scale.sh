@@ -17,10 +17,17 @@ mkdir -p "$OUT"
 COMMON=(--input ../shared/data/cabspotting_sf --format cabspotting --grid sfc --series-cache "$OUT/sfc_series.npz"
         --targets "$TARGETS" --workers "${WORKERS:-2}" --json)
 log() { echo "$1 $(date -u +%FT%TZ) $(uptime)" >> "$OUT/load.log"; }
+ONLY=${ONLY:-}            # space-separated run names to run (default: all of the chosen section)
+CONCURRENT=${CONCURRENT:-0}  # 1: start the runs together (each with $WORKERS processes) and wait for all
 knock() {  # knock NAME ARGS...: one run, its JSON in $OUT/NAME.json
   local name=$1; shift
-  $PY -m odcore knock "${COMMON[@]}" "$@" > "$OUT/$name.json" 2> "$OUT/$name.log"   # log: AUC of each target as it ends
-  log "$name"
+  [[ -z $ONLY || " $ONLY " == *" $name "* ]] || return 0
+  if [[ $CONCURRENT == 1 ]]; then
+    { $PY -m odcore knock "${COMMON[@]}" "$@" > "$OUT/$name.json" 2> "$OUT/$name.log"; log "$name"; } &
+  else
+    $PY -m odcore knock "${COMMON[@]}" "$@" > "$OUT/$name.json" 2> "$OUT/$name.log"   # log: each target's AUC
+    log "$name"
+  fi
 }
 what=${1:-all}
 start=$(date +%s)
@@ -41,4 +48,5 @@ if [[ $what == periods || $what == all ]]; then
   knock period_8h_monday "${SG[@]}" --period-slots 8 --inference-period 43 --observation-stride 21
   knock period_8h_saturday "${SG[@]}" --period-slots 8 --inference-period 58 --observation-stride 21
 fi
+wait
 echo "wall seconds: $(( $(date +%s) - start )) on $(nproc) cores" | tee -a "$OUT/load.log" >&2

@@ -309,6 +309,22 @@ def _worker_play(target: int, mobility: str, rng: np.random.Generator
     return r, tm, mres
 
 
+def play_order(classes) -> list[int]:
+    """Target positions taken in turn from each mobility third (high, mild, somewhat, high, ...).
+
+    The result does not depend on the order targets are played in; this one makes any prefix of the finished
+    targets (an interrupted run's log) a balanced sample of the thirds.
+
+    >>> play_order(["high", "high", "mild", "mild", "somewhat"])
+    [0, 2, 4, 1, 3]
+    """
+    by: dict[Any, list[int]] = {}
+    for i, c in enumerate(classes):
+        by.setdefault(c, []).append(i)
+    rounds = max((len(v) for v in by.values()), default=0)
+    return [v[k] for k in range(rounds) for v in by.values() if k < len(v)]
+
+
 def run_experiment(data: LocationTimeSeries | pd.DataFrame, config: KnockConfig,
                    rng: np.random.Generator | int | None = None, *, ts_config: TimeSeriesConfig | None = None,
                    progress: Progress | None = None, workers: int = 1, float32: bool = True) -> KnockResult:
@@ -386,13 +402,14 @@ def run_experiment(data: LocationTimeSeries | pd.DataFrame, config: KnockConfig,
             aucs = " ".join(f"{k}={v:.3f}" for k, v in r.auc.items())
             progress(sum(x is not None for x in results), total, f"target {r.target} ({r.mobility}): AUC {aucs}")
 
+    order = play_order(classes)
     if workers == 1 or total == 1:
         cache: dict = {}
-        for i, (u, cls) in enumerate(zip(idx, classes, strict=True)):
+        for i in order:
             tm: dict[str, float] = {}
             parts: list = []
-            r = run_target(ts, int(u), config, streams[i], sensitivity=sensitivity, window_cache=cache, timings=tm,
-                           mobility=str(cls), mre_out=parts, float32=float32)
+            r = run_target(ts, int(idx[i]), config, streams[i], sensitivity=sensitivity, window_cache=cache,
+                           timings=tm, mobility=str(classes[i]), mre_out=parts, float32=float32)
             done(i, r, tm, parts)
     else:
         import multiprocessing
@@ -400,8 +417,7 @@ def run_experiment(data: LocationTimeSeries | pd.DataFrame, config: KnockConfig,
 
         with ProcessPoolExecutor(max_workers=min(workers, total), mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_worker_init, initargs=(ts, config, sensitivity, float32)) as pool:
-            futures = {pool.submit(_worker_play, int(u), str(cls), streams[i]): i
-                       for i, (u, cls) in enumerate(zip(idx, classes, strict=True))}
+            futures = {pool.submit(_worker_play, int(idx[i]), str(classes[i]), streams[i]): i for i in order}
             for fut in as_completed(futures):
                 done(futures[fut], *fut.result())
     mre_val = None
