@@ -83,7 +83,7 @@ def main(out: Path) -> None:
         best = [max(a.values()) for a in aucs]
         pl = float(np.mean(privacy_loss(np.asarray(best))))
         counts = ", ".join(str(thirds.count(t)) for t in ("high", "mild", "somewhat"))
-        done = f"{len(aucs)} / {total} ({counts})" + ("" if d is not None else ", interrupted: from the log")
+        done = f"{len(aucs)} / {total} ({counts})" + ("" if d is not None else ", run stopped: from its log")
         secs = f"{d['seconds']:.0f}" if d is not None else "–"
         print(f"| {label} | {done} | {' | '.join(cols)} | {fmt(best)} | {pl:.2f} | {paper} | {secs} |")
 
