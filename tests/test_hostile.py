@@ -132,6 +132,7 @@ BAD_PARAMETERS = [
     (["synth", "--extent-km", "0", "--out", "{tmp}/s.parquet"], "(--extent-km) must be"),
     (["defences", "--epsilon", "0.1,-1"], "(--epsilon) must be"),
     (["knock", "--prior", "7"], "(--prior) must be"),
+    (["knock", "--workers", "0"], "workers (--workers) must be an integer >= 1 and <= 64"),
     # Knock Knock's own parameters go through the same rule (odcore.data.validate.PARAMETERS)
     (["knock", "--m", "0"], "m (--m) must be an integer >= 1 and <= 10,000"),
     (["knock", "--m", "100000000"], "m (--m) must be an integer >= 1 and <= 10,000"),

@@ -198,3 +198,82 @@ def test_real_cabspotting_sfc_matches_paper_statistics(shared_data):
     assert ts.sensitivity(0, 168) == pytest.approx(2685, rel=0.05)  # paper: Δ = 2,685
     res = run_experiment(ts, KnockConfig(prior="subset", m=10, targets=3, classifiers="lr,mlp", seed=1))
     assert res.mean_auc["best"] > 0.75  # paper: LR and MLP mean AUC 0.9 at m = 10
+
+
+def test_workers_play_the_same_game(series):
+    """Targets in 2 worker processes: each has its own random stream, so the result is the serial one."""
+    cfg = KnockConfig(prior="same-groups", m=3, targets=3, classifiers="lr,rf", seed=7, **SMALL)
+    serial = run_experiment(series, cfg, workers=1)
+    parallel = run_experiment(series, cfg, workers=2)
+    assert parallel.workers == 2
+    assert [t.to_dict() for t in parallel.per_target] == [t.to_dict() for t in serial.per_target]
+    assert set(parallel.timings) == set(serial.timings)
+
+
+def test_target_streams_are_independent(series):
+    """A target's game depends on the seed and its position only: the same targets named by id play the same game."""
+    base = dict(prior="subset", m=4, alpha=0.5, classifiers="lr,knn", seed=8, **SMALL)
+    three = run_experiment(series, KnockConfig(targets=3, **base))
+    ids = tuple(t.target for t in three.per_target)
+    again = run_experiment(series, KnockConfig(target_ids=ids, **base))
+    other = run_experiment(series, KnockConfig(target_ids=ids, **(base | {"seed": 9})))
+    assert [t.to_dict() for t in again.per_target] == [t.to_dict() for t in three.per_target]
+    assert [t.auc for t in other.per_target] != [t.auc for t in again.per_target]
+
+
+def test_play_order_takes_the_thirds_in_turn():
+    from odcore.knock.experiment import play_order
+
+    classes = ["high"] * 3 + ["mild"] * 3 + ["somewhat"] * 2
+    order = play_order(classes)
+    assert sorted(order) == list(range(8))
+    assert [classes[i] for i in order[:6]] == ["high", "mild", "somewhat"] * 2
+
+
+def test_mlp_scores_are_predict_proba_without_float32_ties():
+    from odcore.knock.classifiers import fit_scores, make_classifier, mlp_scores
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((200, 30))
+    y = (np.arange(200) % 2).astype(int)
+    x[:, 0] = np.where(y == 1, 1.0, -1.0) + 0.01 * x[:, 0]  # far apart after scaling: outputs near 0 and 1
+    pipe64 = make_classifier("mlp", seed=1, float32=False).fit(x, y)
+    assert np.allclose(mlp_scores(pipe64, x), pipe64.predict_proba(x)[:, 1], rtol=0, atol=1e-12)
+    pipe32 = make_classifier("mlp", seed=1).fit(x, y)
+    assert pipe32[-1].coefs_[0].dtype == np.float32
+    s32 = mlp_scores(pipe32, x)
+    assert np.allclose(s32, pipe32.predict_proba(x)[:, 1], atol=1e-5)    # the same network's output ...
+    far = 4 * x                                       # ... and on points beyond the training data (logits ~ 20),
+    p_far = pipe32.predict_proba(far)[:, 1]           # where the float32 sigmoid rounds most to exactly 1 or 0
+    assert len(np.unique(mlp_scores(pipe32, far))) > len(np.unique(p_far)) + 20
+    (s,) = fit_scores("mlp", x, y, [x], seed=1)
+    assert np.array_equal(s, np.round(s32, 10))
+
+
+def test_mlp_float32_gives_the_float64_auc(series):
+    """The fast path (float32 MLP) against the float64 one on small games: the same AUC within 0.02 per target.
+
+    Single precision changes the gradients in the 7th digit; the network and its stopping epoch can then differ
+    slightly, which moves a few of the ~400 in/out score pairs of a 20-group test set at most.
+    """
+    for prior, m in (("subset", 4), ("same-groups", 3)):
+        cfg = KnockConfig(prior=prior, m=m, alpha=0.5, targets=3, classifiers="mlp", seed=10, **SMALL)
+        fast = run_experiment(series, cfg)
+        slow = run_experiment(series, cfg, float32=False)
+        for a, b in zip(fast.per_target, slow.per_target, strict=True):
+            assert a.auc["mlp"] == pytest.approx(b.auc["mlp"], abs=0.02), prior
+        assert fast.mean_auc["mlp"] == pytest.approx(slow.mean_auc["mlp"], abs=0.01)
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+def test_real_cabspotting_mlp_float32_as_float64(shared_data, tmp_path):
+    """On the SFC games of §VI-C (same groups, m = 100, one week) the float32 MLP keeps the float64 AUC."""
+    from odcore.data.traces import load_traces
+
+    tr = load_traces(shared_data / "cabspotting_sf", format="cabspotting", tz="America/Los_Angeles", bbox=None)
+    ts = build_timeseries(tr.df, TimeSeriesConfig(grid="sfc", tz="America/Los_Angeles"))
+    cfg = KnockConfig(prior="same-groups", m=100, targets=3, classifiers="mlp", seed=6)
+    fast, slow = run_experiment(ts, cfg), run_experiment(ts, cfg, float32=False)
+    for a, b in zip(fast.per_target, slow.per_target, strict=True):
+        assert a.auc["mlp"] == pytest.approx(b.auc["mlp"], abs=0.01)

@@ -57,6 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "period (7 with --period-slots 24: the same weekday of every other week; default: all)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default %(default)s)")
     g.add_argument("--n-jobs", type=int, default=2, help="parallel jobs for the random forest (default 2)")
+    g.add_argument("--workers", type=int, default=1,
+                   help="processes playing targets in parallel, one per core (default 1); same result for any number")
     d = p.add_argument_group("DP defence of the released aggregates (Sec. VII)")
     d.add_argument("--defence", default=None, choices=["lpa", "lpa-event", "gsm", "fpa", "efpag"])
     d.add_argument("--epsilon", type=float, default=None)
@@ -169,7 +171,7 @@ def run_knock(args: argparse.Namespace) -> int:
         period_slots=args.period_slots, inference_period=args.inference_period,
         observation_stride=args.observation_stride, n_jobs=args.n_jobs)
     ts = series_from_args(args)
-    res = run_experiment(ts, config, progress=_progress)
+    res = run_experiment(ts, config, progress=_progress, workers=args.workers)
     out = res.to_dict(with_roc=args.roc)
     if args.json:
         print_json(out)

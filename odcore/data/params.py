@@ -74,6 +74,7 @@ PARAMETERS: dict[str, Rule] = {
     "slot_minutes": Rule(1, 10_080, integer=True, why="at most one week"),
     "grid_side": Rule(1, 1000, integer=True, why="rows or columns of the location grid"),
     "n_jobs": Rule(1, 64, integer=True, why="parallel jobs of the random forest"),
+    "workers": Rule(1, 64, integer=True, why="processes playing targets in parallel"),
 }
 """One rule per parameter name, used by every subcommand (flags and ``--config`` values) and the engine's configs."""
 

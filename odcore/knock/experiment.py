@@ -154,8 +154,9 @@ class KnockResult:
     sensitivity: int
     seconds: float
     series: dict[str, Any] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)   # seconds per step, summed over targets (and workers)
     mre: float | None = None
+    workers: int = 1
 
     def _mean(self, attr: str) -> dict[str, float]:
         out = {}
@@ -196,7 +197,7 @@ class KnockResult:
             "per_target": [t.to_dict(with_roc=with_roc) for t in self.per_target],
             "mean_auc": self.mean_auc, "mean_pl": self.mean_pl, "by_mobility": self.by_mobility(),
             "sensitivity": self.sensitivity, "seconds": round(self.seconds, 3), "series": self.series,
-            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "timings": {k: round(v, 3) for k, v in self.timings.items()}, "workers": self.workers,
         }
         if self.config.defence is not None:
             d["mean_pg"] = self.mean_pg
@@ -227,8 +228,13 @@ def _samples(ts: LocationTimeSeries, groups: np.ndarray, windows: tuple[tuple[in
 
 def run_target(ts: LocationTimeSeries, target: int, config: KnockConfig, rng: np.random.Generator, *,
                sensitivity: int, window_cache: dict | None = None, timings: dict | None = None,
-               mobility: str = "", mre_out: list | None = None) -> TargetResult:
-    """Play the game for one target (training + challenge sets, every classifier)."""
+               mobility: str = "", mre_out: list | None = None, clf_jobs: int | None = None,
+               float32: bool = True) -> TargetResult:
+    """Play the game for one target (training + challenge sets, every classifier).
+
+    ``clf_jobs`` overrides ``config.n_jobs`` (the random forest's threads; 1 inside a worker process);
+    ``float32`` is the MLP's precision (:func:`~odcore.knock.classifiers.fit_scores`).
+    """
     cache = {} if window_cache is None else window_cache
     tm = {} if timings is None else timings
     t0 = time.perf_counter()
@@ -252,6 +258,7 @@ def run_target(ts: LocationTimeSeries, target: int, config: KnockConfig, rng: np
     t2 = time.perf_counter()
     tm["features"] = tm.get("features", 0.0) + t2 - t1
     seed = int(rng.integers(2**31 - 1))
+    fit = {"seed": seed, "n_jobs": config.n_jobs if clf_jobs is None else clf_jobs, "float32": float32}
     x_tr = x_tr_noisy if x_tr_noisy is not None else x_tr_raw
     keep = select_features(x_tr, y_tr, config.selection)
     keep_raw = select_features(x_tr_raw, y_tr, config.selection) if x_tr_noisy is not None else keep
@@ -260,15 +267,13 @@ def run_target(ts: LocationTimeSeries, target: int, config: KnockConfig, rng: np
     aucs, pls, rocs, aucs_raw, pgs = {}, {}, {}, {}, {}
     for clf in config.classifiers:
         if dcfg is None:
-            (s,) = fit_scores(clf, x_tr[:, keep], y_tr, [x_te_raw[:, keep]], seed=seed, n_jobs=config.n_jobs)
+            (s,) = fit_scores(clf, x_tr[:, keep], y_tr, [x_te_raw[:, keep]], **fit)
         elif x_tr_noisy is None:  # passive adversary: trained on raw, tested on raw and on noisy
-            s_raw, s = fit_scores(clf, x_tr_raw[:, keep], y_tr, [x_te_raw[:, keep], x_te_noisy[:, keep]],
-                                  seed=seed, n_jobs=config.n_jobs)
+            s_raw, s = fit_scores(clf, x_tr_raw[:, keep], y_tr, [x_te_raw[:, keep], x_te_noisy[:, keep]], **fit)
             aucs_raw[clf.value] = auc(y_te, s_raw)
         else:  # strategic adversary: trained on noisy; AUC_A from the raw-trained classifier on raw aggregates
-            (s_raw,) = fit_scores(clf, x_tr_raw[:, keep_raw], y_tr, [x_te_raw[:, keep_raw]], seed=seed,
-                                  n_jobs=config.n_jobs)
-            (s,) = fit_scores(clf, x_tr[:, keep], y_tr, [x_te_noisy[:, keep]], seed=seed, n_jobs=config.n_jobs)
+            (s_raw,) = fit_scores(clf, x_tr_raw[:, keep_raw], y_tr, [x_te_raw[:, keep_raw]], **fit)
+            (s,) = fit_scores(clf, x_tr[:, keep], y_tr, [x_te_noisy[:, keep]], **fit)
             aucs_raw[clf.value] = auc(y_te, s_raw)
         a = auc(y_te, s)
         aucs[clf.value] = a
@@ -282,10 +287,51 @@ def run_target(ts: LocationTimeSeries, target: int, config: KnockConfig, rng: np
                         aucs_raw if dcfg is not None else None, pgs if dcfg is not None else None, game.notes)
 
 
+# One worker process's copy of the series and settings, set once by its initializer (spawned processes only; the
+# parent never writes it).
+_WORKER_STATE: dict[str, Any] = {}
+
+
+def _worker_init(ts: LocationTimeSeries, config: KnockConfig, sensitivity: int, float32: bool) -> None:
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)   # one process per core: BLAS and OpenMP single-threaded inside each
+    _WORKER_STATE.update(ts=ts, config=config, sensitivity=sensitivity, float32=float32, cache={})
+
+
+def _worker_play(target: int, mobility: str, rng: np.random.Generator
+                 ) -> tuple[TargetResult, dict[str, float], list]:
+    st = _WORKER_STATE
+    tm: dict[str, float] = {}
+    mres: list = []
+    r = run_target(st["ts"], target, st["config"], rng, sensitivity=st["sensitivity"], window_cache=st["cache"],
+                   timings=tm, mobility=mobility, mre_out=mres, clf_jobs=1, float32=st["float32"])
+    return r, tm, mres
+
+
+def play_order(classes) -> list[int]:
+    """Target positions taken in turn from each mobility third (high, mild, somewhat, high, ...).
+
+    The result does not depend on the order targets are played in; this one makes any prefix of the finished
+    targets (an interrupted run's log) a balanced sample of the thirds.
+
+    >>> play_order(["high", "high", "mild", "mild", "somewhat"])
+    [0, 2, 4, 1, 3]
+    """
+    by: dict[Any, list[int]] = {}
+    for i, c in enumerate(classes):
+        by.setdefault(c, []).append(i)
+    rounds = max((len(v) for v in by.values()), default=0)
+    return [v[k] for k in range(rounds) for v in by.values() if k < len(v)]
+
+
 def run_experiment(data: LocationTimeSeries | pd.DataFrame, config: KnockConfig,
                    rng: np.random.Generator | int | None = None, *, ts_config: TimeSeriesConfig | None = None,
-                   progress: Progress | None = None) -> KnockResult:
+                   progress: Progress | None = None, workers: int = 1, float32: bool = True) -> KnockResult:
     """Run the membership-inference game for ``config.targets`` targets (Pyrgelis et al. 2018, §V-B).
+
+    Each target plays with its own random stream, spawned from ``rng`` after the targets are drawn, so the result
+    is the same for any number of ``workers``.
 
     Parameters
     ----------
@@ -296,7 +342,13 @@ def run_experiment(data: LocationTimeSeries | pd.DataFrame, config: KnockConfig,
     rng:
         Seed or generator; default ``config.seed``.
     progress:
-        ``progress(done, total, message)`` called before the first and after each target.
+        ``progress(done, total, message)`` called before the first and after each target (in the order targets
+        finish when ``workers > 1``).
+    workers:
+        Processes playing targets in parallel (spawned, one per core, each single-threaded; the random forest then
+        uses one thread). 1 plays them here, one after the other.
+    float32:
+        Train the MLP in single precision (see :mod:`odcore.knock.classifiers`).
 
     Returns
     -------
@@ -335,23 +387,45 @@ def run_experiment(data: LocationTimeSeries | pd.DataFrame, config: KnockConfig,
     total = len(idx)
     if progress:
         progress(0, total, f"{total} targets, prior={config.prior.value}, m={config.m}")
-    cache: dict = {}
+    workers = int(check_param("workers", workers))
+    streams = rng.spawn(total)
     timings: dict[str, float] = {}
     mres: list = []
-    results = []
-    for i, (u, cls) in enumerate(zip(idx, classes, strict=True)):
-        r = run_target(ts, int(u), config, rng, sensitivity=sensitivity, window_cache=cache, timings=timings,
-                       mobility=str(cls), mre_out=mres)
-        results.append(r)
+    results: list[TargetResult | None] = [None] * total
+
+    def done(i: int, r: TargetResult, tm: dict[str, float], mre_parts: list) -> None:
+        results[i] = r
+        for k, v in tm.items():
+            timings[k] = timings.get(k, 0.0) + v
+        mres.extend(mre_parts)
         if progress:
             aucs = " ".join(f"{k}={v:.3f}" for k, v in r.auc.items())
-            progress(i + 1, total, f"target {r.target} ({cls}): AUC {aucs}")
+            progress(sum(x is not None for x in results), total, f"target {r.target} ({r.mobility}): AUC {aucs}")
+
+    order = play_order(classes)
+    if workers == 1 or total == 1:
+        cache: dict = {}
+        for i in order:
+            tm: dict[str, float] = {}
+            parts: list = []
+            r = run_target(ts, int(idx[i]), config, streams[i], sensitivity=sensitivity, window_cache=cache,
+                           timings=tm, mobility=str(classes[i]), mre_out=parts, float32=float32)
+            done(i, r, tm, parts)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=min(workers, total), mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_worker_init, initargs=(ts, config, sensitivity, float32)) as pool:
+            futures = {pool.submit(_worker_play, int(idx[i]), str(classes[i]), streams[i]): i for i in order}
+            for fut in as_completed(futures):
+                done(futures[fut], *fut.result())
     mre_val = None
     if mres:
         allm = np.concatenate([m.ravel() for m in mres])
         mre_val = float(np.nanmean(allm)) if np.isfinite(allm).any() else None
-    return KnockResult(config, tuple(results), sensitivity, time.perf_counter() - t_start,
-                       ts.summary() | {"inference_slots": list(t_inf)}, timings, mre_val)
+    return KnockResult(config, tuple(r for r in results if r is not None), sensitivity, time.perf_counter() - t_start,
+                       ts.summary() | {"inference_slots": list(t_inf)}, timings, mre_val, workers)
 
 
 @dataclass(frozen=True)
