@@ -127,16 +127,23 @@ def trips_tables(trips_max: int, delta: float, max_pairs: int | None = None) -> 
     return out
 
 
-def weeks_tables(trips: int, weeks: int, delta: float, interval: float,
+def weeks_tables(trips: int, weeks: int, delta: float, relative_step: float | None = None,
                  max_pairs: int | None = None) -> dict[str, LiveTable]:
     """Cumulative ε over 1..weeks weekly releases of ``trips`` trips on :data:`WEEKS_GRID`: ``tight`` (upper end of
-    the PLD bracket with loss-grid step ``interval``, as on the page), ``rdp`` and, with ``max_pairs``,
-    ``person_tight``. Same numbers as :func:`odcore.privacy.accounting.epsilon_over_weeks`."""
+    the PLD bracket with loss-grid step ``relative_step·ε`` at each ε, as on the page; default
+    :data:`odcore.privacy.accounting.WEEKS_RELATIVE_STEP`), ``rdp`` and, with ``max_pairs``, ``person_tight``. Same
+    numbers as :func:`odcore.privacy.accounting.epsilon_over_weeks` with
+    ``interval=weeks_interval(ε, relative_step)``.
+
+    The step follows ε so that the tabulated upper end is smooth in ε: with one step for every ε it jumps between
+    grid points by up to ``w·step`` (:data:`odcore.privacy.accounting.WEEKS_RELATIVE_STEP`)."""
     from odcore.privacy import accounting as acc
     from odcore.privacy import pld
 
+    rel = acc.WEEKS_RELATIVE_STEP if relative_step is None else float(relative_step)
     w = np.arange(1, int(weeks) + 1)
-    rows = [acc.epsilon_over_weeks(float(e), int(trips), int(weeks), delta, interval=interval, lower=False)
+    rows = [acc.epsilon_over_weeks(float(e), int(trips), int(weeks), delta, interval=acc.weeks_interval(float(e), rel),
+                                   lower=False)
             for e in WEEKS_GRID]
     out = {c: LiveTable(WEEKS_GRID, w, np.array([r[c].to_numpy(dtype=float) for r in rows]), "loglog")
            for c in ("tight", "rdp")}
