@@ -350,6 +350,19 @@ def weeks_interval(epsilon: float, relative_step: float = WEEKS_RELATIVE_STEP) -
     return float(check_positive("relative_step", relative_step)) * float(check_positive("epsilon", epsilon))
 
 
+def person_weeks_interval(epsilon: float, weeks: int) -> float:
+    """Loss-grid step of the per-person (``max_pairs``-fold Laplace(ε/m)) curve over 1..``weeks`` weeks on the
+    Privacy budget page: ``ε·max(1/1000, 2·weeks/2^18)`` (at least 2,000 loss bins a week, at most 2^18 over all the
+    weeks). Proportional to ε for the reason of :data:`WEEKS_RELATIVE_STEP`: the curve read between the grid points of
+    :func:`odcore.privacy.live.weeks_tables` is then smooth in ε.
+
+    >>> person_weeks_interval(0.5, 52)
+    0.0005
+    """
+    eps = float(check_positive("epsilon", epsilon))
+    return eps * max(1e-3, 2.0 * int(check_count("weeks", weeks)) / 2**18)
+
+
 def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, delta: float = 1e-6,
                        interval: float | None = None, lower: bool = True) -> pd.DataFrame:
     """Cumulative ε of one user after 1..W weekly releases of ``trips`` unique trips each (k = w·trips).

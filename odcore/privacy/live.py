@@ -131,9 +131,9 @@ def weeks_tables(trips: int, weeks: int, delta: float, relative_step: float | No
                  max_pairs: int | None = None) -> dict[str, LiveTable]:
     """Cumulative ε over 1..weeks weekly releases of ``trips`` trips on :data:`WEEKS_GRID`: ``tight`` (upper end of
     the PLD bracket with loss-grid step ``relative_step·ε`` at each ε, as on the page; default
-    :data:`odcore.privacy.accounting.WEEKS_RELATIVE_STEP`), ``rdp`` and, with ``max_pairs``, ``person_tight``. Same
-    numbers as :func:`odcore.privacy.accounting.epsilon_over_weeks` with
-    ``interval=weeks_interval(ε, relative_step)``.
+    :data:`odcore.privacy.accounting.WEEKS_RELATIVE_STEP`), ``rdp`` and, with ``max_pairs``, ``person_tight`` (step
+    :func:`odcore.privacy.accounting.person_weeks_interval`). Same numbers as
+    :func:`odcore.privacy.accounting.epsilon_over_weeks` with ``interval=weeks_interval(ε, relative_step)``.
 
     The step follows ε so that the tabulated upper end is smooth in ε: with one step for every ε it jumps between
     grid points by up to ``w·step`` (:data:`odcore.privacy.accounting.WEEKS_RELATIVE_STEP`)."""
@@ -151,7 +151,7 @@ def weeks_tables(trips: int, weeks: int, delta: float, relative_step: float | No
         m = int(max_pairs)
         vals = []
         for e in WEEKS_GRID:
-            step = max(1e-3, 2.0 * int(weeks) * float(e) / 2**18)
+            step = acc.person_weeks_interval(float(e), int(weeks))
             _, hi = pld.composed_epsilon_curve(delta, m, float(e) / m, w, interval=step)
             vals.append(np.minimum(hi, w * float(e)))
         out["person_tight"] = LiveTable(WEEKS_GRID, w, np.array(vals), "loglog")
