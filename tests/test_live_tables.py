@@ -98,7 +98,7 @@ def test_weeks_table_within_half_a_percent():
 
 # Where the over-weeks curve bends most and its bracket is widest against its value: one trip a week, two years,
 # δ = 5e-13 (the Laplace half of the page's smallest δ, 1e-12). The page's 520 weeks give the same worst error
-# (docs/live_curves.md) at 60 times the cost.
+# (docs/live_curves.md) at several times the cost (a minute with the per-person column).
 FEW_TRIPS = (1, 104, 5e-13)
 
 
