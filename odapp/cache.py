@@ -379,17 +379,18 @@ def person_columns(epsilon: float, max_pairs: int, delta: float, trips_max: int,
     page in the per-person unit draws them)."""
     import numpy as np
 
+    from odcore.privacy import accounting as acc
     from odcore.privacy import pld
 
     def build(epsilon, m, delta, trips_max, weeks):
         n = np.minimum(np.arange(1, trips_max + 1), m)
         week = np.asarray(pld.epsilon_for_delta(delta, n, epsilon / m), dtype=float)
         w = np.arange(1, weeks + 1)
-        step = max(1e-3, 2.0 * weeks * epsilon / 2**18)
+        step = acc.person_weeks_interval(epsilon, weeks)
         _, hi = pld.composed_epsilon_curve(delta, m, epsilon / m, w, interval=step)
         return week, np.minimum(hi, w * epsilon)
 
-    return _kept("personcols", build, float(epsilon), int(max_pairs), float(delta), int(trips_max), int(weeks))
+    return _kept("personcolsrel", build, float(epsilon), int(max_pairs), float(delta), int(trips_max), int(weeks))
 
 
 @_resource(max_entries=8, show_spinner="Indexing the week's pairs for the designer…")
@@ -652,12 +653,13 @@ def live_trips_tables(trips_max: int, delta: float, max_pairs: int | None) -> di
 
 
 @_resource(max_entries=32, show_spinner="Tabulating the budget over weeks for the live slider (a few seconds)…")
-def live_weeks_tables(trips: int, weeks: int, delta: float, interval: float, max_pairs: int | None) -> dict:
-    """:func:`odcore.privacy.live.weeks_tables` as the browser reads them (shared, read-only)."""
+def live_weeks_tables(trips: int, weeks: int, delta: float, relative_step: float, max_pairs: int | None) -> dict:
+    """:func:`odcore.privacy.live.weeks_tables` as the browser reads them (shared, read-only; ``relative_step``: the
+    loss-grid step per unit of ε, :data:`odcore.privacy.accounting.WEEKS_RELATIVE_STEP`)."""
     from odcore.privacy.live import weeks_tables
 
-    return _kept("liveweeks", lambda *a: {k: t.to_json() for k, t in weeks_tables(*a).items()},
-                 trips, weeks, delta, interval, max_pairs)
+    return _kept("liveweeksrel", lambda *a: {k: t.to_json() for k, t in weeks_tables(*a).items()},
+                 trips, weeks, delta, relative_step, max_pairs)
 
 
 @_resource(max_entries=16, show_spinner=False)

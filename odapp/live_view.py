@@ -48,13 +48,13 @@ def attack(s, curve, *, k_max: int, prior: float, mc=None, reps: int = 0) -> Non
 
 
 def budget(s, *, trips: int, weeks: int, delta: float, trips_max: int, typical: int, prior: float,
-           interval: float) -> None:
+           relative_step: float) -> None:
     """The Privacy budget page's ε of a user-week against n and cumulative ε over weeks (basic, advanced, Rényi,
     tight; per person in that unit), with the posterior bounds as readouts."""
     user_mode = s.mode == "user_level"
     m = int(s.max_pairs) if user_mode else None
     tt = cache.live_trips_tables(int(trips_max), float(delta), m)
-    wt = cache.live_weeks_tables(int(trips), int(weeks), float(delta), float(interval), m)
+    wt = cache.live_weeks_tables(int(trips), int(weeks), float(delta), float(relative_step), m)
     n = np.arange(1, int(trips_max) + 1)
     w = np.arange(1, int(weeks) + 1)
     person = f"{unit_words('user_level')}, max {s.max_pairs} pairs (tight)"

@@ -14,10 +14,13 @@ from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import comparison_label, epsilon_words, num, pct, probability_words, sci, unit_words
-from odcore.privacy.accounting import BudgetConfig, delta_parts, posterior_bound
-
-# Loss-grid step of the many-week tight bracket on this page (width <= 2·weeks·step, 2 at 52 weeks; ~0.06 s).
-PAGE_TOTAL_INTERVAL = 2e-2
+from odcore.privacy.accounting import (
+    WEEKS_RELATIVE_STEP,
+    BudgetConfig,
+    delta_parts,
+    posterior_bound,
+    weeks_interval,
+)
 
 ctx = page(
     "Privacy budget",
@@ -49,15 +52,18 @@ prior = c4.slider("Attacker's prior that the person is in the data", 0.01, 0.99,
                   help="What the attacker believes before seeing the release; 0.5 is a coin flip (the 16 % "
                        "statement assumes it).")
 
+# Loss-grid step of the many-week tight bracket: 2 % of ε (width <= 2·weeks·step), so that the bracket's upper end
+# is smooth in ε and the live table reads it between grid points (odcore.privacy.accounting.WEEKS_RELATIVE_STEP).
+total_interval = weeks_interval(s.epsilon, WEEKS_RELATIVE_STEP)
 with engine_errors("Could not compute the budget"):
     parts = delta_parts(s.epsilon, float(delta), int(weeks), threshold=s.threshold, trips=int(trips),
                         max_pairs=s.max_pairs if s.mode == "user_level" else None)
     delta_asked, delta = float(delta), parts.laplace   # below, δ is the Laplace part: the δ at which ε is given
     b = cache.budget(BudgetConfig(epsilon=s.epsilon, threshold=s.threshold, trips=int(trips), weeks=int(weeks),
                                   delta=delta, max_pairs=s.max_pairs if s.mode == "user_level" else None,
-                                  total_interval=PAGE_TOTAL_INTERVAL))
+                                  total_interval=total_interval))
     vs_trips, over_weeks, eps_delta = cache.budget_curves(s.epsilon, int(trips), int(weeks), float(delta),
-                                                          max(70, int(trips)), PAGE_TOTAL_INTERVAL)
+                                                          max(70, int(trips)), total_interval)
 user_mode = s.mode == "user_level"
 if user_mode:   # the same curves for the bounded release (per person and week)
     with engine_errors("Could not compute the per-person curves"):
@@ -77,7 +83,7 @@ def tight_or_rdp(span: str) -> tuple[float, str]:
 
 
 cli_config = budget_config(s, trips=int(trips), weeks=int(weeks), delta=delta_asked,
-                           total_interval=PAGE_TOTAL_INTERVAL)
+                           total_interval=total_interval)
 
 st.subheader(f"The same week in both units ({unit_words(s.mode)} is in use)")
 left, right = st.columns(2)
@@ -152,7 +158,7 @@ with st.container():   # in both units, so the charts below keep their place (up
 st.subheader("ε of one user-week against the number of unique trips, and over weeks")
 projector = projector_mode()
 live_view.budget(s, trips=int(trips), weeks=int(weeks), delta=float(delta), trips_max=max(70, int(trips)),
-                 typical=typical, prior=float(prior), interval=PAGE_TOTAL_INTERVAL)
+                 typical=typical, prior=float(prior), relative_step=WEEKS_RELATIVE_STEP)
 fig = charts.trips_chart(vs_trips, delta=float(delta), max_pairs=s.max_pairs, trips=int(trips), typical=typical,
                          week=s.week, e_count=float(e_count), epsilon=s.epsilon, user_mode=user_mode,
                          projector=projector)
@@ -166,7 +172,7 @@ if not projector:   # the curves at the page's ε, as files (plotly)
                                  projector=projector)
         over_weeks_csv = functools.partial(   # the chart's numbers with the tight bracket's lower end
             callbacks.budget_over_weeks, s.epsilon, int(trips), int(weeks), float(delta),
-            s.max_pairs if user_mode else None, vs_trips, PAGE_TOTAL_INTERVAL)
+            s.max_pairs if user_mode else None, vs_trips, total_interval)
         export_buttons("epsilon_over_weeks", fig=fig, data=over_weeks_csv, config=cli_config, command="budget",
                        key="eps_weeks")
 left, _ = st.columns(2)

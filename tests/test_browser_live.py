@@ -92,7 +92,7 @@ def test_budget_curves_follow_the_pointer(streamlit_url, page):
     assert relative_error(v["rdp"], trips["rdp"]) <= live.BUDGET_ERROR
     assert np.asarray(v["basic"]) == pytest.approx(trips["basic"].to_numpy(), rel=1e-12)
     assert np.asarray(v["advanced"]) == pytest.approx(trips["advanced"].to_numpy(), rel=1e-9)
-    weeks = acc.epsilon_over_weeks(e, 70, 52, 1e-6, interval=2e-2, lower=False)   # the page's settings
+    weeks = acc.epsilon_over_weeks(e, 70, 52, 1e-6, interval=acc.weeks_interval(e), lower=False)   # as the page
     w = got["values"]["weeks"]
     assert relative_error(w["tight"], weeks["tight"]) <= live.BUDGET_ERROR
     assert np.asarray(w["basic"]) == pytest.approx(weeks["basic"].to_numpy(), rel=1e-12)

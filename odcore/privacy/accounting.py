@@ -331,6 +331,38 @@ def epsilon_vs_trips(epsilon: float = 0.66, trips_max: int = 70, delta: float = 
                          "tight": tight, "posterior_basic": posterior_bound(basic), "posterior_tight": post_tight})
 
 
+WEEKS_RELATIVE_STEP = 2e-2
+"""Loss-grid step of the many-week tight bracket per unit of ε: the Privacy budget page composes at the step
+``WEEKS_RELATIVE_STEP·ε`` (:func:`weeks_interval`). The k-fold Laplace loss is ``ε·(2T − k)`` with T free of ε, so a
+step proportional to ε rounds the same law at every ε, and the bracket's upper end is a smooth function of ε that a
+grid of ε can be interpolated on (:func:`odcore.privacy.live.weeks_tables`). A fixed step rounds a different law at
+each ε: the upper end then jumps by up to ``w·step`` as ε moves (5 % of the value at 10 trips, 104 weeks, ε = 0.055,
+step 0.02). Its bracket is at most ``2·w·WEEKS_RELATIVE_STEP·ε`` wide, the same share of ε at every ε."""
+
+
+def weeks_interval(epsilon: float, relative_step: float = WEEKS_RELATIVE_STEP) -> float:
+    """The loss-grid step ``relative_step·ε`` of :data:`WEEKS_RELATIVE_STEP` for :func:`epsilon_over_weeks` and
+    :class:`BudgetConfig` ``total_interval`` at ``epsilon``.
+
+    >>> weeks_interval(0.5)
+    0.01
+    """
+    return float(check_positive("relative_step", relative_step)) * float(check_positive("epsilon", epsilon))
+
+
+def person_weeks_interval(epsilon: float, weeks: int) -> float:
+    """Loss-grid step of the per-person (``max_pairs``-fold Laplace(ε/m)) curve over 1..``weeks`` weeks on the
+    Privacy budget page: ``ε·max(1/1000, 2·weeks/2^18)`` (at least 2,000 loss bins a week, at most 2^18 over all the
+    weeks). Proportional to ε for the reason of :data:`WEEKS_RELATIVE_STEP`: the curve read between the grid points of
+    :func:`odcore.privacy.live.weeks_tables` is then smooth in ε.
+
+    >>> person_weeks_interval(0.5, 52)
+    0.0005
+    """
+    eps = float(check_positive("epsilon", epsilon))
+    return eps * max(1e-3, 2.0 * int(check_count("weeks", weeks)) / 2**18)
+
+
 def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, delta: float = 1e-6,
                        interval: float | None = None, lower: bool = True) -> pd.DataFrame:
     """Cumulative ε of one user after 1..W weekly releases of ``trips`` unique trips each (k = w·trips).
