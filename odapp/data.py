@@ -82,10 +82,10 @@ def cache_dir() -> Path | None:
 
 @lru_cache(maxsize=1)
 def code_stamp() -> str:
-    """Hash of the engine's source (``odcore/**/*.py``) and of this module: a cached table built by other code is
-    never read back."""
+    """Hash of the engine's source (``odcore/**/*.py``), of this module and of ``odapp/cache.py`` (which says what
+    each kept table is): a cached table built by other code is never read back."""
     h = hashlib.sha256()
-    for f in [*sorted((REPO_ROOT / "odcore").rglob("*.py")), Path(__file__)]:
+    for f in [*sorted((REPO_ROOT / "odcore").rglob("*.py")), Path(__file__), Path(__file__).with_name("cache.py")]:
         h.update(f.relative_to(REPO_ROOT).as_posix().encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]

@@ -91,4 +91,4 @@ def test_number_only_tables_are_kept_and_equal_the_engines(tmp_path, monkeypatch
     again = cache.person_columns.__wrapped__(0.66, 10, 1e-6, 12, 3)
     assert np.array_equal(week, again[0])
     assert np.array_equal(total, again[1])
-    assert len(list(tmp_path.glob("personcols-*.pkl"))) == 1
+    assert len(list(tmp_path.glob("personcolsrel-*.pkl"))) == 1
