@@ -236,9 +236,8 @@ def map_section(ctx, rcfg) -> None:
     cell = opt[3].selectbox("One zone", [None, *busiest], key="rel_cell", format_func=_cell_label,
                             help="Show only the flows that start or end in this zone (the 500 zones with the most "
                                  "observed pairs; hover a zone on the map for its id).")
-    opt2 = st.columns([1.1, 1, 1.6])   # what is drawn
-    opt3 = st.columns([1.1, 1, 1.6])   # under it (two rows of three: five in a row wrap their words at 1024 px)
-    merge = opt2[2].toggle("Merge nearby zones", value=d["level"] == "Auto", key="rel_level",
+    opt2 = st.columns([1, 1.05, 0.95, 1.1, 0.85])   # one row, so that the map starts on the first screen at 1024 px
+    merge = opt2[2].toggle("Merge zones", value=d["level"] == "Auto", key="rel_level",
                            help="On: when most of the largest flows are between neighbouring zones, nearby zones "
                                 "are merged into places and the flows between places are drawn (the legend says "
                                 "how far). Off, or with one zone chosen: every zone on its own.")
@@ -246,10 +245,10 @@ def map_section(ctx, rcfg) -> None:
     show_sup = opt2[0].toggle("Suppressed", value=d["show_sup"], key="rel_faint",
                               help="Also draw pairs that were observed but not published, as thin grey arrows "
                                    "(the largest, up to Top N).")
-    basemap = opt3[1].toggle("Base map", value=d["basemap"], key="rel_basemap",
+    basemap = opt2[4].toggle("Base map", value=d["basemap"], key="rel_basemap",
                              help="Draw streets and coastline under the grid. Off by default: nothing leaves this "
                                   "machine. On: your browser fetches the map from CARTO (no key needed).")
-    context = opt3[0].toggle("Streets & water", value=d["context"], key="rel_context",
+    context = opt2[3].toggle("Streets & water", value=d["context"], key="rel_context",
                              help="An offline base layer: water from a bundled coastline (Natural Earth) and a grey "
                                   "image of where the data's GPS fixes lie (on taxi traces, the streets). Drawn on "
                                   "this machine: nothing is fetched.")
@@ -261,11 +260,7 @@ def map_section(ctx, rcfg) -> None:
                                "median, and in the tooltip the highest. Computed for every person of the week: a second "
                                "or two for each new ε or threshold." if has_pairs else
                                "Needs each person's trips: an OD counts folder has only the counts.")
-    if n_weeks > 1:
-        play = opt3[2].button(f"▶ Play weeks 0–{n_weeks - 1}", key="rel_play",
-                              help="Show each week's published flows in turn (about one second each).")
-    else:
-        play = False   # one week of data: no week player (said under the map)
+    play = st.session_state.get("rel_play", False) and n_weeks > 1   # the week player's button, under the map
 
     empty_note = st.empty()   # there whether or not the release is empty, so the map below keeps its place
     if not released.any():
@@ -289,6 +284,9 @@ def map_section(ctx, rcfg) -> None:
                "flows drawn. Hover over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. "
                "Flows from `odcore.privacy.release`, utility from `odcore.privacy.utility`."
                + (" One week of data: no week player." if n_weeks == 1 else ""))
+    if n_weeks > 1:
+        st.button(f"▶ Play weeks 0–{n_weeks - 1}", key="rel_play",
+                  help="Show each week's published flows in turn (about one second each).")
     if view == "Side by side":
         sup = table.loc[~released]
         st.caption(f"Suppression removed {num(len(sup))} of {num(len(table))} pairs, carrying "
