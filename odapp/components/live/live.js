@@ -194,7 +194,8 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   const tx = projector ? 8 : L, lines = wrapWords(ctx, title, W - tx - 8);
   const titleW = Math.max(...lines.map((l) => ctx.measureText(l).width));
   const th = Math.round(fs.title * 1.25);
-  const R = spec.bars ? Math.round(58 * fs.tick / 12) : 12, T = 8 + lines.length * th + 8;
+  // the right margin holds the last x tick's label (half of it), or the bars' axis
+  const R = spec.bars ? Math.round(58 * fs.tick / 12) : projector ? 26 : 12, T = 8 + lines.length * th + 8;
   const B = fs.tick + 10 + fs.label + 14, ph = (spec.height || 340) - 74, pw = W - L - R;
   const lh = Math.round(fs.legend * 1.45);
   ctx.font = `${fs.legend}px sans-serif`;
