@@ -24,6 +24,7 @@ AXE_SHA256 = "e9e5863c33a874f09bc01acd9234b7e3c871479f5eef8802fa582544465e6d01" 
 PAGES = ["", "Data", "OD_release", "Attack", "Privacy_budget", "Knock_Knock", "Release_designer",
          "Play_the_attacker", "See_the_noise"]
 SHOTS = screenshot_dir() / "classroom"
+LIVE_PAGES = {"OD_release", "Attack", "Privacy_budget", "Play_the_attacker", "See_the_noise"}   # odapp.live_view
 
 # The cards' texts (metric label, value, reading; the guarantee card), the chart titles and their frames, the
 # content width, and every word of those texts that the browser broke across two lines.
@@ -206,7 +207,10 @@ def test_projector_mode_reads_on_a_classroom_projector(streamlit_url, browser, s
                 if c["width"] < 0.6 * m["content"]:
                     problems.append(f"{label}: chart {c['title']!r} {c['width']:.0f} px < 60 % of "
                                     f"{m['content']:.0f} px")
-            problems += live_problems(label, page.evaluate(LIVE), m["content"])
+            live = page.evaluate(LIVE)
+            problems += live_problems(label, live, m["content"])
+            if name in LIVE_PAGES and not live["charts"]:
+                problems.append(f"{label}: no live chart found")
     finally:
         ctx.close()
     assert not problems, "\n".join(problems)
