@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +62,7 @@ MODE_LABELS_PROJECTOR = {"per_metric": "per metric (Google's)", "user_level": "p
 select box shows its choice on one line; the longer words were cut, "per user (bounded co")."""
 
 
-def week_label(w: int, starts, *, short: bool = False) -> str:
+def week_label(w: int, *, starts, short: bool = False) -> str:
     """A week's choice: "Week 3 (from Mon 2024-01-29)", in projector mode "Week 3, 2024-01-29" (its Monday)."""
     if w >= len(starts):
         return f"Week {w}"
@@ -362,7 +363,7 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
             ss[K_WEEK] = n_weeks - 1
             ss[widget_key(K_WEEK)] = n_weeks - 1
         _bound(K_WEEK, st.selectbox, label="Week", options=list(range(n_weeks)),
-               format_func=lambda w: week_label(w, od.week_starts, short=projector.on()),
+               format_func=functools.partial(week_label, starts=od.week_starts, short=projector.on()),
                help="Which Monday-to-Sunday week is released (each week is a separate release). New data "
                     "opens on its busiest week: the one with most people who make at least one trip.")
         if n_weeks > 1 and people:
