@@ -45,6 +45,10 @@ button p { font-size: 1.15rem !important; font-weight: 700 !important; }
 [data-testid="stAlert"] p { color: #000 !important; }
 a { color: #003f88 !important; text-decoration: underline !important; }
 [data-testid="stPageLink"] p, [data-testid="stPageLink"] span { font-size: 1.15rem !important; }
+/* a select box shows its choice on one line (an input never wraps): smaller type and padding there, and short
+   choices in projector mode (odapp.sidebar.MODE_LABELS_PROJECTOR, week_label), so the whole choice shows */
+[data-testid="stSidebar"] [data-testid="stSelectbox"] input { font-size: 0.85rem !important; text-overflow: clip !important;
+  padding-left: 0.4rem !important; padding-right: 0 !important; }
 </style>
 """
 

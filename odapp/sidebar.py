@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,16 @@ K_UPLOAD_GEN = "odlab.upload_generation"   # bumps after each good upload (fresh
 K_UPLOAD_PENDING = "odlab.upload_pending"   # UploadOptions of a pressed "Load this file" not read yet
 
 MODE_LABELS = {"per_metric": "per metric (as Google did)", "user_level": "per user (bounded contribution)"}
+MODE_LABELS_PROJECTOR = {"per_metric": "per metric (Google's)", "user_level": "per user (bounded)"}
+"""The same choices in projector mode, short enough for the sidebar's select box at a projector's large type (a
+select box shows its choice on one line; the longer words were cut, "per user (bounded co")."""
+
+
+def week_label(w: int, *, starts, short: bool = False) -> str:
+    """A week's choice: "Week 3 (from Mon 2024-01-29)", in projector mode "Week 3, 2024-01-29" (its Monday)."""
+    if w >= len(starts):
+        return f"Week {w}"
+    return f"Week {w}, {starts[w]}" if short else f"Week {w} (from Mon {starts[w]})"
 
 
 @dataclass(frozen=True)
@@ -352,8 +363,7 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
             ss[K_WEEK] = n_weeks - 1
             ss[widget_key(K_WEEK)] = n_weeks - 1
         _bound(K_WEEK, st.selectbox, label="Week", options=list(range(n_weeks)),
-               format_func=lambda w: f"Week {w} (from Mon {od.week_starts[w]})" if w < len(od.week_starts)
-               else f"Week {w}",
+               format_func=functools.partial(week_label, starts=od.week_starts, short=projector.on()),
                help="Which Monday-to-Sunday week is released (each week is a separate release). New data "
                     "opens on its busiest week: the one with most people who make at least one trip.")
         if n_weeks > 1 and people:
@@ -373,7 +383,7 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
                         "Laplace noise of scale 1/ε is added to every count. Smaller ε: more noise, stronger "
                         "protection. Google used 0.66.")
         _bound(K_MODE, st.selectbox, label="Guarantee unit", options=list(MODE_LABELS),
-               format_func=MODE_LABELS.get,
+               format_func=(MODE_LABELS_PROJECTOR if projector.on() else MODE_LABELS).get,
                help="'per metric' protects one trip of one user in one week (Google's reading); 'per user' "
                     "bounds each user's whole contribution so the guarantee covers a person.")
         if ss[K_MODE] == "user_level":

@@ -1,6 +1,8 @@
 """Every page in a headless Chromium as a class and a screen reader meet it: with projector mode on at 1024×768 and
 1280×720 no text of the cards or the charts' titles overlaps another, no word is broken inside, every chart's title
-lies inside its frame and every chart keeps ≥ 60 % of the content width; axe-core (WCAG 2.1 A/AA rules, vendored in
+lies inside its frame and every chart keeps ≥ 60 % of the content width; the live curves are drawn with the
+projector's type, their titles whole and their legends under the plot, and the sidebar's select boxes show their
+whole choice; axe-core (WCAG 2.1 A/AA rules, vendored in
 tests/vendor/axe-core) finds nothing on any page, projector mode on and off; in each guarantee unit no page shows
 the other unit's words or ε except as the labelled comparison. Screenshots of each page and size go to the
 screenshot folder (``tests.conftest.screenshot_dir``)."""
@@ -22,6 +24,7 @@ AXE_SHA256 = "e9e5863c33a874f09bc01acd9234b7e3c871479f5eef8802fa582544465e6d01" 
 PAGES = ["", "Data", "OD_release", "Attack", "Privacy_budget", "Knock_Knock", "Release_designer",
          "Play_the_attacker", "See_the_noise"]
 SHOTS = screenshot_dir() / "classroom"
+LIVE_PAGES = {"OD_release", "Attack", "Privacy_budget", "Play_the_attacker", "See_the_noise"}   # odapp.live_view
 
 # The cards' texts (metric label, value, reading; the guarantee card), the chart titles and their frames, the
 # content width, and every word of those texts that the browser broke across two lines.
@@ -55,6 +58,61 @@ LAYOUT = r"""() => {
   const content = main.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
   return {texts, charts, broken, content};
 }"""
+
+
+# The live curves (odapp/components/live) on the page: what each chart last drew (window.odlive[<page>].layout, one
+# entry per chart), the components being those in the page now (window.odlive keeps the pages seen before); and
+# each sidebar select box's input, whose text shows on one line: its full width and the width shown.
+LIVE = r"""() => {
+  const pages = [...document.querySelectorAll('[data-testid=stMain] .odlive')].map(e => e.dataset.page);
+  const charts = [];
+  for (const p of pages) for (const [id, l] of Object.entries(((window.odlive || {})[p] || {}).layout || {}))
+    charts.push({page: p, id, ...l});
+  const selects = [...document.querySelectorAll('[data-testid=stSidebar] [data-testid=stSelectbox] input')]
+    .map(i => ({value: i.value, full: i.scrollWidth, shown: i.clientWidth}));
+  return {charts, selects};
+}"""
+
+
+def live_problems(label: str, m: dict, content: float) -> list[str]:
+    """What is wrong with the live curves and the sidebar's select boxes in projector mode: type not the plotly
+    charts' projector sizes (``odcore.report.figures.template(projector=True)``), a title cut or wider than its
+    chart, the legend not under the plot, a chart under 60 % of the content width, a select box's choice cut."""
+    from odcore.report.figures import template
+
+    t = template(projector=True).layout
+    want = {"title": t.title.font.size, "tick": t.xaxis.tickfont.size, "label": t.xaxis.title.font.size,
+            "legend": t.legend.font.size}
+    out = []
+    for c in m["charts"]:
+        name = f"{label}: live chart {c['id']!r}"
+        if not c["projector"] or c["font"] != want:
+            out.append(f"{name}: type {c['font']} (projector {c['projector']}), not the projector's {want}")
+        if " ".join(c["lines"]) != " ".join(c["title"].split()):
+            out.append(f"{name}: title {c['title']!r} drawn as {c['lines']!r}")
+        if c["titleLeft"] + c["titleWidth"] > c["width"] + 1:
+            out.append(f"{name}: title {c['titleWidth']:.0f} px wide from {c['titleLeft']} px in {c['width']:.0f} px")
+        if c["legend"] != "below":
+            out.append(f"{name}: legend {c['legend']}, not under the plot")
+        if c["width"] < 0.6 * content:
+            out.append(f"{name}: {c['width']:.0f} px < 60 % of {content:.0f} px")
+    out += [f"{label}: sidebar choice {s['value']!r} cut ({s['full']} px in {s['shown']} px)"
+            for s in m["selects"] if s["full"] > s["shown"] + 1]
+    return out
+
+
+def test_live_check_can_fail():
+    chart = {"id": "trips", "projector": True, "font": {"title": 23, "tick": 19, "label": 20, "legend": 18},
+             "title": "ε of one user-week against n (ε = 0.66 per count)",
+             "lines": ["ε of one user-week against n (ε = 0.66 per count)"], "titleLeft": 8, "titleWidth": 560,
+             "width": 661, "legend": "below"}
+    assert not live_problems("x", {"charts": [chart], "selects": []}, 661)
+    cut = {**chart, "lines": ["ε of one user-week against n (ε = 0.66 p"]}
+    small = {**chart, "projector": False, "font": {"title": 14, "tick": 12, "label": 12, "legend": 12}}
+    wide = {**chart, "titleWidth": 700, "legend": "inside"}
+    assert len(live_problems("x", {"charts": [cut, small, wide], "selects": []}, 661)) == 4
+    assert live_problems("x", {"charts": [], "selects": [{"value": "per user (bounded co", "full": 260,
+                                                          "shown": 184}]}, 661)
 
 
 def settle(page, timeout_s: float = 180) -> None:
@@ -149,6 +207,10 @@ def test_projector_mode_reads_on_a_classroom_projector(streamlit_url, browser, s
                 if c["width"] < 0.6 * m["content"]:
                     problems.append(f"{label}: chart {c['title']!r} {c['width']:.0f} px < 60 % of "
                                     f"{m['content']:.0f} px")
+            live = page.evaluate(LIVE)
+            problems += live_problems(label, live, m["content"])
+            if name in LIVE_PAGES and not live["charts"]:
+                problems.append(f"{label}: no live chart found")
     finally:
         ctx.close()
     assert not problems, "\n".join(problems)

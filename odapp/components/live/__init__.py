@@ -11,6 +11,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from odapp import projector
+
 HERE = Path(__file__).resolve().parent
 NAME = "odlab_live_curves"
 
@@ -64,7 +66,11 @@ def live_curves(*, controls: list[dict], charts: list[dict], page: str, key: str
     in px) or filled under, grey below the threshold and ``fill`` above it; a readout may be a closed form at the
     settings (``formula``, ``args``, ``key``), a series' sum (``sum``: its index) and may ``join`` the one before
     ("a – b"). ``pairs``: :func:`odcore.privacy.live.coherent_draws`. ``fixed``: settings the
-    formulas read that have no slider here (the per-person threshold)."""
+    formulas read that have no slider here (the per-person threshold).
+
+    In projector mode (:func:`odapp.projector.on`) the charts are drawn with the type sizes of the plotly charts'
+    projector template (``odcore.report.figures.template``) and their legend under the plot; a chart narrower
+    than 560 px puts its legend there too. Titles wrap at spaces to the chart's width in both modes."""
 
     def changed(c: dict) -> None:
         got = st.session_state.get(key)
@@ -75,7 +81,7 @@ def live_curves(*, controls: list[dict], charts: list[dict], page: str, key: str
 
     spec = {"page": page, "controls": [{k: v for k, v in c.items() if k != "state_key"} for c in controls],
             "charts": charts, "columns": columns, "pairs": pairs, "fixed": fixed or {}, "fit": fit,
-            "follow": follow}
+            "follow": follow, "projector": projector.on()}
     callbacks = {f"on_{c['name']}_change": (lambda c=c: changed(c)) for c in controls}
     mount_function()(key=key, data=spec, **callbacks)
 

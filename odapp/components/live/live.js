@@ -140,21 +140,36 @@ function logTicks(lo, hi) {
   return out;
 }
 
-function drawChart(c, spec, v, dark, pairs) {
+// Type sizes (px): on a screen; in projector mode those of the app's plotly charts in projector mode
+// (odcore.report.figures.template(projector=True): ticks 19, axis titles 20, title 23, legend 18).
+const TYPE = {
+  screen: { tick: 12, label: 12, title: 14, legend: 12 },
+  projector: { tick: 19, label: 20, title: 23, legend: 18 },
+};
+const NARROW = 560;   // a chart narrower than this (px) puts its legend under the plot, as projector mode does
+
+function wrapWords(ctx, text, width) {
+  // lines of whole words no wider than width (a word wider than that has a line of its own; never cut)
+  const lines = [];
+  let line = "";
+  for (const w of text.split(/\s+/).filter(Boolean)) {
+    const next = line ? line + " " + w : w;
+    if (line && ctx.measureText(next).width > width) { lines.push(line); line = w; } else line = next;
+  }
+  if (line) lines.push(line);
+  return lines.length ? lines : [""];
+}
+
+function drawChart(c, spec, v, dark, pairs, projector) {
   const canvas = c.canvas, dpr = window.devicePixelRatio || 1;
   // the width from the ResizeObserver (reading clientWidth here forced a layout of the whole page every frame)
-  const W = Math.max(200, c.width || c.box.clientWidth), H = spec.height || 340;
-  if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
-    canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
-    canvas.style.width = W + "px"; canvas.style.height = H + "px";
-  }
+  const W = Math.max(200, c.width || c.box.clientWidth);
+  const fs = projector ? TYPE.projector : TYPE.screen, below = projector || W < NARROW;
   const ctx = canvas.getContext("2d");
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.clearRect(0, 0, W, H);
   const fg = dark ? "#e6e6e6" : "#262730", grid = dark ? "#444" : "#e5e5e5";
   const data = spec.series.map((s) => seriesAt(s, v));
   const pts = spec.published && pairs ? published(pairs, v) : null;
-  const L = 62, R = spec.bars ? 58 : 12, T = 30, B = 44, pw = W - L - R, ph = H - T - B;
   const xs = data.flatMap((d) => d.x);
   let xlo = Math.min(...xs), xhi = Math.max(...xs);
   if (typeof spec.xmax === "number") xhi = spec.xmax;
@@ -167,26 +182,56 @@ function drawChart(c, spec, v, dark, pairs) {
     if (ylo === null || ylo === undefined) ylo = spec.ylog ? lo / 1.2 : Math.min(0, lo);
     if (yhi === null || yhi === undefined) yhi = spec.ylog ? hi * 1.2 : hi * 1.05;
   }
+  // margins from the text they hold: the y ticks' widest label, the title's lines (wrapped at spaces to the
+  // chart's width, never cut), the x ticks and label, and under the plot the legend when it goes there
+  const yt = spec.ylog ? logTicks(ylo, yhi) : niceTicks(ylo, yhi, 6);
+  const ytext = (t) => (spec.ypct ? Math.round(100 * t) + " %" : fmt(t, "tick"));
+  ctx.font = `${fs.tick}px sans-serif`;
+  const tickW = Math.max(0, ...yt.map((t) => ctx.measureText(ytext(t)).width));
+  const L = Math.max(62, Math.ceil(tickW + 14 + fs.label * 1.5));
+  ctx.font = `bold ${fs.title}px sans-serif`;
+  const title = spec.title.replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick"));
+  const tx = projector ? 8 : L, lines = wrapWords(ctx, title, W - tx - 8);
+  const titleW = Math.max(...lines.map((l) => ctx.measureText(l).width));
+  const th = Math.round(fs.title * 1.25);
+  // the right margin holds the last x tick's label (half of it), or the bars' axis
+  const R = spec.bars ? Math.round(58 * fs.tick / 12) : projector ? 26 : 12, T = 8 + lines.length * th + 8;
+  const B = fs.tick + 10 + fs.label + 14, ph = (spec.height || 340) - 74, pw = W - L - R;
+  const lh = Math.round(fs.legend * 1.45);
+  ctx.font = `${fs.legend}px sans-serif`;
+  const entries = below ? spec.series.map((s) => wrapWords(ctx, s.name, W - 8 - 40)) : [];
+  const LH = below ? 6 + lh * entries.reduce((n, e) => n + e.length, 0) + 6 : 0;
+  const H = T + ph + B + LH;
+  if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
+    canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
+    canvas.style.width = W + "px"; canvas.style.height = H + "px";
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  }
+  ctx.clearRect(0, 0, W, H);
+  c.layout = { projector: !!projector, font: { ...fs }, title, lines, titleWidth: titleW, titleLeft: tx, width: W,
+               height: H, legend: below ? "below" : "inside", plot: [L, T, L + pw, T + ph] };
   const ty = spec.ylog ? (v) => Math.log10(v) : (v) => v;
   const X = (x) => L + (x - xlo) / (xhi - xlo || 1) * pw;
   const Y = (y) => T + ph - (ty(y) - ty(ylo)) / (ty(yhi) - ty(ylo) || 1) * ph;
-  ctx.font = "12px sans-serif"; ctx.fillStyle = fg; ctx.strokeStyle = grid; ctx.lineWidth = 1;
-  const yt = spec.ylog ? logTicks(ylo, yhi) : niceTicks(ylo, yhi, 6);
+  ctx.font = `${fs.tick}px sans-serif`; ctx.fillStyle = fg; ctx.strokeStyle = grid; ctx.lineWidth = 1;
   ctx.textAlign = "right"; ctx.textBaseline = "middle";
   for (const v of yt) {
     ctx.beginPath(); ctx.moveTo(L, Y(v)); ctx.lineTo(L + pw, Y(v)); ctx.stroke();
-    ctx.fillText(spec.ypct ? Math.round(100 * v) + " %" : fmt(v, "tick"), L - 6, Y(v));
+    ctx.fillText(ytext(v), L - 6, Y(v));
   }
   ctx.textAlign = "center"; ctx.textBaseline = "top";
-  for (const v of niceTicks(xlo, xhi, 8).filter((t) => spec.xticks !== "int" || Math.abs(t - Math.round(t)) < 1e-9)) {
+  const nx = Math.max(3, Math.min(8, Math.floor(pw / (fs.tick * 3))));
+  for (const v of niceTicks(xlo, xhi, nx).filter((t) => spec.xticks !== "int" || Math.abs(t - Math.round(t)) < 1e-9)) {
     ctx.beginPath(); ctx.moveTo(X(v), T); ctx.lineTo(X(v), T + ph); ctx.stroke();
     ctx.fillText((spec.xticklabels || {})[String(Math.round(v))] || fmt(v, "tick"), X(v), T + ph + 5);
   }
-  ctx.fillText(spec.xlabel || "", L + pw / 2, H - 18);
-  ctx.save(); ctx.translate(14, T + ph / 2); ctx.rotate(-Math.PI / 2); ctx.fillText(spec.ylabel || "", 0, -6);
+  ctx.font = `${fs.label}px sans-serif`;
+  ctx.fillText(spec.xlabel || "", L + pw / 2, T + ph + fs.tick + 14);
+  ctx.save(); ctx.translate(4, T + ph / 2); ctx.rotate(-Math.PI / 2); ctx.textBaseline = "top";
+  ctx.fillText(spec.ylabel || "", 0, 0);
   ctx.restore();
-  ctx.font = "bold 14px sans-serif"; ctx.textAlign = "left";
-  ctx.fillText(spec.title.replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), L, 6);
+  ctx.font = `bold ${fs.title}px sans-serif`; ctx.textAlign = "left"; ctx.textBaseline = "top";
+  lines.forEach((l, i) => ctx.fillText(l, tx, 8 + i * th));
   ctx.save(); ctx.beginPath(); ctx.rect(L, T, pw, ph); ctx.clip();
   if (spec.bars) {   // a histogram behind the curves, on its own log scale (right axis)
     const br = spec.bars, top = Math.log10(Math.max(...br.y)) * 1.08 + 0.05;
@@ -194,7 +239,7 @@ function drawChart(c, spec, v, dark, pairs) {
     ctx.fillStyle = "#9db4d3";
     br.x.forEach((x, i) => { if (x - br.w[i] / 2 <= xhi) ctx.fillRect(X(x - br.w[i] / 2), BY(br.y[i]), Math.max(1, X(x + br.w[i] / 2) - X(x - br.w[i] / 2)), T + ph - BY(br.y[i])); });
     ctx.restore(); ctx.save();
-    ctx.fillStyle = fg; ctx.textAlign = "left"; ctx.textBaseline = "middle"; ctx.font = "12px sans-serif";
+    ctx.fillStyle = fg; ctx.textAlign = "left"; ctx.textBaseline = "middle"; ctx.font = `${fs.tick}px sans-serif`;
     for (let p = 0; p <= Math.floor(top); p++) ctx.fillText(fmt(Math.pow(10, p), "tick"), L + pw + 4, BY(Math.pow(10, p)));
     ctx.beginPath(); ctx.rect(L, T, pw, ph); ctx.clip();
   }
@@ -202,8 +247,8 @@ function drawChart(c, spec, v, dark, pairs) {
     const x = resolve(m.x, v);
     ctx.strokeStyle = m.color || "#888"; ctx.setLineDash([4, 4]); ctx.beginPath();
     ctx.moveTo(X(x), T); ctx.lineTo(X(x), T + ph); ctx.stroke();
-    ctx.fillStyle = m.color || "#888"; ctx.font = "12px sans-serif";
-    ctx.fillText((m.label || "").replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), X(x) + 4, T + ph - 16);
+    ctx.fillStyle = m.color || "#888"; ctx.font = `${fs.legend}px sans-serif`;
+    ctx.fillText((m.label || "").replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), X(x) + 4, T + ph - fs.legend - 6);
   }
   for (const m of spec.hlines || []) {
     const y = resolve(m.y, v);
@@ -211,7 +256,8 @@ function drawChart(c, spec, v, dark, pairs) {
     ctx.strokeStyle = m.color || "#d95f02"; ctx.setLineDash([2, 4]); ctx.beginPath();
     ctx.moveTo(L, Y(y)); ctx.lineTo(L + pw, Y(y)); ctx.stroke();
     ctx.fillStyle = m.color || "#d95f02";
-    ctx.fillText((m.label || "").replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), L + 4, Y(y) - 16);
+    ctx.font = `${fs.legend}px sans-serif`;
+    ctx.fillText((m.label || "").replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), L + 4, Y(y) - fs.legend - 8);
   }
   if (pts) {   // the counts published at the pointer's ε and τ: one dot per pixel row and count (a column of
     // thousands of draws at one true count paints the same few hundred pixels)
@@ -275,12 +321,31 @@ function drawChart(c, spec, v, dark, pairs) {
     if (j < 0 || !Number.isFinite(d.y[j]) || r.posterior !== undefined) continue;
     ctx.fillStyle = spec.series[r.series].color || PALETTE[r.series % PALETTE.length];
     ctx.beginPath(); ctx.arc(X(r.x), Y(d.y[j]), 5, 0, 2 * Math.PI); ctx.fill();
-    ctx.fillStyle = fg; ctx.font = "12px sans-serif"; ctx.fillText(fmt(d.y[j], r.fmt), X(r.x) + 7, Y(d.y[j]) + 4);
+    ctx.fillStyle = fg; ctx.font = `${fs.legend}px sans-serif`;
+    ctx.fillText(fmt(d.y[j], r.fmt), X(r.x) + 7, Y(d.y[j]) + 4);
   }
   ctx.restore();
   if (pts) data.published = pts;
+  ctx.font = `${fs.legend}px sans-serif`; ctx.textBaseline = "middle";
+  if (below) {   // under the plot, one entry a line (wrapped at spaces), where large type covers no curve
+    let y = T + ph + B + 6 + lh / 2;
+    spec.series.forEach((s, i) => {
+      const color = s.color || PALETTE[i % PALETTE.length];
+      ctx.textAlign = "left"; ctx.fillStyle = fg;
+      entries[i].forEach((l, j) => ctx.fillText(l, 40, y + j * lh));
+      if (s.marker) {
+        ctx.fillStyle = color; ctx.beginPath(); ctx.arc(20, y, s.marker, 0, 2 * Math.PI); ctx.fill();
+      } else {
+        ctx.strokeStyle = color; ctx.lineWidth = s.width || 2; ctx.setLineDash(s.dash || []);
+        ctx.beginPath(); ctx.moveTo(6, y); ctx.lineTo(32, y); ctx.stroke();
+      }
+      y += lh * entries[i].length;
+    });
+    ctx.setLineDash([]);
+    return data;
+  }
   // legend, top right, one line per series
-  ctx.font = "12px sans-serif"; ctx.textAlign = "right"; ctx.textBaseline = "middle";
+  ctx.textAlign = "right";
   const ly0 = spec.legend === "top" ? T + 12 : T + ph - 12 - 16 * (spec.series.length - 1);
   spec.series.forEach((s, i) => {
     const y = ly0 + 16 * i, x = L + pw - 8;
@@ -374,7 +439,8 @@ export default function (component) {
       return { box: el, canvas };
     });
   }
-  box.style.gridTemplateColumns = `repeat(${data.columns || 1}, minmax(0, 1fr))`;
+  // in projector mode charts beside each other stack, each keeping the content's width (as the plotly charts do)
+  box.style.gridTemplateColumns = `repeat(${data.projector ? 1 : data.columns || 1}, minmax(0, 1fr))`;
   // the theme, read once per render from the server (not per frame: getComputedStyle forces a style recalculation)
   st.dark = !!document.body && getComputedStyle(document.body).color === "rgb(250, 250, 250)";
   paint(st);
@@ -394,9 +460,10 @@ function paint(st) {
   for (const c of spec.controls) {
     setText(st, st.inputs[c.name].parentElement.querySelector(".odlive-out"), fmt(v[c.name], c.step < 1 ? undefined : "tick"));
   }
-  const values = {}, xs = {}, reads = [];
+  const values = {}, xs = {}, layout = {}, reads = [];
   spec.charts.forEach((c, i) => {
-    const d = drawChart(st.charts[i], c, v, dark, spec.pairs);
+    const d = drawChart(st.charts[i], c, v, dark, spec.pairs, spec.projector);
+    layout[c.id] = st.charts[i].layout;
     values[c.id] = Object.fromEntries(c.series.map((s, j) => [s.key || s.name, d[j].y]));
     for (const s of c.series) if (s.args && s.args.counts) values[c.id][(s.key || s.name) + "#counts"] = s.args.counts;
     xs[c.id] = Object.fromEntries(c.series.map((s, j) => [s.key || s.name, d[j].x]));
@@ -440,7 +507,7 @@ function paint(st) {
   // For the tests and the browser benchmark: the values drawn, at which settings, and when each frame was painted.
   const g = (window.odlive = window.odlive || {});
   const rec = (g[spec.page] = g[spec.page] || { paints: [], draw: [] });
-  rec.settings = { ...v }; rec.values = values; rec.x = xs;
+  rec.settings = { ...v }; rec.values = values; rec.x = xs; rec.layout = layout;
   const t1 = performance.now();
   rec.paints.push(t1); rec.draw.push(t1 - t0);
   if (rec.paints.length > 2000) { rec.paints.splice(0, 1000); rec.draw.splice(0, 1000); }
