@@ -236,8 +236,9 @@ def map_section(ctx, rcfg) -> None:
     cell = opt[3].selectbox("One zone", [None, *busiest], key="rel_cell", format_func=_cell_label,
                             help="Show only the flows that start or end in this zone (the 500 zones with the most "
                                  "observed pairs; hover a zone on the map for its id).")
-    opt2 = st.columns([1, 1.05, 0.95, 1.1, 0.85])   # one row, so that the map starts on the first screen at 1024 px
-    merge = opt2[2].toggle("Merge zones", value=d["level"] == "Auto", key="rel_level",
+    opt2 = st.columns([1.1, 1, 1.6])   # what is drawn (the base layer's switches are under the map: it starts on the
+    # first screen at 1024×768)
+    merge = opt2[2].toggle("Merge nearby zones", value=d["level"] == "Auto", key="rel_level",
                            help="On: when most of the largest flows are between neighbouring zones, nearby zones "
                                 "are merged into places and the flows between places are drawn (the legend says "
                                 "how far). Off, or with one zone chosen: every zone on its own.")
@@ -245,13 +246,8 @@ def map_section(ctx, rcfg) -> None:
     show_sup = opt2[0].toggle("Suppressed", value=d["show_sup"], key="rel_faint",
                               help="Also draw pairs that were observed but not published, as thin grey arrows "
                                    "(the largest, up to Top N).")
-    basemap = opt2[4].toggle("Base map", value=d["basemap"], key="rel_basemap",
-                             help="Draw streets and coastline under the grid. Off by default: nothing leaves this "
-                                  "machine. On: your browser fetches the map from CARTO (no key needed).")
-    context = opt2[3].toggle("Streets & water", value=d["context"], key="rel_context",
-                             help="An offline base layer: water from a bundled coastline (Natural Earth) and a grey "
-                                  "image of where the data's GPS fixes lie (on taxi traces, the streets). Drawn on "
-                                  "this machine: nothing is fetched.")
+    basemap = st.session_state.get("rel_basemap", d["basemap"])     # their switches are drawn under the map
+    context = st.session_state.get("rel_context", d["context"])
     has_pairs = ctx.od.stats.get("pairs_available", True)
     risk = opt2[1].toggle("Per-person risk", value=d["risk"], key="rel_risk", disabled=not has_pairs,
                           help="Shade the zones by the chance that an attacker who knows everyone else's data and a "
@@ -284,6 +280,12 @@ def map_section(ctx, rcfg) -> None:
                "flows drawn. Hover over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. "
                "Flows from `odcore.privacy.release`, utility from `odcore.privacy.utility`."
                + (" One week of data: no week player." if n_weeks == 1 else ""))
+    st.toggle("Streets & water", value=d["context"], key="rel_context",
+              help="An offline base layer: water from a bundled coastline (Natural Earth) and a grey image of where "
+                   "the data's GPS fixes lie (on taxi traces, the streets). Drawn on this machine: nothing is fetched.")
+    st.toggle("Base map", value=d["basemap"], key="rel_basemap",
+              help="Draw streets and coastline under the grid. Off by default: nothing leaves this machine. On: your "
+                   "browser fetches the map from CARTO (no key needed).")
     if n_weeks > 1:
         st.button(f"▶ Play weeks 0–{n_weeks - 1}", key="rel_play",
                   help="Show each week's published flows in turn (about one second each).")
