@@ -181,9 +181,10 @@ BASEMAP = {"provider": "carto", "style": "light",
                       "offline, the map is drawn without it."}
 TOOLTIP_STYLE = {"backgroundColor": "#1b1f24", "color": "white", "fontSize": "13px", "lineHeight": "1.35",
                  # centred under the pointer (CSS `translate` adds to deck.gl's own `transform`): cut at an edge
-                 # only within ~125 px of it, instead of anywhere in the right 250 px
+                 # only within ~103 px of it (a fifth of the map at 1024×768), instead of anywhere in the right
+                 # 206 px; long lines wrap
                  "translate": "-50% 18px",
-                 "maxWidth": "250px", "whiteSpace": "pre-line", "padding": "6px 8px", "borderRadius": "4px"}
+                 "maxWidth": "190px", "whiteSpace": "pre-line", "padding": "6px 8px", "borderRadius": "4px"}
 ORIGIN_RGB = list(figures.ORIGIN_RGB)
 DESTINATION_RGB = list(figures.DESTINATION_RGB)
 
