@@ -13,10 +13,8 @@ LOGDIR ?=
 
 .PHONY: run class test test-all lint bench screenshots sample-data districts clean
 
-# Both cores, four workers: much of a browser test is waiting on its own Streamlit server and Chromium, so two
-# workers left the cores idle about 45 % of the time. One test file per worker at a time (module fixtures such as
-# the AppTest session are built once).
-PYTEST_PAR ?= -n 4 --dist loadfile --durations=15
+# Both cores; one test file per worker at a time (module fixtures such as the AppTest session are built once).
+PYTEST_PAR ?= -n 2 --dist loadfile --durations=15
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

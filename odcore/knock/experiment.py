@@ -292,10 +292,17 @@ def run_target(ts: LocationTimeSeries, target: int, config: KnockConfig, rng: np
 _WORKER_STATE: dict[str, Any] = {}
 
 
-def _worker_init(ts: LocationTimeSeries, config: KnockConfig, sensitivity: int, float32: bool) -> None:
+def _worker_init(ts_file: str, config: KnockConfig, sensitivity: int, float32: bool) -> None:
+    """A worker process's start: the series read from the file the parent wrote (a process is started with a few
+    bytes of arguments: a large series written into its start-up pipe would block the parent for good if the child
+    died before reading it)."""
+    import pickle
+
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1)   # one process per core: BLAS and OpenMP single-threaded inside each
+    with open(ts_file, "rb") as fh:
+        ts = pickle.load(fh)
     _WORKER_STATE.update(ts=ts, config=config, sensitivity=sensitivity, float32=float32, cache={})
 
 
@@ -413,13 +420,20 @@ def run_experiment(data: LocationTimeSeries | pd.DataFrame, config: KnockConfig,
             done(i, r, tm, parts)
     else:
         import multiprocessing
+        import os
+        import pickle
+        import tempfile
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        with ProcessPoolExecutor(max_workers=min(workers, total), mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_worker_init, initargs=(ts, config, sensitivity, float32)) as pool:
-            futures = {pool.submit(_worker_play, int(idx[i]), str(classes[i]), streams[i]): i for i in order}
-            for fut in as_completed(futures):
-                done(futures[fut], *fut.result())
+        with tempfile.TemporaryDirectory(prefix="odlab_knock_") as tmp:
+            ts_file = os.path.join(tmp, "series.pkl")
+            with open(ts_file, "wb") as fh:
+                pickle.dump(ts, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            with ProcessPoolExecutor(max_workers=min(workers, total), mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=_worker_init, initargs=(ts_file, config, sensitivity, float32)) as pool:
+                futures = {pool.submit(_worker_play, int(idx[i]), str(classes[i]), streams[i]): i for i in order}
+                for fut in as_completed(futures):
+                    done(futures[fut], *fut.result())
     mre_val = None
     if mres:
         allm = np.concatenate([m.ravel() for m in mres])
