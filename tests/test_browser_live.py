@@ -31,6 +31,20 @@ def hold_at(page, name: str, value: float, control: str = "epsilon", start: floa
     return page.evaluate(f"() => window.odlive['{name}']")
 
 
+SHOWN = {  # where a released value shows: in a metric, or as the sidebar's bold value
+    "metric": "(t) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(t))",
+    "sidebar": "(t) => [...document.querySelectorAll('[data-testid=stSidebar] strong')]"
+               ".some(s => s.textContent === t)"}
+
+
+def let_go(page, where: str, text: str) -> None:
+    """Let go of the thumb (the page's setting, one rerun) and wait until the page shows ``text`` (in a metric, or
+    as the sidebar's bold value) and its run is over."""
+    page.mouse.up()
+    page.wait_for_function(SHOWN[where], arg=text, timeout=120_000)
+    _settle(page)
+
+
 def between_grid_points(grid: np.ndarray, e: float) -> bool:
     """``e`` lies well inside a cell of ``grid`` (15-85 % of the way in log ε), not on or next to a grid point."""
     i = int(np.searchsorted(grid, e)) - 1
@@ -69,11 +83,7 @@ def test_attack_curve_follows_the_pointer(streamlit_url, page):
     assert person["values"]["person"]["person@epsilon"] == pytest.approx(float(np.interp(e, xs, ys)), abs=1e-9)
     page.locator(".odlive").nth(1).screenshot(path=str(screenshot_dir() / "live_attack_person_drag.png"))
     assert _metric(page, "Success with k = 3 trips") == "70.7 %"   # the page waits for the release
-    page.mouse.up()   # release: the page's ε, one rerun
-    page.wait_for_function(
-        "(t) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(t))",
-        arg=f"{100 * attack.success_curve(e, 3)[3]:.1f} %", timeout=120_000)
-    _settle(page)
+    let_go(page, "metric", f"{100 * attack.success_curve(e, 3)[3]:.1f} %")   # release: the page's ε, one rerun
     assert page.locator("[data-testid='stException']").count() == 0
     assert page.locator("[data-testid='stSidebar'] strong").filter(has_text=f"{e:g}").count() == 1
 
@@ -96,11 +106,7 @@ def test_budget_curves_follow_the_pointer(streamlit_url, page):
     w = got["values"]["weeks"]
     assert relative_error(w["tight"], weeks["tight"]) <= live.BUDGET_ERROR
     assert np.asarray(w["basic"]) == pytest.approx(weeks["basic"].to_numpy(), rel=1e-12)
-    page.mouse.up()
-    page.wait_for_function(
-        "(t) => [...document.querySelectorAll('[data-testid=stSidebar] strong')].some(s => s.textContent === t)",
-        arg=f"{e:g}", timeout=120_000)
-    _settle(page)
+    let_go(page, "sidebar", f"{e:g}")
     assert page.locator("[data-testid='stException']").count() == 0
 
 
@@ -123,11 +129,7 @@ def test_release_curve_and_published_counts_follow_both_sliders(streamlit_url, p
         assert x.max() >= 2 * v["threshold"] - 1e-9   # the axis follows τ
         assert drawn == pytest.approx(release_probability(x, v["epsilon"], v["threshold"]), abs=1e-12)
         counted = int(got["values"]["published"]["published"])
-        page.mouse.up()
-        page.wait_for_function(
-            "(t) => [...document.querySelectorAll('[data-testid=stSidebar] strong')].some(s => s.textContent === t)",
-            arg=f"{v[control]:g}", timeout=120_000)
-        _settle(page)
+        let_go(page, "sidebar", f"{v[control]:g}")
         assert page.locator("[data-testid='stException']").count() == 0
         shown = int(_metric(page, "Pairs published").replace(",", ""))
         assert counted == shown, (control, v)
@@ -159,11 +161,7 @@ def test_noise_picture_follows_the_pointer(streamlit_url, page):
         assert read["published"] == pytest.approx(float(release_probability(c, e, 100)), abs=1e-12)
         assert (read["low"], read["high"]) == pytest.approx((pic.low, pic.high), abs=1e-9)
         assert read["other_published"] == pytest.approx(other.p_published, abs=1e-12)
-        page.mouse.up()   # release: the page's setting, one rerun
-        page.wait_for_function(
-            "(t) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(t))",
-            arg=f"{pic.low:.1f} – {pic.high:.1f}", timeout=120_000)
-        _settle(page)
+        let_go(page, "metric", f"{pic.low:.1f} – {pic.high:.1f}")   # release: the page's setting, one rerun
         assert page.locator("[data-testid='stException']").count() == 0
         assert _metric(page, "Published") == pct(pic.p_published)
 
@@ -196,11 +194,7 @@ def test_game_pairs_follow_both_sliders(streamlit_url, page):
         assert np.asarray(g["out"]) == pytest.approx(p_out, abs=1e-12)
         assert np.asarray(g["in"]) == pytest.approx(p_in, abs=1e-12)
         assert (g["expected_out"], g["expected_in"]) == pytest.approx((p_out.sum(), p_in.sum()), abs=1e-9)
-        page.mouse.up()
-        page.wait_for_function(
-            "(t) => [...document.querySelectorAll('[data-testid=stSidebar] strong')].some(s => s.textContent === t)",
-            arg=f"{v[control]:g}", timeout=120_000)
-        _settle(page)
+        let_go(page, "sidebar", f"{v[control]:g}")
         assert page.locator("[data-testid='stException']").count() == 0
         assert page.get_by_text(f"(threshold {v['threshold']:g}; each count has noise of scale "
                                 f"{1 / v['epsilon']:.3g})").count() >= 1
