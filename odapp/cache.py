@@ -34,11 +34,16 @@ _resource = functools.partial(st.cache_resource, hash_funcs=HASH_FUNCS)
 _data_cache = functools.partial(st.cache_data, hash_funcs=HASH_FUNCS)
 
 
-def _kept(kind: str, build, *args):
-    """``build(*args)``, kept on disk between launches (:func:`odapp.data.disk_cached`, keyed on the ``repr`` of the
-    arguments): only for results that depend on numbers alone, not on any data (the privacy-loss tables take
-    seconds and are the same on every server, for every person)."""
-    return _data.disk_cached(kind, repr(args), lambda: build(*args))
+def _kept(kind: str, build, *args, **kwargs):
+    """``build(*args, **kwargs)``, kept on disk between launches (:func:`odapp.data.disk_cached`, keyed on the
+    ``repr`` of the arguments): only for results that depend on numbers alone, not on any data (the privacy-loss
+    tables take seconds and are the same on every server, for every person)."""
+    return _data.disk_cached(kind, repr((args, sorted(kwargs.items()))), lambda: build(*args, **kwargs))
+
+
+def _live_json(tables):
+    """A :mod:`odcore.privacy.live` table builder whose tables come back as the browser reads them."""
+    return lambda *args: {k: t.to_json() for k, t in tables(*args).items()}
 
 
 @_resource(max_entries=2, show_spinner="Reading the bundled synthetic city…")
@@ -122,7 +127,7 @@ def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pai
 def epsilon_vs_trips(epsilon: float, trips_max: int, delta: float):
     from odcore.privacy import accounting as acc
 
-    return _kept("vstrips", lambda e, n, d: acc.epsilon_vs_trips(e, trips_max=n, delta=d), epsilon, trips_max, delta)
+    return _kept("vstrips", acc.epsilon_vs_trips, epsilon, trips_max=trips_max, delta=delta)
 
 
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
@@ -130,9 +135,8 @@ def epsilon_over_weeks(epsilon: float, trips: int, weeks: int, delta: float, int
                        lower: bool = True):
     from odcore.privacy import accounting as acc
 
-    return _kept("overweeks", lambda e, n, w, d, i, lo: acc.epsilon_over_weeks(e, trips=n, weeks=w, delta=d, interval=i,
-                                                                             lower=lo),
-                 epsilon, trips, weeks, delta, interval, lower)
+    return _kept("overweeks", acc.epsilon_over_weeks, epsilon, trips=trips, weeks=weeks, delta=delta,
+                 interval=interval, lower=lower)
 
 
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
@@ -640,7 +644,7 @@ def live_attack_tables(k_max: int, max_pairs: int | None) -> dict:
     """:func:`odcore.privacy.live.attack_tables` as the browser reads them (shared by every session, read-only)."""
     from odcore.privacy.live import attack_tables
 
-    return _kept("liveattack", lambda k, m: {n: t.to_json() for n, t in attack_tables(k, m).items()}, k_max, max_pairs)
+    return _kept("liveattack", _live_json(attack_tables), k_max, max_pairs)
 
 
 @_resource(max_entries=32, show_spinner="Tabulating the budget curves for the live slider…")
@@ -648,8 +652,7 @@ def live_trips_tables(trips_max: int, delta: float, max_pairs: int | None) -> di
     """:func:`odcore.privacy.live.trips_tables` as the browser reads them (shared, read-only)."""
     from odcore.privacy.live import trips_tables
 
-    return _kept("livetrips", lambda n, d, m: {k: t.to_json() for k, t in trips_tables(n, d, m).items()},
-                 trips_max, delta, max_pairs)
+    return _kept("livetrips", _live_json(trips_tables), trips_max, delta, max_pairs)
 
 
 @_resource(max_entries=32, show_spinner="Tabulating the budget over weeks for the live slider (a few seconds)…")
@@ -658,8 +661,7 @@ def live_weeks_tables(trips: int, weeks: int, delta: float, relative_step: float
     loss-grid step per unit of ε, :data:`odcore.privacy.accounting.WEEKS_RELATIVE_STEP`)."""
     from odcore.privacy.live import weeks_tables
 
-    return _kept("liveweeksrel", lambda *a: {k: t.to_json() for k, t in weeks_tables(*a).items()},
-                 trips, weeks, delta, relative_step, max_pairs)
+    return _kept("liveweeksrel", _live_json(weeks_tables), trips, weeks, delta, relative_step, max_pairs)
 
 
 @_resource(max_entries=16, show_spinner=False)
