@@ -45,14 +45,15 @@ def _watch_requests(page, base: str) -> list[str]:
     return seen
 
 
-def _settle(page, timeout_s: float = 120) -> None:
-    """Wait until the script run is over: Streamlit marks ``stApp`` with ``data-test-script-state``."""
-    page.wait_for_timeout(300)
+def _settle(page, timeout_s: float = 120, before_ms: int = 300, after_ms: int = 500) -> None:
+    """Wait until the script run is over: Streamlit marks ``stApp`` with ``data-test-script-state``; ``after_ms``
+    lets charts and the map finish drawing."""
+    page.wait_for_timeout(before_ms)
     page.wait_for_function(
         "() => { const a = document.querySelector('[data-testid=stApp]'); "
         "return a && !['running', 'initial'].includes(a.getAttribute('data-test-script-state')); }",
         timeout=timeout_s * 1000)
-    page.wait_for_timeout(500)   # let charts and the map finish drawing
+    page.wait_for_timeout(after_ms)
 
 
 def _open(page, url: str, heading: str) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import screenshot_dir
+from tests.test_browser import _settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -116,12 +117,7 @@ def test_live_check_can_fail():
 
 
 def settle(page, timeout_s: float = 180) -> None:
-    page.wait_for_timeout(400)
-    page.wait_for_function(
-        "() => { const a = document.querySelector('[data-testid=stApp]'); "
-        "return a && !['running', 'initial'].includes(a.getAttribute('data-test-script-state')); }",
-        timeout=timeout_s * 1000)
-    page.wait_for_timeout(1200)
+    _settle(page, timeout_s, before_ms=400, after_ms=1200)   # projector type redraws the charts: a longer pause
 
 
 def open_app(browser, url: str, width: int, height: int, *, projector: bool, unit: str = "per_metric"):
