@@ -11,7 +11,10 @@ release page once so the city is loaded (the teacher's tab), then:
 - **the person**: headless Debian Chromium (:mod:`odapp.live`) opens OD release, then Attack, and on each drags ε
   with real pointer moves every 16 ms for 2 s (:func:`benchmarks.bench_browser_live.drag`), lets go, waits for the
   page's rerun and its paint, and drags again; the drags end in turn on two values
-  (:func:`benchmarks.bench_browser_live.drag_plan`), so that every release is a real rerun.
+  (:func:`benchmarks.bench_browser_live.drag_plan`), so that every release is a real rerun. Last, one "in-page"
+  drag per page (:func:`benchmarks.bench_browser_live.drag_in_page`: the value moved every 16 ms by a timer in the
+  page, not released): what the page sustains when the moves arrive on time, for each pointer move of the drags
+  above is a DevTools round trip from this process, and on a busy machine fewer arrive than a mouse would send.
 
 Reported for the person: frames per second while dragging (median of 1000 / interval between the live component's
 painted frames) and the longest freeze (the longest time without a painted frame) per page, both over the drags;
@@ -42,7 +45,14 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_browser_live import drag, drag_plan, release_to_rerun, settle, shown_after_release
+from benchmarks.bench_browser_live import (
+    drag,
+    drag_in_page,
+    drag_plan,
+    release_to_rerun,
+    settle,
+    shown_after_release,
+)
 from benchmarks.protocol_client import ProtocolClient
 from odapp import live
 from odcore.paths import REPO_ROOT
@@ -165,6 +175,7 @@ def person(url: str, drags_per_page: int) -> dict:
                 got["values"].append(f"{before:g}->{settings['epsilon']:g}")
                 out["exceptions"] += pg.locator("[data-testid='stException']").count()
                 settle(pg, 300)
+            got["in_page"] = drag_in_page(pg, name, "epsilon", start=EPSILON_FROM, stop=EPSILON_TO)
         b.close()
     return out
 
@@ -225,6 +236,11 @@ def _run(n: int, drags_per_page: int) -> list[dict]:
                      f"{frames}; target ≥ 30; {load}"},
             {"case": c, "metric": "longest freeze", "value": round(max(r["freeze_ms"] for r in d), 1), "unit": "ms",
              "note": "; ".join(f"{r['freeze_ms']:.0f}" for r in d)},
+            {"case": c, "metric": "in-page drag: fps (median)", "value": round(got["in_page"]["fps"], 1), "unit": "1/s",
+             "note": f"{got['in_page']['frames']} frames for {got['in_page']['moves']} moves; the value moved every "
+                     "16 ms by a timer in the page, no DevTools round trip per move"},
+            {"case": c, "metric": "in-page drag: longest freeze", "value": round(got["in_page"]["freeze_ms"], 1),
+             "unit": "ms"},
             {"case": c, "metric": "release to paint (median)", "value": round(statistics.median(got["release_s"]), 3),
              "unit": "s", "note": "; ".join(f"{v} in {s:.2f} s" for v, s in zip(got["values"], got["release_s"],
                                                                                   strict=True))}]
