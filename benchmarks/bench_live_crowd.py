@@ -22,7 +22,8 @@ release to paint (from letting go to the end of the page's rerun with the new va
 :func:`benchmarks.bench_browser_live.release_to_rerun` sees it, and then the next two animation frames: painted) per
 release and its median; exceptions shown on the page. For the others: sessions opened, presses (reruns) done, their
 errors (a run with an exception, a closed socket, a run not finished in 120 s), and the median and 95th percentile
-press-to-finished time. The machine's load average (1 min) before, after and at its highest (sampled every 5 s) is
+press-to-finished time; and the requests HAProxy logged with a status other than 200, 101 or 304 (``access.log``),
+with those of the person's browser (127.0.0.1) named. The machine's load average (1 min) before, after and at its highest (sampled every 5 s) is
 in the notes: on a shared machine the figures say little without it.
 
 ``N`` is 10 (``--quick``: 4, one drag fewer per page); ``ODLAB_BENCH_LIVE_CROWD_SESSIONS=30`` sets it (30: the
@@ -248,6 +249,9 @@ def _run(n: int, drags_per_page: int) -> list[dict]:
                                             zip(got["values"], got["release_s"], got["rerun_s"], strict=True))}]
     presses = sorted(others.presses)
     p95 = presses[min(len(presses) - 1, int(0.95 * len(presses)))] if presses else None
+    log = (tmp / "logs" / "access.log").read_text().splitlines()
+    bad = [line for line in log if not any(f" {code} " in line for code in (200, 101, 304))]
+    mine = [line for line in bad if " 127.0.0.1:" in line]   # the person's Chromium (and the teacher's tab)
     rows += [
         {"case": case, "metric": "release to paint (median, all releases)",
          "value": round(statistics.median(releases), 3), "unit": "s", "note": f"{len(releases)} releases; target < 1 s"},
@@ -255,6 +259,9 @@ def _run(n: int, drags_per_page: int) -> list[dict]:
         {"case": case, "metric": "others: sessions opened", "value": others.opened, "unit": "",
          "note": f"of {n - 1}; the class ran {wall:.0f} s; logs in {tmp}"},
         {"case": case, "metric": "others: presses (reruns)", "value": len(presses), "unit": ""},
+        {"case": case, "metric": "HAProxy requests not 200/101/304", "value": len(bad), "unit": "",
+         "note": f"of {len(log)}; {len(mine)} from 127.0.0.1 (the person's browser): "
+                 f"{'; '.join(sorted({line.split()[6] + ' ' + line.rsplit(' ', 2)[-2] for line in mine}))}"},
         {"case": case, "metric": "others: errors", "value": len(others.errors), "unit": "",
          "note": "; ".join(others.errors[:3]) or "target 0"},
         {"case": case, "metric": "others: press to run finished, median",
