@@ -5,7 +5,7 @@ Streamlit servers, as for a class: :mod:`odapp.serve`, ``benchmarks/bench_class.
 release page once so the city is loaded (the teacher's tab), then:
 
 - **the others**: ``N - 1`` protocol clients (:class:`benchmarks.protocol_client.ProtocolClient`: what a browser tab
-  asks of the server, without drawing), each from its own loopback address (``127.0.0.2``, ...: other laptops), open
+  asks of the server, without drawing) in a process of their own, each from its own loopback address (``127.0.0.2``, ...: other laptops), open
   OD release and press its live ε slider one step (the component's release: one rerun), wait for the run to finish,
   think 1-3 s (each its own seeded generator) and press again, until the person below is done;
 - **the person**: headless Debian Chromium (:mod:`odapp.live`) opens OD release, then Attack, and on each drags ε
@@ -93,54 +93,89 @@ def class_server(tmp: Path, workers: int = WORKERS):
 
 
 class Others:
-    """``n`` protocol clients pressing OD release's live ε slider, in an event loop on a thread of their own, until
-    :meth:`stop`. ``opened``, ``presses`` (ms from press to finished run) and ``errors`` grow as they go."""
+    """``n`` protocol clients pressing OD release's live ε slider until :meth:`stop`, in a process of their own (in
+    this one, their reading of the server's messages would hold the interpreter while the person's pointer moves are
+    due, and the person's frame rate would measure this benchmark). ``opened``; after :meth:`stop`, ``presses`` (ms
+    from press to finished run) and ``errors``."""
 
     def __init__(self, url: str, n: int):
-        self.url, self.n = url, n
-        self.opened = 0
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")   # not a fork of a process that drives a browser
+        self.n = n
         self.presses: list[float] = []
         self.errors: list[str] = []
-        self.done = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=asyncio.run, args=(self._all(),), daemon=True)
+        self._stop, self._opened, self._done = ctx.Event(), ctx.Value("i", 0), ctx.Value("i", 0)
+        self._results, sender = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=others_main, args=(url, n, self._stop, self._opened, self._done, sender),
+                                 daemon=True)
+
+    @property
+    def opened(self) -> int:
+        return self._opened.value
 
     def start(self) -> None:
-        self._thread.start()
+        self._proc.start()
 
     def wait_open(self, timeout_s: float = 600) -> None:
         """Until every session has opened its page (or failed to)."""
         t0 = time.monotonic()
-        while self.opened + self.done < self.n and time.monotonic() - t0 < timeout_s:
+        while self._opened.value + self._done.value < self.n and time.monotonic() - t0 < timeout_s:
+            if not self._proc.is_alive():
+                break
             time.sleep(0.5)
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(THINK_S[1] + 150)
+        if self._results.poll(THINK_S[1] + 150):
+            self.presses, self.errors = self._results.recv()
+        else:
+            self.errors.append(f"the others' process sent nothing (exit code {self._proc.exitcode})")
+        self._proc.join(30)
+        if self._proc.is_alive():
+            self._proc.terminate()
 
-    async def _all(self) -> None:
-        await asyncio.gather(*(self._session(i) for i in range(self.n)))
 
-    async def _session(self, i: int) -> None:
+def others_main(url: str, n: int, stop, opened, done, results) -> None:
+    """The others' process (:class:`Others`): ``n`` sessions until ``stop`` is set; sends (presses, errors)."""
+    presses: list[float] = []
+    errors: list[str] = []
+
+    def count(v) -> None:
+        with v.get_lock():
+            v.value += 1
+
+    async def session(i: int) -> None:
         rng = np.random.default_rng(2000 + i)
         try:
-            async with ProtocolClient(self.url, source=f"127.0.0.{2 + i}") as c:
-                opened = await c.open(OTHERS_PAGE)
-                self.errors += [f"session {i} open: {e}" for e in opened.errors]
-                if opened.errors:
+            async with ProtocolClient(url, source=f"127.0.0.{2 + i}") as c:
+                first = await c.open(OTHERS_PAGE)
+                errors.extend(f"session {i} open: {e}" for e in first.errors)
+                if first.errors:
                     return
-                self.opened += 1
-                while not self._stop.is_set():
+                count(opened)
+                while not stop.is_set():
                     run = await c.step_epsilon()   # the page's live slider, as the component sends a release
-                    self.presses.append(run.ms)
-                    self.errors += [f"session {i} press: {e}" for e in run.errors]
+                    presses.append(run.ms)
+                    errors.extend(f"session {i} press: {e}" for e in run.errors)
                     if run.errors:
                         return
                     await asyncio.sleep(float(rng.uniform(*THINK_S)))
         except Exception as e:  # opening failed outright (HTTP error, refused connection): an error of the class
-            self.errors.append(f"session {i}: {type(e).__name__}: {e}")
+            errors.append(f"session {i}: {type(e).__name__}: {e}")
         finally:
-            self.done += 1
+            count(done)
+
+    async def everyone() -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=n + 4))   # the page files
+        await asyncio.gather(*(session(i) for i in range(n)))
+
+    try:
+        asyncio.run(everyone())
+    finally:
+        results.send((presses, errors))
 
 
 def release_to_paint(page, shown: tuple[str, str]) -> tuple[float, float]:
