@@ -5,9 +5,10 @@ Streamlit servers, as for a class: :mod:`odapp.serve`, ``benchmarks/bench_class.
 release page once so the city is loaded (the teacher's tab), then:
 
 - **the others**: ``N - 1`` protocol clients (:class:`benchmarks.protocol_client.ProtocolClient`: what a browser tab
-  asks of the server, without drawing) in a process of their own, each from its own loopback address (``127.0.0.2``, ...: other laptops), open
-  OD release and press its live ε slider one step (the component's release: one rerun), wait for the run to finish,
-  think 1-3 s (each its own seeded generator) and press again, until the person below is done;
+  asks of the server, without drawing) in a process of their own, each from its own loopback address
+  (``127.0.0.2``, ...: other laptops), open OD release and press its live ε slider one step (the component's
+  release: one rerun), wait for the run to finish, think 1-3 s (each its own seeded generator) and press again,
+  until the person below is done;
 - **the person**: headless Debian Chromium (:mod:`odapp.live`) opens OD release, then Attack, and on each drags ε
   with real pointer moves every 16 ms for 2 s (:func:`benchmarks.bench_browser_live.drag`), lets go, waits for the
   page's rerun and its paint, and drags again; the drags end in turn on two values
@@ -23,8 +24,8 @@ release to paint (from letting go to the end of the page's rerun with the new va
 release and its median; exceptions shown on the page. For the others: sessions opened, presses (reruns) done, their
 errors (a run with an exception, a closed socket, a run not finished in 120 s), and the median and 95th percentile
 press-to-finished time; and the requests HAProxy logged with a status other than 200, 101 or 304 (``access.log``),
-with those of the person's browser (127.0.0.1) named. The machine's load average (1 min) before, after and at its highest (sampled every 5 s) is
-in the notes: on a shared machine the figures say little without it.
+with those of the person's browser (127.0.0.1) named. The machine's load average (1 min) before, after and at its
+highest (sampled every 5 s) is in the notes: on a shared machine the figures say little without it.
 
 ``N`` is 10 (``--quick``: 4, one drag fewer per page); ``ODLAB_BENCH_LIVE_CROWD_SESSIONS=30`` sets it (30: the
 Done-when's "no errors" check). Targets (the live-curve design, Done-when): with 10 sessions the person's frame rate
