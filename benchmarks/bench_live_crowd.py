@@ -290,7 +290,8 @@ def _run(n: int, drags_per_page: int) -> list[dict]:
     mine = [line for line in bad if " 127.0.0.1:" in line]   # the person's Chromium (and the teacher's tab)
     rows += [
         {"case": case, "metric": "release to paint (median, all releases)",
-         "value": round(statistics.median(releases), 3), "unit": "s", "note": f"{len(releases)} releases; target < 1 s"},
+         "value": round(statistics.median(releases), 3), "unit": "s",
+         "note": f"{len(releases)} releases; target < 1 s"},
         {"case": case, "metric": "exceptions on the dragging person's pages", "value": me["exceptions"], "unit": ""},
         {"case": case, "metric": "others: sessions opened", "value": others.opened, "unit": "",
          "note": f"of {n - 1}; the class ran {wall:.0f} s; logs in {tmp}"},
