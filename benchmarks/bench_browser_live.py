@@ -19,6 +19,8 @@ the DevTools protocol, as a person's mouse), then reads the paints made during t
   after ``renderStart``; the rest is the main thread waiting), with the slowest script named;
 - ``release to rerun``: from letting go to the end of the page's one rerun with the new value (the sidebar's note
   shows it and Streamlit marks the script as no longer running; the maps and plotly charts may still be drawing).
+  The drags of one slider end in turn on two values (:func:`drag_plan`), so that every release changes the value
+  and is a real rerun (a drag that ended where the last one did would release nothing new).
 
 Each slider is dragged twice over: with real pointer moves (each one a DevTools round trip from this process, so
 on a busy machine fewer than 125 moves arrive in 2 s), and "in-page", with the value moved every 16 ms by a timer
@@ -49,6 +51,20 @@ SYMBOLS = {"epsilon": "ε", "threshold": "τ", "count": "c"}
 PAGES_ENV = "ODLAB_BENCH_LIVE_PAGES"   # e.g. "Attack,OD_release": only the drags of these pages (default: all)
 DRAG_S = 2.0
 MOVE_MS = 16
+STEPS = {"epsilon": 0.01, "threshold": 1, "count": 1}   # the live sliders' steps (odapp/live_view.py)
+SECOND_END = 0.2   # the other end of every second drag: this share of the way back from ``stop`` towards ``start``
+
+
+def drag_plan(start: float, stop: float, n: int, step: float) -> list[tuple[float, float]]:
+    """``n`` drags of a slider from ``start``: (from, to) pairs whose ends alternate between ``stop`` and a value
+    :data:`SECOND_END` of the way back, on the slider's ``step``, so that no drag ends where the one before did
+    (its release would change nothing and rerun nothing).
+
+    >>> drag_plan(0.3, 3.0, 3, 0.01)
+    [(0.3, 3.0), (0.3, 2.46), (0.3, 3.0)]
+    """
+    other = round(round((stop - SECOND_END * (stop - start)) / step) * step, 10)
+    return [(start, stop if i % 2 == 0 else other) for i in range(n)]
 
 
 def thumb_x(page, name: str, value: float, control: str = "epsilon") -> tuple[float, float, dict]:
@@ -132,6 +148,8 @@ def drag(page, name: str, control: str = "epsilon", *, start: float = 0.3, stop:
         moves += 1
         nxt = t0 + moves * move_ms / 1000
         time.sleep(max(0.0, nxt - time.perf_counter()))
+    page.mouse.move(x1, y)   # the end itself: a drag ends on ``stop``, not on the last move before the time was up
+    moves += 1
     t_page1 = page.evaluate("() => performance.now()")
     out = paints_between(page, name, t_page0, t_page1, moves)
     out.update(frames_between(page.evaluate(FRAMES_STOP_JS), t_page0, t_page1))
@@ -263,14 +281,18 @@ def run(quick: bool = False) -> list[dict]:
             pg.wait_for_function(f"() => window.odlive && window.odlive['{name}']", timeout=60_000)
             settle(pg)
             sym = SYMBOLS[control]
-            for i in range(1 if quick else 3):
-                r = drag(pg, name, control, start=start, stop=stop, release=False)
+            for i, (a, z) in enumerate(drag_plan(start, stop, 1 if quick else 3, STEPS[control])):
+                before = pg.evaluate(f"() => window.odlive['{name}'].settings")[control]
+                r = drag(pg, name, control, start=a, stop=z, release=False)
                 settings = pg.evaluate(f"() => window.odlive['{name}'].settings")
+                if settings[control] == before:
+                    raise RuntimeError(f"{path}: the drag of {control} ended on {before:g}, where it was: its release "
+                                       "would rerun nothing")
                 rerun = release_to_rerun(pg, shown_after_release(name, settings, control))
                 rows += drag_rows(f"{path} {sym} drag {i + 1}", r)
                 rows.append({"case": f"{path} {sym} drag {i + 1}",
                              "metric": "release to rerun", "value": round(rerun, 3), "unit": "s",
-                             "note": f"to {control} = {settings[control]:g}: the page reruns once"})
+                             "note": f"{control} {before:g} -> {settings[control]:g}: the page reruns once"})
                 settle(pg)
             for i in range(1 if quick else 3):
                 r = drag_in_page(pg, name, control, start=start, stop=stop)

@@ -1,19 +1,42 @@
 """The live curves in a real headless Chromium: while ε is dragged the browser draws, between two grid points of the
 server's tables, the values of the exact engine within the stated error (odcore.privacy.live); on release the page
-reruns once with the new ε. Screenshots taken during the drag go to the screenshot folder (``live_*.png``)."""
+reruns once with the new ε. Screenshots taken during the drag go to the screenshot folder (``live_*.png``); one of
+them is read pixel by pixel. The browser benchmark's drags end on a new value each time (every release a rerun)."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
 
-from benchmarks.bench_browser_live import thumb_x
+from benchmarks.bench_browser_live import DRAGS, STEPS, drag_plan, thumb_x
 from odcore.privacy import accounting as acc
 from odcore.privacy import attack, live
 from tests.conftest import screenshot_dir
 from tests.test_browser import _metric, _open, _settle
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
+
+def browser_test(f):
+    """A test in headless Chromium (marked ``browser``), with time for pages that tabulate on a busy machine."""
+    return pytest.mark.browser(pytest.mark.timeout(900)(f))
+
+
+def test_benchmark_drags_end_on_a_new_value_each_time():
+    """Each drag of a slider in ``python -m benchmarks -k browser_live`` ends where the one before did not, by many
+    slider steps (more than the thumb's pixel), so its release changes the page's value and reruns it: drags that all
+    ended at ``stop`` released the same value from the second on and measured a rerun that never happened."""
+    for _, _, control, start, stop in DRAGS:
+        step = STEPS[control]
+        plan = drag_plan(start, stop, 6, step)
+        assert len(plan) == 6
+        assert {a for a, _ in plan} == {start}
+        ends = [z for _, z in plan]
+        assert all(abs(b - a) >= 20 * step for a, b in itertools.pairwise(ends)), (control, ends)
+        assert all(min(start, stop) < z <= max(start, stop) for z in ends), (control, ends)
+        assert all(abs(z / step - round(z / step)) < 1e-6 for z in ends), (control, ends)   # on the slider's steps
+        assert ends[0] == stop
+        assert abs(ends[0] - start) >= 20 * step   # the first one moves too (from the thumb pressed at ``start``)
 
 TARGET = 0.93   # the pointer stops near here: near the middle of a grid cell of every table (odcore.privacy.live)
 
@@ -58,6 +81,7 @@ def relative_error(drawn, exact) -> float:
     return float(np.max(np.abs(d[ok] - x[ok]) / x[ok]))
 
 
+@browser_test
 def test_attack_curve_follows_the_pointer(streamlit_url, page):
     _open(page, f"{streamlit_url}/Attack", "Attack")
     page.wait_for_function("() => window.odlive && window.odlive['attack']", timeout=60_000)
@@ -88,6 +112,94 @@ def test_attack_curve_follows_the_pointer(streamlit_url, page):
     assert page.locator("[data-testid='stSidebar'] strong").filter(has_text=f"{e:g}").count() == 1
 
 
+ATTACK_Y = (0.45, 1.01)   # the Attack chart's y axis (odapp/live_view.py, attack: "ymin", "ymax")
+BLUE = np.array([31, 119, 180])   # the p_k curve: the component's first colour (live.js PALETTE[0]), on white
+
+
+def curve_row(png: np.ndarray, x: int) -> float:
+    """Where the blue curve crosses column ``x`` of an RGB screenshot (in canvas y, the pixel rows' centres) by
+    how much blue each pixel holds (an antialiased line is blue blended with the white background; grey grid lines
+    and the orange bound are not on that blend)."""
+    col = png[:, x, :3].astype(float)
+    a = (255 - col[:, 0]) / (255 - BLUE[0])   # the share of blue, from red
+    on_blend = np.all(np.abs(col - (255 - a[:, None] * (255 - BLUE))) < 25, axis=1)
+    w = np.where(on_blend & (a > 0.3), np.clip(a, 0, 1), 0.0)
+    assert w.sum() > 1, f"no curve in column {x}"
+    return float(np.sum(w * (np.arange(len(w)) + 0.5)) / w.sum())   # a pixel row's centre: its index + ½
+
+
+def grid_row(png: np.ndarray, x: int, near: float) -> float:
+    """Where a grey horizontal grid line near row ``near`` crosses column ``x`` (pixel rows' centres, weighted by
+    how dark their grey is)."""
+    rows = np.arange(max(0, int(near) - 4), min(png.shape[0], int(near) + 6))
+    px = png[rows, x, :3].astype(float)
+    w = np.where(np.ptp(px, axis=1) < 8, 255 - px.mean(axis=1), 0.0)   # grey: red, green and blue alike
+    assert w.sum() > 5, f"no grid line near row {near:.1f} in column {x}"
+    return float(np.sum(w * (rows + 0.5)) / w.sum())
+
+
+@browser_test
+def test_attack_screenshot_shows_the_curve_between_grid_points(streamlit_url, page):
+    """A screenshot taken while the pointer holds ε inside a cell of the p_k table shows the curve at the pointer's ε:
+    read off the PNG's pixels (k = 8..16), the curve lies within a pixel of where the exact engine puts it at that ε,
+    and away from where the curve of either grid point around it lies (what a picture stepping from grid point to
+    grid point would show; about 3 px either side at ε ≈ 0.93). The readout shows the value at the pointer, not
+    either grid point's."""
+    from PIL import Image
+
+    _open(page, f"{streamlit_url}/Attack", "Attack")
+    page.wait_for_function("() => window.odlive && window.odlive['attack']", timeout=60_000)
+    got = hold_at(page, "attack", TARGET)
+    e = float(got["settings"]["epsilon"])
+    assert between_grid_points(live.ATTACK_GRID, e)
+    shot = screenshot_dir() / "live_attack_between_grid_points.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    canvas = page.locator(".odlive canvas").first
+    box = canvas.bounding_box()
+    canvas.screenshot(path=str(shot))
+    readout = page.locator(".odlive-readout").first.inner_text()
+    png = np.asarray(Image.open(shot).convert("RGB"))
+    lay = got["layout"]["attack"]
+    # one CSS pixel a pixel (device scale factor 1); the picture starts at the whole pixel the canvas starts in
+    assert abs(png.shape[0] - lay["height"]) <= 1, (png.shape, lay)
+    assert abs(png.shape[1] - lay["width"]) <= 1, (png.shape, lay)
+    left, top, right, bottom = lay["plot"]
+    ks = np.asarray(got["x"]["attack"]["success"], dtype=float)
+
+    def col(k: int) -> int:   # the picture's column the point k of the curve falls in
+        return int(round(box["x"]) - int(box["x"]) + left + (k - ks.min()) / (ks.max() - ks.min()) * (right - left))
+
+    def row(y: float) -> float:   # the chart's own y of probability y (live.js, drawChart's Y)
+        return bottom - (y - ATTACK_Y[0]) / (ATTACK_Y[1] - ATTACK_Y[0]) * (bottom - top)
+
+    # where the chart's rows sit in the picture: from its grey grid lines at 80, 90 and 100 % (not from the curve)
+    shift = np.mean([grid_row(png, int(left) + 4, row(t)) - row(t) for t in (0.8, 0.9, 1.0)])
+    # the picture starts at the whole pixel the canvas's box starts in; Chromium draws the canvas from the nearest one
+    print(f"canvas box {box}, plot {lay['plot']}, rows shifted by {shift:.2f} px in the picture")
+    assert round(box["y"]) - int(box["y"]) - 0.3 <= shift <= round(box["y"]) - int(box["y"]) + 0.3, (shift, box)
+
+    i = int(np.searchsorted(live.ATTACK_GRID, e))
+    g_lo, g_hi = live.ATTACK_GRID[i - 1], live.ATTACK_GRID[i]
+    exact, lo, hi = (attack.success_curve(float(x), 70) for x in (e, g_lo, g_hi))
+    # k = 8..16: where the two grid curves lie 4.5-6.5 px apart at ε ≈ 0.93, clear of the p_3 readout's label
+    for k in range(8, 17):
+        seen = curve_row(png, col(k)) - shift
+        print(f"k={k}: curve at row {seen:.2f}; exact at ε={e:g}: {row(exact[k]):.2f}; grid ε={g_lo:.4f}: "
+              f"{row(lo[k]):.2f}, ε={g_hi:.4f}: {row(hi[k]):.2f}")
+        assert abs(row(hi[k]) - row(lo[k])) > 4, k   # the two grid points' curves: apart on the screen
+        assert abs(seen - row(exact[k])) < 1.0, (k, seen, row(exact[k]))
+        assert min(abs(seen - row(lo[k])), abs(seen - row(hi[k]))) > 1.2, (k, seen, row(lo[k]), row(hi[k]))
+
+    def pct(v: float) -> str:
+        return f"{100 * v:.1f} %"
+
+    drawn3 = float(got["values"]["attack"]["success"][3])
+    assert abs(drawn3 - exact[3]) <= live.ATTACK_ERROR
+    assert f"p_3 {pct(drawn3)}" in readout, readout
+    assert pct(drawn3) not in (pct(lo[3]), pct(hi[3])), (drawn3, lo[3], hi[3])
+    page.mouse.up()
+
+@browser_test
 def test_budget_curves_follow_the_pointer(streamlit_url, page):
     _open(page, f"{streamlit_url}/Privacy_budget", "Privacy budget")
     page.wait_for_function("() => window.odlive && window.odlive['budget']", timeout=120_000)
@@ -110,6 +222,7 @@ def test_budget_curves_follow_the_pointer(streamlit_url, page):
     assert page.locator("[data-testid='stException']").count() == 0
 
 
+@browser_test
 def test_release_curve_and_published_counts_follow_both_sliders(streamlit_url, page):
     """OD release: the release probability is the exact formula at the pointer's ε and τ; the counts published use
     the seed's draws scaled to ε (coherent noise), so after release the page publishes exactly as many pairs as the
@@ -135,6 +248,7 @@ def test_release_curve_and_published_counts_follow_both_sliders(streamlit_url, p
         assert counted == shown, (control, v)
 
 
+@browser_test
 def test_noise_picture_follows_the_pointer(streamlit_url, page):
     """See the noise: while ε or the true count is dragged, the picture is the exact Laplace density of what is
     published (the same points as the page's plotly export) and the readouts are the release probability and the
@@ -166,6 +280,7 @@ def test_noise_picture_follows_the_pointer(streamlit_url, page):
         assert _metric(page, "Published") == pct(pic.p_published)
 
 
+@browser_test
 def test_game_pairs_follow_both_sliders(streamlit_url, page):
     """Play the attacker: the chance that each known pair is published with and without the person, at the
     pointer's ε and threshold, is the exact release probability of the others' counts; on release the page's ε and
