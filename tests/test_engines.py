@@ -68,9 +68,9 @@ def spark():
 
     if shutil.which("java") is None:
         pytest.skip("Spark needs Java 17+ (.ci/run installs openjdk-17-jre-headless)")
-    from odcore.od.engines.spark_engine import spark_session
+    from odcore.od.engines.spark_engine import SMALL_JOB_JAVA_OPTIONS, spark_session
 
-    s = spark_session("local[2]", "1g", shuffle_partitions=2)
+    s = spark_session("local[2]", "1g", shuffle_partitions=2, java_options=SMALL_JOB_JAVA_OPTIONS)
     yield s
     s.stop()
 

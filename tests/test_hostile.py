@@ -8,6 +8,7 @@ Bad parameter values are checked the same way. The bombs run once, in a subproce
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import signal
@@ -213,6 +214,12 @@ def test_release_text_mode_when_nothing_is_published(tmp_path, capsys):
                                                                    "zones.geojson"]
 
 
+@functools.cache
+def _bomb(make) -> bytes:
+    """1 GiB of zeros compressed by ``make`` (made once for the command-line and the upload test)."""
+    return make(1 << 30)
+
+
 _BOMB_SCRIPT = """
 import sys, time
 from odcore.cli import main
@@ -229,7 +236,7 @@ def test_bomb_stops_at_the_cap_fast_and_small(name, make, tmp_path):
     """1 GiB of zeros in ~1 MB: stopped while decompressing, under 300 MB peak memory (whole process); the seconds
     it took are printed by the script (no timed assertion; the subprocess timeout guards against a hang)."""
     p = tmp_path / name
-    p.write_bytes(make(1 << 30))
+    p.write_bytes(_bomb(make))
     assert p.stat().st_size < 2_000_000
     r = subprocess.run([sys.executable, "-c", _BOMB_SCRIPT, str(p)], capture_output=True, text=True, timeout=120,
                        cwd=REPO_ROOT)
@@ -260,7 +267,7 @@ def test_bomb_upload_stops_at_the_cap_in_the_app_path(name, make, tmp_path):
     """The same bombs through the dashboard's upload function (what "Load this file" calls): refused with the
     message, under 300 MB peak memory for the whole process."""
     p = tmp_path / name
-    p.write_bytes(make(1 << 30))
+    p.write_bytes(_bomb(make))
     r = subprocess.run([sys.executable, "-c", _BOMB_UPLOAD_SCRIPT, str(p)], capture_output=True, text=True,
                        timeout=120, cwd=REPO_ROOT)
     message, last = r.stderr.strip().splitlines()[-2:]

@@ -73,6 +73,10 @@ def run_curve(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
     from odcore.privacy import attack
 
+    if args.monte_carlo is not None:   # refuse too much work before doing any
+        from odcore.data.params import check_monte_carlo_work
+
+        check_monte_carlo_work(args.monte_carlo, args.k_max)
     curve = attack.success_curve(args.epsilon, args.k_max)
     eps = float(args.epsilon)
     out: dict = {"epsilon": eps, "k": list(range(args.k_max + 1)), "success": curve.tolist(),
@@ -97,9 +101,6 @@ def run_curve(args: argparse.Namespace) -> int:
         out["tpr_at_fpr_1pct"] = tpr[:, 0].tolist()
         out["tpr_at_fpr_0.1pct"] = tpr[:, 1].tolist()
     if args.monte_carlo is not None:
-        from odcore.data.params import check_monte_carlo_work
-
-        check_monte_carlo_work(args.monte_carlo, args.k_max)
         sim = attack.simulate_attack(eps, np.arange(args.k_max + 1), reps=args.monte_carlo, rng=args.seed)
         out.update({"mc_reps": sim.reps, "mc_seed": args.seed, "mc_success": sim.success.tolist(),
                     "mc_ci_low": sim.ci_low.tolist(), "mc_ci_high": sim.ci_high.tolist()})

@@ -22,13 +22,20 @@ from odcore.errors import TraceFormatError
 from odcore.od.engines import kernel as K
 from odcore.od.engines.sources import FileSource
 
-__all__ = ["build_od_spark", "spark_session"]
+__all__ = ["SMALL_JOB_JAVA_OPTIONS", "build_od_spark", "spark_session"]
+
+SMALL_JOB_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""JVM flags for many small jobs (the tests' tables of a few thousand rows): the quick compiler only and one GC
+thread. A short job spends most of its CPU compiling; on big inputs leave the JVM's defaults."""
 
 
-def spark_session(master: str = "local[2]", driver_memory: str = "2g", shuffle_partitions: int | None = None):
+def spark_session(master: str = "local[2]", driver_memory: str = "2g", shuffle_partitions: int | None = None,
+                  java_options: str | None = None):
     """The active SparkSession, or a new one (local mode by default; 127.0.0.1, no UI).
 
-    On a cluster, ``spark-submit`` has already created the session and its settings win.
+    ``java_options`` go to the driver's JVM when this call starts it (``spark.driver.extraJavaOptions``; in local
+    mode the driver runs the tasks too), e.g. ``SMALL_JOB_JAVA_OPTIONS`` for many small jobs. On a cluster,
+    ``spark-submit`` has already created the session and its settings win.
     """
     from pyspark.sql import SparkSession
 
@@ -56,6 +63,8 @@ def spark_session(master: str = "local[2]", driver_memory: str = "2g", shuffle_p
          .config("spark.sql.session.timeZone", "UTC")
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200000"))
+    if java_options and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        b = b.config("spark.driver.extraJavaOptions", java_options)
     if shuffle_partitions is not None:
         b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
     elif master.startswith("local"):
