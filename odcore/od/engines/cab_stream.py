@@ -33,8 +33,9 @@ from odcore.od.engines import kernel as K
 
 __all__ = ["GROUP_BYTES", "build_od_cabspotting", "cab_groups"]
 
-GROUP_BYTES = 12 << 20
-"""Compressed bytes of cab files per group (about 500,000 fixes of gzipped Cabspotting text: 20-30 cabs)."""
+GROUP_BYTES = 4 << 20
+"""Compressed bytes of cab files per group (about 500,000 fixes of gzipped Cabspotting text, 25 cabs: a worker peaks
+at about 170 MiB with its imports)."""
 
 
 def cab_groups(sizes: list[int], group_bytes: int = GROUP_BYTES) -> list[range]:
@@ -163,7 +164,8 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
 
 def _run_jobs(jobs: list[_Job], workers: int):
     """``_group_task`` of every job, in order, at most ``workers`` in flight (worker processes when ``workers`` > 1,
-    started by ``forkserver``: they import only what a group needs, not the parent's memory)."""
+    started by ``spawn``: they import only what a group needs and do not copy the parent's memory, and as the
+    parent's own children their CPU time is the parent's, as ``getrusage`` and ``time`` report it)."""
     if workers <= 1 or len(jobs) <= 1:
         for j in jobs:
             yield _group_task(j)
@@ -171,7 +173,7 @@ def _run_jobs(jobs: list[_Job], workers: int):
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+    ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as ex:
         pending: deque = deque()
         for j in jobs:

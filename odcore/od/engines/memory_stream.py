@@ -375,8 +375,15 @@ def run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[str
     if len(t) == 0:
         return None
     if pa.types.is_integer(users.type):
-        labels, codes = np.unique(users.to_numpy(zero_copy_only=False), return_inverse=True)
-        codes = codes.astype(np.int64).ravel()
+        u = users.to_numpy(zero_copy_only=False)
+        step = u[1:] != u[:-1]
+        if len(u) and bool((u[1:] >= u[:-1]).all()):      # already grouped in order (a cab file after another)
+            labels = u[np.r_[0, np.flatnonzero(step) + 1]]
+            codes = np.r_[0, np.cumsum(step, dtype=np.int64)]
+        else:
+            labels, codes = np.unique(u, return_inverse=True)
+            codes = codes.astype(np.int64).ravel()
+        del u, step
     else:
         enc = users.dictionary_encode()
         d = enc.dictionary.to_numpy(zero_copy_only=False).astype(object)
