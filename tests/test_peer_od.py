@@ -138,3 +138,24 @@ def test_streamed_cabs_name_the_bad_file_and_row(tmp_path):
                              group_bytes=1)
     assert e.value.file == "new_cab02.txt"
     assert e.value.row == 5
+
+
+def test_cab_files_refuse_two_files_of_one_cab_and_a_zip(tmp_path):
+    import zipfile
+
+    from odcore.data.traces import cab_files
+    from odcore.errors import TraceFormatError
+
+    d = tmp_path / "cabs"
+    d.mkdir()
+    (d / "new_a.txt").write_text(f"37.7 -122.4 0 {T0}\n")
+    (d / "README.md").write_text("about the cabs\n")
+    assert cab_files(d)[2] == ["a"]                                 # the README is not a cab
+    (d / "new_a.txt.gz").write_bytes(b"")
+    with pytest.raises(TraceFormatError, match="same cab id"):
+        cab_files(d)
+    z = tmp_path / "cabs.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("new_a.txt", f"37.7 -122.4 0 {T0}\n")
+    with pytest.raises(TraceFormatError, match="zip"):
+        cab_files(z)
