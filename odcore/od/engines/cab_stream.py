@@ -163,9 +163,13 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
 
 
 def _run_jobs(jobs: list[_Job], workers: int):
-    """``_group_task`` of every job, in order, at most ``workers`` in flight (worker processes when ``workers`` > 1,
-    started by ``spawn``: they import only what a group needs and do not copy the parent's memory, and as the
-    parent's own children their CPU time is the parent's, as ``getrusage`` and ``time`` report it)."""
+    """``_group_task`` of every job, in order, on ``workers`` worker processes when ``workers`` > 1 (started by
+    ``spawn``: they import only what a group needs and do not copy the parent's memory, and as the parent's own
+    children their CPU time is the parent's, as ``getrusage`` and ``time`` report it).
+
+    Each worker holds one group at a time, so at most ``workers`` groups are in memory; up to ``2 * workers`` jobs
+    are submitted (a queued job is a list of paths, a finished one its small tables), so a worker does not wait
+    while the parent merges or while an earlier group finishes."""
     if workers <= 1 or len(jobs) <= 1:
         for j in jobs:
             yield _group_task(j)
@@ -178,7 +182,7 @@ def _run_jobs(jobs: list[_Job], workers: int):
         pending: deque = deque()
         for j in jobs:
             pending.append(ex.submit(_group_task, j))
-            if len(pending) >= workers:
+            if len(pending) >= 2 * workers:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
