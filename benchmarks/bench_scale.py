@@ -118,8 +118,7 @@ def run_peer(rounds: int = 3, runs: tuple[str, ...] = PEER_RUNS) -> list[dict]:
     rows: list[dict] = []
     med = {w: [float(np.median([r[k] for r in res[w]])) for k in range(3)] for w in runs}
     note = (f"{rounds} alternating rounds, nice, {os.cpu_count()} cores, 1-min load {min(loads):.1f}-{max(loads):.1f}"
-            f"; rows identical to the peer: memory {same.get('memory')}, memory-loaded {same.get('memory-loaded')}, "
-            f"duckdb {same.get('duckdb')}")
+            "; rows identical to the peer: " + ", ".join(f"{w} {v}" for w, v in same.items()))
     print(f"Cabspotting 10 M fixes ({note})")
     print(f"{'':>13} {'wall s':>8} {'x peer':>7} {'peak GiB':>9} {'x peer':>7} {'CPU s':>7}")
     for w in runs:
