@@ -18,11 +18,11 @@ the last pass).
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import tempfile
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +58,9 @@ def cab_groups(sizes: list[int], group_bytes: int = GROUP_BYTES) -> list[range]:
 
 @dataclass(frozen=True)
 class _Job:
-    """One group's work: ``stage`` ``box`` (robust box counts), ``prep`` (filter, keep the fixes in ``keep_file``,
-    return the bounds) or ``run`` (filter, or read ``keep_file``, then the kernel)."""
+    """One group's work. ``stage``: ``stash`` (parse, keep the raw fixes in ``keep_file``, return the robust box's
+    counts when ``box_counts``), ``bounds`` (read ``keep_file``, filter, return the kept fixes' min/max) or ``run``
+    (parse, or read ``keep_file``; filter, counting the drops; the kernel)."""
 
     stage: str
     paths: tuple[str, ...]
@@ -68,6 +69,7 @@ class _Job:
     grid: Any = None
     keep_pairs: bool = False
     keep_file: str | None = None
+    box_counts: bool = False
 
 
 def _read_group(job: _Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -129,9 +131,9 @@ def _filter(job: _Job, codes, t, lat, lon, sizes, st: K.PrepStats):
 
 
 def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
-    """One group's stage in a worker: ``(result, stats)``; the result is the box counts (sparse) for ``box``, None
-    for ``prep`` (the bounds are in the stats) and :func:`~odcore.od.engines.memory_stream.run_shard`'s tables for
-    ``run``."""
+    """One group's stage in a worker: ``(result, stats)``; the result is the box counts (sparse, or None) for
+    ``stash``, None for ``bounds`` (the bounds are in the stats) and
+    :func:`~odcore.od.engines.memory_stream.run_shard`'s tables for ``run``."""
     import pyarrow as pa
 
     from odcore.constants import USER
@@ -139,22 +141,25 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
     from odcore.od.engines.memory_stream import run_shard
 
     st = K.PrepStats()
-    if job.stage == "run" and job.keep_file is not None:
-        with np.load(job.keep_file) as z:
-            codes, t, lat, lon = z["codes"], z["t"], z["lat"], z["lon"]
-        os.unlink(job.keep_file)
-    else:
+    if job.stage == "stash" or job.keep_file is None:
         codes, t, lat, lon, sizes = _read_group(job)
-        if job.stage == "box":
-            counts = RobustBoxCounts()
-            ok = t != K.IMIN
-            counts.add(lat[ok], lon[ok])
-            return counts.sparse(), st
-        codes, t, lat, lon = _filter(job, codes, t, lat, lon, sizes, st)
-        if job.stage == "prep":
-            st.bounds.update(lat, lon)
-            np.savez(job.keep_file, codes=codes, t=t, lat=lat, lon=lon)
+    else:
+        with np.load(job.keep_file) as z:
+            codes, t, lat, lon, sizes = z["codes"], z["t"], z["lat"], z["lon"], z["sizes"]
+    if job.stage == "stash":
+        np.savez(job.keep_file, codes=codes, t=t, lat=lat, lon=lon, sizes=sizes)
+        if not job.box_counts:
             return None, st
+        counts = RobustBoxCounts()
+        ok = t != K.IMIN
+        counts.add(lat[ok], lon[ok])
+        return counts.sparse(), st
+    codes, t, lat, lon = _filter(job, codes, t, lat, lon, sizes, st)
+    if job.stage == "bounds":
+        st.bounds.update(lat, lon)
+        return None, st
+    if job.keep_file is not None:
+        os.unlink(job.keep_file)
     if len(t) == 0:
         return None, st
     tbl = pa.table({USER: codes, K.T_S: t, "lat": lat, "lon": lon})
@@ -162,30 +167,43 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
     return run_shard(tbl, job.grid, job.filters.tz, job.keep_pairs, st), st
 
 
-def _run_jobs(jobs: list[_Job], workers: int):
-    """``_group_task`` of every job, in order, on ``workers`` worker processes when ``workers`` > 1 (started by
-    ``spawn``: they import only what a group needs and do not copy the parent's memory, and as the parent's own
-    children their CPU time is the parent's, as ``getrusage`` and ``time`` report it).
+@contextlib.contextmanager
+def _pool(workers: int):
+    """A pool of ``workers`` processes started by ``spawn`` (None for one worker: the groups run in this process);
+    on the way out, jobs not started are cancelled.
 
-    Each worker holds one group at a time, so at most ``workers`` groups are in memory; up to ``2 * workers`` jobs
-    are submitted (a queued job is a list of paths, a finished one its small tables), so a worker does not wait
-    while the parent merges or while an earlier group finishes."""
-    if workers <= 1 or len(jobs) <= 1:
-        for j in jobs:
-            yield _group_task(j)
+    Spawned workers import only what a group needs and copy nothing of the parent's memory, and as the parent's own
+    children their CPU time is the parent's, as ``getrusage`` and ``time`` report it."""
+    if workers <= 1:
+        yield None
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as ex:
-        pending: deque = deque()
+    ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+    try:
+        yield ex
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_jobs(jobs: list[_Job], pool, workers: int):
+    """``_group_task`` of every job, in order, on the ``pool``'s processes (in this process when None).
+
+    Each worker holds one group at a time, so at most ``workers`` groups are in memory; up to ``2 * workers`` jobs
+    are submitted (a queued job is a list of paths, a finished one its small tables), so a worker does not wait
+    while the parent merges or while an earlier group finishes."""
+    if pool is None:
         for j in jobs:
-            pending.append(ex.submit(_group_task, j))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().result()
-        while pending:
+            yield _group_task(j)
+        return
+    pending: deque = deque()
+    for j in jobs:
+        pending.append(pool.submit(_group_task, j))
+        if len(pending) >= 2 * workers:
             yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = None, start: Any = None,
@@ -243,46 +261,43 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
                   start_ns=None if start is None else to_time_ns(start, tz, "start"),
                   end_ns=None if end is None else to_time_ns(end, tz, "end"))
 
-    def jobs(stage: str, **kw) -> list[_Job]:
-        return [_Job(stage, tuple(str(paths[i]) for i in g), g.start, f, **kw) for g in groups]
-
-    box = None
-    if bbox is not None:
-        if isinstance(bbox, str) and bbox.strip().lower() == "auto":
-            counts = RobustBoxCounts()
-            for sp, _ in _run_jobs(jobs("box"), n_workers):
-                counts.add_sparse(*sp)
-            box = counts.box(source=disp).as_tuple()
-        else:
-            box = BBox.parse(bbox).as_tuple()
-    f = K.Filters(**{**f.__dict__, "bbox": box})
+    auto_box = bbox is not None and isinstance(bbox, str) and bbox.strip().lower() == "auto"
+    box = None if bbox is None or auto_box else BBox.parse(bbox).as_tuple()
     st = K.PrepStats()
-    tmp = None
-    try:
+    n_workers = min(n_workers, len(groups))
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="odcore-cabs-", dir=temp_dir)))
+        pool = stack.enter_context(_pool(n_workers))        # shut down before the folder goes
+        jobs = [_Job("run", tuple(str(paths[i]) for i in g), g.start, f) for g in groups]
+        if auto_box or grid is None:
+            # one parse: the raw fixes wait in temporary files for the passes that need the whole folder first
+            jobs = [replace(j, stage="stash", keep_file=str(tmp / f"g{k:05d}.npz"), box_counts=auto_box)
+                    for k, j in enumerate(jobs)]
+            counts = RobustBoxCounts()
+            for sp, _ in _run_jobs(jobs, pool, n_workers):
+                if sp is not None:
+                    counts.add_sparse(*sp)
+            if auto_box:
+                box = counts.box(source=disp).as_tuple()
+        f = replace(f, bbox=box)
+        jobs = [replace(j, filters=f) for j in jobs]
         if grid is None:
-            tmp = Path(tempfile.mkdtemp(prefix="odcore-cabs-", dir=temp_dir))
-            prep = [_Job("prep", j.paths, j.first_code, f, keep_file=str(tmp / f"g{k:05d}.npz"))
-                    for k, j in enumerate(jobs("prep"))]
-            for _, gst in _run_jobs(prep, n_workers):
-                st.merge(gst)
-            if st.bounds.n == 0:
-                raise TraceFormatError(f"no rows left after filtering (dropped: {st.dropped}).", file=disp)
-            grid = K.fit_zones(st.bounds, config)
-            run = [_Job("run", j.paths, j.first_code, f, grid=grid, keep_pairs=keep_pairs, keep_file=j.keep_file)
-                   for j in prep]
-        else:
-            run = jobs("run", grid=grid, keep_pairs=keep_pairs)
+            bounds = K.Bounds()
+            for _, gst in _run_jobs([replace(j, stage="bounds") for j in jobs], pool, n_workers):
+                bounds.merge(gst.bounds)
+            if bounds.n == 0:
+                raise TraceFormatError("no rows left after filtering (no fix inside the box and dates).",
+                                       file=disp)
+            grid = K.fit_zones(bounds, config)
+        run = [replace(j, stage="run", grid=grid, keep_pairs=keep_pairs) for j in jobs]
         merged = ShardMerger(keep_pairs)
         labels = np.asarray(ids, dtype=object)
-        for part, gst in _run_jobs(run, n_workers):
+        for part, gst in _run_jobs(run, pool, n_workers):
             st.merge(gst)
             if part is not None:
                 part["labels"] = labels[part["labels"]]
             merged.add(part)
             del part
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
     if st.slot_min == K.IMIN:
         raise TraceFormatError(f"no rows left after filtering (dropped: {st.dropped}).", file=disp)
     n_users = len(set().union(*(set(a.tolist()) for a in merged.acc["a_user"])))
