@@ -18,7 +18,7 @@ OD pairs, largest count).
 
 Then the peer on real GPS (:func:`run_peer`): the Cabspotting folder (``$ODCORE_BENCH_CABSPOTTING``, default
 ``/work/shared/data/cabspotting_sf``; skipped when absent) through the peer's DuckDB SQL, the memory engine streamed
-in groups of cab files on two worker processes (``memory``), the memory engine on the loaded folder
+in groups of cab files on two threads (``memory``) or two worker processes (``memory-processes``), the memory engine on the loaded folder
 (``memory-loaded``) and the DuckDB engine on the same box and degree grid (:mod:`benchmarks.peer_od`; the peer's
 query without DISTINCT of the fixes, as the folder has no duplicate fix: the faster form), each a fresh process
 started with ``nice``, the order alternating from round to round (peer first, then last); the memory engine's
@@ -76,7 +76,7 @@ def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, float
 
 
 CABSPOTTING = Path(os.environ.get("ODCORE_BENCH_CABSPOTTING", "/work/shared/data/cabspotting_sf"))
-PEER_RUNS = ("peer", "memory", "memory-loaded", "duckdb", "memory_cli")
+PEER_RUNS = ("peer", "memory", "memory-processes", "memory-loaded", "duckdb", "memory_cli")
 
 
 def _peer_argv(who: str, out: Path) -> list[str]:
@@ -112,7 +112,7 @@ def run_peer(rounds: int = 3, runs: tuple[str, ...] = PEER_RUNS) -> list[dict]:
                 res[who].append((wall, peak, LAST_CPU))
                 loads.append(os.getloadavg()[0])
             ref = pd.read_parquet(out / "peer.parquet")[PEER_COLUMNS]
-            for who in (w for w in ("memory", "memory-loaded", "duckdb") if w in runs):
+            for who in (w for w in ("memory", "memory-processes", "memory-loaded", "duckdb") if w in runs):
                 got = pd.read_parquet(out / f"{who}.parquet")[PEER_COLUMNS]
                 same[who] = same.get(who, True) and ref.equals(got)
     rows: list[dict] = []
@@ -120,10 +120,10 @@ def run_peer(rounds: int = 3, runs: tuple[str, ...] = PEER_RUNS) -> list[dict]:
     note = (f"{rounds} alternating rounds, nice, {os.cpu_count()} cores, 1-min load {min(loads):.1f}-{max(loads):.1f}"
             "; rows identical to the peer: " + ", ".join(f"{w} {v}" for w, v in same.items()))
     print(f"Cabspotting 10 M fixes ({note})")
-    print(f"{'':>13} {'wall s':>8} {'x peer':>7} {'peak GiB':>9} {'x peer':>7} {'CPU s':>7}")
+    print(f"{'':>16} {'wall s':>8} {'x peer':>7} {'peak GiB':>9} {'x peer':>7} {'CPU s':>7}")
     for w in runs:
         wall, peak, cpu = med[w]
-        print(f"{w:>13} {wall:8.2f} {wall / med['peer'][0]:7.2f} {peak:9.2f} {peak / med['peer'][1]:7.2f} {cpu:7.2f}"
+        print(f"{w:>16} {wall:8.2f} {wall / med['peer'][0]:7.2f} {peak:9.2f} {peak / med['peer'][1]:7.2f} {cpu:7.2f}"
               f"   walls {[round(r[0], 2) for r in res[w]]}")
         case = f"Cabspotting 10 M fixes, {w}"
         rows.append({"case": case, "metric": "wall", "value": wall, "unit": "s", "baseline": med["peer"][0],

@@ -97,10 +97,12 @@ def _same_od(a, b) -> None:
     assert a.stats["user_hours"] == b.stats["user_hours"]
 
 
-@pytest.mark.parametrize(("workers", "group_bytes"), [(1, 1), (2, 1), (2, 40_000), (3, 10**9)])
-def test_streamed_cabs_equal_the_loaded_folder(tmp_path, workers, group_bytes):
-    """Groups of cab files (one file each, a few, all) on 1-3 worker processes give the tables of the loader +
-    memory engine: robust box, fitted grid, duplicates, glitches, the time offset and a date range."""
+@pytest.mark.parametrize(("workers", "group_bytes", "pool"), [(1, 1, "threads"), (2, 1, "threads"),
+                                                              (2, 1, "processes"), (2, 40_000, "threads"),
+                                                              (3, 40_000, "processes"), (3, 10**9, "threads")])
+def test_streamed_cabs_equal_the_loaded_folder(tmp_path, workers, group_bytes, pool):
+    """Groups of cab files (one file each, a few, all) on 1-3 worker threads or processes give the tables of the
+    loader + memory engine: robust box, fitted grid, duplicates, glitches, the time offset and a date range."""
     from odcore.data.traces import load_traces
     from odcore.od.engines import build_od
     from odcore.od.engines.cab_stream import build_od_cabspotting
@@ -111,7 +113,7 @@ def test_streamed_cabs_equal_the_loaded_folder(tmp_path, workers, group_bytes):
     kw = {"bbox": "auto", "time_offset_s": 1800, "start": "2008-05-19 06:00", "end": "2008-05-28"}
     tr = load_traces(tmp_path / "cabs", format="cabspotting", tz=cfg.tz, **kw)
     ref = build_od(tr, cfg)
-    got = build_od_cabspotting(tmp_path / "cabs", cfg, workers=workers, group_bytes=group_bytes, **kw)
+    got = build_od_cabspotting(tmp_path / "cabs", cfg, workers=workers, group_bytes=group_bytes, pool=pool, **kw)
     _same_od(got, ref)
     assert got.stats["bbox_used"] == tr.report.bbox_used
     want = {k: v for k, v in tr.report.rows_dropped.items() if v}
@@ -135,7 +137,7 @@ def test_streamed_cabs_name_the_bad_file_and_row(tmp_path):
     bad.write_text("\n".join(lines) + "\n")
     with pytest.raises(TraceFormatError, match="outside") as e:
         build_od_cabspotting(tmp_path / "cabs", ODConfig(tz="America/Los_Angeles"), bbox="auto", workers=2,
-                             group_bytes=1)
+                             group_bytes=1, pool="processes")
     assert e.value.file == "new_cab02.txt"
     assert e.value.row == 5
 

@@ -1,19 +1,18 @@
-"""The memory engine on a Cabspotting folder, streamed: groups of cab files on worker processes.
+"""The memory engine on a Cabspotting folder, streamed: groups of cab files on two worker threads (or processes).
 
 Each cab file is one user, so a group of files is a complete set of users: a natural user shard. A worker reads a
 group (:func:`odcore.data.traces.read_cab_file`, the loader's parser), applies the loader's filters (missing values,
 the box, the dates, the time offset; exact duplicate fixes dropped) and runs the numpy kernel on it
 (:func:`odcore.od.engines.memory_stream.run_shard`: hourly cells -> trips -> per-(week, pair) distinct-user counts
-and per-user-week figures); the parent sums the groups' counts (exact, as every user is in one group) and joins the
-per-user tables (:class:`~odcore.od.engines.memory_stream.ShardMerger`). At most ``workers`` groups are in flight,
-so memory holds about ``workers`` groups, never the whole folder; the groups are merged in file order, so the tables
-do not depend on ``workers``.
+and per-user-week figures); the caller sums the groups' counts (exact, as every user is in one group) and joins the
+per-user tables (:class:`~odcore.od.engines.memory_stream.ShardMerger`). Each worker holds one group at a time, so
+memory holds about ``workers`` groups, never the whole folder; the groups are merged in file order, so the tables
+do not depend on ``workers`` or on threads versus processes.
 
 The rules are those of :func:`odcore.data.traces.load_traces` followed by the memory engine, which
 ``tests/test_peer_od.py`` checks table for table: ``bbox="auto"`` is the robust box of every usable fix's counts
-(:class:`~odcore.data.traces.RobustBoxCounts`, a first pass that only parses), and zones not given are fitted to the
-kept fixes' min/max (a second pass that parses and filters, keeping each group's kept fixes in a temporary file for
-the last pass).
+(:class:`~odcore.data.traces.RobustBoxCounts`), and zones not given are fitted to the kept fixes' min/max; for these,
+a first pass parses each group once and keeps its raw fixes in temporary files for the later passes.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ import numpy as np
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.engines import kernel as K
 
-__all__ = ["GROUP_BYTES", "build_od_cabspotting", "cab_groups"]
+__all__ = ["GROUP_BYTES", "POOLS", "build_od_cabspotting", "cab_groups"]
 
 GROUP_BYTES = 4 << 20
 """Compressed bytes of cab files per group (about 500,000 fixes of gzipped Cabspotting text, 25 cabs: a worker peaks
@@ -56,9 +55,12 @@ def cab_groups(sizes: list[int], group_bytes: int = GROUP_BYTES) -> list[range]:
     return out
 
 
+_KEPT = ("codes", "t", "lat", "lon", "sizes")   # a group's raw fixes between passes: one .npy file each
+
+
 @dataclass(frozen=True)
 class _Job:
-    """One group's work. ``stage``: ``stash`` (parse, keep the raw fixes in ``keep_file``, return the robust box's
+    """One group's work. ``stage``: ``stash`` (parse, keep the raw fixes in the ``keep_file.*.npy`` files, return the robust box's
     counts when ``box_counts``), ``bounds`` (read ``keep_file``, filter, return the kept fixes' min/max) or ``run``
     (parse, or read ``keep_file``; filter, counting the drops; the kernel)."""
 
@@ -144,22 +146,30 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
     if job.stage == "stash" or job.keep_file is None:
         codes, t, lat, lon, sizes = _read_group(job)
     else:
-        with np.load(job.keep_file) as z:
-            codes, t, lat, lon, sizes = z["codes"], z["t"], z["lat"], z["lon"], z["sizes"]
-    if job.stage == "stash":
-        np.savez(job.keep_file, codes=codes, t=t, lat=lat, lon=lon, sizes=sizes)
+        codes, t, lat, lon, sizes = (np.load(f"{job.keep_file}.{k}.npy") for k in _KEPT)
+    if job.stage == "stash":                # plain .npy files: no zip and no checksum to compute (np.savez)
+        for k, a in zip(_KEPT, (codes, t, lat, lon, sizes), strict=True):
+            np.save(f"{job.keep_file}.{k}.npy", a)
         if not job.box_counts:
             return None, st
-        counts = RobustBoxCounts()
-        ok = t != K.IMIN
-        counts.add(lat[ok], lon[ok])
-        return counts.sparse(), st
+        ok = (t != K.IMIN) & ~(np.isnan(lat) | np.isnan(lon))
+        axis, band, n = [], [], []            # the group's counts per band, sparse (a dense table is 43 MB)
+        for k, b in enumerate(RobustBoxCounts.bins(lat[ok], lon[ok])):
+            if len(b):
+                lo = int(b.min())
+                c = np.bincount(b - lo)
+                nz = np.flatnonzero(c)
+                axis.append(np.full(len(nz), k, np.int8))
+                band.append(nz + lo)
+                n.append(c[nz])
+        return ((np.concatenate(axis), np.concatenate(band), np.concatenate(n)) if axis else None), st
     codes, t, lat, lon = _filter(job, codes, t, lat, lon, sizes, st)
     if job.stage == "bounds":
         st.bounds.update(lat, lon)
         return None, st
     if job.keep_file is not None:
-        os.unlink(job.keep_file)
+        for k in _KEPT:
+            os.unlink(f"{job.keep_file}.{k}.npy")
     if len(t) == 0:
         return None, st
     tbl = pa.table({USER: codes, K.T_S: t, "lat": lat, "lon": lon})
@@ -167,20 +177,30 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
     return run_shard(tbl, job.grid, job.filters.tz, job.keep_pairs, st), st
 
 
-@contextlib.contextmanager
-def _pool(workers: int):
-    """A pool of ``workers`` processes started by ``spawn`` (None for one worker: the groups run in this process);
-    on the way out, jobs not started are cancelled.
+POOLS = ("threads", "processes")
 
-    Spawned workers import only what a group needs and copy nothing of the parent's memory, and as the parent's own
-    children their CPU time is the parent's, as ``getrusage`` and ``time`` report it."""
+
+@contextlib.contextmanager
+def _pool(workers: int, kind: str):
+    """An executor of ``workers`` threads or processes (None for one worker: the groups run in the caller's
+    thread); on the way out, jobs not started are cancelled.
+
+    Threads share one interpreter (its imports are counted once) and run at once where the work is: zlib,
+    ``pyarrow.csv`` and numpy's sorts release the GIL. Processes are started by ``spawn``: they import what a group
+    needs and copy nothing of the parent's memory, and as the parent's own children their CPU time is the
+    parent's, as ``getrusage`` and ``time`` report it."""
     if workers <= 1:
         yield None
         return
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+    if kind == "threads":
+        from concurrent.futures import ThreadPoolExecutor
 
-    ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+        ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="odcore-cabs")
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
     try:
         yield ex
     finally:
@@ -188,7 +208,7 @@ def _pool(workers: int):
 
 
 def _run_jobs(jobs: list[_Job], pool, workers: int):
-    """``_group_task`` of every job, in order, on the ``pool``'s processes (in this process when None).
+    """``_group_task`` of every job, in order, on the ``pool``'s threads or processes (in this thread when None).
 
     Each worker holds one group at a time, so at most ``workers`` groups are in memory; up to ``2 * workers`` jobs
     are submitted (a queued job is a list of paths, a finished one its small tables), so a worker does not wait
@@ -197,18 +217,27 @@ def _run_jobs(jobs: list[_Job], pool, workers: int):
         for j in jobs:
             yield _group_task(j)
         return
+    from concurrent.futures.process import BrokenProcessPool
+
     pending: deque = deque()
-    for j in jobs:
-        pending.append(pool.submit(_group_task, j))
-        if len(pending) >= 2 * workers:
+    try:
+        for j in jobs:
+            pending.append(pool.submit(_group_task, j))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
             yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
+    except BrokenProcessPool:
+        raise ParameterError(
+            "the worker processes stopped before their work was done: out of memory, or the program calling this "
+            "is a script without `if __name__ == '__main__':` (spawned workers import it again). Guard the script, "
+            "or pass workers=1.") from None
 
 
 def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = None, start: Any = None,
                          end: Any = None, time_offset_s: float = 0.0, keep_pairs: bool = True,
-                         workers: int | None = None, group_bytes: int = GROUP_BYTES, temp_dir: str | None = None):
+                         workers: int | None = None, pool: str = "threads", group_bytes: int = GROUP_BYTES,
+                         temp_dir: str | None = None):
     """Weekly unique OD data of a Cabspotting folder, streamed in groups of cab files on ``workers`` processes.
 
     The same tables as ``build_od(load_traces(source, format="cabspotting", bbox=bbox, start=start, end=end,
@@ -231,6 +260,9 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     workers:
         Worker processes (default: 2, or 1 on one core); 1 runs the groups in this process. The tables do not
         depend on it.
+    pool:
+        ``threads`` (default: one interpreter, the least memory and CPU) or ``processes`` (``spawn``ed workers,
+        which need ``if __name__ == "__main__":`` in a calling script). The tables do not depend on it.
     group_bytes:
         Compressed bytes of cab files per group (memory per worker grows with it).
     temp_dir:
@@ -248,6 +280,8 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     from odcore.data.traces import BBox, RobustBoxCounts, cab_files, to_time_ns
     from odcore.od.engines.memory_stream import ShardMerger
 
+    if pool not in POOLS:
+        raise ParameterError(f"pool must be one of {list(POOLS)}, got pool={pool!r}.")
     if int(group_bytes) < 1:
         raise ParameterError(f"group_bytes must be >= 1, got group_bytes={group_bytes}.")
     disp, paths, ids = cab_files(source)
@@ -267,14 +301,14 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     n_workers = min(n_workers, len(groups))
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="odcore-cabs-", dir=temp_dir)))
-        pool = stack.enter_context(_pool(n_workers))        # shut down before the folder goes
+        ex = stack.enter_context(_pool(n_workers, pool))    # shut down before the folder goes
         jobs = [_Job("run", tuple(str(paths[i]) for i in g), g.start, f) for g in groups]
         if auto_box or grid is None:
             # one parse: the raw fixes wait in temporary files for the passes that need the whole folder first
-            jobs = [replace(j, stage="stash", keep_file=str(tmp / f"g{k:05d}.npz"), box_counts=auto_box)
+            jobs = [replace(j, stage="stash", keep_file=str(tmp / f"g{k:05d}"), box_counts=auto_box)
                     for k, j in enumerate(jobs)]
             counts = RobustBoxCounts()
-            for sp, _ in _run_jobs(jobs, pool, n_workers):
+            for sp, _ in _run_jobs(jobs, ex, n_workers):
                 if sp is not None:
                     counts.add_sparse(*sp)
             if auto_box:
@@ -283,7 +317,7 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
         jobs = [replace(j, filters=f) for j in jobs]
         if grid is None:
             bounds = K.Bounds()
-            for _, gst in _run_jobs([replace(j, stage="bounds") for j in jobs], pool, n_workers):
+            for _, gst in _run_jobs([replace(j, stage="bounds") for j in jobs], ex, n_workers):
                 bounds.merge(gst.bounds)
             if bounds.n == 0:
                 raise TraceFormatError("no rows left after filtering (no fix inside the box and dates).",
@@ -292,7 +326,7 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
         run = [replace(j, stage="run", grid=grid, keep_pairs=keep_pairs) for j in jobs]
         merged = ShardMerger(keep_pairs)
         labels = np.asarray(ids, dtype=object)
-        for part, gst in _run_jobs(run, pool, n_workers):
+        for part, gst in _run_jobs(run, ex, n_workers):
             st.merge(gst)
             if part is not None:
                 part["labels"] = labels[part["labels"]]
