@@ -125,7 +125,8 @@ def test_streamed_cabs_equal_the_loaded_folder(tmp_path, workers, group_bytes, p
         assert got.stats["shards"] == (9 if group_bytes == 1 else 1)
 
 
-def test_streamed_cabs_name_the_bad_file_and_row(tmp_path):
+@pytest.mark.parametrize("pool", ["threads", "processes"])
+def test_streamed_cabs_name_the_bad_file_and_row(tmp_path, pool):
     from odcore.errors import TraceFormatError
     from odcore.od.engines.cab_stream import build_od_cabspotting
     from odcore.od.trips import ODConfig
@@ -137,7 +138,7 @@ def test_streamed_cabs_name_the_bad_file_and_row(tmp_path):
     bad.write_text("\n".join(lines) + "\n")
     with pytest.raises(TraceFormatError, match="outside") as e:
         build_od_cabspotting(tmp_path / "cabs", ODConfig(tz="America/Los_Angeles"), bbox="auto", workers=2,
-                             group_bytes=1, pool="processes")
+                             group_bytes=1, pool=pool)
     assert e.value.file == "new_cab02.txt"
     assert e.value.row == 5
 
