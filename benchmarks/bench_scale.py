@@ -17,11 +17,13 @@ Every finished run's OD table summary is compared with the DuckDB run of the sam
 OD pairs, largest count).
 
 Then the peer on real GPS (:func:`run_peer`): the Cabspotting folder (``$ODCORE_BENCH_CABSPOTTING``, default
-``/work/shared/data/cabspotting_sf``; skipped when absent) through the peer's DuckDB SQL, the memory engine and the
-DuckDB engine on the same box and degree grid (:mod:`benchmarks.peer_od`; the peer's query without DISTINCT of the
-fixes, as the folder has no duplicate fix: the faster form), each a fresh process started with
-``nice``, the order alternating from round to round (peer first, then last); the memory engine's default command
-(``odcore trips``: robust box, UTM grid) is measured alongside. The tables are compared row for row.
+``/work/shared/data/cabspotting_sf``; skipped when absent) through the peer's DuckDB SQL, the memory engine streamed
+in groups of cab files on two threads (``memory``) or two worker processes (``memory-processes``), the memory engine on the loaded folder
+(``memory-loaded``) and the DuckDB engine on the same box and degree grid (:mod:`benchmarks.peer_od`; the peer's
+query without DISTINCT of the fixes, as the folder has no duplicate fix: the faster form), each a fresh process
+started with ``nice``, the order alternating from round to round (peer first, then last); the memory engine's
+default command (``odcore trips``: robust box, UTM grid, the loaded folder) is measured alongside. The tables are
+compared row for row. CPU seconds include the worker processes (children the run waits for).
 ``python -m benchmarks.bench_scale --peer-only --rounds 3`` runs this part alone.
 """
 
@@ -74,7 +76,7 @@ def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, float
 
 
 CABSPOTTING = Path(os.environ.get("ODCORE_BENCH_CABSPOTTING", "/work/shared/data/cabspotting_sf"))
-PEER_RUNS = ("peer", "memory", "duckdb", "memory_cli")
+PEER_RUNS = ("peer", "memory", "memory-processes", "memory-loaded", "duckdb", "memory_cli")
 
 
 def _peer_argv(who: str, out: Path) -> list[str]:
@@ -85,7 +87,7 @@ def _peer_argv(who: str, out: Path) -> list[str]:
             str(out / f"{who}.parquet")] + (["--no-dedupe"] if who == "peer" else [])
 
 
-def run_peer(rounds: int = 3) -> list[dict]:
+def run_peer(rounds: int = 3, runs: tuple[str, ...] = PEER_RUNS) -> list[dict]:
     """The peer's SQL vs the engines on Cabspotting (10 M fixes): median wall, peak RSS and CPU of ``rounds``
     alternating runs, tables compared row for row."""
     import tempfile
@@ -95,13 +97,14 @@ def run_peer(rounds: int = 3) -> list[dict]:
     if not CABSPOTTING.is_dir():
         print(f"peer: {CABSPOTTING} not found, skipped")
         return []
-    res: dict[str, list[tuple[float, float, float]]] = {w: [] for w in PEER_RUNS}
+    runs = ("peer", *(w for w in runs if w != "peer"))
+    res: dict[str, list[tuple[float, float, float]]] = {w: [] for w in runs}
     loads = [os.getloadavg()[0]]
     same: dict[str, bool] = {}
     with tempfile.TemporaryDirectory(prefix="odcore-peer-") as tmp:
         out = Path(tmp)
         for i in range(rounds):
-            order = PEER_RUNS if i % 2 == 0 else PEER_RUNS[::-1]
+            order = runs if i % 2 == 0 else runs[::-1]
             for who in order:
                 wall, peak, _, rc = run_measured(_peer_argv(who, out))
                 if rc != 0:
@@ -109,18 +112,18 @@ def run_peer(rounds: int = 3) -> list[dict]:
                 res[who].append((wall, peak, LAST_CPU))
                 loads.append(os.getloadavg()[0])
             ref = pd.read_parquet(out / "peer.parquet")[PEER_COLUMNS]
-            for who in ("memory", "duckdb"):
+            for who in (w for w in ("memory", "memory-processes", "memory-loaded", "duckdb") if w in runs):
                 got = pd.read_parquet(out / f"{who}.parquet")[PEER_COLUMNS]
                 same[who] = same.get(who, True) and ref.equals(got)
     rows: list[dict] = []
-    med = {w: [float(np.median([r[k] for r in res[w]])) for k in range(3)] for w in PEER_RUNS}
+    med = {w: [float(np.median([r[k] for r in res[w]])) for k in range(3)] for w in runs}
     note = (f"{rounds} alternating rounds, nice, {os.cpu_count()} cores, 1-min load {min(loads):.1f}-{max(loads):.1f}"
-            f"; rows identical to the peer: memory {same.get('memory')}, duckdb {same.get('duckdb')}")
+            "; rows identical to the peer: " + ", ".join(f"{w} {v}" for w, v in same.items()))
     print(f"Cabspotting 10 M fixes ({note})")
-    print(f"{'':>12} {'wall s':>8} {'x peer':>7} {'peak GiB':>9} {'x peer':>7} {'CPU s':>7}")
-    for w in PEER_RUNS:
+    print(f"{'':>16} {'wall s':>8} {'x peer':>7} {'peak GiB':>9} {'x peer':>7} {'CPU s':>7}")
+    for w in runs:
         wall, peak, cpu = med[w]
-        print(f"{w:>12} {wall:8.2f} {wall / med['peer'][0]:7.2f} {peak:9.2f} {peak / med['peer'][1]:7.2f} {cpu:7.2f}"
+        print(f"{w:>16} {wall:8.2f} {wall / med['peer'][0]:7.2f} {peak:9.2f} {peak / med['peer'][1]:7.2f} {cpu:7.2f}"
               f"   walls {[round(r[0], 2) for r in res[w]]}")
         case = f"Cabspotting 10 M fixes, {w}"
         rows.append({"case": case, "metric": "wall", "value": wall, "unit": "s", "baseline": med["peer"][0],
@@ -211,8 +214,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_scale")
     ap.add_argument("--peer-only", action="store_true", help="only the Cabspotting comparison with the peer's SQL")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--runs", default=",".join(PEER_RUNS),
+                    help="with --peer-only: which runs, comma-separated (the peer always runs; default: all)")
     a = ap.parse_args()
     if a.peer_only:
-        run_peer(a.rounds)
+        run_peer(a.rounds, tuple(a.runs.split(",")))
     else:
         run()

@@ -12,7 +12,9 @@ engines take as ``grid=`` (its cell of a point is the same floating-point arithm
 Command line (each run is one process, so the scale benchmark measures its wall time and peak memory)::
 
     python -m benchmarks.peer_od peer   --input /work/shared/data/cabspotting_sf --out peer.parquet [--no-dedupe]
-    python -m benchmarks.peer_od memory --input /work/shared/data/cabspotting_sf --out memory.parquet
+    python -m benchmarks.peer_od memory --input /work/shared/data/cabspotting_sf --out memory.parquet [--workers 2]
+    python -m benchmarks.peer_od memory-processes --input ... --out memory-processes.parquet
+    python -m benchmarks.peer_od memory-loaded --input ... --out memory-loaded.parquet
     python -m benchmarks.peer_od duckdb --input ... --out duckdb.parquet
 
 Every run writes the table ``week_start, origin, destination, count`` sorted by those columns.
@@ -144,14 +146,28 @@ def peer_table(files: list[str], grid: DegreeGrid, *, box=CABSPOTTING_BOX, tz: s
 
 
 def engine_table(folder: str | Path, grid: DegreeGrid, engine: str, *, box=CABSPOTTING_BOX,
-                 tz: str = CABSPOTTING_TZ):
-    """The loader and ``engine`` on the same box and grid -> the table of :func:`peer_table`."""
-    from odcore.data.traces import load_traces
-    from odcore.od.engines import build_od
+                 tz: str = CABSPOTTING_TZ, workers: int | None = None, group_bytes: int | None = None,
+                 pool: str = "threads"):
+    """``engine`` on the same box and grid -> the table of :func:`peer_table`.
+
+    ``memory`` streams the folder in groups of cab files on ``workers`` threads (``memory-processes``: worker
+    processes; :func:`odcore.od.engines.cab_stream.build_od_cabspotting`); ``memory-loaded`` loads the whole folder first
+    (:func:`odcore.data.traces.load_traces`) and runs the memory engine on the table; ``duckdb`` takes the loaded
+    table too."""
     from odcore.od.trips import ODConfig
 
-    tr = load_traces(folder, format="cabspotting", bbox=box, tz=tz)
-    od = build_od(tr, ODConfig(tz=tz), grid=grid, engine=engine, keep_pairs=False)
+    if engine in ("memory", "memory-processes"):
+        from odcore.od.engines.cab_stream import GROUP_BYTES, build_od_cabspotting
+
+        od = build_od_cabspotting(folder, ODConfig(tz=tz), grid=grid, bbox=box, keep_pairs=False, workers=workers,
+                                  group_bytes=group_bytes or GROUP_BYTES,
+                                  pool="processes" if engine == "memory-processes" else pool)
+    else:
+        from odcore.data.traces import load_traces
+        from odcore.od.engines import build_od
+
+        tr = load_traces(folder, format="cabspotting", bbox=box, tz=tz)
+        od = build_od(tr, ODConfig(tz=tz), grid=grid, engine=engine.removesuffix("-loaded"), keep_pairs=False)
     c = od.counts
     starts = np.asarray(od.week_starts)
     df = c.assign(week_start=starts[c["week"].to_numpy()])[COLUMNS]
@@ -161,17 +177,18 @@ def engine_table(folder: str | Path, grid: DegreeGrid, engine: str, *, box=CABSP
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.peer_od", description=__doc__.split("\n\n")[0])
-    ap.add_argument("who", choices=["peer", "memory", "duckdb"])
+    ap.add_argument("who", choices=["peer", "memory", "memory-processes", "memory-loaded", "duckdb"])
     ap.add_argument("--input", required=True, help="Cabspotting folder (new_<cab>.txt[.gz] files)")
     ap.add_argument("--out", default=None, help="write the table here (.parquet)")
     ap.add_argument("--no-dedupe", action="store_true", help="peer: the query without DISTINCT of the fixes")
+    ap.add_argument("--workers", type=int, default=None, help="memory: worker threads or processes (default 2)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     grid = DegreeGrid.of_box(CABSPOTTING_BOX)
     if a.who == "peer":
         df = peer_table(cab_files(a.input), grid, dedupe=not a.no_dedupe)
     else:
-        df = engine_table(a.input, grid, a.who)
+        df = engine_table(a.input, grid, a.who, workers=a.workers)
     wall = time.perf_counter() - t0
     if a.out:
         df.to_parquet(a.out, index=False)

@@ -61,6 +61,30 @@ def test_attack_curve_needs_numpy_only():
     assert not mods & (set(HEAVY) - {"numpy"}), sorted(mods & set(HEAVY))
 
 
+def modules_after(code: str) -> set[str]:
+    """Every module (dotted name) a fresh interpreter has imported after running ``code``."""
+    probe = code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+# numpy's lazily imported parts that cost attack-curve CPU: masked arrays (np.unique loads them, 15 ms) and the
+# polynomial package (its leggauss solved an eigenvalue problem per node set, a third of the command's CPU)
+LAZY_NUMPY = ("numpy.ma", "numpy.polynomial")
+
+
+def test_attack_curve_leaves_numpy_s_lazy_parts_unloaded():
+    # the probe sees them when they are used
+    assert set(LAZY_NUMPY) <= modules_after("import numpy as np\nnp.unique(np.arange(3))\n"
+                                            "from numpy.polynomial.legendre import leggauss")
+    mods = modules_after("import contextlib, io\nfrom odcore.cli import main\n"
+                         "with contextlib.redirect_stdout(io.StringIO()):\n"
+                         "    assert main(['attack-curve']) == 0\n")
+    assert "odcore.privacy.pld" in mods
+    assert not mods & set(LAZY_NUMPY), sorted(mods & set(LAZY_NUMPY))
+
+
 def test_printed_defaults_agree_with_their_modules():
     from odcore.cli.data import SYNTH_DEFAULTS
     from odcore.constants import DEFAULT_COMPARE_SPECS, DEFAULT_DISTRICTS, DEFAULT_DISTRICTS_SEED

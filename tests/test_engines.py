@@ -308,10 +308,10 @@ def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows, worker
 
 def test_running_counts_sum_equals_one_groupby():
     """The memory engine's running sum of the shards' counts, compacted many times, equals one sum at the end."""
-    from odcore.od.engines.memory_stream import _CountsSum
+    from odcore.od.engines.memory_stream import CountsSum
 
     rng = np.random.default_rng(5)
-    acc = _CountsSum(min_rows=50)
+    acc = CountsSum(min_rows=50)
     parts = []
     for _ in range(40):
         n = int(rng.integers(1, 120))

@@ -85,3 +85,80 @@ def test_peer_sql_and_engines_identical_on_real_cabs(shared_data, tmp_path):
     pd.testing.assert_frame_equal(peer_table(cab_files(d), grid, dedupe=False), peer)   # no duplicate fix here
     for engine in ("memory", "duckdb"):
         pd.testing.assert_frame_equal(peer, engine_table(d, grid, engine))
+
+
+def _same_od(a, b) -> None:
+    """Identical weekly tables, per-user-week figures, pairs, weeks, used cells and dropped-row counts."""
+    assert a.week_starts == b.week_starts
+    pd.testing.assert_frame_equal(a.counts, b.counts)
+    pd.testing.assert_frame_equal(a.user_week, b.user_week)
+    pd.testing.assert_frame_equal(a.pairs, b.pairs)
+    np.testing.assert_array_equal(a.cells, b.cells)
+    assert a.stats["user_hours"] == b.stats["user_hours"]
+
+
+@pytest.mark.parametrize(("workers", "group_bytes", "pool"), [(1, 1, "threads"), (2, 1, "threads"),
+                                                              (2, 1, "processes"), (2, 40_000, "threads"),
+                                                              (3, 40_000, "processes"), (3, 10**9, "threads")])
+def test_streamed_cabs_equal_the_loaded_folder(tmp_path, workers, group_bytes, pool):
+    """Groups of cab files (one file each, a few, all) on 1-3 worker threads or processes give the tables of the
+    loader + memory engine: robust box, fitted grid, duplicates, glitches, the time offset and a date range."""
+    from odcore.data.traces import load_traces
+    from odcore.od.engines import build_od
+    from odcore.od.engines.cab_stream import build_od_cabspotting
+    from odcore.od.trips import ODConfig
+
+    _write_cabs(tmp_path / "cabs", np.random.default_rng(11), n_cabs=9, days=10)
+    cfg = ODConfig(tz="America/Los_Angeles")
+    kw = {"bbox": "auto", "time_offset_s": 1800, "start": "2008-05-19 06:00", "end": "2008-05-28"}
+    tr = load_traces(tmp_path / "cabs", format="cabspotting", tz=cfg.tz, **kw)
+    ref = build_od(tr, cfg)
+    got = build_od_cabspotting(tmp_path / "cabs", cfg, workers=workers, group_bytes=group_bytes, pool=pool, **kw)
+    _same_od(got, ref)
+    assert got.stats["bbox_used"] == tr.report.bbox_used
+    want = {k: v for k, v in tr.report.rows_dropped.items() if v}
+    assert {k: v for k, v in got.stats["rows_dropped"].items() if v} == want
+    assert want["duplicate_row"] > 0
+    assert want["outside_date_range"] > 0
+    assert got.stats["rows_read"] == tr.report.rows_read
+    if group_bytes in (1, 10**9):
+        assert got.stats["shards"] == (9 if group_bytes == 1 else 1)
+
+
+@pytest.mark.parametrize("pool", ["threads", "processes"])
+def test_streamed_cabs_name_the_bad_file_and_row(tmp_path, pool):
+    from odcore.errors import TraceFormatError
+    from odcore.od.engines.cab_stream import build_od_cabspotting
+    from odcore.od.trips import ODConfig
+
+    _write_cabs(tmp_path / "cabs", np.random.default_rng(3), n_cabs=4, days=2)
+    bad = tmp_path / "cabs" / "new_cab02.txt"
+    lines = bad.read_text().splitlines()
+    lines[4] = "137.5 -122.4 0 " + lines[4].split()[3]
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TraceFormatError, match="outside") as e:
+        build_od_cabspotting(tmp_path / "cabs", ODConfig(tz="America/Los_Angeles"), bbox="auto", workers=2,
+                             group_bytes=1, pool=pool)
+    assert e.value.file == "new_cab02.txt"
+    assert e.value.row == 5
+
+
+def test_cab_files_refuse_two_files_of_one_cab_and_a_zip(tmp_path):
+    import zipfile
+
+    from odcore.data.traces import cab_files
+    from odcore.errors import TraceFormatError
+
+    d = tmp_path / "cabs"
+    d.mkdir()
+    (d / "new_a.txt").write_text(f"37.7 -122.4 0 {T0}\n")
+    (d / "README.md").write_text("about the cabs\n")
+    assert cab_files(d)[2] == ["a"]                                 # the README is not a cab
+    (d / "new_a.txt.gz").write_bytes(b"")
+    with pytest.raises(TraceFormatError, match="same cab id"):
+        cab_files(d)
+    z = tmp_path / "cabs.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("new_a.txt", f"37.7 -122.4 0 {T0}\n")
+    with pytest.raises(TraceFormatError, match="zip"):
+        cab_files(z)

@@ -59,8 +59,10 @@ __all__ = [
     "RobustBoxCounts",
     "TraceFormat",
     "Traces",
+    "cab_files",
     "finalize_traces",
     "load_traces",
+    "read_cab_file",
 ]
 
 # Reasons under which rows are dropped (keys of LoadReport.rows_dropped).
@@ -545,6 +547,37 @@ def _read_cab(m: _Member) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise  # pragma: no cover - _diagnose_cab always raises
     # Unix seconds: range-checked as floats before the integer conversion (missing -> MISSING_TIME).
     return column(tab, "lat"), column(tab, "lon"), _unix_seconds(column(tab, "t"), m.name, "unix_time")
+
+
+def cab_files(source: str | Path, limits: ArchiveLimits = DEFAULT_LIMITS) -> tuple[str, list[Path], list[str]]:
+    """``(display name, files, cab ids)`` of a Cabspotting folder (or one cab file) in the loader's order, without
+    reading them (the streamed memory engine reads them in groups: :mod:`odcore.od.engines.cab_stream`).
+
+    Raises
+    ------
+    TraceFormatError
+        No such path, a zip (read it with :func:`load_traces`), no cab file, or two files giving the same cab id.
+    """
+    p = Path(source)
+    if p.is_file() and zipfile.is_zipfile(p):
+        raise TraceFormatError("a zip archive is read by load_traces, not streamed.", file=str(p))
+    disp, members = _members(p, None, limits)
+    members = [m for m in members if not m.name.lower().endswith((".md", ".json", ".html"))]
+    if not members:
+        raise TraceFormatError("the folder holds no cab file.", file=disp)
+    ids = [_strip_ext(m.name).removeprefix("new_") for m in members]
+    if len(set(ids)) != len(ids):
+        raise TraceFormatError("two files give the same cab id.", file=disp)
+    return disp, [m.path for m in members], ids
+
+
+def read_cab_file(path: str | Path, limits: ArchiveLimits = DEFAULT_LIMITS) -> tuple[np.ndarray, np.ndarray,
+                                                                                     np.ndarray]:
+    """One cab file (gzip or plain) -> ``(lat, lon, Unix seconds int64)``, missing time = ``MISSING_TIME``: the
+    loader's parser and checks (a bad row raises :class:`TraceFormatError` naming the file, row and column)."""
+    p = Path(path)
+    m = _Member(p.name, path=p, inflation=Inflation(str(p), limits))
+    return _read_cab(m)
 
 
 def _unix_seconds(t: np.ndarray, fname: str, col: str) -> np.ndarray:

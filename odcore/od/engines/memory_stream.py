@@ -25,7 +25,7 @@ from odcore.errors import TraceFormatError
 from odcore.od.engines import kernel as K
 from odcore.od.engines.sources import FileSource
 
-__all__ = ["build_od_memory_stream", "user_hash"]
+__all__ = ["CountsSum", "ShardMerger", "build_od_memory_stream", "run_shard", "user_hash"]
 
 BATCH_ROWS = 1_000_000
 SHARD_ROWS = 2_000_000
@@ -194,7 +194,7 @@ class _Shards:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class _CountsSum:
+class CountsSum:
     """Running sum of the shards' distinct-user counts by (week, origin, destination), compacted as it grows
     (each shard repeats most pairs, so the pending rows are summed whenever they outgrow the running table)."""
 
@@ -280,39 +280,55 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
             raise TraceFormatError("no trace row falls inside the grid.", file=src.display)
         if grid is None:
             grid = K.fit_zones(st.bounds, config)
-        counts = _CountsSum()
-        acc: dict[str, list] = {k: [] for k in ("a_week", "a_user", "trips", "uniq", "used_cells", "p_week",
-                                                 "p_user", "p_o", "p_d")}
-        rows_used = user_hours = dup_total = 0
+        merged = ShardMerger(keep_pairs)
         n_workers = int(workers) if workers else max(1, min(2, os.cpu_count() or 1))
         for part, shard_st in _in_parallel(
                 shards.tables(), lambda tbl: _run_shard_alone(tbl, grid, config.tz, keep_pairs), n_workers):
             st.merge(shard_st)
-            if part is None:
-                continue
-            rows_used += part["rows"]
-            user_hours += part["user_hours"]
-            dup_total += part["dups"]
-            counts.add(part["c_week"], part["c_o"], part["c_d"], part["c_n"])
-            labels = part["labels"]
-            for k in ("a_week", "trips", "uniq", "used_cells") + (("p_week", "p_o", "p_d") if keep_pairs else ()):
-                acc[k].append(part[k])
-            acc["a_user"].append(labels[part["a_user"]])
-            if keep_pairs:
-                acc["p_user"].append(labels[part["p_user"]])
+            merged.add(part)
             del part
     finally:
         shards.close()
     if st.slot_min == K.IMIN:
         raise TraceFormatError("no trace row falls inside the grid.", file=src.display)
-    return _merge(acc, counts.result(), grid, config, st, dup_total, rows_used, user_hours, bbox, n_shards,
-                  keep_pairs)
+    return merged.result(grid, config, st, bbox=bbox, n_shards=n_shards)
+
+
+class ShardMerger:
+    """The tables of user shards (:func:`run_shard` outputs, added in shard order) merged into one
+    :class:`~odcore.od.oddata.ODData`: distinct-user counts summed (exact: a user is in one shard), per-user tables
+    concatenated with each shard's user labels."""
+
+    def __init__(self, keep_pairs: bool) -> None:
+        self.keep_pairs = keep_pairs
+        self.counts = CountsSum()
+        self.acc: dict[str, list] = {k: [] for k in ("a_week", "a_user", "trips", "uniq", "used_cells", "p_week",
+                                                      "p_user", "p_o", "p_d")}
+        self.rows_used = self.user_hours = self.dups = 0
+
+    def add(self, part: dict[str, Any] | None) -> None:
+        if part is None:
+            return
+        self.rows_used += part["rows"]
+        self.user_hours += part["user_hours"]
+        self.dups += part["dups"]
+        self.counts.add(part["c_week"], part["c_o"], part["c_d"], part["c_n"])
+        labels = part["labels"]
+        for k in ("a_week", "trips", "uniq", "used_cells") + (("p_week", "p_o", "p_d") if self.keep_pairs else ()):
+            self.acc[k].append(part[k])
+        self.acc["a_user"].append(labels[part["a_user"]])
+        if self.keep_pairs:
+            self.acc["p_user"].append(labels[part["p_user"]])
+
+    def result(self, grid, config, st: K.PrepStats, *, bbox, n_shards: int, engine: str = "memory"):
+        return _merge(self.acc, self.counts.result(), grid, config, st, self.dups, self.rows_used, self.user_hours,
+                      bbox, n_shards, self.keep_pairs, engine)
 
 
 def _run_shard_alone(tbl, grid, tz: str, keep_pairs: bool) -> tuple[dict[str, Any] | None, K.PrepStats]:
-    """:func:`_run_shard` with its own :class:`~odcore.od.engines.kernel.PrepStats` (merged by the caller, in order)."""
+    """:func:`run_shard` with its own :class:`~odcore.od.engines.kernel.PrepStats` (merged by the caller, in order)."""
     st = K.PrepStats()
-    return _run_shard(tbl, grid, tz, keep_pairs, st), st
+    return run_shard(tbl, grid, tz, keep_pairs, st), st
 
 
 def _in_parallel(items, fn, workers: int):
@@ -336,7 +352,7 @@ def _in_parallel(items, fn, workers: int):
             yield pending.popleft().result()
 
 
-def _run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[str, Any] | None:
+def run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[str, Any] | None:
     """Zones, hour slots, duplicate removal and the numpy kernel on one user shard (an Arrow table)."""
     import pyarrow as pa
 
@@ -359,8 +375,15 @@ def _run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[st
     if len(t) == 0:
         return None
     if pa.types.is_integer(users.type):
-        labels, codes = np.unique(users.to_numpy(zero_copy_only=False), return_inverse=True)
-        codes = codes.astype(np.int64).ravel()
+        u = users.to_numpy(zero_copy_only=False)
+        step = u[1:] != u[:-1]
+        if len(u) and bool((u[1:] >= u[:-1]).all()):      # already grouped in order (a cab file after another)
+            labels = u[np.r_[0, np.flatnonzero(step) + 1]]
+            codes = np.r_[0, np.cumsum(step, dtype=np.int64)]
+        else:
+            labels, codes = np.unique(u, return_inverse=True)
+            codes = codes.astype(np.int64).ravel()
+        del u, step
     else:
         enc = users.dictionary_encode()
         d = enc.dictionary.to_numpy(zero_copy_only=False).astype(object)
@@ -427,7 +450,7 @@ def _duplicates(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndarr
 
 
 def _merge(acc: dict[str, list], counts: pd.DataFrame, grid, config, st: K.PrepStats, n_dup: int, rows_used: int,
-           user_hours: int, bbox, n_shards: int, keep_pairs: bool):
+           user_hours: int, bbox, n_shards: int, keep_pairs: bool, engine: str = "memory"):
     from odcore.data.traces import DROP_DUPLICATE
 
     user_week = pd.DataFrame({WEEK: np.concatenate(acc["a_week"]), USER: np.concatenate(acc["a_user"]),
@@ -440,6 +463,6 @@ def _merge(acc: dict[str, list], counts: pd.DataFrame, grid, config, st: K.PrepS
     if n_dup:
         dropped[DROP_DUPLICATE] = n_dup
     stats = {"rows_read": st.rows_read, "rows_used": rows_used, "rows_dropped": dropped, "user_hours": user_hours,
-             "cells_used": np.unique(np.concatenate(acc["used_cells"])), "engine": "memory", "shards": n_shards,
+             "cells_used": np.unique(np.concatenate(acc["used_cells"])), "engine": engine, "shards": n_shards,
              "bbox_used": bbox}
     return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats)
