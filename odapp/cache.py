@@ -592,11 +592,12 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
                         customdata=grp[["relative_error"]].to_numpy() if "relative_error" in grp else None,
                         hovertemplate=("ε %{x:.3g}: %{y:.1%} of user-trips, expected error %{customdata[0]:.1%}"
                                        "<extra></extra>") if "relative_error" in grp else None)
-    fig.add_scatter(x=[g["epsilon_user_week_typical"], g["epsilon_user_week_max"]],
-                    y=[g["trips_published_frac"]] * 2, mode="markers+text", marker={"size": 12, "symbol": "x"},
-                    text=[f"Google, typical ({g['typical_trips']} trips)", f"Google, busiest ({g['max_trips']})"],
-                    textposition=["bottom center", "top left"], cliponaxis=False,   # apart, and inside the frame
-                    name="Google per-count (ε 0.66, threshold 100)")
+    # Google's two points named in the legend (text beside them crossed the curves), one marker each
+    for who, key, trips, symbol in (("typical person", "epsilon_user_week_typical", g["typical_trips"], "x"),
+                                    ("busiest person", "epsilon_user_week_max", g["max_trips"], "diamond")):
+        fig.add_scatter(x=[g[key]], y=[g["trips_published_frac"]], mode="markers",
+                        marker={"size": 12, "symbol": symbol, "color": "#66a61e"}, cliponaxis=False,
+                        name=f"Google per-count (ε 0.66, threshold 100), {who} ({trips} trips)")
     fig.add_scatter(x=[_rep["epsilon_user_week"]], y=[_rep["trips_published_frac"]], mode="markers",
                     marker={"size": 14, "symbol": "star"}, name="this design (one seeded release)")
     styled(fig, f"Share of user-trips published against ε {unit_words('user_level')}, week {_rep['week']}",

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(3600)]
 AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
 AXE_SHA256 = "e9e5863c33a874f09bc01acd9234b7e3c871479f5eef8802fa582544465e6d01"   # axe-core 4.11.0, npm
 PAGES = ["", "Data", "OD_release", "Attack", "Privacy_budget", "Knock_Knock", "Release_designer",
-         "Play_the_attacker", "See_the_noise"]
+         "Play_the_attacker", "See_the_noise", "Audit"]
 SHOTS = screenshot_dir() / "classroom"
 LIVE_PAGES = {"OD_release", "Attack", "Privacy_budget", "Play_the_attacker", "See_the_noise"}   # odapp.live_view
 
@@ -83,7 +83,7 @@ LIVE = r"""() => {
 def live_problems(label: str, m: dict, content: float) -> list[str]:
     """What is wrong with the live curves and the sidebar's select boxes in projector mode: type not the plotly
     charts' projector sizes (``odcore.report.figures.template(projector=True)``), a title cut or wider than its
-    chart, the legend not under the plot, a chart under 60 % of the content width, a select box's choice cut."""
+    chart, a y axis title longer than the plot is high, the legend not under the plot, a chart under 60 % of the content width, a select box's choice cut."""
     from odcore.report.figures import template
 
     t = template(projector=True).layout
@@ -98,6 +98,9 @@ def live_problems(label: str, m: dict, content: float) -> list[str]:
             out.append(f"{name}: title {c['title']!r} drawn as {c['lines']!r}")
         if c["titleLeft"] + c["titleWidth"] > c["width"] + 1:
             out.append(f"{name}: title {c['titleWidth']:.0f} px wide from {c['titleLeft']} px in {c['width']:.0f} px")
+        yl, plot_h = c.get("ylabel", {"lines": [], "width": 0}), c["plot"][3] - c["plot"][1]
+        if yl["width"] > plot_h + 1:   # a rotated axis title longer than the plot runs into the chart's title
+            out.append(f"{name}: y axis title {yl['lines']!r} {yl['width']:.0f} px along a {plot_h:.0f} px plot")
         if c["legend"] != "below":
             out.append(f"{name}: legend {c['legend']}, not under the plot")
         if c["width"] < 0.6 * content:
@@ -177,12 +180,17 @@ def test_live_check_can_fail():
     chart = {"id": "trips", "projector": True, "font": {"title": 23, "tick": 19, "label": 20, "legend": 18},
              "title": "ε of one user-week against n (ε = 0.66 per count)",
              "lines": ["ε of one user-week against n (ε = 0.66 per count)"], "titleLeft": 8, "titleWidth": 560,
-             "width": 661, "legend": "below"}
+             "width": 661, "legend": "below", "plot": [66, 45, 635, 351]}
     assert not live_problems("x", {"charts": [chart], "selects": []}, 661)
     cut = {**chart, "lines": ["ε of one user-week against n (ε = 0.66 p"]}
     small = {**chart, "projector": False, "font": {"title": 14, "tick": 12, "label": 12, "legend": 12}}
     wide = {**chart, "titleWidth": 700, "legend": "inside"}
     assert len(live_problems("x", {"charts": [cut, small, wide], "selects": []}, 661)) == 4
+    tall = {**chart, "plot": [66, 45, 635, 271], "ylabel": {"lines": ["probability the attacker is right"],
+                                                            "width": 262}}   # User 10's chart, one line
+    assert live_problems("x", {"charts": [tall], "selects": []}, 661)
+    assert not live_problems("x", {"charts": [{**tall, "ylabel": {"lines": ["probability the", "attacker is right"],
+                                                                  "width": 135}}], "selects": []}, 661)
     assert live_problems("x", {"charts": [], "selects": [{"value": "per user (bounded co", "full": 260,
                                                           "shown": 184}]}, 661)
 
@@ -313,8 +321,10 @@ def test_no_wcag_violations(streamlit_url, browser, projector):
 # Words of each unit, and how the other unit may appear: as the labelled comparison (or the page that shows both).
 UNIT_WORDS = {"per_metric": re.compile(r"per person and week", re.I),
               "user_level": re.compile(r"per count|per metric|per-metric", re.I)}
-# The Release designer designs the per-person release whatever the sidebar's unit: its page is per person in both.
-SPEAKS_ONE_UNIT = {"per_metric": [p for p in PAGES if p != "Release_designer"], "user_level": PAGES}
+# The Release designer designs the per-person release whatever the sidebar's unit: its page is per person in both;
+# so is the Audit page's partition selection (the libraries' selection is per person and week), beside an audit
+# in the sidebar's unit.
+SPEAKS_ONE_UNIT = {"per_metric": [p for p in PAGES if p not in ("Release_designer", "Audit")], "user_level": PAGES}
 # Also allowed: the history (what Google released, what Houssiau et al. showed) and the guided tour's lesson, which
 # is the comparison of the two units by design.
 ALLOWED = re.compile(r"comparison|both units|Guarantee unit|Google|Houssiau|Guided tour|Next: Why", re.I)

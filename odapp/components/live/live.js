@@ -188,7 +188,12 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   const ytext = (t) => (spec.ypct ? Math.round(100 * t) + " %" : fmt(t, "tick"));
   ctx.font = `${fs.tick}px sans-serif`;
   const tickW = Math.max(0, ...yt.map((t) => ctx.measureText(ytext(t)).width));
-  const L = Math.max(62, Math.ceil(tickW + 14 + fs.label * 1.5));
+  // the y axis title on as many lines (wrapped at spaces) as keep it within the plot's height, not over the title
+  const ph = (spec.height || 340) - 74, ylh = Math.round(fs.label * 1.15);
+  ctx.font = `${fs.label}px sans-serif`;
+  const ylines = spec.ylabel ? wrapWords(ctx, spec.ylabel, ph - 4) : [];
+  const ylabelW = Math.max(0, ...ylines.map((l) => ctx.measureText(l).width));
+  const L = Math.max(62, Math.ceil(tickW + 14 + fs.label * 1.5 + ylh * Math.max(0, ylines.length - 1)));
   ctx.font = `bold ${fs.title}px sans-serif`;
   const title = spec.title.replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick"));
   const tx = projector ? 8 : L, lines = wrapWords(ctx, title, W - tx - 8);
@@ -196,7 +201,7 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   const th = Math.round(fs.title * 1.25);
   // the right margin holds the last x tick's label (half of it), or the bars' axis
   const R = spec.bars ? Math.round(58 * fs.tick / 12) : projector ? 26 : 12, T = 8 + lines.length * th + 8;
-  const B = fs.tick + 10 + fs.label + 14, ph = (spec.height || 340) - 74, pw = W - L - R;
+  const B = fs.tick + 10 + fs.label + 14, pw = W - L - R;
   const lh = Math.round(fs.legend * 1.45);
   const X = (x) => L + (x - xlo) / (xhi - xlo || 1) * pw;
   const ty = spec.ylog ? (v) => Math.log10(v) : (v) => v;
@@ -334,7 +339,7 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   ctx.clearRect(0, 0, W, H);
   const r1 = (a) => a.map((q) => Math.round(q * 10) / 10);
   c.layout = { projector: !!projector, font: { ...fs }, title, lines, titleWidth: titleW, titleLeft: tx, width: W,
-               height: H, legend: below ? "below" : "inside", plot,
+               height: H, legend: below ? "below" : "inside", plot, ylabel: { lines: ylines, width: ylabelW },
                labels: labels.map((l) => ({ text: l.text, kind: l.kind, box: r1(l.box) })),
                legendBox: legendBox && r1(legendBox), notes: notes.map((m) => m.text),
                curves: drawn.map(r1), dots: dots.map(r1) };
@@ -352,9 +357,11 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   }
   ctx.font = `${fs.label}px sans-serif`;
   ctx.fillText(spec.xlabel || "", L + pw / 2, T + ph + fs.tick + 14);
-  ctx.save(); ctx.translate(4, T + ph / 2); ctx.rotate(-Math.PI / 2); ctx.textBaseline = "top";
-  ctx.fillText(spec.ylabel || "", 0, 0);
-  ctx.restore();
+  ylines.forEach((l, i) => {
+    ctx.save(); ctx.translate(4 + i * ylh, T + ph / 2); ctx.rotate(-Math.PI / 2); ctx.textBaseline = "top";
+    ctx.fillText(l, 0, 0);
+    ctx.restore();
+  });
   ctx.font = `bold ${fs.title}px sans-serif`; ctx.textAlign = "left"; ctx.textBaseline = "top";
   lines.forEach((l, i) => ctx.fillText(l, tx, 8 + i * th));
   ctx.save(); ctx.beginPath(); ctx.rect(L, T, pw, ph); ctx.clip();
