@@ -71,10 +71,14 @@ if user_mode:   # the same curves for the bounded release (per person and week)
 
 
 
+NBSP = "\u00a0"
+
+
 def posterior_text(p: float) -> str:
     """A posterior bound as the cards write it: to 0.1 % (more digits where that would round up to 100 %), and
-    "over 99.99 %" beyond, rather than the dozen decimals that would tell it from 100 %."""
-    return pct(p) if p < 0.9999 else "over 99.99 %"
+    "over 99.99 %" beyond, rather than the dozen decimals that would tell it from 100 %; a no-break space before
+    "%", so that a line never ends at the number."""
+    return (pct(p) if p < 0.9999 else "over 99.99 %").replace(" %", NBSP + "%")
 
 
 def tight_or_rdp(span: str) -> tuple[float, str]:
@@ -108,7 +112,7 @@ with left, st.container(border=True):
            help="e^ε·π / (e^ε·π + 1 − π) for prior π (Houssiau et al., Methods, Theoretical bounds).")
     st.markdown(
         f"Covers: *did this person travel from A to B in week W?* — an attacker who knows everyone else's trips "
-        f"moves from {pct(prior, 0)} to at most **{posterior_text(p)}**. "
+        f"moves from {pct(prior, 0).replace(' ', NBSP)} to at most **{posterior_text(p)}**. "
         "Does **not** cover: *is this person in the data at all*, *where else did they go*, or anything spanning "
         "several trips or weeks.")
 with right, st.container(border=True):

@@ -115,7 +115,11 @@ function expected(pairs, v) {
 
 function fmt(v, how) {
   if (!Number.isFinite(v)) return "–";
-  if (how === "pct") return (100 * v).toFixed(1) + " %";
+  if (how === "pct") {   // never 100.0 % for a chance below 1, nor 0.0 % above 0 (as odapp.words.pct)
+    if (v < 1 && 100 * v >= 99.95) return "> 99.9 %";
+    if (v > 0 && 100 * v < 0.05) return "< 0.1 %";
+    return (100 * v).toFixed(1) + " %";
+  }
   if (how === "one") return v.toFixed(1);
   if (Math.abs(v) >= 1000) return Math.round(v).toLocaleString("en");
   if (how === "tick" && Math.abs(v - Math.round(v)) < 1e-9) return String(Math.round(v));
@@ -160,6 +164,15 @@ function wrapWords(ctx, text, width) {
   return lines.length ? lines : [""];
 }
 
+function balanced(ctx, text, width) {
+  // as wrapWords, on as few lines, each as short as that allows ("probability the / attacker is right", not
+  // "probability the attacker is / right")
+  const n = wrapWords(ctx, text, width).length;
+  let lo = 0, hi = width;
+  while (hi - lo > 2) { const mid = (lo + hi) / 2; if (wrapWords(ctx, text, mid).length > n) lo = mid; else hi = mid; }
+  return wrapWords(ctx, text, hi);
+}
+
 function drawChart(c, spec, v, dark, pairs, projector) {
   const canvas = c.canvas, dpr = window.devicePixelRatio || 1;
   // the width from the ResizeObserver (reading clientWidth here forced a layout of the whole page every frame)
@@ -191,7 +204,7 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   // the y axis title on as many lines (wrapped at spaces) as keep it within the plot's height, not over the title
   const ph = (spec.height || 340) - 74, ylh = Math.round(fs.label * 1.15);
   ctx.font = `${fs.label}px sans-serif`;
-  const ylines = spec.ylabel ? wrapWords(ctx, spec.ylabel, ph - 4) : [];
+  const ylines = spec.ylabel ? balanced(ctx, spec.ylabel, ph - 4) : [];
   const ylabelW = Math.max(0, ...ylines.map((l) => ctx.measureText(l).width));
   const L = Math.max(62, Math.ceil(tickW + 14 + fs.label * 1.5 + ylh * Math.max(0, ylines.length - 1)));
   ctx.font = `bold ${fs.title}px sans-serif`;
