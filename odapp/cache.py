@@ -602,6 +602,11 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
                     marker={"size": 14, "symbol": "star"}, name="this design (one seeded release)")
     styled(fig, f"Share of user-trips published against ε {unit_words('user_level')}, week {_rep['week']}",
            height=480)
+    if not projector_on:   # the legend under the plot on a screen too: at its right it squeezed the plot to a third
+        from odcore.report.figures import legend_at
+
+        extra = sum(1 for t in fig.data if t.name) * 20 + 10
+        fig.update_layout(legend=legend_at({}, True), height=480 + extra, margin={"b": 70 + extra})
     fig.update_layout(xaxis_title=f"ε {unit_words('user_level')} (tight, δ = {d / 2:.0e} + thresholding)",
                       yaxis_title="share of user-trips on published pairs", xaxis_type="log",
                       yaxis_tickformat=".0%")

@@ -210,13 +210,10 @@ reading = pd.DataFrame({
     "in words": [probability_words(float(x)) for x in post],
     "on the usual scale": [epsilon_words(e) for _, e in rows],
 })
-if projector:   # a table whose text wraps to the content's width (the grid put its last columns out of view)
-    st.table(reading.assign(**{"best posterior": [posterior_text(float(x)) for x in post]})
-             .rename(columns={"epsilon": "ε"}), hide_index=True)
-else:
-    st.dataframe(reading, hide_index=True, width="stretch",
-                 column_config={"best posterior": st.column_config.NumberColumn(format="percent"),
-                                "epsilon": st.column_config.TextColumn("ε")})
+# a table whose text wraps to the content's width, in both modes (the scrolling grid cut its last column and showed
+# a posterior below 1 as "100%"); posteriors written as the cards write them
+st.table(reading.assign(**{"best posterior": [posterior_text(float(x)) for x in post]})
+         .rename(columns={"epsilon": "ε"}), hide_index=True)
 st.caption(f"Best posterior of an attacker starting from a {pct(prior, 0)} prior, $e^{{ε}}π/(e^{{ε}}π + 1 − π)$ "
            "(Houssiau et al. 2022, Methods; δ ignored). Budgets from `odcore.privacy.accounting`; the tight values come "
            "from the exact privacy-loss distribution of the Laplace mechanism (`odcore.privacy.pld`).")

@@ -246,6 +246,10 @@ function drawChart(c, spec, v, dark, pairs, projector) {
       cur.push(X(d.x[j]), Y(y));
     }
     for (const p of parts) { occ.line(p, (s.width || 2) / 2 + 2); drawn.push(p); }
+    if (s.fill) {   // the area under a filled curve is data too: no text on it
+      const ybase = Y(Math.max(ylo, 0));
+      for (const p of parts) for (let k = 2; k < p.length; k += 2) occ.rect(p[k - 2], Math.min(p[k - 1], p[k + 1]), p[k], ybase);
+    }
     return parts;
   });
   let barRects = [];
