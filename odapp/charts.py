@@ -90,6 +90,10 @@ def delta_chart(eps_delta: pd.DataFrame, *, trips: int, projector: bool) -> go.F
         vals, labels = vals[::-1][::2][::-1], labels[::-1][::2][::-1]
     fig.update_layout(xaxis_title="δ", yaxis_title="ε(δ)", xaxis_type="log",
                       xaxis={"tickvals": vals, "ticktext": labels, "tickangle": 0})
+    if not projector:   # under the plot on a screen too: the curves' heights follow n, no corner is always free
+        extra = len(fig.data) * 20 + 10
+        fig.update_layout(legend=figures.legend_at({}, True), height=fig.layout.height + extra,
+                          margin={"b": 60 + extra})
     return fig
 
 
