@@ -592,15 +592,21 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
                         customdata=grp[["relative_error"]].to_numpy() if "relative_error" in grp else None,
                         hovertemplate=("ε %{x:.3g}: %{y:.1%} of user-trips, expected error %{customdata[0]:.1%}"
                                        "<extra></extra>") if "relative_error" in grp else None)
-    fig.add_scatter(x=[g["epsilon_user_week_typical"], g["epsilon_user_week_max"]],
-                    y=[g["trips_published_frac"]] * 2, mode="markers+text", marker={"size": 12, "symbol": "x"},
-                    text=[f"Google, typical ({g['typical_trips']} trips)", f"Google, busiest ({g['max_trips']})"],
-                    textposition=["bottom center", "top left"], cliponaxis=False,   # apart, and inside the frame
-                    name="Google per-count (ε 0.66, threshold 100)")
+    # Google's two points named in the legend (text beside them crossed the curves), one marker each
+    for who, key, trips, symbol in (("typical person", "epsilon_user_week_typical", g["typical_trips"], "x"),
+                                    ("busiest person", "epsilon_user_week_max", g["max_trips"], "diamond")):
+        fig.add_scatter(x=[g[key]], y=[g["trips_published_frac"]], mode="markers",
+                        marker={"size": 12, "symbol": symbol, "color": "#66a61e"}, cliponaxis=False,
+                        name=f"Google per-count (ε 0.66, threshold 100), {who} ({trips} trips)")
     fig.add_scatter(x=[_rep["epsilon_user_week"]], y=[_rep["trips_published_frac"]], mode="markers",
                     marker={"size": 14, "symbol": "star"}, name="this design (one seeded release)")
     styled(fig, f"Share of user-trips published against ε {unit_words('user_level')}, week {_rep['week']}",
            height=480)
+    if not projector_on:   # the legend under the plot on a screen too: at its right it squeezed the plot to a third
+        from odcore.report.figures import legend_at
+
+        extra = sum(1 for t in fig.data if t.name) * 20 + 10
+        fig.update_layout(legend=legend_at({}, True), height=480 + extra, margin={"b": 70 + extra})
     fig.update_layout(xaxis_title=f"ε {unit_words('user_level')} (tight, δ = {d / 2:.0e} + thresholding)",
                       yaxis_title="share of user-trips on published pairs", xaxis_type="log",
                       yaxis_tickformat=".0%")

@@ -86,8 +86,14 @@ def delta_chart(eps_delta: pd.DataFrame, *, trips: int, projector: bool) -> go.F
             fig.add_scatter(x=eps_delta["delta"], y=eps_delta[col], mode="lines", name=name)
     figures.style(fig, f"k = {int(trips)} counts: smaller ε only for larger δ", projector=projector)
     vals, labels = figures.log_ticks(float(eps_delta["delta"].min()), float(eps_delta["delta"].max()))
+    if len(vals) > 4:   # every other power from the top: level labels that fit a half-page chart (not turned upright)
+        vals, labels = vals[::-1][::2][::-1], labels[::-1][::2][::-1]
     fig.update_layout(xaxis_title="δ", yaxis_title="ε(δ)", xaxis_type="log",
-                      xaxis={"tickvals": vals, "ticktext": labels})
+                      xaxis={"tickvals": vals, "ticktext": labels, "tickangle": 0})
+    if not projector:   # under the plot on a screen too: the curves' heights follow n, no corner is always free
+        extra = len(fig.data) * 20 + 10
+        fig.update_layout(legend=figures.legend_at({}, True), height=fig.layout.height + extra,
+                          margin={"b": 60 + extra})
     return fig
 
 
@@ -141,8 +147,12 @@ def roc_chart(others: tuple, eps_pair: float, threshold: float, user: str, *, pr
                     line={"dash": "dash"}, name=f"every pair published (AUC {roc_plain.auc:.3f})")
     fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#999"}, name="guessing")
     figures.style(fig, f"ROC of the attack on user {user}", projector=projector)
-    fig.update_layout(xaxis_title="false-positive rate", yaxis_title="true-positive rate",
-                      legend=figures.legend_at({"x": 0.35, "y": 0.05}, projector))
+    fig.update_layout(xaxis_title="false-positive rate", yaxis_title="true-positive rate")
+    if not projector:   # the legend under the plot on a screen too: in a half-page chart no corner is free of the
+        # curves and the diagonal (projector mode puts it there already: figures.style)
+        extra = 3 * 20 + 10
+        fig.update_layout(legend=figures.legend_at({}, True), height=fig.layout.height + extra,
+                          margin={"b": 60 + extra})
     return fig
 
 
@@ -259,7 +269,9 @@ def game_score_chart(plain: np.ndarray, theory_k: dict, scores: pd.DataFrame | N
                                      "arrayminus": d["success"] - d["ci_low"]})
     figures.style(fig, "Success against the number of known trips k", height=420, projector=projector)
     fig.update_layout(xaxis_title="k: known unique trips", yaxis_title="share of rounds right", yaxis_range=[0, 1.02],
-                      legend=figures.legend_at({"x": 0.35, "y": 0.05}, projector))
+                      # bottom right, under the curves (which start at 0.5), its right edge on the plot's
+                      legend=figures.legend_at({"x": 0.99, "xanchor": "right", "y": 0.03, "yanchor": "bottom"},
+                                               projector))
     return fig
 
 

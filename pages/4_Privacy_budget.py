@@ -71,6 +71,16 @@ if user_mode:   # the same curves for the bounded release (per person and week)
 
 
 
+NBSP = "\u00a0"
+
+
+def posterior_text(p: float) -> str:
+    """A posterior bound as the cards write it: to 0.1 % (more digits where that would round up to 100 %), and
+    "over 99.99 %" beyond, rather than the dozen decimals that would tell it from 100 %; a no-break space before
+    "%", so that a line never ends at the number."""
+    return (pct(p) if p < 0.9999 else "over 99.99 %").replace(" %", NBSP + "%")
+
+
 def tight_or_rdp(span: str) -> tuple[float, str]:
     """The tight ε(δ) when the engine computed it (exact, or the upper end of a guaranteed bracket over many
     weeks), else its Rényi-DP bound (odcore.privacy.accounting.TIGHT_K_MAX)."""
@@ -98,11 +108,11 @@ with left, st.container(border=True):
     metric(b_, "δ per count" if not user_mode else "δ of thresholding", f"{d_count:.1e}",
            "chance the threshold leaks a pair")
     p = float(posterior_bound(e_count, prior))
-    metric(c, "Best posterior", pct(p), probability_words(p),
+    metric(c, "Best posterior", posterior_text(p), probability_words(p),
            help="e^ε·π / (e^ε·π + 1 − π) for prior π (Houssiau et al., Methods, Theoretical bounds).")
     st.markdown(
         f"Covers: *did this person travel from A to B in week W?* — an attacker who knows everyone else's trips "
-        f"moves from {pct(prior, 0)} to at most **{pct(p)}**. "
+        f"moves from {pct(prior, 0).replace(' ', NBSP)} to at most **{posterior_text(p)}**. "
         "Does **not** cover: *is this person in the data at all*, *where else did they go*, or anything spanning "
         "several trips or weeks.")
 with right, st.container(border=True):
@@ -124,7 +134,7 @@ with right, st.container(border=True):
         pw = float(posterior_bound(week_tight, prior))
         st.markdown(
             f"Covers the whole week of any person, however many trips they make: whether they are in the data at "
-            f"all. After one week the attacker's posterior is at most **{pct(pw)}** ({probability_words(pw)}); "
+            f"all. After one week the attacker's posterior is at most **{posterior_text(pw)}** ({probability_words(pw)}); "
             f"noise scale {num(b['noise_scale_bounded'])} instead of {num(1 / s.epsilon)}.")
         if parts.warnings():   # the same words as the command line's warnings
             st.warning(" ".join(parts.warnings()) + " Switch on 'Fit the threshold' in the sidebar.")
@@ -144,7 +154,7 @@ with right, st.container(border=True):
         pw = float(posterior_bound(week_tight, prior))
         st.markdown(
             f"Covers the whole week of the person: whether they are in the data at all. With these numbers the "
-            f"attacker's posterior bound after one week is **{pct(pw)}** ({probability_words(pw)}): the formal "
+            f"attacker's posterior bound after one week is **{posterior_text(pw)}** ({probability_words(pw)}): the formal "
             "guarantee says almost nothing at this level.")
 with st.container():   # in both units, so the charts below keep their place (updated in the browser, not rebuilt)
     if user_mode:
@@ -200,13 +210,10 @@ reading = pd.DataFrame({
     "in words": [probability_words(float(x)) for x in post],
     "on the usual scale": [epsilon_words(e) for _, e in rows],
 })
-if projector:   # a table whose text wraps to the content's width (the grid put its last columns out of view)
-    st.table(reading.assign(**{"best posterior": ["over 99.9 %" if x > 0.999 else pct(float(x)) for x in post]})
-             .rename(columns={"epsilon": "ε"}), hide_index=True)
-else:
-    st.dataframe(reading, hide_index=True, width="stretch",
-                 column_config={"best posterior": st.column_config.NumberColumn(format="percent"),
-                                "epsilon": st.column_config.TextColumn("ε")})
+# a table whose text wraps to the content's width, in both modes (the scrolling grid cut its last column and showed
+# a posterior below 1 as "100%"); posteriors written as the cards write them
+st.table(reading.assign(**{"best posterior": [posterior_text(float(x)) for x in post]})
+         .rename(columns={"epsilon": "ε"}), hide_index=True)
 st.caption(f"Best posterior of an attacker starting from a {pct(prior, 0)} prior, $e^{{ε}}π/(e^{{ε}}π + 1 − π)$ "
            "(Houssiau et al. 2022, Methods; δ ignored). Budgets from `odcore.privacy.accounting`; the tight values come "
            "from the exact privacy-loss distribution of the Laplace mechanism (`odcore.privacy.pld`).")

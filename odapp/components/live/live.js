@@ -115,7 +115,11 @@ function expected(pairs, v) {
 
 function fmt(v, how) {
   if (!Number.isFinite(v)) return "–";
-  if (how === "pct") return (100 * v).toFixed(1) + " %";
+  if (how === "pct") {   // never 100.0 % for a chance below 1, nor 0.0 % above 0 (as odapp.words.pct)
+    if (v < 1 && 100 * v >= 99.95) return "> 99.9 %";
+    if (v > 0 && 100 * v < 0.05) return "< 0.1 %";
+    return (100 * v).toFixed(1) + " %";
+  }
   if (how === "one") return v.toFixed(1);
   if (Math.abs(v) >= 1000) return Math.round(v).toLocaleString("en");
   if (how === "tick" && Math.abs(v - Math.round(v)) < 1e-9) return String(Math.round(v));
@@ -160,11 +164,20 @@ function wrapWords(ctx, text, width) {
   return lines.length ? lines : [""];
 }
 
+function balanced(ctx, text, width) {
+  // as wrapWords, on as few lines, each as short as that allows ("probability the / attacker is right", not
+  // "probability the attacker is / right")
+  const n = wrapWords(ctx, text, width).length;
+  let lo = 0, hi = width;
+  while (hi - lo > 2) { const mid = (lo + hi) / 2; if (wrapWords(ctx, text, mid).length > n) lo = mid; else hi = mid; }
+  return wrapWords(ctx, text, hi);
+}
+
 function drawChart(c, spec, v, dark, pairs, projector) {
   const canvas = c.canvas, dpr = window.devicePixelRatio || 1;
   // the width from the ResizeObserver (reading clientWidth here forced a layout of the whole page every frame)
   const W = Math.max(200, c.width || c.box.clientWidth);
-  const fs = projector ? TYPE.projector : TYPE.screen, below = projector || W < NARROW;
+  const fs = projector ? TYPE.projector : TYPE.screen;
   const ctx = canvas.getContext("2d");
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   const fg = dark ? "#e6e6e6" : "#262730", grid = dark ? "#444" : "#e5e5e5";
@@ -188,7 +201,12 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   const ytext = (t) => (spec.ypct ? Math.round(100 * t) + " %" : fmt(t, "tick"));
   ctx.font = `${fs.tick}px sans-serif`;
   const tickW = Math.max(0, ...yt.map((t) => ctx.measureText(ytext(t)).width));
-  const L = Math.max(62, Math.ceil(tickW + 14 + fs.label * 1.5));
+  // the y axis title on as many lines (wrapped at spaces) as keep it within the plot's height, not over the title
+  const ph = (spec.height || 340) - 74, ylh = Math.round(fs.label * 1.15);
+  ctx.font = `${fs.label}px sans-serif`;
+  const ylines = spec.ylabel ? balanced(ctx, spec.ylabel, ph - 4) : [];
+  const ylabelW = Math.max(0, ...ylines.map((l) => ctx.measureText(l).width));
+  const L = Math.max(62, Math.ceil(tickW + 14 + fs.label * 1.5 + ylh * Math.max(0, ylines.length - 1)));
   ctx.font = `bold ${fs.title}px sans-serif`;
   const title = spec.title.replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick"));
   const tx = projector ? 8 : L, lines = wrapWords(ctx, title, W - tx - 8);
@@ -196,10 +214,138 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   const th = Math.round(fs.title * 1.25);
   // the right margin holds the last x tick's label (half of it), or the bars' axis
   const R = spec.bars ? Math.round(58 * fs.tick / 12) : projector ? 26 : 12, T = 8 + lines.length * th + 8;
-  const B = fs.tick + 10 + fs.label + 14, ph = (spec.height || 340) - 74, pw = W - L - R;
+  const B = fs.tick + 10 + fs.label + 14, pw = W - L - R;
   const lh = Math.round(fs.legend * 1.45);
+  const X = (x) => L + (x - xlo) / (xhi - xlo || 1) * pw;
+  const ty = spec.ylog ? (v) => Math.log10(v) : (v) => v;
+  const Y = (y) => T + ph - (ty(y) - ty(ylo)) / (ty(yhi) - ty(ylo) || 1) * ph;
+  const plot = [L, T, L + pw, T + ph];
+  // What is drawn in the plot, in pixels, before anything is painted: the curves (polylines), dots, bars and
+  // reference lines mark an occupancy grid, and every text that goes inside the plot (the reference lines'
+  // labels, the readouts' values, the legend when it is inside) takes the first of its places where nothing is
+  // drawn; a reference line's label with no free place goes under the plot with the legend, a readout's value
+  // (also in the readout line above the charts) is left out.
+  const occ = occupancy(plot, 3);
+  const drawn = [], dots = [];   // for the tests: what a text must not cover
+  const color = (s, i) => s.color || PALETTE[i % PALETTE.length];
+  const curves = data.map((d, i) => {
+    const s = spec.series[i], parts = [];
+    if (s.marker) {
+      for (let j = 0; j < d.x.length; j++) {
+        if (!Number.isFinite(d.y[j])) continue;
+        const p = [X(d.x[j]) + (s.offset || 0), Y(d.y[j]), s.marker];
+        occ.dot(p[0], p[1], p[2] + 2); dots.push(p);
+      }
+      return parts;
+    }
+    let cur = null;
+    for (let j = 0; j < d.x.length; j++) {
+      const y = d.y[j];
+      if (!Number.isFinite(y) || (spec.ylog && y <= 0)) { cur = null; continue; }
+      if (!cur) { cur = []; parts.push(cur); }
+      cur.push(X(d.x[j]), Y(y));
+    }
+    for (const p of parts) { occ.line(p, (s.width || 2) / 2 + 2); drawn.push(p); }
+    if (s.fill) {   // the area under a filled curve is data too: no text on it
+      const ybase = Y(Math.max(ylo, 0));
+      for (const p of parts) for (let k = 2; k < p.length; k += 2) occ.rect(p[k - 2], Math.min(p[k - 1], p[k + 1]), p[k], ybase);
+    }
+    return parts;
+  });
+  let barRects = [];
+  if (spec.bars) {   // a histogram behind the curves, on its own log scale (right axis)
+    const br = spec.bars, top = Math.log10(Math.max(...br.y)) * 1.08 + 0.05;
+    const BY = (y) => T + ph - (Math.log10(y) + 0.05) / (top + 0.05) * ph;
+    barRects = br.x.flatMap((x, i) => x - br.w[i] / 2 <= xhi
+      ? [[X(x - br.w[i] / 2), BY(br.y[i]), Math.max(1, X(x + br.w[i] / 2) - X(x - br.w[i] / 2)), T + ph - BY(br.y[i])]] : []);
+    for (const [x, y, w, h] of barRects) occ.rect(x, y, x + w, y + h);
+    barRects.top = top; barRects.BY = BY;
+  }
+  const pubDots = [];
+  if (pts) {   // the counts published at the pointer's ε and τ: one dot per pixel row and count (a column of
+    // thousands of draws at one true count paints the same few hundred pixels)
+    pairs.c.forEach((c, i) => {
+      const u = pairs.u[i], px = X(c) - 1.5;
+      if (px < L - 3 || px > L + pw + 3) return;
+      let last = NaN;
+      for (let j = 0; j < pts.ks[i]; j++) {
+        const py = Math.round(Y(c + pts.b * u[j]));
+        if (py !== last) { pubDots.push(px, py); occ.rect(px - 1, py - 3, px + 4, py + 3); last = py; }
+      }
+    });
+  }
+  const mc = spec.points && Math.abs(spec.points.at - v.epsilon) < 1e-9 ? spec.points : null;
+  if (mc) {   // Monte Carlo points: valid at the ε they were drawn at only
+    for (let j = 0; j < mc.x.length; j++) {
+      const p = [X(mc.x[j]), Y(mc.lo[j]), X(mc.x[j]), Y(mc.hi[j])];
+      occ.line(p, 2); drawn.push(p); occ.dot(X(mc.x[j]), Y(mc.y[j]), 4.5); dots.push([X(mc.x[j]), Y(mc.y[j]), 2.5]);
+    }
+  }
+  const subst = (t) => (t || "").replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick"));
+  const vls = (spec.vlines || []).map((m) => ({ ...m, px: X(resolve(m.x, v)), text: subst(m.label) }))
+    .filter((m) => m.px >= L - 0.5 && m.px <= L + pw + 0.5);
+  const hls = (spec.hlines || []).map((m) => ({ ...m, y: resolve(m.y, v) })).filter((m) => m.y >= ylo && m.y <= yhi)
+    .map((m) => ({ ...m, py: Y(m.y), text: subst(m.label) }));
+  for (const m of vls) { const p = [m.px, T, m.px, T + ph]; occ.line(p, 2); drawn.push(p); }
+  for (const m of hls) { const p = [L, m.py, L + pw, m.py]; occ.line(p, 2); drawn.push(p); }
+  const reads = [];
+  for (const r of spec.readouts || []) {   // a readout of a formula or a sum: text only
+    if (r.series === undefined || r.posterior !== undefined) continue;
+    const d = data[r.series], j = d.x.indexOf(r.x);
+    if (j < 0 || !Number.isFinite(d.y[j])) continue;
+    const p = [X(r.x), Y(d.y[j])];
+    occ.dot(p[0], p[1], 7); dots.push([...p, 5]);
+    reads.push({ p, y: d.y[j], r, color: color(spec.series[r.series], r.series), text: fmt(d.y[j], r.fmt) });
+  }
+  // the legend inside the plot (a wide chart on a screen): the first free corner, else under the plot
   ctx.font = `${fs.legend}px sans-serif`;
-  const entries = below ? spec.series.map((s) => wrapWords(ctx, s.name, W - 8 - 40)) : [];
+  let below = projector || W < NARROW, legendBox = null;
+  if (!below) {
+    const lw = Math.max(...spec.series.map((s) => ctx.measureText(s.name).width)) + 38, lhh = 16 * spec.series.length;
+    const xs = [L + pw - 4 - lw, L + 4], ys = [T + 4, T + ph - 4 - lhh];
+    const order = spec.legend === "top" ? [[0, 0], [1, 0], [0, 1], [1, 1]] : [[0, 1], [1, 1], [0, 0], [1, 0]];
+    legendBox = order.map(([i, k]) => [xs[i], ys[k], xs[i] + lw, ys[k] + lhh]).find((b) => occ.free(b)) || null;
+    if (legendBox) occ.rect(...legendBox); else below = true;
+  }
+  const labels = [], notes = [];
+  const th2 = fs.legend + 2, gap = 5;
+  for (const m of vls) {   // beside the line, from the foot of the plot upwards, right of it then left
+    const w = ctx.measureText(m.text).width, cands = [];
+    for (let y = T + ph - th2 - 4; y >= T + 2; y -= Math.max(4, th2 / 2)) {
+      cands.push([m.px + gap, y, m.px + gap + w, y + th2], [m.px - gap - w, y, m.px - gap, y + th2]);
+    }
+    place(m, cands, "vline");
+  }
+  for (const m of hls) {   // above or under the line, from the left end and the right end inwards
+    const w = ctx.measureText(m.text).width, cands = [], n = Math.max(2, Math.ceil((pw - w) / 24));
+    const xs = linspace(L + 6, L + pw - 6 - w, n), order = [];
+    for (let i = 0; i < n; i++) order.push(xs[i % 2 ? n - 1 - (i >> 1) : i >> 1]);
+    for (const dy of [gap + 1, gap + th2 / 2]) {
+      for (const x of order) cands.push([x, m.py - dy - th2, x + w, m.py - dy], [x, m.py + dy, x + w, m.py + dy + th2]);
+    }
+    place(m, cands, "hline");
+  }
+  for (const rd of reads) {   // the value beside its dot
+    const w = ctx.measureText(rd.text).width, [x, y] = rd.p, cands = [];
+    for (const k of [1, 2, 3]) {
+      const o = 4 + k * 4;
+      cands.push([x + o, y - o - th2, x + o + w, y - o], [x + o, y + o, x + o + w, y + o + th2],
+                 [x - o - w, y - o - th2, x - o, y - o], [x - o - w, y + o, x - o, y + o + th2],
+                 [x - w / 2, y - o - th2 - 2, x + w / 2, y - o - 2], [x - w / 2, y + o + 2, x + w / 2, y + o + 2 + th2]);
+    }
+    place(rd, cands, "readout");
+  }
+  function place(m, cands, kind) {
+    const box = cands.find((b) => b[0] >= L + 2 && b[2] <= L + pw - 2 && b[1] >= T + 2 && b[3] <= T + ph - 2
+                                  && occ.free(b));
+    if (box) { occ.rect(...box); labels.push({ text: m.text, box, kind, color: m.color }); }
+    else if (kind !== "readout") notes.push(m);
+  }
+  const legendItems = below ? [...spec.series.map((s, i) => ({ name: s.name, color: color(s, i), marker: s.marker,
+                                                                width: s.width, dash: s.dash })),
+                               ...notes.map((m) => ({ name: m.text, color: m.color || "#888", width: 1.5,
+                                                      dash: [3, 4] }))] : [];
+  const entries = legendItems.map((s) => wrapWords(ctx, s.name, W - 8 - 40));
   const LH = below ? 6 + lh * entries.reduce((n, e) => n + e.length, 0) + 6 : 0;
   const H = T + ph + B + LH;
   if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
@@ -208,11 +354,12 @@ function drawChart(c, spec, v, dark, pairs, projector) {
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   }
   ctx.clearRect(0, 0, W, H);
+  const r1 = (a) => a.map((q) => Math.round(q * 10) / 10);
   c.layout = { projector: !!projector, font: { ...fs }, title, lines, titleWidth: titleW, titleLeft: tx, width: W,
-               height: H, legend: below ? "below" : "inside", plot: [L, T, L + pw, T + ph] };
-  const ty = spec.ylog ? (v) => Math.log10(v) : (v) => v;
-  const X = (x) => L + (x - xlo) / (xhi - xlo || 1) * pw;
-  const Y = (y) => T + ph - (ty(y) - ty(ylo)) / (ty(yhi) - ty(ylo) || 1) * ph;
+               height: H, legend: below ? "below" : "inside", plot, ylabel: { lines: ylines, width: ylabelW },
+               labels: labels.map((l) => ({ text: l.text, kind: l.kind, box: r1(l.box) })),
+               legendBox: legendBox && r1(legendBox), notes: notes.map((m) => m.text),
+               curves: drawn.map(r1), dots: dots.map(r1) };
   ctx.font = `${fs.tick}px sans-serif`; ctx.fillStyle = fg; ctx.strokeStyle = grid; ctx.lineWidth = 1;
   ctx.textAlign = "right"; ctx.textBaseline = "middle";
   for (const v of yt) {
@@ -227,116 +374,92 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   }
   ctx.font = `${fs.label}px sans-serif`;
   ctx.fillText(spec.xlabel || "", L + pw / 2, T + ph + fs.tick + 14);
-  ctx.save(); ctx.translate(4, T + ph / 2); ctx.rotate(-Math.PI / 2); ctx.textBaseline = "top";
-  ctx.fillText(spec.ylabel || "", 0, 0);
-  ctx.restore();
+  ylines.forEach((l, i) => {
+    ctx.save(); ctx.translate(4 + i * ylh, T + ph / 2); ctx.rotate(-Math.PI / 2); ctx.textBaseline = "top";
+    ctx.fillText(l, 0, 0);
+    ctx.restore();
+  });
   ctx.font = `bold ${fs.title}px sans-serif`; ctx.textAlign = "left"; ctx.textBaseline = "top";
   lines.forEach((l, i) => ctx.fillText(l, tx, 8 + i * th));
   ctx.save(); ctx.beginPath(); ctx.rect(L, T, pw, ph); ctx.clip();
-  if (spec.bars) {   // a histogram behind the curves, on its own log scale (right axis)
-    const br = spec.bars, top = Math.log10(Math.max(...br.y)) * 1.08 + 0.05;
-    const BY = (y) => T + ph - (Math.log10(y) + 0.05) / (top + 0.05) * ph;
+  if (spec.bars) {
     ctx.fillStyle = "#9db4d3";
-    br.x.forEach((x, i) => { if (x - br.w[i] / 2 <= xhi) ctx.fillRect(X(x - br.w[i] / 2), BY(br.y[i]), Math.max(1, X(x + br.w[i] / 2) - X(x - br.w[i] / 2)), T + ph - BY(br.y[i])); });
+    for (const [x, y, w, h] of barRects) ctx.fillRect(x, y, w, h);
     ctx.restore(); ctx.save();
     ctx.fillStyle = fg; ctx.textAlign = "left"; ctx.textBaseline = "middle"; ctx.font = `${fs.tick}px sans-serif`;
-    for (let p = 0; p <= Math.floor(top); p++) ctx.fillText(fmt(Math.pow(10, p), "tick"), L + pw + 4, BY(Math.pow(10, p)));
+    for (let p = 0; p <= Math.floor(barRects.top); p++) {
+      ctx.fillText(fmt(Math.pow(10, p), "tick"), L + pw + 4, barRects.BY(Math.pow(10, p)));
+    }
     ctx.beginPath(); ctx.rect(L, T, pw, ph); ctx.clip();
   }
-  for (const m of spec.vlines || []) {
-    const x = resolve(m.x, v);
-    ctx.strokeStyle = m.color || "#888"; ctx.setLineDash([4, 4]); ctx.beginPath();
-    ctx.moveTo(X(x), T); ctx.lineTo(X(x), T + ph); ctx.stroke();
-    ctx.fillStyle = m.color || "#888"; ctx.font = `${fs.legend}px sans-serif`;
-    ctx.fillText((m.label || "").replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), X(x) + 4, T + ph - fs.legend - 6);
+  ctx.setLineDash([4, 4]);
+  for (const m of vls) {
+    ctx.strokeStyle = m.color || "#888"; ctx.beginPath(); ctx.moveTo(m.px, T); ctx.lineTo(m.px, T + ph); ctx.stroke();
   }
-  for (const m of spec.hlines || []) {
-    const y = resolve(m.y, v);
-    if (y < ylo || y > yhi) continue;
-    ctx.strokeStyle = m.color || "#d95f02"; ctx.setLineDash([2, 4]); ctx.beginPath();
-    ctx.moveTo(L, Y(y)); ctx.lineTo(L + pw, Y(y)); ctx.stroke();
-    ctx.fillStyle = m.color || "#d95f02";
-    ctx.font = `${fs.legend}px sans-serif`;
-    ctx.fillText((m.label || "").replace(/\{(\w+)\}/g, (_, k) => fmt(v[k], "tick")), L + 4, Y(y) - fs.legend - 8);
+  ctx.setLineDash([2, 4]);
+  for (const m of hls) {
+    ctx.strokeStyle = m.color || "#d95f02"; ctx.beginPath(); ctx.moveTo(L, m.py); ctx.lineTo(L + pw, m.py); ctx.stroke();
   }
-  if (pts) {   // the counts published at the pointer's ε and τ: one dot per pixel row and count (a column of
-    // thousands of draws at one true count paints the same few hundred pixels)
+  ctx.setLineDash([]);
+  if (pts) {
     ctx.fillStyle = "rgba(31, 119, 180, 0.55)";
-    pairs.c.forEach((c, i) => {
-      const u = pairs.u[i], px = X(c) - 1.5;
-      if (px < L - 3 || px > L + pw + 3) return;
-      let last = NaN;
-      for (let j = 0; j < pts.ks[i]; j++) {
-        const py = Math.round(Y(c + pts.b * u[j]));
-        if (py !== last) { ctx.fillRect(px, py - 1.5, 3, 3); last = py; }
-      }
-    });
+    for (let k = 0; k < pubDots.length; k += 2) ctx.fillRect(pubDots[k], pubDots[k + 1] - 1.5, 3, 3);
   }
   data.forEach((d, i) => {   // areas under a curve, split at the threshold: suppressed (grey) and published
     const s = spec.series[i];
     if (!s.fill) return;
     const xt = Math.min(Math.max(X(v.threshold), L), L + pw), ybase = Y(Math.max(ylo, 0));
-    ctx.beginPath(); ctx.moveTo(X(d.x[0]), ybase);
-    for (let j = 0; j < d.x.length; j++) if (Number.isFinite(d.y[j])) ctx.lineTo(X(d.x[j]), Y(d.y[j]));
-    ctx.lineTo(X(d.x[d.x.length - 1]), ybase); ctx.closePath();
-    for (const [x0, x1, color] of [[L, xt, "rgba(120, 120, 120, 0.35)"], [xt, L + pw, s.fill]]) {
-      ctx.save(); ctx.beginPath(); ctx.rect(x0, T, x1 - x0, ph); ctx.clip(); ctx.fillStyle = color;
+    for (const [x0, x1, fill] of [[L, xt, "rgba(120, 120, 120, 0.35)"], [xt, L + pw, s.fill]]) {
+      ctx.save(); ctx.beginPath(); ctx.rect(x0, T, x1 - x0, ph); ctx.clip(); ctx.fillStyle = fill;
       ctx.beginPath(); ctx.moveTo(X(d.x[0]), ybase);
       for (let j = 0; j < d.x.length; j++) if (Number.isFinite(d.y[j])) ctx.lineTo(X(d.x[j]), Y(d.y[j]));
       ctx.lineTo(X(d.x[d.x.length - 1]), ybase); ctx.closePath(); ctx.fill(); ctx.restore();
     }
   });
-  data.forEach((d, i) => {
+  curves.forEach((parts, i) => {
     const s = spec.series[i];
     if (s.marker) {   // points, no line (e.g. one per known pair)
-      ctx.fillStyle = s.color || PALETTE[i % PALETTE.length];
+      ctx.fillStyle = color(s, i);
+      const d = data[i];
       for (let j = 0; j < d.x.length; j++) {
         if (!Number.isFinite(d.y[j])) continue;
         ctx.beginPath(); ctx.arc(X(d.x[j]) + (s.offset || 0), Y(d.y[j]), s.marker, 0, 2 * Math.PI); ctx.fill();
       }
       return;
     }
-    ctx.strokeStyle = s.color || PALETTE[i % PALETTE.length]; ctx.lineWidth = s.width || 2;
-    ctx.setLineDash(s.dash || []); ctx.beginPath();
-    let on = false;
-    for (let j = 0; j < d.x.length; j++) {
-      const y = d.y[j];
-      if (!Number.isFinite(y) || (spec.ylog && y <= 0)) { on = false; continue; }
-      if (on) ctx.lineTo(X(d.x[j]), Y(y)); else { ctx.moveTo(X(d.x[j]), Y(y)); on = true; }
-    }
+    ctx.strokeStyle = color(s, i); ctx.lineWidth = s.width || 2; ctx.setLineDash(s.dash || []);
+    ctx.beginPath();
+    for (const p of parts) { ctx.moveTo(p[0], p[1]); for (let k = 2; k < p.length; k += 2) ctx.lineTo(p[k], p[k + 1]); }
     ctx.stroke();
   });
   ctx.setLineDash([]);
-  const mc = spec.points;
-  if (mc && Math.abs(mc.at - v.epsilon) < 1e-9) {   // Monte Carlo points: valid at the ε they were drawn at only
+  if (mc) {
     ctx.strokeStyle = ctx.fillStyle = "#9467bd"; ctx.lineWidth = 1;
     for (let j = 0; j < mc.x.length; j++) {
       ctx.beginPath(); ctx.moveTo(X(mc.x[j]), Y(mc.lo[j])); ctx.lineTo(X(mc.x[j]), Y(mc.hi[j])); ctx.stroke();
       ctx.beginPath(); ctx.arc(X(mc.x[j]), Y(mc.y[j]), 2.5, 0, 2 * Math.PI); ctx.fill();
     }
   }
-  for (const r of spec.readouts || []) {
-    if (r.series === undefined) continue;   // a readout of a formula or a sum: text only
-    const d = data[r.series], j = d.x.indexOf(r.x);
-    if (j < 0 || !Number.isFinite(d.y[j]) || r.posterior !== undefined) continue;
-    ctx.fillStyle = spec.series[r.series].color || PALETTE[r.series % PALETTE.length];
-    ctx.beginPath(); ctx.arc(X(r.x), Y(d.y[j]), 5, 0, 2 * Math.PI); ctx.fill();
-    ctx.fillStyle = fg; ctx.font = `${fs.legend}px sans-serif`;
-    ctx.fillText(fmt(d.y[j], r.fmt), X(r.x) + 7, Y(d.y[j]) + 4);
+  for (const rd of reads) {
+    ctx.fillStyle = rd.color; ctx.beginPath(); ctx.arc(rd.p[0], rd.p[1], 5, 0, 2 * Math.PI); ctx.fill();
   }
   ctx.restore();
+  ctx.font = `${fs.legend}px sans-serif`; ctx.textAlign = "left"; ctx.textBaseline = "top";
+  for (const l of labels) {   // the labels where nothing is drawn (each in the colour of its line; values in the text's)
+    ctx.fillStyle = l.kind === "readout" ? fg : l.color || (l.kind === "hline" ? "#d95f02" : "#888");
+    ctx.fillText(l.text, l.box[0], l.box[1] + 1);
+  }
   if (pts) data.published = pts;
-  ctx.font = `${fs.legend}px sans-serif`; ctx.textBaseline = "middle";
+  ctx.textBaseline = "middle";
   if (below) {   // under the plot, one entry a line (wrapped at spaces), where large type covers no curve
     let y = T + ph + B + 6 + lh / 2;
-    spec.series.forEach((s, i) => {
-      const color = s.color || PALETTE[i % PALETTE.length];
+    legendItems.forEach((s, i) => {
       ctx.textAlign = "left"; ctx.fillStyle = fg;
       entries[i].forEach((l, j) => ctx.fillText(l, 40, y + j * lh));
       if (s.marker) {
-        ctx.fillStyle = color; ctx.beginPath(); ctx.arc(20, y, s.marker, 0, 2 * Math.PI); ctx.fill();
+        ctx.fillStyle = s.color; ctx.beginPath(); ctx.arc(20, y, s.marker, 0, 2 * Math.PI); ctx.fill();
       } else {
-        ctx.strokeStyle = color; ctx.lineWidth = s.width || 2; ctx.setLineDash(s.dash || []);
+        ctx.strokeStyle = s.color; ctx.lineWidth = s.width || 2; ctx.setLineDash(s.dash || []);
         ctx.beginPath(); ctx.moveTo(6, y); ctx.lineTo(32, y); ctx.stroke();
       }
       y += lh * entries[i].length;
@@ -344,21 +467,50 @@ function drawChart(c, spec, v, dark, pairs, projector) {
     ctx.setLineDash([]);
     return data;
   }
-  // legend, top right, one line per series
+  // the legend inside the plot, in the free corner found above, one line per series
   ctx.textAlign = "right";
-  const ly0 = spec.legend === "top" ? T + 12 : T + ph - 12 - 16 * (spec.series.length - 1);
   spec.series.forEach((s, i) => {
-    const y = ly0 + 16 * i, x = L + pw - 8;
+    const y = legendBox[1] + 8 + 16 * i, x = legendBox[2] - 4;
     ctx.fillStyle = fg; ctx.fillText(s.name, x - 30, y);
     if (s.marker) {
-      ctx.fillStyle = s.color || PALETTE[i % PALETTE.length];
+      ctx.fillStyle = color(s, i);
       ctx.beginPath(); ctx.arc(x - 12, y, s.marker, 0, 2 * Math.PI); ctx.fill(); return;
     }
-    ctx.strokeStyle = s.color || PALETTE[i % PALETTE.length]; ctx.lineWidth = s.width || 2;
+    ctx.strokeStyle = color(s, i); ctx.lineWidth = s.width || 2;
     ctx.setLineDash(s.dash || []); ctx.beginPath(); ctx.moveTo(x - 24, y); ctx.lineTo(x, y); ctx.stroke();
   });
   ctx.setLineDash([]);
   return data;
+}
+
+function occupancy(box, cell) {
+  // A grid of cell×cell px over the plot box: 1 where something is drawn (a curve with its half width and a
+  // margin, a dot, a bar, a placed text).
+  const [x0, y0, x1, y1] = box, nx = Math.ceil((x1 - x0) / cell) + 1, ny = Math.ceil((y1 - y0) / cell) + 1;
+  const g = new Uint8Array(nx * ny);
+  const ix = (x) => Math.floor((x - x0) / cell), iy = (y) => Math.floor((y - y0) / cell);
+  const rect = (a, b, c, d) => {
+    const i0 = Math.max(0, ix(Math.min(a, c))), i1 = Math.min(nx - 1, ix(Math.max(a, c)));
+    const j0 = Math.max(0, iy(Math.min(b, d))), j1 = Math.min(ny - 1, iy(Math.max(b, d)));
+    for (let j = j0; j <= j1; j++) for (let i = i0; i <= i1; i++) g[j * nx + i] = 1;
+  };
+  const dot = (x, y, r) => rect(x - r, y - r, x + r, y + r);
+  return {
+    rect, dot,
+    line(p, r) {   // a polyline [x0, y0, x1, y1, …], sampled every half cell
+      if (p.length === 2) { dot(p[0], p[1], r); return; }
+      for (let k = 2; k < p.length; k += 2) {
+        const ax = p[k - 2], ay = p[k - 1], bx = p[k], by = p[k + 1];
+        const n = Math.max(1, Math.ceil(Math.hypot(bx - ax, by - ay) / (cell / 2)));
+        for (let s = 0; s <= n; s++) dot(ax + (bx - ax) * s / n, ay + (by - ay) * s / n, r);
+      }
+    },
+    free([a, b, c, d]) {
+      const i0 = Math.max(0, ix(a)), i1 = Math.min(nx - 1, ix(c)), j0 = Math.max(0, iy(b)), j1 = Math.min(ny - 1, iy(d));
+      for (let j = j0; j <= j1; j++) for (let i = i0; i <= i1; i++) if (g[j * nx + i]) return false;
+      return true;
+    },
+  };
 }
 
 export default function (component) {
@@ -390,6 +542,7 @@ export default function (component) {
   st.setStateValue = setStateValue;
   st.spec = data;
   st.root.dataset.page = data.page;
+  st.root.classList.toggle("odlive-projector", !!data.projector);
   const names = data.controls.map((c) => c.name).join(",");
   if (st.names !== names) {   // the controls (one slider per setting the page holds live)
     st.names = names;
@@ -450,6 +603,20 @@ function setText(st, el, text) {   // write only what changed (each write invali
   if (st.texts.get(el) !== text) { st.texts.set(el, text); el.textContent = text; }
 }
 
+function setReadout(st, el, reads) {
+  // One item a reading ("label value"): items wrap between them, an item's text at its spaces (never inside a
+  // word), a value keeps to its label and "n = 70" to itself.
+  const key = reads.join("\n");
+  if (st.texts.get(el) === key) return;
+  st.texts.set(el, key);
+  el.replaceChildren(...reads.map((r) => {
+    const span = document.createElement("span");
+    span.className = "odlive-read";
+    span.textContent = r.replace(/ (=|≥|≤) /g, "\u00a0$1\u00a0");
+    return span;
+  }));
+}
+
 function paint(st) {
   const t0 = performance.now();
   const spec = st.spec, v = { ...(spec.fixed || {}), ...st.values };
@@ -487,20 +654,20 @@ function paint(st) {
         if (j < 0) continue;
         y = d[r.series].y[j];
       }
-      const text = fmt(r.posterior === undefined ? y : posterior(y, r.posterior), r.fmt);
+      const text = fmt(r.posterior === undefined ? y : posterior(y, r.posterior), r.fmt).replace(/ /g, "\u00a0");
       if (r.join && reads.length) reads[reads.length - 1] += ` ${r.join} ${text}`;   // "between a – b"
-      else reads.push(`${r.label} ${text}`);
+      else reads.push(`${r.label}:\u00a0${text}`);   // a value never starts a line
     }
     if (d.published) {
       values[c.id].published = d.published.n;
-      reads.push(`pairs published ${d.published.capped ? "≥ " : ""}${d.published.n.toLocaleString("en")}`);
+      reads.push(`pairs published:\u00a0${d.published.capped ? "≥\u00a0" : ""}${d.published.n.toLocaleString("en")}`);
     }
   });
   if (spec.pairs) {
     values.expected = expected(spec.pairs, v);
-    reads.push(`expected published ${values.expected.toFixed(1)}`);
+    reads.push(`expected published:\u00a0${values.expected.toFixed(1)}`);
   }
-  setText(st, st.root.querySelector(".odlive-readout"), reads.join(" · "));
+  setReadout(st, st.root.querySelector(".odlive-readout"), reads);
   if (spec.controls.length) {   // components of the same page that follow these sliders redraw with them
     window.dispatchEvent(new CustomEvent("odlive", { detail: { page: spec.page, settings: { ...st.values } } }));
   }
