@@ -862,9 +862,12 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                  context: MapContext | None = None, risk: bool = False) -> list[FlowMap]:
     """The OD release page's map(s): "Published" (noisy counts of the published pairs), "Raw counts" (true counts
     of every observed pair) or "Side by side" (what suppression removes next to what is published).
+    ``top_n`` 0: "auto", as many of the largest pairs of places as keep the map legible
+    (:func:`odcore.report.flows.auto_top`); the legend says how many of how many are drawn.
 
-    Flat and fitted: the first view holds the zones and every drawn place and flow, in a map ``width`` × ``height``
-    px (:func:`odcore.report.flows.fit_view`). What is drawn comes from :func:`odcore.report.flows.flow_picture`:
+    Flat and fitted: the first view holds the zones that carry what is drawn and every drawn place and flow, in a
+    map ``width`` × ``height`` px (:func:`odcore.report.flows.fit_view`); zones with nothing drawn may lie outside
+    it (a taxi week's stray zones far out would otherwise shrink the city to a few dozen px). What is drawn comes from :func:`odcore.report.flows.flow_picture`:
     with ``level`` "Auto", nearby zones are merged into places when the largest flows would be too short to read;
     "Zones" never merges (nor does a one-cell view). Flows are curved arrows (:func:`odcore.report.flows.arrows`)
     in four count classes (width and colour), over white circles sized by each place's total; suppressed flows
@@ -879,14 +882,17 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
     base = cell_layers(cells_df, edges) if base_layers is None else base_layers
     names = (dict(zip(centroids["cell"].tolist(), centroids["name"].tolist(), strict=True))
              if "name" in centroids.columns else {})
-    (lo0, lo1), (la0, la1) = zones_box(cells_df["polygon"].tolist())
     w_px = width // 2 if view == "Side by side" else width
-    v0 = fl.fit_view(lo0, lo1, la0, la1, width_px=w_px, height_px=height)
 
     def one(heading, value, keep, label, with_suppressed=False):
-        pic = fl.flow_picture(table, centroids, value=value, keep=keep, top_n=top_n, min_count=min_count, cell=cell,
-                              km_per_px=v0.km_per_px if level == "Auto" else None, with_suppressed=with_suppressed)
+        pic = fl.flow_picture(table, centroids, value=value, keep=keep, top_n=top_n or None, min_count=min_count,
+                              cell=cell, view_px=(w_px, height) if level == "Auto" else None,
+                              with_suppressed=with_suppressed)
         places, sel, sup, proj = pic.places, pic.flows, pic.suppressed, pic.proj
+        if len(places):   # the first view: the zones that carry what is drawn (the others lie round it)
+            lo0, lo1, la0, la1 = pic.box
+        else:
+            (lo0, lo1), (la0, la1) = zones_box(cells_df["polygon"].tolist())
         lx, ly = places["x"].to_numpy(), places["y"].to_numpy()
         llon, llat = places["lon"].to_numpy(), places["lat"].to_numpy()
         lab_of = [_location_label(mm, names) if mm else "" for mm in places["members"]]
@@ -977,7 +983,7 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                 id="flows", get_polygon="polygon", get_fill_color="color", stroked=False,
                                 filled=True, pickable=True, auto_highlight=True))
         layers += scale_bar_layers(None, None, label=False, bar=bar)
-        words = pic.level_words() + f" · {num(len(flows))} flows between places drawn"
+        words = pic.level_words() + f" · {pic.shown_words()}" + (" (Top N: auto)" if pic.auto_top else "")
         vs = pdk.ViewState(latitude=v1.lat, longitude=v1.lon, zoom=v1.zoom, pitch=0, bearing=0)
         all_flows = flows if sup_frame is None else pd.concat([flows, sup_frame], ignore_index=True)
         lo, hi = float(edges_[0]), float(edges_[-1])

@@ -20,7 +20,8 @@ import streamlit as st
 from odapp import cache
 
 # The map options a person sees first (the widgets' defaults on the OD release page).
-MAP_DEFAULTS = {"view": "Published", "top_n": 300, "min_count": 0.0, "cell": None, "show_sup": False,
+# Top N 0: "auto", as many of the largest flows as keep the map legible (odcore.report.flows.auto_top).
+MAP_DEFAULTS = {"view": "Published", "top_n": 0, "min_count": 0.0, "cell": None, "show_sup": False,
                 "basemap": False, "level": "Auto", "context": True, "risk": False}
 
 
@@ -55,7 +56,7 @@ def flow_maps(ctx, rcfg, table, week: int, cent, cells, o: dict):
     risk = bool(o.get("risk", False)) and ctx.od.stats.get("pairs_available", True)
     base = cache.risk_cells(s.dataset.id, ctx.od_config, week, rcfg, s.seed, _cells=cells, _grid=ctx.od.grid,
                             _od=ctx.od)[1] if risk else cells[3]
-    return cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], int(o["top_n"]),
+    return cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], int(o["top_n"] or 0),
                              float(o["min_count"]), o["cell"], o["show_sup"], o["basemap"], o.get("level", "Auto"),
                              _table=table, _cent=cent,
                              _cells_df=cells[1], _edges=cells[2], _base_layers=base, context=context,
@@ -228,8 +229,11 @@ def map_section(ctx, rcfg) -> None:
     view = opt[0].selectbox("Map", maps.VIEWS, index=maps.VIEWS.index(first_view), key="rel_view",
                             help="What is published (noisy, thresholded), the true counts before any protection, "
                                  "or what suppression removes next to what is published.")
-    top_n = opt[1].number_input("Top N flows", 10, 5000, d["top_n"], 10, key="rel_topn",
-                                help="Draw only the N largest flows (by the count shown) to keep the map readable.")
+    top_n = opt[1].number_input("Top N flows", 10, 5000, d["top_n"] or None, 10, key="rel_topn", placeholder="auto",
+                                help="Draw only the N largest flows (by the count shown). Empty (auto): the largest "
+                                     "pairs of places, both ways, up to 60 flows or fewer when fewer carry 80 % of "
+                                     "the volume; the legend says how many of how many are drawn. Type a number for "
+                                     "more.")
     min_count = opt[2].number_input("Min. count", 0, 100_000, int(d["min_count"]), 10, key="rel_min",
                                     help="Hide flows whose shown count (noisy or true) is below this.")
     busiest = cells[0].sort_values("pairs", ascending=False)["cell"].head(500).tolist()
@@ -263,7 +267,7 @@ def map_section(ctx, rcfg) -> None:
         empty_note.warning(empty_release_advice(table["true_count"].to_numpy(), s.threshold, s.epsilon,
                                                 rcfg.sensitivity), icon=":material/visibility_off:")
 
-    o = {"view": view, "top_n": int(top_n), "min_count": float(min_count), "cell": cell, "show_sup": show_sup,
+    o = {"view": view, "top_n": int(top_n or 0), "min_count": float(min_count), "cell": cell, "show_sup": show_sup,
          "basemap": basemap, "level": level, "context": context, "risk": risk}
     slot = st.empty()
     if play:
