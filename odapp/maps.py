@@ -910,7 +910,7 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         kpp = v1.km_per_px
         total = places["total"].to_numpy()
         tmax = float(total.max()) if len(total) and total.max() > 0 else 1.0
-        r_px = 3.0 + 13.0 * np.sqrt(total / tmax)   # area ∝ total
+        r_px = 3.0 + (fl.place_radius_px(lx, ly, kpp) - 3.0) * np.sqrt(total / tmax)   # area ∝ total
         so, sd = sel["o"].to_numpy(), sel["d"].to_numpy()
         wpx = np.asarray(CLASS_WIDTH_PX)[cls]
         polys = fl.arrows(lx[so], ly[so], lx[sd], ly[sd], wpx * kpp, gap0=r_px[so] * kpp, gap1=r_px[sd] * kpp,

@@ -269,7 +269,7 @@ def _drawn_px(pic: fl.FlowPicture, km_per_px: float) -> np.ndarray:
 @pytest.mark.parametrize("top_n", [None, 300])
 def test_first_view_level_shows_structure_on_real_data(published_week, top_n):
     """At the page's narrowest map (580 × 460 px), the level chosen leaves a legible number of places (12 to 60, or
-    the zones themselves when fewer carry a flow) and draws a dozen or more arrows, most of them long enough to read.
+    down to a third of the zones when few carry a flow) and draws a dozen or more arrows, most of them long enough to read.
     The fixed rule before merged a Cabspotting week's 433 zones into 2 places (2 arrows) and the bundled city into 13
     places with 7 arrows; merging is post-processing, so every count is still there (between + within)."""
     name, t, cent = published_week
@@ -277,7 +277,7 @@ def test_first_view_level_shows_structure_on_real_data(published_week, top_n):
     pic = fl.flow_picture(t, cent, value="noisy_count", keep=keep, top_n=top_n, view_px=(580, 460))
     kpp = fl.fit_view(*pic.box, width_px=580, height_px=460, pad_px=34).km_per_px
     zones_with_flows = len(np.union1d(t.loc[keep, "origin"], t.loc[keep, "destination"]))
-    assert min(fl.PLACES[0], zones_with_flows) <= len(pic.places) <= fl.PLACES[1], (name, len(pic.places))
+    assert fl.fewest_places(zones_with_flows) <= len(pic.places) <= fl.PLACES[1], (name, len(pic.places))
     assert len(pic.flows) >= min(12, pic.n_between), (name, len(pic.flows))
     assert (_drawn_px(pic, kpp) >= fl.READ_PX).mean() >= 0.6, name
     total = t.loc[keep, "noisy_count"].sum()
@@ -296,19 +296,20 @@ def test_districts_draw_the_largest_flows_both_ways_and_say_how_many(published_w
     if name != "districts":
         pytest.skip("the districts' case")
     keep = t["released"].to_numpy(bool)
-    pic = fl.flow_picture(t, cent, value="noisy_count", keep=keep, top_n=None, view_px=(580, 460))
-    assert pic.radius == 0                                           # the districts are legible as they are
-    assert pic.n_between > 200
-    assert fl.AUTO_FLOWS[0] <= len(pic.flows) <= fl.AUTO_FLOWS[1] + 1
-    drawn = set(zip(pic.flows["o"].tolist(), pic.flows["d"].tolist(), strict=True))
-    pub = {(a, b) for a, b in zip(pic.places["members"].str[0].to_numpy()[pic.flows["o"]],
-                                  pic.places["members"].str[0].to_numpy()[pic.flows["d"]], strict=True)}
-    assert len(pub) == len(drawn)
-    back = t.loc[keep].set_index(["origin", "destination"]).index
-    first = pic.places["members"].str[0].to_numpy()
-    missing = [(a, b) for a, b in drawn if (first[b], first[a]) in back and (b, a) not in drawn]
+    zones = fl.flow_picture(t, cent, value="noisy_count", keep=keep, top_n=None)     # every district on its own
+    assert len(zones.places) == 40
+    assert zones.n_between > 200
+    assert fl.AUTO_FLOWS[0] <= len(zones.flows) <= fl.AUTO_FLOWS[1] + 1
+    first = zones.places["members"].str[0].to_numpy()
+    drawn = set(zip(first[zones.flows["o"]].tolist(), first[zones.flows["d"]].tolist(), strict=True))
+    published = set(zip(t.loc[keep, "origin"].tolist(), t.loc[keep, "destination"].tolist(), strict=True))
+    missing = [(a, b) for a, b in drawn if (b, a) in published and (b, a) not in drawn]
     assert len(missing) <= 1                                         # only the last flow's way back may be cut
-    share = pic.flows["count"].sum() / t.loc[keep, "noisy_count"].sum()
-    assert pic.volume_share == pytest.approx(share)
-    assert pic.shown_words() == (f"top {len(pic.flows)} of {pic.n_between:,} flows between places, "
-                                 f"{100 * share:.0f} % of their volume")
+    share = zones.flows["count"].sum() / t.loc[keep, "noisy_count"].sum()
+    assert zones.volume_share == pytest.approx(share)
+    assert zones.shown_words() == (f"top {len(zones.flows)} of {zones.n_between:,} flows between places, "
+                                   f"{100 * share:.0f} % of their volume")
+    # at the first view the level may merge the small central districts, never to fewer than a dozen places
+    pic = fl.flow_picture(t, cent, value="noisy_count", keep=keep, top_n=None, view_px=(580, 460))
+    assert fl.PLACES[0] <= len(pic.places) <= 40
+    assert len(pic.flows) <= fl.AUTO_FLOWS[1] + 1

@@ -249,6 +249,7 @@ def circles(x, y, r, n: int = 16) -> np.ndarray:
 PLACES = (12, 60)    # a legible number of places at the first view (fewer when the data has fewer zones)
 READ_PX = 28         # an arrow at least this long at the first view reads as an arrow
 BLOB_PX = 14         # one shorter than this is a blob of ink between two circles
+CROWD_PX = 24        # two places' centres closer than this: their circles touch or nearly
 CLUSTER_PX = (0, 8, 11, 15, 20, 26, 34, 44, 58, 76)   # cluster radii tried, in px of the first view
 NEAR_BEST = 0.8      # a level whose readable arrows (net of blobs) are this share of the best one's is good enough
 AUTO_FLOWS = (20, 60)    # Top N "auto": at least this many flows (when there are), at most this many, and
@@ -270,27 +271,39 @@ def auto_top(counts: np.ndarray) -> int:
     return int(min(n, max(k, AUTO_FLOWS[0]), AUTO_FLOWS[1]))
 
 
+def fewest_places(n_zones: int) -> int:
+    """The fewest places a merged level may leave of ``n_zones`` zones and still show structure: ``PLACES[0]``, or
+    a third of the zones when they are few (at least 3)."""
+    return int(min(PLACES[0], max(3, math.ceil(n_zones / 3))))
+
+
 @dataclass(frozen=True)
 class LevelScore:
     """How a cluster radius reads at the first view (:func:`level_scores`): ``radius`` (km), ``places``, ``flows``
     (drawn: the Top N between places), ``readable`` (of those, at least :data:`READ_PX` long), ``blobs`` (shorter
-    than :data:`BLOB_PX`)."""
+    than :data:`BLOB_PX`), ``crowded`` (places whose nearest neighbour is closer than :data:`CROWD_PX`: their
+    circles touch), ``min_places`` (the fewest places that still show structure: ``PLACES[0]``, or a third of the
+    zones when they are few)."""
 
     radius: float
     places: int
     flows: int
     readable: int
     blobs: int
+    crowded: int = 0
+    min_places: int = PLACES[0]
 
     @property
     def score(self) -> int:
-        """Arrows that read, less those that do not (a blob counts twice: it also hides its circles)."""
-        return self.readable - (self.flows - self.readable) - self.blobs
+        """Arrows that read, less those that do not (a blob counts twice: it also hides its circles), less the
+        places crowded onto a neighbour."""
+        return self.readable - (self.flows - self.readable) - self.blobs - self.crowded
 
-    def legible(self, at_zones: bool) -> bool:
-        """A number of places in :data:`PLACES` (fewer only when the zones themselves are fewer) and a positive
+    @property
+    def legible(self) -> bool:
+        """A number of places from :attr:`min_places` to ``PLACES[1]`` (or the zones themselves) and a positive
         :attr:`score`."""
-        return (self.places >= PLACES[0] or at_zones) and self.places <= PLACES[1] and self.score > 0
+        return (self.places >= self.min_places or self.radius == 0) and self.places <= PLACES[1] and self.score > 0
 
 
 def level_scores(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: np.ndarray, dest_idx: np.ndarray,
@@ -300,12 +313,13 @@ def level_scores(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: n
     that leaves fewer than ``PLACES[0]`` places once one was legible (a larger radius only merges more), two places,
     or, with ``stop_at``, the first legible one that scores at least ``stop_at``. ``top_n`` None: as many flows as :func:`auto_top` says.
     ``origin_idx``/``dest_idx`` index ``x, y``; ``weight`` orders the cluster seeds (:func:`cluster_zones`)."""
+    from scipy.spatial import cKDTree
+
     out: list[LevelScore] = []
     count = np.asarray(count, float)
+    least = fewest_places(len(x))
     tree, gap = None, 0.0
     if len(x) > 1:
-        from scipy.spatial import cKDTree
-
         tree = cKDTree(np.column_stack([x, y]))
         gap = float(tree.query(tree.data, k=2)[0][:, 1].min())   # closer than this, no zone has a neighbour
     for r_px in CLUSTER_PX:
@@ -326,10 +340,15 @@ def level_scores(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: n
             top = np.argpartition(-pc, n - 1)[:n] if n else np.zeros(0, np.int64)
             po, pd_ = po[top], pd_[top]
         length = np.hypot(cxk[po] - cxk[pd_], cyk[po] - cyk[pd_]) / km_per_px
-        out.append(LevelScore(r, k, len(po), int((length >= READ_PX).sum()), int((length < BLOB_PX).sum())))
+        crowded = 0
+        if k > 1:
+            near = cKDTree(np.column_stack([cxk, cyk])).query(np.column_stack([cxk, cyk]), k=2)[0][:, 1]
+            crowded = int((near / km_per_px < CROWD_PX).sum())
+        out.append(LevelScore(r, k, len(po), int((length >= READ_PX).sum()), int((length < BLOB_PX).sum()),
+                              crowded, least))
         now = out[-1]
-        if (k <= 2 or not len(pc) or (k < PLACES[0] and any(s.legible(s.radius == 0) for s in out))
-                or (stop_at is not None and now.legible(r == 0) and now.score >= stop_at)):
+        if (k <= 2 or not len(pc) or (k < least and any(s.legible for s in out))
+                or (stop_at is not None and now.legible and now.score >= stop_at)):
             break
     return out
 
@@ -344,11 +363,27 @@ def choose_radius(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: 
     # no level draws more than Top N arrows, so a legible one with NEAR_BEST of that many is the answer: stop there
     cap = AUTO_FLOWS[1] if top_n is None else int(top_n)
     scores = level_scores(x, y, weight, origin_idx, dest_idx, count, top_n, km_per_px, stop_at=NEAR_BEST * cap)
-    legible = [s for s in scores if s.legible(s.radius == 0)]
+    legible = [s for s in scores if s.legible]
     if legible:
         top = max(s.score for s in legible)
+        if scores[-1].legible and scores[-1].score >= NEAR_BEST * cap:
+            top = max(top, cap)          # stopped at a level as good as any can be: that one
         return min(s.radius for s in legible if s.score >= NEAR_BEST * top)
     return max(scores, key=lambda s: (s.score, -s.radius)).radius if scores else 0.0
+
+
+def place_radius_px(x: np.ndarray, y: np.ndarray, km_per_px: float, largest: float = 16.0,
+                    least: float = 8.0) -> float:
+    """The radius (px) of the largest place's circle: ``largest``, or less where places lie close (just over half
+    the median distance from a place to its nearest neighbour, at least ``least``), so that neighbouring circles
+    do not hide each other and the arrows between them."""
+    if len(x) < 2 or not km_per_px > 0:
+        return largest
+    from scipy.spatial import cKDTree
+
+    pts = np.column_stack([x, y])
+    near = cKDTree(pts).query(pts, k=2)[0][:, 1] / km_per_px
+    return float(np.clip(0.55 * np.median(near), least, largest))
 
 
 def curves(x0, y0, x1, y1, *, gap0=0.0, gap1=0.0, bend: float = BEND, n: int = 17) -> tuple[np.ndarray, np.ndarray]:
