@@ -148,16 +148,21 @@ def sum_pairs(o: np.ndarray, d: np.ndarray, c: np.ndarray, k: int) -> tuple[np.n
     return u // k, u % k, np.bincount(inv, np.asarray(c, float), minlength=len(u))
 
 
-def location_totals(origin: np.ndarray, destination: np.ndarray, count: np.ndarray, n: int) -> pd.DataFrame:
-    """Per location id 0..n-1: the sum of ``count`` leaving it for another location (``out``), arriving from
-    another (``in``) and staying within it (``within``), and ``total`` = out + in + within."""
+def location_sums(origin: np.ndarray, destination: np.ndarray, count: np.ndarray, n: int) -> dict[str, np.ndarray]:
+    """:func:`location_totals` as a dict of arrays (no DataFrame on the map's hot path)."""
     o, d, c = (np.asarray(v) for v in (origin, destination, count))
     c = np.nan_to_num(c.astype(float))
     same = o == d
     out = np.bincount(o[~same], c[~same], minlength=n)
     inn = np.bincount(d[~same], c[~same], minlength=n)
     within = np.bincount(o[same], c[same], minlength=n)
-    return pd.DataFrame({"out": out, "in": inn, "within": within, "total": out + inn + within})
+    return {"out": out, "in": inn, "within": within, "total": out + inn + within}
+
+
+def location_totals(origin: np.ndarray, destination: np.ndarray, count: np.ndarray, n: int) -> pd.DataFrame:
+    """Per location id 0..n-1: the sum of ``count`` leaving it for another location (``out``), arriving from
+    another (``in``) and staying within it (``within``), and ``total`` = out + in + within."""
+    return pd.DataFrame(location_sums(origin, destination, count, n))
 
 
 def aggregate(origin: np.ndarray, destination: np.ndarray, label_of: dict | pd.Series, columns: dict) -> pd.DataFrame:
@@ -347,7 +352,9 @@ def level_scores(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: n
         out.append(LevelScore(r, k, len(po), int((length >= READ_PX).sum()), int((length < BLOB_PX).sum()),
                               crowded, least))
         now = out[-1]
-        if (k <= 2 or not len(pc) or (k < least and any(s.legible for s in out))
+        best = max((s.score for s in out if s.legible), default=None)
+        if (k <= 2 or not len(pc) or (k < least and best is not None)
+                or (best is not None and now.legible and now.score < NEAR_BEST * best)   # past the best: only worse
                 or (stop_at is not None and now.legible and now.score >= stop_at)):
             break
     return out
@@ -492,7 +499,7 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
     rows, oi, di = rows[ok], oi[ok], di[ok]
     m = rows
     c = np.nan_to_num(values[rows])
-    tot = location_totals(oi, di, c, len(ids))["total"].to_numpy()
+    tot = location_sums(oi, di, c, len(ids))["total"]
     need = tot > 0                       # zones that carry a drawn count (or a suppressed flow): the places
     if with_suppressed:
         srows = np.flatnonzero(~table["released"].to_numpy(bool) & touch)
@@ -542,10 +549,10 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
         "noisy_count": np.bincount(inv, np.where(rel, sub["noisy_count"].to_numpy(float), 0.0), n_u),
         "p_min": p_min, "p_max": p_max, "released": np.bincount(inv, rel.astype(float), n_u) > 0,
         "pairs": np.bincount(inv, minlength=n_u)})
-    loc = location_totals(agg["o"].to_numpy(), agg["d"].to_numpy(), agg["count"].to_numpy(), k)
+    loc = location_sums(agg["o"].to_numpy(), agg["d"].to_numpy(), agg["count"].to_numpy(), k)
     lon, lat = proj.lonlat(px, py)
-    places = pd.DataFrame({"x": px, "y": py, "lon": lon, "lat": lat, "members": members, **{
-        col: loc[col].to_numpy() for col in ("out", "in", "within", "total")}})
+    places = pd.DataFrame({"x": px, "y": py, "lon": lon, "lat": lat, "members": pd.Series(members, dtype=object),
+                           **loc})
     b = np.flatnonzero(agg["o"].to_numpy() != agg["d"].to_numpy())
     bc = agg["count"].to_numpy()[b]
     if auto:   # the largest pairs of places, both ways: A→B and B→A side by side, or neither
