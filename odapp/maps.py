@@ -692,10 +692,11 @@ def legend_html(title: str, vmin: float, vmax: float, fmt: str = "{:,.0f}", note
             f"</div><span>{fmt.format(vmax)}</span><span style='color:#333'>{note}</span></div></div>")
 
 
-def flow_legend_html(fm: FlowMap, *, heading: str = "") -> str:
+def flow_legend_html(fm: FlowMap, *, heading: str = "", note: str = "") -> str:
     """The release map's legend in words a teacher can read aloud, in three short lines: what is drawn at which
     level; the arrows' count classes; the places, the zones' shading, the suppressed flows (when drawn) and the
-    scale."""
+    scale; ``note``: a last line in grey (what to do with the map), in the same element: one element fewer on
+    every rerun than a caption of its own."""
     c0 = "rgb({},{},{})".format(*figures.CELL_LOW_RGB)
     c1 = "rgb({},{},{})".format(*figures.CELL_HIGH_RGB)
     r0, r1 = "rgb({},{},{})".format(*RISK_LOW_RGB), "rgb({},{},{})".format(*RISK_HIGH_RGB)
@@ -723,8 +724,9 @@ def flow_legend_html(fm: FlowMap, *, heading: str = "") -> str:
     if fm.context:
         low.append(f"<span>base: {fm.context}</span>")
     row = "<div style='display:flex;flex-wrap:wrap;gap:0 0.9rem'>{}</div>"
+    tail = f"<div style='color:#5c6370;font-size:0.8rem'>{note}</div>" if note else ""
     return ("<div style='font-size:0.85rem;line-height:1.45;color:#1b1f24;margin:0 0 0.1rem 0'>"
-            + "".join(row.format("".join(p)) for p in (top, mid, low)) + "</div>")
+            + "".join(row.format("".join(p)) for p in (top, mid, low)) + tail + "</div>")
 
 
 SUPPRESSED_RGB = list(figures.SUPPRESSED_RGB)

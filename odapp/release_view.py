@@ -168,6 +168,7 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
     """The week's map(s) with their legend, for the map options ``o`` (``cells``: :func:`week_cells`); returns the
     drawn :class:`~odapp.maps.FlowMap` list."""
     from odapp import maps
+    from odapp.words import num
 
     fms = flow_maps(ctx, rcfg, table, week, cent, cells, o)
     with st.container(border=True):   # the heading, the map(s), then the legend under them (the map starts high)
@@ -176,8 +177,13 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
         for i, (col, fm) in enumerate(zip(cols, fms, strict=True)):
             col.markdown(f"**{fm.heading if len(fms) > 1 else heading}**")
             col.pydeck_chart(fm.deck, height=460, key=None if week != ctx.settings.week else f"map_{i}")
+        n_sup = int((~table["released"].to_numpy(bool)).sum())
+        note = (f"{num(n_sup)} observed pairs suppressed (noisy count below {num(ctx.settings.threshold)}). Hover "
+                "over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. Flows from "
+                "<code>odcore.privacy.release</code>, utility from <code>odcore.privacy.utility</code>."
+                + (" One week of data: no week player." if len(ctx.od.week_starts) <= 1 else ""))
         st.markdown(maps.flow_legend_html(fms[0] if len(fms) > 1 else fms[-1],
-                                          heading=f"Week {week}" if len(fms) > 1 else ""),
+                                          heading=f"Week {week}" if len(fms) > 1 else "", note=note),
                     unsafe_allow_html=True)
         if o["basemap"]:
             st.caption(maps.BASEMAP["caption"])
@@ -277,13 +283,7 @@ def map_section(ctx, rcfg) -> None:
                 _draw(ctx, rcfg, res_w.table, w, cent, cells_w, o)
             time.sleep(1.0)
     with slot.container():
-        fms = _draw(ctx, rcfg, table, s.week, cent, cells, o)
-    flows = fms[-1].flows
-    n_sup = int((~released).sum())
-    st.caption(f"{num(n_sup)} observed pairs suppressed (noisy count below {num(s.threshold)}); {num(len(flows))} "
-               "flows drawn. Hover over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. "
-               "Flows from `odcore.privacy.release`, utility from `odcore.privacy.utility`."
-               + (" One week of data: no week player." if n_weeks == 1 else ""))
+        _draw(ctx, rcfg, table, s.week, cent, cells, o)
     st.toggle("Streets & water", value=d["context"], key="rel_context",
               help="An offline base layer: water from a bundled coastline (Natural Earth) and a grey image of where "
                    "the data's GPS fixes lie (on taxi traces, the streets). Drawn on this machine: nothing is fetched.")
