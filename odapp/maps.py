@@ -594,7 +594,7 @@ CELL_COLOR = "[{}, {}, {}, 170]".format(*(f"{a} {'+' if b >= a else '-'} {abs(b 
 
 def cells_base(shapes: pd.DataFrame, cell_p: pd.DataFrame, centroids: pd.DataFrame) -> pd.DataFrame:
     """The part of :func:`cells_frame` that ε, the threshold and the seed do not change (made once per week):
-    each cell's outline (rounded to :data:`DIGITS` decimals), observed pairs and the tooltip's first lines
+    each cell's outline (rounded to :data:`DIGITS` decimals), centre, observed pairs and the tooltip's first lines
     (``head``). A zone is named as the flows name it (``centroids``' names, :func:`odapp.cache.used_centroids`: none
     for grid squares), never by the grid's own row/column label."""
     if "name" in shapes.columns:
@@ -602,10 +602,9 @@ def cells_base(shapes: pd.DataFrame, cell_p: pd.DataFrame, centroids: pd.DataFra
     df = shapes.merge(cell_p[["cell", "pairs"]], on="cell").merge(centroids, on="cell", how="left")
     names = df["name"].tolist() if "name" in df.columns else [None] * len(df)
     df["polygon"] = [np.round(np.asarray(q, dtype=float), DIGITS).tolist() for q in df["polygon"].tolist()]
-    # no centre coordinates: the zone is under the pointer, and its tooltip is sent again with every ε or threshold
-    # (a line of 31 characters was 39 kB of the bundled city's 1,259 zones on every press)
-    df["head"] = [f"{zone_label(c, nm)}\n{num(int(n))} outgoing pairs observed\n"
-                  for c, nm, n in zip(df["cell"].tolist(), names, df["pairs"].tolist(), strict=True)]
+    df["head"] = [f"{zone_label(c, nm)}\ncentre {coord(la, lo)}\n{num(int(n))} outgoing pairs observed\n"
+                  for c, nm, la, lo, n in zip(df["cell"].tolist(), names, df["lat"].tolist(), df["lon"].tolist(),
+                                              df["pairs"].tolist(), strict=True)]
     return df
 
 

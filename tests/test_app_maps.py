@@ -97,7 +97,7 @@ def test_bundled_release_map_is_small_and_its_tooltips_carry_the_numbers(at):
         shown = float(r["tip"].rsplit(f"{maps.ZONE_SHADE}: ", 1)[1])
         assert abs(shown - r["value"]) <= 5e-4 + 1e-5
         assert "outgoing pairs observed" in r["tip"]
-        assert "centre " not in r["tip"]                             # sent on every press: no coordinates
+        assert "centre " in r["tip"]
         assert all(len(str(x).split(".")[-1]) <= maps.DIGITS for pt in r["polygon"] for x in pt)
     # the arrows: a filled outline, a colour and a tooltip per flow; as many as the legend says were drawn
     assert {tuple(r) for r in arcs["data"]} == {("color", "polygon", "tip")}   # sent sorted by name
@@ -197,7 +197,7 @@ def test_maps_tooltips_and_legends_name_things_the_same_way(at):
                                                                                   "suppressed")}
         assert all(tips.values()), {k: len(v) for k, v in tips.items()}
         for t in tips["cells"]:
-            assert re.fullmatch(rf"zone \d+\n[\d,]+ outgoing pairs observed\n{maps.ZONE_SHADE}: [01]\.\d{{3}}",
+            assert re.fullmatch(rf"zone \d+\ncentre .*\n[\d,]+ outgoing pairs observed\n{maps.ZONE_SHADE}: [01]\.\d{{3}}",
                                 t), t
         for t in tips["flows"]:
             assert re.match(rf"{ZONE_NAME} → {ZONE_NAME}\n", t), t
