@@ -691,10 +691,11 @@ def legend_html(title: str, vmin: float, vmax: float, fmt: str = "{:,.0f}", note
             f"</div><span>{fmt.format(vmax)}</span><span style='color:#333'>{note}</span></div></div>")
 
 
-def flow_legend_html(fm: FlowMap, *, heading: str = "") -> str:
+def flow_legend_html(fm: FlowMap, *, heading: str = "", note: str = "") -> str:
     """The release map's legend in words a teacher can read aloud, in three short lines: what is drawn at which
     level; the arrows' count classes; the places, the zones' shading, the suppressed flows (when drawn) and the
-    scale."""
+    scale; ``note``: a last line in grey (what to do with the map), in the same element: one element fewer on
+    every rerun than a caption of its own."""
     c0 = "rgb({},{},{})".format(*figures.CELL_LOW_RGB)
     c1 = "rgb({},{},{})".format(*figures.CELL_HIGH_RGB)
     r0, r1 = "rgb({},{},{})".format(*RISK_LOW_RGB), "rgb({},{},{})".format(*RISK_HIGH_RGB)
@@ -722,8 +723,9 @@ def flow_legend_html(fm: FlowMap, *, heading: str = "") -> str:
     if fm.context:
         low.append(f"<span>base: {fm.context}</span>")
     row = "<div style='display:flex;flex-wrap:wrap;gap:0 0.9rem'>{}</div>"
+    tail = f"<div style='color:#5c6370;font-size:0.8rem'>{note}</div>" if note else ""
     return ("<div style='font-size:0.85rem;line-height:1.45;color:#1b1f24;margin:0 0 0.1rem 0'>"
-            + "".join(row.format("".join(p)) for p in (top, mid, low)) + "</div>")
+            + "".join(row.format("".join(p)) for p in (top, mid, low)) + tail + "</div>")
 
 
 SUPPRESSED_RGB = list(figures.SUPPRESSED_RGB)
@@ -838,9 +840,12 @@ def _location_label(members: list, names: dict) -> str:
     return head if len(members) == 1 else f"{len(members)} {ZONE}s around {head}"
 
 
+SHAPE_DIGITS = 4   # decimals of the arrows' and circles' outlines: 1e-4° ≈ 10 m, a tenth of a pixel at a first view
+
+
 def _ring_rows(polys: np.ndarray, proj) -> list:
     lon, lat = proj.lonlat(polys[..., 0], polys[..., 1])
-    return np.round(np.stack([lon, lat], axis=-1), DIGITS).tolist()
+    return np.round(np.stack([lon, lat], axis=-1), SHAPE_DIGITS).tolist()
 
 
 def zones_box(polygons: list) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -862,9 +867,12 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                  context: MapContext | None = None, risk: bool = False) -> list[FlowMap]:
     """The OD release page's map(s): "Published" (noisy counts of the published pairs), "Raw counts" (true counts
     of every observed pair) or "Side by side" (what suppression removes next to what is published).
+    ``top_n`` 0: "auto", as many of the largest pairs of places as keep the map legible
+    (:func:`odcore.report.flows.auto_top`); the legend says how many of how many are drawn.
 
-    Flat and fitted: the first view holds the zones and every drawn place and flow, in a map ``width`` × ``height``
-    px (:func:`odcore.report.flows.fit_view`). What is drawn comes from :func:`odcore.report.flows.flow_picture`:
+    Flat and fitted: the first view holds the zones that carry what is drawn and every drawn place and flow, in a
+    map ``width`` × ``height`` px (:func:`odcore.report.flows.fit_view`); zones with nothing drawn may lie outside
+    it (a taxi week's stray zones far out would otherwise shrink the city to a few dozen px). What is drawn comes from :func:`odcore.report.flows.flow_picture`:
     with ``level`` "Auto", nearby zones are merged into places when the largest flows would be too short to read;
     "Zones" never merges (nor does a one-cell view). Flows are curved arrows (:func:`odcore.report.flows.arrows`)
     in four count classes (width and colour), over white circles sized by each place's total; suppressed flows
@@ -879,14 +887,17 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
     base = cell_layers(cells_df, edges) if base_layers is None else base_layers
     names = (dict(zip(centroids["cell"].tolist(), centroids["name"].tolist(), strict=True))
              if "name" in centroids.columns else {})
-    (lo0, lo1), (la0, la1) = zones_box(cells_df["polygon"].tolist())
     w_px = width // 2 if view == "Side by side" else width
-    v0 = fl.fit_view(lo0, lo1, la0, la1, width_px=w_px, height_px=height)
 
     def one(heading, value, keep, label, with_suppressed=False):
-        pic = fl.flow_picture(table, centroids, value=value, keep=keep, top_n=top_n, min_count=min_count, cell=cell,
-                              km_per_px=v0.km_per_px if level == "Auto" else None, with_suppressed=with_suppressed)
+        pic = fl.flow_picture(table, centroids, value=value, keep=keep, top_n=top_n or None, min_count=min_count,
+                              cell=cell, view_px=(w_px, height) if level == "Auto" else None,
+                              with_suppressed=with_suppressed)
         places, sel, sup, proj = pic.places, pic.flows, pic.suppressed, pic.proj
+        if len(places):   # the first view: the zones that carry what is drawn (the others lie round it)
+            lo0, lo1, la0, la1 = pic.box
+        else:
+            (lo0, lo1), (la0, la1) = zones_box(cells_df["polygon"].tolist())
         lx, ly = places["x"].to_numpy(), places["y"].to_numpy()
         llon, llat = places["lon"].to_numpy(), places["lat"].to_numpy()
         lab_of = [_location_label(mm, names) if mm else "" for mm in places["members"]]
@@ -904,7 +915,7 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         kpp = v1.km_per_px
         total = places["total"].to_numpy()
         tmax = float(total.max()) if len(total) and total.max() > 0 else 1.0
-        r_px = 3.0 + 13.0 * np.sqrt(total / tmax)   # area ∝ total
+        r_px = 3.0 + (fl.place_radius_px(lx, ly, kpp) - 3.0) * np.sqrt(total / tmax)   # area ∝ total
         so, sd = sel["o"].to_numpy(), sel["d"].to_numpy()
         wpx = np.asarray(CLASS_WIDTH_PX)[cls]
         polys = fl.arrows(lx[so], ly[so], lx[sd], ly[sd], wpx * kpp, gap0=r_px[so] * kpp, gap1=r_px[sd] * kpp,
@@ -977,7 +988,7 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                 id="flows", get_polygon="polygon", get_fill_color="color", stroked=False,
                                 filled=True, pickable=True, auto_highlight=True))
         layers += scale_bar_layers(None, None, label=False, bar=bar)
-        words = pic.level_words() + f" · {num(len(flows))} flows between places drawn"
+        words = pic.level_words() + f" · {pic.shown_words()}" + (" (Top N: auto)" if pic.auto_top else "")
         vs = pdk.ViewState(latitude=v1.lat, longitude=v1.lon, zoom=v1.zoom, pitch=0, bearing=0)
         all_flows = flows if sup_frame is None else pd.concat([flows, sup_frame], ignore_index=True)
         lo, hi = float(edges_[0]), float(edges_[-1])

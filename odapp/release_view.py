@@ -20,7 +20,8 @@ import streamlit as st
 from odapp import cache
 
 # The map options a person sees first (the widgets' defaults on the OD release page).
-MAP_DEFAULTS = {"view": "Published", "top_n": 300, "min_count": 0.0, "cell": None, "show_sup": False,
+# Top N 0: "auto", as many of the largest flows as keep the map legible (odcore.report.flows.auto_top).
+MAP_DEFAULTS = {"view": "Published", "top_n": 0, "min_count": 0.0, "cell": None, "show_sup": False,
                 "basemap": False, "level": "Auto", "context": True, "risk": False}
 
 
@@ -55,7 +56,7 @@ def flow_maps(ctx, rcfg, table, week: int, cent, cells, o: dict):
     risk = bool(o.get("risk", False)) and ctx.od.stats.get("pairs_available", True)
     base = cache.risk_cells(s.dataset.id, ctx.od_config, week, rcfg, s.seed, _cells=cells, _grid=ctx.od.grid,
                             _od=ctx.od)[1] if risk else cells[3]
-    return cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], int(o["top_n"]),
+    return cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], int(o["top_n"] or 0),
                              float(o["min_count"]), o["cell"], o["show_sup"], o["basemap"], o.get("level", "Auto"),
                              _table=table, _cent=cent,
                              _cells_df=cells[1], _edges=cells[2], _base_layers=base, context=context,
@@ -167,6 +168,7 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
     """The week's map(s) with their legend, for the map options ``o`` (``cells``: :func:`week_cells`); returns the
     drawn :class:`~odapp.maps.FlowMap` list."""
     from odapp import maps
+    from odapp.words import num
 
     fms = flow_maps(ctx, rcfg, table, week, cent, cells, o)
     with st.container(border=True):   # the heading, the map(s), then the legend under them (the map starts high)
@@ -175,8 +177,13 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
         for i, (col, fm) in enumerate(zip(cols, fms, strict=True)):
             col.markdown(f"**{fm.heading if len(fms) > 1 else heading}**")
             col.pydeck_chart(fm.deck, height=460, key=None if week != ctx.settings.week else f"map_{i}")
+        n_sup = int((~table["released"].to_numpy(bool)).sum())
+        note = (f"{num(n_sup)} observed pairs suppressed (noisy count below {num(ctx.settings.threshold)}). Hover "
+                "over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. Flows from "
+                "<code>odcore.privacy.release</code>, utility from <code>odcore.privacy.utility</code>."
+                + (" One week of data: no week player." if len(ctx.od.week_starts) <= 1 else ""))
         st.markdown(maps.flow_legend_html(fms[0] if len(fms) > 1 else fms[-1],
-                                          heading=f"Week {week}" if len(fms) > 1 else ""),
+                                          heading=f"Week {week}" if len(fms) > 1 else "", note=note),
                     unsafe_allow_html=True)
         if o["basemap"]:
             st.caption(maps.BASEMAP["caption"])
@@ -228,8 +235,11 @@ def map_section(ctx, rcfg) -> None:
     view = opt[0].selectbox("Map", maps.VIEWS, index=maps.VIEWS.index(first_view), key="rel_view",
                             help="What is published (noisy, thresholded), the true counts before any protection, "
                                  "or what suppression removes next to what is published.")
-    top_n = opt[1].number_input("Top N flows", 10, 5000, d["top_n"], 10, key="rel_topn",
-                                help="Draw only the N largest flows (by the count shown) to keep the map readable.")
+    top_n = opt[1].number_input("Top N flows", 10, 5000, d["top_n"] or None, 10, key="rel_topn", placeholder="auto",
+                                help="Draw only the N largest flows (by the count shown). Empty (auto): the largest "
+                                     "pairs of places, both ways, up to 60 flows or fewer when fewer carry 80 % of "
+                                     "the volume; the legend says how many of how many are drawn. Type a number for "
+                                     "more.")
     min_count = opt[2].number_input("Min. count", 0, 100_000, int(d["min_count"]), 10, key="rel_min",
                                     help="Hide flows whose shown count (noisy or true) is below this.")
     busiest = cells[0].sort_values("pairs", ascending=False)["cell"].head(500).tolist()
@@ -263,7 +273,7 @@ def map_section(ctx, rcfg) -> None:
         empty_note.warning(empty_release_advice(table["true_count"].to_numpy(), s.threshold, s.epsilon,
                                                 rcfg.sensitivity), icon=":material/visibility_off:")
 
-    o = {"view": view, "top_n": int(top_n), "min_count": float(min_count), "cell": cell, "show_sup": show_sup,
+    o = {"view": view, "top_n": int(top_n or 0), "min_count": float(min_count), "cell": cell, "show_sup": show_sup,
          "basemap": basemap, "level": level, "context": context, "risk": risk}
     slot = st.empty()
     if play:
@@ -273,13 +283,7 @@ def map_section(ctx, rcfg) -> None:
                 _draw(ctx, rcfg, res_w.table, w, cent, cells_w, o)
             time.sleep(1.0)
     with slot.container():
-        fms = _draw(ctx, rcfg, table, s.week, cent, cells, o)
-    flows = fms[-1].flows
-    n_sup = int((~released).sum())
-    st.caption(f"{num(n_sup)} observed pairs suppressed (noisy count below {num(s.threshold)}); {num(len(flows))} "
-               "flows drawn. Hover over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. "
-               "Flows from `odcore.privacy.release`, utility from `odcore.privacy.utility`."
-               + (" One week of data: no week player." if n_weeks == 1 else ""))
+        _draw(ctx, rcfg, table, s.week, cent, cells, o)
     st.toggle("Streets & water", value=d["context"], key="rel_context",
               help="An offline base layer: water from a bundled coastline (Natural Earth) and a grey image of where "
                    "the data's GPS fixes lie (on taxi traces, the streets). Drawn on this machine: nothing is fetched.")

@@ -18,6 +18,7 @@ import pytest
 from odapp import maps
 from odapp.words import num
 from odcore.report import figures
+from odcore.report import flows as fl
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -100,9 +101,10 @@ def test_bundled_release_map_is_small_and_its_tooltips_carry_the_numbers(at):
         assert all(len(str(x).split(".")[-1]) <= maps.DIGITS for pt in r["polygon"] for x in pt)
     # the arrows: a filled outline, a colour and a tooltip per flow; as many as the legend says were drawn
     assert {tuple(r) for r in arcs["data"]} == {("color", "polygon", "tip")}   # sent sorted by name
-    said = [int(g.replace(",", "")) for m in at.markdown for g in re.findall(r"· ([\d,]+) flows between places drawn", m.value)]
+    said = [int((a or b).replace(",", "")) for m in at.markdown
+            for a, b in re.findall(r"· (?:top ([\d,]+) of [\d,]+|all ([\d,]+)) flows? between places", m.value)]
     assert said == [len(arcs["data"])]
-    assert 0 < len(arcs["data"]) <= 300                                  # Top N
+    assert 0 < len(arcs["data"]) <= fl.AUTO_FLOWS[1] + 1                 # Top N auto: both ways of the last pair
     table = at.dataframe[0].value                                       # the published table under the map
     shown = [float(m.group(1).replace(",", "")) for r in arcs["data"]
              for m in [re.search(r"noisy count: ([\d,.]+) \(published\)", r["tip"])]]
@@ -113,14 +115,16 @@ def test_bundled_release_map_is_small_and_its_tooltips_carry_the_numbers(at):
 
 
 def test_bundled_release_map_by_zones_draws_the_largest_published_flows(at):
-    """Merging turned off: every zone on its own, Top N arrows, the darkest one the largest published noisy count
-    between two zones, its tooltip saying that count."""
+    """Merging turned off and Top N 300: every zone on its own, 300 arrows, the darkest one the largest published
+    noisy count between two zones, its tooltip saying that count."""
     at.switch_page("pages/2_OD_release.py").run()
     at.toggle(key="rel_level").set_value(False).run()
+    at.number_input(key="rel_topn").set_value(300).run()
     assert not at.exception, [e.message for e in at.exception]
     try:
         arcs = _layer(_decks(at)[0], "flows")
         assert len(arcs["data"]) == 300
+        assert any("· top 300 of " in m.value for m in at.markdown)
         table = at.dataframe[0].value
         pub = table.loc[table["origin"] != table["destination"]]
         best = pub.loc[pub["noisy_count"].idxmax()]
@@ -130,6 +134,7 @@ def test_bundled_release_map_by_zones_draws_the_largest_published_flows(at):
         assert any("Level: zones as published" in m.value for m in at.markdown)
     finally:
         at.toggle(key="rel_level").set_value(True).run()
+        at.number_input(key="rel_topn").set_value(None).run()
 
 
 def _screen_px(lon, lat, vs: dict, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
@@ -146,7 +151,7 @@ def _screen_px(lon, lat, vs: dict, width: int, height: int) -> tuple[np.ndarray,
 
 def test_first_view_is_flat_and_holds_every_drawn_flow_place_and_the_zones(at):
     """In the narrowest map the page draws (a 1024 px window with the sidebar open: maps.MAP_WIDTH_PX × 460), the
-    first view shows every arrow, every place and every zone (the 0.5-99.5 % box of their corners), untilted."""
+    first view shows every arrow, every place and the centre of every zone with a published flow, untilted."""
     at.switch_page("pages/2_OD_release.py").run()
     for merged in (True, False):
         at.toggle(key="rel_level").set_value(merged).run()
@@ -162,9 +167,12 @@ def test_first_view_is_flat_and_holds_every_drawn_flow_place_and_the_zones(at):
             assert x.max() <= maps.MAP_WIDTH_PX
             assert y.min() >= 0
             assert y.max() <= 460
-        corners = np.array([pt for r in _layer(deck, "cells")["data"] for pt in r["polygon"]])
-        lo, hi = np.percentile(corners, [0.5, 99.5], axis=0)
-        x, y = _screen_px([lo[0], hi[0]], [lo[1], hi[1]], vs, maps.MAP_WIDTH_PX, 460)
+        table = at.dataframe[0].value                                   # the published pairs
+        used = set(table["origin"].tolist()) | set(table["destination"].tolist())
+        centres = np.array([np.mean(r["polygon"], axis=0) for r in _layer(deck, "cells")["data"]
+                            if int(r["tip"].split("\n")[0].split()[-1]) in used])
+        assert len(centres) == len(used)
+        x, y = _screen_px(centres[:, 0], centres[:, 1], vs, maps.MAP_WIDTH_PX, 460)
         assert 0 <= x.min() <= x.max() <= maps.MAP_WIDTH_PX
         assert 0 <= y.min() <= y.max() <= 460
     at.toggle(key="rel_level").set_value(True).run()
@@ -182,7 +190,7 @@ def test_maps_tooltips_and_legends_name_things_the_same_way(at):
     try:
         assert not at.exception, [e.message for e in at.exception]
         deck = _decks(at)[0]
-        legend = next(m.value for m in at.markdown if "flows between places drawn" in m.value)
+        legend = next(m.value for m in at.markdown if "flows between places" in m.value)
         for words in (f"{maps.ZONE}s <", maps.ZONE_SHADE, "place: " + maps.PLACE_TOTALS, maps.SUPPRESSED_WORDS):
             assert words in legend, words
         tips = {name: [r["tip"] for r in _layer(deck, name)["data"]] for name in ("cells", "flows", "locations",

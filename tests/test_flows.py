@@ -4,6 +4,7 @@ arrows, circles, a flat view that holds a box)."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -162,7 +163,7 @@ def test_flow_picture_merges_hubs_when_flows_are_too_short_and_keeps_every_count
     total = t["noisy_count"].sum()                            # nothing lost: between + within = every count
     assert merged.places["within"].sum() + merged.flows["count"].sum() == pytest.approx(total)
     assert zones.places["within"].sum() + zones.flows["count"].sum() == pytest.approx(total)
-    assert "nearby zones merged (within 2.4 km): 2 places from 18 zones" in merged.level_words()
+    assert "nearby zones merged (within 1.5 km): 2 places from 18 zones" in merged.level_words()
     # one cell: always zones, only its flows
     one = fl.flow_picture(t, cent, value="noisy_count", keep=keep, top_n=300, km_per_px=0.1, cell=0)
     assert one.radius == 0
@@ -185,3 +186,130 @@ def test_flow_picture_suppressed_are_the_unpublished_pairs_summed():
     assert pic.suppressed is not None
     assert pic.suppressed["count"].sum() == pytest.approx(150 + 120 + 110)   # the within-zone pair is not an arrow
     assert not pic.flows.empty
+
+
+def test_auto_top_takes_what_carries_most_of_the_volume_within_its_bounds():
+    lo, hi = fl.AUTO_FLOWS
+    assert fl.auto_top(np.full(300, 5.0)) == hi                     # even flows: as many as stay legible
+    assert fl.auto_top(np.r_[1000.0, np.ones(99)]) == lo            # one flow carries it all: still a few dozen
+    assert fl.auto_top(np.ones(7)) == 7                             # fewer than the floor: all of them
+    c = np.r_[np.full(30, 100.0), np.full(200, 1.0)]                # 80 % of 3,200: the 26 largest
+    assert fl.auto_top(c) == 26
+    assert fl.auto_top(np.zeros(0)) == 0
+
+
+def test_both_ways_order_keeps_a_pair_of_places_whole():
+    rng = np.random.default_rng(7)
+    n = 40
+    o, d = rng.integers(0, 12, n), rng.integers(0, 12, n)
+    ok = o != d
+    key = pd.Series(list(zip(o[ok], d[ok], strict=True))).drop_duplicates().index
+    o, d = o[ok][key], d[ok][key]
+    c = rng.random(len(o)) * 100
+    for k in (1, 5, 12, len(o)):
+        pick = fl.both_ways_order(o, d, c, k)
+        assert k <= len(pick) <= k + 1
+        chosen = set(zip(o[pick].tolist(), d[pick].tolist(), strict=True))
+        every = set(zip(o.tolist(), d.tolist(), strict=True))
+        for a, b in chosen:                                         # a drawn flow's way back is drawn too
+            assert (b, a) not in every or (b, a) in chosen or (len(pick) == k and (a, b) == (o[pick[-1]], d[pick[-1]]))
+        # the pairs taken are the heaviest pairs (two ways summed)
+        pair = {}
+        for a, b, x in zip(o.tolist(), d.tolist(), c.tolist(), strict=True):
+            pair[frozenset((a, b))] = pair.get(frozenset((a, b)), 0.0) + x
+        taken = {frozenset((a, b)) for a, b in chosen}
+        left = set(pair) - taken
+        if left and len(taken) > 1:
+            full = [p for p in taken if all((a, b) in chosen for a, b in every if frozenset((a, b)) == p)]
+            assert min(pair[p] for p in full) >= max(pair[p] for p in left) - 1e-9
+
+
+def _cabspotting_week(tmp_path_factory):
+    from odcore.paths import SHARED_DATA_DIR
+    from tests.test_browser_map import DATA, cabspotting_week_zip
+
+    folder = DATA / "cabspotting_sf" if (DATA / "cabspotting_sf").is_dir() else SHARED_DATA_DIR / "cabspotting_sf"
+    if not folder.is_dir():
+        pytest.skip(f"real data not available: {folder} is absent")
+    z = tmp_path_factory.mktemp("cab") / "cabspotting_week.zip"
+    z.write_bytes(cabspotting_week_zip(folder))
+    return str(z)
+
+
+@pytest.fixture(scope="module", params=["city", "h3", "districts",
+                                        pytest.param("cabspotting", marks=pytest.mark.slow)])
+def published_week(request, tmp_path_factory):
+    """``(name, table, centroids)``: the first week's release at the page's defaults (ε 0.66, threshold 100, seed 0)
+    of the bundled city on its square grid, on H3 hexagons and on the bundled districts, and of an uploaded
+    Cabspotting week (real taxi GPS, 1.3 km² squares)."""
+    import argparse
+
+    from odcore.cli.common import od_from_args
+    from odcore.paths import SAMPLE_DATA_DIR
+    from odcore.privacy.release import ReleaseConfig, release_with_report
+
+    city = str(SAMPLE_DATA_DIR / "synthetic_city.parquet")
+    inp, zones = {"city": (city, None), "h3": (city, "h3:8"),
+                  "districts": (city, str(SAMPLE_DATA_DIR / "districts.geojson")),
+                  "cabspotting": (None, None)}[request.param]
+    if request.param == "cabspotting":
+        inp = _cabspotting_week(tmp_path_factory)
+    _, od = od_from_args(argparse.Namespace(input=inp, zones=zones, cell_km2=1.3, tz="auto"))
+    pairs = od.pairs.loc[od.pairs["week"] == od.pairs["week"].min()]
+    res = release_with_report(pairs, ReleaseConfig(epsilon=0.66, threshold=100), rng=0)
+    return request.param, res.table, od.centroids()
+
+
+def _drawn_px(pic: fl.FlowPicture, km_per_px: float) -> np.ndarray:
+    x, y = pic.places["x"].to_numpy(), pic.places["y"].to_numpy()
+    o, d = pic.flows["o"].to_numpy(), pic.flows["d"].to_numpy()
+    return np.hypot(x[o] - x[d], y[o] - y[d]) / km_per_px
+
+
+@pytest.mark.parametrize("top_n", [None, 300])
+def test_first_view_level_shows_structure_on_real_data(published_week, top_n):
+    """At the page's narrowest map (580 × 460 px), the level chosen leaves a legible number of places (12 to 60, or
+    down to a third of the zones when few carry a flow) and draws a dozen or more arrows, most of them long enough to read.
+    The fixed rule before merged a Cabspotting week's 433 zones into 2 places (2 arrows) and the bundled city into 13
+    places with 7 arrows; merging is post-processing, so every count is still there (between + within)."""
+    name, t, cent = published_week
+    keep = t["released"].to_numpy(bool)
+    pic = fl.flow_picture(t, cent, value="noisy_count", keep=keep, top_n=top_n, view_px=(580, 460))
+    kpp = fl.fit_view(*pic.box, width_px=580, height_px=460, pad_px=34).km_per_px
+    zones_with_flows = len(np.union1d(t.loc[keep, "origin"], t.loc[keep, "destination"]))
+    assert fl.fewest_places(zones_with_flows) <= len(pic.places) <= fl.PLACES[1], (name, len(pic.places))
+    assert len(pic.flows) >= min(12, pic.n_between), (name, len(pic.flows))
+    assert (_drawn_px(pic, kpp) >= fl.READ_PX).mean() >= 0.6, name
+    total = t.loc[keep, "noisy_count"].sum()
+    between = pic.flows["count"].sum() / pic.volume_share if pic.volume_share else 0.0
+    assert pic.places["within"].sum() + between == pytest.approx(total, rel=1e-9)
+    if top_n is None:                                                # auto: a few dozen at most, and it says so
+        assert len(pic.flows) <= fl.AUTO_FLOWS[1] + 1
+        words = pic.shown_words()
+        assert words.startswith("all ") or re.match(r"top [\d,]+ of [\d,]+ flows between places, \d+ % of", words)
+
+
+def test_districts_draw_the_largest_flows_both_ways_and_say_how_many(published_week):
+    """The bundled districts' 40 zones carry hundreds of published flows: Top N auto draws a few dozen, the
+    largest pairs of places both ways, and the words say how many of how many and their share of the volume."""
+    name, t, cent = published_week
+    if name != "districts":
+        pytest.skip("the districts' case")
+    keep = t["released"].to_numpy(bool)
+    zones = fl.flow_picture(t, cent, value="noisy_count", keep=keep, top_n=None)     # every district on its own
+    assert len(zones.places) == 40
+    assert zones.n_between > 200
+    assert fl.AUTO_FLOWS[0] <= len(zones.flows) <= fl.AUTO_FLOWS[1] + 1
+    first = zones.places["members"].str[0].to_numpy()
+    drawn = set(zip(first[zones.flows["o"]].tolist(), first[zones.flows["d"]].tolist(), strict=True))
+    published = set(zip(t.loc[keep, "origin"].tolist(), t.loc[keep, "destination"].tolist(), strict=True))
+    missing = [(a, b) for a, b in drawn if (b, a) in published and (b, a) not in drawn]
+    assert len(missing) <= 1                                         # only the last flow's way back may be cut
+    share = zones.flows["count"].sum() / t.loc[keep, "noisy_count"].sum()
+    assert zones.volume_share == pytest.approx(share)
+    assert zones.shown_words() == (f"top {len(zones.flows)} of {zones.n_between:,} flows between places, "
+                                   f"{100 * share:.0f} % of their volume")
+    # at the first view the level may merge the small central districts, never to fewer than a dozen places
+    pic = fl.flow_picture(t, cent, value="noisy_count", keep=keep, top_n=None, view_px=(580, 460))
+    assert fl.PLACES[0] <= len(pic.places) <= 40
+    assert len(pic.flows) <= fl.AUTO_FLOWS[1] + 1

@@ -96,13 +96,13 @@ def zone_size_km(polygons, proj: Projection) -> float:
     return math.sqrt(float(np.median(areas))) if areas else 1.0
 
 
-def cluster_zones(x: np.ndarray, y: np.ndarray, weight: np.ndarray, radius: float) -> np.ndarray:
+def cluster_zones(x: np.ndarray, y: np.ndarray, weight: np.ndarray, radius: float, tree=None) -> np.ndarray:
     """Cluster id of each zone: the heaviest zone not yet taken starts a cluster and takes every zone not yet taken
     within ``radius`` (km) of it, and so on (greedy, deterministic: ties by position in the input); then the same
     once more on the clusters' weighted centres, so that two clusters whose centres ended up closer than ``radius``
     (a sliver left at a larger cluster's edge) become one. ``radius`` 0 keeps every zone on its own. Ids are
-    0..k-1."""
-    lab = greedy_clusters(x, y, weight, radius)
+    0..k-1. ``tree``: a ``scipy.spatial.cKDTree`` of the points, when the caller tries several radii."""
+    lab = greedy_clusters(x, y, weight, radius, tree)
     if radius <= 0 or not len(lab):
         return lab
     k = int(lab.max()) + 1
@@ -116,26 +116,29 @@ def cluster_zones(x: np.ndarray, y: np.ndarray, weight: np.ndarray, radius: floa
     return out.astype(np.int64)
 
 
-def greedy_clusters(x: np.ndarray, y: np.ndarray, weight: np.ndarray, radius: float) -> np.ndarray:
-    """One greedy pass of :func:`cluster_zones` (each zone's neighbours found at once, in C)."""
+def greedy_clusters(x: np.ndarray, y: np.ndarray, weight: np.ndarray, radius: float, tree=None) -> np.ndarray:
+    """One greedy pass of :func:`cluster_zones` (each zone's neighbours found at once, in C; then plain lists: a
+    seed's neighbours are few, and a numpy call per seed cost more than the loop)."""
     n = len(x)
-    label = np.full(n, -1, dtype=np.int64)
     if radius <= 0 or n == 0:
         return np.arange(n, dtype=np.int64)
-    from scipy.spatial import cKDTree
-
     pts = np.column_stack([x, y])
-    near_all = cKDTree(pts).query_ball_point(pts, radius)
-    order = np.lexsort((np.arange(n), -np.asarray(weight, float)))
+    if tree is None:
+        from scipy.spatial import cKDTree
+
+        tree = cKDTree(pts)
+    near_all = tree.query_ball_point(pts, radius)
+    label = [-1] * n
     k = 0
-    for i in order.tolist():
+    for i in np.lexsort((np.arange(n), -np.asarray(weight, float))).tolist():
         if label[i] >= 0:
             continue
-        near = np.asarray(near_all[i], dtype=np.int64)
-        label[near[label[near] < 0]] = k
+        for j in near_all[i]:
+            if label[j] < 0:
+                label[j] = k
         label[i] = k
         k += 1
-    return label
+    return np.array(label, dtype=np.int64)
 
 
 def sum_pairs(o: np.ndarray, d: np.ndarray, c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -145,16 +148,21 @@ def sum_pairs(o: np.ndarray, d: np.ndarray, c: np.ndarray, k: int) -> tuple[np.n
     return u // k, u % k, np.bincount(inv, np.asarray(c, float), minlength=len(u))
 
 
-def location_totals(origin: np.ndarray, destination: np.ndarray, count: np.ndarray, n: int) -> pd.DataFrame:
-    """Per location id 0..n-1: the sum of ``count`` leaving it for another location (``out``), arriving from
-    another (``in``) and staying within it (``within``), and ``total`` = out + in + within."""
+def location_sums(origin: np.ndarray, destination: np.ndarray, count: np.ndarray, n: int) -> dict[str, np.ndarray]:
+    """:func:`location_totals` as a dict of arrays (no DataFrame on the map's hot path)."""
     o, d, c = (np.asarray(v) for v in (origin, destination, count))
     c = np.nan_to_num(c.astype(float))
     same = o == d
     out = np.bincount(o[~same], c[~same], minlength=n)
     inn = np.bincount(d[~same], c[~same], minlength=n)
     within = np.bincount(o[same], c[same], minlength=n)
-    return pd.DataFrame({"out": out, "in": inn, "within": within, "total": out + inn + within})
+    return {"out": out, "in": inn, "within": within, "total": out + inn + within}
+
+
+def location_totals(origin: np.ndarray, destination: np.ndarray, count: np.ndarray, n: int) -> pd.DataFrame:
+    """Per location id 0..n-1: the sum of ``count`` leaving it for another location (``out``), arriving from
+    another (``in``) and staying within it (``within``), and ``total`` = out + in + within."""
+    return pd.DataFrame(location_sums(origin, destination, count, n))
 
 
 def aggregate(origin: np.ndarray, destination: np.ndarray, label_of: dict | pd.Series, columns: dict) -> pd.DataFrame:
@@ -241,22 +249,89 @@ def circles(x, y, r, n: int = 16) -> np.ndarray:
     return np.stack([x + r * np.cos(a), y + r * np.sin(a)], axis=-1)
 
 
-SHORT_PX = 45        # a flow shorter than this at the first view reads as a blob, not an arrow
-CLUSTER_PX = (0, 14, 24, 40, 64)   # cluster radii tried, in px of the first view
+# Structure first (flowmap.blue's clustering, Boyandin 2022): the first view should show a legible number of places
+# and arrows long enough to read; what "legible" is, in screen terms, does not depend on the city's size in km.
+PLACES = (12, 60)    # a legible number of places at the first view (fewer when the data has fewer zones)
+READ_PX = 28         # an arrow at least this long at the first view reads as an arrow
+BLOB_PX = 14         # one shorter than this is a blob of ink between two circles
+CROWD_PX = 24        # two places' centres closer than this: their circles touch or nearly
+CLUSTER_PX = (0, 8, 11, 15, 20, 26, 34, 44, 58, 76)   # cluster radii tried, in px of the first view
+NEAR_BEST = 0.8      # a level whose readable arrows (net of blobs) are this share of the best one's is good enough
+AUTO_FLOWS = (20, 60)    # Top N "auto": at least this many flows (when there are), at most this many, and
+AUTO_VOLUME = 0.8        # in between, the fewest of the largest that carry this share of the volume between places
 
 
-def choose_radius(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: np.ndarray,
-                  dest_idx: np.ndarray, count: np.ndarray, top_n: int, km_per_px: float,
-                  readable_share: float = 0.6) -> float:
-    """The cluster radius (km) of the first view: the smallest of :data:`CLUSTER_PX` (in px at ``km_per_px``) at
-    which at least ``readable_share`` of the ``top_n`` largest flows between places can be read as arrows (at least
-    :data:`SHORT_PX` long; flows inside a place are not drawn as arrows, they count in its circle); if none
-    reaches it, the one with the largest share (the smaller radius on a tie). 0 keeps every zone on its own.
+def auto_top(counts: np.ndarray) -> int:
+    """How many flows Top N "auto" draws of flows with these counts: the fewest of the largest that carry
+    :data:`AUTO_VOLUME` of their volume, but at least ``AUTO_FLOWS[0]`` (or all there are) and at most
+    ``AUTO_FLOWS[1]``: past a few dozen arrows a flow map is a ball of ink (detail on demand: raise Top N).
+
+    >>> auto_top(np.full(300, 5.0)), auto_top(np.r_[1000.0, np.ones(99)]), auto_top(np.ones(7))
+    (60, 20, 7)
+    """
+    c = np.sort(np.nan_to_num(np.asarray(counts, float)))[::-1]
+    n = len(c)
+    tot = float(c.sum())
+    k = int(np.searchsorted(np.cumsum(c), AUTO_VOLUME * tot - 1e-9 * abs(tot)) + 1) if tot > 0 else n
+    return int(min(n, max(k, AUTO_FLOWS[0]), AUTO_FLOWS[1]))
+
+
+def fewest_places(n_zones: int) -> int:
+    """The fewest places a merged level may leave of ``n_zones`` zones and still show structure: ``PLACES[0]``, or
+    a third of the zones when they are few (at least 3)."""
+    return int(min(PLACES[0], max(3, math.ceil(n_zones / 3))))
+
+
+@dataclass(frozen=True)
+class LevelScore:
+    """How a cluster radius reads at the first view (:func:`level_scores`): ``radius`` (km), ``places``, ``flows``
+    (drawn: the Top N between places), ``readable`` (of those, at least :data:`READ_PX` long), ``blobs`` (shorter
+    than :data:`BLOB_PX`), ``crowded`` (places whose nearest neighbour is closer than :data:`CROWD_PX`: their
+    circles touch), ``min_places`` (the fewest places that still show structure: ``PLACES[0]``, or a third of the
+    zones when they are few)."""
+
+    radius: float
+    places: int
+    flows: int
+    readable: int
+    blobs: int
+    crowded: int = 0
+    min_places: int = PLACES[0]
+
+    @property
+    def score(self) -> int:
+        """Arrows that read, less those that do not (a blob counts twice: it also hides its circles), less the
+        places crowded onto a neighbour."""
+        return self.readable - (self.flows - self.readable) - self.blobs - self.crowded
+
+    @property
+    def legible(self) -> bool:
+        """A number of places from :attr:`min_places` to ``PLACES[1]`` (or the zones themselves) and a positive
+        :attr:`score`."""
+        return (self.places >= self.min_places or self.radius == 0) and self.places <= PLACES[1] and self.score > 0
+
+
+def level_scores(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: np.ndarray, dest_idx: np.ndarray,
+                 count: np.ndarray, top_n: int | None, km_per_px: float, *, stop_at: float | None = None
+                 ) -> list[LevelScore]:
+    """:class:`LevelScore` of each radius of :data:`CLUSTER_PX` (in px at ``km_per_px``) in turn, up to the first
+    that leaves fewer than ``PLACES[0]`` places once one was legible (a larger radius only merges more), two places,
+    or, with ``stop_at``, the first legible one that scores at least ``stop_at``. ``top_n`` None: as many flows as :func:`auto_top` says.
     ``origin_idx``/``dest_idx`` index ``x, y``; ``weight`` orders the cluster seeds (:func:`cluster_zones`)."""
-    best, best_r = -1.0, 0.0
+    from scipy.spatial import cKDTree
+
+    out: list[LevelScore] = []
+    count = np.asarray(count, float)
+    least = fewest_places(len(x))
+    tree, gap = None, 0.0
+    if len(x) > 1:
+        tree = cKDTree(np.column_stack([x, y]))
+        gap = float(tree.query(tree.data, k=2)[0][:, 1].min())   # closer than this, no zone has a neighbour
     for r_px in CLUSTER_PX:
         r = r_px * km_per_px
-        lab = cluster_zones(x, y, weight, r)
+        if 0 < r < gap:
+            continue                     # merges nothing: the same as the zones themselves
+        lab = cluster_zones(x, y, weight, r, tree)
         k = int(lab.max()) + 1 if len(lab) else 0
         w = np.bincount(lab, weight, minlength=k)
         safe = np.where(w > 0, w, 1)
@@ -264,19 +339,58 @@ def choose_radius(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: 
         cyk = np.where(w > 0, np.bincount(lab, weight * y, minlength=k) / safe, 0.0)
         lo_, ld_ = lab[origin_idx], lab[dest_idx]
         between = lo_ != ld_
-        po, pd_, pc = sum_pairs(lo_[between], ld_[between], np.asarray(count)[between], max(k, 1))
-        if not len(pc):
-            break
-        if len(pc) > top_n:
-            top = np.argpartition(-pc, top_n - 1)[:top_n]
+        po, pd_, pc = sum_pairs(lo_[between], ld_[between], count[between], max(k, 1))
+        n = min(len(pc), auto_top(pc) if top_n is None else int(top_n))
+        if len(pc) > n:
+            top = np.argpartition(-pc, n - 1)[:n] if n else np.zeros(0, np.int64)
             po, pd_ = po[top], pd_[top]
         length = np.hypot(cxk[po] - cxk[pd_], cyk[po] - cyk[pd_]) / km_per_px
-        share = float((length >= SHORT_PX).mean())
-        if share >= readable_share:
-            return r
-        if share > best:
-            best, best_r = share, r
-    return best_r
+        crowded = 0
+        if k > 1:
+            near = cKDTree(np.column_stack([cxk, cyk])).query(np.column_stack([cxk, cyk]), k=2)[0][:, 1]
+            crowded = int((near / km_per_px < CROWD_PX).sum())
+        out.append(LevelScore(r, k, len(po), int((length >= READ_PX).sum()), int((length < BLOB_PX).sum()),
+                              crowded, least))
+        now = out[-1]
+        best = max((s.score for s in out if s.legible), default=None)
+        if (k <= 2 or not len(pc) or (k < least and best is not None)
+                or (best is not None and now.legible and now.score < NEAR_BEST * best)   # past the best: only worse
+                or (stop_at is not None and now.legible and now.score >= stop_at)):
+            break
+    return out
+
+
+def choose_radius(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: np.ndarray,
+                  dest_idx: np.ndarray, count: np.ndarray, top_n: int | None, km_per_px: float) -> float:
+    """The cluster radius (km) of the first view, from :func:`level_scores`: the smallest of the radii that leave a
+    legible number of places (:data:`PLACES`) with more readable arrows than blobs whose count of readable arrows
+    net of blobs is within :data:`NEAR_BEST` of the best of them (merge no more than needed); if no radius is
+    legible, the best net count of any radius tried (the smaller on a tie). So the level depends on the data's
+    extent and density at the screen's scale, not on a fixed distance. 0 keeps every zone on its own."""
+    # no level draws more than Top N arrows, so a legible one with NEAR_BEST of that many is the answer: stop there
+    cap = AUTO_FLOWS[1] if top_n is None else int(top_n)
+    scores = level_scores(x, y, weight, origin_idx, dest_idx, count, top_n, km_per_px, stop_at=NEAR_BEST * cap)
+    legible = [s for s in scores if s.legible]
+    if legible:
+        top = max(s.score for s in legible)
+        if scores[-1].legible and scores[-1].score >= NEAR_BEST * cap:
+            top = max(top, cap)          # stopped at a level as good as any can be: that one
+        return min(s.radius for s in legible if s.score >= NEAR_BEST * top)
+    return max(scores, key=lambda s: (s.score, -s.radius)).radius if scores else 0.0
+
+
+def place_radius_px(x: np.ndarray, y: np.ndarray, km_per_px: float, largest: float = 16.0,
+                    least: float = 8.0) -> float:
+    """The radius (px) of the largest place's circle: ``largest``, or less where places lie close (just over half
+    the median distance from a place to its nearest neighbour, at least ``least``), so that neighbouring circles
+    do not hide each other and the arrows between them."""
+    if len(x) < 2 or not km_per_px > 0:
+        return largest
+    from scipy.spatial import cKDTree
+
+    pts = np.column_stack([x, y])
+    near = cKDTree(pts).query(pts, k=2)[0][:, 1] / km_per_px
+    return float(np.clip(0.55 * np.median(near), least, largest))
 
 
 def curves(x0, y0, x1, y1, *, gap0=0.0, gap1=0.0, bend: float = BEND, n: int = 17) -> tuple[np.ndarray, np.ndarray]:
@@ -309,7 +423,11 @@ class FlowPicture:
     ``noisy_count`` (published part), ``p_min, p_max`` (release probabilities of its pairs), ``released`` (any pair
     published), ``pairs``), largest first. ``suppressed``: the same for the pairs the threshold removed (``count``
     their true count; ``p`` the largest release probability) or None. ``radius``: km within which zones were merged
-    (0: zones as they are). Zones that carry nothing drawn are no place."""
+    (0: zones as they are). Zones that carry nothing drawn are no place. ``n_between``: how many flows between
+    places there are at this level (``flows`` holds the largest ``top_n`` of them), ``volume_share``: the share of
+    their summed count that ``flows`` carries; ``auto_top``: ``top_n`` was chosen by :func:`auto_top`. ``box``:
+    ``(lon_min, lon_max, lat_min, lat_max)`` of the centroids of the zones that carry what is drawn (the 0.5th to
+    99.5th percentile past 500 of them), what a first view must hold."""
 
     proj: Projection
     places: pd.DataFrame
@@ -318,6 +436,10 @@ class FlowPicture:
     class_edges: np.ndarray
     radius: float
     n_zones: int
+    n_between: int = 0
+    volume_share: float = 1.0
+    auto_top: bool = False
+    box: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
     def level_words(self, short: bool = False) -> str:
         """The level shown, in words for the legend (``short``: for a figure's subtitle)."""
@@ -329,15 +451,25 @@ class FlowPicture:
         return f"zones as published ({self.n_zones:,} zones)" if short else \
             f"Level: zones as published ({self.n_zones:,} zones)"
 
+    def shown_words(self) -> str:
+        """Which flows are drawn, in words: "top 60 of 300 flows between places, 71 % of their volume" (all of
+        them: "all 12 flows between places")."""
+        n, m = len(self.flows), self.n_between
+        if n >= m:
+            return f"all {m:,} flow{'' if m == 1 else 's'} between places"
+        return f"top {n:,} of {m:,} flows between places, {100 * self.volume_share:.0f} % of their volume"
 
-def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, keep: np.ndarray, top_n: int,
+
+def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, keep: np.ndarray, top_n: int | None,
                  min_count: float = 0.0, cell=None, km_per_px: float | None = None,
-                 with_suppressed: bool = False) -> FlowPicture:
+                 view_px: tuple[int, int] | None = None, with_suppressed: bool = False) -> FlowPicture:
     """The flows of a release table to draw: the pairs where ``keep`` with ``value >= min_count`` (touching ``cell``
-    if given), summed between places, the ``top_n`` largest kept.
+    if given), summed between places, the ``top_n`` largest kept (``top_n`` None or 0: as many as :func:`auto_top`
+    says, structure first).
 
-    With ``km_per_px`` (the first view's scale) and no ``cell``, nearby zones are merged as
-    :func:`choose_radius` says; otherwise every zone is its own place. ``table``: a release table (``origin,
+    With ``km_per_px`` (the first view's scale), or ``view_px`` (``(width, height)`` of a map whose first view is
+    fitted to :attr:`FlowPicture.box`), and no ``cell``, nearby zones are merged as :func:`choose_radius` says;
+    otherwise every zone is its own place. ``table``: a release table (``origin,
     destination, true_count, noisy_count, release_prob, released``); ``centroids``: ``cell, lat, lon``. Sums of
     published noisy counts are post-processing of the release."""
     cent = centroids.drop_duplicates("cell")
@@ -367,7 +499,7 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
     rows, oi, di = rows[ok], oi[ok], di[ok]
     m = rows
     c = np.nan_to_num(values[rows])
-    tot = location_totals(oi, di, c, len(ids))["total"].to_numpy()
+    tot = location_sums(oi, di, c, len(ids))["total"]
     need = tot > 0                       # zones that carry a drawn count (or a suppressed flow): the places
     if with_suppressed:
         srows = np.flatnonzero(~table["released"].to_numpy(bool) & touch)
@@ -379,9 +511,13 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
     ax_, ay_, aw = zx[active], zy[active], tot[active]
     at = np.full(len(ids), -1, dtype=np.int64)
     at[active] = np.arange(len(active))
+    box = active_box(cent["lon"].to_numpy(float)[active], cent["lat"].to_numpy(float)[active])
+    if km_per_px is None and view_px is not None and len(active):
+        km_per_px = fit_view(*box, width_px=int(view_px[0]), height_px=int(view_px[1]), pad_px=34).km_per_px
+    auto = not top_n
     radius = 0.0
     if km_per_px and cell is None and len(c):
-        radius = choose_radius(ax_, ay_, aw, at[oi], at[di], c, top_n, km_per_px)
+        radius = choose_radius(ax_, ay_, aw, at[oi], at[di], c, None if auto else top_n, km_per_px)
     lab_a = cluster_zones(ax_, ay_, aw, radius)
     lab = np.full(len(ids), -1, dtype=np.int64)
     lab[active] = lab_a
@@ -413,13 +549,20 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
         "noisy_count": np.bincount(inv, np.where(rel, sub["noisy_count"].to_numpy(float), 0.0), n_u),
         "p_min": p_min, "p_max": p_max, "released": np.bincount(inv, rel.astype(float), n_u) > 0,
         "pairs": np.bincount(inv, minlength=n_u)})
-    loc = location_totals(agg["o"].to_numpy(), agg["d"].to_numpy(), agg["count"].to_numpy(), k)
+    loc = location_sums(agg["o"].to_numpy(), agg["d"].to_numpy(), agg["count"].to_numpy(), k)
     lon, lat = proj.lonlat(px, py)
-    places = pd.DataFrame({"x": px, "y": py, "lon": lon, "lat": lat, "members": members, **{
-        col: loc[col].to_numpy() for col in ("out", "in", "within", "total")}})
+    places = pd.DataFrame({"x": px, "y": py, "lon": lon, "lat": lat, "members": pd.Series(members, dtype=object),
+                           **loc})
     b = np.flatnonzero(agg["o"].to_numpy() != agg["d"].to_numpy())
-    b = b[np.argsort(-agg["count"].to_numpy()[b], kind="stable")][:int(top_n)]
+    bc = agg["count"].to_numpy()[b]
+    if auto:   # the largest pairs of places, both ways: A→B and B→A side by side, or neither
+        top_n = auto_top(bc)
+        b = b[both_ways_order(agg["o"].to_numpy()[b], agg["d"].to_numpy()[b], bc, top_n)]
+    else:
+        b = b[np.argsort(-bc, kind="stable")][:int(top_n)]
     flows = agg.iloc[b].reset_index(drop=True)
+    b_total = float(np.nan_to_num(bc).sum())
+    share = float(np.nan_to_num(flows["count"].to_numpy()).sum()) / b_total if b_total > 0 else 1.0
     v = flows["count"].to_numpy()
     lo, hi = (float(v.min()), float(v.max())) if len(v) else (0.0, 1.0)
     sup = None
@@ -436,4 +579,38 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
                            "pairs": np.bincount(inv, minlength=len(u))})
         top = np.argsort(-sa["count"].to_numpy(), kind="stable")[:int(top_n)]
         sup = sa.iloc[top].reset_index(drop=True)
-    return FlowPicture(proj, places, flows, sup, class_bounds(lo, hi), radius, len(ids))
+    return FlowPicture(proj, places, flows, sup, class_bounds(lo, hi), radius, len(ids), len(bc), share, auto,
+                       box)
+
+
+def both_ways_order(o: np.ndarray, d: np.ndarray, count: np.ndarray, n: int) -> np.ndarray:
+    """Indices of the flows to draw, largest first, taking pairs of places whole: the pairs ``{A, B}`` in order of
+    their two flows' summed count, each pair's flows together, until ``n`` flows are taken (``n + 1`` when the
+    ``n``-th flow's way back would be left out).
+
+    >>> both_ways_order(np.array([0, 1, 2, 0]), np.array([1, 0, 0, 2]), np.array([5.0, 4.0, 8.0, 0.5]), 2)
+    array([0, 1])
+    """
+    o, d = np.asarray(o, np.int64), np.asarray(d, np.int64)
+    c = np.nan_to_num(np.asarray(count, float))
+    if not len(c):
+        return np.zeros(0, np.int64)
+    k = int(max(o.max(), d.max())) + 1
+    key = np.minimum(o, d) * k + np.maximum(o, d)
+    _, inv = np.unique(key, return_inverse=True)
+    pair_total = np.bincount(inv, c)[inv]
+    order = np.lexsort((np.arange(len(c)), -c, inv, -pair_total))
+    n = min(int(n), len(c))
+    if 0 < n < len(c) and inv[order[n]] == inv[order[n - 1]]:
+        n += 1
+    return order[:n]
+
+
+def active_box(lon: np.ndarray, lat: np.ndarray, many: int = 500) -> tuple[float, float, float, float]:
+    """``(lon_min, lon_max, lat_min, lat_max)`` of the points: the whole box for up to ``many`` points, else the
+    0.5th to 99.5th percentile (a stray zone far out does not shrink the map)."""
+    if not len(lon):
+        return (0.0, 0.0, 0.0, 0.0)
+    q = (0, 100) if len(lon) <= many else (0.5, 99.5)
+    (a, b), (c, d) = np.nanpercentile(lon, q), np.nanpercentile(lat, q)
+    return (float(a), float(b), float(c), float(d))
