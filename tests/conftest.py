@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -25,6 +26,17 @@ def screenshot_dir() -> Path:
     test run leaves the working tree clean."""
     d = os.environ.get(SHOTS_ENV)
     return Path(d) if d else Path(tempfile.gettempdir()) / "odlab-screenshots"
+
+
+@pytest.fixture(autouse=True)
+def _keep_main_module():
+    """Put back the test process's ``__main__`` after each test. Streamlit's script runner (AppTest) makes each page
+    script the ``__main__`` module and leaves the last one there; worker processes started later with ``spawn``
+    (``knock --workers``) would then run that script again before their work and die."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None and sys.modules.get("__main__") is not main:
+        sys.modules["__main__"] = main
 
 
 @pytest.fixture(scope="session")

@@ -195,7 +195,7 @@ def test_attack_screenshot_shows_the_curve_between_grid_points(streamlit_url, pa
 
     drawn3 = float(got["values"]["attack"]["success"][3])
     assert abs(drawn3 - exact[3]) <= live.ATTACK_ERROR
-    assert f"p_3 {pct(drawn3)}" in readout, readout
+    assert f"p_3: {pct(drawn3)}" in readout.replace("\xa0", " "), readout   # each reading kept whole by no-break spaces
     assert pct(drawn3) not in (pct(lo[3]), pct(hi[3])), (drawn3, lo[3], hi[3])
     page.mouse.up()
 
