@@ -91,7 +91,7 @@ def test_flow_map_svg_and_png_have_legend_scale_bar_and_resolution():
         figures.image_bytes(fig, "gif")
 
 
-def _svg_texts(svg: str) -> list[tuple[str, float, float, float]]:
+def svg_texts(svg: str) -> list[tuple[str, float, float, float]]:
     """Every text of a plotly SVG as ``(text, x, y, font size in px)``, in the SVG's own px (1/96 in): each <text>
     with its own ``x``/``y`` and the translations of the groups around it."""
     import xml.etree.ElementTree as ET
@@ -150,7 +150,7 @@ def test_single_column_svg_has_its_legend_outside_the_map_every_class_and_readab
     svg = figures.image_bytes(fig, "svg", width_in=3.5, height_in=2.6).decode()
     root = ET.fromstring(svg)
     assert (float(root.get("width")), float(root.get("height"))) == (336, 250)      # 3.5 × 2.6 in at 96 px/in
-    texts = _svg_texts(svg)
+    texts = svg_texts(svg)
     assert texts
     small = [(t, s) for t, _, _, s in texts if s < 7 * 96 / 72 - 1e-6]
     assert not small, f"text under 7 pt: {small}"
