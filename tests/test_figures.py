@@ -91,7 +91,7 @@ def test_flow_map_svg_and_png_have_legend_scale_bar_and_resolution():
         figures.image_bytes(fig, "gif")
 
 
-def _svg_texts(svg: str) -> list[tuple[str, float, float, float]]:
+def svg_texts(svg: str) -> list[tuple[str, float, float, float]]:
     """Every text of a plotly SVG as ``(text, x, y, font size in px)``, in the SVG's own px (1/96 in): each <text>
     with its own ``x``/``y`` and the translations of the groups around it."""
     import xml.etree.ElementTree as ET
@@ -150,7 +150,7 @@ def test_single_column_svg_has_its_legend_outside_the_map_every_class_and_readab
     svg = figures.image_bytes(fig, "svg", width_in=3.5, height_in=2.6).decode()
     root = ET.fromstring(svg)
     assert (float(root.get("width")), float(root.get("height"))) == (336, 250)      # 3.5 × 2.6 in at 96 px/in
-    texts = _svg_texts(svg)
+    texts = svg_texts(svg)
     assert texts
     small = [(t, s) for t, _, _, s in texts if s < 7 * 96 / 72 - 1e-6]
     assert not small, f"text under 7 pt: {small}"
@@ -255,3 +255,18 @@ def test_marker_lines_are_what_add_vline_and_add_hline_draw():
                                            [(7, {"dash": "dot", "color": "#d95f02"}, "ε = 7")]))
     assert a.layout.shapes == b.layout.shapes
     assert a.layout.annotations == b.layout.annotations
+
+
+def test_svg_embeds_the_bold_face_where_text_is_bold():
+    """A bold line (the flow map's legend titles) gets DejaVu Sans Bold embedded: without it a viewer fakes bold from
+    the regular face, narrower than plotly measured, and the line drifts off its place."""
+    from pathlib import Path
+
+    if not Path(figures.PAPER_FONT_BOLD_FILE).is_file():
+        pytest.skip("no DejaVu Sans Bold")
+    plain = b'<svg xmlns="http://www.w3.org/2000/svg"><text>1 km</text></svg>'
+    bold = b'<svg xmlns="http://www.w3.org/2000/svg"><text><tspan style="font-weight:bold">Flows</tspan></text></svg>'
+    assert figures.embed_svg_fonts(plain).count(b"@font-face") == 1
+    out = figures.embed_svg_fonts(bold)
+    assert out.count(b"@font-face") == 2
+    assert b"font-weight:bold;src:url(data:font/ttf;base64," in out

@@ -41,10 +41,18 @@ MEASURE = """() => {
   const bars = [...document.querySelectorAll('.barlayer .point path')].map(e => clip(box(e)))
     .filter(b => b[2] - b[0] > 0.5 && b[3] - b[1] > 0.5);
   const title = document.querySelector('.infolayer .annotation[data-index="0"] .annotation-text-g');
-  const legend = document.querySelector('.infolayer .legend .bg') || document.querySelector('.infolayer .legend');
+  // a legend drawn of annotations and shapes (odcore.report.figures.flow_map_figure) is framed by an annotation
+  // with a border and no text; the texts of its rows are the other annotations it holds
+  const notes = [...document.querySelectorAll('.infolayer .annotation')];
+  const frame = notes.find(a => { const t = a.querySelector('.annotation-text'), r = a.querySelector('rect.bg');
+    return t && !t.textContent.trim() && r && parseFloat(r.style.strokeWidth) > 0; });
+  const legend = document.querySelector('.infolayer .legend .bg')
+    || (frame && frame.querySelector('rect.bg')) || document.querySelector('.infolayer .legend');
+  const texts = notes.filter(a => a !== frame && a.getAttribute('data-index') !== '0' && a.textContent.trim())
+    .map(a => ({text: a.textContent.trim(), box: box(a.querySelector('.annotation-text-g'))}));
   return {canvas: box(svg), title: box(title),
           titleText: title ? title.textContent : null,
-          legend: box(legend), lines, bars};
+          legend: box(legend), framed: !!frame, area, texts, lines, bars};
 }"""
 
 
@@ -107,8 +115,79 @@ def test_titles_and_legends_inside_and_clear_of_lines(paper_set, browser):
             assert points_in(m["legend"], m["lines"]) == 0, f"{name}: the legend covers a plotted line"
             assert points_in(m["title"], m["lines"]) == 0, f"{name}: the title covers a plotted line"
             assert not any(overlap(m["legend"], b) for b in m["bars"]), f"{name}: the legend covers a bar"
+            assert not overlap(m["legend"], m["area"]), f"{name}: legend {m['legend']} over the plot {m['area']}"
+            if m["framed"]:   # a legend of annotations: each text in its frame or in the plot, never cut
+                for t in m["texts"]:
+                    assert inside(t["box"], m["legend"]) or inside(t["box"], m["area"]), (name, t)
     finally:
         page.close()
+
+
+def flow_map_example():
+    """A flow map of 64 zones with every class of both scales, suppressed flows and a long two-line title."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    sq = [[x * 0.012 - 84.45, y * 0.011 + 33.70] for x, y in ((0, 0), (1, 0), (1, 1), (0, 1))]
+    cells = pd.DataFrame({"cell": range(64), "polygon": [[[a + 0.012 * (i % 8), b + 0.011 * (i // 8)] for a, b in sq]
+                                                        for i in range(64)],
+                          "value": np.r_[np.linspace(0, 1, 63), 0.3]})
+    a, b = rng.integers(0, 64, 40), rng.integers(0, 64, 40)
+    flows = pd.DataFrame({"o_lon": -84.45 + 0.012 * (a % 8 + 0.5), "o_lat": 33.70 + 0.011 * (a // 8 + 0.5),
+                          "d_lon": -84.45 + 0.012 * (b % 8 + 0.5), "d_lat": 33.70 + 0.011 * (b // 8 + 0.5),
+                          "count": rng.uniform(100, 900, 40), "released": np.arange(40) < 34})
+    return figures.flow_map_figure(
+        cells, flows, title="Published OD flows, week 0 (from 2024-01-08)", count_label="noisy count",
+        class_edges=[100.0, 300.0, 500.0, 700.0, 900.0],
+        subtitle="ε = 0.66, threshold 100, noise scale 1.52, 1.3 km² cells, 34 largest flows",
+        level="nearby zones merged within 4.2 km (80 places)")
+
+
+# every size the map is exported at: the paper presets (the figures command, the app's image buttons) and its own
+# sizes (`release --map-size`, default 8 × 6 in; the journal column 3.5 × 2.6 in of the flow-map requirement)
+MAP_SIZES = [*figures.SIZE_PRESETS, "3.5x2.6", "6x4.5", "8x6"]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("size", MAP_SIZES)
+def test_flow_map_title_and_legend_inside_the_canvas_and_off_the_map(browser, tmp_path, size):
+    """The flow map at every size it is exported at: its title and its framed legend lie inside the canvas, the
+    legend outside the map's data area and clear of every drawn flow, each legend row inside the frame, every text at
+    least 7 pt, every class of both scales listed."""
+    from tests.test_figures import svg_texts
+
+    if figures.find_browser() is None:
+        pytest.skip("no Chromium")
+    fig = flow_map_example()
+    if size in figures.SIZE_PRESETS:
+        svg = figures.figure_bytes(fig, "svg", figures.FigureSize.preset(size))
+    else:
+        w, h = (float(v) for v in size.split("x"))
+        svg = figures.image_bytes(fig, "svg", width_in=w, height_in=h)
+    path = tmp_path / "map.svg"
+    path.write_bytes(svg)
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    try:
+        m = measure(page, path)
+    finally:
+        page.close()
+    assert m["titleText"].startswith("Published OD flows"), m["titleText"]
+    assert inside(m["title"], m["canvas"]), f"title {m['title']} outside {m['canvas']}"
+    assert m["framed"], "no legend frame"
+    assert inside(m["legend"], m["canvas"]), f"legend {m['legend']} outside {m['canvas']}"
+    assert not overlap(m["legend"], m["area"]), f"legend {m['legend']} over the map {m['area']}"
+    assert not overlap(m["title"], m["area"]), f"title {m['title']} over the map {m['area']}"
+    assert m["lines"], "no drawn flow or zone found"
+    assert points_in(m["legend"], m["lines"]) == 0
+    rows = [t for t in m["texts"] if not inside(t["box"], m["area"])]
+    for t in rows:
+        assert inside(t["box"], m["legend"]), f"legend row {t['text']!r} {t['box']} outside its frame {m['legend']}"
+    shown = {t["text"] for t in rows}
+    for lab in ["100–300", "300–500", "500–700", "700–900", "0.0–0.2", "0.2–0.4", "0.4–0.6", "0.6–0.8", "0.8–1.0",
+                "suppressed (6)", "place (size: people)", "Flows: noisy count"]:
+        assert lab in shown, f"legend entry {lab!r} missing from {sorted(shown)}"
+    small = [(t, s) for t, _, _, s in svg_texts(svg.decode()) if s < 7 * 96 / 72 - 1e-6]
+    assert not small, f"text under 7 pt: {small}"
 
 
 @pytest.mark.browser

@@ -260,7 +260,10 @@ LOCATION_RGB = (20, 60, 80)
 SUPPRESSED_RGB = (70, 70, 70)
 P_CLASSES = 5                  # zones shaded in five classes of the chance that a flow leaving them is published
 WATER_RGB = (198, 221, 238)    # water under the flow maps (odcore.report.basemap): a pale blue
-LEGEND_PX = 136                # the legend's column, right of the map: fixed in px, so it fits at any export size
+LEGEND_PX = 136                # about the legend's column right of the map (its frame is as wide as its widest row)
+LEGEND_GAP_PX = 6.0            # between the map's plot area and the legend's frame
+MIN_PAPER_PT = 7.0             # no text of an exported figure smaller (a journal's rule)
+FLOW_MAP_META = "flow_map_legend"   # key of a flow map's layout.meta: its legend's type size and box, for for_paper
 LEGEND_FONT_PX = 10.0          # 7.5 pt: readable at a journal column's 3.5 in
 LEGEND_ROW_PX = 11.5
 FIGURE_WIDTH_SCALE = 0.7       # a printed map is smaller than the screen's: its arrows a little thinner
@@ -456,14 +459,29 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     tick = 0.3 * pad
     fig.add_scatter(x=[bx0, bx0, bx0 + bar, bx0 + bar], y=[by0 + tick, by0, by0, by0 + tick], mode="lines",
                     line={"color": INK, "width": 1.5 * big}, hoverinfo="skip", showlegend=False)
-    fig.add_annotation(x=bx0 + bar / 2, y=by0, yshift=2, text=f"{bar:g} km", showarrow=False, yanchor="bottom",
-                       font={"size": font, "color": INK})
+    # its label from the bar's left end (centred on a short bar, it ran out of the map's area at the left)
+    fig.add_annotation(x=bx0, y=by0, yshift=2, text=f"{bar:g} km", showarrow=False, xanchor="left",
+                       yanchor="bottom", font={"size": font, "color": INK})
     if empty_note:
         fig.add_annotation(x=(x_lo + x_hi) / 2, y=(y_lo + y_hi) / 2, text=empty_note, showarrow=False,
                            bgcolor="rgba(255,255,255,0.9)", bordercolor="#9aa3ad", borderwidth=1,
                            font={"size": font + 1, "color": INK})
 
-    # the legend: a column of px-placed rows right of the map (anchored at the plot area's top right corner)
+    # the title as an annotation over the plot area's top left corner, the first of the figure's annotations (where
+    # for_paper finds it): it grows upwards, line by line
+    head = f"<b>{_wrap(title, 44)}</b>"
+    small = " · ".join(x for x in (subtitle, level) if x)
+    if small:
+        head += f"<br><span style='font-size:{font:.1f}px'>{_wrap(small, 54)}</span>"
+    n_lines = 1 + head.count("<br>")
+    fig.layout.annotations = [go.layout.Annotation(
+        name="figure title", xref="paper", yref="paper", x=0, y=1, xanchor="left", yanchor="bottom", yshift=4,
+        showarrow=False, align="left", text=head, font={"size": 12 * big, "color": INK}), *fig.layout.annotations]
+
+    # the legend: a framed column of px-placed rows right of the map (anchored at the plot area's top right corner,
+    # outside the data area); the frame is an annotation without text or fill (name "legend"; annotations lie over
+    # shapes, so a filled frame would hide the swatches), the rows' texts and swatches
+    # are named "legend" too, so that for_paper can scale them to a paper's type
     rows: list[tuple] = []     # (kind, text, swatch)
     rows.append(("title", f"Flows: {count_label}", None))
     for i, (a, b) in enumerate(itertools.pairwise(class_edges.tolist())):
@@ -478,16 +496,25 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     if sea:
         rows.append(("water", "water (Natural Earth)", None))
     row_h = LEGEND_ROW_PX * big
-    x_sw, x_tx = 8 * big, 30 * big
+    gap, inner = LEGEND_GAP_PX * big, 4 * big      # plot area to frame; frame to its rows
+    x_sw, x_tx = gap + 8 * big, gap + 35 * big
+    # the frame fits its widest row (bold titles ~10 % wider than text_width's regular type, and a margin for a
+    # screen font a little wider than the paper's)
+    frame_w = max((x_sw if kind == "title" else x_tx) - gap + text_width(text, font) * (1.1 if kind == "title"
+                                                                                       else 1.04)
+                  for kind, text, _ in rows) + 8 * big
+    frame_h = len(rows) * row_h + 2 * inner
+    fig.add_annotation(name="legend", xref="paper", yref="paper", x=1, y=1, xanchor="left", yanchor="top",
+                       xshift=gap, text=" ", width=frame_w, height=frame_h, borderpad=0, showarrow=False,
+                       bgcolor="rgba(0,0,0,0)", bordercolor="#9aa3ad", borderwidth=1, font={"size": font, "color": INK})
     for k, (kind, text, sw) in enumerate(rows):
-        yc = -(k + 0.5) * row_h
-        indent = 0 if kind == "title" else x_tx
-        fig.add_annotation(xref="paper", yref="paper", x=1, y=1, xanchor="left", yanchor="middle",
-                           xshift=(x_sw if kind == "title" else 0) + indent, yshift=yc, showarrow=False,
+        yc = -(k + 0.5) * row_h - inner
+        fig.add_annotation(name="legend", xref="paper", yref="paper", x=1, y=1, xanchor="left", yanchor="middle",
+                           xshift=x_sw if kind == "title" else x_tx, yshift=yc, showarrow=False,
                            text=f"<b>{text}</b>" if kind == "title" else text,
                            font={"size": font, "color": INK})
-        common = {"xref": "paper", "yref": "paper", "xsizemode": "pixel", "ysizemode": "pixel", "xanchor": 1,
-                  "yanchor": 1}
+        common = {"name": "legend", "xref": "paper", "yref": "paper", "xsizemode": "pixel", "ysizemode": "pixel",
+                  "xanchor": 1, "yanchor": 1}
         if kind == "line":
             i, w = sw
             fig.add_shape(type="line", x0=x_sw, x1=x_sw + 22 * big, y0=yc, y1=yc,
@@ -504,21 +531,14 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
                           line={"color": "#9aa3ad", "width": 0.5},
                           fillcolor=p_cols[sw] if kind == "box" else _rgb(WATER_RGB), **common)
 
-    style(fig, None, height=640, projector=projector)
-    head = f"<b>{_wrap(title, 44)}</b>"
-    small = " · ".join(x for x in (subtitle, level) if x)
-    if small:
-        head += f"<br><span style='font-size:{font:.1f}px'>{_wrap(small, 54)}</span>"
-    n_lines = 1 + head.count("<br>")
-    # the title as an annotation over the plot area's top left corner: it grows upwards, line by line
-    fig.add_annotation(xref="paper", yref="paper", x=0, y=1, xanchor="left", yanchor="bottom", yshift=4,
-                       showarrow=False, align="left", text=head, font={"size": 12 * big, "color": INK})
+    style(fig, None, height=max(640, round(frame_h + 60 + 14.5 * big * n_lines)), projector=projector)
     fig.update_layout(
         xaxis={"visible": False, "range": [x_lo - pad, x_hi + pad], "showgrid": False},
         yaxis={"visible": False, "range": [by0 - 1.5 * pad, y_hi + pad], "scaleanchor": "x", "scaleratio": 1,
                "showgrid": False},
         showlegend=False,
-        margin={"l": 4, "r": LEGEND_PX * big, "t": 10 + 14.5 * big * n_lines, "b": 4},
+        margin={"l": 4, "r": round(gap + frame_w + 4 * big), "t": 10 + 14.5 * big * n_lines, "b": 4},
+        meta={FLOW_MAP_META: {"font_px": font, "legend_width_px": gap + frame_w, "legend_height_px": frame_h}},
     )
     return fig
 
@@ -741,6 +761,7 @@ PAPER_FONT = "DejaVu Sans"
 """The type of exported figures: a font Chromium finds on Debian (fonts-dejavu-core comes with it), whose metrics
 :func:`text_width` reads, and which :func:`embed_svg_fonts` embeds in SVG files (PDF files embed it themselves)."""
 PAPER_FONT_FILE = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+PAPER_FONT_BOLD_FILE = "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"
 
 
 @dataclass(frozen=True)
@@ -856,7 +877,9 @@ def for_paper(fig: go.Figure, size: FigureSize, title: str | None = None) -> go.
     import plotly.graph_objects as go
 
     fs = size.font_px
-    title = title if title is not None else (fig.layout.title.text or "")
+    if title is None:   # the layout's title, or the one a figure draws as its first annotation (the flow map)
+        own = [a.text for a in fig.layout.annotations if a.name == "figure title"]
+        title = fig.layout.title.text or (own[0] if own else "")
     title_fs = fs * 1.15
     pad = round(fs * 0.6)
     width, height = size.width_px, size.height_px
@@ -866,6 +889,8 @@ def for_paper(fig: go.Figure, size: FigureSize, title: str | None = None) -> go.
     parts = [re.sub(r"<[^>]+>", "", part) for part in re.split(r"<br\s*/?>", title or "")]
     lines = [line for part in parts if part.strip() for line in wrap_words(part, width - 2 * pad, title_fs)]
     top = round(len(lines) * title_fs * 1.3 + 2 * pad) if lines else pad * 2
+    if isinstance(fig.layout.meta, dict) and FLOW_MAP_META in fig.layout.meta:
+        return flow_map_for_paper(fig, size, lines, top)
     shown = [t for t in fig.data if t.name and t.showlegend is not False]
     show_legend = len(shown) > 1 or (len(shown) == 1 and fig.layout.showlegend is True)
     # legend entries wrapped at spaces to the room they have (beside a 40 px symbol), never wider than the figure
@@ -933,6 +958,50 @@ def for_paper(fig: go.Figure, size: FigureSize, title: str | None = None) -> go.
     return fig
 
 
+def flow_map_for_paper(fig: go.Figure, size: FigureSize, title_lines: list[str], top: int) -> go.Figure:
+    """:func:`for_paper` for a :func:`flow_map_figure`: its framed legend column (annotations and shapes named
+    ``legend``) scaled to the paper's annotation type (never under 7 pt), the right margin made as wide as the
+    column, the figure taller where the column is longer than the map, the title (``title_lines``, ``top`` px
+    high) wrapped above the map. Changes and returns ``fig``."""
+    import plotly.graph_objects as go
+
+    fs = size.font_px
+    pad = round(fs * 0.6)
+    meta = fig.layout.meta[FLOW_MAP_META]
+    note_fs = max(fs * 0.9, MIN_PAPER_PT * CSS_PX_PER_INCH / 72)
+    k = note_fs / float(meta["font_px"])
+    notes = []
+    for a in fig.layout.annotations:
+        if a.name == "figure title":
+            continue
+        if a.name == "legend":
+            a.update(xshift=(a.xshift or 0) * k, yshift=(a.yshift or 0) * k)
+            if a.width:
+                a.update(width=a.width * k, height=a.height * k)
+        notes.append(a)
+    for sh in fig.layout.shapes:
+        if sh.name == "legend":
+            sh.update(x0=sh.x0 * k, x1=sh.x1 * k, y0=sh.y0 * k, y1=sh.y1 * k,
+                      line_width=(sh.line.width if sh.line.width is not None else 1) * k)
+    right = round(float(meta["legend_width_px"]) * k + pad)
+    height = max(size.height_px, round(top + float(meta["legend_height_px"]) * k + 2 * pad))
+    plot_h = max(height - top - pad, 10)
+    if title_lines:
+        notes.insert(0, go.layout.Annotation(
+            name="figure title", text="<br>".join(title_lines), showarrow=False, align="left",
+            xref="paper", x=0, xanchor="left", yref="paper", y=1 + (pad * 0.6) / plot_h,
+            yanchor="bottom", font={"size": fs * 1.15, "family": PAPER_FONT, "color": INK}))
+    for a in notes[1 if title_lines else 0:]:
+        a.font.size = note_fs
+    fig.update_layout(
+        template=template(False), width=size.width_px, height=height, autosize=False,
+        font={"family": PAPER_FONT, "size": fs, "color": INK}, title={"text": ""}, showlegend=False,
+        margin={"t": top, "b": pad, "l": pad, "r": right, "pad": 0, "autoexpand": False},
+    )
+    fig.layout.annotations = notes
+    return fig
+
+
 def embed_svg_fonts(svg: bytes) -> bytes:
     """``svg`` with :data:`PAPER_FONT` embedded: the glyphs its text uses, as an ``@font-face`` data URL (so the
     file looks the same on a machine without the font). Unchanged when fontTools or the font is missing."""
@@ -954,14 +1023,22 @@ def embed_svg_fonts(svg: bytes) -> bytes:
     import logging
 
     logging.getLogger("fontTools.subset").setLevel(logging.ERROR)   # "FFTM NOT subset": a timestamp table, dropped
-    font = TTFont(PAPER_FONT_FILE)
-    sub = subset.Subsetter(options=subset.Options(name_IDs=["*"], notdef_outline=True))
-    sub.populate(text=used)
-    sub.subset(font)
-    buf = io.BytesIO()
-    font.save(buf)
-    face = (f"<style>@font-face{{font-family:'{PAPER_FONT}';src:url(data:font/ttf;base64,"
-            f"{base64.b64encode(buf.getvalue()).decode('ascii')}) format('truetype');}}</style>")
+    # the bold face too where the text has bold (the flow map's legend titles): without it the viewer fakes bold from
+    # the regular face, narrower than plotly measured, and a bold line drifts off its place
+    faces = [(PAPER_FONT_FILE, "normal")]
+    if "font-weight:bold" in text.replace(" ", "") and Path(PAPER_FONT_BOLD_FILE).is_file():
+        faces.append((PAPER_FONT_BOLD_FILE, "bold"))
+    face = "<style>"
+    for file, weight in faces:
+        font = TTFont(file)
+        sub = subset.Subsetter(options=subset.Options(name_IDs=["*"], notdef_outline=True))
+        sub.populate(text=used)
+        sub.subset(font)
+        buf = io.BytesIO()
+        font.save(buf)
+        face += (f"@font-face{{font-family:'{PAPER_FONT}';font-weight:{weight};src:url(data:font/ttf;base64,"
+                 f"{base64.b64encode(buf.getvalue()).decode('ascii')}) format('truetype');}}")
+    face += "</style>"
     text = re.sub(r"(<svg\b[^>]*>)", lambda m: m.group(1) + face, text, count=1)
     return text.encode("utf-8")
 
