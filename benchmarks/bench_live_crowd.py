@@ -28,7 +28,7 @@ with those of the person's browser (127.0.0.1) named. The machine's load average
 highest (sampled every 5 s) is in the notes: on a shared machine the figures say little without it.
 
 ``N`` is 10 (``--quick``: 4, one drag fewer per page); ``ODLAB_BENCH_LIVE_CROWD_SESSIONS=30`` sets it (30: the
-Done-when's "no errors" check). Targets (the live-curve design, Done-when): with 10 sessions the person's frame rate
+"no errors" target). Targets (the live-curve design): with 10 sessions the person's frame rate
 stays ≥ 30 fps (the drag costs the server nothing), median release to paint < 1 s; with 30 sessions no errors.
 """
 
