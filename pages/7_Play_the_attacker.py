@@ -134,8 +134,8 @@ st.markdown(f"What the release shows on {'this pair' if k == 1 else f'these {k} 
 st.dataframe(shown, hide_index=True, width="stretch", key="game_shown", height=min(38 + 35 * k, 420),
              column_config={
                  "pair": st.column_config.NumberColumn("pair", help="Known trip number"),
-                 "origin": st.column_config.NumberColumn("from cell", format="%d"),
-                 "destination": st.column_config.NumberColumn("to cell", format="%d"),
+                 "origin": st.column_config.NumberColumn("from zone", format="%d"),
+                 "destination": st.column_config.NumberColumn("to zone", format="%d"),
                  "others": st.column_config.NumberColumn("others on it (known)", format="%d",
                                                          help="People other than this person on the pair"),
                  "published": st.column_config.NumberColumn("published count", format="%.2f",
