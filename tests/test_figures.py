@@ -125,6 +125,21 @@ def svg_texts(svg: str) -> list[tuple[str, float, float, float]]:
     return out
 
 
+def example_map_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """64 square zones with a value each (every zone class) and 40 random flows between them, 34 published (every
+    count class between 100 and 900): the cells and flows of a test map."""
+    rng = np.random.default_rng(3)
+    sq = [[x * 0.012 - 84.45, y * 0.011 + 33.70] for x, y in ((0, 0), (1, 0), (1, 1), (0, 1))]
+    cells = pd.DataFrame({"cell": range(64), "polygon": [[[a + 0.012 * (i % 8), b + 0.011 * (i // 8)] for a, b in sq]
+                                                        for i in range(64)],
+                          "value": np.r_[np.linspace(0, 1, 63), 0.3]})
+    a, b = rng.integers(0, 64, 40), rng.integers(0, 64, 40)
+    flows = pd.DataFrame({"o_lon": -84.45 + 0.012 * (a % 8 + 0.5), "o_lat": 33.70 + 0.011 * (a // 8 + 0.5),
+                          "d_lon": -84.45 + 0.012 * (b % 8 + 0.5), "d_lat": 33.70 + 0.011 * (b // 8 + 0.5),
+                          "count": rng.uniform(100, 900, 40), "released": np.arange(40) < 34})
+    return cells, flows
+
+
 @NEEDS_BROWSER
 def test_single_column_svg_has_its_legend_outside_the_map_every_class_and_readable_type():
     """A map at 3.5 × 2.6 in (a journal column): every text at least 7 pt, the legend right of the map's data area
@@ -132,16 +147,7 @@ def test_single_column_svg_has_its_legend_outside_the_map_every_class_and_readab
     flows and the places explained."""
     import xml.etree.ElementTree as ET
 
-    rng = np.random.default_rng(3)
-    sq = [[x * 0.012 - 84.45, y * 0.011 + 33.70] for x, y in ((0, 0), (1, 0), (1, 1), (0, 1))]
-    cells = pd.DataFrame({"cell": range(64), "polygon": [[[a + 0.012 * (i % 8), b + 0.011 * (i // 8)] for a, b in sq]
-                                                        for i in range(64)],
-                          "value": np.r_[np.linspace(0, 1, 63), 0.3]})
-    a, b = rng.integers(0, 64, 40), rng.integers(0, 64, 40)
-    cx, cy = -84.45 + 0.012 * (a % 8 + 0.5), 33.70 + 0.011 * (a // 8 + 0.5)
-    dx, dy = -84.45 + 0.012 * (b % 8 + 0.5), 33.70 + 0.011 * (b // 8 + 0.5)
-    flows = pd.DataFrame({"o_lon": cx, "o_lat": cy, "d_lon": dx, "d_lat": dy, "count": rng.uniform(100, 900, 40),
-                          "released": np.arange(40) < 34})
+    cells, flows = example_map_frames()
     edges = [100.0, 300.0, 500.0, 700.0, 900.0]
     fig = figures.flow_map_figure(cells, flows, title="OD flows, week 0: published: noisy count ≥ 100",
                                   count_label="noisy count", class_edges=edges,

@@ -125,17 +125,9 @@ def test_titles_and_legends_inside_and_clear_of_lines(paper_set, browser):
 
 def flow_map_example():
     """A flow map of 64 zones with every class of both scales, suppressed flows and a long two-line title."""
-    import numpy as np
+    from tests.test_figures import example_map_frames
 
-    rng = np.random.default_rng(3)
-    sq = [[x * 0.012 - 84.45, y * 0.011 + 33.70] for x, y in ((0, 0), (1, 0), (1, 1), (0, 1))]
-    cells = pd.DataFrame({"cell": range(64), "polygon": [[[a + 0.012 * (i % 8), b + 0.011 * (i // 8)] for a, b in sq]
-                                                        for i in range(64)],
-                          "value": np.r_[np.linspace(0, 1, 63), 0.3]})
-    a, b = rng.integers(0, 64, 40), rng.integers(0, 64, 40)
-    flows = pd.DataFrame({"o_lon": -84.45 + 0.012 * (a % 8 + 0.5), "o_lat": 33.70 + 0.011 * (a // 8 + 0.5),
-                          "d_lon": -84.45 + 0.012 * (b % 8 + 0.5), "d_lat": 33.70 + 0.011 * (b // 8 + 0.5),
-                          "count": rng.uniform(100, 900, 40), "released": np.arange(40) < 34})
+    cells, flows = example_map_frames()
     return figures.flow_map_figure(
         cells, flows, title="Published OD flows, week 0 (from 2024-01-08)", count_label="noisy count",
         class_edges=[100.0, 300.0, 500.0, 700.0, 900.0],
