@@ -335,7 +335,7 @@ def test_noise_sentence_against_simulated_release():
 
 
 def test_noise_sentences_read_right():
-    assert T.noise_picture(120, 0.66, 100).sentence().startswith("A count of 120 is published in 100.0 % of weeks, "
+    assert T.noise_picture(120, 0.66, 100).sentence().startswith("A count of 120 is published in 99.9999 % of weeks, "
                                                                  "as a number between 115.5 and 124.5 in 95 %")
     s95 = T.noise_picture(95, 0.66, 100).sentence()
     assert "1.8 %" in s95       # ½·exp(−0.66·5) = 1.84 %

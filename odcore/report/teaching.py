@@ -39,6 +39,7 @@ from odcore.constants import COUNT, DESTINATION, ORIGIN, USER
 from odcore.errors import ParameterError, check_int, check_positive
 from odcore.privacy.attack import DEFAULT_TOL, pair_errors, pair_llr, pair_loss_pmf, success_curve, user_risk
 from odcore.privacy.release import release_probability
+from odcore.report.sheet import percent_text
 
 __all__ = [
     "LADDER",
@@ -533,7 +534,7 @@ def _pct(p: float, digits: int = 1) -> str:
         return "less than 0.001 %"
     if 0 < p < 0.001:
         return f"{100 * p:.2g} %"
-    return f"{100 * p:.{digits}f} %"
+    return percent_text(p, digits)   # never 100.0 % for a chance below 1
 
 
 def noise_picture(count: float, epsilon: float, threshold: float, sensitivity: int = 1,
@@ -547,7 +548,7 @@ def noise_picture(count: float, epsilon: float, threshold: float, sensitivity: i
     >>> round(pic.low, 1), round(pic.high, 1)
     (115.5, 124.5)
     >>> pic.sentence()
-    'A count of 120 is published in 100.0 % of weeks, as a number between 115.5 and 124.5 in 95 % of weeks.'
+    'A count of 120 is published in 99.9999 % of weeks, as a number between 115.5 and 124.5 in 95 % of weeks.'
     """
     c = float(count)
     if not math.isfinite(c) or c < 0:
