@@ -90,10 +90,8 @@ def _read_group(job: _Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
 
 def _filter(job: _Job, codes, t, lat, lon, sizes, st: K.PrepStats):
     """The loader's filters (:func:`odcore.data.traces.finalize_traces`) on one group: rows with a missing value,
-    outside the box or outside the dates are dropped and counted in ``st``; a coordinate outside [-90, 90] x
-    [-180, 180] raises, naming the file and row. Returns the kept (codes, t, lat, lon)."""
-    from odcore.data.traces import DROP_BBOX, DROP_DATES, DROP_MISSING
-
+    outside the box or outside the dates are dropped and counted in ``st`` (:func:`kernel.filter_codes`); a
+    coordinate outside [-90, 90] x [-180, 180] raises, naming the file and row. Returns the kept (codes, t, lat, lon)."""
     f = job.filters
     st.rows_read += len(t)
     with np.errstate(invalid="ignore"):
@@ -106,26 +104,8 @@ def _filter(job: _Job, codes, t, lat, lon, sizes, st: K.PrepStats):
                 raise TraceFormatError(f"{col} {arr[i]} is outside [-{lim}, {lim}] (are latitude and longitude "
                                        "swapped?).", file=Path(job.paths[k]).name,
                                        row=int(i - (ends[k] - sizes[k]) + 1), column=col)
-    keep = ~((t == K.IMIN) | np.isnan(lat) | np.isnan(lon))
-    st.drop(DROP_MISSING, int((~keep).sum()))
-    if f.time_offset_s:
-        t = t + round(f.time_offset_s)
-    if f.bbox is not None:
-        s, w, n, e = f.bbox
-        with np.errstate(invalid="ignore"):
-            out = keep & ~((lat >= s) & (lat <= n) & (lon >= w) & (lon <= e))
-        st.drop(DROP_BBOX, int(out.sum()))
-        keep &= ~out
-    if f.start_ns is not None or f.end_ns is not None:
-        ok = np.ones(len(t), bool)
-        ns = 1_000_000_000
-        if f.start_ns is not None:
-            ok &= t * ns >= f.start_ns
-        if f.end_ns is not None:
-            ok &= t * ns < f.end_ns
-        out = keep & ~ok
-        st.drop(DROP_DATES, int(out.sum()))
-        keep &= ok
+    code, t = K.filter_codes(t, (t == K.IMIN) | np.isnan(lat) | np.isnan(lon), lat, lon, f, st)
+    keep = code == 0
     if keep.all():
         return codes, t, lat, lon
     idx = np.flatnonzero(keep)

@@ -239,13 +239,22 @@ def filter_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Fil
     (missing value, outside the box, outside the date range; counted in ``st``). Coordinates outside
     [-90, 90] x [-180, 180] raise :class:`TraceFormatError` (they usually mean swapped columns).
     """
-    from odcore.data.traces import DROP_BBOX, DROP_DATES, DROP_MISSING, parse_time
+    from odcore.data.traces import parse_time
 
-    n = len(lat)
-    st.rows_read += n
+    st.rows_read += len(lat)
     t = parse_time(time, f.time_unit, f.tz, f.source, TIME)
     missing = (t == IMIN) | np.isnan(lat) | np.isnan(lon) | _user_missing(user)
     _check_ranges(lat, lon, f)
+    return filter_codes(t, missing, lat, lon, f, st)
+
+
+def filter_codes(t: np.ndarray, missing: np.ndarray, lat: np.ndarray, lon: np.ndarray, f: Filters, st: PrepStats):
+    """The loader's drops on rows already parsed and range-checked: ``(reason codes, t seconds + the offset)`` as
+    :func:`filter_batch` returns them, for rows with a missing value (``missing``), outside the box and outside the
+    date range, each counted in ``st``."""
+    from odcore.data.traces import DROP_BBOX, DROP_DATES, DROP_MISSING
+
+    n = len(lat)
     code = np.zeros(n, np.int8)
     code[missing] = 1
     st.drop(DROP_MISSING, int(missing.sum()))
