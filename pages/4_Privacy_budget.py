@@ -138,6 +138,13 @@ with right, st.container(border=True):
             f"noise scale {num(b['noise_scale_bounded'])} instead of {num(1 / s.epsilon)}.")
         if parts.warnings():   # the same words as the command line's warnings
             st.warning(" ".join(parts.warnings()) + " Switch on 'Fit the threshold' in the sidebar.")
+        # in the card (there in both units), so the charts below keep their place (updated, not rebuilt)
+        st.download_button("Guarantee sheet (HTML, printable)", functools.partial(rv.budget_sheet_html, ctx, b,
+                                                                                  parts.to_dict()),
+                           file_name="guarantee_sheet.html", on_click="ignore",
+                           mime="text/html", key="budget_sheet",
+                           help="One page: unit of protection, ε and δ per week and per year, what an attacker can "
+                                "learn, in plain words.")
     else:
         st.markdown(f"#### A person's week, {unit_words('per_metric')} added up — what a person with "
                     f"n = {int(trips)} trips risks")
@@ -156,14 +163,6 @@ with right, st.container(border=True):
             f"Covers the whole week of the person: whether they are in the data at all. With these numbers the "
             f"attacker's posterior bound after one week is **{posterior_text(pw)}** ({probability_words(pw)}): the formal "
             "guarantee says almost nothing at this level.")
-with st.container():   # in both units, so the charts below keep their place (updated in the browser, not rebuilt)
-    if user_mode:
-        st.download_button("Guarantee sheet (HTML, printable)", functools.partial(rv.budget_sheet_html, ctx, b,
-                                             parts.to_dict()),
-                           file_name="guarantee_sheet.html", on_click="ignore",
-                           mime="text/html", key="budget_sheet",
-                           help="One page: unit of protection, ε and δ per week and per year, what an attacker can "
-                                "learn, in plain words.")
 
 st.subheader("ε of one user-week against the number of unique trips, and over weeks")
 projector = projector_mode()

@@ -188,7 +188,8 @@ def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
     at.switch_page("pages/2_OD_release.py").run()
     assert not at.exception, [e.message for e in at.exception]
     assert len(at.get("deck_gl_json_chart")) == 1
-    assert len(at.get("bidi_component")) == 1             # the live curves (the plotly figure is for the downloads)
+    # the live curves and their code and tables (the plotly figure is for the downloads)
+    assert sorted(e.proto.component_name for e in at.get("bidi_component")) == ["odlab_live_curves", "odlab_live_data"]
     assert sum(calls.values()) == 0, calls                # all of it was ready
     at.number_input(key="rel_topn").set_value(310).run()  # the check itself can fail: a new map is computed
     assert calls == {"release_maps": 1}

@@ -25,7 +25,8 @@ def _live_epsilon(run) -> float:
     """ε as the page's live component was given it in ``run``."""
     import json
 
-    el = next(e for e in run.elements.values() if e.WhichOneof("type") == "bidi_component")
+    el = next(e for e in run.elements.values() if e.WhichOneof("type") == "bidi_component"
+              and e.bidi_component.component_name == "odlab_live_curves")
     return next(c["value"] for c in json.loads(el.bidi_component.json)["controls"] if c["name"] == "epsilon")
 
 
@@ -42,7 +43,10 @@ def test_od_release_rerun_with_the_new_epsilon(streamlit_url):
 
             same = await c.rerun()                    # nothing changed: the big elements come back as references
             assert not same.errors, same.errors
-            assert same.bytes < opened.bytes / 2, (same.bytes, opened.bytes)
+            # (from the second rerun on for the keyed ones, e.g. the live curves' tables: Streamlit gives every
+            # keyed element another id in a page's first run than in the runs after it)
+            steady = await c.rerun()
+            assert steady.bytes < opened.bytes / 10, (steady.bytes, same.bytes, opened.bytes)
             big = {"deck_gl_json_chart", "dataframe"}   # the map and the table: cached
             assert big <= {e.WhichOneof("type") for e in same.elements.values()}
             assert _noise(same) == noise0

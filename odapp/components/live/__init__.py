@@ -3,10 +3,19 @@
 ``live_curves(...)`` mounts it. Python gives it plain data (``LiveTable.to_json`` tables and closed-form names), never
 markup. On release the component's value is copied into the page's persistent setting by the ``on_change`` callback,
 which runs before the rerun (as the sidebar's widgets do, :mod:`odapp.sidebar`).
+
+Two elements: the tables (and the OD release's noise draws) and the drawing code (``live.js``) do not change when
+the slider moves, while the slider's value does. So they travel in an invisible element of their own
+(``odlab_live_data``), the same on every release of the slider, which Streamlit's message cache then replaces by a
+reference to what the browser already holds; the curves' element (``odlab_live_curves``) carries the settings, the
+charts with their tables named by content hash, and a stub (``stub.js``) that calls the code. A press of ε on the
+Privacy budget page received ~200 KiB with both in one element.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import streamlit as st
@@ -15,13 +24,49 @@ from odapp import projector
 
 HERE = Path(__file__).resolve().parent
 NAME = "odlab_live_curves"
+DATA_NAME = "odlab_live_data"
 
 
 @st.cache_resource(show_spinner=False)
 def mount_function():
     """The component's mounting function (registered once per process)."""
-    return st.components.v2.component(NAME, js=(HERE / "live.js").read_text(encoding="utf-8"),
+    return st.components.v2.component(NAME, js=(HERE / "stub.js").read_text(encoding="utf-8"),
                                       css=(HERE / "live.css").read_text(encoding="utf-8"), isolate_styles=False)
+
+
+@st.cache_resource(show_spinner=False)
+def data_mount_function():
+    """The tables' and code's element (registered once per process): draws nothing (``live.js``)."""
+    return st.components.v2.component(DATA_NAME, js=(HERE / "live.js").read_text(encoding="utf-8"),
+                                      isolate_styles=False)
+
+
+def content_ref(value) -> str:
+    """The name of a table in the carrier: a hash of its JSON (the same table always gets the same name).
+
+    >>> content_ref({"x": [1, 2]}) == content_ref({"x": [1, 2]}) != content_ref({"x": [1, 3]})
+    True
+    """
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=True)
+    return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
+
+
+def split_tables(charts: list[dict], pairs: dict | None) -> tuple[list[dict], dict | None, dict[str, object]]:
+    """``charts`` and ``pairs`` with every series' ``table`` and the ``pairs`` draws replaced by ``{"$ref": name}``,
+    and the carrier's ``{name: value}``: what :func:`live_curves` sends in its two elements."""
+    blobs: dict[str, object] = {}
+
+    def ref(value) -> dict:
+        name = content_ref(value)
+        blobs[name] = value
+        return {"$ref": name}
+
+    out = []
+    for c in charts:
+        series = [{**x, "table": ref(x["table"])} if isinstance(x.get("table"), dict) else x
+                  for x in c.get("series", ())]
+        out.append({**c, "series": series} if "series" in c else c)
+    return out, (ref(pairs) if pairs is not None else None), blobs
 
 
 def table_series(name: str, table: dict, *, key: str, **style) -> dict:
@@ -79,10 +124,13 @@ def live_curves(*, controls: list[dict], charts: list[dict], page: str, key: str
             v = round(round(min(max(float(got), c["min"]), c["max"]) / c["step"]) * c["step"], 10)
             st.session_state[c["state_key"]] = int(v) if float(c["step"]).is_integer() else v
 
+    charts, pairs, blobs = split_tables(charts, pairs)
     spec = {"page": page, "controls": [{k: v for k, v in c.items() if k != "state_key"} for c in controls],
             "charts": charts, "columns": columns, "pairs": pairs, "fixed": fixed or {}, "fit": fit,
             "follow": follow, "projector": projector.on()}
     callbacks = {f"on_{c['name']}_change": (lambda c=c: changed(c)) for c in controls}
+    # first, so the curves usually find the code and their tables already there (stub.js waits otherwise)
+    data_mount_function()(key=f"{key}_data", data={"blobs": blobs})
     mount_function()(key=key, data=spec, **callbacks)
 
 

@@ -513,8 +513,51 @@ function occupancy(box, cell) {
   };
 }
 
+function withTables(data) {   // the spec with the carrier's tables in place of their names (data.js), or null
+  const store = window.__odliveData, get = (r) => (r && r.$ref !== undefined ? (store && store.get(r.$ref)) : r);
+  const pairs = get(data.pairs);
+  if (data.pairs && !pairs) return null;
+  const charts = [];
+  for (const c of data.charts) {
+    const series = [];
+    for (const s of c.series || []) {
+      if (!s.table || s.table.$ref === undefined) { series.push(s); continue; }
+      const table = get(s.table);
+      if (!table) return null;
+      series.push({ ...s, table });
+    }
+    charts.push(c.series ? { ...c, series } : c);
+  }
+  return { ...data, pairs: pairs || null, charts };
+}
+
+// This module is the code of the tables' element (odlab_live_data, mounted before the curves): it keeps the
+// tables by name and hands the page this entry; the curves' element carries only a stub (stub.js) that calls it.
+// Both are the same on every release of the slider, so Streamlit's message cache sends a reference, not them again.
+const KEEP = 64;   // tables kept by name: a few pages' worth (each page holds 2-12)
+
 export default function (component) {
-  const { data, parentElement, setStateValue } = component;
+  const store = (window.__odliveData = window.__odliveData || new Map());
+  for (const [name, value] of Object.entries((component.data && component.data.blobs) || {})) {
+    store.delete(name); store.set(name, value);   // most recent last
+  }
+  while (store.size > KEEP) store.delete(store.keys().next().value);
+  // it takes no room in the page: Streamlit's element container (and the gap it leaves) is hidden
+  const el = component.parentElement, box = el && el.closest && el.closest("[data-testid=stElementContainer]");
+  if (box) box.style.display = "none";
+  window.__odliveCode = entry;
+  window.dispatchEvent(new CustomEvent("odlive-data"));
+}
+
+function entry(component) {   // the curves' element (stub.js): false while its tables have not arrived
+  const full = withTables(component.data);
+  if (!full) return false;
+  render(component, full);
+  return true;
+}
+
+function render(component, data) {
+  const { parentElement, setStateValue } = component;
   let st = parentElement.__odlive;
   if (!st) {
     const root = document.createElement("div");
