@@ -642,13 +642,15 @@ def _pair_pmf_row(others: float, eps: float, tau: float, R: int, method: str) ->
 
 
 def _compose(type_values: np.ndarray, mult: np.ndarray, eps: float, tau: float, R: int, method: str,
-             want_q: bool = False):
-    """PMF of the total loss (P, and optionally Q) for ``mult[i]`` pairs of type ``type_values[i]``."""
+             want_q: bool = False, pm: np.ndarray | None = None):
+    """PMF of the total loss (P, and optionally Q) for ``mult[i]`` pairs of type ``type_values[i]`` (``pm``: their
+    rows of :func:`pair_loss_pmf`, when already at hand)."""
     from scipy import fft as sfft
 
     K = int(mult.sum())
     n = 2 * K * R + 1
-    pm = np.stack([_pair_pmf_row(float(v), eps, tau, R, method) for v in type_values])
+    if pm is None:
+        pm = np.stack([_pair_pmf_row(float(v), eps, tau, R, method) for v in type_values])
     size = sfft.next_fast_len(n, real=True)
     spec = sfft.rfft(pm, n=size, axis=1)
     tot = np.prod(spec ** mult[:, None], axis=0)
@@ -744,6 +746,40 @@ def user_risk(others_counts, epsilon: float, threshold: float, *, resolution: in
         s_prior = float(np.sum(np.maximum(pri * q, (1.0 - pri) * p)) / max(p.sum(), 1e-300))
     return UserRisk(k, int(K), succ, max(succ_lo - err, 0.5 - err), min(succ_hi + err, 1.0), err, eff,
                     eps, tau, r, s_prior)
+
+
+def success_grid(others_counts, epsilons, thresholds, *, resolution: int = DEFAULT_RESOLUTION,
+                 tol: float = DEFAULT_TOL) -> np.ndarray:
+    """``user_risk(others_counts, epsilons[i], thresholds[i]).success`` for every ``i``: the same numbers, computed
+    without what only :func:`user_risk` returns (the rigorous bounds, the ROC, the effective k) and with each
+    setting's pair types in one call of :func:`pair_loss_pmf` — about 3× faster, for a person's success along a
+    grid of ε (the live curve of the Attack page). ``thresholds``: one number, or one per ε.
+
+    >>> bool(abs(success_grid([10_000] * 3, [0.66], 100)[0] - user_risk([10_000] * 3, 0.66, 100).success) < 1e-12)
+    True
+    """
+    eps = np.atleast_1d(np.asarray(epsilons, dtype=float))
+    tau = np.broadcast_to(np.asarray(thresholds, dtype=float), eps.shape)
+    others = np.atleast_1d(np.asarray(others_counts, dtype=float))
+    if np.any(~np.isfinite(others)) or np.any(others < 0):
+        raise ParameterError("others_counts must be finite counts >= 0 (true count minus the victim).")
+    check_positive("tol", tol)
+    R = int(resolution)
+    out = np.full(eps.shape, 0.5)
+    for i, (e, t) in enumerate(zip(eps, tau, strict=True)):
+        e, t = check_positive("epsilon", float(e)), check_positive("threshold", float(t))
+        typ, _, _, _ = _classify(others, e, t, tol)
+        if typ.size == 0:
+            continue
+        vals, mult = np.unique(typ, return_counts=True)
+        p, _, K = _compose(vals, mult, e, t, R, "connect_dots",
+                           pm=pair_loss_pmf(vals, e, t, resolution=R, method="connect_dots"))
+        hi = 0.5 + 0.5 * _tv_from_p(p, K, R, e)
+        p2, _, _ = _compose(vals, mult, e, t, R // 2, "connect_dots",
+                            pm=pair_loss_pmf(vals, e, t, resolution=R // 2, method="connect_dots"))
+        half = 0.5 + 0.5 * _tv_from_p(p2, K, R // 2, e)
+        out[i] = float(np.clip((4.0 * hi - half) / 3.0, 0.5, hi))   # as user_risk: Richardson
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -212,11 +212,9 @@ def person_success(others, max_pairs: int, thresholds) -> np.ndarray:
     per-pair parameter ε/max_pairs (max_pairs = 1 per count) and threshold ``thresholds[i]`` at ``ATTACK_GRID[i]``
     (a number, or one per grid point when the threshold follows ε).
 
-    Exact values: :func:`odcore.privacy.attack.user_risk` (``others``: the other people's counts on the person's
+    Exact values: those of :func:`odcore.privacy.attack.user_risk`, by :func:`~odcore.privacy.attack.success_grid` (``others``: the other people's counts on the person's
     pairs)."""
-    from odcore.privacy.attack import user_risk
+    from odcore.privacy.attack import success_grid
 
     tau = np.broadcast_to(np.asarray(thresholds, dtype=float), ATTACK_GRID.shape)
-    m = int(max_pairs)
-    return np.array([user_risk(list(others), float(e) / m, float(t)).success
-                     for e, t in zip(ATTACK_GRID, tau, strict=True)])
+    return success_grid(list(others), ATTACK_GRID / int(max_pairs), tau)
