@@ -404,3 +404,22 @@ def test_success_curve_values_do_not_depend_on_k_max(epsilon):
     full = np.asarray(attack.success_curve(epsilon, 70))
     for k_max in (1, 3, 32, 65):
         np.testing.assert_array_equal(np.asarray(attack.success_curve(epsilon, k_max)), full[:k_max + 1])
+
+
+def test_success_grid_gives_user_risks_success_at_every_setting():
+    """success_grid (the live curve of a real person) is user_risk's success, setting by setting: pairs far above
+    and far below τ, near it, a person with no informative pair, a threshold per ε and the per-person scale."""
+    from odcore.privacy.attack import success_grid, user_risk
+
+    rng = np.random.default_rng(7)
+    people = [[150, 90, 99, 101, 300, 12, 0, 5000, 130, 99, 99, 2], rng.integers(0, 400, 25).tolist(), [0] * 5,
+              [10_000] * 3]
+    eps = np.geomspace(0.05, 8.0, 9)
+    for others in people:
+        for tau in (1.0, 20.0, 100.0, np.linspace(5, 150, eps.size)):
+            got = success_grid(others, eps, tau)
+            taus = np.broadcast_to(tau, eps.shape)
+            want = [user_risk(others, e, t).success for e, t in zip(eps, taus, strict=True)]
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    with pytest.raises(ParameterError, match="epsilon"):
+        success_grid([1, 2], [0.5, -1.0], 10)
