@@ -33,23 +33,29 @@ def probability_words(p: float) -> str:
     return "very unlikely"
 
 
+NBSP = "\u00a0"
+USUAL_RANGE = f"(0.01{NBSP}to{NBSP}7)"
+"""The literature's range of ε, one unit on a line (no-break spaces: "(0.01 to" never ends a line without "7)")."""
+
+
 def epsilon_words(epsilon: float) -> str:
     """Where an ε sits on the scale used in the literature ("as little as 0.01 to as much as 7", Houssiau et al.).
 
-    >>> epsilon_words(0.66)
-    'within the usual range (0.01 to 7)'
-    >>> epsilon_words(46.2)
-    'far outside the usual range (0.01 to 7): little formal protection'
+    >>> print(epsilon_words(0.66).replace(NBSP, " "))
+    within the usual range (0.01 to 7)
+    >>> print(epsilon_words(46.2).replace(NBSP, " "))
+    far outside the usual range (0.01 to 7): little formal protection
     """
     if not math.isfinite(epsilon):
         return "no formal protection"
     if epsilon <= 1:
-        return "within the usual range (0.01 to 7)"
+        return f"within the usual range {USUAL_RANGE}"
     if epsilon <= 7:
-        return "at the weak end of the usual range (0.01 to 7)"
+        return f"at the weak end of the usual range {USUAL_RANGE}"
     if epsilon <= 20:
-        return "outside the usual range (0.01 to 7): weak protection"
-    return "far outside the usual range (0.01 to 7): little formal protection"
+        return f"outside the usual range {USUAL_RANGE}: weak protection"
+    return f"far outside the usual range {USUAL_RANGE}: little formal protection"
+
 
 
 def pct(p: float, digits: int = 1) -> str:

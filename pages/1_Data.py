@@ -62,7 +62,7 @@ st.pydeck_chart(deck, height=480, key="data_map")
 empty_words = "as outlines" if maps.outline_style(od.grid) == "lines" else "pale grey"
 outside_words = "outside the grid" if getattr(od.grid, "kind", "square") != "polygons" else "outside every zone"
 st.markdown(maps.legend_html("Trace points per zone (log scale)", 1, 10 ** vmax,
-                             note=f"· empty zones drawn {empty_words} · {outside:,} points {outside_words}"),
+                             note=f"empty zones drawn {empty_words} · {outside:,} points {outside_words}"),
             unsafe_allow_html=True)
 
 st.subheader(f"Total vs unique trips per user, week {s.week}")

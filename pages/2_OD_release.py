@@ -95,5 +95,5 @@ export_buttons(f"DO_NOT_SHARE_analysis_week{s.week}", data=functools.partial(rv.
                csv_help="For you only: every observed pair (published or not) with its true count, noise, noisy "
                         "count and exact release probability. It discloses what the release protects.")
 st.caption("The published table is what may leave the building. The analysis table holds every observed pair with "
-           "its true count and noise (as the CLI's --analysis-out): do not share it.")
+           "its true count and noise, as the command line's analysis table does: do not share it.")
 reproduce([("The week's release (published.csv, release.json, guarantee_sheet.html)", "release", cli_config)])

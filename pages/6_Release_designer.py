@@ -126,10 +126,12 @@ compare = pd.DataFrame([
      "threshold": dflt["threshold"], "user-trips published": dflt["trips_published"],
      "pairs published": dflt["pairs_published"], "mean relative error": dflt["mean_relative_error"]},
 ])
-st.dataframe(compare, hide_index=True, width="stretch",
-             column_config={"mean relative error": st.column_config.NumberColumn(format="percent"),
-                            "ε per person-week": st.column_config.NumberColumn(format="%.3g"),
-                            "noise scale": st.column_config.NumberColumn(format="%.3g")})
+# a table whose text wraps to the content's width (the scrolling grid hid its last columns on a 1024-pixel projector)
+st.table(compare.assign(**{c: [num(float(v)) for v in compare[c]] for c in
+                           ("ε per person-week", "noise scale", "threshold", "user-trips published",
+                            "pairs published")},
+                        **{"mean relative error": [pct(float(v)) for v in compare["mean relative error"]]}),
+         hide_index=True)
 
 st.subheader("Utility against per-person ε")
 fig, front = cache.frontier_figure((s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed, tune), projector.on(),

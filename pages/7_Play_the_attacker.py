@@ -131,6 +131,8 @@ n_sup = int((shown["state"] == "suppressed").sum())
 st.markdown(f"What the release shows on {'this pair' if k == 1 else f'these {k} pairs'}: **{k - n_sup} published, {n_sup} suppressed** "
             f"(threshold {s.threshold:g}; each count has noise of scale {rules.scale:.3g}). "
             "If the person is in, each count is one higher than the others alone.")
+# a suppressed pair's count is "—", not the grid's "None" for a missing number
+shown = shown.assign(published=[f"{v:,.2f}" if np.isfinite(v) else "—" for v in shown["published"].to_numpy(float)])
 st.dataframe(shown, hide_index=True, width="stretch", key="game_shown", height=min(38 + 35 * k, 420),
              column_config={
                  "pair": st.column_config.NumberColumn("pair", help="Known trip number"),
@@ -138,8 +140,7 @@ st.dataframe(shown, hide_index=True, width="stretch", key="game_shown", height=m
                  "destination": st.column_config.NumberColumn("to zone", format="%d"),
                  "others": st.column_config.NumberColumn("others on it (known)", format="%d",
                                                          help="People other than this person on the pair"),
-                 "published": st.column_config.NumberColumn("published count", format="%.2f",
-                                                            help="Empty when suppressed"),
+                 "published": st.column_config.TextColumn("published count", help="— when suppressed", alignment="right"),
                  "state": st.column_config.TextColumn("published?")})
 b = st.columns([1, 1, 3])
 round_args = (ctx, GAME, k, j, game_seed)   # the callback deals this round again from the cached pool
