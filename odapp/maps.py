@@ -638,15 +638,16 @@ def risk_cells_frame(cells: pd.DataFrame, zone_risk: pd.DataFrame) -> pd.DataFra
     return df
 
 
-def scale_bar(lat: np.ndarray, lon: np.ndarray) -> tuple[list[list[float]], list[float], float]:
+def scale_bar(lat: np.ndarray, lon: np.ndarray, km: float | None = None) -> tuple[list[list[float]], list[float], float]:
     """A scale bar anchored in the map (it grows and shrinks with the zoom, so it stays true): a path under the
-    bottom-left of the data and where its label goes. Returns ``(path, label_position, km)`` (lists of [lon, lat])."""
+    bottom-left of the data and where its label goes. Returns ``(path, label_position, km)`` (lists of [lon, lat]);
+    ``km``: its length (default: about a fifth of the data's width, :func:`odcore.report.figures.nice_km`)."""
     lat = np.asarray(lat, float)
     lon = np.asarray(lon, float)
     la0, la1 = np.nanpercentile(lat, [0.5, 99.5])
     lo0, lo1 = np.nanpercentile(lon, [0.5, 99.5])
     kx = figures.km_per_deg_lon(float(la0))
-    km = figures.nice_km(max((lo1 - lo0) * kx, 0.5))
+    km = figures.nice_km(max((lo1 - lo0) * kx, 0.5)) if km is None else float(km)
     y = float(la0 - 0.06 * max(la1 - la0, 0.005))
     dy = 0.012 * max(la1 - la0, 0.005)
     x0, x1 = float(lo0), float(lo0 + km / kx)
@@ -909,7 +910,8 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                *([sup["o"].to_numpy(), sup["d"].to_numpy()] if sup is not None else [])]).astype(int)
         bx0, bx1 = min([lo0, *llon[used].tolist()]), max([lo1, *llon[used].tolist()])
         by0, by1 = min([la0, *llat[used].tolist()]), max([la1, *llat[used].tolist()])
-        bar = scale_bar(np.array([by0, by1]), np.array([bx0, bx1]))
+        bar_box = np.array([by0, by1]), np.array([bx0, bx1])
+        bar = scale_bar(*bar_box)
         by0 = min(by0, bar[0][1][1])
         v1 = fl.fit_view(bx0, bx1, by0, by1, width_px=w_px, height_px=height, pad_px=34)
         kpp = v1.km_per_px
@@ -987,6 +989,10 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                                                          "tip": "tip"}),
                                 id="flows", get_polygon="polygon", get_fill_color="color", stroked=False,
                                 filled=True, pickable=True, auto_highlight=True))
+        # a fifth of what the view shows, not of the data: flows between a few places in a wide view (a city
+        # beside a bay) had a bar of a few pixels
+        if (km_view := figures.nice_km(v1.km_per_px * w_px)) > bar[2]:
+            bar = scale_bar(*bar_box, km=km_view)
         layers += scale_bar_layers(None, None, label=False, bar=bar)
         words = pic.level_words() + f" · {pic.shown_words()}" + (" (Top N: auto)" if pic.auto_top else "")
         vs = pdk.ViewState(latitude=v1.lat, longitude=v1.lon, zoom=v1.zoom, pitch=0, bearing=0)

@@ -9,6 +9,7 @@ lists per row).
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import numpy as np
@@ -382,6 +383,11 @@ def test_bundled_release_map_uses_two_kinds_of_layer_and_the_legend_gives_the_sc
     assert len(said) == 1                                              # the bar's length, in the legend
     (x0, y0), (x1, _) = bar[1]["s"], bar[1]["t"]                       # the bar's horizontal segment
     assert abs(x1 - x0) * figures.km_per_deg_lon(y0) == pytest.approx(said[0], rel=0.02)
+    # about a fifth of what the first view shows (Web Mercator: 40,075 km · cos(lat) / (512 · 2^zoom) per pixel
+    # in deck.gl's 512-pixel tiles), not a few pixels of it
+    v = deck["initialViewState"]
+    view_km = 40_075 * math.cos(math.radians(v["latitude"])) / (512 * 2 ** v["zoom"]) * maps.MAP_WIDTH_PX
+    assert said[0] == figures.nice_km(view_km), (said[0], view_km)
 
 
 def test_layer_rows_are_the_frames_records_with_floats_rounded():
