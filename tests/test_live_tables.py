@@ -160,6 +160,9 @@ def test_person_table_within_a_tenth_of_a_point():
     others = (0.0, 2.0, 5.0, 12.0, 40.0, 80.0, 95.0, 99.0, 130.0, 300.0)
     ys = live.person_success(others, 1, 100.0)
     g = live.ATTACK_GRID
+    # on the grid: user_risk's success at its finer default resolution, within 1e-5 (PERSON_RESOLUTION)
+    at_grid = [attack.user_risk(list(others), float(e), 100.0).success for e in g[::9]]
+    assert np.abs(np.asarray(ys[::9]) - at_grid).max() <= 1e-5
     for i in range(0, len(g) - 1, 6):
         e = float(np.sqrt(g[i] * g[i + 1]))
         exact = attack.user_risk(list(others), e, 100.0).success
