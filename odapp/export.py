@@ -169,13 +169,14 @@ def button_row():
     return st.container(horizontal=True, gap="small")
 
 
-def export_buttons(name: str, *, fig: go.Figure | None = None,
+def export_buttons(name: str, *, fig: go.Figure | Callable[[], go.Figure] | None = None,
                    data: pd.DataFrame | Callable[[], pd.DataFrame] | None = None, config: dict | None = None,
                    command: str | None = None, key: str | None = None, row=None, csv_label: str = "CSV",
                    csv_help: str = "The numbers behind the chart, one row per plotted point.",
                    csv_first_line: str | None = None) -> None:
-    """A row of download buttons: PNG, SVG (from ``fig``), CSV (``data``, or a function that builds it when the
-    button is clicked) and configuration JSON (``config``), in ``row`` (a :func:`button_row`; a new one if None).
+    """A row of download buttons: PNG, SVG (from ``fig``), CSV (``data``) and configuration JSON (``config``), in
+    ``row`` (a :func:`button_row`; a new one if None). ``fig`` and ``data`` may be functions that build them when a
+    button is clicked: a chart drawn only for the files then costs nothing on each press of a slider.
 
     The CSV is spreadsheet-safe (:func:`odcore.report.safe_csv.csv_text`: no cell starts a formula);
     ``csv_first_line`` (e.g. a do-not-share notice) is written before its header as a ``#`` line.
@@ -196,7 +197,8 @@ def export_buttons(name: str, *, fig: go.Figure | None = None,
                                                                                else "")),
                                  ("svg", ":material/draw:", "a vector SVG image (fonts embedded when laid out for "
                                                             "a paper)")):
-            row.download_button(fmt.upper(), data=lambda fmt=fmt: _cached_image(fig.to_json(), fmt, size),
+            row.download_button(fmt.upper(), data=lambda fmt=fmt: _cached_image(
+                                    (fig() if callable(fig) else fig).to_json(), fmt, size),
                                 file_name=f"{stem}.{fmt}", mime=MIME[fmt], key=f"dl_{fmt}_{key}", on_click="ignore",
                                 icon=icon, help=f"The chart as {words}, {what}.")
     if data is not None:

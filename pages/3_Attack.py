@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -87,8 +89,10 @@ with st.expander("Monte Carlo check (the paper's simulation)", expanded=False):
         st.caption(f"{pct(inside, 0)} of the exact values fall inside the 95 % intervals (expect about 95 %).")
 
 mc = st.session_state.get(MC_KEY, {}).get((float(s.epsilon), int(reps), int(s.seed)))
-fig = charts.curve_chart(curve, mc if show_mc else None, mode=s.mode, epsilon=s.epsilon, max_pairs=s.max_pairs,
-                         prior=float(prior), reps=int(reps), p3=p3, p32=p32, projector=projector_mode())
+# drawn for the files only (the page draws the live curves), when a button asks for it
+fig = functools.partial(charts.curve_chart, curve, mc if show_mc else None, mode=s.mode, epsilon=s.epsilon,
+                        max_pairs=s.max_pairs, prior=float(prior), reps=int(reps), p3=p3, p32=p32,
+                        projector=projector_mode())
 curve_data = curve if mc is None else curve.merge(mc, on="k", how="left")
 live_view.attack(s, curve, k_max=K_MAX, prior=float(prior), mc=mc if show_mc else None, reps=int(reps))
 row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)

@@ -168,17 +168,18 @@ st.subheader("ε of one user-week against the number of unique trips, and over w
 projector = projector_mode()
 live_view.budget(s, trips=int(trips), weeks=int(weeks), delta=float(delta), trips_max=max(70, int(trips)),
                  typical=typical, prior=float(prior), relative_step=WEEKS_RELATIVE_STEP)
-fig = charts.trips_chart(vs_trips, delta=float(delta), max_pairs=s.max_pairs, trips=int(trips), typical=typical,
-                         week=s.week, e_count=float(e_count), epsilon=s.epsilon, user_mode=user_mode,
-                         projector=projector)
+# the plotly charts are for the files only (the page draws the live curves): built when a button asks for them
+fig = functools.partial(charts.trips_chart, vs_trips, delta=float(delta), max_pairs=s.max_pairs, trips=int(trips),
+                        typical=typical, week=s.week, e_count=float(e_count), epsilon=s.epsilon, user_mode=user_mode,
+                        projector=projector)
 left, right = st.columns(2)   # there in both modes, so what follows keeps its place (updated, not rebuilt)
 if not projector:   # the curves at the page's ε, as files (plotly)
     with left:
         export_buttons("epsilon_vs_trips", fig=fig, data=vs_trips, config=cli_config, command="budget",
                        key="eps_trips")
     with right:
-        fig = charts.weeks_chart(over_weeks, trips=int(trips), max_pairs=s.max_pairs, user_mode=user_mode,
-                                 projector=projector)
+        fig = functools.partial(charts.weeks_chart, over_weeks, trips=int(trips), max_pairs=s.max_pairs,
+                                user_mode=user_mode, projector=projector)
         over_weeks_csv = functools.partial(   # the chart's numbers with the tight bracket's lower end
             callbacks.budget_over_weeks, s.epsilon, int(trips), int(weeks), float(delta),
             s.max_pairs if user_mode else None, vs_trips, total_interval)

@@ -55,3 +55,12 @@ def test_svg_download_has_the_chosen_size(streamlit_url, page, tmp_path):
         assert w == size.width_px
         assert size.height_px <= h <= 2 * size.height_px    # a long legend makes a figure taller, never narrower
         assert b"@font-face" in svg                          # the paper type embedded (figures.embed_svg_fonts)
+    # a chart drawn for the files only, when its button asks (the Attack page's curve: export_buttons(fig=callable))
+    page.goto(streamlit_url.rstrip("/") + "/Attack", wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Attack", exact=True).first.wait_for(timeout=180_000)
+    page.locator("[data-testid=stDownloadButton]").filter(has_text="SVG").first.wait_for(timeout=180_000)
+    _settle(page)
+    svg, name = _download(page, "SVG", tmp_path)
+    assert name == "attack_success_curve.svg"             # a new session (the page was loaded): the screen's size
+    assert svg_size(svg) == (900, 540)
+    assert b"Membership attack success" in svg or b"attack success" in svg.lower()
