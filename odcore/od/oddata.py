@@ -7,6 +7,7 @@ user-level release on Spark holds aggregates only (:attr:`ODData.per_user` is Fa
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,15 +190,17 @@ class ODData:
         """``DataFrame[week, trips, unique_trips, user_weeks]``: how many active user-weeks (of week ``week``, or of
         every week) have each number of trips and unique trips, sorted by those three; its size depends on the
         weeks and the trips a week can hold, never on the number of people."""
-        if self.user_week_counts is not None:
-            h = self.user_week_counts
-        else:
-            uw = self.user_week
-            h = (uw.groupby([WEEK, TRIPS, UNIQUE_TRIPS], sort=True).size().rename(USER_WEEKS).reset_index()
-                 .astype(np.int64))
+        h = self.user_week_counts if self.user_week_counts is not None else self._histogram_of_user_week
         if week is not None:
             h = h.loc[h[WEEK].to_numpy() == int(week)].reset_index(drop=True)
         return h[list(HISTOGRAM_COLUMNS)]
+
+    @functools.cached_property
+    def _histogram_of_user_week(self) -> pd.DataFrame:
+        """:meth:`user_week_histogram` of the ``user_week`` table, computed once per object (it is frozen)."""
+        uw = self.user_week
+        return (uw.groupby([WEEK, TRIPS, UNIQUE_TRIPS], sort=True).size().rename(USER_WEEKS).reset_index()
+                .astype(np.int64)[list(HISTOGRAM_COLUMNS)])
 
     def unique_trips_figures(self, week: int | None = None) -> dict[str, Any]:
         """Unique trips per active user-week (of week ``week`` or every week), from :meth:`user_week_histogram`:
