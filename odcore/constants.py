@@ -27,6 +27,7 @@ DESTINATION = "destination"
 COUNT = "count"          # distinct users on an (week, origin, destination) pair
 TRIPS = "trips"          # total trips of a user in a week
 UNIQUE_TRIPS = "unique_trips"
+USER_WEEKS = "user_weeks"  # active user-weeks with given (week, trips, unique_trips): ODData.user_week_histogram()
 
 TRUE_COUNT = "true_count"
 NOISE = "noise"

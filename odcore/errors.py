@@ -24,6 +24,11 @@ class MissingBrowserError(ODCoreError, RuntimeError):
     """PNG/SVG/PDF export needs a local Chrome or Chromium (kaleido draws with it) and none was found."""
 
 
+class AggregatesOnlyError(ODCoreError, LookupError):
+    """A per-person table was asked of OD data that holds aggregates only (the Spark engine's user-level path brings
+    no per-person table to the driver); the message names what to use or do instead."""
+
+
 class TraceFormatError(ODCoreError, ValueError):
     """An input file cannot be read as traces.
 

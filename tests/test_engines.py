@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from odcore.data.traces import load_traces
-from odcore.errors import ParameterError, TraceFormatError
+from odcore.errors import AggregatesOnlyError, ParameterError, TraceFormatError
 from odcore.od.engines import ENGINES, build_od, file_source
 from odcore.od.engines.kernel import Bounds, fit_grid_bounds, hour_slots, week_of_slots
 from odcore.od.trips import ODConfig
@@ -514,6 +514,13 @@ def test_user_level_release_identical_in_every_engine(spark, user_ids):
     for engine, opts in (("memory", {}), ("duckdb", {"shard_rows": 2_000}), ("spark", {"spark": spark})):
         od = build_od(df, cfg, engine=engine, keep_pairs=False, bound=(m, key), **opts)
         assert not od.stats.get("pairs_available", True) or engine == "memory"
+        # Spark brings aggregates only: the user-weeks' histogram and the number of people, the same figures
+        assert od.per_user == (engine != "spark")
+        pd.testing.assert_frame_equal(od.user_week_histogram(), mem.user_week_histogram(), obj=engine)
+        assert od.summary() == mem.summary()
+        if engine == "spark":
+            with pytest.raises(AggregatesOnlyError, match="keep_pairs=True"):
+                od.user_week.groupby("week")
         got = _bounded_release(od, m, seed)
         pd.testing.assert_frame_equal(got.table, ref.table, obj=engine)
         for k in ("user_weeks", "user_weeks_bounded", "contributions_in", "contributions_dropped_by_bounding",
@@ -522,3 +529,85 @@ def test_user_level_release_identical_in_every_engine(spark, user_ids):
     # another seed is another key: other pairs kept
     other = build_od(df, cfg, engine="duckdb", keep_pairs=False, bound=(m, bounding_key(np.random.default_rng(5))))
     assert not other.stats["bounded_counts"]["true_count"].equals(mem.stats["bounded_counts"]["true_count"])
+
+
+@pytest.fixture
+def driver_tables(spark, monkeypatch):
+    """What Spark hands to the driver while the test runs: ``(method, columns, rows)`` of every ``toPandas``,
+    ``collect``, ``tail``, ``toArrow``, ``toLocalIterator`` of a DataFrame (``take``/``head``/``first`` go through
+    ``collect``) and of every ``RDD.collect`` (columns unknown: None)."""
+    from pyspark import RDD
+
+    seen: list[tuple[str, tuple[str, ...] | None, int]] = []
+    cls = type(spark.range(1))
+
+    def record(name, size):
+        orig = getattr(cls, name)
+
+        def wrapped(self, *a, **k):
+            out = orig(self, *a, **k)
+            if name == "toLocalIterator":
+                out = list(out)
+                seen.append((name, tuple(self.columns), len(out)))
+                return iter(out)
+            seen.append((name, tuple(self.columns), size(out)))
+            return out
+
+        monkeypatch.setattr(cls, name, wrapped)
+
+    for name in ("toPandas", "collect", "tail", "toLocalIterator"):
+        record(name, len)
+    record("toArrow", lambda t: t.num_rows)
+    rdd_collect = RDD.collect
+
+    def rdd_wrapped(self):
+        out = rdd_collect(self)
+        seen.append(("RDD.collect", None, len(out)))
+        return out
+
+    monkeypatch.setattr(RDD, "collect", rdd_wrapped)
+    return seen
+
+
+def test_cli_user_level_release_same_in_every_engine_and_spark_brings_back_aggregates_only(
+        tmp_path, capsys, driver_tables):
+    """``release --mode user_level --max-pairs 10``: memory, DuckDB and Spark write the same published table and the
+    same analysis figures for a seed, and Spark hands the driver only tables whose size does not grow with the
+    number of people: no ``user`` column, never more rows than the OD table has (week, origin, destination) pairs
+    or the grid has cells (the per-user-week figures come back as a histogram by (week, trips, unique_trips))."""
+    from odcore.cli import main
+
+    df = _random_city(300, 11)
+    path = tmp_path / "city.parquet"
+    df.to_parquet(path)
+    argv = ["release", "--input", str(path), "--tz", "Europe/Paris", "--mode", "user_level", "--max-pairs", "10",
+            "--epsilon", "1", "--threshold", "3", "--seed", "7", "--json"]
+    outs = {}
+    for engine in ENGINES:
+        if engine == "spark":
+            driver_tables.clear()
+        out, an = tmp_path / f"pub-{engine}", tmp_path / f"an-{engine}"
+        assert main([*argv, "--engine", engine, "--out", str(out), "--analysis-out", str(an)]) == 0
+        capsys.readouterr()
+        outs[engine] = ((out / "published.csv").read_bytes(), pd.read_csv(an / "DO_NOT_SHARE_analysis.csv",
+                                                                           comment="#"),
+                        json.loads((an / "DO_NOT_SHARE_summary.json").read_text()))
+    pub_m, full_m, sum_m = outs["memory"]
+    assert len(full_m) > 100
+    assert sum_m["release"]["user_weeks_bounded"] > 0
+    for engine in ("duckdb", "spark"):
+        pub, full, summ = outs[engine]
+        assert pub == pub_m, engine
+        pd.testing.assert_frame_equal(full, full_m, obj=engine)
+        for k in ("od", "unique_trips_per_user_week", "budget_typical_user", "budget_max_user", "utility", "weeks"):
+            assert summ[k] == sum_m[k], (engine, k)
+        assert summ["release"]["bounded_in"] == engine
+    # what reached the driver from Spark
+    od = build_od(df, ODConfig(tz="Europe/Paris"), engine="memory")
+    n_pairs, n_user_weeks = len(od.counts), len(od.user_week)
+    assert n_user_weeks > 400
+    assert n_pairs > 100
+    assert driver_tables, "the recorder saw nothing"
+    for name, cols, rows in driver_tables:
+        assert cols is None or "user" not in cols, (name, cols, rows)
+        assert rows <= max(n_pairs, od.grid.n_cells), (name, cols, rows)

@@ -5,6 +5,7 @@ on a site's cluster (docs/scaling.md). Their tables must equal the memory engine
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -126,12 +127,19 @@ def test_od_job_and_user_level_release_on_a_standalone_cluster(cluster, tmp_path
     a, b = (pd.read_csv(tmp_path / f"{e}.csv") for e in ("spark", "memory"))
     assert len(a) > 500
     pd.testing.assert_frame_equal(a, b)
-    # the user-level release: bounded in Spark SQL on the executors, noise on the driver; same table
+    # the user-level release: bounded in Spark SQL on the executors, only aggregates back to the driver, noise on
+    # the driver; the same published table, analysis table and figures
     rel = ["release", *common, "--mode", "user_level", "--max-pairs", "10", "--epsilon", "1", "--threshold", "5",
            "--seed", "11"]
-    res = _submit(cluster, [*rel, "--engine", "spark", "--out", str(tmp_path / "rel-spark"), "--json"])
-    assert main([*rel, "--out", str(tmp_path / "rel-memory")]) == 0
-    a, b = (pd.read_csv(tmp_path / f"rel-{e}" / "release.csv") for e in ("spark", "memory"))
+    res = _submit(cluster, [*rel, "--engine", "spark", "--out", str(tmp_path / "rel-spark"), "--analysis-out",
+                            str(tmp_path / "an-spark"), "--json"])
+    assert main([*rel, "--out", str(tmp_path / "rel-memory"), "--analysis-out", str(tmp_path / "an-memory")]) == 0
+    a, b = (pd.read_csv(tmp_path / f"an-{e}" / "DO_NOT_SHARE_analysis.csv", comment="#") for e in ("spark", "memory"))
     assert a["released"].sum() > 20
     pd.testing.assert_frame_equal(a, b)
+    pub = [(tmp_path / f"rel-{e}" / "published.csv").read_bytes() for e in ("spark", "memory")]
+    assert pub[0] == pub[1]
+    sa, sb = (json.loads((tmp_path / f"an-{e}" / "DO_NOT_SHARE_summary.json").read_text()) for e in ("spark", "memory"))
+    for k in ("od", "unique_trips_per_user_week", "budget_typical_user", "utility"):
+        assert sa[k] == sb[k], k
     assert '"bounded_in": "spark"' in res.stdout

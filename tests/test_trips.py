@@ -277,3 +277,91 @@ def test_real_gowalla_wide_extent_uses_equal_area(shared_data):
     od = build_od(tr.df, ODConfig())
     assert "laea" in od.grid.crs            # worldwide data: equal-area projection, cells keep 1.3 km²
     assert od.user_week["user"].nunique() == 1000
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 60), min_size=1, max_size=80),
+       st.floats(0, 100, allow_nan=False) | st.sampled_from([0.0, 10.0, 50.0, 90.0, 100.0]))
+def test_histogram_percentile_and_median_equal_numpy_on_the_repeated_values(xs, p):
+    from odcore.od.oddata import histogram_median, histogram_percentile
+
+    x = np.array(xs, dtype=np.int64)
+    v, w = np.unique(x, return_counts=True)
+    assert histogram_percentile(v, w, p) == float(np.percentile(x, p))       # bit for bit, not approx
+    assert histogram_median(v, w) == float(np.median(x))
+
+
+def test_histogram_percentile_fails_when_wrong():
+    # the check above can fail: one repeat fewer moves the percentile
+    from odcore.od.oddata import histogram_percentile
+
+    x = np.array([1, 2, 2, 7, 9, 9, 9], dtype=np.int64)
+    v, w = np.unique(x, return_counts=True)
+    assert histogram_percentile(v, w, 50) == 7.0
+    assert histogram_percentile(v, w - (v == 2), 50) == 8.0 != float(np.percentile(x, 50))
+
+
+def _aggregates_only(od):
+    """``od`` as the Spark engine's user-level path returns it: the histogram and the number of people, no
+    user-weeks (odcore.od.engines.kernel.assemble with user_week=None)."""
+    from odcore.od.engines.kernel import assemble
+
+    # absolute week number of week 0 (kernel.week_starts_of: Monday of week k is day 7k - 3 since 1970)
+    week0 = int(pd.Timestamp(od.week_starts[0]).value // 10**9 // 86400 + 3) // 7
+    h = od.user_week_histogram()
+    return assemble(grid=od.grid, config=od.config, counts=od.counts.assign(week=od.counts["week"] + week0),
+                    user_week=None, pairs=None, stats={**od.stats, "users": od.n_users},
+                    user_week_counts=h.assign(week=h["week"] + week0))
+
+
+def test_aggregates_only_oddata_gives_the_same_figures_and_refuses_per_user_use(tmp_path):
+    """An ODData holding only the histogram of user-weeks gives the summary, busiest week and unique-trip figures
+    of the full one (and those equal numpy on the per-user-week column); any use of its user_week raises a
+    message that says what to do."""
+    from dataclasses import replace
+
+    from odcore.errors import AggregatesOnlyError
+    from odcore.od.odtable import write_counts_folder
+
+    rng = np.random.default_rng(4)
+    t0 = pd.Timestamp("2024-01-08 00:10", tz="UTC")
+    rows = [(f"u{u}", t0 + pd.Timedelta(hours=int(h)), int(rng.integers(0, 6)))
+            for u in range(80) for h in np.sort(rng.choice(24 * 20, int(rng.integers(3, 60)), replace=False))]
+    full = build_od(_traces(rows), ODConfig(), grid=GRID)
+    agg = _aggregates_only(full)
+    assert full.per_user
+    assert not agg.per_user
+    assert full.n_weeks == agg.n_weeks >= 3
+    assert agg.week_starts == full.week_starts
+    assert agg.summary(threshold=2) == full.summary(threshold=2)
+    assert agg.busiest_week() == full.busiest_week()
+    pd.testing.assert_frame_equal(agg.counts, full.counts)
+    uw = full.user_week
+    ut = uw["unique_trips"].to_numpy()
+    s = full.summary(threshold=2)
+    assert s["unique_trips_per_user_week"] == {"p10": float(np.percentile(ut, 10)), "p50": float(np.percentile(ut, 50)),
+                                               "p90": float(np.percentile(ut, 90)), "max": int(ut.max()),
+                                               "mean": float(ut.mean())}
+    assert (s["users"], s["user_weeks"], s["trips"]) == (80, len(uw), int(uw["trips"].sum()))
+    people = uw[uw["trips"] > 0].groupby("week").size()
+    assert full.busiest_week() == (int(people.idxmax()), int(people.max()))
+    for w in range(full.n_weeks):
+        f = agg.unique_trips_figures(w)
+        x = uw.loc[uw["week"] == w, "unique_trips"].to_numpy()
+        assert (f["median"], f["max"], f["user_weeks"]) == (float(np.median(x)), int(x.max()), len(x))
+        assert f == full.unique_trips_figures(w)
+    # per-person uses refuse, naming what to do
+    for use in (lambda: len(agg.user_week), lambda: agg.user_week["week"], lambda: agg.user_week.loc[0],
+                lambda: list(agg.user_week), lambda: np.asarray(agg.user_week),
+                lambda: write_counts_folder(agg, tmp_path / "c", source="x")):
+        with pytest.raises(AggregatesOnlyError, match=r"user_week is not available.*keep_pairs=True"):
+            use()
+    assert not (tmp_path / "c").exists()
+    assert not agg.stats["pairs_available"]
+    assert len(agg.pairs) == 0
+    again = replace(agg, stats={**agg.stats, "note": 1})            # replace, repr, pickle still work
+    assert again.user_week == agg.user_week
+    assert "WithheldTable('user_week')" in repr(again)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(agg)).summary(threshold=2) == s

@@ -243,7 +243,7 @@ def run_release(args: argparse.Namespace) -> int:
 
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
-    from odcore.constants import CELL, UNIQUE_TRIPS, USER, WEEK
+    from odcore.constants import CELL, USER, WEEK
     from odcore.paths import atomic_folder, check_folder_replaceable
     from odcore.privacy.accounting import BudgetConfig, budget
     from odcore.privacy.release import (
@@ -323,12 +323,10 @@ def run_release(args: argparse.Namespace) -> int:
     pub = add_zone_names(published_table(table, od.centroids(), od.week_starts), od.grid)
     pub_cells = np.union1d(pub["origin"].to_numpy(np.int64), pub["destination"].to_numpy(np.int64))
 
-    uw = od.user_week
-    if week is not None:
-        uw = uw[uw[WEEK] == int(week)]
-    trips = uw[UNIQUE_TRIPS].to_numpy() if len(uw) else np.zeros(0)
-    n_typ = int(max(1, round(float(np.median(trips))))) if len(trips) else 1
-    n_max = int(max(1, trips.max())) if len(trips) else 1
+    # unique trips per user-week from the histogram (the same figures whether or not the user-weeks are here)
+    ut = od.unique_trips_figures(None if week is None else int(week))
+    n_typ = int(max(1, round(ut["median"]))) if ut["user_weeks"] else 1
+    n_max = int(max(1, ut["max"])) if ut["user_weeks"] else 1
     n_weeks = int(table[WEEK].nunique()) if len(table) else 1
     bcfg_kw = {"epsilon": cfg.epsilon, "threshold": cfg.threshold, "weeks": s["weeks"], "max_pairs": cfg.max_pairs,
                "delta": parts.laplace}
@@ -379,9 +377,7 @@ def run_release(args: argparse.Namespace) -> int:
         "delta": parts.to_dict(),
         "utility": release_utility(table),
         "utility_by_week": utility_by_week(table).to_dict(orient="records") if len(table) else [],
-        "unique_trips_per_user_week": {"median": float(np.median(trips)) if len(trips) else None,
-                                       "max": int(trips.max()) if len(trips) else None,
-                                       "user_weeks": len(trips)},
+        "unique_trips_per_user_week": {"median": ut["median"], "max": ut["max"], "user_weeks": ut["user_weeks"]},
         "budget_typical_user": b_typ,
         "budget_max_user": budget(BudgetConfig(trips=n_max, **bcfg_kw)),
         "published": {"folder": str(out_dir), "files": list(PUBLISHED_FILES)},

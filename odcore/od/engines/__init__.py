@@ -47,7 +47,10 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
         :mod:`odcore.privacy.bounding` (``stats["bounded_counts"]``, :data:`odcore.privacy.release.BOUNDED_COLUMNS`;
         ``stats["bounding"]``: user-weeks and bounded user-weeks), identical in every engine for a key; DuckDB and
         Spark compute them in SQL, so no per-person table is needed (``keep_pairs=False``); the memory engine
-        bounds its pairs in numpy.
+        bounds its pairs in numpy. Spark with ``keep_pairs=False`` then brings aggregates only to the driver: the
+        result's ``per_user`` is False, its ``user_week`` refuses any use
+        (:class:`~odcore.errors.AggregatesOnlyError`) and ``user_week_histogram()``, ``unique_trips_figures()``
+        and ``summary()`` give the same figures as the other engines.
     engine_options:
         ``duckdb``: ``memory_limit``, ``threads``, ``temp_dir``, ``shard_rows``; ``spark``: ``spark`` (a session),
         ``master``, ``driver_memory``; ``memory``: ``shard_rows`` (files only).

@@ -19,10 +19,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from odcore.constants import COUNT, DESTINATION, LAT, LON, ORIGIN, TIME, TRIPS, UNIQUE_TRIPS, USER, WEEK
+from odcore.constants import (
+    COUNT,
+    DESTINATION,
+    LAT,
+    LON,
+    ORIGIN,
+    TIME,
+    TRIPS,
+    UNIQUE_TRIPS,
+    USER,
+    USER_WEEKS,
+    WEEK,
+)
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.hours import hour_slots, time_seconds, week_of_slots
-from odcore.od.oddata import ODData
+from odcore.od.oddata import HISTOGRAM_COLUMNS, ODData, WithheldTable
 from odcore.space.grid import SquareGrid
 
 __all__ = ["ENGINES", "Bounds", "PrepStats", "box_counts_batch", "fit_grid_bounds", "hour_slots", "mix64", "robust_bbox",
@@ -368,19 +380,35 @@ def frame_user_array(user: pd.Series):
 # Assembly of the engines' tables into ODData
 # ---------------------------------------------------------------------------------------------------------------
 
-def assemble(*, grid, config, counts: pd.DataFrame, user_week: pd.DataFrame, pairs: pd.DataFrame | None,
-             stats: dict[str, Any], user_like: pd.Series | None = None):
+AGGREGATES_ONLY_REASON = (
+    "the Spark engine built this OD data for a user-level release (build_od(..., engine='spark', "
+    "bound=(max_pairs, key), keep_pairs=False)), which brings only aggregates to the driver: per-pair counts, the "
+    "bounded per-pair counts, user-weeks by (week, trips, unique_trips) (ODData.user_week_histogram(), "
+    "ODData.unique_trips_figures()) and totals (ODData.summary()). For one row per user-week, build it with "
+    "keep_pairs=True or without bound (or with the memory or duckdb engine).")
+"""Why an aggregates-only :class:`~odcore.od.oddata.ODData` has no per-person table (its
+:class:`~odcore.od.oddata.WithheldTable` says it on any use)."""
+
+
+def assemble(*, grid, config, counts: pd.DataFrame, user_week: pd.DataFrame | None, pairs: pd.DataFrame | None,
+             stats: dict[str, Any], user_like: pd.Series | None = None,
+             user_week_counts: pd.DataFrame | None = None):
     """ODData from tables keyed by *absolute* week numbers (``week`` = Monday-week since 1970).
 
     ``counts[week, origin, destination, count]``, ``user_week[week, user, trips, unique_trips]`` (every active
     user-week) and, when available, ``pairs[week, user, origin, destination]``; they are re-indexed from the
     first active week and sorted like the memory engine's output.
-    """
 
-    if len(user_week) == 0:
+    Aggregates only (no per-person table reached this process): ``user_week`` None and ``user_week_counts`` the
+    histogram ``[week, trips, unique_trips, user_weeks]`` of the active user-weeks, ``stats["users"]`` the distinct
+    people; the result's ``user_week`` is then a :class:`~odcore.od.oddata.WithheldTable`
+    (:data:`AGGREGATES_ONLY_REASON`) and ``pairs`` is empty.
+    """
+    weeks_of = user_week if user_week is not None else user_week_counts
+    if weeks_of is None or len(weeks_of) == 0:
         raise TraceFormatError("no hourly location: every row was dropped.")
-    week0 = int(user_week[WEEK].min())
-    n_weeks = int(user_week[WEEK].max()) - week0 + 1
+    week0 = int(weeks_of[WEEK].min())
+    n_weeks = int(weeks_of[WEEK].max()) - week0 + 1
 
     def rel(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
         df = df.assign(**{WEEK: df[WEEK].to_numpy(np.int64) - week0})[cols]
@@ -397,6 +425,23 @@ def assemble(*, grid, config, counts: pd.DataFrame, user_week: pd.DataFrame, pai
                 return df.take(np.lexsort(keys[::-1])).reset_index(drop=True)
         return df.reset_index(drop=True)
 
+    if user_week is None:
+        hist = rel(user_week_counts, list(HISTOGRAM_COLUMNS)).astype(np.int64)
+        if pairs is not None:
+            raise ValueError("aggregates only: pairs must be None.")
+        counts = rel(counts, [WEEK, ORIGIN, DESTINATION, COUNT]).astype(
+            {WEEK: np.int64, ORIGIN: np.int64, DESTINATION: np.int64, COUNT: np.int64})
+        empty_user = user_like.iloc[:0].to_numpy() if user_like is not None else np.empty(0, object)
+        pairs = pd.DataFrame({WEEK: np.empty(0, np.int64), USER: empty_user, ORIGIN: np.empty(0, np.int64),
+                              DESTINATION: np.empty(0, np.int64)})
+        if user_like is not None:
+            pairs[USER] = pairs[USER].astype(user_like.dtype)
+        if USER_WEEKS not in hist.columns or "users" not in stats:
+            raise ValueError("aggregates only: user_week_counts needs user_weeks and stats needs users.")
+        return ODData(grid=grid, week_starts=week_starts_of(week0, n_weeks),
+                      user_week=WithheldTable("user_week", AGGREGATES_ONLY_REASON), pairs=pairs, counts=counts,
+                      config=config, stats={**stats, "pairs_available": False, "per_user": False},
+                      user_week_counts=hist)
     if user_like is None and not pd.api.types.is_numeric_dtype(user_week[USER].dtype):
         # a streamed file: text ids become the loader's categorical of the users kept (sorted)
         cats = pd.Index(np.unique(user_week[USER].to_numpy(dtype=str)), dtype=object)

@@ -8,6 +8,8 @@
 - The rest is Spark SQL: duplicate removal (file sources), winner takes all per user-hour with ``max_by(cell,
   struct(n, -cell))`` (ties to the lower cell id), trips with ``lead()`` over each user's hours, the week of the
   origin hour from a broadcast slot -> week table, distinct pairs and the distinct-user counts.
+- For the user-level release (``bound`` without ``keep_pairs``) the per-person bounding runs in Spark SQL too, and the
+  driver receives aggregates only: per-pair counts, the user-weeks by (week, trips, unique_trips), totals.
 """
 
 from __future__ import annotations
@@ -173,8 +175,12 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
 
     Same parameters and result as :func:`odcore.od.engines.duckdb_engine.build_od_duckdb`; ``spark`` is a
     SparkSession (default: the active one, or a local one with ``master`` and ``driver_memory``). ``bound``
-    (``(max_pairs, key)``): the per-person bounded counts in Spark SQL (:mod:`odcore.privacy.bounding`); only per-pair
-    counts reach the driver.
+    (``(max_pairs, key)``): the per-person bounded counts in Spark SQL (:mod:`odcore.privacy.bounding`).
+
+    With ``bound`` and ``keep_pairs=False`` (the user-level release) no per-person table reaches the driver, only
+    tables whose size does not grow with the number of people: per-pair counts and bounded counts, counts of rows
+    per drop reason and per cell, the user-weeks by (week, trips, unique_trips) and the number of people. The
+    result then holds aggregates only (``ODData.per_user`` False; :data:`odcore.od.engines.kernel.AGGREGATES_ONLY_REASON`).
     """
     from pyspark.sql import types as T
 
@@ -225,6 +231,8 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
 def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=None):
     from pyspark.sql import functions as F
 
+    aggregates_only = bound is not None and not keep_pairs
+
     tally = rows.groupBy("reason").agg(F.count(F.lit(1)).alias("n"), F.min(K.SLOT).alias("lo"),
                                        F.max(K.SLOT).alias("hi")).toPandas()
     rows_read = int(tally["n"].sum())
@@ -262,13 +270,19 @@ def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=No
     try:
         counts = q("SELECT week, o AS origin, d AS destination, count(*) AS count FROM prs "
                    "GROUP BY week, o, d").toPandas()
-        user_week = q(
-            "SELECT a.week, a.user, coalesce(t.n, 0) AS trips, coalesce(p.n, 0) AS unique_trips FROM "
-            "(SELECT DISTINCT sw.week, w.user FROM win w JOIN slot_week sw ON sw.slot = w.slot) a "
-            "LEFT JOIN (SELECT week, user, count(*) AS n FROM trp GROUP BY week, user) t "
-            "  ON t.week = a.week AND t.user = a.user "
-            "LEFT JOIN (SELECT week, user, count(*) AS n FROM prs GROUP BY week, user) p "
-            "  ON p.week = a.week AND p.user = a.user").toPandas()
+        q("SELECT a.week, a.user, coalesce(t.n, 0) AS trips, coalesce(p.n, 0) AS unique_trips FROM "
+          "(SELECT DISTINCT sw.week, w.user FROM win w JOIN slot_week sw ON sw.slot = w.slot) a "
+          "LEFT JOIN (SELECT week, user, count(*) AS n FROM trp GROUP BY week, user) t "
+          "  ON t.week = a.week AND t.user = a.user "
+          "LEFT JOIN (SELECT week, user, count(*) AS n FROM prs GROUP BY week, user) p "
+          "  ON p.week = a.week AND p.user = a.user").createOrReplaceTempView("uwk")
+        if aggregates_only:   # figures of the user-weeks, never the user-weeks themselves
+            user_week = None
+            hist = q("SELECT week, trips, unique_trips, count(*) AS user_weeks FROM uwk "
+                     "GROUP BY week, trips, unique_trips").toPandas()
+            n_people = int(q("SELECT count(DISTINCT user) AS people FROM win").collect()[0][0])
+        else:
+            user_week, hist, n_people = q("SELECT * FROM uwk").toPandas(), None, None
         pairs = q("SELECT week, user, o AS origin, d AS destination FROM prs").toPandas() if keep_pairs else None
         bounded = None
         if bound is not None:   # per-person bounding in Spark SQL: per-pair counts only come back
@@ -292,9 +306,11 @@ def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=No
     stats: dict[str, Any] = {"rows_read": rows_read, "rows_used": int(rows_dedup), "rows_dropped": dropped,
                              "user_hours": int(user_hours), "cells_used": cells, "engine": "spark",
                              "bbox_used": bbox}
+    if n_people is not None:
+        stats["users"] = n_people
     if bounded is not None:
         from odcore.od.engines.duckdb_engine import bounded_stats
 
         stats.update(bounded_stats(bounded.sort_values(["week", "origin", "destination"])))
     return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats,
-                      user_like=like)
+                      user_like=like, user_week_counts=hist)
