@@ -63,6 +63,7 @@ __all__ = [
     "finalize_traces",
     "load_traces",
     "read_cab_file",
+    "trace_format",
 ]
 
 # Reasons under which rows are dropped (keys of LoadReport.rows_dropped).
@@ -569,6 +570,25 @@ def cab_files(source: str | Path, limits: ArchiveLimits = DEFAULT_LIMITS) -> tup
     if len(set(ids)) != len(ids):
         raise TraceFormatError("two files give the same cab id.", file=disp)
     return disp, [m.path for m in members], ids
+
+
+def trace_format(source: Any, format: str | TraceFormat = "auto", limits: ArchiveLimits = DEFAULT_LIMITS) -> str:
+    """The format :func:`load_traces` reads ``source`` (a path) as: ``format`` unless ``auto``, else the one detected
+    from the file names and the first line (nothing else is read).
+
+    Raises
+    ------
+    TraceFormatError
+        No such path, or a format that cannot be told.
+    """
+    try:
+        fmt = TraceFormat(format.lower() if isinstance(format, str) else format)
+    except ValueError:
+        raise ParameterError(f"format must be one of {[f.value for f in TraceFormat]}, got format={format!r}.") from None
+    if fmt is not TraceFormat.AUTO:
+        return fmt.value
+    disp, members = _members(source, None, limits)
+    return _detect_format(members, disp).value
 
 
 def read_cab_file(path: str | Path, limits: ArchiveLimits = DEFAULT_LIMITS) -> tuple[np.ndarray, np.ndarray,

@@ -366,12 +366,7 @@ def run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[str
     t = col(K.T_S, np.int64)
     lat = col("lat", np.float64)
     lon = col("lon", np.float64)
-    ok, slot, cell = K.assign_batch(grid, lat, lon, t, tz, st)
     users = tbl.column(USER).combine_chunks()
-    if not ok.all():
-        keep = np.flatnonzero(ok)
-        t, lat, lon, slot, cell = t[keep], lat[keep], lon[keep], slot[keep], cell[keep]
-        users = users.take(pa.array(keep))
     if len(t) == 0:
         return None
     if pa.types.is_integer(users.type):
@@ -393,13 +388,21 @@ def run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[str
         codes = rank[enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
         labels = d[order]
     del users
+    # duplicates first, then the zones: the loader drops exact duplicates before build_od drops rows outside the
+    # zones, so each reason counts the same rows as there
     dup = _duplicates(codes, t, lat, lon, len(labels))
-    del t, lat, lon
     n_dup = int(dup.sum())
     if n_dup:
         keep = ~dup
-        codes, slot, cell = codes[keep], slot[keep], cell[keep]
+        codes, t, lat, lon = codes[keep], t[keep], lat[keep], lon[keep]
     del dup
+    ok, slot, cell = K.assign_batch(grid, lat, lon, t, tz, st)
+    del t, lat, lon
+    if not ok.all():
+        keep = np.flatnonzero(ok)
+        codes, slot, cell = codes[keep], slot[keep], cell[keep]
+    if len(codes) == 0:
+        return None
     n_rows = len(codes)
     w = winners(codes, slot, cell, len(labels), grid.n_cells, tz)
     del codes, slot, cell
