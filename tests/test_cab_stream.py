@@ -314,3 +314,30 @@ def test_real_cabs_trips_and_release_stream_with_the_same_output(capsys, monkeyp
     assert (tmp_path / "a" / "published.csv").read_bytes() == (tmp_path / "b" / "published.csv").read_bytes()
     assert (json.loads((tmp_path / "a" / "release.json").read_text())["record"]["fingerprint"]
             == json.loads((tmp_path / "b" / "release.json").read_text())["record"]["fingerprint"])
+
+
+OD_COMMANDS = [
+    ["user-risk", "--threshold", "2", "--fast", "--json"],
+    ["audit", "--threshold", "2", "--canaries", "5", "--trips", "2", "--seed", "1", "--json"],
+    ["selection", "--no-pipeline-dp", "--max-pairs", "2", "--seed", "1", "--json"],
+    ["design", "--tune", "--seed", "1", "--json"],
+]
+
+
+@pytest.mark.parametrize("argv", OD_COMMANDS, ids=lambda a: a[0])
+def test_od_commands_stream_a_cabspotting_folder_with_the_same_output(capsys, monkeypatch, cabs, argv):
+    with monkeypatch.context() as m:
+        _loaded_cli(m)
+        before = _json(capsys, [*argv, "--input", str(cabs)])
+    import odcore.data.traces as tr
+
+    monkeypatch.setattr(tr, "load_traces", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded")))
+    after = _json(capsys, [*argv, "--input", str(cabs)])
+    drop = ("seconds", "cpu_seconds", "written", "software")
+
+    def clean(x):
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items() if k not in drop}
+        return [clean(v) for v in x] if isinstance(x, list) else x
+
+    assert clean(after) == clean(before)
