@@ -30,8 +30,8 @@ import numpy as np
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.engines import kernel as K
 
-__all__ = ["GROUP_BYTES", "POOLS", "StreamedTraces", "build_od_cabspotting", "cab_groups", "kept_summary",
-           "stream_cabspotting"]
+__all__ = ["GROUP_BYTES", "POOLS", "StreamedTraces", "build_od_cabspotting", "cab_groups", "fix_density_cabspotting",
+           "kept_summary", "stream_cabspotting"]
 
 GROUP_BYTES = 4 << 20
 """Compressed bytes of cab files per group (about 500,000 fixes of gzipped Cabspotting text, 25 cabs: a worker peaks
@@ -77,6 +77,8 @@ class _Job:
     box_counts: bool = False
     labels: tuple[str, ...] = ()
     fingerprint: bool = False
+    cell_points: bool = False
+    image: tuple | None = None     # (box, width_px) of a fix-density image (stage ``fixes``)
 
 
 def _read_group(job: _Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -157,6 +159,12 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
     if job.stage == "bounds":
         st.bounds.update(lat, lon)
         return None, st
+    if job.stage == "fixes":
+        from odcore.od.engines.memory_stream import duplicate_rows
+        from odcore.report.basemap import fix_density
+
+        dup = duplicate_rows(codes - job.first_code, t, lat, lon, len(job.paths))
+        return fix_density(lon[~dup], lat[~dup], job.image[0], job.image[1]), st
     if job.keep_file is not None:
         for k in _KEPT:
             os.unlink(f"{job.keep_file}.{k}.npy")
@@ -165,7 +173,7 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
         return (None, kept), st
     tbl = pa.table({USER: codes, K.T_S: t, "lat": lat, "lon": lon})
     del codes, t, lat, lon
-    return (run_shard(tbl, job.grid, job.filters.tz, job.keep_pairs, st), kept), st
+    return (run_shard(tbl, job.grid, job.filters.tz, job.keep_pairs, st, cell_points=job.cell_points), kept), st
 
 
 def kept_summary(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndarray, labels: tuple[str, ...],
@@ -280,7 +288,8 @@ def _run_jobs(jobs: list[_Job], pool, workers: int):
 def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = None, start: Any = None,
                          end: Any = None, time_offset_s: float = 0.0, region: Any = None, keep_pairs: bool = True,
                          fingerprint: bool = False, workers: int | None = None, pool: str = "threads",
-                         group_bytes: int = GROUP_BYTES, temp_dir: str | None = None, check_bounds=None):
+                         group_bytes: int = GROUP_BYTES, temp_dir: str | None = None, check_bounds=None,
+                         name: str | None = None, cell_points: bool = False):
     """Weekly unique OD data of a Cabspotting folder, streamed in groups of cab files on ``workers`` threads.
 
     The same tables as ``build_od(load_traces(source, format="cabspotting", bbox=bbox, start=start, end=end,
@@ -320,6 +329,12 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     check_bounds:
         Called as ``check_bounds(lat_min, lat_max, lon_min, lon_max)`` with the kept fixes' box before zones are
         fitted to it (may raise to refuse a grid too big).
+    name:
+        The source's name in the report and messages (default: the path; an upload's file name when its cab files
+        were unpacked into a folder, :func:`odcore.data.traces.unpack_cabspotting`).
+    cell_points:
+        Also count the kept fixes (duplicates dropped) in each zone: ``stats["cell_points"]``, a map of where the
+        traces are (fixes outside every zone are ``rows_dropped``'s zone reason).
 
     Returns
     -------
@@ -354,6 +369,7 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     if int(group_bytes) < 1:
         raise ParameterError(f"group_bytes must be >= 1, got group_bytes={group_bytes}.")
     disp, paths, ids = cab_files(source)
+    disp = name or disp
     tz = config.tz
     n_workers = int(workers) if workers else max(1, min(2, os.cpu_count() or 1))
     if n_workers < 1:
@@ -418,7 +434,7 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
             if check_bounds is not None:
                 check_bounds(bounds.lat_min, bounds.lat_max, bounds.lon_min, bounds.lon_max)
             grid = K.fit_zones(bounds, config)
-        run = [replace(j, stage="run", grid=grid, keep_pairs=keep_pairs) for j in jobs]
+        run = [replace(j, stage="run", grid=grid, keep_pairs=keep_pairs, cell_points=cell_points) for j in jobs]
         merged = ShardMerger(keep_pairs)
         kept = {"rows": 0, "users": 0, "t_min": None, "t_max": None, "bounds": K.Bounds()}
         fp = stack.enter_context(open(tmp / "hashes.u64", "w+b")) if fingerprint else None
@@ -495,8 +511,10 @@ class StreamedTraces:
     of points).
     """
 
-    def __init__(self, report, kept: dict[str, Any], load_options: dict[str, Any], fingerprint: str | None = None):
+    def __init__(self, report, kept: dict[str, Any], load_options: dict[str, Any], fingerprint: str | None = None,
+                 path: str | None = None):
         self.report = report
+        self.path = path or report.source
         self.kept = dict(kept)
         self.load_options = dict(load_options)
         self.fingerprint = fingerprint
@@ -517,7 +535,9 @@ class StreamedTraces:
         if self._traces is None:
             from odcore.data.traces import load_traces
 
-            self._traces = load_traces(self.report.source, format="cabspotting", **self.load_options)
+            t = load_traces(self.path, format="cabspotting", **self.load_options)
+            self._traces = t if self.path == self.report.source else replace(t, report=replace(
+                t.report, source=self.report.source))
         return self._traces.df
 
     def summary(self) -> dict[str, Any]:
@@ -558,8 +578,33 @@ def stream_cabspotting(source: str | Path, config=None, *, tz: str = "auto", bbo
     rep = replace(od.stats["load_report"], tz=zone, tz_source="format" if auto else "given")
     traces = StreamedTraces(rep, od.stats["traces"], {"tz": tz, "bbox": bbox, "start": start, "end": end,
                                                       "time_offset_s": time_offset_s, "region": region},
-                            od.stats.get("fingerprint"))
+                            od.stats.get("fingerprint"), path=str(source))
     # the OD data as build_od gives it from the loaded table: its drops are the zones' only (the rest are the
     # report's)
     grid_drops = {k: v for k, v in od.stats["rows_dropped"].items() if k not in rep.rows_dropped}
     return traces, replace(od, stats={**od.stats, "rows_dropped": grid_drops})
+
+
+def fix_density_cabspotting(source: str | Path, box: tuple[float, float, float, float], width_px: int, *,
+                            tz: str, bbox: Any = None, start: Any = None, end: Any = None, time_offset_s: float = 0.0,
+                            workers: int | None = None, group_bytes: int = GROUP_BYTES) -> np.ndarray:
+    """:func:`odcore.report.basemap.fix_density` of the fixes the loader keeps of a Cabspotting folder (an image of
+    where they lie, e.g. the streets under a flow map), summed group by group: the folder is read once and never
+    held whole. ``bbox`` is the box the loader used (its report's ``bbox_used``, regions already applied); ``tz``
+    the zone naive ``start`` / ``end`` are read in."""
+    from odcore.data.traces import BBox, cab_files, to_time_ns
+
+    _, paths, _ = cab_files(source)
+    groups = cab_groups([p.stat().st_size for p in paths], int(group_bytes))
+    f = K.Filters(source=str(source), tz=tz, time_unit="s", time_offset_s=float(time_offset_s or 0.0),
+                  bbox=None if bbox is None else BBox.parse(bbox).as_tuple(),
+                  start_ns=None if start is None else to_time_ns(start, tz, "start"),
+                  end_ns=None if end is None else to_time_ns(end, tz, "end"))
+    n_workers = min(int(workers) if workers else max(1, min(2, os.cpu_count() or 1)), len(groups))
+    jobs = [_Job("fixes", tuple(str(paths[i]) for i in g), g.start, f, image=(tuple(box), int(width_px)))
+            for g in groups]
+    total = None
+    with _pool(n_workers, "threads") as ex:
+        for counts, _ in _run_jobs(jobs, ex, n_workers):
+            total = counts if total is None else total + counts
+    return total
