@@ -75,7 +75,8 @@ def streamed_od(dataset_id: str, od_config, cabs):
     with the fixes per zone for the Data page's map (``stats["cell_points"]``)."""
     from odcore.od.engines.cab_stream import stream_cabspotting
 
-    _, od = stream_cabspotting(cabs.folder, od_config, name=cabs.name, cell_points=True, **cabs.load_options)
+    _, od = stream_cabspotting(cabs.folder, od_config, name=cabs.name, cell_points=True, keep_dir=cabs.keep_dir,
+                               **cabs.load_options)
     return od
 
 

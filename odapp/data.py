@@ -242,6 +242,12 @@ class StreamedCabs:
     def load_options(self) -> dict:
         return dict(self.options)
 
+    @property
+    def keep_dir(self) -> str:
+        """Where the streamed engine keeps the parsed fixes between passes (``keep_dir``: another zone system
+        reads them instead of parsing the cab files again)."""
+        return str(Path(self.folder) / ".fixes")
+
 
 class StreamedLoaded:
     """:class:`Loaded` of a streamed Cabspotting upload: the loader's summary and flags without the table; ``df``
@@ -281,7 +287,8 @@ def stream_upload(state: MutableMapping, data: bytes, name: str, options: Upload
         tmp.replace(folder)
     lo = upload_load_options(options)
     try:
-        traces, _ = stream_cabspotting(folder, name=Path(name).name, keep_pairs=False, fingerprint=True, **lo)
+        traces, _ = stream_cabspotting(folder, name=Path(name).name, keep_pairs=False, fingerprint=True,
+                                       keep_dir=folder / ".fixes", **lo)
     except ODCoreError:
         shutil.rmtree(folder, ignore_errors=True)
         raise

@@ -77,7 +77,7 @@ def map_context(ctx, cells_df):
         from odcore.od.engines.cab_stream import fix_density_cabspotting
 
         fixes = functools.partial(fix_density_cabspotting, cabs.folder, tz=ctx.loaded.tz,
-                                  bbox=ctx.loaded.summary.get("bbox_used"))
+                                  bbox=ctx.loaded.summary.get("bbox_used"), keep_dir=cabs.keep_dir)
         return cache.map_context(ctx.settings.dataset.id, ctx.od_config, _cells_df=cells_df, _fixes=fixes)
     frame = getattr(ctx.loaded, "df", None) if ctx.settings.dataset.kind == DataSource.UPLOAD else None
     return cache.map_context(ctx.settings.dataset.id, ctx.od_config, _cells_df=cells_df, _frame=frame)

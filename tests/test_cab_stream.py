@@ -341,3 +341,38 @@ def test_od_commands_stream_a_cabspotting_folder_with_the_same_output(capsys, mo
         return [clean(v) for v in x] if isinstance(x, list) else x
 
     assert clean(after) == clean(before)
+
+
+def test_kept_fixes_are_read_back_instead_of_parsing_again(cabs, tmp_path, monkeypatch):
+    """keep_dir: the first call parses and keeps the fixes; another zone system reads them (the parser is not
+    called) and gives the tables of a fresh streamed call; changed files are parsed again."""
+    import shutil
+
+    import odcore.data.traces as tr
+    from odcore.od.engines.cab_stream import fix_density_cabspotting, stream_cabspotting
+    from odcore.od.trips import ODConfig
+    from odcore.report.basemap import fix_density
+
+    kw = {"bbox": "auto", "region": "auto", "group_bytes": 30_000}
+    keep = tmp_path / "kept"
+    first, _ = stream_cabspotting(cabs, keep_dir=keep, **kw)
+    assert (keep / "groups.json").is_file()
+    fresh = {c: stream_cabspotting(cabs, ODConfig(tz=TZ, cell_km2=c), **kw)[1] for c in (0.3, 2.0)}
+    box = (-122.45, 37.74, -122.38, 37.81)
+    image = fix_density(first.df["lon"], first.df["lat"], box, 200)
+    with monkeypatch.context() as m:
+        m.setattr(tr, "read_cab_file", lambda *a, **k: (_ for _ in ()).throw(AssertionError("parsed again")))
+        for c, ref in fresh.items():
+            traces, od = stream_cabspotting(cabs, ODConfig(tz=TZ, cell_km2=c), keep_dir=keep, **kw)
+            same_od(od, ref)
+            assert traces.report == first.report
+        got = fix_density_cabspotting(cabs, box, 200, tz=TZ, bbox=first.report.bbox_used, keep_dir=keep,
+                                      group_bytes=30_000)
+        np.testing.assert_array_equal(got, image)
+    other = tmp_path / "other"
+    shutil.copytree(cabs, other)
+    (other / "new_cab07.txt").write_text((other / "new_cab07.txt").read_text()[:2000].rsplit("\n", 1)[0] + "\n")
+    with monkeypatch.context() as m:
+        m.setattr(tr, "read_cab_file", lambda *a, **k: (_ for _ in ()).throw(AssertionError("parsed again")))
+        with pytest.raises(AssertionError, match="parsed again"):
+            stream_cabspotting(other, keep_dir=keep, **kw)

@@ -31,7 +31,7 @@ from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.engines import kernel as K
 
 __all__ = ["GROUP_BYTES", "POOLS", "StreamedTraces", "build_od_cabspotting", "cab_groups", "fix_density_cabspotting",
-           "kept_summary", "stream_cabspotting"]
+           "kept_plan", "kept_summary", "stream_cabspotting"]
 
 GROUP_BYTES = 4 << 20
 """Compressed bytes of cab files per group (about 500,000 fixes of gzipped Cabspotting text, 25 cabs: a worker peaks
@@ -56,7 +56,7 @@ def cab_groups(sizes: list[int], group_bytes: int = GROUP_BYTES) -> list[range]:
     return out
 
 
-_KEPT = ("codes", "t", "lat", "lon", "sizes")   # a group's raw fixes between passes: one .npy file each
+_KEPT = ("t", "lat", "lon", "sizes")   # a group's raw fixes between passes: one .npy file each (cab codes: sizes)
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,8 @@ class _Job:
     fingerprint: bool = False
     cell_points: bool = False
     image: tuple | None = None     # (box, width_px) of a fix-density image (stage ``fixes``)
+    reuse: bool = False            # ``keep_file`` was written by an earlier call: read it instead of parsing
+    keep: bool = False             # leave ``keep_file`` for later calls
 
 
 def _read_group(job: _Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -130,13 +132,15 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
     from odcore.od.engines.memory_stream import run_shard
 
     st = K.PrepStats()
-    if job.stage == "stash" or job.keep_file is None:
+    if job.keep_file is None or (job.stage == "stash" and not job.reuse):
         codes, t, lat, lon, sizes = _read_group(job)
     else:
-        codes, t, lat, lon, sizes = (np.load(f"{job.keep_file}.{k}.npy") for k in _KEPT)
-    if job.stage == "stash":                # plain .npy files: no zip and no checksum to compute (np.savez)
-        for k, a in zip(_KEPT, (codes, t, lat, lon, sizes), strict=True):
-            np.save(f"{job.keep_file}.{k}.npy", a)
+        t, lat, lon, sizes = (np.load(f"{job.keep_file}.{k}.npy") for k in _KEPT)
+        codes = np.repeat(np.arange(job.first_code, job.first_code + len(sizes), dtype=np.int64), sizes)
+    if job.stage == "stash":
+        if not job.reuse:                   # plain .npy files: no zip and no checksum to compute (np.savez)
+            for k, a in zip(_KEPT, (t, lat, lon, sizes), strict=True):
+                np.save(f"{job.keep_file}.{k}.npy", a)
         if not job.box_counts:
             return None, st
         ok = (t != K.IMIN) & ~(np.isnan(lat) | np.isnan(lon))
@@ -165,7 +169,7 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
 
         dup = duplicate_rows(codes - job.first_code, t, lat, lon, len(job.paths))
         return fix_density(lon[~dup], lat[~dup], job.image[0], job.image[1]), st
-    if job.keep_file is not None:
+    if job.keep_file is not None and not job.keep:
         for k in _KEPT:
             os.unlink(f"{job.keep_file}.{k}.npy")
     kept = kept_summary(codes, t, lat, lon, job.labels, job.first_code, job.fingerprint)
@@ -289,7 +293,7 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
                          end: Any = None, time_offset_s: float = 0.0, region: Any = None, keep_pairs: bool = True,
                          fingerprint: bool = False, workers: int | None = None, pool: str = "threads",
                          group_bytes: int = GROUP_BYTES, temp_dir: str | None = None, check_bounds=None,
-                         name: str | None = None, cell_points: bool = False):
+                         name: str | None = None, cell_points: bool = False, keep_dir: str | Path | None = None):
     """Weekly unique OD data of a Cabspotting folder, streamed in groups of cab files on ``workers`` threads.
 
     The same tables as ``build_od(load_traces(source, format="cabspotting", bbox=bbox, start=start, end=end,
@@ -335,6 +339,10 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     cell_points:
         Also count the kept fixes (duplicates dropped) in each zone: ``stats["cell_points"]``, a map of where the
         traces are (fixes outside every zone are ``rows_dropped``'s zone reason).
+    keep_dir:
+        A folder where the parsed fixes of each group stay after the call (about 24 bytes a fix): a later call on
+        the same files with the same ``keep_dir`` and ``group_bytes`` reads them instead of parsing the files again
+        (another zone system of the same upload costs the filters and the kernel only). Default: nothing kept.
 
     Returns
     -------
@@ -398,14 +406,23 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
         ex = stack.enter_context(_pool(n_workers, pool))    # shut down before the folder goes
         jobs = [_Job("run", tuple(str(paths[i]) for i in g), g.start, f, labels=tuple(ids[g.start:g.stop]),
                      fingerprint=fingerprint) for g in groups]
-        if need_counts or grid is None or (reg is not None and not reg_box):
+        kept_dir, reuse, marker = tmp, False, None
+        if keep_dir is not None:
+            kept_dir, marker, plan, reuse = kept_plan(keep_dir, paths, sizes, group_bytes)
+            if not reuse:
+                marker.unlink(missing_ok=True)
+            jobs = [replace(j, keep_file=str(kept_dir / f"g{k:05d}"), keep=True, reuse=reuse)
+                    for k, j in enumerate(jobs)]
+        if need_counts or grid is None or (reg is not None and not reg_box) or (marker is not None and not reuse):
             # one parse: the raw fixes wait in temporary files for the passes that need the whole folder first
-            jobs = [replace(j, stage="stash", keep_file=str(tmp / f"g{k:05d}"), box_counts=need_counts)
+            jobs = [replace(j, stage="stash", keep_file=str(kept_dir / f"g{k:05d}"), box_counts=need_counts)
                     for k, j in enumerate(jobs)]
             counts = RobustBoxCounts()
             for sp, _ in _run_jobs(jobs, ex, n_workers):
                 if sp is not None:
                     counts.add_sparse(*sp)
+            if marker is not None and not reuse:
+                marker.write_text(plan)
             if need_counts and counts.n == 0:
                 raise TraceFormatError("no usable rows (the file is empty or every row misses a value).", file=disp)
             robust = counts.box(source=disp) if need_counts else None
@@ -477,6 +494,18 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     if digest is not None:
         stats["fingerprint"] = digest
     return replace(od, stats=stats)
+
+
+def kept_plan(keep_dir: str | Path, paths: list[Path], sizes: list[int], group_bytes: int):
+    """``(folder, marker file, plan, reusable)`` of ``build_od_cabspotting``'s ``keep_dir``: the plan names the files,
+    their sizes and the group size; the kept fixes are reusable when the marker holds the same plan."""
+    import json
+
+    folder = Path(keep_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / "groups.json"
+    plan = json.dumps([[p.name, n] for p, n in zip(paths, sizes, strict=True)] + [int(group_bytes)])
+    return folder, marker, plan, marker.is_file() and marker.read_text() == plan
 
 
 def _iso(t: int) -> str:
@@ -587,15 +616,19 @@ def stream_cabspotting(source: str | Path, config=None, *, tz: str = "auto", bbo
 
 def fix_density_cabspotting(source: str | Path, box: tuple[float, float, float, float], width_px: int, *,
                             tz: str, bbox: Any = None, start: Any = None, end: Any = None, time_offset_s: float = 0.0,
-                            workers: int | None = None, group_bytes: int = GROUP_BYTES) -> np.ndarray:
+                            workers: int | None = None, group_bytes: int = GROUP_BYTES,
+                            keep_dir: str | Path | None = None) -> np.ndarray:
     """:func:`odcore.report.basemap.fix_density` of the fixes the loader keeps of a Cabspotting folder (an image of
     where they lie, e.g. the streets under a flow map), summed group by group: the folder is read once and never
     held whole. ``bbox`` is the box the loader used (its report's ``bbox_used``, regions already applied); ``tz``
-    the zone naive ``start`` / ``end`` are read in."""
+    the zone naive ``start`` / ``end`` are read in; ``keep_dir``: read the fixes :func:`build_od_cabspotting` kept
+    there, when they are there."""
     from odcore.data.traces import BBox, cab_files, to_time_ns
 
     _, paths, _ = cab_files(source)
-    groups = cab_groups([p.stat().st_size for p in paths], int(group_bytes))
+    sizes = [p.stat().st_size for p in paths]
+    groups = cab_groups(sizes, int(group_bytes))
+    kept = kept_plan(keep_dir, paths, sizes, group_bytes) if keep_dir is not None else None
     f = K.Filters(source=str(source), tz=tz, time_unit="s", time_offset_s=float(time_offset_s or 0.0),
                   bbox=None if bbox is None else BBox.parse(bbox).as_tuple(),
                   start_ns=None if start is None else to_time_ns(start, tz, "start"),
@@ -603,6 +636,8 @@ def fix_density_cabspotting(source: str | Path, box: tuple[float, float, float, 
     n_workers = min(int(workers) if workers else max(1, min(2, os.cpu_count() or 1)), len(groups))
     jobs = [_Job("fixes", tuple(str(paths[i]) for i in g), g.start, f, image=(tuple(box), int(width_px)))
             for g in groups]
+    if kept is not None and kept[3]:
+        jobs = [replace(j, keep_file=str(kept[0] / f"g{k:05d}"), keep=True, reuse=True) for k, j in enumerate(jobs)]
     total = None
     with _pool(n_workers, "threads") as ex:
         for counts, _ in _run_jobs(jobs, ex, n_workers):
