@@ -166,12 +166,26 @@ def _without_seconds(out: dict) -> dict:
 
 
 TRIPS_ARGS = [[], ["--bbox", "none", "--region", "1"], ["--start", "2008-05-21", "--time-offset", "600"],
-              ["--cell-km2", "0.5", "--counts-out", "COUNTS"], ["--zones", "h3:8"]]
+              ["--cell-km2", "0.5", "--counts-out", "COUNTS"], ["--zones", "h3:8"], ["--zones", "ZONEFILE"]]
+
+
+def _zone_file(path) -> str:
+    """Two districts covering part of the cabs' spots: fixes elsewhere are outside every zone (and some of them are
+    duplicates, dropped first as the loader drops them)."""
+    def square(s, w, n, e):
+        return [[[w, s], [e, s], [e, n], [w, n], [w, s]]]
+
+    feats = [{"type": "Feature", "properties": {"name": nm}, "geometry": {"type": "Polygon", "coordinates": sq}}
+             for nm, sq in (("north", square(37.785, -122.42, 37.81, -122.39)),
+                            ("centre", square(37.765, -122.43, 37.785, -122.405)))]
+    path.write_text(json.dumps({"type": "FeatureCollection", "features": feats}))
+    return str(path)
 
 
 @pytest.mark.parametrize("extra", TRIPS_ARGS)
 def test_trips_streams_a_cabspotting_folder_with_the_same_output(capsys, monkeypatch, tmp_path, cabs, extra):
-    extra = [str(tmp_path / x) if x == "COUNTS" else x for x in extra]
+    extra = [str(tmp_path / x) if x == "COUNTS" else _zone_file(tmp_path / "z.geojson") if x == "ZONEFILE" else x
+             for x in extra]
     with monkeypatch.context() as m:
         m.setattr("odcore.od.engines.cab_stream.build_od_cabspotting",
                   lambda *a, **k: (_ for _ in ()).throw(AssertionError("streamed")))
@@ -186,6 +200,8 @@ def test_trips_streams_a_cabspotting_folder_with_the_same_output(capsys, monkeyp
         before.pop("counts_out"), after.pop("counts_out")
     assert _without_seconds(after) == _without_seconds(before)
     assert after["rows_dropped"]
+    if "z.geojson" in " ".join(extra):
+        assert set(after["rows_dropped"]) >= {"duplicate_row", "outside every zone"}
 
 
 def test_trips_on_a_zip_or_with_duckdb_still_loads(capsys, monkeypatch, tmp_path, cabs):
