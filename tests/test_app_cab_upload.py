@@ -174,3 +174,34 @@ def test_pages_that_need_every_fix_read_the_table_when_they_ask(cab_zip):
     assert not asked
     pd.testing.assert_frame_equal(lazy.df, read_upload(cab_zip, "cabs.zip").df)
     assert asked
+
+
+@pytest.mark.realdata
+def test_real_cab_upload_is_streamed_with_the_loaded_summary_and_tables(shared_data, monkeypatch):
+    """Twelve real cab files zipped: the streamed upload's summary and weekly tables are the loaded upload's."""
+    from odcore.od.engines.cab_stream import stream_cabspotting
+    from odcore.od.trips import ODConfig, build_od
+
+    src = shared_data / "cabspotting_sf"
+    if not src.is_dir():
+        pytest.skip("cabspotting_sf not present")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for f in sorted(src.glob("new_*.txt.gz"))[:12]:
+            z.write(f, f.name)
+    raw = buf.getvalue()
+    loaded = read_upload(raw, "cabs12.zip")
+    import odcore.data.traces as tr
+
+    state: dict = {}
+    with monkeypatch.context() as m:
+        m.setattr(tr, "load_traces", _refuse)
+        assert apply_upload(state, raw, "cabs12.zip")
+    cabs = state[K_UPLOAD_TRACES].cabs
+    assert state[K_UPLOAD_TRACES].summary == loaded.summary
+    assert loaded.summary["rows_dropped"]["outside_bbox"] > 0
+    cfg = ODConfig(tz=TZ)
+    _, od = stream_cabspotting(cabs.folder, cfg, name=cabs.name, keep_dir=cabs.keep_dir, **cabs.load_options)
+    ref = build_od(loaded.df, cfg)
+    pd.testing.assert_frame_equal(od.counts, ref.counts)
+    pd.testing.assert_frame_equal(od.user_week, ref.user_week)
