@@ -12,7 +12,16 @@ do not depend on ``workers`` or on threads versus processes.
 The rules are those of :func:`odcore.data.traces.load_traces` followed by the memory engine, which
 ``tests/test_peer_od.py`` checks table for table: ``bbox="auto"`` is the robust box of every usable fix's counts
 (:class:`~odcore.data.traces.RobustBoxCounts`), and zones not given are fitted to the kept fixes' min/max; for these,
-a first pass parses each group once and keeps its raw fixes in temporary files for the later passes.
+a first pass parses each group once and keeps its raw fixes in temporary files for the later passes (or in
+``keep_dir``, for later calls on the same files). ``region`` follows the loader too: the cabs' home cells are found
+group by group (:func:`odcore.space.regions.home_cells`, a cab being in one group).
+
+Besides the tables, the result carries what loading would have reported (``stats["load_report"]``: rows read and
+kept, drops by reason, box, regions; ``stats["traces"]``: the kept fixes' cabs, rows, first and last time and
+extent; optionally the release record's fingerprint of the table of fixes), so every entry point can stream a
+folder and still show the same report: :func:`stream_cabspotting` returns them as a :class:`StreamedTraces` (the
+table itself read only if asked for), used by the command line (``odcore.cli.common.cabs_from_args``) and the
+dashboard's upload (``odapp.data.stream_upload``).
 """
 
 from __future__ import annotations
