@@ -205,3 +205,22 @@ def test_real_cab_upload_is_streamed_with_the_loaded_summary_and_tables(shared_d
     ref = build_od(loaded.df, cfg)
     pd.testing.assert_frame_equal(od.counts, ref.counts)
     pd.testing.assert_frame_equal(od.user_week, ref.user_week)
+
+
+@pytest.mark.slow
+def test_every_page_runs_from_a_streamed_cab_upload(cab_zip):
+    """Pages that need every fix (Knock Knock) read the table on their own; the others run from the streamed
+    tables."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=600)
+    at.run()
+    state: dict = {}
+    assert apply_upload(state, cab_zip, "cabs.zip")
+    for k, v in state.items():
+        at.session_state[k] = v
+    at.session_state[K_SOURCE] = DataSource.UPLOAD.value
+    for page in sorted((REPO_ROOT / "pages").glob("*.py")):
+        at.switch_page(f"pages/{page.name}").run()
+        assert not at.exception, (page.name, [e.message for e in at.exception])
+    assert at.session_state[K_UPLOAD_TRACES].cabs is not None
