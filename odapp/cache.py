@@ -69,15 +69,18 @@ def upload_cab_traces(cabs) -> _data.Loaded:
 
 
 @_resource(max_entries=8, show_spinner="Streaming the cab files into weekly trips on the grid…")
-def streamed_od(dataset_id: str, od_config, cabs):
+def streamed_od(dataset_id: str, od_config, cabs, _summary: dict):
     """Weekly OD data of a streamed Cabspotting upload on ``od_config``'s zones
-    (:func:`odcore.od.engines.cab_stream.stream_cabspotting`: the tables of :func:`od_data` of the loaded table),
-    with the fixes per zone for the Data page's map (``stats["cell_points"]``)."""
-    from odcore.od.engines.cab_stream import stream_cabspotting
+    (:func:`odcore.od.engines.cab_stream.build_od_cabspotting`: the tables of :func:`od_data` of the loaded table),
+    with the fixes per zone for the Data page's map (``stats["cell_points"]``). The upload's pass found the box,
+    the region and the kept fixes' extent (``_summary``, its load report) and kept the parsed fixes: this pass
+    filters them by that box and runs the kernel."""
+    from odcore.od.engines.cab_stream import build_od_cabspotting, zone_drops_only
 
-    _, od = stream_cabspotting(cabs.folder, od_config, name=cabs.name, cell_points=True, keep_dir=cabs.keep_dir,
-                               **cabs.load_options)
-    return od
+    lo = cabs.load_options
+    return zone_drops_only(build_od_cabspotting(cabs.folder, od_config, bbox=_summary.get("bbox_used"),
+                                time_offset_s=lo.get("time_offset_s", 0.0), name=cabs.name, cell_points=True,
+                                keep_dir=cabs.keep_dir, extent=(*_summary["lat_range"], *_summary["lon_range"])))
 
 
 @_resource(max_entries=4, show_spinner="Synthesising a city…")

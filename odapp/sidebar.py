@@ -355,7 +355,7 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
                 od_config = ODConfig(cell_km2=float(ss[K_CELL_KM2]), tz=loaded.tz, zones=zones)
                 grid_warning = grid_check(loaded, od_config.cell_km2) if zones is None else None
                 if isinstance(loaded, StreamedLoaded):
-                    od = cache.streamed_od(ref.id, od_config, loaded.cabs)
+                    od = cache.streamed_od(ref.id, od_config, loaded.cabs, _summary=loaded.summary)
                 else:
                     od = cache.od_data(ref.id, od_config, _df=loaded.df)
         ss[K_DATASET] = ref

@@ -66,9 +66,15 @@ def test_streamed_upload_tables_map_and_fingerprint_equal_the_loaded_ones(cab_zi
     state: dict = {}
     assert apply_upload(state, cab_zip, "cabs.zip")
     cabs = state[K_UPLOAD_TRACES].cabs
+    from odapp import cache
+
+    summary = state[K_UPLOAD_TRACES].summary
     for cfg in (ODConfig(tz=TZ), ODConfig(tz=TZ, cell_km2=0.4), ODConfig(tz=TZ, zones="h3:8")):
-        _, od = stream_cabspotting(cabs.folder, cfg, name=cabs.name, cell_points=True, **cabs.load_options)
+        od = cache.streamed_od("upload:test", cfg, cabs, _summary=summary)    # as the sidebar builds them
+        _, fresh = stream_cabspotting(cabs.folder, cfg, name=cabs.name, cell_points=True, **cabs.load_options)
         ref = build_od(loaded.df, cfg)
+        pd.testing.assert_frame_equal(fresh.counts, ref.counts)
+        assert fresh.stats["rows_dropped"] == ref.stats["rows_dropped"]
         pd.testing.assert_frame_equal(od.counts, ref.counts)
         pd.testing.assert_frame_equal(od.user_week, ref.user_week)
         pd.testing.assert_frame_equal(od.pairs, ref.pairs)

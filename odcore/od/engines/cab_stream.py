@@ -40,7 +40,7 @@ from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.engines import kernel as K
 
 __all__ = ["GROUP_BYTES", "POOLS", "StreamedTraces", "build_od_cabspotting", "cab_groups", "fix_density_cabspotting",
-           "kept_plan", "kept_summary", "stream_cabspotting"]
+           "kept_plan", "kept_summary", "stream_cabspotting", "zone_drops_only"]
 
 GROUP_BYTES = 4 << 20
 """Compressed bytes of cab files per group (about 500,000 fixes of gzipped Cabspotting text, 25 cabs: a worker peaks
@@ -302,7 +302,8 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
                          end: Any = None, time_offset_s: float = 0.0, region: Any = None, keep_pairs: bool = True,
                          fingerprint: bool = False, workers: int | None = None, pool: str = "threads",
                          group_bytes: int = GROUP_BYTES, temp_dir: str | None = None, check_bounds=None,
-                         name: str | None = None, cell_points: bool = False, keep_dir: str | Path | None = None):
+                         name: str | None = None, cell_points: bool = False, keep_dir: str | Path | None = None,
+                         extent: tuple[float, float, float, float] | None = None):
     """Weekly unique OD data of a Cabspotting folder, streamed in groups of cab files on ``workers`` threads.
 
     The same tables as ``build_od(load_traces(source, format="cabspotting", bbox=bbox, start=start, end=end,
@@ -352,6 +353,10 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
         A folder where the parsed fixes of each group stay after the call (about 24 bytes a fix): a later call on
         the same files with the same ``keep_dir`` and ``group_bytes`` reads them instead of parsing the files again
         (another zone system of the same upload costs the filters and the kernel only). Default: nothing kept.
+    extent:
+        ``(lat_min, lat_max, lon_min, lon_max)`` of the kept fixes when already known (an earlier call's
+        ``stats["traces"]`` ``lat_range`` and ``lon_range`` with the same filters): zones not given are fitted to it
+        without the pass that finds it.
 
     Returns
     -------
@@ -422,7 +427,9 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
                 marker.unlink(missing_ok=True)
             jobs = [replace(j, keep_file=str(kept_dir / f"g{k:05d}"), keep=True, reuse=reuse)
                     for k, j in enumerate(jobs)]
-        if need_counts or grid is None or (reg is not None and not reg_box) or (marker is not None and not reuse):
+        bounds_pass = grid is None and extent is None
+        if (need_counts or (reg is not None and not reg_box) or (marker is not None and not reuse)
+                or (bounds_pass and not reuse)):
             # one parse: the raw fixes wait in temporary files for the passes that need the whole folder first
             jobs = [replace(j, stage="stash", keep_file=str(kept_dir / f"g{k:05d}"), box_counts=need_counts)
                     for k, j in enumerate(jobs)]
@@ -452,8 +459,11 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
         jobs = [replace(j, filters=f) for j in jobs]
         if grid is None:
             bounds = K.Bounds()
-            for _, gst in _run_jobs([replace(j, stage="bounds") for j in jobs], ex, n_workers):
-                bounds.merge(gst.bounds)
+            if extent is not None:
+                bounds.update(np.asarray(extent[:2], np.float64), np.asarray(extent[2:], np.float64))
+            else:
+                for _, gst in _run_jobs([replace(j, stage="bounds") for j in jobs], ex, n_workers):
+                    bounds.merge(gst.bounds)
             if bounds.n == 0:
                 raise TraceFormatError("no rows left after filtering (no fix inside the box and dates).",
                                        file=disp)
@@ -617,10 +627,15 @@ def stream_cabspotting(source: str | Path, config=None, *, tz: str = "auto", bbo
     traces = StreamedTraces(rep, od.stats["traces"], {"tz": tz, "bbox": bbox, "start": start, "end": end,
                                                       "time_offset_s": time_offset_s, "region": region},
                             od.stats.get("fingerprint"), path=str(source))
-    # the OD data as build_od gives it from the loaded table: its drops are the zones' only (the rest are the
-    # report's)
-    grid_drops = {k: v for k, v in od.stats["rows_dropped"].items() if k not in rep.rows_dropped}
-    return traces, replace(od, stats={**od.stats, "rows_dropped": grid_drops})
+    return traces, zone_drops_only(od)
+
+
+def zone_drops_only(od):
+    """:func:`build_od_cabspotting`'s OD data as :func:`odcore.od.engines.build_od` gives it from the loaded table:
+    ``stats["rows_dropped"]`` holds the zones' drops only (the loader's are in ``stats["load_report"]``)."""
+    loader = od.stats["load_report"].rows_dropped
+    return replace(od, stats={**od.stats, "rows_dropped": {k: v for k, v in od.stats["rows_dropped"].items()
+                                                           if k not in loader}})
 
 
 def fix_density_cabspotting(source: str | Path, box: tuple[float, float, float, float], width_px: int, *,
