@@ -16,6 +16,7 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
+    import odapp.cache  # noqa: F401  (both runs import Streamlit, as the app has it)
     import odapp.data as data
     from odcore.od.trips import ODConfig
 
@@ -40,13 +41,11 @@ def main(argv: list[str]) -> int:
         c0, w0 = time.process_time(), time.perf_counter()
         od2 = build_od(df, cfg2, hours=hours)
     else:
-        from odcore.od.engines.cab_stream import stream_cabspotting
+        from odapp.cache import streamed_od  # as the sidebar builds them (the function, not its cache)
 
-        cabs = stored.cabs
-        kw = {"name": cabs.name, "cell_points": True, "keep_dir": cabs.keep_dir, **cabs.load_options}
-        _, od = stream_cabspotting(cabs.folder, cfg, **kw)
+        od = streamed_od.__wrapped__("upload", cfg, stored.cabs, stored.summary)
         c0, w0 = time.process_time(), time.perf_counter()
-        _, od2 = stream_cabspotting(cabs.folder, cfg2, **kw)
+        od2 = streamed_od.__wrapped__("upload", cfg2, stored.cabs, stored.summary)
     print(f"{mode}: rows read {stored.summary['rows_read']:,}, kept {stored.summary['rows_kept']:,}, dropped "
           f"{stored.summary['rows_dropped']}; pairs {len(od.counts):,}, unique trips {int(od.counts['count'].sum()):,}; "
           f"second grid {len(od2.counts):,} pairs, {time.process_time() - c0:.2f} CPU s, "
