@@ -341,9 +341,8 @@ def map_context(dataset_id: str, od_config, _cells_df, _frame=None, _fixes=None)
     """The release map's offline base layer (:func:`odapp.maps.map_context`) round the zones of ``_cells_df``, with
     the image of the fixes of ``_frame`` (the traces; None for an OD counts folder), or of ``_fixes(box, width_px)``
     (a streamed Cabspotting upload's counts, :func:`odcore.od.engines.cab_stream.fix_density_cabspotting`). The same
-    for every week, ε,
-    threshold and seed of the data and zones: made once, its layers' JSON too (Cabspotting's week, 3.3 million
-    fixes: about 0.8 s)."""
+    for every week, ε, threshold and seed of the data and zones: made once, its layers' JSON too (Cabspotting's
+    week, 3.3 million fixes: about 0.8 s)."""
     from odapp.maps import map_context as _map_context
     from odapp.maps import zones_box
 
