@@ -60,6 +60,29 @@ def upload_traces(path: str) -> _data.Loaded:
     return _data.StoredUpload(path, {}).load()
 
 
+@_resource(max_entries=2, show_spinner="Reading every fix of the uploaded cab files…")
+def upload_cab_traces(cabs) -> _data.Loaded:
+    """The table of fixes of a streamed Cabspotting upload (:class:`odapp.data.StreamedCabs`), read by the loader
+    only for the pages that need every fix (Knock Knock series, the zone comparison); the weekly counts never ask
+    for it (:func:`streamed_od`)."""
+    return _data.StoredUpload(cabs.folder, {}, {}, cabs).load()
+
+
+@_resource(max_entries=8, show_spinner="Streaming the cab files into weekly trips on the grid…")
+def streamed_od(dataset_id: str, od_config, cabs, _summary: dict):
+    """Weekly OD data of a streamed Cabspotting upload on ``od_config``'s zones
+    (:func:`odcore.od.engines.cab_stream.build_od_cabspotting`: the tables of :func:`od_data` of the loaded table),
+    with the fixes per zone for the Data page's map (``stats["cell_points"]``). The upload's pass found the box,
+    the region and the kept fixes' extent (``_summary``, its load report) and kept the parsed fixes: this pass
+    filters them by that box and runs the kernel."""
+    from odcore.od.engines.cab_stream import build_od_cabspotting, zone_drops_only
+
+    lo = cabs.load_options
+    return zone_drops_only(build_od_cabspotting(cabs.folder, od_config, bbox=_summary.get("bbox_used"),
+                                time_offset_s=lo.get("time_offset_s", 0.0), name=cabs.name, cell_points=True,
+                                keep_dir=cabs.keep_dir, extent=(*_summary["lat_range"], *_summary["lon_range"])))
+
+
 @_resource(max_entries=4, show_spinner="Synthesising a city…")
 def synth_traces(users: int, weeks: int, extent_km: float, seed: int) -> _data.Loaded:
     return _data.load_synth(users, weeks, extent_km, seed)
@@ -159,11 +182,18 @@ def budget_curves(epsilon: float, trips: int, weeks: int, delta: float, trips_ma
 # ---- data page -------------------------------------------------------------------------------------------------
 
 @_resource(max_entries=16, show_spinner=False)
-def cell_density(dataset_id: str, od_config, _df, _grid):
-    """``DataFrame[cell, points]``: trace points per grid cell (every cell of the grid, zeros included)."""
+def cell_density(dataset_id: str, od_config, _df, _grid, _od=None):
+    """``DataFrame[cell, points]``: trace points per grid cell (every cell of the grid, zeros included), and the
+    points outside every cell; from the OD data's own counts when it has them (``stats["cell_points"]``: a streamed
+    folder, whose table ``_df`` is not read)."""
     import numpy as np
     import pandas as pd
 
+    if _od is not None and "cell_points" in _od.stats:
+        counts = _od.stats["cell_points"]
+        outside = sum(v for k, v in (_od.stats.get("rows_dropped") or {}).items()
+                      if k == getattr(_grid, "outside_reason", "outside_grid"))
+        return pd.DataFrame({"cell": np.arange(_grid.n_cells), "points": counts}), int(outside)
     cells = hour_index(dataset_id, od_config.tz, _df=_df).cells(_grid)   # the rows' cells, as the trips have them
     counts = np.bincount(cells[cells >= 0], minlength=_grid.n_cells)
     return pd.DataFrame({"cell": np.arange(_grid.n_cells), "points": counts}), int((cells < 0).sum())
@@ -176,12 +206,12 @@ def od_summary(dataset_id: str, od_config, threshold: int, _od) -> dict:
 
 
 @_resource(max_entries=8, show_spinner="Drawing the trace points on the grid…")
-def trace_density_map(dataset_id: str, od_config, _df, _grid):
+def trace_density_map(dataset_id: str, od_config, _df, _grid, _od=None):
     """The Data page's map: trace points per zone (log colour scale, empty zones as outlines), with a scale bar.
     Returns ``(deck, vmax, outside)``; the deck's JSON is made once and reused by every rerun and session."""
     from odapp.maps import trace_density_deck
 
-    density, outside = cell_density(dataset_id, od_config, _df=_df, _grid=_grid)
+    density, outside = cell_density(dataset_id, od_config, _df=_df, _grid=_grid, _od=_od)
     draw = density if _grid.n_cells <= MAX_GRID_CELLS_DRAWN else density[density["points"] > 0]
     shapes = cell_shapes(dataset_id, od_config, None if len(draw) == _grid.n_cells
                          else tuple(int(x) for x in draw["cell"]), _grid=_grid)
@@ -307,15 +337,18 @@ def risk_cells(dataset_id: str, od_config, week: int, release_config, seed: int,
 
 
 @_resource(max_entries=8, show_spinner=False)
-def map_context(dataset_id: str, od_config, _cells_df, _frame=None):
+def map_context(dataset_id: str, od_config, _cells_df, _frame=None, _fixes=None):
     """The release map's offline base layer (:func:`odapp.maps.map_context`) round the zones of ``_cells_df``, with
-    the image of the fixes of ``_frame`` (the traces; None for an OD counts folder). The same for every week, ε,
-    threshold and seed of the data and zones: made once, its layers' JSON too (Cabspotting's week, 3.3 million
-    fixes: about 0.8 s)."""
+    the image of the fixes of ``_frame`` (the traces; None for an OD counts folder), or of ``_fixes(box, width_px)``
+    (a streamed Cabspotting upload's counts, :func:`odcore.od.engines.cab_stream.fix_density_cabspotting`). The same
+    for every week, ε, threshold and seed of the data and zones: made once, its layers' JSON too (Cabspotting's
+    week, 3.3 million fixes: about 0.8 s)."""
     from odapp.maps import map_context as _map_context
     from odapp.maps import zones_box
 
     zbox = zones_box(_cells_df["polygon"].tolist())
+    if _fixes is not None:     # a streamed folder: the image's counts, read group by group
+        return _map_context(zbox, fixes=_fixes)
     if _frame is None or not len(_frame) or "lon" not in _frame.columns:
         return _map_context(zbox)
     return _map_context(zbox, _frame["lon"].to_numpy(), _frame["lat"].to_numpy())

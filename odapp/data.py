@@ -207,12 +207,94 @@ def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()
     region = options.region.strip() or "auto"
     t = load_traces(io.BytesIO(data), format=options.format, mapping=options.mapping_dict(), tz=options.tz,
                     time_offset_s=options.time_offset_s, name=name, bbox=bbox, region=region)
-    tz = t.report.tz or "UTC"
-    cli = {"input": name, "format": t.report.format, "tz": tz, "time_offset": float(options.time_offset_s),
-           "bbox": options.bbox if bbox is not None else "none", "region": region}
+    return Loaded(t.df, _summary_of(t), upload_cli(name, t.report.format, t.report.tz or "UTC", options))
+
+
+def upload_load_options(options: UploadOptions) -> dict:
+    """The :func:`odcore.data.traces.load_traces` options :func:`read_upload` reads an upload with (but the format,
+    the column mapping and the file name)."""
+    bbox = None if options.bbox.strip().lower() in ("", "none", "off") else options.bbox
+    return {"tz": options.tz, "time_offset_s": options.time_offset_s, "bbox": bbox,
+            "region": options.region.strip() or "auto"}
+
+
+def upload_cli(name: str, fmt: str, tz: str, options: UploadOptions) -> dict:
+    """The ``python -m odcore`` loader flags that read an upload as :func:`read_upload` reads it."""
+    lo = upload_load_options(options)
+    cli = {"input": name, "format": fmt, "tz": tz, "time_offset": float(options.time_offset_s),
+           "bbox": options.bbox if lo["bbox"] is not None else "none", "region": lo["region"]}
     for role, column in (options.mapping_dict() or {}).items():  # same flags as `python -m odcore --user-col ...`
         cli["time_unit" if role == "time_unit" else f"{role}_col"] = column
-    return Loaded(t.df, _summary_of(t), cli)
+    return cli
+
+
+@dataclass(frozen=True)
+class StreamedCabs:
+    """A Cabspotting upload kept as its cab files in the session folder and streamed by the memory engine
+    (:mod:`odcore.od.engines.cab_stream`) for each zone system, never loaded whole for the weekly counts."""
+
+    folder: str
+    name: str
+    options: tuple[tuple[str, object], ...]   # upload_load_options, as a hashable key
+    fingerprint: str = ""                     # data_fingerprint of the loader's table of these fixes
+
+    @property
+    def load_options(self) -> dict:
+        return dict(self.options)
+
+    @property
+    def keep_dir(self) -> str:
+        """Where the streamed engine keeps the parsed fixes between passes (``keep_dir``: another zone system
+        reads them instead of parsing the cab files again)."""
+        return str(Path(self.folder) / ".fixes")
+
+
+class StreamedLoaded:
+    """:class:`Loaded` of a streamed Cabspotting upload: the loader's summary and flags without the table; ``df``
+    is read (``load``, through the app's cache) only when a page needs every fix (Knock Knock series, the zone
+    comparison)."""
+
+    def __init__(self, cabs: StreamedCabs, summary: dict, cli: dict, load: Callable[[], pd.DataFrame]):
+        self.cabs, self.summary, self.cli, self._load = cabs, summary, cli, load
+
+    @property
+    def tz(self) -> str:
+        return self.cli.get("tz", "UTC")
+
+    @property
+    def df(self) -> pd.DataFrame:
+        return self._load()
+
+
+def stream_upload(state: MutableMapping, data: bytes, name: str, options: UploadOptions,
+                  ref: DatasetRef) -> StoredUpload | None:
+    """A Cabspotting upload (a zip of cab files, or one cab file) unpacked into the session folder and streamed
+    once for its load report (:func:`odcore.od.engines.cab_stream.stream_cabspotting`: the same report, summary and
+    fingerprint as :func:`read_upload`); None for any other upload (or a cab file given another format)."""
+    import shutil
+
+    from odcore.data.traces import unpack_cabspotting
+    from odcore.od.engines.cab_stream import stream_cabspotting
+
+    if options.format not in ("auto", "cabspotting") or not data:
+        return None
+    folder = session_folder(state) / f"cabs_{ref.id.replace(':', '_')}"
+    if not folder.is_dir():
+        tmp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not unpack_cabspotting(io.BytesIO(data), tmp, name=name, format=options.format):
+            return None
+        tmp.replace(folder)
+    lo = upload_load_options(options)
+    try:
+        traces, _ = stream_cabspotting(folder, name=Path(name).name, keep_pairs=False, fingerprint=True,
+                                       keep_dir=folder / ".fixes", **lo)
+    except ODCoreError:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    cabs = StreamedCabs(str(folder), Path(name).name, tuple(sorted(lo.items())), traces.fingerprint or "")
+    return StoredUpload(str(folder), traces.summary(), upload_cli(name, "cabspotting", traces.report.tz, options),
+                        cabs)
 
 
 K_SESSION_UID = "odlab.session_uid"    # a random id of this session (its place in the upload queue)
@@ -231,9 +313,16 @@ class StoredUpload:
     path: str
     summary: dict
     cli: dict = field(default_factory=dict)
+    cabs: StreamedCabs | None = None
+    """A Cabspotting upload: its cab files (``path`` is their folder), streamed rather than loaded."""
 
     def load(self) -> Loaded:
-        """The traces (read from the Parquet file)."""
+        """The traces (read from the Parquet file; a Cabspotting upload's by the loader, from its folder)."""
+        if self.cabs is not None:
+            from odcore.data.traces import load_traces
+
+            t = load_traces(self.cabs.folder, format="cabspotting", **self.cabs.load_options)
+            return Loaded(t.df, self.summary, self.cli)
         return Loaded(pd.read_parquet(self.path), self.summary, self.cli)
 
 
@@ -253,14 +342,25 @@ def store_upload(state: MutableMapping, loaded: Loaded, ref: DatasetRef) -> Stor
     """Write the traces once as Parquet in the session folder (replacing the previous upload's file)."""
     folder = session_folder(state)
     path = folder / f"{ref.id.replace(':', '_')}.parquet"
-    for old in folder.glob("*.parquet"):
-        if old != path:
-            old.unlink(missing_ok=True)
+    forget_uploads(folder, keep=path)
     if not path.is_file():
         tmp = path.with_suffix(".tmp")
         loaded.df.to_parquet(tmp, index=False)
         tmp.replace(path)
     return StoredUpload(str(path), loaded.summary, loaded.cli)
+
+
+def forget_uploads(folder: Path, keep: Path) -> None:
+    """Remove the session folder's earlier uploads (Parquet files and unpacked cab folders) but ``keep``."""
+    import shutil
+
+    for old in folder.iterdir():
+        if old == keep:
+            continue
+        if old.suffix == ".parquet":
+            old.unlink(missing_ok=True)
+        elif old.is_dir() and old.name.startswith("cabs_"):
+            shutil.rmtree(old, ignore_errors=True)
 
 
 class _Ticket:
@@ -376,13 +476,18 @@ def apply_upload(state: MutableMapping, data: bytes, name: str, options: UploadO
     session = state.setdefault(K_SESSION_UID, uuid.uuid4().hex)
     with (queue or UPLOAD_QUEUE).slot(on_wait, key=(session, ref.id)):
         try:
-            loaded = read_upload(data, name, options)
+            stored = stream_upload(state, data, name, options, ref)   # a Cabspotting upload: streamed
+            if stored is None:
+                loaded = read_upload(data, name, options)
         except ODCoreError as exc:
             state[K_UPLOAD_ERROR] = (f"Could not read {name!r}: {exc} — check the format and the column mapping "
                                      "below (user, time, lat, lon); the previous data stays loaded.")
             return False
-        stored = store_upload(state, loaded, ref)
-        del loaded
+        if stored is None:
+            stored = store_upload(state, loaded, ref)
+            del loaded
+        else:
+            forget_uploads(session_folder(state), keep=Path(stored.path))
     state[K_UPLOAD_TRACES] = stored
     state[K_DATASET] = ref
     state[K_SOURCE] = DataSource.UPLOAD.value

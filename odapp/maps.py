@@ -759,13 +759,14 @@ class MapContext:
 
 
 def map_context(zbox: tuple[tuple[float, float], tuple[float, float]], lon=None, lat=None, *,
-                pad: float = 0.25) -> MapContext:
+                pad: float = 0.25, fixes=None) -> MapContext:
     """The offline base layer round the zones' box ``zbox`` (:func:`zones_box`): water from the bundled Natural
     Earth coastline (:func:`odcore.report.basemap.water_rings`) over the box and a margin three times its size on
     every side (the widest window, and room to pan), and, when the traces' fixes ``lon, lat`` are given, an image of how many fixes fall on each
     spot (:func:`odcore.report.basemap.fix_density`; on dense GPS, the streets the traces run on) over the box and
     ``pad`` of it on every side. The image goes to the browser inside the map's JSON (a ``data:`` URL): nothing is
-    fetched."""
+    fetched. ``fixes(box, width_px)``, in place of ``lon, lat``, gives that image's counts itself (a streamed folder:
+    :func:`odcore.od.engines.cab_stream.fix_density_cabspotting`)."""
     import base64
 
     from odcore.report import basemap
@@ -782,9 +783,10 @@ def map_context(zbox: tuple[tuple[float, float], tuple[float, float]], lon=None,
         words.append(f"<span style='display:inline-block;vertical-align:middle;margin:0 3px;width:14px;height:10px;"
                      f"background:rgb({WATER_RGBA[0]},{WATER_RGBA[1]},{WATER_RGBA[2]})'></span>water "
                      f"(Natural Earth coastline, ± a few hundred m)")
-    if lon is not None and len(lon):
+    if fixes is not None or (lon is not None and len(lon)):
         box = (lo0 - pad * dx, la0 - pad * dy, lo1 + pad * dx, la1 + pad * dy)
-        counts = basemap.fix_density(lon, lat, box, FIXES_WIDTH_PX)
+        counts = (fixes(box, FIXES_WIDTH_PX) if fixes is not None
+                  else basemap.fix_density(lon, lat, box, FIXES_WIDTH_PX))
         png = basemap.png_grey_alpha(basemap.density_alpha(counts, FIXES_MAX_ALPHA), FIXES_GREY)
         if counts.any():
             over.append(EncodedLayer(pdk.Layer(

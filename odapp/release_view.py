@@ -70,6 +70,15 @@ def map_context(ctx, cells_df):
     in a browser without a GPU) and a slower first draw and ε press in the browser benchmark (docs/flow_map.md)."""
     from odapp.state import DataSource
 
+    cabs = getattr(ctx.loaded, "cabs", None)
+    if cabs is not None:      # a streamed Cabspotting upload: the image's counts read group by group, no table
+        import functools
+
+        from odcore.od.engines.cab_stream import fix_density_cabspotting
+
+        fixes = functools.partial(fix_density_cabspotting, cabs.folder, tz=ctx.loaded.tz,
+                                  bbox=ctx.loaded.summary.get("bbox_used"), keep_dir=cabs.keep_dir)
+        return cache.map_context(ctx.settings.dataset.id, ctx.od_config, _cells_df=cells_df, _fixes=fixes)
     frame = getattr(ctx.loaded, "df", None) if ctx.settings.dataset.kind == DataSource.UPLOAD else None
     return cache.map_context(ctx.settings.dataset.id, ctx.od_config, _cells_df=cells_df, _frame=frame)
 
@@ -145,10 +154,14 @@ def sheet_record(ctx) -> dict:
     from odcore.space.zones import zones_summary
 
     s = ctx.settings
-    frame = getattr(ctx.loaded, "df", None)
-    if frame is None or not len(frame):
-        frame = ctx.od.counts
-    fp, rows, users = _data_facts(s.dataset.id, ctx.od_config, frame)
+    cabs = getattr(ctx.loaded, "cabs", None)
+    if cabs is not None and cabs.fingerprint:   # a streamed Cabspotting upload: hashed as it was streamed
+        fp, rows, users = cabs.fingerprint, ctx.loaded.summary["rows"], ctx.loaded.summary["users"]
+    else:
+        frame = getattr(ctx.loaded, "df", None)
+        if frame is None or not len(frame):
+            frame = ctx.od.counts
+        fp, rows, users = _data_facts(s.dataset.id, ctx.od_config, frame)
     settings = {k: v for k, v in s.as_dict().items() if k not in ("dataset", "seed")}
     zs = zones_summary(ctx.od.grid)
     return release_record(dataset=s.dataset.label, fingerprint=fp, rows=rows, users=users,

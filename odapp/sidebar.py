@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from odapp import cache, export, guide, projector
-from odapp.data import Loaded, UploadOptions, apply_upload, sample_ref, synth_ref
+from odapp.data import Loaded, StreamedLoaded, UploadOptions, apply_upload, sample_ref, synth_ref
 from odapp.errors import engine_errors
 from odapp.state import (
     DATA_SOURCE_LABELS,
@@ -249,6 +249,10 @@ def current_dataset() -> tuple[DatasetRef, Loaded]:
     if source == DataSource.UPLOAD and K_UPLOAD_TRACES in ss and K_DATASET in ss \
             and ss[K_DATASET].kind == DataSource.UPLOAD:
         stored = ss[K_UPLOAD_TRACES]
+        if getattr(stored, "cabs", None) is not None:    # a Cabspotting upload: streamed, its table read if asked
+            cabs = stored.cabs
+            return ss[K_DATASET], StreamedLoaded(cabs, stored.summary, stored.cli,
+                                                 lambda: cache.upload_cab_traces(cabs).df)
         df = cache.upload_traces(stored.path).df
         return ss[K_DATASET], Loaded(df, stored.summary, stored.cli)
     if source == DataSource.COUNTS:
@@ -350,7 +354,10 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
             else:
                 od_config = ODConfig(cell_km2=float(ss[K_CELL_KM2]), tz=loaded.tz, zones=zones)
                 grid_warning = grid_check(loaded, od_config.cell_km2) if zones is None else None
-                od = cache.od_data(ref.id, od_config, _df=loaded.df)
+                if isinstance(loaded, StreamedLoaded):
+                    od = cache.streamed_od(ref.id, od_config, loaded.cabs, _summary=loaded.summary)
+                else:
+                    od = cache.od_data(ref.id, od_config, _df=loaded.df)
         ss[K_DATASET] = ref
         n_weeks = max(1, len(od.week_starts))
         busiest, people = od.busiest_week()

@@ -33,8 +33,9 @@ c = st.columns(5)
 metric(c[0], "Users", num(ods["users"]), help="Distinct pseudonymous users with at least one hourly location.")
 metric(c[1], "Weeks", num(ods["weeks"]), f"from {od.week_starts[0]}" if od.week_starts else None,
        help="Monday-to-Sunday weeks covered by the traces.")
-metric(c[2], "Rows read", num(summ.get("rows_read", len(ctx.loaded.df))), help="Lines the loader read.")
-metric(c[3], "Rows kept", num(summ.get("rows_kept", len(ctx.loaded.df))),
+metric(c[2], "Rows read", num(summ["rows_read"] if "rows_read" in summ else len(ctx.loaded.df)),
+       help="Lines the loader read.")
+metric(c[3], "Rows kept", num(summ["rows_kept"] if "rows_kept" in summ else len(ctx.loaded.df)),
        help="Rows that entered the analysis after checks and filters.")
 dropped = dict(summ.get("rows_dropped") or {})
 metric(c[4], "Rows dropped", num(sum(dropped.values())), "see the reasons below" if dropped else "none",
@@ -57,7 +58,9 @@ if not od.stats.get("pairs_available", True):   # an OD counts folder: no traces
     st.stop()
 
 st.subheader("Where the traces are, on the grid" if s.zones is None else "Where the traces are, by zone")
-deck, vmax, outside = cache.trace_density_map(s.dataset.id, ctx.od_config, _df=ctx.loaded.df, _grid=od.grid)
+deck, vmax, outside = cache.trace_density_map(s.dataset.id, ctx.od_config,
+                                              _df=None if "cell_points" in od.stats else ctx.loaded.df,
+                                              _grid=od.grid, _od=od)
 st.pydeck_chart(deck, height=480, key="data_map")
 empty_words = "as outlines" if maps.outline_style(od.grid) == "lines" else "pale grey"
 outside_words = "outside the grid" if getattr(od.grid, "kind", "square") != "polygons" else "outside every zone"

@@ -291,12 +291,65 @@ def require_pairs(od, what: str) -> None:
         raise ParameterError(f"{what}, but {NO_PAIRS_REASON}")
 
 
-def od_from_args(args: argparse.Namespace, **build_options) -> tuple[Traces, ODData]:
+def streams_cabs(args: argparse.Namespace) -> bool:
+    """True when ``--input`` is a Cabspotting folder (or one cab file; not a zip) and ``--engine`` is ``memory``:
+    then the engine streams it in groups of cab files (:mod:`odcore.od.engines.cab_stream`) instead of loading it,
+    with the same tables and load report."""
+    import zipfile
+
+    from odcore.data.traces import trace_format
+    from odcore.od.odtable import is_counts_folder
+
+    inp = getattr(args, "input", None)
+    if (getattr(args, "engine", "memory") or "memory") != "memory" or not isinstance(inp, (str, Path)):
+        return False
+    p = Path(inp)
+    if not p.exists() or is_counts_folder(inp) or (p.is_file() and zipfile.is_zipfile(p)):
+        return False
+    if _format_of(args) not in ("auto", "cabspotting"):
+        return False
+    if p.is_dir() and any(f.is_dir() for f in p.iterdir()):
+        return False                     # the loader reads only the folder's own files; leave nested ones to it
+    return trace_format(inp, _format_of(args)) == "cabspotting"
+
+
+def cabs_from_args(args: argparse.Namespace, *, keep_pairs: bool = True, bound: tuple[int, int] | None = None,
+                   fingerprint: bool = False):
+    """``(traces, od)`` of the Cabspotting folder ``--input`` streamed by the memory engine
+    (:func:`odcore.od.engines.cab_stream.stream_cabspotting`): the tables, load report and summary that
+    :func:`traces_from_args` and :func:`odcore.od.engines.build_od` give, ``traces`` a
+    :class:`~odcore.od.engines.cab_stream.StreamedTraces` (its ``df`` is read only if a command needs the fixes).
+    ``fingerprint``: hash the kept fixes as the release record does."""
+    import pandas as pd
+
+    from odcore.od.engines import bound_and_trim
+    from odcore.od.engines.cab_stream import stream_cabspotting
+
+    bbox = getattr(args, "bbox", None)
+    if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
+        bbox = None
+    cfg = od_config_from_args(args, "cabspotting")
+
+    def check(lat_min, lat_max, lon_min, lon_max):
+        zones_note(pd.DataFrame({"lat": [lat_min, lat_max], "lon": [lon_min, lon_max]}), cfg)
+
+    traces, od = stream_cabspotting(args.input, cfg, tz=getattr(args, "tz", "auto") or "auto", bbox=bbox,
+                                    start=getattr(args, "start", None), end=getattr(args, "end", None),
+                                    time_offset_s=getattr(args, "time_offset", 0.0) or 0.0,
+                                    region=getattr(args, "region", None), keep_pairs=keep_pairs or bound is not None,
+                                    fingerprint=fingerprint, check_bounds=check)
+    args.tz_found = traces.report.tz
+    return traces, bound_and_trim(od, keep_pairs=keep_pairs, bound=bound)
+
+
+def od_from_args(args: argparse.Namespace, *, fingerprint: bool = False, **build_options) -> tuple[Traces, ODData]:
     """Load traces and build the weekly unique OD counts (grid, hourly locations, trips) with ``--engine``.
 
     An OD counts folder (``trips --counts-out DIR``) as ``--input`` gives its table directly (no per-person pairs:
     ``od.stats["pairs_available"]`` is False) and a :class:`odcore.od.odtable.CountsInput` in place of the traces.
-    ``build_options`` go to :func:`odcore.od.engines.build_od` (``keep_pairs``, ``bound``).
+    A Cabspotting folder with the memory engine is streamed (:func:`cabs_from_args`; ``fingerprint`` asks it for
+    the release record's hash of the fixes). ``build_options`` go to :func:`odcore.od.engines.build_od`
+    (``keep_pairs``, ``bound``).
     """
     from odcore.od.engines import build_od
     from odcore.od.odtable import CountsInput, is_counts_folder, read_counts_folder
@@ -304,6 +357,8 @@ def od_from_args(args: argparse.Namespace, **build_options) -> tuple[Traces, ODD
     if is_counts_folder(getattr(args, "input", None)):
         od = read_counts_folder(args.input)
         return CountsInput(od), od
+    if streams_cabs(args):
+        return cabs_from_args(args, fingerprint=fingerprint, **build_options)
     traces = traces_from_args(args)
     cfg = od_config_from_args(args, traces.report.format)
     zones_note(traces.df, cfg)

@@ -120,9 +120,23 @@ def run_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def time_range(traces) -> dict[str, str]:
+    """``time_min`` and ``time_max`` of the kept fixes (ISO, UTC): from a streamed folder's summary (its table is
+    not read for them), else from the loaded table."""
+    if getattr(traces, "kept", None) is not None:
+        return {"time_min": traces.kept["time_min"], "time_max": traces.kept["time_max"]}
+    return {"time_min": traces.df["time"].min().isoformat(), "time_max": traces.df["time"].max().isoformat()}
+
+
 def run_trips(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
-    from odcore.cli.common import engine_options, stream_source_from_args, zones_note
+    from odcore.cli.common import (
+        cabs_from_args,
+        engine_options,
+        stream_source_from_args,
+        streams_cabs,
+        zones_note,
+    )
     from odcore.errors import ParameterError
     from odcore.od.engines import build_od
     from odcore.od.odtable import is_counts_folder, read_counts_folder, write_counts_folder
@@ -148,13 +162,18 @@ def run_trips(args: argparse.Namespace) -> int:
         rows_read, rows_kept = od.stats.get("rows_read"), od.stats.get("rows_used")
         dropped = {}
         bbox_used = None
-    elif src is None:   # the loader reads the input (any format); the engine gets the table
-        traces = traces_from_args(args)
-        t1 = time.perf_counter()
-        cfg = od_config_from_args(args, traces.report.format)
-        zones_note(traces.df, cfg)
-        od = build_od(traces.df, cfg, engine=engine, keep_pairs=engine == "memory" and not folder_out,
-                      **engine_options(args))
+    elif src is None:   # the loader reads the input (any format; a Cabspotting folder is streamed, same report)
+        if streams_cabs(args):
+            traces, od = cabs_from_args(args, keep_pairs=not folder_out)
+            t1 = t0
+            cfg = od.config
+        else:
+            traces = traces_from_args(args)
+            t1 = time.perf_counter()
+            cfg = od_config_from_args(args, traces.report.format)
+            zones_note(traces.df, cfg)
+            od = build_od(traces.df, cfg, engine=engine, keep_pairs=engine == "memory" and not folder_out,
+                          **engine_options(args))
         rep = traces.report
         source, fmt, rows_read, rows_kept = rep.source, rep.format, rep.rows_read, rep.rows_kept
         dropped = dict(rep.rows_dropped)
@@ -182,8 +201,7 @@ def run_trips(args: argparse.Namespace) -> int:
             "tz_source": traces.report.tz_source, "region": traces.report.region,
             "regions": [dict(r) for r in traces.report.regions[:5]],
             "rows_adjusted": dict(traces.report.rows_adjusted), "encoding": traces.report.encoding,
-            "time_unit": traces.report.time_unit, "time_min": traces.df["time"].min().isoformat(),
-            "time_max": traces.df["time"].max().isoformat()}),
+            "time_unit": traces.report.time_unit, **time_range(traces)}),
         "rows_read": rows_read,
         "rows_kept": rows_kept,
         "rows_dropped": dropped,

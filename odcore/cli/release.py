@@ -294,7 +294,7 @@ def run_release(args: argparse.Namespace) -> int:
         traces, od = od_from_args(ns, keep_pairs=False,
                                   bound=(cfg.max_pairs, bounding_key(np.random.default_rng(s["seed"]))))
     else:
-        traces, od = od_from_args(ns)
+        traces, od = od_from_args(ns, fingerprint=True)
     pairs = od.pairs
     week = s.get("week")
     if week is not None:
@@ -333,14 +333,17 @@ def run_release(args: argparse.Namespace) -> int:
     b_typ = budget(BudgetConfig(trips=n_typ, **bcfg_kw))
     settings = {k: v for k, v in s.items() if k not in ("out", "analysis_out", "seed", "map", "map_top",
                                                         "map_size", "map_dpi")}
-    if traces is not None and hasattr(traces, "df"):
+    if getattr(traces, "fingerprint", None):    # a streamed Cabspotting folder: the loaded table's hash, not read
+        fp_frame, rows, users = None, traces.kept["rows"], traces.n_users
+    elif traces is not None and hasattr(traces, "df"):
         tdf = traces.df
         fp_frame = tdf[[c for c in tdf.columns if c in (USER, "time", "lat", "lon")]]
         rows, users = len(tdf), int(tdf[USER].nunique()) if len(tdf) else 0
     else:
         fp_frame, rows, users = od.counts, None, None
     record = release_record(dataset=getattr(getattr(traces, "report", None), "source", None) or s.get("input"),
-                            fingerprint=data_fingerprint(fp_frame), rows=rows, users=users,
+                            fingerprint=traces.fingerprint if fp_frame is None else data_fingerprint(fp_frame),
+                            rows=rows, users=users,
                             week_starts=od.week_starts,
                             weeks_covered=sorted(int(x) for x in table[WEEK].unique()) if len(table) else [],
                             zones=zones_summary(od.grid)["spec"] or f"{od.grid.cell_km2:g} km² square grid",

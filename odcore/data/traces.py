@@ -63,6 +63,8 @@ __all__ = [
     "finalize_traces",
     "load_traces",
     "read_cab_file",
+    "trace_format",
+    "unpack_cabspotting",
 ]
 
 # Reasons under which rows are dropped (keys of LoadReport.rows_dropped).
@@ -569,6 +571,51 @@ def cab_files(source: str | Path, limits: ArchiveLimits = DEFAULT_LIMITS) -> tup
     if len(set(ids)) != len(ids):
         raise TraceFormatError("two files give the same cab id.", file=disp)
     return disp, [m.path for m in members], ids
+
+
+def trace_format(source: Any, format: str | TraceFormat = "auto", limits: ArchiveLimits = DEFAULT_LIMITS) -> str:
+    """The format :func:`load_traces` reads ``source`` (a path) as: ``format`` unless ``auto``, else the one detected
+    from the file names and the first line (nothing else is read).
+
+    Raises
+    ------
+    TraceFormatError
+        No such path, or a format that cannot be told.
+    """
+    try:
+        fmt = TraceFormat(format.lower() if isinstance(format, str) else format)
+    except ValueError:
+        raise ParameterError(f"format must be one of {[f.value for f in TraceFormat]}, got format={format!r}.") from None
+    if fmt is not TraceFormat.AUTO:
+        return fmt.value
+    disp, members = _members(source, None, limits)
+    return _detect_format(members, disp).value
+
+
+def unpack_cabspotting(source: Any, folder: str | Path, *, name: str | None = None,
+                       format: str | TraceFormat = "auto", limits: ArchiveLimits = DEFAULT_LIMITS) -> bool:
+    """Write the cab files of ``source`` (an upload's bytes as a file-like object, or a path: a zip or one cab
+    file) into ``folder``, under the names the loader reads them by, so that a streamed engine reads the same cabs
+    in the same order (:mod:`odcore.od.engines.cab_stream`). Returns False, writing nothing, when ``source`` is not
+    Cabspotting (``format``, or the format detected as :func:`load_traces` detects it).
+
+    Archives are read under ``limits`` as by :func:`load_traces` (gzip members are written as they are and
+    inflated, under the same caps, when read).
+    """
+    fmt = TraceFormat(format.lower() if isinstance(format, str) else format)
+    disp, members = _members(source, name, limits)
+    if fmt is TraceFormat.AUTO:
+        fmt = _detect_format(members, disp)
+    if fmt is not TraceFormat.CABSPOTTING:
+        return False
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    for m in members:
+        if m.name.lower().endswith((".md", ".json", ".html")):
+            continue
+        check_member_name(m.name, disp)
+        (out / Path(m.name).name).write_bytes(m.raw_bytes())
+    return True
 
 
 def read_cab_file(path: str | Path, limits: ArchiveLimits = DEFAULT_LIMITS) -> tuple[np.ndarray, np.ndarray,

@@ -27,7 +27,8 @@ import pandas as pd
 
 from odcore.errors import ParameterError
 
-__all__ = ["METRO_KM", "Region", "box_km", "find_regions", "pick_region", "spans_metro", "zone_of_box"]
+__all__ = ["METRO_KM", "Region", "box_km", "find_regions", "home_cells", "pick_region", "regions_of_homes", "spans_metro",
+           "zone_of_box"]
 
 METRO_KM = 150.0
 """A box taller or wider than this spans more than a metropolitan area (then the loader looks for regions)."""
@@ -78,12 +79,24 @@ def find_regions(user: np.ndarray, lat: np.ndarray, lon: np.ndarray, *, max_regi
     the pool; this repeats up to ``max_regions`` times. A region's box covers its home cells plus one cell on each
     side (visitors' points inside it are kept too).
     """
+    return regions_of_homes(home_cells(user, lat, lon), max_regions=max_regions, radius_km=radius_km)
+
+
+def home_cells(user: np.ndarray, lat: np.ndarray, lon: np.ndarray) -> pd.DataFrame:
+    """Each user's home: ``DataFrame[u, i, j]``, the :data:`HOME_CELL_DEG` cell (row ``i``, column ``j``) holding
+    most of their rows (ties: the lower cell). A user's home needs only that user's rows, so the homes of disjoint
+    sets of users (a streamed folder's groups of files) can be concatenated."""
     user = np.asarray(user)
     ci = np.floor(np.asarray(lat, np.float64) / HOME_CELL_DEG).astype(np.int64)
     cj = np.floor(np.asarray(lon, np.float64) / HOME_CELL_DEG).astype(np.int64)
     t = pd.DataFrame({"u": user, "i": ci, "j": cj}).value_counts(sort=False).reset_index(name="n")
     t = t.sort_values(["u", "n", "i", "j"], ascending=[True, False, True, True], kind="stable")
-    homes = t.drop_duplicates("u", keep="first")
+    return t.drop_duplicates("u", keep="first")[["u", "i", "j"]]
+
+
+def regions_of_homes(homes: pd.DataFrame, *, max_regions: int = MAX_REGIONS,
+                     radius_km: float = REGION_RADIUS_KM) -> list[Region]:
+    """:func:`find_regions` of the users' homes (:func:`home_cells`)."""
     cells = homes.groupby(["i", "j"], sort=True).size().reset_index(name="users")
     ci, cj, cu = cells["i"].to_numpy(), cells["j"].to_numpy(), cells["users"].to_numpy()
     clat = (ci + 0.5) * HOME_CELL_DEG

@@ -19,7 +19,7 @@ from typing import Any
 from odcore.od.engines.kernel import ENGINES, check_engine, grid_of_frame
 from odcore.od.engines.sources import FileSource, file_source, is_streamable
 
-__all__ = ["ENGINES", "FileSource", "build_od", "file_source", "is_streamable"]
+__all__ = ["ENGINES", "FileSource", "bound_and_trim", "build_od", "file_source", "is_streamable"]
 
 
 def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", keep_pairs: bool = True,
@@ -31,7 +31,9 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
     traces:
         A trace DataFrame (``user, time, lat, lon``), a :class:`odcore.data.traces.Traces`, or a
         :class:`~odcore.od.engines.sources.FileSource` (Parquet/CSV files each engine streams itself: the memory
-        engine in user shards, :mod:`odcore.od.engines.memory_stream`).
+        engine in user shards, :mod:`odcore.od.engines.memory_stream`; a Cabspotting folder,
+        ``file_source(folder, format="cabspotting")``, which the memory engine streams in groups of cab files,
+        :mod:`odcore.od.engines.cab_stream`, with the loader's report in ``stats["load_report"]``).
     config:
         :class:`odcore.od.oddata.ODConfig` (cell area, time zone).
     grid:
@@ -68,7 +70,14 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
     if isinstance(traces, Traces):
         traces = traces.df
     if engine == "memory":
-        if isinstance(traces, FileSource):
+        if isinstance(traces, FileSource) and traces.format == "cabspotting":
+            from odcore.od.engines.cab_stream import build_od_cabspotting
+
+            od = build_od_cabspotting(traces.paths[0], config, grid=grid, bbox=traces.bbox, start=traces.start,
+                                      end=traces.end, time_offset_s=traces.time_offset_s,
+                                      region=traces.extra.get("region"), keep_pairs=keep_pairs or bound is not None,
+                                      **engine_options)
+        elif isinstance(traces, FileSource):
             from odcore.od.engines.memory_stream import build_od_memory_stream
 
             od = build_od_memory_stream(traces, config, grid=grid, keep_pairs=keep_pairs or bound is not None,
@@ -77,16 +86,12 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
             if grid is None:
                 grid = grid_of_frame(traces, config)
             od = build_memory(traces, config, grid=grid, **engine_options)
-        if bound is not None:
-            from dataclasses import replace
+        return bound_and_trim(od, keep_pairs=keep_pairs, bound=bound)
+    if isinstance(traces, FileSource) and traces.format == "cabspotting":
+        from odcore.errors import ParameterError
 
-            from odcore.privacy.release import bounded_counts
-
-            table, rep = bounded_counts(od.pairs, bound[0], bound[1])
-            od = replace(od, stats={**od.stats, "bounded_counts": table, "bounding": rep})
-        if not keep_pairs:
-            od = _without_pairs(od)
-        return od
+        raise ParameterError(f"engine={engine!r} does not read Cabspotting files itself: stream the folder with "
+                             "engine='memory', or pass the table of odcore.data.traces.load_traces.")
     if engine == "duckdb":
         from odcore.od.engines.duckdb_engine import build_od_duckdb
 
@@ -101,6 +106,21 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
     from odcore.od.engines.spark_engine import build_od_spark
 
     return build_od_spark(traces, config, grid=grid, keep_pairs=keep_pairs, bound=bound, **engine_options)
+
+
+def bound_and_trim(od, *, keep_pairs: bool = True, bound: tuple[int, int] | None = None):
+    """The memory engine's ``bound`` and ``keep_pairs`` on its OD data (built with every pair): the bounded counts
+    of :func:`odcore.privacy.release.bounded_counts` added to ``stats``, the pairs dropped when not kept."""
+    if bound is not None:
+        from dataclasses import replace
+
+        from odcore.privacy.release import bounded_counts
+
+        table, rep = bounded_counts(od.pairs, bound[0], bound[1])
+        od = replace(od, stats={**od.stats, "bounded_counts": table, "bounding": rep})
+    if not keep_pairs:
+        od = _without_pairs(od)
+    return od
 
 
 def _without_pairs(od):

@@ -12,7 +12,16 @@ do not depend on ``workers`` or on threads versus processes.
 The rules are those of :func:`odcore.data.traces.load_traces` followed by the memory engine, which
 ``tests/test_peer_od.py`` checks table for table: ``bbox="auto"`` is the robust box of every usable fix's counts
 (:class:`~odcore.data.traces.RobustBoxCounts`), and zones not given are fitted to the kept fixes' min/max; for these,
-a first pass parses each group once and keeps its raw fixes in temporary files for the later passes.
+a first pass parses each group once and keeps its raw fixes in temporary files for the later passes (or in
+``keep_dir``, for later calls on the same files). ``region`` follows the loader too: the cabs' home cells are found
+group by group (:func:`odcore.space.regions.home_cells`, a cab being in one group).
+
+Besides the tables, the result carries what loading would have reported (``stats["load_report"]``: rows read and
+kept, drops by reason, box, regions; ``stats["traces"]``: the kept fixes' cabs, rows, first and last time and
+extent; optionally the release record's fingerprint of the table of fixes), so every entry point can stream a
+folder and still show the same report: :func:`stream_cabspotting` returns them as a :class:`StreamedTraces` (the
+table itself read only if asked for), used by the command line (``odcore.cli.common.cabs_from_args``) and the
+dashboard's upload (``odapp.data.stream_upload``).
 """
 
 from __future__ import annotations
@@ -30,7 +39,8 @@ import numpy as np
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.engines import kernel as K
 
-__all__ = ["GROUP_BYTES", "POOLS", "build_od_cabspotting", "cab_groups"]
+__all__ = ["GROUP_BYTES", "POOLS", "StreamedTraces", "build_od_cabspotting", "cab_groups", "fix_density_cabspotting",
+           "kept_plan", "kept_summary", "stream_cabspotting", "zone_drops_only"]
 
 GROUP_BYTES = 4 << 20
 """Compressed bytes of cab files per group (about 500,000 fixes of gzipped Cabspotting text, 25 cabs: a worker peaks
@@ -55,14 +65,16 @@ def cab_groups(sizes: list[int], group_bytes: int = GROUP_BYTES) -> list[range]:
     return out
 
 
-_KEPT = ("codes", "t", "lat", "lon", "sizes")   # a group's raw fixes between passes: one .npy file each
+_KEPT = ("t", "lat", "lon", "sizes")   # a group's raw fixes between passes: one .npy file each (cab codes: sizes)
 
 
 @dataclass(frozen=True)
 class _Job:
     """One group's work. ``stage``: ``stash`` (parse, keep the raw fixes in the ``keep_file.*.npy`` files, return the robust box's
-    counts when ``box_counts``), ``bounds`` (read ``keep_file``, filter, return the kept fixes' min/max) or ``run``
-    (parse, or read ``keep_file``; filter, counting the drops; the kernel)."""
+    counts when ``box_counts``), ``homes`` (read ``keep_file``, return its cabs' home cells for the regions),
+    ``bounds`` (read ``keep_file``, filter, return the kept fixes' min/max) or ``run`` (parse, or read
+    ``keep_file``; filter, counting the drops; the kernel; what the loader would report of the kept fixes, and
+    their rows' hashes when ``fingerprint``)."""
 
     stage: str
     paths: tuple[str, ...]
@@ -72,6 +84,12 @@ class _Job:
     keep_pairs: bool = False
     keep_file: str | None = None
     box_counts: bool = False
+    labels: tuple[str, ...] = ()
+    fingerprint: bool = False
+    cell_points: bool = False
+    image: tuple | None = None     # (box, width_px) of a fix-density image (stage ``fixes``)
+    reuse: bool = False            # ``keep_file`` was written by an earlier call: read it instead of parsing
+    keep: bool = False             # leave ``keep_file`` for later calls
 
 
 def _read_group(job: _Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -123,13 +141,15 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
     from odcore.od.engines.memory_stream import run_shard
 
     st = K.PrepStats()
-    if job.stage == "stash" or job.keep_file is None:
+    if job.keep_file is None or (job.stage == "stash" and not job.reuse):
         codes, t, lat, lon, sizes = _read_group(job)
     else:
-        codes, t, lat, lon, sizes = (np.load(f"{job.keep_file}.{k}.npy") for k in _KEPT)
-    if job.stage == "stash":                # plain .npy files: no zip and no checksum to compute (np.savez)
-        for k, a in zip(_KEPT, (codes, t, lat, lon, sizes), strict=True):
-            np.save(f"{job.keep_file}.{k}.npy", a)
+        t, lat, lon, sizes = (np.load(f"{job.keep_file}.{k}.npy") for k in _KEPT)
+        codes = np.repeat(np.arange(job.first_code, job.first_code + len(sizes), dtype=np.int64), sizes)
+    if job.stage == "stash":
+        if not job.reuse:                   # plain .npy files: no zip and no checksum to compute (np.savez)
+            for k, a in zip(_KEPT, (t, lat, lon, sizes), strict=True):
+                np.save(f"{job.keep_file}.{k}.npy", a)
         if not job.box_counts:
             return None, st
         ok = (t != K.IMIN) & ~(np.isnan(lat) | np.isnan(lon))
@@ -143,18 +163,82 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
                 band.append(nz + lo)
                 n.append(c[nz])
         return ((np.concatenate(axis), np.concatenate(band), np.concatenate(n)) if axis else None), st
+    if job.stage == "homes":
+        from odcore.space.regions import home_cells
+
+        ok = (t != K.IMIN) & ~(np.isnan(lat) | np.isnan(lon))
+        return home_cells(codes[ok], lat[ok], lon[ok]), st
     codes, t, lat, lon = _filter(job, codes, t, lat, lon, sizes, st)
     if job.stage == "bounds":
         st.bounds.update(lat, lon)
         return None, st
-    if job.keep_file is not None:
+    if job.stage == "fixes":
+        from odcore.od.engines.memory_stream import duplicate_rows
+        from odcore.report.basemap import fix_density
+
+        dup = duplicate_rows(codes - job.first_code, t, lat, lon, len(job.paths))
+        return fix_density(lon[~dup], lat[~dup], job.image[0], job.image[1]), st
+    if job.keep_file is not None and not job.keep:
         for k in _KEPT:
             os.unlink(f"{job.keep_file}.{k}.npy")
+    kept = kept_summary(codes, t, lat, lon, job.labels, job.first_code, job.fingerprint)
     if len(t) == 0:
-        return None, st
+        return (None, kept), st
     tbl = pa.table({USER: codes, K.T_S: t, "lat": lat, "lon": lon})
     del codes, t, lat, lon
-    return run_shard(tbl, job.grid, job.filters.tz, job.keep_pairs, st), st
+    return (run_shard(tbl, job.grid, job.filters.tz, job.keep_pairs, st, cell_points=job.cell_points), kept), st
+
+
+def kept_summary(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndarray, labels: tuple[str, ...],
+                 first_code: int, fingerprint: bool) -> dict[str, Any]:
+    """What :func:`odcore.data.traces.load_traces` would report of a group's kept fixes (after the box, dates and
+    offset): rows (exact duplicates not counted), cabs, first and last time, latitude and longitude range; with
+    ``fingerprint``, the per-row hashes (:func:`pandas.util.hash_pandas_object`) of the loader's table of these
+    rows (``user`` categorical, ``time`` UTC, ``lat``, ``lon``; ordered by cab then time, duplicates dropped), whose
+    concatenation over the groups in order is the hash of the loader's whole table
+    (:func:`odcore.report.sheet.data_fingerprint`). ``labels``: the group's cab ids, ``first_code`` the code of its
+    first cab."""
+    import pandas as pd
+
+    out: dict[str, Any] = {"rows": 0, "users": 0, "t_min": None, "t_max": None, "bounds": K.Bounds(),
+                           "hashes": np.empty(0, np.uint64) if fingerprint else None}
+    n = len(t)
+    if n == 0:
+        return out
+    rel = codes - first_code
+    order = None
+    if n > 1:
+        du = np.diff(rel)
+        if not bool(((du > 0) | ((du == 0) & (np.diff(t) >= 0))).all()):
+            order = np.lexsort((t, rel))     # stable, as the loader sorts
+        del du
+    r, ts = (rel, t) if order is None else (rel[order], t[order])
+    la, lo = (lat, lon) if order is None else (lat[order], lon[order])
+    dup = np.zeros(n, bool)
+    same = (r[1:] == r[:-1]) & (ts[1:] == ts[:-1])
+    if same.any():
+        grp = np.zeros(n, bool)
+        grp[1:] |= same
+        grp[:-1] |= same
+        cand = np.flatnonzero(grp)
+        d = pd.DataFrame({"u": r[cand], "t": ts[cand], "a": la[cand], "o": lo[cand]}).duplicated().to_numpy()
+        dup[cand] = d
+    keep = ~dup
+    out["rows"] = int(keep.sum())
+    out["users"] = int(np.count_nonzero(np.bincount(r, minlength=len(labels))))
+    out["t_min"], out["t_max"] = int(ts.min()), int(ts.max())
+    out["bounds"].update(lat, lon)
+    if fingerprint:
+        from odcore.constants import LAT, LON, TIME, USER
+
+        if not keep.all():
+            r, ts, la, lo = r[keep], ts[keep], la[keep], lo[keep]
+        frame = pd.DataFrame({
+            USER: pd.Categorical.from_codes(r, categories=pd.Index(list(labels), dtype=object)),
+            TIME: pd.array((ts * 1_000_000_000).view("datetime64[ns]"), dtype="datetime64[ns, UTC]"),
+            LAT: la, LON: lo}, copy=False)
+        out["hashes"] = pd.util.hash_pandas_object(frame, index=False).to_numpy()
+    return out
 
 
 POOLS = ("threads", "processes")
@@ -215,13 +299,16 @@ def _run_jobs(jobs: list[_Job], pool, workers: int):
 
 
 def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = None, start: Any = None,
-                         end: Any = None, time_offset_s: float = 0.0, keep_pairs: bool = True,
-                         workers: int | None = None, pool: str = "threads", group_bytes: int = GROUP_BYTES,
-                         temp_dir: str | None = None):
-    """Weekly unique OD data of a Cabspotting folder, streamed in groups of cab files on ``workers`` processes.
+                         end: Any = None, time_offset_s: float = 0.0, region: Any = None, keep_pairs: bool = True,
+                         fingerprint: bool = False, workers: int | None = None, pool: str = "threads",
+                         group_bytes: int = GROUP_BYTES, temp_dir: str | None = None, check_bounds=None,
+                         name: str | None = None, cell_points: bool = False, keep_dir: str | Path | None = None,
+                         extent: tuple[float, float, float, float] | None = None):
+    """Weekly unique OD data of a Cabspotting folder, streamed in groups of cab files on ``workers`` threads.
 
     The same tables as ``build_od(load_traces(source, format="cabspotting", bbox=bbox, start=start, end=end,
-    time_offset_s=time_offset_s, tz=config.tz), config, grid=grid)`` without holding the folder in memory.
+    time_offset_s=time_offset_s, region=region, tz=config.tz), config, grid=grid)`` without holding the folder in
+    memory, and the same load report.
 
     Parameters
     ----------
@@ -233,38 +320,78 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     grid:
         Zone object (``assign``, ``n_cells``); default: :func:`odcore.od.engines.kernel.fit_zones` of the kept
         fixes' min/max, as the loader and every engine fit them.
-    bbox, start, end, time_offset_s:
-        As in :func:`odcore.data.traces.load_traces` (``bbox="auto"``: the robust box).
+    bbox, start, end, time_offset_s, region:
+        As in :func:`odcore.data.traces.load_traces` (``bbox="auto"``: the robust box; ``region``: ``None`` /
+        ``"all"``, ``"auto"``, a rank or a box, the regions of the cabs' home cells found group by group,
+        :func:`odcore.space.regions.home_cells`).
     keep_pairs:
         Keep every user's unique pairs (``ODData.pairs``).
+    fingerprint:
+        Also hash the kept fixes as :func:`odcore.report.sheet.data_fingerprint` hashes the loader's table
+        (``stats["fingerprint"]``; the release record names its data by it).
     workers:
-        Worker processes (default: 2, or 1 on one core); 1 runs the groups in this process. The tables do not
-        depend on it.
+        Worker threads or processes (default: 2, or 1 on one core); 1 runs the groups in this process. The tables
+        do not depend on it.
     pool:
         ``threads`` (default: one interpreter, the least memory and CPU) or ``processes`` (``spawn``ed workers,
         which need ``if __name__ == "__main__":`` in a calling script). The tables do not depend on it.
     group_bytes:
         Compressed bytes of cab files per group (memory per worker grows with it).
     temp_dir:
-        Where the kept fixes wait between passes when zones are fitted (default: the system's temporary folder).
+        Where the kept fixes wait between passes when zones or the box are fitted (default: the system's temporary
+        folder).
+    check_bounds:
+        Called as ``check_bounds(lat_min, lat_max, lon_min, lon_max)`` with the kept fixes' box before zones are
+        fitted to it (may raise to refuse a grid too big).
+    name:
+        The source's name in the report and messages (default: the path; an upload's file name when its cab files
+        were unpacked into a folder, :func:`odcore.data.traces.unpack_cabspotting`).
+    cell_points:
+        Also count the kept fixes (duplicates dropped) in each zone: ``stats["cell_points"]``, a map of where the
+        traces are (fixes outside every zone are ``rows_dropped``'s zone reason).
+    keep_dir:
+        A folder where the parsed fixes of each group stay after the call (about 24 bytes a fix): a later call on
+        the same files with the same ``keep_dir`` and ``group_bytes`` reads them instead of parsing the files again
+        (another zone system of the same upload costs the filters and the kernel only). Default: nothing kept.
+    extent:
+        ``(lat_min, lat_max, lon_min, lon_max)`` of the kept fixes when already known (an earlier call's
+        ``stats["traces"]`` ``lat_range`` and ``lon_range`` with the same filters): zones not given are fitted to it
+        without the pass that finds it.
 
     Returns
     -------
     odcore.od.oddata.ODData
+        Its ``stats`` also hold ``load_report`` (the :class:`odcore.data.traces.LoadReport` the loader would give:
+        rows read and kept, rows dropped by reason, box used, regions; ``tz`` is ``config.tz``) and ``traces``
+        (the kept fixes' ``users``, ``rows``, ``time_min``, ``time_max``, ``lat_range``, ``lon_range``, as
+        :meth:`odcore.data.traces.Traces.summary` gives them). ``rows_dropped`` holds the loader's reasons and the
+        zones' (``outside_grid``), like the report and ``build_od``'s together.
 
     Raises
     ------
     TraceFormatError
         A bad file (named with its row and column), no usable row, or fewer than two cabs after the filters.
     """
-    from odcore.data.traces import BBox, RobustBoxCounts, cab_files, to_time_ns
+    from odcore.data.traces import (
+        DROP_BBOX,
+        DROP_DATES,
+        DROP_DUPLICATE,
+        DROP_MISSING,
+        BBox,
+        LoadReport,
+        RobustBoxCounts,
+        cab_files,
+        to_time_ns,
+    )
     from odcore.od.engines.memory_stream import ShardMerger
+    from odcore.space.regions import pick_region, regions_of_homes, spans_metro
 
     if pool not in POOLS:
         raise ParameterError(f"pool must be one of {list(POOLS)}, got pool={pool!r}.")
     if int(group_bytes) < 1:
         raise ParameterError(f"group_bytes must be >= 1, got group_bytes={group_bytes}.")
     disp, paths, ids = cab_files(source)
+    disp = name or disp
     tz = config.tz
     n_workers = int(workers) if workers else max(1, min(2, os.cpu_count() or 1))
     if n_workers < 1:
@@ -275,48 +402,268 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
                   start_ns=None if start is None else to_time_ns(start, tz, "start"),
                   end_ns=None if end is None else to_time_ns(end, tz, "end"))
 
+    # the loader's region rules (odcore.data.traces._region_box): a box given as the region replaces the box; "auto"
+    # looks for regions only when the box (or the robust box of every usable fix) spans more than a city
+    reg = None if region is None or str(region).strip().lower() in ("", "all", "none", "off") else region
+    reg_box = isinstance(reg, str) and any(ch in reg.strip() for ch in ", \t")
+    reg_auto = isinstance(reg, str) and reg.strip().lower() == "auto"
     auto_box = bbox is not None and isinstance(bbox, str) and bbox.strip().lower() == "auto"
     box = None if bbox is None or auto_box else BBox.parse(bbox).as_tuple()
+    need_counts = auto_box or (reg_auto and bbox is None)
+    regions: list = []
+    region_rank = None
     st = K.PrepStats()
     n_workers = min(n_workers, len(groups))
+    labels = np.asarray(ids, dtype=object)
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="odcore-cabs-", dir=temp_dir)))
         ex = stack.enter_context(_pool(n_workers, pool))    # shut down before the folder goes
-        jobs = [_Job("run", tuple(str(paths[i]) for i in g), g.start, f) for g in groups]
-        if auto_box or grid is None:
+        jobs = [_Job("run", tuple(str(paths[i]) for i in g), g.start, f, labels=tuple(ids[g.start:g.stop]),
+                     fingerprint=fingerprint) for g in groups]
+        kept_dir, reuse, marker = tmp, False, None
+        if keep_dir is not None:
+            kept_dir, marker, plan, reuse = kept_plan(keep_dir, paths, sizes, group_bytes)
+            if not reuse:
+                marker.unlink(missing_ok=True)
+            jobs = [replace(j, keep_file=str(kept_dir / f"g{k:05d}"), keep=True, reuse=reuse)
+                    for k, j in enumerate(jobs)]
+        bounds_pass = grid is None and extent is None
+        if (need_counts or (reg is not None and not reg_box) or (marker is not None and not reuse)
+                or (bounds_pass and not reuse)):
             # one parse: the raw fixes wait in temporary files for the passes that need the whole folder first
-            jobs = [replace(j, stage="stash", keep_file=str(tmp / f"g{k:05d}"), box_counts=auto_box)
+            jobs = [replace(j, stage="stash", keep_file=str(kept_dir / f"g{k:05d}"), box_counts=need_counts)
                     for k, j in enumerate(jobs)]
             counts = RobustBoxCounts()
             for sp, _ in _run_jobs(jobs, ex, n_workers):
                 if sp is not None:
                     counts.add_sparse(*sp)
+            if marker is not None and not reuse:
+                marker.write_text(plan)
+            if need_counts and counts.n == 0:
+                raise TraceFormatError("no usable rows (the file is empty or every row misses a value).", file=disp)
+            robust = counts.box(source=disp) if need_counts else None
             if auto_box:
-                box = counts.box(source=disp).as_tuple()
+                box = robust.as_tuple()
+            if reg_box:
+                box = BBox.parse(reg).as_tuple()
+            elif reg is not None and (not reg_auto or spans_metro(BBox(*box) if box is not None else robust)):
+                import pandas as pd
+
+                homes = [h for h, _ in _run_jobs([replace(j, stage="homes") for j in jobs], ex, n_workers)]
+                regions = regions_of_homes(pd.concat(homes, ignore_index=True))
+                r = pick_region(regions, reg)
+                box, region_rank = r.bbox, r.rank
+        elif reg_box:
+            box = BBox.parse(reg).as_tuple()
         f = replace(f, bbox=box)
         jobs = [replace(j, filters=f) for j in jobs]
         if grid is None:
             bounds = K.Bounds()
-            for _, gst in _run_jobs([replace(j, stage="bounds") for j in jobs], ex, n_workers):
-                bounds.merge(gst.bounds)
+            if extent is not None:
+                bounds.update(np.asarray(extent[:2], np.float64), np.asarray(extent[2:], np.float64))
+            else:
+                for _, gst in _run_jobs([replace(j, stage="bounds") for j in jobs], ex, n_workers):
+                    bounds.merge(gst.bounds)
             if bounds.n == 0:
                 raise TraceFormatError("no rows left after filtering (no fix inside the box and dates).",
                                        file=disp)
+            if check_bounds is not None:
+                check_bounds(bounds.lat_min, bounds.lat_max, bounds.lon_min, bounds.lon_max)
             grid = K.fit_zones(bounds, config)
-        run = [replace(j, stage="run", grid=grid, keep_pairs=keep_pairs) for j in jobs]
+        run = [replace(j, stage="run", grid=grid, keep_pairs=keep_pairs, cell_points=cell_points) for j in jobs]
         merged = ShardMerger(keep_pairs)
-        labels = np.asarray(ids, dtype=object)
-        for part, gst in _run_jobs(run, ex, n_workers):
+        kept = {"rows": 0, "users": 0, "t_min": None, "t_max": None, "bounds": K.Bounds()}
+        fp = stack.enter_context(open(tmp / "hashes.u64", "w+b")) if fingerprint else None
+        for (part, info), gst in _run_jobs(run, ex, n_workers):
             st.merge(gst)
+            kept["rows"] += info["rows"]
+            kept["users"] += info["users"]        # a cab is in one group
+            kept["bounds"].merge(info["bounds"])
+            for k, pick in (("t_min", min), ("t_max", max)):
+                if info[k] is not None:
+                    kept[k] = info[k] if kept[k] is None else pick(kept[k], info[k])
+            if fp is not None:
+                fp.write(info["hashes"].tobytes())
             if part is not None:
                 part["labels"] = labels[part["labels"]]
             merged.add(part)
-            del part
-    if st.slot_min == K.IMIN:
+            del part, info
+        digest = None
+        if fp is not None:
+            digest = _fingerprint(fp, kept["rows"])
+    if kept["rows"] == 0:
         raise TraceFormatError(f"no rows left after filtering (dropped: {st.dropped}).", file=disp)
-    n_users = len(set().union(*(set(a.tolist()) for a in merged.acc["a_user"])))
-    if n_users < 2:
-        raise TraceFormatError(f"only {n_users} user(s) after loading; weekly OD counts and attacks need at least "
-                               "2 users.", file=disp, column="user")
-    return merged.result(grid, config, st, bbox=box, n_shards=len(groups))
+    if kept["users"] < 2:
+        raise TraceFormatError(f"only {kept['users']} user(s) after loading; weekly OD counts and attacks need at "
+                               "least 2 users.", file=disp, column="user")
+    if st.slot_min == K.IMIN:
+        raise TraceFormatError("no trace row falls inside the grid.", file=disp)
+    od = merged.result(grid, config, st, bbox=box, n_shards=len(groups))
+    loader_drops = {DROP_MISSING: st.dropped.get(DROP_MISSING, 0), DROP_BBOX: st.dropped.get(DROP_BBOX, 0),
+                    DROP_DATES: st.dropped.get(DROP_DATES, 0), DROP_DUPLICATE: merged.dups}
+    report = LoadReport(source=disp, format="cabspotting", rows_read=st.rows_read, rows_kept=kept["rows"],
+                        rows_dropped={k: v for k, v in loader_drops.items() if v},
+                        bbox_used=None if box is None else tuple(float(v) for v in box), tz=tz,
+                        regions=tuple(r.as_dict() for r in regions), region=region_rank)
+    b = kept["bounds"]
+    traces = {"users": kept["users"], "rows": kept["rows"], "time_min": _iso(kept["t_min"]),
+              "time_max": _iso(kept["t_max"]), "lat_range": [b.lat_min, b.lat_max],
+              "lon_range": [b.lon_min, b.lon_max]}
+    stats = {**od.stats, "load_report": report, "traces": traces}
+    if digest is not None:
+        stats["fingerprint"] = digest
+    return replace(od, stats=stats)
 
+
+def kept_plan(keep_dir: str | Path, paths: list[Path], sizes: list[int], group_bytes: int):
+    """``(folder, marker file, plan, reusable)`` of ``build_od_cabspotting``'s ``keep_dir``: the plan names the files,
+    their sizes and the group size; the kept fixes are reusable when the marker holds the same plan."""
+    import json
+
+    folder = Path(keep_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / "groups.json"
+    plan = json.dumps([[p.name, n] for p, n in zip(paths, sizes, strict=True)] + [int(group_bytes)])
+    return folder, marker, plan, marker.is_file() and marker.read_text() == plan
+
+
+def _iso(t: int) -> str:
+    """ISO text of a UTC Unix second, as ``pandas.Timestamp.isoformat`` writes the loader's times."""
+    import pandas as pd
+
+    return pd.Timestamp(t, unit="s", tz="UTC").isoformat()
+
+
+def _fingerprint(fh, n_rows: int) -> str:
+    """:func:`odcore.report.sheet.data_fingerprint` of the loader's table from its rows' hashes in ``fh``."""
+    import hashlib
+
+    from odcore.constants import LAT, LON, TIME, USER
+
+    h = hashlib.sha256()
+    h.update(repr([(USER, "category"), (TIME, "datetime64[ns, UTC]"), (LAT, "float64"), (LON, "float64")]).encode())
+    h.update(int(n_rows).to_bytes(8, "little"))
+    fh.flush()
+    fh.seek(0)
+    while chunk := fh.read(1 << 22):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+class StreamedTraces:
+    """A Cabspotting folder read by the streamed engine, seen as :func:`odcore.data.traces.load_traces` would show
+    it: the same :attr:`report` and :meth:`summary`, without the table of fixes.
+
+    The table itself (:attr:`df`) is read on first use only, by :func:`~odcore.data.traces.load_traces` with the
+    same options, for what needs every fix rather than weekly counts (a zone comparison, Knock Knock series, a map
+    of points).
+    """
+
+    def __init__(self, report, kept: dict[str, Any], load_options: dict[str, Any], fingerprint: str | None = None,
+                 path: str | None = None):
+        self.report = report
+        self.path = path or report.source
+        self.kept = dict(kept)
+        self.load_options = dict(load_options)
+        self.fingerprint = fingerprint
+        self._traces = None
+
+    @property
+    def n_users(self) -> int:
+        return int(self.kept["users"])
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the table of fixes has been read (:attr:`df`)."""
+        return self._traces is not None
+
+    @property
+    def df(self):
+        """The trace table, read by the loader on first use (the whole folder in memory)."""
+        if self._traces is None:
+            from odcore.data.traces import load_traces
+
+            t = load_traces(self.path, format="cabspotting", **self.load_options)
+            self._traces = t if self.path == self.report.source else replace(t, report=replace(
+                t.report, source=self.report.source))
+        return self._traces.df
+
+    def summary(self) -> dict[str, Any]:
+        """:meth:`odcore.data.traces.Traces.summary` of the table the loader would give."""
+        r, k = self.report, self.kept
+        return {"source": r.source, "format": r.format, "users": k["users"], "rows": k["rows"],
+                "rows_read": r.rows_read, "rows_kept": r.rows_kept, "rows_dropped": dict(r.rows_dropped),
+                "bbox_used": list(r.bbox_used) if r.bbox_used else None, "rows_adjusted": dict(r.rows_adjusted),
+                "encoding": r.encoding, "time_unit": r.time_unit, "time_min": k["time_min"],
+                "time_max": k["time_max"], "lat_range": list(k["lat_range"]), "lon_range": list(k["lon_range"]),
+                "has_loc": False, "tz": r.tz, "tz_source": r.tz_source, "regions": [dict(x) for x in r.regions],
+                "region": r.region}
+
+
+def stream_cabspotting(source: str | Path, config=None, *, tz: str = "auto", bbox: Any = None, start: Any = None,
+                       end: Any = None, time_offset_s: float = 0.0, region: Any = None, keep_pairs: bool = True,
+                       fingerprint: bool = False, check_bounds=None, **options: Any):
+    """``(traces, od)`` of a Cabspotting folder, streamed: what ``traces = load_traces(source,
+    format="cabspotting", tz=tz, ...)`` and ``build_od(traces, config)`` give, with ``traces`` a
+    :class:`StreamedTraces` (the report and summary; the table read only if asked for).
+
+    ``tz``: ``"auto"`` is the format's documented zone (America/Los_Angeles), as the loader reads it; ``config``
+    (default: :class:`odcore.od.oddata.ODConfig` of that zone) must use the same zone. ``check_bounds(lat_min,
+    lat_max, lon_min, lon_max)`` is called with the kept fixes' box before zones are fitted to it (the CLI refuses a
+    continent-wide grid there). Other options go to :func:`build_od_cabspotting`.
+    """
+    from odcore.constants import FORMAT_TZ
+    from odcore.od.trips import ODConfig
+
+    auto = isinstance(tz, str) and tz.strip().lower() == "auto"
+    zone = FORMAT_TZ["cabspotting"] if auto else tz
+    config = config or ODConfig(tz=zone)
+    if config.tz != zone:
+        raise ParameterError(f"config.tz={config.tz!r} differs from tz={tz!r} (the zone the traces are read in).")
+    od = build_od_cabspotting(source, config, bbox=bbox, start=start, end=end, time_offset_s=time_offset_s,
+                              region=region, keep_pairs=keep_pairs, fingerprint=fingerprint,
+                              check_bounds=check_bounds, **options)
+    rep = replace(od.stats["load_report"], tz=zone, tz_source="format" if auto else "given")
+    traces = StreamedTraces(rep, od.stats["traces"], {"tz": tz, "bbox": bbox, "start": start, "end": end,
+                                                      "time_offset_s": time_offset_s, "region": region},
+                            od.stats.get("fingerprint"), path=str(source))
+    return traces, zone_drops_only(od)
+
+
+def zone_drops_only(od):
+    """:func:`build_od_cabspotting`'s OD data as :func:`odcore.od.engines.build_od` gives it from the loaded table:
+    ``stats["rows_dropped"]`` holds the zones' drops only (the loader's are in ``stats["load_report"]``)."""
+    loader = od.stats["load_report"].rows_dropped
+    return replace(od, stats={**od.stats, "rows_dropped": {k: v for k, v in od.stats["rows_dropped"].items()
+                                                           if k not in loader}})
+
+
+def fix_density_cabspotting(source: str | Path, box: tuple[float, float, float, float], width_px: int, *,
+                            tz: str, bbox: Any = None, start: Any = None, end: Any = None, time_offset_s: float = 0.0,
+                            workers: int | None = None, group_bytes: int = GROUP_BYTES,
+                            keep_dir: str | Path | None = None) -> np.ndarray:
+    """:func:`odcore.report.basemap.fix_density` of the fixes the loader keeps of a Cabspotting folder (an image of
+    where they lie, e.g. the streets under a flow map), summed group by group: the folder is read once and never
+    held whole. ``bbox`` is the box the loader used (its report's ``bbox_used``, regions already applied); ``tz``
+    the zone naive ``start`` / ``end`` are read in; ``keep_dir``: read the fixes :func:`build_od_cabspotting` kept
+    there, when they are there."""
+    from odcore.data.traces import BBox, cab_files, to_time_ns
+
+    _, paths, _ = cab_files(source)
+    sizes = [p.stat().st_size for p in paths]
+    groups = cab_groups(sizes, int(group_bytes))
+    kept = kept_plan(keep_dir, paths, sizes, group_bytes) if keep_dir is not None else None
+    f = K.Filters(source=str(source), tz=tz, time_unit="s", time_offset_s=float(time_offset_s or 0.0),
+                  bbox=None if bbox is None else BBox.parse(bbox).as_tuple(),
+                  start_ns=None if start is None else to_time_ns(start, tz, "start"),
+                  end_ns=None if end is None else to_time_ns(end, tz, "end"))
+    n_workers = min(int(workers) if workers else max(1, min(2, os.cpu_count() or 1)), len(groups))
+    jobs = [_Job("fixes", tuple(str(paths[i]) for i in g), g.start, f, image=(tuple(box), int(width_px)))
+            for g in groups]
+    if kept is not None and kept[3]:
+        jobs = [replace(j, keep_file=str(kept[0] / f"g{k:05d}"), keep=True, reuse=True) for k, j in enumerate(jobs)]
+    total = None
+    with _pool(n_workers, "threads") as ex:
+        for counts, _ in _run_jobs(jobs, ex, n_workers):
+            total = counts if total is None else total + counts
+    return total

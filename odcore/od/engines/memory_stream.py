@@ -25,7 +25,7 @@ from odcore.errors import TraceFormatError
 from odcore.od.engines import kernel as K
 from odcore.od.engines.sources import FileSource
 
-__all__ = ["CountsSum", "ShardMerger", "build_od_memory_stream", "run_shard", "user_hash"]
+__all__ = ["CountsSum", "ShardMerger", "build_od_memory_stream", "duplicate_rows", "run_shard", "user_hash"]
 
 BATCH_ROWS = 1_000_000
 SHARD_ROWS = 2_000_000
@@ -305,6 +305,7 @@ class ShardMerger:
         self.acc: dict[str, list] = {k: [] for k in ("a_week", "a_user", "trips", "uniq", "used_cells", "p_week",
                                                       "p_user", "p_o", "p_d")}
         self.rows_used = self.user_hours = self.dups = 0
+        self.cell_points = None
 
     def add(self, part: dict[str, Any] | None) -> None:
         if part is None:
@@ -312,6 +313,9 @@ class ShardMerger:
         self.rows_used += part["rows"]
         self.user_hours += part["user_hours"]
         self.dups += part["dups"]
+        if "cell_points" in part:
+            cp = part["cell_points"]
+            self.cell_points = cp if self.cell_points is None else self.cell_points + cp
         self.counts.add(part["c_week"], part["c_o"], part["c_d"], part["c_n"])
         labels = part["labels"]
         for k in ("a_week", "trips", "uniq", "used_cells") + (("p_week", "p_o", "p_d") if self.keep_pairs else ()):
@@ -321,6 +325,12 @@ class ShardMerger:
             self.acc["p_user"].append(labels[part["p_user"]])
 
     def result(self, grid, config, st: K.PrepStats, *, bbox, n_shards: int, engine: str = "memory"):
+        if self.cell_points is not None:
+            from dataclasses import replace
+
+            od = _merge(self.acc, self.counts.result(), grid, config, st, self.dups, self.rows_used, self.user_hours,
+                        bbox, n_shards, self.keep_pairs, engine)
+            return replace(od, stats={**od.stats, "cell_points": self.cell_points})
         return _merge(self.acc, self.counts.result(), grid, config, st, self.dups, self.rows_used, self.user_hours,
                       bbox, n_shards, self.keep_pairs, engine)
 
@@ -352,8 +362,11 @@ def _in_parallel(items, fn, workers: int):
             yield pending.popleft().result()
 
 
-def run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[str, Any] | None:
-    """Zones, hour slots, duplicate removal and the numpy kernel on one user shard (an Arrow table)."""
+def run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats, cell_points: bool = False) -> dict[str, Any] | None:
+    """Zones, hour slots, duplicate removal and the numpy kernel on one user shard (an Arrow table).
+
+    ``cell_points``: also count the rows (duplicates dropped) in each zone (``out["cell_points"]``, one count per
+    zone of ``grid``), the figure of a map of where the traces are."""
     import pyarrow as pa
 
     from odcore.od.hourly import od_tables, winners
@@ -366,12 +379,7 @@ def run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[str
     t = col(K.T_S, np.int64)
     lat = col("lat", np.float64)
     lon = col("lon", np.float64)
-    ok, slot, cell = K.assign_batch(grid, lat, lon, t, tz, st)
     users = tbl.column(USER).combine_chunks()
-    if not ok.all():
-        keep = np.flatnonzero(ok)
-        t, lat, lon, slot, cell = t[keep], lat[keep], lon[keep], slot[keep], cell[keep]
-        users = users.take(pa.array(keep))
     if len(t) == 0:
         return None
     if pa.types.is_integer(users.type):
@@ -393,26 +401,37 @@ def run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats) -> dict[str
         codes = rank[enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
         labels = d[order]
     del users
-    dup = _duplicates(codes, t, lat, lon, len(labels))
-    del t, lat, lon
+    # duplicates first, then the zones: the loader drops exact duplicates before build_od drops rows outside the
+    # zones, so each reason counts the same rows as there
+    dup = duplicate_rows(codes, t, lat, lon, len(labels))
     n_dup = int(dup.sum())
     if n_dup:
         keep = ~dup
-        codes, slot, cell = codes[keep], slot[keep], cell[keep]
+        codes, t, lat, lon = codes[keep], t[keep], lat[keep], lon[keep]
     del dup
+    ok, slot, cell = K.assign_batch(grid, lat, lon, t, tz, st)
+    del t, lat, lon
+    points = np.bincount(cell[ok], minlength=grid.n_cells) if cell_points else None
+    if not ok.all():
+        keep = np.flatnonzero(ok)
+        codes, slot, cell = codes[keep], slot[keep], cell[keep]
+    if len(codes) == 0:
+        return None
     n_rows = len(codes)
     w = winners(codes, slot, cell, len(labels), grid.n_cells, tz)
     del codes, slot, cell
     tb = od_tables(w["wu"], w["ws"], w["wc"], w["wweek"], w["n_users"], grid.n_cells)
     del w
     out = {"labels": labels, "dups": n_dup, "rows": n_rows, **tb}
+    if points is not None:
+        out["cell_points"] = points
     if not keep_pairs:
         for key in ("p_week", "p_user", "p_o", "p_d"):
             out.pop(key)
     return out
 
 
-def _duplicates(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndarray, n_users: int) -> np.ndarray:
+def duplicate_rows(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndarray, n_users: int) -> np.ndarray:
     """Mask of exact duplicate rows (same user, time, lat, lon; the first one of each group is kept).
 
     Rows are grouped by one int64 key (user, time), no sort when already in that order (files usually are);

@@ -2,8 +2,8 @@
 
 A :class:`FileSource` names generic Parquet or CSV files (a file, a folder of them, or a glob) with the loader's
 column mapping and filters; :func:`odcore.od.engines.build_od` streams it through DuckDB or Spark without loading the
-table into pandas. Other formats (Cabspotting folders, check-in sets, zips, uploads) are read by
-:func:`odcore.data.traces.load_traces` first.
+table into pandas; the memory engine streams a Cabspotting folder too (:mod:`odcore.od.engines.cab_stream`). Other
+inputs (check-in sets, zips, uploads) are read by :func:`odcore.data.traces.load_traces` first.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class FileSource:
     paths:
         The files (local paths here; on a cluster any Hadoop-compatible URI for Spark).
     format:
-        ``parquet`` or ``csv``.
+        ``parquet``, ``csv`` or ``cabspotting`` (a folder of cab files: the memory engine only).
     mapping:
         Column mapping (``user, time, lat, lon, time_unit`` keys) or None to recognise common names.
     tz, time_offset_s, bbox, start, end:
@@ -79,8 +79,15 @@ def is_streamable(path: Any, fmt: str = "auto") -> bool:
 
 
 def file_source(path: Any, *, format: str = "auto", **kw: Any) -> FileSource:
-    """A :class:`FileSource` for a file, a folder of Parquet files (e.g. ``synth --chunked`` output) or a glob."""
+    """A :class:`FileSource` for a file, a folder of Parquet files (e.g. ``synth --chunked`` output) or a glob; with
+    ``format="cabspotting"``, a Cabspotting folder (the memory engine streams it; ``extra={"region": ...}`` as
+    :func:`odcore.data.traces.load_traces`'s ``region``)."""
     s = str(path)
+    if format == "cabspotting":   # a folder of cab files (or one), streamed by the memory engine
+        from odcore.data.traces import cab_files
+
+        cab_files(s)               # refuses a zip, a missing path, a folder without cab files
+        return FileSource(paths=(s,), format="cabspotting", **kw)
     if "://" in s:   # a cluster path: Spark reads it
         fmt = format if format != "auto" else ("csv" if s.lower().endswith(_CSV) else "parquet")
         return FileSource(paths=(s,), format=fmt, **kw)
