@@ -47,18 +47,37 @@ def content_ref(value) -> str:
     >>> content_ref({"x": [1, 2]}) == content_ref({"x": [1, 2]}) != content_ref({"x": [1, 3]})
     True
     """
-    text = json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=True)
-    return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
+    return _encoded(value)[0]
 
 
-def split_tables(charts: list[dict], pairs: dict | None) -> tuple[list[dict], dict | None, dict[str, object]]:
+_ENCODED: dict[int, tuple[object, str, str]] = {}   # id(table) -> (table, name, JSON)
+_ENCODED_MAX = 256
+
+
+def _encoded(value) -> tuple[str, str]:
+    """``(name, JSON text)`` of a table. The tables come from resource caches (:mod:`odapp.cache`): the same object
+    on every rerun, so its JSON is written once, not on every press (~20 ms for the OD release page's draws). The
+    table is kept with its entry, so its ``id`` cannot be another object's while the entry lives."""
+    hit = _ENCODED.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1], hit[2]
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True)
+    name = hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
+    _ENCODED[id(value)] = (value, name, text)
+    while len(_ENCODED) > _ENCODED_MAX:
+        _ENCODED.pop(next(iter(_ENCODED)), None)
+    return name, text
+
+
+def split_tables(charts: list[dict], pairs: dict | None) -> tuple[list[dict], dict | None, str]:
     """``charts`` and ``pairs`` with every series' ``table`` and the ``pairs`` draws replaced by ``{"$ref": name}``,
-    and the carrier's ``{name: value}``: what :func:`live_curves` sends in its two elements."""
-    blobs: dict[str, object] = {}
+    and the carrier's ``{name: value}`` as JSON text (Streamlit then sends one string instead of encoding every
+    number of the tables again): what :func:`live_curves` sends in its two elements."""
+    blobs: dict[str, str] = {}
 
     def ref(value) -> dict:
-        name = content_ref(value)
-        blobs[name] = value
+        name, text = _encoded(value)
+        blobs[name] = text
         return {"$ref": name}
 
     out = []
@@ -66,7 +85,8 @@ def split_tables(charts: list[dict], pairs: dict | None) -> tuple[list[dict], di
         series = [{**x, "table": ref(x["table"])} if isinstance(x.get("table"), dict) else x
                   for x in c.get("series", ())]
         out.append({**c, "series": series} if "series" in c else c)
-    return out, (ref(pairs) if pairs is not None else None), blobs
+    pairs_ref = ref(pairs) if pairs is not None else None
+    return out, pairs_ref, "{" + ",".join(f'"{n}":{t}' for n, t in blobs.items()) + "}"
 
 
 def table_series(name: str, table: dict, *, key: str, **style) -> dict:

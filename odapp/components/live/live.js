@@ -538,12 +538,19 @@ const KEEP = 64;   // tables kept by name: a few pages' worth (each page holds 2
 
 export default function (component) {
   const store = (window.__odliveData = window.__odliveData || new Map());
-  for (const [name, value] of Object.entries((component.data && component.data.blobs) || {})) {
-    store.delete(name); store.set(name, value);   // most recent last
+  const text = (component.data && component.data.blobs) || "{}";   // the tables as one JSON text
+  const el = component.parentElement;
+  // parsed once per content, not on every render of the element (unless its tables have left the store since)
+  if (!el || el.__odliveText !== text || !(el.__odliveNames || []).every((n) => store.has(n))) {
+    const blobs = typeof text === "string" ? JSON.parse(text) : text;
+    for (const [name, value] of Object.entries(blobs)) {
+      store.delete(name); store.set(name, value);   // most recent last
+    }
+    if (el) { el.__odliveText = text; el.__odliveNames = Object.keys(blobs); }
   }
   while (store.size > KEEP) store.delete(store.keys().next().value);
   // it takes no room in the page: Streamlit's element container (and the gap it leaves) is hidden
-  const el = component.parentElement, box = el && el.closest && el.closest("[data-testid=stElementContainer]");
+  const box = el && el.closest && el.closest("[data-testid=stElementContainer]");
   if (box) box.style.display = "none";
   window.__odliveCode = entry;
   window.dispatchEvent(new CustomEvent("odlive-data"));
