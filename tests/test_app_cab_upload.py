@@ -15,22 +15,15 @@ import pytest
 from odapp.data import UploadOptions, apply_upload, read_upload
 from odapp.state import K_SOURCE, K_UPLOAD_TRACES, DataSource
 from odcore.paths import REPO_ROOT
+from tests.test_app_regions import zip_folder
 from tests.test_cab_stream import TZ, write_cabs
-
-
-def _zip(folder) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        for f in sorted(folder.iterdir()):
-            z.write(f, f.name)
-    return buf.getvalue()
 
 
 @pytest.fixture(scope="module")
 def cab_zip(tmp_path_factory) -> bytes:
     d = tmp_path_factory.mktemp("cabupload") / "cabs"
     write_cabs(d, np.random.default_rng(9), n_cabs=6, days=8)
-    return _zip(d)
+    return zip_folder(d)
 
 
 def _refuse(*a, **k):

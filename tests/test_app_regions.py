@@ -15,7 +15,8 @@ from odapp.state import K_SOURCE, K_WEEK, DataSource
 from odcore.paths import REPO_ROOT
 
 
-def _zip(folder) -> bytes:
+def zip_folder(folder) -> bytes:
+    """The files of ``folder`` as a zip archive's bytes (an upload of a folder)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         for f in sorted(folder.iterdir()):
@@ -34,7 +35,7 @@ def test_checkin_set_opens_on_its_densest_region_and_busiest_week(shared_data, f
     at.run()
     state: dict = {}
     # only the README's 8-hour correction is set, as a person following it would
-    assert apply_upload(state, _zip(shared_data / folder), f"{folder}.zip", UploadOptions(time_offset_s=28800))
+    assert apply_upload(state, zip_folder(shared_data / folder), f"{folder}.zip", UploadOptions(time_offset_s=28800))
     for k, v in state.items():
         at.session_state[k] = v
     at.session_state[K_SOURCE] = DataSource.UPLOAD.value
