@@ -57,7 +57,6 @@ def epsilon_words(epsilon: float) -> str:
     return f"far outside the usual range {USUAL_RANGE}: little formal protection"
 
 
-
 def pct(p: float, digits: int = 1) -> str:
     """``0.7054 -> '70.5 %'``; never rounds a value below 1 up to 100 % (:func:`odcore.report.sheet.percent_text`,
     which the guarantee sheet uses too).

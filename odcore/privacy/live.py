@@ -214,8 +214,8 @@ def person_success(others, max_pairs: int, thresholds) -> np.ndarray:
     per-pair parameter ε/max_pairs (max_pairs = 1 per count) and threshold ``thresholds[i]`` at ``ATTACK_GRID[i]``
     (a number, or one per grid point when the threshold follows ε), at :data:`PERSON_RESOLUTION`.
 
-    Exact values: those of :func:`odcore.privacy.attack.user_risk`, by :func:`~odcore.privacy.attack.success_grid` (``others``: the other people's counts on the person's
-    pairs)."""
+    Exact values: those of :func:`odcore.privacy.attack.user_risk`, by :func:`~odcore.privacy.attack.success_grid`
+    (``others``: the other people's counts on the person's pairs)."""
     from odcore.privacy.attack import success_grid
 
     tau = np.broadcast_to(np.asarray(thresholds, dtype=float), ATTACK_GRID.shape)

@@ -41,15 +41,6 @@ def data_mount_function():
                                       isolate_styles=False)
 
 
-def content_ref(value) -> str:
-    """The name of a table in the carrier: a hash of its JSON (the same table always gets the same name).
-
-    >>> content_ref({"x": [1, 2]}) == content_ref({"x": [1, 2]}) != content_ref({"x": [1, 3]})
-    True
-    """
-    return _encoded(value)[0]
-
-
 _ENCODED: dict[int, tuple[object, str, str]] = {}   # id(table) -> (table, name, JSON)
 _ENCODED_MAX = 256
 
@@ -72,7 +63,15 @@ def _encoded(value) -> tuple[str, str]:
 def split_tables(charts: list[dict], pairs: dict | None) -> tuple[list[dict], dict | None, str]:
     """``charts`` and ``pairs`` with every series' ``table`` and the ``pairs`` draws replaced by ``{"$ref": name}``,
     and the carrier's ``{name: value}`` as JSON text (Streamlit then sends one string instead of encoding every
-    number of the tables again): what :func:`live_curves` sends in its two elements."""
+    number of the tables again): what :func:`live_curves` sends in its two elements. A table's name is a hash of its
+    JSON: the same table always gets the same name.
+
+    >>> t = {"x": [1.0, 2.0]}
+    >>> charts, _, text = split_tables([{"series": [{"table": t}]}], None)
+    >>> name = charts[0]["series"][0]["table"]["$ref"]
+    >>> text == '{"%s":{"x":[1.0,2.0]}}' % name, split_tables([{"series": [{"table": dict(t)}]}], None)[2] == text
+    (True, True)
+    """
     blobs: dict[str, str] = {}
 
     def ref(value) -> dict:

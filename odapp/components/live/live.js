@@ -513,7 +513,7 @@ function occupancy(box, cell) {
   };
 }
 
-function withTables(data) {   // the spec with the carrier's tables in place of their names (data.js), or null
+function withTables(data) {   // the spec with the carrier's tables in place of their names, or null
   const store = window.__odliveData, get = (r) => (r && r.$ref !== undefined ? (store && store.get(r.$ref)) : r);
   const pairs = get(data.pairs);
   if (data.pairs && !pairs) return null;
