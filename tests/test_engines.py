@@ -694,3 +694,34 @@ def test_cli_release_from_files_same_in_every_engine_without_the_loader(tmp_path
     for name, cols, rows in driver_tables:
         assert cols is None or "user" not in cols, (name, cols, rows)
         assert rows <= max(n_pairs, 1_000), (name, cols, rows)
+
+
+@pytest.mark.slow
+def test_cli_release_of_the_bundled_city_same_in_every_engine_without_the_loader(tmp_path, capsys, monkeypatch,
+                                                                                 driver_tables):
+    """The bundled city with the default flags (robust box, region and zone found from the file): ``release
+    --engine duckdb`` and ``--engine spark`` print the memory engine's JSON and write its published.csv and
+    analysis table byte for byte, the loader never called; Spark hands the driver no ``user`` column and no table
+    longer than the OD table (minutes on two cores)."""
+    import odcore.data.traces as tr
+    from odcore.cli import main
+
+    argv = ["release", "--input", str(SAMPLE_DATA_DIR / "synthetic_city.parquet"), "--seed", "3"]
+    ref = _release_outputs(main, capsys, tmp_path, argv, ["memory"])["memory"]
+    assert ref[1]["traces"]["users"] == 25_000
+
+    def refuse(*a, **k):
+        raise AssertionError("the loader read the input")
+
+    monkeypatch.setattr(tr, "load_traces", refuse)
+    driver_tables.clear()
+    outs = _release_outputs(main, capsys, tmp_path, argv, ["duckdb", "spark"])
+    for engine, (pub, js, analysis) in outs.items():
+        assert pub == ref[0], engine
+        assert analysis == ref[2], engine
+        assert js == ref[1], engine
+    n_pairs = ref[1]["od"]["od_pairs"]
+    assert driver_tables
+    for name, cols, rows in driver_tables:
+        assert cols is None or "user" not in cols, (name, cols, rows)
+        assert rows <= n_pairs, (name, cols, rows)
