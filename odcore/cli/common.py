@@ -447,7 +447,8 @@ def od_from_args(args: argparse.Namespace, *, fingerprint: bool = False, **build
     An OD counts folder (``trips --counts-out DIR``) as ``--input`` gives its table directly (no per-person pairs:
     ``od.stats["pairs_available"]`` is False) and a :class:`odcore.od.odtable.CountsInput` in place of the traces.
     A Cabspotting folder with the memory engine is streamed (:func:`cabs_from_args`; ``fingerprint`` asks it for
-    the release record's hash of the fixes). ``build_options`` go to :func:`odcore.od.engines.build_od`
+    the release record's hash of the fixes). Parquet/CSV files with ``--engine duckdb|spark`` are read by the engine
+    (:func:`engine_traces_from_args`: the load report, people and fingerprint computed there, never loaded here). ``build_options`` go to :func:`odcore.od.engines.build_od`
     (``keep_pairs``, ``bound``).
     """
     from odcore.od.engines import build_od
