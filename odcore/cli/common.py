@@ -366,7 +366,9 @@ def engine_traces_from_args(args: argparse.Namespace, **build_options):
     load report, summary, people and fingerprint), ``traces`` a :class:`odcore.od.engines.SourceTraces` whose
     figures the engine computed (``build_od(..., describe=True)``; its ``df`` is read only if a command needs the
     fixes). This process reads the input's schema, its first batch (the time unit) and, for the robust box and
-    the time zone, its coordinates batch by batch (:func:`source_place`); never the whole table."""
+    the time zone, its coordinates batch by batch (:func:`source_place`); never the whole table. Not counted:
+    the report's ``rows_adjusted`` (naive times read by a daylight-saving rule or next to times with offsets),
+    left empty."""
     from odcore.data.traces import LoadReport
     from odcore.errors import TraceFormatError
     from odcore.od.engines import SourceTraces, build_od
