@@ -236,7 +236,7 @@ class StreamedCabs:
     folder: str
     name: str
     options: tuple[tuple[str, object], ...]   # upload_load_options, as a hashable key
-    fingerprint: str = ""                     # data_fingerprint of the loader's table of these fixes
+    fingerprint: str = ""                     # trace_fingerprint of the loader's table of these fixes
 
     @property
     def load_options(self) -> dict:

@@ -139,11 +139,13 @@ def analysis_csv(ctx, rcfg, week: int):
 @st.cache_data(max_entries=8, show_spinner=False)
 def _data_facts(dataset_id: str, od_key, _frame) -> tuple[str, int, int | None]:
     """(content fingerprint, rows, people) of the data in use (hashing 1.6 M rows takes ~0.3 s: once per dataset)."""
+    from odcore.data.fingerprint import trace_fingerprint
     from odcore.report.sheet import data_fingerprint
 
     cols = [c for c in ("user", "time", "lat", "lon") if c in _frame.columns]
     users = int(_frame["user"].nunique()) if "user" in _frame.columns else None
-    return data_fingerprint(_frame[cols] if cols else _frame), len(_frame), users
+    fp = trace_fingerprint(_frame) if len(cols) == 4 else data_fingerprint(_frame[cols] if cols else _frame)
+    return fp, len(_frame), users
 
 
 def sheet_record(ctx) -> dict:

@@ -50,10 +50,10 @@ def test_cab_upload_is_streamed_with_the_loaded_summary(cab_zip, monkeypatch, op
 
 
 def test_streamed_upload_tables_map_and_fingerprint_equal_the_loaded_ones(cab_zip):
+    from odcore.data.fingerprint import trace_fingerprint
     from odcore.od.engines.cab_stream import fix_density_cabspotting, stream_cabspotting
     from odcore.od.trips import ODConfig, build_od
     from odcore.report.basemap import fix_density
-    from odcore.report.sheet import data_fingerprint
 
     loaded = read_upload(cab_zip, "cabs.zip")
     state: dict = {}
@@ -79,7 +79,7 @@ def test_streamed_upload_tables_map_and_fingerprint_equal_the_loaded_ones(cab_zi
     img = fix_density_cabspotting(cabs.folder, box, 300, tz=TZ, bbox=loaded.summary["bbox_used"], group_bytes=20_000)
     np.testing.assert_array_equal(img, fix_density(loaded.df["lon"], loaded.df["lat"], box, 300))
     assert img.sum() > 1000
-    assert cabs.fingerprint == data_fingerprint(loaded.df[["user", "time", "lat", "lon"]])
+    assert cabs.fingerprint == trace_fingerprint(loaded.df)
 
 
 def test_other_uploads_are_read_into_a_table(cab_zip, tmp_path):

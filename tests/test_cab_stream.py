@@ -75,11 +75,11 @@ OPTIONS = [
 
 @pytest.mark.parametrize("kw", OPTIONS)
 def test_streamed_folder_equals_loaded_folder(cabs, kw):
+    from odcore.data.fingerprint import trace_fingerprint
     from odcore.data.traces import load_traces
     from odcore.od.engines import build_od
     from odcore.od.engines.cab_stream import stream_cabspotting
     from odcore.od.trips import ODConfig
-    from odcore.report.sheet import data_fingerprint
 
     loaded = load_traces(cabs, format="cabspotting", tz="auto", **kw)
     ref = build_od(loaded, ODConfig(tz=TZ))
@@ -87,7 +87,7 @@ def test_streamed_folder_equals_loaded_folder(cabs, kw):
     same_od(od, ref)
     assert traces.report == loaded.report
     assert traces.summary() == loaded.summary()
-    assert traces.fingerprint == data_fingerprint(loaded.df[["user", "time", "lat", "lon"]])
+    assert traces.fingerprint == trace_fingerprint(loaded.df)
     assert not traces.loaded
     assert sum(loaded.report.rows_dropped.values()) > 0
 
@@ -298,11 +298,11 @@ def real_cabs(shared_data, tmp_path_factory):
 
 @pytest.mark.realdata
 def test_real_cabs_streamed_equal_loaded(real_cabs):
+    from odcore.data.fingerprint import trace_fingerprint
     from odcore.data.traces import load_traces
     from odcore.od.engines import build_od
     from odcore.od.engines.cab_stream import stream_cabspotting
     from odcore.od.trips import ODConfig
-    from odcore.report.sheet import data_fingerprint
 
     loaded = load_traces(real_cabs, format="cabspotting", tz="auto", bbox="auto", region="auto")
     traces, od = stream_cabspotting(real_cabs, bbox="auto", region="auto", fingerprint=True)
@@ -310,7 +310,7 @@ def test_real_cabs_streamed_equal_loaded(real_cabs):
     assert traces.report == loaded.report
     assert traces.report.rows_dropped["outside_bbox"] > 0
     assert traces.summary() == loaded.summary()
-    assert traces.fingerprint == data_fingerprint(loaded.df[["user", "time", "lat", "lon"]])
+    assert traces.fingerprint == trace_fingerprint(loaded.df)
 
 
 @pytest.mark.realdata

@@ -611,3 +611,117 @@ def test_cli_user_level_release_same_in_every_engine_and_spark_brings_back_aggre
     for name, cols, rows in driver_tables:
         assert cols is None or "user" not in cols, (name, cols, rows)
         assert rows <= max(n_pairs, od.grid.n_cells), (name, cols, rows)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# release --engine duckdb|spark on files: the engine reads them; this process never loads the table of fixes
+# ---------------------------------------------------------------------------------------------------------------
+
+def _messy_city(tmp_path):
+    """A random city as Parquet with what the loader drops and the zones drop: exact duplicate rows, a missing
+    coordinate, a GPS glitch far away (outside the robust box), fixes outside the dates; and a zone file that
+    covers half of the points (the rest are outside every zone, some of them duplicated)."""
+    df = _random_city(160, 5)
+    far = df.iloc[:3].assign(lat=48.85, lon=2.35)
+    miss = df.iloc[3:4].assign(lat=np.nan)
+    df = pd.concat([df, df.iloc[10:60], far, miss], ignore_index=True)
+    path = tmp_path / "city.parquet"
+    df.to_parquet(path)
+    zones = {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": {"name": f"z{i}"},
+         "geometry": {"type": "Polygon", "coordinates": [[[-122.46, la], [-122.44, la], [-122.44, la + 0.018],
+                                                          [-122.46, la + 0.018], [-122.46, la]]]}}
+        for i, la in enumerate(P_LAT[:7] - 0.009)]}
+    zpath = tmp_path / "zones.geojson"
+    zpath.write_text(json.dumps(zones))
+    return path, zpath
+
+
+def _comparable(out: dict) -> dict:
+    """The release's JSON without what names the engine, the output folders or the time of writing."""
+    out = json.loads(json.dumps(out))
+    out["config"].pop("engine")
+    out.pop("files")
+    out.pop("published")
+    out["published_release"]["record"]["settings"].pop("engine")
+    out["published_release"]["record"].pop("written")
+    return out
+
+
+def _release_outputs(main, capsys, tmp_path, argv, engines):
+    outs = {}
+    for engine in engines:
+        out, an = tmp_path / f"pub-{engine}", tmp_path / f"an-{engine}"
+        assert main([*argv, "--engine", engine, "--out", str(out), "--analysis-out", str(an), "--json"]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        outs[engine] = ((out / "published.csv").read_bytes(), _comparable(printed),
+                        (an / "DO_NOT_SHARE_analysis.csv").read_bytes())
+    return outs
+
+
+def test_cli_release_from_files_same_in_every_engine_without_the_loader(tmp_path, capsys, monkeypatch,
+                                                                        driver_tables):
+    """``release --engine duckdb|spark --input FILE.parquet``: the engine reads the file and computes the traces
+    summary, the people and the fingerprint itself (the loader raises if called), and the command prints the same
+    JSON and writes the same published.csv as the memory engine from the loaded table (per-metric release; the
+    file holds duplicates, a missing value, a far glitch, fixes outside the dates and outside every zone). Spark
+    hands the driver no table with a ``user`` column."""
+    import odcore.data.traces as tr
+    from odcore.cli import main
+    from odcore.data.fingerprint import trace_fingerprint
+
+    path, zones = _messy_city(tmp_path)
+    argv = ["release", "--input", str(path), "--zones", str(zones), "--start", "2024-03-05", "--end", "2024-03-16",
+            "--epsilon", "1", "--threshold", "3", "--seed", "7"]
+    ref = _release_outputs(main, capsys, tmp_path, argv, ["memory"])["memory"]
+    loaded = load_traces(path, tz="auto", bbox="auto", region="auto", start="2024-03-05", end="2024-03-16")
+    tsum = ref[1]["traces"]
+    assert {"duplicate_row", "outside_bbox", "outside_date_range", "missing_value"} <= set(tsum["rows_dropped"])
+    assert ref[1]["published_release"]["record"]["fingerprint"] == f"sha256:{trace_fingerprint(loaded.df)}"
+
+    def refuse(*a, **k):
+        raise AssertionError("the loader read the input")
+
+    monkeypatch.setattr(tr, "load_traces", refuse)
+    driver_tables.clear()
+    outs = _release_outputs(main, capsys, tmp_path, argv, ["duckdb", "spark"])
+    for engine, (pub, js, analysis) in outs.items():
+        assert pub == ref[0], engine
+        assert analysis == ref[2], engine
+        assert js == ref[1], engine
+    assert driver_tables, "the recorder saw nothing"
+    n_pairs = ref[1]["od"]["od_pairs"]
+    for name, cols, rows in driver_tables:
+        assert cols is None or "user" not in cols, (name, cols, rows)
+        assert rows <= max(n_pairs, 1_000), (name, cols, rows)
+
+
+@pytest.mark.slow
+def test_cli_release_of_the_bundled_city_same_in_every_engine_without_the_loader(tmp_path, capsys, monkeypatch,
+                                                                                 driver_tables):
+    """The bundled city with the default flags (robust box, region and zone found from the file): ``release
+    --engine duckdb`` and ``--engine spark`` print the memory engine's JSON and write its published.csv and
+    analysis table byte for byte, the loader never called; Spark hands the driver no ``user`` column and no table
+    longer than the OD table (minutes on two cores)."""
+    import odcore.data.traces as tr
+    from odcore.cli import main
+
+    argv = ["release", "--input", str(SAMPLE_DATA_DIR / "synthetic_city.parquet"), "--seed", "3"]
+    ref = _release_outputs(main, capsys, tmp_path, argv, ["memory"])["memory"]
+    assert ref[1]["traces"]["users"] == 25_000
+
+    def refuse(*a, **k):
+        raise AssertionError("the loader read the input")
+
+    monkeypatch.setattr(tr, "load_traces", refuse)
+    driver_tables.clear()
+    outs = _release_outputs(main, capsys, tmp_path, argv, ["duckdb", "spark"])
+    for engine, (pub, js, analysis) in outs.items():
+        assert pub == ref[0], engine
+        assert analysis == ref[2], engine
+        assert js == ref[1], engine
+    n_pairs = ref[1]["od"]["od_pairs"]
+    assert driver_tables
+    for name, cols, rows in driver_tables:
+        assert cols is None or "user" not in cols, (name, cols, rows)
+        assert rows <= n_pairs, (name, cols, rows)

@@ -182,3 +182,36 @@ def test_streamed_file_gets_the_loaders_region_and_zone(tmp_path, capsys):
     assert jm["users"] == jd["users"] == 60
     assert jm["bbox_used"] == jd["bbox_used"]
     pd.testing.assert_frame_equal(cm, cd)
+
+
+def test_release_of_a_streamed_file_reports_the_loaders_region(tmp_path, capsys, monkeypatch):
+    """``release --engine duckdb`` on a country-wide Parquet file: DuckDB reads it (the loader raises if called),
+    and the printed JSON (regions found, region kept, zone and its source, rows outside the box) and published.csv
+    are the memory engine's from the loaded table."""
+    import json
+
+    import odcore.data.traces as tr
+    from odcore.cli import main
+
+    path = tmp_path / "two.parquet"
+    _two_cities().to_parquet(path, index=False)
+    outs = {}
+    for e in ("memory", "duckdb"):
+        if e == "duckdb":
+            monkeypatch.setattr(tr, "load_traces", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded")))
+        out = tmp_path / e
+        assert main(["release", "--json", "--input", str(path), "--engine", e, "--threshold", "2", "--seed", "1",
+                     "--out", str(out)]) == 0
+        js = json.loads(capsys.readouterr().out)
+        for k in ("files", "published"):
+            js.pop(k)
+        js["config"].pop("engine")
+        js["published_release"]["record"]["settings"].pop("engine")
+        js["published_release"]["record"].pop("written")
+        outs[e] = (js, (out / "published.csv").read_bytes())
+    (jm, pm), (jd, pd_) = outs["memory"], outs["duckdb"]
+    assert jm["traces"]["region"] == 1
+    assert len(jm["traces"]["regions"]) >= 2
+    assert jm["traces"]["tz_source"] == "coordinates"
+    assert jd == jm
+    assert pd_ == pm

@@ -208,23 +208,28 @@ def stream_source_from_args(args: argparse.Namespace):
     if isinstance(region, str) and re.search(r"[,\s]", region.strip()):
         bbox = region                              # a box given as the region
     want_tz = (getattr(args, "tz", "auto") or "auto") == "auto"
+    found: dict = {}
     if want_tz or not (region is None or str(region).strip().lower() in ("", "all", "none", "off")):
         bbox, zone = source_place(file_source(args.input, format=fmt, mapping=mapping_from_args(args)), bbox,
-                                  region)
+                                  region, found)
         if want_tz:
             args.tz_found = zone
+    args.place_found = {**found, "tz_source": found.get("tz_source") if want_tz else "given"}
     return file_source(args.input, format=fmt, mapping=mapping_from_args(args), tz=resolve_tz(args, None),
                        time_offset_s=getattr(args, "time_offset", 0.0) or 0.0, bbox=bbox,
                        start=getattr(args, "start", None), end=getattr(args, "end", None))
 
 
-def source_place(src, bbox, region) -> tuple:
+def source_place(src, bbox, region, found: dict | None = None) -> tuple:
     """``(box, zone)`` that ``load_traces(bbox=..., region=..., tz="auto")`` gives a streamed Parquet/CSV source,
     by the loader's rules: the robust box (:class:`odcore.data.traces.RobustBoxCounts` of every usable row) or the
     given box; the densest region (or rank N) of users' homes when that box spans more than a metropolitan area
     (:func:`odcore.space.regions.find_regions`, on the usable rows' user, lat and lon); the zone a zone-aware
     Parquet time column states, else the zone at the centre of the box kept. ``box`` is ``bbox`` unchanged when no
-    region applies, else the region's ``"S,W,N,E"``."""
+    region applies, else the region's ``"S,W,N,E"``. ``found`` (a dict) receives what the loader's report says of
+    them: ``tz_source`` (``file`` or ``coordinates``), ``regions`` (dicts) and ``region`` (the rank kept)."""
+    found = {} if found is None else found
+    found.update({"regions": [], "region": None})
     import numpy as np
     import pyarrow.dataset as ds
 
@@ -267,11 +272,15 @@ def source_place(src, bbox, region) -> tuple:
         u = pd.factorize(np.concatenate(users))[0]
         la, lo = np.concatenate(lats), np.concatenate(lons)
         if str(region).strip().lower() != "auto" or spans_metro(box or BBox.robust(la, lo)):
-            r = pick_region(find_regions(u, la, lo), region)
+            regions = find_regions(u, la, lo)
+            r = pick_region(regions, region)
             box = BBox(*r.bbox)
             out = ",".join(str(v) for v in r.bbox)
+            found.update({"regions": [x.as_dict() for x in regions], "region": r.rank})
     if stated:
+        found["tz_source"] = "file"
         return out, str(stated)
+    found["tz_source"] = "coordinates"
     if box is None:
         counts = RobustBoxCounts()
         for b in data.to_batches(columns=cols):
@@ -342,13 +351,106 @@ def cabs_from_args(args: argparse.Namespace, *, keep_pairs: bool = True, bound: 
     return traces, bound_and_trim(od, keep_pairs=keep_pairs, bound=bound)
 
 
+def engine_streams(args: argparse.Namespace) -> bool:
+    """True when ``--engine`` is ``duckdb`` or ``spark`` and ``--input`` names generic Parquet/CSV files: then the
+    engine reads them itself (:func:`engine_traces_from_args`), and this process never holds the table of fixes."""
+    from odcore.od.engines import is_streamable
+
+    return ((getattr(args, "engine", "memory") or "memory") in ("duckdb", "spark")
+            and is_streamable(getattr(args, "input", None), _format_of(args)))
+
+
+def engine_traces_from_args(args: argparse.Namespace, **build_options):
+    """``(traces, od)`` of Parquet/CSV files read by ``--engine duckdb|spark`` itself: what
+    :func:`traces_from_args` and :func:`odcore.od.engines.build_od` of the loaded table give (the same OD data,
+    load report, summary, people and fingerprint), ``traces`` a :class:`odcore.od.engines.SourceTraces` whose
+    figures the engine computed (``build_od(..., describe=True)``; its ``df`` is read only if a command needs the
+    fixes). This process reads the input's schema, its first batch (the time unit) and, for the robust box and
+    the time zone, its coordinates batch by batch (:func:`source_place`); never the whole table. Not counted:
+    the report's ``rows_adjusted`` (naive times read by a daylight-saving rule or next to times with offsets),
+    left empty."""
+    from odcore.data.traces import LoadReport
+    from odcore.errors import TraceFormatError
+    from odcore.od.engines import SourceTraces, build_od
+    from odcore.od.engines.kernel import DROP_CODES
+
+    src = stream_source_from_args(args)
+    cfg = od_config_from_args(args, src.format)
+    od = build_od(src, cfg, engine=getattr(args, "engine", "memory") or "memory", describe=True,
+                  **engine_options(args), **build_options)
+    kept = od.stats["traces"]
+    if kept["users"] < 2:
+        raise TraceFormatError(f"only {kept['users']} user(s) after loading; weekly OD counts and attacks need at "
+                               "least 2 users.", file=str(args.input), column="user")
+    zones_note(_range_frame(kept), cfg)
+    drops = od.stats.get("rows_dropped", {})
+    loader = {k: drops[k] for k in DROP_CODES[:3] if drops.get(k)}
+    loader.update(od.stats["loader_drops"])
+    zone = {k: v for k, v in drops.items() if k not in DROP_CODES[:3] and k != "duplicate_row"}
+    if zone:   # the zones drop the loaded table's rows: each distinct row once
+        zone = {k: kept["outside_zones"] for k in zone}
+    place = getattr(args, "place_found", {}) or {}
+    unit, encoding, has_loc = first_batch_facts(src)
+    bbox = od.stats.get("bbox_used")
+    report = LoadReport(source=str(args.input), format=src.format, rows_read=int(od.stats["rows_read"]),
+                        rows_kept=int(kept["rows"]), rows_dropped=loader,
+                        bbox_used=None if bbox is None else tuple(float(v) for v in bbox), encoding=encoding,
+                        time_unit=unit, tz=cfg.tz, tz_source=place.get("tz_source") or "given",
+                        regions=tuple(place.get("regions") or ()), region=place.get("region"))
+    options = {"format": _format_of(args), "tz": cfg.tz if place.get("tz_source") == "given" else "auto",
+               "time_offset_s": getattr(args, "time_offset", 0.0) or 0.0, "bbox": src.bbox, "start": src.start,
+               "end": src.end, "mapping": mapping_from_args(args), "region": getattr(args, "region", None)}
+    from dataclasses import replace
+
+    od = replace(od, stats={**od.stats, "rows_dropped": zone})
+    return SourceTraces(report, kept, options, od.stats["fingerprint"], has_loc=has_loc), od
+
+
+def _range_frame(kept: dict):
+    import pandas as pd
+
+    return pd.DataFrame({"lat": kept["lat_range"], "lon": kept["lon_range"]})
+
+
+def first_batch_facts(src) -> tuple[str | None, str | None, bool]:
+    """``(time unit, encoding, has loc)`` the loader's report gives a Parquet/CSV input, from its schema and first
+    batch: the unit :func:`odcore.data.validate.parse_times` finds in the first 10,000 times, the CSV's encoding from
+    its byte-order mark (else ``utf-8``: DuckDB and Spark read CSV as UTF-8), and whether the column mapping finds
+    a location id column."""
+    import pyarrow.dataset as ds
+
+    from odcore.data.traces import resolve_mapping
+    from odcore.data.validate import parse_times
+
+    if "://" in src.paths[0]:
+        return None, None, False
+    data = ds.dataset(list(src.paths[:1]), format="parquet" if src.format == "parquet" else "csv")
+    mp = resolve_mapping(list(data.schema.names), src.mapping, src.display)
+    unit = None
+    for b in data.to_batches(columns=[mp.time], batch_size=10_000):
+        if b.num_rows:
+            _, info = parse_times(b.column(0).to_pandas(), mp.time_unit or "auto", src.tz, src.display, mp.time)
+            unit = info.unit
+            break
+    encoding = None
+    if src.format == "csv":
+        import codecs
+
+        with open(src.paths[0], "rb") as fh:
+            head = fh.read(4)
+        encoding = ("utf-8-sig" if head.startswith(codecs.BOM_UTF8) else
+                    "utf-16" if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8")
+    return unit, encoding, mp.loc is not None
+
+
 def od_from_args(args: argparse.Namespace, *, fingerprint: bool = False, **build_options) -> tuple[Traces, ODData]:
     """Load traces and build the weekly unique OD counts (grid, hourly locations, trips) with ``--engine``.
 
     An OD counts folder (``trips --counts-out DIR``) as ``--input`` gives its table directly (no per-person pairs:
     ``od.stats["pairs_available"]`` is False) and a :class:`odcore.od.odtable.CountsInput` in place of the traces.
     A Cabspotting folder with the memory engine is streamed (:func:`cabs_from_args`; ``fingerprint`` asks it for
-    the release record's hash of the fixes). ``build_options`` go to :func:`odcore.od.engines.build_od`
+    the release record's hash of the fixes). Parquet/CSV files with ``--engine duckdb|spark`` are read by the engine
+    (:func:`engine_traces_from_args`: the load report, people and fingerprint computed there, never loaded here). ``build_options`` go to :func:`odcore.od.engines.build_od`
     (``keep_pairs``, ``bound``).
     """
     from odcore.od.engines import build_od
@@ -359,6 +461,8 @@ def od_from_args(args: argparse.Namespace, *, fingerprint: bool = False, **build
         return CountsInput(od), od
     if streams_cabs(args):
         return cabs_from_args(args, fingerprint=fingerprint, **build_options)
+    if engine_streams(args):
+        return engine_traces_from_args(args, **build_options)
     traces = traces_from_args(args)
     cfg = od_config_from_args(args, traces.report.format)
     zones_note(traces.df, cfg)

@@ -242,8 +242,9 @@ def run_release(args: argparse.Namespace) -> int:
     import numpy as np
 
     from odcore.cli import print_json
-    from odcore.cli.common import od_from_args
+    from odcore.cli.common import engine_streams, od_from_args
     from odcore.constants import CELL, USER, WEEK
+    from odcore.data.fingerprint import trace_fingerprint
     from odcore.paths import atomic_folder, check_folder_replaceable
     from odcore.privacy.accounting import BudgetConfig, budget
     from odcore.privacy.release import (
@@ -293,6 +294,8 @@ def run_release(args: argparse.Namespace) -> int:
             s["seed"] = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
         traces, od = od_from_args(ns, keep_pairs=False,
                                   bound=(cfg.max_pairs, bounding_key(np.random.default_rng(s["seed"]))))
+    elif engine == "spark" and engine_streams(ns):   # per metric from the counts: no per-person table comes back
+        traces, od = od_from_args(ns, keep_pairs=False, aggregates_only=True)
     else:
         traces, od = od_from_args(ns, fingerprint=True)
     pairs = od.pairs
@@ -313,11 +316,15 @@ def run_release(args: argparse.Namespace) -> int:
         res.report["bounded_in"] = engine
     elif od.stats.get("pairs_available", True):
         res = release_with_report(pairs, cfg, rng=s["seed"])
-    else:   # an OD counts folder: the per-metric release from the counts (same draws as from the pairs)
+    else:   # an OD counts folder, or Spark's counts: the per-metric release from them (same draws as from the pairs)
         from odcore.privacy.release import release_counts_with_report
 
         counts = od.counts if week is None else od.counts[od.counts[WEEK] == int(week)]
         res = release_counts_with_report(counts, cfg, rng=s["seed"])
+        if od.stats.get("pair_users") is not None:   # the engine's pairs: unique, so rows in = contributions
+            res.report.pop("from_counts", None)
+            res.report["rows_in"] = res.report["contributions_in"]
+            res.report["users"] = od.stats["pair_users"] if week is None else None   # people with a pair
     table = res.table
     cent = od.centroids().set_index(CELL)
     pub = add_zone_names(published_table(table, od.centroids(), od.week_starts), od.grid)
@@ -333,16 +340,16 @@ def run_release(args: argparse.Namespace) -> int:
     b_typ = budget(BudgetConfig(trips=n_typ, **bcfg_kw))
     settings = {k: v for k, v in s.items() if k not in ("out", "analysis_out", "seed", "map", "map_top",
                                                         "map_size", "map_dpi")}
-    if getattr(traces, "fingerprint", None):    # a streamed Cabspotting folder: the loaded table's hash, not read
-        fp_frame, rows, users = None, traces.kept["rows"], traces.n_users
+    if getattr(traces, "fingerprint", None):   # streamed (a Cabspotting folder; files an engine read): not loaded
+        fingerprint, rows, users = traces.fingerprint, traces.kept["rows"], traces.n_users
     elif traces is not None and hasattr(traces, "df"):
         tdf = traces.df
-        fp_frame = tdf[[c for c in tdf.columns if c in (USER, "time", "lat", "lon")]]
+        fingerprint = trace_fingerprint(tdf)
         rows, users = len(tdf), int(tdf[USER].nunique()) if len(tdf) else 0
     else:
-        fp_frame, rows, users = od.counts, None, None
+        fingerprint, rows, users = data_fingerprint(od.counts), None, None
     record = release_record(dataset=getattr(getattr(traces, "report", None), "source", None) or s.get("input"),
-                            fingerprint=traces.fingerprint if fp_frame is None else data_fingerprint(fp_frame),
+                            fingerprint=fingerprint,
                             rows=rows, users=users,
                             week_starts=od.week_starts,
                             weeks_covered=sorted(int(x) for x in table[WEEK].unique()) if len(table) else [],

@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from odcore.od.engines.kernel import ENGINES, check_engine, grid_of_frame
-from odcore.od.engines.sources import FileSource, file_source, is_streamable
+from odcore.od.engines.sources import FileSource, SourceTraces, file_source, is_streamable
 
-__all__ = ["ENGINES", "FileSource", "bound_and_trim", "build_od", "file_source", "is_streamable"]
+__all__ = ["ENGINES", "FileSource", "SourceTraces", "bound_and_trim", "build_od", "file_source", "is_streamable"]
 
 
 def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", keep_pairs: bool = True,
-             bound: tuple[int, int] | None = None, **engine_options: Any):
+             bound: tuple[int, int] | None = None, describe: bool = False, **engine_options: Any):
     """Weekly unique OD data of ``traces`` computed by ``engine``.
 
     Parameters
@@ -53,6 +53,11 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
         result's ``per_user`` is False, its ``user_week`` refuses any use
         (:class:`~odcore.errors.AggregatesOnlyError`) and ``user_week_histogram()``, ``unique_trips_figures()``
         and ``summary()`` give the same figures as the other engines.
+    describe:
+        DuckDB and Spark, a :class:`~odcore.od.engines.sources.FileSource`: also what the loader would report of the
+        fixes it keeps, computed by the engine (``stats["traces"]``, ``stats["loader_drops"]``,
+        ``stats["fingerprint"]``; :class:`~odcore.od.engines.sources.SourceTraces` shows them as a loaded
+        table's summary). The memory engine ignores it (its callers load or stream the input themselves).
     engine_options:
         ``duckdb``: ``memory_limit``, ``threads``, ``temp_dir``, ``shard_rows``; ``spark``: ``spark`` (a session),
         ``master``, ``driver_memory``; ``memory``: ``shard_rows`` (files only).
@@ -95,7 +100,8 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
     if engine == "duckdb":
         from odcore.od.engines.duckdb_engine import build_od_duckdb
 
-        return build_od_duckdb(traces, config, grid=grid, keep_pairs=keep_pairs, bound=bound, **engine_options)
+        return build_od_duckdb(traces, config, grid=grid, keep_pairs=keep_pairs, bound=bound, describe=describe,
+                               **engine_options)
     import importlib.util
 
     if importlib.util.find_spec("pyspark") is None:
@@ -105,7 +111,8 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
                              "pip install pyspark; Java 17+ too).")
     from odcore.od.engines.spark_engine import build_od_spark
 
-    return build_od_spark(traces, config, grid=grid, keep_pairs=keep_pairs, bound=bound, **engine_options)
+    return build_od_spark(traces, config, grid=grid, keep_pairs=keep_pairs, bound=bound, describe=describe,
+                          **engine_options)
 
 
 def bound_and_trim(od, *, keep_pairs: bool = True, bound: tuple[int, int] | None = None):

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from odcore.data.fingerprint import TraceFingerprint
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.engines import kernel as K
 
@@ -193,10 +194,9 @@ def kept_summary(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndar
                  first_code: int, fingerprint: bool) -> dict[str, Any]:
     """What :func:`odcore.data.traces.load_traces` would report of a group's kept fixes (after the box, dates and
     offset): rows (exact duplicates not counted), cabs, first and last time, latitude and longitude range; with
-    ``fingerprint``, the per-row hashes (:func:`pandas.util.hash_pandas_object`) of the loader's table of these
-    rows (``user`` categorical, ``time`` UTC, ``lat``, ``lon``; ordered by cab then time, duplicates dropped), whose
-    concatenation over the groups in order is the hash of the loader's whole table
-    (:func:`odcore.report.sheet.data_fingerprint`). ``labels``: the group's cab ids, ``first_code`` the code of its
+    ``fingerprint``, the per-row hashes (:func:`odcore.data.fingerprint.row_hashes`) of these rows (duplicates
+    dropped), whose sums over the groups give the fingerprint of the loader's whole table
+    (:func:`odcore.data.fingerprint.trace_fingerprint`). ``labels``: the group's cab ids, ``first_code`` the code of its
     first cab."""
     import pandas as pd
 
@@ -229,15 +229,12 @@ def kept_summary(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndar
     out["t_min"], out["t_max"] = int(ts.min()), int(ts.max())
     out["bounds"].update(lat, lon)
     if fingerprint:
-        from odcore.constants import LAT, LON, TIME, USER
+        from odcore.data.fingerprint import row_hashes
 
         if not keep.all():
             r, ts, la, lo = r[keep], ts[keep], la[keep], lo[keep]
-        frame = pd.DataFrame({
-            USER: pd.Categorical.from_codes(r, categories=pd.Index(list(labels), dtype=object)),
-            TIME: pd.array((ts * 1_000_000_000).view("datetime64[ns]"), dtype="datetime64[ns, UTC]"),
-            LAT: la, LON: lo}, copy=False)
-        out["hashes"] = pd.util.hash_pandas_object(frame, index=False).to_numpy()
+        user = pd.Categorical.from_codes(r, categories=pd.Index(list(labels), dtype=object))
+        out["hashes"] = row_hashes(pd.Series(user, copy=False), ts * 1_000_000_000, la, lo)
     return out
 
 
@@ -327,7 +324,7 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     keep_pairs:
         Keep every user's unique pairs (``ODData.pairs``).
     fingerprint:
-        Also hash the kept fixes as :func:`odcore.report.sheet.data_fingerprint` hashes the loader's table
+        Also hash the kept fixes as :func:`odcore.data.fingerprint.trace_fingerprint` hashes the loader's table
         (``stats["fingerprint"]``; the release record names its data by it).
     workers:
         Worker threads or processes (default: 2, or 1 on one core); 1 runs the groups in this process. The tables
@@ -473,7 +470,7 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
         run = [replace(j, stage="run", grid=grid, keep_pairs=keep_pairs, cell_points=cell_points) for j in jobs]
         merged = ShardMerger(keep_pairs)
         kept = {"rows": 0, "users": 0, "t_min": None, "t_max": None, "bounds": K.Bounds()}
-        fp = stack.enter_context(open(tmp / "hashes.u64", "w+b")) if fingerprint else None
+        fp = TraceFingerprint() if fingerprint else None
         for (part, info), gst in _run_jobs(run, ex, n_workers):
             st.merge(gst)
             kept["rows"] += info["rows"]
@@ -483,14 +480,12 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
                 if info[k] is not None:
                     kept[k] = info[k] if kept[k] is None else pick(kept[k], info[k])
             if fp is not None:
-                fp.write(info["hashes"].tobytes())
+                fp.add(info["hashes"])
             if part is not None:
                 part["labels"] = labels[part["labels"]]
             merged.add(part)
             del part, info
-        digest = None
-        if fp is not None:
-            digest = _fingerprint(fp, kept["rows"])
+        digest = None if fp is None else fp.hexdigest()
     if kept["rows"] == 0:
         raise TraceFormatError(f"no rows left after filtering (dropped: {st.dropped}).", file=disp)
     if kept["users"] < 2:
@@ -532,22 +527,6 @@ def _iso(t: int) -> str:
     import pandas as pd
 
     return pd.Timestamp(t, unit="s", tz="UTC").isoformat()
-
-
-def _fingerprint(fh, n_rows: int) -> str:
-    """:func:`odcore.report.sheet.data_fingerprint` of the loader's table from its rows' hashes in ``fh``."""
-    import hashlib
-
-    from odcore.constants import LAT, LON, TIME, USER
-
-    h = hashlib.sha256()
-    h.update(repr([(USER, "category"), (TIME, "datetime64[ns, UTC]"), (LAT, "float64"), (LON, "float64")]).encode())
-    h.update(int(n_rows).to_bytes(8, "little"))
-    fh.flush()
-    fh.seek(0)
-    while chunk := fh.read(1 << 22):
-        h.update(chunk)
-    return h.hexdigest()
 
 
 class StreamedTraces:

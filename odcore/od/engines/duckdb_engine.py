@@ -182,11 +182,12 @@ def _resolve_bbox(scan: _Scan, source, workers: int = 1) -> tuple[float, float, 
     return BBox.parse(source.bbox).as_tuple()
 
 
-def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shards: int):
+def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shards: int, outside: bool = False):
     """One batch of :meth:`_Scan.raw_batches` -> (``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the
     kept rows, its :class:`~odcore.od.engines.kernel.PrepStats`). The shard of a row is a hash of its user modulo
     ``n_shards`` (integer ids: :func:`~odcore.od.engines.kernel.mix64`; text: DuckDB's ``hash`` on a cursor of this
-    thread's own)."""
+    thread's own). ``outside``: the rows the filters keep but no zone takes come too, as shard -1 (slot 0, cell
+    -1)."""
     import pyarrow as pa
 
     user, time_, lat, lon = scan.columns(raw)
@@ -201,6 +202,15 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
             idx = np.flatnonzero(keep)
             user, t, lat, lon = user.take(pa.array(idx)), t[idx], lat[idx], lon[idx]
     ok, slot, cell = K.assign_batch(grid, lat, lon, t, tz, st)
+    out_part = []
+    if outside and not ok.all():
+        far = np.flatnonzero(~ok)
+        u_far = user.take(pa.array(far))
+        if isinstance(u_far, pa.ChunkedArray):
+            u_far = u_far.combine_chunks()
+        out_part = [(-1, pa.table([u_far, pa.array(t[far]), pa.array(lat[far]), pa.array(lon[far]),
+                                   pa.array(np.zeros(far.size, np.int64)), pa.array(np.full(far.size, -1, np.int64))],
+                                  names=[USER, K.T_S, LAT, LON, K.SLOT, "cell"]))]
     if not ok.all():
         idx = np.flatnonzero(ok)
         user, t, lat, lon, slot, cell = user.take(pa.array(idx)), t[idx], lat[idx], lon[idx], slot[idx], cell[idx]
@@ -209,7 +219,7 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
     tbl = pa.table([user, pa.array(t), pa.array(lat), pa.array(lon), pa.array(slot), pa.array(cell)],
                    names=[USER, K.T_S, LAT, LON, K.SLOT, "cell"])
     if n_shards == 1 or not len(tbl):
-        return [(0, tbl)], st
+        return [(0, tbl), *out_part], st
     if pa.types.is_integer(user.type):   # integer ids: a splitmix64 hash in numpy
         sh = (K.mix64(user.to_numpy().astype(np.int64).view(np.uint64)) % np.uint64(n_shards)).astype(np.int32)
     else:                                # text ids: DuckDB's hash; the row number goes along, because the
@@ -221,12 +231,12 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
         sh[got["i"]] = got["s"]
     if n_shards <= 4:                    # a few shards: one mask each is cheaper than sorting the batch
         parts = [(k, tbl.filter(pa.array(sh == k))) for k in range(n_shards)]
-        return [(k, p) for k, p in parts if len(p)], st
+        return [(k, p) for k, p in parts if len(p)] + out_part, st
     order = np.argsort(sh, kind="stable")
     ends = np.cumsum(np.bincount(sh, minlength=n_shards))
     tbl = tbl.take(pa.array(order))
     return [(k, tbl.slice(int(e - n), int(n))) for k, (e, n) in enumerate(zip(ends, np.diff(ends, prepend=0),
-                                                                            strict=True)) if n], st
+                                                                            strict=True)) if n] + out_part, st
 
 
 def _threaded(fn, items, workers: int):
@@ -250,11 +260,12 @@ def _threaded(fn, items, workers: int):
 
 
 def prepared_batches(scan: _Scan, grid, tz: str, filters: K.Filters | None, st: K.PrepStats, workers: int = 1,
-                     n_shards: int = 1):
+                     n_shards: int = 1, outside: bool = False):
     """Yield, per source batch, ``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the kept rows,
-    prepared on ``workers`` threads (what was read and dropped is added to ``st``)."""
-    for parts, bst in _threaded(lambda b: _prepare(b, scan, grid, tz, filters, n_shards), scan.raw_batches(),
-                                workers):
+    prepared on ``workers`` threads (what was read and dropped is added to ``st``; ``outside``: as
+    :func:`_prepare`)."""
+    for parts, bst in _threaded(lambda b: _prepare(b, scan, grid, tz, filters, n_shards, outside),
+                                scan.raw_batches(), workers):
         st.merge(bst)
         yield parts
 
@@ -346,7 +357,7 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
 
 def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memory_limit: str = "3GB",
                     threads: int | None = None, temp_dir: str | None = None, shard_rows: int = SHARD_ROWS,
-                    batch_rows: int = BATCH_ROWS, bound: tuple[int, int] | None = None):
+                    batch_rows: int = BATCH_ROWS, bound: tuple[int, int] | None = None, describe: bool = False):
     """Weekly unique OD counts of ``source`` (a trace DataFrame or a :class:`FileSource`) computed in DuckDB.
 
     Parameters
@@ -371,7 +382,14 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         pairs of smallest keyed hash (:func:`odcore.privacy.bounding.bounded_counts_sql`), in each shard's SQL;
         the result's ``stats["bounded_counts"]`` (:data:`odcore.privacy.release.BOUNDED_COLUMNS`) and
         ``stats["bounding"]``.
+    describe:
+        A :class:`FileSource`: also what :func:`odcore.data.traces.load_traces` would report of the fixes it keeps
+        (after the filters, exact duplicates once, zones not applied): ``stats["traces"]``,
+        ``stats["loader_drops"]`` and ``stats["fingerprint"]``, as :func:`odcore.od.engines.spark_engine.build_od_spark`
+        gives them; the rows no zone takes are kept in one more table for it, and the distinct rows are read back
+        once, in batches, to be hashed.
     """
+    describe = describe and isinstance(source, FileSource)
     tz = config.tz
     work = Path(tempfile.mkdtemp(prefix="odcore-duckdb-", dir=temp_dir))
     timings: dict[str, float] = {}
@@ -414,10 +432,14 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         # Driven from this thread (DuckDB never calls back into Python while it reads the source on the other
         # connection): each prepared batch is split by a hash of the user and appended to its shard's temporary
         # table (DuckDB's buffer manager keeps them within memory_limit, spilling blocks to temp_directory).
-        for parts in prepared_batches(scan, grid, tz, filters, st, workers, n_shards):
+        for parts in prepared_batches(scan, grid, tz, filters, st, workers, n_shards, outside=describe):
             for k, part_tbl in parts:
                 con.register("part_tbl", part_tbl)
-                if k not in created:
+                if k == -1:
+                    con.execute(f"{'INSERT INTO rows_out' if -1 in created else 'CREATE TEMP TABLE rows_out AS'} "
+                                f"SELECT {ROWS_COLS} FROM part_tbl")
+                    created.add(-1)
+                elif k not in created:
                     con.execute(f"CREATE TEMP TABLE rows_{k} AS SELECT {ROWS_COLS} FROM part_tbl")
                     created.add(k)
                 else:
@@ -430,6 +452,12 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         scan.close()
         timings["stage_a"] = time.perf_counter() - t0 - timings["grid"]
         cpu["stage_a"] = time.process_time() - c0 - cpu["grid"]
+        described = None
+        if describe:
+            described = _describe_kept(con, sorted(created), workers)
+            if -1 in created:
+                con.execute("DROP TABLE rows_out")
+        created.discard(-1)
         if st.slot_min == K.IMIN or not created:
             raise TraceFormatError("no trace row falls inside the grid.")
         con.register("sw", K.slot_week_table(st.slot_min, st.slot_max, tz))
@@ -501,8 +529,44 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
              "cpu_seconds": {k: round(v, 3) for k, v in cpu.items()}}
     if bounded is not None:
         stats.update(bounded_stats(bounded))
+    if described is not None:
+        stats.update(described)
     return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats,
                       user_like=like)
+
+
+def _describe_kept(con, tables: list[int], workers: int = 1) -> dict[str, Any]:
+    """``stats["traces"]``, ``stats["loader_drops"]`` and ``stats["fingerprint"]`` of ``describe``, from the shard
+    tables ``rows_k`` and ``rows_out`` (k = -1) of stage A: every row the filters keep, each distinct row once."""
+    from odcore.data.fingerprint import TraceFingerprint, row_hashes
+    from odcore.data.traces import DROP_DUPLICATE
+
+    names = [f"rows_{k}" if k >= 0 else "rows_out" for k in tables]
+    union = " UNION ALL ".join(f"SELECT user, t, lat, lon, {int(k < 0)} AS far FROM {n}"
+                               for k, n in zip(tables, names, strict=True))
+    con.execute(f"CREATE TEMP TABLE kept_fixes AS SELECT DISTINCT user, t, lat, lon, far FROM ({union})")
+    n_raw = int(con.execute(f"SELECT sum(n) FROM ({' UNION ALL '.join(f'SELECT count(*) AS n FROM {n}' for n in names)})"
+                            ).fetchall()[0][0] or 0)
+    a = con.execute("SELECT count(*), count(DISTINCT user), sum(far), min(t), max(t), min(lat), max(lat), min(lon), "
+                    "max(lon) FROM kept_fixes").fetchall()[0]
+    fp = TraceFingerprint()
+    reader = con.sql("SELECT user, t, lat, lon FROM kept_fixes").to_arrow_reader(BATCH_ROWS)
+
+    def hashes(b):
+        return row_hashes(b.column(0).to_pandas(), b.column(1).to_numpy() * 1_000_000_000, b.column(2).to_numpy(),
+                          b.column(3).to_numpy())
+
+    for h in _threaded(hashes, reader, workers):
+        fp.add(h)
+    con.execute("DROP TABLE kept_fixes")
+    rows = int(a[0])
+    iso = K.iso_second
+    traces = {"rows": rows, "users": int(a[1]), "outside_zones": int(a[2] or 0),
+              "time_min": iso(a[3]) if rows else None, "time_max": iso(a[4]) if rows else None,
+              "lat_range": [float(a[5]), float(a[6])] if rows else None,
+              "lon_range": [float(a[7]), float(a[8])] if rows else None}
+    return {"traces": traces, "loader_drops": {DROP_DUPLICATE: n_raw - rows} if n_raw > rows else {},
+            "fingerprint": fp.hexdigest()}
 
 
 _COLS = (WEEK, ORIGIN, DESTINATION, COUNT, TRIPS, UNIQUE_TRIPS)  # documented output columns

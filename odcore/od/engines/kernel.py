@@ -361,6 +361,15 @@ def frame_time_seconds(time: pd.Series) -> np.ndarray:
     return time_seconds(time)
 
 
+def iso_second(t: int) -> str:
+    """ISO text of a UTC Unix second, as ``pandas.Timestamp.isoformat`` writes the loader's times.
+
+    >>> iso_second(0)
+    '1970-01-01T00:00:00+00:00'
+    """
+    return pd.Timestamp(int(t), unit="s", tz="UTC").isoformat()
+
+
 def frame_user_array(user: pd.Series):
     """A pandas user column as an Arrow array (categoricals as their string/int values; nulls rejected)."""
     import pyarrow as pa

@@ -15,7 +15,7 @@ from typing import Any
 
 from odcore.errors import TraceFormatError
 
-__all__ = ["FileSource", "file_source"]
+__all__ = ["FileSource", "SourceTraces", "file_source"]
 
 _PARQUET = (".parquet", ".pq")
 _CSV = (".csv", ".csv.gz", ".tsv", ".txt")
@@ -105,3 +105,66 @@ def file_source(path: Any, *, format: str = "auto", **kw: Any) -> FileSource:
     else:
         fmt = "parquet" if all(f.lower().endswith(_PARQUET) for f in files) else "csv"
     return FileSource(paths=tuple(files), format=fmt, **kw)
+
+
+class SourceTraces:
+    """Parquet/CSV files an engine (DuckDB, Spark) read itself, seen as :func:`odcore.data.traces.load_traces`
+    would show them: the same :attr:`report`, :meth:`summary`, :attr:`n_users` and :attr:`fingerprint`
+    (:func:`odcore.data.fingerprint.trace_fingerprint`), all computed by the engine (``build_od(...,
+    describe=True)``), without the table of fixes in this process.
+
+    The table itself (:attr:`df`) is read on first use only, by the loader with the same options, for what needs
+    every fix (a zone comparison, a map of points).
+
+    Parameters
+    ----------
+    report:
+        The :class:`odcore.data.traces.LoadReport`.
+    kept:
+        ``rows, users, time_min, time_max, lat_range, lon_range`` of the kept fixes (the engine's
+        ``stats["traces"]``).
+    load_options:
+        Keyword arguments of :func:`~odcore.data.traces.load_traces` that give the same table (``df``).
+    fingerprint:
+        The engine's ``stats["fingerprint"]``.
+    has_loc:
+        Whether the loader's table would hold a ``loc`` column.
+    """
+
+    def __init__(self, report, kept: dict[str, Any], load_options: dict[str, Any], fingerprint: str | None = None,
+                 has_loc: bool = False):
+        self.report = report
+        self.kept = dict(kept)
+        self.load_options = dict(load_options)
+        self.fingerprint = fingerprint
+        self.has_loc = bool(has_loc)
+        self._traces = None
+
+    @property
+    def n_users(self) -> int:
+        return int(self.kept["users"])
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the table of fixes has been read (:attr:`df`)."""
+        return self._traces is not None
+
+    @property
+    def df(self):
+        """The trace table, read by the loader on first use (the whole input in this process's memory)."""
+        if self._traces is None:
+            from odcore.data.traces import load_traces
+
+            self._traces = load_traces(self.report.source, **self.load_options)
+        return self._traces.df
+
+    def summary(self) -> dict[str, Any]:
+        """:meth:`odcore.data.traces.Traces.summary` of the table the loader would give."""
+        r, k = self.report, self.kept
+        return {"source": r.source, "format": r.format, "users": k["users"], "rows": k["rows"],
+                "rows_read": r.rows_read, "rows_kept": r.rows_kept, "rows_dropped": dict(r.rows_dropped),
+                "bbox_used": list(r.bbox_used) if r.bbox_used else None, "rows_adjusted": dict(r.rows_adjusted),
+                "encoding": r.encoding, "time_unit": r.time_unit, "time_min": k["time_min"],
+                "time_max": k["time_max"], "lat_range": k["lat_range"], "lon_range": k["lon_range"],
+                "has_loc": self.has_loc, "tz": r.tz, "tz_source": r.tz_source, "regions": [dict(x) for x in r.regions],
+                "region": r.region}

@@ -170,7 +170,8 @@ def _box_counts_fn(batches):
 
 
 def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=None, master: str = "local[2]",
-                   driver_memory: str = "2g", bound: tuple[int, int] | None = None):
+                   driver_memory: str = "2g", bound: tuple[int, int] | None = None, describe: bool = False,
+                   aggregates_only: bool | None = None):
     """Weekly unique OD counts of ``source`` (a trace DataFrame or a :class:`FileSource`) computed by Spark.
 
     Same parameters and result as :func:`odcore.od.engines.duckdb_engine.build_od_duckdb`; ``spark`` is a
@@ -181,6 +182,17 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
     tables whose size does not grow with the number of people: per-pair counts and bounded counts, counts of rows
     per drop reason and per cell, the user-weeks by (week, trips, unique_trips) and the number of people. The
     result then holds aggregates only (``ODData.per_user`` False; :data:`odcore.od.engines.kernel.AGGREGATES_ONLY_REASON`).
+
+    ``aggregates_only``: the driver receives aggregates only, as above (default: with ``bound`` and not
+    ``keep_pairs``); ``True`` with ``keep_pairs=False`` and no ``bound`` serves the per-metric release from the
+    counts, ``stats["pair_users"]`` the people with at least one pair.
+
+    ``describe`` (a :class:`FileSource`): also what :func:`odcore.data.traces.load_traces` would report of the
+    fixes it keeps (after the filters, exact duplicates once, zones not applied), computed by Spark:
+    ``stats["traces"]`` (rows, users, first and last time, latitude and longitude range, rows outside the zones),
+    ``stats["loader_drops"]`` (rows dropped by reason, duplicates included) and ``stats["fingerprint"]``
+    (:func:`odcore.data.fingerprint.trace_fingerprint` of that table, its rows hashed on the executors). Two more
+    Spark jobs; one row each reaches the driver.
     """
     from pyspark.sql import types as T
 
@@ -223,15 +235,69 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
                                T.StructField("reason", T.ByteType())])
     rows = raw.mapInPandas(_prep_fn(grid, tz, filters, True), out_schema).persist()
     try:
-        return _stage_b(spark, source, config, grid, rows, keep_pairs, bbox, bound)
+        if aggregates_only is None:
+            aggregates_only = bound is not None and not keep_pairs
+        if aggregates_only and keep_pairs:
+            from odcore.errors import ParameterError
+
+            raise ParameterError("aggregates_only=True brings no per-person table to the driver: keep_pairs must be "
+                                 "False.")
+        od = _stage_b(spark, source, config, grid, rows, keep_pairs, bbox, bound, aggregates_only)
+        if describe and isinstance(source, FileSource):
+            from dataclasses import replace
+
+            od = replace(od, stats={**od.stats, **describe_kept(rows)})
+        return od
     finally:
         rows.unpersist()
 
 
-def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=None):
+def _fingerprint_fn(batches):
+    """The mapInPandas function of the fingerprint: one row of lane sums (32-bit halves) per batch."""
+    from odcore.data.fingerprint import TraceFingerprint, row_hashes
+
+    for pdf in batches:
+        fp = TraceFingerprint()
+        if len(pdf):
+            fp.add(row_hashes(pdf[USER], pdf[K.T_S].to_numpy(np.int64) * 1_000_000_000, pdf[LAT], pdf[LON]))
+        yield pd.DataFrame({k: [v] for k, v in fp.partial().items()})
+
+
+def describe_kept(rows) -> dict[str, Any]:
+    """``stats["traces"]``, ``stats["loader_drops"]`` and ``stats["fingerprint"]`` of :func:`build_od_spark`'s
+    ``describe``, from the prepared rows (``user, t, lat, lon, slot, cell, reason``): the loader keeps the rows of
+    reason 0 (in a zone) and 4 (outside every zone: the zones drop them after loading), each distinct row once."""
     from pyspark.sql import functions as F
 
-    aggregates_only = bound is not None and not keep_pairs
+    from odcore.data.fingerprint import LANE_KEYS, TraceFingerprint
+    from odcore.data.traces import DROP_DUPLICATE
+
+    raw = rows.where(F.col("reason").isin(0, 4))
+    kept = raw.select(USER, K.T_S, LAT, LON, "reason").distinct().persist()
+    try:
+        a = kept.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct(USER).alias("users"),
+                     F.sum((F.col("reason") == 4).cast("long")).alias("outside"),
+                     F.min(K.T_S).alias("t_min"), F.max(K.T_S).alias("t_max"), F.min(LAT).alias("lat_min"),
+                     F.max(LAT).alias("lat_max"), F.min(LON).alias("lon_min"), F.max(LON).alias("lon_max"),
+                     ).collect()[0].asDict()
+        cols = ["n"] + [f"l{k}_{h}" for k in range(len(LANE_KEYS)) for h in ("hi", "lo")]
+        sums = (kept.select(USER, K.T_S, LAT, LON).mapInPandas(_fingerprint_fn, ", ".join(f"{c} long" for c in cols))
+                .agg(*[F.sum(c).alias(c) for c in cols]).collect()[0].asDict())
+    finally:
+        kept.unpersist()
+    n_raw = int(raw.count()) if a["rows"] else 0
+    fp = TraceFingerprint.from_halves({k: v or 0 for k, v in sums.items()})
+    iso = K.iso_second
+    traces = {"rows": int(a["rows"]), "users": int(a["users"]), "outside_zones": int(a["outside"] or 0),
+              "time_min": iso(a["t_min"]) if a["rows"] else None, "time_max": iso(a["t_max"]) if a["rows"] else None,
+              "lat_range": [float(a["lat_min"]), float(a["lat_max"])] if a["rows"] else None,
+              "lon_range": [float(a["lon_min"]), float(a["lon_max"])] if a["rows"] else None}
+    drops = {DROP_DUPLICATE: n_raw - int(a["rows"])} if n_raw > a["rows"] else {}
+    return {"traces": traces, "loader_drops": drops, "fingerprint": fp.hexdigest()}
+
+
+def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=None, aggregates_only=False):
+    from pyspark.sql import functions as F
 
     tally = rows.groupBy("reason").agg(F.count(F.lit(1)).alias("n"), F.min(K.SLOT).alias("lo"),
                                        F.max(K.SLOT).alias("hi")).toPandas()
@@ -280,7 +346,8 @@ def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=No
             user_week = None
             hist = q("SELECT week, trips, unique_trips, count(*) AS user_weeks FROM uwk "
                      "GROUP BY week, trips, unique_trips").toPandas()
-            n_people = int(q("SELECT count(DISTINCT user) AS people FROM win").collect()[0][0])
+            n_people, pair_users = (int(v) for v in q(
+                "SELECT (SELECT count(DISTINCT user) FROM win), (SELECT count(DISTINCT user) FROM prs)").collect()[0])
         else:
             user_week, hist, n_people = q("SELECT * FROM uwk").toPandas(), None, None
         pairs = q("SELECT week, user, o AS origin, d AS destination FROM prs").toPandas() if keep_pairs else None
@@ -308,6 +375,7 @@ def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=No
                              "bbox_used": bbox}
     if n_people is not None:
         stats["users"] = n_people
+        stats["pair_users"] = pair_users
     if bounded is not None:
         from odcore.od.engines.duckdb_engine import bounded_stats
 
