@@ -171,12 +171,12 @@ def epsilon_delta_curve(epsilon: float, k: int):
 
 def budget_curves(epsilon: float, trips: int, weeks: int, delta: float, trips_max: int,
                   interval: float | None = None):
-    """The three curves of the budget page, each cached on its own inputs only (moving δ recomputes two of
-    them, moving the weeks one). ``interval``: loss-grid step of the many-week tight bracket, of which the chart
-    draws the upper end only (the lower end, for the chart's CSV: :func:`epsilon_over_weeks` with ``lower``)."""
+    """The budget page's curves against n and over weeks, each cached on its own inputs only (moving the weeks
+    recomputes one). ``interval``: loss-grid step of the many-week tight bracket, of which the chart draws the upper
+    end only (the lower end, for the chart's CSV: :func:`epsilon_over_weeks` with ``lower``). ε against δ is drawn
+    from its live table; its exact values (:func:`epsilon_delta_curve`) are made for its files only."""
     return (epsilon_vs_trips(epsilon, trips_max, delta),
-            epsilon_over_weeks(epsilon, trips, weeks, delta, interval, lower=False),
-            epsilon_delta_curve(epsilon, trips))
+            epsilon_over_weeks(epsilon, trips, weeks, delta, interval, lower=False))
 
 
 # ---- data page -------------------------------------------------------------------------------------------------
@@ -692,6 +692,14 @@ def live_trips_tables(trips_max: int, delta: float, max_pairs: int | None) -> di
     from odcore.privacy.live import trips_tables
 
     return _kept("livetrips", _live_json(trips_tables), trips_max, delta, max_pairs)
+
+
+@_resource(max_entries=32, show_spinner="Tabulating ε against δ for the live slider…")
+def live_delta_tables(trips: int) -> dict:
+    """:func:`odcore.privacy.live.delta_tables` as the browser reads them (shared, read-only)."""
+    from odcore.privacy.live import delta_tables
+
+    return _kept("livedelta", _live_json(delta_tables), trips)
 
 
 @_resource(max_entries=32, show_spinner="Tabulating the budget over weeks for the live slider (a few seconds)…")

@@ -97,6 +97,11 @@ def delta_chart(eps_delta: pd.DataFrame, *, trips: int, projector: bool) -> go.F
     return fig
 
 
+def delta_figure(epsilon: float, trips: int, projector: bool) -> go.Figure:
+    """:func:`delta_chart` of the exact ε(δ) at ``epsilon`` (for the page's files: the page draws the live chart)."""
+    return delta_chart(cache.epsilon_delta_curve(float(epsilon), int(trips)), trips=int(trips), projector=projector)
+
+
 # ---- Attack -----------------------------------------------------------------------------------------------------
 
 @st.cache_resource(max_entries=32, show_spinner=False)

@@ -87,7 +87,36 @@ def budget(s, *, trips: int, weeks: int, delta: float, trips_max: int, typical: 
                    "height": 380,
                    "readouts": [{"label": f"tight ε after {int(weeks)} weeks", "series": 3, "x": int(weeks)}]}
     live_curves(controls=[control(K_EPSILON, s.epsilon, epsilon_label(s.mode), EPSILON_RANGE)],
-                charts=[trips_chart, weeks_chart], page="budget", key="live_budget", columns=2)
+                charts=[trips_chart, weeks_chart, delta_chart(s, int(trips), delta)], page="budget",
+                key="live_budget", columns=2)
+
+
+DELTA_TABLE_TRIPS = 100
+"""Above this many trips the ε-against-δ chart's tight and Rényi curves are the server's, at the page's ε (hidden while
+ε is dragged): their table takes ~3 s at 70 trips, over a minute at 400."""
+
+
+def delta_chart(s, trips: int, delta: float) -> dict:
+    """ε of one user-week of ``trips`` counts against δ (log axis): basic and advanced composition exact in the
+    browser, the tight and Rényi values read from :func:`odcore.privacy.live.delta_tables` (or, above
+    :data:`DELTA_TABLE_TRIPS`, the server's at the page's ε); a line at the δ the cards use."""
+    from odcore.privacy.accounting import DELTA_AXIS
+
+    x = DELTA_AXIS
+    series = [formula_series("basic (any δ)", "basic_k", x, key="basic", args={"k": int(trips)}),
+              formula_series("advanced", "advanced_at", x, key="advanced", args={"k": int(trips)})]
+    if trips <= DELTA_TABLE_TRIPS:
+        t = cache.live_delta_tables(int(trips))
+        series += [table_series("Rényi-DP bound", t["rdp"], key="rdp"), table_series("tight", t["tight"], key="tight")]
+    else:
+        exact = cache.epsilon_delta_curve(float(s.epsilon), int(trips))
+        for col, name in (("rdp", "Rényi-DP bound"), ("tight", "tight")):
+            y = exact[col].to_numpy(dtype=float)
+            series.append({"name": f"{name} (at ε = {s.epsilon:g})", "key": col, "x": x.tolist(),
+                           "y": [float(v) if np.isfinite(v) else None for v in y], "at": {"epsilon": float(s.epsilon)}})
+    return {"id": "delta", "title": f"ε of one user-week against δ, k = {trips} counts: smaller ε only for larger δ",
+            "xlabel": "δ", "ylabel": "ε(δ)", "xlog": True, "series": series, "height": 380, "legend": "top",
+            "vlines": [{"x": float(delta), "label": f"δ of the cards ({delta:.0e})", "color": "#888"}]}
 
 
 def release(ctx, rcfg, table) -> None:

@@ -11,7 +11,7 @@ from odapp import cache, callbacks, charts, guide, live_view
 from odapp import release_view as rv
 from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
-from odapp.export import chart, export_buttons, projector_mode, reproduce
+from odapp.export import export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import comparison_label, epsilon_words, num, pct, probability_words, sci, unit_words
 from odcore.privacy.accounting import (
@@ -62,7 +62,7 @@ with engine_errors("Could not compute the budget"):
     b = cache.budget(BudgetConfig(epsilon=s.epsilon, threshold=s.threshold, trips=int(trips), weeks=int(weeks),
                                   delta=delta, max_pairs=s.max_pairs if s.mode == "user_level" else None,
                                   total_interval=total_interval))
-    vs_trips, over_weeks, eps_delta = cache.budget_curves(s.epsilon, int(trips), int(weeks), float(delta),
+    vs_trips, over_weeks = cache.budget_curves(s.epsilon, int(trips), int(weeks), float(delta),
                                                           max(70, int(trips)), total_interval)
 user_mode = s.mode == "user_level"
 if user_mode:   # the same curves for the bounded release (per person and week)
@@ -185,11 +185,11 @@ if not projector:   # the curves at the page's ε, as files (plotly)
             s.max_pairs if user_mode else None, vs_trips, total_interval)
         export_buttons("epsilon_over_weeks", fig=fig, data=over_weeks_csv, config=cli_config, command="budget",
                        key="eps_weeks")
-left, _ = st.columns(2)
-with left:
-    st.subheader("ε against δ (one user-week)")
-    fig = charts.delta_chart(eps_delta, trips=int(trips), projector=projector)
-    chart(fig, "epsilon_delta", data=eps_delta, config=cli_config, command="budget", key="eps_delta")
+    left, _ = st.columns(2)
+    with left:   # ε against δ at the page's ε, as files: computed when a button asks
+        export_buttons("epsilon_delta", fig=functools.partial(charts.delta_figure, s.epsilon, int(trips), projector),
+                       data=functools.partial(cache.epsilon_delta_curve, s.epsilon, int(trips)), config=cli_config,
+                       command="budget", key="eps_delta")
 
 st.subheader("What each ε means for an attacker")
 rows = [("one count (per metric)", b["epsilon_per_metric"]),

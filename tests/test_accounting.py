@@ -164,6 +164,17 @@ def test_rdp_epsilon_vs_dp_accounting_rdp_accountant(eps, k, delta):
     assert rdp_epsilon(delta, k, eps) == pytest.approx(min(acc.get_epsilon(delta), k * eps), rel=1e-9)
 
 
+def test_rdp_epsilon_default_orders_cached_equal_the_same_orders_given():
+    # the default orders' terms are kept per ε; the bound is the same, to the bit, as with the orders passed in
+    from odcore.privacy.rdp import RDP_ORDERS
+
+    ks = np.array([1, 7, 70, 3640])
+    for eps in (0.05, 0.66, 0.66, 4.0):
+        for delta in (1e-12, 1e-6, 0.1):
+            np.testing.assert_array_equal(rdp_epsilon(delta, ks, eps), rdp_epsilon(delta, ks, eps, RDP_ORDERS.copy()))
+    assert rdp_epsilon(1e-6, 70, 0.66) < rdp_epsilon(1e-6, 70, 0.67)
+
+
 @needs_pld
 def test_rdp_is_an_upper_bound_on_tight():
     ks = np.array([1, 2, 10, 70, 200])

@@ -218,6 +218,13 @@ def test_budget_curves_follow_the_pointer(streamlit_url, page):
     w = got["values"]["weeks"]
     assert relative_error(w["tight"], weeks["tight"]) <= live.BUDGET_ERROR
     assert np.asarray(w["basic"]) == pytest.approx(weeks["basic"].to_numpy(), rel=1e-12)
+    by_delta = acc.epsilon_delta_curve(e, 70)   # ε against δ, one user-week of 70 counts
+    d = got["values"]["delta"]
+    assert np.asarray(got["x"]["delta"]["tight"]) == pytest.approx(by_delta["delta"].to_numpy(), rel=1e-12)
+    assert relative_error(d["tight"], by_delta["tight"]) <= live.BUDGET_ERROR
+    assert relative_error(d["rdp"], by_delta["rdp"]) <= live.BUDGET_ERROR
+    assert np.asarray(d["basic"]) == pytest.approx(by_delta["basic"].to_numpy(), rel=1e-12)
+    assert np.asarray(d["advanced"]) == pytest.approx(by_delta["advanced"].to_numpy(), rel=1e-9)
     let_go(page, "sidebar", f"{e:g}")
     assert page.locator("[data-testid='stException']").count() == 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
 import pytest
 import streamlit as st
 
@@ -44,7 +45,7 @@ def live_epsilon(value: float):
 LIVE_STEPS = [(what, live_epsilon(1.0 if what == "ε" else 3.0)) if what.startswith("ε") else (what, how)
               for what, how in SIDEBAR_STEPS]
 # charts on the page when everything is shown (zones compared, every user attacked, the experiment run, a round played)
-MOST_CHARTS = {"pages/1_Data.py": 3, "pages/3_Attack.py": 2, "pages/4_Privacy_budget.py": 1,
+MOST_CHARTS = {"pages/1_Data.py": 3, "pages/3_Attack.py": 2,
                "pages/5_Knock_Knock.py": 3, "pages/7_Play_the_attacker.py": 2}
 # page -> its walk: its own controls and actions, then (for most) the sidebar's
 PAGE_WALKS = {
@@ -55,9 +56,6 @@ PAGE_WALKS = {
     "pages/3_Attack.py": [("prior", lambda at: at.slider(key="attack_prior").set_value(0.3)),
                           ("every user attacked", lambda at: at.toggle(key="attack_population").set_value(True)),
                           *LIVE_STEPS],
-    "pages/4_Privacy_budget.py": [("trips", lambda at: at.number_input(key="budget_trips").set_value(40)),
-                                  ("δ", lambda at: at.select_slider(key="budget_delta").set_value(1e-9)),
-                                  *LIVE_STEPS],
     "pages/5_Knock_Knock.py": [("run", lambda at: next(b for b in at.button if "Run" in (b.label or "")).click()),
                                ("another target's ROC", lambda at: at.selectbox(key="knock_roc_target")
                                 .select_index(1)),
@@ -193,3 +191,15 @@ def test_data_page_heatmap_counts_the_active_users(fresh_at):
                 if json.loads(c.proto.spec)["data"][0]["type"] == "heatmap")
     active = next(m for m in at.metric if m.label == "Users active this week")
     assert np.nansum(_decoded(spec["data"][0]["customdata"])) == int(active.value.replace(",", ""))
+
+
+def test_delta_figure_is_the_exact_curve_at_the_pages_epsilon():
+    # the ε-against-δ file (the page draws the live chart): the engine's curve at the page's ε on its δ axis
+    from odcore.privacy.accounting import DELTA_AXIS, epsilon_delta_curve
+
+    fig = charts.delta_figure(0.66, 70, False)
+    exact = epsilon_delta_curve(0.66, 70)
+    assert [t.name for t in fig.data] == ["basic (any δ)", "advanced", "Rényi-DP bound", "tight"]
+    for trace, col in zip(fig.data, ("basic", "advanced", "rdp", "tight"), strict=True):
+        np.testing.assert_array_equal(np.asarray(trace.x), DELTA_AXIS)
+        np.testing.assert_array_equal(np.asarray(trace.y), exact[col].to_numpy())

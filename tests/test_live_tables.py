@@ -70,6 +70,19 @@ def test_trips_table_within_half_a_percent():
     assert max(worst.values()) <= live.BUDGET_ERROR, worst
 
 
+@pytest.mark.parametrize("trips", [3, 70])
+def test_delta_table_within_half_a_percent(trips):
+    # ε against δ (1e-30 to 0.5) of one user-week: the tight and Rényi values between the grid points
+    tables = live.delta_tables(trips)
+    worst = {}
+    for e in between(live.BUDGET_GRID, 3):
+        ex = acc.epsilon_delta_curve(e, trips)
+        for name, t in tables.items():
+            np.testing.assert_array_equal(t.x, ex["delta"].to_numpy())
+            worst[name] = max(worst.get(name, 0.0), relative(t.at(e), ex[name].to_numpy()))
+    assert max(worst.values()) <= live.BUDGET_ERROR, worst
+
+
 def weeks_exact(e: float, trips: int, weeks: int, delta: float, interval: float | None = None):
     """The engine's cumulative ε at ``e`` as the page computes it (loss-grid step 2 % of ε unless ``interval``)."""
     step = acc.weeks_interval(e) if interval is None else interval

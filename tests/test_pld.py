@@ -319,6 +319,57 @@ def test_bernstein_eval_equals_the_basis_matrix(n):
     np.testing.assert_allclose(pld._bernstein_eval(coef, s), want, rtol=1e-11, atol=0)
 
 
+def _horner_both_sides(cc, cc_rev, n, s):
+    # the plain form: both of Horner's branches on every point, each point keeping its side's value
+    low = s <= 0.5
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        t = np.nan_to_num(np.where(low, s / (1.0 - s), (1.0 - s) / s), nan=0.0, posinf=0.0)
+    acc_lo, acc_hi = np.zeros_like(s), np.zeros_like(s)
+    for r in range(cc.shape[1] - 1, -1, -1):
+        acc_lo = acc_lo * t + cc[:, r, None]
+        acc_hi = acc_hi * t + cc_rev[:, r, None]
+    nn = np.asarray(n)[:, None] if np.ndim(n) else n
+    return np.where(low, acc_lo * (1.0 - s) ** nn, acc_hi * s**nn)
+
+
+@pytest.mark.parametrize("per_row_degree", [False, True])
+def test_horner_on_each_rows_side_only_gives_the_same_values(per_row_degree):
+    # Rows wholly below ½, wholly above, mixed, and the end points: each branch runs on the rows with a point on
+    # its side only, and every value is the same, to the bit, as running both branches everywhere
+    rng = np.random.default_rng(7)
+    n = 40
+    coef = rng.exponential(size=(9, n + 1))
+    s = np.concatenate([rng.uniform(0.0, 0.5, size=(3, 8)), rng.uniform(0.5001, 1.0, size=(3, 8)),
+                        rng.uniform(size=(2, 8)), np.tile([0.0, 0.5, 1.0, 0.5, 0.5, 0.5, 0.5, 0.5], (1, 1))])
+    deg = rng.integers(0, n + 1, size=9) if per_row_degree else n
+    cc = coef * np.exp(pld._log_binomials(n)[1])
+    if per_row_degree:
+        cc = np.where(np.arange(n + 1)[None, :] <= deg[:, None], cc, 0.0)
+        idx = deg[:, None] - np.arange(n + 1)
+        cc_rev = np.where(idx >= 0, np.take_along_axis(cc, np.maximum(idx, 0), axis=1), 0.0)
+    else:
+        cc_rev = cc[:, ::-1]
+    got = pld._horner_bernstein(cc, cc_rev, deg, s)
+    np.testing.assert_array_equal(got, _horner_both_sides(cc, cc_rev, deg, s))
+    # and one side only for every row
+    for part in (s[:3], s[3:6]):
+        np.testing.assert_array_equal(pld._horner_bernstein(cc[:3], cc_rev[:3], deg if np.ndim(deg) == 0 else deg[:3],
+                                                            part),
+                                      _horner_both_sides(cc[:3], cc_rev[:3], deg if np.ndim(deg) == 0 else deg[:3],
+                                                         part))
+
+
+def test_composed_curve_in_small_batches_gives_the_same_values(monkeypatch):
+    # the w-fold laws go back from their spectra a batch at a time; batches of one give the same values, in order
+    args = (1e-6, 20, 0.5, np.array([9, 1, 4, 30, 2, 17]))
+    lo, hi = pld.composed_epsilon_curve(*args, interval=5e-3)
+    monkeypatch.setattr(pld, "IFFT_BATCH_BYTES", 1)
+    lo1, hi1 = pld.composed_epsilon_curve(*args, interval=5e-3)
+    np.testing.assert_array_equal(lo1, lo)
+    np.testing.assert_array_equal(hi1, hi)
+    assert np.all(np.diff(hi[np.argsort(args[3])]) > 0)
+
+
 @pytest.mark.parametrize("delta", [1e-9, 1e-6, 1e-3, 5e-3, 0.2])
 def test_epsilon_from_pmf_against_the_direct_sum(delta):
     # the crossing search over the top of the grid only finds the smallest ε' with Σ p_j (1 − e^{ε' − L_j})₊ <= δ

@@ -395,6 +395,13 @@ def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, 
     return out
 
 
+DELTA_AXIS = np.logspace(-30.0, -2.0, 57)
+"""The δ of :func:`epsilon_delta_curve` by default: 1e-30 to 1e-2, every half power of ten. Above 1e-2 (the largest δ
+the Privacy budget page offers) δ is a chance of disclosure nobody would accept, and ε falls to 0 there in a way
+the live chart cannot read between its grid points within 0.5 % (:func:`odcore.privacy.live.delta_tables`)."""
+DELTA_AXIS.setflags(write=False)
+
+
 def epsilon_delta_curve(epsilon: float = 0.66, k: int = 70, deltas=None) -> pd.DataFrame:
     """ε(δ) of the k-fold composition: basic (constant k·ε), advanced and tight, over a grid of δ.
 
@@ -403,14 +410,14 @@ def epsilon_delta_curve(epsilon: float = 0.66, k: int = 70, deltas=None) -> pd.D
     Parameters
     ----------
     deltas:
-        Values in (0, 1); default 40 log-spaced values from 1e-30 to 0.5.
+        Values in (0, 1); default :data:`DELTA_AXIS` (1e-30 to 1e-2, every half power of ten).
 
     Returns
     -------
     DataFrame[delta, basic, advanced, rdp, tight] (tight NaN if k > :data:`TIGHT_K_MAX`)
     """
     kk = int(check_count("k", k))
-    ds = np.logspace(-30, math.log10(0.5), 40) if deltas is None else np.asarray(deltas, dtype=float)
+    ds = DELTA_AXIS if deltas is None else np.asarray(deltas, dtype=float)
     if ds.size == 0 or np.any(~(ds > 0)) or np.any(~(ds < 1)):
         raise ParameterError(f"deltas must all be in (0, 1), got deltas={deltas!r}.")
     basic = np.full(ds.shape, basic_composition(epsilon, 0.0, kk)[0])

@@ -10,7 +10,8 @@ worst, and at random ε):
 
 - :data:`ATTACK_GRID`, 90 ε log-spaced over [0.05, 5], ``"lin"``: p_k within 0.1 percentage point (measured
   ≤ 0.015).
-- :data:`BUDGET_GRID`, 60 ε log-spaced, ``"loglog"``: tight ε of a user-week within 0.5 % of the exact value.
+- :data:`BUDGET_GRID`, 60 ε log-spaced, ``"loglog"``: tight ε of a user-week within 0.5 % of the exact value,
+  against n and against δ.
 - :data:`WEEKS_GRID`, 24 ε log-spaced, ``"loglog"``: tight ε over weeks within 0.5 % (each point composes up to
   W·n Laplace mechanisms, ~0.3 s; a coarser grid in log-log is as accurate as a finer one in ε). The tight values are
   the upper end of a PLD bracket whose loss-grid step is a fixed share of ε
@@ -161,6 +162,19 @@ def weeks_tables(trips: int, weeks: int, delta: float, relative_step: float | No
             vals.append(np.minimum(hi, w * float(e)))
         out["person_tight"] = LiveTable(WEEKS_GRID, w, np.array(vals), "loglog")
     return out
+
+
+def delta_tables(trips: int, deltas=None) -> dict[str, LiveTable]:
+    """ε of one user-week of ``trips`` counts against δ on :data:`BUDGET_GRID`: ``tight`` (exact PLD, NaN above
+    :data:`odcore.privacy.accounting.TIGHT_K_MAX`) and ``rdp``, at the δ of
+    :func:`odcore.privacy.accounting.epsilon_delta_curve` (its default: 40 log-spaced from 1e-30 to 0.5). Same
+    numbers as that function; basic and advanced composition are closed forms the browser computes."""
+    from odcore.privacy import accounting as acc
+
+    rows = [acc.epsilon_delta_curve(float(e), int(trips), deltas) for e in BUDGET_GRID]
+    x = rows[0]["delta"].to_numpy(dtype=float)
+    return {c: LiveTable(BUDGET_GRID, x, np.array([r[c].to_numpy(dtype=float) for r in rows]), "loglog")
+            for c in ("tight", "rdp")}
 
 
 # ---- OD release: the counts published, with coherent noise ---------------------------------------------------------

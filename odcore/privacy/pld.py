@@ -52,6 +52,7 @@ hockey-stick / PLD identities used here.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -189,13 +190,29 @@ def _horner_bernstein(cc: np.ndarray, cc_rev: np.ndarray, n, s: np.ndarray) -> n
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         t = np.where(low, s / (1.0 - s), (1.0 - s) / s)
     t = np.nan_to_num(t, nan=0.0, posinf=0.0)   # s = 0 or 1 exactly: only the end coefficient counts
-    acc_lo = np.zeros_like(s)
-    acc_hi = np.zeros_like(s)
-    for r in range(cc.shape[1] - 1, -1, -1):
-        acc_lo = acc_lo * t + cc[:, r, None]
-        acc_hi = acc_hi * t + cc_rev[:, r, None]
     nn = np.asarray(n)[:, None] if np.ndim(n) else n
-    return np.where(low, acc_lo * (1.0 - s) ** nn, acc_hi * s**nn)
+    out = np.empty_like(s)
+    # each branch on the rows that have a point on its side only (the loss masses' pieces lie on one side: half the
+    # work of running both on every point); per point the same operations as both on every point, the same values
+    for side, coef in ((low, cc), (~low, cc_rev)):
+        rows = side.any(axis=1)
+        every = bool(rows.all())
+        if not (every or rows.any()):
+            continue
+        tt = t if every else t[rows]
+        coef_t = np.ascontiguousarray((coef if every else coef[rows]).T)     # (degree + 1, rows): a row per step
+        acc = np.zeros_like(tt)
+        for r in range(coef_t.shape[0] - 1, -1, -1):
+            acc *= tt
+            acc += coef_t[r][:, None]
+        ss = s if every else s[rows]
+        nr = nn if np.ndim(nn) == 0 or every else nn[rows]
+        val = acc * ((1.0 - ss) ** nr if side is low else ss**nr)
+        if every:
+            np.copyto(out, val, where=side)
+        else:
+            out[rows] = np.where(side[rows], val, out[rows])
+    return out
 
 
 @lru_cache(maxsize=512)
@@ -556,7 +573,7 @@ def _solve_newton(states: list[LaplaceKFold], targets: np.ndarray) -> np.ndarray
             ps = np.zeros_like(s)
             # p_m at the nodes, in groups of similar k (each padded to its own largest k and node count only)
             order = np.argsort(ks[q], kind="stable")
-            chunk = int(np.clip(2_000_000 // (nmax * kmax), 1, 16))
+            chunk = int(np.clip(2_000_000 // (nmax * kmax), 1, 128))
             for c0 in range(0, q.size, chunk):
                 c = order[c0:c0 + chunk]
                 qc = q[c]
@@ -886,15 +903,35 @@ def _windowed_epsilons(pmf: np.ndarray, l0: float, h: float, ws: np.ndarray, tar
     size = fft.next_fast_len(int(max(np.max(b - a + 1), pmf.size)), real=True)
     spec = fft.rfft(pmf, size)            # pmf.size <= size: no folding of the one-week law itself
     out = np.zeros(ws.shape)
+    order = np.argsort(ws, kind="stable")
+    # the spectra of the w-fold laws in turn, transformed back a batch at a time (one call for many weeks, on every
+    # core: the same values as one call per week); a batch holds at most IFFT_BATCH_BYTES of spectra
+    batch = max(1, IFFT_BATCH_BYTES // (16 * spec.size))
     cur, cur_w = np.ones_like(spec), 0
-    for i in np.argsort(ws, kind="stable"):
-        w = int(ws[i])
-        if w > cur_w:
-            cur = cur * (spec if w - cur_w == 1 else spec ** (w - cur_w))
-            cur_w = w
-        circ = fft.irfft(cur, size)
-        lo_i, hi_i = int(a[i]) % size, int(a[i]) % size + int(b[i] - a[i])       # window, circularly
-        win = np.maximum(circ[lo_i:hi_i + 1] if hi_i < size else
-                         np.concatenate([circ[lo_i:], circ[:hi_i + 1 - size]]), 0.0)
-        out[i] = _epsilon_from_pmf(win, w * l0 + a[i] * h, h, target)
+    for b0 in range(0, order.size, batch):
+        part = order[b0:b0 + batch]
+        specs = np.empty((part.size, spec.size), dtype=spec.dtype)
+        for j, i in enumerate(part):
+            w = int(ws[i])
+            if w > cur_w:
+                cur = cur * (spec if w - cur_w == 1 else spec ** (w - cur_w))
+                cur_w = w
+            specs[j] = cur
+        circs = fft.irfft(specs, size, axis=1, workers=BATCH_WORKERS)
+        for j, i in enumerate(part):
+            out[i] = _window_epsilon(circs[j], int(a[i]), int(b[i]), size, w_l0=int(ws[i]) * l0, h=h, target=target)
     return out
+
+
+IFFT_BATCH_BYTES = 16 << 20
+"""Spectra transformed back in one call by :func:`_windowed_epsilons` (bytes; 16 MiB)."""
+BATCH_WORKERS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
+"""Threads of the batched inverse FFTs in :func:`_windowed_epsilons` (the machine's cores, at most 2)."""
+
+
+def _window_epsilon(circ: np.ndarray, a: int, b: int, size: int, *, w_l0: float, h: float, target: float) -> float:
+    """:func:`_epsilon_from_pmf` of the window ``[a, b]`` (indices of the full support) of a circular w-fold law."""
+    lo_i, hi_i = a % size, a % size + (b - a)                                  # window, circularly
+    win = np.maximum(circ[lo_i:hi_i + 1] if hi_i < size else
+                     np.concatenate([circ[lo_i:], circ[:hi_i + 1 - size]]), 0.0)
+    return _epsilon_from_pmf(win, w_l0 + a * h, h, target)

@@ -7,6 +7,7 @@ the PLD's Newton solve (:mod:`odcore.privacy.pld`).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -28,11 +29,29 @@ def rdp_epsilon(delta: float, k, epsilon: float, orders=None):
     eps = check_positive("epsilon", epsilon)
     d = check_prob("delta", delta)
     kk = check_count("k", k).astype(float)
-    a = RDP_ORDERS if orders is None else np.asarray(orders, dtype=float)
-    if a.size == 0 or np.any(~(a > 1)) or np.any(~np.isfinite(a)):
-        raise ParameterError(f"orders must be finite and > 1, got orders={orders!r}.")
-    rdp = np.logaddexp(np.log(a / (2 * a - 1)) + (a - 1) * eps, np.log((a - 1) / (2 * a - 1)) - a * eps) / (a - 1)
-    conv = np.log((a - 1) / a) - (math.log(d) + np.log(a)) / (a - 1)
+    if orders is None:
+        rdp, log_ratio, log_a, a_minus_1 = _order_terms(float(eps))
+    else:
+        a = np.asarray(orders, dtype=float)
+        if a.size == 0 or np.any(~(a > 1)) or np.any(~np.isfinite(a)):
+            raise ParameterError(f"orders must be finite and > 1, got orders={orders!r}.")
+        rdp, log_ratio, log_a, a_minus_1 = _terms(a, float(eps))
+    conv = log_ratio - (math.log(d) + log_a) / a_minus_1
     e = np.min(np.multiply.outer(kk, rdp) + conv, axis=-1)
     res = np.clip(np.minimum(e, kk * eps), 0.0, None)
     return float(res) if np.ndim(k) == 0 else res
+
+
+def _terms(a: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per order α: the Rényi divergence D_α of Laplace(1/ε), log((α−1)/α), log α and α − 1."""
+    rdp = np.logaddexp(np.log(a / (2 * a - 1)) + (a - 1) * eps, np.log((a - 1) / (2 * a - 1)) - a * eps) / (a - 1)
+    return rdp, np.log((a - 1) / a), np.log(a), a - 1
+
+
+@lru_cache(maxsize=64)
+def _order_terms(eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_terms` at :data:`RDP_ORDERS` (cached: a page asks for one ε's bound at many δ and k; read-only)."""
+    out = _terms(RDP_ORDERS, eps)
+    for x in out:
+        x.setflags(write=False)
+    return out

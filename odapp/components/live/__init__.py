@@ -95,8 +95,9 @@ def table_series(name: str, table: dict, *, key: str, **style) -> dict:
 
 def formula_series(name: str, formula: str, x=None, *, key: str, args: dict | None = None, span: dict | None = None,
                    **style) -> dict:
-    """A closed-form curve computed exactly in the browser: ``bound``, ``basic``, ``advanced``, ``release``,
-    ``identity``, ``release_pair`` or ``laplace`` (``live.js``), at ``x`` or on ``span`` (``{"mult", "of", "floor",
+    """A closed-form curve computed exactly in the browser: ``bound``, ``basic``, ``advanced``, ``basic_k`` and
+    ``advanced_at`` (against δ), ``release``, ``identity``, ``release_pair`` or ``laplace`` (``live.js``; a chart with
+    ``"xlog": True`` has a log x axis), at ``x`` or on ``span`` (``{"mult", "of", "floor",
     "n"}``: n points from 0 to max(mult·slider, floor); ``{"noise": True, "n"}``: the noisy counts around the true
     count ``args["center"]``, as :meth:`odcore.report.teaching.NoisePicture.density`)."""
     out = {"name": name, "key": key, "formula": formula, "args": args or {}, **style}

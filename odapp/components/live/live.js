@@ -15,6 +15,9 @@ const FORMULAS = {
     const k = x * (a.mult || 1), s = v.epsilon * (a.scale || 1);
     return Math.sqrt(2 * k * Math.log(1 / a.delta)) * s + k * s * Math.expm1(s);
   },
+  // against δ' = x for k = a.k counts (the ε-against-δ chart): basic k·ε (any δ) and advanced at δ' = x
+  basic_k: (x, v, a) => a.k * v.epsilon,
+  advanced_at: (x, v, a) => FORMULAS.advanced(a.k, v, { delta: x }),
   identity: (x) => x,
   // e^x/(1+e^x) against x = ε·scale: the per-trip bound as a curve over ε
   bound_x: (x, v, a) => 1 / (1 + Math.exp(-x * (a.scale || 1))),
@@ -144,6 +147,21 @@ function logTicks(lo, hi) {
   return out;
 }
 
+function powerTicks(lo, hi, n) {
+  // powers of ten from the top down, every step-th, at most n of them (10⁻², 10⁻⁸, 10⁻¹⁴, … on a δ axis)
+  const top = Math.floor(Math.log10(hi) + 1e-9), bottom = Math.ceil(Math.log10(lo) - 1e-9);
+  const step = Math.max(1, Math.ceil((top - bottom + 1) / n)), out = [];
+  for (let p = top; p >= bottom; p -= step) out.unshift(Math.pow(10, p));
+  return out;
+}
+
+function powerText(v) {   // 10⁻¹² as the plotly charts write it
+  const sup = { "-": "\u207b", 0: "\u2070", 1: "\u00b9", 2: "\u00b2", 3: "\u00b3", 4: "\u2074", 5: "\u2075",
+                6: "\u2076", 7: "\u2077", 8: "\u2078", 9: "\u2079" };
+  const p = Math.round(Math.log10(v));
+  return "10" + String(p).split("").map((c) => sup[c]).join("");
+}
+
 // Type sizes (px): on a screen; in projector mode those of the app's plotly charts in projector mode
 // (odcore.report.figures.template(projector=True): ticks 19, axis titles 20, title 23, legend 18).
 const TYPE = {
@@ -216,7 +234,8 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   const R = spec.bars ? Math.round(58 * fs.tick / 12) : projector ? 26 : 12, T = 8 + lines.length * th + 8;
   const B = fs.tick + 10 + fs.label + 14, pw = W - L - R;
   const lh = Math.round(fs.legend * 1.45);
-  const X = (x) => L + (x - xlo) / (xhi - xlo || 1) * pw;
+  const txf = spec.xlog ? (x) => Math.log10(x) : (x) => x;
+  const X = (x) => L + (txf(x) - txf(xlo)) / (txf(xhi) - txf(xlo) || 1) * pw;
   const ty = spec.ylog ? (v) => Math.log10(v) : (v) => v;
   const Y = (y) => T + ph - (ty(y) - ty(ylo)) / (ty(yhi) - ty(ylo) || 1) * ph;
   const plot = [L, T, L + pw, T + ph];
@@ -367,10 +386,13 @@ function drawChart(c, spec, v, dark, pairs, projector) {
     ctx.fillText(ytext(v), L - 6, Y(v));
   }
   ctx.textAlign = "center"; ctx.textBaseline = "top";
-  const nx = Math.max(3, Math.min(8, Math.floor(pw / (fs.tick * 3))));
-  for (const v of niceTicks(xlo, xhi, nx).filter((t) => spec.xticks !== "int" || Math.abs(t - Math.round(t)) < 1e-9)) {
+  const nx = Math.max(3, Math.min(8, Math.floor(pw / (fs.tick * (spec.xlog ? 4 : 3)))));
+  const xticks = spec.xlog ? powerTicks(xlo, xhi, nx)
+    : niceTicks(xlo, xhi, nx).filter((t) => spec.xticks !== "int" || Math.abs(t - Math.round(t)) < 1e-9);
+  for (const v of xticks) {
     ctx.beginPath(); ctx.moveTo(X(v), T); ctx.lineTo(X(v), T + ph); ctx.stroke();
-    ctx.fillText((spec.xticklabels || {})[String(Math.round(v))] || fmt(v, "tick"), X(v), T + ph + 5);
+    ctx.fillText(spec.xlog ? powerText(v) : (spec.xticklabels || {})[String(Math.round(v))] || fmt(v, "tick"),
+                 X(v), T + ph + 5);
   }
   ctx.font = `${fs.label}px sans-serif`;
   ctx.fillText(spec.xlabel || "", L + pw / 2, T + ph + fs.tick + 14);
