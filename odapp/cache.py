@@ -279,7 +279,7 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
 
     import numpy as np
 
-    from odapp.maps import cell_layers, cells_frame, outline_style
+    from odapp.maps import cell_layers, cells_frame, release_outline_style
     from odcore.privacy.release import cell_release_probability
 
     cp = cell_release_probability(_table)
@@ -289,20 +289,20 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
                           digest_size=16).hexdigest()
     base, edges = release_cells_base(dataset_id, od_config, key, _cell_p=cp, _grid=_grid, _cent=_cent)
     cells = cells_frame(base, cp)
-    return cp, cells, edges, cell_layers(cells, edges, encoded=True, outline=outline_style(_grid))
+    return cp, cells, edges, cell_layers(cells, edges, encoded=True, outline=release_outline_style(_grid))
 
 
 @_resource(max_entries=16, show_spinner=False)
 def release_cells_base(dataset_id: str, od_config, cells_key: str, _cell_p, _grid, _cent):
     """:func:`odapp.maps.cells_base` of the cells with observed pairs (``cells_key``: a digest of their ids and
-    pair counts) and how the map tells them apart (:func:`odapp.maps.outline_style`): their
-    :func:`odapp.maps.outline_edges` (squares), their :func:`odapp.maps.inset` (a zone file) or None (H3), shared by
+    pair counts) and how the map tells them apart (:func:`odapp.maps.release_outline_style`): their
+    :func:`odapp.maps.inset` (a zone file) or None (squares and H3: gaps), shared by
     every ε, threshold and seed of a week."""
-    from odapp.maps import cells_base, inset, outline_edges, outline_style
+    from odapp.maps import cells_base, inset, outline_edges, release_outline_style
 
     shapes = cell_shapes(dataset_id, od_config, tuple(int(x) for x in _cell_p["cell"]), _grid=_grid)
     base = cells_base(shapes, _cell_p, _cent)
-    style, polys = outline_style(_grid), base["polygon"].tolist()
+    style, polys = release_outline_style(_grid), base["polygon"].tolist()
     return base, (outline_edges(polys) if style == "lines" else inset(polys) if style == "insets" else None)
 
 
@@ -327,13 +327,14 @@ def risk_cells(dataset_id: str, od_config, week: int, release_config, seed: int,
     """``(cells_df, layers)``: the week's release-map cells (``_cells``: :func:`release_cells`) shaded by the attack
     success on the people who start a trip in each (:func:`odcore.privacy.attack.risk_by_origin` of
     :func:`week_risk`, the Attack page's entry), for the map's per-person risk."""
-    from odapp.maps import RISK_COLOR, cell_layers, outline_style, risk_cells_frame
+    from odapp.maps import RISK_COLOR, cell_layers, release_outline_style, risk_cells_frame
     from odcore.privacy.attack import risk_by_origin
 
     pairs, counts = attack_pairs(dataset_id, od_config, week, release_config, seed, _od=_od)
     risk, _, _ = week_risk(dataset_id, od_config, week, release_config, seed, _pairs=pairs, _counts=counts)
     cells = risk_cells_frame(_cells[1], risk_by_origin(pairs, risk, week))
-    return cells, cell_layers(cells, _cells[2], encoded=True, outline=outline_style(_grid), color=RISK_COLOR)
+    return cells, cell_layers(cells, _cells[2], encoded=True, outline=release_outline_style(_grid),
+                              color=RISK_COLOR)
 
 
 @_resource(max_entries=8, show_spinner=False)

@@ -355,9 +355,19 @@ def outline_style(grid) -> str:
     return {"h3": "gaps", "polygons": "insets"}.get(kind, "lines")
 
 
-def shrunk(polygons, scale: float = GAP_SCALE) -> list[list[list[float]]]:
+def release_outline_style(grid) -> str:
+    """How the OD release map shows where its zones meet: as :func:`outline_style`, but squares too are told apart by
+    gaps (each drawn at :data:`GAP_SCALE` of its size), not by a layer of outline segments. With the scale bar drawn
+    as filled polygons too (:func:`scale_bar_polygon_layer`), every layer of the bundled city's release map is a
+    PolygonLayer: one shader program for a browser without a GPU to compile before the map's first frame instead
+    of two, and no 387 segments to parse, lay out and draw again on every ε press (docs/flow_map.md, speed)."""
+    style = outline_style(grid)
+    return "gaps" if style == "lines" else style
+
+
+def shrunk(polygons, scale: float = GAP_SCALE, digits: int = DIGITS) -> list[list[list[float]]]:
     """Each ring (a list of [lon, lat], not closed) scaled by ``scale`` about the mean of its vertices (a convex
-    cell's centre), rounded to :data:`DIGITS` decimals like the rest of a layer's rows."""
+    cell's centre), rounded to ``digits`` decimals (:data:`DIGITS`, as the rest of a layer's rows)."""
     polys = polygons if isinstance(polygons, list) else list(polygons)
     if not polys:
         return []
@@ -365,7 +375,7 @@ def shrunk(polygons, scale: float = GAP_SCALE) -> list[list[list[float]]]:
     a = np.asarray(list(itertools.chain.from_iterable(polys)), dtype=float).reshape(-1, 2)
     owner = np.repeat(np.arange(len(polys)), sizes)
     centre = np.column_stack([np.bincount(owner, a[:, k], minlength=len(polys)) / sizes for k in (0, 1)])[owner]
-    flat = np.round(centre + (a - centre) * scale, DIGITS).tolist()
+    flat = np.round(centre + (a - centre) * scale, digits).tolist()
     ends = np.cumsum(sizes).tolist()
     return [flat[b - n:b] for b, n in zip(ends, sizes.tolist(), strict=True)]
 
@@ -452,7 +462,9 @@ def grid_layers(cells_df: pd.DataFrame, color: list | str = "color", *, line: bo
     style = outline if line else "none"
     rows, e = cells_df, None
     if style == "gaps":
-        rows = cells_df[cols].assign(polygon=shrunk(cells_df["polygon"].tolist()))
+        # to 1e-4° (~10 m, a tenth of a pixel at a first view, as the arrows): a zone drawn with gaps meets no
+        # outline it must match, and the thousand zones' corners are most of what an ε press sends again
+        rows = cells_df[cols].assign(polygon=shrunk(cells_df["polygon"].tolist(), digits=SHAPE_DIGITS))
     elif style == "insets":
         ins = edges if isinstance(edges, Inset) else inset(cells_df["polygon"].tolist())
         if len(ins.rings) != len(cells_df):
@@ -612,7 +624,8 @@ def cells_frame(base: pd.DataFrame, cell_p: pd.DataFrame) -> pd.DataFrame:
     """Cell polygons (``base``: :func:`cells_base`) shaded by the chance that at least one flow leaving the cell is
     published (``value``; the colour :data:`CELL_COLOR` is computed in the browser), with a tooltip (``tip``)."""
     p = cell_p.set_index("cell")["release_prob_any"].reindex(base["cell"].to_numpy()).to_numpy(dtype=float)
-    df = base.drop(columns="head").assign(release_prob_any=p, value=np.clip(p, 0, 1))
+    # the shade's number to the tooltip's three decimals: the same colour to the eye, fewer characters to send
+    df = base.drop(columns="head").assign(release_prob_any=p, value=np.round(np.clip(p, 0, 1), 3))
     df["tip"] = [f"{h}{ZONE_SHADE}: {q:.3f}" for h, q in zip(base["head"].tolist(), p.tolist(), strict=True)]
     return df
 
@@ -665,7 +678,7 @@ def scale_bar_layers(lat: np.ndarray, lon: np.ndarray, *, label: bool = True,
     path, at, km = scale_bar(lat, lon) if bar is None else bar
     p = np.round(np.asarray(path, dtype=float), DIGITS).tolist()
     layers = [pdk.Layer("LineLayer", data=[{"s": a, "t": b} for a, b in itertools.pairwise(p)], id="scale_bar",
-                        get_source_position="s", get_target_position="t", get_color=[27, 31, 36, 255], get_width=3,
+                        get_source_position="s", get_target_position="t", get_color=SCALE_BAR_RGBA, get_width=3,
                         pickable=False)]
     if label:
         layers.append(pdk.Layer("TextLayer", data=[{"position": at, "text": f"{km:g} km", "tip": ""}],
@@ -674,6 +687,27 @@ def scale_bar_layers(lat: np.ndarray, lon: np.ndarray, *, label: bool = True,
                                 get_alignment_baseline="'bottom'", font_family="'DejaVu Sans', Arial, sans-serif",
                                 font_weight=600, pickable=False))
     return layers
+
+
+SCALE_BAR_RGBA = [27, 31, 36, 255]
+SCALE_BAR_PX = 3.0   # the bar's thickness at the first view
+
+
+def scale_bar_polygon_layer(bar: tuple, km_per_px: float, width_px: float = SCALE_BAR_PX) -> pdk.Layer:
+    """The scale bar (``bar``: :func:`scale_bar`) as three thin filled rectangles, ``width_px`` thick at a view of
+    ``km_per_px``: the same picture as :func:`scale_bar_layers`' line segments, drawn by the PolygonLayer the zones,
+    places and arrows use (no second shader program). Like the bar itself, its thickness is in the map's units: it
+    grows and shrinks with the zoom."""
+    path = np.asarray(bar[0], dtype=float)
+    lat = float(path[:, 1].mean())
+    hx = width_px / 2 * km_per_px / figures.km_per_deg_lon(lat)      # half the thickness, in degrees
+    hy = width_px / 2 * km_per_px / figures.KM_PER_DEG_LAT
+    rows = []
+    for (x0, y0), (x1, y1) in itertools.pairwise(path.tolist()):
+        a0, a1, b0, b1 = min(x0, x1) - hx, max(x0, x1) + hx, min(y0, y1) - hy, max(y0, y1) + hy
+        rows.append({"polygon": np.round([[a0, b0], [a1, b0], [a1, b1], [a0, b1]], DIGITS).tolist()})
+    return pdk.Layer("PolygonLayer", data=rows, id="scale_bar", get_polygon="polygon", get_fill_color=SCALE_BAR_RGBA,
+                     stroked=False, filled=True, pickable=False)
 
 
 def ramp_stops() -> list[tuple[float, str]]:
@@ -995,7 +1029,7 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         # beside a bay) had a bar of a few pixels
         if (km_view := figures.nice_km(v1.km_per_px * w_px)) > bar[2]:
             bar = scale_bar(*bar_box, km=km_view)
-        layers += scale_bar_layers(None, None, label=False, bar=bar)
+        layers.append(scale_bar_polygon_layer(bar, v1.km_per_px))
         words = pic.level_words() + f" · {pic.shown_words()}" + (" (Top N: auto)" if pic.auto_top else "")
         vs = pdk.ViewState(latitude=v1.lat, longitude=v1.lon, zoom=v1.zoom, pitch=0, bearing=0)
         all_flows = flows if sup_frame is None else pd.concat([flows, sup_frame], ignore_index=True)

@@ -353,36 +353,50 @@ def test_outline_edges_equal_the_greedy_reference_byte_for_byte():
     assert maps.outline_edges([]).shape == (0, 4)
 
 
-def test_bundled_release_map_outlines_every_cell(at):
+def test_bundled_release_map_tells_its_squares_apart_by_gaps(at):
+    """The release map draws each square at GAP_SCALE of its size about its centre (no layer of outline segments):
+    the drawn squares never touch, and scaled back they tile the grid, each meeting its neighbours."""
+    import shapely
+
     at.switch_page("pages/2_OD_release.py").run()
     deck = _decks(at)[0]
-    cells, edges = _layer(deck, "cells"), _layer(deck, "cells_edges")
-    assert cells["stroked"] is False                        # outlines drawn once, as straight segments
-    seg = np.array([[*r["s"], *r["t"]] for r in edges["data"]])
-    assert len(seg) < len(cells["data"])                    # 387 segments for 1,259 cells (5,036 sides)
-    corners = np.array([pt for r in cells["data"] for pt in r["polygon"]])
-    mids = np.array([(np.asarray(q[i]) + np.asarray(q[(i + 1) % len(q)])) / 2
-                     for r in cells["data"] for q in [r["polygon"]] for i in range(len(q))])
-    for pts in (corners, mids):                             # every side of every cell lies on a drawn segment
-        assert _on_a_segment(pts, seg, 1.5e-5).all()
+    assert "cells_edges" not in {layer["id"] for layer in deck["layers"]}
+    cells = _layer(deck, "cells")
+    assert cells["stroked"] is False
+    drawn = shapely.polygons([r["polygon"] for r in cells["data"]])
+    full = shapely.polygons([np.mean(r["polygon"], axis=0) + (np.asarray(r["polygon"]) - np.mean(r["polygon"], axis=0))
+                             / maps.GAP_SCALE for r in cells["data"]])
+    side = float(np.median(np.sqrt(shapely.area(full))))
+    gap = (1 - maps.GAP_SCALE) * side                                  # ~0.0013° on the bundled city
+    a, b = shapely.STRtree(drawn).query(drawn, predicate="dwithin", distance=0.5 * gap)
+    assert (a == b).all()                                             # nothing drawn within half a gap of another
+    a, b = shapely.STRtree(full).query(full, predicate="dwithin", distance=0.05 * gap)
+    meets = np.bincount(a[a != b], minlength=len(full))
+    assert (meets > 0).mean() > 0.95                                  # they meet their neighbours: one grid
+    # tiled: scaled back from corners sent to 1e-4° (0.8 % of a side), they overlap by slivers only
+    assert shapely.area(shapely.union_all(full)) == pytest.approx(shapely.area(full).sum(), rel=1e-2)
 
 
-def test_bundled_release_map_uses_two_kinds_of_layer_and_the_legend_gives_the_scale(at):
-    """Each kind of layer is a shader program a browser without a GPU compiles before the first frame: the zones,
-    places and arrows are all filled polygons, the outlines and the scale bar lines. The offline base layer adds
+def test_bundled_release_map_uses_one_kind_of_layer_and_the_legend_gives_the_scale(at):
+    """Each kind of layer is a shader program a browser without a GPU compiles before the first frame: the zones
+    (told apart by gaps), places, arrows and the scale bar are all filled polygons. The offline base layer adds
     nothing on the bundled city: inland Atlanta has no water, and a synthetic city's fixes draw no image (only an
     upload's do: ``map_context``)."""
     at.switch_page("pages/2_OD_release.py").run()
     deck = _decks(at)[0]
-    assert {layer["@@type"] for layer in deck["layers"]} == {"PolygonLayer", "LineLayer"}
+    assert {layer["@@type"] for layer in deck["layers"]} == {"PolygonLayer"}
     assert not {"water", "fixes"} & {layer["id"] for layer in deck["layers"]}
     assert not any("base:" in m.value for m in at.markdown)
     bar = _layer(deck, "scale_bar")["data"]
     assert len(bar) == 3
     said = [float(g) for m in at.markdown for g in re.findall(r"scale bar:? ([\d.]+) km", m.value)]
     assert len(said) == 1                                              # the bar's length, in the legend
-    (x0, y0), (x1, _) = bar[1]["s"], bar[1]["t"]                       # the bar's horizontal segment
+    (x0, y0), (x1, _) = (np.mean(bar[k]["polygon"], axis=0) for k in (0, 2))   # the bar's two ticks, its ends
     assert abs(x1 - x0) * figures.km_per_deg_lon(y0) == pytest.approx(said[0], rel=0.02)
+    thick = np.ptp(np.asarray(bar[1]["polygon"])[:, 1]) * figures.KM_PER_DEG_LAT      # the bar's thickness
+    v = deck["initialViewState"]
+    km_px = 40_075 * math.cos(math.radians(v["latitude"])) / (512 * 2 ** v["zoom"])
+    assert thick / km_px == pytest.approx(maps.SCALE_BAR_PX, rel=0.05)             # 3 px at the first view
     # about a fifth of what the first view shows (Web Mercator: 40,075 km · cos(lat) / (512 · 2^zoom) per pixel
     # in deck.gl's 512-pixel tiles), not a few pixels of it
     v = deck["initialViewState"]
@@ -493,7 +507,7 @@ def test_grid_layers_tell_zones_apart_by_lines_or_by_gaps():
     assert [x.id for x in lines] == ["cells", "cells_edges"]
     assert [x.id for x in gaps] == ["cells"]                     # no segments to draw on every frame
     assert [r["polygon"] for r in lines[0].data] == rings
-    assert [r["polygon"] for r in gaps[0].data] == maps.shrunk(rings)
+    assert [r["polygon"] for r in gaps[0].data] == maps.shrunk(rings, digits=maps.SHAPE_DIGITS)
     assert [r["value"] for r in gaps[0].data] == [r["value"] for r in lines[0].data]
     assert cells["polygon"].tolist() == rings                    # the frame itself is left as it was (exports)
     plain = maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",), line=False, outline="gaps")
