@@ -79,23 +79,28 @@ CABSPOTTING = Path(os.environ.get("ODCORE_BENCH_CABSPOTTING", "/work/shared/data
 PEER_RUNS = ("peer", "memory", "memory-processes", "memory-loaded", "duckdb", "memory_cli")
 
 
-def _peer_argv(who: str, out: Path) -> list[str]:
+SYNTH_RUNS = ("peer", "memory", "duckdb")
+
+
+def _peer_argv(who: str, out: Path, folder: Path = CABSPOTTING) -> list[str]:
     if who == "memory_cli":
-        return ["nice", sys.executable, "-m", "odcore", "trips", "--input", str(CABSPOTTING), "--engine", "memory",
+        return ["nice", sys.executable, "-m", "odcore", "trips", "--input", str(folder), "--engine", "memory",
                 "--json"]
-    return ["nice", sys.executable, "-m", "benchmarks.peer_od", who, "--input", str(CABSPOTTING), "--out",
-            str(out / f"{who}.parquet")] + (["--no-dedupe"] if who == "peer" else [])
+    return ["nice", sys.executable, "-m", "benchmarks.peer_od", who, "--input", str(folder), "--out",
+            str(out / f"{who}.parquet")] + (["--no-dedupe"] if who == "peer" and folder == CABSPOTTING else [])
 
 
-def run_peer(rounds: int = 3, runs: tuple[str, ...] = PEER_RUNS) -> list[dict]:
-    """The peer's SQL vs the engines on Cabspotting (10 M fixes): median wall, peak RSS and CPU of ``rounds``
-    alternating runs, tables compared row for row."""
+def run_peer(rounds: int = 3, runs: tuple[str, ...] = PEER_RUNS, folder: Path = CABSPOTTING,
+             label: str = "Cabspotting 10 M fixes") -> list[dict]:
+    """The peer's SQL vs the engines on Cabspotting (10 M fixes), or on a synthetic city's Parquet folder
+    (``folder``; :data:`benchmarks.peer_od.SYNTH_BOX`): median wall, peak RSS and CPU of ``rounds`` alternating
+    runs, tables compared row for row."""
     import tempfile
 
     import pandas as pd
 
-    if not CABSPOTTING.is_dir():
-        print(f"peer: {CABSPOTTING} not found, skipped")
+    if not folder.is_dir():
+        print(f"peer: {folder} not found, skipped")
         return []
     runs = ("peer", *(w for w in runs if w != "peer"))
     res: dict[str, list[tuple[float, float, float]]] = {w: [] for w in runs}
@@ -106,7 +111,7 @@ def run_peer(rounds: int = 3, runs: tuple[str, ...] = PEER_RUNS) -> list[dict]:
         for i in range(rounds):
             order = runs if i % 2 == 0 else runs[::-1]
             for who in order:
-                wall, peak, _, rc = run_measured(_peer_argv(who, out))
+                wall, peak, _, rc = run_measured(_peer_argv(who, out, folder))
                 if rc != 0:
                     raise RuntimeError(f"peer benchmark: {who} failed (exit {rc})")
                 res[who].append((wall, peak, LAST_CPU))
@@ -119,13 +124,13 @@ def run_peer(rounds: int = 3, runs: tuple[str, ...] = PEER_RUNS) -> list[dict]:
     med = {w: [float(np.median([r[k] for r in res[w]])) for k in range(3)] for w in runs}
     note = (f"{rounds} alternating rounds, nice, {os.cpu_count()} cores, 1-min load {min(loads):.1f}-{max(loads):.1f}"
             "; rows identical to the peer: " + ", ".join(f"{w} {v}" for w, v in same.items()))
-    print(f"Cabspotting 10 M fixes ({note})")
+    print(f"{label} ({note})")
     print(f"{'':>16} {'wall s':>8} {'x peer':>7} {'peak GiB':>9} {'x peer':>7} {'CPU s':>7}")
     for w in runs:
         wall, peak, cpu = med[w]
         print(f"{w:>16} {wall:8.2f} {wall / med['peer'][0]:7.2f} {peak:9.2f} {peak / med['peer'][1]:7.2f} {cpu:7.2f}"
               f"   walls {[round(r[0], 2) for r in res[w]]}")
-        case = f"Cabspotting 10 M fixes, {w}"
+        case = f"{label}, {w}"
         rows.append({"case": case, "metric": "wall", "value": wall, "unit": "s", "baseline": med["peer"][0],
                      "ratio": wall / med["peer"][0], "note": note})
         rows.append({"case": case, "metric": "peak memory", "value": peak, "unit": "GiB", "baseline": med["peer"][1],
@@ -146,6 +151,18 @@ def dataset(users: int, weeks: int) -> tuple[Path, float | None]:
         raise RuntimeError(f"synth failed for {users} users x {weeks} weeks")
     (d / ".complete").write_text("ok")
     return d, wall
+
+
+def run_synthetic(users: list[int], rounds: int = 2, runs: tuple[str, ...] = SYNTH_RUNS) -> list[dict]:
+    """The peer's SQL on the synthetic city of each size in ``users`` (x 1 week; generated when missing, as
+    :func:`dataset`) against the engines on the same box and degree grid, alternating (:func:`run_peer`)."""
+    rows: list[dict] = []
+    for n in users:
+        d, gen = dataset(n, 1)
+        if gen is not None:
+            print(f"generated {d} in {gen:.0f} s")
+        rows += run_peer(rounds, runs, folder=d, label=f"synthetic {n:,} users x 1 week")
+    return rows
 
 
 def run(quick: bool = False) -> list[dict]:
@@ -216,8 +233,14 @@ if __name__ == "__main__":
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", default=",".join(PEER_RUNS),
                     help="with --peer-only: which runs, comma-separated (the peer always runs; default: all)")
+    ap.add_argument("--synthetic-users", default=None, metavar="N,N,...",
+                    help="only the peer vs the engines on synthetic cities of these sizes (x 1 week), e.g. "
+                         "500000,2000000; --runs from peer,memory,duckdb (default: all three)")
     a = ap.parse_args()
-    if a.peer_only:
+    if a.synthetic_users:
+        chosen = tuple(a.runs.split(",")) if a.runs != ",".join(PEER_RUNS) else SYNTH_RUNS
+        run_synthetic([int(x) for x in a.synthetic_users.split(",")], a.rounds, chosen)
+    elif a.peer_only:
         run_peer(a.rounds, tuple(a.runs.split(",")))
     else:
         run()
