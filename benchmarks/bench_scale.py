@@ -116,6 +116,8 @@ def run_peer(rounds: int = 3, runs: tuple[str, ...] = PEER_RUNS, folder: Path = 
                     raise RuntimeError(f"peer benchmark: {who} failed (exit {rc})")
                 res[who].append((wall, peak, LAST_CPU))
                 loads.append(os.getloadavg()[0])
+                print(f"  round {i + 1} {who}: wall {wall:.1f} s, peak {peak:.2f} GiB, CPU {LAST_CPU:.1f} s, "
+                      f"1-min load {loads[-1]:.1f}", flush=True)
             ref = pd.read_parquet(out / "peer.parquet")[PEER_COLUMNS]
             for who in (w for w in ("memory", "memory-processes", "memory-loaded", "duckdb") if w in runs):
                 got = pd.read_parquet(out / f"{who}.parquet")[PEER_COLUMNS]
@@ -124,7 +126,7 @@ def run_peer(rounds: int = 3, runs: tuple[str, ...] = PEER_RUNS, folder: Path = 
     med = {w: [float(np.median([r[k] for r in res[w]])) for k in range(3)] for w in runs}
     note = (f"{rounds} alternating rounds, nice, {os.cpu_count()} cores, 1-min load {min(loads):.1f}-{max(loads):.1f}"
             "; rows identical to the peer: " + ", ".join(f"{w} {v}" for w, v in same.items()))
-    print(f"{label} ({note})")
+    print(f"{label} ({note})", flush=True)
     print(f"{'':>16} {'wall s':>8} {'x peer':>7} {'peak GiB':>9} {'x peer':>7} {'CPU s':>7}")
     for w in runs:
         wall, peak, cpu = med[w]
