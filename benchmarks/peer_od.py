@@ -17,6 +17,9 @@ Command line (each run is one process, so the scale benchmark measures its wall 
     python -m benchmarks.peer_od memory-loaded --input ... --out memory-loaded.parquet
     python -m benchmarks.peer_od duckdb --input ... --out duckdb.parquet
 
+A folder of trace Parquet files (``python -m odcore synth --out DIR``) is read by :data:`PEER_SQL_PARQUET` on the
+synthetic city's fixed box (:data:`SYNTH_BOX`, UTC); ``peer``, ``memory`` and ``duckdb`` take it as ``--input``.
+
 Every run writes the table ``week_start, origin, destination, count`` sorted by those columns.
 """
 

@@ -55,7 +55,7 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
         and ``summary()`` give the same figures as the other engines.
     engine_options:
         ``duckdb``: ``memory_limit``, ``threads``, ``temp_dir``, ``shard_rows``; ``spark``: ``spark`` (a session),
-        ``master``, ``driver_memory``; ``memory``: ``shard_rows`` (files only).
+        ``master``, ``driver_memory``; ``memory``: ``shard_rows``, ``workers``, ``pool`` (files only).
 
     Returns
     -------

@@ -8,7 +8,9 @@ Arrow IPC file, so memory holds one batch while reading and one shard (about ``s
 Each shard then gets its zones and hour slots (the shared per-row code) and runs the numpy kernel
 (:func:`odcore.od.trips.winners`, :func:`odcore.od.trips.od_tables`) alone; the distinct-user counts of the shards are
 summed, which is exact because every user is in exactly one shard. Text user ids are factorised per shard by Arrow
-(``dictionary_encode``), so distinct ids never merge, whatever their hashes."""
+(``dictionary_encode``), so distinct ids never merge, whatever their hashes. With several shards, two ``spawn``ed
+worker processes share both passes (each reads part of the files into its own shard files, then computes whole
+shards), one shard per worker in memory."""
 
 from __future__ import annotations
 
