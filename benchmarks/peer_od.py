@@ -17,6 +17,9 @@ Command line (each run is one process, so the scale benchmark measures its wall 
     python -m benchmarks.peer_od memory-loaded --input ... --out memory-loaded.parquet
     python -m benchmarks.peer_od duckdb --input ... --out duckdb.parquet
 
+A folder of trace Parquet files (``python -m odcore synth --out DIR``) is read by :data:`PEER_SQL_PARQUET` on the
+synthetic city's fixed box (:data:`SYNTH_BOX`, UTC); ``peer``, ``memory`` and ``duckdb`` take it as ``--input``.
+
 Every run writes the table ``week_start, origin, destination, count`` sorted by those columns.
 """
 
@@ -37,6 +40,11 @@ CABSPOTTING_BOX = (37.4545, -122.57035, 37.9249, -122.12845)
 """South, west, north, east of the San Francisco area: the robust box (``bbox="auto"``) the loader finds for the
 534-cab Cabspotting folder (it clips the GPS glitches at latitudes 33 and 50)."""
 CABSPOTTING_TZ = "America/Los_Angeles"
+SYNTH_BOX = (33.5232, -84.6598, 33.9748, -84.1162)
+"""South, west, north, east of the synthetic city (``odcore synth``'s default centre, Atlanta, and extent): its
+points are clipped to 1.2 x 20 km from the centre, so this box of +-25 km (0.2258 deg of latitude, 0.2718 deg of
+longitude at 33.749 N) holds every one of them."""
+SYNTH_TZ = "UTC"
 CELL_KM2 = 1.3
 EARTH_RADIUS_M = 6_371_008.8
 COLUMNS = ["week_start", "origin", "destination", "count"]
@@ -83,13 +91,22 @@ class DegreeGrid:
         return out
 
 
-PEER_SQL = """
+_FIXES_CAB = """
 WITH fixes AS (                         -- one row per GPS fix; exact duplicate fixes once (DISTINCT)
     SELECT DISTINCT regexp_extract(filename, 'new_([^/]*?)\\.txt', 1) AS cab, t, lat, lon
     FROM read_csv($files, delim = ' ', header = false, auto_detect = false, filename = true,
                   columns = {'lat': 'DOUBLE', 'lon': 'DOUBLE', 'occupancy': 'TINYINT', 't': 'BIGINT'})
     WHERE lat BETWEEN $south AND $north AND lon BETWEEN $west AND $east
-),
+),"""
+
+_FIXES_PARQUET = """
+WITH fixes AS (                         -- one row per fix of the trace Parquet files (user, time, lat, lon)
+    SELECT user AS cab, epoch_ms(time) // 1000 AS t, lat, lon
+    FROM read_parquet($files)
+    WHERE lat BETWEEN $south AND $north AND lon BETWEEN $west AND $east
+),"""
+
+_REST = """
 cells AS (                              -- hour and grid cell of each fix
     SELECT cab, t // 3600 AS hour,
            CAST(floor((lat - $south) / $dlat) AS BIGINT) * $n_cols
@@ -114,6 +131,12 @@ WHERE next_hour = hour + 1 AND destination <> origin
 GROUP BY ALL
 ORDER BY ALL
 """
+PEER_SQL = _FIXES_CAB + _REST
+
+PEER_SQL_PARQUET = _FIXES_PARQUET + _REST
+"""The same query on trace Parquet files (a ``synth --out`` folder): the user column as the cab, Unix seconds of
+the timestamp. No DISTINCT of the fixes: the synthetic city has one fix per user-hour at most (the engines find no
+duplicate row in it)."""
 
 
 PEER_SQL_NO_DEDUPE = PEER_SQL.replace("SELECT DISTINCT regexp_extract", "SELECT regexp_extract", 1)
@@ -125,6 +148,15 @@ def cab_files(folder: str | Path) -> list[str]:
     return sorted(str(p) for p in Path(folder).glob("new_*.txt*"))
 
 
+def parquet_files(folder: str | Path) -> list[str]:
+    return sorted(str(p) for p in Path(folder).glob("*.parquet"))
+
+
+def is_parquet_folder(folder: str | Path) -> bool:
+    """A folder of trace Parquet files (``odcore synth --out``) rather than of cab files."""
+    return bool(parquet_files(folder)) and not cab_files(folder)
+
+
 def peer_params(files: list[str], grid: DegreeGrid, box=CABSPOTTING_BOX, tz: str = CABSPOTTING_TZ) -> dict:
     s, w, n, e = box
     return {"files": files, "south": s, "west": w, "north": n, "east": e, "dlat": grid.dlat, "dlon": grid.dlon,
@@ -132,15 +164,16 @@ def peer_params(files: list[str], grid: DegreeGrid, box=CABSPOTTING_BOX, tz: str
 
 
 def peer_table(files: list[str], grid: DegreeGrid, *, box=CABSPOTTING_BOX, tz: str = CABSPOTTING_TZ,
-               threads: int | None = None, dedupe: bool = True):
-    """:data:`PEER_SQL` (``dedupe=False``: :data:`PEER_SQL_NO_DEDUPE`) on ``files`` -> pandas ``week_start, origin,
-    destination, count``."""
+               threads: int | None = None, dedupe: bool = True, parquet: bool = False):
+    """:data:`PEER_SQL` (``dedupe=False``: :data:`PEER_SQL_NO_DEDUPE`; ``parquet``: :data:`PEER_SQL_PARQUET`) on
+    ``files`` -> pandas ``week_start, origin, destination, count``."""
     import duckdb
 
     con = duckdb.connect()
     if threads:
         con.execute(f"SET threads = {int(threads)}")
-    df = con.execute(PEER_SQL if dedupe else PEER_SQL_NO_DEDUPE, peer_params(files, grid, box, tz)).df()
+    sql = PEER_SQL_PARQUET if parquet else PEER_SQL if dedupe else PEER_SQL_NO_DEDUPE
+    df = con.execute(sql, peer_params(files, grid, box, tz)).df()
     df["week_start"] = df["week_start"].astype(str)
     return df[COLUMNS].astype({"origin": np.int64, "destination": np.int64, "count": np.int64})
 
@@ -153,10 +186,18 @@ def engine_table(folder: str | Path, grid: DegreeGrid, engine: str, *, box=CABSP
     ``memory`` streams the folder in groups of cab files on ``workers`` threads (``memory-processes``: worker
     processes; :func:`odcore.od.engines.cab_stream.build_od_cabspotting`); ``memory-loaded`` loads the whole folder first
     (:func:`odcore.data.traces.load_traces`) and runs the memory engine on the table; ``duckdb`` takes the loaded
-    table too."""
+    table too. A folder of trace Parquet files (:func:`is_parquet_folder`) is streamed by the engine itself
+    (``memory``: :func:`odcore.od.engines.memory_stream.build_od_memory_stream`; ``duckdb``: its own scan), with
+    the box as a fixed ``bbox`` filter."""
     from odcore.od.trips import ODConfig
 
-    if engine in ("memory", "memory-processes"):
+    if is_parquet_folder(folder):
+        from odcore.od.engines import build_od, file_source
+
+        opts = {"workers": workers} if workers and engine == "memory" else {}
+        od = build_od(file_source(folder, bbox=box, tz=tz), ODConfig(tz=tz), grid=grid, engine=engine,
+                      keep_pairs=False, **opts)
+    elif engine in ("memory", "memory-processes"):
         from odcore.od.engines.cab_stream import GROUP_BYTES, build_od_cabspotting
 
         od = build_od_cabspotting(folder, ODConfig(tz=tz), grid=grid, bbox=box, keep_pairs=False, workers=workers,
@@ -178,17 +219,28 @@ def engine_table(folder: str | Path, grid: DegreeGrid, engine: str, *, box=CABSP
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.peer_od", description=__doc__.split("\n\n")[0])
     ap.add_argument("who", choices=["peer", "memory", "memory-processes", "memory-loaded", "duckdb"])
-    ap.add_argument("--input", required=True, help="Cabspotting folder (new_<cab>.txt[.gz] files)")
+    ap.add_argument("--input", required=True, help="Cabspotting folder (new_<cab>.txt[.gz] files) or a folder of "
+                    "trace Parquet files (odcore synth --out; box SYNTH_BOX, UTC)")
     ap.add_argument("--out", default=None, help="write the table here (.parquet)")
     ap.add_argument("--no-dedupe", action="store_true", help="peer: the query without DISTINCT of the fixes")
     ap.add_argument("--workers", type=int, default=None, help="memory: worker threads or processes (default 2)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    grid = DegreeGrid.of_box(CABSPOTTING_BOX)
-    if a.who == "peer":
-        df = peer_table(cab_files(a.input), grid, dedupe=not a.no_dedupe)
+    if is_parquet_folder(a.input):
+        if a.who not in ("peer", "memory", "duckdb"):
+            ap.error(f"{a.who} reads Cabspotting folders only")
+        box, tz = SYNTH_BOX, SYNTH_TZ
+        grid = DegreeGrid.of_box(box)
+        if a.who == "peer":
+            df = peer_table(parquet_files(a.input), grid, box=box, tz=tz, parquet=True)
+        else:
+            df = engine_table(a.input, grid, a.who, box=box, tz=tz, workers=a.workers)
     else:
-        df = engine_table(a.input, grid, a.who, workers=a.workers)
+        grid = DegreeGrid.of_box(CABSPOTTING_BOX)
+        if a.who == "peer":
+            df = peer_table(cab_files(a.input), grid, dedupe=not a.no_dedupe)
+        else:
+            df = engine_table(a.input, grid, a.who, workers=a.workers)
     wall = time.perf_counter() - t0
     if a.out:
         df.to_parquet(a.out, index=False)

@@ -306,6 +306,34 @@ def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows, worker
         "duplicate_row", load_traces(path, **opts).report.rows_dropped["duplicate_row"])
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_memory_engine_worker_processes_split_the_files(tmp_path, fmt):
+    """Worker processes each read a part of the files (Parquet row groups, or whole CSV files) and compute whole
+    user shards: the loader's tables, drops and robust box, and those of one process reading alone."""
+    _, df = _messy_file(tmp_path)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for i, rows in enumerate(np.array_split(np.arange(len(df)), 3)):   # a user's rows in several files
+        part = df.iloc[rows]
+        if fmt == "parquet":
+            part.to_parquet(folder / f"p{i}.parquet", index=False, row_group_size=97)
+        else:
+            part.to_csv(folder / f"p{i}.csv", index=False)
+    opts = {"tz": "Europe/Paris", "bbox": "auto"}
+    cfg = ODConfig(tz="Europe/Paris")
+    m = build_od(file_source(folder, **opts), cfg, engine="memory", shard_rows=300, workers=2, pool="processes")
+    one = build_od(file_source(folder, **opts), cfg, engine="memory", shard_rows=300, workers=1)
+    assert (m.stats["pool"], m.stats["workers"], one.stats["pool"]) == ("processes", 2, "threads")
+    assert m.stats["shards"] > 2
+    ref = build_od(load_traces(folder, **opts), cfg, engine="memory")
+    assert_same(m, ref)
+    assert_same(m, one)
+    assert m.stats["bbox_used"] == one.stats["bbox_used"]
+    assert m.stats["rows_dropped"] == one.stats["rows_dropped"]
+    loaded = load_traces(folder, **opts).report.rows_dropped
+    assert m.stats["rows_dropped"]["duplicate_row"] == loaded["duplicate_row"] > 0
+
+
 def test_running_counts_sum_equals_one_groupby():
     """The memory engine's running sum of the shards' counts, compacted many times, equals one sum at the end."""
     from odcore.od.engines.memory_stream import CountsSum

@@ -162,3 +162,21 @@ def test_cab_files_refuse_two_files_of_one_cab_and_a_zip(tmp_path):
         f.writestr("new_a.txt", f"37.7 -122.4 0 {T0}\n")
     with pytest.raises(TraceFormatError, match="zip"):
         cab_files(z)
+
+
+@pytest.mark.parametrize("engine", ["memory", "duckdb"])
+def test_peer_sql_on_a_synthetic_parquet_folder_equals_the_engines(tmp_path, engine):
+    """The peer's query on trace Parquet files (a ``synth --out`` folder) and each engine streaming the same files
+    on the same box and degree grid: the same table row for row."""
+    from benchmarks.peer_od import SYNTH_BOX, SYNTH_TZ, is_parquet_folder, parquet_files
+    from odcore.data.synth import SynthConfig, write_city_chunked
+
+    folder = tmp_path / "city"
+    write_city_chunked(folder, SynthConfig(users=600), seed=3, chunk_users=250)
+    assert is_parquet_folder(folder)
+    assert not is_parquet_folder(tmp_path)
+    grid = DegreeGrid.of_box(SYNTH_BOX)
+    peer = peer_table(parquet_files(folder), grid, box=SYNTH_BOX, tz=SYNTH_TZ, threads=1, parquet=True)
+    eng = engine_table(folder, grid, engine, box=SYNTH_BOX, tz=SYNTH_TZ)
+    assert len(peer) > 500
+    pd.testing.assert_frame_equal(peer, eng)

@@ -333,8 +333,9 @@ def numeric_seconds(v: np.ndarray, ok: np.ndarray, unit: str, raw: pd.Series, fn
 
 def _dt_seconds(dt: pd.Series) -> np.ndarray:
     """Seconds since the epoch of a tz-aware datetime Series (any resolution); NaT -> MISSING_TIME."""
-    a = dt.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[s]")
-    return a.view(np.int64)
+    # the UTC instants as integers of the column's unit (NaT: int64 min, replaced by the caller), floored to seconds
+    per_s = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[dt.dt.unit]
+    return dt.array.asi8 // per_s
 
 
 def localize(naive: pd.Series, tz: str, info: TimeInfo | None = None) -> pd.Series:

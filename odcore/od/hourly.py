@@ -54,7 +54,8 @@ def winners(u: np.ndarray, slot_abs: np.ndarray, cell: np.ndarray, n_users: int,
     # --- winner-takes-all per (user, hour) -------------------------------------------------------------------
     key = (u * n_slots + s) * n_cells + cell
     del u, s, cell
-    key.sort()
+    if not bool((key[1:] >= key[:-1]).all()):     # rows often come by user and time already
+        key.sort()
     wus, wc = modes(key, n_cells)
     del key
     if cells_map is not None:
@@ -90,6 +91,8 @@ def modes(key: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
     gnew = np.empty(us.size, bool)
     gnew[0] = True
     np.not_equal(us[1:], us[:-1], out=gnew[1:])
+    if gnew.all():                  # one cell in every group (one row per user-hour): it wins
+        return us, uc
     gstart = np.flatnonzero(gnew)
     gmax = np.maximum.reduceat(cnt, gstart)
     del gnew

@@ -60,7 +60,7 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
         table's summary). The memory engine ignores it (its callers load or stream the input themselves).
     engine_options:
         ``duckdb``: ``memory_limit``, ``threads``, ``temp_dir``, ``shard_rows``; ``spark``: ``spark`` (a session),
-        ``master``, ``driver_memory``; ``memory``: ``shard_rows`` (files only).
+        ``master``, ``driver_memory``; ``memory``: ``shard_rows``, ``workers``, ``pool`` (files only).
 
     Returns
     -------

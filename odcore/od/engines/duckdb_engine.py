@@ -6,8 +6,8 @@ A. **Rows -> (user, slot, cell), by user shard.** DuckDB scans the source (``rea
    Arrow view of an in-memory table) and hands Arrow record batches to Python, which applies the loader's filters
    and the shared per-row definitions (:func:`odcore.od.engines.kernel.filter_batch`, the zones' ``assign``,
    :func:`~odcore.od.engines.kernel.hour_slots`) on two threads (numpy and pyproj release the GIL on whole arrays) and
-   splits each batch by DuckDB's ``hash(user)``; each part is appended to its shard's temporary table, which
-   DuckDB's buffer manager keeps within ``memory_limit`` (spilling blocks to ``temp_directory``).
+   splits each batch by a hash of the user (DuckDB's ``hash`` for text ids); each part is appended to its shard's
+   Arrow IPC file in the work folder, outside DuckDB's memory.
 B. **Per user shard, in SQL.** Each user falls in one shard, so per shard: winner-takes-all per user-hour (most
    records, ties to the lower cell id, exact duplicate rows once), trips with ``lead()`` over the user's hours
    (next slot = slot + 1, distinct cell), the week of the origin hour from a slot -> week table, unique pairs per
@@ -16,7 +16,9 @@ B. **Per user shard, in SQL.** Each user falls in one shard, so per shard: winne
    cities, sparse real data: the common case), one window over the rows gives both the winners and the trips
    (:func:`_run_shard`).
 
-Memory is bounded by DuckDB's ``memory_limit`` and by a few batches in flight.
+Memory is bounded by DuckDB's ``memory_limit``, a few batches in flight and one shard's rows (read back from its
+file, about ``shard_rows`` x 48 B, which DuckDB scans in place); stage B has the whole ``memory_limit`` for one
+shard, so its cost per shard does not grow with the input.
 """
 
 from __future__ import annotations
@@ -270,6 +272,44 @@ def prepared_batches(scan: _Scan, grid, tz: str, filters: K.Filters | None, st: 
         yield parts
 
 
+class _ShardFiles:
+    """The prepared rows (``ROWS_COLS``) of each user shard in an Arrow IPC stream file, appended batch by batch;
+    a shard is read back whole, and its file deleted, when its turn comes."""
+
+    def __init__(self, folder: Path) -> None:
+        self.dir = folder
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.writers: dict[int, Any] = {}
+        self.schema = None
+
+    def path(self, k: int) -> Path:
+        return self.dir / f"s{k:05d}.arrows"
+
+    def append(self, k: int, tbl) -> None:
+        import pyarrow as pa
+
+        w = self.writers.get(k)
+        if w is None:
+            if self.schema is None:
+                self.schema = tbl.schema
+            w = self.writers[k] = pa.ipc.new_stream(str(self.path(k)), self.schema)
+        w.write_table(tbl.cast(self.schema) if tbl.schema != self.schema else tbl)
+
+    def finish(self) -> list[int]:
+        for w in self.writers.values():
+            w.close()
+        return sorted(self.writers)
+
+    def read(self, k: int, keep: bool = False):
+        import pyarrow as pa
+
+        with pa.OSFile(str(self.path(k)), "rb") as f:
+            tbl = pa.ipc.open_stream(f).read_all()
+        if not keep:
+            self.path(k).unlink()
+        return tbl
+
+
 _B32 = 4294967296   # 2**32: the winner's (count, -cell) packed in one BIGINT
 ROWS_COLS = "user, t, lat, lon, slot, cell"
 
@@ -428,42 +468,45 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         # --- stage A: prepared rows, into one DuckDB table per user shard ---------------------------------------
         st = K.PrepStats()
         n_batches = 0
-        created: set[int] = set()
-        # Driven from this thread (DuckDB never calls back into Python while it reads the source on the other
-        # connection): each prepared batch is split by a hash of the user and appended to its shard's temporary
-        # table (DuckDB's buffer manager keeps them within memory_limit, spilling blocks to temp_directory).
+        shards = _ShardFiles(work / "shards")
+        # Driven from this thread: each prepared batch is split by a hash of the user and appended to its shard's
+        # Arrow IPC file, outside DuckDB's memory, so that stage B has the whole memory_limit for one shard's
+        # windows and aggregates (shard tables inside DuckDB filled memory_limit once the input outgrew it, and
+        # were then spilled, read back, and left stage B to spill its own work too). With ``describe``, the rows no
+        # zone takes go to shard -1.
         for parts in prepared_batches(scan, grid, tz, filters, st, workers, n_shards, outside=describe):
             for k, part_tbl in parts:
-                con.register("part_tbl", part_tbl)
-                if k == -1:
-                    con.execute(f"{'INSERT INTO rows_out' if -1 in created else 'CREATE TEMP TABLE rows_out AS'} "
-                                f"SELECT {ROWS_COLS} FROM part_tbl")
-                    created.add(-1)
-                elif k not in created:
-                    con.execute(f"CREATE TEMP TABLE rows_{k} AS SELECT {ROWS_COLS} FROM part_tbl")
-                    created.add(k)
-                else:
-                    con.execute(f"INSERT INTO rows_{k} SELECT {ROWS_COLS} FROM part_tbl")
-                con.unregister("part_tbl")
+                shards.append(k, part_tbl)
             n_batches += 1
             del parts
         if n_batches == 0:
             raise TraceFormatError("no trace rows.")
         scan.close()
+        created = set(shards.finish())
         timings["stage_a"] = time.perf_counter() - t0 - timings["grid"]
         cpu["stage_a"] = time.process_time() - c0 - cpu["grid"]
         described = None
-        if describe:
+        if describe:   # every kept row once more, as DuckDB tables for the summary (the shard files stay for stage B)
+            names = {k: f"rows_{k}" if k >= 0 else "rows_out" for k in created}
+            for k, name in names.items():
+                con.register("part_tbl", shards.read(k, keep=True))
+                con.execute(f"CREATE TEMP TABLE {name} AS SELECT {ROWS_COLS} FROM part_tbl")
+                con.unregister("part_tbl")
             described = _describe_kept(con, sorted(created), workers)
+            for name in names.values():
+                con.execute(f"DROP TABLE {name}")
             if -1 in created:
-                con.execute("DROP TABLE rows_out")
+                shards.path(-1).unlink()
         created.discard(-1)
+        created = sorted(created)
         if st.slot_min == K.IMIN or not created:
             raise TraceFormatError("no trace row falls inside the grid.")
         con.register("sw", K.slot_week_table(st.slot_min, st.slot_max, tz))
         con.execute("CREATE TEMP TABLE slot_week AS SELECT * FROM sw")
         con.unregister("sw")
-        utype = con.execute(f"SELECT typeof(user) FROM rows_{min(created)} LIMIT 1").fetchall()[0][0]
+        con.register("schema_tbl", shards.schema.empty_table())
+        utype = con.execute("DESCRIBE SELECT user FROM schema_tbl").fetchall()[0][1]
+        con.unregister("schema_tbl")
         con.execute("CREATE TEMP TABLE r_counts (week BIGINT, o BIGINT, d BIGINT, n BIGINT)")
         con.execute(f"CREATE TEMP TABLE r_user_week (week BIGINT, user {utype}, trips BIGINT, uniq BIGINT)")
         con.execute(f"CREATE TEMP TABLE r_pairs (week BIGINT, user {utype}, o BIGINT, d BIGINT)")
@@ -482,10 +525,11 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         packed = grid.n_cells < 2**31
         paths = dict.fromkeys(SHARD_PATHS, 0)
         path = SHARD_PATHS[0]   # the one window is tried first, and again only while it holds
-        for k in sorted(created):
-            path = _run_shard(con, f"rows_{k}", dedupe, keep_pairs, packed, path == SHARD_PATHS[0], bounded_sql)
+        for k in created:
+            con.register("shard_rows", shards.read(k))
+            path = _run_shard(con, "shard_rows", dedupe, keep_pairs, packed, path == SHARD_PATHS[0], bounded_sql)
+            con.unregister("shard_rows")
             paths[path] += 1
-            con.execute(f"DROP TABLE rows_{k}")
         timings["stage_b"] = time.perf_counter() - t0 - timings["grid"] - timings["stage_a"]
         cpu["stage_b"] = time.process_time() - c0 - cpu["grid"] - cpu["stage_a"]
         # sorted here (both cores) in the order of the memory engine's tables, which assemble() then only checks

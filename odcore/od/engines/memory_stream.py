@@ -8,12 +8,17 @@ Arrow IPC file, so memory holds one batch while reading and one shard (about ``s
 Each shard then gets its zones and hour slots (the shared per-row code) and runs the numpy kernel
 (:func:`odcore.od.trips.winners`, :func:`odcore.od.trips.od_tables`) alone; the distinct-user counts of the shards are
 summed, which is exact because every user is in exactly one shard. Text user ids are factorised per shard by Arrow
-(``dictionary_encode``), so distinct ids never merge, whatever their hashes."""
+(``dictionary_encode``), so distinct ids never merge, whatever their hashes. With several shards, two ``spawn``ed
+worker processes share both passes (each reads part of the files into its own shard files, then computes whole
+shards), one shard per worker in memory."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 import os
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from odcore.constants import COUNT, DESTINATION, ORIGIN, TRIPS, UNIQUE_TRIPS, USER, WEEK
-from odcore.errors import TraceFormatError
+from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.engines import kernel as K
 from odcore.od.engines.sources import FileSource
 
@@ -103,21 +108,54 @@ class _Reader:
         return int(self.ds.count_rows())
 
     def batches(self):
+        yield from _ScanJob(tuple(self.ds.get_fragments()), self.ds.schema, tuple(self.cols), self.batch_rows,
+                            self.src.display).batches()
+
+    def jobs(self, n: int) -> list[_ScanJob]:
+        """The source split into ``n`` scans of about as many rows (contiguous pieces in file order: a Parquet file's
+        row groups, or whole CSV files), for ``n`` worker processes."""
+        pieces, sizes = [], []
+        for frag in self.ds.get_fragments():
+            if hasattr(frag, "split_by_row_group"):
+                for g in frag.split_by_row_group():
+                    pieces.append(g)
+                    sizes.append(sum(rg.num_rows for rg in g.row_groups))
+            else:
+                pieces.append(frag)
+                try:
+                    sizes.append(Path(frag.path).stat().st_size)
+                except OSError:
+                    sizes.append(1)
+        ends = np.cumsum(sizes, dtype=np.float64)
+        cut = np.searchsorted(ends, ends[-1] * np.arange(1, n) / n, side="left") + 1 if len(ends) else []
+        bounds = [0, *(int(c) for c in cut), len(pieces)]
+        return [_ScanJob(tuple(pieces[a:b]), self.ds.schema, tuple(self.cols), self.batch_rows, self.src.display)
+                for a, b in itertools.pairwise(bounds) if b > a]
+
+
+class _ScanJob:
+    """Some pieces of a source (Parquet row groups or files: pyarrow fragments, which pickle) and how to read them:
+    what a worker process needs to stream its part of the files."""
+
+    def __init__(self, pieces: tuple, schema, cols: tuple[str, ...], batch_rows: int, display: str) -> None:
+        self.pieces, self.schema, self.cols, self.batch_rows, self.display = pieces, schema, cols, batch_rows, display
+
+    def batches(self):
+        """(user Arrow array, time pandas Series, lat, lon) of every non-empty batch, one batch in flight."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        for b in self.ds.to_batches(columns=self.cols, batch_size=self.batch_rows, batch_readahead=1,
-                                    fragment_readahead=1):
-            if b.num_rows == 0:
-                continue
-            lat = b.column(2)
-            lon = b.column(3)
-            try:
-                lat = pc.cast(lat, pa.float64()).to_numpy(zero_copy_only=False)
-                lon = pc.cast(lon, pa.float64()).to_numpy(zero_copy_only=False)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                raise TraceFormatError("a coordinate is not a number.", file=self.src.display) from None
-            yield b.column(0), b.column(1).to_pandas(), np.asarray(lat, np.float64), np.asarray(lon, np.float64)
+        for frag in self.pieces:
+            for b in frag.to_batches(schema=self.schema, columns=list(self.cols), batch_size=self.batch_rows,
+                                     batch_readahead=1, fragment_readahead=1):
+                if b.num_rows == 0:
+                    continue
+                try:
+                    lat = pc.cast(b.column(2), pa.float64()).to_numpy(zero_copy_only=False)
+                    lon = pc.cast(b.column(3), pa.float64()).to_numpy(zero_copy_only=False)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    raise TraceFormatError("a coordinate is not a number.", file=self.display) from None
+                yield b.column(0), b.column(1).to_pandas(), np.asarray(lat, np.float64), np.asarray(lon, np.float64)
 
 
 def _user_array(user):
@@ -137,15 +175,22 @@ class _Shards:
     """The kept rows (user, t, lat, lon) split by a hash of the user: one shard in memory, or several in temporary
     Arrow IPC files (one per shard, appended batch by batch), so that only one shard is ever in memory."""
 
-    def __init__(self, n_shards: int, temp_dir: str | None):
+    def __init__(self, n_shards: int, temp_dir: str | None, folder: Path | None = None, prefix: str = ""):
         self.n = n_shards
         self.mem: list = []
         self.dir = None
+        self.own_dir = folder is None
+        self.prefix = prefix
         self.writers: dict[int, Any] = {}
-        if n_shards > 1:
+        if folder is not None:
+            self.dir = Path(folder)
+        elif n_shards > 1:
             import tempfile
 
             self.dir = Path(tempfile.mkdtemp(prefix="odcore-memory-", dir=temp_dir))
+
+    def path(self, k: int) -> Path:
+        return self.dir / f"{self.prefix}s{k:05d}.arrows"
 
     def append(self, batch) -> None:
         import pyarrow as pa
@@ -153,14 +198,16 @@ class _Shards:
         if self.n == 1:
             self.mem.append(batch)
             return
-        sh = (user_hash(batch.column(0)) % np.uint64(self.n)).astype(np.int64)
+        sh = user_hash(batch.column(0)) % np.uint64(self.n)
+        # small shard ids: a stable sort of 16-bit keys is numpy's radix sort (linear), not a merge sort
+        sh = sh.astype(np.uint16 if self.n <= 2**16 else np.int64)
         order = np.argsort(sh, kind="stable")
-        bounds = np.searchsorted(sh[order], np.arange(self.n + 1))
+        bounds = np.r_[0, np.cumsum(np.bincount(sh, minlength=self.n))]
         for k in np.flatnonzero(np.diff(bounds)):
             part = batch.take(pa.array(order[bounds[k]:bounds[k + 1]]))
             w = self.writers.get(k)
             if w is None:
-                w = self.writers[k] = pa.ipc.new_stream(str(self.dir / f"s{k:05d}.arrows"), part.schema)
+                w = self.writers[k] = pa.ipc.new_stream(str(self.path(k)), part.schema)
             w.write_batch(part)
 
     def tables(self):
@@ -173,14 +220,14 @@ class _Shards:
                 self.mem = []
                 yield tbl
             return
+        for k in self.finish():
+            yield read_shard([self.path(k)])
+
+    def finish(self) -> list[int]:
+        """Close the shard files; the shards written (non-empty), in order."""
         for w in self.writers.values():
             w.close()
-        for k in sorted(self.writers):
-            path = self.dir / f"s{k:05d}.arrows"
-            with pa.OSFile(str(path), "rb") as f:
-                tbl = pa.ipc.open_stream(f).read_all()
-            path.unlink()
-            yield tbl
+        return sorted(self.writers)
 
     def close(self) -> None:
         for w in self.writers.values():
@@ -188,10 +235,42 @@ class _Shards:
                 w.close()
             except Exception:  # already closed
                 pass
-        if self.dir is not None:
+        if self.dir is not None and self.own_dir:
             import shutil
 
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def read_shard(paths) -> Any:
+    """One shard as an Arrow table from its IPC stream files (in order; each deleted once read)."""
+    import pyarrow as pa
+
+    tables = []
+    for path in paths:
+        with pa.OSFile(str(path), "rb") as f:
+            tables.append(pa.ipc.open_stream(f).read_all())
+        Path(path).unlink()
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def scatter(batches, f: K.Filters, shards: _Shards, st: K.PrepStats) -> None:
+    """Filter every batch of ``batches`` (``_ScanJob.batches`` items) like the loader, keep the kept rows' bounds in
+    ``st`` and append them (user, t, lat, lon) to their user's shard."""
+    import pyarrow as pa
+
+    for user, time_, lat, lon in batches:
+        code, t = K.filter_batch(user, time_, lat, lon, f, st)
+        idx = np.flatnonzero(code == 0)
+        if idx.size == 0:
+            continue
+        lat, lon = lat[idx], lon[idx]
+        st.bounds.update(lat, lon)      # the zones, when not given, come from the kept rows' min/max
+        u = _user_array(user)
+        if idx.size < len(code):
+            u = u.take(pa.array(idx))
+        shards.append(pa.record_batch([u, pa.array(t[idx]), pa.array(lat), pa.array(lon)],
+                                      names=[USER, K.T_S, "lat", "lon"]))
+        del u, code, t, lat, lon, idx
 
 
 class CountsSum:
@@ -224,74 +303,170 @@ class CountsSum:
         return self.total
 
 
+POOLS = ("auto", "threads", "processes")
+
+
 def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bool = True,
                            shard_rows: int = SHARD_ROWS, batch_rows: int = BATCH_ROWS, temp_dir: str | None = None,
-                           workers: int | None = None):
+                           workers: int | None = None, pool: str = "auto"):
     """Weekly unique OD data of Parquet/CSV files with the numpy kernel, streamed and sharded by user.
 
     Same filters, duplicate removal, zones and tables as :func:`odcore.data.traces.load_traces` followed by
     :func:`odcore.od.trips.build_od` (``bbox="auto"``: the robust box of every usable row's counts,
-    :func:`odcore.od.engines.kernel.box_counts_batch`, the same in every engine). One pass reads the files (the robust box needs one more): rows are
-    filtered, their bounding box kept for the zones, and they go to the shard of their user's hash; then each
-    shard (about ``shard_rows`` rows; in a temporary file under ``temp_dir`` when there are several) gets its zones
-    and hour slots and runs the numpy kernel alone, and the shards' counts are summed.
+    :func:`odcore.od.engines.kernel.box_counts_batch`, the same in every engine). One pass reads the files (the
+    robust box needs one more): rows are filtered, their bounding box kept for the zones, and they go to the shard
+    of their user's hash; then each shard (about ``shard_rows`` rows; in temporary files under ``temp_dir`` when
+    there are several) gets its zones and hour slots and runs the numpy kernel alone, and the shards' counts are
+    summed.
 
-    Shards are independent (a user is in one shard), so ``workers`` threads (default: 2, or 1 on one core) run them
-    at once; numpy and pyproj release the GIL on whole arrays. At most ``workers`` shards are held at a time, and
-    their results are merged in shard order, so the tables do not depend on ``workers``.
+    Shards are independent (a user is in one shard), and so are the parts of the files, so ``workers`` (default:
+    2, or 1 on one core) share both passes. ``pool="processes"`` (the default, ``"auto"``, when there are several
+    shards and workers): ``spawn``ed worker processes each read a contiguous part of the files (Parquet row groups,
+    or whole CSV files) and write their own shard files, then each computes whole shards, which come back as their
+    small tables; the process holding the result merges them as they come. ``"threads"``: one process reads, and
+    the shards run on ``workers`` threads (numpy releases the GIL on whole arrays, the Python between its calls
+    does not). At most ``workers`` shards are in memory at a time, and their results are merged in shard order,
+    so the tables depend on neither ``workers`` nor ``pool``.
     """
     import pyarrow as pa
 
     from odcore.data.traces import BBox, to_time_ns
 
+    if pool not in POOLS:
+        raise ValueError(f"pool must be one of {list(POOLS)}, got pool={pool!r}.")
     rd = _Reader(src, batch_rows)
     n_rows = rd.count()
-    bbox = None
-    if src.bbox is not None:
-        if isinstance(src.bbox, str) and src.bbox.strip().lower() == "auto":
-            counts = None
-            for user, time_, lat, lon in rd.batches():
-                counts = K.box_counts_batch(user, time_, lat, lon, counts)
-            bbox = K.robust_bbox(counts, src.display)
-        else:
-            bbox = BBox.parse(src.bbox).as_tuple()
-    f = K.Filters(source=src.display, tz=src.tz, time_unit=rd.time_unit, time_offset_s=src.time_offset_s, bbox=bbox,
-                  start_ns=None if src.start is None else to_time_ns(src.start, src.tz, "start"),
-                  end_ns=None if src.end is None else to_time_ns(src.end, src.tz, "end"))
     n_shards = max(1, math.ceil(n_rows / max(1, int(shard_rows))))
-    shards = _Shards(n_shards, temp_dir)
-    st = K.PrepStats()
-    try:
-        for user, time_, lat, lon in rd.batches():
-            code, t = K.filter_batch(user, time_, lat, lon, f, st)
-            idx = np.flatnonzero(code == 0)
-            if idx.size == 0:
-                continue
-            lat, lon = lat[idx], lon[idx]
-            st.bounds.update(lat, lon)      # the zones, when not given, come from the kept rows' min/max
-            u = _user_array(user)
-            if idx.size < len(code):
-                u = u.take(pa.array(idx))
-            shards.append(pa.record_batch([u, pa.array(t[idx]), pa.array(lat), pa.array(lon)],
-                                          names=[USER, K.T_S, "lat", "lon"]))
-            del u, code, t, lat, lon, idx
-        pa.default_memory_pool().release_unused()
-        if st.bounds.n == 0:
-            raise TraceFormatError("no trace row falls inside the grid.", file=src.display)
-        if grid is None:
-            grid = K.fit_zones(st.bounds, config)
-        merged = ShardMerger(keep_pairs)
-        n_workers = int(workers) if workers else max(1, min(2, os.cpu_count() or 1))
-        for part, shard_st in _in_parallel(
-                shards.tables(), lambda tbl: _run_shard_alone(tbl, grid, config.tz, keep_pairs), n_workers):
-            st.merge(shard_st)
-            merged.add(part)
-            del part
-    finally:
-        shards.close()
+    n_workers = int(workers) if workers else max(1, min(2, os.cpu_count() or 1))
+    jobs = rd.jobs(n_workers) if n_workers > 1 and pool != "threads" and (n_shards > 1 or pool == "processes") \
+        else []
+    with _process_pool(len(jobs)) as ex:
+        bbox = None
+        if src.bbox is not None:
+            if isinstance(src.bbox, str) and src.bbox.strip().lower() == "auto":
+                from odcore.data.traces import RobustBoxCounts
+
+                if ex is None:
+                    counts = None
+                    for user, time_, lat, lon in rd.batches():
+                        counts = K.box_counts_batch(user, time_, lat, lon, counts)
+                else:
+                    counts = RobustBoxCounts()
+                    for sp in _results(ex, _box_task, jobs, len(jobs)):
+                        counts.add_sparse(*sp)
+                bbox = K.robust_bbox(counts, src.display)
+            else:
+                bbox = BBox.parse(src.bbox).as_tuple()
+        f = K.Filters(source=src.display, tz=src.tz, time_unit=rd.time_unit, time_offset_s=src.time_offset_s,
+                      bbox=bbox, start_ns=None if src.start is None else to_time_ns(src.start, src.tz, "start"),
+                      end_ns=None if src.end is None else to_time_ns(src.end, src.tz, "end"))
+        shards = _Shards(n_shards, temp_dir)
+        st = K.PrepStats()
+        try:
+            if ex is None:
+                scatter(rd.batches(), f, shards, st)
+                pa.default_memory_pool().release_unused()
+                written: dict[int, list[Path]] = {}
+            else:
+                written = {}
+                for j, (wst, ks) in enumerate(_results(ex, _scatter_task, [
+                        (job, f, n_shards, str(shards.dir), f"w{j}_") for j, job in enumerate(jobs)], len(jobs))):
+                    st.merge(wst)
+                    for k in ks:
+                        written.setdefault(k, []).append(shards.dir / f"w{j}_s{k:05d}.arrows")
+            if st.bounds.n == 0:
+                raise TraceFormatError("no trace row falls inside the grid.", file=src.display)
+            if grid is None:
+                grid = K.fit_zones(st.bounds, config)
+            merged = ShardMerger(keep_pairs)
+            if ex is None:
+                results = _in_parallel(shards.tables(),
+                                       lambda tbl: _run_shard_alone(tbl, grid, config.tz, keep_pairs), n_workers)
+            else:
+                results = _results(ex, _shard_task, [(written[k], grid, config.tz, keep_pairs)
+                                                     for k in sorted(written)], 2 * len(jobs))
+            for part, shard_st in results:
+                st.merge(shard_st)
+                merged.add(part)
+                del part
+        finally:
+            shards.close()
     if st.slot_min == K.IMIN:
         raise TraceFormatError("no trace row falls inside the grid.", file=src.display)
-    return merged.result(grid, config, st, bbox=bbox, n_shards=n_shards)
+    from dataclasses import replace
+
+    od = merged.result(grid, config, st, bbox=bbox, n_shards=n_shards)
+    return replace(od, stats={**od.stats, "pool": "threads" if ex is None else "processes",
+                              "workers": n_workers if ex is None else len(jobs)})
+
+
+@contextlib.contextmanager
+def _process_pool(workers: int):
+    """``workers`` ``spawn``ed processes (None for fewer than two: the work runs in this process). Spawned
+    workers import what a task needs and copy nothing of the parent's memory; as the parent's children their CPU
+    time is the parent's, as ``getrusage`` and ``time`` report it."""
+    if workers <= 1:
+        yield None
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+    try:
+        yield ex
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+
+
+def _results(ex, fn, items: list, in_flight: int):
+    """``fn`` of every item on the pool, in the items' order, at most ``in_flight`` submitted at a time."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    pending: deque = deque()
+    try:
+        for x in items:
+            pending.append(ex.submit(fn, x))
+            if len(pending) >= in_flight:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    except BrokenProcessPool:
+        raise ParameterError(
+            "the worker processes stopped before their work was done: out of memory, or the program calling this "
+            "is a script without `if __name__ == '__main__':` (spawned workers import it again). Guard the script, "
+            "or pass workers=1 or pool='threads'.") from None
+
+
+def _box_task(job: _ScanJob):
+    """The robust box's counts of one part of the files, as sparse (axis, band, count) arrays."""
+    counts = None
+    for user, time_, lat, lon in job.batches():
+        counts = K.box_counts_batch(user, time_, lat, lon, counts)
+    if counts is None:
+        return np.empty(0, np.int8), np.empty(0, np.int64), np.empty(0, np.int64)
+    return counts.sparse()
+
+
+def _scatter_task(args) -> tuple[K.PrepStats, list[int]]:
+    """One part of the files filtered and written to its own shard files (``<prefix>s<k>.arrows`` in the shared
+    folder): what was read and dropped, and which shards it wrote."""
+    import pyarrow as pa
+
+    job, f, n_shards, folder, prefix = args
+    st = K.PrepStats()
+    shards = _Shards(n_shards, None, folder=Path(folder), prefix=prefix)
+    try:
+        scatter(job.batches(), f, shards, st)
+        return st, shards.finish()
+    finally:
+        shards.close()
+        pa.default_memory_pool().release_unused()
+
+
+def _shard_task(args) -> tuple[dict[str, Any] | None, K.PrepStats]:
+    """One shard, read from its files (one per part of the files), through :func:`run_shard`."""
+    paths, grid, tz, keep_pairs = args
+    return _run_shard_alone(read_shard(paths), grid, tz, keep_pairs)
 
 
 class ShardMerger:
