@@ -423,3 +423,17 @@ def test_success_grid_gives_user_risks_success_at_every_setting():
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
     with pytest.raises(ParameterError, match="epsilon"):
         success_grid([1, 2], [0.5, -1.0], 10)
+
+
+def test_success_grid_in_batches_of_settings(monkeypatch):
+    # settings composed a batch at a time (here of 7, so the last batch is short) give user_risk's success too
+    from odcore.privacy import attack
+
+    monkeypatch.setattr(attack, "GRID_BATCH", 7)
+    others = [150, 90, 99, 101, 300, 12, 0, 5000, 130, 99, 99, 2, 400, 64]
+    eps = np.geomspace(0.05, 5.0, 30)
+    got = attack.success_grid(others, eps, 100.0, resolution=64)
+    want = [attack.user_risk(others, e, 100.0, resolution=64).success for e in eps]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    assert np.all(np.diff(got) >= -1e-12)
+    assert got[-1] > got[0]

@@ -460,29 +460,35 @@ def pair_loss_pmf(others_count, epsilon: float, threshold: float, *, resolution:
     c = np.atleast_1d(np.asarray(others_count, dtype=float))
     if np.any(np.isnan(c)) or np.any(c < 0):
         raise ParameterError("others_count must be >= 0 (true count of the pair minus the victim).")
+    return _pmf_rows(c, np.full(c.shape, eps), np.full(c.shape, tau), R, method == "connect_dots")
+
+
+def _pmf_rows(c: np.ndarray, eps: np.ndarray, tau: np.ndarray, R: int, ctd: bool) -> np.ndarray:
+    """:func:`pair_loss_pmf` with its own ε and τ on each row (``c``, ``eps``, ``tau``: one value per row; checked by
+    the callers): one call for a person's pairs at every ε of a grid."""
     d = tau - c                                   # -inf for c = inf
     h = eps / R
-    grid = (np.arange(2 * R + 1) - R) * h
+    e = eps[:, None]
+    grid = (np.arange(2 * R + 1) - R)[None, :] * h[:, None]
     out = np.zeros((c.size, 2 * R + 1))
-    ctd = method == "connect_dots"
     # atom +ε (published, x in [d, 0]) and atom −ε (published, x >= max(d, 1))
     with np.errstate(over="ignore"):
         out[:, 2 * R] += np.where(d < 0, -0.5 * np.expm1(eps * np.minimum(d, 0.0)), 0.0)
         out[:, 0] += 0.5 * np.exp(-eps * np.maximum(d, 1.0))
     # continuous part: P-density ¼ e^{(l − ε)/2} on (−ε, u), u = ε(1 − 2 max(d, 0)) when d < 1
     u = np.where(d < 1, eps * (1.0 - 2.0 * np.maximum(d, 0.0)), -eps)
-    lo = np.maximum(grid[:-1][None, :], -eps)
-    hi = np.minimum(grid[1:][None, :], u[:, None])
+    lo = np.maximum(grid[:, :-1], -e)
+    hi = np.minimum(grid[:, 1:], u[:, None])
     ok = hi > lo
     lo = np.where(ok, lo, 0.0)
     hi = np.where(ok, hi, 0.0)
-    m0 = np.where(ok, 0.5 * (np.exp((hi - eps) / 2) - np.exp((lo - eps) / 2)), 0.0)   # ∫ f
+    m0 = np.where(ok, 0.5 * (np.exp((hi - e) / 2) - np.exp((lo - e) / 2)), 0.0)   # ∫ f
     if ctd:
         # ∫ f e^{-l}, relative to the left grid point: ∫ f e^{-(l − l_j)} = ½ e^{l_j}(e^{-(lo+ε)/2} − e^{-(hi+ε)/2})
-        lj = grid[:-1][None, :]
-        m1 = np.where(ok, 0.5 * (np.exp(lj - (lo + eps) / 2) - np.exp(lj - (hi + eps) / 2)), 0.0)
+        lj = grid[:, :-1]
+        m1 = np.where(ok, 0.5 * (np.exp(lj - (lo + e) / 2) - np.exp(lj - (hi + e) / 2)), 0.0)
         # A + B = m0, A + B e^{-h} = m1  =>  B = (m0 − m1)/(1 − e^{-h})
-        b = np.clip((m0 - m1) / (-math.expm1(-h)), 0.0, m0)
+        b = np.clip((m0 - m1) / (-np.expm1(-h))[:, None], 0.0, m0)
         out[:, :-1] += m0 - b
         out[:, 1:] += b
     else:
@@ -497,7 +503,7 @@ def pair_loss_pmf(others_count, epsilon: float, threshold: float, *, resolution:
     j = np.clip(np.floor(pos).astype(np.int64), 0, R - 1)   # ℓ in [l_{R+j}, l_{R+j+1}]
     frac_l = ell - j * h                                     # distance above the left neighbour
     if ctd:
-        w_left = (np.exp(-frac_l) - math.exp(-h)) / (-math.expm1(-h))
+        w_left = (np.exp(-frac_l) - np.exp(-h)) / (-np.expm1(-h))
         w_left = np.clip(w_left, 0.0, 1.0)
     else:
         w_left = np.ones_like(frac_l)
@@ -764,21 +770,58 @@ def success_grid(others_counts, epsilons, thresholds, *, resolution: int = DEFAU
     if np.any(~np.isfinite(others)) or np.any(others < 0):
         raise ParameterError("others_counts must be finite counts >= 0 (true count minus the victim).")
     check_positive("tol", tol)
+    for e, t in zip(eps, tau, strict=True):
+        check_positive("epsilon", float(e))
+        check_positive("threshold", float(t))
     R = int(resolution)
     out = np.full(eps.shape, 0.5)
+    # each setting's pair types (as user_risk classifies them), then every setting's laws in one call per resolution
+    # and every composition in one batch of FFTs
+    settings = []
     for i, (e, t) in enumerate(zip(eps, tau, strict=True)):
-        e, t = check_positive("epsilon", float(e)), check_positive("threshold", float(t))
-        typ, _, _, _ = _classify(others, e, t, tol)
-        if typ.size == 0:
-            continue
-        vals, mult = np.unique(typ, return_counts=True)
-        p, _, K = _compose(vals, mult, e, t, R, "connect_dots",
-                           pm=pair_loss_pmf(vals, e, t, resolution=R, method="connect_dots"))
-        hi = 0.5 + 0.5 * _tv_from_p(p, K, R, e)
-        p2, _, _ = _compose(vals, mult, e, t, R // 2, "connect_dots",
-                            pm=pair_loss_pmf(vals, e, t, resolution=R // 2, method="connect_dots"))
-        half = 0.5 + 0.5 * _tv_from_p(p2, K, R // 2, e)
-        out[i] = float(np.clip((4.0 * hi - half) / 3.0, 0.5, hi))   # as user_risk: Richardson
+        typ, _, _, _ = _classify(others, float(e), float(t), tol)
+        if typ.size:
+            vals, mult = np.unique(typ, return_counts=True)
+            settings.append((i, vals, mult))
+    if not settings:
+        return out
+    for c0 in range(0, len(settings), GRID_BATCH):   # a batch of settings at a time (bounded memory)
+        part = settings[c0:c0 + GRID_BATCH]
+        rows = np.concatenate([np.full(v.size, i) for i, v, _ in part])
+        vals = np.concatenate([v for _, v, _ in part])
+        mult = np.concatenate([m for _, _, m in part])
+        tv = {}
+        for r in (R, R // 2):
+            pm = _pmf_rows(vals, eps[rows], tau[rows], r, True)
+            tv[r] = _tv_batch(pm, rows, mult, eps, [(i, int(m.sum())) for i, _, m in part], r)
+        for i, _, _ in part:
+            hi, half = 0.5 + 0.5 * tv[R][i], 0.5 + 0.5 * tv[R // 2][i]
+            out[i] = float(np.clip((4.0 * hi - half) / 3.0, 0.5, hi))   # as user_risk: Richardson
+    return out
+
+
+GRID_BATCH = 16   # settings of success_grid composed together
+
+
+def _tv_batch(pm: np.ndarray, rows: np.ndarray, mult: np.ndarray, eps: np.ndarray, totals: list[tuple[int, int]],
+              R: int) -> dict[int, float]:
+    """:func:`_tv_from_p` of :func:`_compose` for several settings at once: ``pm`` holds every setting's pair-type
+    laws (row ``j`` of setting ``rows[j]``, ``mult[j]`` pairs of it); ``totals``: (setting, its number of pairs K).
+    One FFT size for all (the largest needed), the products per setting, one batched inverse transform."""
+    from scipy import fft as sfft
+
+    n_max = max(2 * k * R + 1 for _, k in totals)
+    size = sfft.next_fast_len(n_max, real=True)
+    spec = sfft.rfft(pm, n=size, axis=1) ** mult[:, None]
+    order = [i for i, _ in totals]
+    tot = np.ones((len(order), spec.shape[1]), dtype=spec.dtype)
+    where = {i: j for j, i in enumerate(order)}
+    for j, i in enumerate(rows):
+        tot[where[int(i)]] *= spec[j]
+    p = np.clip(sfft.irfft(tot, n=size, axis=1), 0.0, None)
+    out = {}
+    for (i, k), row in zip(totals, p, strict=True):
+        out[i] = _tv_from_p(row[:2 * k * R + 1], k, R, float(eps[i]))
     return out
 
 
