@@ -34,21 +34,23 @@ import pandas as pd
 
 from odcore.constants import LAT, LON, TIME, USER
 
-__all__ = ["FINGERPRINT_VERSION", "LANE_KEYS", "TraceFingerprint", "row_hashes", "trace_fingerprint"]
+__all__ = ["FINGERPRINT_VERSION", "LANE_KEYS", "TraceFingerprint", "mix64", "row_hashes", "trace_fingerprint"]
 
 FINGERPRINT_VERSION = "odcore trace fingerprint 2: sha256(n, 4 lane sums of mix64(row hash ^ key))"
 LANE_KEYS = (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03, 0x8CB92BA72F3D8DD7, 0xF39CC0605CEDC835)
 
-_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
-def _mix64(x: np.ndarray) -> np.ndarray:
-    x = x.copy()
+def mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser (a bijection of uint64), vectorised; also the engines' shard hash
+    (:mod:`odcore.od.engines.kernel`)."""
+    x = np.asarray(x).astype(np.uint64, copy=True)
     with np.errstate(over="ignore"):
         x ^= x >> np.uint64(30)
-        x *= _M1
+        x *= _MIX1
         x ^= x >> np.uint64(27)
-        x *= _M2
+        x *= _MIX2
         x ^= x >> np.uint64(31)
     return x
 
@@ -96,7 +98,7 @@ class TraceFingerprint:
         self.n += int(h.size)
         if h.size:
             for k, key in enumerate(LANE_KEYS):
-                s = int(_mix64(h ^ np.uint64(key)).sum(dtype=np.uint64))
+                s = int(mix64(h ^ np.uint64(key)).sum(dtype=np.uint64))
                 self.lanes[k] = (self.lanes[k] + s) % 2**64
 
     def merge(self, other: TraceFingerprint) -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -278,21 +277,9 @@ def _run_jobs(jobs: list[_Job], pool, workers: int):
         for j in jobs:
             yield _group_task(j)
         return
-    from concurrent.futures.process import BrokenProcessPool
+    from odcore.od.engines.memory_stream import ordered_results
 
-    pending: deque = deque()
-    try:
-        for j in jobs:
-            pending.append(pool.submit(_group_task, j))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    except BrokenProcessPool:
-        raise ParameterError(
-            "the worker processes stopped before their work was done: out of memory, or the program calling this "
-            "is a script without `if __name__ == '__main__':` (spawned workers import it again). Guard the script, "
-            "or pass workers=1.") from None
+    yield from ordered_results(pool, _group_task, jobs, 2 * workers, advice="or pass workers=1")
 
 
 def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = None, start: Any = None,

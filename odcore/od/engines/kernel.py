@@ -32,6 +32,7 @@ from odcore.constants import (
     USER_WEEKS,
     WEEK,
 )
+from odcore.data.fingerprint import mix64
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.hours import hour_slots, time_seconds, week_of_slots
 from odcore.od.oddata import HISTOGRAM_COLUMNS, ODData, WithheldTable
@@ -290,21 +291,6 @@ def filter_codes(t: np.ndarray, missing: np.ndarray, lat: np.ndarray, lon: np.nd
 # ---------------------------------------------------------------------------------------------------------------
 # The robust box (``bbox="auto"``): counts of every usable row, the same in every engine and in the loader
 # ---------------------------------------------------------------------------------------------------------------
-
-_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-
-
-def mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser (a bijection of uint64), vectorised."""
-    x = np.asarray(x).astype(np.uint64, copy=True)
-    with np.errstate(over="ignore"):
-        x ^= x >> np.uint64(30)
-        x *= _MIX1
-        x ^= x >> np.uint64(27)
-        x *= _MIX2
-        x ^= x >> np.uint64(31)
-    return x
-
 
 def box_counts_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, counts=None):
     """Add the rows of one raw batch with every value present to the robust box's counts (a new

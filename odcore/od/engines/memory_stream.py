@@ -352,7 +352,7 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
                         counts = K.box_counts_batch(user, time_, lat, lon, counts)
                 else:
                     counts = RobustBoxCounts()
-                    for sp in _results(ex, _box_task, jobs, len(jobs)):
+                    for sp in ordered_results(ex, _box_task, jobs, len(jobs)):
                         counts.add_sparse(*sp)
                 bbox = K.robust_bbox(counts, src.display)
             else:
@@ -369,7 +369,7 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
                 written: dict[int, list[Path]] = {}
             else:
                 written = {}
-                for j, (wst, ks) in enumerate(_results(ex, _scatter_task, [
+                for j, (wst, ks) in enumerate(ordered_results(ex, _scatter_task, [
                         (job, f, n_shards, str(shards.dir), f"w{j}_") for j, job in enumerate(jobs)], len(jobs))):
                     st.merge(wst)
                     for k in ks:
@@ -383,7 +383,7 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
                 results = _in_parallel(shards.tables(),
                                        lambda tbl: _run_shard_alone(tbl, grid, config.tz, keep_pairs), n_workers)
             else:
-                results = _results(ex, _shard_task, [(written[k], grid, config.tz, keep_pairs)
+                results = ordered_results(ex, _shard_task, [(written[k], grid, config.tz, keep_pairs)
                                                      for k in sorted(written)], 2 * len(jobs))
             for part, shard_st in results:
                 st.merge(shard_st)
@@ -418,8 +418,10 @@ def _process_pool(workers: int):
         ex.shutdown(wait=True, cancel_futures=True)
 
 
-def _results(ex, fn, items: list, in_flight: int):
-    """``fn`` of every item on the pool, in the items' order, at most ``in_flight`` submitted at a time."""
+def ordered_results(ex, fn, items, in_flight: int, advice: str = "or pass workers=1 or pool='threads'"):
+    """``fn`` of every item on the pool ``ex``, in the items' order, at most ``in_flight`` submitted at a time; a
+    process pool that breaks (a worker killed, or a script that spawned workers import again) gives a clear error
+    ending in ``advice``."""
     from concurrent.futures.process import BrokenProcessPool
 
     pending: deque = deque()
@@ -433,8 +435,8 @@ def _results(ex, fn, items: list, in_flight: int):
     except BrokenProcessPool:
         raise ParameterError(
             "the worker processes stopped before their work was done: out of memory, or the program calling this "
-            "is a script without `if __name__ == '__main__':` (spawned workers import it again). Guard the script, "
-            "or pass workers=1 or pool='threads'.") from None
+            f"is a script without `if __name__ == '__main__':` (spawned workers import it again). Guard the script, "
+            f"{advice}.") from None
 
 
 def _box_task(job: _ScanJob):
