@@ -38,6 +38,7 @@ import numpy as np
 from odcore.data.fingerprint import TraceFingerprint
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.engines import kernel as K
+from odcore.od.engines.sources import SourceTraces
 
 __all__ = ["GROUP_BYTES", "POOLS", "StreamedTraces", "build_od_cabspotting", "cab_groups", "fix_density_cabspotting",
            "kept_plan", "kept_summary", "stream_cabspotting", "zone_drops_only"]
@@ -516,7 +517,7 @@ def _iso(t: int) -> str:
     return pd.Timestamp(t, unit="s", tz="UTC").isoformat()
 
 
-class StreamedTraces:
+class StreamedTraces(SourceTraces):
     """A Cabspotting folder read by the streamed engine, seen as :func:`odcore.data.traces.load_traces` would show
     it: the same :attr:`report` and :meth:`summary`, without the table of fixes.
 
@@ -527,21 +528,8 @@ class StreamedTraces:
 
     def __init__(self, report, kept: dict[str, Any], load_options: dict[str, Any], fingerprint: str | None = None,
                  path: str | None = None):
-        self.report = report
+        super().__init__(report, kept, load_options, fingerprint)
         self.path = path or report.source
-        self.kept = dict(kept)
-        self.load_options = dict(load_options)
-        self.fingerprint = fingerprint
-        self._traces = None
-
-    @property
-    def n_users(self) -> int:
-        return int(self.kept["users"])
-
-    @property
-    def loaded(self) -> bool:
-        """Whether the table of fixes has been read (:attr:`df`)."""
-        return self._traces is not None
 
     @property
     def df(self):
@@ -553,17 +541,6 @@ class StreamedTraces:
             self._traces = t if self.path == self.report.source else replace(t, report=replace(
                 t.report, source=self.report.source))
         return self._traces.df
-
-    def summary(self) -> dict[str, Any]:
-        """:meth:`odcore.data.traces.Traces.summary` of the table the loader would give."""
-        r, k = self.report, self.kept
-        return {"source": r.source, "format": r.format, "users": k["users"], "rows": k["rows"],
-                "rows_read": r.rows_read, "rows_kept": r.rows_kept, "rows_dropped": dict(r.rows_dropped),
-                "bbox_used": list(r.bbox_used) if r.bbox_used else None, "rows_adjusted": dict(r.rows_adjusted),
-                "encoding": r.encoding, "time_unit": r.time_unit, "time_min": k["time_min"],
-                "time_max": k["time_max"], "lat_range": list(k["lat_range"]), "lon_range": list(k["lon_range"]),
-                "has_loc": False, "tz": r.tz, "tz_source": r.tz_source, "regions": [dict(x) for x in r.regions],
-                "region": r.region}
 
 
 def stream_cabspotting(source: str | Path, config=None, *, tz: str = "auto", bbox: Any = None, start: Any = None,

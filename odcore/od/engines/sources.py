@@ -165,6 +165,13 @@ class SourceTraces:
                 "rows_read": r.rows_read, "rows_kept": r.rows_kept, "rows_dropped": dict(r.rows_dropped),
                 "bbox_used": list(r.bbox_used) if r.bbox_used else None, "rows_adjusted": dict(r.rows_adjusted),
                 "encoding": r.encoding, "time_unit": r.time_unit, "time_min": k["time_min"],
-                "time_max": k["time_max"], "lat_range": k["lat_range"], "lon_range": k["lon_range"],
+                "time_max": k["time_max"], "lat_range": _listed(k["lat_range"]),
+                "lon_range": _listed(k["lon_range"]),
                 "has_loc": self.has_loc, "tz": r.tz, "tz_source": r.tz_source, "regions": [dict(x) for x in r.regions],
                 "region": r.region}
+
+
+def _listed(pair):
+    """A (lo, hi) range as a list, as the loader's summary writes it (None stays None)."""
+    return None if pair is None else list(pair)
+
