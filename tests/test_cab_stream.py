@@ -53,13 +53,14 @@ def no_loader(monkeypatch):
     monkeypatch.setattr(tr, "load_traces", refuse)
 
 
-def same_od(a, b) -> None:
+def same_od(a, b, stats=("rows_used", "rows_dropped", "user_hours")) -> None:
+    """Identical weekly tables, per-user-week figures, pairs, weeks, used cells and the ``stats`` named."""
     assert a.week_starts == b.week_starts
     pd.testing.assert_frame_equal(a.counts, b.counts)
     pd.testing.assert_frame_equal(a.user_week, b.user_week)
     pd.testing.assert_frame_equal(a.pairs, b.pairs)
     np.testing.assert_array_equal(a.cells, b.cells)
-    for k in ("rows_used", "rows_dropped", "user_hours"):
+    for k in stats:
         assert a.stats[k] == b.stats[k], k
 
 

@@ -694,7 +694,6 @@ def test_cli_release_from_files_same_in_every_engine_without_the_loader(tmp_path
     JSON and writes the same published.csv as the memory engine from the loaded table (per-metric release; the
     file holds duplicates, a missing value, a far glitch, fixes outside the dates and outside every zone). Spark
     hands the driver no table with a ``user`` column."""
-    import odcore.data.traces as tr
     from odcore.cli import main
     from odcore.data.fingerprint import trace_fingerprint
 
@@ -707,6 +706,17 @@ def test_cli_release_from_files_same_in_every_engine_without_the_loader(tmp_path
     assert {"duplicate_row", "outside_bbox", "outside_date_range", "missing_value"} <= set(tsum["rows_dropped"])
     assert ref[1]["published_release"]["record"]["fingerprint"] == f"sha256:{trace_fingerprint(loaded.df)}"
 
+    _engines_print_memorys_release_without_the_loader(main, capsys, tmp_path, monkeypatch, driver_tables, argv, ref,
+                                                      max_rows=max(ref[1]["od"]["od_pairs"], 1_000))
+
+
+def _engines_print_memorys_release_without_the_loader(main, capsys, tmp_path, monkeypatch, driver_tables, argv, ref,
+                                                      max_rows: int) -> None:
+    """With the loader made to raise, ``release --engine duckdb`` and ``spark`` give the memory engine's ``ref``
+    (published.csv, JSON, analysis table), and Spark hands the driver no ``user`` column and no table longer than
+    ``max_rows``."""
+    import odcore.data.traces as tr
+
     def refuse(*a, **k):
         raise AssertionError("the loader read the input")
 
@@ -718,10 +728,9 @@ def test_cli_release_from_files_same_in_every_engine_without_the_loader(tmp_path
         assert analysis == ref[2], engine
         assert js == ref[1], engine
     assert driver_tables, "the recorder saw nothing"
-    n_pairs = ref[1]["od"]["od_pairs"]
     for name, cols, rows in driver_tables:
         assert cols is None or "user" not in cols, (name, cols, rows)
-        assert rows <= max(n_pairs, 1_000), (name, cols, rows)
+        assert rows <= max_rows, (name, cols, rows)
 
 
 @pytest.mark.slow
@@ -731,25 +740,11 @@ def test_cli_release_of_the_bundled_city_same_in_every_engine_without_the_loader
     --engine duckdb`` and ``--engine spark`` print the memory engine's JSON and write its published.csv and
     analysis table byte for byte, the loader never called; Spark hands the driver no ``user`` column and no table
     longer than the OD table (minutes on two cores)."""
-    import odcore.data.traces as tr
     from odcore.cli import main
 
     argv = ["release", "--input", str(SAMPLE_DATA_DIR / "synthetic_city.parquet"), "--seed", "3"]
     ref = _release_outputs(main, capsys, tmp_path, argv, ["memory"])["memory"]
     assert ref[1]["traces"]["users"] == 25_000
 
-    def refuse(*a, **k):
-        raise AssertionError("the loader read the input")
-
-    monkeypatch.setattr(tr, "load_traces", refuse)
-    driver_tables.clear()
-    outs = _release_outputs(main, capsys, tmp_path, argv, ["duckdb", "spark"])
-    for engine, (pub, js, analysis) in outs.items():
-        assert pub == ref[0], engine
-        assert analysis == ref[2], engine
-        assert js == ref[1], engine
-    n_pairs = ref[1]["od"]["od_pairs"]
-    assert driver_tables
-    for name, cols, rows in driver_tables:
-        assert cols is None or "user" not in cols, (name, cols, rows)
-        assert rows <= n_pairs, (name, cols, rows)
+    _engines_print_memorys_release_without_the_loader(main, capsys, tmp_path, monkeypatch, driver_tables, argv, ref,
+                                                      max_rows=ref[1]["od"]["od_pairs"])
