@@ -8,6 +8,8 @@ only the context and the bound, and fetches the week's pairs and risks from the 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -15,7 +17,7 @@ import streamlit as st
 from odapp import cache, charts, live_view
 from odapp.cli_config import user_risk_config
 from odapp.errors import engine_errors
-from odapp.export import chart, projector_mode
+from odapp.export import button_row, chart, export_buttons, projector_mode
 from odapp.layout import metric
 from odapp.words import num, pct, plain, probability_words
 
@@ -66,7 +68,7 @@ def real_person(ctx, bound: float) -> None:
     eps_pair = 1.0 / rcfg.scale
     with engine_errors("Could not attack this user"):
         others_key = tuple(np.sort(others).tolist())
-        ur, _ = cache.user_risk(others_key, eps_pair, float(rcfg.threshold))
+        ur, roc_plain = cache.user_risk(others_key, eps_pair, float(rcfg.threshold))
     k_user = len(others)
     # p_k of the release's own per-pair noise (1/scale: ε per count, or ε/max_pairs in the per-user mode)
     # (to K_MAX at least: the page's own curve at a 50/50 prior, per metric, is then this same cache entry)
@@ -84,12 +86,16 @@ def real_person(ctx, bound: float) -> None:
     with engine_errors("Could not tabulate this user's success against ε"):
         live_view.person(s, others_key, str(user))   # follows the page's live ε slider (odapp.components.live)
     left, right = st.columns(2)
-    with left:
-        fig = charts.roc_chart(others_key, eps_pair, float(rcfg.threshold), str(user), projector=projector_mode())
-        roc_df = pd.DataFrame({"fpr": ur.roc.fpr, "tpr": ur.roc.tpr})
-        chart(fig, f"roc_user_{user}", data=roc_df,
-              config=user_risk_config(s, ctx.loaded, user=str(user)),
-              command="user-risk", key="roc_user")
+    with left:   # drawn on the canvas; the plotly figure only for the files, when a button asks
+        live_view.roc(ur, roc_plain, str(user))
+        row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)
+        if not projector_mode():
+            export_buttons(f"roc_user_{user}",
+                           fig=functools.partial(charts.roc_chart, others_key, eps_pair, float(rcfg.threshold),
+                                                 str(user), projector=False),
+                           data=pd.DataFrame({"fpr": ur.roc.fpr, "tpr": ur.roc.tpr}),
+                           config=user_risk_config(s, ctx.loaded, user=str(user)), command="user-risk",
+                           key="roc_user", row=row)
 
     # ---- the population ---------------------------------------------------------------------------------------------
     with right:

@@ -530,13 +530,24 @@ def week_risk(dataset_id: str, od_config, week: int, release_config, seed: int, 
     return risk, report, risk_summary(risk)
 
 
-@_data_cache(max_entries=64, show_spinner=False)
 def user_risk(others: tuple[float, ...], epsilon_pair: float, threshold: float):
-    from odcore.privacy.attack import roc_plain
-    from odcore.privacy.attack import user_risk as _user_risk
+    """:func:`odcore.privacy.attack.user_risk` with its ROC, and the ROC of the same person with every pair published
+    (:func:`~odcore.privacy.attack.roc_plain`, which a threshold change does not touch: kept on its own)."""
+    return _user_risk(others, epsilon_pair, threshold), _roc_plain(len(others), epsilon_pair)
 
-    r = _user_risk(list(others), epsilon_pair, threshold, roc=True)
-    return r, roc_plain(len(others), epsilon_pair)
+
+@_data_cache(max_entries=64, show_spinner=False)
+def _user_risk(others: tuple[float, ...], epsilon_pair: float, threshold: float):
+    from odcore.privacy.attack import user_risk as risk
+
+    return risk(list(others), epsilon_pair, threshold, roc=True)
+
+
+@_data_cache(max_entries=64, show_spinner=False)
+def _roc_plain(k: int, epsilon_pair: float):
+    from odcore.privacy.attack import roc_plain
+
+    return roc_plain(k, epsilon_pair)
 
 
 # ---- teaching mode (odcore.report.teaching) ----------------------------------------------------------------------------

@@ -182,6 +182,30 @@ def person(s, others: tuple, user: str) -> None:
                 fixed={"epsilon": float(s.epsilon)})
 
 
+def roc(ur, roc_plain, user: str) -> None:
+    """The Attack page's real person: the ROC of the attack on them at the page's settings (``ur``: their
+    :class:`~odcore.privacy.attack.UserRisk` with its ROC; ``roc_plain``: the same person with every pair published),
+    drawn on the browser's canvas like the live curves: a threshold press redraws it with no plotly figure (the
+    files are made from :func:`odapp.charts.roc_chart` when a download button asks). Drawn with the points that
+    show (:func:`odcore.report.figures.thin_curve`); the CSV keeps every vertex."""
+    from odcore.report.figures import thin_curve
+
+    def points(r) -> dict:
+        keep = thin_curve(r.fpr, r.tpr)
+        return {"x": np.round(np.asarray(r.fpr, dtype=float)[keep], 6).tolist(),
+                "y": np.round(np.asarray(r.tpr, dtype=float)[keep], 6).tolist()}
+
+    chart = {"id": "roc", "title": f"ROC of the attack on user {user}", "xlabel": "false-positive rate",
+             "ylabel": "true-positive rate", "xmin": 0, "xmax": 1, "ymin": 0, "ymax": 1, "height": 420,
+             "legend": "bottom",
+             "series": [{"name": f"thresholded release (AUC {ur.roc.auc:.3f})", "key": "roc", **points(ur.roc),
+                         "width": 2.5},
+                        {"name": f"every pair published (AUC {roc_plain.auc:.3f})", "key": "roc_plain",
+                         **points(roc_plain), "width": 2, "dash": [8, 5]},
+                        formula_series("guessing", "identity", [0, 1], key="guessing", dash=[2, 3], color="#999")]}
+    live_curves(controls=[], charts=[chart], page="attack_roc", key="live_attack_roc")
+
+
 def noise(count: int, other: int, epsilon: float, threshold: float, sensitivity: int, *,
           other_follows: bool = False) -> None:
     """The See the noise page's picture, live in the true count and ε: the Laplace density of what is published for
