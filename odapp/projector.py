@@ -29,7 +29,7 @@ h2, h3 { font-size: 1.9rem !important; color: #000 !important; }
 [data-testid="stMain"] [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] {
   flex: 1 1 15rem !important; min-width: min(100%, 15rem) !important; width: auto !important; }
 /* charts and maps beside each other stack too: a chart keeps the content's width */
-[data-testid="stMain"] [data-testid="stHorizontalBlock"]:has([data-testid="stPlotlyChart"], [data-testid="stDeckGlJsonChart"])
+[data-testid="stMain"] [data-testid="stHorizontalBlock"]:has([data-testid="stPlotlyChart"], [data-testid="stDeckGlJsonChart"], .odlive)
   > [data-testid="stColumn"] { flex: 1 1 100% !important; min-width: 100% !important; }
 [data-testid="stMainBlockContainer"] { padding-left: 1.5rem !important; padding-right: 1.5rem !important;
   max-width: 100% !important; }

@@ -34,6 +34,18 @@ def _metric(at, label_start: str) -> str:
     raise AssertionError(f"no metric starting with {label_start!r}; have {[m.label for m in at.metric]}")
 
 
+def _live_spec(at, page: str) -> dict:
+    """What the live component of ``page`` (its name in ``live_curves``) was sent: its sliders and charts."""
+    import json
+
+    for e in at.get("bidi_component"):
+        if e.proto.component_name == "odlab_live_curves":
+            spec = json.loads(e.proto.json)
+            if spec.get("page") == page:
+                return spec
+    raise AssertionError(f"no live component {page!r} on the page")
+
+
 def _no_errors(at) -> None:
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -189,6 +201,7 @@ def test_attack_person_is_the_engines_pick(at):
     from odapp.words import pct
     from odcore.od.trips import ODConfig, build_od
     from odcore.privacy.attack import user_risk
+    from odcore.report.figures import thin_curve
 
     at.switch_page("pages/3_Attack.py").run()
     week = int(at.session_state[K_WEEK])
@@ -206,8 +219,15 @@ def test_attack_person_is_the_engines_pick(at):
         mine = pairs.loc[pairs["user"] == user]
         others = counts.loc[list(zip(mine["origin"], mine["destination"], strict=True))].to_numpy(float) - 1.0
         assert len(others) == k
-        expected = user_risk(others, float(at.session_state[K_EPSILON]), float(at.session_state[K_THRESHOLD]))
+        expected = user_risk(others, float(at.session_state[K_EPSILON]), float(at.session_state[K_THRESHOLD]),
+                             roc=True)
         assert _metric(at, "Attack success on this user") == pct(expected.success)
+        # their ROC, drawn on the canvas (odapp.live_view.roc): the engine's vertices, thinned as the plotly figure's
+        roc = _live_spec(at, "attack_roc")["charts"][0]["series"][0]
+        keep = thin_curve(expected.roc.fpr, expected.roc.tpr)
+        np.testing.assert_allclose(roc["x"], expected.roc.fpr[keep], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(roc["y"], expected.roc.tpr[keep], rtol=0, atol=1e-6)
+        assert f"AUC {expected.roc.auc:.3f}" in roc["name"]
         # the cached lookup itself, exactly (the page rounds to 0.1 %, which hides an off-by-one in the counts)
         got = cache.attack_others("test", od.config, week, ("per_metric",), user, _pairs=pairs,
                                   _counts=od.counts.loc[od.counts["week"] == week])

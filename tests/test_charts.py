@@ -45,7 +45,7 @@ def live_epsilon(value: float):
 LIVE_STEPS = [(what, live_epsilon(1.0 if what == "ε" else 3.0)) if what.startswith("ε") else (what, how)
               for what, how in SIDEBAR_STEPS]
 # charts on the page when everything is shown (zones compared, every user attacked, the experiment run, a round played)
-MOST_CHARTS = {"pages/1_Data.py": 3, "pages/3_Attack.py": 2,
+MOST_CHARTS = {"pages/1_Data.py": 3, "pages/3_Attack.py": 1,
                "pages/5_Knock_Knock.py": 3, "pages/7_Play_the_attacker.py": 2}
 # page -> its walk: its own controls and actions, then (for most) the sidebar's
 PAGE_WALKS = {
@@ -126,25 +126,28 @@ def test_cached_charts_equal_charts_built_afresh(fresh_at, page):
 
 
 def test_a_builder_that_ignores_an_input_is_caught(fresh_at, monkeypatch):
-    """The check above fails when a builder does not take what its chart shows: here the real person's ROC builder
-    (Attack) is made to ignore the threshold (it draws the threshold it was first given)."""
+    """The check above fails when a builder does not take what its chart shows: here the Attack page's population
+    histogram is made to ignore the real person's success (it marks the success it was first given), which a new
+    threshold changes."""
     first = {}
-    real = charts.roc_chart
+    real = charts.population_chart
 
     @st.cache_resource(show_spinner=False)
-    def ignores_threshold(others, eps_pair, user, *, projector):
-        return real(others, eps_pair, first.setdefault("threshold", None) or 100, user, projector=projector)
+    def ignores_person(success, bound, user, *, projector):
+        return real(success, bound, first["user_success"], user, projector=projector)
 
-    def roc_chart(others, eps_pair, threshold, user, *, projector):
-        first.setdefault("threshold", threshold)
-        return ignores_threshold(others, eps_pair, user, projector=projector)
+    def population_chart(success, bound, user_success, user, *, projector):
+        first.setdefault("user_success", user_success)
+        return ignores_person(success, bound, user, projector=projector)
 
-    roc_chart.clear = lambda: (ignores_threshold.clear(), first.clear())
-    monkeypatch.setattr(charts, "roc_chart", roc_chart)
+    population_chart.clear = lambda: (ignores_person.clear(), first.clear())
+    monkeypatch.setattr(charts, "population_chart", population_chart)
     walked = _walk(fresh_at, "pages/3_Attack.py",
-                   [("threshold", lambda at: at.sidebar.slider(key="w.threshold").set_value(150))],
-                   [*BUILDERS, roc_chart])
+                   [("every user attacked", lambda at: at.toggle(key="attack_population").set_value(True)),
+                    ("threshold", lambda at: at.sidebar.slider(key="w.threshold").set_value(150))],
+                   [*BUILDERS, population_chart])
     assert walked["opened"] == []
+    assert walked["every user attacked"] == []
     assert walked["threshold"] == [0]
 
 
