@@ -188,6 +188,22 @@ INSTRUMENT_JS = r"""
     if (el.tagName === 'CANVAS') return r.type === 'attributes' && r.target === el;
     return el.closest('canvas') === null;
   };
+  // What a press redrew, for the reference it is held to: each plotly chart's last change to its DOM, each WebGL
+  // canvas's (a deck.gl map's) last draw call, and the live charts' drawn values when the press began (B.snap).
+  B.plotAt = new Map(); B.glAt = new Map(); B.liveBefore = {};
+  const liveCharts = () => {
+    const out = {};
+    for (const [p, r] of Object.entries(window.odlive || {}))
+      for (const id of Object.keys(r.layout || {})) out[`${p}/${id}`] = JSON.stringify([(r.values || {})[id], (r.x || {})[id]]);
+    return out;
+  };
+  B.snap = () => { B.liveBefore = liveCharts(); };
+  B.redrew = (t0) => {
+    const since = m => [...m.entries()].filter(([el, t]) => t >= t0 && el.isConnected).length;
+    const now = liveCharts();
+    return {plotly: since(B.plotAt), maps: since(B.glAt),
+            live: Object.keys(now).filter(k => now[k] !== B.liveBefore[k]).length};
+  };
   const obs = new MutationObserver(recs => {
     const t = performance.now();
     let seen = false;
@@ -196,6 +212,9 @@ INSTRUMENT_JS = r"""
         B.states.push([t, r.target.getAttribute('data-test-script-state')]);
         B.wake();   // a rerun no input of ours started (e.g. a fragment's timer) is measured too
       }
+      const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+      const plot = el && el.closest('.js-plotly-plot');
+      if (plot) B.plotAt.set(plot, t);
       if (!seen) seen = painted(r);
     }
     if (seen) B.lastMut = t; else B.unpainted++;
@@ -223,7 +242,9 @@ INSTRUMENT_JS = r"""
     if (!C) continue;
     for (const f of ['drawArrays', 'drawElements', 'drawArraysInstanced', 'drawElementsInstanced']) {
       const o = C.prototype[f];
-      if (o) C.prototype[f] = function (...a) { B.draws++; B.lastDraw = performance.now(); return o.apply(this, a); };
+      if (o) C.prototype[f] = function (...a) {
+        B.draws++; B.lastDraw = performance.now(); B.glAt.set(this.canvas, B.lastDraw); return o.apply(this, a);
+      };
     }
   }
 })();
@@ -261,7 +282,7 @@ DONE_JS = r"""
   const busy = B.long.filter(e => e[0] + e[1] >= t0 && e[0] <= paint[1])
     .reduce((a, e) => a + Math.min(e[0] + e[1], paint[1]) - Math.max(e[0], t0), 0);
   return {input: t0, running, finished: fin, lastMut: B.lastMut, paint: paint[1], busy,
-          bytes: msgs.reduce((a, m) => a + m[1], 0), origin: performance.timeOrigin,
+          bytes: msgs.reduce((a, m) => a + m[1], 0), origin: performance.timeOrigin, redrew: B.redrew(t0),
           exceptions: document.querySelectorAll('[data-testid=stException]').length};
 }
 """
@@ -330,7 +351,7 @@ def _split(r: dict) -> dict:
     """Milliseconds of one measured input: total and its parts; bytes received."""
     return {"total": r["paint"] - r["input"], "to_server": r["running"] - r["input"],
             "server": r["finished"] - r["running"], "browser": r["paint"] - r["finished"],
-            "busy": r["busy"], "bytes": r["bytes"], "exceptions": r["exceptions"]}
+            "busy": r["busy"], "bytes": r["bytes"], "exceptions": r["exceptions"], "redrew": r.get("redrew")}
 
 
 async def _new_page(browser, viewport=VIEWPORT):
@@ -398,7 +419,7 @@ async def _timed(page, act, tries: int = 3) -> dict:
     """Run ``act`` (an input), wait for its painted frame and split the time. An input that starts no rerun within
     10 s (a key press can be lost while the page is busy) is repeated, at most ``tries`` times."""
     for _ in range(tries):
-        await page.evaluate("() => { window.__odb.inputT = null; }")
+        await page.evaluate("() => { window.__odb.inputT = null; window.__odb.snap(); }")
         await act()
         try:
             await page.wait_for_function(STARTED_JS, timeout=10_000, polling=50)
@@ -427,7 +448,7 @@ async def _press(page, ctl: dict, i: int = 0) -> dict:
         for k in keys[:-1]:
             await page.keyboard.press(k)
             await page.wait_for_timeout(60)
-        await page.evaluate("() => { window.__odb.inputT = null; }")
+        await page.evaluate("() => { window.__odb.inputT = null; window.__odb.snap(); }")
         await page.keyboard.press(keys[-1])
 
     return await _timed(page, act)
@@ -436,7 +457,7 @@ async def _press(page, ctl: dict, i: int = 0) -> dict:
 async def _rerun_unchanged(page) -> dict:
     async def act():
         await page.evaluate("() => { document.activeElement && document.activeElement.blur(); "
-                            "window.__odb.inputT = null; }")   # the shortcut works when no widget has the focus
+                            "window.__odb.inputT = null; window.__odb.snap(); }")   # the shortcut works when no widget has the focus
         await page.keyboard.press("r")
 
     return await _timed(page, act)
@@ -446,15 +467,38 @@ def _med(xs):
     return statistics.median(xs) if xs else None
 
 
+def redrawn(runs: list[dict]) -> dict | None:
+    """What the presses redrew: the median number of charts (plotly charts whose drawing changed, live charts whose
+    drawn values changed) and of maps (WebGL canvases that drew) between the input and the painted frame."""
+    rs = [r["redrew"] for r in runs if r.get("redrew")]
+    if not rs:
+        return None
+    return {"charts": int(_med([r["plotly"] + r["live"] for r in rs])), "maps": int(_med([r["maps"] for r in rs]))}
+
+
+def reference_for(redrew: dict | None) -> str | None:
+    """The reference app (:data:`REFERENCE_APPS`) whose content is what a press redrew, at the least: a map and a
+    chart, one map, three charts (three or more), one chart (one or two), else the floor."""
+    if redrew is None:
+        return None
+    charts, maps = redrew["charts"], redrew["maps"]
+    if maps:
+        return "a map and a chart" if charts else "one map"
+    return "three charts" if charts >= 3 else "one chart" if charts else "floor"
+
+
 def _control_rows(page_name: str, label: str, kind: str, runs: list[dict], base: float | None,
                   note: str) -> list[dict]:
     tot = [r["total"] for r in runs]
     case = f"{page_name}: {label}"
     med = _med(tot)
+    redrew = redrawn(runs)
     return [
         {"case": case, "metric": "median input-to-paint", "value": med, "unit": "ms",
          "baseline": "rerun, nothing changed" if base else None, "ratio": med / base if base else None,
-         "note": f"{kind}; {note}; target < 300 ms"},
+         "redrew": redrew, "reference": reference_for(redrew),
+         "note": f"{kind}; {note}; target < 300 ms" + (
+             f"; redrew {redrew['charts']} chart(s) and {redrew['maps']} map(s)" if redrew else "")},
         {"case": case, "metric": "worst input-to-paint", "value": max(tot), "unit": "ms", "baseline": None,
          "ratio": None, "note": "target < 600 ms"},
         {"case": case, "metric": "breakdown (median)", "value": None, "unit": "",
@@ -981,9 +1025,10 @@ async def _reference_rows(browser, warmup: int, repeat: int, log: Path) -> list[
             runs = await _eps_presses(browser, url, warmup, repeat)
         med = _med([r["total"] for r in runs])
         floor = med if name == "floor" else floor
+        redrew = redrawn(runs)   # the reference's own presses: a check of what the pages' presses are held to
         rows.append({"case": f"reference: {name}", "metric": "median input-to-paint", "value": med, "unit": "ms",
                      "baseline": "reference: floor" if name != "floor" else None,
-                     "ratio": med / floor if floor and name != "floor" else None,
+                     "ratio": med / floor if floor and name != "floor" else None, "redrew": redrew,
                      "note": f"{what}; ε one step up per press, {len(runs)} presses, slowest "
                              f"{max(r['total'] for r in runs):.0f} ms; server {_med([r['server'] for r in runs]):.0f}"
                              f" ms, after the run {_med([r['browser'] for r in runs]):.0f} ms, received "

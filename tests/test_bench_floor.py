@@ -220,3 +220,69 @@ def test_a_floor_that_cannot_be_measured_keeps_the_pages_rows():
 
     assert live.run_async(bb._floor_presses(broken)) == []
     assert live.run_async(bb._floor_presses(None)) == []
+
+
+def test_each_press_is_held_to_the_reference_content_it_redrew():
+    assert bb.reference_for({"charts": 0, "maps": 0}) == "floor"
+    assert bb.reference_for({"charts": 2, "maps": 0}) == "one chart"
+    assert bb.reference_for({"charts": 3, "maps": 0}) == "three charts"
+    assert bb.reference_for({"charts": 0, "maps": 1}) == "one map"
+    assert bb.reference_for({"charts": 1, "maps": 1}) == "a map and a chart"
+    assert bb.reference_for(None) is None
+    runs = [{"redrew": {"plotly": 1, "live": 1, "maps": 0}}, {"redrew": {"plotly": 0, "live": 2, "maps": 0}},
+            {"redrew": {"plotly": 0, "live": 0, "maps": 1}}]
+    assert bb.redrawn(runs) == {"charts": 2, "maps": 0}
+
+
+def test_the_reference_table_gives_each_control_its_target():
+    def ref(name, ms):
+        return {"case": f"reference: {name}", "metric": "median input-to-paint", "value": ms, "unit": "ms",
+                "baseline": None, "ratio": None, "note": ""}
+
+    rows = [*_page("OD_release", [50.0] * 3, [50.0] * 3), ref("floor", 95.0), ref("one chart", 220.0),
+            ref("a map and a chart", 470.0)]
+    for r in rows:   # ε redrew the map and its chart, the threshold one chart
+        if r["metric"] == "median input-to-paint" and r["case"].endswith(("ε (per count)", "Threshold")):
+            r["reference"] = "a map and a chart" if "ε" in r["case"] else "one chart"
+    out = bt.against_references(rows)
+    # ε: 250 under 620 but its slowest 650 within 2 × 620; threshold: 400 over 220 + 150
+    assert "| OD release | **250 (650) / 620** | 400 (450) / 370 |" in out
+    assert "1 of 2 controls meet both." in out
+    assert "a map and a chart (470 ms) for 1, one chart (220 ms) for 1" in out
+    for r in rows:   # with nothing big redrawn a press is held to 300 ms (the floor plus 150 is less)
+        if r.get("reference") == "one chart":
+            r["reference"] = "floor"
+    assert "| OD release | **250 (650) / 620** | 400 (450) / 300 |" in bt.against_references(rows)
+    assert bt.against_references(_page("Attack", [50.0], [50.0])) == ""   # no references in the run: no table
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_each_reference_app_is_found_to_redraw_what_it_holds(tmp_path):
+    """What a press redrew (the plotly charts whose drawing changed, the WebGL maps that drew) is what each reference
+    app redraws: the detector that picks a page's reference, checked on the references themselves."""
+    import asyncio
+
+    from playwright.async_api import async_playwright
+
+    if live.chromium_executable() is None:
+        pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
+
+    async def main():
+        out = {}
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=live.chromium_executable(), headless=True,
+                                              args=live.CHROMIUM_ARGS)
+            try:
+                for name in bb.REFERENCE_APPS:
+                    with bb._reference_server(name, tmp_path / "ref.log") as url:
+                        out[name] = bb.redrawn(await bb._eps_presses(browser, url, 1, 2))
+            finally:
+                await browser.close()
+        return out
+
+    got = asyncio.run(main())
+    assert got == {"floor": {"charts": 0, "maps": 0}, "one chart": {"charts": 1, "maps": 0},
+                   "one map": {"charts": 0, "maps": 1}, "a map and a chart": {"charts": 1, "maps": 1},
+                   "three charts": {"charts": 3, "maps": 0}}, got
+    assert {bb.reference_for(v) for v in got.values()} == set(bb.REFERENCE_APPS)
