@@ -291,7 +291,7 @@ DONE_JS = r"""
 CONTROL_KINDS = [
     ("slider", "[data-testid=stSlider]", "[role=slider], input[type=range]", ["ArrowRight"]),
     ("number", "[data-testid=stNumberInput]", "input", ["ArrowUp"]),
-    ("select", "[data-testid=stSelectbox]", "input", ["ArrowDown", "ArrowDown", "Enter"]),
+    ("select", "[data-testid=stSelectbox]", "input", ["ArrowDown", "Enter"]),
     ("radio", "[data-testid=stRadio]", "input:checked", ["ArrowDown"]),
     ("toggle", "[data-testid=stCheckbox]", "input", ["Space"]),
     # a page's live slider (odapp/components/live): one step per key press, released at once (input + change)
@@ -433,8 +433,8 @@ async def _press(page, ctl: dict, i: int = 0) -> dict:
     """Focus the control, press its keys (the last key is the input timed), wait for the painted frame. A select
     box goes one option down on even ``i`` and back up on odd ``i`` (its list does not wrap around)."""
     _, block, focus, keys = next(k for k in CONTROL_KINDS if k[0] == ctl["kind"])
-    if ctl["kind"] == "select" and i % 2:
-        keys = ["ArrowDown", "ArrowUp", "Enter"]
+    if ctl["kind"] == "select" and i % 2:   # (the first arrow key opens the list on the next or previous option)
+        keys = ["ArrowUp", "Enter"]
     blocks = page.locator(f"{SCOPE.get(ctl['kind'], SIDEBAR)} {block}")
     if ctl.get("label"):   # by its label: other controls may appear above it (e.g. the synthetic city's form)
         blocks = blocks.filter(has=page.locator(LABEL.get(ctl["kind"], "[data-testid=stWidgetLabel]"),
