@@ -564,3 +564,37 @@ def test_rows_in_week_user_order_get_the_same_canonical_order():
                                                                              b.pairs.u, *b.counts), strict=True):
         np.testing.assert_array_equal(x, y)
     assert a.pairs.n_dup == b.pairs.n_dup == int(pairs.duplicated().sum()) >= 300
+
+
+def test_the_hash_folds_bits_to_the_same_integers_as_the_modulo():
+    """pair_hash reduces mod P = 2^31 - 1 by folding bits (odcore.privacy.bounding._mod_p): the same integers as the
+    rule written with ``%`` (the form the SQL engines run), on ids in and out of [0, P), negative weeks and the
+    extreme values; a user's hash is kept per label and type (1 and 1.0 have different texts)."""
+    from odcore.privacy import bounding
+
+    def plain(key, u, week, origin, destination):
+        p = np.int64(bounding.HASH_PRIME)
+        h = np.asarray(u, dtype=np.int64).copy()
+        for (a, b), x in zip(bounding.round_constants(key), (h, week, origin, destination, np.zeros(len(h), np.int64)),
+                             strict=True):
+            h = ((h + np.mod(np.asarray(x, dtype=np.int64), p)) % p * np.int64(a) + np.int64(b)) % p
+            h = h * h % p
+        return h
+
+    rng = np.random.default_rng(11)
+    n, P = 50_000, bounding.HASH_PRIME
+    for small in (True, False):
+        key = int(rng.integers(0, 2**62))
+        u = rng.integers(0, 2**32, n)
+        w = rng.integers(-3, 60, n)
+        o = rng.integers(0, 5000, n) if small else rng.integers(-2**40, 2**40, n)
+        d = rng.integers(0, 5000, n) if small else rng.integers(0, 2**62, n)
+        if not small:
+            o[:5] = [0, P - 1, P, -1, -P]
+            u[:3] = [0, 2**32 - 1, P]
+        np.testing.assert_array_equal(bounding.pair_hash(key, u, w, o, d), plain(key, u, w, o, d))
+    x = np.array([0, 1, P - 1, P, P + 1, 2 * P, (P - 1) ** 2, 2**62 - 1, 2**63 - 1], dtype=np.int64)
+    np.testing.assert_array_equal(bounding._mod_p(x.copy()), x % np.int64(P))
+    u1, u2 = bounding.user_hashes([1, 1.0])
+    assert u1 != u2
+    assert u1 == bounding.user_hashes([np.int64(1)])[0]
