@@ -252,3 +252,40 @@ def test_report_from_the_week_index_is_the_report_from_the_pairs(week0):
     assert c["frontier"] != b["frontier"]
     assert same(design_report(GOALS[0], week, trips, max_pairs=5, rng=5),
                 design_report(GOALS[0], pairs, trips, max_pairs=5, rng=5))
+
+
+def test_the_searches_ask_many_settings_at_once_and_get_the_same_numbers(week0):
+    """What would change searches ε and the number of people for the first useful release; it asks
+    utility.published_error for several settings at once. Its numbers are expected_error's to the bit, and the
+    first useful value is the one a scan of expected_error finds (at the level that makes the scan stop inside the
+    grid, and at one no value reaches)."""
+    from odcore.privacy.design import WeekIndex, _Ranked, is_useful, threshold_for
+    from odcore.privacy.utility import published_error
+
+    pairs, _ = week0
+    ranked = _Ranked(WeekIndex(pairs), 3)
+    goal = Goal(GoalKind.WEEK, epsilon=0.66)
+    found = []
+    for m in (None, 1, 10):
+        raw, true, w = ranked.groups(m)
+        eps = np.geomspace(0.05, 40.0, 13)
+        tau = np.array([threshold_for(goal, e, m or 1) for e in eps], dtype=float)
+        scales = np.geomspace(1.0, 300.0, 13)
+        n_pub, err = published_error(raw, true, eps, tau, 1 if m is None else m, weights=w, scales=scales)
+        for i in range(eps.size):
+            want = ranked.expected_error(m, eps[i], tau[i], scale=scales[i])
+            assert n_pub[i] == want["pairs_published_expected"]
+            assert err[i] == want["relative_error"] or (np.isnan(err[i]) and np.isnan(want["relative_error"]))
+        grid = 0.2 * np.geomspace(1.0, 100.0, 41)
+
+        def setting(e, m=m):
+            return e, threshold_for(goal, e, m or 1), 1.0
+
+        for level in (0.05, 0.5, 1e-9):
+            scan = next((float(e) for e in grid
+                         if is_useful(ranked.expected_error(m, *setting(e)[:2]), level)), None)
+            got = ranked.first_useful(m, grid, setting, level, chunk=5)
+            assert got == scan
+            found.append(got)
+    assert any(f is not None and f > grid[0] for f in found)   # a stop inside the grid
+    assert None in found                                        # and a search that finds nothing

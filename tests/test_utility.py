@@ -102,3 +102,25 @@ def test_bad_table():
         release_utility([1, 2])
     with pytest.raises(ParameterError, match="week"):
         utility_by_week(pd.DataFrame({"true_count": [1], "noisy_count": [1.0], "released": [True]}))
+
+
+def test_the_laplace_tails_are_the_two_sided_forms_to_the_bit():
+    """The tail probability and partial mean behind expected_error take one exponential of −|s|/b: the same floats
+    as the forms written with one branch for s >= 0 and one below (checked on both sides of 0, at ±0 and tiny s,
+    and with one scale per row as the designer's searches use them)."""
+    from odcore.privacy.utility import _laplace_sf, _laplace_upper_mean
+
+    def sf(s, b):
+        return np.where(s >= 0, 0.5 * np.exp(-np.maximum(s, 0.0) / b), 1.0 - 0.5 * np.exp(np.minimum(s, 0.0) / b))
+
+    def upper_mean(s, b):
+        return np.where(s >= 0, 0.5 * (np.maximum(s, 0.0) + b) * np.exp(-np.maximum(s, 0.0) / b),
+                        0.5 * (b - np.minimum(s, 0.0)) * np.exp(np.minimum(s, 0.0) / b))
+
+    rng = np.random.default_rng(5)
+    for spread in (1.0, 100.0, 1e4):
+        s = rng.normal(0.0, spread, 20_000)
+        s[:4] = [0.0, -0.0, 1e-300, -1e-300]
+        for b in (0.01, 1.5, 100.0, rng.uniform(0.1, 50.0, (1, 1))):
+            np.testing.assert_array_equal(_laplace_sf(s, b), sf(s, b))
+            np.testing.assert_array_equal(_laplace_upper_mean(s, b), upper_mean(s, b))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -241,6 +242,15 @@ def _tight_total(c: BudgetConfig) -> tuple[float | None, float | None, str | Non
     return None, None, None
 
 
+@lru_cache(maxsize=64)
+def _threshold_free(epsilon: float, trips: int, weeks: int, delta: float, total_interval: float) -> tuple:
+    """The figures of :func:`budget` that the threshold does not change (the tight and Rényi ε, the costly ones),
+    kept: a new threshold recomputes only the δ of thresholding and what it enters."""
+    c = BudgetConfig(epsilon=epsilon, trips=trips, weeks=weeks, delta=delta, total_interval=total_interval)
+    return (tight_epsilon(delta, trips, epsilon) if trips <= TIGHT_K_MAX else None, _tight_total(c),
+            rdp_epsilon(delta, trips, epsilon), rdp_epsilon(delta, trips * weeks, epsilon))
+
+
 def budget(config: BudgetConfig | None = None) -> dict:
     """Every budget figure of the release for one user, as a JSON-able dict.
 
@@ -272,8 +282,8 @@ def budget(config: BudgetConfig | None = None) -> dict:
     e_tot, d_tot = basic_composition(eps, d1, n * w)
     ea_week, da_week = advanced_composition(eps, n, c.delta, d1)
     ea_tot, da_tot = advanced_composition(eps, n * w, c.delta, d1)
-    et_week = tight_epsilon(c.delta, n, eps) if n <= TIGHT_K_MAX else None
-    et_tot_lo, et_tot, tot_method = _tight_total(c)
+    et_week, (et_tot_lo, et_tot, tot_method), rdp_week, rdp_tot = _threshold_free(eps, n, w, c.delta,
+                                                                                  c.total_interval)
     out = {
         **{k: getattr(c, k) for k in ("epsilon", "threshold", "trips", "weeks", "delta", "max_pairs",
                                       "total_interval")},
@@ -292,8 +302,8 @@ def budget(config: BudgetConfig | None = None) -> dict:
         "delta_user_total_advanced": da_tot,
         "epsilon_user_week_tight": et_week,
         "delta_user_week_tight": min(c.delta + d_part, 1.0),
-        "epsilon_user_week_rdp": rdp_epsilon(c.delta, n, eps),
-        "epsilon_user_total_rdp": rdp_epsilon(c.delta, n * w, eps),
+        "epsilon_user_week_rdp": rdp_week,
+        "epsilon_user_total_rdp": rdp_tot,
         "tight_k_max": TIGHT_K_MAX,
         "delta_user_total_tight": min(c.delta + float(threshold_delta(eps, c.threshold, 1, n * w)), 1.0),
         "epsilon_user_total_tight": et_tot,

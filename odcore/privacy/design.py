@@ -64,7 +64,7 @@ from odcore.privacy.release import (
     release_probability,
     release_with_report,
 )
-from odcore.privacy.utility import expected_error, noise_dominated, release_utility
+from odcore.privacy.utility import expected_error, noise_dominated, published_error, release_utility
 
 __all__ = [
     "CANDIDATE_MAX_PAIRS",
@@ -548,6 +548,22 @@ class _Ranked:
         return expected_error(raw * scale, true * scale, epsilon, threshold, 1 if m is None else m, weights=w,
                               n_pairs=self.n_pairs, trips_total=float(self.raw.sum()) * scale)
 
+    def first_useful(self, m: int | None, values, setting, level: float, chunk: int = 8) -> float | None:
+        """The first of ``values`` at which the release is useful (:func:`is_useful`), or None: ``setting(v)`` gives
+        ``(epsilon, threshold, scale)``, as for :meth:`expected_error`. Settings are tried ``chunk`` at a time, in
+        one pass of :func:`odcore.privacy.utility.published_error` each (the same numbers as
+        :meth:`expected_error`'s, so the same answer)."""
+        raw, true, w = self.groups(m)
+        values = list(values)
+        for c0 in range(0, len(values), chunk):
+            part = values[c0:c0 + chunk]
+            eps, tau, sc = (np.array(c, dtype=float) for c in zip(*(setting(v) for v in part), strict=True))
+            n_pub, err = published_error(raw, true, eps, tau, 1 if m is None else m, weights=w, scales=sc)
+            for v, n, e in zip(part, n_pub, err, strict=True):
+                if is_useful({"pairs_published_expected": float(n), "relative_error": float(e)}, level):
+                    return float(v)
+        return None
+
     def _histogram(self, m: int | None) -> tuple[np.ndarray, np.ndarray]:
         """Per true count c = 0, 1, ...: how many pairs have it, and their raw user-trips."""
         if m not in self._hist:
@@ -708,13 +724,6 @@ def person_risk(epsilon: float, max_pairs: int, threshold: float, trips: int) ->
     return float(bounded_success_curve(epsilon, max_pairs, n, threshold)[n])
 
 
-def _first_useful(values, utility_at, level: float):
-    for v in values:
-        if is_useful(utility_at(v), level):
-            return float(v)
-    return None
-
-
 def what_would_change(goal: Goal, chosen: dict, table: pd.DataFrame, ranked: _Ranked, n_people: int,
                       level: float = USEFUL_ERROR) -> list[dict]:
     """What would make the release useful, with numbers: more pairs per person (when bounding is the cause), a
@@ -739,8 +748,8 @@ def what_would_change(goal: Goal, chosen: dict, table: pd.DataFrame, ranked: _Ra
     not_useful = table[~table["useful"].astype(bool)]     # useful candidates are named by the tuning item below
     for _, r in not_useful.iterrows():
         m = int(r["max_pairs"])
-        e = _first_useful(r["epsilon"] * np.geomspace(1.0, 100.0, 41),
-                          lambda e, m=m: ranked.expected_error(m, e, threshold_for(goal, e, m)), level)
+        e = ranked.first_useful(m, r["epsilon"] * np.geomspace(1.0, 100.0, 41),
+                                lambda e, m=m: (e, threshold_for(goal, e, m), 1.0), level)
         if e is not None:
             ew = float(_tight(goal.pld_delta, m, e / m))
             if best_eps is None or ew < best_eps[0]:
@@ -753,8 +762,8 @@ def what_would_change(goal: Goal, chosen: dict, table: pd.DataFrame, ranked: _Ra
     best_ppl = None
     for _, r in not_useful.iterrows():
         m = int(r["max_pairs"])
-        sc = _first_useful(np.geomspace(1.0, 1000.0, 61),
-                           lambda x, m=m, r=r: ranked.expected_error(m, r["epsilon"], r["threshold"], scale=x), level)
+        sc = ranked.first_useful(m, np.geomspace(1.0, 1000.0, 61),
+                                 lambda x, r=r: (r["epsilon"], r["threshold"], x), level)
         if sc is not None and (best_ppl is None or sc < best_ppl[0] or (sc == best_ppl[0] and m == m0)):
             best_ppl = (sc, m)
     if best_ppl is not None:
