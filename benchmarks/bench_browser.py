@@ -189,12 +189,14 @@ INSTRUMENT_JS = r"""
     return el.closest('canvas') === null;
   };
   // What a press redrew, for the reference it is held to: each plotly chart's last change to its DOM, each WebGL
-  // canvas's (a deck.gl map's) last draw call, and the live charts' drawn values when the press began (B.snap).
+  // canvas's (a deck.gl map's) last draw call, and what the live charts drew when the press began (B.snap): their
+  // values and their layout (type sizes, plot box, the curves' pixels), so new type in projector mode counts too.
   B.plotAt = new Map(); B.glAt = new Map(); B.liveBefore = {};
   const liveCharts = () => {
     const out = {};
     for (const [p, r] of Object.entries(window.odlive || {}))
-      for (const id of Object.keys(r.layout || {})) out[`${p}/${id}`] = JSON.stringify([(r.values || {})[id], (r.x || {})[id]]);
+      for (const id of Object.keys(r.layout || {}))
+        out[`${p}/${id}`] = JSON.stringify([(r.values || {})[id], (r.x || {})[id], r.layout[id]]);
     return out;
   };
   B.snap = () => { B.liveBefore = liveCharts(); };
@@ -469,7 +471,7 @@ def _med(xs):
 
 def redrawn(runs: list[dict]) -> dict | None:
     """What the presses redrew: the median number of charts (plotly charts whose drawing changed, live charts whose
-    drawn values changed) and of maps (WebGL canvases that drew) between the input and the painted frame."""
+    values or layout changed) and of maps (WebGL canvases that drew) between the input and the painted frame."""
     rs = [r["redrew"] for r in runs if r.get("redrew")]
     if not rs:
         return None
