@@ -25,6 +25,13 @@ the warm-ups these revisit options. ``WARMUP`` presses are dropped,
 the next ``REPEAT`` give the median and the worst. The baseline of each page is a rerun in which nothing changed
 (the ``r`` shortcut), measured in the same session.
 
+What each press redrew is recorded with it (``redrew``, :func:`redrawn`): the plotly charts whose DOM changed, the
+live charts (``odapp/components/live``) whose drawn values or layout changed, and the WebGL canvases (deck.gl maps)
+that drew between the input and the painted frame. :func:`reference_for` names the reference app with that content
+(below), and ``python -m benchmarks.browser_table`` holds each control to it: a median within 150 ms of that
+reference's median in the same run (at least 300 ms), the slowest within twice that. The reference apps' own
+presses are recorded the same way, a check of the detector (``tests/test_bench_floor.py``).
+
 Breakdown of each press (medians): *to server* = input -> first WebSocket message of the rerun (the widget message
 reaches the server and the run starts); *server* = that message -> the run's end (``notRunning``): script,
 serialisation and the transfer of every delta, which the server streams while the script runs and the browser draws
