@@ -237,6 +237,15 @@ def _abs_dev_above(a: np.ndarray, t: np.ndarray, b: float) -> np.ndarray:
     return above + between
 
 
+def _published_terms(raw, true, w, tau, b):
+    """Per pair (any shape that broadcasts): the margin ``t = τ − true``, the release probability, the people cut
+    by bounding and the weighted expected total relative error when published (:func:`expected_error`)."""
+    t = tau - true
+    p = _laplace_sf(t, b)
+    cut = raw - true
+    return t, p, cut, w * _abs_dev_above(cut, t, b) / raw
+
+
 def published_error(raw, true, epsilons, thresholds, sensitivity: float = 1, *, weights=None,
                     scales=None) -> tuple[np.ndarray, np.ndarray]:
     """``pairs_published_expected`` and ``relative_error`` of :func:`expected_error` at many settings in one pass
@@ -252,11 +261,8 @@ def published_error(raw, true, epsilons, thresholds, sensitivity: float = 1, *, 
     w = np.ones_like(raw) if weights is None else np.asarray(weights, dtype=float)
     keep = true > 0
     raw, true, w = raw[keep], true[keep], w[keep]
-    rs, ts = raw[None, :] * sc[:, None], true[None, :] * sc[:, None]
-    b = (float(sensitivity) / eps)[:, None]
-    t = tau[:, None] - ts
-    p = _laplace_sf(t, b)
-    err_total = w * _abs_dev_above(rs - ts, t, b) / rs
+    _, p, _, err_total = _published_terms(raw[None, :] * sc[:, None], true[None, :] * sc[:, None], w,
+                                          tau[:, None], (float(sensitivity) / eps)[:, None])
     n_pub = np.array([float((w * row).sum()) for row in p])
     err = np.array([float(e.sum() / n) if n > 0 else math.nan for e, n in zip(err_total, n_pub, strict=True)])
     return n_pub, err
@@ -317,10 +323,7 @@ def expected_error(raw, true, epsilon: float, threshold: float, sensitivity: flo
     trips_all = float((w * raw).sum()) if trips_total is None else float(trips_total)
     keep = true > 0
     raw, true, w = raw[keep], true[keep], w[keep]
-    t = tau - true
-    p = _laplace_sf(t, b)
-    cut = raw - true
-    err_total = w * _abs_dev_above(cut, t, b) / raw
+    t, p, cut, err_total = _published_terms(raw, true, w, tau, b)
     err_noise = w * _abs_dev_above(np.zeros_like(t), t, b) / raw
     err_bound = w * cut * p / raw
     mostly_noise = w * _laplace_sf(np.maximum(true, t), b)
