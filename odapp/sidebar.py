@@ -14,12 +14,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import cache, export, guide, projector
+from odapp import ahead, cache, export, guide, projector
 from odapp.data import Loaded, StreamedLoaded, UploadOptions, apply_upload, sample_ref, synth_ref
 from odapp.errors import engine_errors
 from odapp.state import (
     DATA_SOURCE_LABELS,
     EPSILON_RANGE,
+    K_BEFORE,
     K_CELL_KM2,
     K_COUNTS_DIR,
     K_DATASET,
@@ -38,6 +39,7 @@ from odapp.state import (
     K_USER_THRESHOLD,
     K_WEEK,
     K_WEEK_FOR,
+    SEED_MAX,
     THRESHOLD_RANGE,
     USER_DELTA,
     USER_THRESHOLD_MAX,
@@ -77,6 +79,7 @@ class PageContext:
     loaded: Loaded
     od: object   # odcore.od.oddata.ODData
     od_config: object  # odcore.od.oddata.ODConfig
+    next: Settings | None = None   # the person's likely next setting (:func:`odapp.ahead.next_settings`)
 
 
 def _copy_to_persistent(key: str) -> None:
@@ -408,7 +411,7 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
                    min_value=THRESHOLD_RANGE[0], max_value=THRESHOLD_RANGE[1], step=THRESHOLD_RANGE[2],
                    help="Pairs whose noisy count is below this are not published. Google used 100.")
             threshold = float(ss[K_THRESHOLD])
-        _bound(K_SEED, st.number_input, label="Seed", min_value=0, max_value=2**31 - 1, step=1,
+        _bound(K_SEED, st.number_input, label="Seed", min_value=0, max_value=SEED_MAX, step=1,
                help="Seed of every random draw (noise, synthesis, Monte Carlo): same seed, same numbers.")
         st.caption(f"Data: {plain(ref.label)}")
         projector.toggle()
@@ -424,4 +427,11 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
                         epsilon=float(ss[K_EPSILON]), threshold=threshold, seed=int(ss[K_SEED]),
                         mode=str(ss[K_MODE]), max_pairs=int(ss[K_MAX_PAIRS]), zones=zones,
                         zones_label=zones_label)
-    return PageContext(settings=settings, loaded=loaded, od=od, od_config=od_config)
+    nxt = ahead.next_settings(ss.get(K_BEFORE), settings)
+    ss[K_BEFORE] = settings
+    if nxt is not None and nxt.cell_km2 != settings.cell_km2 and (ref.kind == DataSource.COUNTS
+                                                                  or isinstance(loaded, StreamedLoaded)):
+        nxt = None    # a counts folder has its own zones; a streamed upload's grids are built by its own pass
+    ctx = PageContext(settings=settings, loaded=loaded, od=od, od_config=od_config, next=nxt)
+    ahead.after(ctx)   # at least the next grid's tables; a page with heavier work asks again with it
+    return ctx

@@ -39,6 +39,7 @@ K_CELL_KM2 = "odlab.cell_km2"
 K_EPSILON = "odlab.epsilon"
 K_THRESHOLD = "odlab.threshold"
 K_SEED = "odlab.seed"
+K_BEFORE = "odlab.settings_before"   # the settings of the session's previous run (odapp.ahead.next_settings)
 K_MODE = "odlab.mode"
 K_MAX_PAIRS = "odlab.max_pairs"          # contribution bound of the per-user mode
 K_FIT_THRESHOLD = "odlab.fit_threshold"  # per-user mode: threshold fitted to the noise (default) or set by hand
@@ -87,6 +88,7 @@ threshold (:func:`odcore.privacy.accounting.delta_parts`)."""
 USER_WEEKS = 52
 """Weekly releases the fitted threshold's δ covers (the CLI's ``release`` and ``budget`` ``--weeks`` default)."""
 CELL_KM2_RANGE = (0.1, 25.0, 0.1)
+SEED_MAX = 2**31 - 1
 
 
 def widget_key(key: str) -> str:

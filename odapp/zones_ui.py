@@ -93,7 +93,12 @@ def zone_spec(state: MutableMapping, box=None) -> tuple[str | None, str]:
         path, label = zone_file(state, box)
         if path is not None:
             return path, label
-    return None, f"square cells of {float(state.get(K_CELL_KM2, 1.3)):g} km²"
+    return None, square_label(float(state.get(K_CELL_KM2, 1.3)))
+
+
+def square_label(cell_km2: float) -> str:
+    """How a grid of squares is named on pages and in exports."""
+    return f"square cells of {cell_km2:g} km²"
 
 
 def _store_dir() -> Path:

@@ -9,13 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from odapp import live
+from odapp import ahead, live
 from odapp.data import CACHE_ENV
 from odcore.paths import REPO_ROOT, SHARED_DATA_DIR
 
 # The app keeps the bundled city's tables on disk between launches (odapp.data.disk_cached); the tests use a
 # folder of their own (the servers they start inherit it), not the user's ~/.cache/odlab.
 os.environ.setdefault(CACHE_ENV, tempfile.mkdtemp(prefix="odlab-test-cache-"))
+
+# The app computes a person's likely next press in a background thread once a run ends (odapp.ahead.after); in the
+# test process that thread would race AppTest's next run, so it is off here (tests/test_ahead.py turns it on). The
+# servers the browser tests start have it on, as every launch of the app.
+ahead.enabled = False
 
 SHOTS_ENV = "ODLAB_SHOTS"
 

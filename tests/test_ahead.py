@@ -1,0 +1,137 @@
+"""The next press computed ahead (odapp.ahead): which setting is next, the worker's manners, and that a page's press
+onto the setting computed ahead computes nothing its work named."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+import time
+
+import pytest
+
+from odapp import ahead
+from odapp.state import CELL_KM2_RANGE, SEED_MAX, DatasetRef, Settings
+from odapp.zones_ui import square_label
+from odcore.paths import REPO_ROOT
+
+SAMPLE = REPO_ROOT / "sample_data" / "synthetic_city.parquet"
+S = Settings(dataset=DatasetRef(id="d", kind="sample", label="d"), week=0, cell_km2=1.3, epsilon=0.66,
+             threshold=100.0, seed=0, zones_label=square_label(1.3))
+
+
+def grid(v: float) -> Settings:
+    return dataclasses.replace(S, cell_km2=v, zones_label=square_label(v))
+
+
+def test_next_settings_continue_the_last_change_and_nothing_else():
+    up = grid(1.4)
+    assert ahead.next_settings(S, up) == grid(1.5)
+    assert ahead.next_settings(up, S) == grid(1.2)
+    s1 = dataclasses.replace(S, seed=1)
+    assert ahead.next_settings(S, s1) == dataclasses.replace(S, seed=2)
+    assert ahead.next_settings(s1, S) is None                      # no seed below 0
+    assert ahead.next_settings(dataclasses.replace(S, seed=SEED_MAX - 1),
+                               dataclasses.replace(S, seed=SEED_MAX)) is None
+    lo, hi, step = CELL_KM2_RANGE
+    assert ahead.next_settings(grid(hi - step), grid(hi)) is None
+    assert ahead.next_settings(grid(lo + step), grid(lo)) is None
+    # nothing changed, a first run, two things changed, another control, zones instead of squares
+    assert ahead.next_settings(S, S) is None
+    assert ahead.next_settings(None, S) is None
+    assert ahead.next_settings(S, dataclasses.replace(grid(1.4), seed=1)) is None
+    assert ahead.next_settings(S, dataclasses.replace(S, epsilon=0.7)) is None
+    h3 = dataclasses.replace(S, zones="h3:8")
+    assert ahead.next_settings(h3, dataclasses.replace(h3, cell_km2=1.4)) is None
+    assert ahead.next_settings(grid(1.3), grid(1.4)).zones_label == "square cells of 1.5 km²"
+    # steps land on the control's own values (no 1.5000000000000002)
+    v = 1.3
+    for _ in range(30):
+        nxt = ahead.next_settings(grid(round(v - 0.1, 1)), grid(v))
+        assert nxt.cell_km2 == round(v + 0.1, 1)
+        v = nxt.cell_km2
+
+
+def test_the_worker_waits_for_every_run_to_end_and_the_newest_wish_replaces_an_older_one(monkeypatch):
+    monkeypatch.setattr(ahead, "enabled", True)
+    monkeypatch.setattr(ahead, "_pending", [])
+    monkeypatch.setattr(ahead, "_worker", None)
+    done, release = [], threading.Event()
+    run = threading.Thread(target=release.wait, name=ahead.SCRIPT_THREAD)   # a page's run in progress
+    run.start()
+    try:
+        assert ahead.script_running()
+        assert ahead.submit(lambda: done.append("old"))
+        assert ahead.submit(lambda: done.append("new"))
+        time.sleep(0.3)
+        assert done == []                      # not while a script runs
+    finally:
+        release.set()
+        run.join()
+    for _ in range(100):
+        if done:
+            break
+        time.sleep(0.02)
+    assert done == ["new"]
+    monkeypatch.setattr(ahead, "enabled", False)
+    assert not ahead.submit(lambda: done.append("off"))
+
+
+class _Bodies:
+    """The functions of ``odapp/cache.py`` whose bodies ran during a page's run (a cached function's body runs only
+    on a miss), recorded in the script's thread."""
+
+    def __init__(self):
+        self.ran: set[str] = set()
+
+    def _prof(self, frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.endswith("odapp/cache.py"):
+            self.ran.add(frame.f_code.co_name)
+
+    def __enter__(self):
+        threading.setprofile(self._prof)
+        return self
+
+    def __exit__(self, *exc):
+        threading.setprofile(None)
+        sys.setprofile(None)
+
+
+def press_after_ahead(monkeypatch, page: str, key: str, values: list, *, setup=None):
+    """Run ``page`` in AppTest, press the sidebar number input ``key`` to each of ``values``, and before the last
+    press run what the page queued ahead (in this thread). Returns the cached functions computed by the last press
+    and by a press onto the same value with nothing computed ahead (a fresh cache)."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    if not SAMPLE.is_file():
+        pytest.skip("bundled sample missing (make sample-data)")
+    queued = []
+    monkeypatch.setattr(ahead, "enabled", True)
+    monkeypatch.setattr(ahead, "submit", lambda job: queued.append(job) or True)
+
+    def run(compute_ahead: bool) -> set[str]:
+        st.cache_resource.clear()
+        st.cache_data.clear()
+        at = AppTest.from_file(str(REPO_ROOT / "pages" / page), default_timeout=300).run()
+        if setup:
+            setup(at)
+        for v in values[:-1]:
+            at.sidebar.number_input(key=key).set_value(v).run()
+            assert not at.exception, [e.message for e in at.exception]
+        assert queued, "nothing was queued ahead"
+        if compute_ahead:
+            queued[-1]()
+        queued.clear()
+        with _Bodies() as b:
+            at.sidebar.number_input(key=key).set_value(values[-1]).run()
+        assert not at.exception, [e.message for e in at.exception]
+        return b.ran
+
+    return run(True), run(False)
+
+
+def test_a_grid_press_finds_the_next_grids_tables_computed_ahead(monkeypatch):
+    after, cold = press_after_ahead(monkeypatch, "0_Home.py", "w.cell_km2", [1.4, 1.5])
+    assert "od_data" in cold          # the check sees a miss
+    assert "od_data" not in after, after
