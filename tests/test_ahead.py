@@ -135,3 +135,10 @@ def test_a_grid_press_finds_the_next_grids_tables_computed_ahead(monkeypatch):
     after, cold = press_after_ahead(monkeypatch, "0_Home.py", "w.cell_km2", [1.4, 1.5])
     assert "od_data" in cold          # the check sees a miss
     assert "od_data" not in after, after
+
+
+@pytest.mark.parametrize("key,values", [("w.cell_km2", [1.4, 1.5]), ("w.seed", [1, 2])])
+def test_audit_finds_its_selection_table_computed_ahead(monkeypatch, key, values):
+    after, cold = press_after_ahead(monkeypatch, "9_Audit.py", key, values)
+    assert "selection_table" in cold
+    assert "selection_table" not in after and "od_data" not in after, after
