@@ -142,3 +142,10 @@ def test_audit_finds_its_selection_table_computed_ahead(monkeypatch, key, values
     after, cold = press_after_ahead(monkeypatch, "9_Audit.py", key, values)
     assert "selection_table" in cold
     assert "selection_table" not in after and "od_data" not in after, after
+
+
+@pytest.mark.parametrize("key,values", [("w.cell_km2", [1.4, 1.5]), ("w.seed", [1, 2])])
+def test_the_release_designer_finds_its_design_computed_ahead(monkeypatch, key, values):
+    after, cold = press_after_ahead(monkeypatch, "6_Release_designer.py", key, values)
+    assert {"design_report", "frontier_figure"} <= cold
+    assert not {"design_report", "frontier_figure", "design_week", "od_data"} & after, after
