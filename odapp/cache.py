@@ -122,6 +122,15 @@ def counts_folder(dataset_id: str, path: str):
 
 # ---- budget (odcore.privacy.accounting) --------------------------------------------------------------------------------
 
+def headline(s, od_config, delta: float, _od) -> tuple[int, dict]:
+    """The guarantee card's figures on every page (:func:`odapp.layout.unit_headline`) for the settings ``s``: the
+    typical person's unique trips in the week and :func:`person_week` of them (both cached)."""
+    median = median_trips(s.dataset.id, od_config, s.week, _od=_od)
+    typical = 1 if median is None else round(median)
+    return typical, person_week(s.mode, s.epsilon, s.threshold, typical,
+                                s.max_pairs if s.mode == "user_level" else None, delta)
+
+
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def budget(config) -> dict:
     from odcore.privacy.accounting import budget as _budget

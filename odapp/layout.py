@@ -10,10 +10,8 @@ import streamlit as st
 
 from odapp import cache, sidebar
 from odapp.nav import NAV
+from odapp.state import HEADLINE_DELTA
 from odapp.words import UNIT_COVERS, num, pct, sci, unit_words
-
-HEADLINE_DELTA = 1e-6   # δ of the tight per-person figure in every page's headline
-
 
 PAGE_FILES = [Path(__file__).resolve().parent.parent / e.file for e in NAV[1:]]   # the pages after Home (odapp.nav)
 
@@ -38,10 +36,7 @@ def unit_headline(ctx: sidebar.PageContext) -> dict:
     """The guarantee in the chosen unit, at the top of every page: what the ε covers and what a typical person of
     the week risks (tight ε of their week, :func:`odcore.privacy.accounting.person_week`). Returns the figures."""
     s = ctx.settings
-    median = cache.median_trips(s.dataset.id, ctx.od_config, s.week, _od=ctx.od)
-    typical = 1 if median is None else round(median)
-    g = cache.person_week(s.mode, s.epsilon, s.threshold, typical, s.max_pairs if s.mode == "user_level" else None,
-                          HEADLINE_DELTA)
+    typical, g = cache.headline(s, ctx.od_config, HEADLINE_DELTA, _od=ctx.od)
     unit = unit_words(s.mode)
     with st.container(border=True):
         c = st.columns([2, 1, 1, 1])

@@ -89,6 +89,7 @@ USER_WEEKS = 52
 """Weekly releases the fitted threshold's δ covers (the CLI's ``release`` and ``budget`` ``--weeks`` default)."""
 CELL_KM2_RANGE = (0.1, 25.0, 0.1)
 SEED_MAX = 2**31 - 1
+HEADLINE_DELTA = 1e-6   # δ of the tight per-person figure in every page's headline (odapp.layout.unit_headline)
 
 
 def widget_key(key: str) -> str:
