@@ -21,6 +21,7 @@ from odapp import cache
 
 # The map options a person sees first (the widgets' defaults on the OD release page).
 # Top N 0: "auto", as many of the largest flows as keep the map legible (odcore.report.flows.auto_top).
+K_MAP_OPTIONS = "rel.map_options"   # session_state: the options the map was last drawn with (:func:`page_view`)
 MAP_DEFAULTS = {"view": "Published", "top_n": 0, "min_count": 0.0, "cell": None, "show_sup": False,
                 "basemap": False, "level": "Auto", "context": True, "risk": False}
 
@@ -100,11 +101,17 @@ def week_view(ctx, rcfg, week: int):
 def first_view(ctx) -> None:
     """Compute into the caches what the OD release page shows when it is opened with these settings: the week's
     release, its cells, the map with the default options, the release-probability chart and its live tables."""
+    page_view(ctx, MAP_DEFAULTS, projector=False)
+
+
+def page_view(ctx, o: dict, projector: bool) -> None:
+    """Compute into the caches what the OD release page shows for ``ctx`` with the map options ``o`` (keys of
+    :data:`MAP_DEFAULTS`, as :func:`map_section` last drew them: :data:`K_MAP_OPTIONS`) and ``projector``."""
     s = ctx.settings
     rcfg = s.release_config()
     res, cent, cells = week_view(ctx, rcfg, s.week)
-    flow_maps(ctx, rcfg, res.table, s.week, cent, cells, MAP_DEFAULTS)
-    release_curve(ctx, rcfg, res.table, s.week, projector=False)
+    flow_maps(ctx, rcfg, res.table, s.week, cent, cells, o)
+    release_curve(ctx, rcfg, res.table, s.week, projector=projector)
     live_tables(ctx, rcfg, res.table)
 
 
@@ -290,6 +297,7 @@ def map_section(ctx, rcfg) -> None:
 
     o = {"view": view, "top_n": int(top_n or 0), "min_count": float(min_count), "cell": cell, "show_sup": show_sup,
          "basemap": basemap, "level": level, "context": context, "risk": risk}
+    st.session_state[K_MAP_OPTIONS] = o
     slot = st.empty()
     if play:
         for w in range(n_weeks):

@@ -6,7 +6,7 @@ import functools
 
 import streamlit as st
 
-from odapp import guide, live_view
+from odapp import ahead, guide, live_view
 from odapp import release_view as rv
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
@@ -97,3 +97,6 @@ export_buttons(f"DO_NOT_SHARE_analysis_week{s.week}", data=functools.partial(rv.
 st.caption("The published table is what may leave the building. The analysis table holds every observed pair with "
            "its true count and noise, as the command line's analysis table does: do not share it.")
 reproduce([("The week's release (published.csv, release.json, guarantee_sheet.html)", "release", cli_config)])
+# the next grid step or seed, while the person reads this one: what this page shows, with the map's options as drawn
+ahead.after(ctx, functools.partial(rv.page_view, o=dict(st.session_state.get(rv.K_MAP_OPTIONS, rv.MAP_DEFAULTS)),
+                                   projector=projector_mode()))

@@ -144,6 +144,10 @@ PRESSES = [   # page, control, values (the last one pressed after the work queue
     ("9_Audit.py", "w.seed", [1, 2], {"selection_table"}),
     ("6_Release_designer.py", "w.cell_km2", [1.4, 1.5], {"design_report", "frontier_figure"}),
     ("6_Release_designer.py", "w.seed", [1, 2], {"design_report", "frontier_figure"}),
+    ("1_Data.py", "w.cell_km2", [1.4, 1.5], {"od_summary", "trace_density_map"}),
+    ("2_OD_release.py", "w.cell_km2", [1.4, 1.5], {"week_release", "release_cells", "release_map", "release_curve",
+                                                   "live_release"}),
+    ("2_OD_release.py", "w.seed", [1, 2], {"week_release", "release_map", "live_release"}),
 ]
 
 
