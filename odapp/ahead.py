@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 
@@ -77,7 +78,8 @@ def start(ctx, *, background: bool = True) -> bool:
 SCRIPT_THREAD = "ScriptRunner.scriptThread"   # Streamlit's thread of a page's run (one per run in progress)
 WORKER = "odlab-ahead-next"
 IDLE_POLL_S = 0.02
-enabled = True    # the test suite turns it off (a background thread would race AppTest's own runs)
+AHEAD_ENV = "ODLAB_AHEAD"   # "0": compute nothing ahead (e.g. to measure a press without it)
+enabled = os.environ.get(AHEAD_ENV, "1") != "0"   # the test suite turns it off (it would race AppTest's own runs)
 _cv = threading.Condition()
 _pending: list = []    # [job]: the newest wish replaces one not yet started
 _worker: threading.Thread | None = None

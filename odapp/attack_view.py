@@ -24,6 +24,51 @@ from odapp.words import num, pct, plain, probability_words
 K_MAX = 70   # the page's curve: k = 0..70 (Houssiau et al. 2022, Fig. 1)
 
 
+PICKS = {"typical (median trips)": 0.5, "busiest": 1.0, "quiet (10th percentile)": 0.1}   # quantile of unique trips
+
+
+def choose_user(per_user, pick: str, uid_text: str | None):
+    """The user the page attacks (``per_user``: unique pairs of each user of the week): the one at the quantile of
+    ``pick`` (:data:`PICKS`), or for "by id" the one whose id is ``uid_text`` (None when no user has it)."""
+    if pick == "by id":
+        match = [u for u in per_user.index[:200_000] if str(u) == str(uid_text).strip()]
+        return match[0] if match else None
+    ks = per_user.to_numpy()
+    target = np.quantile(ks, PICKS[pick], method="nearest")
+    return per_user.index[int(np.flatnonzero(ks == target)[0])]
+
+
+def person_risk(ctx, rcfg, key, user, pairs, counts):
+    """``(others_key, user_risk, roc_plain, plain_k)`` of ``user``: the counts of their pairs without them, their
+    risk and ROC (:func:`odapp.cache.user_risk`) and p_k at their number of pairs for the release's own per-pair
+    noise (1/scale: ε per count, or ε/max_pairs in the per-user mode; to K_MAX at least: the page's own curve at a
+    50/50 prior, per metric, is then this same cache entry)."""
+    s = ctx.settings
+    others = cache.attack_others(s.dataset.id, ctx.od_config, s.week, key, user, _pairs=pairs, _counts=counts)
+    eps_pair = 1.0 / rcfg.scale
+    others_key = tuple(np.sort(others).tolist())
+    ur, roc_plain = cache.user_risk(others_key, eps_pair, float(rcfg.threshold))
+    k_user = len(others)
+    plain_k = float(cache.success_curve(eps_pair, max(k_user, K_MAX), 0.5)["success"][k_user]) if k_user else 0.5
+    return others_key, ur, roc_plain, plain_k
+
+
+def person_tables(ctx, pick: str, uid_text: str | None, fit: bool) -> None:
+    """Compute into the caches what :func:`real_person` shows for ``ctx`` with the person picked by ``pick`` and
+    ``uid_text`` and ``fit`` (:func:`odapp.live_view.fitted`): for the next grid step or seed, computed ahead."""
+    s = ctx.settings
+    rcfg = s.release_config()
+    pairs, counts = cache.attack_pairs(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
+    if pairs.empty:
+        return
+    key = cache.pairs_key(rcfg, s.seed)
+    per_user = cache.attack_users(s.dataset.id, ctx.od_config, s.week, key, _pairs=pairs)
+    user = choose_user(per_user, pick, uid_text if uid_text is not None else str(per_user.index[0]))
+    if user is not None:
+        others_key = person_risk(ctx, rcfg, key, user, pairs, counts)[0]
+        live_view.person_table(s, others_key, fit)
+
+
 @st.fragment
 def real_person(ctx, bound: float) -> None:
     """One real person of the week and the whole week's population: its controls (person, id, population) rerun
@@ -47,32 +92,21 @@ def real_person(ctx, bound: float) -> None:
         st.stop()
     key = cache.pairs_key(rcfg, s.seed)   # the rows do not change with ε or the threshold
     per_user = cache.attack_users(s.dataset.id, ctx.od_config, s.week, key, _pairs=pairs)
-    pick = st.radio("Person", ["typical (median trips)", "busiest", "quiet (10th percentile)", "by id"],
-                    horizontal=True, key="attack_pick",
+    pick = st.radio("Person", [*PICKS, "by id"], horizontal=True, key="attack_pick",
                     help="Which user of the week to attack: picked by their number of unique trips, or by id.")
-    ks = per_user.to_numpy()
+    uid_text = None
     if pick == "by id":
         uid_text = st.text_input("User id", value=str(per_user.index[0]), key="attack_uid",
                                  help="The pseudonymous id as in the data (see the Data page's CSV).")
-        match = [u for u in per_user.index[:200_000] if str(u) == uid_text.strip()]
-        if not match:
-            st.error(f"No user with id {plain(repr(uid_text))} has trips in week {s.week}; try another id or a quick "
-                     "pick.")
-            st.stop()
-        user = match[0]
-    else:
-        q = {"typical (median trips)": 0.5, "busiest": 1.0, "quiet (10th percentile)": 0.1}[pick]
-        target = np.quantile(ks, q, method="nearest")
-        user = per_user.index[int(np.flatnonzero(ks == target)[0])]
-    others = cache.attack_others(s.dataset.id, ctx.od_config, s.week, key, user, _pairs=pairs, _counts=counts)
-    eps_pair = 1.0 / rcfg.scale
+    user = choose_user(per_user, pick, uid_text)
+    if user is None:
+        st.error(f"No user with id {plain(repr(uid_text))} has trips in week {s.week}; try another id or a quick "
+                 "pick.")
+        st.stop()
     with engine_errors("Could not attack this user"):
-        others_key = tuple(np.sort(others).tolist())
-        ur, roc_plain = cache.user_risk(others_key, eps_pair, float(rcfg.threshold))
-    k_user = len(others)
-    # p_k of the release's own per-pair noise (1/scale: ε per count, or ε/max_pairs in the per-user mode)
-    # (to K_MAX at least: the page's own curve at a 50/50 prior, per metric, is then this same cache entry)
-    plain_k = float(cache.success_curve(eps_pair, max(k_user, K_MAX), 0.5)["success"][k_user]) if k_user else 0.5
+        others_key, ur, roc_plain, plain_k = person_risk(ctx, rcfg, key, user, pairs, counts)
+    k_user = len(others_key)
+    eps_pair = 1.0 / rcfg.scale
     c = st.columns(4)
     metric(c[0], "User", str(user), f"{k_user} unique trips this week")
     metric(c[1], "Effective k after suppression", num(round(ur.effective_k, 1)),
@@ -84,7 +118,7 @@ def real_person(ctx, bound: float) -> None:
            "if every pair were published" if np.isfinite(plain_k) else None,
            help="p_k at this user's k for the release's per-pair noise (the curve above in per-metric mode).")
     with engine_errors("Could not tabulate this user's success against ε"):
-        live_view.person(s, others_key, str(user))   # follows the page's live ε slider (odapp.components.live)
+        live_view.person(s, others_key, str(user), live_view.fitted(s))   # follows the page's live ε slider
     left, right = st.columns(2)
     with left:   # drawn on the canvas; the plotly figure only for the files, when a button asks
         live_view.roc(ur, roc_plain, str(user))

@@ -155,19 +155,25 @@ def fitted(s) -> dict | None:
     return None
 
 
-def person(s, others: tuple, user: str) -> None:
-    """The Attack page's real person: their attack success against ε (the thresholded release, exact on
-    :data:`odcore.privacy.live.ATTACK_GRID`), read at the page's live ε slider while it is dragged (this component
-    follows the Attack page's)."""
+def person_table(s, others: tuple, fit: bool) -> list:
+    """A real person's attack success on :data:`odcore.privacy.live.ATTACK_GRID` (:func:`odapp.cache.live_person`;
+    ``fit``: :func:`fitted`)."""
     from odcore.privacy.accounting import default_user_threshold
     from odcore.privacy.live import ATTACK_GRID
 
-    user_mode = s.mode == "user_level"
-    m = int(s.max_pairs) if user_mode else 1
-    fit = fitted(s)
+    m = int(s.max_pairs) if s.mode == "user_level" else 1
     taus = tuple(float(default_user_threshold(float(e), m, USER_DELTA)) for e in ATTACK_GRID) if fit \
         else float(s.threshold)
-    ys = cache.live_person(others, m, taus)
+    return cache.live_person(others, m, taus)
+
+
+def person(s, others: tuple, user: str, fit: bool) -> None:
+    """The Attack page's real person: their attack success against ε (the thresholded release, exact on
+    :data:`odcore.privacy.live.ATTACK_GRID`), read at the page's live ε slider while it is dragged (this component
+    follows the Attack page's)."""
+    from odcore.privacy.live import ATTACK_GRID
+
+    ys = person_table(s, others, fit)
     grid = [float(e) for e in ATTACK_GRID]
     chart = {"id": "person", "title": f"User {user}: attack success against ε",
              "xlabel": "ε " + unit_words(s.mode), "ylabel": "probability the attacker is right", "ypct": True,

@@ -7,7 +7,7 @@ import functools
 import pandas as pd
 import streamlit as st
 
-from odapp import cache, callbacks, charts
+from odapp import ahead, cache, callbacks, charts
 from odapp.cli_config import command_line, knock_config
 from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, opened_expander, projector_mode
@@ -146,9 +146,16 @@ else:
                         + ", ".join(f"{k.upper()} {v:.2f}" for k, v in (res.mean_pg or {}).items()))
 
 st.subheader("What the defences cost: mean relative error (MRE)")
-mre_cfg = MREConfig(m=min(int(m), ts.n_users - 1), n_groups=20, seed=int(s.seed))
+
+
+def mre_table(c) -> dict:
+    """The defences' MRE table for the page context ``c`` (this page's, or the next seed's, computed ahead)."""
+    mre_cfg = MREConfig(m=min(int(m), ts.n_users - 1), n_groups=20, seed=int(c.settings.seed))
+    return cache.knock_mre(c.settings.dataset.id, ts_config, mre_cfg, _ts=ts)
+
+
 with engine_errors("Could not compute the MRE table"):
-    mre = cache.knock_mre(s.dataset.id, ts_config, mre_cfg, _ts=ts)
+    mre = mre_table(ctx)
 mre_df = pd.DataFrame(mre["mre"]).T.rename_axis("mechanism").reset_index()
 st.dataframe(mre_df, hide_index=True, width="content",
              column_config={c: st.column_config.NumberColumn(f"ε = {c}", format="%.3g") for c in mre_df.columns[1:]})
@@ -166,3 +173,4 @@ if full_cli is not None:
                 "n_test": 100}
         st.code(command_line("knock", full) + " --json > knock_full.json", language="bash")
         st.caption("`python -m odcore defences` prints the MRE table (Tables II/III) for the same data.")
+ahead.after(ctx, mre_table)   # the next seed, while the person reads this one

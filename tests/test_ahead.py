@@ -148,6 +148,11 @@ PRESSES = [   # page, control, values (the last one pressed after the work queue
     ("2_OD_release.py", "w.cell_km2", [1.4, 1.5], {"week_release", "release_cells", "release_map", "release_curve",
                                                    "live_release"}),
     ("2_OD_release.py", "w.seed", [1, 2], {"week_release", "release_map", "live_release"}),
+    ("3_Attack.py", "w.cell_km2", [1.4, 1.5], {"attack_pairs", "attack_others", "user_risk", "live_person"}),
+    ("3_Attack.py", "w.seed", [1, 2], {"attack_pairs"}),
+    ("7_Play_the_attacker.py", "w.cell_km2", [1.4, 1.5], {"attacker_pool", "game_theory"}),
+    ("7_Play_the_attacker.py", "w.seed", [1, 2], {"attacker_pool", "game_theory"}),
+    ("5_Knock_Knock.py", "w.seed", [1, 2], {"knock_mre"}),
 ]
 
 
