@@ -105,6 +105,7 @@ def _work() -> None:
             job()
         except Exception:   # the page computes it itself when asked, and shows what went wrong
             _log.info("computing the next step ahead failed; a press will compute it", exc_info=True)
+        del job   # holds a page context: not kept while waiting for the next wish
 
 
 def submit(job) -> bool:

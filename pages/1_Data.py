@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, charts, guide, maps
+from odapp import ahead, cache, charts, guide, maps, page_work
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode, reproduce
@@ -26,21 +26,7 @@ guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
 summ = ctx.loaded.summary
 od = ctx.od
-
-
-def summary_and_map(c):
-    """The OD summary and the map of trace points for the page context ``c`` (this page's, or the next grid's or
-    seed's, computed ahead); no map for an OD counts folder."""
-    cs, cod = c.settings, c.od
-    summary = cache.od_summary(cs.dataset.id, c.od_config, int(cs.threshold), _od=cod)
-    if not cod.stats.get("pairs_available", True):
-        return summary, None
-    return summary, cache.trace_density_map(cs.dataset.id, c.od_config,
-                                            _df=None if "cell_points" in cod.stats else c.loaded.df,
-                                            _grid=cod.grid, _od=cod)
-
-
-ods, density = summary_and_map(ctx)
+ods, density = page_work.data_summary_and_map(ctx)
 
 st.subheader("What was loaded")
 c = st.columns(5)
@@ -157,4 +143,4 @@ if st.session_state.get("zones_compare_on"):
                  hide_index=True, width="stretch")
     st.caption("Numbers from `odcore.report.zone_compare.compare_zones`: `odcore.od.trips.build_od` on each zone system, "
                "`odcore.privacy.release.release` (seeded) and `odcore.privacy.attack.week_risk` for every user of the week.")
-ahead.after(ctx, summary_and_map)   # the next grid step or seed, while the person reads this one
+ahead.after(ctx, page_work.data_summary_and_map)   # the next grid step or seed, while the person reads this one

@@ -7,7 +7,7 @@ import functools
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, callbacks, charts
+from odapp import ahead, cache, callbacks, charts, page_work
 from odapp.cli_config import command_line, knock_config
 from odapp.errors import engine_errors
 from odapp.export import chart, export_buttons, opened_expander, projector_mode
@@ -17,7 +17,6 @@ from odcore.knock import (
     Classifier,
     KnockConfig,
     Mechanism,
-    MREConfig,
     Prior,
     TimeSeriesConfig,
     run_experiment,
@@ -146,16 +145,9 @@ else:
                         + ", ".join(f"{k.upper()} {v:.2f}" for k, v in (res.mean_pg or {}).items()))
 
 st.subheader("What the defences cost: mean relative error (MRE)")
-
-
-def mre_table(c) -> dict:
-    """The defences' MRE table for the page context ``c`` (this page's, or the next seed's, computed ahead)."""
-    mre_cfg = MREConfig(m=min(int(m), ts.n_users - 1), n_groups=20, seed=int(c.settings.seed))
-    return cache.knock_mre(c.settings.dataset.id, ts_config, mre_cfg, _ts=ts)
-
-
+work = functools.partial(page_work.knock_mre, ts_config=ts_config, m=int(m))
 with engine_errors("Could not compute the MRE table"):
-    mre = mre_table(ctx)
+    mre = work(ctx)
 mre_df = pd.DataFrame(mre["mre"]).T.rename_axis("mechanism").reset_index()
 st.dataframe(mre_df, hide_index=True, width="content",
              column_config={c: st.column_config.NumberColumn(f"ε = {c}", format="%.3g") for c in mre_df.columns[1:]})
@@ -173,4 +165,4 @@ if full_cli is not None:
                 "n_test": 100}
         st.code(command_line("knock", full) + " --json > knock_full.json", language="bash")
         st.caption("`python -m odcore defences` prints the MRE table (Tables II/III) for the same data.")
-ahead.after(ctx, mre_table)   # the next seed, while the person reads this one
+ahead.after(ctx, work)   # the next seed, while the person reads this one

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, callbacks, projector
+from odapp import ahead, callbacks, page_work, projector
 from odapp.cli_config import design_config
 from odapp.errors import engine_errors
 from odapp.export import chart, reproduce
@@ -74,22 +75,9 @@ with engine_errors("Could not design the release", "Loosen the goal (larger X, p
                 success=float(p) if kind == "attack" else None, risk=float(r) if risky else None,
                 fpr=float(fpr), prior=float(prior), attacker=attacker)
     max_pairs = None if tune or int(fixed_m) == DEFAULT_MAX_PAIRS else int(fixed_m)
-on_projector = projector.on()
-
-
-def designed(c):
-    """The design report and its frontier figure for the page context ``c`` (this page's, or the next grid's or
-    seed's, computed ahead)."""
-    cs = c.settings
-    report = cache.design_report(cs.dataset.id, c.od_config, cs.week, goal, max_pairs, cs.seed, _od=c.od,
-                                 tune=bool(tune))
-    figure = cache.frontier_figure((cs.dataset.id, c.od_config, cs.week, goal, max_pairs, cs.seed, tune),
-                                   on_projector, _rep=report)
-    return report, figure
-
-
-with engine_errors("Could not design the release", "Loosen the goal (larger X, p or D)."):
-    rep, (fig, front) = designed(ctx)
+    work = functools.partial(page_work.design, goal=goal, max_pairs=max_pairs, tune=bool(tune),
+                             projector=projector.on())
+    rep, (fig, front) = work(ctx)
 
 st.subheader(f"Design for: {rep['goal']['words']}")
 verdict = rep["verdict"]
@@ -171,4 +159,4 @@ with st.expander("Candidates tried: expected utility of every max pairs on this 
     st.caption(f"Useful: expected relative error at most {pct(rep['error_level'])} and at least one pair published. "
                f"Check the budget: `{rep['budget_command']}`")
 reproduce([("This design", "design", cfg)])
-ahead.after(ctx, designed)   # the next grid step or seed, while the person reads this one
+ahead.after(ctx, work)   # the next grid step or seed, while the person reads this one

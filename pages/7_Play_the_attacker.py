@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, callbacks, charts, guide, live_view, projector
+from odapp import ahead, cache, callbacks, charts, guide, live_view, page_work, projector
 from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode
 from odapp.layout import metric, needs_pairs, page
@@ -174,20 +176,10 @@ if n:
            help="Mean over the rounds played of the optimal attacker's exact success on each "
                 "(odcore.privacy.attack.user_risk against the thresholded release).")
 
-
-
-def theory_by_k(c, c_pool) -> dict:
-    """The optimal attacker's mean exact success over ``THEORY_ROUNDS`` rounds at each level of the ladder with
-    eligible people, for the page context ``c`` and its pool (this page's, or the next grid's or seed's, ahead)."""
-    cs = c.settings
-    return {kk: float(cache.game_theory(cs.dataset.id, c.od_config, cs.week, cs.release_config(), cs.seed, game_seed,
-                                        kk, THEORY_ROUNDS, _pool=c_pool).mean())
-            for kk in sorted(set(ladder)) if c_pool.eligible(kk).size}
-
-
+work = functools.partial(page_work.game_theory, ladder=tuple(ladder), game_seed=game_seed, rounds=THEORY_ROUNDS)
 theory_k = {}
 with engine_errors("Could not compute the game's theory"):
-    theory_k = theory_by_k(ctx, pool)
+    theory_k = work(ctx)
 ks = list(theory_k)
 kmax = max(max(LADDER), *ks)
 plain = cache.success_curve(rules.epsilon_pair, kmax, 0.5)["success"].to_numpy()
@@ -210,4 +202,4 @@ st.caption("Why the game's theory is below p_k: most of a person's pairs carry f
            "would reach if every pair were published. Rounds: `odcore.report.teaching.deal`; verdict: "
            "`odcore.privacy.attack.pair_llr`; theory: `odcore.privacy.attack.user_risk` per round.")
 # the next grid step or seed, while the person reads this one: the week's people and the theory of this game
-ahead.after(ctx, lambda c: theory_by_k(c, callbacks.game_pool(c)[0]))
+ahead.after(ctx, work)

@@ -3,10 +3,12 @@ which pairs each partition-selection strategy would publish at the same guarante
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, guide
+from odapp import ahead, cache, guide, page_work
 from odapp.errors import engine_errors
 from odapp.layout import metric, needs_pairs, page
 
@@ -66,16 +68,9 @@ m = int(d2.number_input("Max pairs a person", 1, 100, 10, 1, key="sel_m",
                         help="Each person's week is cut to this many pairs first (the same cut for every row)."))
 delta = 1e-6
 d3.markdown(f"δ = {delta:g} per person and week")
-
-
-def selection(c):
-    """The strategies' table for the page context ``c`` (this page's, or the next grid's or seed's, computed ahead)."""
-    return cache.selection_table(c.settings.dataset.id, c.od_config, c.settings.week, float(eps_p), delta, m,
-                                 int(c.settings.seed), _od=c.od)
-
-
+work = functools.partial(page_work.selection, epsilon=float(eps_p), delta=delta, max_pairs=m)
 with engine_errors("Could not compare the strategies", "Try another ε or max pairs."):
-    t = selection(ctx)
+    t = work(ctx)
     show = pd.DataFrame({
         "strategy": t["strategy"],
         "pairs published (expected)": [f"{p} ({e:.1f})" for p, e in zip(t["pairs_published"], t["pairs_expected"],
@@ -89,4 +84,4 @@ with engine_errors("Could not compare the strategies", "Try another ε or max pa
     st.dataframe(show, hide_index=True, width="stretch")
     st.caption("PipelineDP itself on the same pairs: `python -m odcore selection` (with `pip install pipeline-dp`); "
                "the measured table is in docs/audit.md.")
-ahead.after(ctx, selection)   # the next grid step or seed, while the person reads this one
+ahead.after(ctx, work)   # the next grid step or seed, while the person reads this one

@@ -1,0 +1,59 @@
+"""What a page computes from its context, in one function the page itself calls and :func:`odapp.ahead.after`
+calls for the next grid step or seed: same function, same arguments, same cache entries. They live here, not in the
+pages: a function defined in a page script would keep that page's whole namespace alive while a job holds it
+(docs/architecture.md). Each takes the page context ``ctx`` (:class:`odapp.sidebar.PageContext`) first and small
+arguments after (the page's own widgets' values), and reads nothing else: no session state, since it may run in the
+background thread of :mod:`odapp.ahead`."""
+
+from __future__ import annotations
+
+from odapp import cache, callbacks
+
+
+def data_summary_and_map(ctx):
+    """The Data page: ``(od summary, trace-density map)``; the map is None for an OD counts folder (no traces)."""
+    s, od = ctx.settings, ctx.od
+    summary = cache.od_summary(s.dataset.id, ctx.od_config, int(s.threshold), _od=od)
+    if not od.stats.get("pairs_available", True):
+        return summary, None
+    return summary, cache.trace_density_map(s.dataset.id, ctx.od_config,
+                                            _df=None if "cell_points" in od.stats else ctx.loaded.df,
+                                            _grid=od.grid, _od=od)
+
+
+def design(ctx, goal, max_pairs, tune: bool, projector: bool):
+    """The Release designer: ``(design report, (frontier figure, frontier table))``."""
+    s = ctx.settings
+    report = cache.design_report(s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed, _od=ctx.od,
+                                 tune=bool(tune))
+    figure = cache.frontier_figure((s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed, tune), projector,
+                                   _rep=report)
+    return report, figure
+
+
+def game_theory(ctx, ladder, game_seed: int, rounds: int) -> dict:
+    """Play the attacker: the optimal attacker's mean exact success over ``rounds`` rounds at each level of the
+    ladder with eligible people, ``{k: success}`` in increasing k."""
+    s = ctx.settings
+    pool = callbacks.game_pool(ctx)[0]
+    return {kk: float(cache.game_theory(s.dataset.id, ctx.od_config, s.week, s.release_config(), s.seed, game_seed,
+                                        kk, rounds, _pool=pool).mean())
+            for kk in sorted(set(ladder)) if pool.eligible(kk).size}
+
+
+def knock_mre(ctx, ts_config, m: int) -> dict:
+    """Knock Knock: the defences' MRE table (:func:`odapp.cache.knock_mre`) for groups of ``m`` people, 20 groups
+    drawn with the sidebar's seed."""
+    from odcore.knock import MREConfig
+
+    s = ctx.settings
+    ts = cache.knock_series(s.dataset.id, ts_config, _df=ctx.loaded.df)
+    return cache.knock_mre(s.dataset.id, ts_config, MREConfig(m=min(int(m), ts.n_users - 1), n_groups=20,
+                                                                seed=int(s.seed)), _ts=ts)
+
+
+def selection(ctx, epsilon: float, delta: float, max_pairs: int):
+    """Audit: the partition-selection strategies' table at a guarantee per person and week."""
+    s = ctx.settings
+    return cache.selection_table(s.dataset.id, ctx.od_config, s.week, float(epsilon), delta, int(max_pairs),
+                                 int(s.seed), _od=ctx.od)
