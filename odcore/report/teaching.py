@@ -37,7 +37,15 @@ import pandas as pd
 
 from odcore.constants import COUNT, DESTINATION, ORIGIN, USER
 from odcore.errors import ParameterError, check_int, check_positive
-from odcore.privacy.attack import DEFAULT_TOL, pair_errors, pair_llr, pair_loss_pmf, success_curve, user_risk
+from odcore.privacy.attack import (
+    DEFAULT_TOL,
+    integer_ranks,
+    pair_errors,
+    pair_llr,
+    pair_loss_pmf,
+    success_curve,
+    user_risk,
+)
 from odcore.privacy.release import release_probability
 from odcore.report.sheet import percent_text
 
@@ -104,7 +112,7 @@ class AttackerPool:
         if pairs.empty:
             raise ParameterError("pairs has no rows: no one travelled in this week, so there is no one to attack.")
         # codes in sorted order, so that sorting one int64 key sorts the rows by (person, origin, destination)
-        codes = {c: pd.factorize(pairs[c], sort=True) for c in need}
+        codes = {c: _sorted_codes(pairs[c]) for c in need}
         for c, (code, _) in codes.items():
             if (code < 0).any():
                 raise ParameterError(f"pairs has {int((code < 0).sum())} missing value(s) in column {c!r}.")
@@ -113,9 +121,13 @@ class AttackerPool:
         if users.size * n_od >= 2 ** 63:
             raise ParameterError(f"too many people × origins × destinations ({users.size} × {ov.size} × {dv.size}) "
                                  "for one week's attacker pool.")
-        key = np.sort(uc.astype(np.int64) * n_od + oc * dv.size + dc)
-        key = key[_first_of_runs(key)]                                        # the distinct rows, sorted
-        pair = key % n_od                                                     # (origin, destination) code
+        pair = oc * dv.size + dc                                              # (origin, destination) code
+        key = uc * n_od + pair
+        as_given = key.size < 2 or bool(np.all(key[1:] > key[:-1]))          # sorted and distinct, as ODData has them
+        if not as_given:
+            key = np.sort(key)
+            key = key[_first_of_runs(key)]                                    # the distinct rows, sorted
+            uc, pair = key // n_od, key % n_od
         dense = n_od <= max(4 * pair.size, 1 << 22)
         # a slot per pair: its code when origins × destinations are few (no sort), else its rank among the pairs
         slot_ids = None if dense else np.unique(pair)
@@ -145,9 +157,11 @@ class AttackerPool:
                         else "no count in counts")
                 raise ParameterError(f"counts disagree with pairs on {int(bad.sum())} pair(s), e.g. origin "
                                      f"{ov[code // dv.size]}, destination {dv[code % dv.size]}: {what}.")
-        start = np.append(np.flatnonzero(np.diff(key // n_od, prepend=-1)), key.size).astype(np.int64)
-        return cls(users=np.asarray(users), start=start, origin=np.asarray(ov)[pair // dv.size],
-                   destination=np.asarray(dv)[pair % dv.size], others=count[slot] - 1.0)
+        start = np.searchsorted(uc, np.arange(users.size + 1)).astype(np.int64)   # uc: sorted, every person's code
+        return cls(users=np.asarray(users), start=start,
+                   origin=_labels(pairs[ORIGIN], ov, lambda: pair // dv.size, as_given),
+                   destination=_labels(pairs[DESTINATION], dv, lambda: pair % dv.size, as_given),
+                   others=count[slot] - 1.0)
 
     @property
     def trips(self) -> np.ndarray:
@@ -157,6 +171,27 @@ class AttackerPool:
     def eligible(self, k: int) -> np.ndarray:
         """Indices of the people with at least ``k`` unique pairs (those a level-k round can pick)."""
         return np.flatnonzero(self.trips >= k)
+
+
+def _sorted_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """``pandas.factorize(column, sort=True)`` with int64 codes; for integer ids by one table lookup
+    (:func:`odcore.privacy.attack.integer_ranks`: no hash table, no sort)."""
+    values = column.to_numpy()
+    ranks = integer_ranks(values, 4 * values.size + (1 << 20)) if isinstance(column.dtype, np.dtype) else None
+    if ranks is None:
+        code, uniques = pd.factorize(column, sort=True)
+        return code.astype(np.int64, copy=False), uniques
+    code, lut, low = ranks
+    return code, pd.Index((np.flatnonzero(lut >= 0) + low).astype(values.dtype), dtype=values.dtype)
+
+
+def _labels(column: pd.Series, uniques: pd.Index, code, rows_as_given: bool) -> np.ndarray:
+    """``uniques[code()]`` (the pool's rows' ids) as an array; when the pool's rows are ``column``'s own rows in
+    their order and the ids are integers, a copy of the column: the same values, without the gather."""
+    if rows_as_given and isinstance(column.dtype, np.dtype) and column.dtype.kind == "i" \
+            and column.dtype == uniques.dtype:
+        return column.to_numpy().copy()
+    return np.asarray(uniques)[code()]
 
 
 def _first_of_runs(sorted_values: np.ndarray) -> np.ndarray:
@@ -322,7 +357,7 @@ def round_others(pool: AttackerPool, k: int, seed: int, rounds: int = THEORY_ROU
     who = pool.eligible(k)
     if who.size == 0:
         deal(pool, GameRules(), k, 0, seed)    # raises the error that names the largest k available
-    rows = np.stack([_draw_pairs(pool, who, k, j, seed)[2] for j in range(rounds)])
+    rows = np.stack(_draw_rounds(pool, who, k, rounds, seed))
     return pool.others[rows]
 
 
@@ -396,6 +431,85 @@ def _draw_pairs(pool: AttackerPool, who: np.ndarray, k: int, index: int, seed: i
     i = int(who[rng.integers(who.size)])
     lo, hi = int(pool.start[i]), int(pool.start[i + 1])
     return rng, i, lo + rng.choice(hi - lo, size=k, replace=False)
+
+
+def _draw_rounds(pool: AttackerPool, who: np.ndarray, k: int, rounds: int, seed: int) -> list[np.ndarray]:
+    """The pair rows of rounds ``0..rounds−1`` of level ``k``: ``_draw_pairs(pool, who, k, j, seed)[2]`` for each j.
+
+    Seeding a generator (``SeedSequence`` then ``PCG64``) took half of each round's time; here the rounds' PCG64
+    states come from :func:`_pcg64_states` (``SeedSequence``'s mixing, vectorised over the rounds) and one generator
+    is set to each in turn. The first round's state is checked against numpy's own seeding: were they ever to
+    differ (a numpy that seeds otherwise), every round is seeded by numpy.
+    """
+    if max(seed, k, rounds - 1) >= 2 ** 32:            # entropy of more than one 32-bit word per number
+        return [_draw_pairs(pool, who, k, j, seed)[2] for j in range(rounds)]
+    states = _pcg64_states(seed, k, rounds)
+    bit_gen = np.random.PCG64(np.random.SeedSequence((seed, k, 0)))
+    if bit_gen.state["state"] != {"state": states[0][0], "inc": states[0][1]}:
+        return [_draw_pairs(pool, who, k, j, seed)[2] for j in range(rounds)]
+    rng = np.random.Generator(bit_gen)
+    out = []
+    for state, inc in states:
+        bit_gen.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": inc}, "has_uint32": 0,
+                         "uinteger": 0}
+        i = int(who[rng.integers(who.size)])
+        lo, hi = int(pool.start[i]), int(pool.start[i + 1])
+        out.append(lo + rng.choice(hi - lo, size=k, replace=False))
+    return out
+
+
+# numpy's SeedSequence (numpy/random/bit_generator.pyx, after M. E. O'Neill's seed_seq) and PCG64's seeding
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_MULT_L, _MIX_MULT_R = 0xCA01F9DD, 0x4973F715
+_PCG_MULT = (2549297995355413924 << 64) + 4865540595714422341      # PCG_DEFAULT_MULTIPLIER_128
+_M128 = (1 << 128) - 1
+
+
+def _pcg64_states(seed: int, k: int, rounds: int) -> list[tuple[int, int]]:
+    """``(state, inc)`` of ``PCG64(SeedSequence((seed, k, j)))`` for ``j = 0..rounds−1`` (each number < 2**32).
+
+    ``SeedSequence``: the three numbers are one 32-bit word each, hashed into a pool of four words and mixed
+    (``mix_entropy``), then four 64-bit words are drawn from the pool (``generate_state``); PCG64 seeds its 128-bit
+    LCG with the first two as the state and the last two as the stream (``pcg64_set_seed``). All 32-bit arithmetic
+    is done on the ``rounds`` rounds at once; ``tests/test_teaching_exact.py`` compares with numpy's own seeding.
+    """
+    n = int(rounds)
+    u32 = np.uint32
+    with np.errstate(over="ignore"):
+        hash_const = _INIT_A
+
+        def hashmix(value: np.ndarray) -> np.ndarray:
+            nonlocal hash_const
+            value = value ^ u32(hash_const)
+            hash_const = (hash_const * _MULT_A) & 0xFFFFFFFF
+            value = value * u32(hash_const)
+            return value ^ (value >> u32(16))
+
+        def mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            result = u32(_MIX_MULT_L) * x - u32(_MIX_MULT_R) * y
+            return result ^ (result >> u32(16))
+
+        entropy = (np.full(n, seed, dtype=u32), np.full(n, k, dtype=u32), np.arange(n, dtype=u32),
+                   np.zeros(n, dtype=u32))
+        pool = [hashmix(e) for e in entropy]
+        for src in range(4):
+            for dst in range(4):
+                if src != dst:
+                    pool[dst] = mix(pool[dst], hashmix(pool[src]))
+        hash_const = _INIT_B
+        words = []
+        for i in range(8):
+            value = pool[i % 4] ^ u32(hash_const)
+            hash_const = (hash_const * _MULT_B) & 0xFFFFFFFF
+            value = value * u32(hash_const)
+            words.append((value ^ (value >> u32(16))).astype(np.uint64))
+    w64 = [(words[2 * i] | (words[2 * i + 1] << np.uint64(32))).tolist() for i in range(4)]
+    out = []
+    for s_hi, s_lo, i_hi, i_lo in zip(*w64, strict=True):
+        inc = ((((i_hi << 64) | i_lo) << 1) | 1) & _M128
+        state = (((inc + ((s_hi << 64) | s_lo)) & _M128) * _PCG_MULT + inc) & _M128   # srandom: step, add, step
+        out.append((state, inc))
+    return out
 
 
 def binomial_interval(p: float, n: int, confidence: float = 0.99) -> tuple[float, float]:
