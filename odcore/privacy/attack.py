@@ -870,7 +870,7 @@ def integer_ranks(values: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarra
     low, high = int(values.min()), int(values.max())
     if high - low >= limit:
         return None
-    at = values.astype(np.int64) - low
+    at = np.subtract(values, low, dtype=np.int64)
     present = np.zeros(high - low + 1, dtype=bool)
     present[at] = True
     lut = np.cumsum(present, dtype=np.int64) - 1

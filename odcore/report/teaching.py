@@ -122,7 +122,8 @@ class AttackerPool:
             raise ParameterError(f"too many people × origins × destinations ({users.size} × {ov.size} × {dv.size}) "
                                  "for one week's attacker pool.")
         pair = oc * dv.size + dc                                              # (origin, destination) code
-        key = uc * n_od + pair
+        key = uc * n_od
+        key += pair
         as_given = key.size < 2 or bool(np.all(key[1:] > key[:-1]))          # sorted and distinct, as ODData has them
         if not as_given:
             key = np.sort(key)
@@ -134,7 +135,7 @@ class AttackerPool:
         slot = pair if dense else np.searchsorted(slot_ids, pair)
         own = np.bincount(slot, minlength=n_od if dense else slot_ids.size)          # people per pair
         if counts is None:
-            count = own.astype(float)
+            others = own[slot].astype(float)
         else:
             miss = [c for c in (ORIGIN, DESTINATION, COUNT) if c not in counts.columns]
             if miss:
@@ -149,8 +150,10 @@ class AttackerPool:
                 ckey, cval = at[keep], cval[keep]
             count = np.full(own.size, np.nan)
             count[ckey] = cval
-            bad = (own > 0) & ~(count >= own)
-            if bad.any():
+            others = count[slot]
+            # each row's pair against its people (NaN: no count); the whole table only to report a disagreement
+            bad = None if bool(np.all(others >= own[slot])) else (own > 0) & ~(count >= own)
+            if bad is not None:
                 i = int(np.flatnonzero(bad)[0])
                 code = i if dense else int(slot_ids[i])
                 what = (f"count {count[i]:g} < {int(own[i])} people in pairs" if count[i] == count[i]
@@ -161,7 +164,7 @@ class AttackerPool:
         return cls(users=np.asarray(users), start=start,
                    origin=_labels(pairs[ORIGIN], ov, lambda: pair // dv.size, as_given),
                    destination=_labels(pairs[DESTINATION], dv, lambda: pair % dv.size, as_given),
-                   others=count[slot] - 1.0)
+                   others=np.subtract(others, 1.0, out=others))
 
     @property
     def trips(self) -> np.ndarray:
