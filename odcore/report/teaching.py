@@ -360,7 +360,7 @@ def round_others(pool: AttackerPool, k: int, seed: int, rounds: int = THEORY_ROU
     who = pool.eligible(k)
     if who.size == 0:
         deal(pool, GameRules(), k, 0, seed)    # raises the error that names the largest k available
-    rows = np.stack(_draw_rounds(pool, who, k, rounds, seed))
+    rows = _draw_rounds(pool, who, k, rounds, seed)
     return pool.others[rows]
 
 
@@ -436,29 +436,79 @@ def _draw_pairs(pool: AttackerPool, who: np.ndarray, k: int, index: int, seed: i
     return rng, i, lo + rng.choice(hi - lo, size=k, replace=False)
 
 
-def _draw_rounds(pool: AttackerPool, who: np.ndarray, k: int, rounds: int, seed: int) -> list[np.ndarray]:
-    """The pair rows of rounds ``0..rounds−1`` of level ``k``: ``_draw_pairs(pool, who, k, j, seed)[2]`` for each j.
+def _draw_rounds(pool: AttackerPool, who: np.ndarray, k: int, rounds: int, seed: int) -> np.ndarray:
+    """The pair rows of rounds ``0..rounds−1`` of level ``k``, shape ``(rounds, k)``: row ``j`` is
+    ``_draw_pairs(pool, who, k, j, seed)[2]``, the draws of ``default_rng((seed, k, j))``.
 
-    Seeding a generator (``SeedSequence`` then ``PCG64``) took half of each round's time; here the rounds' PCG64
-    states come from :func:`_pcg64_states` (``SeedSequence``'s mixing, vectorised over the rounds) and one generator
-    is set to each in turn. The first round's state is checked against numpy's own seeding: were they ever to
-    differ (a numpy that seeds otherwise), every round is seeded by numpy.
+    Seeding a generator and calling ``integers`` and ``choice`` cost ~80 µs a round, almost all of it per-call
+    overhead. Here the rounds' PCG64 states come from :func:`_pcg64_states`, each round's first ``k`` raw 64-bit
+    outputs from one generator set to each state in turn, and :func:`_replay_draws` replays ``integers`` and
+    ``choice`` on them for all rounds at once. A round that would need numpy's rejection step (chance ~1e-5 per
+    draw) or a person with over 10,000 pairs is dealt by numpy itself; so is every round when the first does not
+    come out as numpy deals it (a numpy that draws otherwise).
     """
     if max(seed, k, rounds - 1) >= 2 ** 32:            # entropy of more than one 32-bit word per number
-        return [_draw_pairs(pool, who, k, j, seed)[2] for j in range(rounds)]
-    states = _pcg64_states(seed, k, rounds)
-    bit_gen = np.random.PCG64(np.random.SeedSequence((seed, k, 0)))
-    if bit_gen.state["state"] != {"state": states[0][0], "inc": states[0][1]}:
-        return [_draw_pairs(pool, who, k, j, seed)[2] for j in range(rounds)]
-    rng = np.random.Generator(bit_gen)
-    out = []
-    for state, inc in states:
+        return np.stack([_draw_pairs(pool, who, k, j, seed)[2] for j in range(rounds)])
+    bit_gen = np.random.PCG64(0)
+    raw = np.empty((rounds, k), dtype=np.uint64)
+    for j, (state, inc) in enumerate(_pcg64_states(seed, k, rounds)):
         bit_gen.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": inc}, "has_uint32": 0,
                          "uinteger": 0}
-        i = int(who[rng.integers(who.size)])
-        lo, hi = int(pool.start[i]), int(pool.start[i + 1])
-        out.append(lo + rng.choice(hi - lo, size=k, replace=False))
-    return out
+        raw[j] = bit_gen.random_raw(k)
+    picks, by_numpy = _replay_draws(raw, who, pool.start, k)
+    for j in np.flatnonzero(by_numpy):
+        picks[j] = _draw_pairs(pool, who, k, int(j), seed)[2]
+    if not np.array_equal(picks[0], _draw_pairs(pool, who, k, 0, seed)[2]):
+        return np.stack([_draw_pairs(pool, who, k, j, seed)[2] for j in range(rounds)])
+    return picks
+
+
+def _replay_draws(raw: np.ndarray, who: np.ndarray, start: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(picks, by_numpy)``: for each row of ``raw`` (a generator's first raw 64-bit outputs), the pair rows that
+    ``i = who[rng.integers(who.size)]`` then ``start[i] + rng.choice(start[i + 1] − start[i], size=k,
+    replace=False)`` draw from them, and where that needs numpy (``by_numpy``: the rows are then left unfilled).
+
+    numpy (``Generator``, ``_bounded_integers`` and ``distributions.c``) reads the outputs as 32-bit words, low half
+    first; a bounded draw in ``[0, n]`` is Lemire's ``(word · (n + 1)) >> 32``, redrawn when the low 32 bits of
+    the product fall below ``(2³² − 1 − n) mod (n + 1)`` (flagged here whenever they are below ``n + 1``: numpy
+    then decides); a draw in ``[0, 0]`` is 0 and reads no word. ``choice`` without replacement is Floyd's
+    algorithm (for ``j = pop − k .. pop − 1``: a draw ``v`` in ``[0, j]``, or ``j`` if ``v`` is already taken)
+    then a Fisher–Yates shuffle (for ``i = k − 1 .. 1``: swap ``i`` with a draw in ``[0, i]``); for a population
+    over 10,000 it takes another path, left to numpy.
+    """
+    n = raw.shape[0]
+    words = np.empty((n, 2 * k), dtype=np.uint64)
+    words[:, 0::2] = raw & np.uint64(0xFFFFFFFF)
+    words[:, 1::2] = raw >> np.uint64(32)
+    rows = np.arange(n)
+    at = np.zeros(n, dtype=np.int64)                    # next word of each row
+    by_numpy = np.zeros(n, dtype=bool)
+
+    def bounded(top: np.ndarray) -> np.ndarray:       # a draw in [0, top] for each row (top >= 0)
+        live = top > 0
+        span = top.astype(np.uint64) + np.uint64(1)
+        m = words[rows, np.minimum(at, 2 * k - 1)] * span
+        by_numpy[live & ((m & np.uint64(0xFFFFFFFF)) < span)] = True
+        at[live] += 1
+        return np.where(live, m >> np.uint64(32), np.uint64(0)).astype(np.int64)
+
+    person = who[bounded(np.full(n, who.size - 1, dtype=np.int64))]
+    lo = start[person]
+    pop = start[person + 1] - lo
+    by_numpy |= pop > 10_000
+    picks = np.empty((n, k), dtype=np.int64)
+    for t in range(k):                                  # Floyd
+        j = pop - k + t
+        v = bounded(j)
+        taken = (picks[:, :t] == v[:, None]).any(axis=1)
+        picks[:, t] = np.where(taken, j, v)
+    for i in range(k - 1, 0, -1):                       # Fisher–Yates
+        s = bounded(np.full(n, i, dtype=np.int64))
+        held = picks[rows, s]
+        picks[rows, s] = picks[:, i]
+        picks[:, i] = held
+    picks += lo[:, None]
+    return picks, by_numpy
 
 
 # numpy's SeedSequence (numpy/random/bit_generator.pyx, after M. E. O'Neill's seed_seq) and PCG64's seeding
