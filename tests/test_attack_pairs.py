@@ -167,3 +167,71 @@ def test_integer_ranks_are_factorize_codes():
                                   [-1, -1, -1, -1, 0, 1, 2])
     assert A.integer_ranks(v, 1000) is None            # spans more than the limit
     assert A.integer_ranks(v.astype(float), 10_000) is None
+
+
+# ---- one person's others (the Attack page's real person) ---------------------------------------------------------
+
+def _person_reference(pairs, counts, week, user) -> np.ndarray:
+    df, _ = reference(pairs, counts, week)
+    return df["others"].to_numpy(dtype=float)[(df["user"] == user).to_numpy()]
+
+
+def _same_person(pairs, counts, week, user):
+    got = A.person_others(pairs, counts, week, user)
+    np.testing.assert_array_equal(got, _person_reference(pairs, counts, week, user), strict=True)
+    return got
+
+
+def test_person_others_on_the_city(city_weeks, monkeypatch):
+    """The busiest, the quietest and 15 other people of the city's week at three grids, per metric (counts) and with
+    the rows' own counts; the whole-week table is never made (it is made to fail)."""
+    monkeypatch.setattr(A, "_person_others_of_week", None)
+    rng = np.random.default_rng(7)
+    for od in city_weeks.values():
+        week = int(od.pairs["week"].iloc[0])
+        pairs, counts = od.week_pairs(week), od.counts
+        per_user = pairs.groupby("user").size()
+        users = [per_user.idxmax(), per_user.idxmin(), *rng.choice(per_user.index.to_numpy(), 15, replace=False)]
+        df_c, _ = reference(pairs, counts, week)
+        df_n, _ = reference(pairs, None, week)
+        for user in users:
+            for df, cnt in ((df_c, counts), (df_n, None)):
+                want = df["others"].to_numpy(dtype=float)[(df["user"] == user).to_numpy()]
+                np.testing.assert_array_equal(A.person_others(pairs, cnt, week, user), want, strict=True)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_person_others_on_shuffled_repeated_rows(seed):
+    pairs, counts = _toy(seed)
+    narrow = pairs.astype({"user": np.int32})
+    for week in (0, 1, 3):
+        for p, c in ((pairs, counts), (pairs, None), (narrow, counts.astype({"count": float}))):
+            df, _ = reference(p, c, week)
+            for user in (*p["user"].drop_duplicates().iloc[:25], 10_000):     # 10,000: nobody
+                want = df["others"].to_numpy(dtype=float)[(df["user"] == user).to_numpy()]
+                np.testing.assert_array_equal(A.person_others(p, c, week, user), want, strict=True)
+    _same_person(pairs.assign(user="p" + pairs["user"].astype(str)), counts, 0, "p3")
+
+
+def test_person_others_errors_and_what_it_checks():
+    """A disagreement on the person's pairs raises as the whole week's table does; one on another pair is not read
+    (the person's own numbers are right)."""
+    pairs = pd.DataFrame({"week": 0, "user": [1, 1, 2, 3], "origin": [0, 0, 0, 5], "destination": [1, 2, 1, 6]})
+    counts = pd.DataFrame({"week": 0, "origin": [0, 0, 5], "destination": [1, 2, 6], "count": [2, 1, 1]})
+    np.testing.assert_array_equal(A.person_others(pairs, counts, 0, 1), [1.0, 0.0])
+    for bad in (counts.assign(count=[1, 1, 1]), counts.iloc[1:]):   # below the people on it; no count
+        with pytest.raises(ParameterError) as want:
+            _person_reference(pairs, bad, 0, 1)
+        with pytest.raises(ParameterError) as got:
+            A.person_others(pairs, bad, 0, 1)
+        assert str(got.value) == str(want.value)
+    # a pair counted twice: the merge doubles the person's rows, and so does person_others
+    twice = pd.concat([counts, counts.iloc[:1]])
+    np.testing.assert_array_equal(A.person_others(pairs, twice, 0, 1), _person_reference(pairs, twice, 0, 1))
+    assert len(_person_reference(pairs, twice, 0, 1)) == 3
+    other_pair_wrong = counts.assign(count=[2, 1, 0])
+    with pytest.raises(ParameterError):
+        A.user_pairs_with_counts(pairs, other_pair_wrong, 0)
+    np.testing.assert_array_equal(A.person_others(pairs, other_pair_wrong, 0, 1), [1.0, 0.0])
+    with pytest.raises(ParameterError, match="weeks present"):
+        A.person_others(pairs, counts, 4, 1)
