@@ -70,6 +70,8 @@ __all__ = [
     "UserRisk",
     "bayes_success",
     "bounded_success_curve",
+    "integer_codes",
+    "integer_ranks",
     "pair_llr",
     "pair_loss_pmf",
     "person_others",
