@@ -512,22 +512,14 @@ def attack_users(dataset_id: str, od_config, week: int, key: tuple, _pairs):
     return _pairs.groupby("user", sort=True).size()
 
 
-@_resource(max_entries=16, show_spinner=False)
-def attack_week_others(dataset_id: str, od_config, week: int, key: tuple, _pairs, _counts):
-    """:func:`odcore.privacy.attack.user_pairs_with_counts` of :func:`attack_pairs`' rows of :func:`pairs_key` ``key``: every
-    (user, pair) row of the week with the count of the *other* users who made the pair, made once for every person
-    the page attacks. Shared and read-only."""
-    from odcore.privacy.attack import user_pairs_with_counts
-
-    return user_pairs_with_counts(_pairs, _counts, week)[0][["user", "others"]]
-
-
 @_data_cache(max_entries=256, show_spinner=False)
 def attack_others(dataset_id: str, od_config, week: int, key: tuple, user, _pairs, _counts):
     """Per pair of ``user``, the count of the *other* users who made it (the attacker's knowledge in
-    :func:`odcore.privacy.attack.user_risk`), as a float array (:func:`attack_week_others`)."""
-    rows = attack_week_others(dataset_id, od_config, week, key, _pairs=_pairs, _counts=_counts)
-    return rows["others"].to_numpy(dtype=float)[(rows["user"] == user).to_numpy()]
+    :func:`odcore.privacy.attack.user_risk`), as a float array (:func:`odcore.privacy.attack.person_others`: from
+    the person's rows of :func:`attack_pairs` and the rows on their pairs, not a table of the whole week)."""
+    from odcore.privacy.attack import person_others
+
+    return person_others(_pairs, _counts, week, user)
 
 
 @_resource(max_entries=16, show_spinner="Attacking every user of the week…")
