@@ -1,7 +1,7 @@
 """The attacker pool and the game's rounds are exactly what they were: ``AttackerPool.from_pairs`` (integer ids by
 table lookup, rows as ODData gives them without a sort) against the former formulation kept below, array for array
-and dtype for dtype, on the bundled city at three grids and on rows that take every branch; ``round_others`` (the
-rounds' generators seeded from ``_pcg64_states``) against rounds drawn from ``numpy.random.default_rng((seed, k, j))``."""
+and dtype for dtype, on the bundled city at three grids and on rows that take every branch; ``round_others`` against rounds drawn from
+``numpy.random.default_rng((seed, k, j))``."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def city():
 
 
 @pytest.mark.parametrize("cell", [1.3, 1.5, 1.6])
-def test_city_pool_is_the_former_pool(city, cell, monkeypatch):
+def test_city_pool_is_the_former_pool(city, cell):
     from odcore.privacy.release import bound_contributions
 
     od = city[cell]
@@ -95,18 +95,14 @@ def test_city_pool_is_the_former_pool(city, cell, monkeypatch):
     pool = _same_pool(od.week_pairs(week), od.week_counts(week))
     _same_pool(od.week_pairs(week), od.counts.drop(columns="week"))
     _same_pool(bound_contributions(od.week_pairs(week), 5, rng=3)[0])     # the per-user release's pairs
-    # the rounds: drawn as default_rng((seed, k, j)) draws them, numpy dealing only the first (the check)
-    by_numpy = []
-    draw = T._draw_pairs
-    monkeypatch.setattr(T, "_draw_pairs", lambda *a: by_numpy.append(a[3]) or draw(*a))
+    # the rounds: drawn as default_rng((seed, k, j)) draws them
     for k, seed in ((1, 0), (3, 7), (10, 2 ** 20 - 1), (32, 12345)):
         np.testing.assert_array_equal(T.round_others(pool, k, seed, 200), pool.others[_rounds(pool, k, seed, 200)],
                                       strict=True)
-    assert by_numpy == [0, 0, 0, 0]
 
 
 def _rounds(pool, k: int, seed: int, rounds: int) -> np.ndarray:
-    """The pair rows of the rounds as numpy's generator draws them (the documented stream, replayed)."""
+    """The pair rows of the rounds as numpy's generator draws them."""
     who = pool.eligible(k)
     rows = []
     for j in range(rounds):
@@ -114,38 +110,6 @@ def _rounds(pool, k: int, seed: int, rounds: int) -> np.ndarray:
         i = int(who[rng.integers(who.size)])
         rows.append(pool.start[i] + rng.choice(pool.start[i + 1] - pool.start[i], size=k, replace=False))
     return np.stack(rows)
-
-
-@pytest.mark.parametrize("k", [1, 2, 3, 7, 32])
-def test_replayed_draws_are_numpys(k):
-    """Pools where some people have exactly k pairs (a draw in [0, 0] reads no word), one person has all the pairs
-    of a level (integers(1)), and one has over 10,000 pairs (choice's other path: numpy deals it)."""
-    rng = np.random.default_rng(k)
-    sizes = np.concatenate([rng.integers(1, 3 * k + 3, 300), [k] * 40])
-    for trips in (sizes, [k], [k + 1, max(k - 1, 1)], [k + 10_050, k]):
-        users = np.repeat(np.arange(len(trips)), trips)
-        pairs = pd.DataFrame({"user": users, "origin": np.arange(users.size), "destination": 0})
-        pool = T.AttackerPool.from_pairs(pairs)
-        for seed in (0, 99, 2 ** 20 - 1):
-            want = _rounds(pool, k, seed, 150)
-            np.testing.assert_array_equal(T._draw_rounds(pool, pool.eligible(k), k, 150, seed), want, strict=True)
-            # the replay alone (no numpy fallback): every row but those of the person with over 10,000 pairs
-            raw = np.stack([np.random.PCG64(np.random.SeedSequence((seed, k, j))).random_raw(k) for j in range(150)])
-            got, by_numpy = T._replay_draws(raw, pool.eligible(k), pool.start, k)
-            np.testing.assert_array_equal(by_numpy, np.diff(pool.start)[np.searchsorted(pool.start, want[:, 0],
-                                                                                        side="right") - 1] > 10_000)
-            np.testing.assert_array_equal(got[~by_numpy], want[~by_numpy], strict=True)
-
-
-def test_a_draw_numpy_would_reject_is_left_to_numpy():
-    """Lemire's method redraws when the product's low word falls below the threshold; a zero word always does
-    (for a range above one value), so such rows are flagged, and others are not."""
-    raw = np.full((3, 4), 0x9E3779B97F4A7C15, dtype=np.uint64)
-    raw[1, 0] = 0                                        # the first word (the person's draw) is zero
-    start = np.array([0, 10, 20, 30], dtype=np.int64)
-    picks, by_numpy = T._replay_draws(raw, np.arange(3), start, 4)
-    assert by_numpy.tolist() == [False, True, False]
-    assert picks.shape == (3, 4)
 
 
 def test_rows_of_every_kind_give_the_former_pool():
@@ -176,24 +140,3 @@ def test_rows_of_every_kind_give_the_former_pool():
         with pytest.raises(ParameterError) as got:
             T.AttackerPool.from_pairs(ordered, bad)
         assert str(got.value) == str(want.value)
-
-
-def test_pcg64_states_are_numpys_seeding():
-    """``_pcg64_states`` is SeedSequence then PCG64, for seeds across the 20 bits of a class code and beyond."""
-    for seed in (0, 1, 7, 2 ** 20 - 1, 2 ** 31 + 5, 2 ** 32 - 1):
-        for k in (1, 3, 10, 32):
-            states = T._pcg64_states(seed, k, 60)
-            for j in (0, 1, 2, 31, 59):
-                want = np.random.PCG64(np.random.SeedSequence((seed, k, j))).state["state"]
-                assert (states[j][0], states[j][1]) == (want["state"], want["inc"]), (seed, k, j)
-    # and a seed beyond 32 bits takes numpy's seeding, round by round
-    pool = T.AttackerPool.from_pairs(pd.DataFrame({"user": [1, 1, 1, 2, 2], "origin": [0, 1, 2, 0, 3],
-                                                   "destination": [1, 1, 1, 1, 1]}))
-    seed = 2 ** 40 + 3
-    want = []
-    for j in range(20):
-        rng = np.random.default_rng((seed, 2, j))
-        who = pool.eligible(2)
-        i = int(who[rng.integers(who.size)])
-        want.append(pool.start[i] + rng.choice(pool.start[i + 1] - pool.start[i], size=2, replace=False))
-    np.testing.assert_array_equal(T.round_others(pool, 2, seed, 20), pool.others[np.stack(want)])

@@ -360,7 +360,7 @@ def round_others(pool: AttackerPool, k: int, seed: int, rounds: int = THEORY_ROU
     who = pool.eligible(k)
     if who.size == 0:
         deal(pool, GameRules(), k, 0, seed)    # raises the error that names the largest k available
-    rows = _draw_rounds(pool, who, k, rounds, seed)
+    rows = np.stack([_draw_pairs(pool, who, k, j, seed)[2] for j in range(rounds)])
     return pool.others[rows]
 
 
@@ -434,135 +434,6 @@ def _draw_pairs(pool: AttackerPool, who: np.ndarray, k: int, index: int, seed: i
     i = int(who[rng.integers(who.size)])
     lo, hi = int(pool.start[i]), int(pool.start[i + 1])
     return rng, i, lo + rng.choice(hi - lo, size=k, replace=False)
-
-
-def _draw_rounds(pool: AttackerPool, who: np.ndarray, k: int, rounds: int, seed: int) -> np.ndarray:
-    """The pair rows of rounds ``0..rounds−1`` of level ``k``, shape ``(rounds, k)``: row ``j`` is
-    ``_draw_pairs(pool, who, k, j, seed)[2]``, the draws of ``default_rng((seed, k, j))``.
-
-    Seeding a generator and calling ``integers`` and ``choice`` cost ~80 µs a round, almost all of it per-call
-    overhead. Here the rounds' PCG64 states come from :func:`_pcg64_states`, each round's first ``k`` raw 64-bit
-    outputs from one generator set to each state in turn, and :func:`_replay_draws` replays ``integers`` and
-    ``choice`` on them for all rounds at once. A round that would need numpy's rejection step (chance ~1e-5 per
-    draw) or a person with over 10,000 pairs is dealt by numpy itself; so is every round when the first does not
-    come out as numpy deals it (a numpy that draws otherwise).
-    """
-    if max(seed, k, rounds - 1) >= 2 ** 32:            # entropy of more than one 32-bit word per number
-        return np.stack([_draw_pairs(pool, who, k, j, seed)[2] for j in range(rounds)])
-    bit_gen = np.random.PCG64(0)
-    raw = np.empty((rounds, k), dtype=np.uint64)
-    for j, (state, inc) in enumerate(_pcg64_states(seed, k, rounds)):
-        bit_gen.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": inc}, "has_uint32": 0,
-                         "uinteger": 0}
-        raw[j] = bit_gen.random_raw(k)
-    picks, by_numpy = _replay_draws(raw, who, pool.start, k)
-    for j in np.flatnonzero(by_numpy):
-        picks[j] = _draw_pairs(pool, who, k, int(j), seed)[2]
-    if not np.array_equal(picks[0], _draw_pairs(pool, who, k, 0, seed)[2]):
-        return np.stack([_draw_pairs(pool, who, k, j, seed)[2] for j in range(rounds)])
-    return picks
-
-
-def _replay_draws(raw: np.ndarray, who: np.ndarray, start: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(picks, by_numpy)``: for each row of ``raw`` (a generator's first raw 64-bit outputs), the pair rows that
-    ``i = who[rng.integers(who.size)]`` then ``start[i] + rng.choice(start[i + 1] − start[i], size=k,
-    replace=False)`` draw from them, and where that needs numpy (``by_numpy``: the rows are then left unfilled).
-
-    numpy (``Generator``, ``_bounded_integers`` and ``distributions.c``) reads the outputs as 32-bit words, low half
-    first; a bounded draw in ``[0, n]`` is Lemire's ``(word · (n + 1)) >> 32``, redrawn when the low 32 bits of
-    the product fall below ``(2³² − 1 − n) mod (n + 1)`` (flagged here whenever they are below ``n + 1``: numpy
-    then decides); a draw in ``[0, 0]`` is 0 and reads no word. ``choice`` without replacement is Floyd's
-    algorithm (for ``j = pop − k .. pop − 1``: a draw ``v`` in ``[0, j]``, or ``j`` if ``v`` is already taken)
-    then a Fisher–Yates shuffle (for ``i = k − 1 .. 1``: swap ``i`` with a draw in ``[0, i]``); for a population
-    over 10,000 it takes another path, left to numpy.
-    """
-    n = raw.shape[0]
-    words = np.empty((n, 2 * k), dtype=np.uint64)
-    words[:, 0::2] = raw & np.uint64(0xFFFFFFFF)
-    words[:, 1::2] = raw >> np.uint64(32)
-    rows = np.arange(n)
-    at = np.zeros(n, dtype=np.int64)                    # next word of each row
-    by_numpy = np.zeros(n, dtype=bool)
-
-    def bounded(top: np.ndarray) -> np.ndarray:       # a draw in [0, top] for each row (top >= 0)
-        live = top > 0
-        span = top.astype(np.uint64) + np.uint64(1)
-        m = words[rows, np.minimum(at, 2 * k - 1)] * span
-        by_numpy[live & ((m & np.uint64(0xFFFFFFFF)) < span)] = True
-        at[live] += 1
-        return np.where(live, m >> np.uint64(32), np.uint64(0)).astype(np.int64)
-
-    person = who[bounded(np.full(n, who.size - 1, dtype=np.int64))]
-    lo = start[person]
-    pop = start[person + 1] - lo
-    by_numpy |= pop > 10_000
-    picks = np.empty((n, k), dtype=np.int64)
-    for t in range(k):                                  # Floyd
-        j = pop - k + t
-        v = bounded(j)
-        taken = (picks[:, :t] == v[:, None]).any(axis=1)
-        picks[:, t] = np.where(taken, j, v)
-    for i in range(k - 1, 0, -1):                       # Fisher–Yates
-        s = bounded(np.full(n, i, dtype=np.int64))
-        held = picks[rows, s]
-        picks[rows, s] = picks[:, i]
-        picks[:, i] = held
-    picks += lo[:, None]
-    return picks, by_numpy
-
-
-# numpy's SeedSequence (numpy/random/bit_generator.pyx, after M. E. O'Neill's seed_seq) and PCG64's seeding
-_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
-_MIX_MULT_L, _MIX_MULT_R = 0xCA01F9DD, 0x4973F715
-_PCG_MULT = (2549297995355413924 << 64) + 4865540595714422341      # PCG_DEFAULT_MULTIPLIER_128
-_M128 = (1 << 128) - 1
-
-
-def _pcg64_states(seed: int, k: int, rounds: int) -> list[tuple[int, int]]:
-    """``(state, inc)`` of ``PCG64(SeedSequence((seed, k, j)))`` for ``j = 0..rounds−1`` (each number < 2**32).
-
-    ``SeedSequence``: the three numbers are one 32-bit word each, hashed into a pool of four words and mixed
-    (``mix_entropy``), then four 64-bit words are drawn from the pool (``generate_state``); PCG64 seeds its 128-bit
-    LCG with the first two as the state and the last two as the stream (``pcg64_set_seed``). All 32-bit arithmetic
-    is done on the ``rounds`` rounds at once; ``tests/test_teaching_exact.py`` compares with numpy's own seeding.
-    """
-    n = int(rounds)
-    u32 = np.uint32
-    with np.errstate(over="ignore"):
-        hash_const = _INIT_A
-
-        def hashmix(value: np.ndarray) -> np.ndarray:
-            nonlocal hash_const
-            value = value ^ u32(hash_const)
-            hash_const = (hash_const * _MULT_A) & 0xFFFFFFFF
-            value = value * u32(hash_const)
-            return value ^ (value >> u32(16))
-
-        def mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-            result = u32(_MIX_MULT_L) * x - u32(_MIX_MULT_R) * y
-            return result ^ (result >> u32(16))
-
-        entropy = (np.full(n, seed, dtype=u32), np.full(n, k, dtype=u32), np.arange(n, dtype=u32),
-                   np.zeros(n, dtype=u32))
-        pool = [hashmix(e) for e in entropy]
-        for src in range(4):
-            for dst in range(4):
-                if src != dst:
-                    pool[dst] = mix(pool[dst], hashmix(pool[src]))
-        hash_const = _INIT_B
-        words = []
-        for i in range(8):
-            value = pool[i % 4] ^ u32(hash_const)
-            hash_const = (hash_const * _MULT_B) & 0xFFFFFFFF
-            value = value * u32(hash_const)
-            words.append((value ^ (value >> u32(16))).astype(np.uint64))
-    w64 = [(words[2 * i] | (words[2 * i + 1] << np.uint64(32))).tolist() for i in range(4)]
-    out = []
-    for s_hi, s_lo, i_hi, i_lo in zip(*w64, strict=True):
-        inc = ((((i_hi << 64) | i_lo) << 1) | 1) & _M128
-        state = (((inc + ((s_hi << 64) | s_lo)) & _M128) * _PCG_MULT + inc) & _M128   # srandom: step, add, step
-        out.append((state, inc))
-    return out
 
 
 def binomial_interval(p: float, n: int, confidence: float = 0.99) -> tuple[float, float]:
