@@ -47,14 +47,18 @@ ARC_SEGMENTS = 16
 
 def ramp(values: np.ndarray, vmin: float, vmax: float, alpha: int = 200) -> list[list[int]]:
     """RGBA colours of ``values`` on :data:`RAMP` between ``vmin`` and ``vmax`` (clipped)."""
+    return ramp_rgba(values, vmin, vmax, alpha).tolist()
+
+
+def ramp_rgba(values: np.ndarray, vmin: float, vmax: float, alpha: int = 200) -> np.ndarray:
+    """:func:`ramp` as an integer array ``(n, 4)``."""
     v = np.asarray(values, dtype=float)
     t = np.clip((v - vmin) / (vmax - vmin), 0, 1) if vmax > vmin else np.zeros_like(v)
     pos = t * (len(RAMP) - 1)
     i = np.minimum(pos.astype(int), len(RAMP) - 2)
     f = (pos - i)[:, None]
     rgb = RAMP[i] * (1 - f) + RAMP[i + 1] * f
-    out = np.concatenate([rgb, np.full((len(v), 1), alpha)], axis=1).round().astype(int)
-    return out.tolist()
+    return np.concatenate([rgb, np.full((len(v), 1), alpha)], axis=1).round().astype(int)
 
 
 def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0, *, width_px: int = 900,
@@ -165,17 +169,20 @@ def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
     outline = outline_style(grid)
     blank = [255, 255, 255, 0] if outline == "lines" else EMPTY_ZONE_RGBA
     square = getattr(grid, "kind", "square") == "square"
-    cell, counts = cells_df["cell"].to_numpy(), [num(int(p)) for p in points.tolist()]
-    if square:   # zone_label(c) of every cell, made without a call per cell (a new grid's map is made at each press)
+    # zone_label(c) and num(p) of every cell (num of a whole number: f"{p:,}"), made without two calls per cell: a
+    # new grid's map is made at each press
+    cell = cells_df["cell"].to_numpy()
+    counts = [f"{p:,}" for p in points.astype(np.int64).tolist()]
+    if square:
         tips = [f"{ZONE} {c}\n{p} trace points" for c, p in zip(cell.tolist(), counts, strict=True)]
     else:
         tips = [f"{zone_label(c, n)}\n{p} trace points" for n, c, p in
                 zip(cells_df["name"], cell.tolist(), counts, strict=True)]
+    rgba = ramp_rgba(logp, 0, vmax, alpha=190)
+    rgba[empty] = blank
     # object columns: the rows are read back as Python lists (layer_rows), which a string column makes slowly
-    cells_df = cells_df.assign(
-        color=pd.Series([blank if e else c for c, e in zip(ramp(logp, 0, vmax, alpha=190), empty.tolist(),
-                                                           strict=True)], index=cells_df.index, dtype=object),
-        tip=pd.Series(tips, index=cells_df.index, dtype=object))
+    cells_df = cells_df.assign(color=pd.Series(rgba.tolist(), index=cells_df.index, dtype=object),
+                               tip=pd.Series(tips, index=cells_df.index, dtype=object))
     cent = grid.centroids(cell[~empty])
     d = deck([*grid_layers(cells_df, outline=outline), *scale_bar_layers(cent["lat"], cent["lon"])],
              view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
