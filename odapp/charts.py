@@ -13,6 +13,8 @@ page draws the same specs as building the figures afresh would.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -164,8 +166,9 @@ def roc_chart(others: tuple, eps_pair: float, threshold: float, user: str, *, pr
 # ---- Data -------------------------------------------------------------------------------------------------------
 
 # Each chart's layout (the lab's template, title, axes, legend) depends on projector mode only, not on the data: it is
-# made once and every new grid's, week's or dataset's chart starts from it (building it again took half of each
-# chart's ~10 ms). ``tests/test_charts.py`` checks that the charts equal those built in one go.
+# made once (kept for the server's life, one per mode; never changed: a figure copies it) and every new grid's,
+# week's or dataset's chart starts from it (building it again took half of each chart's ~10 ms).
+# ``tests/test_charts.py`` checks that the charts equal those built in one go.
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def trips_hist_chart(hist: pd.DataFrame, *, projector: bool) -> go.Figure:
@@ -182,7 +185,7 @@ def _trips_hist_traces(fig: go.Figure, hist: pd.DataFrame) -> go.Figure:
     return fig
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+@functools.lru_cache(maxsize=2)
 def _trips_hist_layout(projector: bool) -> go.Layout:
     """The layout of :func:`trips_hist_chart` (styled with its traces in place: projector mode counts them)."""
     fig = _trips_hist_traces(go.Figure(), pd.DataFrame({"trips_in_week": [], "users_total": [], "users_unique": []}))
@@ -229,7 +232,7 @@ def _trips_tu_traces(fig: go.Figure, pairs_tu: pd.DataFrame, hi: int) -> go.Figu
     return fig
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+@functools.lru_cache(maxsize=2)
 def _trips_tu_layout(projector: bool) -> go.Layout:
     """The layout of :func:`trips_tu_chart` (styled with its traces in place: projector mode counts them)."""
     fig = _trips_tu_traces(go.Figure(), pd.DataFrame({"trips": [], "unique_trips": [], "users": []}), 1)
