@@ -17,7 +17,6 @@ import itertools
 import json
 import math
 from dataclasses import dataclass
-from json.encoder import encode_basestring
 
 import numpy as np
 import pandas as pd
@@ -111,85 +110,9 @@ class EncodedLayer:
     this text where the layer goes, instead of turning the thousand cells' rows into JSON again for each seed's map
     (with a class on the OD release page each person has a seed of their own)."""
 
-    def __init__(self, layer: pdk.Layer, *, fast: bool = False):
+    def __init__(self, layer: pdk.Layer):
         self.id = layer.id
-        self.json = layer_json(layer) if fast else _compact_json(layer)
-
-
-def records_json(rows: list) -> str | None:
-    """The JSON text ``json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` writes for a
-    layer's rows (dicts with the same keys) whose values are strings, ints, finite floats, lists of ints or rings
-    (lists of [float, float]); None for rows of any other kind (then :func:`_compact_json`, the same text).
-
-    Writing the floats is most of the work of a map's JSON, and a ring's corners are each shared by several zones (4
-    for squares): each distinct corner is written once here, which halves the time of the Data map's polygons."""
-    if not rows or type(rows) is not list or type(rows[0]) is not dict:
-        return None
-    keys = sorted(rows[0])
-    if not keys or not all(type(k) is str for k in keys) or not all(type(r) is dict and len(r) == len(keys) for r in rows):
-        return None
-    cols = []
-    try:
-        for k in keys:
-            text = _column_json([r[k] for r in rows])
-            if text is None:
-                return None
-            head = encode_basestring(k) + ":"
-            cols.append([head + t for t in text])
-    except KeyError:   # a row with other keys
-        return None
-    return "[" + ",".join(["{" + ",".join(r) + "}" for r in zip(*cols, strict=True)]) + "]"
-
-
-def _column_json(values: list) -> list[str] | None:
-    """Each value's JSON text (:func:`records_json`), or None."""
-    kinds = {type(v) for v in values}
-    if kinds == {str}:
-        return [encode_basestring(v) for v in values]
-    if kinds == {int}:
-        return [int.__repr__(v) for v in values]
-    fr = float.__repr__
-    if kinds == {float}:
-        out = [fr(v) for v in values]
-        return None if any("n" in t for t in out) else out   # nan, inf: json writes NaN, Infinity
-    if kinds != {list}:
-        return None
-    if all(values) and set(map(type, itertools.chain.from_iterable(values))) == {int}:   # e.g. colours
-        text = json.dumps(values, separators=(",", ":"))   # [[1,2],[3,4]]: no "],[" inside a list of ints
-        return ["[" + t + "]" for t in text[2:-2].split("],[")]
-    seen, out = {}, []
-    for ring in values:
-        parts = []
-        for xy in ring:
-            if type(xy) is not list or len(xy) != 2:
-                return None
-            x, y = xy
-            if type(x) is not float or type(y) is not float:
-                return None
-            key = (x, y) if x and y else None   # 0.0 and -0.0 are one key but two texts: never kept
-            t = seen.get(key)
-            if t is None:
-                t = "[" + fr(x) + "," + fr(y) + "]"
-                if "n" in t:                    # nan, inf: json writes NaN, Infinity
-                    return None
-                if key is not None:
-                    seen[key] = t
-            parts.append(t)
-        out.append("[" + ",".join(parts) + "]")
-    return out
-
-
-def layer_json(layer: pdk.Layer) -> str:
-    """``_compact_json(layer)``, its rows written by :func:`records_json` when it can."""
-    from pydeck.bindings.json_tools import default_serialize
-
-    spec = default_serialize(layer)   # a new dict: the layer is not changed
-    rows = records_json(spec.get("data"))
-    if rows is None:
-        return _compact_json(layer)
-    mark = "@@odlab-layer-rows"   # a string no layer's JSON holds, replaced by the rows' JSON
-    spec["data"] = mark
-    return _compact_json(spec).replace(json.dumps(mark), rows, 1)
+        self.json = _compact_json(layer)
 
 
 class CompactDeck(pdk.Deck):
@@ -261,8 +184,7 @@ def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
     cells_df = cells_df.assign(color=pd.Series(rgba.tolist(), index=cells_df.index, dtype=object),
                                tip=pd.Series(tips, index=cells_df.index, dtype=object))
     cent = grid.centroids(cell[~empty])
-    cells, *edges = grid_layers(cells_df, outline=outline)
-    d = deck([EncodedLayer(cells, fast=True), *edges, *scale_bar_layers(cent["lat"], cent["lon"])],
+    d = deck([*grid_layers(cells_df, outline=outline), *scale_bar_layers(cent["lat"], cent["lon"])],
              view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
     return d, vmax
 

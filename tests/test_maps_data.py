@@ -91,29 +91,3 @@ def test_unique_rows_is_numpys_unique_rows():
         got, want = maps.unique_rows(x), np.unique(x, axis=0)
         assert got.shape == want.shape
         assert got.tobytes() == want.tobytes(), trial
-
-
-@pytest.mark.parametrize("rows", [
-    [{"polygon": [[1.5, -2.25], [3.0, 4.0]], "color": [1, 2, 3, 4], "tip": "zone 1\n3 trace points é ✓ \"q\""},
-     {"polygon": [[1.5, -2.25], [1e-05, 4.0], [7.0, 8.0]], "color": [5, 6, 7, 8], "tip": "zone 2\t<b>"}],
-    [{"polygon": [[0.0, 1.0]], "v": 1.0}, {"polygon": [[-0.0, 1.0]], "v": -0.0}],        # 0.0 and -0.0 kept apart
-    [{"polygon": [[1.0, 1.0]], "v": 1}, {"polygon": [[1, 1]], "v": 2}],                  # an int corner: as json
-    [{"v": float("nan")}], [{"v": float("inf")}], [{"polygon": [[float("nan"), 1.0]]}],  # NaN, Infinity
-    [{"v": True}], [{"v": [True, 1]}], [{"v": []}], [{"v": None}], [{"v": (1.0, 2.0)}],
-    [{"a": 1}, {"b": 1}], [{"a": 1}, {"a": 1, "b": 2}], [], [{}],
-    [{"polygon": [[1.0, 2.0, 3.0]]}], [{"s": "a", "f": 1e16, "i": 10 ** 20, "g": -3.25e-12}],
-])
-def test_records_json_is_jsons_text(rows):
-    import json
-
-    want = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    got = maps.records_json(rows)
-    assert got is None or got == want
-
-
-def test_records_json_writes_a_maps_rows_itself():
-    """The fast path is taken for a map's rows (strings, colours, rings of floats), not only the fallback."""
-    rows = [{"color": [1, 2, 3, 4], "polygon": [[0.5, 1.25], [2.5, 3.75]], "tip": "zone 3"}] * 3
-    import json
-
-    assert maps.records_json(rows) == json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
