@@ -91,3 +91,19 @@ def test_unique_rows_is_numpys_unique_rows():
         got, want = maps.unique_rows(x), np.unique(x, axis=0)
         assert got.shape == want.shape
         assert got.tobytes() == want.tobytes(), trial
+
+
+@pytest.mark.parametrize("cells", [[0, 3, 3, 9], [-1, 3, -1, 9, 0], [], [-1]])
+def test_cell_density_counts_the_rows_of_each_cell_and_those_outside(monkeypatch, cells):
+    from types import SimpleNamespace
+
+    from odapp import cache
+
+    cells = np.asarray(cells, dtype=np.int64)
+    hours = SimpleNamespace(cells=lambda grid: cells)
+    monkeypatch.setattr(cache, "hour_index", lambda *a, **k: hours)
+    density, outside = cache.cell_density.__wrapped__("x", SimpleNamespace(tz="UTC"), None,
+                                                      SimpleNamespace(n_cells=10))
+    np.testing.assert_array_equal(density["points"].to_numpy(), np.bincount(cells[cells >= 0], minlength=10))
+    np.testing.assert_array_equal(density["cell"].to_numpy(), np.arange(10))
+    assert outside == int((cells < 0).sum())
