@@ -204,8 +204,10 @@ def cell_density(dataset_id: str, od_config, _df, _grid, _od=None):
                       if k == getattr(_grid, "outside_reason", "outside_grid"))
         return pd.DataFrame({"cell": np.arange(_grid.n_cells), "points": counts}), int(outside)
     cells = hour_index(dataset_id, od_config.tz, _df=_df).cells(_grid)   # the rows' cells, as the trips have them
-    counts = np.bincount(cells[cells >= 0], minlength=_grid.n_cells)
-    return pd.DataFrame({"cell": np.arange(_grid.n_cells), "points": counts}), int((cells < 0).sum())
+    inside = cells.min(initial=0) >= 0   # usually every row (the grid is fitted to them): no mask to make
+    counts = np.bincount(cells if inside else cells[cells >= 0], minlength=_grid.n_cells)
+    outside = 0 if inside else int(np.count_nonzero(cells < 0))
+    return pd.DataFrame({"cell": np.arange(_grid.n_cells), "points": counts}), outside
 
 
 @_data_cache(max_entries=32, show_spinner=False)

@@ -47,14 +47,18 @@ ARC_SEGMENTS = 16
 
 def ramp(values: np.ndarray, vmin: float, vmax: float, alpha: int = 200) -> list[list[int]]:
     """RGBA colours of ``values`` on :data:`RAMP` between ``vmin`` and ``vmax`` (clipped)."""
+    return ramp_rgba(values, vmin, vmax, alpha).tolist()
+
+
+def ramp_rgba(values: np.ndarray, vmin: float, vmax: float, alpha: int = 200) -> np.ndarray:
+    """:func:`ramp` as an integer array ``(n, 4)``."""
     v = np.asarray(values, dtype=float)
     t = np.clip((v - vmin) / (vmax - vmin), 0, 1) if vmax > vmin else np.zeros_like(v)
     pos = t * (len(RAMP) - 1)
     i = np.minimum(pos.astype(int), len(RAMP) - 2)
     f = (pos - i)[:, None]
     rgb = RAMP[i] * (1 - f) + RAMP[i + 1] * f
-    out = np.concatenate([rgb, np.full((len(v), 1), alpha)], axis=1).round().astype(int)
-    return out.tolist()
+    return np.concatenate([rgb, np.full((len(v), 1), alpha)], axis=1).round().astype(int)
 
 
 def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0, *, width_px: int = 900,
@@ -158,17 +162,28 @@ def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
     """The Data page's map of trace points per zone (``cells_df``: ``cell, name, polygon, points``): log colour
     scale, scale bar; empty zones as outlines, or pale grey where zones are told apart by gaps (H3 hexagons and zone
     files, :func:`outline_style`). Returns the (frozen) deck and the largest log10 count."""
-    logp = np.log10(cells_df["points"].to_numpy() + 1)
+    points = cells_df["points"].to_numpy()
+    logp = np.log10(points + 1)
     vmax = float(logp.max()) if len(logp) else 1.0
-    empty = cells_df["points"].to_numpy() == 0
+    empty = points == 0
     outline = outline_style(grid)
     blank = [255, 255, 255, 0] if outline == "lines" else EMPTY_ZONE_RGBA
-    cells_df = cells_df.copy()
-    cells_df["color"] = [blank if e else c for c, e in zip(ramp(logp, 0, vmax, alpha=190), empty, strict=True)]
     square = getattr(grid, "kind", "square") == "square"
-    cells_df["tip"] = [f"{zone_label(c, None if square else n)}\n{num(int(p))} trace points" for n, c, p in
-                       zip(cells_df["name"], cells_df["cell"], cells_df["points"], strict=True)]
-    cent = grid.centroids(cells_df.loc[~empty, "cell"].to_numpy())
+    # zone_label(c) and num(p) of every cell (num of a whole number: f"{p:,}"), made without two calls per cell: a
+    # new grid's map is made at each press
+    cell = cells_df["cell"].to_numpy()
+    counts = [f"{p:,}" for p in points.astype(np.int64).tolist()]
+    if square:
+        tips = [f"{ZONE} {c}\n{p} trace points" for c, p in zip(cell.tolist(), counts, strict=True)]
+    else:
+        tips = [f"{zone_label(c, n)}\n{p} trace points" for n, c, p in
+                zip(cells_df["name"], cell.tolist(), counts, strict=True)]
+    rgba = ramp_rgba(logp, 0, vmax, alpha=190)
+    rgba[empty] = blank
+    # object columns: the rows are read back as Python lists (layer_rows), which a string column makes slowly
+    cells_df = cells_df.assign(color=pd.Series(rgba.tolist(), index=cells_df.index, dtype=object),
+                               tip=pd.Series(tips, index=cells_df.index, dtype=object))
+    cent = grid.centroids(cell[~empty])
     d = deck([*grid_layers(cells_df, outline=outline), *scale_bar_layers(cent["lat"], cent["lon"])],
              view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
     return d, vmax
@@ -235,43 +250,72 @@ def outline_edges(polygons, tol: float = 10.0 ** -DIGITS) -> np.ndarray:
     nxt[starts + sizes - 1] = starts   # each vertex to the next one, closing the ring
     b = a[nxt]
     swap = (a[:, 0] > b[:, 0]) | ((a[:, 0] == b[:, 0]) & (a[:, 1] > b[:, 1]))
-    e = np.unique(np.round(np.where(swap[:, None], np.hstack([b, a]), np.hstack([a, b])), DIGITS), axis=0)
+    e = unique_rows(np.round(np.where(swap[:, None], np.hstack([b, a]), np.hstack([a, b])), DIGITS))
     e = e[(e[:, 0] != e[:, 2]) | (e[:, 1] != e[:, 3])]
     return _merge_straight(e, tol)
 
 
-def _straight_runs(p: np.ndarray, tol: float, window: int = 256) -> list[list[float]]:
-    """Segments through the points ``p`` (in order): from each segment's start, the first end whose segment passes
-    farther than ``tol`` from a point on the way stops it one point before. Every end is tried at once (``window``
-    at a time), instead of one numpy call per end."""
-    n = len(p)
-    if n == 2:
-        return [[*p[0].tolist(), *p[1].tolist()]]
-    out, a = [], 0
-    while a < n - 1:
-        b = n - 1
-        for c0 in range(a + 2, n, window):                     # the ends to try, b + 1 for b = a + 1, ...
-            c = np.arange(c0, min(c0 + window, n))
-            d = p[c] - p[a]
-            m = np.arange(a + 1, c[-1])                        # the points that may lie between
-            q = p[m] - p[a]
-            with np.errstate(divide="ignore", invalid="ignore"):   # a repeated point: never stops a run
-                dist = (np.abs(d[:, :1] * q[None, :, 1] - d[:, 1:] * q[None, :, 0])
-                        / np.hypot(d[:, 0], d[:, 1])[:, None])
-            worst = np.max(dist, axis=1, where=m[None, :] < c[:, None], initial=-np.inf)
-            bad = np.flatnonzero(worst > tol)
-            if len(bad):
-                b = int(c[bad[0]]) - 1
-                break
-        out.append([*p[a].tolist(), *p[b].tolist()])
-        a = b
-    return out
+def unique_rows(x: np.ndarray) -> np.ndarray:
+    """``np.unique(x, axis=0)`` of a 2-d float array: its distinct rows in lexicographic order. Sorted by
+    ``np.lexsort`` (~5× faster than ``np.unique``'s sort of the rows as records) when rows that compare equal are
+    equal to the byte, that is when ``x`` holds neither NaN nor -0.0; else by ``np.unique`` itself, which keeps one of
+    ``0.0`` and ``-0.0`` by the order its sort leaves them in."""
+    x = np.asarray(x, dtype=float)
+    if len(x) < 2 or np.isnan(x).any() or (np.signbit(x) & (x == 0)).any():
+        return np.unique(x, axis=0)
+    s = x[np.lexsort(x.T[::-1])]
+    return s[np.r_[True, (s[1:] != s[:-1]).any(axis=1)]]
+
+
+def _straight_runs(p: np.ndarray, first: np.ndarray, last: np.ndarray, tol: float,
+                   window: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    """Segments through the points of each chain ``p[first[k]:last[k] + 1]`` (in order): from each segment's start
+    ``a``, the first end ``c`` whose segment passes farther than ``tol`` from a point between stops it at ``c - 1``.
+    Returns the segments' start and end indices into ``p``, chain after chain. Every chain takes its next step at
+    once (``window`` ends at a time), so the numpy calls are per step, not per chain and end."""
+    a = np.asarray(first, dtype=np.int64).copy()
+    c0 = a + 2                                                # each chain's first end to try
+    end = np.asarray(last, dtype=np.int64)
+    starts, stops, owner = [], [], []
+    j = np.arange(window)
+    live = np.flatnonzero(a < end)
+    while live.size:
+        A, C0, E = a[live], c0[live], end[live]
+        C = C0[:, None] + j                                   # (chains, window) ends to try
+        top = np.minimum(C0 + window - 1, E)                  # the last end tried
+        span = int((top - A - 1).max(initial=0))              # the points that may lie between: a + 1 ... top - 1
+        M = A[:, None] + 1 + np.arange(span)
+        pa = p[A][:, None, :]
+        d = p[np.minimum(C, E[:, None])] - pa                  # (chains, window, 2); ends past the chain masked below
+        q = p[np.minimum(M, E[:, None])] - pa                  # (chains, span, 2)
+        with np.errstate(divide="ignore", invalid="ignore"):   # a repeated point (0/0): never stops a run
+            dist = (np.abs(d[:, :, None, 0] * q[:, None, :, 1] - d[:, :, None, 1] * q[:, None, :, 0])
+                    / np.hypot(d[:, :, 0], d[:, :, 1])[:, :, None])
+        bad = ((dist > tol) & (M[:, None, :] < C[:, :, None])).any(axis=2) & (C <= E[:, None])
+        stop = bad.any(axis=1)
+        b = np.where(stop, C0 + bad.argmax(axis=1) - 1, E)
+        found = stop | (top >= E)                             # a run ends here (at a bad end or the chain's end)
+        if (~found).any():                                    # no bad end in this window: try the next one
+            c0[live[~found]] += window
+        k = live[found]
+        starts.append(A[found])
+        stops.append(b[found])
+        owner.append(k)
+        a[k] = b[found]
+        c0[k] = b[found] + 2
+        live = live[a[live] < end[live]]
+    if not owner:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(np.concatenate(owner), kind="stable")   # by chain; a chain's runs in the order they were made
+    return np.concatenate(starts)[order], np.concatenate(stops)[order]
 
 
 def _merge_straight(e: np.ndarray, tol: float) -> np.ndarray:
     """Join the segments ``e`` (n, 4) that meet end to end in a straight line (see :func:`outline_edges`). At each
     vertex its segments are paired greedily, in order, with one that goes straight on (all vertices with the same
-    number of segments at once); then chains are walked from each segment not yet used."""
+    number of segments at once). The pairs make chains (paths or rings of segments); each chain is walked from its
+    lowest segment, forward from that segment's end, then back from its start, and the chains come in the order of
+    their lowest segments. The walks are found for all chains at once by pointer jumping."""
     n = len(e)
     if not n:
         return np.zeros((0, 4))
@@ -304,37 +348,60 @@ def _merge_straight(e: np.ndarray, tol: float) -> np.ndarray:
             partner[j[ok], T[ok, y]] = i[ok]
             taken[ok, x] = True
             taken[ok, y] = True
-    ends_l = ends.tolist()
-    part = partner.tolist()
-    done = np.zeros(n, dtype=bool)
-    ep = e.reshape(n, 2, 2)                                    # (segment, side) -> its own [lon, lat]
-    e_rows = e.tolist()
-    out = []
-    for i in range(n):
-        if done[i]:
-            continue
-        if part[i] == [-1, -1]:                              # nothing goes straight on from either end
-            out.append(e_rows[i])
-            continue
-        chain, at = [i], [(i, 0), (i, 1)]                    # the chain's points, each as one of its segments' ends
-        inchain = {i}
-        for s in (0, 1):
-            cur, sv = i, 1 - s                               # forward from its end, then back from its start
-            v = ends_l[i][sv]
-            while True:
-                nx = part[cur][sv]
-                if nx < 0 or done[nx] or nx in inchain:
-                    break
-                cur = nx
-                chain.append(cur)
-                inchain.add(cur)
-                sv = 0 if ends_l[cur][1] == v else 1        # leave by the other end
-                v = ends_l[cur][sv]
-                at.insert(len(at) if s == 0 else 0, (cur, sv))
-        done[chain] = True
-        si = np.array(at)
-        out.extend(_straight_runs(ep[si[:, 0], si[:, 1]], tol))
-    return np.asarray(out, dtype=float).reshape(-1, 4)
+    # Walk states 2·s + t: "along segment s, out through its side t" (at the point e[s, 2t:2t + 2]). The next state
+    # is the partner there, left by its other side; pairs are mutual, so each state has at most one next and one
+    # previous state, and the states form paths and rings.
+    state = np.arange(2 * n)
+    s_of, t_of = state >> 1, state & 1
+    nxt_seg = partner.ravel()
+    has = nxt_seg >= 0
+    nxt = np.full(2 * n, -1, dtype=np.int64)
+    ns = nxt_seg[has]
+    nxt[has] = 2 * ns + (ends[ns, 1] != ends[s_of[has], t_of[has]])   # out by side 1 unless in by it
+    # each chain's lowest segment: the least segment reachable forward from either state of a segment
+    low, hop = s_of.copy(), nxt.copy()
+    for _ in range((2 * n).bit_length()):                     # 2^k steps after k rounds (rings go round forever)
+        ok = hop >= 0
+        if not ok.any():
+            break
+        low[ok] = np.minimum(low[ok], low[hop[ok]])
+        hop[ok] = hop[hop[ok]]
+    root = np.minimum(low[0::2], low[1::2])                   # (segment) -> its chain's lowest segment
+    # a walk stops before it comes back to its chain's lowest segment (a ring), so cut every step into one
+    into_root = has.copy()
+    into_root[has] = ns == root[s_of[has]]
+    nxt[into_root] = -1
+    # steps from each state to the end of its path, and that end
+    rank = (nxt >= 0).astype(np.int64)
+    tail = np.where(nxt >= 0, nxt, state)
+    hop = nxt.copy()
+    while (hop >= 0).any():
+        ok = hop >= 0
+        h = hop[ok]
+        rank[ok] += rank[h]
+        tail[ok] = tail[h]
+        hop[ok] = hop[h]
+    # a chain's points: back from the root's start (reversed), the root's start and end, forward from its end
+    r = root[s_of]
+    fwd, bwd = 2 * r + 1, 2 * r                               # the root's two states, for every state
+    pos = np.full(2 * n, np.iinfo(np.int64).min)
+    on_f = (tail == tail[fwd]) & (s_of != r)
+    seen = np.zeros(n, dtype=bool)
+    seen[s_of[on_f]] = True                                   # a ring is all forward: nothing is left to walk back
+    on_b = (tail == tail[bwd]) & (s_of != r) & ~seen[s_of]
+    pos[on_f] = 1 + rank[fwd[on_f]] - rank[on_f]
+    pos[on_b] = -(rank[bwd[on_b]] - rank[on_b])
+    is_root = s_of == r
+    pos[is_root] = t_of[is_root]
+    use = pos > np.iinfo(np.int64).min
+    st = state[use][np.lexsort((pos[use], r[use]))]            # by chain (lowest segment), then along it
+    p = e.reshape(2 * n, 2)[st]                               # state 2·s + t's point: e[s, 2t:2t + 2]
+    cr = r[st]
+    new = np.r_[True, cr[1:] != cr[:-1]]
+    first_pt = np.flatnonzero(new)
+    last_pt = np.r_[first_pt[1:], len(st)] - 1
+    a, b = _straight_runs(p, first_pt, last_pt, tol)
+    return np.hstack([p[a], p[b]])
 
 
 GAP_SCALE = 0.9                             # a hexagon drawn with gaps: 90 % of its size, about its centre

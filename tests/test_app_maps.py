@@ -255,7 +255,7 @@ def test_outline_edges_join_straight_runs_and_keep_every_edge():
     assert len(bent) == 4
 
 
-def _reference_outline_edges(polygons, tol=1e-5):
+def reference_outline_edges(polygons, tol=1e-5):
     """outline_edges as it was first written (greedy loops over dicts and lists): the specification the array version
     in odapp.maps must equal, byte for byte."""
     polys = [np.asarray(q, dtype=float).reshape(-1, 2) for q in polygons]
@@ -347,7 +347,7 @@ def test_outline_edges_equal_the_greedy_reference_byte_for_byte():
     for trial in range(150):
         rings = _random_rings(rng, trial % 5)
         for tol in (1e-5, 1e-3, 0.2):
-            got, want = maps.outline_edges(rings, tol), _reference_outline_edges(rings, tol)
+            got, want = maps.outline_edges(rings, tol), reference_outline_edges(rings, tol)
             assert got.shape == want.shape, (trial, tol)
             assert got.tobytes() == want.tobytes(), (trial, tol)
     assert maps.outline_edges([]).shape == (0, 4)

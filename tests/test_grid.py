@@ -114,3 +114,43 @@ def test_surrogate_blocks_give_the_same_bits_as_one_pass():
     assert lat.size > 9 * sur.CHUNK
     np.testing.assert_array_equal(xb, x1)
     np.testing.assert_array_equal(yb, y1)
+
+
+def _reference_cells_of_xy(g: SquareGrid, x, y) -> np.ndarray:
+    """SquareGrid.cells_of_xy as first written (whole-array passes): the ids the chunked version must equal."""
+    x = (np.asarray(x, dtype=np.float64) - g.x0) / g.side_m
+    y = (np.asarray(y, dtype=np.float64) - g.y0) / g.side_m
+    x, y = np.floor(x), np.floor(y)
+    with np.errstate(invalid="ignore"):
+        ok = (x >= 0) & (x < g.n_cols) & (y >= 0) & (y < g.n_rows)
+    x[~ok] = 0
+    y[~ok] = 0
+    out = y.astype(np.int64) * g.n_cols + x.astype(np.int64)
+    out[~ok] = -1
+    return out
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 15])
+def test_cells_of_xy_equal_the_whole_array_reference(monkeypatch, chunk):
+    """Chunk by chunk, inside and outside the grid, on cell edges, with NaN and in 2-d: the same ids."""
+    monkeypatch.setattr(SquareGrid, "CHUNK", chunk)
+    lat, lon = _city(n=100_003, seed=4)
+    g = SquareGrid.fit(lat, lon, 1.3)
+    x, y = g.project(lat, lon)
+    x0, y0 = x.copy(), y.copy()
+    rng = np.random.default_rng(5)
+    np.testing.assert_array_equal(g.cells_of_xy(x, y), _reference_cells_of_xy(g, x, y))
+    np.testing.assert_array_equal(x, x0)                     # the inputs are not modified
+    np.testing.assert_array_equal(y, y0)
+    far = x + rng.choice([0.0, 0.0, 0.0, 1e6, -1e6], size=x.size)
+    edge = g.x0 + g.side_m * rng.integers(-2, g.n_cols + 3, size=x.size).astype(float)
+    nan = np.where(rng.random(x.size) < 0.01, np.nan, y)
+    for xx, yy in ((far, y), (edge, y), (x, nan), (far[:10], nan[:10]), (x[:0], y[:0])):
+        got, want = g.cells_of_xy(xx, yy), _reference_cells_of_xy(g, xx, yy)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+    far_cells = g.cells_of_xy(far, y)
+    assert (far_cells == -1).any()
+    assert (far_cells >= 0).any()
+    square = g.cells_of_xy(x[:100].reshape(10, 10), y[:100].reshape(10, 10))
+    np.testing.assert_array_equal(square, _reference_cells_of_xy(g, x[:100], y[:100]).reshape(10, 10))

@@ -273,29 +273,46 @@ class SquareGrid:
         """Cell id (int64) of each point; ``-1`` outside the grid or not projectable."""
         return self.cells_of_xy(*self.project(lat, lon))
 
+    CHUNK = 1 << 15
+    """Points worked on at a time by :meth:`cells_of_xy`: its temporaries stay in the processor's cache."""
+
     def cells_of_xy(self, x, y) -> np.ndarray:
         """Cell id (int64) of each point given in metric coordinates of :attr:`crs` (:meth:`project`), ``-1``
-        outside; ``x`` and ``y`` are not modified (several grids of one projection can floor the same arrays)."""
-        x = np.subtract(x, self.x0, dtype=np.float64)   # new arrays, then in place
-        x /= self.side_m
-        np.floor(x, out=x)
-        y = np.subtract(y, self.y0, dtype=np.float64)
-        y /= self.side_m
-        np.floor(y, out=y)
-        if x.size and x.min() >= 0 and x.max() < self.n_cols and y.min() >= 0 and y.max() < self.n_rows:
-            out = y.astype(np.int64)   # every point inside (a grid fitted to them; NaN fails the test above)
-            out *= self.n_cols
-            out += x.astype(np.int64)
-            return out
-        with np.errstate(invalid="ignore"):
-            ok = (x >= 0) & (x < self.n_cols) & (y >= 0) & (y < self.n_rows)   # NaN compares False
-        x[~ok] = 0
-        y[~ok] = 0
-        out = y.astype(np.int64)
-        out *= self.n_cols
-        out += x.astype(np.int64)
-        out[~ok] = -1
-        return out
+        outside; ``x`` and ``y`` are not modified (several grids of one projection can floor the same arrays).
+
+        A cell is ``floor((y - y0) / side) * n_cols + floor((x - x0) / side)``, worked out :attr:`CHUNK` points at
+        a time (twice as fast as whole-array passes on the bundled city's 1.7 million rows: 13 MB temporaries leave
+        the cache at every pass). Inside the grid the sum is taken in float64, exact below 2⁵³."""
+        x, y = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
+        shape = x.shape
+        x, y = x.ravel(), y.ravel()
+        n = x.size
+        out = np.empty(n, dtype=np.int64)
+        exact = self.n_cells < 2 ** 52
+        fx, fy = np.empty(min(self.CHUNK, n)), np.empty(min(self.CHUNK, n))
+        for a in range(0, n, self.CHUNK):
+            b = min(a + self.CHUNK, n)
+            u, v, o = fx[:b - a], fy[:b - a], out[a:b]
+            np.subtract(x[a:b], self.x0, out=u)
+            u /= self.side_m
+            np.floor(u, out=u)
+            np.subtract(y[a:b], self.y0, out=v)
+            v /= self.side_m
+            np.floor(v, out=v)
+            if exact and u.min() >= 0 and u.max() < self.n_cols and v.min() >= 0 and v.max() < self.n_rows:
+                v *= self.n_cols   # every point inside (NaN fails the test above)
+                v += u
+                o[...] = v
+                continue
+            with np.errstate(invalid="ignore"):
+                ok = (u >= 0) & (u < self.n_cols) & (v >= 0) & (v < self.n_rows)   # NaN compares False
+            u[~ok] = 0
+            v[~ok] = 0
+            o[...] = v
+            o *= self.n_cols
+            o += u.astype(np.int64)
+            o[~ok] = -1
+        return out.reshape(shape)
 
     def _check_cells(self, cells) -> np.ndarray:
         if cells is None:
