@@ -488,6 +488,9 @@ class WeekIndex:
         self.first = np.repeat(np.r_[0, np.cumsum(sizes)[:-1]], sizes) if len(uid) else np.zeros(0, np.int64)
         self.n_pairs = len(raw)
         self.raw = raw.astype(float)
+        # the distinct raw counts (sorted) and each pair's place among them: a few hundred values, so every m's
+        # (raw, bounded) histogram is one bincount (:meth:`_Ranked.groups`)
+        self.raw_values, self.raw_code = np.unique(raw.astype(np.int64), return_inverse=True)
 
     def __len__(self) -> int:
         return len(self.pid)
@@ -542,12 +545,17 @@ class _Ranked:
         key = ("groups", m)
         if key not in self._hist:
             c = self.counts(m).astype(np.int64)
-            r = self.raw.astype(np.int64)
             keep = c > 0
-            code = r[keep] * (int(c.max(initial=0)) + 1) + c[keep]
-            u, w = np.unique(code, return_counts=True)
             base = int(c.max(initial=0)) + 1
-            self._hist[key] = ((u // base).astype(float), (u % base).astype(float), w.astype(float))
+            values = self.week.raw_values
+            if len(values) * base <= 2**24:   # (raw, bounded) as one code in (raw's place, bounded) order
+                n = np.bincount(self.week.raw_code[keep] * base + c[keep], minlength=len(values) * base)
+                u = np.flatnonzero(n)
+                self._hist[key] = (values[u // base].astype(float), (u % base).astype(float), n[u].astype(float))
+            else:                             # the same groups, sorted the same way, by a sort
+                code = self.raw.astype(np.int64)[keep] * base + c[keep]
+                u, w = np.unique(code, return_counts=True)
+                self._hist[key] = ((u // base).astype(float), (u % base).astype(float), w.astype(float))
         return self._hist[key]
 
     def expected_error(self, m: int | None, epsilon: float, threshold: float, *, scale: float = 1.0) -> dict:
