@@ -174,3 +174,62 @@ def test_expected_errors_are_expected_error_to_the_bit():
     # the test can fail: a scale applied to the true counts only moves the numbers
     moved = expected_errors(raw, true * 1.01, eps, tau, 1, weights=w)["relative_error"]
     assert not np.array_equal(moved, reference_expected_errors(raw, true, eps, tau, 1, weights=w)["relative_error"])
+
+
+def reference_frontier_figure(projector_on: bool, rep: dict):
+    """The designer's frontier chart built trace by trace (add_scatter) and one layout update at a time."""
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from odapp.export import styled
+    from odapp.words import unit_words
+    from odcore.report.figures import legend_at, readable_log_ticks
+
+    g, d = rep["google"], rep["goal"]["delta"]
+    front = pd.DataFrame(rep["frontier"])
+    fig = go.Figure()
+    for m, grp in front.groupby("max_pairs"):
+        fig.add_scatter(x=grp["epsilon_user_week"], y=grp["trips_published_frac"], mode="lines+markers",
+                        name=f"max pairs {m} (threshold fitted, δ ≤ {d:.0e})",
+                        marker={"symbol": ["circle" if u else "circle-open" for u in grp["useful"]], "size": 8},
+                        customdata=grp[["relative_error"]].to_numpy(),
+                        hovertemplate=("ε %{x:.3g}: %{y:.1%} of user-trips, expected error %{customdata[0]:.1%}"
+                                       "<extra></extra>"))
+    for who, key, trips, symbol in (("typical person", "epsilon_user_week_typical", g["typical_trips"], "x"),
+                                    ("busiest person", "epsilon_user_week_max", g["max_trips"], "diamond")):
+        fig.add_scatter(x=[g[key]], y=[g["trips_published_frac"]], mode="markers",
+                        marker={"size": 12, "symbol": symbol, "color": "#66a61e"}, cliponaxis=False,
+                        name=f"Google per-count (ε 0.66, threshold 100), {who} ({trips} trips)")
+    fig.add_scatter(x=[rep["epsilon_user_week"]], y=[rep["trips_published_frac"]], mode="markers",
+                    marker={"size": 14, "symbol": "star"}, name="this design (one seeded release)")
+    styled(fig, f"Share of user-trips published against ε {unit_words('user_level')}, week {rep['week']}",
+           height=480)
+    if not projector_on:
+        extra = sum(1 for t in fig.data if t.name) * 20 + 10
+        fig.update_layout(legend=legend_at({}, True), height=480 + extra, margin={"b": 70 + extra})
+    fig.update_layout(xaxis_title=f"ε {unit_words('user_level')} (tight, δ = {d / 2:.0e} + thresholding)",
+                      yaxis_title="share of user-trips on published pairs", xaxis_type="log",
+                      yaxis_tickformat=".0%")
+    xs = [*front["epsilon_user_week"], g["epsilon_user_week_typical"], g["epsilon_user_week_max"],
+          rep["epsilon_user_week"]]
+    xs = [float(x) for x in xs if x is not None and float(x) > 0]
+    vals, labels = readable_log_ticks(min(xs) / 1.2, max(xs) * 1.2)
+    fig.update_xaxes(tickvals=vals, ticktext=labels)
+    return fig
+
+
+def test_frontier_figure_is_the_one_built_trace_by_trace(city):
+    """The designer's chart, built from plain trace dicts with one layout update, is the same figure (the same JSON
+    text) as the one built with add_scatter and an update per setting, on a screen and on a projector."""
+    from odapp import cache
+    from odcore.od.trips import ODConfig, build_od
+
+    od = build_od(city, ODConfig(cell_km2=2.0))
+    for seed, projector_on in ((0, False), (5, True)):
+        rep = json.loads(_report(od, Goal(), seed))
+        fig, front = cache.frontier_figure(("reference", seed, projector_on), projector_on, _rep=rep)
+        assert fig.to_json() == reference_frontier_figure(projector_on, rep).to_json()
+        assert len(front) == len(rep["frontier"])
+    moved = {**rep, "google": {**rep["google"], "typical_trips": rep["google"]["typical_trips"] + 1}}
+    fig, _ = cache.frontier_figure(("reference", "moved"), True, _rep=moved)   # the comparison can fail
+    assert fig.to_json() != reference_frontier_figure(True, rep).to_json()
