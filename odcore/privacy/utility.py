@@ -215,25 +215,32 @@ def atlanta_arithmetic(published_pairs: int = 46_333, threshold: float = 100, *,
     return out
 
 
-def _laplace_tail(s: np.ndarray, b) -> tuple[np.ndarray, np.ndarray]:
+def _laplace_tail(s: np.ndarray, b, *, nonneg: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``P(Z >= s)`` and ``E[Z; Z >= s]`` for ``Z ~ Lap(0, b)``, from one exponential per point: the tail is
     ``½e^{−|s|/b}`` for s >= 0 and one minus that below; the partial mean is ``½(s + b)e^{−s/b}`` for s >= 0 and
-    ``½(b − s)e^{s/b}`` below, both ``½(|s| + b)e^{−|s|/b}``."""
-    a = np.abs(s)
-    e = np.exp(-a / b)
+    ``½(b − s)e^{s/b}`` below, both ``½(|s| + b)e^{−|s|/b}``. ``nonneg``: every s is >= 0 (then |s| is s and the
+    tail its first form)."""
+    a = s if nonneg else np.abs(s)
+    e = -a / b
+    np.exp(e, out=e)
     half = 0.5 * e
-    return np.where(s >= 0, half, 1.0 - half), 0.5 * (a + b) * e
+    mean = 0.5 * (a + b)
+    mean *= e
+    return (half if nonneg else np.where(s >= 0, half, 1.0 - half)), mean
 
 
 def _abs_dev_above(a, tail_a, t, tail_t) -> np.ndarray:
     """``E[|Z − a|; Z >= t]`` for ``Z ~ Lap(0, b)`` and ``a >= 0`` (closed form from the two partial moments),
     given ``tail_a`` and ``tail_t``, :func:`_laplace_tail` at ``a`` and at ``t`` (the same b)."""
     (sf_a, um_a), (sf_t, um_t) = tail_a, tail_t
-    at_t = t >= a                                          # u = max(t, a) is t: its tail is t's, else a's
-    sf_u, um_u = np.where(at_t, sf_t, sf_a), np.where(at_t, um_t, um_a)
-    above = um_u - a * sf_u                                                        # Z >= max(t, a): Z − a
-    between = np.where(t < a, a * (sf_t - sf_a) - (um_t - um_a), 0.0)             # t <= Z < a: a − Z
-    return above + between
+    at_t = t >= a                                      # u = max(t, a) is t: its tail is t's, else a's
+    above = np.where(at_t, um_t, um_a)                 # Z >= max(t, a): Z − a
+    above -= a * np.where(at_t, sf_t, sf_a)
+    between = sf_t - sf_a                              # t <= Z < a (only when t < a): a − Z
+    between *= a
+    between -= um_t - um_a
+    above += np.where(at_t, 0.0, between)
+    return above
 
 
 def expected_errors(raw, true, epsilons, thresholds, sensitivity: float = 1, *, weights=None, scales=None,
@@ -259,13 +266,16 @@ def expected_errors(raw, true, epsilons, thresholds, sensitivity: float = 1, *, 
         n_all = float(w.sum()) if n_pairs is None else float(n_pairs)
         trips_all = ((w * (raw[None, :] * sc)).sum(axis=1) if trips_total is None
                      else np.broadcast_to(np.asarray(trips_total, dtype=float), eps.shape))
-    raw, true, w = raw[keep][None, :] * sc, true[keep][None, :] * sc, w[keep]
+    raw, true, w = raw[keep][None, :], true[keep][None, :], w[keep]
+    if scales is not None:     # times 1 changes no count
+        raw, true = raw * sc, true * sc
     # the margin t = τ − true, the release probability, the people cut by bounding, the expected total error
     t = tau - true
     tail_t = _laplace_tail(t, b)
     p = tail_t[0]
     cut = raw - true
-    err_total = w * _abs_dev_above(cut, _laplace_tail(cut, b), t, tail_t) / raw
+    err_total = w * _abs_dev_above(cut, _laplace_tail(cut, b, nonneg=bool((cut >= 0).all())), t, tail_t)
+    err_total /= raw
     n_pub = (w * p).sum(axis=1)
     pos = n_pub > 0
     safe = np.where(pos, n_pub, 1.0)
