@@ -723,8 +723,10 @@ def google_point(week_pairs: pd.DataFrame | WeekIndex, user_trips: np.ndarray, *
                  _ranked: _Ranked | None = None) -> dict:
     """Google's per-metric setting (ε 0.66, τ 100) on the same axes: expected share of user-trips published, and
     the per-person ε per week (tight, δ = D/2) of a typical (median unique trips) and the busiest person."""
-    raw = (_ranked.week if _ranked else _index(week_pairs)).raw   # raw counts do not depend on any seed
-    p = release_probability(raw, GOOGLE_EPSILON, GOOGLE_THRESHOLD)
+    week = _ranked.week if _ranked else _index(week_pairs)   # raw counts do not depend on any seed
+    raw = week.raw
+    # one probability per distinct count (the same float per pair as computing it pair by pair)
+    p = release_probability(week.raw_values.astype(float), GOOGLE_EPSILON, GOOGLE_THRESHOLD)[week.raw_code]
     trips = np.asarray(user_trips, dtype=int)
     n_typ = int(max(1, round(float(np.median(trips))))) if trips.size else 1
     n_max = int(max(1, trips.max())) if trips.size else 1
