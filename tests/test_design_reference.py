@@ -128,14 +128,19 @@ def _report(od, goal, seed, **kw) -> str:
     return json.dumps(jsonable(rep), sort_keys=True)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("cell_km2", [1.3, 3.0])
-def test_design_report_is_the_one_computed_one_setting_at_a_time(city, cell_km2, monkeypatch):
+ALL_CASES = ((Goal(), 0, {}), (Goal(), 7, {}), (Goal(), 7, {"tune": True}),
+             (Goal(GoalKind.ATTACK, known_trips=32, success=0.6), 0, {"max_pairs": 3}))
+
+
+@pytest.mark.parametrize(("cell_km2", "cases"), [
+    (1.3, ALL_CASES[:1]),                                         # the default run: the page's default design
+    pytest.param(1.3, ALL_CASES[1:], marks=pytest.mark.slow),
+    pytest.param(3.0, ALL_CASES, marks=pytest.mark.slow),
+])
+def test_design_report_is_the_one_computed_one_setting_at_a_time(city, cell_km2, cases, monkeypatch):
     from odcore.od.trips import ODConfig, build_od
 
     od = build_od(city, ODConfig(cell_km2=cell_km2))
-    cases = [(Goal(), 0, {}), (Goal(), 7, {}), (Goal(), 7, {"tune": True}),
-             (Goal(GoalKind.ATTACK, known_trips=32, success=0.6), 0, {"max_pairs": 3})]
     fast = [_report(od, g, seed, **kw) for g, seed, kw in cases]
     with monkeypatch.context() as mp:
         mp.setattr(design_module, "expected_error", reference_expected_error)

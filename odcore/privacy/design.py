@@ -569,8 +569,8 @@ class _Ranked:
         """:meth:`expected_error` at many (ε, τ) of one m in one pass
         (:func:`odcore.privacy.utility.expected_errors`: the same floats), each key an array over the settings."""
         raw, true, w = self.groups(m)
-        return expected_errors(raw * 1.0, true * 1.0, epsilons, thresholds, 1 if m is None else m, weights=w,
-                               n_pairs=self.n_pairs, trips_total=float(self.raw.sum()) * 1.0)
+        return expected_errors(raw, true, epsilons, thresholds, 1 if m is None else m, weights=w,
+                               n_pairs=self.n_pairs, trips_total=float(self.raw.sum()))
 
     def first_useful(self, m: int | None, values, setting, level: float, chunk: int = 64) -> float | None:
         """The first of ``values`` at which the release is useful (:func:`is_useful`), or None: ``setting(v)`` gives
