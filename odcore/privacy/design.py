@@ -64,7 +64,13 @@ from odcore.privacy.release import (
     release_probability,
     release_with_report,
 )
-from odcore.privacy.utility import expected_error, noise_dominated, published_error, release_utility
+from odcore.privacy.utility import (
+    expected_error,
+    expected_errors,
+    noise_dominated,
+    published_error,
+    release_utility,
+)
 
 __all__ = [
     "CANDIDATE_MAX_PAIRS",
@@ -273,8 +279,11 @@ class Goal:
 # Privacy side: the largest ε that meets the goal, for one m
 # ---------------------------------------------------------------------------------------------------------------
 
+@lru_cache(maxsize=8192)
 def threshold_for(goal: Goal, epsilon: float, max_pairs: int) -> int:
-    """Threshold of a design: smallest whole τ with partition-selection δ <= D/2 (over W weeks for ``total``)."""
+    """Threshold of a design: smallest whole τ with partition-selection δ <= D/2 (over W weeks for ``total``).
+    Remembered: it depends on numbers only, and the searches and the frontier ask the same ones for every week,
+    grid and seed."""
     weeks = goal.weeks if goal.kind is GoalKind.TOTAL else 1
     return default_user_threshold(epsilon, max_pairs, goal.partition_delta, weeks)
 
@@ -479,6 +488,9 @@ class WeekIndex:
         self.first = np.repeat(np.r_[0, np.cumsum(sizes)[:-1]], sizes) if len(uid) else np.zeros(0, np.int64)
         self.n_pairs = len(raw)
         self.raw = raw.astype(float)
+        # the distinct raw counts (sorted) and each pair's place among them: a few hundred values, so every m's
+        # (raw, bounded) histogram is one bincount (:meth:`_Ranked.groups`)
+        self.raw_values, self.raw_code = np.unique(raw.astype(np.int64), return_inverse=True)
 
     def __len__(self) -> int:
         return len(self.pid)
@@ -533,12 +545,17 @@ class _Ranked:
         key = ("groups", m)
         if key not in self._hist:
             c = self.counts(m).astype(np.int64)
-            r = self.raw.astype(np.int64)
             keep = c > 0
-            code = r[keep] * (int(c.max(initial=0)) + 1) + c[keep]
-            u, w = np.unique(code, return_counts=True)
             base = int(c.max(initial=0)) + 1
-            self._hist[key] = ((u // base).astype(float), (u % base).astype(float), w.astype(float))
+            values = self.week.raw_values
+            if len(values) * base <= 2**24:   # (raw, bounded) as one code in (raw's place, bounded) order
+                n = np.bincount(self.week.raw_code[keep] * base + c[keep], minlength=len(values) * base)
+                u = np.flatnonzero(n)
+                self._hist[key] = (values[u // base].astype(float), (u % base).astype(float), n[u].astype(float))
+            else:                             # the same groups, sorted the same way, by a sort
+                code = self.raw.astype(np.int64)[keep] * base + c[keep]
+                u, w = np.unique(code, return_counts=True)
+                self._hist[key] = ((u // base).astype(float), (u % base).astype(float), w.astype(float))
         return self._hist[key]
 
     def expected_error(self, m: int | None, epsilon: float, threshold: float, *, scale: float = 1.0) -> dict:
@@ -548,11 +565,18 @@ class _Ranked:
         return expected_error(raw * scale, true * scale, epsilon, threshold, 1 if m is None else m, weights=w,
                               n_pairs=self.n_pairs, trips_total=float(self.raw.sum()) * scale)
 
-    def first_useful(self, m: int | None, values, setting, level: float, chunk: int = 8) -> float | None:
+    def expected_errors(self, m: int | None, epsilons, thresholds) -> dict[str, np.ndarray]:
+        """:meth:`expected_error` at many (ε, τ) of one m in one pass
+        (:func:`odcore.privacy.utility.expected_errors`: the same floats), each key an array over the settings."""
+        raw, true, w = self.groups(m)
+        return expected_errors(raw, true, epsilons, thresholds, 1 if m is None else m, weights=w,
+                               n_pairs=self.n_pairs, trips_total=float(self.raw.sum()))
+
+    def first_useful(self, m: int | None, values, setting, level: float, chunk: int = 64) -> float | None:
         """The first of ``values`` at which the release is useful (:func:`is_useful`), or None: ``setting(v)`` gives
         ``(epsilon, threshold, scale)``, as for :meth:`expected_error`. Settings are tried ``chunk`` at a time, in
         one pass of :func:`odcore.privacy.utility.published_error` each (the same numbers as
-        :meth:`expected_error`'s, so the same answer)."""
+        :meth:`expected_error`'s, so the same answer); the searches seldom stop early, so by default all at once."""
         raw, true, w = self.groups(m)
         values = list(values)
         for c0 in range(0, len(values), chunk):
@@ -682,10 +706,11 @@ def frontier(week_pairs: pd.DataFrame | WeekIndex, *, max_pairs=(1, 5, 10, 20, 5
     rows = []
     for m in max_pairs:
         m = check_int("max_pairs", m, minimum=1)
-        for e in eps_grid:
-            tau = threshold_for(goal, float(e), m)
+        taus = [threshold_for(goal, float(e), m) for e in eps_grid]
+        ue = ranked.expected_errors(m, [float(e) for e in eps_grid], [float(t) for t in taus])   # one pass per m
+        for i, (e, tau) in enumerate(zip(eps_grid, taus, strict=True)):
             frac, n_pub = ranked.expected(m, float(e), tau)
-            u = ranked.expected_error(m, float(e), tau)
+            u = {k: float(v[i]) for k, v in ue.items()}
             rows.append({"max_pairs": m, "epsilon": float(e), "threshold": tau,
                          "epsilon_user_week": float(_tight(goal.pld_delta, m, float(e) / m)),
                          "trips_published_frac": frac, "pairs_published_expected": n_pub,
@@ -698,8 +723,10 @@ def google_point(week_pairs: pd.DataFrame | WeekIndex, user_trips: np.ndarray, *
                  _ranked: _Ranked | None = None) -> dict:
     """Google's per-metric setting (ε 0.66, τ 100) on the same axes: expected share of user-trips published, and
     the per-person ε per week (tight, δ = D/2) of a typical (median unique trips) and the busiest person."""
-    raw = (_ranked.week if _ranked else _index(week_pairs)).raw   # raw counts do not depend on any seed
-    p = release_probability(raw, GOOGLE_EPSILON, GOOGLE_THRESHOLD)
+    week = _ranked.week if _ranked else _index(week_pairs)   # raw counts do not depend on any seed
+    raw = week.raw
+    # one probability per distinct count (the same float per pair as computing it pair by pair)
+    p = release_probability(week.raw_values.astype(float), GOOGLE_EPSILON, GOOGLE_THRESHOLD)[week.raw_code]
     trips = np.asarray(user_trips, dtype=int)
     n_typ = int(max(1, round(float(np.median(trips))))) if trips.size else 1
     n_max = int(max(1, trips.max())) if trips.size else 1
@@ -763,7 +790,7 @@ def what_would_change(goal: Goal, chosen: dict, table: pd.DataFrame, ranked: _Ra
     for _, r in not_useful.iterrows():
         m = int(r["max_pairs"])
         sc = ranked.first_useful(m, np.geomspace(1.0, 1000.0, 61),
-                                 lambda x, r=r: (r["epsilon"], r["threshold"], x), level)
+                                 lambda x, e=float(r["epsilon"]), t=float(r["threshold"]): (e, t, x), level)
         if sc is not None and (best_ppl is None or sc < best_ppl[0] or (sc == best_ppl[0] and m == m0)):
             best_ppl = (sc, m)
     if best_ppl is not None:

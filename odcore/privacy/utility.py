@@ -16,7 +16,8 @@ from odcore.constants import NOISY_COUNT, RELEASE_PROB, RELEASED, TRUE_COUNT, WE
 from odcore.errors import ParameterError, check_int, check_positive, check_threshold
 from odcore.privacy.release import RAW_COUNT
 
-__all__ = ["atlanta_arithmetic", "expected_error", "noise_dominated", "release_utility", "utility_by_week"]
+__all__ = ["atlanta_arithmetic", "expected_error", "expected_errors", "noise_dominated", "published_error",
+           "release_utility", "utility_by_week"]
 
 _NEEDED = (TRUE_COUNT, NOISY_COUNT, RELEASED)
 
@@ -214,58 +215,100 @@ def atlanta_arithmetic(published_pairs: int = 46_333, threshold: float = 100, *,
     return out
 
 
-def _laplace_sf(s: np.ndarray, b: float) -> np.ndarray:
-    """``P(Z >= s)`` for ``Z ~ Lap(0, b)``: ``½e^{−|s|/b}`` for s >= 0, one minus that below (one exponential per
-    point)."""
-    half = 0.5 * np.exp(-np.abs(s) / b)
-    return np.where(s >= 0, half, 1.0 - half)
+def _laplace_tail(s: np.ndarray, b, *, nonneg: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``P(Z >= s)`` and ``E[Z; Z >= s]`` for ``Z ~ Lap(0, b)``, from one exponential per point: the tail is
+    ``½e^{−|s|/b}`` for s >= 0 and one minus that below; the partial mean is ``½(s + b)e^{−s/b}`` for s >= 0 and
+    ``½(b − s)e^{s/b}`` below, both ``½(|s| + b)e^{−|s|/b}``. ``nonneg``: every s is >= 0 (then |s| is s and the
+    tail its first form)."""
+    a = s if nonneg else np.abs(s)
+    e = -a / b
+    np.exp(e, out=e)
+    half = 0.5 * e
+    mean = 0.5 * (a + b)
+    mean *= e
+    return (half if nonneg else np.where(s >= 0, half, 1.0 - half)), mean
 
 
-def _laplace_upper_mean(s: np.ndarray, b: float) -> np.ndarray:
-    """``E[Z; Z >= s]`` for ``Z ~ Lap(0, b)``: ``½(s + b)e^{−s/b}`` for s >= 0, ``½(b − s)e^{s/b}`` below, both
-    ``½(|s| + b)e^{−|s|/b}``."""
-    a = np.abs(s)
-    return 0.5 * (a + b) * np.exp(-a / b)
+def _abs_dev_above(a, tail_a, t, tail_t) -> np.ndarray:
+    """``E[|Z − a|; Z >= t]`` for ``Z ~ Lap(0, b)`` and ``a >= 0`` (closed form from the two partial moments),
+    given ``tail_a`` and ``tail_t``, :func:`_laplace_tail` at ``a`` and at ``t`` (the same b)."""
+    (sf_a, um_a), (sf_t, um_t) = tail_a, tail_t
+    at_t = t >= a                                      # u = max(t, a) is t: its tail is t's, else a's
+    above = np.where(at_t, um_t, um_a)                 # Z >= max(t, a): Z − a
+    above -= a * np.where(at_t, sf_t, sf_a)
+    between = sf_t - sf_a                              # t <= Z < a (only when t < a): a − Z
+    between *= a
+    between -= um_t - um_a
+    above += np.where(at_t, 0.0, between)
+    return above
 
 
-def _abs_dev_above(a: np.ndarray, t: np.ndarray, b: float) -> np.ndarray:
-    """``E[|Z − a|; Z >= t]`` for ``Z ~ Lap(0, b)`` and ``a >= 0`` (closed form from the two partial moments)."""
-    u = np.maximum(t, a)
-    above = _laplace_upper_mean(u, b) - a * _laplace_sf(u, b)                     # Z >= max(t, a): Z − a
-    between = np.where(t < a, a * (_laplace_sf(t, b) - _laplace_sf(a, b))         # t <= Z < a: a − Z
-                       - (_laplace_upper_mean(t, b) - _laplace_upper_mean(a, b)), 0.0)
-    return above + between
-
-
-def _published_terms(raw, true, w, tau, b):
-    """Per pair (any shape that broadcasts): the margin ``t = τ − true``, the release probability, the people cut
-    by bounding and the weighted expected total relative error when published (:func:`expected_error`)."""
+def expected_errors(raw, true, epsilons, thresholds, sensitivity: float = 1, *, weights=None, scales=None,
+                    n_pairs: float | None = None, trips_total=None, split: bool = True) -> dict[str, np.ndarray]:
+    """:func:`expected_error` at many settings in one pass of array arithmetic: setting ``i`` is ε ``epsilons[i]``,
+    threshold ``thresholds[i]`` and every count times ``scales[i]`` (default 1). The same operations on the same
+    numbers as one setting at a time, so the same floats (a test checks them to the bit). Every key of
+    :func:`expected_error`, as an array over the settings; without ``split`` only ``pairs_published_expected`` and
+    ``relative_error`` (what the designer's searches ask). Inputs are checked by the caller (positive ε and scales,
+    thresholds >= 1, ``true <= raw``). ``n_pairs``: as in :func:`expected_error`; ``trips_total``: a number or one
+    per setting (default: the scaled raw sum)."""
+    raw = np.asarray(raw, dtype=float)
+    true = np.asarray(true, dtype=float)
+    eps = np.atleast_1d(np.asarray(epsilons, dtype=float))
+    tau = np.broadcast_to(np.asarray(thresholds, dtype=float), eps.shape)[:, None]
+    sc = (np.ones(eps.shape) if scales is None else np.broadcast_to(np.asarray(scales, dtype=float), eps.shape))
+    sc = sc[:, None]
+    b = (float(sensitivity) / eps)[:, None]
+    w = np.ones_like(raw) if weights is None else np.asarray(weights, dtype=float)
+    keep = true > 0
+    out: dict[str, np.ndarray] = {}
+    if split:
+        n_all = float(w.sum()) if n_pairs is None else float(n_pairs)
+        trips_all = ((w * (raw[None, :] * sc)).sum(axis=1) if trips_total is None
+                     else np.broadcast_to(np.asarray(trips_total, dtype=float), eps.shape))
+    raw, true, w = raw[keep][None, :], true[keep][None, :], w[keep]
+    if scales is not None:     # times 1 changes no count
+        raw, true = raw * sc, true * sc
+    # the margin t = τ − true, the release probability, the people cut by bounding, the expected total error
     t = tau - true
-    p = _laplace_sf(t, b)
+    tail_t = _laplace_tail(t, b)
+    p = tail_t[0]
     cut = raw - true
-    return t, p, cut, w * _abs_dev_above(cut, t, b) / raw
+    err_total = w * _abs_dev_above(cut, _laplace_tail(cut, b, nonneg=bool((cut >= 0).all())), t, tail_t)
+    err_total /= raw
+    n_pub = (w * p).sum(axis=1)
+    pos = n_pub > 0
+    safe = np.where(pos, n_pub, 1.0)
+    out["pairs_published_expected"] = n_pub
+    out["relative_error"] = np.where(pos, err_total.sum(axis=1) / safe, np.nan)
+    if not split:
+        return out
+    zero = np.zeros(b.shape)
+    err_noise = w * _abs_dev_above(zero, _laplace_tail(zero, b), t, tail_t) / raw
+    err_bound = w * cut * p / raw
+    mostly_noise = w * _laplace_tail(np.maximum(true, t), b)[0]
+    trips_pub = (w * raw * p).sum(axis=1)
+    nan = np.full(eps.shape, np.nan)
+    out.update({
+        "pairs_published_frac": n_pub / n_all if n_all else nan,
+        "trips_published_expected": trips_pub,
+        "trips_published_frac": np.where(trips_all != 0, trips_pub / np.where(trips_all != 0, trips_all, 1.0), nan),
+        "relative_error_bounding": np.where(pos, err_bound.sum(axis=1) / safe, np.nan),
+        "relative_error_noise": np.where(pos, err_noise.sum(axis=1) / safe, np.nan),
+        "mostly_noise_expected": mostly_noise.sum(axis=1),
+    })
+    return out
 
 
 def published_error(raw, true, epsilons, thresholds, sensitivity: float = 1, *, weights=None,
                     scales=None) -> tuple[np.ndarray, np.ndarray]:
     """``pairs_published_expected`` and ``relative_error`` of :func:`expected_error` at many settings in one pass
-    of array arithmetic: setting ``i`` is ε ``epsilons[i]``, threshold ``thresholds[i]`` and every count times
-    ``scales[i]`` (default 1). The same operations on the same numbers, so the same floats (a test checks them
-    to the bit); for the designer's searches, which ask only whether a release would be useful. Inputs are
-    checked by the caller (positive ε and scales, thresholds >= 1, ``true <= raw``)."""
-    raw = np.asarray(raw, dtype=float)
-    true = np.asarray(true, dtype=float)
-    eps = np.atleast_1d(np.asarray(epsilons, dtype=float))
-    tau = np.broadcast_to(np.asarray(thresholds, dtype=float), eps.shape)
-    sc = np.ones(eps.shape) if scales is None else np.broadcast_to(np.asarray(scales, dtype=float), eps.shape)
-    w = np.ones_like(raw) if weights is None else np.asarray(weights, dtype=float)
-    keep = true > 0
-    raw, true, w = raw[keep], true[keep], w[keep]
-    _, p, _, err_total = _published_terms(raw[None, :] * sc[:, None], true[None, :] * sc[:, None], w,
-                                          tau[:, None], (float(sensitivity) / eps)[:, None])
-    n_pub = np.array([float((w * row).sum()) for row in p])
-    err = np.array([float(e.sum() / n) if n > 0 else math.nan for e, n in zip(err_total, n_pub, strict=True)])
-    return n_pub, err
+    of array arithmetic (:func:`expected_errors` without the split): setting ``i`` is ε ``epsilons[i]``, threshold
+    ``thresholds[i]`` and every count times ``scales[i]`` (default 1). The same floats as :func:`expected_error`
+    (a test checks them to the bit); for the designer's searches, which ask only whether a release would be
+    useful. Inputs are checked by the caller (positive ε and scales, thresholds >= 1, ``true <= raw``)."""
+    e = expected_errors(raw, true, epsilons, thresholds, sensitivity, weights=weights, scales=scales, split=False)
+    return e["pairs_published_expected"], e["relative_error"]
 
 
 def expected_error(raw, true, epsilon: float, threshold: float, sensitivity: float = 1, *, weights=None,
@@ -315,28 +358,11 @@ def expected_error(raw, true, epsilon: float, threshold: float, sensitivity: flo
         raise ParameterError("expected_error needs raw and true counts of the same pairs with true <= raw.")
     eps = check_positive("epsilon", epsilon)
     tau = check_threshold(threshold)
-    b = check_positive("sensitivity", sensitivity) / eps
+    sens = check_positive("sensitivity", sensitivity)
     w = np.ones_like(raw) if weights is None else np.asarray(weights, dtype=float)
     if w.shape != raw.shape:
         raise ParameterError("expected_error: weights must have one value per pair group.")
-    n_all = float(w.sum()) if n_pairs is None else float(n_pairs)
-    trips_all = float((w * raw).sum()) if trips_total is None else float(trips_total)
-    keep = true > 0
-    raw, true, w = raw[keep], true[keep], w[keep]
-    t, p, cut, err_total = _published_terms(raw, true, w, tau, b)
-    err_noise = w * _abs_dev_above(np.zeros_like(t), t, b) / raw
-    err_bound = w * cut * p / raw
-    mostly_noise = w * _laplace_sf(np.maximum(true, t), b)
-    n_pub = float((w * p).sum())
-    trips_pub = float((w * raw * p).sum())
-    nan = float("nan")
-    return {
-        "pairs_published_expected": n_pub,
-        "pairs_published_frac": n_pub / n_all if n_all else nan,
-        "trips_published_expected": trips_pub,
-        "trips_published_frac": trips_pub / trips_all if trips_all else nan,
-        "relative_error": float(err_total.sum() / n_pub) if n_pub > 0 else nan,
-        "relative_error_bounding": float(err_bound.sum() / n_pub) if n_pub > 0 else nan,
-        "relative_error_noise": float(err_noise.sum() / n_pub) if n_pub > 0 else nan,
-        "mostly_noise_expected": float(mostly_noise.sum()),
-    }
+    e = expected_errors(raw, true, [eps], [tau], sens, weights=w, n_pairs=n_pairs, trips_total=trips_total)
+    return {k: float(e[k][0]) for k in ("pairs_published_expected", "pairs_published_frac",
+                                        "trips_published_expected", "trips_published_frac", "relative_error",
+                                        "relative_error_bounding", "relative_error_noise", "mostly_noise_expected")}
