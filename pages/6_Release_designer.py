@@ -132,7 +132,8 @@ compare = pd.DataFrame([
 st.table(compare.assign(**{c: [num(float(v)) for v in compare[c]] for c in
                            ("ε per person-week", "noise scale", "threshold", "user-trips published",
                             "pairs published")},
-                        **{"mean relative error": [pct(float(v)) for v in compare["mean relative error"]]}),
+                        **{"mean relative error": ["–" if v is None or pd.isna(v) else pct(float(v))   # none published
+                                                   for v in compare["mean relative error"]]}),
          hide_index=True)
 
 st.subheader("Utility against per-person ε")

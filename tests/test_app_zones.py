@@ -210,3 +210,18 @@ def test_zone_polygons_for_maps_handle_multipolygons():
     assert df["cell"].tolist() == [0, 0, 1]
     assert df["name"].tolist() == ["two parts", "two parts", "one"]
     assert all(len(p) == 4 for p in df["polygon"])
+
+
+@pytest.mark.parametrize("kind", ["h3", "file"])
+def test_every_page_runs_on_hexagons_and_on_the_zone_file(at, kind):
+    """Every page, with the sidebar on H3 hexagons or the bundled districts, draws without an error (the Release
+    designer's comparison table once failed on a release that publishes nothing, as H3 res 8 does on the city)."""
+    from odapp.layout import PAGE_FILES
+
+    at.switch_page("pages/0_Home.py").run()
+    at.sidebar.radio(key="w.zone_kind").set_value(kind).run()
+    _no_errors(at)
+    for f in PAGE_FILES:
+        at.switch_page(str(f.relative_to(REPO_ROOT))).run()
+        _no_errors(at)
+        assert at.session_state[K_ZONE_KIND] == kind
