@@ -97,9 +97,12 @@ def od_data(dataset_id: str, od_config, _df):
     def build():
         return build_od(_df, od_config, hours=hour_index(dataset_id, od_config.tz, _df=_df))
 
-    if dataset_id.startswith("sample:") and (od_config.zones is None or ":" in str(od_config.zones)):
-        # the bundled city on a grid or H3 (not a zone file, whose content could change under the same name)
-        return _data.disk_cached("od", f"{dataset_id}|{od_config!r}", build)
+    if dataset_id.startswith("sample:"):
+        # the bundled city on a grid, on H3 or on a zone file of the app's own (by content: an uploaded zone file
+        # is never written to disk)
+        shipped = _data.shipped_file_hash(od_config.zones)
+        if od_config.zones is None or ":" in str(od_config.zones) or shipped is not None:
+            return _data.disk_cached("od", f"{dataset_id}|{od_config!r}|{shipped}", build)
     return build()
 
 

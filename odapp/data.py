@@ -91,6 +91,25 @@ def code_stamp() -> str:
     return h.hexdigest()[:16]
 
 
+def shipped_file_hash(path) -> str | None:
+    """SHA-256 of ``path`` when it is a file shipped with the app (``sample_data/``, e.g. the bundled districts), else
+    None (an upload, another file, or not a path)."""
+    if path is None:
+        return None
+    try:
+        p = Path(str(path)).resolve()
+        if p.parent != SAMPLE_DATA_DIR.resolve() or not p.is_file():
+            return None
+        return _file_sha256(str(p), p.stat().st_mtime_ns, p.stat().st_size)
+    except OSError:
+        return None
+
+
+@lru_cache(maxsize=8)
+def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def disk_cached(kind: str, key: str, build):
     """``build()``, kept on disk between launches of the app under ``kind`` and ``key`` (plus :func:`code_stamp`).
 

@@ -92,3 +92,26 @@ def test_number_only_tables_are_kept_and_equal_the_engines(tmp_path, monkeypatch
     assert np.array_equal(week, again[0])
     assert np.array_equal(total, again[1])
     assert len(list(tmp_path.glob("personcolsrel-*.pkl"))) == 1
+
+
+def test_the_bundled_districts_are_kept_by_content_and_an_uploaded_zone_file_is_not(tmp_path, monkeypatch):
+    import shutil
+
+    from odapp import cache
+    from odapp.zones_ui import BUNDLED_ZONES
+    from odcore.od.trips import ODConfig
+
+    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path / "cache"))
+    loaded = data.load_sample()
+    build = cache.od_data.__wrapped__
+    upload = tmp_path / "districts.geojson"          # the same content, as an upload would be
+    shutil.copy(BUNDLED_ZONES, upload)
+    build("sample:test", ODConfig(tz=loaded.tz, zones=str(upload)), _df=loaded.df)
+    assert not list((tmp_path / "cache").glob("od-*.pkl"))
+    od = build("sample:test", ODConfig(tz=loaded.tz, zones=str(BUNDLED_ZONES)), _df=loaded.df)
+    assert len(list((tmp_path / "cache").glob("od-*.pkl"))) == 1
+    back = build("sample:test", ODConfig(tz=loaded.tz, zones=str(BUNDLED_ZONES)), _df=loaded.df.iloc[:0])
+    assert back.counts.equals(od.counts)            # read back, not rebuilt
+    assert data.shipped_file_hash(BUNDLED_ZONES) is not None
+    assert data.shipped_file_hash(upload) is None
+    assert data.shipped_file_hash("h3:8") is None
