@@ -222,6 +222,7 @@ class LocationTimeSeries:
     grid: ROIGrid | None = None
     roi_labels: tuple[str, ...] = ()
     report: dict[str, Any] = field(default_factory=dict)
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)   # sensitivity per window
 
     @property
     def n_users(self) -> int:
@@ -267,7 +268,11 @@ class LocationTimeSeries:
         This is the L1 sensitivity of the aggregate matrix: adding/removing a user changes ``A_X`` in at most
         Δ cells, each by 1 (so the L2 sensitivity is ``sqrt(Δ)``).
         """
-        return int(self.reports(t0, t1).max()) if self.n_users else 0
+        t0, t1 = self._check_window(t0, t1)
+        key = ("sensitivity", t0, t1)
+        if key not in self._memo:   # the matrix does not change: once per window
+            self._memo[key] = int(self.reports(t0, t1).max()) if self.n_users else 0
+        return self._memo[key]
 
     def aggregation_operand(self, t0: int = 0, t1: int | None = None, *,
                             max_dense_bytes: int = 256 * 2**20) -> sp.csr_matrix | np.ndarray:
