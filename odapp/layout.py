@@ -9,9 +9,11 @@ from pathlib import Path
 import streamlit as st
 
 from odapp import cache, sidebar
-from odapp.nav import NAV
+from odapp.nav import HOME_FILE, NAV
 from odapp.state import HEADLINE_DELTA
 from odapp.words import UNIT_COVERS, num, pct, sci, unit_words
+
+K_DECLARED = "odlab.navigation_declared"   # session_state: a run of this session ran under the app's navigation
 
 PAGE_FILES = [Path(__file__).resolve().parent.parent / e.file for e in NAV[1:]]   # the pages after Home (odapp.nav)
 
@@ -85,11 +87,17 @@ def declared_navigation() -> None:
     app's root (``AppTest`` starts every run that way). Such a run is told by its page registry, which holds the
     entry script itself; the page then declares the app's navigation itself (:func:`odapp.nav.declare`, which also
     ends the old way for the server), which replaces the sidebar's and keeps this page: a page's address gives it
-    the same id both ways. The run goes on (a rerun would lose a button's click)."""
+    the same id both ways. The run goes on (a rerun would lose a button's click), except in a session's first run,
+    which has no click to lose: its widgets were registered under the folder's navigation, and the first submit of
+    a form drawn then (the Release designer's goal) came back with the form's defaults, so a page opened at its own
+    address starts that run again under the app's navigation."""
     from streamlit.runtime.pages_manager import PagesManager
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     ctx = get_script_run_ctx()
+    first = ctx is not None and not st.session_state.get(K_DECLARED)   # the session's first run
+    if first:
+        st.session_state[K_DECLARED] = True
     if ctx is None or not getattr(PagesManager, "uses_pages_directory", False):
         return
     main = Path(ctx.pages_manager.main_script_path).resolve()
@@ -98,6 +106,9 @@ def declared_navigation() -> None:
         from odapp.nav import declare
 
         declare()
+        page = ctx.pages_manager.get_pages().get(ctx.page_script_hash, {})
+        if first and Path(str(page.get("script_path", ""))).name not in (main.name, Path(HOME_FILE).name):
+            st.rerun()   # a page opened at its own address
 
 
 def compact_top() -> None:
