@@ -681,11 +681,13 @@ def audit(dataset_id: str, od_config, week: int, epsilon: float, threshold: floa
 @_data_cache(max_entries=16, show_spinner="Comparing partition selection strategies…")
 def selection_table(dataset_id: str, od_config, week: int, epsilon: float, delta: float, max_pairs: int, seed: int,
                     _od):
-    """:func:`odcore.privacy.selection.compare_selection` of one week, without PipelineDP (a test dependency)."""
+    """:func:`odcore.privacy.selection.compare_selection` of one week, without PipelineDP (a test dependency), from
+    the week's pairs prepared once (:func:`week_pairs_prepared`, shared with the releases): a new seed only ranks
+    the rows by the hash of its key."""
     from odcore.privacy.selection import compare_selection
 
-    return compare_selection(_od.week_pairs(week), epsilon=epsilon, delta=delta, max_pairs=max_pairs, week=week,
-                             rng=seed, pipeline_dp=False)
+    return compare_selection(week_pairs_prepared(dataset_id, od_config, week, _od=_od), epsilon=epsilon, delta=delta,
+                             max_pairs=max_pairs, week=week, rng=seed, pipeline_dp=False)
 
 
 # ---- live curves (odcore.privacy.live): tables on a grid of ε, drawn by the browser while ε is dragged --------------

@@ -27,7 +27,8 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["HASH_PRIME", "bounded_counts_sql", "bounding_key", "pair_hash", "round_constants", "user_hashes"]
+__all__ = ["HASH_PRIME", "bounded_counts_sql", "bounding_key", "finish_pair_hash", "pair_hash", "round_constants",
+           "user_hashes", "user_week_hash"]
 
 HASH_PRIME = 2**31 - 1
 _ROUNDS = 5          # u, week, origin, destination, and one final round
@@ -62,7 +63,16 @@ def _user_hash(x) -> int:
 def user_hashes(users) -> np.ndarray:
     """``u`` of every user label (int64): the first 8 hex digits of the md5 of its text. One md5 per label, so
     call it on the distinct users; each label's is kept (the same people are bounded again at every seed; by type,
-    so ``1`` and ``1.0``, whose texts differ, are not confused)."""
+    so ``1`` and ``1.0``, whose texts differ, are not confused), and so is the whole array of an array of integer
+    ids (the same people on every grid)."""
+    if isinstance(users, np.ndarray) and users.dtype.kind in "iu" and users.ndim == 1:
+        return _integer_user_hashes(users.tobytes(), users.dtype.str).copy()
+    return np.fromiter((_user_hash(x) for x in users), dtype=np.int64, count=len(users))
+
+
+@lru_cache(maxsize=8)
+def _integer_user_hashes(data: bytes, dtype: str) -> np.ndarray:
+    users = np.frombuffer(data, dtype=dtype)   # its items are the array's scalars, whose texts are the ids
     return np.fromiter((_user_hash(x) for x in users), dtype=np.int64, count=len(users))
 
 
@@ -72,33 +82,68 @@ def _mod_p(x: np.ndarray, *, small: bool = False) -> np.ndarray:
     subtraction ends it."""
     p = np.int64(HASH_PRIME)
     if not small:
-        for _ in range(2):
-            hi = x >> 31
-            np.bitwise_and(x, p, out=x)
-            x += hi
+        _fold(x, np.empty_like(x))
     np.subtract(x, p, out=x, where=x >= p)
     return x
 
 
+def _fold(x: np.ndarray, buf: np.ndarray) -> np.ndarray:
+    """``x`` (int64, ``0 <= x < 2^63``) replaced in place by a value ``≡ x (mod P)`` below ``P + 3``: the high bits
+    folded onto the low ones twice (``2^31 ≡ 1``). ``buf``: scratch space of ``x``'s shape."""
+    p = np.int64(HASH_PRIME)
+    for _ in range(2):
+        np.right_shift(x, 31, out=buf)
+        np.bitwise_and(x, p, out=x)
+        x += buf
+    return x
+
+
+def _residues(x) -> np.ndarray:
+    """``x mod P`` of an id or week column (values in ``[0, P)``, the usual ids and weeks, are their own residue)."""
+    x = np.asarray(x, dtype=np.int64)
+    return x if len(x) == 0 or (int(x.min()) >= 0 and int(x.max()) < HASH_PRIME) else np.mod(x, np.int64(HASH_PRIME))
+
+
+def _rounds(consts, h: np.ndarray, xs) -> np.ndarray:
+    """The hash rounds ``t = ((h + x) mod P · a + b) mod P``, ``h = t² mod P`` over ``xs`` (residues, or None for
+    ``x = 0``), in place on ``h`` (int64 in ``[0, P)``), which is returned in ``[0, P)``.
+
+    Between rounds ``h`` is only folded below ``P + 3`` (:func:`_fold`), the same residue: every product stays below
+    ``2^63`` (``(h + x)·a + b < (2P + 3)(P - 1) + P`` and ``h² < (P + 3)²``), and the one subtraction at the end
+    gives the integer the ``%`` form gives."""
+    p = np.int64(HASH_PRIME)
+    buf = np.empty_like(h)
+    for (a, b), x in zip(consts, xs, strict=True):
+        if x is not None:
+            h += x                  # < 2P + 3
+        h *= np.int64(a)
+        h += np.int64(b)
+        _fold(h, buf)
+        h *= h
+        _fold(h, buf)
+    np.subtract(h, p, out=h, where=h >= p)
+    return h
+
+
+def user_week_hash(key: int, u: np.ndarray, week: np.ndarray) -> np.ndarray:
+    """The hash of the rule's first two rounds (``u``, then ``week``), in ``[0, P)``: a function of the user-week
+    alone, so computed once per (week, user) and finished for each of its pairs by :func:`finish_pair_hash`."""
+    u = np.asarray(u, dtype=np.int64)
+    h = _mod_p(u.copy())            # u < 2^32 may exceed P: its residue (the same hash)
+    return _rounds(round_constants(key)[:2], h, (h.copy(), _residues(week)))
+
+
+def finish_pair_hash(key: int, user_week: np.ndarray, origin: np.ndarray, destination: np.ndarray) -> np.ndarray:
+    """:func:`pair_hash` from the rows' :func:`user_week_hash` (the rounds of ``origin``, ``destination`` and the
+    final one)."""
+    h = np.array(user_week, dtype=np.int64)   # a copy: the rounds run in place
+    return _rounds(round_constants(key)[2:], h, (_residues(origin), _residues(destination), None))
+
+
 def pair_hash(key: int, u: np.ndarray, week: np.ndarray, origin: np.ndarray, destination: np.ndarray) -> np.ndarray:
     """The hash of every row (int64 in ``[0, P)``), ``u`` from :func:`user_hashes`. Each ``mod P`` of the rounds is
-    a fold of bits (:func:`_mod_p`; the same integers as ``%``, about twice as fast)."""
-    p = np.int64(HASH_PRIME)
-    h = np.asarray(u, dtype=np.int64).copy()
-    for (a, b), x in zip(round_constants(key), (h, week, origin, destination, None), strict=True):
-        if x is None:
-            t = h                               # in [0, P) already
-        else:
-            x = np.asarray(x, dtype=np.int64)
-            # (values in [0, P) are their own residue: the usual ids and weeks skip the division)
-            xm = x if len(x) == 0 or (int(x.min()) >= 0 and int(x.max()) < HASH_PRIME) else np.mod(x, p)
-            t = _mod_p(h + xm, small=True)      # h + xm < 2P
-        t = t * np.int64(a)                     # < 2^62
-        t += np.int64(b)
-        t = _mod_p(t)
-        t *= t                                  # < 2^62
-        h = _mod_p(t)
-    return h
+    a fold of bits (:func:`_fold`; the same integers as ``%``, several times faster)."""
+    return finish_pair_hash(key, user_week_hash(key, u, week), origin, destination)
 
 
 def _round_sql(h: str, x: str, a: int, b: int) -> str:
