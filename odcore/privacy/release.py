@@ -305,9 +305,20 @@ _RADIX_MIN_ROWS = 20_000
 
 
 def _stable_argsort(key: np.ndarray, span: int) -> np.ndarray:
-    """``np.argsort(key, kind="stable")`` of int64 keys in ``[0, span)``, by least-significant-digit passes over
+    """``np.argsort(key, kind="stable")`` of integer keys in ``[0, span)``. A stable sort has one result, so any way
+    to it gives the same order: when the key and the row number fit in 63 bits together, a sort of the values
+    ``key · 2^b + row`` (all distinct, so the order is the stable one; numpy sorts int64 values with SIMD, several
+    times faster than an argsort), whose low bits are then the order; else least-significant-digit passes over
     16-bit digits when that is faster (many rows, keys of at most 48 bits): numpy's stable sort of uint16 is a radix
-    sort, and a stable sort has one result, so the order is the same."""
+    sort."""
+    n = len(key)
+    bits = max(n - 1, 1).bit_length()
+    if max(span - 1, 1).bit_length() + bits <= 63:
+        packed = np.left_shift(key, bits, dtype=np.int64)
+        packed |= np.arange(n, dtype=np.int64)
+        packed.sort()
+        packed &= (1 << bits) - 1
+        return packed
     if span > 1 << 48 or (len(key) < _RADIX_MIN_ROWS and span > 1 << 16):
         return np.argsort(key, kind="stable")
     perm = None
@@ -316,6 +327,42 @@ def _stable_argsort(key: np.ndarray, span: int) -> np.ndarray:
         step = np.argsort(digit, kind="stable")
         perm = step if perm is None else perm[step]
     return perm
+
+
+def _sorted_rows(cols: list[np.ndarray]) -> list[np.ndarray] | None:
+    """The rows of the int64 columns ``cols`` sorted by ``cols`` (most significant first), as new columns; None when
+    the columns' value ranges take more than 63 bits together.
+
+    Each row is packed into one int64 (each column's offset from its minimum in a bit field of its own), the
+    packed values are sorted (numpy sorts int64 values with SIMD: several times faster than an argsort and the
+    gathers of each column it needs), and the fields unpacked. Equal rows are equal whatever their order, so the
+    columns are those of any sort of the rows, a stable one included."""
+    n = len(cols[0])
+    if n == 0:
+        return [c.copy() for c in cols]
+    fields = []
+    for c in cols:
+        lo, hi = int(c.min()), int(c.max())
+        fields.append((lo, (hi - lo).bit_length()))
+    if sum(b for _, b in fields) > 63:
+        return None
+    key = np.zeros(n, dtype=np.int64)
+    for c, (lo, b) in zip(cols, fields, strict=True):
+        if b:
+            key <<= b
+            key += c      # may wrap for ids near 2^63; the next line unwraps (int64 arithmetic is modular)
+            key -= lo
+    key.sort()
+    out = []
+    for lo, b in reversed(fields):
+        if b:
+            f = key & ((1 << b) - 1)
+            f += lo
+            key >>= b
+        else:
+            f = np.full(n, lo, dtype=np.int64)
+        out.append(f)
+    return out[::-1]
 
 
 def _user_codes(user: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -365,12 +412,17 @@ def _validate_pairs(pairs: pd.DataFrame) -> _Pairs:
         raise ParameterError(f"pairs column 'user' has {int(ubad.sum())} missing value(s); first at row {i}.")
     ucode, users = _user_codes(pairs[USER])
     w, o, d = arrays[WEEK], arrays[ORIGIN], arrays[DESTINATION]
-    # Canonical order, so the random draws do not depend on the input row order. Rows already in (week, user)
-    # order (an ODData's pairs) need only a stable sort by pair: equal pairs keep their ascending users.
-    by_user = len(w) > 1 and bool(np.all((w[1:] > w[:-1]) | ((w[1:] == w[:-1]) & (ucode[1:] >= ucode[:-1]))))
-    order = _canonical_order([w, o, d] if by_user else [w, o, d, ucode])
-    one_week = len(w) == 0 or w[0] == w[-1] and (by_user or bool((w == w[0]).all()))   # w[order] is w
-    w, o, d, ucode = (w.copy() if one_week else w[order]), o[order], d[order], ucode[order]
+    # Canonical order, so the random draws do not depend on the input row order: the rows sorted by (week, origin,
+    # destination, user), packed into one integer each when they fit (the sorted rows, not an order to gather by)
+    packed = _sorted_rows([w, o, d, ucode])
+    if packed is not None:
+        w, o, d, ucode = packed
+    else:
+        # Rows already in (week, user) order (an ODData's pairs) need only a stable sort by pair: equal pairs keep
+        # their ascending users.
+        by_user = len(w) > 1 and bool(np.all((w[1:] > w[:-1]) | ((w[1:] == w[:-1]) & (ucode[1:] >= ucode[:-1]))))
+        order = _canonical_order([w, o, d] if by_user else [w, o, d, ucode])
+        w, o, d, ucode = w[order], o[order], d[order], ucode[order]
     n0 = len(w)
     dup = np.zeros(n0, dtype=bool)
     if n0 > 1:
@@ -485,23 +537,34 @@ def _bound_ranks(p: _Pairs, key: int, weeks: _UserWeeks | None = None,
     ``p.users``, when already computed (neither depends on the key).
 
     The first two rounds of the hash depend on the user-week alone and run once per user-week
-    (:func:`odcore.privacy.bounding.user_week_hash`). The rows, in group order, are then sorted by (group, hash): a
-    stable sort of keys already ordered by their group (numpy's timsort merges such runs quickly), so ties of the
-    hash keep the (origin, destination) order, as SQL's ``ORDER BY h, o, d``. A row's rank is its place in its group
-    in that order."""
+    (:func:`odcore.privacy.bounding.user_week_hash`). The rows, in group order (within a group: by origin and
+    destination), are then sorted by (group, hash, place in the group), so ties of the hash keep the (origin,
+    destination) order, as SQL's ``ORDER BY h, o, d``: one sort of the distinct int64 values
+    ``group · 2^(31+b) + hash · 2^b + place`` when they fit in 63 bits (numpy sorts values with SIMD), else a
+    stable sort of ``group · P + hash``. The sort keeps every row in its group's block; a row's rank is the place it
+    takes there."""
     n = len(p)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     g = _user_weeks(p) if weeks is None else weeks
     uh = user_hashes(p.users) if uhash is None else uhash
     h = finish_pair_hash(key, user_week_hash(key, uh[g.users], g.weeks)[g.group], p.o, p.d)[g.by_group]
-    if len(g.sizes) < 2**32:   # group · P + h < 2^63
-        h += np.repeat(np.arange(len(g.sizes), dtype=np.int64) * np.int64(HASH_PRIME), g.sizes)
-        by = np.argsort(h, kind="stable")
-    else:
-        by = np.lexsort((h, np.repeat(np.arange(len(g.sizes)), g.sizes)))
+    ng = len(g.sizes)
+    b = max(int(g.sizes.max()) - 1, 1).bit_length()     # bits of a place in a group
     rank = np.empty(n, dtype=np.int64)
-    rank[g.by_group[by]] = g.pos   # the sort keeps every row in its group's block: its place there is pos
+    if max(ng - 1, 1).bit_length() + 31 + b <= 63:
+        h <<= b
+        h |= g.pos
+        h |= np.repeat(np.arange(ng, dtype=np.int64) << (31 + b), g.sizes)
+        h.sort()
+        h &= (1 << b) - 1      # at each place of the group order, the former place of the row sorted there
+        h -= g.pos
+        h += np.arange(n)      # ... as a place in the whole group order
+        rank[g.by_group[h]] = g.pos
+        return rank, g.sizes
+    h += np.repeat(np.arange(ng, dtype=np.int64) * np.int64(HASH_PRIME), g.sizes)   # < 2^63 (ng < n < 2^32)
+    by = np.argsort(h, kind="stable")
+    rank[g.by_group[by]] = g.pos
     return rank, g.sizes
 
 

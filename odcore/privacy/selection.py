@@ -72,7 +72,7 @@ def truncated_geometric_keep(n, epsilon: float, delta: float, max_partitions: in
 def gaussian_delta(sigma: float, epsilon: float, l2: float = 1.0) -> float:
     """δ(ε) of the Gaussian mechanism with noise σ and L2 sensitivity ``l2`` (Balle and Wang 2018, Theorem 8):
     ``Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ)``."""
-    from scipy.special import ndtr   # Φ (scipy.stats.norm.cdf is ndtr behind argument checks that cost 50 µs)
+    from scipy.special import ndtr  # Φ (scipy.stats.norm.cdf is ndtr behind argument checks that cost 50 µs)
 
     a, b = l2 / (2 * sigma), epsilon * sigma / l2
     return float(ndtr(a - b) - math.exp(epsilon) * ndtr(-a - b))
@@ -99,7 +99,7 @@ def gaussian_one_count(epsilon: float, delta: float, max_partitions: int) -> tup
     """(σ, τ) of the Gaussian release with one noisy count: each person's m pairs have L2 sensitivity √m; half of δ
     goes to the Gaussian mechanism on the pairs both neighbours have, half to the chance that any of a person's m
     pairs of their own (count 1) clears τ: ``1 − (1 − P(1 + N(0, σ²) >= τ))^m = δ/2``."""
-    from scipy.special import ndtri   # Φ⁻¹: norm.isf(q) is -ndtri(q)
+    from scipy.special import ndtri  # Φ⁻¹: norm.isf(q) is -ndtri(q)
 
     m = check_max_pairs(max_partitions)
     sigma = gaussian_sigma(epsilon, delta / 2, math.sqrt(m))
@@ -129,7 +129,7 @@ def keep_probability(strategy: Strategy | str, n, epsilon: float, delta: float, 
     if s is Strategy.LAB_ONE_COUNT:
         return release_probability(counts, eps, partition_threshold(eps, m, delta), m)
     if s is Strategy.LAB_GAUSSIAN_ONE_COUNT:
-        from scipy.special import ndtr   # norm.sf(x) is ndtr(-x)
+        from scipy.special import ndtr  # norm.sf(x) is ndtr(-x)
 
         sigma, tau = gaussian_one_count(eps, delta, m)
         return ndtr(-((tau - n) / sigma))
