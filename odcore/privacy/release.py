@@ -562,7 +562,7 @@ def _bound_ranks(p: _Pairs, key: int, weeks: _UserWeeks | None = None,
         h += np.arange(n)      # ... as a place in the whole group order
         rank[g.by_group[h]] = g.pos
         return rank, g.sizes
-    h += np.repeat(np.arange(ng, dtype=np.int64) * np.int64(HASH_PRIME), g.sizes)   # < 2^63 (ng < n < 2^32)
+    h += np.repeat(np.arange(ng, dtype=np.int64) * np.int64(HASH_PRIME), g.sizes)   # < 2^63 for ng < 2^32
     by = np.argsort(h, kind="stable")
     rank[g.by_group[by]] = g.pos
     return rank, g.sizes
@@ -598,7 +598,7 @@ class PreparedPairs:
     pairs: _Pairs = field(repr=False)
     counts: tuple = field(repr=False)
     _ranks: dict = field(default_factory=dict, repr=False, compare=False)
-    _user_weeks: list = field(default_factory=list, repr=False, compare=False)
+    _groups: list = field(default_factory=list, repr=False, compare=False)
     _user_hashes: list = field(default_factory=list, repr=False, compare=False)
 
     RANK_SEEDS = 4
@@ -614,10 +614,10 @@ class PreparedPairs:
         two releases, a slider moved in the per-person unit) reuses the hashes and their sort."""
         hit = self._ranks.get(key)
         if hit is None:
-            if not self._user_weeks:   # the user-weeks and one md5 per user, for every key
-                self._user_weeks.append(_user_weeks(self.pairs))
+            if not self._groups:   # the user-weeks and one md5 per user, for every key
+                self._groups.append(_user_weeks(self.pairs))
                 self._user_hashes.append(user_hashes(self.pairs.users))
-            rank, sizes = _bound_ranks(self.pairs, key, self._user_weeks[0], self._user_hashes[0])
+            rank, sizes = _bound_ranks(self.pairs, key, self._groups[0], self._user_hashes[0])
             ranks = (rank.astype(np.int32) if len(rank) < 2**31 else rank, sizes)   # kept small: 4 bytes a row
             for a in ranks:
                 a.setflags(write=False)
