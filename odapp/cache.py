@@ -312,9 +312,14 @@ def release_cells_base(dataset_id: str, od_config, cells_key: str, _cell_p, _gri
     pair counts) and how the map tells them apart (:func:`odapp.maps.release_outline_style`): their
     :func:`odapp.maps.inset` (a zone file) or None (squares and H3: gaps), shared by
     every ε, threshold and seed of a week."""
-    from odapp.maps import cells_base, inset, outline_edges, release_outline_style
+    import numpy as np
 
-    shapes = cell_shapes(dataset_id, od_config, tuple(int(x) for x in _cell_p["cell"]), _grid=_grid)
+    from odapp.maps import cells_base, inset, outline_edges, release_outline_style
+    from odapp.zones_ui import zone_polygons
+
+    # cell_shapes' outlines without its cache: this entry is the cache of these cells' outlines, and Streamlit
+    # hashing a tuple of a thousand cell ids for cell_shapes' key took longer than drawing them
+    shapes = zone_polygons(_grid, _cell_p["cell"].to_numpy(np.int64))
     base = cells_base(shapes, _cell_p, _cent)
     style, polys = release_outline_style(_grid), base["polygon"].tolist()
     return base, (outline_edges(polys) if style == "lines" else inset(polys) if style == "insets" else None)
@@ -693,11 +698,13 @@ def audit(dataset_id: str, od_config, week: int, epsilon: float, threshold: floa
 @_data_cache(max_entries=16, show_spinner="Comparing partition selection strategies…")
 def selection_table(dataset_id: str, od_config, week: int, epsilon: float, delta: float, max_pairs: int, seed: int,
                     _od):
-    """:func:`odcore.privacy.selection.compare_selection` of one week, without PipelineDP (a test dependency)."""
+    """:func:`odcore.privacy.selection.compare_selection` of one week, without PipelineDP (a test dependency), from
+    the week's pairs prepared once (:func:`week_pairs_prepared`, shared with the releases): a new seed only ranks
+    the rows by the hash of its key."""
     from odcore.privacy.selection import compare_selection
 
-    return compare_selection(_od.week_pairs(week), epsilon=epsilon, delta=delta, max_pairs=max_pairs, week=week,
-                             rng=seed, pipeline_dp=False)
+    return compare_selection(week_pairs_prepared(dataset_id, od_config, week, _od=_od), epsilon=epsilon, delta=delta,
+                             max_pairs=max_pairs, week=week, rng=seed, pipeline_dp=False)
 
 
 # ---- live curves (odcore.privacy.live): tables on a grid of ε, drawn by the browser while ε is dragged --------------

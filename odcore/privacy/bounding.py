@@ -27,7 +27,8 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["HASH_PRIME", "bounded_counts_sql", "bounding_key", "pair_hash", "round_constants", "user_hashes"]
+__all__ = ["HASH_PRIME", "bounded_counts_sql", "bounding_key", "finish_pair_hash", "pair_hash", "round_constants",
+           "user_hashes", "user_week_hash"]
 
 HASH_PRIME = 2**31 - 1
 _ROUNDS = 5          # u, week, origin, destination, and one final round
@@ -61,9 +62,43 @@ def _user_hash(x) -> int:
 
 def user_hashes(users) -> np.ndarray:
     """``u`` of every user label (int64): the first 8 hex digits of the md5 of its text. One md5 per label, so
-    call it on the distinct users; each label's is kept (the same people are bounded again at every seed; by type,
-    so ``1`` and ``1.0``, whose texts differ, are not confused)."""
+    call it on the distinct users; each label's is kept (the same people are bounded again at every seed and on
+    every grid; by type, so ``1`` and ``1.0``, whose texts differ, are not confused)."""
+    if isinstance(users, np.ndarray) and users.ndim == 1 and (users.dtype.kind == "i" or
+                                                              (users.dtype.kind == "u" and users.itemsize < 8)):
+        return _KNOWN_IDS.hashes(users.astype(np.int64))   # an integer's text is its decimal digits, whatever its type
     return np.fromiter((_user_hash(x) for x in users), dtype=np.int64, count=len(users))
+
+
+class _IdHashes:
+    """The hashes of the integer user ids seen so far, sorted by id, looked up by one binary search per id: the
+    same people come back at every grid and seed, and a Python call per id (even a cached one) costs more than the
+    search. Replaced whole when it grows (a reader in another thread sees the old or the new pair, both right)."""
+
+    LIMIT = 1 << 22   # ids kept at most (64 MB); past it, only the last array's
+
+    def __init__(self) -> None:
+        self._known = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+    def hashes(self, ids: np.ndarray) -> np.ndarray:
+        known, kh = self._known
+        at = np.minimum(np.searchsorted(known, ids), max(len(known) - 1, 0))
+        hit = known[at] == ids if len(known) else np.zeros(len(ids), dtype=bool)
+        out = np.empty(len(ids), dtype=np.int64)
+        out[hit] = kh[at[hit]]
+        if not hit.all():
+            new = np.unique(ids[~hit])
+            nh = np.fromiter((_user_hash(x) for x in new.tolist()), dtype=np.int64, count=len(new))
+            out[~hit] = nh[np.searchsorted(new, ids[~hit])]
+            if len(known) + len(new) > self.LIMIT:
+                known, kh = known[:0], kh[:0]
+            ids_all, h_all = np.concatenate([known, new]), np.concatenate([kh, nh])
+            order = np.argsort(ids_all, kind="stable")
+            self._known = (ids_all[order], h_all[order])
+        return out
+
+
+_KNOWN_IDS = _IdHashes()
 
 
 def _mod_p(x: np.ndarray, *, small: bool = False) -> np.ndarray:
@@ -72,33 +107,75 @@ def _mod_p(x: np.ndarray, *, small: bool = False) -> np.ndarray:
     subtraction ends it."""
     p = np.int64(HASH_PRIME)
     if not small:
-        for _ in range(2):
-            hi = x >> 31
-            np.bitwise_and(x, p, out=x)
-            x += hi
+        _fold(x, np.empty_like(x))
     np.subtract(x, p, out=x, where=x >= p)
     return x
 
 
+def _fold(x: np.ndarray, buf: np.ndarray) -> np.ndarray:
+    """``x`` (int64, ``0 <= x < 2^63``) replaced in place by a value ``≡ x (mod P)`` below ``P + 3``: the high bits
+    folded onto the low ones twice (``2^31 ≡ 1``). ``buf``: scratch space of ``x``'s shape."""
+    p = np.int64(HASH_PRIME)
+    for _ in range(2):
+        np.right_shift(x, 31, out=buf)
+        np.bitwise_and(x, p, out=x)
+        x += buf
+    return x
+
+
+def _residues(x) -> np.ndarray:
+    """``x mod P`` of an id or week column (values in ``[0, P)``, the usual ids and weeks, are their own residue)."""
+    x = np.asarray(x, dtype=np.int64)
+    return x if len(x) == 0 or (int(x.min()) >= 0 and int(x.max()) < HASH_PRIME) else np.mod(x, np.int64(HASH_PRIME))
+
+
+def _rounds(consts, h: np.ndarray, xs) -> np.ndarray:
+    """The hash rounds ``t = ((h + x) mod P · a + b) mod P``, ``h = t² mod P`` over ``xs`` (residues, or None for
+    ``x = 0``), in place on ``h`` (int64 in ``[0, P)``), which is returned in ``[0, P)``.
+
+    Between rounds ``h`` is only folded below ``P + 3`` (:func:`_fold`), the same residue: every product stays below
+    ``2^63`` (``(h + x)·a + b < (2P + 3)(P - 1) + P`` and ``h² < (P + 3)²``), and the one subtraction at the end
+    gives the integer the ``%`` form gives. The rows go through every round a block at a time (:data:`_BLOCK`): the
+    dozen passes of a round then stay in the CPU's cache (about twice as fast as whole columns)."""
+    p = np.int64(HASH_PRIME)
+    buf = np.empty(min(len(h), _BLOCK), dtype=np.int64)
+    for s in range(0, len(h), _BLOCK):
+        hs = h[s:s + _BLOCK]
+        bs = buf[:len(hs)]
+        for (a, b), x in zip(consts, xs, strict=True):
+            if x is not None:
+                hs += x[s:s + _BLOCK]   # < 2P + 3
+            hs *= np.int64(a)
+            hs += np.int64(b)
+            _fold(hs, bs)
+            hs *= hs
+            _fold(hs, bs)
+        np.subtract(hs, p, out=hs, where=hs >= p)
+    return h
+
+
+_BLOCK = 1 << 15   # rows hashed at a time: 256 kB a column
+
+
+def user_week_hash(key: int, u: np.ndarray, week: np.ndarray) -> np.ndarray:
+    """The hash of the rule's first two rounds (``u``, then ``week``), in ``[0, P)``: a function of the user-week
+    alone, so computed once per (week, user) and finished for each of its pairs by :func:`finish_pair_hash`."""
+    u = np.asarray(u, dtype=np.int64)
+    h = _mod_p(u.copy())            # u < 2^32 may exceed P: its residue (the same hash)
+    return _rounds(round_constants(key)[:2], h, (h.copy(), _residues(week)))
+
+
+def finish_pair_hash(key: int, user_week: np.ndarray, origin: np.ndarray, destination: np.ndarray) -> np.ndarray:
+    """:func:`pair_hash` from the rows' :func:`user_week_hash` (the rounds of ``origin``, ``destination`` and the
+    final one)."""
+    h = np.array(user_week, dtype=np.int64)   # a copy: the rounds run in place
+    return _rounds(round_constants(key)[2:], h, (_residues(origin), _residues(destination), None))
+
+
 def pair_hash(key: int, u: np.ndarray, week: np.ndarray, origin: np.ndarray, destination: np.ndarray) -> np.ndarray:
     """The hash of every row (int64 in ``[0, P)``), ``u`` from :func:`user_hashes`. Each ``mod P`` of the rounds is
-    a fold of bits (:func:`_mod_p`; the same integers as ``%``, about twice as fast)."""
-    p = np.int64(HASH_PRIME)
-    h = np.asarray(u, dtype=np.int64).copy()
-    for (a, b), x in zip(round_constants(key), (h, week, origin, destination, None), strict=True):
-        if x is None:
-            t = h                               # in [0, P) already
-        else:
-            x = np.asarray(x, dtype=np.int64)
-            # (values in [0, P) are their own residue: the usual ids and weeks skip the division)
-            xm = x if len(x) == 0 or (int(x.min()) >= 0 and int(x.max()) < HASH_PRIME) else np.mod(x, p)
-            t = _mod_p(h + xm, small=True)      # h + xm < 2P
-        t = t * np.int64(a)                     # < 2^62
-        t += np.int64(b)
-        t = _mod_p(t)
-        t *= t                                  # < 2^62
-        h = _mod_p(t)
-    return h
+    a fold of bits (:func:`_fold`; the same integers as ``%``, several times faster)."""
+    return finish_pair_hash(key, user_week_hash(key, u, week), origin, destination)
 
 
 def _round_sql(h: str, x: str, a: int, b: int) -> str:

@@ -51,7 +51,7 @@ from odcore.constants import (
 )
 from odcore.data.validate import check_param
 from odcore.errors import ParameterError, check_max_pairs, check_positive, check_threshold
-from odcore.privacy.bounding import bounding_key, pair_hash, user_hashes
+from odcore.privacy.bounding import HASH_PRIME, bounding_key, finish_pair_hash, user_hashes, user_week_hash
 
 RAW_COUNT = "raw_count"
 """Distinct users on the pair before contribution bounding (equals ``true_count`` in per-metric mode)."""
@@ -305,9 +305,20 @@ _RADIX_MIN_ROWS = 20_000
 
 
 def _stable_argsort(key: np.ndarray, span: int) -> np.ndarray:
-    """``np.argsort(key, kind="stable")`` of int64 keys in ``[0, span)``, by least-significant-digit passes over
+    """``np.argsort(key, kind="stable")`` of integer keys in ``[0, span)``. A stable sort has one result, so any way
+    to it gives the same order: when the key and the row number fit in 63 bits together, a sort of the values
+    ``key · 2^b + row`` (all distinct, so the order is the stable one; numpy sorts int64 values with SIMD, several
+    times faster than an argsort), whose low bits are then the order; else least-significant-digit passes over
     16-bit digits when that is faster (many rows, keys of at most 48 bits): numpy's stable sort of uint16 is a radix
-    sort, and a stable sort has one result, so the order is the same."""
+    sort."""
+    n = len(key)
+    bits = max(n - 1, 1).bit_length()
+    if max(span - 1, 1).bit_length() + bits <= 63:
+        packed = np.left_shift(key, bits, dtype=np.int64)
+        packed |= np.arange(n, dtype=np.int64)
+        packed.sort()
+        packed &= (1 << bits) - 1
+        return packed
     if span > 1 << 48 or (len(key) < _RADIX_MIN_ROWS and span > 1 << 16):
         return np.argsort(key, kind="stable")
     perm = None
@@ -316,6 +327,55 @@ def _stable_argsort(key: np.ndarray, span: int) -> np.ndarray:
         step = np.argsort(digit, kind="stable")
         perm = step if perm is None else perm[step]
     return perm
+
+
+def _sorted_rows(cols: list[np.ndarray]) -> list[np.ndarray] | None:
+    """The rows of the int64 columns ``cols`` sorted by ``cols`` (most significant first), as new columns; None when
+    the columns' value ranges take more than 63 bits together.
+
+    Each row is packed into one int64 (each column's offset from its minimum in a bit field of its own), the
+    packed values are sorted (numpy sorts int64 values with SIMD: several times faster than an argsort and the
+    gathers of each column it needs), and the fields unpacked. Equal rows are equal whatever their order, so the
+    columns are those of any sort of the rows, a stable one included."""
+    n = len(cols[0])
+    if n == 0:
+        return [c.copy() for c in cols]
+    fields = []
+    for c in cols:
+        lo, hi = int(c.min()), int(c.max())
+        fields.append((lo, (hi - lo).bit_length()))
+    if sum(b for _, b in fields) > 63:
+        return None
+    key = np.zeros(n, dtype=np.int64)
+    for c, (lo, b) in zip(cols, fields, strict=True):
+        if b:
+            key <<= b
+            key += c      # may wrap for ids near 2^63; the next line unwraps (int64 arithmetic is modular)
+            key -= lo
+    key.sort()
+    out = []
+    for lo, b in reversed(fields):
+        if b:
+            f = key & ((1 << b) - 1)
+            f += lo
+            key >>= b
+        else:
+            f = np.full(n, lo, dtype=np.int64)
+        out.append(f)
+    return out[::-1]
+
+
+def _user_codes(user: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(user, sort=True)``: int64 codes into the sorted distinct labels, and those labels. Integer ids
+    already in ascending order (one week of an ODData's pairs) are coded by their run starts, without hashing."""
+    if user.dtype == np.int64:
+        v = user.to_numpy()
+        if len(v) and bool((v[1:] >= v[:-1]).all()):
+            new = np.ones(len(v), dtype=bool)
+            new[1:] = v[1:] != v[:-1]
+            return np.cumsum(new) - 1, v[new]
+    codes, users = pd.factorize(user, sort=True)
+    return codes.astype(np.int64), np.asarray(users)
 
 
 def _validate_pairs(pairs: pd.DataFrame) -> _Pairs:
@@ -350,15 +410,19 @@ def _validate_pairs(pairs: pd.DataFrame) -> _Pairs:
     if ubad.any():
         i = int(np.flatnonzero(ubad)[0])
         raise ParameterError(f"pairs column 'user' has {int(ubad.sum())} missing value(s); first at row {i}.")
-    ucode, users = pd.factorize(pairs[USER], sort=True)
-    ucode = ucode.astype(np.int64)
-    users = np.asarray(users)
+    ucode, users = _user_codes(pairs[USER])
     w, o, d = arrays[WEEK], arrays[ORIGIN], arrays[DESTINATION]
-    # Canonical order, so the random draws do not depend on the input row order. Rows already in (week, user)
-    # order (an ODData's pairs) need only a stable sort by pair: equal pairs keep their ascending users.
-    by_user = len(w) > 1 and bool(np.all((w[1:] > w[:-1]) | ((w[1:] == w[:-1]) & (ucode[1:] >= ucode[:-1]))))
-    order = _canonical_order([w, o, d] if by_user else [w, o, d, ucode])
-    w, o, d, ucode = w[order], o[order], d[order], ucode[order]
+    # Canonical order, so the random draws do not depend on the input row order: the rows sorted by (week, origin,
+    # destination, user), packed into one integer each when they fit (the sorted rows, not an order to gather by)
+    packed = _sorted_rows([w, o, d, ucode])
+    if packed is not None:
+        w, o, d, ucode = packed
+    else:
+        # Rows already in (week, user) order (an ODData's pairs) need only a stable sort by pair: equal pairs keep
+        # their ascending users.
+        by_user = len(w) > 1 and bool(np.all((w[1:] > w[:-1]) | ((w[1:] == w[:-1]) & (ucode[1:] >= ucode[:-1]))))
+        order = _canonical_order([w, o, d] if by_user else [w, o, d, ucode])
+        w, o, d, ucode = w[order], o[order], d[order], ucode[order]
     n0 = len(w)
     dup = np.zeros(n0, dtype=bool)
     if n0 > 1:
@@ -419,25 +483,89 @@ def _bound_mask(p: _Pairs, m: int, ranks: tuple[np.ndarray, np.ndarray]) -> tupl
     return keep, rep
 
 
-def _bound_ranks(p: _Pairs, key: int, uhash: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _UserWeeks:
+    """Who is in which (week, user) group, the unit contribution bounding ranks rows in, independent of the hash key
+    (:func:`_user_weeks`). The groups are numbered in (week, user) order.
+
+    Per canonical row: ``group``, its group. In the group order (the canonical rows stably sorted by group, so each
+    group's rows stay in (origin, destination) order): ``by_group``, the canonical row at each place, and ``pos``, its
+    place within its group. Per group: ``sizes`` (rows), ``users`` (the user's code) and ``weeks``.
+    """
+
+    group: np.ndarray
+    by_group: np.ndarray
+    pos: np.ndarray
+    sizes: np.ndarray
+    users: np.ndarray
+    weeks: np.ndarray
+
+
+def _small(a: np.ndarray) -> np.ndarray:
+    """``a`` as int32 when its values fit (half the memory for what a prepared week keeps)."""
+    return a.astype(np.int32) if len(a) == 0 or (a.min() >= -2**31 and a.max() < 2**31) else a
+
+
+def _user_weeks(p: _Pairs) -> _UserWeeks:
+    """:class:`_UserWeeks` of ``p``: the (week, user) groups by their codes (``week · users + user``, one week: the
+    user code itself), counted without a sort, and one stable sort of the rows by group (a radix pass of 16 bits
+    for up to 65,536 groups)."""
+    n, nu = len(p), len(p.users)
+    w0 = int(p.w[0]) if n else 0
+    one_week = n == 0 or p.w[-1] == w0   # p.w is sorted
+    code = p.u if one_week else (p.w - w0) * nu + p.u
+    span = nu if one_week else (int(p.w[-1]) - w0 + 1) * nu
+    if span <= max(4 * n, 1 << 20):
+        counts = np.bincount(code, minlength=span)
+        present = np.flatnonzero(counts)
+        dense = np.cumsum(counts > 0) - 1
+        group, sizes = (code if len(present) == span else dense[code]), counts[present]
+    else:   # many weeks of many users: the codes present, by a sort
+        present, group, sizes = np.unique(code, return_inverse=True, return_counts=True)
+    by_group = _stable_argsort(group, len(sizes))
+    starts = np.cumsum(sizes) - sizes
+    pos = np.arange(n) - np.repeat(starts, sizes)
+    return _UserWeeks(_small(group), _small(by_group), _small(pos), sizes, present % nu if nu else present,
+                      present // nu + w0 if nu else present)
+
+
+def _bound_ranks(p: _Pairs, key: int, weeks: _UserWeeks | None = None,
+                 uhash: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each row's rank by (hash, origin, destination) within its (week, user), and the size of every (week, user)
     group: a row is kept under a bound m iff its rank < m. Independent of m (one sort serves every m).
-    ``uhash``: :func:`odcore.privacy.bounding.user_hashes` of ``p.users`` when already computed."""
+    ``weeks``: :func:`_user_weeks` of ``p`` and ``uhash``: :func:`odcore.privacy.bounding.user_hashes` of
+    ``p.users``, when already computed (neither depends on the key).
+
+    The first two rounds of the hash depend on the user-week alone and run once per user-week
+    (:func:`odcore.privacy.bounding.user_week_hash`). The rows, in group order (within a group: by origin and
+    destination), are then sorted by (group, hash, place in the group), so ties of the hash keep the (origin,
+    destination) order, as SQL's ``ORDER BY h, o, d``: one sort of the distinct int64 values
+    ``group · 2^(31+b) + hash · 2^b + place`` when they fit in 63 bits (numpy sorts values with SIMD), else a
+    stable sort of ``group · P + hash``. The sort keeps every row in its group's block; a row's rank is the place it
+    takes there."""
     n = len(p)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    h = pair_hash(key, (user_hashes(p.users) if uhash is None else uhash)[p.u], p.w, p.o, p.d)
-    # rows are in canonical (week, origin, destination, user) order, and the sort is stable: ties of the hash
-    # within a user-week stay in (origin, destination) order, as SQL's ORDER BY h, o, d
-    order = _canonical_order([p.w, p.u, h])
-    ws, us = p.w[order], p.u[order]
-    new_group = np.ones(n, dtype=bool)
-    new_group[1:] = (ws[1:] != ws[:-1]) | (us[1:] != us[:-1])
-    starts = np.flatnonzero(new_group)
-    group_id = np.cumsum(new_group) - 1
+    g = _user_weeks(p) if weeks is None else weeks
+    uh = user_hashes(p.users) if uhash is None else uhash
+    h = finish_pair_hash(key, user_week_hash(key, uh[g.users], g.weeks)[g.group], p.o, p.d)[g.by_group]
+    ng = len(g.sizes)
+    b = max(int(g.sizes.max()) - 1, 1).bit_length()     # bits of a place in a group
     rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n) - starts[group_id]
-    return rank, np.diff(np.append(starts, n))
+    if max(ng - 1, 1).bit_length() + 31 + b <= 63:
+        h <<= b
+        h |= g.pos
+        h |= np.repeat(np.arange(ng, dtype=np.int64) << (31 + b), g.sizes)
+        h.sort()
+        h &= (1 << b) - 1      # at each place of the group order, the former place of the row sorted there
+        h -= g.pos
+        h += np.arange(n)      # ... as a place in the whole group order
+        rank[g.by_group[h]] = g.pos
+        return rank, g.sizes
+    h += np.repeat(np.arange(ng, dtype=np.int64) * np.int64(HASH_PRIME), g.sizes)   # < 2^63 for ng < 2^32
+    by = np.argsort(h, kind="stable")
+    rank[g.by_group[by]] = g.pos
+    return rank, g.sizes
 
 
 def _count(p: _Pairs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -470,6 +598,7 @@ class PreparedPairs:
     pairs: _Pairs = field(repr=False)
     counts: tuple = field(repr=False)
     _ranks: dict = field(default_factory=dict, repr=False, compare=False)
+    _groups: list = field(default_factory=list, repr=False, compare=False)
     _user_hashes: list = field(default_factory=list, repr=False, compare=False)
 
     RANK_SEEDS = 4
@@ -485,9 +614,10 @@ class PreparedPairs:
         two releases, a slider moved in the per-person unit) reuses the hashes and their sort."""
         hit = self._ranks.get(key)
         if hit is None:
-            if not self._user_hashes:   # one md5 per user, for every key
+            if not self._groups:   # the user-weeks and one md5 per user, for every key
+                self._groups.append(_user_weeks(self.pairs))
                 self._user_hashes.append(user_hashes(self.pairs.users))
-            rank, sizes = _bound_ranks(self.pairs, key, self._user_hashes[0])
+            rank, sizes = _bound_ranks(self.pairs, key, self._groups[0], self._user_hashes[0])
             ranks = (rank.astype(np.int32) if len(rank) < 2**31 else rank, sizes)   # kept small: 4 bytes a row
             for a in ranks:
                 a.setflags(write=False)
