@@ -97,10 +97,10 @@ class _Bodies:
         sys.setprofile(None)
 
 
-def press_after_ahead(monkeypatch, page: str, key: str, values: list, *, setup=None):
-    """Run ``page`` in AppTest, press the sidebar number input ``key`` to each of ``values``, and before the last
-    press run what the page queued ahead (in this thread). Returns the cached functions computed by the last press
-    and by a press onto the same value with nothing computed ahead (a fresh cache)."""
+def press_after_ahead(monkeypatch, page: str, key: str, values: list):
+    """Run ``page`` in AppTest and press the sidebar number input ``key`` to each of ``values`` (three steps the same
+    way). The second press comes with nothing computed ahead; before the third, what the page queued is computed
+    (in this thread). Returns the cached functions computed by the third press and by the second."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
@@ -109,26 +109,20 @@ def press_after_ahead(monkeypatch, page: str, key: str, values: list, *, setup=N
     queued = []
     monkeypatch.setattr(ahead, "enabled", True)
     monkeypatch.setattr(ahead, "submit", lambda job: queued.append(job) or True)
-
-    def run(compute_ahead: bool) -> set[str]:
-        st.cache_resource.clear()
-        st.cache_data.clear()
-        at = AppTest.from_file(str(REPO_ROOT / "pages" / page), default_timeout=300).run()
-        if setup:
-            setup(at)
-        for v in values[:-1]:
-            at.sidebar.number_input(key=key).set_value(v).run()
-            assert not at.exception, [e.message for e in at.exception]
-        assert queued, "nothing was queued ahead"
-        if compute_ahead:
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(str(REPO_ROOT / "pages" / page), default_timeout=300).run()
+    ran = []
+    for i, v in enumerate(values):
+        if i == 2:
+            assert queued, "nothing was queued ahead"
             queued[-1]()
         queued.clear()
         with _Bodies() as b:
-            at.sidebar.number_input(key=key).set_value(values[-1]).run()
+            at.sidebar.number_input(key=key).set_value(v).run()
         assert not at.exception, [e.message for e in at.exception]
-        return b.ran
-
-    return run(True), run(False)
+        ran.append(b.ran)
+    return ran[2], ran[1]
 
 
 def cached_functions() -> set[str]:
@@ -138,28 +132,28 @@ def cached_functions() -> set[str]:
     return {n for n, f in vars(cache).items() if callable(getattr(f, "clear", None)) and not isinstance(f, type)}
 
 
-PRESSES = [   # page, control, values (the last one pressed after the work queued ahead), what the page computes
-    ("0_Home.py", "w.cell_km2", [1.4, 1.5], {"od_data"}),
-    ("9_Audit.py", "w.cell_km2", [1.4, 1.5], {"selection_table"}),
-    ("9_Audit.py", "w.seed", [1, 2], {"selection_table"}),
-    ("6_Release_designer.py", "w.cell_km2", [1.4, 1.5], {"design_report", "frontier_figure"}),
-    ("6_Release_designer.py", "w.seed", [1, 2], {"design_report", "frontier_figure"}),
-    ("1_Data.py", "w.cell_km2", [1.4, 1.5], {"od_summary", "trace_density_map"}),
-    ("2_OD_release.py", "w.cell_km2", [1.4, 1.5], {"week_release", "release_cells", "release_map", "release_curve",
+PRESSES = [   # page, control, three steps (the last pressed after the work queued ahead), what a step computes
+    ("0_Home.py", "w.cell_km2", [1.4, 1.5, 1.6], {"od_data"}),
+    ("9_Audit.py", "w.cell_km2", [1.4, 1.5, 1.6], {"selection_table"}),
+    ("9_Audit.py", "w.seed", [1, 2, 3], {"selection_table"}),
+    ("6_Release_designer.py", "w.cell_km2", [1.4, 1.5, 1.6], {"design_report", "frontier_figure"}),
+    ("6_Release_designer.py", "w.seed", [1, 2, 3], {"design_report", "frontier_figure"}),
+    ("1_Data.py", "w.cell_km2", [1.4, 1.5, 1.6], {"od_summary", "trace_density_map"}),
+    ("2_OD_release.py", "w.cell_km2", [1.4, 1.5, 1.6], {"week_release", "release_cells", "release_map", "release_curve",
                                                    "live_release"}),
-    ("2_OD_release.py", "w.seed", [1, 2], {"week_release", "release_map", "live_release"}),
-    ("3_Attack.py", "w.cell_km2", [1.4, 1.5], {"attack_pairs", "attack_others", "user_risk", "live_person"}),
-    ("3_Attack.py", "w.seed", [1, 2], {"attack_pairs"}),
-    ("7_Play_the_attacker.py", "w.cell_km2", [1.4, 1.5], {"attacker_pool", "game_theory"}),
-    ("7_Play_the_attacker.py", "w.seed", [1, 2], {"attacker_pool", "game_theory"}),
-    ("5_Knock_Knock.py", "w.seed", [1, 2], {"knock_mre"}),
+    ("2_OD_release.py", "w.seed", [1, 2, 3], {"week_release", "release_map", "live_release"}),
+    ("3_Attack.py", "w.cell_km2", [1.4, 1.5, 1.6], {"attack_pairs", "attack_others", "user_risk", "live_person"}),
+    ("3_Attack.py", "w.seed", [1, 2, 3], {"attack_pairs"}),
+    ("7_Play_the_attacker.py", "w.cell_km2", [1.4, 1.5, 1.6], {"attacker_pool", "game_theory"}),
+    ("7_Play_the_attacker.py", "w.seed", [1, 2, 3], {"attacker_pool", "game_theory"}),
+    ("5_Knock_Knock.py", "w.seed", [1, 2, 3], {"knock_mre"}),
 ]
 
 
 @pytest.mark.parametrize(("page", "key", "values", "heavy"), PRESSES)
 def test_a_press_finds_everything_its_page_computes_computed_ahead(monkeypatch, page, key, values, heavy):
-    """Pressing onto the setting queued ahead runs no cached function's body (every one was a hit); the same press
-    with nothing computed ahead runs the page's heavy ones (the check sees a miss)."""
+    """Pressing onto the setting queued ahead runs no cached function's body (every one was a hit); the step before
+    it, with nothing computed ahead, runs the page's heavy ones (the check sees a miss)."""
     after, cold = press_after_ahead(monkeypatch, page, key, values)
     assert heavy <= cold
     assert not after & cached_functions(), after
