@@ -23,6 +23,7 @@ import threading
 import time
 
 from odapp import release_view
+from odcore.errors import ParameterError
 
 _log = logging.getLogger(__name__)
 _started: set = set()
@@ -145,9 +146,12 @@ def context_for(ctx, settings):
     """``ctx`` (:class:`odapp.sidebar.PageContext`) with ``settings`` instead of its own, and the OD tables of its
     grid (from :func:`odapp.cache.od_data`, the entry the page's sidebar reads for that grid)."""
     from odapp import cache
+    from odapp.data import grid_check
 
     od, od_config = ctx.od, ctx.od_config
     if settings.cell_km2 != ctx.settings.cell_km2:
+        if grid_check(ctx.loaded, settings.cell_km2) is not None:   # raises over the limit
+            raise ParameterError(f"a very large grid ({settings.cell_km2:g} km² cells) is built only when asked for")
         od_config = dataclasses.replace(ctx.od_config, cell_km2=settings.cell_km2)
         od = cache.od_data(settings.dataset.id, od_config, _df=ctx.loaded.df)
     return dataclasses.replace(ctx, settings=settings, od=od, od_config=od_config, next=None)

@@ -512,3 +512,16 @@ def apply_upload(state: MutableMapping, data: bytes, name: str, options: UploadO
     state[K_SOURCE] = DataSource.UPLOAD.value
     state.pop(K_UPLOAD_ERROR, None)
     return True
+
+
+def grid_check(loaded: Loaded, cell_km2: float) -> str | None:
+    """The warning of :func:`odcore.data.validate.check_grid_size` for the loaded points (raises over the limit)."""
+    from odcore.data.validate import check_grid_size
+
+    summary = loaded.summary
+    if summary.get("lat_range") and summary.get("lon_range"):
+        lat, lon = summary["lat_range"], summary["lon_range"]
+    else:
+        lat, lon = loaded.df["lat"].to_numpy(), loaded.df["lon"].to_numpy()
+    _, warning = check_grid_size(lat, lon, cell_km2, what="grid cell area")
+    return warning

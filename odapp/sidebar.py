@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from odapp import ahead, cache, export, guide, projector
-from odapp.data import Loaded, StreamedLoaded, UploadOptions, apply_upload, sample_ref, synth_ref
+from odapp.data import Loaded, StreamedLoaded, UploadOptions, apply_upload, grid_check, sample_ref, synth_ref
 from odapp.errors import engine_errors
 from odapp.state import (
     DATA_SOURCE_LABELS,
@@ -288,19 +288,6 @@ def counts_dataset(path: str) -> tuple[DatasetRef, Loaded]:
                "rows_read": st_.get("rows_read"), "rows_kept": st_.get("rows_used"),
                "rows_dropped": st_.get("rows_dropped", {}), "engine": m.get("engine"), "counts_folder": path}
     return ref, Loaded(empty, summary, {"input": path, "tz": od.config.tz})
-
-
-def grid_check(loaded: Loaded, cell_km2: float) -> str | None:
-    """The warning of :func:`odcore.data.validate.check_grid_size` for the loaded points (raises over the limit)."""
-    from odcore.data.validate import check_grid_size
-
-    summary = loaded.summary
-    if summary.get("lat_range") and summary.get("lon_range"):
-        lat, lon = summary["lat_range"], summary["lon_range"]
-    else:
-        lat, lon = loaded.df["lat"].to_numpy(), loaded.df["lon"].to_numpy()
-    _, warning = check_grid_size(lat, lon, cell_km2, what="grid cell area")
-    return warning
 
 
 TZ_SOURCES = {"format": "the format's documentation", "file": "stated by the file",

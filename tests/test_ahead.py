@@ -157,3 +157,21 @@ def test_a_press_finds_everything_its_page_computes_computed_ahead(monkeypatch, 
     after, cold = press_after_ahead(monkeypatch, page, key, values)
     assert heavy <= cold
     assert not after & cached_functions(), after
+
+
+def test_a_grid_step_onto_a_very_large_grid_is_not_built_ahead(monkeypatch):
+    """Stepping the cell area down on data that spans a country: the next grid, over the warning's size, is built
+    only if the person asks for it (the sidebar then says why it is large), never speculatively."""
+    import pandas as pd
+
+    from odapp import cache
+    from odapp.data import Loaded
+    from odapp.sidebar import PageContext
+    from odcore.errors import ParameterError
+
+    monkeypatch.setattr(cache, "od_data", lambda *a, **k: pytest.fail("the grid was built ahead"))
+    for lat, lon in (([36.0, 60.0], [-10.0, 30.0]), ([-60.0, 70.0], [-180.0, 180.0])):   # Europe, the world
+        loaded = Loaded(pd.DataFrame({"lat": lat, "lon": lon}), {}, {})
+        ctx = PageContext(settings=grid(1.3), loaded=loaded, od=None, od_config=None)
+        with pytest.raises(ParameterError):
+            ahead.context_for(ctx, grid(1.2))
