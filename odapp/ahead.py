@@ -142,6 +142,20 @@ def next_settings(before, now):
     return None
 
 
+GRID_AHEAD_MAX_ROWS = 5_000_000
+"""Above this many trace rows a grid is built only when asked for (the bundled city's 1.7 M rows take ~0.35 s of
+CPU and its tables tens of MiB; a large upload's would hold seconds of CPU and its memory for a guess)."""
+
+
+def grid_ahead(loaded, *, counts: bool = False) -> bool:
+    """Whether the next grid of this data may be built ahead: not for an OD counts folder (its zones are fixed), a
+    streamed upload (its grids are built by a pass of its own) or more than :data:`GRID_AHEAD_MAX_ROWS` rows."""
+    if counts or getattr(loaded, "cabs", None) is not None:   # (a streamed upload's df would read every fix)
+        return False
+    df = getattr(loaded, "df", None)
+    return df is not None and len(df) <= GRID_AHEAD_MAX_ROWS
+
+
 def context_for(ctx, settings):
     """``ctx`` (:class:`odapp.sidebar.PageContext`) with ``settings`` instead of its own, and the OD tables of its
     grid (from :func:`odapp.cache.od_data`, the entry the page's sidebar reads for that grid)."""

@@ -416,9 +416,9 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
                         zones_label=zones_label)
     nxt = ahead.next_settings(ss.get(K_BEFORE), settings)
     ss[K_BEFORE] = settings
-    if nxt is not None and nxt.cell_km2 != settings.cell_km2 and (ref.kind == DataSource.COUNTS
-                                                                  or isinstance(loaded, StreamedLoaded)):
-        nxt = None    # a counts folder has its own zones; a streamed upload's grids are built by its own pass
+    if nxt is not None and nxt.cell_km2 != settings.cell_km2 and not ahead.grid_ahead(
+            loaded, counts=ref.kind == DataSource.COUNTS):
+        nxt = None
     ctx = PageContext(settings=settings, loaded=loaded, od=od, od_config=od_config, next=nxt)
     ahead.after(ctx)   # at least the next grid's tables; a page with heavier work asks again with it
     return ctx

@@ -175,3 +175,17 @@ def test_a_grid_step_onto_a_very_large_grid_is_not_built_ahead(monkeypatch):
         ctx = PageContext(settings=grid(1.3), loaded=loaded, od=None, od_config=None)
         with pytest.raises(ParameterError):
             ahead.context_for(ctx, grid(1.2))
+
+
+def test_the_next_grid_is_built_ahead_only_for_a_trace_table_of_modest_size(monkeypatch):
+    import pandas as pd
+
+    from odapp.data import Loaded, StreamedLoaded
+
+    small = Loaded(pd.DataFrame({"lat": [1.0] * 10}), {}, {})
+    assert ahead.grid_ahead(small)
+    assert not ahead.grid_ahead(small, counts=True)             # an OD counts folder: its zones are fixed
+    monkeypatch.setattr(ahead, "GRID_AHEAD_MAX_ROWS", 9)
+    assert not ahead.grid_ahead(small)                          # a large upload: only when asked for
+    streamed = StreamedLoaded(object(), {}, {}, load=lambda: pytest.fail("a streamed upload's fixes were read"))
+    assert not ahead.grid_ahead(streamed)
