@@ -74,7 +74,8 @@ def start(ctx, *, background: bool = True) -> bool:
 # drawn and no page of the server is running, one background worker computes what that next step needs (the grid's
 # OD tables and the page's own cached computations, through the very cached functions the page calls), so the press,
 # if it comes, finds them ready. Only the continuation of the last change is computed (the same control, one more
-# step the same way), at most one setting at a time, and only while no script runs: it never makes a press wait.
+# step the same way), at most one setting at a time, and it starts only while no script runs (a press that comes
+# while it works shares the CPU with it, or waits for the very entry it is computing, which it would compute anyway).
 
 SCRIPT_THREAD = "ScriptRunner.scriptThread"   # Streamlit's thread of a page's run (one per run in progress)
 WORKER = "odlab-ahead-next"
