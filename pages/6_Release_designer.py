@@ -11,7 +11,7 @@ import streamlit as st
 from odapp import ahead, callbacks, page_work, projector
 from odapp.cli_config import design_config
 from odapp.errors import engine_errors
-from odapp.export import chart, reproduce
+from odapp.export import chart, opened_expander, reproduce
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import comparison_label, num, pct, probability_words, unit_words
 from odcore.privacy.design import DEFAULT_MAX_PAIRS, Goal, GoalKind, verdict_rows
@@ -145,19 +145,25 @@ st.caption("Each line: one max pairs, the release ε varied, the threshold fitte
            "ε depends on how many trips a person makes.")
 
 c = st.columns(2)
-report_json = json.dumps({k: v for k, v in rep.items() if k != "frontier"}, indent=2, allow_nan=False)
-c[0].download_button("Design report (JSON)", report_json, file_name="design.json", mime="application/json",
-                     key="design_json", help="The same keys as `python -m odcore design --json`.")
-c[1].download_button("Guarantee sheet (HTML, printable)", guarantee_sheet(rep), file_name="guarantee_sheet.html",
-                     mime="text/html", key="design_sheet",
+# both made when clicked (a callable's data): building them on every rerun cost the page ~40 ms of each press
+c[0].download_button("Design report (JSON)",
+                     functools.partial(json.dumps, {k: v for k, v in rep.items() if k != "frontier"}, indent=2,
+                                       allow_nan=False),
+                     file_name="design.json", mime="application/json", key="design_json", on_click="ignore",
+                     help="The same keys as `python -m odcore design --json`.")
+c[1].download_button("Guarantee sheet (HTML, printable)", functools.partial(guarantee_sheet, rep),
+                     file_name="guarantee_sheet.html", mime="text/html", key="design_sheet", on_click="ignore",
                      help="One page in plain words: who is protected, ε and δ per week and per year, what an "
                           "attacker can learn, what is published and what it costs.")
-with st.expander("Candidates tried: expected utility of every max pairs on this week (the frontier)"):
-    st.dataframe(pd.DataFrame(rep["candidates"]), hide_index=True, width="stretch",
-                 column_config={k: st.column_config.NumberColumn(format="percent") for k in
-                                ("relative_error", "relative_error_bounding", "relative_error_noise",
-                                 "trips_published_frac")})
-    st.caption(f"Useful: expected relative error at most {pct(rep['error_level'])} and at least one pair published. "
-               f"Check the budget: `{rep['budget_command']}`")
+box = opened_expander("Candidates tried: expected utility of every max pairs on this week (the frontier)",
+                      "design_candidates")   # made when opened: closed, it sends nothing on a rerun
+if box is not None:
+    with box:
+        st.dataframe(pd.DataFrame(rep["candidates"]), hide_index=True, width="stretch",
+                     column_config={k: st.column_config.NumberColumn(format="percent") for k in
+                                    ("relative_error", "relative_error_bounding", "relative_error_noise",
+                                     "trips_published_frac")})
+        st.caption(f"Useful: expected relative error at most {pct(rep['error_level'])} and at least one pair "
+                   f"published. Check the budget: `{rep['budget_command']}`")
 reproduce([("This design", "design", cfg)])
 ahead.after(ctx, work)   # the next grid step or seed, while the person reads this one

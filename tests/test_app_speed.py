@@ -240,6 +240,26 @@ def test_command_line_boxes_are_made_only_when_opened(at, page, key, command):
     at.run()
 
 
+def test_designer_sends_its_candidates_and_files_only_when_asked(at):
+    """The Release designer's table of candidates is made when its box is opened, and its two files (report, sheet)
+    when their buttons are clicked: closed and unclicked, a rerun sends neither (both are checked as files in
+    tests/test_browser_export.py)."""
+    at.switch_page("pages/6_Release_designer.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.dataframe
+    buttons = {b.label: b for b in at.get("download_button")}
+    for label in ("Design report (JSON)", "Guarantee sheet (HTML, printable)"):
+        assert buttons[label].proto.deferred_file_id, label          # made on the click, not on the rerun
+    at.session_state["design_candidates"] = True          # what opening it in the browser sets
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    table = at.dataframe[0].value
+    assert {"max_pairs", "relative_error", "useful"} <= set(table.columns)
+    assert 10 in set(table["max_pairs"])                  # the data-independent default is always a candidate
+    at.session_state["design_candidates"] = False
+    at.run()
+
+
 def test_map_image_box_is_made_only_when_opened_and_draws_the_map(at):
     """The OD release map's image export (odapp.export.image_export) sends its eleven controls only while it is open;
     opened, it draws the map to an SVG through kaleido and offers it for download."""

@@ -64,3 +64,41 @@ def test_svg_download_has_the_chosen_size(streamlit_url, page, tmp_path):
     assert name == "attack_success_curve.svg"             # a new session (the page was loaded): the screen's size
     assert svg_size(svg) == (900, 540)
     assert b"Membership attack success" in svg or b"attack success" in svg.lower()
+
+
+def test_designer_files_say_what_the_page_shows(streamlit_url, page, tmp_path):
+    """The Release designer's two files, made when their buttons are clicked: the report is the page's design (the
+    same max pairs, threshold and goal), the sheet names them."""
+    import json
+
+    from odapp.words import num
+
+    page.goto(streamlit_url.rstrip("/") + "/Release_designer", wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Release designer", exact=True).first.wait_for(timeout=180_000)
+    page.locator("[data-testid=stDownloadButton]").filter(has_text="Design report").first.wait_for(timeout=180_000)
+    _settle(page)
+    shown = {}
+    for label in ("Max pairs per person and week", "Threshold"):
+        card = page.locator("[data-testid=stMetric]").filter(has_text=label).first
+        shown[label] = card.locator("[data-testid=stMetricValue]").inner_text().strip()
+
+    def download(words: str) -> tuple[bytes, str]:
+        with page.expect_download(timeout=240_000) as dl:
+            page.locator("[data-testid=stDownloadButton] button").filter(has_text=words).first.click()
+        path = tmp_path / dl.value.suggested_filename
+        dl.value.save_as(path)
+        return path.read_bytes(), dl.value.suggested_filename
+
+    data, name = download("Design report (JSON)")
+    assert name == "design.json"
+    rep = json.loads(data)
+    assert num(rep["max_pairs"]) == shown["Max pairs per person and week"]
+    assert num(rep["threshold"]) == shown["Threshold"]
+    assert "frontier" not in rep
+    assert rep["goal"]["words"]
+    data, name = download("Guarantee sheet")
+    assert name == "guarantee_sheet.html"
+    text = data.decode()
+    assert text.startswith("<!DOCTYPE html>") or "<html" in text[:200]
+    assert "Guarantee sheet" in text
+    assert rep["goal"]["words"] in text
