@@ -15,7 +15,8 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def _reference_trace_density_deck(cells_df, grid):
-    """trace_density_deck as it was before its tooltips and colours were made from arrays."""
+    """trace_density_deck as it was before its tooltips and colours were made from arrays (and with empty squares
+    drawn by their outlines alone)."""
     logp = np.log10(cells_df["points"].to_numpy() + 1)
     vmax = float(logp.max()) if len(logp) else 1.0
     empty = cells_df["points"].to_numpy() == 0
@@ -27,7 +28,12 @@ def _reference_trace_density_deck(cells_df, grid):
     cells_df["tip"] = [f"{maps.zone_label(c, None if square else n)}\n{num(int(p))} trace points" for n, c, p in
                        zip(cells_df["name"], cells_df["cell"], cells_df["points"], strict=True)]
     cent = grid.centroids(cells_df.loc[~empty, "cell"].to_numpy())
-    d = maps.deck([*maps.grid_layers(cells_df, outline=outline), *maps.scale_bar_layers(cent["lat"], cent["lon"])],
+    edges = None
+    if outline == "lines":   # empty squares: every cell's outline, no polygon
+        edges = maps.outline_edges(cells_df["polygon"].tolist())
+        cells_df = cells_df[~empty]
+    d = maps.deck([*maps.grid_layers(cells_df, outline=outline, edges=edges),
+                   *maps.scale_bar_layers(cent["lat"], cent["lon"])],
                   maps.view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
     return d, vmax
 
@@ -107,3 +113,24 @@ def test_cell_density_counts_the_rows_of_each_cell_and_those_outside(monkeypatch
     np.testing.assert_array_equal(density["points"].to_numpy(), np.bincount(cells[cells >= 0], minlength=10))
     np.testing.assert_array_equal(density["cell"].to_numpy(), np.arange(10))
     assert outside == int((cells < 0).sum())
+
+
+def test_empty_squares_are_drawn_by_their_outlines_alone(city):
+    """On squares an empty cell sends no polygon (it would be transparent: only a "0 trace points" tooltip); every
+    cell's outline is still drawn, the empty ones' included. Hexagons keep their empty zones, pale grey."""
+    import json
+
+    rows, grid = _map_rows(city, "1.3")
+    empty = rows["points"].to_numpy() == 0
+    assert empty.sum() > 100
+    layers = {x["id"]: x for x in json.loads(maps.trace_density_deck(rows, grid)[0].to_json())["layers"]}
+    cells = layers["cells"]["data"]
+    assert len(cells) == int((~empty).sum())
+    assert not [r for r in cells if r["tip"].endswith("\n0 trace points")]
+    edges = np.array([[*e["s"], *e["t"]] for e in layers["cells_edges"]["data"]])
+    assert edges.tobytes() == maps.outline_edges(rows["polygon"].tolist()).tobytes()
+    assert len(edges) > len(maps.outline_edges(rows.loc[~empty, "polygon"].tolist()))   # more than the filled ones'
+    rows, grid = _map_rows(city, "h3:8")
+    cells = json.loads(maps.trace_density_deck(rows, grid)[0].to_json())["layers"][0]["data"]
+    assert len(cells) == len(rows)
+    assert any(r["tip"].endswith("\n0 trace points") for r in cells)
