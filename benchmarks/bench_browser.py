@@ -138,7 +138,10 @@ page, no cold start, only the sessions), ``ODLAB_BENCH_CONTROLS`` (comma-separat
 default, or ``browsers``), ``ODLAB_BENCH_TIMEOUT_S`` (how long one wait may take, default 120),
 ``ODLAB_BENCH_WORKERS`` (the class on ``python -m odapp.serve --workers K``: K server processes behind its relay,
 each protocol client connecting from its own loopback address 127.0.0.2, …, as other machines; default 1: one plain
-server), ``ODLAB_BENCH_APP_DIR`` (measure another checkout, e.g. a baseline ``git worktree``). Only the class of 1,
+server), ``ODLAB_BENCH_APP_DIR`` (measure another checkout, e.g. a baseline ``git worktree``),
+``ODLAB_BENCH_PAUSE_MS`` (how long the person looks at a press's painted frame before the next press of the same
+control, default 0: pressed again at once, the hardest case for a press whose computation the server does ahead,
+:mod:`odapp.ahead`; each control's note says the pause when there is one). Only the class of 1,
 5, 10:
 ``ODLAB_BENCH_PAGES=none ODLAB_BENCH_SESSIONS=1,5,10 python -m benchmarks --quick -k browser``.
 """
@@ -166,6 +169,7 @@ FIRST_OPENS = 3       # cold starts and first opens of each page, each on a fres
 SESSIONS, QUICK_SESSIONS = (1, 5, 10, 30), (1, 5)
 WAVES, QUICK_WAVES = (16, 10), (4, 5)   # classes coming and going: waves x sessions per wave
 TIMEOUT_MS = int(os.environ.get("ODLAB_BENCH_TIMEOUT_S", 120)) * 1000
+PAUSE_MS = int(os.environ.get("ODLAB_BENCH_PAUSE_MS") or 0)   # between two presses of a control (looking at it)
 VIEWPORT = {"width": 1400, "height": 1000}
 
 # Installed before any page script: WebSocket message log, input times, script-state changes, DOM changes, frames.
@@ -665,6 +669,8 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
             try:
                 await _goto_drawn(page, f"{url}/{path}")
                 for i in range(warmup + repeat):
+                    if i and PAUSE_MS:
+                        await page.wait_for_timeout(PAUSE_MS)
                     runs.append(await _press(page, ctl, i))
             except Exception as e:  # a control that fails is reported, the others are still measured
                 rows.append({"case": f"{_page_name(path)}: {ctl['label']}", "metric": "error", "value": None,
@@ -680,7 +686,8 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
             note = {"slider": "each press a new value", "number": "each press a new value",
                     "live": "live slider: each press a new value, released at once",
                     "select": "down one option, then back up", "radio": f"cycles {ctl['options']} options",
-                    }.get(ctl["kind"], "toggles") + (f"; {errors} exceptions shown" if errors else "")
+                    }.get(ctl["kind"], "toggles") + (f"; {errors} exceptions shown" if errors else "") + (
+                        f"; {PAUSE_MS} ms between presses" if PAUSE_MS else "")
             rows += _control_rows(_page_name(path), ctl["label"], ctl["kind"], runs[warmup:], base, note)
         if floor_now:
             rows.append(_floor_beside(_page_name(path), floor_before, await _floor_presses(floor_now), rows[n_before:]))
