@@ -145,7 +145,7 @@ st.caption("Each line: one max pairs, the release ε varied, the threshold fitte
            "ε depends on how many trips a person makes.")
 
 c = st.columns(2)
-# both made when clicked (a callable's data): building them on every rerun cost the page ~40 ms of each press
+# both made when clicked (a callable's data), not built and sent again on every rerun of the page
 c[0].download_button("Design report (JSON)",
                      functools.partial(json.dumps, {k: v for k, v in rep.items() if k != "frontier"}, indent=2,
                                        allow_nan=False),
