@@ -270,3 +270,9 @@ def game(s, others, sensitivity: int) -> None:
                                 THRESHOLD_RANGE))
     live_curves(controls=controls, charts=[chart], page="game", key="live_game",
                 fixed={"threshold": float(s.threshold)}, fit=fitted(s))
+
+
+def frontier(chart: dict) -> None:
+    """The Release designer's frontier (:func:`odapp.cache.frontier_chart`): no slider; a point's text shows while
+    the pointer is on it. The PNG/SVG files are plotly's (:func:`odapp.cache.frontier_figure`)."""
+    live_curves(controls=[], charts=[chart], page="design", key="live_design")

@@ -21,14 +21,15 @@ def data_summary_and_map(ctx):
                                             _grid=od.grid, _od=od)
 
 
-def design(ctx, goal, max_pairs, tune: bool, projector: bool):
-    """The Release designer: ``(design report, (frontier figure, frontier table))``."""
+def design(ctx, goal, max_pairs, tune: bool):
+    """The Release designer: ``(design report, its key, frontier chart)``: the key (the arguments of
+    ``cache.design_report``) names the report for the chart's files, made on a click
+    (:func:`odapp.cache.frontier_figure`)."""
     s = ctx.settings
     report = cache.design_report(s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed, _od=ctx.od,
                                  tune=bool(tune))
-    figure = cache.frontier_figure((s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed, tune), projector,
-                                   _rep=report)
-    return report, figure
+    key = (s.dataset.id, ctx.od_config, s.week, goal, max_pairs, s.seed, tune)
+    return report, key, cache.frontier_chart(key, _rep=report)
 
 
 def game_theory(ctx, ladder, game_seed: int, rounds: int) -> dict:

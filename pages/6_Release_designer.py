@@ -8,10 +8,10 @@ import json
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, callbacks, page_work, projector
+from odapp import ahead, cache, callbacks, live_view, page_work, projector
 from odapp.cli_config import design_config
 from odapp.errors import engine_errors
-from odapp.export import chart, opened_expander, reproduce
+from odapp.export import export_buttons, opened_expander, reproduce
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import comparison_label, num, pct, probability_words, unit_words
 from odcore.privacy.design import DEFAULT_MAX_PAIRS, Goal, GoalKind, verdict_rows
@@ -75,9 +75,8 @@ with engine_errors("Could not design the release", "Loosen the goal (larger X, p
                 success=float(p) if kind == "attack" else None, risk=float(r) if risky else None,
                 fpr=float(fpr), prior=float(prior), attacker=attacker)
     max_pairs = None if tune or int(fixed_m) == DEFAULT_MAX_PAIRS else int(fixed_m)
-    work = functools.partial(page_work.design, goal=goal, max_pairs=max_pairs, tune=bool(tune),
-                             projector=projector.on())
-    rep, (fig, front) = work(ctx)
+    work = functools.partial(page_work.design, goal=goal, max_pairs=max_pairs, tune=bool(tune))
+    rep, rep_key, frontier = work(ctx)
 
 st.subheader(f"Design for: {rep['goal']['words']}")
 verdict = rep["verdict"]
@@ -138,7 +137,10 @@ st.table(compare.assign(**{c: [num(float(v)) for v in compare[c]] for c in
 
 st.subheader("Utility against per-person ε")
 cfg = design_config(s, ctx.loaded, goal, max_pairs=max_pairs, tune=bool(tune))
-chart(fig, "design_frontier", data=front, config=cfg, command="design", key="design_frontier")
+live_view.frontier(frontier)   # drawn in the browser: a new design repaints it without plotly's redraw
+if not projector.on():   # the files: plotly's chart and the table, made when a button is clicked
+    export_buttons("design_frontier", fig=lambda: cache.frontier_figure(rep_key, projector.on(), _rep=rep)[0],
+                   data=lambda: pd.DataFrame(rep["frontier"]), config=cfg, command="design", key="design_frontier")
 st.caption("Each line: one max pairs, the release ε varied, the threshold fitted to its noise; y is the exact expected "
            f"share given one seeded contribution bounding. Filled points are useful (expected relative error at most "
            f"{pct(rep['error_level'])}), open points are not. Google's points: its per-count release, whose per-person "

@@ -102,3 +102,40 @@ def test_designer_files_say_what_the_page_shows(streamlit_url, page, tmp_path):
     assert text.startswith("<!DOCTYPE html>") or "<html" in text[:200]
     assert "Guarantee sheet" in text
     assert rep["goal"]["words"] in text
+
+
+def test_designer_frontier_drawn_is_the_one_exported(streamlit_url, page, tmp_path):
+    """The designer's frontier, drawn in the browser: every candidate's point is the one in the chart's CSV (the
+    same ε and share for each max pairs), a point's text shows under the pointer, and the SVG file is the plotly
+    chart of the same title."""
+    import io
+
+    import numpy as np
+    import pandas as pd
+
+    page.goto(streamlit_url.rstrip("/") + "/Release_designer", wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Release designer", exact=True).first.wait_for(timeout=180_000)
+    page.wait_for_function("() => window.odlive && window.odlive.design", timeout=180_000)
+    _settle(page)
+    got = page.evaluate("() => ({x: window.odlive.design.x.frontier, y: window.odlive.design.values.frontier, "
+                        "layout: window.odlive.design.layout.frontier})")
+    data, name = _download(page, "CSV", tmp_path)
+    assert name == "design_frontier.csv"
+    front = pd.read_csv(io.BytesIO(data), comment="#")
+    assert len(front)
+    assert {f"max_pairs_{m}" for m in front["max_pairs"]} <= set(got["x"])
+    for m, grp in front.groupby("max_pairs"):
+        key = f"max_pairs_{m}"
+        assert np.allclose(got["x"][key], grp["epsilon_user_week"].to_numpy(), rtol=1e-12), m
+        assert np.allclose(got["y"][key], grp["trips_published_frac"].to_numpy(), rtol=1e-12), m
+    assert got["layout"]["title"].startswith("Share of user-trips published against ε")
+    # the pointer on a point shows its text
+    box = page.locator(".odlive[data-page=design] canvas").first.bounding_box()
+    x, y, _ = got["layout"]["dots"][0]
+    page.mouse.move(box["x"] + x, box["y"] + y)
+    tip = page.locator(".odlive[data-page=design] .odlive-tip").first
+    tip.wait_for(state="visible", timeout=10_000)
+    assert re.match(r"(max pairs \d+, ε|Google|this design)", tip.inner_text()), tip.inner_text()
+    svg, name = _download(page, "SVG", tmp_path)
+    assert name == "design_frontier.svg"
+    assert b"Share of user-trips published" in svg

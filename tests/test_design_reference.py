@@ -238,3 +238,65 @@ def test_frontier_figure_is_the_one_built_trace_by_trace(city):
     moved = {**rep, "google": {**rep["google"], "typical_trips": rep["google"]["typical_trips"] + 1}}
     fig, _ = cache.frontier_figure(("reference", "moved"), True, _rep=moved)   # the comparison can fail
     assert fig.to_json() != reference_frontier_figure(True, rep).to_json()
+
+
+def frontier_chart_problems(chart: dict, fig) -> list[str]:
+    """Where the live frontier chart (what the page draws) differs from the plotly figure (what the files hold):
+    each trace's name, points, colour, marker (symbol, open or filled), the title, the axes' titles and ticks."""
+    from odcore.report.figures import PALETTE
+
+    out = []
+    if len(chart["series"]) != len(fig.data):
+        return [f"{len(chart['series'])} series, {len(fig.data)} traces"]
+    for i, (s, t) in enumerate(zip(chart["series"], fig.data, strict=True)):
+        if s["name"] != t.name:
+            out.append(f"series {i}: {s['name']!r} against {t.name!r}")
+        if not np.allclose(np.array(s["x"], dtype=float), np.array(t.x, dtype=float)) or \
+                not np.allclose(np.array(s["y"], dtype=float), np.array(t.y, dtype=float)):
+            out.append(f"series {i} ({s['name']}): other points")
+        symbols = t.marker.symbol if isinstance(t.marker.symbol, tuple | list) else [t.marker.symbol or "circle"]
+        want = [str(x).removesuffix("-open") for x in symbols] * (1 if len(symbols) > 1 else len(s["x"]))
+        opened = [str(x).endswith("-open") for x in symbols] * (1 if len(symbols) > 1 else len(s["x"]))
+        got = [s.get("symbol", "circle")] * len(s["x"])
+        got_open = s["open"] if isinstance(s.get("open"), list) else [bool(s.get("open"))] * len(s["x"])
+        if got != want or got_open != opened:
+            out.append(f"series {i} ({s['name']}): markers {got}/{got_open} against {want}/{opened}")
+        colour = t.marker.color or PALETTE[i % len(PALETTE)]
+        if s["color"] != colour:
+            out.append(f"series {i} ({s['name']}): colour {s['color']} against {colour}")
+        if "lines" in (t.mode or "") and not s.get("line"):
+            out.append(f"series {i} ({s['name']}): no line")
+    lay = fig.layout
+    for what, got, want in (("title", chart["title"], lay.title.text.replace("<br>", " ")), ("x title", chart["xlabel"], lay.xaxis.title.text),
+                            ("y title", chart["ylabel"], lay.yaxis.title.text),
+                            ("x ticks", chart["xticktext"], list(lay.xaxis.ticktext)),
+                            ("x log", chart["xlog"], lay.xaxis.type == "log")):
+        if got != want:
+            out.append(f"{what}: {got!r} against {want!r}")
+    return out
+
+
+def test_the_page_draws_the_frontier_the_files_hold(city):
+    """The frontier the designer draws in the browser (:func:`odapp.cache.frontier_chart`) has the plotly figure's
+    traces point for point (checked above against a trace-by-trace build), with their names, colours and markers,
+    and its title and axes; each point's hover text names its max pairs, ε, share and expected error."""
+    from odapp import cache
+    from odapp.words import pct
+    from odcore.od.trips import ODConfig, build_od
+
+    od = build_od(city, ODConfig(cell_km2=2.0))
+    for seed in (0, 5):
+        rep = json.loads(_report(od, Goal(), seed))
+        chart = cache.frontier_chart(("reference", seed), _rep=rep)
+        fig, _ = cache.frontier_figure(("reference", seed, False), False, _rep=rep)
+        assert not frontier_chart_problems(chart, fig)
+        first = chart["series"][0]
+        row = next(r for r in rep["frontier"] if r["max_pairs"] == int(first["key"].rsplit("_", 1)[1]))
+        assert first["hover"][0] == (f"max pairs {row['max_pairs']}, ε {row['epsilon_user_week']:.3g}: "
+                                     f"{pct(row['trips_published_frac'])} of user-trips, expected error "
+                                     f"{pct(row['relative_error'])}")
+        assert any(first["open"]) or all(r["useful"] for r in rep["frontier"])
+    # the comparison can fail: another report's chart against this figure
+    moved = {**rep, "frontier": [{**r, "trips_published_frac": r["trips_published_frac"] * 1.1}
+                                 for r in rep["frontier"]]}
+    assert frontier_chart_problems(cache.frontier_chart(("reference", "moved"), _rep=moved), fig)

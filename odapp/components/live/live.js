@@ -170,6 +170,29 @@ const TYPE = {
 };
 const NARROW = 560;   // a chart narrower than this (px) puts its legend under the plot, as projector mode does
 
+function mark(ctx, x, y, r, symbol, open, color) {
+  // a point's marker: circle (default), diamond, star or x; open: the outline only (as plotly's "-open" symbols)
+  ctx.beginPath();
+  if (symbol === "x") {
+    ctx.strokeStyle = color; ctx.lineWidth = Math.max(2, 0.6 * r);
+    ctx.moveTo(x - r, y - r); ctx.lineTo(x + r, y + r); ctx.moveTo(x + r, y - r); ctx.lineTo(x - r, y + r);
+    ctx.stroke(); return;
+  }
+  if (symbol === "diamond") {
+    const d = 1.3 * r;
+    ctx.moveTo(x, y - d); ctx.lineTo(x + d, y); ctx.lineTo(x, y + d); ctx.lineTo(x - d, y); ctx.closePath();
+  } else if (symbol === "star") {
+    for (let k = 0; k < 10; k++) {
+      const a = -Math.PI / 2 + k * Math.PI / 5, rr = k % 2 ? 0.55 * r : 1.4 * r;
+      ctx.lineTo(x + rr * Math.cos(a), y + rr * Math.sin(a));
+    }
+    ctx.closePath();
+  } else ctx.arc(x, y, r, 0, 2 * Math.PI);
+  if (open) { ctx.strokeStyle = color; ctx.lineWidth = 1.5; ctx.stroke(); } else { ctx.fillStyle = color; ctx.fill(); }
+}
+
+function isOpen(s, j) { return Array.isArray(s.open) ? !!s.open[j] : !!s.open; }
+
 function wrapWords(ctx, text, width) {
   // lines of whole words no wider than width (a word wider than that has a line of its own; never cut)
   const lines = [];
@@ -246,6 +269,7 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   // (also in the readout line above the charts) is left out.
   const occ = occupancy(plot, 3);
   const drawn = [], dots = [];   // for the tests: what a text must not cover
+  const hits = [];   // points with a hover text: [x, y, text]
   const color = (s, i) => s.color || PALETTE[i % PALETTE.length];
   const curves = data.map((d, i) => {
     const s = spec.series[i], parts = [];
@@ -254,8 +278,9 @@ function drawChart(c, spec, v, dark, pairs, projector) {
         if (!Number.isFinite(d.y[j])) continue;
         const p = [X(d.x[j]) + (s.offset || 0), Y(d.y[j]), s.marker];
         occ.dot(p[0], p[1], p[2] + 2); dots.push(p);
+        if (s.hover && s.hover[j]) hits.push([p[0], p[1], s.hover[j]]);
       }
-      return parts;
+      if (!s.line) return parts;   // points only, or points joined by a line (line: true)
     }
     let cur = null;
     for (let j = 0; j < d.x.length; j++) {
@@ -318,7 +343,7 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   }
   // the legend inside the plot (a wide chart on a screen): the first free corner, else under the plot
   ctx.font = `${fs.legend}px sans-serif`;
-  let below = projector || W < NARROW, legendBox = null;
+  let below = projector || W < NARROW || spec.legend === "below", legendBox = null;
   if (!below) {
     const lw = Math.max(...spec.series.map((s) => ctx.measureText(s.name).width)) + 38, lhh = 16 * spec.series.length;
     const xs = [L + pw - 4 - lw, L + 4], ys = [T + 4, T + ph - 4 - lhh];
@@ -361,6 +386,7 @@ function drawChart(c, spec, v, dark, pairs, projector) {
     else if (kind !== "readout") notes.push(m);
   }
   const legendItems = below ? [...spec.series.map((s, i) => ({ name: s.name, color: color(s, i), marker: s.marker,
+                                                                symbol: s.symbol, line: s.line, open: isOpen(s, 0),
                                                                 width: s.width, dash: s.dash })),
                                ...notes.map((m) => ({ name: m.text, color: m.color || "#888", width: 1.5,
                                                       dash: [3, 4] }))] : [];
@@ -379,6 +405,7 @@ function drawChart(c, spec, v, dark, pairs, projector) {
                labels: labels.map((l) => ({ text: l.text, kind: l.kind, box: r1(l.box) })),
                legendBox: legendBox && r1(legendBox), notes: notes.map((m) => m.text),
                curves: drawn.map(r1), dots: dots.map(r1) };
+  c.hits = hits;
   ctx.font = `${fs.tick}px sans-serif`; ctx.fillStyle = fg; ctx.strokeStyle = grid; ctx.lineWidth = 1;
   ctx.textAlign = "right"; ctx.textBaseline = "middle";
   for (const v of yt) {
@@ -387,12 +414,14 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   }
   ctx.textAlign = "center"; ctx.textBaseline = "top";
   const nx = Math.max(3, Math.min(8, Math.floor(pw / (fs.tick * (spec.xlog ? 4 : 3)))));
-  const xticks = spec.xlog ? powerTicks(xlo, xhi, nx)
-    : niceTicks(xlo, xhi, nx).filter((t) => spec.xticks !== "int" || Math.abs(t - Math.round(t)) < 1e-9);
+  const xticks = spec.xtickvals ? spec.xtickvals.filter((t) => t >= xlo && t <= xhi)
+    : spec.xlog ? powerTicks(xlo, xhi, nx)
+      : niceTicks(xlo, xhi, nx).filter((t) => spec.xticks !== "int" || Math.abs(t - Math.round(t)) < 1e-9);
   for (const v of xticks) {
     ctx.beginPath(); ctx.moveTo(X(v), T); ctx.lineTo(X(v), T + ph); ctx.stroke();
-    ctx.fillText(spec.xlog ? powerText(v) : (spec.xticklabels || {})[String(Math.round(v))] || fmt(v, "tick"),
-                 X(v), T + ph + 5);
+    const given = spec.xtickvals ? spec.xticktext[spec.xtickvals.indexOf(v)] : undefined;
+    ctx.fillText(given !== undefined ? given : spec.xlog ? powerText(v)
+                 : (spec.xticklabels || {})[String(Math.round(v))] || fmt(v, "tick"), X(v), T + ph + 5);
   }
   ctx.font = `${fs.label}px sans-serif`;
   ctx.fillText(spec.xlabel || "", L + pw / 2, T + ph + fs.tick + 14);
@@ -440,19 +469,18 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   });
   curves.forEach((parts, i) => {
     const s = spec.series[i];
-    if (s.marker) {   // points, no line (e.g. one per known pair)
-      ctx.fillStyle = color(s, i);
-      const d = data[i];
-      for (let j = 0; j < d.x.length; j++) {
-        if (!Number.isFinite(d.y[j])) continue;
-        ctx.beginPath(); ctx.arc(X(d.x[j]) + (s.offset || 0), Y(d.y[j]), s.marker, 0, 2 * Math.PI); ctx.fill();
-      }
-      return;
-    }
     ctx.strokeStyle = color(s, i); ctx.lineWidth = s.width || 2; ctx.setLineDash(s.dash || []);
     ctx.beginPath();
     for (const p of parts) { ctx.moveTo(p[0], p[1]); for (let k = 2; k < p.length; k += 2) ctx.lineTo(p[k], p[k + 1]); }
     ctx.stroke();
+    ctx.setLineDash([]);
+    if (s.marker) {   // points (e.g. one per known pair), over their line if they have one
+      const d = data[i];
+      for (let j = 0; j < d.x.length; j++) {
+        if (!Number.isFinite(d.y[j])) continue;
+        mark(ctx, X(d.x[j]) + (s.offset || 0), Y(d.y[j]), s.marker, s.symbol, isOpen(s, j), color(s, i));
+      }
+    }
   });
   ctx.setLineDash([]);
   if (mc) {
@@ -478,12 +506,11 @@ function drawChart(c, spec, v, dark, pairs, projector) {
     legendItems.forEach((s, i) => {
       ctx.textAlign = "left"; ctx.fillStyle = fg;
       entries[i].forEach((l, j) => ctx.fillText(l, 40, y + j * lh));
-      if (s.marker) {
-        ctx.fillStyle = s.color; ctx.beginPath(); ctx.arc(20, y, s.marker, 0, 2 * Math.PI); ctx.fill();
-      } else {
+      if (!s.marker || s.line) {
         ctx.strokeStyle = s.color; ctx.lineWidth = s.width || 2; ctx.setLineDash(s.dash || []);
-        ctx.beginPath(); ctx.moveTo(6, y); ctx.lineTo(32, y); ctx.stroke();
+        ctx.beginPath(); ctx.moveTo(6, y); ctx.lineTo(32, y); ctx.stroke(); ctx.setLineDash([]);
       }
+      if (s.marker) mark(ctx, 19, y, s.marker, s.symbol, s.open, s.color);
       y += lh * entries[i].length;
     });
     ctx.setLineDash([]);
@@ -494,12 +521,12 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   spec.series.forEach((s, i) => {
     const y = legendBox[1] + 8 + 16 * i, x = legendBox[2] - 4;
     ctx.fillStyle = fg; ctx.fillText(s.name, x - 30, y);
-    if (s.marker) {
-      ctx.fillStyle = color(s, i);
-      ctx.beginPath(); ctx.arc(x - 12, y, s.marker, 0, 2 * Math.PI); ctx.fill(); return;
+    if (!s.marker || s.line) {
+      ctx.strokeStyle = color(s, i); ctx.lineWidth = s.width || 2;
+      ctx.setLineDash(s.dash || []); ctx.beginPath(); ctx.moveTo(x - 24, y); ctx.lineTo(x, y); ctx.stroke();
+      ctx.setLineDash([]);
     }
-    ctx.strokeStyle = color(s, i); ctx.lineWidth = s.width || 2;
-    ctx.setLineDash(s.dash || []); ctx.beginPath(); ctx.moveTo(x - 24, y); ctx.lineTo(x, y); ctx.stroke();
+    if (s.marker) mark(ctx, x - 12, y, s.marker, s.symbol, isOpen(s, 0), color(s, i));
   });
   ctx.setLineDash([]);
   return data;
@@ -661,7 +688,10 @@ function render(component, data) {
       const el = document.createElement("div"); el.className = "odlive-chart";
       const canvas = document.createElement("canvas"); el.appendChild(canvas); box.appendChild(el);
       st.resize.observe(el);
-      return { box: el, canvas };
+      const c = { box: el, canvas };
+      canvas.addEventListener("pointermove", (ev) => hover(c, ev));
+      canvas.addEventListener("pointerleave", () => { if (c.tip) c.tip.hidden = true; });
+      return c;
     });
   }
   // in projector mode charts beside each other stack, each keeping the content's width (as the plotly charts do)
@@ -669,6 +699,19 @@ function render(component, data) {
   // the theme, read once per render from the server (not per frame: getComputedStyle forces a style recalculation)
   st.dark = !!document.body && getComputedStyle(document.body).color === "rgb(250, 250, 250)";
   paint(st);
+}
+
+function hover(c, ev) {
+  // the text of the point nearest the pointer (within 12 px), in a box beside it; nothing on a chart without any
+  if (!c.hits || !c.hits.length) return;
+  const r = c.canvas.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
+  let best = null, bd = 144;
+  for (const h of c.hits) { const d = (h[0] - x) ** 2 + (h[1] - y) ** 2; if (d <= bd) { bd = d; best = h; } }
+  if (!c.tip) { c.tip = document.createElement("div"); c.tip.className = "odlive-tip"; c.box.appendChild(c.tip); }
+  if (!best) { c.tip.hidden = true; return; }
+  c.tip.textContent = best[2]; c.tip.hidden = false;
+  const w = c.tip.offsetWidth, left = best[0] + 12 + w > r.width ? best[0] - 12 - w : best[0] + 12;
+  c.tip.style.left = Math.max(0, left) + "px"; c.tip.style.top = Math.max(0, best[1] - 28) + "px";
 }
 
 function setText(st, el, text) {   // write only what changed (each write invalidates the page's layout)
