@@ -276,3 +276,27 @@ def frontier(chart: dict) -> None:
     """The Release designer's frontier (:func:`odapp.cache.frontier_chart`): no slider; a point's text shows while
     the pointer is on it. The PNG/SVG files are plotly's (:func:`odapp.cache.frontier_figure`)."""
     live_curves(controls=[], charts=[chart], page="design", key="live_design")
+
+
+def _rgba(colour: str, alpha: float) -> str:
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r}, {g}, {b}, {alpha})"
+
+
+def trips_hist(hist) -> None:
+    """The Data page's users by trips in the week, total and unique (``hist``: ``trips_in_week, users_total,
+    users_unique``), as step outlines filled to zero (:func:`odapp.charts.trips_hist_chart` drawn on a canvas: a new
+    grid repaints it without plotly's redraw; plotly still makes its files). A step's text shows under the
+    pointer."""
+    from odcore.report.figures import PALETTE
+
+    x = [int(v) for v in hist["trips_in_week"]]
+    series = []
+    for i, (col, name) in enumerate((("users_total", "total trips"), ("users_unique", "unique trips"))):
+        y = [int(v) for v in hist[col]]
+        series.append({"name": name, "key": col, "x": x, "y": y, "step": True, "width": 2, "color": PALETTE[i],
+                       "area": _rgba(PALETTE[i], 0.3),
+                       "hover": [f"{n:,} users with {t} {name} in the week" for t, n in zip(x, y, strict=True)]})
+    chart = {"id": "trips", "title": "Distribution over users", "xlabel": "trips in the week", "ylabel": "users",
+             "ymin": 0, "xticks": "int", "height": 400, "series": series}
+    live_curves(controls=[], charts=[chart], page="data", key="live_data_trips")

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, charts, guide, maps, page_work
+from odapp import ahead, cache, charts, guide, live_view, maps, page_work
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
-from odapp.export import chart, projector_mode, reproduce
+from odapp.export import button_row, chart, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import num, plain, short_path
 from odapp.zones_ui import data_box, export_spec, zone_file
@@ -86,10 +86,12 @@ h_unique, _ = np.histogram(uniq, bins=edges)
 hist = pd.DataFrame({"trips_in_week": edges[:-1], "users_total": h_total, "users_unique": h_unique})
 pairs_tu = wk.groupby(["trips", "unique_trips"], sort=True).size().rename("users").reset_index()
 left, right = st.columns(2)
-with left:
-    fig = charts.trips_hist_chart(hist, projector=projector_mode())
-    chart(fig, f"trips_hist_week{s.week}", data=hist, config=release_config(s, ctx.loaded), command="release",
-          key="trips_hist")
+with left:   # drawn in the browser (a new grid repaints it without plotly's redraw); plotly makes its files
+    live_view.trips_hist(hist)
+    row = button_row()
+    if not projector_mode():
+        export_buttons(f"trips_hist_week{s.week}", fig=lambda: charts.trips_hist_chart(hist, projector=False),
+                       data=hist, config=release_config(s, ctx.loaded), command="release", key="trips_hist", row=row)
 with right:
     fig = charts.trips_tu_chart(pairs_tu, hi, projector=projector_mode())
     chart(fig, f"trips_total_unique_week{s.week}", data=pairs_tu, config=release_config(s, ctx.loaded),

@@ -26,7 +26,7 @@ AXE_SHA256 = "e9e5863c33a874f09bc01acd9234b7e3c871479f5eef8802fa582544465e6d01" 
 PAGES = ["", "Data", "OD_release", "Attack", "Privacy_budget", "Knock_Knock", "Release_designer",
          "Play_the_attacker", "See_the_noise", "Audit"]
 SHOTS = screenshot_dir() / "classroom"
-LIVE_PAGES = {"OD_release", "Attack", "Privacy_budget", "Play_the_attacker", "See_the_noise",
+LIVE_PAGES = {"Data", "OD_release", "Attack", "Privacy_budget", "Play_the_attacker", "See_the_noise",
               "Release_designer"}   # odapp.live_view
 
 # The cards' texts (metric label, value, reading; the guarantee card), the chart titles and their frames, the live

@@ -139,3 +139,38 @@ def test_designer_frontier_drawn_is_the_one_exported(streamlit_url, page, tmp_pa
     svg, name = _download(page, "SVG", tmp_path)
     assert name == "design_frontier.svg"
     assert b"Share of user-trips published" in svg
+
+
+def test_data_trips_histogram_drawn_is_the_one_exported(streamlit_url, page, tmp_path):
+    """The Data page's users by trips in the week, drawn in the browser: both step outlines are the CSV's columns,
+    a step's text shows under the pointer, and the SVG file is the plotly chart of the same title."""
+    import io
+
+    import pandas as pd
+
+    page.goto(streamlit_url.rstrip("/") + "/Data", wait_until="domcontentloaded")
+    page.get_by_role("heading", name="Data", exact=True).first.wait_for(timeout=180_000)
+    page.wait_for_function("() => window.odlive && window.odlive.data", timeout=180_000)
+    _settle(page)
+    got = page.evaluate("() => ({x: window.odlive.data.x.trips, y: window.odlive.data.values.trips, "
+                        "layout: window.odlive.data.layout.trips})")
+    data, name = _download(page, "CSV", tmp_path)
+    assert name == "trips_hist_week0.csv"
+    hist = pd.read_csv(io.BytesIO(data), comment="#")
+    assert hist["users_total"].sum() > 0
+    for col in ("users_total", "users_unique"):
+        assert got["x"][col] == hist["trips_in_week"].tolist()
+        assert got["y"][col] == hist[col].tolist()
+    box = page.locator(".odlive[data-page=data] canvas").first.bounding_box()
+    line = got["layout"]["curves"][0]
+    k = (len(line) // 4) * 2
+    page.mouse.move(box["x"] + line[k] + 1, box["y"] + line[k + 1] + 2)
+    tip = page.locator(".odlive[data-page=data] .odlive-tip").first
+    tip.wait_for(state="visible", timeout=10_000)
+    m = re.fullmatch(r"([\d,]+) users with (\d+) (total|unique) trips in the week", tip.inner_text())
+    assert m, tip.inner_text()
+    col = "users_total" if m.group(3) == "total" else "users_unique"
+    assert int(m.group(1).replace(",", "")) == int(hist.set_index("trips_in_week").loc[int(m.group(2)), col])
+    svg, name = _download(page, "SVG", tmp_path)
+    assert name == "trips_hist_week0.svg"
+    assert b"Distribution over users" in svg

@@ -45,7 +45,7 @@ def live_epsilon(value: float):
 LIVE_STEPS = [(what, live_epsilon(1.0 if what == "ε" else 3.0)) if what.startswith("ε") else (what, how)
               for what, how in SIDEBAR_STEPS]
 # charts on the page when everything is shown (zones compared, every user attacked, the experiment run, a round played)
-MOST_CHARTS = {"pages/1_Data.py": 3, "pages/3_Attack.py": 1,
+MOST_CHARTS = {"pages/1_Data.py": 2, "pages/3_Attack.py": 1,
                "pages/5_Knock_Knock.py": 3, "pages/7_Play_the_attacker.py": 2}
 # page -> its walk: its own controls and actions, then (for most) the sidebar's
 PAGE_WALKS = {

@@ -127,8 +127,11 @@ def live_curves(*, controls: list[dict], charts: list[dict], page: str, key: str
     ``height``, ``xmin``, ``xmax`` (a number, or ``{"mult", "of", "floor"}``: a range that follows a slider), ``vlines``/``hlines``
     (``x``/``y`` a number or a slider's name, ``label``, ``color``), ``readouts`` (``label``, ``series`` index,
     ``x``, ``fmt`` "pct", ``posterior`` prior), ``bars`` (a histogram on a right log axis), ``published`` (draw
-    ``pairs``' published counts), ``xticks`` "int", ``xticklabels`` ({"3": "3 (104)"}: a tick's text). A series may be drawn as dots (``marker``: radius, ``offset``
-    in px) or filled under, grey below the threshold and ``fill`` above it; a readout may be a closed form at the
+    ``pairs``' published counts), ``xticks`` "int", ``xticklabels`` ({"3": "3 (104)"}: a tick's text),
+    ``xtickvals`` with ``xticktext`` (the x ticks given), ``legend`` "top" or "below" (always under the plot). A
+    series may be drawn as dots (``marker``: radius, ``offset`` in px; ``symbol`` circle, diamond, star or x;
+    ``open``: outlined, for every point or per point; ``line``: joined by a line; ``hover``: a text per point,
+    shown while the pointer is within 12 px of it) or filled under, grey below the threshold and ``fill`` above it; a readout may be a closed form at the
     settings (``formula``, ``args``, ``key``), a series' sum (``sum``: its index) and may ``join`` the one before
     ("a – b"). ``pairs``: :func:`odcore.privacy.live.coherent_draws`. ``fixed``: settings the
     formulas read that have no slider here (the per-person threshold).

@@ -287,10 +287,19 @@ function drawChart(c, spec, v, dark, pairs, projector) {
       const y = d.y[j];
       if (!Number.isFinite(y) || (spec.ylog && y <= 0)) { cur = null; continue; }
       if (!cur) { cur = []; parts.push(cur); }
-      cur.push(X(d.x[j]), Y(y));
+      if (s.step) {   // a step per point, from halfway to the point before to halfway to the next (plotly's hvh)
+        const a = j > 0 ? (d.x[j - 1] + d.x[j]) / 2 : d.x[j] - (d.x[1] - d.x[0]) / 2;
+        const b = j < d.x.length - 1 ? (d.x[j] + d.x[j + 1]) / 2 : d.x[j] + (d.x[j] - d.x[j - 1]) / 2;
+        cur.push(X(a), Y(y), X(b), Y(y));
+        // its text anywhere along the step
+        if (s.hover && s.hover[j]) hits.push([(X(a) + X(b)) / 2, Y(y), s.hover[j], Math.abs(X(b) - X(a)) / 2]);
+      } else {
+        cur.push(X(d.x[j]), Y(y));
+        if (s.hover && s.hover[j] && !s.marker) hits.push([X(d.x[j]), Y(y), s.hover[j]]);
+      }
     }
     for (const p of parts) { occ.line(p, (s.width || 2) / 2 + 2); drawn.push(p); }
-    if (s.fill) {   // the area under a filled curve is data too: no text on it
+    if (s.fill || s.area) {   // the area under a filled curve is data too: no text on it
       const ybase = Y(Math.max(ylo, 0));
       for (const p of parts) for (let k = 2; k < p.length; k += 2) occ.rect(p[k - 2], Math.min(p[k - 1], p[k + 1]), p[k], ybase);
     }
@@ -456,6 +465,17 @@ function drawChart(c, spec, v, dark, pairs, projector) {
     ctx.fillStyle = "rgba(31, 119, 180, 0.55)";
     for (let k = 0; k < pubDots.length; k += 2) ctx.fillRect(pubDots[k], pubDots[k + 1] - 1.5, 3, 3);
   }
+  curves.forEach((parts, i) => {   // areas under a curve in one colour (area), to zero
+    const s = spec.series[i];
+    if (!s.area) return;
+    const ybase = Y(Math.max(ylo, 0));
+    ctx.fillStyle = s.area;
+    for (const p of parts) {
+      ctx.beginPath(); ctx.moveTo(p[0], ybase);
+      for (let k = 0; k < p.length; k += 2) ctx.lineTo(p[k], p[k + 1]);
+      ctx.lineTo(p[p.length - 2], ybase); ctx.closePath(); ctx.fill();
+    }
+  });
   data.forEach((d, i) => {   // areas under a curve, split at the threshold: suppressed (grey) and published
     const s = spec.series[i];
     if (!s.fill) return;
@@ -706,7 +726,10 @@ function hover(c, ev) {
   if (!c.hits || !c.hits.length) return;
   const r = c.canvas.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
   let best = null, bd = 144;
-  for (const h of c.hits) { const d = (h[0] - x) ** 2 + (h[1] - y) ** 2; if (d <= bd) { bd = d; best = h; } }
+  for (const h of c.hits) {   // a point, or a step (h[3]: its half width)
+    const d = Math.max(0, Math.abs(h[0] - x) - (h[3] || 0)) ** 2 + (h[1] - y) ** 2;
+    if (d <= bd) { bd = d; best = h; }
+  }
   if (!c.tip) { c.tip = document.createElement("div"); c.tip.className = "odlive-tip"; c.box.appendChild(c.tip); }
   if (!best) { c.tip.hidden = true; return; }
   c.tip.textContent = best[2]; c.tip.hidden = false;
