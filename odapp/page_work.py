@@ -32,6 +32,12 @@ def design(ctx, goal, max_pairs, tune: bool):
     return report, key, cache.frontier_chart(key, _rep=report)
 
 
+def frontier_figure(key: tuple, report: dict):
+    """The designer's frontier as a plotly figure, for its PNG and SVG files (:func:`odapp.cache.frontier_figure`,
+    laid out for a screen: the files are offered outside projector mode only)."""
+    return cache.frontier_figure(key, False, _rep=report)[0]
+
+
 def game_theory(ctx, ladder, game_seed: int, rounds: int) -> dict:
     """Play the attacker: the optimal attacker's mean exact success over ``rounds`` rounds at each level of the
     ladder with eligible people, ``{k: success}`` in increasing k."""

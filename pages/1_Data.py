@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -90,7 +92,8 @@ with left:   # drawn in the browser (a new grid repaints it without plotly's red
     live_view.trips_hist(hist)
     row = button_row()
     if not projector_mode():
-        export_buttons(f"trips_hist_week{s.week}", fig=lambda: charts.trips_hist_chart(hist, projector=False),
+        # a partial, not a function defined here: that would keep the page's namespace after the session
+        export_buttons(f"trips_hist_week{s.week}", fig=functools.partial(charts.trips_hist_chart, hist, projector=False),
                        data=hist, config=release_config(s, ctx.loaded), command="release", key="trips_hist", row=row)
 with right:
     fig = charts.trips_tu_chart(pairs_tu, hi, projector=projector_mode())

@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, callbacks, live_view, page_work, projector
+from odapp import ahead, callbacks, live_view, page_work, projector
 from odapp.cli_config import design_config
 from odapp.errors import engine_errors
 from odapp.export import export_buttons, opened_expander, reproduce
@@ -138,9 +138,11 @@ st.table(compare.assign(**{c: [num(float(v)) for v in compare[c]] for c in
 st.subheader("Utility against per-person ε")
 cfg = design_config(s, ctx.loaded, goal, max_pairs=max_pairs, tune=bool(tune))
 live_view.frontier(frontier)   # drawn in the browser: a new design repaints it without plotly's redraw
-if not projector.on():   # the files: plotly's chart and the table, made when a button is clicked
-    export_buttons("design_frontier", fig=lambda: cache.frontier_figure(rep_key, projector.on(), _rep=rep)[0],
-                   data=lambda: pd.DataFrame(rep["frontier"]), config=cfg, command="design", key="design_frontier")
+if not projector.on():   # the files: plotly's chart and the table, made when a button is clicked (partials of
+    # module functions: a function defined here would keep this page's namespace alive after the session closes)
+    export_buttons("design_frontier", fig=functools.partial(page_work.frontier_figure, rep_key, rep),
+                   data=functools.partial(pd.DataFrame, rep["frontier"]), config=cfg, command="design",
+                   key="design_frontier")
 st.caption("Each line: one max pairs, the release ε varied, the threshold fitted to its noise; y is the exact expected "
            f"share given one seeded contribution bounding. Filled points are useful (expected relative error at most "
            f"{pct(rep['error_level'])}), open points are not. Google's points: its per-count release, whose per-person "
