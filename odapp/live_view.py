@@ -279,8 +279,9 @@ def frontier(chart: dict) -> None:
 
 
 def _rgba(colour: str, alpha: float) -> str:
-    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r}, {g}, {b}, {alpha})"
+    from plotly.colors import hex_to_rgb
+
+    return "rgba({}, {}, {}, {})".format(*hex_to_rgb(colour), alpha)
 
 
 def trips_hist(hist) -> None:

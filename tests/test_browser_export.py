@@ -104,6 +104,17 @@ def test_designer_files_say_what_the_page_shows(streamlit_url, page, tmp_path):
     assert rep["goal"]["words"] in text
 
 
+def _drawn(page, url: str, heading: str, live_page: str, chart: str) -> dict:
+    """Open the page titled ``heading`` and return what its live chart ``chart`` drew (``window.odlive``): ``x`` and
+    ``y`` per series key, and its ``layout``."""
+    page.goto(url.rstrip("/") + "/" + heading.replace(" ", "_"), wait_until="domcontentloaded")
+    page.get_by_role("heading", name=heading, exact=True).first.wait_for(timeout=180_000)
+    page.wait_for_function(f"() => window.odlive && window.odlive[{live_page!r}]", timeout=180_000)
+    _settle(page)
+    return page.evaluate(f"() => {{ const g = window.odlive[{live_page!r}]; return {{x: g.x[{chart!r}], "
+                         f"y: g.values[{chart!r}], layout: g.layout[{chart!r}]}}; }}")
+
+
 def test_designer_frontier_drawn_is_the_one_exported(streamlit_url, page, tmp_path):
     """The designer's frontier, drawn in the browser: every candidate's point is the one in the chart's CSV (the
     same ε and share for each max pairs), a point's text shows under the pointer, and the SVG file is the plotly
@@ -113,12 +124,7 @@ def test_designer_frontier_drawn_is_the_one_exported(streamlit_url, page, tmp_pa
     import numpy as np
     import pandas as pd
 
-    page.goto(streamlit_url.rstrip("/") + "/Release_designer", wait_until="domcontentloaded")
-    page.get_by_role("heading", name="Release designer", exact=True).first.wait_for(timeout=180_000)
-    page.wait_for_function("() => window.odlive && window.odlive.design", timeout=180_000)
-    _settle(page)
-    got = page.evaluate("() => ({x: window.odlive.design.x.frontier, y: window.odlive.design.values.frontier, "
-                        "layout: window.odlive.design.layout.frontier})")
+    got = _drawn(page, streamlit_url, "Release designer", "design", "frontier")
     data, name = _download(page, "CSV", tmp_path)
     assert name == "design_frontier.csv"
     front = pd.read_csv(io.BytesIO(data), comment="#")
@@ -148,12 +154,7 @@ def test_data_trips_histogram_drawn_is_the_one_exported(streamlit_url, page, tmp
 
     import pandas as pd
 
-    page.goto(streamlit_url.rstrip("/") + "/Data", wait_until="domcontentloaded")
-    page.get_by_role("heading", name="Data", exact=True).first.wait_for(timeout=180_000)
-    page.wait_for_function("() => window.odlive && window.odlive.data", timeout=180_000)
-    _settle(page)
-    got = page.evaluate("() => ({x: window.odlive.data.x.trips, y: window.odlive.data.values.trips, "
-                        "layout: window.odlive.data.layout.trips})")
+    got = _drawn(page, streamlit_url, "Data", "data", "trips")
     data, name = _download(page, "CSV", tmp_path)
     assert name == "trips_hist_week0.csv"
     hist = pd.read_csv(io.BytesIO(data), comment="#")
