@@ -696,8 +696,6 @@ def frontier_chart(report_key: tuple, _rep: dict) -> dict:
     (:func:`odapp.live_view.frontier`; ``report_key``: the arguments of ``cache.design_report``): the same traces,
     names, colours and axes as :func:`frontier_figure`, which stays for the PNG/SVG files. Drawn on a canvas, a
     press that changes the design repaints it in a few milliseconds instead of plotly's ~140 ms. Read-only."""
-    import math
-
     import pandas as pd
 
     from odapp.words import pct, unit_words
@@ -709,13 +707,13 @@ def frontier_chart(report_key: tuple, _rep: dict) -> dict:
     for i, (m, grp) in enumerate(front.groupby("max_pairs")):
         useful = grp["useful"].tolist() if "useful" in grp else [True] * len(grp)
         x, y = (_finite(grp[c]) for c in ("epsilon_user_week", "trips_published_frac"))
-        err = grp["relative_error"].tolist() if "relative_error" in grp else [None] * len(grp)
+        err = _finite(grp["relative_error"]) if "relative_error" in grp else [None] * len(grp)
         hover = [None if xx is None or yy is None else f"max pairs {m}, ε {xx:.3g}: {pct(yy)} of user-trips"
-                 + ("" if e is None or (isinstance(e, float) and math.isnan(e)) else f", expected error {pct(e)}")
-                 for xx, yy, e in zip(x, y, err, strict=True)]
+                 + ("" if e is None else f", expected error {pct(e)}") for xx, yy, e in zip(x, y, err, strict=True)]
         series.append({"name": f"max pairs {m} (threshold fitted, δ ≤ {d:.0e})", "key": f"max_pairs_{m}", "x": x,
                        "y": y, "marker": 4, "line": True, "width": 2, "open": [not bool(u) for u in useful],
                        "hover": hover, "color": PALETTE[i % 5]})
+
     def point(name, key, x, y, symbol, size, colour):   # one marker, left out when it has no place on the axes
         x, y = _finite([x])[0], _finite([y])[0]
         ok = x is not None and y is not None and x > 0
