@@ -48,6 +48,25 @@ def test_pages_needing_pairs_say_why(at, page):
     assert "counts folder" in text
 
 
+def test_no_folder_yet_keeps_the_bundled_city():
+    """Picking the counts folder before typing its path leaves the pages on the bundled city and says so, as an
+    upload does before its file is loaded; a path that is not a counts folder is an error naming it."""
+    from streamlit.testing.v1 import AppTest
+
+    app = AppTest.from_file(str(REPO_ROOT / "pages" / "2_OD_release.py"), default_timeout=120)
+    app.session_state[K_SOURCE] = DataSource.COUNTS.value
+    app.run()
+    assert not app.exception, [e.message for e in app.exception]
+    assert not app.error, [e.value for e in app.error]
+    assert any("No folder given yet" in i.value for i in app.sidebar.info)
+    assert any(c.value == "Data: Bundled synthetic city" for c in app.sidebar.caption)
+    assert any("published" in m.label.lower() for m in app.metric)
+    app.session_state[K_COUNTS_DIR] = str(REPO_ROOT / "sample_data")
+    app.run()
+    assert not app.exception, [e.message for e in app.exception]
+    assert any("is not an OD counts folder" in e.value for e in app.error)
+
+
 @pytest.mark.slow
 def test_a_million_user_counts_folder_opens_and_releases(tmp_path):
     """The issue's check at scale: a 1 M-user counts folder (DuckDB engine, streamed) opens in the dashboard and the
