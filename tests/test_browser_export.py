@@ -154,7 +154,12 @@ def test_data_trips_histogram_drawn_is_the_one_exported(streamlit_url, page, tmp
 
     import pandas as pd
 
+    from odcore.report.figures import template
+
     got = _drawn(page, streamlit_url, "Data", "data", "trips")
+    t = template(projector=False).layout     # the type of the plotly heatmap beside it
+    assert got["layout"]["font"] == {"title": t.title.font.size, "tick": t.xaxis.tickfont.size,
+                                     "label": t.xaxis.title.font.size, "legend": t.legend.font.size}
     data, name = _download(page, "CSV", tmp_path)
     assert name == "trips_hist_week0.csv"
     hist = pd.read_csv(io.BytesIO(data), comment="#")

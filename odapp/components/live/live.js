@@ -162,10 +162,11 @@ function powerText(v) {   // 10⁻¹² as the plotly charts write it
   return "10" + String(p).split("").map((c) => sup[c]).join("");
 }
 
-// Type sizes (px): on a screen; in projector mode those of the app's plotly charts in projector mode
-// (odcore.report.figures.template(projector=True): ticks 19, axis titles 20, title 23, legend 18).
+// Type sizes (px): those of the app's plotly charts (odcore.report.figures.template), on a screen (ticks 15, axis
+// titles 16, title 19, legend 14) and in projector mode (ticks 19, axis titles 20, title 23, legend 18), so a live
+// chart beside a plotly chart reads alike.
 const TYPE = {
-  screen: { tick: 12, label: 12, title: 14, legend: 12 },
+  screen: { tick: 15, label: 16, title: 19, legend: 14 },
   projector: { tick: 19, label: 20, title: 23, legend: 18 },
 };
 const NARROW = 560;   // a chart narrower than this (px) puts its legend under the plot, as projector mode does
@@ -253,11 +254,30 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   const tx = projector ? 8 : L, lines = wrapWords(ctx, title, W - tx - 8);
   const titleW = Math.max(...lines.map((l) => ctx.measureText(l).width));
   const th = Math.round(fs.title * 1.25);
-  // the right margin holds the last x tick's label (half of it), or the bars' axis
-  const R = spec.bars ? Math.round(58 * fs.tick / 12) : projector ? 26 : 12, T = 8 + lines.length * th + 8;
+  // the right margin holds the last x tick's label (the half of it past the plot's end), or the bars' axis
+  const txf = spec.xlog ? (x) => Math.log10(x) : (x) => x;
+  const xTicks = (w) => {
+    const nx = Math.max(3, Math.min(8, Math.floor(w / (fs.tick * (spec.xlog ? 4 : 3)))));
+    return spec.xtickvals ? spec.xtickvals.filter((t) => t >= xlo && t <= xhi)
+      : spec.xlog ? powerTicks(xlo, xhi, nx)
+        : niceTicks(xlo, xhi, nx).filter((t) => spec.xticks !== "int" || Math.abs(t - Math.round(t)) < 1e-9);
+  };
+  const xTickText = (v) => {
+    const given = spec.xtickvals ? spec.xticktext[spec.xtickvals.indexOf(v)] : undefined;
+    return given !== undefined ? given : spec.xlog ? powerText(v)
+      : (spec.xticklabels || {})[String(Math.round(v))] || fmt(v, "tick");
+  };
+  const R0 = spec.bars ? Math.round(58 * fs.tick / 12) : projector ? 26 : 12;
+  let R = R0;
+  const ticks0 = spec.bars ? [] : xTicks(W - L - R0);
+  if (ticks0.length) {
+    const last = ticks0[ticks0.length - 1], f = (txf(last) - txf(xlo)) / (txf(xhi) - txf(xlo) || 1);
+    ctx.font = `${fs.tick}px sans-serif`;
+    R = Math.max(R0, Math.ceil(ctx.measureText(xTickText(last)).width / 2 + 2 - (1 - f) * (W - L - R0)));
+  }
+  const T = 8 + lines.length * th + 8;
   const B = fs.tick + 10 + fs.label + 14, pw = W - L - R;
   const lh = Math.round(fs.legend * 1.45);
-  const txf = spec.xlog ? (x) => Math.log10(x) : (x) => x;
   const X = (x) => L + (txf(x) - txf(xlo)) / (txf(xhi) - txf(xlo) || 1) * pw;
   const ty = spec.ylog ? (v) => Math.log10(v) : (v) => v;
   const Y = (y) => T + ph - (ty(y) - ty(ylo)) / (ty(yhi) - ty(ylo) || 1) * ph;
@@ -422,15 +442,9 @@ function drawChart(c, spec, v, dark, pairs, projector) {
     ctx.fillText(ytext(v), L - 6, Y(v));
   }
   ctx.textAlign = "center"; ctx.textBaseline = "top";
-  const nx = Math.max(3, Math.min(8, Math.floor(pw / (fs.tick * (spec.xlog ? 4 : 3)))));
-  const xticks = spec.xtickvals ? spec.xtickvals.filter((t) => t >= xlo && t <= xhi)
-    : spec.xlog ? powerTicks(xlo, xhi, nx)
-      : niceTicks(xlo, xhi, nx).filter((t) => spec.xticks !== "int" || Math.abs(t - Math.round(t)) < 1e-9);
-  for (const v of xticks) {
+  for (const v of xTicks(pw)) {
     ctx.beginPath(); ctx.moveTo(X(v), T); ctx.lineTo(X(v), T + ph); ctx.stroke();
-    const given = spec.xtickvals ? spec.xticktext[spec.xtickvals.indexOf(v)] : undefined;
-    ctx.fillText(given !== undefined ? given : spec.xlog ? powerText(v)
-                 : (spec.xticklabels || {})[String(Math.round(v))] || fmt(v, "tick"), X(v), T + ph + 5);
+    ctx.fillText(xTickText(v), X(v), T + ph + 5);
   }
   ctx.font = `${fs.label}px sans-serif`;
   ctx.fillText(spec.xlabel || "", L + pw / 2, T + ph + fs.tick + 14);
