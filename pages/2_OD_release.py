@@ -80,10 +80,14 @@ if not projector_mode():   # the curve at the page's ε and threshold, as files 
 st.subheader("The published table")
 if released.any():
     pub = table.loc[released].sort_values("noisy_count", ascending=False)
-    st.dataframe(pub, hide_index=True, width="stretch", height=300,
-                 column_config={"noisy_count": st.column_config.NumberColumn(format="%.1f"),
-                                "noise": st.column_config.NumberColumn(format="%.2f"),
-                                "release_prob": st.column_config.NumberColumn(format="%.3f")})
+    # on screen as in the file that may be shared: the published pairs and their noisy counts, nothing else
+    st.dataframe(pub[["week", "origin", "destination", "noisy_count"]], hide_index=True, width="stretch",
+                 height=300, column_config={"noisy_count": st.column_config.NumberColumn(format="%.1f")})
+    with st.expander("The same pairs with their true counts and noise (analysis view: do not share)"):
+        st.dataframe(pub, hide_index=True, width="stretch", height=300,
+                     column_config={"noisy_count": st.column_config.NumberColumn(format="%.1f"),
+                                    "noise": st.column_config.NumberColumn(format="%.2f"),
+                                    "release_prob": st.column_config.NumberColumn(format="%.3f")})
 else:
     st.info("Empty: no pair reached the threshold this week (see the note above the map for what to change).")
 export_buttons(f"published_week{s.week}", data=functools.partial(rv.published_csv, ctx, rcfg, s.week),

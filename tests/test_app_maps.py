@@ -126,7 +126,9 @@ def test_bundled_release_map_by_zones_draws_the_largest_published_flows(at):
         arcs = _layer(_decks(at)[0], "flows")
         assert len(arcs["data"]) == 300
         assert any("· top 300 of " in m.value for m in at.markdown)
-        table = at.dataframe[0].value
+        table = at.dataframe[1].value                                   # the analysis view of the published pairs
+        assert set(at.dataframe[0].value.columns) == {"week", "origin", "destination", "noisy_count"}
+        assert at.dataframe[0].value["noisy_count"].tolist() == table["noisy_count"].tolist()
         pub = table.loc[table["origin"] != table["destination"]]
         best = pub.loc[pub["noisy_count"].idxmax()]
         darkest = [r for r in arcs["data"] if r["color"][:3] == list(maps.FLOW_CLASS_RGB[-1])]
