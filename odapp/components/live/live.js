@@ -373,8 +373,9 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   // the legend inside the plot (a wide chart on a screen): the first free corner, else under the plot
   ctx.font = `${fs.legend}px sans-serif`;
   let below = projector || W < NARROW || spec.legend === "below", legendBox = null;
+  const lin = Math.round(fs.legend * 1.3);   // the legend inside the plot: one line per series
   if (!below) {
-    const lw = Math.max(...spec.series.map((s) => ctx.measureText(s.name).width)) + 38, lhh = 16 * spec.series.length;
+    const lw = Math.max(...spec.series.map((s) => ctx.measureText(s.name).width)) + 38, lhh = lin * spec.series.length;
     const xs = [L + pw - 4 - lw, L + 4], ys = [T + 4, T + ph - 4 - lhh];
     const order = spec.legend === "top" ? [[0, 0], [1, 0], [0, 1], [1, 1]] : [[0, 1], [1, 1], [0, 0], [1, 0]];
     legendBox = order.map(([i, k]) => [xs[i], ys[k], xs[i] + lw, ys[k] + lhh]).find((b) => occ.free(b)) || null;
@@ -524,10 +525,12 @@ function drawChart(c, spec, v, dark, pairs, projector) {
       ctx.beginPath(); ctx.arc(X(mc.x[j]), Y(mc.y[j]), 2.5, 0, 2 * Math.PI); ctx.fill();
     }
   }
-  for (const rd of reads) {
-    ctx.fillStyle = rd.color; ctx.beginPath(); ctx.arc(rd.p[0], rd.p[1], 5, 0, 2 * Math.PI); ctx.fill();
-  }
   ctx.restore();
+  for (const rd of reads) {   // a readout's dot whole, also on the plot's edge (its point is inside the plot)
+    const [x, y] = rd.p;
+    if (x < L - 0.5 || x > L + pw + 0.5 || y < T - 0.5 || y > T + ph + 0.5) continue;
+    ctx.fillStyle = rd.color; ctx.beginPath(); ctx.arc(x, y, 5, 0, 2 * Math.PI); ctx.fill();
+  }
   ctx.font = `${fs.legend}px sans-serif`; ctx.textAlign = "left"; ctx.textBaseline = "top";
   for (const l of labels) {   // the labels where nothing is drawn (each in the colour of its line; values in the text's)
     ctx.fillStyle = l.kind === "readout" ? fg : l.color || (l.kind === "hline" ? "#d95f02" : "#888");
@@ -553,7 +556,7 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   // the legend inside the plot, in the free corner found above, one line per series
   ctx.textAlign = "right";
   spec.series.forEach((s, i) => {
-    const y = legendBox[1] + 8 + 16 * i, x = legendBox[2] - 4;
+    const y = legendBox[1] + lin / 2 + lin * i, x = legendBox[2] - 4;
     ctx.fillStyle = fg; ctx.fillText(s.name, x - 30, y);
     if (!s.marker || s.line) {
       ctx.strokeStyle = color(s, i); ctx.lineWidth = s.width || 2;
