@@ -680,7 +680,8 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
                 continue
             finally:
                 await ctx.close()
-            each = ", ".join(f"{r['total']:.0f}" + (" (warm-up)" if i < warmup else "") for i, r in enumerate(runs))
+            each = ", ".join(f"{r['total']:.0f} (server {r['server']:.0f})" + (" warm-up" if i < warmup else "")
+                             for i, r in enumerate(runs))
             print(f"  {_page_name(path)}: {ctl['label']}: median {_med([r['total'] for r in runs[warmup:]]):.0f} ms"
                   f" [{each}]", file=sys.stderr)
             errors = sum(r["exceptions"] for r in runs)
