@@ -423,9 +423,9 @@ def outline_style(grid) -> str:
 
     Squares' outlines join into a few hundred straight segments; hexagons' cannot (11,217 segments for the bundled
     city's 3,657 hexagons at resolution 8), nor can a zone file's (a file of detailed census tracts has tens of
-    thousands), and in a browser without a GPU every redraw of a map pays ~22 ms per 1,000 segments (docs/benchmarks.md,
-    "Maps of H3 hexagons and zone files"). A zone file's zones are inset rather than scaled: scaling a concave zone about its centre
-    can push it into its neighbour, an inward offset cannot."""
+    thousands), and in a browser without a GPU every redraw of a map pays ~22 ms per 1,000 segments
+    (docs/benchmarks.md, "Maps of H3 hexagons and zone files"). A zone file's zones are inset rather than scaled:
+    scaling a concave zone about its centre can push it into its neighbour, an inward offset cannot."""
     kind = getattr(grid, "kind", "square")
     return {"h3": "gaps", "polygons": "insets"}.get(kind, "lines")
 

@@ -127,8 +127,13 @@ def _source_controls() -> None:
                     "job on a cluster): weekly distinct-user counts per zone pair, zones and a manifest. The "
                     "release, budget and map pages work from it; pages that need each person's pairs or traces "
                     "say why they cannot.")
-        if not str(ss.get(K_COUNTS_DIR, "") or "").strip():
+        if not _counts_path(ss):
             st.info("No folder given yet: the bundled synthetic city stays in use.")
+
+
+def _counts_path(ss) -> str:
+    """The counts folder's path as typed, or "" while none is given (the bundled city stays in use)."""
+    return str(ss.get(K_COUNTS_DIR, "") or "").strip()
 
 
 def _upload_controls() -> None:
@@ -260,8 +265,8 @@ def current_dataset() -> tuple[DatasetRef, Loaded]:
                                                  lambda: cache.upload_cab_traces(cabs).df)
         df = cache.upload_traces(stored.path).df
         return ss[K_DATASET], Loaded(df, stored.summary, stored.cli)
-    if source == DataSource.COUNTS and str(ss.get(K_COUNTS_DIR, "") or "").strip():
-        return counts_dataset(str(ss[K_COUNTS_DIR]))
+    if source == DataSource.COUNTS and _counts_path(ss):
+        return counts_dataset(_counts_path(ss))
     if source == DataSource.SYNTH:
         ref = synth_ref(ss[K_SYNTH_USERS], ss[K_SYNTH_WEEKS], ss[K_SYNTH_EXTENT], ss[K_SEED])
         return ref, cache.synth_traces(ref.synth_users, ref.synth_weeks, ref.synth_extent_km, ref.synth_seed)
