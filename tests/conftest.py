@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -14,8 +16,11 @@ from odapp.data import CACHE_ENV
 from odcore.paths import REPO_ROOT, SHARED_DATA_DIR
 
 # The app keeps the bundled city's tables on disk between launches (odapp.data.disk_cached); the tests use a
-# folder of their own (the servers they start inherit it), not the user's ~/.cache/odlab.
-os.environ.setdefault(CACHE_ENV, tempfile.mkdtemp(prefix="odlab-test-cache-"))
+# folder of their own (the servers they start and the xdist workers inherit it), not the user's ~/.cache/odlab,
+# removed when the run ends (a run fills it with ~200 MB of tables).
+if not os.environ.get(CACHE_ENV):
+    os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="odlab-test-cache-")
+    atexit.register(shutil.rmtree, os.environ[CACHE_ENV], ignore_errors=True)
 
 # The app computes a person's likely next press in a background thread once a run ends (odapp.ahead.after); in the
 # test process that thread would race AppTest's next run, so it is off here (tests/test_ahead.py turns it on). The
