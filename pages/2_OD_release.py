@@ -13,8 +13,7 @@ from odapp.errors import engine_errors
 from odapp.export import button_row, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import num, pct, unit_words
-from odcore.constants import DESTINATION, NOISY_COUNT, ORIGIN, WEEK
-from odcore.privacy.release import ANALYSIS_NOTICE
+from odcore.privacy.release import ANALYSIS_NOTICE, PUBLISHED_COLUMNS
 from odcore.privacy.utility import noise_dominated, release_utility
 
 ctx = page(
@@ -81,8 +80,8 @@ if not projector_mode():   # the curve at the page's ε and threshold, as files 
 st.subheader("The published table")
 if released.any():
     pub = table.loc[released].sort_values("noisy_count", ascending=False)
-    # on screen as in the file that may be shared: the published pairs and their noisy counts, nothing else
-    st.dataframe(pub[[WEEK, ORIGIN, DESTINATION, NOISY_COUNT]], hide_index=True, width="stretch",
+    # on screen as in the file that may be shared (its columns, those the table holds): nothing else
+    st.dataframe(pub[[c for c in PUBLISHED_COLUMNS if c in pub.columns]], hide_index=True, width="stretch",
                  height=300, column_config={"noisy_count": st.column_config.NumberColumn(format="%.1f")})
     with st.expander("The same pairs with their true counts and noise (analysis view: do not share)"):
         st.dataframe(pub, hide_index=True, width="stretch", height=300,
