@@ -221,12 +221,13 @@ def od_summary(dataset_id: str, od_config, threshold: int, _od) -> dict:
 
 @_resource(max_entries=8, show_spinner="Drawing the trace points on the grid…")
 def trace_density_map(dataset_id: str, od_config, _df, _grid, _od=None):
-    """The Data page's map: trace points per zone (log colour scale, empty zones as outlines), with a scale bar.
-    Returns ``(deck, vmax, outside)``; the deck's JSON is made once and reused by every rerun and session."""
+    """The Data page's map: trace points per zone (log colour scale; the empty zones as :func:`empty_zones_drawn`
+    says), with a scale bar. Returns ``(deck, vmax, outside)``; the deck's JSON is made once and reused by every rerun
+    and session."""
     from odapp.maps import trace_density_deck
 
     density, outside = cell_density(dataset_id, od_config, _df=_df, _grid=_grid, _od=_od)
-    draw = density if _grid.n_cells <= MAX_GRID_CELLS_DRAWN else density[density["points"] > 0]
+    draw = density if empty_zones_drawn(_grid) else density[density["points"] > 0]
     shapes = cell_shapes(dataset_id, od_config, None if len(draw) == _grid.n_cells
                          else tuple(int(x) for x in draw["cell"]), _grid=_grid)
     deck, vmax = trace_density_deck(shapes.merge(draw, on="cell"), _grid)
@@ -234,6 +235,15 @@ def trace_density_map(dataset_id: str, od_config, _df, _grid, _od=None):
 
 
 MAX_GRID_CELLS_DRAWN = 20_000   # above this, the Data map draws only the zones that hold points
+
+
+def empty_zones_drawn(grid) -> bool:
+    """Whether the Data page's map draws the zones that hold no trace point: the squares' (as outlines) and a zone
+    file's (pale grey: a named zone with nothing in it is worth seeing), up to :data:`MAX_GRID_CELLS_DRAWN` zones.
+    Not H3 hexagons: theirs are the hexagons of a box fitted around the data, about half of them empty on the bundled
+    city (1,677 of 3,657 at res 8), and drawing them (pale grey) made each press that draws the map ~90 ms slower in
+    the browser (docs/benchmarks.md, "The Data map without its empty hexagons")."""
+    return grid.n_cells <= MAX_GRID_CELLS_DRAWN and getattr(grid, "kind", "square") != "h3"
 
 
 @_resource(max_entries=16, show_spinner=False)

@@ -160,9 +160,10 @@ class FrozenDeck(CompactDeck):
 
 def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
     """The Data page's map of trace points per zone (``cells_df``: ``cell, name, polygon, points``): log colour
-    scale, scale bar; empty zones as outlines only (no polygon, no tooltip), or pale grey where zones are told apart
-    by gaps (H3 hexagons and zone files, :func:`outline_style`; hovering one says it holds 0 trace points). Returns
-    the (frozen) deck and the largest log10 count."""
+    scale, scale bar; the empty zones given as outlines only (no polygon, no tooltip), or pale grey where zones are
+    told apart by gaps (H3 hexagons and zone files, :func:`outline_style`; hovering one says it holds 0 trace
+    points). Which zones it is given is :func:`odapp.cache.trace_density_map`'s choice. Returns the (frozen) deck and
+    the largest log10 count."""
     points = cells_df["points"].to_numpy()
     logp = np.log10(points + 1)
     vmax = float(logp.max()) if len(logp) else 1.0

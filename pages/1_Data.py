@@ -62,10 +62,11 @@ if not od.stats.get("pairs_available", True):   # an OD counts folder: no traces
 st.subheader("Where the traces are, on the grid" if s.zones is None else "Where the traces are, by zone")
 deck, vmax, outside = density
 st.pydeck_chart(deck, height=480, key="data_map")
-empty_words = "as outlines" if maps.outline_style(od.grid) == "lines" else "pale grey"
+empty_words = ("not drawn" if not cache.empty_zones_drawn(od.grid)
+               else "drawn as outlines" if maps.outline_style(od.grid) == "lines" else "drawn pale grey")
 outside_words = "outside the grid" if getattr(od.grid, "kind", "square") != "polygons" else "outside every zone"
 st.markdown(maps.legend_html("Trace points per zone (log scale)", 1, 10 ** vmax,
-                             note=f"empty zones drawn {empty_words} · {outside:,} points {outside_words}"),
+                             note=f"empty zones {empty_words} · {outside:,} points {outside_words}"),
             unsafe_allow_html=True)
 
 st.subheader(f"Total vs unique trips per user, week {s.week}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import geopandas as gpd
 import pytest
@@ -57,7 +58,8 @@ def test_bundled_districts_on_every_page(at):
 
 def test_h3_maps_tell_hexagons_apart_by_gaps_not_outline_segments(at):
     """H3 maps draw each hexagon at maps.GAP_SCALE of its size and no outline layer (thousands of segments cost
-    every redraw in a browser without a GPU); the Data map fills empty hexagons pale grey and its legend says so."""
+    every redraw in a browser without a GPU); the Data map draws only the hexagons that hold trace points, each
+    with its count, and its legend says the empty ones are not drawn."""
     import h3
     import numpy as np
 
@@ -76,10 +78,12 @@ def test_h3_maps_tell_hexagons_apart_by_gaps_not_outline_segments(at):
     assert "cells" in ids(deck)
     assert "cells_edges" not in ids(deck)
     rows = deck["layers"][ids(deck).index("cells")]["data"]
-    empty = [r for r in rows if r["tip"].endswith("\n0 trace points")]
-    assert empty
-    assert all(r["color"] == maps.EMPTY_ZONE_RGBA for r in empty)
-    assert any("empty zones drawn pale grey" in m.value for m in at.markdown)
+    assert len(rows) > 300
+    assert not [r for r in rows if r["tip"].endswith("\n0 trace points")]
+    assert maps.EMPTY_ZONE_RGBA not in [r["color"] for r in rows]
+    used = re.search(r"\(([\d,]+) used\)", " ".join(c.value for c in at.caption)).group(1)
+    assert len(rows) == int(used.replace(",", ""))   # every hexagon with a trace point, and no other
+    assert any("empty zones not drawn" in m.value for m in at.markdown)
     at.switch_page("pages/2_OD_release.py").run()
     _no_errors(at)
     deck = decks()[0]
@@ -102,8 +106,6 @@ def test_h3_maps_tell_hexagons_apart_by_gaps_not_outline_segments(at):
 def test_zone_file_maps_draw_each_zone_inset_without_outline_segments(at):
     """The bundled districts (a zone file) on the Data and OD release maps: each zone drawn inside its district,
     moved inward (maps.inset), no outline layer (every district is wide enough), empty zones pale grey."""
-    import re
-
     import numpy as np
 
     def decks():

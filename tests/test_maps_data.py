@@ -117,7 +117,8 @@ def test_cell_density_counts_the_rows_of_each_cell_and_those_outside(monkeypatch
 
 def test_empty_squares_are_drawn_by_their_outlines_alone(city):
     """On squares an empty cell sends no polygon (it would be transparent: only a "0 trace points" tooltip); every
-    cell's outline is still drawn, the empty ones' included. Hexagons keep their empty zones, pale grey."""
+    cell's outline is still drawn, the empty ones' included. Where zones are told apart by gaps, an empty zone the
+    deck is given is drawn pale grey (the Data page gives it a zone file's, not H3's: test_empty_zones_drawn)."""
     import json
 
     rows, grid = _map_rows(city, "1.3")
@@ -134,3 +135,18 @@ def test_empty_squares_are_drawn_by_their_outlines_alone(city):
     cells = json.loads(maps.trace_density_deck(rows, grid)[0].to_json())["layers"][0]["data"]
     assert len(cells) == len(rows)
     assert any(r["tip"].endswith("\n0 trace points") for r in cells)
+
+
+def test_empty_zones_drawn():
+    """The Data map draws the empty zones of squares (outlines) and of a zone file (pale grey), not the empty H3
+    hexagons of the box fitted around the data, and none above MAX_GRID_CELLS_DRAWN zones; the page's legend
+    follows the same function."""
+    from types import SimpleNamespace
+
+    from odapp import cache
+
+    assert cache.empty_zones_drawn(SimpleNamespace(kind="square", n_cells=1_000))
+    assert cache.empty_zones_drawn(SimpleNamespace(kind="polygons", n_cells=40))
+    assert not cache.empty_zones_drawn(SimpleNamespace(kind="h3", n_cells=1_000))
+    assert not cache.empty_zones_drawn(SimpleNamespace(kind="square", n_cells=cache.MAX_GRID_CELLS_DRAWN + 1))
+    assert cache.empty_zones_drawn(SimpleNamespace(kind="square", n_cells=cache.MAX_GRID_CELLS_DRAWN))
