@@ -18,7 +18,8 @@ H3 hexagons. ``--drag`` also times dragging the page's first map (after the pres
 30 steps 30 ms apart, each step waiting until the page has taken it; reported is the time each step took beyond its
 pause (:func:`drag_frames`): about one redraw of the map, the lag a person dragging it feels.
 
-Printed: each round's medians, then per checkout the round medians and their median, for the unchanged rerun, for
+Printed: each round's medians (and the control's presses one by one, in the order they were made: a radio's
+options take turns), then per checkout the round medians and their median, for the unchanged rerun, for
 the control and (with ``--drag``) for the drag's frames. ``--json FILE`` writes them too.
 """
 
@@ -91,7 +92,8 @@ async def _round(browser, app_dir: Path, page: str, control: dict, presses: int,
         finally:
             await ctx.close()
     out = {"unchanged": statistics.median(r["total"] for r in unchanged),
-           "control": statistics.median(r["total"] for r in pressed)}
+           "control": statistics.median(r["total"] for r in pressed),
+           "presses": [round(r["total"]) for r in pressed]}
     if dragged is not None:
         out["drag"] = dragged["step_ms"]
     if opened is not None:
@@ -126,9 +128,11 @@ async def compare(dirs: list[Path], *, page: str, control: str, kind: str, round
                         got = await _round(browser, d, page, ctl, presses, Path(tmp) / "server.log", first, drag,
                                            first_open)
                         for k, v in got.items():
+                            if k == "presses":   # each press of the round: printed, not one of the medians
+                                continue
                             out[str(d)][k].append(v)
                         echo(f"round {r + 1} {d}: nothing changed {got['unchanged']:.0f} ms, "
-                             f"{control} {got['control']:.0f} ms"
+                             f"{control} {got['control']:.0f} ms (each press: {got['presses']})"
                              + (f", map drag {got['drag']:.0f} ms a step" if drag else "")
                              + (f", first open {got['open']:.0f} ms, map drawn {got['map']:.0f} ms" if first_open
                                 else ""))

@@ -130,7 +130,7 @@ def test_rounds_alternate_after_one_warm_up_each(tmp_path, capsys, monkeypatch):
 
     async def fake_round(browser, app_dir, *args, **kwargs):
         done.append(app_dir)
-        return {"unchanged": 100.0 + len(done), "control": 200.0, "drag": 10.0}
+        return {"unchanged": 100.0 + len(done), "control": 200.0, "presses": [190, 200, 210], "drag": 10.0}
 
     monkeypatch.setattr(ab_browser, "_round", fake_round)
     out = tmp_path / "ab.json"
@@ -141,6 +141,7 @@ def test_rounds_alternate_after_one_warm_up_each(tmp_path, capsys, monkeypatch):
     assert rounds == [f"warm-up round {a}", f"warm-up round {b}",
                       f"round 1 {a}", f"round 1 {b}", f"round 2 {b}", f"round 2 {a}"]
     assert done == [a, b, a, b, b, a]
+    assert "(each press: [190, 200, 210])" in printed
     got = json.loads(out.read_text())["results"]
     assert got[str(a)]["unchanged"] == [103.0, 106.0]   # warm-ups (1, 2) not counted
     assert got[str(b)]["unchanged"] == [104.0, 105.0]
@@ -167,6 +168,7 @@ def test_before_and_after_measured_in_a_real_browser(tmp_path, capsys):
     rounds = [ln.split(":")[0] for ln in printed.splitlines() if ln.startswith(("round", "warm-up"))]
     assert rounds == [f"warm-up round {a}", f"warm-up round {b}", f"round 1 {a}", f"round 1 {b}"]
     assert "map drag" in printed
+    assert printed.count("(each press: [") == 2   # the one press of each round
     got = json.loads(out.read_text())
     assert got["setup"] == "Mode"
     for d in (a, b):
