@@ -241,8 +241,8 @@ def empty_zones_drawn(grid) -> bool:
     """Whether the Data page's map draws the zones that hold no trace point: the squares' (as outlines) and a zone
     file's (pale grey: a named zone with nothing in it is worth seeing), up to :data:`MAX_GRID_CELLS_DRAWN` zones.
     Not H3 hexagons: theirs are the hexagons of a box fitted around the data, about half of them empty on the bundled
-    city (1,677 of 3,657 at res 8), and drawing them (pale grey) made each press that draws the map ~90 ms slower in
-    the browser (docs/benchmarks.md, "The Data map without its empty hexagons")."""
+    city (1,677 of 3,657 at res 8), and drawing them (pale grey) made each press that draws the map 50–90 ms slower
+    in the browser (docs/benchmarks.md, "The Data map without its empty hexagons")."""
     return grid.n_cells <= MAX_GRID_CELLS_DRAWN and getattr(grid, "kind", "square") != "h3"
 
 
