@@ -145,6 +145,9 @@ def test_pydeck_map_canvas_is_drawn(streamlit_url, page):
     deck = page.locator("[data-testid='stDeckGlJsonChart']").first
     canvas = deck.locator("canvas").first
     canvas.wait_for(timeout=60_000)
+    # a new canvas is 300×150 until deck.gl sizes it to the map, which can come a frame after it appears
+    page.wait_for_function("""() => { const c = document.querySelector("[data-testid='stDeckGlJsonChart'] canvas");
+        const r = c && c.getBoundingClientRect(); return r && r.width > 300 && r.height > 300; }""", timeout=60_000)
     box = canvas.bounding_box()
     assert box is not None
     assert box["width"] > 300
