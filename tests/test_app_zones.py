@@ -84,6 +84,9 @@ def test_h3_maps_tell_hexagons_apart_by_gaps_not_outline_segments(at):
     used = re.search(r"\(([\d,]+) used\)", " ".join(c.value for c in at.caption)).group(1)
     assert len(rows) == int(used.replace(",", ""))   # every hexagon with a trace point, and no other
     assert any("empty zones not drawn" in m.value for m in at.markdown)
+    most = max(int(r["tip"].rsplit("\n", 1)[1].split()[0].replace(",", "")) for r in rows)
+    legend = next(m.value for m in at.markdown if "Trace points per zone" in m.value)
+    assert f"<span>{most:,}</span>" in legend   # the colour bar ends at the busiest zone's count
     at.switch_page("pages/2_OD_release.py").run()
     _no_errors(at)
     deck = decks()[0]
