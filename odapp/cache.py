@@ -222,16 +222,17 @@ def od_summary(dataset_id: str, od_config, threshold: int, _od) -> dict:
 @_resource(max_entries=8, show_spinner="Drawing the trace points on the grid…")
 def trace_density_map(dataset_id: str, od_config, _df, _grid, _od=None):
     """The Data page's map: trace points per zone (log colour scale; the empty zones as :func:`empty_zones_drawn`
-    says), with a scale bar. Returns ``(deck, vmax, outside)``; the deck's JSON is made once and reused by every rerun
-    and session."""
+    says), with a scale bar. Returns ``(deck, most, outside)``: the most trace points in one zone (where the colour
+    scale ends) and the points outside every zone; the deck's JSON is made once and reused by every rerun and
+    session."""
     from odapp.maps import trace_density_deck
 
     density, outside = cell_density(dataset_id, od_config, _df=_df, _grid=_grid, _od=_od)
     draw = density if empty_zones_drawn(_grid) else density[density["points"] > 0]
     shapes = cell_shapes(dataset_id, od_config, None if len(draw) == _grid.n_cells
                          else tuple(int(x) for x in draw["cell"]), _grid=_grid)
-    deck, vmax = trace_density_deck(shapes.merge(draw, on="cell"), _grid)
-    return deck, vmax, outside
+    deck, _ = trace_density_deck(shapes.merge(draw, on="cell"), _grid)
+    return deck, int(density["points"].to_numpy().max(initial=0)), outside
 
 
 MAX_GRID_CELLS_DRAWN = 20_000   # above this, the Data map draws only the zones that hold points

@@ -60,12 +60,12 @@ if not od.stats.get("pairs_available", True):   # an OD counts folder: no traces
     st.stop()
 
 st.subheader("Where the traces are, on the grid" if s.zones is None else "Where the traces are, by zone")
-deck, vmax, outside = density
+deck, most, outside = density
 st.pydeck_chart(deck, height=480, key="data_map")
 empty_words = ("not drawn" if not cache.empty_zones_drawn(od.grid)
                else "drawn as outlines" if maps.outline_style(od.grid) == "lines" else "drawn pale grey")
 outside_words = "outside the grid" if getattr(od.grid, "kind", "square") != "polygons" else "outside every zone"
-st.markdown(maps.legend_html("Trace points per zone (log scale)", 1, round(10 ** vmax) - 1,   # vmax: log10(most + 1)
+st.markdown(maps.legend_html("Trace points per zone (log scale)", 1, max(most, 1),
                              note=f"empty zones {empty_words} · {outside:,} points {outside_words}"),
             unsafe_allow_html=True)
 
