@@ -15,11 +15,11 @@ import pandas as pd
 
 
 def main(sizes: list[int]) -> None:
+    from odcore.od.bounding import bounding_key
     from odcore.od.engines import build_od
     from odcore.od.engines.spark_engine import SMALL_JOB_JAVA_OPTIONS, spark_session
     from odcore.od.trips import ODConfig
     from odcore.paths import SAMPLE_DATA_DIR
-    from odcore.privacy.bounding import bounding_key
 
     city = pd.read_parquet(SAMPLE_DATA_DIR / "synthetic_city.parquet")
     people = np.sort(city["user"].unique())

@@ -272,9 +272,9 @@ def zone_comparison(dataset_id: str, tz: str, specs: tuple[str, ...], epsilon: f
 
 @_resource(max_entries=16, show_spinner=False)
 def week_pairs_prepared(dataset_id: str, od_config, week: int, _od):
-    """One week's unique pairs checked, sorted and counted once (:func:`odcore.privacy.release.prepare_pairs`): every
+    """One week's unique pairs checked, sorted and counted once (:func:`odcore.od.pairs.prepare_pairs`): every
     release of that week (each ε, threshold, mode and seed a slider visits, in every session) starts from it."""
-    from odcore.privacy.release import prepare_pairs
+    from odcore.od.pairs import prepare_pairs
 
     return prepare_pairs(_od.week_pairs(week))
 
@@ -473,8 +473,8 @@ def design_week(dataset_id: str, od_config, week: int, _od):
 def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | None, seed: int, _od,
                   tune: bool = False) -> dict:
     """:func:`odcore.privacy.design.design_report` on one week of the data (with the frontier), JSON-able."""
-    from odcore.cli.release import jsonable
     from odcore.privacy.design import design_report as _design_report
+    from odcore.report.plain_json import jsonable
 
     uw = _od.user_week
     trips = uw.loc[uw["week"] == week, "unique_trips"].to_numpy()
@@ -492,7 +492,7 @@ def bounded_success_curve(epsilon: float, max_pairs: int, k_max: int):
 
 def pairs_key(release_config, seed: int) -> tuple:
     """What the week's (user, pair) rows of a release depend on besides data and week (:func:`attack_pairs`, the
-    attacker pool): per user, the contribution bound and the seed of :func:`odcore.privacy.release.bound_contributions`; per
+    attacker pool): per user, the contribution bound and the seed of :func:`odcore.od.pairs.bound_contributions`; per
     metric nothing (not ε, threshold or seed)."""
     from odcore.privacy.release import Mode
 
@@ -504,7 +504,7 @@ def pairs_key(release_config, seed: int) -> tuple:
 def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
     """The week's (user, pair) rows the release counts, and per pair the count of *other* users' trips.
 
-    Per-metric: every unique pair; user-level: the pairs kept by :func:`odcore.privacy.release.bound_contributions`
+    Per-metric: every unique pair; user-level: the pairs kept by :func:`odcore.od.pairs.bound_contributions`
     (seeded as the release). Returns ``(pairs, counts or None)`` as :func:`odcore.privacy.attack.week_risk` takes them.
     Built once per data, week and :func:`pairs_key`: an ε or threshold press (and, per metric, a seed) reuses them.
     """
@@ -514,7 +514,8 @@ def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: in
 
 @_resource(max_entries=16, show_spinner=False)
 def _attack_pairs(dataset_id: str, od_config, week: int, key: tuple, _release_config, _seed: int, _od):
-    from odcore.privacy.release import Mode, bound_contributions
+    from odcore.od.pairs import bound_contributions
+    from odcore.privacy.release import Mode
 
     release_config, seed = _release_config, _seed
     if release_config.mode is Mode.USER_LEVEL:   # the week as the release prepared it (and its seed's draw)

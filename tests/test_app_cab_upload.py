@@ -53,7 +53,7 @@ def test_streamed_upload_tables_map_and_fingerprint_equal_the_loaded_ones(cab_zi
     from odcore.data.fingerprint import trace_fingerprint
     from odcore.od.engines.cab_stream import fix_density_cabspotting, stream_cabspotting
     from odcore.od.trips import ODConfig, build_od
-    from odcore.report.basemap import fix_density
+    from odcore.space.density import fix_density
 
     loaded = read_upload(cab_zip, "cabs.zip")
     state: dict = {}

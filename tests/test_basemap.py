@@ -14,6 +14,7 @@ import shapely
 from odcore.errors import ParameterError
 from odcore.privacy.attack import risk_by_origin
 from odcore.report import basemap as bm
+from odcore.space import density
 
 SF = (-122.56, -122.18, 37.60, 37.86)        # lon_min, lon_max, lat_min, lat_max: San Francisco and the bay
 ATLANTA = (-84.65, -84.13, 33.53, 33.96)     # the bundled synthetic city's box, inland
@@ -58,14 +59,14 @@ def test_fix_density_puts_each_fix_in_its_pixel_north_up():
     box = (10.0, 50.0, 11.0, 51.0)
     lon = np.array([10.001, 10.001, 10.999, 10.5, 12.0])  # the last one is outside the box
     lat = np.array([50.999, 50.999, 50.001, 50.5, 50.5])
-    c = bm.fix_density(lon, lat, box, 100)
+    c = density.fix_density(lon, lat, box, 100)
     assert c.sum() == 4
     assert c[0, 0] == 2                                    # north-west corner: row 0 is the top
     assert c[-1, -1] == 1                                  # south-east corner
     # rows uniform in web-mercator y: the image is taller than wide at 50° N, by about 1/cos(50.5°)
     assert c.shape[0] / c.shape[1] == pytest.approx(1 / np.cos(np.radians(50.5)), rel=0.02)
     with pytest.raises(ParameterError, match="box"):
-        bm.fix_density(lon, lat, (11.0, 50.0, 10.0, 51.0), 100)
+        density.fix_density(lon, lat, (11.0, 50.0, 10.0, 51.0), 100)
 
 
 def test_density_alpha_leaves_empty_pixels_clear_and_tops_out():

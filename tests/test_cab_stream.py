@@ -368,7 +368,7 @@ def test_kept_fixes_are_read_back_instead_of_parsing_again(cabs, tmp_path, monke
     import odcore.data.traces as tr
     from odcore.od.engines.cab_stream import fix_density_cabspotting, stream_cabspotting
     from odcore.od.trips import ODConfig
-    from odcore.report.basemap import fix_density
+    from odcore.space.density import fix_density
 
     kw = {"bbox": "auto", "region": "auto", "group_bytes": 30_000}
     keep = tmp_path / "kept"

@@ -307,7 +307,7 @@ def test_release_on_real_checkins(capsys, tmp_path, shared_data):
 
 
 def test_user_level_release_bounded_in_duckdb_equals_the_memory_engine(capsys, traces_csv, tmp_path):
-    # --engine duckdb bounds each person's pairs in SQL (odcore.privacy.bounding) and returns per-pair counts only;
+    # --engine duckdb bounds each person's pairs in SQL (odcore.od.bounding) and returns per-pair counts only;
     # the files written are the memory engine's, byte for byte; another seed keeps other pairs
     argv = ["release", "--input", str(traces_csv), "--mode", "user_level", "--max-pairs", "2", "--epsilon", "1",
             "--threshold", "3", "--json"]

@@ -119,7 +119,7 @@ def city():
 
 
 def _report(od, goal, seed, **kw) -> str:
-    from odcore.cli.release import jsonable
+    from odcore.report.plain_json import jsonable
 
     uw = od.user_week
     week = int(uw["week"].min())

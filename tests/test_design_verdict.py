@@ -233,7 +233,7 @@ def test_advantage_and_posterior_goals():
 def test_sheet_shows_the_verdict_rows(city):
     import html
 
-    from odcore.cli.release import jsonable
+    from odcore.report.plain_json import jsonable
     from odcore.report.sheet import guarantee_sheet
 
     pairs, trips = city

@@ -525,7 +525,7 @@ def test_user_level_release_identical_in_every_engine(spark, user_ids):
     """--mode user_level --max-pairs m: each engine bounds in its own language (numpy, DuckDB SQL, Spark SQL) with
     the keyed hash, only per-pair counts come back, and the released tables equal release_with_report of the
     memory engine's pairs for the seed, row for row."""
-    from odcore.privacy.bounding import bounding_key
+    from odcore.od.bounding import bounding_key
     from odcore.privacy.release import Mode, ReleaseConfig, release_with_report
 
     df = _random_city(120, 3)

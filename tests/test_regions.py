@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from odcore.data.regions import find_regions, pick_region, spans_metro, zone_at
 from odcore.data.traces import load_traces
 from odcore.errors import ParameterError
 from odcore.od.engines import build_od
 from odcore.od.trips import ODConfig
-from odcore.space.regions import find_regions, pick_region, spans_metro, zone_at
 
 
 def _two_cities(n_big: int = 60, n_small: int = 25, seed: int = 0) -> pd.DataFrame:

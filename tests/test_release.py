@@ -13,13 +13,11 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from odcore.errors import ParameterError
+from odcore.od.pairs import RAW_COUNT, bound_contributions, prepare_pairs
 from odcore.privacy.release import (
-    RAW_COUNT,
     RELEASE_COLUMNS,
     Mode,
     ReleaseConfig,
-    bound_contributions,
-    prepare_pairs,
     release,
     release_probability,
     release_with_report,
@@ -218,7 +216,7 @@ def test_bounding_keeps_at_most_max_pairs_and_counts_drops():
 @pytest.mark.parametrize("label", ["a", 7])
 def test_bounding_subset_is_uniform(label):
     # one user with 5 pairs per week, keep 1: each pair kept 1/5 of the time (chi-square), over 10,000 weeks;
-    # the keyed hash (odcore.privacy.bounding) with text and integer user ids
+    # the keyed hash (odcore.od.bounding) with text and integer user ids
     weeks, k = 10_000, 5
     pairs = singleton_pairs(k, weeks=weeks)
     pairs["user"] = label
@@ -255,11 +253,11 @@ def test_bounding_subsets_of_two_are_uniform_across_users_and_seeds():
 
 
 def test_bounding_is_the_documented_hash_rule():
-    """Loop reference of odcore.privacy.bounding's rule: per (week, user), the pairs of smallest (hash, o, d);
+    """Loop reference of odcore.od.bounding's rule: per (week, user), the pairs of smallest (hash, o, d);
     md5 of the id's text, so 5 and "5" are the same person to the hash (as in SQL's CAST to text)."""
     import hashlib
 
-    from odcore.privacy.bounding import HASH_PRIME, bounding_key, round_constants
+    from odcore.od.bounding import HASH_PRIME, bounding_key, round_constants
 
     rng = np.random.default_rng(2)
     n = 600
@@ -513,11 +511,11 @@ def test_prepared_pairs_release_exactly_as_the_table(mode, max_pairs):
 @pytest.mark.parametrize("bits", [8, 17, 33, 47, 60])
 def test_stable_argsort_by_radix_passes_is_numpys(bits, monkeypatch):
     """The canonical order's radix passes give numpy's stable argsort exactly (ties kept in input order)."""
-    from odcore.privacy.release import _stable_argsort
+    from odcore.od.pairs import _stable_argsort
 
     rng = np.random.default_rng(bits)
     for n, min_rows in ((30_000, 20_000), (500, 1)):
-        monkeypatch.setattr("odcore.privacy.release._RADIX_MIN_ROWS", min_rows)
+        monkeypatch.setattr("odcore.od.pairs._RADIX_MIN_ROWS", min_rows)
         key = rng.integers(0, 2**bits, n)
         key[: n // 3] = key[n // 3: 2 * (n // 3)]      # many ties
         rng.shuffle(key)
@@ -527,7 +525,7 @@ def test_stable_argsort_by_radix_passes_is_numpys(bits, monkeypatch):
 def test_seed_memo_of_prepared_pairs_changes_no_release():
     """Per person, a prepared week keeps each seed's bounding draw: releases at other bounds, ε and thresholds with
     a seed seen before (and after it was evicted) are exactly those of a fresh preparation."""
-    from odcore.privacy.release import PreparedPairs
+    from odcore.od.pairs import PreparedPairs
 
     rng = np.random.default_rng(11)
     n = 6000
@@ -567,10 +565,10 @@ def test_rows_in_week_user_order_get_the_same_canonical_order():
 
 
 def test_the_hash_folds_bits_to_the_same_integers_as_the_modulo():
-    """pair_hash reduces mod P = 2^31 - 1 by folding bits (odcore.privacy.bounding._mod_p): the same integers as the
+    """pair_hash reduces mod P = 2^31 - 1 by folding bits (odcore.od.bounding._mod_p): the same integers as the
     rule written with ``%`` (the form the SQL engines run), on ids in and out of [0, P), negative weeks and the
     extreme values; a user's hash is kept per label and type (1 and 1.0 have different texts)."""
-    from odcore.privacy import bounding
+    from odcore.od import bounding
 
     def plain(key, u, week, origin, destination):
         p = np.int64(bounding.HASH_PRIME)

@@ -13,17 +13,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from odcore.paths import REPO_ROOT
-from odcore.privacy import bounding
-from odcore.privacy.release import (
-    _bound_ranks,
+from odcore.od import bounding
+from odcore.od.pairs import (
     _user_weeks,
     _validate_pairs,
     bound_contributions,
+    bound_ranks,
     bounded_counts,
     prepare_pairs,
-    release_probability,
 )
+from odcore.paths import REPO_ROOT
+from odcore.privacy.release import release_probability
 from odcore.privacy.selection import (
     Strategy,
     compare_selection,
@@ -58,7 +58,7 @@ def plain_user_hashes(users) -> np.ndarray:
 
 
 def plain_hash(key, u, week, origin, destination) -> np.ndarray:
-    """odcore.privacy.bounding's rule with ``%`` at every step."""
+    """odcore.od.bounding's rule with ``%`` at every step."""
     p = np.int64(bounding.HASH_PRIME)
     h = np.asarray(u, dtype=np.int64).copy()
     for (a, b), x in zip(bounding.round_constants(key), (h, week, origin, destination, np.zeros(len(h), np.int64)),
@@ -208,7 +208,7 @@ def assert_prepared(p, pairs):
 
 
 def assert_ranks(p, key, weeks=None):
-    rank, sizes = _bound_ranks(p, key, weeks)
+    rank, sizes = bound_ranks(p, key, weeks)
     want_rank, want_sizes = plain_ranks(p.w, p.o, p.d, p.u, p.users, key)
     np.testing.assert_array_equal(rank, want_rank)
     np.testing.assert_array_equal(sizes, want_sizes)
@@ -234,7 +234,7 @@ def test_city_weeks_prepare_and_rank_as_the_plain_sort(city):
                                                 prep.pairs.users, key)
             np.testing.assert_array_equal(rank, want_rank)
             np.testing.assert_array_equal(sizes, want_sizes)
-            np.testing.assert_array_equal(_bound_ranks(prep.pairs, key)[0], want_rank)   # no memo, no layout
+            np.testing.assert_array_equal(bound_ranks(prep.pairs, key)[0], want_rank)   # no memo, no layout
 
 
 @pytest.mark.parametrize("km", GRIDS)

@@ -84,8 +84,8 @@ def test_pool_matches_a_pandas_reference(pool):
     """from_pairs (sorted integer codes, no groupby/merge) equals groupby/merge/sort on the city's week, on the
     bounded pairs of a per-user release (counts from the pairs), and on shuffled rows with duplicates and text ids."""
     from odcore.data.traces import load_traces
+    from odcore.od.pairs import bound_contributions
     from odcore.od.trips import ODConfig, build_od
-    from odcore.privacy.release import bound_contributions
 
     od = build_od(load_traces(SAMPLE).df, ODConfig(cell_km2=1.3))
     wp, wc = od.week_pairs(0), od.week_counts(0)

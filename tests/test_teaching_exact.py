@@ -88,7 +88,7 @@ def city():
 
 @pytest.mark.parametrize("cell", [1.3, 1.5, 1.6])
 def test_city_pool_is_the_former_pool(city, cell):
-    from odcore.privacy.release import bound_contributions
+    from odcore.od.pairs import bound_contributions
 
     od = city[cell]
     week = int(od.pairs["week"].iloc[0])

@@ -143,8 +143,9 @@ def run_user_risk(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args, require_pairs
     from odcore.constants import USER, WEEK
+    from odcore.od.pairs import bound_contributions
     from odcore.privacy import attack
-    from odcore.privacy.release import Mode, ReleaseConfig, bound_contributions
+    from odcore.privacy.release import Mode, ReleaseConfig
 
     cfg = ReleaseConfig(epsilon=args.epsilon, threshold=args.threshold, mode=args.mode, max_pairs=args.max_pairs)
     if args.resolution < 2:

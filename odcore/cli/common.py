@@ -224,7 +224,7 @@ def source_place(src, bbox, region, found: dict | None = None) -> tuple:
     """``(box, zone)`` that ``load_traces(bbox=..., region=..., tz="auto")`` gives a streamed Parquet/CSV source,
     by the loader's rules: the robust box (:class:`odcore.data.traces.RobustBoxCounts` of every usable row) or the
     given box; the densest region (or rank N) of users' homes when that box spans more than a metropolitan area
-    (:func:`odcore.space.regions.find_regions`, on the usable rows' user, lat and lon); the zone a zone-aware
+    (:func:`odcore.data.regions.find_regions`, on the usable rows' user, lat and lon); the zone a zone-aware
     Parquet time column states, else the zone at the centre of the box kept. ``box`` is ``bbox`` unchanged when no
     region applies, else the region's ``"S,W,N,E"``. ``found`` (a dict) receives what the loader's report says of
     them: ``tz_source`` (``file`` or ``coordinates``), ``regions`` (dicts) and ``region`` (the rank kept)."""
@@ -233,8 +233,8 @@ def source_place(src, bbox, region, found: dict | None = None) -> tuple:
     import numpy as np
     import pyarrow.dataset as ds
 
+    from odcore.data.regions import find_regions, pick_region, spans_metro, zone_of_box
     from odcore.data.traces import BBox, RobustBoxCounts, resolve_mapping
-    from odcore.space.regions import find_regions, pick_region, spans_metro, zone_of_box
 
     data = ds.dataset(list(src.paths), format="parquet" if src.format == "parquet" else "csv")
     mp = resolve_mapping(list(data.schema.names), src.mapping, src.display)

@@ -74,9 +74,9 @@ def run(args: argparse.Namespace) -> int:
 
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
-    from odcore.cli.release import jsonable
     from odcore.constants import UNIQUE_TRIPS, WEEK
     from odcore.privacy.design import Goal, design_report
+    from odcore.report.plain_json import jsonable
     from odcore.report.sheet import guarantee_sheet
 
     risk_goal = args.goal in ("tpr", "advantage", "posterior")

@@ -256,6 +256,7 @@ def run_release(args: argparse.Namespace) -> int:
         release_with_report,
     )
     from odcore.privacy.utility import release_utility, utility_by_week
+    from odcore.report.plain_json import jsonable
     from odcore.report.safe_csv import write_csv
     from odcore.report.sheet import budget_sheet, data_fingerprint, release_record
     from odcore.space.zones import add_zone_names, write_zone_geometry, zones_summary
@@ -288,7 +289,7 @@ def run_release(args: argparse.Namespace) -> int:
     engine = s.get("engine") or "memory"
     in_engine = mode is Mode.USER_LEVEL and engine != "memory" and not _is_counts_input(s)
     if in_engine:   # the engine bounds each person's pairs in SQL; only per-pair counts come back
-        from odcore.privacy.bounding import bounding_key
+        from odcore.od.bounding import bounding_key
 
         if s.get("seed") is None:
             s["seed"] = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
@@ -447,34 +448,6 @@ def run_release(args: argparse.Namespace) -> int:
             print(f"analysis (DO NOT SHARE: true counts, noise, unpublished pairs): {an_dir}/ with "
                   f"{', '.join(ANALYSIS_FILES)}")
     return 0
-
-
-def jsonable(o: Any) -> Any:
-    """Plain JSON types; NaN and infinities (undefined figures, e.g. nothing published) become null."""
-    import math
-
-    import numpy as np
-
-    if isinstance(o, dict):
-        return {str(k): jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [jsonable(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return [jsonable(v) for v in o.tolist()]
-    if isinstance(o, (bool, np.bool_)):
-        return bool(o)
-    if isinstance(o, (int, np.integer)):
-        return int(o)
-    if isinstance(o, (float, np.floating)):
-        f = float(o)
-        return f if math.isfinite(f) else None
-    if o is None or isinstance(o, str):
-        return o
-    if hasattr(o, "isoformat"):
-        return o.isoformat()
-    if hasattr(o, "value") and isinstance(o.value, str):  # str enums
-        return o.value
-    return str(o)
 
 
 def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:

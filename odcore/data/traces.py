@@ -290,9 +290,9 @@ class LoadReport:
     """Time zone of naive times, local hours and weeks (``load_traces(tz="auto")`` infers it)."""
     tz_source: str | None = None
     """Where :attr:`tz` comes from: ``given``, ``format`` (its documentation), ``file`` (a zone-aware time column)
-    or ``coordinates`` (the zone at the centre of the kept box, :func:`odcore.space.regions.zone_of_box`)."""
+    or ``coordinates`` (the zone at the centre of the kept box, :func:`odcore.data.regions.zone_of_box`)."""
     regions: tuple[dict, ...] = ()
-    """Dense regions of a trace set wider than a metropolitan area (:func:`odcore.space.regions.find_regions`)."""
+    """Dense regions of a trace set wider than a metropolitan area (:func:`odcore.data.regions.find_regions`)."""
     region: int | None = None
     """Rank of the region kept (its box is :attr:`bbox_used`), or None when every region is kept."""
 
@@ -1128,7 +1128,7 @@ def _region_box(df: pd.DataFrame, keep: np.ndarray, lat: np.ndarray, lon: np.nda
     """The box to keep after ``region``: ``None`` / ``"all"`` keeps ``box``; ``"S,W,N,E"`` is a box; ``"auto"``
     keeps the densest region when the data (``box``, else its robust box) spans more than a metropolitan area;
     a rank ``N`` keeps the N-th region. Returns (box, regions listed, rank kept)."""
-    from odcore.space.regions import find_regions, pick_region, spans_metro
+    from odcore.data.regions import find_regions, pick_region, spans_metro
 
     if region is None or (isinstance(region, str) and region.strip().lower() in ("", "all", "none", "off")):
         return box, [], None
@@ -1183,7 +1183,7 @@ def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: Col
         Time zone in which naive (offset-less) times in text columns, and naive ``start`` / ``end``, are read.
         Unix times are UTC. The table always stores UTC. ``"auto"``: the format's documented zone (Cabspotting:
         America/Los_Angeles), else the zone a zone-aware time column states, else the zone at the centre of the
-        kept box (:func:`odcore.space.regions.zone_of_box`; naive times are then read in it). The zone in effect
+        kept box (:func:`odcore.data.regions.zone_of_box`; naive times are then read in it). The zone in effect
         and its source are :attr:`LoadReport.tz` and :attr:`LoadReport.tz_source`.
     time_offset_s:
         Seconds added to every time (the shared check-in sets are 8 h early: ``28800``).
@@ -1203,7 +1203,7 @@ def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: Col
         (:class:`odcore.data.validate.ArchiveLimits`), checked while reading.
     region:
         ``None`` / ``"all"`` (keep every region), ``"auto"`` (when the data spans more than a metropolitan area,
-        keep the densest region of users' homes, :func:`odcore.space.regions.find_regions`), a rank ``N`` (the
+        keep the densest region of users' homes, :func:`odcore.data.regions.find_regions`), a rank ``N`` (the
         N-th densest) or a box ``"S,W,N,E"``. The regions found are :attr:`LoadReport.regions`.
 
     Returns
@@ -1250,7 +1250,7 @@ def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: Col
     elif info.get("zone"):
         zone, src = str(info["zone"]), "file"
     else:
-        from odcore.space.regions import zone_of_box
+        from odcore.data.regions import zone_of_box
 
         box = (BBox(*t.report.bbox_used) if t.report.bbox_used
                else BBox.robust(t.df[LAT].to_numpy(), t.df[LON].to_numpy()))

@@ -1159,7 +1159,7 @@ def week_risk(pairs: pd.DataFrame, week: int, epsilon: float, threshold: float, 
     ----------
     pairs:
         DataFrame[week, user, origin, destination], one row per unique (user, pair) (``ODData.pairs``; for a
-        user-level release pass the bounded pairs of :func:`odcore.privacy.release.bound_contributions`).
+        user-level release pass the bounded pairs of :func:`odcore.od.pairs.bound_contributions`).
     week:
         Week number.
     epsilon, threshold:

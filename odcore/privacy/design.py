@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from odcore.errors import ParameterError, check_int, check_positive
+from odcore.od.pairs import PreparedPairs, prepare_pairs
 from odcore.privacy import pld
 from odcore.privacy.accounting import (
     TIGHT_K_MAX,
@@ -56,14 +57,7 @@ from odcore.privacy.accounting import (
     tight_epsilon,
     user_level_budget,
 )
-from odcore.privacy.release import (
-    Mode,
-    PreparedPairs,
-    ReleaseConfig,
-    prepare_pairs,
-    release_probability,
-    release_with_report,
-)
+from odcore.privacy.release import Mode, ReleaseConfig, release_probability, release_with_report
 from odcore.privacy.utility import (
     expected_error,
     expected_errors,
@@ -469,7 +463,7 @@ def _design_at(goal: Goal, m: int, week_pairs, rng, tuned: bool, ranked: _Ranked
 
 class WeekIndex:
     """One week's unique (user, pair) rows indexed once, independent of any seed: the week prepared for the seeded
-    releases (:func:`odcore.privacy.release.prepare_pairs`: deduplicated, in canonical (pair, user) order, counted), each
+    releases (:func:`odcore.od.pairs.prepare_pairs`: deduplicated, in canonical (pair, user) order, counted), each
     row's pair and user codes, the raw counts and the user groups' layout. A new seed then only ranks the rows
     (:class:`_Ranked`).
 
@@ -503,11 +497,11 @@ def _index(week_pairs: pd.DataFrame | WeekIndex) -> WeekIndex:
 class _Ranked:
     """One week's unique (user, pair) rows with a uniformly random rank within each user: keeping the rows of
     rank < m is a uniformly random subset of min(m, n) pairs per person (the law of the keyed-hash rule of
-    :func:`odcore.privacy.release.bound_contributions`, not its rows), nested across m, so every m is counted with
+    :func:`odcore.od.pairs.bound_contributions`, not its rows), nested across m, so every m is counted with
     one sort.
 
     The rank orders each user's rows as one uniformly random permutation (``rng.permutation``) of all rows, in the
-    canonical (pair, user) order of :func:`odcore.privacy.release.prepare_pairs` (so it does not depend on the input's row
+    canonical (pair, user) order of :func:`odcore.od.pairs.prepare_pairs` (so it does not depend on the input's row
     order), orders them: the rows in that permutation, then a stable radix sort of their user codes (no sort of
     random keys)."""
 

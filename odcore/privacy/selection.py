@@ -24,7 +24,7 @@ import pandas as pd
 
 from odcore.constants import DESTINATION, ORIGIN, USER, WEEK
 from odcore.errors import ParameterError, check_max_pairs, check_positive, check_prob
-from odcore.privacy.release import PreparedPairs
+from odcore.od.pairs import PreparedPairs
 
 __all__ = ["Strategy", "compare_selection", "gaussian_delta", "gaussian_one_count", "gaussian_sigma", "keep_probability",
            "run_pipeline_dp", "truncated_geometric_keep"]
@@ -142,9 +142,10 @@ def keep_probability(strategy: Strategy | str, n, epsilon: float, delta: float, 
 def _bounded_counts(prep: PreparedPairs, max_pairs: int, rng: np.random.Generator) -> pd.DataFrame:
     """``DataFrame[week, origin, destination, raw_count, count]`` of the pairs in ``prep``: distinct people before
     and after each person's week is cut to ``max_pairs`` pairs by the lab's rule (the hash key is the first draw of
-    ``rng``, as in :func:`odcore.privacy.release.bound_contributions`), in (week, origin, destination) order."""
-    from odcore.privacy.bounding import bounding_key
-    from odcore.privacy.release import TRUE_COUNT, bounded_counts
+    ``rng``, as in :func:`odcore.od.pairs.bound_contributions`), in (week, origin, destination) order."""
+    from odcore.od.bounding import bounding_key
+    from odcore.od.pairs import bounded_counts
+    from odcore.privacy.release import TRUE_COUNT
 
     table, _ = bounded_counts(prep, max_pairs, bounding_key(rng))
     return table.rename(columns={TRUE_COUNT: "count"})
@@ -206,7 +207,7 @@ def _row(name: str, reason: str, counts: pd.DataFrame, keep: np.ndarray, noisy: 
 
 def _week_prepared(pairs: pd.DataFrame | PreparedPairs, week: int | None) -> tuple[PreparedPairs, int]:
     """The unique rows of ``week`` (default: the week with the most rows) prepared, and the week."""
-    from odcore.privacy.release import prepare_pairs
+    from odcore.od.pairs import prepare_pairs
 
     if isinstance(pairs, PreparedPairs):
         w = pairs.pairs.w          # sorted
@@ -238,7 +239,7 @@ def compare_selection(pairs: pd.DataFrame | PreparedPairs, *, epsilon: float = 1
     ----------
     pairs:
         DataFrame[week, user, origin, destination] of unique pairs, or the same prepared by
-        :func:`odcore.privacy.release.prepare_pairs` (a week's pairs checked and sorted once serve every seed, ε and
+        :func:`odcore.od.pairs.prepare_pairs` (a week's pairs checked and sorted once serve every seed, ε and
         max pairs: the same table as from the DataFrame).
     epsilon, delta:
         The guarantee per person and week.

@@ -14,7 +14,7 @@ import pandas as pd
 
 from odcore.constants import NOISY_COUNT, RELEASE_PROB, RELEASED, TRUE_COUNT, WEEK
 from odcore.errors import ParameterError, check_int, check_positive, check_threshold
-from odcore.privacy.release import RAW_COUNT
+from odcore.od.pairs import RAW_COUNT
 
 __all__ = ["atlanta_arithmetic", "expected_error", "expected_errors", "noise_dominated", "published_error",
            "release_utility", "utility_by_week"]

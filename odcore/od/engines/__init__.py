@@ -46,7 +46,7 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
         holds counts and per-user-week figures only (``stats["pairs_available"] = False``).
     bound:
         ``(max_pairs, key)``: also the per-pair counts after per-person bounding by the keyed hash of
-        :mod:`odcore.privacy.bounding` (``stats["bounded_counts"]``, :data:`odcore.privacy.release.BOUNDED_COLUMNS`;
+        :mod:`odcore.od.bounding` (``stats["bounded_counts"]``, :data:`odcore.od.pairs.BOUNDED_COLUMNS`;
         ``stats["bounding"]``: user-weeks and bounded user-weeks), identical in every engine for a key; DuckDB and
         Spark compute them in SQL, so no per-person table is needed (``keep_pairs=False``); the memory engine
         bounds its pairs in numpy. Spark with ``keep_pairs=False`` then brings aggregates only to the driver: the
@@ -117,11 +117,11 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
 
 def bound_and_trim(od, *, keep_pairs: bool = True, bound: tuple[int, int] | None = None):
     """The memory engine's ``bound`` and ``keep_pairs`` on its OD data (built with every pair): the bounded counts
-    of :func:`odcore.privacy.release.bounded_counts` added to ``stats``, the pairs dropped when not kept."""
+    of :func:`odcore.od.pairs.bounded_counts` added to ``stats``, the pairs dropped when not kept."""
     if bound is not None:
         from dataclasses import replace
 
-        from odcore.privacy.release import bounded_counts
+        from odcore.od.pairs import bounded_counts
 
         table, rep = bounded_counts(od.pairs, bound[0], bound[1])
         od = replace(od, stats={**od.stats, "bounded_counts": table, "bounding": rep})

@@ -14,7 +14,7 @@ The rules are those of :func:`odcore.data.traces.load_traces` followed by the me
 (:class:`~odcore.data.traces.RobustBoxCounts`), and zones not given are fitted to the kept fixes' min/max; for these,
 a first pass parses each group once and keeps its raw fixes in temporary files for the later passes (or in
 ``keep_dir``, for later calls on the same files). ``region`` follows the loader too: the cabs' home cells are found
-group by group (:func:`odcore.space.regions.home_cells`, a cab being in one group).
+group by group (:func:`odcore.data.regions.home_cells`, a cab being in one group).
 
 Besides the tables, the result carries what loading would have reported (``stats["load_report"]``: rows read and
 kept, drops by reason, box, regions; ``stats["traces"]``: the kept fixes' cabs, rows, first and last time and
@@ -165,7 +165,7 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
                 n.append(c[nz])
         return ((np.concatenate(axis), np.concatenate(band), np.concatenate(n)) if axis else None), st
     if job.stage == "homes":
-        from odcore.space.regions import home_cells
+        from odcore.data.regions import home_cells
 
         ok = (t != K.IMIN) & ~(np.isnan(lat) | np.isnan(lon))
         return home_cells(codes[ok], lat[ok], lon[ok]), st
@@ -175,7 +175,7 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
         return None, st
     if job.stage == "fixes":
         from odcore.od.engines.memory_stream import duplicate_rows
-        from odcore.report.basemap import fix_density
+        from odcore.space.density import fix_density
 
         dup = duplicate_rows(codes - job.first_code, t, lat, lon, len(job.paths))
         return fix_density(lon[~dup], lat[~dup], job.image[0], job.image[1]), st
@@ -308,7 +308,7 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     bbox, start, end, time_offset_s, region:
         As in :func:`odcore.data.traces.load_traces` (``bbox="auto"``: the robust box; ``region``: ``None`` /
         ``"all"``, ``"auto"``, a rank or a box, the regions of the cabs' home cells found group by group,
-        :func:`odcore.space.regions.home_cells`).
+        :func:`odcore.data.regions.home_cells`).
     keep_pairs:
         Keep every user's unique pairs (``ODData.pairs``).
     fingerprint:
@@ -357,6 +357,7 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     TraceFormatError
         A bad file (named with its row and column), no usable row, or fewer than two cabs after the filters.
     """
+    from odcore.data.regions import pick_region, regions_of_homes, spans_metro
     from odcore.data.traces import (
         DROP_BBOX,
         DROP_DATES,
@@ -369,7 +370,6 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
         to_time_ns,
     )
     from odcore.od.engines.memory_stream import ShardMerger
-    from odcore.space.regions import pick_region, regions_of_homes, spans_metro
 
     if pool not in POOLS:
         raise ParameterError(f"pool must be one of {list(POOLS)}, got pool={pool!r}.")
@@ -585,7 +585,7 @@ def fix_density_cabspotting(source: str | Path, box: tuple[float, float, float, 
                             tz: str, bbox: Any = None, start: Any = None, end: Any = None, time_offset_s: float = 0.0,
                             workers: int | None = None, group_bytes: int = GROUP_BYTES,
                             keep_dir: str | Path | None = None) -> np.ndarray:
-    """:func:`odcore.report.basemap.fix_density` of the fixes the loader keeps of a Cabspotting folder (an image of
+    """:func:`odcore.space.density.fix_density` of the fixes the loader keeps of a Cabspotting folder (an image of
     where they lie, e.g. the streets under a flow map), summed group by group: the folder is read once and never
     held whole. ``bbox`` is the box the loader used (its report's ``bbox_used``, regions already applied); ``tz``
     the zone naive ``start`` / ``end`` are read in; ``keep_dir``: read the fixes :func:`build_od_cabspotting` kept

@@ -390,7 +390,7 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
     con.execute(f"INSERT INTO r_stats SELECT {int(n_rows)}, {n_dedup}, count(*) FROM lw")
     if keep_pairs:
         con.execute("INSERT INTO r_pairs SELECT week, user, o, d FROM prs")
-    if bounded_sql is not None:   # per-person bounding in SQL (odcore.privacy.bounding): a user is in one shard
+    if bounded_sql is not None:   # per-person bounding in SQL (odcore.od.bounding): a user is in one shard
         con.execute(f"INSERT INTO r_bounded {bounded_sql}")
     return path
 
@@ -419,8 +419,8 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         Rows per user shard of stage B (the number of shards is rows / shard_rows, rounded up).
     bound:
         ``(max_pairs, key)``: also count every pair's distinct users after each user-week kept its ``max_pairs``
-        pairs of smallest keyed hash (:func:`odcore.privacy.bounding.bounded_counts_sql`), in each shard's SQL;
-        the result's ``stats["bounded_counts"]`` (:data:`odcore.privacy.release.BOUNDED_COLUMNS`) and
+        pairs of smallest keyed hash (:func:`odcore.od.bounding.bounded_counts_sql`), in each shard's SQL;
+        the result's ``stats["bounded_counts"]`` (:data:`odcore.od.pairs.BOUNDED_COLUMNS`) and
         ``stats["bounding"]``.
     describe:
         A :class:`FileSource`: also what :func:`odcore.data.traces.load_traces` would report of the fixes it keeps
@@ -514,7 +514,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         con.execute("CREATE TEMP TABLE r_stats (rows_in BIGINT, rows_dedup BIGINT, user_hours BIGINT)")
         bounded_sql = None
         if bound is not None:
-            from odcore.privacy.bounding import bounded_counts_sql
+            from odcore.od.bounding import bounded_counts_sql
 
             week0 = int(con.execute("SELECT min(week) FROM slot_week").fetchall()[0][0])
             bounded_sql = bounded_counts_sql("prs", bound[0], bound[1], week_offset=week0)
@@ -618,8 +618,8 @@ _COLS = (WEEK, ORIGIN, DESTINATION, COUNT, TRIPS, UNIQUE_TRIPS)  # documented ou
 
 def bounded_stats(bounded: pd.DataFrame) -> dict[str, Any]:
     """``stats["bounded_counts"]`` and ``stats["bounding"]`` of an engine's bounded counts (columns of
-    :data:`odcore.privacy.release.BOUNDED_COLUMNS` plus ``b``, ``u``: bounded and all user-weeks per pair row)."""
-    from odcore.privacy.release import BOUNDED_COLUMNS
+    :data:`odcore.od.pairs.BOUNDED_COLUMNS` plus ``b``, ``u``: bounded and all user-weeks per pair row)."""
+    from odcore.od.pairs import BOUNDED_COLUMNS
 
     return {"bounded_counts": bounded[list(BOUNDED_COLUMNS)].astype(np.int64).reset_index(drop=True),
             "bounding": {"user_weeks": int(bounded["u"].sum()), "user_weeks_bounded": int(bounded["b"].sum())}}

@@ -176,7 +176,7 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
 
     Same parameters and result as :func:`odcore.od.engines.duckdb_engine.build_od_duckdb`; ``spark`` is a
     SparkSession (default: the active one, or a local one with ``master`` and ``driver_memory``). ``bound``
-    (``(max_pairs, key)``): the per-person bounded counts in Spark SQL (:mod:`odcore.privacy.bounding`).
+    (``(max_pairs, key)``): the per-person bounded counts in Spark SQL (:mod:`odcore.od.bounding`).
 
     With ``bound`` and ``keep_pairs=False`` (the user-level release) no per-person table reaches the driver, only
     tables whose size does not grow with the number of people: per-pair counts and bounded counts, counts of rows
@@ -353,7 +353,7 @@ def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=No
         pairs = q("SELECT week, user, o AS origin, d AS destination FROM prs").toPandas() if keep_pairs else None
         bounded = None
         if bound is not None:   # per-person bounding in Spark SQL: per-pair counts only come back
-            from odcore.privacy.bounding import bounded_counts_sql
+            from odcore.od.bounding import bounded_counts_sql
 
             week0 = int(q("SELECT min(week) FROM slot_week").collect()[0][0])
             sql = bounded_counts_sql("prs", bound[0], bound[1], week_offset=week0, dialect="spark")
