@@ -22,7 +22,10 @@ import os
 import threading
 import time
 
-from odapp import release_view
+from odapp import cache, release_view
+from odapp.data import grid_check
+from odapp.state import CELL_KM2_RANGE, HEADLINE_DELTA, SEED_MAX
+from odapp.zones_ui import square_label
 from odcore.errors import ParameterError
 
 _log = logging.getLogger(__name__)
@@ -128,9 +131,6 @@ def submit(job) -> bool:
 def next_settings(before, now):
     """The setting a person who went from ``before`` to ``now`` (:class:`odapp.state.Settings`) is likely to press
     next: one more step of the grid or seed the same way, when that was the only change (else None)."""
-    from odapp.state import CELL_KM2_RANGE, SEED_MAX
-    from odapp.zones_ui import square_label
-
     if before is None or before == now:
         return None
     if now.zones is None and dataclasses.replace(before, cell_km2=now.cell_km2, zones_label=now.zones_label) == now:
@@ -160,9 +160,6 @@ def grid_ahead(loaded, *, counts: bool = False) -> bool:
 def context_for(ctx, settings):
     """``ctx`` (:class:`odapp.sidebar.PageContext`) with ``settings`` instead of its own, and the OD tables of its
     grid (from :func:`odapp.cache.od_data`, the entry the page's sidebar reads for that grid)."""
-    from odapp import cache
-    from odapp.data import grid_check
-
     od, od_config = ctx.od, ctx.od_config
     if settings.cell_km2 != ctx.settings.cell_km2:
         if grid_check(ctx.loaded, settings.cell_km2) is not None:   # raises over the limit
@@ -181,9 +178,6 @@ def after(ctx, work=None) -> bool:
         return False
 
     def job():
-        from odapp import cache
-        from odapp.state import HEADLINE_DELTA
-
         c = context_for(ctx, nxt)
         cache.headline(c.settings, c.od_config, HEADLINE_DELTA, _od=c.od)   # every page's guarantee card
         if work is not None:

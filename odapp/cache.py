@@ -15,10 +15,69 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import math
 
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from odapp import data as _data
+from odapp.export import styled
+from odapp.maps import (
+    RISK_COLOR,
+    cell_layers,
+    cells_base,
+    cells_frame,
+    inset,
+    outline_edges,
+    release_maps,
+    release_outline_style,
+    risk_cells_frame,
+    trace_density_deck,
+    zones_box,
+)
+from odapp.maps import map_context as _map_context
+from odapp.words import num, pct, unit_words
+from odapp.zones_ui import zone_polygons
+from odcore.knock import build_timeseries, mre_table
+from odcore.od.engines.cab_stream import build_od_cabspotting, zone_drops_only
+from odcore.od.odtable import read_counts_folder
+from odcore.od.pairs import bound_contributions, prepare_pairs
+from odcore.od.trips import HourIndex, build_od
+from odcore.privacy import accounting as acc
+from odcore.privacy import attack, pld
+from odcore.privacy.accounting import budget as _budget
+from odcore.privacy.accounting import person_week as _person_week
+from odcore.privacy.attack import bounded_success_curve as _curve
+from odcore.privacy.attack import person_others, risk_by_origin, risk_summary, roc_plain
+from odcore.privacy.attack import user_risk as risk
+from odcore.privacy.attack import week_risk as _week_risk
+from odcore.privacy.audit import AuditConfig, audit_one_run
+from odcore.privacy.design import WeekIndex
+from odcore.privacy.design import design_report as _design_report
+from odcore.privacy.live import (
+    attack_tables,
+    coherent_draws,
+    delta_tables,
+    person_success,
+    trips_tables,
+    weeks_tables,
+)
+from odcore.privacy.release import (
+    Mode,
+    cell_release_probability,
+    release_counts_with_report,
+    release_with_report,
+)
+from odcore.privacy.selection import compare_selection
+from odcore.report import figures
+from odcore.report.figures import PALETTE, integer_bins, legend_at, readable_log_ticks
+from odcore.report.plain_json import jsonable
+from odcore.report.teaching import AttackerPool, GameRules, round_others, round_success
+from odcore.report.zone_compare import compare_zones
+from odcore.space.zones import zone_names
 
 
 def config_key(config) -> str:
@@ -75,8 +134,6 @@ def streamed_od(dataset_id: str, od_config, cabs, _summary: dict):
     with the fixes per zone for the Data page's map (``stats["cell_points"]``). The upload's pass found the box,
     the region and the kept fixes' extent (``_summary``, its load report) and kept the parsed fixes: this pass
     filters them by that box and runs the kernel."""
-    from odcore.od.engines.cab_stream import build_od_cabspotting, zone_drops_only
-
     lo = cabs.load_options
     return zone_drops_only(build_od_cabspotting(cabs.folder, od_config, bbox=_summary.get("bbox_used"),
                                 time_offset_s=lo.get("time_offset_s", 0.0), name=cabs.name, cell_points=True,
@@ -92,8 +149,6 @@ def synth_traces(users: int, weeks: int, extent_km: float, seed: int) -> _data.L
 def od_data(dataset_id: str, od_config, _df):
     """:func:`odcore.od.trips.build_od` of the dataset ``dataset_id`` (``_df`` is its trace table), from the dataset's
     :func:`hour_index` (another grid does not sort the traces again)."""
-    from odcore.od.trips import build_od
-
     def build():
         return build_od(_df, od_config, hours=hour_index(dataset_id, od_config.tz, _df=_df))
 
@@ -110,16 +165,12 @@ def od_data(dataset_id: str, od_config, _df):
 def hour_index(dataset_id: str, tz: str, _df):
     """:class:`odcore.od.trips.HourIndex` of the dataset (rows in (user, hour) order, projected coordinates kept per
     projection), shared by every grid, zone system, session and page (read-only)."""
-    from odcore.od.trips import HourIndex
-
     return HourIndex.of(_df, tz)
 
 
 @_resource(max_entries=4, show_spinner="Reading the OD counts folder…")
 def counts_folder(dataset_id: str, path: str):
     """:func:`odcore.od.odtable.read_counts_folder` (``dataset_id`` changes when the folder is rewritten)."""
-    from odcore.od.odtable import read_counts_folder
-
     return read_counts_folder(path)
 
 
@@ -136,8 +187,6 @@ def headline(s, od_config, delta: float, _od) -> tuple[int, dict]:
 
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def budget(config) -> dict:
-    from odcore.privacy.accounting import budget as _budget
-
     return _kept("budget", _budget, config)
 
 
@@ -153,31 +202,23 @@ def median_trips(dataset_id: str, od_config, week: int, _od) -> float | None:
 @_data_cache(max_entries=128, show_spinner=False)
 def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pairs: int | None, delta: float) -> dict:
     """:func:`odcore.privacy.accounting.person_week` (one week of one person, in the chosen unit)."""
-    from odcore.privacy.accounting import person_week as _person_week
-
     return _person_week(mode, epsilon, threshold, trips, max_pairs, delta)
 
 
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_vs_trips(epsilon: float, trips_max: int, delta: float):
-    from odcore.privacy import accounting as acc
-
     return _kept("vstrips", acc.epsilon_vs_trips, epsilon, trips_max=trips_max, delta=delta)
 
 
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_over_weeks(epsilon: float, trips: int, weeks: int, delta: float, interval: float | None = None,
                        lower: bool = True):
-    from odcore.privacy import accounting as acc
-
     return _kept("overweeks", acc.epsilon_over_weeks, epsilon, trips=trips, weeks=weeks, delta=delta,
                  interval=interval, lower=lower)
 
 
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def epsilon_delta_curve(epsilon: float, k: int):
-    from odcore.privacy import accounting as acc
-
     return acc.epsilon_delta_curve(epsilon, k=k)
 
 
@@ -198,9 +239,6 @@ def cell_density(dataset_id: str, od_config, _df, _grid, _od=None):
     """``DataFrame[cell, points]``: trace points per grid cell (every cell of the grid, zeros included), and the
     points outside every cell; from the OD data's own counts when it has them (``stats["cell_points"]``: a streamed
     folder, whose table ``_df`` is not read)."""
-    import numpy as np
-    import pandas as pd
-
     if _od is not None and "cell_points" in _od.stats:
         counts = _od.stats["cell_points"]
         outside = sum(v for k, v in (_od.stats.get("rows_dropped") or {}).items()
@@ -225,8 +263,6 @@ def trace_density_map(dataset_id: str, od_config, _df, _grid, _od=None):
     says), with a scale bar. Returns ``(deck, most, outside)``: the most trace points in one zone (where the colour
     scale ends) and the points outside every zone; the deck's JSON is made once and reused by every rerun and
     session."""
-    from odapp.maps import trace_density_deck
-
     density, outside = cell_density(dataset_id, od_config, _df=_df, _grid=_grid, _od=_od)
     draw = density if empty_zones_drawn(_grid) else density[density["points"] > 0]
     shapes = cell_shapes(dataset_id, od_config, None if len(draw) == _grid.n_cells
@@ -251,10 +287,6 @@ def empty_zones_drawn(grid) -> bool:
 def cell_shapes(dataset_id: str, od_config, cells: tuple[int, ...] | None, _grid):
     """Outlines (``cell, name, polygon``) of ``cells`` (all cells when None) for pydeck: squares, hexagons or the
     user's polygons (:func:`odapp.zones_ui.zone_polygons`)."""
-    import numpy as np
-
-    from odapp.zones_ui import zone_polygons
-
     c = np.arange(_grid.n_cells) if cells is None else np.asarray(cells, dtype=np.int64)
     return zone_polygons(_grid, c)
 
@@ -263,8 +295,6 @@ def cell_shapes(dataset_id: str, od_config, cells: tuple[int, ...] | None, _grid
 def zone_comparison(dataset_id: str, tz: str, specs: tuple[str, ...], epsilon: float, threshold: float,
                     week: int, seed: int, _df):
     """:func:`odcore.report.zone_compare.compare_zones` of the dataset (same ε, τ, week and seed for every zone system)."""
-    from odcore.report.zone_compare import compare_zones
-
     return compare_zones(_df, list(specs), epsilon=epsilon, threshold=threshold, week=week, tz=tz, rng=seed)
 
 
@@ -274,19 +304,13 @@ def zone_comparison(dataset_id: str, tz: str, specs: tuple[str, ...], epsilon: f
 def week_pairs_prepared(dataset_id: str, od_config, week: int, _od):
     """One week's unique pairs checked, sorted and counted once (:func:`odcore.od.pairs.prepare_pairs`): every
     release of that week (each ε, threshold, mode and seed a slider visits, in every session) starts from it."""
-    from odcore.od.pairs import prepare_pairs
-
     return prepare_pairs(_od.week_pairs(week))
 
 
 @_resource(max_entries=32, show_spinner="Adding noise and thresholding…")
 def week_release(dataset_id: str, od_config, week: int, release_config, seed: int, _od):
     """:func:`odcore.privacy.release.release_with_report` of one week's unique pairs (same seed, same noise)."""
-    from odcore.privacy.release import release_with_report
-
     if not _od.stats.get("pairs_available", True):   # an OD counts folder: the release from its counts
-        from odcore.privacy.release import release_counts_with_report
-
         return release_counts_with_report(_od.week_counts(week), release_config, rng=seed)
     return release_with_report(week_pairs_prepared(dataset_id, od_config, week, _od=_od), release_config, rng=seed)
 
@@ -300,13 +324,6 @@ def release_cells(dataset_id: str, od_config, week: int, release_config, boundin
     made once (:func:`odapp.maps.cell_layers`). They depend on the true counts and the release settings, not on the
     noise: one entry serves every seed and session (per user, the seed also picks the pairs each person keeps:
     ``bounding_seed``)."""
-    import hashlib
-
-    import numpy as np
-
-    from odapp.maps import cell_layers, cells_frame, release_outline_style
-    from odcore.privacy.release import cell_release_probability
-
     cp = cell_release_probability(_table)
     # what the cells' outlines and first tooltip lines depend on (not ε or the threshold): hashed here once,
     # instead of Streamlit hashing a tuple of a thousand cell ids on every call
@@ -323,11 +340,6 @@ def release_cells_base(dataset_id: str, od_config, cells_key: str, _cell_p, _gri
     pair counts) and how the map tells them apart (:func:`odapp.maps.release_outline_style`): their
     :func:`odapp.maps.inset` (a zone file) or None (squares and H3: gaps), shared by
     every ε, threshold and seed of a week."""
-    import numpy as np
-
-    from odapp.maps import cells_base, inset, outline_edges, release_outline_style
-    from odapp.zones_ui import zone_polygons
-
     # cell_shapes' outlines without its cache: this entry is the cache of these cells' outlines, and Streamlit
     # hashing a tuple of a thousand cell ids for cell_shapes' key took longer than drawing them
     shapes = zone_polygons(_grid, _cell_p["cell"].to_numpy(np.int64))
@@ -344,8 +356,6 @@ def release_map(dataset_id: str, od_config, week: int, release_config, seed: int
     """The OD release page's map(s) (:func:`odapp.maps.release_maps`) with decks whose JSON is made once: a rerun
     that changes nothing on the map (another control, a return to earlier settings) sends the same text again
     without rebuilding it. Read-only, shared by the sessions with the same settings and seed."""
-    from odapp.maps import release_maps
-
     return release_maps(_table, _cent, _cells_df, view=view, top_n=top_n, min_count=min_count,
                         threshold=release_config.threshold, cell=cell, show_suppressed=show_suppressed,
                         basemap=basemap, frozen=True, edges=_edges, base_layers=_base_layers, level=level,
@@ -357,9 +367,6 @@ def risk_cells(dataset_id: str, od_config, week: int, release_config, seed: int,
     """``(cells_df, layers)``: the week's release-map cells (``_cells``: :func:`release_cells`) shaded by the attack
     success on the people who start a trip in each (:func:`odcore.privacy.attack.risk_by_origin` of
     :func:`week_risk`, the Attack page's entry), for the map's per-person risk."""
-    from odapp.maps import RISK_COLOR, cell_layers, release_outline_style, risk_cells_frame
-    from odcore.privacy.attack import risk_by_origin
-
     pairs, counts = attack_pairs(dataset_id, od_config, week, release_config, seed, _od=_od)
     risk, _, _ = week_risk(dataset_id, od_config, week, release_config, seed, _pairs=pairs, _counts=counts)
     cells = risk_cells_frame(_cells[1], risk_by_origin(pairs, risk, week))
@@ -374,9 +381,6 @@ def map_context(dataset_id: str, od_config, _cells_df, _frame=None, _fixes=None)
     (a streamed Cabspotting upload's counts, :func:`odcore.od.engines.cab_stream.fix_density_cabspotting`). The same
     for every week, ε, threshold and seed of the data and zones: made once, its layers' JSON too (Cabspotting's
     week, 3.3 million fixes: about 0.8 s)."""
-    from odapp.maps import map_context as _map_context
-    from odapp.maps import zones_box
-
     zbox = zones_box(_cells_df["polygon"].tolist())
     if _fixes is not None:     # a streamed folder: the image's counts, read group by group
         return _map_context(zbox, fixes=_fixes)
@@ -390,9 +394,6 @@ def release_curve(dataset_id: str, od_config, week: int, release_config, boundin
                   _true_counts):
     """The OD release page's release-probability chart, styled (read-only: the same figure serves every seed and
     session). Returns ``(figure, curve)`` of :func:`odcore.report.figures.release_curve_figure`."""
-    from odapp.words import num
-    from odcore.report import figures
-
     rc = release_config
     fig, curve = figures.release_curve_figure(_true_counts, rc.epsilon, rc.threshold, rc.sensitivity)
     figures.style(fig, f"ε = {rc.epsilon:g}, threshold {num(rc.threshold)}, noise scale {num(rc.scale)}",
@@ -405,8 +406,6 @@ def release_curve(dataset_id: str, od_config, week: int, release_config, boundin
 def used_centroids(dataset_id: str, od_config, _od):
     """Centroids (``cell, lat, lon``, and ``name`` for hexagons and polygons) of the zones that hold data (for arcs
     and tooltips)."""
-    from odcore.space.zones import zone_names
-
     c = _od.centroids()
     if getattr(_od.grid, "kind", "square") == "square":   # squares are "zone <id>" in every tooltip (odapp.maps.zone_label)
         return c
@@ -418,11 +417,6 @@ def used_centroids(dataset_id: str, od_config, _od):
 @_data_cache(max_entries=64, show_spinner=False)
 def success_curve(epsilon: float, k_max: int, prior: float):
     """Exact p_k (equal priors), the Bayes success at ``prior`` and the posterior bound, for k = 0..k_max."""
-    import numpy as np
-    import pandas as pd
-
-    from odcore.privacy import attack
-
     k = np.arange(k_max + 1)
     df = pd.DataFrame({"k": k, "success": attack.success_curve(epsilon, k_max),
                        "bound": attack.posterior_bound(epsilon, 0.5)})
@@ -445,11 +439,6 @@ def person_curves(epsilon: float, max_pairs: int, delta: float, vs_trips, over_w
 def person_columns(epsilon: float, max_pairs: int, delta: float, trips_max: int, weeks: int):
     """:func:`person_curves`' two columns, for n = 1..trips_max and w = 1..weeks (cached: every rerun of the budget
     page in the per-person unit draws them)."""
-    import numpy as np
-
-    from odcore.privacy import accounting as acc
-    from odcore.privacy import pld
-
     def build(epsilon, m, delta, trips_max, weeks):
         n = np.minimum(np.arange(1, trips_max + 1), m)
         week = np.asarray(pld.epsilon_for_delta(delta, n, epsilon / m), dtype=float)
@@ -464,8 +453,6 @@ def person_columns(epsilon: float, max_pairs: int, delta: float, trips_max: int,
 @_resource(max_entries=8, show_spinner="Indexing the week's pairs for the designer…")
 def design_week(dataset_id: str, od_config, week: int, _od):
     """:class:`odcore.privacy.design.WeekIndex` of one week (seed-independent, read-only): a new seed only re-ranks it."""
-    from odcore.privacy.design import WeekIndex
-
     return WeekIndex(week_pairs_prepared(dataset_id, od_config, week, _od=_od))
 
 
@@ -473,9 +460,6 @@ def design_week(dataset_id: str, od_config, week: int, _od):
 def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | None, seed: int, _od,
                   tune: bool = False) -> dict:
     """:func:`odcore.privacy.design.design_report` on one week of the data (with the frontier), JSON-able."""
-    from odcore.privacy.design import design_report as _design_report
-    from odcore.report.plain_json import jsonable
-
     uw = _od.user_week
     trips = uw.loc[uw["week"] == week, "unique_trips"].to_numpy()
     return jsonable(_design_report(goal, design_week(dataset_id, od_config, week, _od=_od), trips, week=week,
@@ -485,8 +469,6 @@ def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | 
 @_data_cache(max_entries=64, show_spinner=False)
 def bounded_success_curve(epsilon: float, max_pairs: int, k_max: int):
     """:func:`odcore.privacy.attack.bounded_success_curve`: the per-person (bounded) release, k = 0..k_max."""
-    from odcore.privacy.attack import bounded_success_curve as _curve
-
     return _curve(epsilon, max_pairs, k_max)
 
 
@@ -494,8 +476,6 @@ def pairs_key(release_config, seed: int) -> tuple:
     """What the week's (user, pair) rows of a release depend on besides data and week (:func:`attack_pairs`, the
     attacker pool): per user, the contribution bound and the seed of :func:`odcore.od.pairs.bound_contributions`; per
     metric nothing (not ε, threshold or seed)."""
-    from odcore.privacy.release import Mode
-
     if release_config.mode is Mode.USER_LEVEL:
         return (release_config.mode.value, int(release_config.max_pairs), int(seed))
     return (release_config.mode.value,)
@@ -514,9 +494,6 @@ def attack_pairs(dataset_id: str, od_config, week: int, release_config, seed: in
 
 @_resource(max_entries=16, show_spinner=False)
 def _attack_pairs(dataset_id: str, od_config, week: int, key: tuple, _release_config, _seed: int, _od):
-    from odcore.od.pairs import bound_contributions
-    from odcore.privacy.release import Mode
-
     release_config, seed = _release_config, _seed
     if release_config.mode is Mode.USER_LEVEL:   # the week as the release prepared it (and its seed's draw)
         pairs, _ = bound_contributions(week_pairs_prepared(dataset_id, od_config, week, _od=_od),
@@ -539,16 +516,11 @@ def attack_others(dataset_id: str, od_config, week: int, key: tuple, user, _pair
     """Per pair of ``user``, the count of the *other* users who made it (the attacker's knowledge in
     :func:`odcore.privacy.attack.user_risk`), as a float array (:func:`odcore.privacy.attack.person_others`: from
     the person's rows of :func:`attack_pairs` and the rows on their pairs, not a table of the whole week)."""
-    from odcore.privacy.attack import person_others
-
     return person_others(_pairs, _counts, week, user)
 
 
 @_resource(max_entries=16, show_spinner="Attacking every user of the week…")
 def week_risk(dataset_id: str, od_config, week: int, release_config, seed: int, _pairs, _counts):
-    from odcore.privacy.attack import risk_summary
-    from odcore.privacy.attack import week_risk as _week_risk
-
     risk, report = _week_risk(_pairs, week, 1.0 / release_config.scale, release_config.threshold, counts=_counts)
     return risk, report, risk_summary(risk)
 
@@ -561,15 +533,11 @@ def user_risk(others: tuple[float, ...], epsilon_pair: float, threshold: float):
 
 @_data_cache(max_entries=64, show_spinner=False)
 def _user_risk(others: tuple[float, ...], epsilon_pair: float, threshold: float):
-    from odcore.privacy.attack import user_risk as risk
-
     return risk(list(others), epsilon_pair, threshold, roc=True)
 
 
 @_data_cache(max_entries=64, show_spinner=False)
 def _roc_plain(k: int, epsilon_pair: float):
-    from odcore.privacy.attack import roc_plain
-
     return roc_plain(k, epsilon_pair)
 
 
@@ -584,8 +552,6 @@ def attacker_pool(dataset_id: str, od_config, week: int, release_config, seed: i
 
 @_resource(max_entries=8, show_spinner="Listing the week's people and their trips…")
 def _attacker_pool(dataset_id: str, od_config, week: int, pool_key: tuple, _release_config, _seed: int, _od):
-    from odcore.report.teaching import AttackerPool
-
     pairs, counts = attack_pairs(dataset_id, od_config, week, _release_config, _seed, _od=_od)
     return AttackerPool.from_pairs(pairs, counts)
 
@@ -604,8 +570,6 @@ def game_theory(dataset_id: str, od_config, week: int, release_config, seed: int
 @_resource(max_entries=32, show_spinner="Dealing the game's rounds…")
 def _round_others(dataset_id: str, od_config, week: int, pool_key: tuple, game_seed: int, k: int, rounds: int,
                   _pool):
-    from odcore.report.teaching import round_others
-
     out = round_others(_pool, k, game_seed, rounds)
     out.setflags(write=False)
     return out
@@ -614,8 +578,6 @@ def _round_others(dataset_id: str, od_config, week: int, pool_key: tuple, game_s
 @_data_cache(max_entries=64, show_spinner="Computing the optimal attacker's exact success on the game's rounds…")
 def _round_success(dataset_id: str, od_config, week: int, pool_key: tuple, game_seed: int, k: int, rounds: int,
                    epsilon: float, threshold: float, sensitivity: int, _others):
-    from odcore.report.teaching import GameRules, round_success
-
     return round_success(_others, GameRules(epsilon, threshold, sensitivity))
 
 
@@ -624,15 +586,11 @@ def _round_success(dataset_id: str, od_config, week: int, pool_key: tuple, game_
 @_resource(max_entries=4, show_spinner="Building location time-series (10 × 10 grid, hourly)…")
 def knock_series(dataset_id: str, ts_config, _df):
     """:func:`odcore.knock.build_timeseries` of the dataset (heavy, read-only: not copied per rerun)."""
-    from odcore.knock import build_timeseries
-
     return build_timeseries(_df, ts_config)
 
 
 @_data_cache(max_entries=16, show_spinner="Measuring the defences' error…")
 def knock_mre(dataset_id: str, ts_config, mre_config, _ts):
-    from odcore.knock import mre_table
-
     return mre_table(_ts, mre_config)
 
 
@@ -643,12 +601,6 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
     reruns the page without rebuilding it. Read-only once built. Returns ``(figure, frontier DataFrame)``. (Here, not
     in the page script: Streamlit's cache machinery was seen holding the function it wraps, and with it the page's
     namespace.)"""
-    import pandas as pd
-    import plotly.graph_objects as go
-
-    from odapp.export import styled
-    from odapp.words import unit_words
-
     g, d = _rep["google"], _rep["goal"]["delta"]
     front = pd.DataFrame(_rep["frontier"])
     # the traces as plain dicts, checked once by the figure (add_scatter checks each twice: ~half the build)
@@ -677,8 +629,6 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
            height=480)
     layout = {}
     if not projector_on:   # the legend under the plot on a screen too: at its right it squeezed the plot to a third
-        from odcore.report.figures import legend_at
-
         extra = sum(1 for t in fig.data if t.name) * 20 + 10
         layout.update(legend=legend_at({}, True), height=480 + extra, margin={"b": 70 + extra})
     layout.update(xaxis_title=f"ε {unit_words('user_level')} (tight, δ = {d / 2:.0e} + thresholding)",
@@ -687,8 +637,6 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
           _rep["epsilon_user_week"]]
     xs = [float(x) for x in xs if x is not None and float(x) > 0]
     if xs:   # plain tick labels, not plotly's minor digits ("5 0.1 2 5 1 2")
-        from odcore.report.figures import readable_log_ticks
-
         vals, labels = readable_log_ticks(min(xs) / 1.2, max(xs) * 1.2)
         layout.update(xaxis_tickvals=vals, xaxis_ticktext=labels)
     fig.update_layout(**layout)   # one update: each walks the template-laden layout
@@ -697,8 +645,6 @@ def frontier_figure(report_key: tuple, projector_on: bool, _rep: dict):
 
 def _finite(values) -> list:
     """Floats, None for a missing or non-finite value (JSON has no NaN; the browser leaves a gap)."""
-    import math
-
     return [float(v) if v is not None and math.isfinite(float(v)) else None for v in values]
 
 
@@ -708,11 +654,6 @@ def frontier_chart(report_key: tuple, _rep: dict) -> dict:
     (:func:`odapp.live_view.frontier`; ``report_key``: the arguments of ``cache.design_report``): the same traces,
     names, colours and axes as :func:`frontier_figure`, which stays for the PNG/SVG files. Drawn on a canvas, a
     press that changes the design repaints it in a few milliseconds instead of plotly's ~140 ms. Read-only."""
-    import pandas as pd
-
-    from odapp.words import pct, unit_words
-    from odcore.report.figures import PALETTE, readable_log_ticks
-
     g, d = _rep["google"], _rep["goal"]["delta"]
     front = pd.DataFrame(_rep["frontier"])
     series = []
@@ -760,8 +701,6 @@ def frontier_chart(report_key: tuple, _rep: dict) -> dict:
 def audit(dataset_id: str, od_config, week: int, epsilon: float, threshold: float, unit: str, placement: str,
           canaries: int, seed: int, _od) -> dict:
     """:func:`odcore.privacy.audit.audit_one_run` of one week (cached per data, zones, week and settings)."""
-    from odcore.privacy.audit import AuditConfig, audit_one_run
-
     cfg = AuditConfig(epsilon=epsilon, threshold=threshold, unit=unit, placement=placement, canaries=canaries)
     return audit_one_run(_od.week_pairs(week), cfg, week=week, rng=seed).to_dict()
 
@@ -772,8 +711,6 @@ def selection_table(dataset_id: str, od_config, week: int, epsilon: float, delta
     """:func:`odcore.privacy.selection.compare_selection` of one week, without PipelineDP (a test dependency), from
     the week's pairs prepared once (:func:`week_pairs_prepared`, shared with the releases): a new seed only ranks
     the rows by the hash of its key."""
-    from odcore.privacy.selection import compare_selection
-
     return compare_selection(week_pairs_prepared(dataset_id, od_config, week, _od=_od), epsilon=epsilon, delta=delta,
                              max_pairs=max_pairs, week=week, rng=seed, pipeline_dp=False)
 
@@ -783,24 +720,18 @@ def selection_table(dataset_id: str, od_config, week: int, epsilon: float, delta
 @_resource(max_entries=32, show_spinner="Tabulating the attack curves for the live slider…")
 def live_attack_tables(k_max: int, max_pairs: int | None) -> dict:
     """:func:`odcore.privacy.live.attack_tables` as the browser reads them (shared by every session, read-only)."""
-    from odcore.privacy.live import attack_tables
-
     return _kept("liveattack", _live_json(attack_tables), k_max, max_pairs)
 
 
 @_resource(max_entries=32, show_spinner="Tabulating the budget curves for the live slider…")
 def live_trips_tables(trips_max: int, delta: float, max_pairs: int | None) -> dict:
     """:func:`odcore.privacy.live.trips_tables` as the browser reads them (shared, read-only)."""
-    from odcore.privacy.live import trips_tables
-
     return _kept("livetrips", _live_json(trips_tables), trips_max, delta, max_pairs)
 
 
 @_resource(max_entries=32, show_spinner="Tabulating ε against δ for the live slider…")
 def live_delta_tables(trips: int) -> dict:
     """:func:`odcore.privacy.live.delta_tables` as the browser reads them (shared, read-only)."""
-    from odcore.privacy.live import delta_tables
-
     return _kept("livedelta", _live_json(delta_tables), trips)
 
 
@@ -808,8 +739,6 @@ def live_delta_tables(trips: int) -> dict:
 def live_weeks_tables(trips: int, weeks: int, delta: float, relative_step: float, max_pairs: int | None) -> dict:
     """:func:`odcore.privacy.live.weeks_tables` as the browser reads them (shared, read-only; ``relative_step``: the
     loss-grid step per unit of ε, :data:`odcore.privacy.accounting.WEEKS_RELATIVE_STEP`)."""
-    from odcore.privacy.live import weeks_tables
-
     return _kept("liveweeksrel", _live_json(weeks_tables), trips, weeks, delta, relative_step, max_pairs)
 
 
@@ -820,11 +749,6 @@ def live_release(dataset_id: str, od_config, week: int, mode: str, max_pairs: in
     and the histogram of the true counts (bins up to twice the largest threshold), shared and read-only. Not keyed
     on ε or the threshold: ``_scale`` only turns the week's noise into unit draws, which are the same for every ε
     and threshold of a seed (the release draws ``scale · u``)."""
-    import numpy as np
-
-    from odcore.privacy.live import coherent_draws
-    from odcore.report.figures import integer_bins
-
     tc = _table["true_count"].to_numpy(dtype=float)
     p99 = float(np.percentile(tc, 99)) if len(tc) else 1.0
     hist, edges = integer_bins(tc, max(1000.0, p99), max_bins=400)
@@ -837,6 +761,4 @@ def live_release(dataset_id: str, od_config, week: int, mode: str, max_pairs: in
 @_data_cache(max_entries=64, show_spinner="Tabulating this person's attack success for the live slider…")
 def live_person(others: tuple[float, ...], max_pairs: int, thresholds: tuple[float, ...] | float) -> list[float]:
     """:func:`odcore.privacy.live.person_success` (``others``: sorted counts, as for :func:`user_risk`)."""
-    from odcore.privacy.live import person_success
-
     return person_success(others, max_pairs, thresholds).tolist()

@@ -10,6 +10,12 @@ fragments), and gets only small arguments; anything large is fetched again from 
 
 from __future__ import annotations
 
+import streamlit as st
+
+from odapp import cache
+from odcore.errors import ODCoreError
+from odcore.report.teaching import GameRules, deal, parse_class_code
+
 
 def power_of_ten(v: float) -> str:
     """``1e-06`` for 0.000001: the label of a δ choice."""
@@ -25,8 +31,6 @@ def budget_over_weeks(epsilon: float, trips: int, weeks: int, delta: float, max_
                       total_interval: float):
     """The Privacy budget page's ε-over-weeks numbers with the lower end of the tight bracket too (composed only
     when downloaded); ``max_pairs``: the per-user bound, None per metric."""
-    from odapp import cache
-
     full = cache.epsilon_over_weeks(epsilon, trips, weeks, delta, total_interval)
     if max_pairs is not None:
         full = cache.person_curves(epsilon, max_pairs, delta, vs_trips, full)[1]
@@ -36,11 +40,6 @@ def budget_over_weeks(epsilon: float, trips: int, weeks: int, delta: float, max_
 def game_join(fingerprint: str) -> None:
     """Callback of "Join" on the Play the attacker page: take the seed and known-trips choice from the class code
     (before the widgets are drawn)."""
-    import streamlit as st
-
-    from odcore.errors import ODCoreError
-    from odcore.report.teaching import parse_class_code
-
     ss = st.session_state
     try:
         seed, choice, fp = parse_class_code(ss.get("game_join_code", ""))
@@ -57,9 +56,6 @@ def game_join(fingerprint: str) -> None:
 
 def game_pool(ctx):
     """``(pool, rules)`` of the Play the attacker page: the week's people (cached) and the release's rules."""
-    from odapp import cache
-    from odcore.report.teaching import GameRules
-
     s = ctx.settings
     rcfg = s.release_config()
     pool = cache.attacker_pool(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
@@ -69,10 +65,6 @@ def game_pool(ctx):
 def game_answer(ctx, game: str, k: int, j: int, game_seed: int, guess_in: bool) -> None:
     """Callback of "In"/"Out" on the Play the attacker page: the round (dealt again from the cached pool of the
     week, as the page dealt it) and the guess go into the game's history (``session_state[game]``)."""
-    import streamlit as st
-
-    from odcore.report.teaching import deal
-
     r = deal(*game_pool(ctx), k, j, game_seed)
     history = st.session_state[game]["history"]
     history.append({"round": len(history) + 1, "k": k, "j": j, "user": str(r.user), "guess": guess_in,

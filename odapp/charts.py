@@ -21,9 +21,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from odapp import cache
+from odapp.maps import ramp_stops  # here: pydeck is imported only by the pages with a map
 from odapp.words import comparison_label, num, pct, unit_words
 from odcore.report import figures
 from odcore.report.figures import thin_curve
+from odcore.report.teaching import noise_picture
 
 # ---- Privacy budget ---------------------------------------------------------------------------------------------
 
@@ -209,8 +211,6 @@ def trips_tu_chart(pairs_tu: pd.DataFrame, hi: int, *, projector: bool) -> go.Fi
 
 
 def _trips_tu_traces(fig: go.Figure, pairs_tu: pd.DataFrame, hi: int) -> go.Figure:
-    from odapp.maps import ramp_stops  # here: pydeck is imported only by the pages with a map
-
     t = pairs_tu["trips"].to_numpy(dtype=int)
     u = pairs_tu["unique_trips"].to_numpy(dtype=int)
     n = pairs_tu["users"].to_numpy(dtype=float)
@@ -252,8 +252,6 @@ def noise_chart(count: int, other: int, epsilon: float, threshold: float, sensit
     """``(figure, table)``: what the release publishes for a true count ``count`` and for ``other``
     (:func:`odcore.report.teaching.noise_picture` of each), with the threshold and ``count`` marked; the table is the
     first count's density (the chart's download)."""
-    from odcore.report.teaching import noise_picture
-
     pic = noise_picture(count, epsilon, threshold, sensitivity=sensitivity)
     pic2 = noise_picture(other, epsilon, threshold, sensitivity=sensitivity)
     fig = go.Figure()

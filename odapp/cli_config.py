@@ -7,8 +7,11 @@ make the CLI read the same traces the same way as the app (the app never clips w
 
 from __future__ import annotations
 
+import shlex
+
 from odapp.data import Loaded
 from odapp.state import Settings
+from odapp.zones_ui import export_spec
 
 
 def _dataset(s: Settings, loaded: Loaded) -> dict:
@@ -28,8 +31,6 @@ def zone_keys(s: Settings) -> dict:
     """``cell_km2`` for square cells, ``zones`` (an H3 spec or the zone file's path) otherwise."""
     if s.zones is None:
         return {"cell_km2": s.cell_km2}
-    from odapp.zones_ui import export_spec
-
     return {"zones": export_spec(s.zones)}
 
 
@@ -106,8 +107,6 @@ def design_config(s: Settings, loaded: Loaded, goal, *, max_pairs: int | None, t
 def command_line(command: str, config: dict) -> str:
     """The same settings as explicit flags: ``python -m odcore <command> --flag value ...`` (preceded by the
     ``synth`` command that recreates a synthesised city, from ``config["dataset"]["make"]``)."""
-    import shlex
-
     make = (config.get("dataset") or {}).get("make")
     parts = [make, "&&"] if make else []
     parts += ["python -m odcore", command]

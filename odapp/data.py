@@ -6,9 +6,15 @@ everything computed from them can be cached on ``(dataset id, frozen config, see
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import io
 import json
+import os
+import pickle
+import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -28,7 +34,11 @@ from odapp.state import (
     DatasetRef,
     DataSource,
 )
+from odcore.data.synth import SynthConfig, generate_city
+from odcore.data.traces import load_traces, unpack_cabspotting
+from odcore.data.validate import check_grid_size
 from odcore.errors import ODCoreError, TraceFormatError
+from odcore.od.engines.cab_stream import stream_cabspotting
 from odcore.paths import REPO_ROOT, SAMPLE_DATA_DIR
 
 SAMPLE_FILE = SAMPLE_DATA_DIR / "synthetic_city.parquet"
@@ -72,8 +82,6 @@ CACHE_MAX_FILES = 12
 
 def cache_dir() -> Path | None:
     """The disk cache folder (``$ODLAB_CACHE_DIR``, default ``~/.cache/odlab``), or None when switched off."""
-    import os
-
     v = os.environ.get(CACHE_ENV, "").strip()
     if v.lower() in ("none", "off", "0"):
         return None
@@ -119,9 +127,6 @@ def disk_cached(kind: str, key: str, build):
     that cannot be written is skipped. The ``CACHE_MAX_FILES`` most recently used files of each ``kind`` are kept
     (``kind`` has no ``-``).
     """
-    import os
-    import pickle
-
     d = cache_dir()
     if d is None:
         return build()
@@ -180,8 +185,6 @@ def _summary_of(traces) -> dict:
 
 def load_sample() -> Loaded:
     """Read the bundled sample through the engine's loader (raises :class:`TraceFormatError` when missing)."""
-    from odcore.data.traces import load_traces
-
     if not SAMPLE_FILE.is_file():
         raise TraceFormatError("the bundled sample is missing; regenerate it with `make sample-data`.",
                                file=str(SAMPLE_FILE))
@@ -195,8 +198,6 @@ def load_sample() -> Loaded:
 
 def load_synth(users: int, weeks: int, extent_km: float, seed: int) -> Loaded:
     """Synthesise a city with :func:`odcore.data.synth.generate_city` (every row is kept: nothing to drop)."""
-    from odcore.data.synth import SynthConfig, generate_city
-
     cfg = SynthConfig(users=int(users), weeks=int(weeks), extent_km=float(extent_km))
     df = generate_city(cfg, rng=int(seed))
     summary = {"source": f"odcore.data.synth seed={int(seed)}", "format": "synthetic", "rows_read": len(df),
@@ -216,8 +217,6 @@ def read_upload(data: bytes, name: str, options: UploadOptions = UploadOptions()
     TraceFormatError
         The file cannot be read; the message names the file (and row/column when known) and what is expected.
     """
-    from odcore.data.traces import load_traces
-
     if not data:
         raise TraceFormatError("the file is empty; upload a CSV, Parquet, JSON or zip file of traces.", file=name)
     # With tz "auto" the loader names the zone (the format's, the file's, or the one at the data's centre) and
@@ -290,11 +289,6 @@ def stream_upload(state: MutableMapping, data: bytes, name: str, options: Upload
     """A Cabspotting upload (a zip of cab files, or one cab file) unpacked into the session folder and streamed
     once for its load report (:func:`odcore.od.engines.cab_stream.stream_cabspotting`: the same report, summary and
     fingerprint as :func:`read_upload`); None for any other upload (or a cab file given another format)."""
-    import shutil
-
-    from odcore.data.traces import unpack_cabspotting
-    from odcore.od.engines.cab_stream import stream_cabspotting
-
     if options.format not in ("auto", "cabspotting") or not data:
         return None
     folder = session_folder(state) / f"cabs_{ref.id.replace(':', '_')}"
@@ -338,8 +332,6 @@ class StoredUpload:
     def load(self) -> Loaded:
         """The traces (read from the Parquet file; a Cabspotting upload's by the loader, from its folder)."""
         if self.cabs is not None:
-            from odcore.data.traces import load_traces
-
             t = load_traces(self.cabs.folder, format="cabspotting", **self.cabs.load_options)
             return Loaded(t.df, self.summary, self.cli)
         return Loaded(pd.read_parquet(self.path), self.summary, self.cli)
@@ -348,8 +340,6 @@ class StoredUpload:
 def session_folder(state: MutableMapping) -> Path:
     """This session's temporary folder (created on first use; deleted when the session state is dropped, i.e.
     when Streamlit forgets the session, or at interpreter exit)."""
-    import tempfile
-
     tmp = state.get(K_UPLOAD_DIR)
     if tmp is None or not Path(tmp.name).is_dir():
         tmp = tempfile.TemporaryDirectory(prefix="odlab-session-")
@@ -371,8 +361,6 @@ def store_upload(state: MutableMapping, loaded: Loaded, ref: DatasetRef) -> Stor
 
 def forget_uploads(folder: Path, keep: Path) -> None:
     """Remove the session folder's earlier uploads (Parquet files and unpacked cab folders) but ``keep``."""
-    import shutil
-
     for old in folder.iterdir():
         if old == keep:
             continue
@@ -469,9 +457,6 @@ def release_memory() -> None:
 
     Parsing a large upload allocates and frees a few hundred MB in a script thread's own malloc arena, which glibc
     otherwise keeps for later; without this a server that read ten uploads keeps ten such peaks."""
-    import ctypes
-    import ctypes.util
-
     try:
         ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):   # not glibc
@@ -516,8 +501,6 @@ def apply_upload(state: MutableMapping, data: bytes, name: str, options: UploadO
 
 def grid_check(loaded: Loaded, cell_km2: float) -> str | None:
     """The warning of :func:`odcore.data.validate.check_grid_size` for the loaded points (raises over the limit)."""
-    from odcore.data.validate import check_grid_size
-
     summary = loaded.summary
     if summary.get("lat_range") and summary.get("lon_range"):
         lat, lon = summary["lat_range"], summary["lon_range"]

@@ -12,12 +12,16 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
+from odapp import projector
+from odapp.cli_config import COMMANDS, command_line
 from odcore.report import figures
+from odcore.report.safe_csv import csv_text
 
 # The one template of every chart (odcore.report.figures.template); projector=True gives large, high-contrast type.
 TEMPLATE = figures.template(False)
@@ -34,8 +38,6 @@ K_EXPORT_SIZE = "odlab.export_size"   # the size chosen in the sidebar: every ch
 
 def projector_mode() -> bool:
     """Whether charts use the projector template (large type, high contrast): :func:`odapp.projector.on`."""
-    from odapp import projector
-
     return projector.on()
 
 
@@ -149,8 +151,6 @@ def size_choice() -> None:
 
 def to_json_text(obj: Any) -> str:
     """JSON text of a configuration (numpy scalars and enums converted)."""
-    import numpy as np
-
     def default(o):
         if isinstance(o, Enum):
             return o.value
@@ -202,15 +202,11 @@ def export_buttons(name: str, *, fig: go.Figure | Callable[[], go.Figure] | None
                                 file_name=f"{stem}.{fmt}", mime=MIME[fmt], key=f"dl_{fmt}_{key}", on_click="ignore",
                                 icon=icon, help=f"The chart as {words}, {what}.")
     if data is not None:
-        from odcore.report.safe_csv import csv_text
-
         row.download_button(csv_label, data=lambda: csv_text(data() if callable(data) else data,
                                                              first_line=csv_first_line),
                             file_name=f"{base}.csv", mime="text/csv", key=f"dl_csv_{key}", on_click="ignore",
                             icon=":material/table:", help=csv_help)
     if config is not None:
-        from odapp.cli_config import COMMANDS, command_line
-
         file_name = f"{base}.config.json"
         how = (f"Reproduce it from a shell: `{COMMANDS[command].format(file=file_name)}` or "
                if command in COMMANDS else "Reproduce it from a shell: ") + \
@@ -227,8 +223,6 @@ def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config
     # contrast, and set the title's size over the projector's)
     st.plotly_chart(fig, width="stretch", key=f"chart_{key or slug(name)}", theme=None,
                     config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
-    from odapp import projector
-
     row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)
     if not projector.on():   # downloads are secondary controls: hidden in projector mode
         export_buttons(name, fig=fig, data=data, config=config, command=command, key=key, row=row)
@@ -248,8 +242,6 @@ def reproduce(items: list[tuple[str, str, dict]]) -> None:
 
     For commands whose ``--config`` reads the exported JSON the short form is shown too.
     """
-    from odapp.cli_config import COMMANDS, command_line
-
     box = opened_expander("Reproduce from the command line", "reproduce")
     if box is None:
         return

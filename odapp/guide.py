@@ -13,7 +13,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from odapp import cache
 from odapp.nav import HOME_FILE
+from odcore.report.teaching import THEORY_ROUNDS, worksheet_html, worksheet_items
 
 K_OPEN = "odlab.guide_open"     # the tour is shown (True on a first visit)
 K_STARTED = "odlab.guide_started"   # the visitor has been on step 1 or pressed Back/Next/Guided tour
@@ -96,9 +98,6 @@ def reopen_button() -> None:
 
 def worksheet(settings, od=None, pool=None, od_config=None) -> str:
     """The printable worksheet (HTML) for these settings; answers from :func:`odcore.report.teaching.worksheet_items`."""
-    from odapp import cache
-    from odcore.report.teaching import THEORY_ROUNDS, worksheet_html, worksheet_items
-
     rcfg = settings.release_config()
     theory = {}
     median = None

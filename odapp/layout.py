@@ -7,11 +7,14 @@ import sys
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from odapp import cache, sidebar
-from odapp.nav import HOME_FILE, NAV
+from odapp.nav import HOME_FILE, NAV, declare
 from odapp.state import HEADLINE_DELTA
 from odapp.words import UNIT_COVERS, num, pct, sci, unit_words
+from odcore.od.odtable import NO_PAIRS_REASON
 
 K_DECLARED = "odlab.navigation_declared"   # session_state: a run of this session ran under the app's navigation
 
@@ -91,9 +94,6 @@ def declared_navigation() -> None:
     which has no click to lose: its widgets were registered under the folder's navigation, and the first submit of
     a form drawn then (the Release designer's goal) came back with the form's defaults, so a page opened at its own
     address starts that run again under the app's navigation."""
-    from streamlit.runtime.pages_manager import PagesManager
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
     ctx = get_script_run_ctx()
     first = ctx is not None and not st.session_state.get(K_DECLARED)   # the session's first run
     if first:
@@ -103,8 +103,6 @@ def declared_navigation() -> None:
     main = Path(ctx.pages_manager.main_script_path).resolve()
     if main.name == "app.py" and any(Path(str(p.get("script_path", ""))).resolve() == main
                                      for p in ctx.pages_manager.get_pages().values()):
-        from odapp.nav import declare
-
         declare()
         page = ctx.pages_manager.get_pages().get(ctx.page_script_hash, {})
         if first and Path(str(page.get("script_path", ""))).name not in (main.name, Path(HOME_FILE).name):
@@ -149,8 +147,6 @@ def needs_pairs(ctx: sidebar.PageContext, what: str) -> None:
     """Stop the page with a plain explanation when the data in use has no per-person pairs (an OD counts folder)."""
     if ctx.od.stats.get("pairs_available", True):
         return
-    from odcore.od.odtable import NO_PAIRS_REASON
-
     st.info(f"**{what} is not available for this data:** {NO_PAIRS_REASON} "
             "The OD release and Privacy budget pages work from the counts.")
     st.stop()

@@ -16,10 +16,12 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 from odcore.paths import REPO_ROOT
+from odcore.report.figures import BROWSER_ENV
 
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -33,8 +35,6 @@ def chromium_executable() -> str | None:
     ``ODLAB_BROWSER=none`` (:data:`odcore.report.figures.BROWSER_ENV`) acts as if there were none, ``ODLAB_BROWSER=PATH``
     names the browser: how the suite is checked on "a machine without Chromium" that has one.
     """
-    from odcore.report.figures import BROWSER_ENV
-
     forced = os.environ.get(BROWSER_ENV)
     if forced is not None:
         return None if forced.strip().lower() in ("", "none", "0", "off") else forced
@@ -45,8 +45,6 @@ def run_async(coro):
     """``asyncio.run(coro)`` in a thread of its own; returns its result or raises its exception. In a test run
     Playwright's sync API (the browser tests' session fixture) keeps an event loop running in the main thread, where
     ``asyncio.run`` refuses to start."""
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(1) as ex:
         return ex.submit(asyncio.run, coro).result()
 
@@ -116,8 +114,6 @@ def streamlit_server(log_path: Path, *, app_dir: Path = REPO_ROOT, timeout_s: fl
 
 def _proc_table() -> tuple[dict[int, list[int]], dict[int, tuple[int, float]]]:
     """Children of every process, and each process's ``(rss bytes, cpu seconds)`` (Linux ``/proc``)."""
-    import os
-
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
     info: dict[int, tuple[int, float]] = {}

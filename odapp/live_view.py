@@ -5,11 +5,16 @@ computed once (:mod:`odcore.privacy.live`, cached across sessions in :mod:`odapp
 from __future__ import annotations
 
 import numpy as np
+import streamlit as st
+from plotly.colors import hex_to_rgb
 
 from odapp import cache, release_view
 from odapp.components.live import control, fit_spec, formula_series, live_curves, table_series
 from odapp.state import EPSILON_RANGE, K_EPSILON, K_FIT_THRESHOLD, K_THRESHOLD, THRESHOLD_RANGE, USER_DELTA
 from odapp.words import epsilon_label, unit_words
+from odcore.privacy.accounting import DELTA_AXIS, default_user_threshold
+from odcore.privacy.live import ATTACK_GRID
+from odcore.report.figures import PALETTE, thin_curve
 
 
 def attack(s, curve, *, k_max: int, prior: float, mc=None, reps: int = 0) -> None:
@@ -100,8 +105,6 @@ def delta_chart(s, trips: int, delta: float) -> dict:
     """ε of one user-week of ``trips`` counts against δ (log axis): basic and advanced composition exact in the
     browser, the tight and Rényi values read from :func:`odcore.privacy.live.delta_tables` (or, above
     :data:`DELTA_TABLE_TRIPS`, the server's at the page's ε); a line at the δ the cards use."""
-    from odcore.privacy.accounting import DELTA_AXIS
-
     x = DELTA_AXIS
     series = [formula_series("basic (any δ)", "basic_k", x, key="basic", args={"k": int(trips)}),
               formula_series("advanced", "advanced_at", x, key="advanced", args={"k": int(trips)})]
@@ -148,8 +151,6 @@ def release(ctx, rcfg, table) -> None:
 
 def fitted(s) -> dict | None:
     """Per person with "Fit the threshold" on, the threshold follows ε (:func:`fit_spec`); else None."""
-    import streamlit as st
-
     if s.mode == "user_level" and st.session_state.get(K_FIT_THRESHOLD, True):
         return fit_spec(s.max_pairs, USER_DELTA)
     return None
@@ -158,9 +159,6 @@ def fitted(s) -> dict | None:
 def person_table(s, others: tuple, fit: bool) -> list:
     """A real person's attack success on :data:`odcore.privacy.live.ATTACK_GRID` (:func:`odapp.cache.live_person`;
     ``fit``: :func:`fitted`)."""
-    from odcore.privacy.accounting import default_user_threshold
-    from odcore.privacy.live import ATTACK_GRID
-
     m = int(s.max_pairs) if s.mode == "user_level" else 1
     taus = tuple(float(default_user_threshold(float(e), m, USER_DELTA)) for e in ATTACK_GRID) if fit \
         else float(s.threshold)
@@ -171,8 +169,6 @@ def person(s, others: tuple, user: str, fit: bool) -> None:
     """The Attack page's real person: their attack success against ε (the thresholded release, exact on
     :data:`odcore.privacy.live.ATTACK_GRID`), read at the page's live ε slider while it is dragged (this component
     follows the Attack page's)."""
-    from odcore.privacy.live import ATTACK_GRID
-
     ys = person_table(s, others, fit)
     grid = [float(e) for e in ATTACK_GRID]
     chart = {"id": "person", "title": f"User {user}: attack success against ε",
@@ -194,8 +190,6 @@ def roc(ur, roc_plain, user: str) -> None:
     drawn on the browser's canvas like the live curves: a threshold press redraws it with no plotly figure (the
     files are made from :func:`odapp.charts.roc_chart` when a download button asks). Drawn with the points that
     show (:func:`odcore.report.figures.thin_curve`); the CSV keeps every vertex."""
-    from odcore.report.figures import thin_curve
-
     def points(r) -> dict:
         keep = thin_curve(r.fpr, r.tpr)
         return {"x": np.round(np.asarray(r.fpr, dtype=float)[keep], 6).tolist(),
@@ -279,8 +273,6 @@ def frontier(chart: dict) -> None:
 
 
 def _rgba(colour: str, alpha: float) -> str:
-    from plotly.colors import hex_to_rgb
-
     return "rgba({}, {}, {}, {})".format(*hex_to_rgb(colour), alpha)
 
 
@@ -289,8 +281,6 @@ def trips_hist(hist) -> None:
     users_unique``), as step outlines filled to zero (:func:`odapp.charts.trips_hist_chart` drawn on a canvas: a new
     grid repaints it without plotly's redraw; plotly still makes its files). A step's text shows under the
     pointer."""
-    from odcore.report.figures import PALETTE
-
     x = [int(v) for v in hist["trips_in_week"]]
     series = []
     for i, (col, name) in enumerate((("users_total", "total trips"), ("users_unique", "unique trips"))):

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import streamlit as st
+
 PAGES_DIR = Path(__file__).resolve().parent.parent / "pages"
 HOME_FILE = "pages/0_Home.py"
 
@@ -39,6 +41,4 @@ NAV = nav_entries(PAGES_DIR)
 
 def declare():
     """Hand :data:`NAV` to ``st.navigation`` (Home the default page, at the app's address); returns the page to run."""
-    import streamlit as st
-
     return st.navigation([st.Page(e.file, title=e.title, url_path=e.url_path, default=not e.url_path) for e in NAV])

@@ -8,6 +8,7 @@ background thread of :mod:`odapp.ahead`."""
 from __future__ import annotations
 
 from odapp import cache, callbacks
+from odcore.knock import MREConfig
 
 
 def data_summary_and_map(ctx):
@@ -51,8 +52,6 @@ def game_theory(ctx, ladder, game_seed: int, rounds: int) -> dict:
 def knock_mre(ctx, ts_config, m: int) -> dict:
     """Knock Knock: the defences' MRE table (:func:`odapp.cache.knock_mre`) for groups of ``m`` people, 20 groups
     drawn with the sidebar's seed."""
-    from odcore.knock import MREConfig
-
     s = ctx.settings
     ts = cache.knock_series(s.dataset.id, ts_config, _df=ctx.loaded.df)
     return cache.knock_mre(s.dataset.id, ts_config, MREConfig(m=min(int(m), ts.n_users - 1), n_groups=20,

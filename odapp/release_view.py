@@ -14,10 +14,20 @@ from __future__ import annotations
 
 import functools
 import html
+import time
 
 import streamlit as st
 
-from odapp import cache
+from odapp import cache, maps
+from odapp.export import image_export, projector_mode
+from odapp.maps import ZONE, zone_label
+from odapp.state import DataSource
+from odapp.words import empty_release_advice, num
+from odcore.data.fingerprint import trace_fingerprint
+from odcore.od.engines.cab_stream import fix_density_cabspotting
+from odcore.privacy.release import published_table, release_csv_table
+from odcore.report.sheet import budget_sheet, data_fingerprint, release_record
+from odcore.space.zones import add_zone_names, zones_summary
 
 # The map options a person sees first (the widgets' defaults on the OD release page).
 # Top N 0: "auto", as many of the largest flows as keep the map legible (odcore.report.flows.auto_top).
@@ -69,14 +79,8 @@ def map_context(ctx, cells_df):
     uploaded traces only. A synthetic city's fixes are simulated stays round invented centres: their image is a
     speckle, not streets, and it cost the bundled city's map a textured layer (one more shader program to compile
     in a browser without a GPU) and a slower first draw and ε press in the browser benchmark (docs/flow_map.md)."""
-    from odapp.state import DataSource
-
     cabs = getattr(ctx.loaded, "cabs", None)
     if cabs is not None:      # a streamed Cabspotting upload: the image's counts read group by group, no table
-        import functools
-
-        from odcore.od.engines.cab_stream import fix_density_cabspotting
-
         fixes = functools.partial(fix_density_cabspotting, cabs.folder, tz=ctx.loaded.tz,
                                   bbox=ctx.loaded.summary.get("bbox_used"), keep_dir=cabs.keep_dir)
         return cache.map_context(ctx.settings.dataset.id, ctx.od_config, _cells_df=cells_df, _fixes=fixes)
@@ -126,9 +130,6 @@ def live_tables(ctx, rcfg, table) -> dict:
 
 def published_csv(ctx, rcfg, week: int):
     """The week's published pairs, as the CLI's published.csv (the page's main download: what may be shared)."""
-    from odcore.privacy.release import published_table
-    from odcore.space.zones import add_zone_names
-
     return add_zone_names(published_table(week_release(ctx, week, rcfg).table, centroids(ctx), ctx.od.week_starts),
                           ctx.od.grid)
 
@@ -136,9 +137,6 @@ def published_csv(ctx, rcfg, week: int):
 def analysis_csv(ctx, rcfg, week: int):
     """The week's analysis table (true counts, noise, unpublished pairs; do not share), as the CLI's
     ``--analysis-out`` table."""
-    from odcore.privacy.release import release_csv_table
-    from odcore.space.zones import add_zone_names
-
     return add_zone_names(release_csv_table(week_release(ctx, week, rcfg).table, centroids(ctx), ctx.od.week_starts),
                           ctx.od.grid)
 
@@ -146,9 +144,6 @@ def analysis_csv(ctx, rcfg, week: int):
 @st.cache_data(max_entries=8, show_spinner=False)
 def _data_facts(dataset_id: str, od_key, _frame) -> tuple[str, int, int | None]:
     """(content fingerprint, rows, people) of the data in use (hashing 1.6 M rows takes ~0.3 s: once per dataset)."""
-    from odcore.data.fingerprint import trace_fingerprint
-    from odcore.report.sheet import data_fingerprint
-
     cols = [c for c in ("user", "time", "lat", "lon") if c in _frame.columns]
     users = int(_frame["user"].nunique()) if "user" in _frame.columns else None
     fp = trace_fingerprint(_frame) if len(cols) == 4 else data_fingerprint(_frame[cols] if cols else _frame)
@@ -159,9 +154,6 @@ def sheet_record(ctx) -> dict:
     """The record a guarantee sheet made on a page carries (:func:`odcore.report.sheet.release_record`): the data
     in use (label, fingerprint, rows, people), the week shown, the zone system and the sidebar's settings but the
     seed."""
-    from odcore.report.sheet import release_record
-    from odcore.space.zones import zones_summary
-
     s = ctx.settings
     cabs = getattr(ctx.loaded, "cabs", None)
     if cabs is not None and cabs.fingerprint:   # a streamed Cabspotting upload: hashed as it was streamed
@@ -181,17 +173,12 @@ def sheet_record(ctx) -> dict:
 def budget_sheet_html(ctx, b: dict, delta_parts: dict | None = None) -> str:
     """The Privacy budget page's guarantee sheet, with its record and δ split (made when the download is
     clicked)."""
-    from odcore.report.sheet import budget_sheet
-
     return budget_sheet(b, record=sheet_record(ctx), delta_parts=delta_parts)
 
 
 def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
     """The week's map(s) with their legend, for the map options ``o`` (``cells``: :func:`week_cells`); returns the
     drawn :class:`~odapp.maps.FlowMap` list."""
-    from odapp import maps
-    from odapp.words import num
-
     fms = flow_maps(ctx, rcfg, table, week, cent, cells, o)
     with st.container(border=True):   # the heading, the map(s), then the legend under them (the map starts high)
         heading = f"Week {week}" + (f": {fms[0].heading}" if len(fms) == 1 else "")
@@ -214,9 +201,6 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
 
 def _map_image(ctx, rcfg, o: dict, projector: bool):
     """The map of the week with the options ``o`` as a styled figure (the map's image download)."""
-    from odapp import maps
-    from odapp.words import num
-
     s = ctx.settings
     res, cent, cells = week_view(ctx, rcfg, s.week)
     fm = flow_maps(ctx, rcfg, res.table, s.week, cent, cells, o)[-1]
@@ -228,8 +212,6 @@ def _map_image(ctx, rcfg, o: dict, projector: bool):
 
 
 def _cell_label(c) -> str:
-    from odapp.maps import ZONE, zone_label
-
     return f"all {ZONE}s" if c is None else zone_label(c)
 
 
@@ -238,12 +220,6 @@ def map_section(ctx, rcfg) -> None:
     """The OD release page's map, its options and its export. A change of a map option (view, Top N, min. count,
     one zone, suppressed, base map, the week player) reruns only this part: the release, the metrics, the curve and
     the table stay. The week's release and cells come from the caches (the same entries the page just used)."""
-    import time
-
-    from odapp import maps
-    from odapp.export import image_export, projector_mode
-    from odapp.words import empty_release_advice, num
-
     s = ctx.settings
     res, cent, cells = week_view(ctx, rcfg, s.week)
     table = res.table

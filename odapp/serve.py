@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -215,8 +216,6 @@ def haproxy_launch(haproxy_path: str, config_path: Path) -> tuple[list[str], dic
 def _die_with_parent() -> None:
     """In a child before exec: SIGTERM when the supervisor dies (even by kill -9), so no server is left behind."""
     with contextlib.suppress(Exception):
-        import ctypes
-
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
 
 

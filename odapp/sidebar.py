@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import functools
+import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,11 @@ from odapp.state import (
 )
 from odapp.words import epsilon_label, plain, sci
 from odapp.zones_ui import data_box, zone_controls, zone_spec
+from odcore.data.traces import TraceFormat
+from odcore.errors import ParameterError
+from odcore.od.odtable import MANIFEST, is_counts_folder
+from odcore.od.trips import ODConfig
+from odcore.privacy.accounting import delta_parts
 
 K_UPLOAD_GEN = "odlab.upload_generation"   # bumps after each good upload (fresh uploader widget)
 K_UPLOAD_PENDING = "odlab.upload_pending"   # UploadOptions of a pressed "Load this file" not read yet
@@ -145,8 +151,6 @@ def _upload_controls() -> None:
                                "longitude: CSV (optionally gzipped), Parquet, Cabspotting cab files or a "
                                "check-ins + POI pair, alone or in a zip.")
     with st.expander("Reading options (format, columns, time zone)"):
-        from odcore.data.traces import TraceFormat
-
         fmt = st.selectbox("Format", [f.value for f in TraceFormat], key="w.upload_format",
                            help="'auto' guesses from the file name and first line. csv/parquet: a table with "
                                 "user, time, lat, lon columns; cabspotting: 'lat lon occupancy unix_time' per "
@@ -216,8 +220,6 @@ def _user_threshold() -> float:
     """Per-user mode: the threshold fitted to the noise (proposed by default) or set by hand, and its δ, by the one
     rule of the CLI's ``release`` and ``budget`` (:func:`odcore.privacy.accounting.delta_parts`: the person's δ over
     :data:`USER_WEEKS` weeks is at most :data:`USER_DELTA`, half for the Laplace part, half for the threshold)."""
-    from odcore.privacy.accounting import delta_parts
-
     ss = st.session_state
     eps, m = float(ss[K_EPSILON]), int(ss[K_MAX_PAIRS])
     fitted = int(delta_parts(eps, USER_DELTA, USER_WEEKS, max_pairs=m).threshold)
@@ -247,8 +249,6 @@ def _user_threshold() -> float:
 
 def time_zone_choices() -> list[str]:
     """'auto', 'UTC', then every IANA zone name (the select box is searchable)."""
-    import zoneinfo
-
     return ["auto", "UTC", *sorted(z for z in zoneinfo.available_timezones() if "/" in z)]
 
 
@@ -276,9 +276,6 @@ def current_dataset() -> tuple[DatasetRef, Loaded]:
 
 def counts_dataset(path: str) -> tuple[DatasetRef, Loaded]:
     """A counts folder as the data in use: no traces (an empty table), its manifest as the summary."""
-    from odcore.errors import ParameterError
-    from odcore.od.odtable import MANIFEST, is_counts_folder
-
     if not path.strip():
         raise ParameterError("type the path of a folder written by `python -m odcore trips --counts-out DIR`.")
     if not is_counts_folder(path):
@@ -321,8 +318,6 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
 
     ``live``: the settings ("epsilon", "threshold") whose slider the page draws itself, beside its live curves
     (:mod:`odapp.components.live`); the sidebar then says where it is instead of drawing a second one."""
-    from odcore.od.trips import ODConfig
-
     ss = st.session_state
     init_state(ss)
     with st.sidebar:

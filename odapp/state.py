@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 from odcore.errors import ParameterError, check_positive
+from odcore.privacy.release import Mode, ReleaseConfig
 
 
 class DataSource(StrEnum):
@@ -163,8 +164,6 @@ class Settings:
 
     def release_config(self):
         """The :class:`odcore.privacy.release.ReleaseConfig` of these settings (``max_pairs`` only in per-user mode)."""
-        from odcore.privacy.release import Mode, ReleaseConfig
-
         mode = Mode(self.mode)
         return ReleaseConfig(epsilon=self.epsilon, threshold=self.threshold, mode=mode,
                              max_pairs=self.max_pairs if mode is Mode.USER_LEVEL else None)

@@ -4,6 +4,16 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
+
+import numpy as np
+
+from odcore.paths import REPO_ROOT
+from odcore.privacy.release import release_probability
+from odcore.report.sheet import (
+    number_text,  # the guarantee sheet writes numbers the same way
+    percent_text,
+)
 
 
 def probability_words(p: float) -> str:
@@ -64,8 +74,6 @@ def pct(p: float, digits: int = 1) -> str:
     >>> pct(0.7054), pct(0.99952)
     ('70.5 %', '99.95 %')
     """
-    from odcore.report.sheet import percent_text
-
     return percent_text(p, digits)
 
 
@@ -102,8 +110,6 @@ def num(x: float) -> str:
     >>> num(2402.4)
     '2,402.4'
     """
-    from odcore.report.sheet import number_text  # the guarantee sheet writes numbers the same way
-
     return number_text(x)
 
 
@@ -134,10 +140,6 @@ def empty_release_advice(true_counts, threshold: float, epsilon: float, sensitiv
     >>> print(empty_release_advice([3, 32, 5], 100, 0.66))  # doctest: +ELLIPSIS
     **Nothing is published this week.** The busiest pair has 32 people, and a pair is published only if its noisy count reaches 100: ...
     """
-    import numpy as np
-
-    from odcore.privacy.release import release_probability
-
     tc = np.asarray(true_counts, dtype=float)
     if not len(tc):
         return ("**No trips this week**, so there is nothing to release. Pick another week in the sidebar, or load "
@@ -204,10 +206,6 @@ def short_path(path) -> str:
     >>> short_path("Bundled synthetic city")
     'Bundled synthetic city'
     """
-    from pathlib import Path
-
-    from odcore.paths import REPO_ROOT
-
     text = str(path)
     p = Path(text)
     if not p.is_absolute():

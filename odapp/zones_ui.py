@@ -9,7 +9,9 @@ temporary folder; the bundled ``sample_data/districts.geojson`` is the zone file
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
+import json
 import tempfile
 from collections.abc import MutableMapping
 from functools import lru_cache
@@ -17,11 +19,22 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import shapely
+import streamlit as st
 
-from odapp.state import K_CELL_KM2, K_H3_RES, K_ZONE_ERROR, K_ZONE_FILE, K_ZONE_KIND, K_ZONE_LABEL
+from odapp.state import (
+    CELL_KM2_RANGE,
+    K_CELL_KM2,
+    K_H3_RES,
+    K_ZONE_ERROR,
+    K_ZONE_FILE,
+    K_ZONE_KIND,
+    K_ZONE_LABEL,
+)
 from odapp.words import plain
 from odcore.errors import ODCoreError
 from odcore.paths import REPO_ROOT, SAMPLE_DATA_DIR
+from odcore.space.zones import read_zone_file
 
 BUNDLED_ZONES = SAMPLE_DATA_DIR / "districts.geojson"
 BUNDLED_LABEL = "Bundled districts (40 Voronoi districts of the synthetic city)"
@@ -35,8 +48,6 @@ MAX_APP_ZONES = 20_000
 @lru_cache(maxsize=4)
 def file_bounds(path: str) -> tuple[float, float, float, float] | None:
     """(south, west, north, east) of a GeoJSON file's coordinates (WGS84), or None when it cannot be read."""
-    import json
-
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -112,10 +123,6 @@ def apply_zone_upload(state: MutableMapping, data: bytes, name: str) -> bool:
 
     On failure the previous zone file stays in use and ``state[K_ZONE_ERROR]`` says what is wrong (one line).
     """
-    import io
-
-    from odcore.space.zones import read_zone_file
-
     try:
         zones = read_zone_file(io.BytesIO(data), name=name, max_zones=MAX_APP_ZONES)
     except ODCoreError as exc:
@@ -156,8 +163,6 @@ def export_spec(spec: str | None) -> str | None:
 def zone_polygons(zones, cells) -> pd.DataFrame:
     """``DataFrame[cell, name, polygon]``: every zone's outline as a list of [lon, lat] (a PolygonLayer row per
     part, so a multi-part zone gives several rows with the same cell and name)."""
-    import shapely
-
     cells = np.asarray(cells, dtype=np.int64)
     gdf = zones.polygons(cells)
     names = np.asarray(gdf["name"] if "name" in gdf.columns else zones.names(cells), dtype=object)
@@ -173,10 +178,6 @@ def zone_polygons(zones, cells) -> pd.DataFrame:
 def zone_controls(ss, bound, box=None) -> None:
     """Sidebar: zone kind, then the cell area, the H3 resolution or the zone file (``bound`` draws a widget whose
     value persists across pages, :func:`odapp.sidebar._bound`)."""
-    import streamlit as st
-
-    from odapp.state import CELL_KM2_RANGE
-
     bound(K_ZONE_KIND, st.radio, label="Zones", options=list(ZONE_KINDS), format_func=ZONE_KINDS.get,
           horizontal=False,
           help="What origins and destinations are: square cells of a chosen area (Google used ~1.3 km²), Uber's "

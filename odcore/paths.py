@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from odcore.errors import ParameterError
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The bundled city: sample_data/ of the repository, or its copy installed inside the package (``pip install .``
 # ships it as ``odcore/sample_data``, see pyproject.toml).
@@ -135,8 +137,6 @@ def check_folder_replaceable(path: str | Path, owned: Callable[[Path], bool], *,
     ``owned(path)`` recognises as a previous output of the same kind (which the new output replaces whole).
 
     ``what`` names the flag or output in the message (e.g. ``"synth --out data/city"``)."""
-    from odcore.errors import ParameterError
-
     path = Path(path)
     if not path.exists():
         return

@@ -15,7 +15,7 @@ import pytest
 from odcore.data.traces import load_traces
 from odcore.errors import AggregatesOnlyError, ParameterError, TraceFormatError
 from odcore.od.engines import ENGINES, build_od, file_source
-from odcore.od.engines.kernel import Bounds, fit_grid_bounds, hour_slots, week_of_slots
+from odcore.od.kernel import Bounds, fit_grid_bounds, hour_slots, week_of_slots
 from odcore.od.trips import ODConfig
 from odcore.od.trips import build_od as build_memory
 from odcore.paths import SAMPLE_DATA_DIR
@@ -176,7 +176,7 @@ def test_bundled_city_other_grids_from_one_hour_index_match_duckdb(monkeypatch):
         np.testing.assert_array_equal(hours.cells(m.grid), m.grid.assign(hours.lat, hours.lon))
     with pytest.raises(ParameterError, match=r"tz='UTC'.*tz='Europe/Paris'"):
         build_memory(df, ODConfig(tz="Europe/Paris"), hours=hours)
-    from odcore.od.engines.kernel import grid_of_frame as _grid_of_frame
+    from odcore.od.kernel import grid_of_frame as _grid_of_frame
 
     grid = _grid_of_frame(df, ODConfig(cell_km2=1.1))
     big = HourIndex.of(df, "UTC")

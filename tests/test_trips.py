@@ -303,8 +303,8 @@ def test_histogram_percentile_fails_when_wrong():
 
 def _aggregates_only(od):
     """``od`` as the Spark engine's user-level path returns it: the histogram and the number of people, no
-    user-weeks (odcore.od.engines.kernel.assemble with user_week=None)."""
-    from odcore.od.engines.kernel import assemble
+    user-weeks (odcore.od.kernel.assemble with user_week=None)."""
+    from odcore.od.kernel import assemble
 
     # absolute week number of week 0 (kernel.week_starts_of: Monday of week k is day 7k - 3 since 1970)
     week0 = int(pd.Timestamp(od.week_starts[0]).value // 10**9 // 86400 + 3) // 7

@@ -372,7 +372,7 @@ def engine_traces_from_args(args: argparse.Namespace, **build_options):
     from odcore.data.traces import LoadReport
     from odcore.errors import TraceFormatError
     from odcore.od.engines import SourceTraces, build_od
-    from odcore.od.engines.kernel import DROP_CODES
+    from odcore.od.kernel import DROP_CODES
 
     src = stream_source_from_args(args)
     cfg = od_config_from_args(args, src.format)

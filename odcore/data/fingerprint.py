@@ -44,7 +44,7 @@ _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 def mix64(x: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser (a bijection of uint64), vectorised; also the engines' shard hash
-    (:mod:`odcore.od.engines.kernel`)."""
+    (:mod:`odcore.od.kernel`)."""
     x = np.asarray(x).astype(np.uint64, copy=True)
     with np.errstate(over="ignore"):
         x ^= x >> np.uint64(30)

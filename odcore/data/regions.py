@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from tzfpy import get_tz
 
 from odcore.errors import ParameterError
 
@@ -140,11 +141,7 @@ def pick_region(regions: list[Region], spec: Any) -> Region:
 
 
 def zone_at(lat: float, lon: float) -> str:
-    """The IANA zone at a point (``tzfpy``, offline); ``UTC`` at sea (an ``Etc/`` zone) or without ``tzfpy``."""
-    try:
-        from tzfpy import get_tz
-    except ImportError:   # pragma: no cover - tzfpy is in requirements.txt
-        return "UTC"
+    """The IANA zone at a point (``tzfpy``, offline); ``UTC`` at sea (an ``Etc/`` zone) ."""
     z = get_tz(float(lon), float(lat))
     return "UTC" if not z or z.startswith("Etc/") else z
 

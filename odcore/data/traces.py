@@ -22,6 +22,7 @@ Every dropped row is counted in :attr:`LoadReport.rows_dropped` under its reason
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import os
 import re
@@ -36,17 +37,24 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+from pandas._libs.parsers import STR_NA_VALUES
 
 from odcore.constants import FORMAT_TZ, LAT, LOC, LON, TIME, USER
+from odcore.data.regions import find_regions, pick_region, spans_metro, zone_of_box
 from odcore.data.validate import (
     DEFAULT_LIMITS,
     MISSING_TIME,
     PLAUSIBLE_YEARS,
     ArchiveLimits,
     Inflation,
+    TimeInfo,
     check_member_name,
     decode_text,
     normalise_user_ids,
+    numeric_seconds,
     parse_times,
     user_ids_need_text,
 )
@@ -364,8 +372,6 @@ class _Member:
         """The first ``n`` bytes of the content (decompressing only that much of a gzip stream)."""
         raw = self.raw_bytes()
         if raw[:2] == b"\x1f\x8b":
-            import gzip
-
             try:
                 with gzip.GzipFile(fileobj=io.BytesIO(raw)) as g:
                     return g.read(n)
@@ -511,10 +517,6 @@ def _read_cab(m: _Member) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     The text is parsed once by ``pyarrow.csv`` with explicit column types into one chunk per column (so
     ``to_numpy`` hands over Arrow's buffers). Times are parsed as int64; a file whose times are not all whole
     seconds in 1990-2100 (or misses one) is parsed again with float times and checked row by row."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.csv as pcsv
-
     data = m.text_bytes()
     if _blank(data):
         return np.empty(0), np.empty(0), np.empty(0, np.int64)
@@ -628,8 +630,6 @@ def read_cab_file(path: str | Path, limits: ArchiveLimits = DEFAULT_LIMITS) -> t
 
 
 def _unix_seconds(t: np.ndarray, fname: str, col: str) -> np.ndarray:
-    from odcore.data.validate import TimeInfo, numeric_seconds
-
     return numeric_seconds(t, np.isfinite(t) | np.isinf(t), "s", pd.Series(t), fname, col, TimeInfo())
 
 
@@ -833,10 +833,6 @@ def _arrow_csv(data: bytes, sep: str) -> pd.DataFrame:
     chosen time zone), columns pyarrow cannot type (mixed offsets, bad cells) as text for the checks of
     :func:`odcore.data.validate.parse_times`. Raises pyarrow's errors on ragged rows or bad quoting (the caller falls
     back to pandas' C parser for its messages)."""
-    import pyarrow as pa
-    import pyarrow.csv as pcsv
-    from pandas._libs.parsers import STR_NA_VALUES
-
     tab = pcsv.read_csv(io.BytesIO(data), read_options=pcsv.ReadOptions(use_threads=False),
                         parse_options=pcsv.ParseOptions(delimiter=sep),
                         convert_options=pcsv.ConvertOptions(null_values=sorted(STR_NA_VALUES),
@@ -1128,8 +1124,6 @@ def _region_box(df: pd.DataFrame, keep: np.ndarray, lat: np.ndarray, lon: np.nda
     """The box to keep after ``region``: ``None`` / ``"all"`` keeps ``box``; ``"S,W,N,E"`` is a box; ``"auto"``
     keeps the densest region when the data (``box``, else its robust box) spans more than a metropolitan area;
     a rank ``N`` keeps the N-th region. Returns (box, regions listed, rank kept)."""
-    from odcore.data.regions import find_regions, pick_region, spans_metro
-
     if region is None or (isinstance(region, str) and region.strip().lower() in ("", "all", "none", "off")):
         return box, [], None
     if isinstance(region, str) and re.search(r"[,\s]", region.strip()):
@@ -1250,8 +1244,6 @@ def load_traces(source: Any, *, format: str | TraceFormat = "auto", mapping: Col
     elif info.get("zone"):
         zone, src = str(info["zone"]), "file"
     else:
-        from odcore.data.regions import zone_of_box
-
         box = (BBox(*t.report.bbox_used) if t.report.bbox_used
                else BBox.robust(t.df[LAT].to_numpy(), t.df[LON].to_numpy()))
         zone, src = zone_of_box(box), "coordinates"

@@ -28,6 +28,7 @@ import codecs
 import io
 import math
 import re
+import warnings
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -382,8 +383,6 @@ def _first_bad_text(txt: pd.Series, bad: np.ndarray, fname: str, col: str) -> Tr
 
 
 def _parse_iso(txt: pd.Series, tz: str, fname: str, col: str, info: TimeInfo) -> np.ndarray:
-    import warnings
-
     miss = txt.isna().to_numpy()
     has_off = txt.str.contains(_OFFSET_RE, regex=True, na=False).to_numpy()
     out = np.full(len(txt), MISSING_TIME, np.int64)

@@ -21,6 +21,15 @@ import warnings
 from enum import StrEnum
 
 import numpy as np
+from scipy.special import expit
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer, StandardScaler
+from threadpoolctl import threadpool_limits
 
 from odcore.errors import ParameterError
 
@@ -63,22 +72,12 @@ def make_classifier(name: Classifier | str, seed: int | None = None, n_jobs: int
     """A fresh, unfitted scikit-learn estimator with the paper's settings (``float32``: the MLP's precision)."""
     name = Classifier(name)
     if name == Classifier.LR:
-        from sklearn.linear_model import LogisticRegression
-
         return LogisticRegression(solver="liblinear")
     if name == Classifier.KNN:
-        from sklearn.neighbors import KNeighborsClassifier
-
         return KNeighborsClassifier(n_neighbors=5, metric="euclidean")
     if name == Classifier.RF:
-        from sklearn.ensemble import RandomForestClassifier
-
         return RandomForestClassifier(n_estimators=30, criterion="gini", max_features=None, n_jobs=n_jobs,
                                       random_state=seed)
-    from sklearn.neural_network import MLPClassifier
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import FunctionTransformer, StandardScaler
-
     mlp = MLPClassifier(hidden_layer_sizes=(200,), solver="adam", max_iter=200, random_state=seed)
     if float32:
         return make_pipeline(StandardScaler(), FunctionTransformer(as_float32), mlp)
@@ -91,8 +90,6 @@ def mlp_scores(pipe, x: np.ndarray) -> np.ndarray:
     The same arithmetic as ``predict_proba`` (ReLU hidden layers, logistic output), with the weights of either
     precision promoted to float64, so that scores near 0 or 1 do not collapse to float32 ties.
     """
-    from scipy.special import expit
-
     mlp = pipe[-1]
     if mlp.activation != "relu" or mlp.out_activation_ != "logistic":
         raise ParameterError(f"mlp_scores needs a ReLU network with a logistic output, got activation="
@@ -116,13 +113,9 @@ def fit_scores(name: Classifier | str, x_train: np.ndarray, y_train: np.ndarray,
     k-NN with fewer than 5 training samples uses all of them. Convergence warnings of the MLP (200 epochs, as in
     scikit-learn's default) are silenced: the score is what the game evaluates.
     """
-    from sklearn.exceptions import ConvergenceWarning
-
     y = np.asarray(y_train)
     if len(np.unique(y)) < 2:
         raise ParameterError("training labels hold a single class; the game needs in- and out-groups.")
-    from threadpoolctl import threadpool_limits
-
     est = make_classifier(name, seed=seed, n_jobs=n_jobs, float32=float32)
     if Classifier(name) == Classifier.KNN and len(y) < 5:
         est.set_params(n_neighbors=len(y))

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
+from scipy.fft import dct, idct
+from scipy.special import softmax
 
 from odcore.errors import ParameterError, check_positive, coerce_enum
 
@@ -165,8 +167,6 @@ def fpa(x: np.ndarray, kappa: int, scale: float, rng: np.random.Generator | int 
 def _efpag_basis(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The orthonormal DCT-II coefficients of each series and ``tail[k-1] = sqrt(Σ_{i≥k} c_i²)``, k = 1..T (they do
     not depend on ε or the seed: :func:`perturb` reuses them through its ``memo``)."""
-    from scipy.fft import dct
-
     c = dct(x, type=2, axis=-1, norm="ortho")
     sq = c * c
     rev = np.cumsum(sq[..., ::-1], axis=-1)[..., ::-1]
@@ -186,8 +186,6 @@ def efpag(x: np.ndarray, epsilon: float, delta: float, l2_sensitivity: float,
     noise ``σ`` added to the κ kept orthonormal-DCT coefficients (L2 sensitivity Δ₂, no sqrt(κ) factor). ``basis``:
     the :func:`_efpag_basis` of ``x`` if already computed.
     """
-    from scipy.fft import idct
-
     rng = np.random.default_rng(rng)
     x = np.asarray(x, dtype=np.float64)
     n = x.shape[-1]
@@ -207,9 +205,6 @@ def efpag(x: np.ndarray, epsilon: float, delta: float, l2_sensitivity: float,
 
 def efpag_kappa_probabilities(series: np.ndarray, epsilon: float, delta: float, l2_sensitivity: float) -> np.ndarray:
     """Exact selection probabilities of κ = 1..T for one series (for tests and plots)."""
-    from scipy.fft import dct
-    from scipy.special import softmax
-
     c = dct(np.asarray(series, dtype=float), type=2, norm="ortho")
     n = len(c)
     rev = np.cumsum((c * c)[::-1])[::-1]

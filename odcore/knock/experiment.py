@@ -5,20 +5,26 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import pickle
+import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from odcore.data.validate import check_param
-from odcore.errors import ParameterError, coerce_enum
+from odcore.errors import ParameterError, check_positive, coerce_enum
 from odcore.knock.classifiers import ALL_CLASSIFIERS, Classifier, fit_scores, parse_classifiers
 from odcore.knock.defences import ALL_MECHANISMS, Clip, DefenceConfig, Mechanism, TransformNorm, perturb
 from odcore.knock.features import Selection, extract_features, select_features
-from odcore.knock.game import GameConfig, GameData, Prior, make_game, sample_unique_groups
+from odcore.knock.game import GameConfig, GameData, Prior, make_game, periods, sample_unique_groups
 from odcore.knock.metrics import auc, mre, mre_denominator, privacy_gain, privacy_loss, roc, sample_targets
 from odcore.knock.timeseries import LocationTimeSeries, TimeSeriesConfig, build_timeseries
 
@@ -296,10 +302,6 @@ def _worker_init(ts_file: str, config: KnockConfig, sensitivity: int, float32: b
     """A worker process's start: the series read from the file the parent wrote (a process is started with a few
     bytes of arguments: a large series written into its start-up pipe would block the parent for good if the child
     died before reading it)."""
-    import pickle
-
-    from threadpoolctl import threadpool_limits
-
     threadpool_limits(limits=1)   # one process per core: BLAS and OpenMP single-threaded inside each
     with open(ts_file, "rb") as fh:
         ts = pickle.load(fh)
@@ -367,8 +369,6 @@ def run_experiment(data: LocationTimeSeries | pd.DataFrame, config: KnockConfig,
     rng = np.random.default_rng(config.seed if rng is None else rng)
     ts = as_timeseries(data, ts_config)
     game_cfg = config.game()
-    from odcore.knock.game import periods
-
     n_per = periods(ts.n_slots, game_cfg.period_slots)
     multi = game_cfg.prior in (Prior.SAME_GROUPS, Prior.DIFFERENT_GROUPS)
     inf = game_cfg.inference_period if game_cfg.inference_period is not None else (n_per - 1 if multi else 0)
@@ -419,12 +419,6 @@ def run_experiment(data: LocationTimeSeries | pd.DataFrame, config: KnockConfig,
                            timings=tm, mobility=str(classes[i]), mre_out=parts, float32=float32)
             done(i, r, tm, parts)
     else:
-        import multiprocessing
-        import os
-        import pickle
-        import tempfile
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
         with tempfile.TemporaryDirectory(prefix="odlab_knock_") as tmp:
             ts_file = os.path.join(tmp, "series.pkl")
             with open(ts_file, "wb") as fh:
@@ -488,8 +482,6 @@ class MREConfig:
             raise ParameterError(f"gamma_scope must be 'series' or 'matrix', got {self.gamma_scope!r}.")
         if not self.epsilons:
             raise ParameterError("epsilons must hold at least one value.")
-        from odcore.errors import check_positive
-
         object.__setattr__(self, "epsilons", tuple(check_positive("epsilon", e) for e in self.epsilons))
         try:
             object.__setattr__(self, "mechanisms", tuple(Mechanism(x) for x in self.mechanisms))

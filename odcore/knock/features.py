@@ -10,6 +10,9 @@ from __future__ import annotations
 from enum import StrEnum
 
 import numpy as np
+from sklearn.feature_selection import RFE
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
 
 from odcore.errors import ParameterError
 
@@ -88,10 +91,6 @@ def select_features(x_train: np.ndarray, y_train: np.ndarray, method: Selection 
     n_target = min(x.shape[0], int(keep.sum()))
     if int(keep.sum()) <= n_target:
         return keep
-    from sklearn.feature_selection import RFE
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.preprocessing import StandardScaler
-
     xs = StandardScaler().fit_transform(x[:, keep])
     step = 1 if method == Selection.RFE else 0.1
     rfe = RFE(LogisticRegression(solver="liblinear"), n_features_to_select=n_target, step=step)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+from sklearn.metrics import roc_auc_score, roc_curve
 
 from odcore.errors import ParameterError
 
 
 def auc(labels: np.ndarray, scores: np.ndarray) -> float:
     """Area under the ROC curve of ``scores`` for binary ``labels`` (1 = target in the group), §IV-C."""
-    from sklearn.metrics import roc_auc_score
-
     y = np.asarray(labels)
     if len(np.unique(y)) < 2:
         raise ParameterError("AUC needs both in- and out-groups in the test set.")
@@ -19,8 +18,6 @@ def auc(labels: np.ndarray, scores: np.ndarray) -> float:
 
 def roc(labels: np.ndarray, scores: np.ndarray) -> dict[str, list[float]]:
     """ROC curve points ``{"fpr": [...], "tpr": [...]}`` (§IV-C)."""
-    from sklearn.metrics import roc_curve
-
     fpr, tpr, _ = roc_curve(np.asarray(labels), np.asarray(scores, dtype=float))
     return {"fpr": fpr.round(6).tolist(), "tpr": tpr.round(6).tolist()}
 

@@ -9,6 +9,7 @@ sparse product ``(groups × users) @ (users × ROI·T)`` (:meth:`LocationTimeSer
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -345,8 +346,6 @@ class LocationTimeSeries:
 
     @classmethod
     def load(cls, path: str | Path) -> LocationTimeSeries:
-        import json
-
         z = np.load(path, allow_pickle=False)
         mat = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
         g = z["grid"]
@@ -367,8 +366,6 @@ class LocationTimeSeries:
 
 
 def _json(obj: Any) -> str:
-    import json
-
     return json.dumps(obj, default=lambda o: o.item() if hasattr(o, "item") else str(o))
 
 

@@ -23,10 +23,16 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from odcore import __version__
 from odcore.constants import COUNT, DESTINATION, ORIGIN, TRIPS, UNIQUE_TRIPS, USER, WEEK
 from odcore.errors import ParameterError, TraceFormatError
+from odcore.od.trips import ODConfig, ODData
+from odcore.paths import atomic_folder
+from odcore.space.zones import write_zone_geometry, zones_from_dict
 
 __all__ = ["KIND", "NO_PAIRS_REASON", "CountsInput", "is_counts_folder", "read_counts_folder", "write_counts_folder"]
 
@@ -59,13 +65,6 @@ def write_counts_folder(od, folder, *, source: str, engine: str = "memory", extr
     reader, or a run killed at any moment, sees either the previous folder or the new one, never half of one. An
     existing ``folder`` must be empty or a counts folder; anything else is refused and left as it was.
     """
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
-
-    from odcore.paths import atomic_folder
-    from odcore.space.zones import write_zone_geometry
-
     out = Path(folder)
     try:
         with atomic_folder(out, is_counts_folder, what=f"--counts-out {out}") as tmp:
@@ -146,11 +145,6 @@ def read_counts_folder(folder):
 
     ``pairs`` is empty and ``stats["pairs_available"]`` is False (:data:`NO_PAIRS_REASON`).
     """
-    import pyarrow.dataset as ds
-
-    from odcore.od.trips import ODConfig, ODData
-    from odcore.space.zones import zones_from_dict
-
     folder = Path(folder)
     m = read_manifest(folder)
     try:

@@ -28,9 +28,9 @@ import pandas as pd
 
 from odcore.constants import CELL, COUNT, DESTINATION, LAT, LON, ORIGIN, TIME, TRIPS, UNIQUE_TRIPS, USER, WEEK
 from odcore.errors import ParameterError, TraceFormatError, check_positive
-from odcore.od.engines.kernel import grid_of_frame
 from odcore.od.hourly import BIG_KEY, modes, od_tables, winners
 from odcore.od.hours import hour_slots, local_offsets, time_seconds, week_of_slots
+from odcore.od.kernel import grid_of_frame
 from odcore.od.oddata import ODConfig, ODData
 from odcore.space.grid import SquareGrid
 
@@ -295,7 +295,7 @@ def build_od(traces_df: pd.DataFrame, config: ODConfig | None = None, *, grid: S
         hours = HourIndex.of(traces_df, config.tz)
     elif hours.tz != config.tz:
         raise ParameterError(f"the hour index was built for tz={hours.tz!r}, the config asks for tz={config.tz!r}.")
-    if grid is None:   # zones from a min/max pass, as every engine does (odcore.od.engines.kernel.fit_zones)
+    if grid is None:   # zones from a min/max pass, as every engine does (odcore.od.kernel.fit_zones)
         grid = grid_of_frame(traces_df, config)
     cell = hours.cells(grid)
     dropped: dict[str, int] = {}

@@ -28,6 +28,7 @@ closed form (no discretisation, vectorised over k, cheap at k = 3640), while dp_
 
 from __future__ import annotations
 
+import collections
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,6 +45,7 @@ from odcore.errors import (
     check_prob,
     check_threshold,
 )
+from odcore.privacy import pld
 from odcore.privacy.rdp import rdp_epsilon
 from odcore.privacy.release import release_probability, threshold_delta
 
@@ -157,8 +159,6 @@ def tight_epsilon(delta: float, k, epsilon: float):
     mechanism, sensitivity 1 per coordinate); vectorised over k. Never above basic composition k·ε.
     """
     # The attack module's exact PLD, imported lazily (one implementation in the engine).
-    from odcore.privacy import pld
-
     eps = check_positive("epsilon", epsilon)
     d = check_prob("delta", delta)
     kk = check_count("k", k)
@@ -228,8 +228,6 @@ class BudgetConfig:
 
 def _tight_total(c: BudgetConfig) -> tuple[float | None, float | None, str | None]:
     """(lower, upper, method) of the tight ε of the ``weeks·trips``-fold composition at ``c.delta``."""
-    from odcore.privacy import pld
-
     n, w = c.trips, c.weeks
     if n * w <= TIGHT_K_MAX:
         e = tight_epsilon(c.delta, n * w, c.epsilon)
@@ -394,8 +392,6 @@ def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, 
                         "advanced": advanced_composition(epsilon, k, delta)[0],
                         "rdp": rdp_epsilon(delta, k, epsilon)})
     if interval is not None and n <= TIGHT_K_MAX:
-        from odcore.privacy import pld
-
         lo, hi = pld.composed_epsilon_curve(delta, n, epsilon, w, interval=interval, lower=lower)
         out["tight"] = np.minimum(hi, out["basic"].to_numpy())
         if lower:
@@ -434,8 +430,6 @@ def epsilon_delta_curve(epsilon: float = 0.66, k: int = 70, deltas=None) -> pd.D
     adv = np.array([advanced_composition(epsilon, kk, float(d))[0] for d in ds])  # closed form; len(ds) is small
     rdp = np.array([rdp_epsilon(float(d), kk, epsilon) for d in ds])
     if kk <= TIGHT_K_MAX:
-        from odcore.privacy import pld  # one k-fold law, solved for every delta (not rebuilt per delta)
-
         tight = np.minimum(np.asarray(pld.epsilon_for_delta(ds, kk, epsilon), dtype=float), kk * epsilon)
     else:
         tight = np.full(ds.shape, np.nan)
@@ -629,10 +623,6 @@ def loss_exceeds_probability(eps_prime: float, k: int, epsilon: float) -> float:
 
 
 def _last_law(k: int, epsilon: float):
-    import collections
-
-    from odcore.privacy import pld
-
     return collections.deque(pld.iter_k_fold(k, epsilon), maxlen=1)[0]
 
 
@@ -740,8 +730,6 @@ def user_level_budget(epsilon: float, max_pairs: int, threshold: float, weeks: i
         lo = hi = float(tight_epsilon(d, m * w, e1))
         method = "exact"
     elif m <= TIGHT_K_MAX and h_max > 0:
-        from odcore.privacy import pld
-
         # at most 4e7 grid points (pld caps at 5e7): a coarser step still gives a valid, wider bracket
         h = max(min(h_max, 2.0 * w * eps / USER_GRID_POINTS), 2.0 * w * eps / 4e7)
         lo, hi = pld.composed_epsilon_bounds(d, m, e1, w, interval=h)

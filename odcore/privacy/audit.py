@@ -34,9 +34,13 @@ from enum import StrEnum
 
 import numpy as np
 import pandas as pd
+from scipy import optimize, stats
 
 from odcore.constants import DESTINATION, ORIGIN, USER, WEEK
 from odcore.errors import ParameterError, check_int, check_positive, check_prob, coerce_enum
+from odcore.privacy import pld
+from odcore.privacy.attack import pair_llr
+from odcore.privacy.release import ReleaseConfig, release
 
 __all__ = [
     "AuditConfig",
@@ -171,8 +175,6 @@ def one_run_epsilon_lower(correct: int, guesses: int, confidence: float = 0.95) 
     >>> one_run_epsilon_lower(50, 100)
     0.0
     """
-    from scipy import optimize, stats
-
     r = check_int("guesses", guesses, minimum=0)
     v = check_int("correct", correct, minimum=0)
     if v > r:
@@ -200,8 +202,6 @@ def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
     >>> round(clopper_pearson_upper(0, 100, 0.05), 4)
     0.0295
     """
-    from scipy import stats
-
     if n <= 0:
         return 1.0
     if k >= n:
@@ -231,8 +231,6 @@ def theory_epsilon(unit: Unit, epsilon: float, trips: int, delta: float) -> floa
     """What the release promises for one canary: ε per count, or the tight ε(δ) of ``trips`` Laplace counts."""
     if unit is Unit.COUNT or trips == 1:
         return float(epsilon)
-    from odcore.privacy import pld
-
     return float(pld.epsilon_for_delta(delta, trips, epsilon))
 
 
@@ -337,8 +335,6 @@ def _released_view(table: pd.DataFrame, o: np.ndarray, d: np.ndarray, week: int)
 def _scores(others: np.ndarray, published: np.ndarray, noisy: np.ndarray, cfg: AuditConfig) -> np.ndarray:
     """Per canary pair: the log-likelihood ratio of "in" against "out" (± a large number without noise)."""
     if cfg.private:
-        from odcore.privacy.attack import pair_llr
-
         return pair_llr(others, published, noisy, cfg.epsilon, cfg.threshold)
     # no noise: a published count says exactly whether the canary is there; a suppression says so when exactly one
     # of c and c + 1 clears the threshold
@@ -374,8 +370,6 @@ def audit_one_run(pairs: pd.DataFrame, config: AuditConfig | None = None, *, wee
     rng:
         Seed or Generator (canaries' pairs, coins and the release's noise). Same seed, same result.
     """
-    from odcore.privacy.release import ReleaseConfig, release
-
     cfg = AuditConfig() if config is None else config
     rng = np.random.default_rng(rng)
     wk, week = _week_pairs(pairs, week)

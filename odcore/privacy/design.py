@@ -57,7 +57,9 @@ from odcore.privacy.accounting import (
     tight_epsilon,
     user_level_budget,
 )
+from odcore.privacy.attack import bounded_success_curve
 from odcore.privacy.release import Mode, ReleaseConfig, release_probability, release_with_report
+from odcore.privacy.risk import Attacker, attacker_words, largest_pair_epsilon, risk_measures
 from odcore.privacy.utility import (
     expected_error,
     expected_errors,
@@ -184,8 +186,6 @@ class Goal:
             object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
 
     def _check_risk(self, kind: GoalKind) -> None:
-        from odcore.privacy.risk import Attacker
-
         try:
             att = Attacker(self.attacker)
         except ValueError:
@@ -222,8 +222,6 @@ class Goal:
     @property
     def attacker_words(self) -> str:
         """The attacker the goal bounds, in words."""
-        from odcore.privacy.risk import attacker_words
-
         if self.kind in RISK_GOALS:
             return attacker_words(self.attacker, self.known_trips)
         if self.kind is GoalKind.ATTACK:
@@ -318,8 +316,6 @@ def achieved(goal: Goal, epsilon: float, max_pairs: int, *, coarse: bool = False
 
 def _risk_value(goal: Goal, epsilon: float, max_pairs: int) -> float:
     """The risk goal's figure (TPR at FPR, advantage or posterior) of the release at ε, m and its threshold."""
-    from odcore.privacy.risk import risk_measures
-
     r = risk_measures(epsilon, max_pairs, threshold_for(goal, epsilon, max_pairs),
                       known_trips=goal.known_trips if goal.attacker == "known" else None, fpr=goal.fpr,
                       prior=goal.prior)[goal.attacker]
@@ -339,8 +335,6 @@ def goal_epsilon(goal: Goal, max_pairs: int, *, final: bool = True) -> float:
     by_risk = goal.kind is GoalKind.ATTACK or goal.kind in RISK_GOALS
     if goal.kind in RISK_GOALS:
         # the measure depends on ε/m and the pairs seen only (δ_ps taken at its cap D/2): one search per j
-        from odcore.privacy.risk import largest_pair_epsilon
-
         j = m if goal.attacker == "full" else min(goal.known_trips, m)
         e = m * largest_pair_epsilon(goal.kind.value, j, target, fpr=goal.fpr, prior=goal.prior,
                                      delta_cap=goal.partition_delta)
@@ -739,8 +733,6 @@ def google_point(week_pairs: pd.DataFrame | WeekIndex, user_trips: np.ndarray, *
 def person_risk(epsilon: float, max_pairs: int, threshold: float, trips: int) -> float:
     """Upper bound on the best attacker's success (equal priors, one week) for a person with ``trips`` unique trips
     who is fully known to the attacker (:func:`odcore.privacy.attack.bounded_success_curve` with the threshold)."""
-    from odcore.privacy.attack import bounded_success_curve
-
     n = check_int("trips", trips, minimum=0)
     return float(bounded_success_curve(epsilon, max_pairs, n, threshold)[n])
 
@@ -869,8 +861,6 @@ def design_report(goal: Goal, week_pairs: pd.DataFrame | WeekIndex, user_trips, 
     ``candidates`` (every m with its expected utility), ``google`` (:func:`google_point`), ``tuning_note`` and,
     with ``with_frontier``, ``frontier`` (:func:`frontier` rows).
     """
-    from odcore.privacy.risk import risk_measures
-
     week_pairs = _index(week_pairs)
     ranked = _Ranked(week_pairs, rng)             # one ranking for design and frontier
     best, default, cands = design(goal, week_pairs, max_pairs=max_pairs, tune=tune, rng=rng, level=level,

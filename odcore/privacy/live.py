@@ -29,6 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from odcore.errors import ParameterError
+from odcore.privacy import accounting as acc
+from odcore.privacy import attack, pld
+from odcore.privacy.attack import success_grid
 
 EPSILON_SPAN = (0.05, 5.0)   # the ε slider's range (odapp.state.EPSILON_RANGE)
 ATTACK_GRID = np.geomspace(*EPSILON_SPAN, 90)
@@ -101,8 +104,6 @@ def attack_tables(k_max: int, max_pairs: int | None = None) -> dict[str, LiveTab
     ``success_per_person`` (the bounded release, ``max_pairs`` given), k = 0..k_max.
 
     Houssiau et al. 2022, Fig. 1 (exact values: :func:`odcore.privacy.attack.success_curve`)."""
-    from odcore.privacy import attack
-
     k = np.arange(int(k_max) + 1)
     out = {"success": LiveTable(ATTACK_GRID, k, np.array([attack.success_curve(float(e), int(k_max))
                                                           for e in ATTACK_GRID]))}
@@ -118,9 +119,6 @@ def trips_tables(trips_max: int, delta: float, max_pairs: int | None = None) -> 
     """ε of one user-week against n = 1..trips_max on :data:`BUDGET_GRID`: ``tight`` (exact PLD, NaN above
     :data:`odcore.privacy.accounting.TIGHT_K_MAX`), ``rdp`` and, with ``max_pairs``, ``person_tight`` (the
     min(n, m)-fold Laplace(ε/m) composition). Same numbers as :func:`odcore.privacy.accounting.epsilon_vs_trips`."""
-    from odcore.privacy import accounting as acc
-    from odcore.privacy import pld
-
     n = np.arange(1, int(trips_max) + 1)
     rows = [acc.epsilon_vs_trips(float(e), int(trips_max), delta) for e in BUDGET_GRID]
     out = {c: LiveTable(BUDGET_GRID, n, np.array([r[c].to_numpy(dtype=float) for r in rows]), "loglog")
@@ -143,9 +141,6 @@ def weeks_tables(trips: int, weeks: int, delta: float, relative_step: float | No
 
     The step follows ε so that the tabulated upper end is smooth in ε: with one step for every ε it jumps between
     grid points by up to ``w·step`` (:data:`odcore.privacy.accounting.WEEKS_RELATIVE_STEP`)."""
-    from odcore.privacy import accounting as acc
-    from odcore.privacy import pld
-
     rel = acc.WEEKS_RELATIVE_STEP if relative_step is None else float(relative_step)
     w = np.arange(1, int(weeks) + 1)
     rows = [acc.epsilon_over_weeks(float(e), int(trips), int(weeks), delta, interval=acc.weeks_interval(float(e), rel),
@@ -169,8 +164,6 @@ def delta_tables(trips: int, deltas=None) -> dict[str, LiveTable]:
     :data:`odcore.privacy.accounting.TIGHT_K_MAX`) and ``rdp``, at the δ of
     :func:`odcore.privacy.accounting.epsilon_delta_curve` (its default: 40 log-spaced from 1e-30 to 0.5). Same
     numbers as that function; basic and advanced composition are closed forms the browser computes."""
-    from odcore.privacy import accounting as acc
-
     rows = [acc.epsilon_delta_curve(float(e), int(trips), deltas) for e in BUDGET_GRID]
     x = rows[0]["delta"].to_numpy(dtype=float)
     return {c: LiveTable(BUDGET_GRID, x, np.array([r[c].to_numpy(dtype=float) for r in rows]), "loglog")
@@ -230,7 +223,5 @@ def person_success(others, max_pairs: int, thresholds) -> np.ndarray:
 
     Exact values: those of :func:`odcore.privacy.attack.user_risk`, by :func:`~odcore.privacy.attack.success_grid`
     (``others``: the other people's counts on the person's pairs)."""
-    from odcore.privacy.attack import success_grid
-
     tau = np.broadcast_to(np.asarray(thresholds, dtype=float), ATTACK_GRID.shape)
     return success_grid(list(others), ATTACK_GRID / int(max_pairs), tau, resolution=PERSON_RESOLUTION)

@@ -37,6 +37,8 @@ from functools import lru_cache
 
 from odcore.errors import ParameterError, check_int, check_positive
 from odcore.privacy import pld
+from odcore.privacy.accounting import partition_selection_delta
+from odcore.privacy.attack import tpr_at_fpr
 
 __all__ = ["Attacker", "attacker_words", "largest_pair_epsilon", "posterior", "risk_measures", "tpr_bound"]
 
@@ -69,8 +71,6 @@ def _pairs_seen(attacker: Attacker | str, known_trips: int | None, max_pairs: in
 
 
 def _partition_delta(epsilon: float, threshold: float, max_pairs: int) -> float:
-    from odcore.privacy.accounting import partition_selection_delta
-
     return float(partition_selection_delta(epsilon, threshold, max_pairs, 1))
 
 
@@ -82,8 +82,6 @@ def tpr_bound(epsilon: float, max_pairs: int, threshold: float, pairs_seen: int,
     >>> round(tpr_bound(1.0, 10, 200, 10, 0.01), 4)      # ten pairs at ε/m = 0.1: 2.13 % at FPR 1 %
     0.0213
     """
-    from odcore.privacy.attack import tpr_at_fpr
-
     e = check_positive("epsilon", epsilon)
     m = check_int("max_pairs", max_pairs, minimum=1)
     j = min(check_int("pairs_seen", pairs_seen, minimum=0), m)
@@ -158,8 +156,6 @@ def largest_pair_epsilon(measure: str, pairs_seen: int, bound: float, *, fpr: fl
 
     def value(e1: float) -> float:
         if measure == "tpr":
-            from odcore.privacy.attack import tpr_at_fpr
-
             t = float(tpr_at_fpr(j, e1, fpr)[0])
         else:
             t = float(pld.hockey_stick_delta(0.0, j, e1))

@@ -21,10 +21,18 @@ from enum import StrEnum
 
 import numpy as np
 import pandas as pd
+from scipy import optimize
+from scipy.special import (
+    ndtr,  # Φ (scipy.stats.norm.cdf is ndtr behind argument checks that cost 50 µs)
+    ndtri,  # Φ⁻¹: norm.isf(q) is -ndtri(q)
+)
 
 from odcore.constants import DESTINATION, ORIGIN, USER, WEEK
 from odcore.errors import ParameterError, check_max_pairs, check_positive, check_prob
-from odcore.od.pairs import PreparedPairs
+from odcore.od.bounding import bounding_key
+from odcore.od.pairs import PreparedPairs, bounded_counts, prepare_pairs
+from odcore.privacy.accounting import partition_threshold
+from odcore.privacy.release import TRUE_COUNT, release_probability
 
 __all__ = ["Strategy", "compare_selection", "gaussian_delta", "gaussian_one_count", "gaussian_sigma", "keep_probability",
            "run_pipeline_dp", "truncated_geometric_keep"]
@@ -72,8 +80,6 @@ def truncated_geometric_keep(n, epsilon: float, delta: float, max_partitions: in
 def gaussian_delta(sigma: float, epsilon: float, l2: float = 1.0) -> float:
     """δ(ε) of the Gaussian mechanism with noise σ and L2 sensitivity ``l2`` (Balle and Wang 2018, Theorem 8):
     ``Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ)``."""
-    from scipy.special import ndtr  # Φ (scipy.stats.norm.cdf is ndtr behind argument checks that cost 50 µs)
-
     a, b = l2 / (2 * sigma), epsilon * sigma / l2
     return float(ndtr(a - b) - math.exp(epsilon) * ndtr(-a - b))
 
@@ -85,8 +91,6 @@ def gaussian_sigma(epsilon: float, delta: float, l2: float = 1.0) -> float:
     >>> round(gaussian_sigma(1.0, 1e-5), 3)
     3.731
     """
-    from scipy import optimize
-
     eps = check_positive("epsilon", epsilon)
     d = check_prob("delta", delta)
     hi = 1.0
@@ -99,8 +103,6 @@ def gaussian_one_count(epsilon: float, delta: float, max_partitions: int) -> tup
     """(σ, τ) of the Gaussian release with one noisy count: each person's m pairs have L2 sensitivity √m; half of δ
     goes to the Gaussian mechanism on the pairs both neighbours have, half to the chance that any of a person's m
     pairs of their own (count 1) clears τ: ``1 − (1 − P(1 + N(0, σ²) >= τ))^m = δ/2``."""
-    from scipy.special import ndtri  # Φ⁻¹: norm.isf(q) is -ndtri(q)
-
     m = check_max_pairs(max_partitions)
     sigma = gaussian_sigma(epsilon, delta / 2, math.sqrt(m))
     d1 = -math.expm1(math.log1p(-delta / 2) / m)
@@ -114,9 +116,6 @@ def keep_probability(strategy: Strategy | str, n, epsilon: float, delta: float, 
     ``LAB_ONE_COUNT`` spends all of ε on one noisy count; the two others give ``selection_share`` of ε to the
     selection (the rest to the published count) and all of δ to the selection.
     """
-    from odcore.privacy.accounting import partition_threshold
-    from odcore.privacy.release import release_probability
-
     s = Strategy(strategy)
     m = check_max_pairs(max_partitions)
     eps = check_positive("epsilon", epsilon)
@@ -129,8 +128,6 @@ def keep_probability(strategy: Strategy | str, n, epsilon: float, delta: float, 
     if s is Strategy.LAB_ONE_COUNT:
         return release_probability(counts, eps, partition_threshold(eps, m, delta), m)
     if s is Strategy.LAB_GAUSSIAN_ONE_COUNT:
-        from scipy.special import ndtr  # norm.sf(x) is ndtr(-x)
-
         sigma, tau = gaussian_one_count(eps, delta, m)
         return ndtr(-((tau - n) / sigma))
     es = eps * selection_share
@@ -143,10 +140,6 @@ def _bounded_counts(prep: PreparedPairs, max_pairs: int, rng: np.random.Generato
     """``DataFrame[week, origin, destination, raw_count, count]`` of the pairs in ``prep``: distinct people before
     and after each person's week is cut to ``max_pairs`` pairs by the lab's rule (the hash key is the first draw of
     ``rng``, as in :func:`odcore.od.pairs.bound_contributions`), in (week, origin, destination) order."""
-    from odcore.od.bounding import bounding_key
-    from odcore.od.pairs import bounded_counts
-    from odcore.privacy.release import TRUE_COUNT
-
     table, _ = bounded_counts(prep, max_pairs, bounding_key(rng))
     return table.rename(columns={TRUE_COUNT: "count"})
 
@@ -207,8 +200,6 @@ def _row(name: str, reason: str, counts: pd.DataFrame, keep: np.ndarray, noisy: 
 
 def _week_prepared(pairs: pd.DataFrame | PreparedPairs, week: int | None) -> tuple[PreparedPairs, int]:
     """The unique rows of ``week`` (default: the week with the most rows) prepared, and the week."""
-    from odcore.od.pairs import prepare_pairs
-
     if isinstance(pairs, PreparedPairs):
         w = pairs.pairs.w          # sorted
         if week is None:
@@ -254,8 +245,6 @@ def compare_selection(pairs: pd.DataFrame | PreparedPairs, *, epsilon: float = 1
     selection_share:
         Share of ε the composed strategies give to the selection.
     """
-    from odcore.privacy.accounting import partition_threshold
-
     eps = check_positive("epsilon", epsilon)
     m = check_max_pairs(max_pairs)
     rng = np.random.default_rng(rng)

@@ -19,6 +19,7 @@ import struct
 import zlib
 
 import numpy as np
+import shapely
 
 from odcore.paths import SAMPLE_DATA_DIR
 from odcore.space.density import fix_density as fix_density
@@ -72,8 +73,6 @@ def land_rings() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 def land(lon_min: float, lon_max: float, lat_min: float, lat_max: float):
     """The bundled land inside the box, as one shapely geometry (empty where the box is all sea)."""
-    import shapely
-
     xy, start, poly, boxes = land_rings()
     hit = (boxes[:, 0] <= lon_max) & (boxes[:, 2] >= lon_min) & (boxes[:, 1] <= lat_max) & (boxes[:, 3] >= lat_min)
     shells = np.flatnonzero(hit & np.r_[True, poly[1:] != poly[:-1]])    # a polygon's first ring is its shell
@@ -91,8 +90,6 @@ def water_rings(lon_min: float, lon_max: float, lat_min: float, lat_max: float, 
     """Water (the box less the bundled land) as polygons for a map layer: each a list of rings of [lon, lat] (the
     outer ring first, then its holes: islands), simplified within ``tolerance`` degrees. Empty when the box is all
     land (the bundled synthetic city, inland Atlanta) or when the box is not finite."""
-    import shapely
-
     if not all(map(math.isfinite, (lon_min, lon_max, lat_min, lat_max))) or lon_max <= lon_min or lat_max <= lat_min:
         return []
     box = shapely.box(lon_min, lat_min, lon_max, lat_max)

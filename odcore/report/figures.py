@@ -12,8 +12,17 @@ cell square and the scale bar true to within 0.5 % over a city (cos φ changes b
 
 from __future__ import annotations
 
+import base64
+import html
+import io
 import itertools
+import logging
 import math
+import os
+import re
+import shutil
+import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
+from fontTools import subset
+from fontTools.ttLib import TTFont
+from PIL import Image
+
+from odcore.errors import MissingBrowserError
+from odcore.privacy.release import release_probability
+from odcore.report import basemap
+from odcore.report import flows as fl
 
 if TYPE_CHECKING:  # pragma: no cover
     import plotly.graph_objects as go
@@ -51,8 +69,6 @@ def template(projector: bool = False) -> go.layout.Template:
     costs ~50 ms, a good part of a slider's redraw); a figure gets its own copy when the template is assigned, so
     the shared one is never changed through a figure.
     """
-    import plotly.graph_objects as go
-
     base = 19 if projector else 15
     axis_font = {"size": base, "color": INK}
     axis = {"gridcolor": "#c9ced6" if projector else "#e3e6eb", "linecolor": INK, "ticks": "outside",
@@ -170,8 +186,6 @@ def readable_log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
     >>> readable_log_ticks(0.1, 5000)[1]
     ['0.1', '1', '10', '100', '1,000', '10,000']
     """
-    import math
-
     if not (lo > 0 and hi > lo):
         return [], []
     a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
@@ -275,8 +289,6 @@ def count_label_text(a: float, b: float) -> str:
 
 def _wrap(text: str, width: int) -> str:
     """``text`` in lines of at most about ``width`` characters (broken after ", " or " · "), joined by <br>."""
-    import re
-
     parts = re.split(r"(?<=, )|(?<= · )|(?<=: )", text)
     lines, cur = [], ""
     for p in parts:
@@ -323,10 +335,6 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
         Draw water under the zones (the bundled Natural Earth coastline, :func:`odcore.report.basemap.water_rings`)
         and list it in the legend, where the map's box has any.
     """
-    import plotly.graph_objects as go
-
-    from odcore.report import flows as fl
-
     big = 1.3 if projector else 1.0
     font = LEGEND_FONT_PX * big
     fig = go.Figure()
@@ -351,8 +359,6 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     # water under everything (islands white again over it), where the bundled coastline has any in the map's box
     sea = []
     if water:   # the box and half its size again on every side: the axes keep the map's aspect, so may widen
-        from odcore.report import basemap
-
         lo_a, la_a = (x_lo - span / 2) / kx + lon0, (y_lo - span / 2) / ky + lat0
         lo_b, la_b = (x_hi + span / 2) / kx + lon0, (y_hi + span / 2) / ky + lat0
         sea = basemap.water_rings(lo_a, lo_b, la_a, la_b, tolerance=span / 600 / kx)
@@ -561,9 +567,6 @@ NO_BROWSER_MESSAGE = ("PNG/SVG/PDF export needs Google Chrome or Chromium on thi
 
 def find_browser() -> str | None:
     """Path of the Chrome/Chromium kaleido would use, or ``None`` (``ODLAB_BROWSER=none`` forces ``None``)."""
-    import os
-    import time
-
     forced = os.environ.get(BROWSER_ENV)
     if forced is not None:
         return None if forced.strip().lower() in ("", "none", "0", "off") else forced
@@ -573,8 +576,6 @@ def find_browser() -> str | None:
 @lru_cache(maxsize=4)
 def _search_browser(path: str, browser_path: str, minute: int) -> str | None:
     """The search of :func:`find_browser`, remembered for the minute (every page's export buttons ask)."""
-    import shutil
-
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
         if p := shutil.which(name):
             return p
@@ -588,8 +589,6 @@ def _search_browser(path: str, browser_path: str, minute: int) -> str | None:
 
 def require_browser() -> str:
     """:func:`find_browser` or raise :class:`odcore.errors.MissingBrowserError` saying what is missing."""
-    from odcore.errors import MissingBrowserError
-
     path = find_browser()
     if path is None:
         raise MissingBrowserError(NO_BROWSER_MESSAGE)
@@ -620,12 +619,6 @@ def image_bytes(fig: go.Figure, fmt: str, *, width_in: float = 7.0, height_in: f
 
 def _png_with_dpi(data: bytes, dpi: int) -> bytes:
     """Write the pHYs resolution chunk (so a word processor places the image at its physical size)."""
-    try:
-        from PIL import Image
-    except ImportError:  # pragma: no cover - Pillow comes with streamlit
-        return data
-    import io
-
     buf = io.BytesIO()
     Image.open(io.BytesIO(data)).save(buf, format="PNG", dpi=(dpi, dpi))
     return buf.getvalue()
@@ -643,8 +636,6 @@ def image_server() -> Iterator[None]:
     except (ImportError, AttributeError):  # pragma: no cover - kaleido < 1.0
         yield
         return
-    import warnings
-
     try:
         with warnings.catch_warnings():   # plotly notes that the server ignores per-call browser options: none given
             warnings.filterwarnings("ignore", message="The kopts argument is ignored")
@@ -726,10 +717,6 @@ def release_curve_figure(true_counts: np.ndarray, epsilon: float, threshold: flo
 
     Returns ``(figure, curve DataFrame[true_count, release_prob])``; style it with :func:`style`.
     """
-    import plotly.graph_objects as go
-
-    from odcore.privacy.release import release_probability
-
     tc = np.asarray(true_counts, dtype=float)
     x_max = float(max(2 * threshold, np.percentile(tc, 99) if len(tc) else 1.0))
     xs = np.linspace(0, x_max, 400)
@@ -825,11 +812,7 @@ SIZE_PRESETS = {
 
 @lru_cache(maxsize=1)
 def _font_metrics() -> tuple[dict[int, int], float] | None:
-    """DejaVu Sans advance widths (character -> units) and units per em, or None without the font or fontTools."""
-    try:
-        from fontTools.ttLib import TTFont
-    except ImportError:  # pragma: no cover - fontTools is in requirements.txt
-        return None
+    """DejaVu Sans advance widths (character -> units) and units per em, or None without the font."""
     if not Path(PAPER_FONT_FILE).is_file():  # pragma: no cover - fonts-dejavu-core comes with chromium
         return None
     f = TTFont(PAPER_FONT_FILE, lazy=True)
@@ -844,8 +827,6 @@ def text_width(text: str, size_px: float) -> float:
     >>> round(text_width("ε = 0.66", 10), 1)
     42.4
     """
-    import re
-
     plain = re.sub(r"<[^>]+>", "", text)
     m = _font_metrics()
     if m is None:  # pragma: no cover
@@ -874,8 +855,6 @@ def for_paper(fig: go.Figure, size: FigureSize, title: str | None = None) -> go.
     """Lay ``fig`` out for an exported image of ``size``: the paper type, the title wrapped to the width (never
     clipped), the legend outside the plot area (one entry a line below the plot, or to its right), margins computed
     from what they hold. Changes and returns ``fig`` (give it a copy of a shared figure)."""
-    import plotly.graph_objects as go
-
     fs = size.font_px
     if title is None:   # the layout's title, or the one a figure draws as its first annotation (the flow map)
         own = [a.text for a in fig.layout.annotations if a.name == "figure title"]
@@ -883,8 +862,6 @@ def for_paper(fig: go.Figure, size: FigureSize, title: str | None = None) -> go.
     title_fs = fs * 1.15
     pad = round(fs * 0.6)
     width, height = size.width_px, size.height_px
-    import re
-
     # a title's own line breaks kept (the map's settings line), other markup dropped, each part wrapped to the width
     parts = [re.sub(r"<[^>]+>", "", part) for part in re.split(r"<br\s*/?>", title or "")]
     lines = [line for part in parts if part.strip() for line in wrap_words(part, width - 2 * pad, title_fs)]
@@ -963,8 +940,6 @@ def flow_map_for_paper(fig: go.Figure, size: FigureSize, title_lines: list[str],
     ``legend``) scaled to the paper's annotation type (never under 7 pt), the right margin made as wide as the
     column, the figure taller where the column is longer than the map, the title (``title_lines``, ``top`` px
     high) wrapped above the map. Changes and returns ``fig``."""
-    import plotly.graph_objects as go
-
     fs = size.font_px
     pad = round(fs * 0.6)
     meta = fig.layout.meta[FLOW_MAP_META]
@@ -1004,24 +979,12 @@ def flow_map_for_paper(fig: go.Figure, size: FigureSize, title_lines: list[str],
 
 def embed_svg_fonts(svg: bytes) -> bytes:
     """``svg`` with :data:`PAPER_FONT` embedded: the glyphs its text uses, as an ``@font-face`` data URL (so the
-    file looks the same on a machine without the font). Unchanged when fontTools or the font is missing."""
-    import base64
-    import html
-    import io
-    import re
-
-    try:
-        from fontTools import subset
-        from fontTools.ttLib import TTFont
-    except ImportError:  # pragma: no cover - fontTools is in requirements.txt
-        return svg
+    file looks the same on a machine without the font). Unchanged when the font is missing."""
     if not Path(PAPER_FONT_FILE).is_file():  # pragma: no cover
         return svg
     text = svg.decode("utf-8")
     chars = {html.unescape(t) for t in re.findall(r">([^<>]+)<", text)}
     used = "".join(sorted(set("".join(chars)) | set("0123456789.,−-–·×ε ")))
-    import logging
-
     logging.getLogger("fontTools.subset").setLevel(logging.ERROR)   # "FFTM NOT subset": a timestamp table, dropped
     # the bold face too where the text has bold (the flow map's legend titles): without it the viewer fakes bold from
     # the regular face, narrower than plotly measured, and a bold line drifts off its place
@@ -1046,8 +1009,6 @@ def embed_svg_fonts(svg: bytes) -> bytes:
 def figure_bytes(fig: go.Figure, fmt: str, size: FigureSize) -> bytes:
     """``fig`` laid out by :func:`for_paper` at ``size`` as PNG (at ``size.dpi``), SVG (fonts embedded,
     :func:`embed_svg_fonts`) or PDF (Chromium embeds the fonts it uses). ``fig`` itself is not changed."""
-    import plotly.graph_objects as go
-
     out = for_paper(go.Figure(fig), size)
     data = image_bytes(out, fmt, width_in=size.width_in, height_in=out.layout.height / CSS_PX_PER_INCH,
                        dpi=size.dpi)

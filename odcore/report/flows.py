@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy.spatial import cKDTree
 
 KM_PER_DEG_LAT = 110.574
 KM_PER_DEG_LON_EQUATOR = 111.320
@@ -124,8 +125,6 @@ def greedy_clusters(x: np.ndarray, y: np.ndarray, weight: np.ndarray, radius: fl
         return np.arange(n, dtype=np.int64)
     pts = np.column_stack([x, y])
     if tree is None:
-        from scipy.spatial import cKDTree
-
         tree = cKDTree(pts)
     near_all = tree.query_ball_point(pts, radius)
     label = [-1] * n
@@ -318,8 +317,6 @@ def level_scores(x: np.ndarray, y: np.ndarray, weight: np.ndarray, origin_idx: n
     that leaves fewer than ``PLACES[0]`` places once one was legible (a larger radius only merges more), two places,
     or, with ``stop_at``, the first legible one that scores at least ``stop_at``. ``top_n`` None: as many flows as :func:`auto_top` says.
     ``origin_idx``/``dest_idx`` index ``x, y``; ``weight`` orders the cluster seeds (:func:`cluster_zones`)."""
-    from scipy.spatial import cKDTree
-
     out: list[LevelScore] = []
     count = np.asarray(count, float)
     least = fewest_places(len(x))
@@ -386,8 +383,6 @@ def place_radius_px(x: np.ndarray, y: np.ndarray, km_per_px: float, largest: flo
     do not hide each other and the arrows between them."""
     if len(x) < 2 or not km_per_px > 0:
         return largest
-    from scipy.spatial import cKDTree
-
     pts = np.column_stack([x, y])
     near = cKDTree(pts).query(pts, k=2)[0][:, 1] / km_per_px
     return float(np.clip(0.55 * np.median(near), least, largest))

@@ -9,11 +9,15 @@ noise ``max_pairs/ε``); a curve of the other unit is drawn only as the comparis
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 
+from odcore.privacy.accounting import epsilon_over_weeks
+from odcore.privacy.attack import bounded_success_curve, posterior_bound, success_curve
 from odcore.report.figures import INK, PALETTE, marker_lines, readable_log_ticks, release_curve_figure, style
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,10 +46,6 @@ def attack_curve_figure(epsilon: float, mode: str, *, max_pairs: int = 10, k_max
     flat from k = max_pairs, and the per-count release at the same ε as the comparison.
     Returns the figure and its data (``k, success, ...``).
     """
-    import plotly.graph_objects as go
-
-    from odcore.privacy.attack import bounded_success_curve, posterior_bound, success_curve
-
     check_mode(mode)
     k = np.arange(k_max + 1)
     per_count = success_curve(epsilon, k_max)
@@ -83,10 +83,6 @@ def budget_weeks_figure(epsilon: float, mode: str, *, trips: int = 21, weeks: in
     """Cumulative ε of one person over 1..``weeks`` weekly releases (basic, advanced, Rényi-DP and tight
     composition), log axis labelled 1-2-5 in plain numbers. Per count a person with ``trips`` unique trips a week
     spends ``trips`` counts of ε a week; per person and week at most ``max_pairs`` counts of ε/max_pairs."""
-    import plotly.graph_objects as go
-
-    from odcore.privacy.accounting import epsilon_over_weeks
-
     check_mode(mode)
     if mode == "per_metric":
         data = epsilon_over_weeks(epsilon, trips, weeks, delta, interval=1e-3, lower=False)
@@ -124,10 +120,6 @@ def release_probability_figure(true_counts: np.ndarray, epsilon: float, threshol
 def zone_comparison_figure(table: pd.DataFrame, epsilon: float, threshold: float) -> tuple[go.Figure, pd.DataFrame]:
     """What each zone system publishes and the attack's median success (``table``:
     :func:`odcore.report.zone_compare.compare_zones`), one group of bars per zone system."""
-    from pathlib import Path
-
-    import plotly.graph_objects as go
-
     names = [Path(str(z)).stem if "/" in str(z) else str(z) for z in table["zones"]]
     fig = go.Figure()
     fig.add_bar(x=names, y=table["user_trips_published_frac"], name="share of user-trips published",
@@ -143,8 +135,6 @@ def zone_comparison_figure(table: pd.DataFrame, epsilon: float, threshold: float
 def knock_auc_figure(per_target: pd.DataFrame) -> tuple[go.Figure, pd.DataFrame]:
     """Knock Knock (Pyrgelis et al. 2018): the CDF over targets of the membership classifier's AUC, one step curve
     per classifier (``per_target``: ``classifier, target, auc``), guessing at 0.5."""
-    import plotly.graph_objects as go
-
     fig = go.Figure()
     for name, g in per_target.groupby("classifier", sort=False):
         x = np.sort(g["auc"].to_numpy(dtype=float))

@@ -12,6 +12,9 @@ OWASP, "CSV Injection", https://owasp.org/www-community/attacks/CSV_Injection
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import re
 from pathlib import Path
 from typing import IO
@@ -81,8 +84,6 @@ def write_csv(df: pd.DataFrame, target: str | Path | IO[str], *, first_line: str
     if _has_lone_cr(safe):
         # pandas quotes a cell holding "\n" but not one holding a lone "\r", which other readers take for a line
         # end: then every text cell is quoted
-        import csv
-
         kwargs.setdefault("quoting", csv.QUOTE_NONNUMERIC)
     if first_line is None:
         safe.to_csv(target, **kwargs)
@@ -90,15 +91,11 @@ def write_csv(df: pd.DataFrame, target: str | Path | IO[str], *, first_line: str
     line = "# " + " ".join(first_line.split()) + "\n"
     if isinstance(target, (str, Path)):
         comp = kwargs.pop("compression", "infer")
-        import io
-
         buf = io.StringIO()
         buf.write(line)
         safe.to_csv(buf, **kwargs)
         text = buf.getvalue()
         if comp == "gzip" or (comp == "infer" and str(target).endswith(".gz")):
-            import gzip
-
             Path(target).write_bytes(gzip.compress(text.encode("utf-8")))
         else:
             Path(target).write_text(text, encoding="utf-8")
@@ -109,8 +106,6 @@ def write_csv(df: pd.DataFrame, target: str | Path | IO[str], *, first_line: str
 
 def csv_text(df: pd.DataFrame, *, first_line: str | None = None) -> str:
     """:func:`write_csv` into a string (the app's downloads)."""
-    import io
-
     buf = io.StringIO()
     write_csv(df, buf, first_line=first_line)
     return buf.getvalue()

@@ -7,8 +7,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import html
 import math
+import subprocess
+
+import pandas as pd
+
+from odcore import __version__
+from odcore.paths import REPO_ROOT
+from odcore.privacy.accounting import DELTA_NO_GUARANTEE, loss_exceeds_probability
+from odcore.privacy.design import verdict_rows
 
 __all__ = ["SEED_WORDS", "budget_sheet", "data_fingerprint", "guarantee_sheet", "number_text", "percent_text",
            "posterior_with_delta", "release_record", "software_version"]
@@ -69,10 +79,6 @@ _pct = percent_text
 def data_fingerprint(frame) -> str:
     """SHA-256 of a table's content (column names, dtypes and every value, row order included): the same data gives
     the same fingerprint on any machine, one changed value gives another (``pandas.util.hash_pandas_object``)."""
-    import hashlib
-
-    import pandas as pd
-
     h = hashlib.sha256()
     h.update(repr([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode())
     h.update(len(frame).to_bytes(8, "little"))
@@ -83,11 +89,6 @@ def data_fingerprint(frame) -> str:
 
 def software_version() -> dict:
     """``{"odcore": version, "commit": git commit of the code or None}``."""
-    import subprocess
-
-    from odcore import __version__
-    from odcore.paths import REPO_ROOT
-
     commit = None
     try:
         r = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -108,8 +109,6 @@ def release_record(*, dataset: str, fingerprint: str, rows: int | None, users: i
     """What a guarantee sheet and a published release carry so that anyone can tell later which release they
     describe: the data (label, content fingerprint, rows, users, weeks covered), the zone system, every setting
     except the noise seed (:data:`SEED_WORDS`), the software and the time written (UTC)."""
-    import datetime as dt
-
     starts = [str(w) for w in week_starts]
     cov = sorted(int(w) for w in weeks_covered)
     return {
@@ -159,8 +158,6 @@ def posterior_with_delta(epsilon, delta) -> float:
 
 def _delta_words(eps_week, d_week, m, epsilon, threshold_part=None) -> str:
     """What δ means, and the chance the person's privacy loss exceeds ε (exact PLD) where it can be computed."""
-    from odcore.privacy.accounting import loss_exceeds_probability
-
     out = ("<p><b>What δ means.</b> (ε, δ) says: whatever an observer looks for, it is at most e<sup>ε</sup> times "
            "more likely with the person in the data than without, <i>plus</i> δ. δ is <b>not</b> the chance that "
            "the guarantee fails: the chance that the person's privacy loss exceeds ε is larger")
@@ -182,8 +179,6 @@ def _page(title: str, body: str) -> str:
 
 
 def _guarantee_rows(eps_week, d_week, eps_total, d_total, weeks) -> str:
-    from odcore.privacy.accounting import DELTA_NO_GUARANTEE
-
     def flag(d):
         return " — <b>no meaningful guarantee</b>" if d is not None and d > DELTA_NO_GUARANTEE else ""
 
@@ -195,8 +190,6 @@ def _guarantee_rows(eps_week, d_week, eps_total, d_total, weeks) -> str:
 
 def _verdict_part(r: dict) -> list[str]:
     """The designer's verdict: the same rows as the designer page (:func:`odcore.privacy.design.verdict_rows`)."""
-    from odcore.privacy.design import verdict_rows
-
     if "verdict" not in r:
         return []
     e = html.escape

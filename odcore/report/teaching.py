@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from html import escape
 
 import numpy as np
 import pandas as pd
+from scipy import fft as sfft
+from scipy import stats
 
 from odcore.constants import COUNT, DESTINATION, ORIGIN, USER
 from odcore.errors import ParameterError, check_int, check_positive
@@ -43,6 +46,7 @@ from odcore.privacy.attack import (
     pair_errors,
     pair_llr,
     pair_loss_pmf,
+    posterior_bound,
     success_curve,
     user_risk,
 )
@@ -403,8 +407,6 @@ def _composed_success(sig: np.ndarray, types: np.ndarray, eps: float, tau: float
     """½ + ½·TV of the sum of the informative pairs' losses for each row of ``sig`` (type codes: 0 = silent, left
     out; ``1 + i`` = ``types[i]``; every row has one informative pair at least), connect-the-dots at resolution
     ``R``: the composition and TV of ``odcore.privacy.attack.user_risk``, for many rounds at once."""
-    from scipy import fft as sfft
-
     kin = np.count_nonzero(sig, axis=1)
     order = np.argsort(-kin, kind="stable")             # most informative pairs first ...
     sig, kin = -np.sort(-sig[order], axis=1), kin[order]  # ... and each row's informative pairs first
@@ -443,8 +445,6 @@ def binomial_interval(p: float, n: int, confidence: float = 0.99) -> tuple[float
     >>> binomial_interval(0.5, 200)
     (0.41, 0.59)
     """
-    from scipy import stats
-
     n = check_int("n", n, minimum=1)
     if not (0.0 <= p <= 1.0):
         raise ParameterError(f"p must be a probability in [0, 1], got p={p!r}.")
@@ -619,8 +619,6 @@ def worksheet_items(epsilon: float, threshold: float, *, game_theory: dict[int, 
     ``game_theory``: optimal attacker's expected success per k in the game (:func:`expected_success` means);
     ``median_trips``: unique trips of the week's median person (``ODData.user_week``).
     """
-    from odcore.privacy.attack import posterior_bound
-
     eps = check_positive("epsilon", epsilon)
     tau = check_positive("threshold", threshold)
     p = success_curve(eps, 32)
@@ -654,8 +652,6 @@ def worksheet_items(epsilon: float, threshold: float, *, game_theory: dict[int, 
 def worksheet_html(items: list[tuple[str, str]], *, title: str = "OD Privacy Lab worksheet",
                    settings: str = "") -> str:
     """A printable HTML page: the questions with space to answer, then the answers on a separate page."""
-    from html import escape
-
     qs = "\n".join(f"<li><p>{escape(q)}</p><div class='blank'></div></li>" for q, _ in items)
     ans = "\n".join(f"<li><p><b>{escape(q)}</b><br>{escape(a)}</p></li>" for q, a in items)
     return f"""<!doctype html>

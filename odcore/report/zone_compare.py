@@ -23,6 +23,11 @@ import pandas as pd
 
 from odcore.constants import DEFAULT_COMPARE_SPECS, LAT, LON, UNIQUE_TRIPS, WEEK
 from odcore.errors import ParameterError, check_positive
+from odcore.od.trips import ODConfig, build_od
+from odcore.privacy import attack
+from odcore.privacy.release import ReleaseConfig, release
+from odcore.privacy.utility import release_utility
+from odcore.space.zones import make_zones, zones_summary
 
 __all__ = ["DEFAULT_COMPARE_SPECS", "compare_zones"]
 
@@ -60,12 +65,6 @@ def compare_zones(traces_df: pd.DataFrame, zones: Sequence[Any], *, epsilon: flo
         user_trips_published, user_trips_published_frac, median_unique_pairs`` (per user in the week, Houssiau et
         al.'s k), ``median_success, p90_success, share_above_90pct`` (attack success over the week's users).
     """
-    from odcore.od.trips import ODConfig, build_od
-    from odcore.privacy import attack
-    from odcore.privacy.release import ReleaseConfig, release
-    from odcore.privacy.utility import release_utility
-    from odcore.space.zones import make_zones, zones_summary
-
     check_positive("epsilon", epsilon)
     check_positive("threshold", threshold)
     if len(zones) == 0:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 import streamlit as st
@@ -161,7 +162,5 @@ def fit_spec(max_pairs: int, delta: float) -> dict:
     """``fit`` of :func:`live_curves`: the constants of :func:`odcore.privacy.accounting.partition_threshold` for one
     week (τ = 1 − (m/ε)·log(2·δ_adj), δ_adj = 1 − (1 − δ)^(1/m)), so the browser computes the fitted threshold at
     any ε."""
-    import math
-
     m = int(max_pairs)
     return {"m": m, "log2d": math.log(2.0 * -math.expm1(math.log1p(-float(delta)) / m))}

@@ -4,7 +4,7 @@
 Every engine implements the same definition (Houssiau et al. 2022, Methods; Bassolas et al. 2022): the zone of a
 point from the zone object's ``assign``, winner takes all per user-hour with ties to the lower cell id, trips to a
 distinct cell in the next hour counted in the week of the origin hour, distinct users per (week, origin,
-destination). The per-row parts are shared code (:mod:`odcore.od.engines.kernel`); the engines differ only in how they
+destination). The per-row parts are shared code (:mod:`odcore.od.kernel`); the engines differ only in how they
 group rows, and ``tests/test_engines.py`` requires identical tables.
 
 >>> from odcore.od.engines import ENGINES
@@ -14,10 +14,21 @@ group rows, and ``tests/test_engines.py`` requires identical tables.
 
 from __future__ import annotations
 
+import importlib.util
+from dataclasses import replace
 from typing import Any
 
-from odcore.od.engines.kernel import ENGINES, check_engine, grid_of_frame
+from odcore.data.traces import Traces
+from odcore.errors import ParameterError
+from odcore.od.engines.cab_stream import build_od_cabspotting
+from odcore.od.engines.duckdb_engine import build_od_duckdb
+from odcore.od.engines.memory_stream import build_od_memory_stream
 from odcore.od.engines.sources import FileSource, SourceTraces, file_source, is_streamable
+from odcore.od.engines.spark_engine import build_od_spark
+from odcore.od.kernel import ENGINES, check_engine, grid_of_frame
+from odcore.od.pairs import bounded_counts
+from odcore.od.trips import ODConfig
+from odcore.od.trips import build_od as build_memory
 
 __all__ = ["ENGINES", "FileSource", "SourceTraces", "bound_and_trim", "build_od", "file_source", "is_streamable"]
 
@@ -38,7 +49,7 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
         :class:`odcore.od.oddata.ODConfig` (cell area, time zone).
     grid:
         Zone object (``assign(lat, lon) -> int64``, ``n_cells``; e.g. :class:`~odcore.space.grid.SquareGrid`). Default:
-        :func:`odcore.od.engines.kernel.fit_zones` of the kept points' min/max (same in every engine).
+        :func:`odcore.od.kernel.fit_zones` of the kept points' min/max (same in every engine).
     engine:
         ``memory``, ``duckdb`` or ``spark``.
     keep_pairs:
@@ -66,25 +77,17 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
     -------
     odcore.od.oddata.ODData
     """
-    from odcore.data.traces import Traces
-    from odcore.od.trips import ODConfig
-    from odcore.od.trips import build_od as build_memory
-
     engine = check_engine(engine)
     config = config or ODConfig()
     if isinstance(traces, Traces):
         traces = traces.df
     if engine == "memory":
         if isinstance(traces, FileSource) and traces.format == "cabspotting":
-            from odcore.od.engines.cab_stream import build_od_cabspotting
-
             od = build_od_cabspotting(traces.paths[0], config, grid=grid, bbox=traces.bbox, start=traces.start,
                                       end=traces.end, time_offset_s=traces.time_offset_s,
                                       region=traces.extra.get("region"), keep_pairs=keep_pairs or bound is not None,
                                       **engine_options)
         elif isinstance(traces, FileSource):
-            from odcore.od.engines.memory_stream import build_od_memory_stream
-
             od = build_od_memory_stream(traces, config, grid=grid, keep_pairs=keep_pairs or bound is not None,
                                         **engine_options)
         else:
@@ -93,24 +96,14 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
             od = build_memory(traces, config, grid=grid, **engine_options)
         return bound_and_trim(od, keep_pairs=keep_pairs, bound=bound)
     if isinstance(traces, FileSource) and traces.format == "cabspotting":
-        from odcore.errors import ParameterError
-
         raise ParameterError(f"engine={engine!r} does not read Cabspotting files itself: stream the folder with "
                              "engine='memory', or pass the table of odcore.data.traces.load_traces.")
     if engine == "duckdb":
-        from odcore.od.engines.duckdb_engine import build_od_duckdb
-
         return build_od_duckdb(traces, config, grid=grid, keep_pairs=keep_pairs, bound=bound, describe=describe,
                                **engine_options)
-    import importlib.util
-
     if importlib.util.find_spec("pyspark") is None:
-        from odcore.errors import ParameterError
-
         raise ParameterError("engine='spark' needs PySpark, an optional extra: pip install 'odlab[spark]' (or "
                              "pip install pyspark; Java 17+ too).")
-    from odcore.od.engines.spark_engine import build_od_spark
-
     return build_od_spark(traces, config, grid=grid, keep_pairs=keep_pairs, bound=bound, describe=describe,
                           **engine_options)
 
@@ -119,10 +112,6 @@ def bound_and_trim(od, *, keep_pairs: bool = True, bound: tuple[int, int] | None
     """The memory engine's ``bound`` and ``keep_pairs`` on its OD data (built with every pair): the bounded counts
     of :func:`odcore.od.pairs.bounded_counts` added to ``stats``, the pairs dropped when not kept."""
     if bound is not None:
-        from dataclasses import replace
-
-        from odcore.od.pairs import bounded_counts
-
         table, rep = bounded_counts(od.pairs, bound[0], bound[1])
         od = replace(od, stats={**od.stats, "bounded_counts": table, "bounding": rep})
     if not keep_pairs:
@@ -131,6 +120,4 @@ def bound_and_trim(od, *, keep_pairs: bool = True, bound: tuple[int, int] | None
 
 
 def _without_pairs(od):
-    from dataclasses import replace
-
     return replace(od, pairs=od.pairs.iloc[:0], stats={**od.stats, "pairs_available": False})

@@ -27,18 +27,41 @@ dashboard's upload (``odapp.data.stream_upload``).
 from __future__ import annotations
 
 import contextlib
+import json
+import multiprocessing as mp
 import os
 import tempfile
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 
-from odcore.data.fingerprint import TraceFingerprint
+from odcore.constants import FORMAT_TZ, USER
+from odcore.data.fingerprint import TraceFingerprint, row_hashes
+from odcore.data.regions import home_cells, pick_region, regions_of_homes, spans_metro
+from odcore.data.traces import (
+    DROP_BBOX,
+    DROP_DATES,
+    DROP_DUPLICATE,
+    DROP_MISSING,
+    BBox,
+    LoadReport,
+    RobustBoxCounts,
+    cab_files,
+    load_traces,
+    read_cab_file,
+    to_time_ns,
+)
 from odcore.errors import ParameterError, TraceFormatError
-from odcore.od.engines import kernel as K
+from odcore.od import kernel as K
+from odcore.od.engines.memory_stream import ShardMerger, duplicate_rows, ordered_results, run_shard
 from odcore.od.engines.sources import SourceTraces
+from odcore.od.trips import ODConfig
+from odcore.space.density import fix_density
 
 __all__ = ["GROUP_BYTES", "POOLS", "StreamedTraces", "build_od_cabspotting", "cab_groups", "fix_density_cabspotting",
            "kept_plan", "kept_summary", "stream_cabspotting", "zone_drops_only"]
@@ -95,8 +118,6 @@ class _Job:
 
 def _read_group(job: _Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(user code, Unix seconds, lat, lon, rows per file) of the group's files, concatenated."""
-    from odcore.data.traces import read_cab_file
-
     parts = [read_cab_file(p) for p in job.paths]
     sizes = np.array([len(p[0]) for p in parts], np.int64)
     lat = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
@@ -135,12 +156,6 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
     """One group's stage in a worker: ``(result, stats)``; the result is the box counts (sparse, or None) for
     ``stash``, None for ``bounds`` (the bounds are in the stats) and
     :func:`~odcore.od.engines.memory_stream.run_shard`'s tables for ``run``."""
-    import pyarrow as pa
-
-    from odcore.constants import USER
-    from odcore.data.traces import RobustBoxCounts
-    from odcore.od.engines.memory_stream import run_shard
-
     st = K.PrepStats()
     if job.keep_file is None or (job.stage == "stash" and not job.reuse):
         codes, t, lat, lon, sizes = _read_group(job)
@@ -165,8 +180,6 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
                 n.append(c[nz])
         return ((np.concatenate(axis), np.concatenate(band), np.concatenate(n)) if axis else None), st
     if job.stage == "homes":
-        from odcore.data.regions import home_cells
-
         ok = (t != K.IMIN) & ~(np.isnan(lat) | np.isnan(lon))
         return home_cells(codes[ok], lat[ok], lon[ok]), st
     codes, t, lat, lon = _filter(job, codes, t, lat, lon, sizes, st)
@@ -174,9 +187,6 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
         st.bounds.update(lat, lon)
         return None, st
     if job.stage == "fixes":
-        from odcore.od.engines.memory_stream import duplicate_rows
-        from odcore.space.density import fix_density
-
         dup = duplicate_rows(codes - job.first_code, t, lat, lon, len(job.paths))
         return fix_density(lon[~dup], lat[~dup], job.image[0], job.image[1]), st
     if job.keep_file is not None and not job.keep:
@@ -198,8 +208,6 @@ def kept_summary(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndar
     dropped), whose sums over the groups give the fingerprint of the loader's whole table
     (:func:`odcore.data.fingerprint.trace_fingerprint`). ``labels``: the group's cab ids, ``first_code`` the code of its
     first cab."""
-    import pandas as pd
-
     out: dict[str, Any] = {"rows": 0, "users": 0, "t_min": None, "t_max": None, "bounds": K.Bounds(),
                            "hashes": np.empty(0, np.uint64) if fingerprint else None}
     n = len(t)
@@ -229,8 +237,6 @@ def kept_summary(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndar
     out["t_min"], out["t_max"] = int(ts.min()), int(ts.max())
     out["bounds"].update(lat, lon)
     if fingerprint:
-        from odcore.data.fingerprint import row_hashes
-
         if not keep.all():
             r, ts, la, lo = r[keep], ts[keep], la[keep], lo[keep]
         user = pd.Categorical.from_codes(r, categories=pd.Index(list(labels), dtype=object))
@@ -254,13 +260,8 @@ def _pool(workers: int, kind: str):
         yield None
         return
     if kind == "threads":
-        from concurrent.futures import ThreadPoolExecutor
-
         ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="odcore-cabs")
     else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
         ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
     try:
         yield ex
@@ -278,8 +279,6 @@ def _run_jobs(jobs: list[_Job], pool, workers: int):
         for j in jobs:
             yield _group_task(j)
         return
-    from odcore.od.engines.memory_stream import ordered_results
-
     yield from ordered_results(pool, _group_task, jobs, 2 * workers, advice="or pass workers=1")
 
 
@@ -303,7 +302,7 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
         :class:`odcore.od.oddata.ODConfig`; its ``tz`` gives the hours and weeks (and reads naive ``start`` /
         ``end``).
     grid:
-        Zone object (``assign``, ``n_cells``); default: :func:`odcore.od.engines.kernel.fit_zones` of the kept
+        Zone object (``assign``, ``n_cells``); default: :func:`odcore.od.kernel.fit_zones` of the kept
         fixes' min/max, as the loader and every engine fit them.
     bbox, start, end, time_offset_s, region:
         As in :func:`odcore.data.traces.load_traces` (``bbox="auto"``: the robust box; ``region``: ``None`` /
@@ -357,20 +356,6 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     TraceFormatError
         A bad file (named with its row and column), no usable row, or fewer than two cabs after the filters.
     """
-    from odcore.data.regions import pick_region, regions_of_homes, spans_metro
-    from odcore.data.traces import (
-        DROP_BBOX,
-        DROP_DATES,
-        DROP_DUPLICATE,
-        DROP_MISSING,
-        BBox,
-        LoadReport,
-        RobustBoxCounts,
-        cab_files,
-        to_time_ns,
-    )
-    from odcore.od.engines.memory_stream import ShardMerger
-
     if pool not in POOLS:
         raise ParameterError(f"pool must be one of {list(POOLS)}, got pool={pool!r}.")
     if int(group_bytes) < 1:
@@ -432,8 +417,6 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
             if reg_box:
                 box = BBox.parse(reg).as_tuple()
             elif reg is not None and (not reg_auto or spans_metro(BBox(*box) if box is not None else robust)):
-                import pandas as pd
-
                 homes = [h for h, _ in _run_jobs([replace(j, stage="homes") for j in jobs], ex, n_workers)]
                 regions = regions_of_homes(pd.concat(homes, ignore_index=True))
                 r = pick_region(regions, reg)
@@ -501,8 +484,6 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
 def kept_plan(keep_dir: str | Path, paths: list[Path], sizes: list[int], group_bytes: int):
     """``(folder, marker file, plan, reusable)`` of ``build_od_cabspotting``'s ``keep_dir``: the plan names the files,
     their sizes and the group size; the kept fixes are reusable when the marker holds the same plan."""
-    import json
-
     folder = Path(keep_dir)
     folder.mkdir(parents=True, exist_ok=True)
     marker = folder / "groups.json"
@@ -512,8 +493,6 @@ def kept_plan(keep_dir: str | Path, paths: list[Path], sizes: list[int], group_b
 
 def _iso(t: int) -> str:
     """ISO text of a UTC Unix second, as ``pandas.Timestamp.isoformat`` writes the loader's times."""
-    import pandas as pd
-
     return pd.Timestamp(t, unit="s", tz="UTC").isoformat()
 
 
@@ -535,8 +514,6 @@ class StreamedTraces(SourceTraces):
     def df(self):
         """The trace table, read by the loader on first use (the whole folder in memory)."""
         if self._traces is None:
-            from odcore.data.traces import load_traces
-
             t = load_traces(self.path, format="cabspotting", **self.load_options)
             self._traces = t if self.path == self.report.source else replace(t, report=replace(
                 t.report, source=self.report.source))
@@ -555,9 +532,6 @@ def stream_cabspotting(source: str | Path, config=None, *, tz: str = "auto", bbo
     lat_max, lon_min, lon_max)`` is called with the kept fixes' box before zones are fitted to it (the CLI refuses a
     continent-wide grid there). Other options go to :func:`build_od_cabspotting`.
     """
-    from odcore.constants import FORMAT_TZ
-    from odcore.od.trips import ODConfig
-
     auto = isinstance(tz, str) and tz.strip().lower() == "auto"
     zone = FORMAT_TZ["cabspotting"] if auto else tz
     config = config or ODConfig(tz=zone)
@@ -590,8 +564,6 @@ def fix_density_cabspotting(source: str | Path, box: tuple[float, float, float, 
     held whole. ``bbox`` is the box the loader used (its report's ``bbox_used``, regions already applied); ``tz``
     the zone naive ``start`` / ``end`` are read in; ``keep_dir``: read the fixes :func:`build_od_cabspotting` kept
     there, when they are there."""
-    from odcore.data.traces import BBox, cab_files, to_time_ns
-
     _, paths, _ = cab_files(source)
     sizes = [p.stat().st_size for p in paths]
     groups = cab_groups(sizes, int(group_bytes))

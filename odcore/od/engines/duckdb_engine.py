@@ -4,8 +4,8 @@ Two stages:
 
 A. **Rows -> (user, slot, cell), by user shard.** DuckDB scans the source (``read_parquet`` / ``read_csv``, or an
    Arrow view of an in-memory table) and hands Arrow record batches to Python, which applies the loader's filters
-   and the shared per-row definitions (:func:`odcore.od.engines.kernel.filter_batch`, the zones' ``assign``,
-   :func:`~odcore.od.engines.kernel.hour_slots`) on two threads (numpy and pyproj release the GIL on whole arrays) and
+   and the shared per-row definitions (:func:`odcore.od.kernel.filter_batch`, the zones' ``assign``,
+   :func:`~odcore.od.kernel.hour_slots`) on two threads (numpy and pyproj release the GIL on whole arrays) and
    splits each batch by a hash of the user (DuckDB's ``hash`` for text ids); each part is appended to its shard's
    Arrow IPC file in the work folder, outside DuckDB's memory.
 B. **Per user shard, in SQL.** Each user falls in one shard, so per shard: winner-takes-all per user-hour (most
@@ -29,16 +29,23 @@ import shutil
 import tempfile
 import threading
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from odcore.constants import COUNT, DESTINATION, LAT, LON, ORIGIN, TIME, TRIPS, UNIQUE_TRIPS, USER, WEEK
+from odcore.data.fingerprint import TraceFingerprint, row_hashes
+from odcore.data.traces import DROP_DUPLICATE, BBox, RobustBoxCounts, resolve_mapping, to_time_ns
 from odcore.errors import ParameterError, TraceFormatError
-from odcore.od.engines import kernel as K
+from odcore.od import kernel as K
+from odcore.od.bounding import bounded_counts_sql
 from odcore.od.engines.sources import FileSource
+from odcore.od.pairs import BOUNDED_COLUMNS
 
 __all__ = ["build_od_duckdb"]
 
@@ -83,8 +90,6 @@ class _Scan:
             except Exception as exc:  # duckdb raises several types for unreadable files
                 raise TraceFormatError(f"cannot read as {source.format} ({type(exc).__name__}: {exc}).",
                                        file=source.display) from None
-            from odcore.data.traces import resolve_mapping
-
             mp = resolve_mapping(cols, dict(source.mapping) if source.mapping else None, source.display)
             self.time_unit = mp.time_unit or "auto"
             self.sql = (f"SELECT {_q(mp.user)} AS user, {_q(mp.time)} AS time, "
@@ -162,8 +167,6 @@ class _Scan:
 def trace_filters(source, tz: str, time_unit: str, bbox) -> K.Filters | None:
     if not isinstance(source, FileSource):
         return None
-    from odcore.data.traces import to_time_ns
-
     return K.Filters(source=source.display, tz=source.tz, time_unit=time_unit, time_offset_s=source.time_offset_s,
                      bbox=bbox,
                      start_ns=None if source.start is None else to_time_ns(source.start, source.tz, "start"),
@@ -171,8 +174,6 @@ def trace_filters(source, tz: str, time_unit: str, bbox) -> K.Filters | None:
 
 
 def _resolve_bbox(scan: _Scan, source, workers: int = 1) -> tuple[float, float, float, float] | None:
-    from odcore.data.traces import BBox, RobustBoxCounts
-
     if not isinstance(source, FileSource) or source.bbox is None:
         return None
     if isinstance(source.bbox, str) and source.bbox.strip().lower() == "auto":
@@ -186,12 +187,10 @@ def _resolve_bbox(scan: _Scan, source, workers: int = 1) -> tuple[float, float, 
 
 def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shards: int, outside: bool = False):
     """One batch of :meth:`_Scan.raw_batches` -> (``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the
-    kept rows, its :class:`~odcore.od.engines.kernel.PrepStats`). The shard of a row is a hash of its user modulo
-    ``n_shards`` (integer ids: :func:`~odcore.od.engines.kernel.mix64`; text: DuckDB's ``hash`` on a cursor of this
+    kept rows, its :class:`~odcore.od.kernel.PrepStats`). The shard of a row is a hash of its user modulo
+    ``n_shards`` (integer ids: :func:`~odcore.od.kernel.mix64`; text: DuckDB's ``hash`` on a cursor of this
     thread's own). ``outside``: the rows the filters keep but no zone takes come too, as shard -1 (slot 0, cell
     -1)."""
-    import pyarrow as pa
-
     user, time_, lat, lon = scan.columns(raw)
     st = K.PrepStats()
     if filters is None:
@@ -248,9 +247,6 @@ def _threaded(fn, items, workers: int):
     if workers <= 1:
         yield from map(fn, items)
         return
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(workers) as ex:
         pending: deque = deque()
         for it in items:
@@ -286,8 +282,6 @@ class _ShardFiles:
         return self.dir / f"s{k:05d}.arrows"
 
     def append(self, k: int, tbl) -> None:
-        import pyarrow as pa
-
         w = self.writers.get(k)
         if w is None:
             if self.schema is None:
@@ -301,8 +295,6 @@ class _ShardFiles:
         return sorted(self.writers)
 
     def read(self, k: int, keep: bool = False):
-        import pyarrow as pa
-
         with pa.OSFile(str(self.path(k)), "rb") as f:
             tbl = pa.ipc.open_stream(f).read_all()
         if not keep:
@@ -409,7 +401,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
     config:
         :class:`odcore.od.oddata.ODConfig`.
     grid:
-        Zone object with ``assign(lat, lon)`` (default: :func:`~odcore.od.engines.kernel.fit_zones` of a
+        Zone object with ``assign(lat, lon)`` (default: :func:`~odcore.od.kernel.fit_zones` of a
         min/max pass over the kept rows).
     keep_pairs:
         Also return every user's unique pairs (needed by the attacks; large for big inputs).
@@ -514,8 +506,6 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         con.execute("CREATE TEMP TABLE r_stats (rows_in BIGINT, rows_dedup BIGINT, user_hours BIGINT)")
         bounded_sql = None
         if bound is not None:
-            from odcore.od.bounding import bounded_counts_sql
-
             week0 = int(con.execute("SELECT min(week) FROM slot_week").fetchall()[0][0])
             bounded_sql = bounded_counts_sql("prs", bound[0], bound[1], week_offset=week0)
             con.execute("CREATE TEMP TABLE r_bounded (week BIGINT, o BIGINT, d BIGINT, raw_count BIGINT, "
@@ -563,8 +553,6 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         shutil.rmtree(work, ignore_errors=True)
     dropped = dict(st.dropped)
     if rows_in > rows_dedup:
-        from odcore.data.traces import DROP_DUPLICATE
-
         dropped[DROP_DUPLICATE] = rows_in - rows_dedup
     like = source[USER] if isinstance(source, pd.DataFrame) else None
     stats = {"rows_read": st.rows_read, "rows_used": rows_dedup, "rows_dropped": dropped, "user_hours": user_hours,
@@ -582,9 +570,6 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
 def _describe_kept(con, tables: list[int], workers: int = 1) -> dict[str, Any]:
     """``stats["traces"]``, ``stats["loader_drops"]`` and ``stats["fingerprint"]`` of ``describe``, from the shard
     tables ``rows_k`` and ``rows_out`` (k = -1) of stage A: every row the filters keep, each distinct row once."""
-    from odcore.data.fingerprint import TraceFingerprint, row_hashes
-    from odcore.data.traces import DROP_DUPLICATE
-
     names = [f"rows_{k}" if k >= 0 else "rows_out" for k in tables]
     union = " UNION ALL ".join(f"SELECT user, t, lat, lon, {int(k < 0)} AS far FROM {n}"
                                for k, n in zip(tables, names, strict=True))
@@ -619,8 +604,6 @@ _COLS = (WEEK, ORIGIN, DESTINATION, COUNT, TRIPS, UNIQUE_TRIPS)  # documented ou
 def bounded_stats(bounded: pd.DataFrame) -> dict[str, Any]:
     """``stats["bounded_counts"]`` and ``stats["bounding"]`` of an engine's bounded counts (columns of
     :data:`odcore.od.pairs.BOUNDED_COLUMNS` plus ``b``, ``u``: bounded and all user-weeks per pair row)."""
-    from odcore.od.pairs import BOUNDED_COLUMNS
-
     return {"bounded_counts": bounded[list(BOUNDED_COLUMNS)].astype(np.int64).reset_index(drop=True),
             "bounding": {"user_weeks": int(bounded["u"].sum()), "user_weeks_bounded": int(bounded["b"].sum())}}
 

@@ -2,7 +2,7 @@
 
 Instead of loading the whole trace table into pandas (``load_traces``) and running :func:`odcore.od.trips.build_od` on
 it, the files are read in Arrow batches (``pyarrow.dataset``: the four columns only, one batch in flight), filtered
-like the loader does (:func:`odcore.od.engines.kernel.filter_batch`) and split into user shards by a 64-bit hash of
+like the loader does (:func:`odcore.od.kernel.filter_batch`) and split into user shards by a 64-bit hash of
 the user id (numpy over the Arrow buffers: no Python object per id). With several shards each goes to a temporary
 Arrow IPC file, so memory holds one batch while reading and one shard (about ``shard_rows`` rows) while computing.
 Each shard then gets its zones and hour slots (the shared per-row code) and runs the numpy kernel
@@ -17,18 +17,29 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import multiprocessing as mp
 import os
+import shutil
+import tempfile
 from collections import deque
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
 from odcore.constants import COUNT, DESTINATION, ORIGIN, TRIPS, UNIQUE_TRIPS, USER, WEEK
+from odcore.data.traces import DROP_DUPLICATE, BBox, RobustBoxCounts, resolve_mapping, to_time_ns
 from odcore.errors import ParameterError, TraceFormatError
-from odcore.od.engines import kernel as K
+from odcore.od import kernel as K
 from odcore.od.engines.sources import FileSource
+from odcore.od.hourly import od_tables, winners
 
 __all__ = ["CountsSum", "ShardMerger", "build_od_memory_stream", "duplicate_rows", "run_shard", "user_hash"]
 
@@ -44,9 +55,6 @@ def user_hash(user) -> np.ndarray:
     Integers: splitmix64 of the value. Text: a polynomial hash of the UTF-8 bytes read straight from the Arrow
     buffers, then splitmix64. Only used to pick a shard; ids are compared exactly within a shard.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     if isinstance(user, pa.ChunkedArray):
         user = user.combine_chunks()
     if pa.types.is_integer(user.type):
@@ -89,10 +97,6 @@ class _Reader:
     """
 
     def __init__(self, src: FileSource, batch_rows: int):
-        import pyarrow.dataset as ds
-
-        from odcore.data.traces import resolve_mapping
-
         try:
             self.ds = ds.dataset(list(src.paths), format="parquet" if src.format == "parquet" else "csv")
         except Exception as exc:  # pyarrow raises several types for unreadable files
@@ -142,9 +146,6 @@ class _ScanJob:
 
     def batches(self):
         """(user Arrow array, time pandas Series, lat, lon) of every non-empty batch, one batch in flight."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         for frag in self.pieces:
             for b in frag.to_batches(schema=self.schema, columns=list(self.cols), batch_size=self.batch_rows,
                                      batch_readahead=1, fragment_readahead=1):
@@ -160,8 +161,6 @@ class _ScanJob:
 
 def _user_array(user):
     """One Arrow array of user ids: integers as int64, text as large_string (one type for every batch)."""
-    import pyarrow as pa
-
     if isinstance(user, pa.ChunkedArray):
         user = user.combine_chunks()
     if pa.types.is_dictionary(user.type):
@@ -185,16 +184,12 @@ class _Shards:
         if folder is not None:
             self.dir = Path(folder)
         elif n_shards > 1:
-            import tempfile
-
             self.dir = Path(tempfile.mkdtemp(prefix="odcore-memory-", dir=temp_dir))
 
     def path(self, k: int) -> Path:
         return self.dir / f"{self.prefix}s{k:05d}.arrows"
 
     def append(self, batch) -> None:
-        import pyarrow as pa
-
         if self.n == 1:
             self.mem.append(batch)
             return
@@ -212,8 +207,6 @@ class _Shards:
 
     def tables(self):
         """Yield each non-empty shard as an Arrow table (its file is deleted once read)."""
-        import pyarrow as pa
-
         if self.n == 1:
             if self.mem:
                 tbl = pa.Table.from_batches(self.mem)
@@ -236,15 +229,11 @@ class _Shards:
             except Exception:  # already closed
                 pass
         if self.dir is not None and self.own_dir:
-            import shutil
-
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def read_shard(paths) -> Any:
     """One shard as an Arrow table from its IPC stream files (in order; each deleted once read)."""
-    import pyarrow as pa
-
     tables = []
     for path in paths:
         with pa.OSFile(str(path), "rb") as f:
@@ -256,8 +245,6 @@ def read_shard(paths) -> Any:
 def scatter(batches, f: K.Filters, shards: _Shards, st: K.PrepStats) -> None:
     """Filter every batch of ``batches`` (``_ScanJob.batches`` items) like the loader, keep the kept rows' bounds in
     ``st`` and append them (user, t, lat, lon) to their user's shard."""
-    import pyarrow as pa
-
     for user, time_, lat, lon in batches:
         code, t = K.filter_batch(user, time_, lat, lon, f, st)
         idx = np.flatnonzero(code == 0)
@@ -313,7 +300,7 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
 
     Same filters, duplicate removal, zones and tables as :func:`odcore.data.traces.load_traces` followed by
     :func:`odcore.od.trips.build_od` (``bbox="auto"``: the robust box of every usable row's counts,
-    :func:`odcore.od.engines.kernel.box_counts_batch`, the same in every engine). One pass reads the files (the
+    :func:`odcore.od.kernel.box_counts_batch`, the same in every engine). One pass reads the files (the
     robust box needs one more): rows are filtered, their bounding box kept for the zones, and they go to the shard
     of their user's hash; then each shard (about ``shard_rows`` rows; in temporary files under ``temp_dir`` when
     there are several) gets its zones and hour slots and runs the numpy kernel alone, and the shards' counts are
@@ -328,10 +315,6 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
     does not). At most ``workers`` shards are in memory at a time, and their results are merged in shard order,
     so the tables depend on neither ``workers`` nor ``pool``.
     """
-    import pyarrow as pa
-
-    from odcore.data.traces import BBox, to_time_ns
-
     if pool not in POOLS:
         raise ValueError(f"pool must be one of {list(POOLS)}, got pool={pool!r}.")
     rd = _Reader(src, batch_rows)
@@ -344,8 +327,6 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
         bbox = None
         if src.bbox is not None:
             if isinstance(src.bbox, str) and src.bbox.strip().lower() == "auto":
-                from odcore.data.traces import RobustBoxCounts
-
                 if ex is None:
                     counts = None
                     for user, time_, lat, lon in rd.batches():
@@ -393,8 +374,6 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
             shards.close()
     if st.slot_min == K.IMIN:
         raise TraceFormatError("no trace row falls inside the grid.", file=src.display)
-    from dataclasses import replace
-
     od = merged.result(grid, config, st, bbox=bbox, n_shards=n_shards)
     return replace(od, stats={**od.stats, "pool": "threads" if ex is None else "processes",
                               "workers": n_workers if ex is None else len(jobs)})
@@ -408,9 +387,6 @@ def _process_pool(workers: int):
     if workers <= 1:
         yield None
         return
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
     ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
     try:
         yield ex
@@ -422,8 +398,6 @@ def ordered_results(ex, fn, items, in_flight: int, advice: str = "or pass worker
     """``fn`` of every item on the pool ``ex``, in the items' order, at most ``in_flight`` submitted at a time; a
     process pool that breaks (a worker killed, or a script that spawned workers import again) gives a clear error
     ending in ``advice``."""
-    from concurrent.futures.process import BrokenProcessPool
-
     pending: deque = deque()
     try:
         for x in items:
@@ -452,8 +426,6 @@ def _box_task(job: _ScanJob):
 def _scatter_task(args) -> tuple[K.PrepStats, list[int]]:
     """One part of the files filtered and written to its own shard files (``<prefix>s<k>.arrows`` in the shared
     folder): what was read and dropped, and which shards it wrote."""
-    import pyarrow as pa
-
     job, f, n_shards, folder, prefix = args
     st = K.PrepStats()
     shards = _Shards(n_shards, None, folder=Path(folder), prefix=prefix)
@@ -503,8 +475,6 @@ class ShardMerger:
 
     def result(self, grid, config, st: K.PrepStats, *, bbox, n_shards: int, engine: str = "memory"):
         if self.cell_points is not None:
-            from dataclasses import replace
-
             od = _merge(self.acc, self.counts.result(), grid, config, st, self.dups, self.rows_used, self.user_hours,
                         bbox, n_shards, self.keep_pairs, engine)
             return replace(od, stats={**od.stats, "cell_points": self.cell_points})
@@ -513,7 +483,7 @@ class ShardMerger:
 
 
 def _run_shard_alone(tbl, grid, tz: str, keep_pairs: bool) -> tuple[dict[str, Any] | None, K.PrepStats]:
-    """:func:`run_shard` with its own :class:`~odcore.od.engines.kernel.PrepStats` (merged by the caller, in order)."""
+    """:func:`run_shard` with its own :class:`~odcore.od.kernel.PrepStats` (merged by the caller, in order)."""
     st = K.PrepStats()
     return run_shard(tbl, grid, tz, keep_pairs, st), st
 
@@ -525,9 +495,6 @@ def _in_parallel(items, fn, workers: int):
         for x in items:
             yield fn(x)
         return
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(workers) as ex:
         pending: deque = deque()
         for x in items:
@@ -544,10 +511,6 @@ def run_shard(tbl, grid, tz: str, keep_pairs: bool, st: K.PrepStats, cell_points
 
     ``cell_points``: also count the rows (duplicates dropped) in each zone (``out["cell_points"]``, one count per
     zone of ``grid``), the figure of a map of where the traces are."""
-    import pyarrow as pa
-
-    from odcore.od.hourly import od_tables, winners
-
     def col(name, dtype):
         c = tbl.column(name)
         return np.concatenate([x.to_numpy(zero_copy_only=False) for x in c.chunks]).astype(dtype, copy=False) \
@@ -647,8 +610,6 @@ def duplicate_rows(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.nd
 
 def _merge(acc: dict[str, list], counts: pd.DataFrame, grid, config, st: K.PrepStats, n_dup: int, rows_used: int,
            user_hours: int, bbox, n_shards: int, keep_pairs: bool, engine: str = "memory"):
-    from odcore.data.traces import DROP_DUPLICATE
-
     user_week = pd.DataFrame({WEEK: np.concatenate(acc["a_week"]), USER: np.concatenate(acc["a_user"]),
                               TRIPS: np.concatenate(acc["trips"]), UNIQUE_TRIPS: np.concatenate(acc["uniq"])})
     pairs = None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from odcore.data.traces import cab_files, load_traces
 from odcore.errors import TraceFormatError
 
 __all__ = ["FileSource", "SourceTraces", "file_source"]
@@ -84,8 +85,6 @@ def file_source(path: Any, *, format: str = "auto", **kw: Any) -> FileSource:
     :func:`odcore.data.traces.load_traces`'s ``region``)."""
     s = str(path)
     if format == "cabspotting":   # a folder of cab files (or one), streamed by the memory engine
-        from odcore.data.traces import cab_files
-
         cab_files(s)               # refuses a zip, a missing path, a folder without cab files
         return FileSource(paths=(s,), format="cabspotting", **kw)
     if "://" in s:   # a cluster path: Spark reads it
@@ -153,8 +152,6 @@ class SourceTraces:
     def df(self):
         """The trace table, read by the loader on first use (the whole input in this process's memory)."""
         if self._traces is None:
-            from odcore.data.traces import load_traces
-
             self._traces = load_traces(self.report.source, **self.load_options)
         return self._traces.df
 

@@ -4,7 +4,7 @@
   cluster) or created from an in-memory table.
 - One Arrow UDF (``mapInPandas``) applies the shared per-row definitions on every executor: the loader's filters,
   the zone object's ``assign`` (pickled to the executors) and the local hour slot
-  (:mod:`odcore.od.engines.kernel`). Dropped rows keep a reason code so they are counted, never lost silently.
+  (:mod:`odcore.od.kernel`). Dropped rows keep a reason code so they are counted, never lost silently.
 - The rest is Spark SQL: duplicate removal (file sources), winner takes all per user-hour with ``max_by(cell,
   struct(n, -cell))`` (ties to the lower cell id), trips with ``lead()`` over each user's hours, the week of the
   origin hour from a broadcast slot -> week table, distinct pairs and the distinct-user counts.
@@ -14,15 +14,25 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from odcore.constants import LAT, LON, TIME, USER
-from odcore.errors import TraceFormatError
-from odcore.od.engines import kernel as K
+from odcore.data.fingerprint import LANE_KEYS, TraceFingerprint, row_hashes
+from odcore.data.traces import DROP_DUPLICATE, BBox, RobustBoxCounts, resolve_mapping
+from odcore.errors import ParameterError, TraceFormatError
+from odcore.od import kernel as K
+from odcore.od.bounding import bounded_counts_sql
+from odcore.od.engines.duckdb_engine import bounded_stats
+from odcore.od.engines.duckdb_engine import trace_filters as f
 from odcore.od.engines.sources import FileSource
+from odcore.paths import REPO_ROOT
 
 __all__ = ["SMALL_JOB_JAVA_OPTIONS", "build_od_spark", "spark_session"]
 
@@ -44,11 +54,6 @@ def spark_session(master: str = "local[2]", driver_memory: str = "2g", shuffle_p
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    import os
-    import sys
-
-    from odcore.paths import REPO_ROOT
-
     # Python workers (local mode): this interpreter (its packages) and this checkout of odcore. Under spark-submit
     # the cluster's settings (spark.pyspark.python, --archives, --py-files) decide.
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
@@ -86,14 +91,10 @@ def _read(spark, source):
                 raise TraceFormatError(f"traces miss column {col!r}; have {list(source.columns)}.", column=col)
         if len(source) == 0:
             raise TraceFormatError("no trace rows.")
-        import pyarrow as pa
-
         tbl = pa.table({USER: K.frame_user_array(source[USER]), TIME: K.frame_time_seconds(source[TIME]),
                         LAT: source[LAT].to_numpy(np.float64), LON: source[LON].to_numpy(np.float64)})
         n_parts = max(1, min(spark.sparkContext.defaultParallelism, len(source) // 100_000 + 1))
         return spark.createDataFrame(tbl.to_pandas()).coalesce(n_parts), "s"
-    from odcore.data.traces import resolve_mapping
-
     try:
         if source.format == "parquet":
             raw = spark.read.parquet(*source.paths)
@@ -116,8 +117,6 @@ def _read(spark, source):
 
 
 def _spark_filters(source, tz: str, unit: str, bbox) -> K.Filters | None:
-    from odcore.od.engines.duckdb_engine import trace_filters as f
-
     return f(source, tz, unit, bbox)
 
 
@@ -126,8 +125,6 @@ def _prep_fn(grid, tz: str, filters: K.Filters | None, with_assign: bool):
 
     unit_us = filters is not None and filters.time_unit == "us"
     if unit_us:
-        from dataclasses import replace
-
         filters = replace(filters, time_unit="auto")
 
     def fn(batches):
@@ -164,7 +161,7 @@ def _prep_fn(grid, tz: str, filters: K.Filters | None, with_assign: bool):
 
 
 def _box_counts_fn(batches):
-    """The mapInPandas function of the robust box's counts (:func:`odcore.od.engines.kernel.sparse_box_counts`)."""
+    """The mapInPandas function of the robust box's counts (:func:`odcore.od.kernel.sparse_box_counts`)."""
     for pdf in batches:
         yield K.sparse_box_counts(pdf[USER], pdf[TIME], pdf[LAT].to_numpy(np.float64), pdf[LON].to_numpy(np.float64))
 
@@ -181,7 +178,7 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
     With ``bound`` and ``keep_pairs=False`` (the user-level release) no per-person table reaches the driver, only
     tables whose size does not grow with the number of people: per-pair counts and bounded counts, counts of rows
     per drop reason and per cell, the user-weeks by (week, trips, unique_trips) and the number of people. The
-    result then holds aggregates only (``ODData.per_user`` False; :data:`odcore.od.engines.kernel.AGGREGATES_ONLY_REASON`).
+    result then holds aggregates only (``ODData.per_user`` False; :data:`odcore.od.kernel.AGGREGATES_ONLY_REASON`).
 
     ``aggregates_only``: the driver receives aggregates only, as above (default: with ``bound`` and not
     ``keep_pairs``); ``True`` with ``keep_pairs=False`` and no ``bound`` serves the per-metric release from the
@@ -196,16 +193,12 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
     """
     from pyspark.sql import types as T
 
-    from odcore.data.traces import BBox
-
     spark = spark or spark_session(master, driver_memory)
     tz = config.tz
     raw, unit = _read(spark, source)
     bbox = None
     if isinstance(source, FileSource) and source.bbox is not None:
         if isinstance(source.bbox, str) and source.bbox.strip().lower() == "auto":
-            from odcore.data.traces import RobustBoxCounts
-
             parts = (raw.mapInPandas(_box_counts_fn, "axis byte, band long, n long")
                      .groupBy("axis", "band").sum("n").toPandas())
             counts = RobustBoxCounts()
@@ -238,14 +231,10 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
         if aggregates_only is None:
             aggregates_only = bound is not None and not keep_pairs
         if aggregates_only and keep_pairs:
-            from odcore.errors import ParameterError
-
             raise ParameterError("aggregates_only=True brings no per-person table to the driver: keep_pairs must be "
                                  "False.")
         od = _stage_b(spark, source, config, grid, rows, keep_pairs, bbox, bound, aggregates_only)
         if describe and isinstance(source, FileSource):
-            from dataclasses import replace
-
             od = replace(od, stats={**od.stats, **describe_kept(rows)})
         return od
     finally:
@@ -254,8 +243,6 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
 
 def _fingerprint_fn(batches):
     """The mapInPandas function of the fingerprint: one row of lane sums (32-bit halves) per batch."""
-    from odcore.data.fingerprint import TraceFingerprint, row_hashes
-
     for pdf in batches:
         fp = TraceFingerprint()
         if len(pdf):
@@ -268,9 +255,6 @@ def describe_kept(rows) -> dict[str, Any]:
     ``describe``, from the prepared rows (``user, t, lat, lon, slot, cell, reason``): the loader keeps the rows of
     reason 0 (in a zone) and 4 (outside every zone: the zones drop them after loading), each distinct row once."""
     from pyspark.sql import functions as F
-
-    from odcore.data.fingerprint import LANE_KEYS, TraceFingerprint
-    from odcore.data.traces import DROP_DUPLICATE
 
     raw = rows.where(F.col("reason").isin(0, 4))
     kept = raw.select(USER, K.T_S, LAT, LON, "reason").distinct().persist()
@@ -353,8 +337,6 @@ def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=No
         pairs = q("SELECT week, user, o AS origin, d AS destination FROM prs").toPandas() if keep_pairs else None
         bounded = None
         if bound is not None:   # per-person bounding in Spark SQL: per-pair counts only come back
-            from odcore.od.bounding import bounded_counts_sql
-
             week0 = int(q("SELECT min(week) FROM slot_week").collect()[0][0])
             sql = bounded_counts_sql("prs", bound[0], bound[1], week_offset=week0, dialect="spark")
             bounded = q(f"SELECT week - {week0} AS week, o AS origin, d AS destination, raw_count, true_count, "
@@ -366,8 +348,6 @@ def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=No
         for df in (prs, trp, win, pts):
             df.unpersist()
     if dedupe and lim[2] > rows_dedup:
-        from odcore.data.traces import DROP_DUPLICATE
-
         dropped[DROP_DUPLICATE] = int(lim[2] - rows_dedup)
     like = source[USER] if isinstance(source, pd.DataFrame) else None
     stats: dict[str, Any] = {"rows_read": rows_read, "rows_used": int(rows_dedup), "rows_dropped": dropped,
@@ -377,8 +357,6 @@ def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=No
         stats["users"] = n_people
         stats["pair_users"] = pair_users
     if bounded is not None:
-        from odcore.od.engines.duckdb_engine import bounded_stats
-
         stats.update(bounded_stats(bounded.sort_values(["week", "origin", "destination"])))
     return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats,
                       user_like=like, user_week_counts=hist)

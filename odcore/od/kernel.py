@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from odcore.constants import (
     COUNT,
@@ -33,10 +34,12 @@ from odcore.constants import (
     WEEK,
 )
 from odcore.data.fingerprint import mix64
+from odcore.data.traces import DROP_BBOX, DROP_DATES, DROP_MISSING, RobustBoxCounts, parse_time
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.hours import hour_slots, time_seconds, week_of_slots
 from odcore.od.oddata import HISTOGRAM_COLUMNS, ODData, WithheldTable
 from odcore.space.grid import SquareGrid
+from odcore.space.zones import make_zones, parse_zone_spec
 
 __all__ = ["ENGINES", "Bounds", "PrepStats", "box_counts_batch", "fit_grid_bounds", "hour_slots", "mix64", "robust_bbox",
            "sparse_box_counts", "week_of_slots", "week_starts_of"]
@@ -124,8 +127,6 @@ def fit_zones(b: Bounds, config):
     spec = getattr(config, "zones", None)
     if spec is None:
         return fit_grid_bounds(b, config.cell_km2)
-    from odcore.space.zones import make_zones, parse_zone_spec
-
     zs = parse_zone_spec(spec)
     if zs.kind == "file":
         return make_zones(zs)
@@ -200,8 +201,6 @@ class Filters:
 
 
 def _user_missing(user) -> np.ndarray:
-    import pyarrow as pa
-
     if isinstance(user, (pa.Array, pa.ChunkedArray)):
         return np.asarray(user.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     return pd.isna(user)
@@ -252,8 +251,6 @@ def filter_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Fil
     (missing value, outside the box, outside the date range; counted in ``st``). Coordinates outside
     [-90, 90] x [-180, 180] raise :class:`TraceFormatError` (they usually mean swapped columns).
     """
-    from odcore.data.traces import parse_time
-
     st.rows_read += len(lat)
     t = parse_time(time, f.time_unit, f.tz, f.source, TIME)
     missing = (t == IMIN) | np.isnan(lat) | np.isnan(lon) | _user_missing(user)
@@ -265,8 +262,6 @@ def filter_codes(t: np.ndarray, missing: np.ndarray, lat: np.ndarray, lon: np.nd
     """The loader's drops on rows already parsed and range-checked: ``(reason codes, t seconds + the offset)`` as
     :func:`filter_batch` returns them, for rows with a missing value (``missing``), outside the box and outside the
     date range, each counted in ``st``."""
-    from odcore.data.traces import DROP_BBOX, DROP_DATES, DROP_MISSING
-
     n = len(lat)
     code = np.zeros(n, np.int8)
     code[missing] = 1
@@ -299,8 +294,6 @@ def box_counts_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, co
     The loader counts the same rows (those it does not drop as missing), so
     :meth:`~odcore.data.traces.RobustBoxCounts.box` gives every engine and the loader the same box.
     """
-    from odcore.data.traces import RobustBoxCounts
-
     counts = RobustBoxCounts() if counts is None else counts
     ok = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | np.asarray(pd.isna(time), dtype=bool))
     counts.add(lat[ok], lon[ok])
@@ -310,8 +303,6 @@ def box_counts_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, co
 def sparse_box_counts(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray) -> pd.DataFrame:
     """:func:`box_counts_batch` of one batch as a small ``DataFrame[axis, band, n]`` (for Spark partitions)."""
     ok = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | np.asarray(pd.isna(time), dtype=bool))
-    from odcore.data.traces import RobustBoxCounts
-
     parts = []
     for axis, b in enumerate(RobustBoxCounts.bins(lat[ok], lon[ok])):
         band, n = np.unique(b, return_counts=True)
@@ -321,8 +312,6 @@ def sparse_box_counts(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray) -
 
 def robust_bbox(counts, source: str) -> tuple[float, float, float, float]:
     """:meth:`odcore.data.traces.RobustBoxCounts.box` of the counts (raises when no row was usable)."""
-    from odcore.data.traces import RobustBoxCounts
-
     if counts is None:
         counts = RobustBoxCounts()
     return counts.box(source=source).as_tuple()
@@ -358,8 +347,6 @@ def iso_second(t: int) -> str:
 
 def frame_user_array(user: pd.Series):
     """A pandas user column as an Arrow array (categoricals as their string/int values; nulls rejected)."""
-    import pyarrow as pa
-
     if user.isna().any():
         raise TraceFormatError("the user column has missing values.", column=USER)
     if isinstance(user.dtype, pd.CategoricalDtype):
