@@ -399,6 +399,7 @@ def unpack_counts_zip(state: MutableMapping, data: bytes, name: str) -> str:
         tmp.replace(target)
     found = sorted(m.parent for m in target.rglob(MANIFEST) if is_counts_folder(m.parent))
     if not found:
+        shutil.rmtree(target, ignore_errors=True)
         raise TraceFormatError("holds no OD counts folder (a manifest.json written by `python -m odcore trips "
                                "--counts-out DIR`).", file=name)
     return str(found[0])
