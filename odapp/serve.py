@@ -11,8 +11,14 @@ images made for it live there), new browsers go to the server with the fewest co
 a request that does not arrive in full within 10 s and a connection idle between requests for 10 s are closed, and at
 most ``--max-connections`` connections are served at once (more wait in the kernel's queue). Each server gets at
 most ``WORKER_REQUESTS`` requests at once; the others wait in HAProxy's queue, those from an address holding fewer
-connections first, so that a flood from one address does not keep a newcomer waiting. A page of another site
-(an ``Origin`` that is not the address itself) is refused with 403 before it reaches Streamlit. Every request is
+connections first, so that a flood from one address does not keep a newcomer waiting; one address holds at most
+:class:`ClientCaps` connections and WebSockets (more are closed at once). A page of another site (an ``Origin`` that
+is not the address itself) and a ``Host`` that is not one of this machine's names (:func:`allowed_hosts`) are
+refused with 403 before they reach Streamlit.
+
+The servers run in class mode (:mod:`odapp.private`): no folder of this machine can be named in the app (a counts
+folder is uploaded as a zip, or is one of ``--counts-dir``), and each session's files are kept in its own 0700 folder
+under ``--log-dir``/private, removed when its connection closes. Every request is
 logged to ``access.log``, errors and servers going down or up to ``error.log``, and the supervisor's own lines
 (server exits and restarts) to ``supervisor.log``, all in ``--log-dir``. docs/class.md explains the configuration.
 
