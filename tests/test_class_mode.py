@@ -144,3 +144,16 @@ def test_the_sweeper_removes_folders_untouched_for_its_idle_time():
     assert not old.exists()
     assert fresh.exists()
     assert not private.remove(private.server_root().parent)    # only session folders of this server
+
+
+def test_a_session_back_after_its_folder_was_removed_is_told_to_upload_again():
+    """The connection closed (its folder removed with the upload) and the browser came back to the same session:
+    the upload is forgotten, the page opens on the bundled city and says why."""
+    state: dict = {}
+    assert apply_upload(state, generator.table().encode(), "t.csv", UploadOptions())
+    cache.release_session_files(state[K_UPLOAD_DIR])
+    at = _app(state)
+    assert "Bundled synthetic city" in _data_caption(at)
+    assert any("removed from the server when your connection closed" in e.value for e in at.error), \
+        [e.value for e in at.error]
+    assert Path(at.session_state[K_UPLOAD_DIR]).is_dir()            # a new folder for what comes next
