@@ -32,7 +32,8 @@ def hostile_at():
     at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=300)
     at.run()
     state: dict = {}
-    assert apply_upload(state, names.traces_csv(), names.FILE_NAME,
+    # eight days of hourly fixes: enough for Knock Knock's weekly series too
+    assert apply_upload(state, names.traces_csv(per_user=24 * 8), names.FILE_NAME,
                         UploadOptions(mapping=(("user", names.USER_COLUMN),))), state
     assert apply_zone_upload(state, names.zones_geojson(), names.ZONE_FILE_NAME), state
     for k, v in state.items():
@@ -102,4 +103,17 @@ def test_every_game_seed_shows_the_person_as_text(hostile_at, seed):
     at.button(key="game_in").click()
     _run(at)                                                   # the reveal of round 1 and round 2
     assert any(h.value.startswith("Round 2 ") for h in at.subheader)
+    assert names.page_findings(at) == []
+
+
+def test_knock_knock_results_show_targets_as_text(hostile_at):
+    at = _run(hostile_at, "pages/5_Knock_Knock.py")
+    at.selectbox(key="knock_prior").set_value("subset")
+    at.number_input(key="knock_m").set_value(5)
+    at.slider(key="knock_alpha").set_value(0.5)
+    next(b for b in at.button if b.label == "Run the experiment").click()
+    _run(at)
+    assert not at.error, [e.value for e in at.error]
+    targets = at.selectbox(key="knock_roc_target").options
+    assert any(names.HOST in t for t in targets), targets      # the targets are people with hostile ids
     assert names.page_findings(at) == []

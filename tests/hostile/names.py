@@ -37,10 +37,10 @@ def user_id(u: int) -> str:
     return f"{PAYLOADS[u % len(PAYLOADS)]}_{u}"
 
 
-def traces_csv() -> bytes:
-    """The hostile generator's base rows (40 people, 8 fixes each) with every user id a payload and the user column
-    named :data:`USER_COLUMN` (CSV-quoted where a payload has commas or quotes)."""
-    df = pd.DataFrame(rows(), columns=["user", "time", "lat", "lon"])
+def traces_csv(per_user: int = 8) -> bytes:
+    """The hostile generator's base rows (40 people, ``per_user`` hourly fixes each) with every user id a payload and
+    the user column named :data:`USER_COLUMN` (CSV-quoted where a payload has commas or quotes)."""
+    df = pd.DataFrame(rows(per_user=per_user), columns=["user", "time", "lat", "lon"])
     df["user"] = [user_id(int(u)) for u in df["user"]]
     return df.rename(columns={"user": USER_COLUMN}).to_csv(index=False).encode()
 
