@@ -185,6 +185,21 @@ def test_the_generated_configuration_is_valid_haproxy(tmp_path):
         serve.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, max_connections=0)
     with pytest.raises(ValueError, match="http_request"):
         serve.Timeouts(http_request=0)
+    # each address's caps and this machine's names
+    assert "tcp-request connection reject if { sc0_conn_cur gt 300 } || { sc0_conn_rate gt 1500 }" in text
+    assert "{ sc1_conn_cur gt 150 }" in text
+    assert "http-request deny deny_status 403 if !allowed_host" in text
+    names = serve.allowed_hosts("0.0.0.0", ["lab.school.example"])
+    assert {"localhost", "127.0.0.1", "::1", "lab.school.example"} <= set(names)
+    cfg.write_text(serve.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, caps=serve.ClientCaps(5, 2, 50),
+                                        hosts=["localhost", "::1"]))
+    assert "'^(localhost|\\[::1\\])(:8501)?$'" in cfg.read_text()
+    assert "{ sc1_conn_cur gt 2 }" in cfg.read_text()
+    with pytest.raises(ValueError, match="websockets"):
+        serve.ClientCaps(websockets=0)
+    with pytest.raises(ValueError, match="host name"):
+        serve.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, hosts=["a b"])
+    assert serve.main(["--workers", "1", "--allowed-host", "x)|.*"]) == 2
 
 
 def test_haproxy_runs_on_jemalloc_when_it_is_installed(tmp_path, monkeypatch):
