@@ -9,9 +9,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 import threading
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,7 +31,9 @@ from odapp.state import (
     DatasetRef,
     DataSource,
 )
+from odcore.data.validate import check_member_name
 from odcore.errors import ODCoreError, TraceFormatError
+from odcore.od.odtable import MANIFEST, is_counts_folder
 from odcore.paths import REPO_ROOT, SAMPLE_DATA_DIR
 
 SAMPLE_FILE = SAMPLE_DATA_DIR / "synthetic_city.parquet"
@@ -367,12 +371,6 @@ def unpack_counts_zip(state: MutableMapping, data: bytes, name: str) -> str:
     returns the folder holding its manifest. Raises :class:`~odcore.errors.TraceFormatError` naming the file when
     it is not a zip, a member points outside it (zip slip), it unpacks to more than
     :data:`COUNTS_ZIP_MAX_BYTES`, or it holds no counts folder."""
-    import shutil
-    import zipfile
-
-    from odcore.data.validate import check_member_name
-    from odcore.od.odtable import MANIFEST, is_counts_folder
-
     folder = session_folder(state)
     target = folder / f"counts_{hashlib.sha256(data).hexdigest()[:16]}"
     if not target.is_dir():

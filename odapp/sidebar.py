@@ -66,7 +66,8 @@ from odapp.state import (
 )
 from odapp.words import epsilon_label, plain, sci
 from odapp.zones_ui import data_box, zone_controls, zone_spec
-from odcore.errors import ODCoreError
+from odcore.errors import ODCoreError, ParameterError
+from odcore.od.odtable import is_counts_folder
 
 K_UPLOAD_GEN = "odlab.upload_generation"   # bumps after each good upload (fresh uploader widget)
 K_UPLOAD_PENDING = "odlab.upload_pending"   # UploadOptions of a pressed "Load this file" not read yet
@@ -180,8 +181,6 @@ def _class_counts_controls() -> None:
 
 def class_counts_choices() -> dict[str, str]:
     """``{name: path}`` of the counts folders under the teacher's ``--counts-dir`` (itself when it is one)."""
-    from odcore.od.odtable import is_counts_folder
-
     root = private.teacher_counts_dir()
     if root is None or not root.is_dir():
         return {}
@@ -335,8 +334,6 @@ def current_dataset() -> tuple[DatasetRef, Loaded]:
         return ss[K_DATASET], Loaded(df, stored.summary, stored.cli)
     if source == DataSource.COUNTS and _counts_path(ss):
         if not counts_path_allowed(_counts_path(ss), ss):
-            from odcore.errors import ParameterError
-
             raise ParameterError("this class server reads no folder named by path: upload the counts folder as a "
                                  "zip, or pick one the teacher made available.")
         return counts_dataset(_counts_path(ss))
