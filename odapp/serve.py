@@ -119,12 +119,12 @@ def _ms(s: float) -> str:
 
 def allowed_hosts(address: str, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     """The host names a browser may use to reach the class (the ``Host`` header, without its port): this machine's
-    loopback names, ``address`` itself, with ``0.0.0.0``/``::`` this machine's name and every address of its
+    loopback names, ``address`` itself, with ``0.0.0.0``/``::`` this machine's host name and every address of its
     interfaces, and ``extra`` (``--allowed-host``: a DNS name people type). Any other name is refused: a page of
     another site that rebinds its own name to this machine's address cannot use the lab."""
     names = ["localhost", "127.0.0.1", "::1"]
     if address in ("0.0.0.0", "::", ""):
-        names += [socket.gethostname(), socket.getfqdn(), *local_addresses()]
+        names += [socket.gethostname(), *local_addresses()]   # (no name lookup: nothing asks a DNS server)
     else:
         names.append(address)
     names += [h.strip() for h in extra]
