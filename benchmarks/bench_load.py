@@ -238,7 +238,8 @@ def _med(xs):
 
 
 def _session_folders() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("odlab-session-*")}
+    # a server's session folders live in its private folder (odapp.private.server_root)
+    return {str(p) for p in Path(tempfile.gettempdir()).glob("odlab-server-*/session-*")}
 
 
 async def _run(quick: bool) -> list[dict]:

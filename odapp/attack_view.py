@@ -108,7 +108,7 @@ def real_person(ctx, bound: float) -> None:
     k_user = len(others_key)
     eps_pair = 1.0 / rcfg.scale
     c = st.columns(4)
-    metric(c[0], "User", str(user), f"{k_user} unique trips this week")
+    metric(c[0], "User", plain(user), f"{k_user} unique trips this week")
     metric(c[1], "Effective k after suppression", num(round(ur.effective_k, 1)),
            f"{ur.k_informative} of {k_user} pairs carry any signal",
            help="The k of the plain curve with the same success.")

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import hashlib
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from odapp import data as _data
+from odapp import private
 from odapp.export import styled
 from odapp.maps import (
     RISK_COLOR,
@@ -103,6 +105,27 @@ def _kept(kind: str, build, *args, **kwargs):
 def _live_json(tables):
     """A :mod:`odcore.privacy.live` table builder whose tables come back as the browser reads them."""
     return lambda *args: {k: t.to_json() for k, t in tables(*args).items()}
+
+
+def release_session_files(folder: str) -> None:
+    """The end of a session (Streamlit calls this when its browser's connection closes): its uploads' tables leave
+    the server-wide caches (their open files are closed) and its private folder is removed."""
+    p = Path(folder)
+    if p.is_dir():
+        for f in p.glob("*.parquet"):
+            upload_traces.clear(str(f))
+        if any(p.glob("cabs_*")):       # its streamed cab files: their tables and fixes are held by these caches
+            upload_cab_traces.clear()
+            streamed_od.clear()
+    private.remove(p)
+
+
+@st.cache_resource(scope="session", on_release=release_session_files, show_spinner=False)
+def session_files(existing: str = "") -> str:
+    """This session's private folder: ``existing`` (the one its state names, made before this run) or a new one
+    (:func:`odapp.private.new_session_folder`); removed by :func:`release_session_files` when the session's
+    connection closes."""
+    return existing or str(private.new_session_folder())
 
 
 @_resource(max_entries=2, show_spinner="Reading the bundled synthetic city…")

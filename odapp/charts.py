@@ -22,7 +22,7 @@ import streamlit as st
 
 from odapp import cache
 from odapp.maps import ramp_stops  # here: pydeck is imported only by the pages with a map
-from odapp.words import comparison_label, num, pct, unit_words
+from odapp.words import chart_text, comparison_label, num, pct, unit_words
 from odcore.report import figures
 from odcore.report.figures import thin_curve
 from odcore.report.teaching import noise_picture
@@ -155,7 +155,7 @@ def roc_chart(others: tuple, eps_pair: float, threshold: float, user: str, *, pr
     fig.add_scatter(x=np.asarray(roc_plain.fpr)[t2], y=np.asarray(roc_plain.tpr)[t2], mode="lines",
                     line={"dash": "dash"}, name=f"every pair published (AUC {roc_plain.auc:.3f})")
     fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#999"}, name="guessing")
-    figures.style(fig, f"ROC of the attack on user {user}", projector=projector)
+    figures.style(fig, f"ROC of the attack on user {chart_text(user)}", projector=projector)
     fig.update_layout(xaxis_title="false-positive rate", yaxis_title="true-positive rate")
     if not projector:   # the legend under the plot on a screen too: in a half-page chart no corner is free of the
         # curves and the diagonal (projector mode puts it there already: figures.style)
@@ -313,7 +313,7 @@ def population_chart(success: np.ndarray, bound: float, user_success: float, use
     fig = go.Figure()
     fig.add_histogram(x=success, nbinsx=50, name="users")
     fig.add_vline(x=bound, line_dash="dash", annotation_text="per-trip bound", annotation_position="top left")
-    fig.add_vline(x=user_success, line_dash="dot", line_color="#d95f02", annotation_text=f"user {user}",
+    fig.add_vline(x=user_success, line_dash="dot", line_color="#d95f02", annotation_text=f"user {chart_text(user)}",
                   annotation_position="bottom right")
     figures.style(fig, "Attack success over the users of the week", projector=projector)
     fig.update_layout(xaxis_title="probability the attacker is right", yaxis_title="users", showlegend=False)
@@ -326,20 +326,20 @@ def zones_compare_chart(comp: pd.DataFrame, *, week: int, epsilon: float, thresh
     """The Data page's zone systems compared (``comp``: :func:`odapp.cache.zone_comparison` with a ``label``
     column): share of user-trips published, median and 90th-percentile attack success."""
     fig = go.Figure()
-    fig.add_bar(x=comp["label"], y=100 * comp["user_trips_published_frac"], name="user-trips published (%)",
+    labels = [chart_text(lb) for lb in comp["label"]]   # file names: the axis and the hover show them as text
+    fig.add_bar(x=labels, y=100 * comp["user_trips_published_frac"], name="user-trips published (%)",
                 customdata=np.stack([comp["pairs_published"], comp["od_pairs"]], axis=1),
                 hovertemplate="%{x}: %{y:.1f} % of user-trips; %{customdata[0]:,} of %{customdata[1]:,} pairs"
                               "<extra></extra>")
-    fig.add_scatter(x=comp["label"], y=100 * comp["median_success"], name="attack success, median user (%)",
+    fig.add_scatter(x=labels, y=100 * comp["median_success"], name="attack success, median user (%)",
                     mode="lines+markers", yaxis="y")
-    fig.add_scatter(x=comp["label"], y=100 * comp["p90_success"], name="attack success, 90th percentile (%)",
+    fig.add_scatter(x=labels, y=100 * comp["p90_success"], name="attack success, 90th percentile (%)",
                     mode="lines+markers", line={"dash": "dot"})
     figures.style(fig, f"Week {week}, ε = {epsilon:g}, threshold {threshold:g}: what is published and how exposed "
                        "people are", projector=projector)
     fig.update_layout(yaxis_title="%", yaxis_range=[0, 100], xaxis_title="zone system (median zone area)")
-    fig.update_xaxes(ticktext=[f"{lb}<br>{a:.2g} km²" for lb, a in zip(comp["label"], comp["zone_km2"],
-                                                                         strict=True)],
-                     tickvals=comp["label"])
+    fig.update_xaxes(ticktext=[f"{lb}<br>{a:.2g} km²" for lb, a in zip(labels, comp["zone_km2"], strict=True)],
+                     tickvals=labels)
     return fig
 
 
@@ -399,6 +399,6 @@ def knock_roc_chart(roc: dict, auc: dict, target: str, *, projector: bool) -> go
     for name, r in roc.items():
         fig.add_scatter(x=r["fpr"], y=r["tpr"], mode="lines", name=f"{name.upper()} (AUC {auc[name]:.3f})")
     fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#999"}, name="guessing")
-    figures.style(fig, f"ROC, target {target}", projector=projector)
+    figures.style(fig, f"ROC, target {chart_text(target)}", projector=projector)
     fig.update_layout(xaxis_title="false-positive rate", yaxis_title="true-positive rate")
     return fig

@@ -14,10 +14,10 @@ import json
 import os
 import pickle
 import shutil
-import tempfile
 import threading
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from odapp import private
 from odapp.state import (
     K_DATASET,
     K_SOURCE,
@@ -36,9 +37,10 @@ from odapp.state import (
 )
 from odcore.data.synth import SynthConfig, generate_city
 from odcore.data.traces import load_traces, unpack_cabspotting
-from odcore.data.validate import check_grid_size
+from odcore.data.validate import check_grid_size, check_member_name
 from odcore.errors import ODCoreError, TraceFormatError
 from odcore.od.engines.cab_stream import stream_cabspotting
+from odcore.od.odtable import MANIFEST, is_counts_folder
 from odcore.paths import REPO_ROOT, SAMPLE_DATA_DIR
 
 SAMPLE_FILE = SAMPLE_DATA_DIR / "synthetic_city.parquet"
@@ -311,7 +313,7 @@ def stream_upload(state: MutableMapping, data: bytes, name: str, options: Upload
 
 
 K_SESSION_UID = "odlab.session_uid"    # a random id of this session (its place in the upload queue)
-K_UPLOAD_DIR = "odlab.upload_dir"       # this session's TemporaryDirectory (removed when the session is dropped)
+K_UPLOAD_DIR = "odlab.upload_dir"       # the path of this session's private folder (odapp.private)
 
 
 @dataclass(frozen=True)
@@ -338,13 +340,56 @@ class StoredUpload:
 
 
 def session_folder(state: MutableMapping) -> Path:
-    """This session's temporary folder (created on first use; deleted when the session state is dropped, i.e.
-    when Streamlit forgets the session, or at interpreter exit)."""
-    tmp = state.get(K_UPLOAD_DIR)
-    if tmp is None or not Path(tmp.name).is_dir():
-        tmp = tempfile.TemporaryDirectory(prefix="odlab-session-")
-        state[K_UPLOAD_DIR] = tmp
-    return Path(tmp.name)
+    """This session's private folder (0700, inside the server's: :mod:`odapp.private`), created on first use. The app
+    names it at each run (:func:`odapp.cache.session_files`, removed when the browser's connection closes); a
+    session without one (a test's state) gets a new one, removed by the sweeper or when the process exits."""
+    d = state.get(K_UPLOAD_DIR)
+    if not d or not Path(str(d)).is_dir():
+        d = str(private.new_session_folder())
+        state[K_UPLOAD_DIR] = d
+    private.touch(Path(d))
+    return Path(d)
+
+
+COUNTS_ZIP_MAX_BYTES = 2 << 30
+"""Most bytes an uploaded counts folder may unpack to."""
+
+
+def unpack_counts_zip(state: MutableMapping, data: bytes, name: str) -> str:
+    """An uploaded zip of a folder written by ``trips --counts-out``, unpacked into the session's private folder;
+    returns the folder holding its manifest. Raises :class:`~odcore.errors.TraceFormatError` naming the file when
+    it is not a zip, a member points outside it (zip slip), it unpacks to more than
+    :data:`COUNTS_ZIP_MAX_BYTES`, or it holds no counts folder."""
+    folder = session_folder(state)
+    target = folder / f"counts_{hashlib.sha256(data).hexdigest()[:16]}"
+    if not target.is_dir():
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as z:
+                infos = [i for i in z.infolist() if not i.is_dir()]
+                for i in infos:
+                    check_member_name(i.filename, name)
+                if sum(i.file_size for i in infos) > COUNTS_ZIP_MAX_BYTES:
+                    raise TraceFormatError(f"unpacks to more than {COUNTS_ZIP_MAX_BYTES >> 30} GiB; upload a "
+                                           "smaller counts folder.", file=name)
+                z.extractall(tmp, members=infos)
+        except zipfile.BadZipFile:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise TraceFormatError("is not a zip file: upload the counts folder as a zip.", file=name) from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        for old in folder.glob("counts_*"):      # the session's earlier counts upload
+            if old != tmp:
+                shutil.rmtree(old, ignore_errors=True)
+        tmp.replace(target)
+    found = sorted(m.parent for m in target.rglob(MANIFEST) if is_counts_folder(m.parent))
+    if not found:
+        shutil.rmtree(target, ignore_errors=True)
+        raise TraceFormatError("holds no OD counts folder (a manifest.json written by `python -m odcore trips "
+                               "--counts-out DIR`).", file=name)
+    return str(found[0])
 
 
 def store_upload(state: MutableMapping, loaded: Loaded, ref: DatasetRef) -> StoredUpload:

@@ -11,8 +11,14 @@ images made for it live there), new browsers go to the server with the fewest co
 a request that does not arrive in full within 10 s and a connection idle between requests for 10 s are closed, and at
 most ``--max-connections`` connections are served at once (more wait in the kernel's queue). Each server gets at
 most ``WORKER_REQUESTS`` requests at once; the others wait in HAProxy's queue, those from an address holding fewer
-connections first, so that a flood from one address does not keep a newcomer waiting. A page of another site
-(an ``Origin`` that is not the address itself) is refused with 403 before it reaches Streamlit. Every request is
+connections first, so that a flood from one address does not keep a newcomer waiting; one address holds at most
+:class:`ClientCaps` connections and WebSockets (more are closed at once). A page of another site (an ``Origin`` that
+is not the address itself) and a ``Host`` that is not one of this machine's names (:func:`allowed_hosts`) are
+refused with 403 before they reach Streamlit.
+
+The servers run in class mode (:mod:`odapp.private`): no folder of this machine can be named in the app (a counts
+folder is uploaded as a zip, or is one of ``--counts-dir``), and each session's files are kept in its own 0700 folder
+under ``--log-dir``/private, removed when its connection closes. Every request is
 logged to ``access.log``, errors and servers going down or up to ``error.log``, and the supervisor's own lines
 (server exits and restarts) to ``supervisor.log``, all in ``--log-dir``. docs/class.md explains the configuration.
 
@@ -26,8 +32,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import ipaddress
+import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -41,6 +50,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from odapp import private
 from odcore.paths import REPO_ROOT
 
 COOKIE = "odlab_server"      # HAProxy's cookie naming the server a browser is kept on
@@ -68,6 +78,23 @@ POLL_S = 0.25
 
 
 @dataclass(frozen=True)
+class ClientCaps:
+    """What one client address may hold at HAProxy (docs/class.md, "One address cannot take the class"): open
+    connections, open WebSockets (one per open tab) and new connections per 10 s. A connection over a cap is closed
+    at once (a WebSocket over its cap is answered 429); other addresses are served as before. A school's NAT puts a
+    whole class behind one address: each person holds one WebSocket and a browser's handful of connections."""
+
+    connections: int = 300
+    websockets: int = 150
+    rate_10s: int = 1500
+
+    def __post_init__(self):
+        for k, v in self.__dict__.items():
+            if not (isinstance(v, int) and v >= 1):
+                raise ValueError(f"per-client cap {k} must be a whole number >= 1, got {k}={v!r}.")
+
+
+@dataclass(frozen=True)
 class Timeouts:
     """HAProxy's timeouts, in seconds (docs/class.md says what each one does)."""
 
@@ -91,9 +118,57 @@ def _ms(s: float) -> str:
     return f"{round(s)}s" if float(s).is_integer() else f"{round(s * 1000)}ms"
 
 
+def allowed_hosts(address: str, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The host names a browser may use to reach the class (the ``Host`` header, without its port): this machine's
+    loopback names, ``address`` itself, with ``0.0.0.0``/``::`` this machine's host name and every address of its
+    interfaces, and ``extra`` (``--allowed-host``: a DNS name people type). Any other name is refused: a page of
+    another site that rebinds its own name to this machine's address cannot use the lab."""
+    names = ["localhost", "127.0.0.1", "::1"]
+    if address in ("0.0.0.0", "::", ""):
+        names += [socket.gethostname(), *local_addresses()]   # (no name lookup: nothing asks a DNS server)
+    else:
+        names.append(address)
+    names += [h.strip() for h in extra]
+    out = []
+    for n in names:
+        n = n.strip().strip("[]").lower().rstrip(".")
+        if n and n not in out:
+            out.append(n)
+    return out
+
+
+def local_addresses() -> list[str]:
+    """This machine's IPv4 and IPv6 interface addresses (``/proc/net/fib_trie`` and ``/proc/net/if_inet6``)."""
+    out: list[str] = []
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/net/fib_trie").read_text().splitlines()
+        out += [prev.split("--")[-1].strip() for prev, line in itertools.pairwise(lines)
+                if "/32 host LOCAL" in line]
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/net/if_inet6").read_text().splitlines():
+            h = line.split()[0]
+            out.append(str(ipaddress.IPv6Address(int(h, 16))))
+    return sorted(set(out))
+
+
+HOST_NAME = re.compile(r"[A-Za-z0-9._:%-]+")
+
+
+def _host_regex(hosts: list[str], port: int) -> str:
+    """A regular expression (HAProxy's PCRE) matching a ``Host`` header naming one of ``hosts``, with no port or
+    ``port`` (an IPv6 address in brackets)."""
+    for h in hosts:
+        if not HOST_NAME.fullmatch(h):
+            raise ValueError(f"allowed host must be a host name or an IP address, got {h!r}.")
+    alts = "|".join(re.escape(f"[{h}]" if ":" in h else h) for h in hosts)
+    return f"'^({alts})(:{port})?$'"     # in single quotes: HAProxy reads it as it is
+
+
 def haproxy_config(worker_ports: list[int], address: str, port: int, run_dir: Path, *,
-                   max_connections: int = MAX_CONNECTIONS, timeouts: Timeouts = Timeouts()) -> str:
-    """HAProxy's configuration for ``worker_ports`` on 127.0.0.1 behind ``address:port``.
+                   max_connections: int = MAX_CONNECTIONS, timeouts: Timeouts = Timeouts(),
+                   caps: ClientCaps = ClientCaps(), hosts: list[str] | None = None) -> str:
+    """HAProxy's configuration for ``worker_ports`` on 127.0.0.1 behind ``address:port``; each client address held
+    to ``caps``, and only the ``Host`` names ``hosts`` served (default :func:`allowed_hosts` of ``address``).
 
     Logs go to HAProxy's standard output (every request; :class:`Supervisor` writes it to ``access.log``) and
     standard error (warnings and errors; ``error.log``); the stats socket ``run_dir/haproxy.sock`` answers
@@ -104,6 +179,7 @@ def haproxy_config(worker_ports: list[int], address: str, port: int, run_dir: Pa
     if max_connections < 1:
         raise ValueError(f"max_connections must be >= 1, got max_connections={max_connections}.")
     t = timeouts
+    host_re = _host_regex(allowed_hosts(address) if hosts is None else hosts, port)
     bind = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
     servers = "\n".join(f"    server w{i} 127.0.0.1:{p} cookie w{i}" for i, p in enumerate(worker_ports))
     tracking = "\n".join(f"    server w{i} 127.0.0.1:{p} cookie w{i} track workers/w{i}"
@@ -140,9 +216,18 @@ frontend class
     bind {bind}
     maxconn {max_connections}
     option forwardfor
-    # each address's open connections (a flood's requests queue behind a newcomer's, see backend workers)
-    stick-table type ipv6 size 100k expire 60s store conn_cur
+    # each address's open connections and new connections per 10 s: one address holds at most
+    # {caps.connections} and opens at most {caps.rate_10s} per 10 s (more are closed at once; a flood's
+    # requests also queue behind a newcomer's, see backend workers)
+    stick-table type ipv6 size 100k expire 60s store conn_cur,conn_rate(10s)
     tcp-request connection track-sc0 src
+    tcp-request connection reject if {{ sc0_conn_cur gt {caps.connections} }} || {{ sc0_conn_rate gt {caps.rate_10s} }}
+    # only the names of this machine (no rebinding of another site's name to it)
+    acl allowed_host req.hdr(host) -m reg -i {host_re}
+    http-request deny deny_status 403 if !allowed_host
+    # each address's open WebSockets (one per open tab): at most {caps.websockets}
+    http-request track-sc1 src table websockets if {{ path /_stcore/stream }}
+    http-request deny deny_status 429 if {{ path /_stcore/stream }} {{ sc1_conn_cur gt {caps.websockets} }}
     # a page of another site may not use the dashboard: its Origin must be this address (or this machine)
     http-request set-var(txn.host) req.hdr(host)
     acl has_origin req.hdr(origin) -m found
@@ -161,6 +246,10 @@ backend workers
     http-request set-priority-offset sc0_conn_cur
     default-server check inter 1s fastinter 500ms downinter 1s fall 3 rise 2 maxconn {WORKER_REQUESTS} observe layer4 error-limit 1 on-error mark-down
 {servers}
+
+backend websockets
+    # the open WebSockets of each address (frontend class: track-sc1)
+    stick-table type ipv6 size 100k expire 60s store conn_cur
 
 backend sessions
     balance leastconn
@@ -219,18 +308,27 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
 
 
-def worker_command(app_dir: Path, port: int) -> list[str]:
-    """The ``streamlit run`` of one server: 127.0.0.1 only, no usage statistics, no file watcher."""
+def worker_command(app_dir: Path, port: int, hosts: list[str] | None = None) -> list[str]:
+    """The ``streamlit run`` of one server: 127.0.0.1 only, no usage statistics, no file watcher; with ``hosts``,
+    Streamlit's own allow-list of the ``Host`` of a WebSocket (``server.allowedHosts``) too."""
     return [sys.executable, "-m", "streamlit", "run", str(app_dir / "app.py"), "--server.headless=true",
             f"--server.port={port}", "--server.address=127.0.0.1", "--server.fileWatcherType=none",
-            "--browser.gatherUsageStats=false"]
+            "--browser.gatherUsageStats=false", *(f"--server.allowedHosts={h}" for h in hosts or ())]
 
 
-def worker_env() -> dict[str, str]:
+def worker_env(private_dir: Path | None = None, counts_dir: Path | None = None) -> dict[str, str]:
+    """A server's environment: every web request to a closed local port; serving a class (no server path typed into
+    the app), its sessions' folders in ``private_dir``, the teacher's ``counts_dir`` (:mod:`odapp.private`)."""
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         env[k] = env[k.lower()] = NO_OUTSIDE_PROXY
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost,::1"
+    env[private.CLASS_ENV] = "1"
+    env.pop(private.COUNTS_ENV, None)
+    if private_dir is not None:
+        env[private.ROOT_ENV] = str(private_dir)
+    if counts_dir is not None:
+        env[private.COUNTS_ENV] = str(counts_dir)
     return env
 
 
@@ -274,6 +372,9 @@ class Supervisor:
     log_dir: Path
     max_connections: int = MAX_CONNECTIONS
     timeouts: Timeouts = field(default_factory=Timeouts)
+    caps: ClientCaps = field(default_factory=ClientCaps)
+    extra_hosts: tuple[str, ...] = ()
+    counts_dir: Path | None = None
     haproxy: subprocess.Popen | None = None
     pool: list[Worker] = field(default_factory=list)
     _files: dict = field(default_factory=dict)     # log name -> the open file a process writes to
@@ -298,8 +399,17 @@ class Supervisor:
         tmp.write_text(json.dumps(state, indent=1))
         tmp.replace(self.log_dir / "state.json")
 
+    @property
+    def private_dir(self) -> Path:
+        """The servers' private folders (0700): one per server, its sessions' folders inside."""
+        return self.log_dir / "private"
+
     def _start_worker(self, w: Worker) -> None:
-        w.proc = subprocess.Popen(worker_command(self.app_dir, w.port), cwd=self.app_dir, env=worker_env(),
+        folder = self.private_dir / f"w{w.index}"
+        shutil.rmtree(folder, ignore_errors=True)      # a server that died: its sessions are gone with it
+        folder.mkdir(mode=0o700, parents=True)
+        w.proc = subprocess.Popen(worker_command(self.app_dir, w.port, self.hosts), cwd=self.app_dir,
+                                  env=worker_env(folder, self.counts_dir),
                                   stdout=self._open(f"worker{w.index}.log"), stderr=subprocess.STDOUT,
                                   stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         w.started = time.monotonic()
@@ -322,10 +432,13 @@ class Supervisor:
             raise RuntimeError("HAProxy is not installed: on Debian or Ubuntu, `sudo apt-get install haproxy`.")
         _check_can_listen(self.address, self.port)
         self.pool = [Worker(i, _free_port()) for i in range(self.workers)]
+        self.hosts = allowed_hosts(self.address, self.extra_hosts)
+        self.private_dir.mkdir(mode=0o700, exist_ok=True)
+        self.private_dir.chmod(0o700)
         self.config_path = self.log_dir / "haproxy.cfg"
         self.config_path.write_text(haproxy_config(
             [w.port for w in self.pool], self.address, self.port, self.log_dir,
-            max_connections=self.max_connections, timeouts=self.timeouts))
+            max_connections=self.max_connections, timeouts=self.timeouts, caps=self.caps, hosts=self.hosts))
         check = subprocess.run([self.haproxy_path, "-c", "-q", "-f", str(self.config_path)],
                                capture_output=True, text=True)
         if check.returncode != 0:
@@ -389,6 +502,7 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        shutil.rmtree(self.private_dir, ignore_errors=True)
         self.log("stopped")
         for f in self._files.values():
             f.close()
@@ -431,6 +545,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-dir", type=Path, default=None,
                    help="folder for access.log, error.log, supervisor.log, the servers' logs and haproxy.cfg "
                         "(default: a new temporary folder, printed at the start)")
+    p.add_argument("--counts-dir", type=Path, default=None,
+                   help="an OD counts folder (trips --counts-out), or a folder of them, that students may open; "
+                        "no other folder of this machine can be named in the app")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a further name people reach this machine by (a DNS name); repeat for several. This "
+                        "machine's own names and addresses are always allowed, any other Host is refused")
+    caps = ClientCaps()
+    p.add_argument("--client-connections", type=int, default=caps.connections,
+                   help="open connections one client address may hold (default %(default)s)")
+    p.add_argument("--client-websockets", type=int, default=caps.websockets,
+                   help="open WebSockets (tabs) one client address may hold (default %(default)s)")
+    p.add_argument("--client-rate", type=int, default=caps.rate_10s,
+                   help="new connections one client address may open per 10 s (default %(default)s)")
     p.add_argument("--app-dir", type=Path, default=REPO_ROOT, help=argparse.SUPPRESS)
     return p
 
@@ -443,9 +570,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_connections < 1:
         print(f"--max-connections must be at least 1, got {args.max_connections}", file=sys.stderr)
         return 2
+    try:
+        caps = ClientCaps(args.client_connections, args.client_websockets, args.client_rate)
+        for h in args.allowed_host:
+            _host_regex([h], args.port)
+    except ValueError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    if args.counts_dir is not None and not args.counts_dir.is_dir():
+        print(f"--counts-dir {args.counts_dir} is not a folder", file=sys.stderr)
+        return 2
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="odlab_class_"))
     sup = Supervisor(args.workers, args.address, args.port, args.app_dir.resolve(), log_dir.resolve(),
-                     max_connections=args.max_connections)
+                     max_connections=args.max_connections, caps=caps, extra_hosts=tuple(args.allowed_host),
+                     counts_dir=args.counts_dir.resolve() if args.counts_dir else None)
     stopping = []
     previous = {sig: signal.signal(sig, lambda *_: stopping.append(1)) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -15,8 +15,18 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, export, guide, projector
-from odapp.data import Loaded, StreamedLoaded, UploadOptions, apply_upload, grid_check, sample_ref, synth_ref
+from odapp import ahead, cache, export, guide, private, projector
+from odapp.data import (
+    K_UPLOAD_DIR,
+    Loaded,
+    StreamedLoaded,
+    UploadOptions,
+    apply_upload,
+    grid_check,
+    sample_ref,
+    synth_ref,
+    unpack_counts_zip,
+)
 from odapp.errors import engine_errors
 from odapp.state import (
     DATA_SOURCE_LABELS,
@@ -40,6 +50,8 @@ from odapp.state import (
     K_USER_THRESHOLD,
     K_WEEK,
     K_WEEK_FOR,
+    K_ZONE_FILE,
+    K_ZONE_LABEL,
     SEED_MAX,
     THRESHOLD_RANGE,
     USER_DELTA,
@@ -56,7 +68,7 @@ from odapp.state import (
 from odapp.words import epsilon_label, plain, sci
 from odapp.zones_ui import data_box, zone_controls, zone_spec
 from odcore.data.traces import TraceFormat
-from odcore.errors import ParameterError
+from odcore.errors import ODCoreError, ParameterError
 from odcore.od.odtable import MANIFEST, is_counts_folder
 from odcore.od.trips import ODConfig
 from odcore.privacy.accounting import delta_parts
@@ -126,6 +138,8 @@ def _source_controls() -> None:
                 ss[K_SYNTH_USERS], ss[K_SYNTH_WEEKS], ss[K_SYNTH_EXTENT] = int(users), int(weeks), float(extent)
     elif source == DataSource.UPLOAD:
         _upload_controls()
+    elif source == DataSource.COUNTS and private.class_mode():
+        _class_counts_controls()
     elif source == DataSource.COUNTS:
         _bound(K_COUNTS_DIR, st.text_input, label="Counts folder",
                placeholder="/path/to/folder written by trips --counts-out",
@@ -135,6 +149,57 @@ def _source_controls() -> None:
                     "say why they cannot.")
         if not _counts_path(ss):
             st.info("No folder given yet: the bundled synthetic city stays in use.")
+
+
+K_COUNTS_ERROR = "odlab.counts_error"
+
+
+def _class_counts_controls() -> None:
+    """Serving a class: a counts folder comes as an upload (a zip of the folder), or from the folder the teacher
+    named at start (``python -m odapp.serve --counts-dir``); no path on the server can be typed."""
+    ss = st.session_state
+    choices = class_counts_choices()
+    if choices:
+        names = list(choices)
+        current = next((n for n, p in choices.items() if p == _counts_path(ss)), None)
+        pick = st.selectbox("Counts folder from the teacher", ["—", *names],
+                            index=0 if current is None else 1 + names.index(current), key="w.counts_pick",
+                            help="The counts folders the teacher made available when starting the class server.")
+        if pick != "—" and choices[pick] != _counts_path(ss):
+            ss[K_COUNTS_DIR] = choices[pick]
+    up = st.file_uploader("Counts folder (zip)", type=["zip"], key="w.counts_zip",
+                          help="A zip of a folder written by `python -m odcore trips ... --counts-out DIR`; it is "
+                               "unpacked into this session's private folder, removed when you leave.")
+    if up is not None and ss.get("odlab.counts_zip_seen") != (up.name, up.size):
+        ss["odlab.counts_zip_seen"] = (up.name, up.size)
+        try:
+            ss[K_COUNTS_DIR] = unpack_counts_zip(ss, up.getvalue(), up.name)
+            ss.pop(K_COUNTS_ERROR, None)
+        except ODCoreError as exc:
+            ss[K_COUNTS_ERROR] = f"Could not use {up.name!r}: {exc}"
+    if ss.get(K_COUNTS_ERROR):
+        st.error(plain(ss[K_COUNTS_ERROR]), icon="⚠️")
+    if not _counts_path(ss):
+        st.info("No counts folder chosen yet: the bundled synthetic city stays in use.")
+
+
+def class_counts_choices() -> dict[str, str]:
+    """``{name: path}`` of the counts folders under the teacher's ``--counts-dir`` (itself when it is one)."""
+    root = private.teacher_counts_dir()
+    if root is None or not root.is_dir():
+        return {}
+    if is_counts_folder(root):
+        return {root.name: str(root)}
+    return {p.name: str(p) for p in sorted(root.iterdir()) if p.is_dir() and is_counts_folder(p)}
+
+
+def counts_path_allowed(path: str, ss) -> bool:
+    """Serving a class, a counts folder must be inside the teacher's ``--counts-dir`` or this session's private
+    folder (an upload); elsewhere any folder may be typed."""
+    if not private.class_mode():
+        return True
+    roots = [r for r in (private.teacher_counts_dir(), ss.get(K_UPLOAD_DIR)) if r]
+    return any(private.within(path, r) for r in roots)
 
 
 def _counts_path(ss) -> str:
@@ -266,6 +331,9 @@ def current_dataset() -> tuple[DatasetRef, Loaded]:
         df = cache.upload_traces(stored.path).df
         return ss[K_DATASET], Loaded(df, stored.summary, stored.cli)
     if source == DataSource.COUNTS and _counts_path(ss):
+        if not counts_path_allowed(_counts_path(ss), ss):
+            raise ParameterError("this class server reads no folder named by path: upload the counts folder as a "
+                                 "zip, or pick one the teacher made available.")
         return counts_dataset(_counts_path(ss))
     if source == DataSource.SYNTH:
         ref = synth_ref(ss[K_SYNTH_USERS], ss[K_SYNTH_WEEKS], ss[K_SYNTH_EXTENT], ss[K_SEED])
@@ -313,6 +381,33 @@ def _place_caption(summary: dict) -> None:
         st.caption(f"Local time: {plain(tz)} ({TZ_SOURCES.get(summary.get('tz_source'), 'as read')}).")
 
 
+def _session_files(ss) -> None:
+    """Name this session's private folder for its end (:func:`odapp.cache.session_files`). When the browser came back
+    after its connection closed, the folder was removed with its uploads: they are forgotten, with a note."""
+    named = ss.get(K_UPLOAD_DIR)
+    live = named if named and Path(named).is_dir() else ""
+    ss[K_UPLOAD_DIR] = cache.session_files(live)
+    if not named or live:
+        return
+    lost = []
+    stored = ss.get(K_UPLOAD_TRACES)
+    if stored is not None and private.within(stored.path, named):
+        ss.pop(K_UPLOAD_TRACES)
+        lost.append("trace file")
+        if ss.get(K_DATASET) is not None and ss[K_DATASET].kind == DataSource.UPLOAD:
+            ss.pop(K_DATASET)
+    if ss.get(K_ZONE_FILE) and private.within(ss[K_ZONE_FILE], named):
+        ss.pop(K_ZONE_FILE)
+        ss.pop(K_ZONE_LABEL, None)
+        lost.append("zone file")
+    if _counts_path(ss) and private.within(_counts_path(ss), named):
+        ss[K_COUNTS_DIR] = ""
+        lost.append("counts folder")
+    if lost:
+        ss[K_UPLOAD_ERROR] = (f"Your upload ({', '.join(lost)}) was removed from the server when your connection "
+                              "closed (uploads are kept only while you are connected): upload it again.")
+
+
 def render(live: tuple[str, ...] = ()) -> PageContext:
     """Draw the shared sidebar; load the data; return the frozen settings and data for the page.
 
@@ -320,6 +415,7 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
     (:mod:`odapp.components.live`); the sidebar then says where it is instead of drawing a second one."""
     ss = st.session_state
     init_state(ss)
+    _session_files(ss)
     with st.sidebar:
         st.header("Settings")
         st.button("Google/Bassolas 2019 setting", on_click=apply_preset, args=(ss,), type="primary",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from pathlib import Path
@@ -98,6 +99,17 @@ def plain(text) -> str:
         return {":": "&#58;&#8203;", "@": "&#64;&#8203;", ".": "&#8203;&#46;"}.get(c, f"&#{ord(c)};")
 
     return _MD_SPECIAL.sub(ref, " ".join(str(text).splitlines()))
+
+
+def chart_text(text) -> str:
+    """``text`` (a name from the data) for a Plotly figure's titles, tick labels, annotations and hover labels, which
+    Plotly draws as a small HTML (``<a href>``, ``<b>``, ``<br>``, ``<span style>``): ``&``, ``<`` and ``>`` become
+    character references, which Plotly shows as the characters. Line breaks become spaces.
+
+    >>> chart_text('<a href="http://x/">z</a> & co')
+    '&lt;a href="http://x/"&gt;z&lt;/a&gt; &amp; co'
+    """
+    return html.escape(" ".join(str(text).splitlines()), quote=False)
 
 
 def num(x: float) -> str:

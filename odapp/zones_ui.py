@@ -3,7 +3,8 @@
 The zone system in use is named by an :mod:`odcore.space.zones` spec string (``"h3:8"``, a file path) inside the frozen
 :class:`odcore.od.oddata.ODConfig`, so every cache keyed on the OD config follows a change of zones. An uploaded zone
 file is checked with :func:`odcore.space.zones.read_zone_file` and saved as GeoJSON under a content-addressed name in the
-temporary folder; the bundled ``sample_data/districts.geojson`` is the zone file offered before any upload.
+session's private folder (:func:`odapp.data.session_folder`, removed with the session); the bundled
+``sample_data/districts.geojson`` is the zone file offered before any upload.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import hashlib
 import io
 import itertools
 import json
-import tempfile
 from collections.abc import MutableMapping
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +22,7 @@ import pandas as pd
 import shapely
 import streamlit as st
 
+from odapp.data import session_folder
 from odapp.state import (
     CELL_KM2_RANGE,
     K_CELL_KM2,
@@ -112,12 +113,6 @@ def square_label(cell_km2: float) -> str:
     return f"square cells of {cell_km2:g} km²"
 
 
-def _store_dir() -> Path:
-    d = Path(tempfile.gettempdir()) / "odlab_zones"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
 def apply_zone_upload(state: MutableMapping, data: bytes, name: str) -> bool:
     """Check an uploaded zone file and make it the zone file in use (``state`` is ``st.session_state`` or a dict).
 
@@ -131,7 +126,10 @@ def apply_zone_upload(state: MutableMapping, data: bytes, name: str) -> bool:
         return False
     digest = hashlib.sha256(data).hexdigest()[:16]
     stem = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in Path(name).stem)[:40] or "zones"
-    path = _store_dir() / f"{stem}-{digest}.geojson"
+    path = session_folder(state) / f"zones-{stem}-{digest}.geojson"   # private to the session, removed with it
+    for old in path.parent.glob("zones-*.geojson"):    # the session's earlier zone upload
+        if old != path:
+            old.unlink(missing_ok=True)
     if not path.exists():
         gdf = zones.polygons()[["name", "geometry"]]
         path.write_text(gdf.to_json(drop_id=True), encoding="utf-8")

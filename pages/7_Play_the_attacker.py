@@ -12,7 +12,7 @@ from odapp import ahead, cache, callbacks, charts, guide, live_view, page_work, 
 from odapp.errors import engine_errors
 from odapp.export import chart, projector_mode
 from odapp.layout import metric, needs_pairs, page
-from odapp.words import pct, probability_words
+from odapp.words import pct, plain, probability_words
 from odcore.privacy.attack import wilson_interval
 from odcore.report.teaching import (
     LADDER,
@@ -89,7 +89,7 @@ with st.expander("Class mode: everyone plays the same rounds", expanded=bool(ss.
     j2.button("Join", key="game_join", on_click=callbacks.game_join, args=(fingerprint,),
               help="Play the rounds of that code.")
     if ss.get("game_join_error"):
-        st.error(f"**Could not join** — {ss['game_join_error']}", icon="⚠️")
+        st.error(f"**Could not join** — {plain(ss['game_join_error'])}", icon="⚠️")
 
 n_played = len(history)
 k, j = game_level(n_played, ladder, per_level)
@@ -127,7 +127,7 @@ if history:
         chart(fig, "llr_last_round", data=ex, key="game_llr")
 
 # ---- the current round -----------------------------------------------------------------------------------------
-st.subheader(f"Round {n_played + 1} · the attacker knows k = {k} of person {rnd.user}'s unique trips")
+st.subheader(f"Round {n_played + 1} · the attacker knows k = {k} of person {plain(rnd.user)}'s unique trips")
 shown = rnd.shown()
 n_sup = int((shown["state"] == "suppressed").sum())
 st.markdown(f"What the release shows on {'this pair' if k == 1 else f'these {k} pairs'}: **{k - n_sup} published, {n_sup} suppressed** "
@@ -182,7 +182,7 @@ with engine_errors("Could not compute the game's theory"):
     theory_k = work(ctx)
 ks = list(theory_k)
 kmax = max(max(LADDER), *ks)
-plain = cache.success_curve(rules.epsilon_pair, kmax, 0.5)["success"].to_numpy()
+no_threshold = cache.success_curve(rules.epsilon_pair, kmax, 0.5)["success"].to_numpy()
 sc = None
 if n:
     rows = []
@@ -193,8 +193,8 @@ if n:
             rows.append({"k": kk, "who": who, "rounds": len(g), "success": w / len(g), "ci_low": float(lo_w),
                          "ci_high": float(hi_w)})
     sc = pd.DataFrame(rows)
-fig = charts.game_score_chart(plain, theory_k, sc, THEORY_ROUNDS, projector=projector_mode())
-curve = pd.DataFrame({"k": np.arange(kmax + 1), "p_k_no_threshold": plain,
+fig = charts.game_score_chart(no_threshold, theory_k, sc, THEORY_ROUNDS, projector=projector_mode())
+curve = pd.DataFrame({"k": np.arange(kmax + 1), "p_k_no_threshold": no_threshold,
                       "game_theory": [theory_k.get(kk, np.nan) for kk in range(kmax + 1)]})
 chart(fig, "play_the_attacker_score", data=curve, key="game_score")
 st.caption("Why the game's theory is below p_k: most of a person's pairs carry few people and are suppressed in both "

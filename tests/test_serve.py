@@ -185,6 +185,21 @@ def test_the_generated_configuration_is_valid_haproxy(tmp_path):
         serve.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, max_connections=0)
     with pytest.raises(ValueError, match="http_request"):
         serve.Timeouts(http_request=0)
+    # each address's caps and this machine's names
+    assert "tcp-request connection reject if { sc0_conn_cur gt 300 } || { sc0_conn_rate gt 1500 }" in text
+    assert "{ sc1_conn_cur gt 150 }" in text
+    assert "http-request deny deny_status 403 if !allowed_host" in text
+    names = serve.allowed_hosts("0.0.0.0", ["lab.school.example"])
+    assert {"localhost", "127.0.0.1", "::1", "lab.school.example"} <= set(names)
+    cfg.write_text(serve.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, caps=serve.ClientCaps(5, 2, 50),
+                                        hosts=["localhost", "::1"]))
+    assert "'^(localhost|\\[::1\\])(:8501)?$'" in cfg.read_text()
+    assert "{ sc1_conn_cur gt 2 }" in cfg.read_text()
+    with pytest.raises(ValueError, match="websockets"):
+        serve.ClientCaps(websockets=0)
+    with pytest.raises(ValueError, match="host name"):
+        serve.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, hosts=["a b"])
+    assert serve.main(["--workers", "1", "--allowed-host", "x)|.*"]) == 2
 
 
 def test_haproxy_runs_on_jemalloc_when_it_is_installed(tmp_path, monkeypatch):
@@ -463,7 +478,9 @@ def test_half_open_and_idle_connections_are_closed_and_a_new_client_is_served(tm
     second throughout."""
     half_open, idle, hold_s = 1500, 300, 30
     assert serve.find_jemalloc(), "jemalloc is not installed (Debian package libjemalloc2; .ci/run installs it)"
-    with running(tmp_path, WORKERS_FLOODED) as c:
+    # one address opens them all: its caps raised out of the way (this measures the timeouts and the memory of
+    # connections that are held; test_one_address_cannot_take_the_class, the caps)
+    with running(tmp_path, WORKERS_FLOODED, "--client-connections", "100000", "--client-rate", "1000000") as c:
         hp = c.state["haproxy"]
         assert "libjemalloc" in Path(f"/proc/{hp}/maps").read_text()     # HAProxy runs on it
         for _ in range(3):
@@ -582,3 +599,148 @@ def test_the_dashboard_through_the_proxy_in_a_browser(browser, tmp_path):
             assert served == {cookies[serve.COOKIE]}, served       # every page file from that server
         finally:
             ctx.close()
+
+
+# -- one class, each person's own ---------------------------------------------------------------------------------
+WS_HANDSHAKE = ("GET /_stcore/stream HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                "Sec-WebSocket-Protocol: streamlit\r\n\r\n")
+
+
+def _ws_status(port: int, host: str, source: str = "127.0.0.1", timeout_s: float = 5) -> tuple[int | None, socket.socket]:
+    """Open a WebSocket by hand (the upgrade request alone, nothing sent after it) from ``source``: the answer's
+    status (None when the connection was closed without one) and the socket, left open."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout_s, source_address=(source, 0))
+    try:
+        s.sendall(WS_HANDSHAKE.format(host=host).encode())
+        head = b""
+        while b"\r\n" not in head:
+            chunk = s.recv(4096)
+            if not chunk:
+                return None, s
+            head += chunk
+    except (ConnectionResetError, TimeoutError):
+        return None, s
+    return int(head.split(b" ", 2)[1]), s
+
+
+def test_a_wrong_host_is_refused(tmp_path):
+    """A Host that is not one of this machine's names (a site that rebinds its own name to this address) is refused
+    by HAProxy, pages and WebSockets alike, and by each server's Streamlit for a WebSocket reached directly."""
+    with running(tmp_path, 1, "--allowed-host", "lab.school.example") as c:
+        for host in ("evil.example", f"evil.example:{c.port}", f"127.0.0.1.evil.example:{c.port}", ""):
+            assert _get(c.url + "/_stcore/health", {"Host": host})[0] == 403, host
+            status, s = _ws_status(c.port, host)
+            s.close()
+            assert status == 403, host
+        for host in (f"127.0.0.1:{c.port}", f"localhost:{c.port}", "lab.school.example", f"LAB.school.example:{c.port}"):
+            assert _get(c.url + "/_stcore/health", {"Host": host})[0] == 200, host
+            status, s = _ws_status(c.port, host)
+            s.close()
+            assert status == 101, host
+        worker = c.state["workers"][0]["port"]
+        status, s = _ws_status(worker, f"evil.example:{worker}")      # past HAProxy: Streamlit's own list
+        s.close()
+        assert status is not None
+        assert status >= 400
+        status, s = _ws_status(worker, f"127.0.0.1:{worker}")
+        s.close()
+        assert status == 101
+
+
+def _flood_and_a_newcomer(c, n: int, websockets: int) -> None:
+    """``n`` idle WebSockets from :data:`FLOOD_FROM` (a bounded loop; those over the address's cap are refused at
+    once), then a new person from 127.0.0.1 opens the page (its files, its WebSocket, the script's first run)."""
+    held, refused = [], 0
+    try:
+        for _ in range(n):
+            try:
+                status, s = _ws_status(c.port, f"127.0.0.1:{c.port}", FLOOD_FROM)
+            except OSError:            # refused before the request (the connection cap)
+                refused += 1
+                continue
+            if status == 101:
+                held.append(s)
+            else:
+                refused += 1
+                s.close()
+        assert len(held) == websockets, (len(held), refused)         # the address's cap, no more
+        assert refused == n - websockets
+
+        async def newcomer():
+            async with ProtocolClient(c.url, timeout_s=10) as pc:
+                t0 = time.perf_counter()
+                run = await pc.open("")
+                return run, time.perf_counter() - t0
+
+        run, secs = live.run_async(newcomer())
+        assert not run.errors, run.errors
+        assert _metric(run, "Server")                                # a working page
+        print(f"{n} WebSockets from one address: {len(held)} held, {refused} refused; the new person's page in "
+              f"{secs:.2f} s")
+        assert secs < 2.0, f"the new person waited {secs:.2f} s"
+    finally:
+        for s in held:
+            s.close()
+    log = "\n".join(c.access_log())
+    assert " 429 " in log
+
+
+def test_one_address_cannot_take_the_class(tmp_path):
+    """Quick version with small caps: 100 idle WebSockets from one address, 20 held, and a new person still gets a
+    working page within 2 s."""
+    with running(tmp_path, WORKERS_FLOODED, "--client-websockets", "20", "--client-connections", "40") as c:
+        _flood_and_a_newcomer(c, 100, 20)
+
+
+@pytest.mark.slow
+def test_a_thousand_idle_websockets_from_one_address_leave_room_for_a_newcomer(tmp_path):
+    """The class as a teacher starts it (default caps, two servers): 1,000 idle WebSockets from one address, and a
+    new person still gets a working page within 2 s."""
+    with running(tmp_path, WORKERS_FLOODED) as c:
+        _flood_and_a_newcomer(c, 1000, serve.ClientCaps().websockets)
+
+
+@pytest.mark.slow
+def test_a_closed_sessions_uploads_are_gone_within_seconds(browser, tmp_path):
+    """The real app behind HAProxy: a person uploads traces and zones; their files sit in their session's private
+    folder (0700) under the server's; the tab closes and the folder is gone within 10 s (docs/class.md)."""
+    from tests.test_browser import _settle
+
+    with running(tmp_path, 1, app_dir=REPO_ROOT) as c:
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = ctx.new_page()
+        page.goto(f"{c.url}/Data", wait_until="domcontentloaded")
+        page.get_by_role("heading", name="Data").first.wait_for(timeout=120_000)
+        _settle(page)
+        side = page.locator("[data-testid='stSidebar']")
+        side.get_by_text("Upload a file").click()
+        _settle(page)
+        from tests.hostile.generator import table
+
+        side.locator("input[type='file']").first.set_input_files(
+            {"name": "mine.csv", "mimeType": "text/csv", "buffer": table().encode()})
+        page.wait_for_timeout(800)
+        _settle(page)
+        side.get_by_role("button", name="Load this file").click()
+        side.locator("[data-testid='stCaptionContainer']").filter(has_text="Upload:").first.wait_for(timeout=120_000)
+        root = c.log_dir / "private" / "w0"
+        folders = list(root.glob("session-*"))
+        assert [f for f in folders if list(f.glob("*.parquet"))], folders
+        for d in (c.log_dir / "private", root, *folders):
+            assert (d.stat().st_mode & 0o777) == 0o700, d
+        ctx.close()
+        t0 = time.monotonic()
+        while any(f.exists() for f in folders) and time.monotonic() - t0 < 10:
+            time.sleep(0.2)
+        assert not any(f.exists() for f in folders), f"still there after {time.monotonic() - t0:.0f} s"
+        gone_s = time.monotonic() - t0
+        pid = c.state["workers"][0]["pid"]
+        held = []
+        for fd in Path(f"/proc/{pid}/fd").iterdir():                 # no file of the session is held open
+            with contextlib.suppress(OSError):
+                if str(root) in os.readlink(fd):
+                    held.append(os.readlink(fd))
+        assert not held, held
+        print(f"session folder gone {gone_s:.1f} s after the tab closed; files of it held open: {len(held)}")
+    assert not (c.log_dir / "private").exists()                    # and the servers' folders when the class stops
