@@ -34,9 +34,6 @@ from scipy.optimize import linear_sum_assignment
 from odcore.errors import ParameterError
 from odcore.recover.aggregates import Aggregates
 
-#: Largest ``rows × columns × cells`` block the linking cost is computed in at once.
-LINK_BLOCK = 8_000_000
-
 
 @dataclass(frozen=True)
 class RecoveryConfig:
@@ -120,19 +117,30 @@ def entropy(hist: np.ndarray) -> np.ndarray:
         return np.where(n > 0, np.log(np.where(n > 0, n, 1.0)) - xlogx / np.where(n > 0, n, 1.0), 0.0)
 
 
+def _xlogx(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x > 0, x * np.log(np.where(x > 0, x, 1.0)), 0.0)
+
+
 def link_cost(hist_a: np.ndarray, hist_b: np.ndarray) -> np.ndarray:
-    """``G[i, j] = H(a_i ∪ b_j) − (H(a_i) + H(b_j)) / 2`` for visit-count rows ``a_i``, ``b_j`` (§4.3)."""
+    """``G[i, j] = H(a_i ∪ b_j) − (H(a_i) + H(b_j)) / 2`` for visit-count rows ``a_i``, ``b_j`` (§4.3).
+
+    With ``f(x) = x·log x`` and ``n`` the merged length, ``H(a ∪ b) = log n − Σ_c f(a_c + b_c) / n``, and
+    ``Σ_c f(a_c + b_c) = Σ f(a_c) + Σ f(b_c) + Σ_{c: a_c, b_c > 0} [f(a_c + b_c) − f(a_c) − f(b_c)]``: only the
+    cells both visit need the merged value, so the cost is one pass per cell over the pieces that visit it.
+    """
     a = np.asarray(hist_a, dtype=float)
     b = np.asarray(hist_b, dtype=float)
-    used = np.flatnonzero((a.sum(0) + b.sum(0)) > 0)
-    a, b = a[:, used], b[:, used]
-    ha, hb = entropy(a), entropy(b)
-    out = np.empty((a.shape[0], b.shape[0]))
-    step = max(1, LINK_BLOCK // max(1, b.shape[0] * max(1, used.size)))
-    for i0 in range(0, a.shape[0], step):
-        merged = a[i0:i0 + step, None, :] + b[None, :, :]
-        out[i0:i0 + step] = entropy(merged)
-    return out - (ha[:, None] + hb[None, :]) / 2.0
+    s = _xlogx(a).sum(1)[:, None] + _xlogx(b).sum(1)[None, :]
+    for c in np.flatnonzero(b.sum(0) > 0):
+        js = np.flatnonzero(b[:, c] > 0)
+        x = a[:, c][:, None]
+        y = b[js, c][None, :]
+        s[:, js] += _xlogx(x + y) - _xlogx(x) - _xlogx(y)
+    n = a.sum(1)[:, None] + b.sum(1)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        merged = np.where(n > 0, np.log(np.where(n > 0, n, 1.0)) - s / np.where(n > 0, n, 1.0), 0.0)
+    return merged - (entropy(a)[:, None] + entropy(b)[None, :]) / 2.0
 
 
 def day_bounds(agg: Aggregates) -> list[tuple[int, int]]:
