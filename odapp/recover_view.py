@@ -1,0 +1,100 @@
+"""The Trajectory recovery page's caches and drawings (the arithmetic is :mod:`odcore.recover`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pydeck as pdk
+import streamlit as st
+
+from odapp import maps
+from odcore.knock.timeseries import TimeSeriesConfig
+from odcore.recover.aggregates import Population, SlotConfig, build_population
+from odcore.recover.defences import Defence, DefenceSpec, defend
+from odcore.recover.experiment import SweepConfig, run_sweep
+from odcore.recover.phases import RecoveryConfig, day_bounds, recover
+from odcore.recover.score import chance_accuracy, score
+
+TRUE_RGB = [60, 60, 60]
+RECOVERED_RGB = list(maps.ORIGIN_RGB)
+
+
+@dataclass(frozen=True)
+class RecoverSettings:
+    """What the page's controls choose (a small, hashable cache key)."""
+
+    people: int = 150
+    days: int = 2
+    grid_side: int = 20
+    slot_minutes: int = 60
+    tz: str = "UTC"
+    seed: int = 0
+
+    def slot_config(self) -> SlotConfig:
+        n = self.days * (1440 // self.slot_minutes)
+        return SlotConfig(TimeSeriesConfig(shape=(self.grid_side, self.grid_side), slot_minutes=self.slot_minutes,
+                                           n_slots=n, tz=self.tz))
+
+
+@st.cache_resource(max_entries=4, show_spinner="Building each person's cell in every hour…")
+def population(dataset_id: str, rs: RecoverSettings, _df: pd.DataFrame) -> Population:
+    """The first ``days`` whole days of the dataset, ``people`` drawn at random (shared and read-only)."""
+    return build_population(_df, rs.slot_config()).subsample(rs.people, rs.seed)
+
+
+@st.cache_data(max_entries=16, show_spinner="Recovering trajectories from the counts…")
+def recovery(dataset_id: str, rs: RecoverSettings, spec: DefenceSpec, _pop: Population) -> dict:
+    """One attack on the counts published under ``spec``: the recovered sequences and their score."""
+    agg = _pop.aggregates()
+    published = defend(_pop, spec, rs.seed)
+    rec = recover(agg.with_counts(published), RecoveryConfig(n_people=_pop.n_users))
+    s = score(rec, _pop.sequences, agg.cells.n_cells, days=day_bounds(agg))
+    return {"recovered": rec, "score": s.to_dict(), "matching": s.matching, "per_slot": s.per_slot,
+            "chance": chance_accuracy(_pop.sequences, agg.cells.n_cells, rs.seed)}
+
+
+@st.cache_data(max_entries=8, show_spinner="Running the attack under every defence and ε…")
+def sweep(dataset_id: str, rs: RecoverSettings, config: SweepConfig, _pop: Population) -> dict:
+    return run_sweep(_pop, config)
+
+
+def path_frame(pop: Population, rec: np.ndarray, matching: np.ndarray, people: list[int]) -> pd.DataFrame:
+    """One row per drawn path: each chosen person's true path and the recovered trajectory matched to them."""
+    lat, lon = pop.cells.lat, pop.cells.lon
+    rows = []
+    for i, p in enumerate(people):
+        for kind, seq, rgb in (("true", pop.sequences[p], TRUE_RGB), ("recovered", rec[matching[p]], RECOVERED_RGB)):
+            # small offset per person so overlapping paths stay apart; a path's corners only where it moves
+            keep = np.r_[True, seq[1:] != seq[:-1]]
+            pts = [[round(float(lon[c]) + 0.0008 * i, 5), round(float(lat[c]) + 0.0008 * i, 5)] for c in seq[keep]]
+            if len(pts) == 1:
+                pts = pts * 2
+            agree = float(np.mean(pop.sequences[p] == rec[matching[p]]))
+            rows.append({"path": pts, "color": rgb, "width": 5 if kind == "true" else 3,
+                         "tip": f"person {i + 1}, {kind} path\nsame cell in {agree:.0%} of the hours"})
+    return pd.DataFrame(rows)
+
+
+def paths_deck(frame: pd.DataFrame, pop: Population) -> pdk.Deck:
+    vs = pdk.ViewState(latitude=float(np.median(pop.cells.lat)), longitude=float(np.median(pop.cells.lon)), zoom=10)
+    layer = pdk.Layer("PathLayer", data=frame, get_path="path", get_color="color", get_width="width",
+                      width_units="pixels", pickable=True, joint_rounded=True, cap_rounded=True)
+    return maps.deck([layer], vs, height=460)
+
+
+def curve_figure(result: dict) -> go.Figure:
+    """Accuracy against ε per defence, with the no-defence level and the chance baseline."""
+    rows = pd.DataFrame(result["rows"])
+    fig = go.Figure()
+    for d, g in rows[rows["epsilon"].notna()].groupby("defence", sort=False):
+        fig.add_trace(go.Scatter(x=g["epsilon"], y=g["accuracy"], mode="lines+markers", name=str(d)))
+    none = float(rows.loc[rows["defence"] == Defence.NONE.value, "accuracy"].iloc[0])
+    fig.add_hline(y=none, line_dash="dot", annotation_text=f"no defence {none:.0%}")
+    fig.add_hline(y=result["chance"], line_dash="dash", annotation_text=f"chance {result['chance']:.0%}")
+    fig.update_layout(xaxis={"type": "log", "title": "ε"}, yaxis={"title": "accuracy (share of person-hours)",
+                                                                    "range": [0, 1]},
+                      height=380, margin={"l": 50, "r": 20, "t": 30, "b": 40}, legend={"orientation": "h"})
+    return fig
