@@ -56,3 +56,16 @@ def test_people_of_week_and_checks():
         LearnedConfig(n_train=3)
     with pytest.raises(ParameterError, match="classifier"):
         LearnedConfig(classifiers=("svm",))
+
+
+def test_cli_attack_learned(capsys):
+    import json
+
+    from odcore.cli import main
+
+    assert main(["attack-learned", "--people", "2", "--classifiers", "lr", "--n-train", "100", "--n-test", "200",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["people"]) == 2
+    assert set(out["gap_pp"]) >= {"two_threshold", "one_threshold", "best_classifier_success", "lr"}
+    assert main(["attack-learned", "--people", "0"]) == 2

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from odcore.cli.common import add_loader_args
+from odcore.cli.common import add_grid_args, add_loader_args, add_release_args
 
 DEFENCES = "laplace,threshold,bounding,lpa"
 
@@ -54,6 +54,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run_recover)
+
+    q = sub.add_parser("attack-learned", help="learned membership attacks (two-threshold, one-threshold, Knock "
+                                              "Knock's classifiers) beside the exact p_k for people of a week",
+                       description="For people of the week of the OD release (their k unique pairs), the exact "
+                                   "success p_k of the optimal attacker and the test success of attackers that learn "
+                                   "their rule from simulated releases (odcore.recover.learned); the gap in points.")
+    add_loader_args(q)
+    add_grid_args(q)
+    g = q.add_argument_group("release and attack")
+    add_release_args(g)
+    g.add_argument("--week", type=int, default=0, help="week number (default %(default)s)")
+    g.add_argument("--people", type=int, default=20, help="people drawn from the week (default %(default)s)")
+    g.add_argument("--n-train", type=int, default=2000, help="simulated releases to learn from (default 2000)")
+    g.add_argument("--n-test", type=int, default=4000, help="simulated releases to score on (default 4000)")
+    g.add_argument("--classifiers", default="lr,knn,rf,mlp", help="Knock Knock's classifiers (default all)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--json", action="store_true", help="print JSON")
+    q.set_defaults(func=run_learned)
 
 
 def _hours(text: str) -> tuple[int, int]:
@@ -170,4 +188,37 @@ def run_recover(args: argparse.Namespace) -> int:
             print(f"{d}: at chance below {where}")
     for w in out.get("wrote", []):
         print(f"wrote {w}")
+    return 0
+
+
+def run_learned(args: argparse.Namespace) -> int:
+    from odcore.cli import print_json
+    from odcore.cli.common import od_from_args, require_pairs
+    from odcore.errors import ParameterError
+    from odcore.privacy.release import Mode, ReleaseConfig, bound_contributions
+    from odcore.recover.learned import LearnedConfig, learned_vs_exact, people_of_week
+
+    cfg = ReleaseConfig(epsilon=args.epsilon, threshold=args.threshold, mode=args.mode, max_pairs=args.max_pairs)
+    if args.people < 1:
+        raise ParameterError(f"--people must be >= 1, got --people {args.people}.")
+    lcfg = LearnedConfig(epsilon=1.0 / cfg.scale, n_train=args.n_train, n_test=args.n_test,
+                         classifiers=tuple(c.strip() for c in args.classifiers.split(",") if c.strip()),
+                         seed=args.seed)
+    _traces, od = od_from_args(args)
+    require_pairs(od, "attack-learned attacks each person from their own pairs")
+    pairs = od.pairs
+    if cfg.mode is Mode.USER_LEVEL:
+        pairs, _ = bound_contributions(pairs[pairs["week"] == args.week], cfg.max_pairs, rng=args.seed)
+    people = people_of_week(pairs, args.week, args.people, args.seed)
+    res = learned_vs_exact(people, lcfg)
+    table = res.pop("people")
+    out = {**res, "week": args.week, "release": cfg.to_dict(), "people": table.to_dict(orient="records")}
+    if args.json:
+        print_json(out)
+        return 0
+    print(f"{len(table)} people of week {args.week}, ε per pair {lcfg.epsilon:.3g}; success on {lcfg.n_test:,} "
+          f"fresh games each (±{res['mc_error_pp']:.1f} points, 95 %)")
+    cols = ["k", "exact", "two_threshold", "one_threshold", "best_classifier_success", "best_classifier"]
+    print(table.sort_values("k")[["person", *cols]].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print("mean gap below p_k (points): " + "  ".join(f"{k}={v:.2f}" for k, v in res["gap_pp"].items()))
     return 0
