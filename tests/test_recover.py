@@ -328,6 +328,11 @@ def test_cli_recovers_and_writes_plain_files(tmp_path, capsys):
     assert main(["recover", "--counts", str(out / "counts.csv"), "--cells", str(out / "cells.csv"), "--truth",
                  str(out / "truth_do_not_share.csv"), "--out", str(tmp_path / "rec2.csv")]) == 0
     assert (tmp_path / "rec.csv").read_bytes() == (tmp_path / "rec2.csv").read_bytes()
+    # another implementation's output, scored by the same rules: ours, read back, scores what ours scored
+    capsys.readouterr()
+    assert main(["recover", "--counts", str(out / "counts.csv"), "--cells", str(out / "cells.csv"), "--truth",
+                 str(out / "truth_do_not_share.csv"), "--recovered", str(tmp_path / "rec.csv"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["score"] == res["score"]
 
 
 def test_cli_bad_input_is_one_line(tmp_path, capsys):

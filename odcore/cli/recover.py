@@ -38,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--counts", default=None, metavar="counts.csv", help="read counts from this file, not traces")
     f.add_argument("--cells", default=None, metavar="cells.csv", help="cell centres for --counts")
     f.add_argument("--truth", default=None, metavar="truth.csv", help="true sequences to score --counts against")
+    f.add_argument("--recovered", default=None, metavar="recovered.csv",
+                   help="score this recovery (trajectory,slot,cell; e.g. another implementation's) instead of "
+                        "running the attack on --counts")
     f.add_argument("--write-counts", default=None, metavar="DIR",
                    help="write counts.csv, cells.csv and truth_do_not_share.csv built from the traces")
     f.add_argument("--out", default=None, metavar="recovered.csv", help="write the recovered sequences")
@@ -131,12 +134,17 @@ def run_recover(args: argparse.Namespace) -> int:
         if args.epsilon is not None:
             raise ParameterError("--epsilon needs traces (--input): defences are applied to true counts.")
         agg = read_counts(args.counts, args.cells)
-        rec = recover(agg, rcfg)
+        if args.recovered is not None:
+            _, rec = read_sequences(args.recovered, "trajectory", agg.n_slots)
+        else:
+            rec = recover(agg, rcfg)
         truth = None
         if args.truth is not None:
             _, truth = read_sequences(args.truth, "user", agg.n_slots)
         pop = None
     else:
+        if args.recovered is not None:
+            raise ParameterError("--recovered needs --counts and --cells (the release it was recovered from).")
         pop = population_from_args(args)
         agg = pop.aggregates()
         truth = pop.sequences
