@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -62,27 +63,33 @@ def sweep(dataset_id: str, rs: RecoverSettings, config: SweepConfig, _pop: Popul
 
 
 def path_frame(pop: Population, rec: np.ndarray, matching: np.ndarray, people: list[int]) -> pd.DataFrame:
-    """One row per drawn path: each chosen person's true path and the recovered trajectory matched to them."""
+    """The segments drawn: for each chosen person, their true path and the recovered trajectory matched to them,
+    one row per move between cells (``s`` → ``t``, [lon, lat])."""
     lat, lon = pop.cells.lat, pop.cells.lon
     rows = []
     for i, p in enumerate(people):
-        for kind, seq, rgb in (("true", pop.sequences[p], TRUE_RGB), ("recovered", rec[matching[p]], RECOVERED_RGB)):
-            # small offset per person so overlapping paths stay apart; a path's corners only where it moves
-            keep = np.r_[True, seq[1:] != seq[:-1]]
-            pts = [[round(float(lon[c]) + 0.0008 * i, 5), round(float(lat[c]) + 0.0008 * i, 5)] for c in seq[keep]]
-            if len(pts) == 1:
-                pts = pts * 2
-            agree = float(np.mean(pop.sequences[p] == rec[matching[p]]))
-            rows.append({"path": pts, "color": rgb, "width": 5 if kind == "true" else 3,
-                         "tip": f"person {i + 1}, {kind} path\nsame cell in {agree:.0%} of the hours"})
+        agree = float(np.mean(pop.sequences[p] == rec[matching[p]]))
+        for kind, seq, rgb, width in (("true", pop.sequences[p], TRUE_RGB, 5),
+                                      ("recovered", rec[matching[p]], RECOVERED_RGB, 2.5)):
+            off = 0.0008 * i        # people drawn a little apart so overlapping paths stay visible
+            pts = [[round(float(lon[c]) + off, 5), round(float(lat[c]) + off, 5)] for c in seq]
+            tip = f"person {i + 1}, {kind} path\nsame cell in {agree:.0%} of the hours"
+            for a, b in pairwise(pts):
+                if a != b:
+                    rows.append({"s": a, "t": b, "color": rgb, "width": width, "tip": tip})
+            rows.append({"s": pts[0], "t": pts[0], "color": rgb, "width": width, "tip": tip})
     return pd.DataFrame(rows)
 
 
 def paths_deck(frame: pd.DataFrame, pop: Population) -> pdk.Deck:
+    """Segments as a LineLayer (the kind the lab's other maps draw reliably without a GPU) and the cells visited
+    as dots."""
     vs = pdk.ViewState(latitude=float(np.median(pop.cells.lat)), longitude=float(np.median(pop.cells.lon)), zoom=10)
-    layer = pdk.Layer("PathLayer", data=frame, get_path="path", get_color="color", get_width="width",
-                      width_units="pixels", pickable=True, joint_rounded=True, cap_rounded=True)
-    return maps.deck([layer], vs, height=460)
+    lines = pdk.Layer("LineLayer", data=frame, get_source_position="s", get_target_position="t",
+                      get_color="color", get_width="width", width_min_pixels=1, pickable=True)
+    dots = pdk.Layer("ScatterplotLayer", data=frame, get_position="t", get_fill_color="color", get_radius=60,
+                     radius_min_pixels=2, pickable=False)
+    return maps.deck([lines, dots], vs, height=460)
 
 
 def curve_figure(result: dict) -> go.Figure:
