@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from odcore.cli import main
 from odcore.errors import ParameterError
 from odcore.privacy.attack import success_curve
 from odcore.recover.learned import LearnedConfig, best_cut, learned_vs_exact, people_of_week
@@ -59,10 +62,6 @@ def test_people_of_week_and_checks():
 
 
 def test_cli_attack_learned(capsys):
-    import json
-
-    from odcore.cli import main
-
     assert main(["attack-learned", "--people", "2", "--classifiers", "lr", "--n-train", "100", "--n-test", "200",
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
