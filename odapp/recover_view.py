@@ -62,6 +62,19 @@ def sweep(dataset_id: str, rs: RecoverSettings, config: SweepConfig, _pop: Popul
     return run_sweep(_pop, config)
 
 
+def most_moving(pop: Population, n: int = 4) -> list[int]:
+    """The ``n`` people who spend most slots away from their first cell (their paths show the most)."""
+    away = (pop.sequences != pop.sequences[:, :1]).mean(axis=1)
+    return [int(i) for i in np.argsort(-away, kind="stable")[:n]]
+
+
+def chance_table(result: dict) -> pd.DataFrame:
+    """Per defence, the ε below which the recovery is at chance (words when outside the ε tried)."""
+    words = {"below_grid": "above chance at every ε tried", "above_grid": "at chance at every ε tried"}
+    return pd.DataFrame([{"defence": d, "at chance below ε": f"{c['epsilon']:.3g}" if c["epsilon"] else words[c["where"]]}
+                         for d, c in result["chance_epsilon"].items()])
+
+
 def path_frame(pop: Population, rec: np.ndarray, matching: np.ndarray, people: list[int]) -> pd.DataFrame:
     """The segments drawn: for each chosen person, their true path and the recovered trajectory matched to them,
     one row per move between cells (``s`` → ``t``, [lon, lat])."""

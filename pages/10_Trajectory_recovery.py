@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import streamlit as st
 
 from odapp import recover_view
@@ -44,8 +43,7 @@ with engine_errors("Could not build the hourly cells", "Pick fewer days, or data
 with engine_errors("The attack failed"):
     res = recover_view.recovery(s.dataset.id, rs, spec, _pop=pop)
 sc = res["score"]
-shown = sorted(range(pop.n_users), key=lambda p: -float((pop.sequences[p] != pop.sequences[p][0]).mean()))[:4]
-frame = recover_view.path_frame(pop, res["recovered"], res["matching"], shown)
+frame = recover_view.path_frame(pop, res["recovered"], res["matching"], recover_view.most_moving(pop, 4))
 st.pydeck_chart(recover_view.paths_deck(frame, pop), height=460, key="recover_map")
 m = st.columns(4)
 metric(m[0], "Accuracy", pct(sc["accuracy"]), "person-hours in the right cell",
@@ -76,12 +74,7 @@ if result is None:
     st.caption("Not run yet for these people and settings.")
 else:
     st.plotly_chart(recover_view.curve_figure(result), key="recover_curve", theme=None)
-    rows = []
-    for d, cross in result["chance_epsilon"].items():
-        where = {"below_grid": "above chance at every ε tried", "above_grid": "at chance at every ε tried"}
-        rows.append({"defence": d, "at chance below ε": f"{cross['epsilon']:.3g}" if cross["epsilon"] else
-                     where[cross["where"]]})
-    st.dataframe(pd.DataFrame(rows), hide_index=True)
+    st.dataframe(recover_view.chance_table(result), hide_index=True)
 with st.expander("How the attack works and how it is scored"):
     st.markdown(
         "- **Input**: counts per cell per hour (`python -m odcore recover --write-counts DIR` writes them as "
