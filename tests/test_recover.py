@@ -30,7 +30,7 @@ from odcore.recover.aggregates import (
     write_truth,
 )
 from odcore.recover.defences import Defence, DefenceSpec, defend
-from odcore.recover.experiment import chance_epsilon
+from odcore.recover.experiment import SweepConfig, chance_epsilon
 from odcore.recover.phases import RecoveryConfig, day_bounds, link_days, recover, recover_day, repair_counts
 from odcore.recover.score import best_matching, chance_accuracy, greedy_accuracy, score
 
@@ -367,3 +367,11 @@ def test_cabspotting_two_days_beat_chance(shared_data):
     agg = pop.aggregates()
     s = score(recover(agg), pop.sequences, agg.cells.n_cells, days=day_bounds(agg))
     assert s.accuracy > chance_accuracy(pop.sequences, agg.cells.n_cells, 0) + 0.05
+
+
+def test_sweep_config_checks():
+    with pytest.raises(ParameterError, match="always run"):
+        SweepConfig(defences=("none",))
+    with pytest.raises(ParameterError, match="unknown defence"):
+        SweepConfig(defences=("blur",))
+    assert SweepConfig(epsilons=(10, 0.1)).epsilons == (0.1, 10.0)

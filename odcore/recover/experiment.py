@@ -34,9 +34,10 @@ class SweepConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "defences", tuple(str(d) for d in self.defences))
-        bad = [d for d in self.defences if d not in {x.value for x in Defence}]
+        choices = [d.value for d in Defence if d != Defence.NONE]
+        bad = [d for d in self.defences if d not in choices]
         if bad:
-            raise ParameterError(f"unknown defence(s) {bad}; choose from {[d.value for d in Defence]}.")
+            raise ParameterError(f"unknown defence(s) {bad}; choose from {choices} (no defence is always run).")
         if not self.epsilons:
             raise ParameterError("epsilons must hold at least one value.")
         object.__setattr__(self, "epsilons", tuple(sorted(check_positive("epsilon", e) for e in self.epsilons)))
