@@ -105,6 +105,15 @@ def paths_deck(frame: pd.DataFrame, pop: Population) -> pdk.Deck:
     return maps.deck([lines, dots], vs, height=460)
 
 
+def per_slot_figure(per_slot: np.ndarray, chance: float) -> go.Figure:
+    """Accuracy in every slot (the share of people in the right cell in that hour)."""
+    fig = go.Figure(go.Scatter(x=np.arange(len(per_slot)), y=per_slot, mode="lines", name="accuracy per hour"))
+    fig.add_hline(y=chance, line_dash="dash", annotation_text="chance")
+    fig.update_layout(xaxis={"title": "hour since the first midnight"}, yaxis={"title": "accuracy", "range": [0, 1]},
+                      height=220, margin={"l": 50, "r": 20, "t": 10, "b": 40}, showlegend=False)
+    return fig
+
+
 def curve_figure(result: dict) -> go.Figure:
     """Accuracy against ε per defence, with the no-defence level and the chance baseline."""
     rows = pd.DataFrame(result["rows"])

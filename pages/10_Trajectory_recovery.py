@@ -57,6 +57,7 @@ metric(m[3], "Re-identified by top 2 places", pct(sc["reidentified_top_k"]["2"])
        f"{pct(sc['unique_true_top_k']['2'])} of people are unique by theirs",
        help="Share of people whose two most visited cells are those of exactly one recovered trajectory, the one "
             "matched to them.")
+st.plotly_chart(recover_view.per_slot_figure(res["per_slot"], res["chance"]), key="recover_per_slot", theme=None)
 st.caption(f"{pop.n_users} people drawn at random (seed {s.seed}) · {pop.sequences.shape[1]} hourly slots · "
            f"{pop.cells.n_cells} cells · paths of the 4 people who move most; a slot with no record of a person "
            "keeps their last cell.")

@@ -82,6 +82,7 @@ class Score:
     def to_dict(self) -> dict:
         return {"accuracy": round(self.accuracy, 4), "greedy_accuracy": round(self.greedy_accuracy, 4),
                 "per_day_accuracy": [round(x, 4) for x in self.per_day],
+                "per_slot_accuracy": [round(float(x), 4) for x in self.per_slot],
                 "unique_true_top_k": {str(k): round(v, 4) for k, v in self.unique_true.items()},
                 "reidentified_top_k": {str(k): round(v, 4) for k, v in self.reidentified.items()}}
 
