@@ -32,4 +32,9 @@ def test_recovery_page_opens_on_its_map(streamlit_url, page):
     page.mouse.move(2, 2)
     page.screenshot(path=str(path))
     assert path.stat().st_size > 20_000
+    # below the map: the scores and the accuracy in every hour
+    page.evaluate("""() => { const sc = document.querySelector("[data-testid='stMain']") || document.scrollingElement;
+        sc.scrollBy(0, 700); }""")
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(shots / "10_trajectory_recovery_below_1024.png"))
     assert hosts <= {urlparse(streamlit_url).hostname}, hosts
