@@ -48,8 +48,8 @@ def chance_epsilon(epsilons, accuracy, baseline: float, tol: float = CHANCE_TOLE
     the last grid point at or below it and the next one above it. ``below_grid``/``above_grid`` when the whole
     curve is above / at or below that level.
 
-    >>> chance_epsilon([0.1, 1, 10], [0.05, 0.05, 0.5], 0.05)["epsilon"]
-    1.0...
+    >>> round(chance_epsilon([0.1, 1, 10], [0.05, 0.05, 0.5], 0.05)["epsilon"], 3)
+    1.026
     """
     e = np.asarray(epsilons, dtype=float)
     a = np.asarray(accuracy, dtype=float)
