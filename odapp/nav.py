@@ -24,11 +24,17 @@ class NavEntry:
 
 
 def nav_entries(pages_dir: Path) -> tuple[NavEntry, ...]:
-    """Home first, then every other ``pages/N_Name.py`` in file-name order, titled "Name" with its underscores as
-    spaces and served at ``/Name``: the addresses Streamlit gave the files before the navigation was declared, so
-    bookmarks and links keep working, and a page file added to ``pages/`` appears without being listed here."""
+    """Home first, then every other ``pages/N_Name.py`` in the order of its number N (``10_`` after ``9_``), titled
+    "Name" with its underscores as spaces and served at ``/Name``: the addresses Streamlit gave the files before the
+    navigation was declared, so bookmarks and links keep working, and a page file added to ``pages/`` appears
+    without being listed here."""
     out = [NavEntry(HOME_FILE, "Home", "")]
-    for f in sorted(pages_dir.glob("*.py")):
+
+    def order(f: Path) -> tuple[int, str]:
+        m = re.match(r"^([0-9]+)", f.stem)
+        return (int(m.group(1)) if m else 10**9, f.name)
+
+    for f in sorted(pages_dir.glob("*.py"), key=order):
         if f"pages/{f.name}" == HOME_FILE:
             continue
         name = re.sub(r"^[0-9]+[_ -]*", "", f.stem) or f.stem

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, attack_view, cache, charts, guide, live_view
+from odapp import ahead, attack_view, cache, charts, guide, learned_view, live_view
 from odapp.cli_config import attack_curve_config, user_risk_config
 from odapp.errors import engine_errors
 from odapp.export import button_row, export_buttons, projector_mode, reproduce
@@ -110,6 +110,8 @@ reproduce([("The p_k curve" + (" with the Monte Carlo" if mc is not None else ""
             attack_curve_config(s, k_max=K_MAX, prior=float(prior), monte_carlo=int(reps) if mc is not None else None)),
            (f"Every user of week {s.week} (add --user ID for one user's ROC)", "user-risk",
             user_risk_config(s, ctx.loaded))])
+# ---- learned attacks beside the exact optimum (odapp.learned_view) ----------------------------------------------------
+learned_view.section(ctx)
 # the next grid step or seed, while the person reads this one: the same person pick, on the next tables
 ahead.after(ctx, functools.partial(attack_view.person_tables, pick=st.session_state.get("attack_pick", next(iter(attack_view.PICKS))),
                                    uid_text=st.session_state.get("attack_uid"), fit=live_view.fitted(s)))

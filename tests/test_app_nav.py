@@ -12,7 +12,7 @@ from odcore.paths import REPO_ROOT
 
 # The addresses of the pages when Streamlit derived them from the file names (pages/N_Name.py -> /Name).
 ADDRESSES = ["", "Data", "OD_release", "Attack", "Privacy_budget", "Knock_Knock", "Release_designer",
-             "Play_the_attacker", "See_the_noise", "Audit"]
+             "Play_the_attacker", "See_the_noise", "Audit", "Trajectory_recovery"]
 
 
 def test_first_entry_is_home_and_addresses_are_kept():
@@ -28,8 +28,8 @@ def test_a_new_page_file_gets_an_entry(tmp_path):
     (tmp_path / "12_Zone_atlas.py").write_text("")
     (tmp_path / "2_OD_release.py").write_text("")
     got = [(e.file, e.title, e.url_path) for e in nav_entries(tmp_path)]
-    assert got == [(HOME_FILE, "Home", ""), ("pages/12_Zone_atlas.py", "Zone atlas", "Zone_atlas"),
-                   ("pages/2_OD_release.py", "OD release", "OD_release")]
+    assert got == [(HOME_FILE, "Home", ""), ("pages/2_OD_release.py", "OD release", "OD_release"),
+                   ("pages/12_Zone_atlas.py", "Zone atlas", "Zone_atlas")]     # by number: 12 after 2
 
 
 def test_every_page_through_the_navigation(at):

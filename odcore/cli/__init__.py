@@ -32,6 +32,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "odcore.cli.data",
     "odcore.cli.release",
     "odcore.cli.knock",
+    "odcore.cli.recover",
     "odcore.cli.attack",
     "odcore.cli.audit",
     "odcore.cli.zones",

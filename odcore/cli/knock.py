@@ -110,21 +110,28 @@ def _parse_pair(text: str, name: str, sep: str, n: int, typ=float) -> tuple:
     return vals
 
 
-def series_from_args(args: argparse.Namespace):
-    """Load traces and build the :class:`~odcore.knock.timeseries.LocationTimeSeries` (or reuse the cache)."""
-    import json
-
-    from odcore.cli.common import resolve_tz, traces_from_args
+def series_grid_args(args: argparse.Namespace) -> tuple[tuple[float, float, float, float] | None, tuple[int, int]]:
+    """``(bbox, shape)`` of ``--grid-bbox`` and ``--grid-shape``, checked before any trace is read."""
     from odcore.data.validate import check_param
-    from odcore.knock.timeseries import LocationTimeSeries, TimeSeriesConfig, build_timeseries
 
     bbox = None
     if args.grid_bbox is not None:
         s, w, n, e = _parse_pair(args.grid_bbox, "--grid-bbox", ",", 4)
         bbox = (s, w, n, e)
     shape = _parse_pair(args.grid_shape, "--grid-shape", "x", 2, int)
-    for v in shape:   # before the traces are read
+    for v in shape:
         check_param("grid_side", v, flag="--grid-shape rows and columns each")
+    return bbox, shape
+
+
+def series_from_args(args: argparse.Namespace):
+    """Load traces and build the :class:`~odcore.knock.timeseries.LocationTimeSeries` (or reuse the cache)."""
+    import json
+
+    from odcore.cli.common import resolve_tz, traces_from_args
+    from odcore.knock.timeseries import LocationTimeSeries, TimeSeriesConfig, build_timeseries
+
+    bbox, shape = series_grid_args(args)
     key = json.dumps({"input": str(Path(args.input).resolve()), "format": args.format, "tz": args.tz,
                       "bbox": args.bbox, "start": args.start, "end": args.end, "offset": args.time_offset,
                       "grid": args.grid, "grid_bbox": bbox, "shape": shape, "slot": args.slot_minutes,
