@@ -143,7 +143,8 @@ def test_release_default_output_is_published_rows_only(capsys, tmp_path, hostile
     rec = json.loads((out / "release.json").read_text())
     assert rec["release"]["pairs_published"] == len(pub)
     sheet = (out / "guarantee_sheet.html").read_text()
-    assert rec["record"]["fingerprint"] in sheet
+    assert not {"fingerprint", "rows", "users"} & set(rec["record"])   # no figure of the data leaves
+    assert "sha256:" not in sheet
     assert "the noise seed is not written" in sheet
 
 
@@ -286,10 +287,13 @@ def test_fingerprint_changes_with_the_data(capsys, tmp_path, hostile_city):
     fps = []
     for i, src in enumerate((hostile_city[0], changed)):
         code, _, err = _run(capsys, "release", "--input", str(src), "--seed", "1", "--threshold", "3", "--out",
-                            str(tmp_path / f"o{i}"))
+                            str(tmp_path / f"o{i}"), "--analysis-out", str(tmp_path / f"a{i}"))
         assert code == 0, err
-        rec = json.loads((tmp_path / f"o{i}" / "release.json").read_text())["record"]
-        assert rec["fingerprint"] in (tmp_path / f"o{i}" / "guarantee_sheet.html").read_text()
+        # the data holder's record and sheet (do not share) carry it; the published ones do not
+        rec = json.loads((tmp_path / f"a{i}" / "DO_NOT_SHARE_record.json").read_text())
+        assert rec["fingerprint"] in (tmp_path / f"a{i}" / "DO_NOT_SHARE_guarantee_sheet.html").read_text()
+        assert rec["fingerprint"] not in (tmp_path / f"o{i}" / "guarantee_sheet.html").read_text()
+        assert rec["fingerprint"] not in (tmp_path / f"o{i}" / "release.json").read_text()
         assert rec["rows"] == len(df)
         assert rec["users"] == 150
         assert rec["software"]["odcore"]
@@ -505,9 +509,10 @@ def test_app_downloads_are_the_published_table_and_a_recorded_sheet(hostile_city
     assert text.startswith("# DO NOT SHARE")
     # the sheet made on the Privacy budget page: a record of this data, the seed left out, names escaped as HTML
     b = budget(BudgetConfig(max_pairs=10, threshold=306, delta=5e-7, total_interval=0))
-    html_text = rv.budget_sheet_html(ctx, b)
+    html_text = rv.private_sheet_html(ctx, b)
     rec = rv.sheet_record(ctx)
     assert rec["fingerprint"] in html_text
+    assert rec["fingerprint"] not in rv.budget_sheet_html(ctx, b)    # the sheet that may be shared
     assert rec["users"] == 150
     assert "seed" not in rec["settings"]
     assert "![b](http://127.0.0.2:9/b.png)" in html_text          # shown as the text it is (no markup inside)

@@ -29,9 +29,12 @@ from odcore import __version__
 from odcore.constants import COUNT, DESTINATION, ORIGIN, TRIPS, UNIQUE_TRIPS, USER, WEEK
 from odcore.errors import ParameterError, TraceFormatError
 
-__all__ = ["KIND", "NO_PAIRS_REASON", "CountsInput", "is_counts_folder", "read_counts_folder", "write_counts_folder"]
+__all__ = ["COUNTS_HASH_MEMBER", "KIND", "NO_PAIRS_REASON", "CountsInput", "check_files", "file_hashes",
+           "is_counts_folder", "read_counts_file", "read_counts_folder", "sha256_file", "whole_numbers",
+           "write_counts_folder"]
 
 KIND = "odcore-od-counts"
+COUNTS_HASH_MEMBER = "odcore_counts"   # in FILE.zones.geojson: {"file", "sha256"} of the counts file it goes with
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 
@@ -247,6 +250,40 @@ def read_counts_folder(folder):
              "pairs_available": False, "counts_folder": str(folder), "manifest": m}
     return ODData(grid=grid, week_starts=list(m["week_starts"]), user_week=uw, pairs=pairs, counts=counts,
                   config=config, stats=stats)
+
+
+def read_counts_file(path) -> tuple[pd.DataFrame, dict]:
+    """A counts file of ``trips --counts-out FILE`` (CSV or Parquet) and the GeoJSON of its zones beside it
+    (``FILE``'s name up to its first dot + ``.zones.geojson``): ``(table, geojson)``.
+
+    The two files are one set: the GeoJSON names the SHA-256 of the counts file it was written with, and a pair
+    from two writes (a run stopped between its two renames, or one file replaced by hand) is refused with
+    :class:`TraceFormatError` rather than read as zones of another table."""
+    path = Path(path)
+    geo_path = path.with_name(path.name.split(".")[0] + ".zones.geojson")
+    try:
+        geo = json.loads(geo_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TraceFormatError(f"no zones file {geo_path.name} beside the counts file.", file=str(path)) from None
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(f"unreadable zones file ({exc}).", file=str(geo_path)) from None
+    mark = geo.get(COUNTS_HASH_MEMBER) if isinstance(geo, dict) else None
+    try:
+        digest = sha256_file(path)
+    except OSError as exc:
+        raise TraceFormatError(f"cannot read the counts file ({exc}).", file=str(path)) from None
+    if not isinstance(mark, dict) or mark.get("sha256") != digest:
+        raise TraceFormatError(f"{path.name} and {geo_path.name} are not from the same write (the zones file names "
+                               "another counts file's content): write both again with trips --counts-out.",
+                               file=str(path))
+    try:
+        if path.name.lower().endswith((".parquet", ".pq")):
+            table = pd.read_parquet(path)
+        else:
+            table = pd.read_csv(path, comment="#")
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(f"cannot read the counts file ({exc}).", file=str(path)) from None
+    return table, geo
 
 
 class CountsInput:
