@@ -61,6 +61,7 @@ def _kill_at(point: str, tmp_path: Path, *argv: str) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
+@pytest.mark.slow
 def test_release_killed_between_its_two_folders(city, tmp_path):
     out, an = tmp_path / "pub", tmp_path / "an"
     args = ["release", "--input", str(city), "--threshold", "5", "--out", str(out), "--analysis-out", str(an)]

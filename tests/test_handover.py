@@ -516,3 +516,31 @@ def test_app_downloads_are_the_published_table_and_a_recorded_sheet(hostile_city
     assert rec["users"] == 150
     assert "seed" not in rec["settings"]
     assert "![b](http://127.0.0.2:9/b.png)" in html_text          # shown as the text it is (no markup inside)
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_figures_csvs_neutralise_a_hostile_zone_file_name(capsys, tmp_path, monkeypatch, hostile_city):
+    """``figures --out``: every CSV goes through the spreadsheet-safe writer, the zone comparison's too (a zone
+    file named ``=cmd|' calc'A1.geojson`` gives its label to a cell; a ``!`` in a path is GDAL's archive syntax)."""
+    import shutil
+
+    from odcore.report import figures
+
+    if figures.find_browser() is None:
+        pytest.skip("no Chromium: figures cannot be drawn")
+    traces, zones = hostile_city
+    named = "=cmd|' calc'A1.geojson"   # given as a relative path: the label starts with "="
+    shutil.copy(zones, tmp_path / named)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "figs"
+    code, _, err = _run(capsys, "figures", "--out", str(out), "--only", "zone_comparison,flow_map", "--formats",
+                        "svg", "--input", str(traces), "--compare-zones", f"square:1.3,{named}", "--zones",
+                        str(zones), "--threshold", "2", "--seed", "1")
+    assert code == 0, err
+    csvs = sorted(out.glob("*.csv"))
+    assert [p.name for p in csvs] == ["DO_NOT_SHARE_zone_comparison.csv", "flow_map.csv"]
+    for f in csvs:
+        assert _risky_cells(f) == [], f
+    text = (out / "DO_NOT_SHARE_zone_comparison.csv").read_text()
+    assert "'=cmd|' calc'A1" in text   # there, behind the quote
