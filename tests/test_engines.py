@@ -675,6 +675,7 @@ def _comparable(out: dict) -> dict:
     out["published_release"]["record"].pop("written")
     out["private_record"]["settings"].pop("engine")
     out["private_record"].pop("written")
+    out["private_record"].pop("published_sha256")   # release.json's bytes hold the time written
     return out
 
 
