@@ -43,6 +43,7 @@ from benchmarks.bench_browser import (
     _wait_done,
 )
 from odapp import live
+from odcore.report.safe_csv import csv_text, write_csv
 
 SESSIONS = 10
 QUICK_SESSIONS = 2
@@ -61,7 +62,7 @@ def make_upload(path: Path, target_mb: float = TARGET_MB) -> tuple[int, int]:
 
     users = 1000
     df = generate_city(SynthConfig(users=users, weeks=1), rng=7)
-    per_row = len(df.head(2000).to_csv(index=False).encode()) / 2000
+    per_row = len(csv_text(df.head(2000)).encode()) / 2000
     reps = max(1, round(target_mb * 1e6 / per_row / len(df)))
     if reps > 1:   # more users: copies of the city with new user ids (same streets, other people)
         import pandas as pd
@@ -69,7 +70,7 @@ def make_upload(path: Path, target_mb: float = TARGET_MB) -> tuple[int, int]:
         parts = [df.assign(user=df["user"] + k * users) for k in range(reps)]
         df = pd.concat(parts, ignore_index=True)
     out = df.assign(time=df["time"].dt.strftime("%Y-%m-%dT%H:%M:%SZ"))
-    out.to_csv(path, index=False)
+    write_csv(out, path)
     return len(out), path.stat().st_size
 
 

@@ -26,7 +26,7 @@ from odapp.words import empty_release_advice, num
 from odcore.data.fingerprint import trace_fingerprint
 from odcore.od.engines.cab_stream import fix_density_cabspotting
 from odcore.privacy.release import published_table, release_csv_table
-from odcore.report.sheet import budget_sheet, data_fingerprint, release_record
+from odcore.report.sheet import data_fingerprint, release_record
 from odcore.space.zones import add_zone_names, zones_summary
 
 # The map options a person sees first (the widgets' defaults on the OD release page).
@@ -170,10 +170,69 @@ def sheet_record(ctx) -> dict:
                           settings=settings)
 
 
+def public_record_of(ctx, trips: int | None = None) -> dict:
+    """The public record of the page's release (:func:`odcore.report.published.public_record`): the week shown,
+    the zone system and the sidebar's public settings; ``trips`` the assumed trips of the per-count figures. No
+    figure of the data (the data holder's record is :func:`sheet_record`)."""
+    from odcore.report.published import public_record
+    from odcore.space.zones import zones_summary
+
+    s = ctx.settings
+    starts = ctx.od.week_starts
+    zs = zones_summary(ctx.od.grid)
+    return public_record(weeks=[{"week": s.week, "start": str(starts[s.week]) if s.week < len(starts) else None}],
+                         zones=zs["spec"] or zs["kind"], settings=s.as_dict(), trips=trips)
+
+
 def budget_sheet_html(ctx, b: dict, delta_parts: dict | None = None) -> str:
-    """The Privacy budget page's guarantee sheet, with its record and δ split (made when the download is
-    clicked)."""
-    return budget_sheet(b, record=sheet_record(ctx), delta_parts=delta_parts)
+    """The Privacy budget page's guarantee sheet, which may be shared: the public record, δ split and the trips the
+    page's figures assume (:func:`odcore.report.published.public_sheet`; made when the download is clicked)."""
+    from odcore.report.published import public_sheet
+
+    user = b.get("max_pairs") is not None
+    return public_sheet(b, record=public_record_of(ctx, None if user else b.get("trips")), delta_parts=delta_parts)
+
+
+def private_sheet_html(ctx, b: dict, delta_parts: dict | None = None) -> str:
+    """The same sheet with the data holder's record (the data's label, fingerprint, rows, people): do not share
+    (:func:`odcore.report.published.private_sheet`)."""
+    from odcore.report.published import private_sheet
+
+    return private_sheet(b, record=sheet_record(ctx), delta_parts=delta_parts)
+
+
+def release_json(ctx, rcfg, week: int) -> str:
+    """The week's ``release.json`` as the command line writes it beside published.csv
+    (:func:`odcore.report.published.release_document`): the public record, the release's settings and its
+    guarantee, with the command's defaults for δ, weeks and the assumed trips
+    (:data:`odcore.report.published.RELEASE_DEFAULTS`)."""
+    from odcore.report.published import (
+        RELEASE_DEFAULTS,
+        document_text,
+        guarantee_part,
+        public_record,
+        published_weeks,
+        release_document,
+        settings_guarantee,
+    )
+    from odcore.space.zones import zones_summary
+
+    s = ctx.settings
+    pub = published_csv(ctx, rcfg, week)
+    user = s.mode == "user_level"
+    parts, b = settings_guarantee(epsilon=s.epsilon, threshold=s.threshold, mode=s.mode,
+                                  max_pairs=s.max_pairs if user else None)
+    zs = zones_summary(ctx.od.grid)
+    settings = {**s.as_dict(), **RELEASE_DEFAULTS, "week": int(week)}
+    if not user:
+        settings.pop("max_pairs", None)
+    rec = public_record(weeks=published_weeks(pub), zones=zs["spec"] or zs["kind"], settings=settings,
+                        trips=RELEASE_DEFAULTS["trips"])
+    doc = release_document(pub, record=rec, release={"epsilon": s.epsilon, "threshold": s.threshold,
+                                                     "mode": s.mode, "max_pairs": s.max_pairs if user else None,
+                                                     "noise_scale": rcfg.scale},
+                           guarantee=guarantee_part(user_level=user, delta_parts=parts, budget=b))
+    return document_text(doc)
 
 
 def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):

@@ -52,3 +52,10 @@ DEFAULT_COMPARE_SPECS = ("square:0.5", "square:1.3", "square:5", "h3:9", "h3:8",
 """Zone systems compared when none are named (the bundled districts are added by the CLI and the app)."""
 SIZE_PRESET_NAMES = ("single-column", "double-column", "slide")
 """Figure size presets (:data:`odcore.report.figures.SIZE_PRESETS` holds their sizes; a test checks the names agree)."""
+
+# The published boundary's file names (odcore.report.published writes them; here so that the command line's --help
+# names them without loading pandas). Files that may be shared, and the data holder's do-not-share record and sheet.
+PUBLISHED_FILES = ("published.csv", "published.parquet", "zones.geojson", "release.json", "guarantee_sheet.html")
+PUBLISHED_KIND = "odcore-published-release"
+PRIVATE_RECORD = "DO_NOT_SHARE_record.json"
+PRIVATE_SHEET = "DO_NOT_SHARE_guarantee_sheet.html"

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -184,3 +185,20 @@ def atomic_folder(path: str | Path, owned: Callable[[Path], bool], *, what: str)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+PAUSE_ENV = "ODCORE_TEST_PAUSE"
+
+
+def pause_for_test(point: str) -> None:
+    """A test's way into a write of several steps: with ``ODCORE_TEST_PAUSE=POINT:FILE`` in the environment, the
+    process writes its id to FILE when it reaches ``point`` and waits 60 s there, so that a test can kill it at
+    that exact step (``kill -9``) and check what a reader then sees. Without the variable it does nothing."""
+    spec = os.environ.get(PAUSE_ENV)
+    if not spec:
+        return
+    name, _, marker = spec.partition(":")
+    if name != point or not marker:
+        return
+    Path(marker).write_text(str(os.getpid()), encoding="ascii")
+    time.sleep(60)

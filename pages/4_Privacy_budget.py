@@ -143,8 +143,14 @@ with right, st.container(border=True):
                                                                                   parts.to_dict()),
                            file_name="guarantee_sheet.html", on_click="ignore",
                            mime="text/html", key="budget_sheet",
-                           help="One page: unit of protection, ε and δ per week and per year, what an attacker can "
-                                "learn, in plain words.")
+                           help="One page that may be shared: unit of protection, ε and δ per week and per year, "
+                                "what an attacker can learn, in plain words. It names no figure of the data.")
+        st.download_button("Sheet with the data's record — do not share (HTML)",
+                           functools.partial(rv.private_sheet_html, ctx, b, parts.to_dict()),
+                           file_name="DO_NOT_SHARE_guarantee_sheet.html", on_click="ignore", mime="text/html",
+                           key="budget_sheet_private", type="tertiary",
+                           help="For you only: the same sheet with the data's name, content fingerprint, rows and "
+                                "people, exact figures the release does not protect.")
     else:
         st.markdown(f"#### A person's week, {unit_words('per_metric')} added up — what a person with "
                     f"n = {int(trips)} trips risks")

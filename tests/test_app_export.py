@@ -252,3 +252,25 @@ def test_map_image_at_a_paper_preset(at):
     finally:
         at.session_state["img_open_od_map"] = False
         at.run()
+
+
+def test_published_view_downloads_are_offered_with_their_do_not_share_twins(at):
+    """The OD release page offers release.json beside the published table; the Privacy budget page (per person)
+    the shareable guarantee sheet and, apart and named so, the sheet with the data's record. The files themselves
+    are compared across neighbouring datasets in tests/test_published_boundary.py."""
+
+    def labels():
+        return {b.proto.label: b.proto for b in at.get("download_button")}
+
+    at.switch_page("pages/2_OD_release.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "release.json" in labels()
+    at.sidebar.selectbox(key="w.mode").set_value("user_level").run()
+    try:
+        at.switch_page("pages/4_Privacy_budget.py").run()
+        assert not at.exception, [e.message for e in at.exception]
+        got = labels()
+        assert "Guarantee sheet (HTML, printable)" in got
+        assert "Sheet with the data's record — do not share (HTML)" in got
+    finally:
+        at.sidebar.selectbox(key="w.mode").set_value("per_metric").run()

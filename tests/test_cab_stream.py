@@ -329,8 +329,8 @@ def test_real_cabs_trips_and_release_stream_with_the_same_output(capsys, monkeyp
     rel_after = _release(capsys, tmp_path / "b", real_cabs)
     assert rel_after["traces"] == rel_before["traces"]
     assert (tmp_path / "a" / "published.csv").read_bytes() == (tmp_path / "b" / "published.csv").read_bytes()
-    assert (json.loads((tmp_path / "a" / "release.json").read_text())["record"]["fingerprint"]
-            == json.loads((tmp_path / "b" / "release.json").read_text())["record"]["fingerprint"])
+    assert (json.loads((tmp_path / "a_analysis" / "DO_NOT_SHARE_record.json").read_text())["fingerprint"]
+            == json.loads((tmp_path / "b_analysis" / "DO_NOT_SHARE_record.json").read_text())["fingerprint"])
 
 
 OD_COMMANDS = [

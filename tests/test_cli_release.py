@@ -145,6 +145,8 @@ def test_release_writes_table_and_summary(capsys, tmp_path, traces_csv):
     assert code == 0, err
     summary = json.loads(stdout)
     public = summary.pop("published_release")
+    private = summary.pop("private_record")
+    assert json.loads((an / "DO_NOT_SHARE_record.json").read_text()) == private
     assert json.loads((an / "DO_NOT_SHARE_summary.json").read_text()) == summary
     assert json.loads((out / "release.json").read_text()) == public
     first = (an / "DO_NOT_SHARE_analysis.csv").read_text().splitlines()[0]

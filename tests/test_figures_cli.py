@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from odcore.cli import main
-from odcore.cli.figures import FIGURES
+from odcore.cli.figures import DATA_FIGURES, FIGURES, file_stem
 from odcore.report import figures
 
 pytestmark = [pytest.mark.timeout(900)]
@@ -88,12 +88,15 @@ def paper_set(tmp_path_factory):
 @pytest.mark.slow
 def test_every_figure_written_with_config_and_data(paper_set):
     for name in FIGURES:
+        stem = file_stem(name)   # DO_NOT_SHARE_ for the figures drawn from the data itself
         for ext in ("svg", "csv", "json"):
-            assert (paper_set / f"{name}.{ext}").stat().st_size > 0, (name, ext)
-        cfg = json.loads((paper_set / f"{name}.json").read_text())
+            assert (paper_set / f"{stem}.{ext}").stat().st_size > 0, (name, ext)
+        cfg = json.loads((paper_set / f"{stem}.json").read_text())
         assert cfg["only"] == name
         assert cfg["preset"] == "single-column"
-        svg = (paper_set / f"{name}.svg").read_text()
+        # a shareable figure's config names neither the data's path nor the noise seed
+        assert ("seed" in cfg) == (name in DATA_FIGURES)
+        svg = (paper_set / f"{stem}.svg").read_text()
         assert "@font-face" in svg, f"{name}: font not embedded"
         assert "DejaVu Sans" in svg, f"{name}: not in the paper font"
         assert 'width="336"' in svg, f"{name}: not 3.5 in wide"
@@ -105,7 +108,7 @@ def test_titles_and_legends_inside_and_clear_of_lines(paper_set, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 4000})
     try:
         for name in FIGURES:
-            m = measure(page, paper_set / f"{name}.svg")
+            m = measure(page, paper_set / f"{file_stem(name)}.svg")
             assert m["title"] is not None, f"{name}: no title"
             assert m["titleText"], f"{name}: empty title"
             assert inside(m["title"], m["canvas"]), f"{name}: title {m['title']} outside {m['canvas']}"

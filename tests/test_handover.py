@@ -143,7 +143,8 @@ def test_release_default_output_is_published_rows_only(capsys, tmp_path, hostile
     rec = json.loads((out / "release.json").read_text())
     assert rec["release"]["pairs_published"] == len(pub)
     sheet = (out / "guarantee_sheet.html").read_text()
-    assert rec["record"]["fingerprint"] in sheet
+    assert not {"fingerprint", "rows", "users"} & set(rec["record"])   # no figure of the data leaves
+    assert "sha256:" not in sheet
     assert "the noise seed is not written" in sheet
 
 
@@ -286,10 +287,13 @@ def test_fingerprint_changes_with_the_data(capsys, tmp_path, hostile_city):
     fps = []
     for i, src in enumerate((hostile_city[0], changed)):
         code, _, err = _run(capsys, "release", "--input", str(src), "--seed", "1", "--threshold", "3", "--out",
-                            str(tmp_path / f"o{i}"))
+                            str(tmp_path / f"o{i}"), "--analysis-out", str(tmp_path / f"a{i}"))
         assert code == 0, err
-        rec = json.loads((tmp_path / f"o{i}" / "release.json").read_text())["record"]
-        assert rec["fingerprint"] in (tmp_path / f"o{i}" / "guarantee_sheet.html").read_text()
+        # the data holder's record and sheet (do not share) carry it; the published ones do not
+        rec = json.loads((tmp_path / f"a{i}" / "DO_NOT_SHARE_record.json").read_text())
+        assert rec["fingerprint"] in (tmp_path / f"a{i}" / "DO_NOT_SHARE_guarantee_sheet.html").read_text()
+        assert rec["fingerprint"] not in (tmp_path / f"o{i}" / "guarantee_sheet.html").read_text()
+        assert rec["fingerprint"] not in (tmp_path / f"o{i}" / "release.json").read_text()
         assert rec["rows"] == len(df)
         assert rec["users"] == 150
         assert rec["software"]["odcore"]
@@ -505,9 +509,38 @@ def test_app_downloads_are_the_published_table_and_a_recorded_sheet(hostile_city
     assert text.startswith("# DO NOT SHARE")
     # the sheet made on the Privacy budget page: a record of this data, the seed left out, names escaped as HTML
     b = budget(BudgetConfig(max_pairs=10, threshold=306, delta=5e-7, total_interval=0))
-    html_text = rv.budget_sheet_html(ctx, b)
+    html_text = rv.private_sheet_html(ctx, b)
     rec = rv.sheet_record(ctx)
     assert rec["fingerprint"] in html_text
+    assert rec["fingerprint"] not in rv.budget_sheet_html(ctx, b)    # the sheet that may be shared
     assert rec["users"] == 150
     assert "seed" not in rec["settings"]
     assert "![b](http://127.0.0.2:9/b.png)" in html_text          # shown as the text it is (no markup inside)
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_figures_csvs_neutralise_a_hostile_zone_file_name(capsys, tmp_path, monkeypatch, hostile_city):
+    """``figures --out``: every CSV goes through the spreadsheet-safe writer, the zone comparison's too (a zone
+    file named ``=cmd|' calc'A1.geojson`` gives its label to a cell; a ``!`` in a path is GDAL's archive syntax)."""
+    import shutil
+
+    from odcore.report import figures
+
+    if figures.find_browser() is None:
+        pytest.skip("no Chromium: figures cannot be drawn")
+    traces, zones = hostile_city
+    named = "=cmd|' calc'A1.geojson"   # given as a relative path: the label starts with "="
+    shutil.copy(zones, tmp_path / named)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "figs"
+    code, _, err = _run(capsys, "figures", "--out", str(out), "--only", "zone_comparison,flow_map", "--formats",
+                        "svg", "--input", str(traces), "--compare-zones", f"square:1.3,{named}", "--zones",
+                        str(zones), "--threshold", "2", "--seed", "1")
+    assert code == 0, err
+    csvs = sorted(out.glob("*.csv"))
+    assert [p.name for p in csvs] == ["DO_NOT_SHARE_zone_comparison.csv", "flow_map.csv"]
+    for f in csvs:
+        assert _risky_cells(f) == [], f
+    text = (out / "DO_NOT_SHARE_zone_comparison.csv").read_text()
+    assert "'=cmd|' calc'A1" in text   # there, behind the quote

@@ -93,8 +93,11 @@ def test_app_upload_path(case, files):
 
 
 BAD_PARAMETERS = [
-    (["budget", "--epsilon", "1e308"], "(--epsilon) must be a number > 0 and <= 50"),
-    (["budget", "--epsilon", "0"], "(--epsilon) must be a number > 0"),
+    (["budget", "--epsilon", "1e308"], "(--epsilon) must be a number >= 1e-06 and <= 50"),
+    (["budget", "--epsilon", "0"], "(--epsilon) must be a number >= 1e-06"),
+    (["budget", "--epsilon", "1e-320"], "(--epsilon) must be a number >= 1e-06"),
+    (["budget", "--epsilon", "5e-324"], "(--epsilon) must be a number >= 1e-06"),
+    (["release", "--epsilon", "5e-324", "--out", "{tmp}/r"], "(--epsilon) must be a number >= 1e-06"),
     (["budget", "--epsilon", "nan"], "(--epsilon) must be"),
     (["budget", "--epsilon", "inf"], "(--epsilon) must be"),
     (["budget", "--delta", "1"], "(--delta) must be a number > 0 and < 1"),

@@ -85,3 +85,60 @@ def test_synth_chunked_folder(tmp_path, capsys):
     pd.testing.assert_frame_equal(m.counts, d.counts)
     assert main(["synth", "--users", "300", "--out", str(tmp_path / "cli"), "--chunk-users", "100", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["files"] == 3
+
+
+def _counts_folder(city, tmp_path):
+    od = build_od(city, ODConfig(tz="America/New_York"))
+    folder = tmp_path / "od"
+    write_counts_folder(od, folder, source="city", engine="memory")
+    return folder
+
+
+def _rewrite_week0(folder, count, *, rehash: bool = True):
+    """Replace the first count of week 0 with ``count`` (a float column, as a hand-edited file would hold) and,
+    with ``rehash``, update the manifest's hashes as a careful editor would (so the value check is what answers)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from odcore.od.odtable import file_hashes
+
+    part = next((folder / "counts" / "week=0").glob("*.parquet"))
+    t = pq.read_table(part).to_pandas()
+    t["count"] = t["count"].astype(float)
+    t.loc[0, "count"] = count
+    pq.write_table(pa.Table.from_pandas(t, preserve_index=False), part)
+    if rehash:
+        m = json.loads((folder / "manifest.json").read_text())
+        m["sha256"] = file_hashes(folder)
+        (folder / "manifest.json").write_text(json.dumps(m))
+
+
+@pytest.mark.parametrize(("count", "words"), [
+    (float("nan"), "got nan"),
+    (2.0**62, "got 4.611686018427388e+18"),
+    (2.5, "got 2.5"),
+    (0.0, "got 0.0"),
+])
+def test_counts_folder_refuses_nan_huge_and_fractional_counts(city, tmp_path, capsys, count, words):
+    folder = _counts_folder(city, tmp_path)
+    _rewrite_week0(folder, count)
+    with pytest.raises(Exception, match=r"file counts/week=0/part-0\.parquet, row 1, column 'count': count must be a "
+                                        r"whole number from 1 to 600 .*" + words.replace("+", r"\+").replace(".", r"\.")):
+        read_counts_folder(folder)
+    # the command line says it in one line, no traceback
+    assert main(["release", "--input", str(folder), "--out", str(tmp_path / "rel")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: "), err
+    assert "\n" not in err
+    assert "column 'count'" in err
+    assert not (tmp_path / "rel").exists()
+
+
+def test_counts_folder_refuses_files_of_two_writes(city, tmp_path):
+    folder = _counts_folder(city, tmp_path)
+    _rewrite_week0(folder, 7.0, rehash=False)   # a valid count, but not the file the manifest was written with
+    with pytest.raises(Exception, match=r"mixes files of two writes: counts/week=0/part-0\.parquet is not the file"):
+        read_counts_folder(folder)
+    (folder / "user_weeks.parquet").unlink()
+    with pytest.raises(Exception, match="mixes files of two writes"):
+        read_counts_folder(folder)

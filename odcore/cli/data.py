@@ -8,7 +8,7 @@ from pathlib import Path
 
 from odcore.cli.common import add_grid_args, add_loader_args, od_config_from_args, traces_from_args
 from odcore.constants import DEFAULT_SAMPLE_SEED
-from odcore.paths import atomic_output
+from odcore.paths import atomic_output, pause_for_test
 
 # The defaults of odcore.data.synth.SynthConfig that the synth command shows, written out so that parsing arguments
 # does not import the generator (and pandas); tests/test_cli_data.py checks that they agree.
@@ -139,7 +139,13 @@ def run_trips(args: argparse.Namespace) -> int:
     )
     from odcore.errors import ParameterError
     from odcore.od.engines import build_od
-    from odcore.od.odtable import is_counts_folder, read_counts_folder, write_counts_folder
+    from odcore.od.odtable import (
+        COUNTS_HASH_MEMBER,
+        is_counts_folder,
+        read_counts_folder,
+        sha256_file,
+        write_counts_folder,
+    )
     from odcore.space.grid import crs_label
     from odcore.space.zones import add_zone_names, write_zone_geometry, zones_summary
 
@@ -231,14 +237,19 @@ def run_trips(args: argparse.Namespace) -> int:
         table = add_zone_names(od.counts, od.grid)
         geo_path = counts_geometry_path(p)
         try:
-            with atomic_output(p) as tmp, atomic_output(geo_path) as tmp_geo:
-                if p.suffix.lower() in (".parquet", ".pq"):
-                    table.to_parquet(tmp, index=False)
-                else:
-                    from odcore.report.safe_csv import write_csv  # pandas: loaded only when a CSV is written
+            # two files, one set: the geometry names the SHA-256 of the counts file it goes with, so a reader
+            # (odcore.od.odtable.read_counts_file) refuses the pair left by a run killed between the two renames
+            with atomic_output(p) as tmp:
+                with atomic_output(geo_path) as tmp_geo:
+                    if p.suffix.lower() in (".parquet", ".pq"):
+                        table.to_parquet(tmp, index=False)
+                    else:
+                        from odcore.report.safe_csv import write_csv  # pandas: loaded only for a CSV
 
-                    write_csv(table, tmp)
-                write_zone_geometry(od.grid, tmp_geo, od.cells)
+                        write_csv(table, tmp)
+                    write_zone_geometry(od.grid, tmp_geo, od.cells,
+                                        members={COUNTS_HASH_MEMBER: {"file": p.name, "sha256": sha256_file(tmp)}})
+                pause_for_test("counts-out")   # between the renames: the new zones in place, the counts not yet
             geo = geo_path
         except OSError as exc:
             raise ParameterError(f"--counts-out {p}: cannot write ({exc}).") from None

@@ -12,17 +12,31 @@ figure again. Every file is written at the end, all or nothing.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from pathlib import Path
 
 from odcore.cli.common import add_grid_args, add_loader_args
+from odcore.paths import pause_for_test
 
 FIGURES = ("fig1_per_count", "fig1_per_person", "budget_weeks", "release_probability", "flow_map",
            "zone_comparison", "knock_auc")
+# Drawn from the data itself (true counts, every person's traces): their files are named DO_NOT_SHARE_NAME.*. The
+# others are drawn from the settings alone or from the published flows only, and may be shared.
+DATA_FIGURES = frozenset({"release_probability", "zone_comparison", "knock_auc"})
 FORMATS = ("svg", "pdf", "png")
+MANIFEST = "figures_manifest.json"
+KIND = "odcore-figures"
 _NOT_CONFIG = frozenset({"out", "config", "func", "json"})
+
+
+def file_stem(name: str) -> str:
+    """The files' name of figure ``name``: ``DO_NOT_SHARE_`` + name for a figure drawn from the data itself.
+
+    >>> file_stem("flow_map"), file_stem("zone_comparison")
+    ('flow_map', 'DO_NOT_SHARE_zone_comparison')
+    """
+    return f"DO_NOT_SHARE_{name}" if name in DATA_FIGURES else name
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,7 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "city's median)")
     g.add_argument("--weeks", type=int, default=52, help="weeks released in the budget figure (default 52)")
     g.add_argument("--week", type=int, default=None, help="week of the release and map (default: the first)")
-    g.add_argument("--seed", type=int, default=1, help="random seed of the noise and the experiments (default 1)")
+    g.add_argument("--seed", type=int, default=None,
+                   help="random seed of the noise and the experiments (default: a fresh one; a seed anyone knows "
+                        "lets them take the noise off the map's published counts, so it is written only in the "
+                        "DO_NOT_SHARE figures' configs)")
     g.add_argument("--map-top", type=int, default=300, help="flows drawn on the map (default %(default)s)")
     g.add_argument("--compare-zones", default="square:1.3,h3:8,square:5",
                    help="zone systems compared (default %(default)s)")
@@ -181,10 +198,22 @@ def flow_map(table, od, cfg, wk: int, top: int):
     return fig, flows
 
 
+def _owned(path: Path) -> bool:
+    """Whether ``path`` is an earlier ``figures --out`` (its manifest names this command)."""
+    try:
+        return json.loads((path / MANIFEST).read_text(encoding="utf-8")).get("kind") == KIND
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def run_figures(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from odcore.errors import ParameterError
-    from odcore.paths import atomic_output
+    from odcore.paths import atomic_folder, check_folder_replaceable
     from odcore.report import figures
+    from odcore.report.published import public_settings
+    from odcore.report.safe_csv import csv_text
 
     names = [n.strip() for n in str(args.only).split(",") if n.strip()]
     bad = [n for n in names if n not in FIGURES]
@@ -194,26 +223,37 @@ def run_figures(args: argparse.Namespace) -> int:
     if not fmts or any(f not in FORMATS for f in fmts):
         raise ParameterError(f"--formats={args.formats!r}: choose among {', '.join(FORMATS)}.")
     size = figure_size(args)
-    figures.require_browser()
     out = Path(args.out)
+    check_folder_replaceable(out, _owned, what=f"figures --out {out}")   # before any work
+    figures.require_browser()
+    if args.seed is None:
+        args.seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
     data: dict = {}
-    files: dict[Path, bytes] = {}
+    files: dict[str, bytes] = {}
     with figures.image_server():
         for name in names:
             print(f"drawing {name}…", file=sys.stderr, flush=True)
             fig, table = build(name, args, data)
+            stem = file_stem(name)
             for fmt in fmts:
-                files[out / f"{name}.{fmt}"] = figures.figure_bytes(fig, fmt, size)
-            files[out / f"{name}.csv"] = table.to_csv(index=False).encode("utf-8")
+                files[f"{stem}.{fmt}"] = figures.figure_bytes(fig, fmt, size)
+            files[f"{stem}.csv"] = csv_text(table).encode("utf-8")   # spreadsheet-safe (no formula cell)
             cfg = {**settings(args), "only": name}
-            files[out / f"{name}.json"] = (json.dumps(cfg, indent=2, default=str) + "\n").encode("utf-8")
+            if name not in DATA_FIGURES:   # what may be shared: no data path, no seed
+                cfg = public_settings(cfg)
+            files[f"{stem}.json"] = (json.dumps(cfg, indent=2, default=str) + "\n").encode("utf-8")
+    manifest = {"kind": KIND, "files": sorted(files),
+                "do_not_share": sorted(f for f in files if f.startswith("DO_NOT_SHARE_"))}
+    # one commit: the whole set is written in a new folder beside --out and swapped in at one rename
+    # (odcore.paths.atomic_folder), so a reader sees the previous set or this one, never a mix
     try:
-        with contextlib.ExitStack() as stack:
-            tmps = [(stack.enter_context(atomic_output(p)), data) for p, data in files.items()]
-            for tmp, blob in tmps:
-                tmp.write_bytes(blob)
+        with atomic_folder(out, _owned, what=f"figures --out {out}") as tmp:
+            for fname, blob in files.items():
+                (tmp / fname).write_bytes(blob)
+                pause_for_test("figures")
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         raise ParameterError(f"--out {out}: cannot write ({exc}).") from None
-    for p in files:
-        print(p)
+    for f in files:
+        print(out / f)
     return 0

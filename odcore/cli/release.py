@@ -20,8 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from odcore.constants import PRIVATE_RECORD, PRIVATE_SHEET, PUBLISHED_FILES, PUBLISHED_KIND
 from odcore.errors import ParameterError
-from odcore.paths import atomic_output
+from odcore.paths import atomic_output, pause_for_test
 
 # Keys the dashboard exports that a command does not use: accepted in --config, reported on stderr, ignored.
 _IGNORED_BUDGET = frozenset({"dataset", "week", "cell_km2", "zones", "seed"})
@@ -78,6 +79,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--weeks", type=int, default=52,
                    help="weekly releases the guarantee covers, as budget --weeks; user_level fits the threshold "
                         "over them (default %(default)s)")
+    g.add_argument("--trips", type=int, default=70,
+                   help="unique trips a week of the person the per-count guarantee describes, as budget --trips: the "
+                        "publisher's assumption, stated on the public sheet and in release.json (the data's own "
+                        "median is not published: it is not protected). Default %(default)s (Houssiau et al.)")
     m = pr.add_argument_group("flow map image")
     m.add_argument("--map", default=None, metavar="FILE[,FILE]",
                    help="also draw the published flows of the week (--week, default the first) as FILE.png, .svg or "
@@ -209,9 +214,8 @@ def _print_user_level(b: dict) -> None:
 # release
 # ---------------------------------------------------------------------------------------------------------------
 
-PUBLISHED_FILES = ("published.csv", "published.parquet", "zones.geojson", "release.json", "guarantee_sheet.html")
-ANALYSIS_FILES = ("DO_NOT_SHARE_analysis.csv", "DO_NOT_SHARE_analysis.parquet", "DO_NOT_SHARE_summary.json")
-PUBLISHED_KIND = "odcore-published-release"
+ANALYSIS_FILES = ("DO_NOT_SHARE_analysis.csv", "DO_NOT_SHARE_analysis.parquet", PRIVATE_RECORD, PRIVATE_SHEET,
+                  "DO_NOT_SHARE_summary.json")
 ANALYSIS_KIND = "odcore-analysis-do-not-share"
 
 
@@ -257,9 +261,21 @@ def run_release(args: argparse.Namespace) -> int:
     )
     from odcore.privacy.utility import release_utility, utility_by_week
     from odcore.report.plain_json import jsonable
+    from odcore.report.published import (
+        document_text,
+        guarantee_part,
+        private_record,
+        private_sheet,
+        public_record,
+        public_sheet,
+        published_hashes,
+        published_weeks,
+        release_document,
+        write_published,
+    )
     from odcore.report.safe_csv import write_csv
-    from odcore.report.sheet import budget_sheet, data_fingerprint, release_record
-    from odcore.space.zones import add_zone_names, write_zone_geometry, zones_summary
+    from odcore.report.sheet import data_fingerprint
+    from odcore.space.zones import add_zone_names, zones_summary
 
     s, notes = _settings(args)
     given = getattr(args, "_explicit", frozenset()) | getattr(args, "_from_config", frozenset())
@@ -331,7 +347,8 @@ def run_release(args: argparse.Namespace) -> int:
     pub = add_zone_names(published_table(table, od.centroids(), od.week_starts), od.grid)
     pub_cells = np.union1d(pub["origin"].to_numpy(np.int64), pub["destination"].to_numpy(np.int64))
 
-    # unique trips per user-week from the histogram (the same figures whether or not the user-weeks are here)
+    # unique trips per user-week from the histogram (the same figures whether or not the user-weeks are here):
+    # the data's own typical and busiest person, for the private record and the analysis summary only
     ut = od.unique_trips_figures(None if week is None else int(week))
     n_typ = int(max(1, round(ut["median"]))) if ut["user_weeks"] else 1
     n_max = int(max(1, ut["max"])) if ut["user_weeks"] else 1
@@ -339,42 +356,36 @@ def run_release(args: argparse.Namespace) -> int:
     bcfg_kw = {"epsilon": cfg.epsilon, "threshold": cfg.threshold, "weeks": s["weeks"], "max_pairs": cfg.max_pairs,
                "delta": parts.laplace}
     b_typ = budget(BudgetConfig(trips=n_typ, **bcfg_kw))
+    # the public figures: the publisher's assumed trips (--trips), never the data's
+    b_pub = jsonable(budget(BudgetConfig(trips=int(s["trips"]), **bcfg_kw)))
     settings = {k: v for k, v in s.items() if k not in ("out", "analysis_out", "seed", "map", "map_top",
                                                         "map_size", "map_dpi")}
-    if getattr(traces, "fingerprint", None):   # streamed (a Cabspotting folder; files an engine read): not loaded
-        fingerprint, rows, users = traces.fingerprint, traces.kept["rows"], traces.n_users
-    elif traces is not None and hasattr(traces, "df"):
-        tdf = traces.df
-        fingerprint = trace_fingerprint(tdf)
-        rows, users = len(tdf), int(tdf[USER].nunique()) if len(tdf) else 0
-    else:
-        fingerprint, rows, users = data_fingerprint(od.counts), None, None
-    record = release_record(dataset=getattr(getattr(traces, "report", None), "source", None) or s.get("input"),
-                            fingerprint=fingerprint,
-                            rows=rows, users=users,
-                            week_starts=od.week_starts,
-                            weeks_covered=sorted(int(x) for x in table[WEEK].unique()) if len(table) else [],
-                            zones=zones_summary(od.grid)["spec"] or f"{od.grid.cell_km2:g} km² square grid",
-                            settings=settings)
-    guarantee = {"unit": "one person, all of their trips" if mode is Mode.USER_LEVEL else
-                 "one trip count (one person's presence in one pair in one week)", **parts.to_dict()}
-    if mode is Mode.USER_LEVEL:
-        guarantee.update({"epsilon_person_week": b_typ["epsilon_user_week_bounded_tight"],
-                          "epsilon_person_total": b_typ["epsilon_user_total_bounded_tight"],
-                          "delta_person_week": b_typ["delta_user_week_bounded_tight"],
-                          "delta_person_total": b_typ["delta_user_total_bounded_tight"]})
-    public = {
-        "kind": PUBLISHED_KIND,
-        "what": "The published pairs of a Laplace + threshold release of weekly origin-destination counts: "
-                "published.csv/.parquet hold only pairs whose noisy count reached the threshold, with their noisy "
-                "count. Nothing about unpublished pairs, no true counts, no noise, no seed.",
-        "record": record,
-        "release": {"epsilon": cfg.epsilon, "threshold": cfg.threshold, "mode": mode.value,
-                    "max_pairs": cfg.max_pairs, "noise_scale": cfg.scale, "pairs_published": len(pub)},
-        "guarantee": guarantee,
-        "columns": list(pub.columns),
-        "files": list(PUBLISHED_FILES),
-    }
+    zones_spec = zones_summary(od.grid)["spec"] or f"{od.grid.cell_km2:g} km² square grid"
+    public_rec = public_record(weeks=published_weeks(pub), zones=zones_spec, settings=settings, trips=s["trips"])
+    public = release_document(
+        pub, record=public_rec,
+        release={"epsilon": cfg.epsilon, "threshold": cfg.threshold, "mode": mode.value, "max_pairs": cfg.max_pairs,
+                 "noise_scale": cfg.scale},
+        guarantee=guarantee_part(user_level=mode is Mode.USER_LEVEL, delta_parts=parts.to_dict(), budget=b_pub))
+    sheet = public_sheet(b_pub, record=public_rec, delta_parts=parts.to_dict())
+    private = None
+    if an_dir is not None:   # the data holder's record and sheet: exact figures of the data, written on request
+        if getattr(traces, "fingerprint", None):   # streamed (a Cabspotting folder; files an engine read)
+            fingerprint, rows, users = traces.fingerprint, traces.kept["rows"], traces.n_users
+        elif traces is not None and hasattr(traces, "df"):
+            tdf = traces.df
+            fingerprint = trace_fingerprint(tdf)
+            rows, users = len(tdf), int(tdf[USER].nunique()) if len(tdf) else 0
+        else:
+            fingerprint, rows, users = data_fingerprint(od.counts), None, None
+        private = private_record(
+            dataset=getattr(getattr(traces, "report", None), "source", None) or s.get("input"),
+            fingerprint=fingerprint, rows=rows, users=users, week_starts=od.week_starts,
+            weeks_with_trips=sorted(int(x) for x in table[WEEK].unique()) if len(table) else [],
+            zones=zones_spec, settings=settings,
+            unique_trips={"median": ut["median"], "max": ut["max"], "person_weeks": ut["user_weeks"]},
+            pairs_observed=len(table), pairs_published=len(pub))
+        private_html = private_sheet(jsonable(b_typ), record=private, delta_parts=parts.to_dict())
     summary = {
         "kind": ANALYSIS_KIND,
         "notice": ANALYSIS_NOTICE,
@@ -391,6 +402,7 @@ def run_release(args: argparse.Namespace) -> int:
         "unique_trips_per_user_week": {"median": ut["median"], "max": ut["max"], "user_weeks": ut["user_weeks"]},
         "budget_typical_user": b_typ,
         "budget_max_user": budget(BudgetConfig(trips=n_max, **bcfg_kw)),
+        "budget_assumed_trips": b_pub,
         "published": {"folder": str(out_dir), "files": list(PUBLISHED_FILES)},
         "files": {"analysis": str(an_dir) if an_dir else None,
                   **{f.split(".")[0]: str(out_dir / f) for f in PUBLISHED_FILES}},
@@ -400,33 +412,34 @@ def run_release(args: argparse.Namespace) -> int:
         summary["files"]["map"] = [str(p) for p, _ in maps]
     summary = jsonable(summary)
     public = jsonable(public)
-    sheet = None
-    if mode is Mode.USER_LEVEL:
-        sheet = budget_sheet(jsonable(b_typ), record=record, delta_parts=parts.to_dict())
-    else:
-        sheet = budget_sheet(jsonable(b_typ), record=record, delta_parts=parts.to_dict())
     # All or nothing (odcore.paths.atomic_folder): each folder is written beside its place and swapped in whole, so
-    # a run stopped at any moment leaves the previous output or the new one, never a mix or a part.
+    # a run stopped at any moment leaves the previous folder or the new one, never a part. The two folders are
+    # swapped one after the other (they must not travel together): the private record names the SHA-256 of the
+    # published files it goes with, so a pair left by a run stopped between the swaps is refused by
+    # odcore.report.published.check_release rather than read as one release.
     try:
         with contextlib.ExitStack() as stack:
             for p, write in maps:   # drawn first, renamed into place only once both folders are written
                 write(p, stack.enter_context(atomic_output(p)))
-            if an_dir is not None:
-                with atomic_folder(an_dir, _folder_of(ANALYSIS_KIND, ANALYSIS_FILES), what=f"--analysis-out {an_dir}") as t:
-                    full = add_zone_names(release_csv_table(table, od.centroids(), od.week_starts), od.grid)
-                    write_csv(full, t / ANALYSIS_FILES[0], first_line=ANALYSIS_NOTICE)
-                    full.to_parquet(t / ANALYSIS_FILES[1], index=False)
-                    (t / ANALYSIS_FILES[2]).write_text(json.dumps(summary, indent=2, allow_nan=False), encoding="utf-8")
             with atomic_folder(out_dir, _folder_of(PUBLISHED_KIND, PUBLISHED_FILES), what=f"--out {out_dir}") as t:
-                write_csv(pub, t / "published.csv")
-                pub.to_parquet(t / "published.parquet", index=False)
-                write_zone_geometry(od.grid, t / "zones.geojson", pub_cells)
-                (t / "release.json").write_text(json.dumps(public, indent=2, allow_nan=False), encoding="utf-8")
-                (t / "guarantee_sheet.html").write_text(sheet, encoding="utf-8")
+                write_published(t, pub, zones=od.grid, cells=pub_cells, document=public, sheet=sheet)
+                if an_dir is not None:
+                    private["published_sha256"] = published_hashes(t)
+                    with atomic_folder(an_dir, _folder_of(ANALYSIS_KIND, ANALYSIS_FILES),
+                                       what=f"--analysis-out {an_dir}") as ta:
+                        full = add_zone_names(release_csv_table(table, od.centroids(), od.week_starts), od.grid)
+                        write_csv(full, ta / ANALYSIS_FILES[0], first_line=ANALYSIS_NOTICE)
+                        full.to_parquet(ta / ANALYSIS_FILES[1], index=False)
+                        (ta / PRIVATE_RECORD).write_text(document_text(private), encoding="utf-8")
+                        (ta / PRIVATE_SHEET).write_text(private_html, encoding="utf-8")
+                        (ta / ANALYSIS_FILES[-1]).write_text(json.dumps(summary, indent=2, allow_nan=False),
+                                                             encoding="utf-8")
+                    pause_for_test("release")   # between the swaps: the new analysis folder, the old published one
     except OSError as exc:
         raise ParameterError(f"--out {out_dir}: cannot write ({exc}).") from None
     if args.json:
-        print_json({**summary, "published_release": public})
+        print_json({**summary, "published_release": public,
+                    **({} if private is None else {"private_record": jsonable(private)})})
     else:
         u, r = summary["utility"], res.report
         print(f"traces: {summary['traces']['users']} users, {summary['traces']['rows']} rows "

@@ -41,7 +41,9 @@ class Rule:
 
 
 PARAMETERS: dict[str, Rule] = {
-    "epsilon": Rule(0, 50, lo_open=True, why="e^epsilon must stay a finite float; 50 already means no privacy"),
+    # 1e-6: the noise scale 1/epsilon is then a million people (nothing can pass a threshold), and smaller values
+    # (denormal floats such as 5e-324) underflow to 0 in the accounting; 50: e^epsilon must stay a finite float
+    "epsilon": Rule(1e-6, 50, why="below 1e-6 the noise swamps any count, above 50 there is no privacy"),
     "delta": Rule(0, 1, lo_open=True, hi_open=True),
     "threshold": Rule(1, 10_000, why="a count of distinct users"),
     "cell_km2": Rule(0.01, 10_000, why="grid cell area in km²"),

@@ -16,6 +16,7 @@ folder, so its output opens in the lab.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -34,9 +35,12 @@ from odcore.od.trips import ODConfig, ODData
 from odcore.paths import atomic_folder
 from odcore.space.zones import write_zone_geometry, zones_from_dict
 
-__all__ = ["KIND", "NO_PAIRS_REASON", "CountsInput", "is_counts_folder", "read_counts_folder", "write_counts_folder"]
+__all__ = ["COUNTS_HASH_MEMBER", "KIND", "NO_PAIRS_REASON", "CountsInput", "check_files", "file_hashes",
+           "is_counts_folder", "read_counts_file", "read_counts_folder", "sha256_file", "whole_numbers",
+           "write_counts_folder"]
 
 KIND = "odcore-od-counts"
+COUNTS_HASH_MEMBER = "odcore_counts"   # in FILE.zones.geojson: {"file", "sha256"} of the counts file it goes with
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 
@@ -107,10 +111,43 @@ def write_counts_folder(od, folder, *, source: str, engine: str = "memory", extr
                           "user_weeks": "user_weeks.parquet", "zones": "zones.json", "geometry": "zones.geojson"},
                 **(extra or {}),
             }
+            manifest["sha256"] = file_hashes(tmp)   # the set this manifest belongs to (checked by the reader)
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=_json_default), encoding="utf-8")
     except OSError as exc:
         raise ParameterError(f"--counts-out {out}: cannot write ({exc}).") from None
     return manifest
+
+
+def sha256_file(path) -> str:
+    """SHA-256 of a file's bytes (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_hashes(folder) -> dict[str, str]:
+    """``{relative path: sha256}`` of every file under ``folder`` but the manifest (POSIX paths, sorted)."""
+    folder = Path(folder)
+    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != MANIFEST}
+
+
+def check_files(folder, manifest: dict) -> None:
+    """Refuse a counts folder whose files are not the set its manifest was written with (a file missing, added or
+    from another write): :class:`TraceFormatError` naming the first such file. Folders written without hashes
+    are not checked."""
+    want = manifest.get("sha256")
+    if not isinstance(want, dict):
+        return
+    have = file_hashes(folder)
+    for name in sorted(set(want) | set(have)):
+        if want.get(name) != have.get(name):
+            how = ("is missing" if name not in have else "is not listed in manifest.json" if name not in want
+                   else "is not the file manifest.json was written with")
+            raise TraceFormatError(f"the counts folder mixes files of two writes: {name} {how}; write the folder "
+                                   "again (trips --counts-out).", file=str(folder))
 
 
 def _json_default(o: Any):
@@ -140,6 +177,27 @@ def read_manifest(folder) -> dict:
     return m
 
 
+MAX_COUNT = 2**40
+"""Largest id, week, trip figure or count a counts folder may hold (far above any city; far below int64's end)."""
+
+
+def whole_numbers(values: pd.Series, *, file: str, column: str, lo: int, hi: int, why: str = "") -> None:
+    """Raise :class:`TraceFormatError` naming ``file``, the first bad row (1-based) and ``column`` unless every value
+    is a whole number in [``lo``, ``hi``] (no NaN, no fraction such as 2.5, nothing huge such as 2^62)."""
+    v = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(v) | (v != np.floor(v)) | (v < lo) | (v > hi)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raw = values.iloc[i]
+        raw = raw.item() if isinstance(raw, np.generic) else raw
+        shown = f"{raw:,}" if isinstance(raw, int) else repr(raw)
+        n = int(bad.sum())
+        raise TraceFormatError(f"{column} must be a whole number from {lo:,} to {hi:,}"
+                               + (f" ({why})" if why else "") + f", got {shown}"
+                               + (f" ({n:,} rows like it)." if n > 1 else "."), file=file, row=i + 1, column=column)
+
+
 def read_counts_folder(folder):
     """:class:`odcore.od.oddata.ODData` of a counts folder: counts, per-user-week figures (pseudonymous users), zones.
 
@@ -147,13 +205,30 @@ def read_counts_folder(folder):
     """
     folder = Path(folder)
     m = read_manifest(folder)
+    check_files(folder, m)
+    users = m.get("users")
+    most = int(users) if isinstance(users, int) and users > 0 else MAX_COUNT
+    parts = []
     try:
-        t = ds.dataset(str(folder / "counts"), format="parquet", partitioning="hive").to_table()
-        counts = t.to_pandas()
+        dset = ds.dataset(str(folder / "counts"), format="parquet", partitioning="hive")
+        for frag in dset.get_fragments():
+            t = frag.to_table(schema=dset.schema).to_pandas()
+            name = str(Path(frag.path).relative_to(folder))
+            for col in (ORIGIN, DESTINATION, WEEK):
+                whole_numbers(t[col], file=name, column=col, lo=0, hi=MAX_COUNT)
+            whole_numbers(t[COUNT], file=name, column=COUNT, lo=1, hi=most,
+                          why=f"a count of distinct people: 1 to the folder's {most:,} people")
+            parts.append(t[[WEEK, ORIGIN, DESTINATION, COUNT]].astype(np.int64))
         uw = pd.read_parquet(folder / "user_weeks.parquet")
     except (OSError, ValueError) as exc:
+        if isinstance(exc, TraceFormatError):
+            raise
         raise TraceFormatError(f"cannot read the counts folder's tables ({exc}).", file=str(folder)) from None
-    counts = counts[[WEEK, ORIGIN, DESTINATION, COUNT]].astype(np.int64)
+    for col in (WEEK, USER, TRIPS, UNIQUE_TRIPS):
+        if col in uw.columns:
+            whole_numbers(uw[col], file="user_weeks.parquet", column=col, lo=0, hi=MAX_COUNT)
+    counts = (pd.concat(parts, ignore_index=True) if parts else
+              pd.DataFrame({c: np.empty(0, np.int64) for c in (WEEK, ORIGIN, DESTINATION, COUNT)}))
     counts = counts.sort_values([WEEK, ORIGIN, DESTINATION], kind="stable").reset_index(drop=True)
     want = int(m["rows"]["counts"])
     if len(counts) != want or len(uw) != int(m["rows"]["user_weeks"]):
@@ -169,6 +244,40 @@ def read_counts_folder(folder):
              "pairs_available": False, "counts_folder": str(folder), "manifest": m}
     return ODData(grid=grid, week_starts=list(m["week_starts"]), user_week=uw, pairs=pairs, counts=counts,
                   config=config, stats=stats)
+
+
+def read_counts_file(path) -> tuple[pd.DataFrame, dict]:
+    """A counts file of ``trips --counts-out FILE`` (CSV or Parquet) and the GeoJSON of its zones beside it
+    (``FILE``'s name up to its first dot + ``.zones.geojson``): ``(table, geojson)``.
+
+    The two files are one set: the GeoJSON names the SHA-256 of the counts file it was written with, and a pair
+    from two writes (a run stopped between its two renames, or one file replaced by hand) is refused with
+    :class:`TraceFormatError` rather than read as zones of another table."""
+    path = Path(path)
+    geo_path = path.with_name(path.name.split(".")[0] + ".zones.geojson")
+    try:
+        geo = json.loads(geo_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TraceFormatError(f"no zones file {geo_path.name} beside the counts file.", file=str(path)) from None
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(f"unreadable zones file ({exc}).", file=str(geo_path)) from None
+    mark = geo.get(COUNTS_HASH_MEMBER) if isinstance(geo, dict) else None
+    try:
+        digest = sha256_file(path)
+    except OSError as exc:
+        raise TraceFormatError(f"cannot read the counts file ({exc}).", file=str(path)) from None
+    if not isinstance(mark, dict) or mark.get("sha256") != digest:
+        raise TraceFormatError(f"{path.name} and {geo_path.name} are not from the same write (the zones file names "
+                               "another counts file's content): write both again with trips --counts-out.",
+                               file=str(path))
+    try:
+        if path.name.lower().endswith((".parquet", ".pq")):
+            table = pd.read_parquet(path)
+        else:
+            table = pd.read_csv(path, comment="#")
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(f"cannot read the counts file ({exc}).", file=str(path)) from None
+    return table, geo
 
 
 class CountsInput:

@@ -614,7 +614,28 @@ def image_bytes(fig: go.Figure, fmt: str, *, width_in: float = 7.0, height_in: f
     out = fig.to_image(format=fmt, width=w, height=h, scale=dpi / CSS_PX_PER_INCH if fmt == "png" else 1)
     if fmt == "png":
         out = _png_with_dpi(out, dpi)
+    elif fmt == "svg":
+        out = stable_svg_ids(out)
     return out
+
+
+_SVG_UID = re.compile(r"(defs-|legend|clip|trace)([0-9a-f]{6})(?![0-9a-f])")
+
+
+def stable_svg_ids(svg: bytes) -> bytes:
+    """``svg`` with plotly's random element ids (the figure's and each trace's six-hex uid, drawn anew on every
+    render) numbered in order of appearance: the same figure gives the same bytes on every render.
+
+    >>> stable_svg_ids(b'<g id="clip3f41a1xy"/><g class="traced653e7"/><use href="url(#clip3f41a1xy)"/>')
+    b'<g id="clip000001xy"/><g class="trace000002"/><use href="url(#clip000001xy)"/>'
+    """
+    text = svg.decode("utf-8")
+    seen: dict[str, str] = {}
+
+    def number(m: re.Match) -> str:
+        return m.group(1) + seen.setdefault(m.group(2), f"{len(seen) + 1:06d}")
+
+    return _SVG_UID.sub(number, text).encode("utf-8")
 
 
 def _png_with_dpi(data: bytes, dpi: int) -> bytes:
@@ -993,7 +1014,7 @@ def embed_svg_fonts(svg: bytes) -> bytes:
         faces.append((PAPER_FONT_BOLD_FILE, "bold"))
     face = "<style>"
     for file, weight in faces:
-        font = TTFont(file)
+        font = TTFont(file, recalcTimestamp=False)   # the font's own dates: the same file on every run
         sub = subset.Subsetter(options=subset.Options(name_IDs=["*"], notdef_outline=True))
         sub.populate(text=used)
         sub.subset(font)

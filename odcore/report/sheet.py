@@ -122,22 +122,37 @@ def release_record(*, dataset: str, fingerprint: str, rows: int | None, users: i
     }
 
 
+def _weeks_text(weeks: list) -> str:
+    return (", ".join(f"{w['week']} (from {w['start']})" if w.get("start") else str(w["week"]) for w in weeks[:6])
+            + (f", … ({len(weeks)} weeks)" if len(weeks) > 6 else ""))
+
+
 def _record_html(rec: dict | None) -> str:
+    """The record's table: a public record (:func:`odcore.report.published.public_record`: weeks published, zones,
+    public settings, the assumed trips) or the data holder's (:func:`release_record`,
+    :func:`odcore.report.published.private_record`: dataset, fingerprint, rows and people too)."""
     if not rec:
         return ("<p class='note'>Not tied to a dataset: these are the guarantees of the settings alone (no data "
                 "fingerprint).</p>")
     e = html.escape
-    weeks = rec.get("weeks_covered") or []
-    wtxt = (", ".join(f"{w['week']} (from {w['start']})" if w.get("start") else str(w["week"]) for w in weeks[:6])
-            + (f", … ({len(weeks)} weeks)" if len(weeks) > 6 else ""))
     sw = rec.get("software") or {}
     settings = ", ".join(f"{k} = {v}" for k, v in (rec.get("settings") or {}).items())
-    rows = [("Dataset", rec.get("dataset")), ("Fingerprint (content hash)", rec.get("fingerprint")),
-            ("Rows, people", f"{_num(rec.get('rows'))} rows, {_num(rec.get('users'))} people"),
-            ("Weeks covered", wtxt or "–"), ("Zone system", rec.get("zones")), ("Settings", settings),
-            ("Noise seed", rec.get("seed")),
-            ("Software", f"odcore {sw.get('odcore')}, commit {sw.get('commit') or 'unknown'}"),
-            ("Written (UTC)", rec.get("written"))]
+    rows = [("Dataset", rec.get("dataset"))]
+    if "fingerprint" in rec:
+        rows += [("Fingerprint (content hash)", rec.get("fingerprint")),
+                 ("Rows, people", f"{_num(rec.get('rows'))} rows, {_num(rec.get('users'))} people")]
+    if "weeks_published" in rec:
+        rows.append(("Weeks published", _weeks_text(rec["weeks_published"]) or "none"))
+    else:
+        rows.append(("Weeks covered", _weeks_text(rec.get("weeks_covered") or []) or "–"))
+    rows += [("Zone system", rec.get("zones")), ("Settings", settings)]
+    trips = (rec.get("assumptions") or {}).get("trips")
+    if trips is not None:
+        rows.append(("Assumed trips of a person", f"{trips} unique trips a week: "
+                                                  f"{rec['assumptions'].get('trips_means', '')}"))
+    rows += [("Noise seed", rec.get("seed")),
+             ("Software", f"odcore {sw.get('odcore')}, commit {sw.get('commit') or 'unknown'}"),
+             ("Written (UTC)", rec.get("written"))]
     return ("<h2>Record</h2><table>" + "".join(f"<tr><th>{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in rows)
             + "</table>")
 
@@ -277,11 +292,13 @@ def guarantee_sheet(report: dict, *, record: dict | None = None) -> str:
 
 
 def budget_sheet(b: dict, *, mode_words: str = "per person", record: dict | None = None,
-                 delta_parts: dict | None = None) -> str:
+                 delta_parts: dict | None = None, trips_words: str = "the typical person of the data; busier people are less protected",
+                 notice: str | None = None) -> str:
     """The guarantee sheet of a release from its budget (:func:`odcore.privacy.accounting.budget`): per person when
     ``b`` holds the user-level figures (``max_pairs``), else for a person of ``b["trips"]`` unique trips a week under
     the per-metric release; with the release's record (:func:`release_record`) and δ split
-    (:meth:`odcore.privacy.accounting.DeltaParts.to_dict`) when given."""
+    (:meth:`odcore.privacy.accounting.DeltaParts.to_dict`) when given. ``trips_words`` says where the per-count
+    figures' ``b["trips"]`` comes from; ``notice`` (e.g. a do-not-share line) heads the page."""
     user = b.get("epsilon_user_week_bounded_tight") is not None or b.get("max_pairs") is not None
     tau, w = b["threshold"], b["weeks"]
     e = html.escape
@@ -310,13 +327,13 @@ def budget_sheet(b: dict, *, mode_words: str = "per person", record: dict | None
         who = (f"<p><b>One trip count</b> (per metric): each count of distinct people on a pair in a week gets "
                f"Laplace noise of scale {_num(1 / b['epsilon'])} and is published only if its noisy count reaches "
                f"<b>{_num(tau)}</b>. A person's week is not bounded: the figures below are for a person with "
-               f"<b>{n}</b> unique trips a week (the typical person of the data); busier people are less "
-               "protected.</p>")
+               f"<b>{n}</b> unique trips a week ({e(trips_words)}).</p>")
         thr, k, eps = "", n, b["epsilon"] * n
         cmd = (f"python -m odcore budget --epsilon {b['epsilon']!r} --threshold {tau} --trips {n} --weeks {w} "
                f"--delta {(delta_parts or {}).get('delta_asked', b['delta'])!r}")
     pw, pt = posterior_with_delta(ew, dw), posterior_with_delta(et, dt)
     body = [
+        *([f"<p class='big'>⚠ {e(notice)}</p>"] if notice else []),
         "<h1>Guarantee sheet: weekly origin–destination counts</h1>",
         _record_html(record),
         "<h2>Who is protected</h2>", who,

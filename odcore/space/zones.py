@@ -41,6 +41,7 @@ may touch are tested exactly with a shapely ``STRtree.query(points, predicate="i
 from __future__ import annotations
 
 import io
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -680,14 +681,20 @@ def add_zone_names(table: pd.DataFrame, zones, columns=("origin", "destination")
     return out
 
 
-def write_zone_geometry(zones, path, cells=None) -> Path:
-    """Write the zones (``cell, name, geometry``; only ``cells`` when given) as GeoJSON in EPSG:4326."""
+def write_zone_geometry(zones, path, cells=None, *, members: dict | None = None) -> Path:
+    """Write the zones (``cell, name, geometry``; only ``cells`` when given) as GeoJSON in EPSG:4326; ``members``
+    are added to the FeatureCollection as foreign members (RFC 7946 §6.1), e.g. the hash of the table it goes with."""
     path = Path(path)
     gdf = zones.polygons(None if cells is None else np.asarray(cells, dtype=np.int64))
     if "name" not in gdf.columns:
         gdf.insert(1, "name", zone_names(zones, gdf[CELL].to_numpy()))
     gdf["zones"] = getattr(zones, "spec", "")
-    path.write_text(gdf.to_json(drop_id=True), encoding="utf-8")
+    text = gdf.to_json(drop_id=True)
+    if members:
+        doc = json.loads(text)
+        doc.update(members)
+        text = json.dumps(doc)
+    path.write_text(text, encoding="utf-8")
     return path
 
 
