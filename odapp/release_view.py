@@ -26,6 +26,17 @@ from odapp.words import empty_release_advice, num
 from odcore.data.fingerprint import trace_fingerprint
 from odcore.od.engines.cab_stream import fix_density_cabspotting
 from odcore.privacy.release import published_table, release_csv_table
+from odcore.report.published import (
+    RELEASE_DEFAULTS,
+    document_text,
+    guarantee_part,
+    private_sheet,
+    public_record,
+    public_sheet,
+    published_weeks,
+    release_document,
+    settings_guarantee,
+)
 from odcore.report.sheet import data_fingerprint, release_record
 from odcore.space.zones import add_zone_names, zones_summary
 
@@ -174,9 +185,6 @@ def public_record_of(ctx, trips: int | None = None) -> dict:
     """The public record of the page's release (:func:`odcore.report.published.public_record`): the week shown,
     the zone system and the sidebar's public settings; ``trips`` the assumed trips of the per-count figures. No
     figure of the data (the data holder's record is :func:`sheet_record`)."""
-    from odcore.report.published import public_record
-    from odcore.space.zones import zones_summary
-
     s = ctx.settings
     starts = ctx.od.week_starts
     zs = zones_summary(ctx.od.grid)
@@ -187,8 +195,6 @@ def public_record_of(ctx, trips: int | None = None) -> dict:
 def budget_sheet_html(ctx, b: dict, delta_parts: dict | None = None) -> str:
     """The Privacy budget page's guarantee sheet, which may be shared: the public record, δ split and the trips the
     page's figures assume (:func:`odcore.report.published.public_sheet`; made when the download is clicked)."""
-    from odcore.report.published import public_sheet
-
     user = b.get("max_pairs") is not None
     return public_sheet(b, record=public_record_of(ctx, None if user else b.get("trips")), delta_parts=delta_parts)
 
@@ -196,8 +202,6 @@ def budget_sheet_html(ctx, b: dict, delta_parts: dict | None = None) -> str:
 def private_sheet_html(ctx, b: dict, delta_parts: dict | None = None) -> str:
     """The same sheet with the data holder's record (the data's label, fingerprint, rows, people): do not share
     (:func:`odcore.report.published.private_sheet`)."""
-    from odcore.report.published import private_sheet
-
     return private_sheet(b, record=sheet_record(ctx), delta_parts=delta_parts)
 
 
@@ -206,17 +210,6 @@ def release_json(ctx, rcfg, week: int) -> str:
     (:func:`odcore.report.published.release_document`): the public record, the release's settings and its
     guarantee, with the command's defaults for δ, weeks and the assumed trips
     (:data:`odcore.report.published.RELEASE_DEFAULTS`)."""
-    from odcore.report.published import (
-        RELEASE_DEFAULTS,
-        document_text,
-        guarantee_part,
-        public_record,
-        published_weeks,
-        release_document,
-        settings_guarantee,
-    )
-    from odcore.space.zones import zones_summary
-
     s = ctx.settings
     pub = published_csv(ctx, rcfg, week)
     user = s.mode == "user_level"

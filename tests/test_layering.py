@@ -22,6 +22,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("odcore.space",),
     ("odcore.od",),
     ("odcore.privacy", "odcore.knock"),
+    ("odcore.recover",),   # trajectory recovery: the aggregates, the defences and the attacks of the floor below
     ("odcore.report",),
     ("odcore.cli", "odapp"),
     ("odcore.__main__", "app", "pages"),   # the entry points: ``python -m odcore``, ``streamlit run app.py``
