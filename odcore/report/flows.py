@@ -23,6 +23,7 @@ KM_PER_DEG_LON_EQUATOR = 111.320
 TILE_PX = 512                  # deck.gl's world is 512·2^zoom px wide
 N_CLASSES = 4                  # count classes of the flows (width and colour)
 BEND = 0.16                    # control point offset of a flow's curve, × its length, to the right of travel
+SCREEN_MAP_PX = (580, 460)     # the OD release page's narrowest map (a 1024 px window, sidebar open): its level
 
 
 @dataclass(frozen=True)
@@ -539,13 +540,16 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
     key = lab[oi] * max(k, 1) + lab[di]
     u, inv = np.unique(key, return_inverse=True)
     n_u = len(u)
-    p = sub["release_prob"].to_numpy(float)
+    # a published table alone has neither (odcore.report.figures.published_map_frames): NaN, never guessed
+    p = sub["release_prob"].to_numpy(float) if "release_prob" in sub.columns else np.full(len(sub), np.nan)
+    tc = sub["true_count"].to_numpy(float) if "true_count" in sub.columns else np.full(len(sub), np.nan)
     p_min, p_max = np.full(n_u, np.inf), np.full(n_u, -np.inf)
-    np.minimum.at(p_min, inv, p)
-    np.maximum.at(p_max, inv, p)
+    np.fmin.at(p_min, inv, p)
+    np.fmax.at(p_max, inv, p)
+    p_min[np.isinf(p_min)], p_max[np.isinf(p_max)] = np.nan, np.nan
     agg = pd.DataFrame({
         "o": u // max(k, 1), "d": u % max(k, 1), "count": np.bincount(inv, c, n_u),
-        "true_count": np.bincount(inv, sub["true_count"].to_numpy(float), n_u),
+        "true_count": np.bincount(inv, tc, n_u),
         "noisy_count": np.bincount(inv, np.where(rel, sub["noisy_count"].to_numpy(float), 0.0), n_u),
         "p_min": p_min, "p_max": p_max, "released": np.bincount(inv, rel.astype(float), n_u) > 0,
         "pairs": np.bincount(inv, minlength=n_u)})
@@ -579,7 +583,7 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
                            "pairs": np.bincount(inv, minlength=len(u))})
         top = np.argsort(-sa["count"].to_numpy(), kind="stable")[:int(top_n)]
         sup = sa.iloc[top].reset_index(drop=True)
-    return FlowPicture(proj, places, flows, sup, class_bounds(lo, hi), radius, len(ids), len(bc), share, auto,
+    return FlowPicture(proj, places, flows, sup, class_bounds(lo, hi), radius, len(active), len(bc), share, auto,
                        box)
 
 
