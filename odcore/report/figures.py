@@ -682,6 +682,8 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
                 fig.add_shape(type="rect", x0=sx0, x1=sx1, y0=sy1, y1=sy0, line={"color": "#9aa3ad", "width": 0.5},
                               fillcolor=sw, **common)
 
+    for i, t in enumerate(fig.data):   # ids of our own: plotly.js would draw random ones into an SVG
+        t.uid = f"map{i}"
     style(fig, None, height=Hf, projector=projector)
     fig.update_layout(
         template=template(False), width=W, height=Hf, autosize=False,
@@ -1247,7 +1249,7 @@ def embed_svg_fonts(svg: bytes) -> bytes:
         faces.append((PAPER_FONT_BOLD_FILE, "bold"))
     face = "<style>"
     for file, weight in faces:
-        font = TTFont(file)
+        font = TTFont(file, recalcTimestamp=False)   # the same file every time: no "modified" time in it
         sub = subset.Subsetter(options=subset.Options(name_IDs=["*"], notdef_outline=True))
         sub.populate(text=used)
         sub.subset(font)
@@ -1270,7 +1272,7 @@ def figure_bytes(fig: go.Figure, fmt: str, size: FigureSize) -> bytes:
         return _flow_map_bytes(out, fmt, size)
     data = image_bytes(out, fmt, width_in=size.width_in, height_in=out.layout.height / CSS_PX_PER_INCH,
                        dpi=size.dpi)
-    return embed_svg_fonts(data) if fmt.lower().lstrip(".") == "svg" else data
+    return stable_svg_ids(embed_svg_fonts(data)) if fmt.lower().lstrip(".") == "svg" else data
 
 
 def _flow_map_bytes(fig: go.Figure, fmt: str, size: FigureSize) -> bytes:
@@ -1282,4 +1284,18 @@ def _flow_map_bytes(fig: go.Figure, fmt: str, size: FigureSize) -> bytes:
                        scale=size.dpi / CSS_PX_PER_INCH if fmt == "png" else 1)
     if fmt == "png":
         return _png_with_dpi(out, size.dpi)
-    return embed_svg_fonts(out) if fmt == "svg" else out
+    return stable_svg_ids(embed_svg_fonts(out)) if fmt == "svg" else out
+
+
+def stable_svg_ids(svg: bytes) -> bytes:
+    """``svg`` with plotly's random plot id (``defs-1dfc9d``, ``clip1dfc9dxyplot``…) replaced by a digest of the
+    rest: the same figure gives the same file, and two figures in one page still have ids of their own."""
+    import hashlib
+    import re
+
+    m = re.search(rb'id="defs-([0-9a-f]{6})"', svg)
+    if not m:
+        return svg
+    uid = m.group(1)
+    digest = hashlib.blake2b(svg.replace(uid, b""), digest_size=3).hexdigest().encode("ascii")
+    return svg.replace(uid, digest)
