@@ -270,6 +270,7 @@ LEGEND_ROW_PX = 11.5
 FIGURE_WIDTH_SCALE = 0.7       # a printed map is smaller than the screen's: its arrows a little thinner
 ZONE_RGB = (222, 228, 236)     # a zone of the published view: all alike (no shade from true counts)
 ZONE_WORDS = "zone with a published flow"
+CELL_LABEL = "Zones: chance at least one flow leaving is published (analysis: true counts, do not share)"
 PLACE_LABELS = 12              # the largest places named on an exported map (where the zones have names)
 
 
@@ -293,7 +294,7 @@ def _wrap(text: str, width: int) -> str:
 
 
 def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, count_label: str = "count",
-                    cell_label: str = "P(a flow leaving it is published)", subtitle: str = "",
+                    cell_label: str = CELL_LABEL, subtitle: str = "",
                     projector: bool = False, empty_note: str | None = None, locations: pd.DataFrame | None = None,
                     class_edges=None, level: str = "", water: bool = True, zone_words: str = ZONE_WORDS,
                     size: FigureSize | None = None) -> go.Figure:
@@ -350,7 +351,8 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     locations = None if args["locations"] is None else pd.DataFrame(args["locations"])
     W, H = size.width_px, size.height_px
     fs = size.font_px
-    note_fs = max(0.9 * fs, MIN_PAPER_PT * CSS_PX_PER_INCH / 72)   # legend and notes: never under 7 pt
+    # legend and notes: never under 7 pt (rounded up: an SVG writes sizes to a few decimals)
+    note_fs = math.ceil(max(0.9 * fs, MIN_PAPER_PT * CSS_PX_PER_INCH / 72) * 100) / 100
     title_fs = 1.15 * fs
     s = note_fs / LEGEND_FONT_PX          # the marks' scale: 1 at the map's own size, larger on a slide
     pad = round(0.6 * fs)
@@ -413,7 +415,7 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     p_edges = np.linspace(0, 1, P_CLASSES + 1)
     p_cols = [_rgb(mix(CELL_LOW_RGB, CELL_HIGH_RGB, np.array([(i + 0.5) / P_CLASSES]))[0]) for i in range(P_CLASSES)]
     if polys and shade:
-        for part in _wrap(cell_label, 26).split("<br>"):
+        for part in wrap_words(cell_label, 13 * note_fs, note_fs):
             rows.append(("title", part, None))
         for i in range(P_CLASSES):
             rows.append(("box", f"{p_edges[i]:.1f}–{p_edges[i + 1]:.1f}", p_cols[i]))
@@ -430,7 +432,8 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     small = " · ".join(x for x in (subtitle, level) if x)
     t_lines = wrap_words(title, W - 2 * pad, title_fs * 1.08)
     s_lines = wrap_words(small, W - 2 * pad, note_fs) if small else []
-    top = pad + len(t_lines) * title_fs * 1.25 + len(s_lines) * note_fs * 1.25 + 0.6 * pad
+    # plotly spaces an annotation's lines by 1.3 × its own type size, a smaller span's lines too
+    top = pad + (len(t_lines) + len(s_lines)) * title_fs * 1.3 + 0.8 * pad
     gap = 0.6 * note_fs
 
     def legend_block(water_row: bool):
@@ -647,9 +650,11 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
             lx0, ly0 = left, tp + ph + gap
         legend_box = (lx0, ly0, lx0 + lw, ly0 + lh)
         fx0, fy0 = px_to_paper(lx0, ly0)
-        fx1, fy1 = px_to_paper(lx0 + lw, ly0 + lh)
-        fig.add_shape(type="rect", xref="paper", yref="paper", x0=fx0, x1=fx1, y0=fy1, y1=fy0, name="legend",
-                      line={"color": "#9aa3ad", "width": 0.8}, fillcolor="rgba(0,0,0,0)", layer="above")
+        # the frame: an annotation without text or fill (annotations lie over shapes: a filled one would hide the
+        # swatches), as wide and high as the rows
+        fig.add_annotation(name="legend", xref="paper", yref="paper", x=fx0, y=fy0, xanchor="left", yanchor="top",
+                           text=" ", width=lw, height=lh, borderpad=0, showarrow=False, bgcolor="rgba(0,0,0,0)",
+                           bordercolor="#9aa3ad", borderwidth=0.8, font={"size": note_fs, "color": INK})
         col_x = np.r_[0.0, np.cumsum(n_col)]
         for k, (kind, text, sw) in enumerate(rows_w):
             c, rr = divmod(k, per)
