@@ -225,6 +225,7 @@ def test_nothing_published_says_so_and_lists_no_class(week):
     notes = [a.text for a in fig.layout.annotations]
     assert any("Nothing published" in (x or "") for x in notes)
     legend = " ".join(a.text for a in fig.layout.annotations if a.name == "legend")
-    assert "–" not in legend and "Flows" not in legend
+    assert "–" not in legend
+    assert "Flows" not in legend
     assert not any(t.name and t.name.startswith("flows class") for t in fig.data)
     json.dumps(fig.layout.meta)   # what it carries is plain JSON

@@ -515,7 +515,7 @@ def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
 
 
 def published_map(t, od, cfg, *, title: str, top_n: int | None, size=None):
-    """The week's published map (:func:`odcore.report.figures.published_map_frames`: the published rows only, the
+    """The week's published map (:func:`odcore.report.figures.published_map_figure`: the published rows only, the
     places and flows of the OD release page at the same settings), shared by ``release --map`` and ``figures``."""
     from odcore.report import figures
 
@@ -523,17 +523,10 @@ def published_map(t, od, cfg, *, title: str, top_n: int | None, size=None):
         g = od.grid.polygons(cells)
         return [np.asarray(q.exterior.coords)[:-1].tolist() for q in g.geometry]
 
-    zones, flows, places, pic = figures.published_map_frames(t, od.centroids(), polygons, top_n=top_n)
     unit = "per count" if cfg.max_pairs is None else "per person and week"
-    note = None if len(flows) else (f"Nothing published at ε {cfg.epsilon:g} and threshold {cfg.threshold:g}: "
-                                    "no flow to draw")
-    shown = "" if not len(flows) else f"{pic.shown_words()}"
-    return figures.flow_map_figure(
-        zones, flows, title=title, count_label="noisy count",
-        subtitle=f"ε = {cfg.epsilon:g} {unit}, threshold {cfg.threshold:g}, {_zones_words(od.grid)}"
-                 + (f", {shown}" if shown else ""),
-        empty_note=note, locations=places, class_edges=pic.class_edges if len(flows) else None,
-        level=pic.level_words(short=True) if len(flows) else "", size=size)
+    return figures.published_map_figure(t, od.centroids(), polygons, title=title, top_n=top_n, size=size,
+                                        settings=f"ε = {cfg.epsilon:g} {unit}, threshold {cfg.threshold:g}, "
+                                                 f"{_zones_words(od.grid)}")
 
 
 def _zones_words(grid) -> str:

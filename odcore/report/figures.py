@@ -753,7 +753,7 @@ def is_flow_map(fig: go.Figure) -> bool:
 
 
 def published_map_frames(table: pd.DataFrame, centroids: pd.DataFrame, polygons, *, top_n: int | None = None,
-                         min_count: float = 0.0, merge: bool = True,
+                         min_count: float = 0.0, cell=None, merge: bool = True,
                          view_px: tuple[int, int] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Any]:
     """What the published map draws, from the published rows of a release table alone: ``(zones, flows, places,
     picture)``. Only ``origin, destination, noisy_count`` of the rows with ``released`` are read, and only the zones
@@ -774,7 +774,8 @@ def published_map_frames(table: pd.DataFrame, centroids: pd.DataFrame, polygons,
     used = np.unique(np.r_[pub["origin"].to_numpy(), pub["destination"].to_numpy()])
     cent = centroids.loc[centroids["cell"].isin(used)].sort_values("cell", kind="stable").reset_index(drop=True)
     pic = fl.flow_picture(pub, cent, value="noisy_count", keep=np.ones(len(pub), bool), top_n=top_n or None,
-                          min_count=min_count, view_px=(view_px or fl.SCREEN_MAP_PX) if merge else None)
+                          min_count=min_count, cell=cell,
+                          view_px=(view_px or fl.SCREEN_MAP_PX) if merge else None)
     zones = pd.DataFrame({"cell": cent["cell"].to_numpy(), "polygon": list(polygons(cent["cell"].to_numpy())),
                           "value": np.nan})
     names = (dict(zip(cent["cell"].tolist(), cent["name"].tolist(), strict=True)) if "name" in cent.columns else {})
@@ -785,6 +786,24 @@ def published_map_frames(table: pd.DataFrame, centroids: pd.DataFrame, polygons,
     places = pl.loc[pl["total"].to_numpy() > 0, ["lon", "lat", "total", "members"]].reset_index(drop=True)
     places["label"] = [place_label(m, names) for m in places["members"]]
     return zones, flows, places.drop(columns="members"), pic
+
+
+def published_map_figure(table: pd.DataFrame, centroids: pd.DataFrame, polygons, *, title: str, settings: str,
+                         top_n: int | None = None, min_count: float = 0.0, cell=None, merge: bool = True,
+                         size: FigureSize | None = None, projector: bool = False, water: bool = True) -> go.Figure:
+    """The published map as a figure: :func:`published_map_frames` drawn by :func:`flow_map_figure`, with the
+    settings (``settings``: ε, threshold, zones, in words) and what is drawn under the title; when nothing is
+    published, a map that says so and a legend without count classes. What it reads of ``table`` is the published
+    rows' pairs and noisy counts alone (release --map, figures, the OD release page's download)."""
+    zones, flows, places, pic = published_map_frames(table, centroids, polygons, top_n=top_n, min_count=min_count,
+                                                     cell=cell, merge=merge)
+    shown = pic.shown_words() if len(flows) else ""
+    note = None if len(flows) else "Nothing published at these settings: no flow to draw."
+    return flow_map_figure(zones, flows, title=title, count_label="noisy count",
+                           subtitle=settings + (f", {shown}" if shown else ""), empty_note=note, locations=places,
+                           class_edges=pic.class_edges if len(flows) else None,
+                           level=pic.level_words(short=True) if len(flows) else "", size=size, projector=projector,
+                           water=water)
 
 
 def place_label(members: list, names: dict) -> str:

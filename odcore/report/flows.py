@@ -463,7 +463,8 @@ class FlowPicture:
 
 def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, keep: np.ndarray, top_n: int | None,
                  min_count: float = 0.0, cell=None, km_per_px: float | None = None,
-                 view_px: tuple[int, int] | None = None, with_suppressed: bool = False) -> FlowPicture:
+                 view_px: tuple[int, int] | None = None, with_suppressed: bool = False,
+                 suppressed_on_places: bool = False) -> FlowPicture:
     """The flows of a release table to draw: the pairs where ``keep`` with ``value >= min_count`` (touching ``cell``
     if given), summed between places, the ``top_n`` largest kept (``top_n`` None or 0: as many as :func:`auto_top`
     says, structure first).
@@ -472,7 +473,9 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
     fitted to :attr:`FlowPicture.box`), and no ``cell``, nearby zones are merged as :func:`choose_radius` says;
     otherwise every zone is its own place. ``table``: a release table (``origin,
     destination, true_count, noisy_count, release_prob, released``); ``centroids``: ``cell, lat, lon``. Sums of
-    published noisy counts are post-processing of the release."""
+    published noisy counts are post-processing of the release. ``suppressed_on_places``: the places (and so the
+    level and the first view) are those of the kept flows alone, and only the suppressed flows between two of them
+    are kept (a side-by-side view: the same places on both maps)."""
     cent = centroids.drop_duplicates("cell")
     ids = cent["cell"].to_numpy()
     proj = project(cent["lon"], cent["lat"])
@@ -505,6 +508,8 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
     if with_suppressed:
         srows = np.flatnonzero(~table["released"].to_numpy(bool) & touch)
         so_z, sd_z, ok = where(srows)
+        if suppressed_on_places:
+            ok &= need[so_z] & need[sd_z]
         srows, so_z, sd_z = srows[ok], so_z[ok], sd_z[ok]
         need[so_z] = True
         need[sd_z] = True
