@@ -13,11 +13,11 @@ tables: ~8 MB). These take only the context and the settings, and fetch what the
 from __future__ import annotations
 
 import functools
-import html
 
 import streamlit as st
 
 from odapp import cache
+from odcore.report import figures
 
 # The map options a person sees first (the widgets' defaults on the OD release page).
 # Top N 0: "auto", as many of the largest flows as keep the map legible (odcore.report.flows.auto_top).
@@ -204,7 +204,7 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
                 "over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. Flows from "
                 "<code>odcore.privacy.release</code>, utility from <code>odcore.privacy.utility</code>."
                 + (" One week of data: no week player." if len(ctx.od.week_starts) <= 1 else ""))
-        st.markdown(maps.flow_legend_html(fms[0] if len(fms) > 1 else fms[-1],
+        st.markdown(maps.flow_legend_html(fms[-1],
                                           heading=f"Week {week}" if len(fms) > 1 else "", note=note),
                     unsafe_allow_html=True)
         if o["basemap"]:
@@ -219,11 +219,19 @@ def _map_image(ctx, rcfg, o: dict, projector: bool):
 
     s = ctx.settings
     res, cent, cells = week_view(ctx, rcfg, s.week)
+    settings = (f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale {num(res.report['noise_scale'])}, "
+                f"{s.cell_km2:g} km² cells · {s.dataset.label}")
+    if o["view"] == "Published" and not o["show_sup"] and not o.get("risk", False):
+        # the published view: from the published rows alone, as release --map and figures draw it
+        poly = dict(zip(cells[1]["cell"].tolist(), cells[1]["polygon"].tolist(), strict=True))
+        return figures.published_map_figure(
+            res.table, cent, lambda ids: [poly[c] for c in ids.tolist()], title=f"Published OD flows, week {s.week}",
+            settings=settings, top_n=int(o["top_n"] or 0) or None, min_count=float(o["min_count"]), cell=o["cell"],
+            merge=o.get("level", "Auto") == "Auto", projector=projector, water=bool(o.get("context", False)))
     fm = flow_maps(ctx, rcfg, res.table, s.week, cent, cells, o)[-1]
-    return maps.map_figure(fm, cells[1], title=f"OD flows, week {s.week}: {fm.heading.lower()}",
-                           subtitle=f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale "
-                                    f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · {html.escape(s.dataset.label)}",
-                           projector=projector, empty_note=None if len(fm.flows) else
+    return maps.map_figure(fm, cells[1], title=f"{maps.ANALYSIS_WORDS}: OD flows, week {s.week}, "
+                                               f"{fm.heading.lower()}",
+                           subtitle=settings, projector=projector, empty_note=None if len(fm.flows) else
                            "No flow to draw: nothing is published", water=bool(o.get("context", False)))
 
 
