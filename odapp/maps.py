@@ -1046,8 +1046,10 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         r_px = 3.0 + (fl.place_radius_px(lx, ly, kpp) - 3.0) * np.sqrt(total / tmax)   # area ∝ total
         so, sd = sel["o"].to_numpy(), sel["d"].to_numpy()
         wpx = np.asarray(CLASS_WIDTH_PX)[cls]
-        polys = fl.arrows(lx[so], ly[so], lx[sd], ly[sd], wpx * kpp, gap0=r_px[so] * kpp, gap1=r_px[sd] * kpp,
-                          head_len=np.maximum(3.0 * wpx, 9.0) * kpp)
+        # no circle over an arrow: a circle in an arrow's way is drawn smaller (or not at all)
+        r_px, polys = fl.clear_radii(lx, ly, r_px, lambda r: fl.arrows(
+            lx[so], ly[so], lx[sd], ly[sd], wpx * kpp, gap0=(r[so] + 1.0) * kpp, gap1=(r[sd] + 1.0) * kpp,
+            head_len=np.maximum(3.0 * wpx, 9.0) * kpp), kpp, least_px=2.5)
         if len(sel):   # the curves bulge: fit once more to what is drawn
             g_lon, g_lat = proj.lonlat(polys[..., 0], polys[..., 1])
             v1 = fl.fit_view(min(bx0, float(g_lon.min())), max(bx1, float(g_lon.max())),
@@ -1077,7 +1079,8 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         if context is not None:
             layers = [*context.under, *zl[:1], *context.over, *zl[1:]]
         # places: white circles with a dark ring, sized by their totals (under the arrows)
-        show = np.flatnonzero(total > 0)
+        listed = np.flatnonzero(total > 0)                  # every place; drawn where its circle has room
+        show = np.flatnonzero((total > 0) & (r_px > 0))
         ring = fl.circles(lx[show], ly[show], r_px[show] * kpp)
         inner = fl.circles(lx[show], ly[show], np.maximum(r_px[show] - 1.6, 0.8) * kpp)
         ltip = [f"place: {lab_of[i]}\n{label}: {num(round(a))} leaving, {num(round(b))} arriving, {num(round(w))} "
@@ -1135,7 +1138,8 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         n_pub = int(flows["released"].sum()) if value == "noisy_count" else -1
         return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen), all_flows, label,
                        lo, hi, bar[2], sup_frame is not None,
-                       pd.DataFrame({"lon": llon[show], "lat": llat[show], "total": total[show], "r": r_px[show]}),
+                       pd.DataFrame({"lon": llon[listed], "lat": llat[listed], "total": total[listed],
+                                     "r": r_px[listed]}),
                        tuple(edges_.tolist()), words, n_sup, sup_total, pic.level_words(short=True),
                        context.words if context is not None else "", risk, pub_zones is not None,
                        analysis or risk or sup_frame is not None, n_pub)

@@ -544,8 +544,6 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     ao, ad = np.r_[po, so], np.r_[pdst, sdst]
     bends = np.r_[np.full(len(pub), fl.BEND), np.full(len(sup), 0.3)]
     gap_px = 1.5 * s
-    arrow_polys = np.zeros((0, 2 * 10 + 3, 2))
-
     def geometry(r_now):
         g0 = np.where(ao >= 0, r_now[np.maximum(ao, 0)] + gap_px, 0.0) * kpp if len(r_now) else np.zeros(len(ao))
         g1 = np.where(ad >= 0, r_now[np.maximum(ad, 0)] + gap_px, 0.0) * kpp if len(r_now) else np.zeros(len(ad))
@@ -554,32 +552,7 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
                for j in range(len(ao))]
         return np.concatenate(out) if out else np.zeros((0, 2 * 10 + 3, 2))
 
-    def allowed(polys_):
-        """Each place's largest radius (px) that leaves every arrow clear: the distance from its centre to the
-        nearest outline of an arrow (its own arrows' outlines included: they start at its edge)."""
-        if not len(polys_) or not len(r):
-            return np.full(len(r), np.inf)
-        a = polys_
-        b = np.roll(a, -1, axis=1)
-        p = np.stack([lx, ly], axis=-1)[:, None, None, :]                       # (k, 1, 1, 2)
-        ab = (b - a)[None]
-        t = np.clip(((p - a[None]) * ab).sum(-1) / np.maximum((ab * ab).sum(-1), 1e-18), 0, 1)
-        near = a[None] + t[..., None] * ab
-        d = np.hypot(*(p - near).transpose(3, 0, 1, 2)).min(axis=2) / kpp       # (k places, m arrows) in px
-        inside = _inside(p[:, 0, 0, :], a)                                        # a centre inside an arrow
-        d = np.where(inside, 0.0, d)
-        return d.min(axis=1) - 1.0
-
-    for _ in range(4):
-        arrow_polys = geometry(r)
-        cap = allowed(arrow_polys)
-        new = np.where(cap >= 1.5 * s, np.minimum(r, cap), 0.0)
-        if np.allclose(new, r):
-            break
-        r = new
-    if len(r):   # the last arrows as drawn: circles never larger than leaves them clear
-        cap = allowed(arrow_polys)
-        r = np.where(cap >= 1.5 * s, np.minimum(r, cap), 0.0)
+    r, arrow_polys = fl.clear_radii(lx, ly, r, geometry, kpp, least_px=1.5 * s)
 
     # places: white circles with a dark ring (under the arrows)
     show = np.flatnonzero(r > 0)
@@ -701,17 +674,6 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
                               "legend_px": list(legend_box) if legend_box else None, "km_per_px": kpp}},
     )
     return fig
-
-
-def _inside(pts: np.ndarray, polys: np.ndarray) -> np.ndarray:
-    """``(k, m)``: whether each point lies inside each polygon (even-odd rule)."""
-    a = polys[None]                                  # (1, m, n, 2)
-    b = np.roll(polys, -1, axis=1)[None]
-    px, py = pts[:, None, None, 0], pts[:, None, None, 1]
-    cross = ((a[..., 1] > py) != (b[..., 1] > py)) & (
-        px < (b[..., 0] - a[..., 0]) * (py - a[..., 1]) / np.where(b[..., 1] != a[..., 1], b[..., 1] - a[..., 1],
-                                                                     1e-18) + a[..., 0])
-    return (cross.sum(axis=-1) % 2) == 1
 
 
 def _jsonable_frame(df: pd.DataFrame | None, columns: tuple[str, ...]) -> dict:

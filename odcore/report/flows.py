@@ -394,6 +394,49 @@ def place_radius_px(x: np.ndarray, y: np.ndarray, km_per_px: float, largest: flo
     return float(np.clip(0.55 * np.median(near), least, largest))
 
 
+def inside_polygons(pts: np.ndarray, polys: np.ndarray) -> np.ndarray:
+    """``(k, m)``: whether each of ``k`` points lies inside each of ``m`` polygons ``(m, n, 2)`` (even-odd rule)."""
+    a = polys[None]
+    b = np.roll(polys, -1, axis=1)[None]
+    px, py = pts[:, None, None, 0], pts[:, None, None, 1]
+    dy = np.where(b[..., 1] != a[..., 1], b[..., 1] - a[..., 1], 1e-18)
+    cross = ((a[..., 1] > py) != (b[..., 1] > py)) & (px < (b[..., 0] - a[..., 0]) * (py - a[..., 1]) / dy + a[..., 0])
+    return (cross.sum(axis=-1) % 2) == 1
+
+
+def clearance_px(x: np.ndarray, y: np.ndarray, polys: np.ndarray, km_per_px: float) -> np.ndarray:
+    """For each point, the distance (px) to the nearest outline of the polygons ``(m, n, 2)`` (0 inside one)."""
+    if not len(polys) or not len(x):
+        return np.full(len(x), np.inf)
+    a = polys[None]
+    ab = np.roll(polys, -1, axis=1)[None] - a
+    p = np.stack([np.asarray(x, float), np.asarray(y, float)], axis=-1)[:, None, None, :]
+    t = np.clip(((p - a) * ab).sum(-1) / np.maximum((ab * ab).sum(-1), 1e-18), 0, 1)
+    d = np.hypot(*(p - (a + t[..., None] * ab)).transpose(3, 0, 1, 2)).min(axis=2) / km_per_px
+    d = np.where(inside_polygons(p[:, 0, 0, :], polys), 0.0, d)
+    return d.min(axis=1)
+
+
+def clear_radii(x: np.ndarray, y: np.ndarray, r_px: np.ndarray, make_arrows, km_per_px: float, *,
+                least_px: float = 1.5, rounds: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """Place circles that cover no arrow: each radius (px) at most the distance from the place's centre to the
+    nearest arrow outline less 1 px (its own arrows included: they start and end at its edge), 0 (no circle) where
+    that leaves less than ``least_px``. ``make_arrows(r_px)`` draws the arrows for radii ``r_px`` (their ends pulled
+    in to the circles' edges); a smaller circle moves its arrows' ends, so it is drawn again, at most ``rounds``
+    times, and the radii are checked once more against the arrows returned. Returns ``(radii, arrows)``."""
+    r = np.asarray(r_px, float).copy()
+    polys = make_arrows(r)
+    for _ in range(rounds):
+        cap = clearance_px(x, y, polys, km_per_px) - 1.0
+        new = np.where(cap >= least_px, np.minimum(r, cap), 0.0)
+        if np.allclose(new, r):
+            return r, polys
+        r = new
+        polys = make_arrows(r)
+    cap = clearance_px(x, y, polys, km_per_px) - 1.0
+    return np.where(cap >= least_px, np.minimum(r, cap), 0.0), polys
+
+
 def curves(x0, y0, x1, y1, *, gap0=0.0, gap1=0.0, bend: float = BEND, n: int = 17) -> tuple[np.ndarray, np.ndarray]:
     """The centre lines of :func:`arrows` (ends pulled in by ``gap0``/``gap1``, bulging right of travel): arrays
     ``(m, n)`` of x and y, for a figure that draws each flow as a line of a width in px and a head marker."""
