@@ -524,11 +524,16 @@ def published_map(t, od, cfg, *, title: str, top_n: int | None, size=None):
         return [np.asarray(q.exterior.coords)[:-1].tolist() for q in g.geometry]
 
     unit = "per count" if cfg.max_pairs is None else "per person and week"
-    return figures.published_map_figure(t, od.centroids(), polygons, title=title, top_n=top_n, size=size,
+    cent = od.centroids()
+    if getattr(od.grid, "kind", "") == "polygons":   # a zone file's own names label its places
+        cent = cent.assign(name=od.grid.names(cent["cell"].to_numpy()))
+    return figures.published_map_figure(t, cent, polygons, title=title, top_n=top_n, size=size,
                                         settings=f"ε = {cfg.epsilon:g} {unit}, threshold {cfg.threshold:g}, "
                                                  f"{_zones_words(od.grid)}")
 
 
 def _zones_words(grid) -> str:
+    if getattr(grid, "kind", "") == "polygons":
+        return f"{grid.n_cells:,} zones"
     km2 = getattr(grid, "cell_km2", None)
     return f"{km2:g} km² cells" if km2 else f"{getattr(grid, 'n_cells', '?')} zones"

@@ -578,14 +578,31 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
             ys += [*q[:, 1].tolist(), float(q[0, 1]), None]
         fig.add_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=colour,
                         line={"width": 0, "simplify": False}, hoverinfo="skip", showlegend=False, name=name)
-    # the largest places' names, where the data gives them
+    # the largest places' names, where the data gives them: right of the circle, each only where it meets no
+    # other name, circle or the data area's edge (largest places first)
     if "label" in locations.columns and len(show):
-        top_places = show[np.argsort(-tot[show], kind="stable")][:PLACE_LABELS]
         lab = locations["label"].astype(str).to_numpy()
-        keep = [i for i in top_places.tolist() if lab[i] and lab[i] != "nan"]
+        placed: list[tuple[float, float, float, float]] = []
+        keep, texts = [], []
+        for i in show[np.argsort(-tot[show], kind="stable")].tolist():
+            if len(keep) >= PLACE_LABELS or not lab[i] or lab[i] == "nan":
+                continue
+            text = lab[i][:24]
+            bx0_ = lx[i] + (r[i] + 1.5 * s) * kpp
+            box = (bx0_, ly[i] - 0.6 * note_fs * kpp, bx0_ + text_width(text, note_fs) * kpp,
+                   ly[i] + 0.6 * note_fs * kpp)
+            clash = any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed)
+            near = (np.clip(lx[show], box[0], box[2]) - lx[show]) ** 2 + (np.clip(ly[show], box[1], box[3])
+                                                                           - ly[show]) ** 2
+            hits = np.flatnonzero(near < (r[show] * kpp) ** 2)
+            if clash or len(hits) or box[2] > xr[1] or box[1] < yr[0] or box[3] > yr[1]:
+                continue
+            placed.append(box)
+            keep.append(i)
+            texts.append(text)
         if keep:
             fig.add_scatter(x=lx[keep] + (r[keep] + 1.5 * s) * kpp, y=ly[keep], mode="text", name="place names",
-                            text=[html_escape(lab[i][:24]) for i in keep], textposition="middle right",
+                            text=[html_escape(t) for t in texts], textposition="middle right",
                             textfont={"size": note_fs, "color": INK}, hoverinfo="skip", showlegend=False)
 
     # scale bar: bottom left, in the room kept under the data
