@@ -1150,10 +1150,10 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
     published_label = f"Published: noisy count ≥ {threshold:g}"
     if view == "Side by side":
         # the same places, level and view on both: the published flows' (suppressed flows between them on the left)
-        left = one(f"Suppressed, never published (grey; {ANALYSIS_WORDS.lower()})", "noisy_count", released,
+        left = one("Suppressed: never published (grey)", "noisy_count", released,
                    "noisy count", with_suppressed=True, on_places=True, draw_flows=False, analysis=True)
         right = one(published_label, "noisy_count", released, "noisy count", with_suppressed=True, on_places=True,
-                    draw_suppressed=False)
+                    draw_suppressed=False, analysis=True)   # one legend, under both: the pair is an analysis view
         return [left, right]
     return [one(published_label, "noisy_count", released, "noisy count", with_suppressed=show_suppressed)]
 

@@ -328,7 +328,8 @@ def map_section(ctx, rcfg) -> None:
         sup = table.loc[~released]
         st.caption(f"Suppression removed {num(len(sup))} of {num(len(table))} pairs, carrying "
                    f"{num(int(sup['true_count'].sum()))} of {num(int(table['true_count'].sum()))} user-trips: the "
-                   "red lines on the left (largest first, up to Top N) are flows that exist but are never published.")
+                   "grey arrows on the left (between the places of the published flows, largest first, up to Top N) "
+                   "are flows that exist but are never published; the coloured arrows on the right are published.")
 
     image_export(functools.partial(_map_image, ctx, rcfg, o, projector_mode()), f"od_map_week{s.week}",
                  key="od_map", width_in=8, height_in=6,

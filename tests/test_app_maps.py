@@ -674,6 +674,7 @@ def test_side_by_side_compares_the_same_places_in_the_same_view(at):
         assert maps.SUPPRESSED_WORDS in legends[0]
         heads = [m.value for m in at.markdown if m.value.startswith("**")]
         assert any("Suppressed" in h and "grey" in h for h in heads)
+        assert maps.ANALYSIS_WORDS in legends[0]
         assert any("Published" in h for h in heads)
     finally:
         at.selectbox(key="rel_view").set_value("Published").run()
