@@ -605,15 +605,16 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
                             text=[html_escape(t) for t in texts], textposition="middle right",
                             textfont={"size": note_fs, "color": INK}, hoverinfo="skip", showlegend=False)
 
-    # scale bar: bottom left, in the room kept under the data
-    bar = nice_km(pw * kpp)
-    bx0 = xr[0] + 8 * s * kpp
-    by0 = yr[0] + 0.6 * bar_px * kpp - 0.35 * note_fs * kpp
-    tick = 0.35 * note_fs * kpp
-    fig.add_scatter(x=[bx0, bx0, bx0 + bar, bx0 + bar], y=[by0 + tick, by0, by0, by0 + tick], mode="lines",
-                    line={"color": INK, "width": 1.3 * s}, hoverinfo="skip", showlegend=False, name="scale bar")
-    fig.add_annotation(x=bx0 + bar + 0.4 * note_fs * kpp, y=by0, text=f"{bar:g} km", showarrow=False,
-                       xanchor="left", yanchor="middle", font={"size": note_fs, "color": INK}, name="scale bar")
+    # scale bar: bottom left, in the room kept under the data (none over an empty map: a distance between nothing)
+    if len(locations) or polys:
+        bar = nice_km(pw * kpp)
+        bx0 = xr[0] + 8 * s * kpp
+        by0 = yr[0] + 0.6 * bar_px * kpp - 0.35 * note_fs * kpp
+        tick = 0.35 * note_fs * kpp
+        fig.add_scatter(x=[bx0, bx0, bx0 + bar, bx0 + bar], y=[by0 + tick, by0, by0, by0 + tick], mode="lines",
+                        line={"color": INK, "width": 1.3 * s}, hoverinfo="skip", showlegend=False, name="scale bar")
+        fig.add_annotation(x=bx0 + bar + 0.4 * note_fs * kpp, y=by0, text=f"{bar:g} km", showarrow=False,
+                           xanchor="left", yanchor="middle", font={"size": note_fs, "color": INK}, name="scale bar")
     if empty_note and not len(pub):
         fig.add_annotation(xref="paper", yref="paper", x=0.5, y=0.55, text=_wrap(html_escape(empty_note), 48),
                            showarrow=False, bgcolor="rgba(255,255,255,0.92)", bordercolor="#9aa3ad", borderwidth=1,
