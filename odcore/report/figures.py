@@ -25,6 +25,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from odcore.report import basemap
+from odcore.report import flows as fl
+
 if TYPE_CHECKING:  # pragma: no cover
     import plotly.graph_objects as go
 
@@ -336,8 +339,6 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     """
     import plotly.graph_objects as go
 
-    from odcore.report import flows as fl
-
     args = {"cells": _jsonable_frame(cells, ("cell", "polygon", "value")),
             "flows": _jsonable_frame(flows, ("o_lon", "o_lat", "d_lon", "d_lat", "count", "released")),
             "locations": None if locations is None else _jsonable_frame(locations, ("lon", "lat", "total", "label")),
@@ -488,8 +489,6 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     # water where the bundled coastline has any in the data area (and a little round it)
     sea = []
     if water:
-        from odcore.report import basemap
-
         lo_a, la_a = proj.lonlat(xr[0], yr[0])
         lo_b, la_b = proj.lonlat(xr[1], yr[1])
         mlon, mlat = 0.1 * (float(lo_b) - float(lo_a)), 0.1 * (float(la_b) - float(la_a))
@@ -744,8 +743,6 @@ def published_map_frames(table: pd.DataFrame, centroids: pd.DataFrame, polygons,
 
     ``polygons(cells)``: the zones' outlines (a list of ``[lon, lat]`` rings) for an array of zone ids;
     ``centroids``: ``cell, lat, lon`` (and ``name``) of the zone system (its geometry, not the data's)."""
-    from odcore.report import flows as fl
-
     rel = table["released"].to_numpy(bool)
     pub = pd.DataFrame({"origin": table["origin"].to_numpy()[rel], "destination": table["destination"].to_numpy()[rel],
                         "noisy_count": table["noisy_count"].to_numpy(float)[rel]})
