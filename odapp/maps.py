@@ -193,8 +193,12 @@ def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
         # map: 358 KiB with them, 229 without). The outlines are still every cell's.
         edges = outline_edges(cells_df["polygon"].tolist())
         cells_df = cells_df[~empty]
-    d = deck([*grid_layers(cells_df, outline=outline, edges=edges), *scale_bar_layers(cent["lat"], cent["lon"])],
+    # the flow map's offline base layer: water under the zones (the Data page has the fixes themselves, per zone)
+    ctx = map_context(zones_box(cells_df["polygon"].tolist())) if len(cells_df) else MapContext()
+    d = deck([*ctx.under, *grid_layers(cells_df, outline=outline, edges=edges),
+              *scale_bar_layers(cent["lat"], cent["lon"])],
              view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
+    d.context_words = ctx.words    # the legend's line about it (empty: no water in the box)
     return d, vmax
 
 

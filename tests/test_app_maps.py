@@ -679,3 +679,37 @@ def test_side_by_side_compares_the_same_places_in_the_same_view(at):
     finally:
         at.selectbox(key="rel_view").set_value("Published").run()
 
+
+
+class _Zones:
+    """A zone file's grid, as the Data page's map reads it (its kind and the zones' centres)."""
+
+    kind = "polygons"
+
+    def __init__(self, cells: pd.DataFrame):
+        self.cells = cells
+
+    def centroids(self, ids):
+        c = self.cells.set_index("cell").loc[ids]
+        return pd.DataFrame({"cell": ids, "lat": [np.mean(np.asarray(q)[:, 1]) for q in c["polygon"]],
+                             "lon": [np.mean(np.asarray(q)[:, 0]) for q in c["polygon"]]})
+
+
+def _square(lon, lat, d=0.01):
+    return [[lon, lat], [lon + d, lat], [lon + d, lat + d], [lon, lat + d]]
+
+
+def test_data_page_map_draws_the_flow_maps_water_where_there_is_some():
+    """The Data page's trace map has the flow map's offline base layer: water from the bundled coastline under the
+    zones by the bay (and its legend line), none inland."""
+    def deck_at(lon, lat):
+        cells = pd.DataFrame({"cell": [0, 1], "name": ["a", "b"], "points": [10, 0],
+                              "polygon": [_square(lon, lat), _square(lon + 0.03, lat + 0.01)]})
+        return maps.trace_density_deck(cells, _Zones(cells))[0]
+
+    sf = json.loads(deck_at(-122.42, 37.78).to_json())
+    assert sf["layers"][0]["id"] == "water"
+    assert "water" in deck_at(-122.42, 37.78).context_words
+    atl = deck_at(-84.40, 33.75)
+    assert "water" not in {layer["id"] for layer in json.loads(atl.to_json())["layers"]}
+    assert atl.context_words == ""
