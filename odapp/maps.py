@@ -1172,9 +1172,11 @@ def published_zone_layers(cells_df: pd.DataFrame, edges, used) -> list:
     idx = np.flatnonzero(cells_df["cell"].isin(used).to_numpy())
     sub = cells_df.iloc[idx]
     names = sub["name"].tolist() if "name" in sub.columns else [None] * len(sub)
+    centres = ([f"centre {coord(la, lo)}\n" for la, lo in zip(sub["lat"].tolist(), sub["lon"].tolist(), strict=True)]
+               if {"lat", "lon"} <= set(sub.columns) else [""] * len(sub))
     rows = pd.DataFrame({"polygon": sub["polygon"].tolist(),
-                         "tip": [f"{zone_label(c, n)}\n{figures.ZONE_WORDS}" for c, n in
-                                 zip(sub["cell"].tolist(), names, strict=True)]})
+                         "tip": [f"{zone_label(c, n)}\n{at}{figures.ZONE_WORDS}" for c, n, at in
+                                 zip(sub["cell"].tolist(), names, centres, strict=True)]})
     if isinstance(edges, Inset):
         return grid_layers(rows, [*figures.ZONE_RGB, 200], columns=(), outline="insets",
                            edges=Inset([edges.rings[i] for i in idx.tolist()], np.zeros((0, 4))))

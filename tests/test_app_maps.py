@@ -98,8 +98,9 @@ def test_bundled_release_map_is_small_and_its_tooltips_carry_the_numbers(at):
     assert len(cells["data"]) == len(used)
     assert {tuple(r) for r in cells["data"]} == {("polygon", "tip")}
     for r in cells["data"]:
-        zone, words = r["tip"].split("\n")
+        zone, centre, words = r["tip"].split("\n")
         assert int(zone.split()[-1]) in used
+        assert centre.startswith("centre ")
         assert words == figures.ZONE_WORDS
         assert all(len(str(x).split(".")[-1]) <= maps.DIGITS for pt in r["polygon"] for x in pt)
     # the arrows: a filled outline, a colour and a tooltip per flow; as many as the legend says were drawn
@@ -203,7 +204,7 @@ def test_maps_tooltips_and_legends_name_things_the_same_way(at):
                                                                                   "suppressed")}
         assert all(tips.values()), {k: len(v) for k, v in tips.items()}
         for t in tips["cells"]:
-            assert re.fullmatch(rf"zone \d+\n{figures.ZONE_WORDS}", t), t
+            assert re.fullmatch(rf"zone \d+\ncentre .*\n{figures.ZONE_WORDS}", t), t
         for t in tips["flows"]:
             assert re.match(rf"{ZONE_NAME} → {ZONE_NAME}\n", t), t
         for t in tips["locations"]:
