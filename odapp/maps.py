@@ -1153,10 +1153,12 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                     analysis=True)]
     published_label = f"Published: noisy count ≥ {threshold:g}"
     if view == "Side by side":
-        # the same places, level and view on both: the published flows' (suppressed flows between them on the left)
+        # the same places, level and view on both: the published flows' (suppressed flows between them on the left);
+        # with nothing published, the suppressed flows' own places on both (the right map then shows no flow)
+        on = bool(released.any())
         left = one("Suppressed: never published (grey)", "noisy_count", released,
-                   "noisy count", with_suppressed=True, on_places=True, draw_flows=False, analysis=True)
-        right = one(published_label, "noisy_count", released, "noisy count", with_suppressed=True, on_places=True,
+                   "noisy count", with_suppressed=True, on_places=on, draw_flows=False, analysis=True)
+        right = one(published_label, "noisy_count", released, "noisy count", with_suppressed=True, on_places=on,
                     draw_suppressed=False, analysis=True)   # one legend, under both: the pair is an analysis view
         return [left, right]
     return [one(published_label, "noisy_count", released, "noisy count", with_suppressed=show_suppressed)]

@@ -260,7 +260,7 @@ def map_section(ctx, rcfg) -> None:
 
     opt = st.columns([1.5, 1, 1, 1.3])
     d = MAP_DEFAULTS   # the defaults the landing page computes ahead
-    # a week with nothing published opens side by side: the flows that exist, in red, next to the empty release
+    # a week with nothing published opens side by side: the flows that exist, in grey, next to the empty release
     first_view = d["view"] if released.any() else "Side by side"
     view = opt[0].selectbox("Map", maps.VIEWS, index=maps.VIEWS.index(first_view), key="rel_view",
                             help="What is published (noisy, thresholded), the true counts before any protection, "

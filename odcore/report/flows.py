@@ -629,7 +629,9 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
         sa = pd.DataFrame({"o": u // max(k, 1), "d": u % max(k, 1),
                            "count": np.bincount(inv, s_t["true_count"].to_numpy(float)[bt], len(u)), "p": ps,
                            "pairs": np.bincount(inv, minlength=len(u))})
-        top = np.argsort(-sa["count"].to_numpy(), kind="stable")[:int(top_n)]
+        # as many as the published flows drawn (Top N); with none drawn, as many as Top N "auto" takes of these
+        cap = int(top_n) if top_n else auto_top(sa["count"].to_numpy())
+        top = np.argsort(-sa["count"].to_numpy(), kind="stable")[:cap]
         sup = sa.iloc[top].reset_index(drop=True)
     return FlowPicture(proj, places, flows, sup, class_bounds(lo, hi), radius, len(active), len(bc), share, auto,
                        box)
