@@ -340,7 +340,8 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     import plotly.graph_objects as go
 
     args = {"cells": _jsonable_frame(cells, ("cell", "polygon", "value")),
-            "flows": _jsonable_frame(flows, ("o_lon", "o_lat", "d_lon", "d_lat", "count", "released")),
+            "flows": _jsonable_frame(flows, ("o_lon", "o_lat", "d_lon", "d_lat", "count", "released", "o_place",
+                                             "d_place")),
             "locations": None if locations is None else _jsonable_frame(locations, ("lon", "lat", "total", "label")),
             "title": title, "count_label": count_label, "cell_label": cell_label, "subtitle": subtitle,
             "projector": projector, "empty_note": empty_note,
@@ -458,14 +459,12 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
             h = max(H, round(top + lh + 2 * pad))
             return pad, top, W - pad - r_m, h - top - pad, h
         b_m = pad + (lh + gap if lh else 0)
-        h = max(H, round(top + b_m + 0.45 * (W - 2 * pad)))      # the figure grows rather than the map vanish
+        # the figure grows rather than the map vanish: at least 0.45 of the width high, more for tall data (to
+        # 0.9 of the width), so that a tall city is not drawn in a strip
+        tall = (y1 - y0) / max(x1 - x0, 1e-9)
+        h = max(H, round(top + b_m + float(np.clip(tall, 0.45, 0.9)) * (W - 2 * pad)))
         return pad, top, W - 2 * pad, h - top - b_m, h
 
-    # the water row depends on the map's box, the box on the legend's room: the box with a water row first
-    rows_w, lw, lh, n_col, per = legend_block(water)
-    left, tp, pw, ph, Hf = plot_box(lw, lh)
-    bar_px = 2.6 * note_fs          # room for the scale bar under the data
-    margin_px = 14 * s + 4          # a circle's largest radius and a little more round the data
     if len(locations) or len(fx):
         ex = np.r_[lx, fx]
         ey = np.r_[ly, fy]
@@ -478,6 +477,11 @@ def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, cou
     else:
         ex, ey = np.zeros(1), np.zeros(1)
     x0, x1, y0, y1 = float(np.nanmin(ex)), float(np.nanmax(ex)), float(np.nanmin(ey)), float(np.nanmax(ey))
+    # the water row depends on the map's box, the box on the legend's room: the box with a water row first
+    rows_w, lw, lh, n_col, per = legend_block(water)
+    left, tp, pw, ph, Hf = plot_box(lw, lh)
+    bar_px = 2.6 * note_fs          # room for the scale bar under the data
+    margin_px = 14 * s + 4          # a circle's largest radius and a little more round the data
     span = max(x1 - x0, y1 - y0, 0.5)
     kpp = max((x1 - x0) / max(pw - 2 * margin_px, 20), (y1 - y0) / max(ph - 2 * margin_px - bar_px, 20),
               span / max(pw, ph, 20) / 4, 1e-9)
@@ -706,7 +710,7 @@ def _jsonable_frame(df: pd.DataFrame | None, columns: tuple[str, ...]) -> dict:
         v = df[c].tolist()
         if c == "polygon":
             v = [np.asarray(q, float).reshape(-1, 2).tolist() for q in v]
-        elif c in ("label",):
+        elif c in ("label", "o_place", "d_place"):
             v = ["" if x is None or x != x else str(x) for x in v]
         elif c == "released":
             v = [bool(x) for x in v]
@@ -762,6 +766,14 @@ def published_map_frames(table: pd.DataFrame, centroids: pd.DataFrame, polygons,
                           "count": fw["count"].to_numpy(dtype=float), "released": True})
     places = pl.loc[pl["total"].to_numpy() > 0, ["lon", "lat", "total", "members"]].reset_index(drop=True)
     places["label"] = [place_label(m, names) for m in places["members"]]
+    if not places["label"].astype(bool).any():   # no names (grid squares, H3): numbered, largest first
+        rank = np.argsort(np.argsort(-places["total"].to_numpy(float), kind="stable"), kind="stable") + 1
+        places["label"] = [str(int(k)) for k in rank]
+    at = {(round(a, 6), round(b, 6)): t for a, b, t in zip(places["lon"], places["lat"], places["label"], strict=True)}
+    flows["o_place"] = [at.get((round(a, 6), round(b, 6)), "") for a, b in zip(flows["o_lon"], flows["o_lat"],
+                                                                                strict=True)]
+    flows["d_place"] = [at.get((round(a, 6), round(b, 6)), "") for a, b in zip(flows["d_lon"], flows["d_lat"],
+                                                                                strict=True)]
     return zones, flows, places.drop(columns="members"), pic
 
 
