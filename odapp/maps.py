@@ -193,8 +193,12 @@ def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
         # map: 358 KiB with them, 229 without). The outlines are still every cell's.
         edges = outline_edges(cells_df["polygon"].tolist())
         cells_df = cells_df[~empty]
-    d = deck([*grid_layers(cells_df, outline=outline, edges=edges), *scale_bar_layers(cent["lat"], cent["lon"])],
+    # the flow map's offline base layer: water under the zones (the Data page has the fixes themselves, per zone)
+    ctx = map_context(zones_box(cells_df["polygon"].tolist())) if len(cells_df) else MapContext()
+    d = deck([*ctx.under, *grid_layers(cells_df, outline=outline, edges=edges),
+              *scale_bar_layers(cent["lat"], cent["lon"])],
              view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
+    d.context_words = ctx.words    # the legend's line about it (empty: no water in the box)
     return d, vmax
 
 
@@ -811,14 +815,19 @@ def flow_legend_html(fm: FlowMap, *, heading: str = "", note: str = "") -> str:
     c1 = "rgb({},{},{})".format(*figures.CELL_HIGH_RGB)
     r0, r1 = "rgb({},{},{})".format(*RISK_LOW_RGB), "rgb({},{},{})".format(*RISK_HIGH_RGB)
     sw = "display:inline-block;vertical-align:middle;margin:0 3px"
-    top = ([f"<b>{heading}</b>"] if heading else []) + [f"<span>{fm.level}</span>"]
+    top = (([f"<b>{heading}</b>"] if heading else []) + [f"<span>{fm.level}</span>"]
+           + ([f"<b style='color:#8a1c1c'>{ANALYSIS_WORDS}</b>"] if fm.analysis else []))
     classes = "".join(
         f"<span style='white-space:nowrap'><span style='{sw};width:20px;height:{max(2, round(w))}px;"
         f"background:rgb({r},{g},{b})'></span>{lab}</span> "
         for (r, g, b), w, lab in zip(FLOW_CLASS_RGB, CLASS_WIDTH_PX, fm.class_labels, strict=False))
-    mid = [f"<span>arrows, origin to head, wider and darker = more {fm.count_label}: {classes}</span>"]
+    mid = ([f"<span>arrows, origin to head, wider and darker = more {fm.count_label}: {classes}</span>"]
+           if fm.published_drawn != 0 else ["<span><b>Nothing published at these settings</b>: no flow to draw "
+                                            "(a lower threshold or a larger ε publishes more)</span>"])
     low = [f"<span><span style='{sw};width:10px;height:10px;border-radius:50%;background:#fff;"
            "border:1.5px solid rgb({},{},{})'></span>place: {}</span>".format(*LOCATION_RGB, PLACE_TOTALS),
+           f"<span><span style='{sw};width:14px;height:10px;border:1px solid #999;background:rgb"
+           f"{tuple(figures.ZONE_RGB)}'></span>{figures.ZONE_WORDS}</span>" if fm.zones_published else
            f"<span>{ZONE}s <span style='{sw};width:30px;height:10px;border:1px solid #999;"
            f"background:linear-gradient(to right,{c0},{c1})'></span>{ZONE_SHADE}, 0 to 1</span>" if not fm.risk else
            f"<span>{ZONE}s <span style='{sw};width:30px;height:10px;border:1px solid #999;"
@@ -932,6 +941,9 @@ class FlowMap:
     level_short: str = ""
     context: str = ""
     risk: bool = False
+    zones_published: bool = False     # zones drawn: those of published pairs, all alike (not shaded from true counts)
+    analysis: bool = False            # drawn from true counts (raw counts, suppressed flows): for the lab only
+    published_drawn: int = -1         # published flows drawn (-1: not a published view)
 
     @property
     def class_labels(self) -> list[str]:
@@ -1002,10 +1014,16 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
              if "name" in centroids.columns else {})
     w_px = width // 2 if view == "Side by side" else width
 
-    def one(heading, value, keep, label, with_suppressed=False):
+    pub_zones = None
+    if view != "Raw counts" and not risk:   # the published view's zones: those of published pairs, all alike
+        used = np.unique(np.r_[table["origin"].to_numpy()[released], table["destination"].to_numpy()[released]])
+        pub_zones = published_zone_layers(cells_df, edges, used)
+
+    def one(heading, value, keep, label, with_suppressed=False, *, on_places=False, draw_flows=True,
+            draw_suppressed=True, analysis=False):
         pic = fl.flow_picture(table, centroids, value=value, keep=keep, top_n=top_n or None, min_count=min_count,
                               cell=cell, view_px=(w_px, height) if level == "Auto" else None,
-                              with_suppressed=with_suppressed)
+                              with_suppressed=with_suppressed, suppressed_on_places=on_places)
         places, sel, sup, proj = pic.places, pic.flows, pic.suppressed, pic.proj
         if len(places):   # the first view: the zones that carry what is drawn (the others lie round it)
             lo0, lo1, la0, la1 = pic.box
@@ -1032,8 +1050,10 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         r_px = 3.0 + (fl.place_radius_px(lx, ly, kpp) - 3.0) * np.sqrt(total / tmax)   # area ∝ total
         so, sd = sel["o"].to_numpy(), sel["d"].to_numpy()
         wpx = np.asarray(CLASS_WIDTH_PX)[cls]
-        polys = fl.arrows(lx[so], ly[so], lx[sd], ly[sd], wpx * kpp, gap0=r_px[so] * kpp, gap1=r_px[sd] * kpp,
-                          head_len=np.maximum(3.0 * wpx, 9.0) * kpp)
+        # no circle over an arrow: a circle in an arrow's way is drawn smaller (or not at all)
+        r_px, polys = fl.clear_radii(lx, ly, r_px, lambda r: fl.arrows(
+            lx[so], ly[so], lx[sd], ly[sd], wpx * kpp, gap0=(r[so] + 1.0) * kpp, gap1=(r[sd] + 1.0) * kpp,
+            head_len=np.maximum(3.0 * wpx, 9.0) * kpp), kpp, least_px=2.5)
         if len(sel):   # the curves bulge: fit once more to what is drawn
             g_lon, g_lat = proj.lonlat(polys[..., 0], polys[..., 1])
             v1 = fl.fit_view(min(bx0, float(g_lon.min())), max(bx1, float(g_lon.max())),
@@ -1058,11 +1078,13 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                                   sel["true_count"].tolist(), sel["noisy_count"].tolist(),
                                                   sel["released"].tolist(), sel["p_min"].tolist(),
                                                   sel["p_max"].tolist(), strict=True)]
-        layers = [*base]
+        zl = base if pub_zones is None else pub_zones
+        layers = [*zl]
         if context is not None:
-            layers = [*context.under, *base[:1], *context.over, *base[1:]]
+            layers = [*context.under, *zl[:1], *context.over, *zl[1:]]
         # places: white circles with a dark ring, sized by their totals (under the arrows)
-        show = np.flatnonzero(total > 0)
+        listed = np.flatnonzero(total > 0)                  # every place; drawn where its circle has room
+        show = np.flatnonzero((total > 0) & (r_px > 0))
         ring = fl.circles(lx[show], ly[show], r_px[show] * kpp)
         inner = fl.circles(lx[show], ly[show], np.maximum(r_px[show] - 1.6, 0.8) * kpp)
         ltip = [f"place: {lab_of[i]}\n{label}: {num(round(a))} leaving, {num(round(b))} arriving, {num(round(w))} "
@@ -1092,15 +1114,22 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                 f"people\nrelease probability: at most {p:.3f}"
                                 for a, b, t, p in zip(po.tolist(), pd_.tolist(), sup["count"].tolist(),
                                                       sup["p"].tolist(), strict=True)]
-            layers.append(pdk.Layer("PolygonLayer", data=layer_rows(sup_frame, {"polygon": "polygon", "tip": "tip"}),
-                                    id="suppressed", get_polygon="polygon",
-                                    get_fill_color=[*SUPPRESSED_RGB, 170], stroked=False, filled=True,
-                                    pickable=True, auto_highlight=True))
+            if draw_suppressed:
+                layers.append(pdk.Layer("PolygonLayer", data=layer_rows(sup_frame, {"polygon": "polygon",
+                                                                                     "tip": "tip"}),
+                                        id="suppressed", get_polygon="polygon",
+                                        get_fill_color=[*SUPPRESSED_RGB, 170], stroked=False, filled=True,
+                                        pickable=True, auto_highlight=True))
             n_sup, sup_total = len(sup_frame), float(sup_frame["count"].sum())
-        layers.append(pdk.Layer("PolygonLayer", data=layer_rows(flows, {"polygon": "polygon", "color": "color",
-                                                                         "tip": "tip"}),
-                                id="flows", get_polygon="polygon", get_fill_color="color", stroked=False,
-                                filled=True, pickable=True, auto_highlight=True))
+            if not draw_suppressed:
+                sup_frame = None
+        if draw_flows:
+            layers.append(pdk.Layer("PolygonLayer", data=layer_rows(flows, {"polygon": "polygon", "color": "color",
+                                                                             "tip": "tip"}),
+                                    id="flows", get_polygon="polygon", get_fill_color="color", stroked=False,
+                                    filled=True, pickable=True, auto_highlight=True))
+        else:
+            flows = flows.iloc[:0]
         # a fifth of what the view shows, not of the data: flows between a few places in a wide view (a city
         # beside a bay) had a bar of a few pixels
         if (km_view := figures.nice_km(v1.km_per_px * w_px)) > bar[2]:
@@ -1110,20 +1139,50 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         vs = pdk.ViewState(latitude=v1.lat, longitude=v1.lon, zoom=v1.zoom, pitch=0, bearing=0)
         all_flows = flows if sup_frame is None else pd.concat([flows, sup_frame], ignore_index=True)
         lo, hi = float(edges_[0]), float(edges_[-1])
+        n_pub = int(flows["released"].sum()) if value == "noisy_count" else -1
         return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen), all_flows, label,
                        lo, hi, bar[2], sup_frame is not None,
-                       pd.DataFrame({"lon": llon[show], "lat": llat[show], "total": total[show], "r": r_px[show]}),
+                       pd.DataFrame({"lon": llon[listed], "lat": llat[listed], "total": total[listed],
+                                     "r": r_px[listed]}),
                        tuple(edges_.tolist()), words, n_sup, sup_total, pic.level_words(short=True),
-                       context.words if context is not None else "", risk)
+                       context.words if context is not None else "", risk, pub_zones is not None,
+                       analysis or risk or sup_frame is not None, n_pub)
 
     if view == "Raw counts":
-        return [one("Raw counts (never published)", "true_count", everything, "true count")]
+        return [one(f"{ANALYSIS_WORDS}: raw counts, never published", "true_count", everything, "true count",
+                    analysis=True)]
     published_label = f"Published: noisy count ≥ {threshold:g}"
     if view == "Side by side":
-        left = one("What suppression removes (grey) — true counts", "true_count", released,
-                   "true count of published pairs", with_suppressed=True)
-        return [left, one(published_label, "noisy_count", released, "noisy count")]
+        # the same places, level and view on both: the published flows' (suppressed flows between them on the left);
+        # with nothing published, the suppressed flows' own places on both (the right map then shows no flow)
+        on = bool(released.any())
+        left = one("Suppressed: never published (grey)", "noisy_count", released,
+                   "noisy count", with_suppressed=True, on_places=on, draw_flows=False, analysis=True)
+        right = one(published_label, "noisy_count", released, "noisy count", with_suppressed=True, on_places=on,
+                    draw_suppressed=False, analysis=True)   # one legend, under both: the pair is an analysis view
+        return [left, right]
     return [one(published_label, "noisy_count", released, "noisy count", with_suppressed=show_suppressed)]
+
+
+ANALYSIS_WORDS = "Analysis (true counts, do not share)"
+
+
+def published_zone_layers(cells_df: pd.DataFrame, edges, used) -> list:
+    """The published view's zones: those of ``used`` (the zones of published pairs), all alike, told apart as the
+    release map's zones are (gaps, or a zone file's insets: ``edges``). Nothing in them comes from a true count:
+    the zones where only suppressed flows start are not drawn."""
+    idx = np.flatnonzero(cells_df["cell"].isin(used).to_numpy())
+    sub = cells_df.iloc[idx]
+    names = sub["name"].tolist() if "name" in sub.columns else [None] * len(sub)
+    centres = ([f"centre {coord(la, lo)}\n" for la, lo in zip(sub["lat"].tolist(), sub["lon"].tolist(), strict=True)]
+               if {"lat", "lon"} <= set(sub.columns) else [""] * len(sub))
+    rows = pd.DataFrame({"polygon": sub["polygon"].tolist(),
+                         "tip": [f"{zone_label(c, n)}\n{at}{figures.ZONE_WORDS}" for c, n, at in
+                                 zip(sub["cell"].tolist(), names, centres, strict=True)]})
+    if isinstance(edges, Inset):
+        return grid_layers(rows, [*figures.ZONE_RGB, 200], columns=(), outline="insets",
+                           edges=Inset([edges.rings[i] for i in idx.tolist()], np.zeros((0, 4))))
+    return grid_layers(rows, [*figures.ZONE_RGB, 200], columns=(), outline="gaps")
 
 
 def map_figure(fm: FlowMap, cells_df: pd.DataFrame, *, title: str, subtitle: str = "", projector: bool = False,

@@ -13,7 +13,6 @@ tables: ~8 MB). These take only the context and the settings, and fetch what the
 from __future__ import annotations
 
 import functools
-import html
 import time
 
 import streamlit as st
@@ -26,6 +25,7 @@ from odapp.words import empty_release_advice, num
 from odcore.data.fingerprint import trace_fingerprint
 from odcore.od.engines.cab_stream import fix_density_cabspotting
 from odcore.privacy.release import published_table, release_csv_table
+from odcore.report import figures
 from odcore.report.published import (
     RELEASE_DEFAULTS,
     document_text,
@@ -243,7 +243,7 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
                 "over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. Flows from "
                 "<code>odcore.privacy.release</code>, utility from <code>odcore.privacy.utility</code>."
                 + (" One week of data: no week player." if len(ctx.od.week_starts) <= 1 else ""))
-        st.markdown(maps.flow_legend_html(fms[0] if len(fms) > 1 else fms[-1],
+        st.markdown(maps.flow_legend_html(fms[-1],
                                           heading=f"Week {week}" if len(fms) > 1 else "", note=note),
                     unsafe_allow_html=True)
         if o["basemap"]:
@@ -255,11 +255,19 @@ def _map_image(ctx, rcfg, o: dict, projector: bool):
     """The map of the week with the options ``o`` as a styled figure (the map's image download)."""
     s = ctx.settings
     res, cent, cells = week_view(ctx, rcfg, s.week)
+    settings = (f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale {num(res.report['noise_scale'])}, "
+                f"{s.cell_km2:g} km² cells · {s.dataset.label}")
+    if o["view"] == "Published" and not o["show_sup"] and not o.get("risk", False):
+        # the published view: from the published rows alone, as release --map and figures draw it
+        poly = dict(zip(cells[1]["cell"].tolist(), cells[1]["polygon"].tolist(), strict=True))
+        return figures.published_map_figure(
+            res.table, cent, lambda ids: [poly[c] for c in ids.tolist()], title=f"Published OD flows, week {s.week}",
+            settings=settings, top_n=int(o["top_n"] or 0) or None, min_count=float(o["min_count"]), cell=o["cell"],
+            merge=o.get("level", "Auto") == "Auto", projector=projector, water=bool(o.get("context", False)))
     fm = flow_maps(ctx, rcfg, res.table, s.week, cent, cells, o)[-1]
-    return maps.map_figure(fm, cells[1], title=f"OD flows, week {s.week}: {fm.heading.lower()}",
-                           subtitle=f"ε = {s.epsilon:g}, threshold {num(s.threshold)}, noise scale "
-                                    f"{num(res.report['noise_scale'])}, {s.cell_km2:g} km² cells · {html.escape(s.dataset.label)}",
-                           projector=projector, empty_note=None if len(fm.flows) else
+    return maps.map_figure(fm, cells[1], title=f"{maps.ANALYSIS_WORDS}: OD flows, week {s.week}, "
+                                               f"{fm.heading.lower()}",
+                           subtitle=settings, projector=projector, empty_note=None if len(fm.flows) else
                            "No flow to draw: nothing is published", water=bool(o.get("context", False)))
 
 
@@ -280,7 +288,7 @@ def map_section(ctx, rcfg) -> None:
 
     opt = st.columns([1.5, 1, 1, 1.3])
     d = MAP_DEFAULTS   # the defaults the landing page computes ahead
-    # a week with nothing published opens side by side: the flows that exist, in red, next to the empty release
+    # a week with nothing published opens side by side: the flows that exist, in grey, next to the empty release
     first_view = d["view"] if released.any() else "Side by side"
     view = opt[0].selectbox("Map", maps.VIEWS, index=maps.VIEWS.index(first_view), key="rel_view",
                             help="What is published (noisy, thresholded), the true counts before any protection, "
@@ -348,7 +356,8 @@ def map_section(ctx, rcfg) -> None:
         sup = table.loc[~released]
         st.caption(f"Suppression removed {num(len(sup))} of {num(len(table))} pairs, carrying "
                    f"{num(int(sup['true_count'].sum()))} of {num(int(table['true_count'].sum()))} user-trips: the "
-                   "red lines on the left (largest first, up to Top N) are flows that exist but are never published.")
+                   "grey arrows on the left (between the places of the published flows, largest first, up to Top N) "
+                   "are flows that exist but are never published; the coloured arrows on the right are published.")
 
     image_export(functools.partial(_map_image, ctx, rcfg, o, projector_mode()), f"od_map_week{s.week}",
                  key="od_map", width_in=8, height_in=6,

@@ -66,7 +66,8 @@ empty_words = ("not drawn" if not cache.empty_zones_drawn(od.grid)
                else "drawn as outlines" if maps.outline_style(od.grid) == "lines" else "drawn pale grey")
 outside_words = "outside the grid" if getattr(od.grid, "kind", "square") != "polygons" else "outside every zone"
 st.markdown(maps.legend_html("Trace points per zone (log scale)", 1, max(most, 1),
-                             note=f"empty zones {empty_words} · {outside:,} points {outside_words}"),
+                             note=f"empty zones {empty_words} · {outside:,} points {outside_words}"
+                                  + (f" · {words}" if (words := getattr(deck, "context_words", "")) else "")),
             unsafe_allow_html=True)
 
 st.subheader(f"Total vs unique trips per user, week {s.week}")

@@ -91,14 +91,17 @@ def test_bundled_release_map_is_small_and_its_tooltips_carry_the_numbers(at):
     size = len(at.get("deck_gl_json_chart")[0].proto.json.encode())
     assert size < DECK_BYTES_MAX, f"the map's deck JSON is {size:,} bytes"
     cells, arcs = _layer(deck, "cells"), _layer(deck, "flows")
-    assert cells["getFillColor"] == "@@=" + maps.CELL_COLOR
-    assert len(cells["data"]) > 1000
-    assert {tuple(r) for r in cells["data"]} == {("polygon", "tip", "value")}
+    # the published view: the zones of published pairs only, all alike (no shade from a true count)
+    assert cells["getFillColor"] == [*figures.ZONE_RGB, 200]
+    published = at.dataframe[0].value
+    used = set(published["origin"].tolist()) | set(published["destination"].tolist())
+    assert len(cells["data"]) == len(used)
+    assert {tuple(r) for r in cells["data"]} == {("polygon", "tip")}
     for r in cells["data"]:
-        shown = float(r["tip"].rsplit(f"{maps.ZONE_SHADE}: ", 1)[1])
-        assert abs(shown - r["value"]) <= 5e-4 + 1e-5
-        assert "outgoing pairs observed" in r["tip"]
-        assert "centre " in r["tip"]
+        zone, centre, words = r["tip"].split("\n")
+        assert int(zone.split()[-1]) in used
+        assert centre.startswith("centre ")
+        assert words == figures.ZONE_WORDS
         assert all(len(str(x).split(".")[-1]) <= maps.DIGITS for pt in r["polygon"] for x in pt)
     # the arrows: a filled outline, a colour and a tooltip per flow; as many as the legend says were drawn
     assert {tuple(r) for r in arcs["data"]} == {("color", "polygon", "tip")}   # sent sorted by name
@@ -194,14 +197,14 @@ def test_maps_tooltips_and_legends_name_things_the_same_way(at):
         assert not at.exception, [e.message for e in at.exception]
         deck = _decks(at)[0]
         legend = next(m.value for m in at.markdown if "flows between places" in m.value)
-        for words in (f"{maps.ZONE}s <", maps.ZONE_SHADE, "place: " + maps.PLACE_TOTALS, maps.SUPPRESSED_WORDS):
+        for words in (figures.ZONE_WORDS, "place: " + maps.PLACE_TOTALS, maps.SUPPRESSED_WORDS,
+                      maps.ANALYSIS_WORDS):     # suppressed flows shown: a view of true counts, said so
             assert words in legend, words
         tips = {name: [r["tip"] for r in _layer(deck, name)["data"]] for name in ("cells", "flows", "locations",
                                                                                   "suppressed")}
         assert all(tips.values()), {k: len(v) for k, v in tips.items()}
         for t in tips["cells"]:
-            assert re.fullmatch(rf"zone \d+\ncentre .*\n[\d,]+ outgoing pairs observed\n{maps.ZONE_SHADE}: [01]\.\d{{3}}",
-                                t), t
+            assert re.fullmatch(rf"zone \d+\ncentre .*\n{figures.ZONE_WORDS}", t), t
         for t in tips["flows"]:
             assert re.match(rf"{ZONE_NAME} → {ZONE_NAME}\n", t), t
         for t in tips["locations"]:
@@ -361,7 +364,10 @@ def test_bundled_release_map_tells_its_squares_apart_by_gaps(at):
     import shapely
 
     at.switch_page("pages/2_OD_release.py").run()
+    at.selectbox(key="rel_view").set_value("Raw counts").run()     # every zone with an observed pair
     deck = _decks(at)[0]
+    at.selectbox(key="rel_view").set_value("Published").run()
+    assert not any(maps.ANALYSIS_WORDS in m.value for m in at.markdown)    # the published view is no analysis
     assert "cells_edges" not in {layer["id"] for layer in deck["layers"]}
     cells = _layer(deck, "cells")
     assert cells["stroked"] is False
@@ -643,5 +649,68 @@ def test_per_person_risk_shades_the_zones_and_the_tooltips_say_it(at):
         med = float(re.search(r"median (\d+)%", r["tip"]).group(1)) / 100
         assert abs(r["value"] - (med - 0.5) / 0.5) <= 0.011
     assert any("per-person risk" in m.value for m in at.markdown)
+    assert any(maps.ANALYSIS_WORDS in m.value for m in at.markdown)      # from true people: for the lab only
     at.toggle(key="rel_risk").set_value(False).run()
-    assert _layer(_decks(at)[0], "cells")["getFillColor"] == "@@=" + maps.CELL_COLOR
+    assert _layer(_decks(at)[0], "cells")["getFillColor"] == [*figures.ZONE_RGB, 200]
+
+
+def test_side_by_side_compares_the_same_places_in_the_same_view(at):
+    """Side by side: one level, the same places and the same first view on both maps; the left draws only the
+    suppressed flows (grey), the right only the published ones (in colour); one legend, which names both."""
+    at.switch_page("pages/2_OD_release.py").run()
+    at.selectbox(key="rel_view").set_value("Side by side").run()
+    try:
+        assert not at.exception, [e.message for e in at.exception]
+        left, right = _decks(at)
+        assert left["initialViewState"] == right["initialViewState"]
+        assert _layer(left, "locations")["data"] == _layer(right, "locations")["data"]
+        ids = [{layer["id"] for layer in d["layers"]} for d in (left, right)]
+        assert "suppressed" in ids[0]
+        assert "flows" not in ids[0]
+        assert "flows" in ids[1]
+        assert "suppressed" not in ids[1]
+        assert len(_layer(left, "suppressed")["data"]) > 0
+        legends = [m.value for m in at.markdown if "flows between places" in m.value]
+        assert len(legends) == 1
+        assert maps.SUPPRESSED_WORDS in legends[0]
+        heads = [m.value for m in at.markdown if m.value.startswith("**")]
+        assert any("Suppressed" in h and "grey" in h for h in heads)
+        assert maps.ANALYSIS_WORDS in legends[0]
+        assert any("Published" in h for h in heads)
+    finally:
+        at.selectbox(key="rel_view").set_value("Published").run()
+
+
+
+class _Zones:
+    """A zone file's grid, as the Data page's map reads it (its kind and the zones' centres)."""
+
+    kind = "polygons"
+
+    def __init__(self, cells: pd.DataFrame):
+        self.cells = cells
+
+    def centroids(self, ids):
+        c = self.cells.set_index("cell").loc[ids]
+        return pd.DataFrame({"cell": ids, "lat": [np.mean(np.asarray(q)[:, 1]) for q in c["polygon"]],
+                             "lon": [np.mean(np.asarray(q)[:, 0]) for q in c["polygon"]]})
+
+
+def _square(lon, lat, d=0.01):
+    return [[lon, lat], [lon + d, lat], [lon + d, lat + d], [lon, lat + d]]
+
+
+def test_data_page_map_draws_the_flow_maps_water_where_there_is_some():
+    """The Data page's trace map has the flow map's offline base layer: water from the bundled coastline under the
+    zones by the bay (and its legend line), none inland."""
+    def deck_at(lon, lat):
+        cells = pd.DataFrame({"cell": [0, 1], "name": ["a", "b"], "points": [10, 0],
+                              "polygon": [_square(lon, lat), _square(lon + 0.03, lat + 0.01)]})
+        return maps.trace_density_deck(cells, _Zones(cells))[0]
+
+    sf = json.loads(deck_at(-122.42, 37.78).to_json())
+    assert sf["layers"][0]["id"] == "water"
+    assert "water" in deck_at(-122.42, 37.78).context_words
+    atl = deck_at(-84.40, 33.75)
+    assert "water" not in {layer["id"] for layer in json.loads(atl.to_json())["layers"]}
+    assert atl.context_words == ""

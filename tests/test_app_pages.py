@@ -5,6 +5,8 @@ One AppTest session walks the pages (the caches warm up once), so the whole modu
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from odapp.nav import HOME_FILE
@@ -136,6 +138,20 @@ def test_release_nothing_published_is_explained(at):
     warn = " ".join(w.value for w in at.warning)
     assert "Nothing is published this week" in warn
     assert "lower the threshold" in warn
+    # the map's legend says nothing is published instead of listing count classes of nothing; side by side shows
+    # the suppressed flows in grey on the left
+    legend = next(m.value for m in at.markdown if "Level:" in m.value)
+    assert "Nothing published at these settings" in legend
+    assert "wider and darker" not in legend
+    view = at.selectbox(key="rel_view").value
+    at.selectbox(key="rel_view").set_value("Side by side").run()
+    try:
+        decks = [json.loads(el.proto.json) for el in at.get("deck_gl_json_chart")]
+        assert len(decks) == 2
+        assert any(layer["id"] == "suppressed" and layer["data"] for layer in decks[0]["layers"])
+        assert "Nothing published at these settings" in next(m.value for m in at.markdown if "Level:" in m.value)
+    finally:
+        at.selectbox(key="rel_view").set_value(view).run()
 
 
 def test_data_source_synth_and_week(at):

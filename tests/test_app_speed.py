@@ -196,8 +196,9 @@ def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
 
 
 def test_another_seed_draws_its_arcs_on_the_cells_layers_made_before(at, monkeypatch):
-    """A new seed (each person in a class has their own) changes the release's noise, so the map's arcs, but not
-    its cells: their layers, and their JSON, are made once per week and release settings."""
+    """A new seed (each person in a class has their own) changes the release's noise, so the map's arcs and the
+    published view's zones (those of published pairs), but not the shaded zones of the analysis views: their
+    layers, and their JSON, are made once per week and release settings."""
     import odapp.maps
 
     made = collections.Counter()
@@ -216,11 +217,21 @@ def test_another_seed_draws_its_arcs_on_the_cells_layers_made_before(at, monkeyp
     seed.set_value(seed.value + 1).run()
     assert not at.exception, [e.message for e in at.exception]
     after = json.loads(at.get("deck_gl_json_chart")[0].proto.json)
-    assert made["grid_layers"] == 0
-    cells = [x for x in first["layers"] if x["id"].startswith("cells")]
-    assert cells
-    assert cells == [x for x in after["layers"] if x["id"].startswith("cells")]
+    assert made["grid_layers"] == 1                  # the published zones of the new release, nothing else
     assert [x for x in first["layers"] if x["id"] == "flows"] != [x for x in after["layers"] if x["id"] == "flows"]
+    at.selectbox(key="rel_view").set_value("Raw counts").run()      # every observed zone, shaded
+    try:
+        first = json.loads(at.get("deck_gl_json_chart")[0].proto.json)
+        made.clear()
+        seed.set_value(seed.value + 1).run()
+        assert not at.exception, [e.message for e in at.exception]
+        after = json.loads(at.get("deck_gl_json_chart")[0].proto.json)
+        assert made["grid_layers"] == 0
+        cells = [x for x in first["layers"] if x["id"].startswith("cells")]
+        assert cells
+        assert cells == [x for x in after["layers"] if x["id"].startswith("cells")]
+    finally:
+        at.selectbox(key="rel_view").set_value("Published").run()
 
 
 @pytest.mark.parametrize(("page", "key", "command"), [("pages/2_OD_release.py", "reproduce", "python -m odcore release"),

@@ -11,6 +11,7 @@ import os
 
 import pytest
 
+from odcore.report import figures
 from tests.conftest import SHOTS_ENV, screenshot_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
@@ -228,7 +229,7 @@ def test_map_tooltips_are_plain_text_and_nothing_leaves(streamlit_url, browser):
     assert deck.bounding_box()["y"] < 768, "the map starts below the first screen at 1024×768"
     page.wait_for_timeout(1500)
     found = {}
-    for needle in ("→", "outgoing pairs"):          # an arc, a cell
+    for needle in ("→", figures.ZONE_WORDS):        # an arc, a zone of a published pair
         tip = _hover_until(page, deck, needle)
         assert tip is not None, f"no tooltip with {needle!r} found over the map"
         text, html = tip.inner_text(), tip.inner_html()
@@ -242,7 +243,7 @@ def test_map_tooltips_are_plain_text_and_nothing_leaves(streamlit_url, browser):
     assert "noisy count" in found["→"]
     assert "release probability" in found["→"]
     assert "° N" in found["→"]
-    assert "centre" in found["outgoing pairs"]
+    assert "centre" in found[figures.ZONE_WORDS]
     assert page.outside() == [], f"requests to another host: {page.outside()}"
     # the base map on: the browser asks CARTO for the style; offline (aborted here) the flows are still drawn
     page.get_by_text("Base map", exact=True).click()

@@ -70,7 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="random seed of the noise and the experiments (default: a fresh one; a seed anyone knows "
                         "lets them take the noise off the map's published counts, so it is written only in the "
                         "DO_NOT_SHARE figures' configs)")
-    g.add_argument("--map-top", type=int, default=300, help="flows drawn on the map (default %(default)s)")
+    g.add_argument("--map-top", type=int, default=0,
+                   help="flows drawn on the map (default 0: as many as the OD release page draws, 'auto')")
     g.add_argument("--compare-zones", default="square:1.3,h3:8,square:5",
                    help="zone systems compared (default %(default)s)")
     g.add_argument("--knock-targets", type=int, default=3, help="Knock Knock targets (default %(default)s)")
@@ -170,32 +171,16 @@ def week_release(args: argparse.Namespace, data: dict):
 
 
 def flow_map(table, od, cfg, wk: int, top: int):
-    """The week's published flows through the map export of :func:`odcore.report.figures.flow_map_figure`."""
-    import numpy as np
+    """The week's published map, as ``release --map`` and the OD release page draw it
+    (:func:`odcore.cli.release.published_map`); its table: the places drawn, numbered, and the flows between them."""
     import pandas as pd
 
-    from odcore.privacy.release import cell_release_probability
+    from odcore.cli.release import published_map
     from odcore.report import figures
 
     t = table.loc[table["week"].to_numpy() == wk]
-    cp = cell_release_probability(t)
-    polys = od.grid.polygons(cp["cell"].to_numpy())
-    cells = pd.DataFrame({"cell": cp["cell"].to_numpy(),
-                          "polygon": [np.asarray(g.exterior.coords)[:-1].tolist() for g in polys.geometry],
-                          "value": cp["release_prob_any"].to_numpy()})
-    pub = t.loc[t["released"].to_numpy(dtype=bool)].nlargest(int(top), "noisy_count")
-    c = od.centroids().set_index("cell")
-    flows = pd.DataFrame({"o_lon": pub["origin"].map(c["lon"]).to_numpy(),
-                          "o_lat": pub["origin"].map(c["lat"]).to_numpy(),
-                          "d_lon": pub["destination"].map(c["lon"]).to_numpy(),
-                          "d_lat": pub["destination"].map(c["lat"]).to_numpy(),
-                          "count": pub["noisy_count"].to_numpy(dtype=float)})
-    note = None if len(flows) else "Nothing published this week"
-    unit = "per count" if cfg.max_pairs is None else "per person and week"
-    fig = figures.flow_map_figure(cells, flows, title=f"Published OD flows, week {wk}", count_label="noisy count",
-                                  subtitle=f"ε = {cfg.epsilon:g} {unit}, threshold {cfg.threshold:g}",
-                                  empty_note=note)
-    return fig, flows
+    fig = published_map(t, od, cfg, title=f"Published OD flows, week {wk}", top_n=top or None)
+    return fig, pd.DataFrame(fig.layout.meta[figures.FLOW_MAP_META]["args"]["flows"])
 
 
 def _owned(path: Path) -> bool:

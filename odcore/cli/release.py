@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from odcore.constants import PRIVATE_RECORD, PRIVATE_SHEET, PUBLISHED_FILES, PUBLISHED_KIND
 from odcore.errors import ParameterError
 from odcore.paths import atomic_output, pause_for_test
@@ -87,7 +89,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--map", default=None, metavar="FILE[,FILE]",
                    help="also draw the published flows of the week (--week, default the first) as FILE.png, .svg or "
                         ".pdf, with legend, scale bar and title; several files separated by commas")
-    m.add_argument("--map-top", type=int, default=300, help="draw the N largest flows (default %(default)s)")
+    m.add_argument("--map-top", type=int, default=0,
+                   help="draw the N largest flows (default 0: as many as the OD release page draws, 'auto')")
     m.add_argument("--map-size", default="8x6", metavar="WxH",
                    help="image size in inches (default %(default)s)")
     m.add_argument("--map-dpi", type=int, default=300, help="PNG resolution (default %(default)s)")
@@ -468,10 +471,7 @@ def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
 
     Checks the flags and draws the figure; returns ``(path, write)`` pairs, where ``write(path, tmp)`` renders the
     image into the temporary file ``tmp`` (the caller renames it to ``path`` once every output is written)."""
-    import numpy as np
-    import pandas as pd
 
-    from odcore.privacy.release import cell_release_probability
     from odcore.report import figures
 
     try:
@@ -484,35 +484,9 @@ def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
             raise ParameterError(f"--map {p}: the file name must end in .png, .svg or .pdf.")
     wk = int(week) if week is not None else (int(table["week"].min()) if len(table) else 0)
     t = table.loc[table["week"].to_numpy() == wk]
-    cent = od.centroids()
-    cp = cell_release_probability(t)
-    polys = od.grid.polygons(cp["cell"].to_numpy())
-    cells = pd.DataFrame({"cell": cp["cell"].to_numpy(),
-                          "polygon": [np.asarray(g.exterior.coords)[:-1].tolist() for g in polys.geometry],
-                          "value": cp["release_prob_any"].to_numpy()})
-    # what the figure draws: the published flows, nearby zones merged when the largest are too short to read at
-    # the image's scale (odcore.report.flows.flow_picture, as the dashboard's map)
-    from odcore.report import flows as fl
-
-    corners = np.concatenate([np.asarray(q, float) for q in cells["polygon"]]) if len(cells) else np.zeros((1, 2))
-    span_km = max(float(np.ptp(corners[:, 0])) * figures.km_per_deg_lon(float(corners[:, 1].mean())),
-                  float(np.ptp(corners[:, 1])) * figures.KM_PER_DEG_LAT, 0.5)
-    map_px = max(min(w_in * figures.CSS_PX_PER_INCH - figures.LEGEND_PX, h_in * figures.CSS_PX_PER_INCH - 60), 100)
-    pic = fl.flow_picture(t, cent, value="noisy_count", keep=t["released"].to_numpy(dtype=bool),
-                          top_n=int(s["map_top"]), km_per_px=span_km / map_px)
-    pl, fw = pic.places, pic.flows
-    flows = pd.DataFrame({"o_lon": pl["lon"].to_numpy()[fw["o"]], "o_lat": pl["lat"].to_numpy()[fw["o"]],
-                          "d_lon": pl["lon"].to_numpy()[fw["d"]], "d_lat": pl["lat"].to_numpy()[fw["d"]],
-                          "count": fw["count"].to_numpy(dtype=float)})
-    places = pl.loc[pl["total"].to_numpy() > 0, ["lon", "lat", "total"]]
     start = od.week_starts[wk] if wk < len(od.week_starts) else wk
-    # a map may be shared: its note says nothing about unpublished pairs (no true count)
-    note = None if len(flows) else f"Nothing published at threshold {cfg.threshold:g}"
-    fig = figures.flow_map_figure(
-        cells, flows, title=f"Published OD flows, week {wk} (from {start})", count_label="noisy count",
-        subtitle=f"ε = {cfg.epsilon:g}, threshold {cfg.threshold:g}, noise scale {cfg.scale:.3g}, "
-                 f"{_zones_words(od.grid)}, {len(flows):,} largest flow{'' if len(flows) == 1 else 's'}", empty_note=note, locations=places,
-        class_edges=pic.class_edges if len(flows) else None, level=pic.level_words(short=True))
+    fig = published_map(t, od, cfg, title=f"Published OD flows, week {wk} (from {start})",
+                        top_n=int(s["map_top"]) or None, size=figures.map_size(w_in, h_in, int(s["map_dpi"])))
     figures.require_browser()   # before anything is written: say at once that the image cannot be drawn
 
     def write(p: Path, tmp: Path) -> None:
@@ -526,6 +500,26 @@ def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
     return [(p, write) for p in paths]
 
 
+def published_map(t, od, cfg, *, title: str, top_n: int | None, size=None):
+    """The week's published map (:func:`odcore.report.figures.published_map_figure`: the published rows only, the
+    places and flows of the OD release page at the same settings), shared by ``release --map`` and ``figures``."""
+    from odcore.report import figures
+
+    def polygons(cells):
+        g = od.grid.polygons(cells)
+        return [np.asarray(q.exterior.coords)[:-1].tolist() for q in g.geometry]
+
+    unit = "per count" if cfg.max_pairs is None else "per person and week"
+    cent = od.centroids()
+    if getattr(od.grid, "kind", "") == "polygons":   # a zone file's own names label its places
+        cent = cent.assign(name=od.grid.names(cent["cell"].to_numpy()))
+    return figures.published_map_figure(t, cent, polygons, title=title, top_n=top_n, size=size,
+                                        settings=f"ε = {cfg.epsilon:g} {unit}, threshold {cfg.threshold:g}, "
+                                                 f"{_zones_words(od.grid)}")
+
+
 def _zones_words(grid) -> str:
+    if getattr(grid, "kind", "") == "polygons":
+        return f"{grid.n_cells:,} zones"
     km2 = getattr(grid, "cell_km2", None)
     return f"{km2:g} km² cells" if km2 else f"{getattr(grid, 'n_cells', '?')} zones"

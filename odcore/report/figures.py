@@ -13,6 +13,7 @@ cell square and the scale bar true to within 0.5 % over a city (cos φ changes b
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
 import itertools
@@ -27,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
+from html import escape as html_escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -281,6 +283,10 @@ FLOW_MAP_META = "flow_map_legend"   # key of a flow map's layout.meta: its legen
 LEGEND_FONT_PX = 10.0          # 7.5 pt: readable at a journal column's 3.5 in
 LEGEND_ROW_PX = 11.5
 FIGURE_WIDTH_SCALE = 0.7       # a printed map is smaller than the screen's: its arrows a little thinner
+ZONE_RGB = (222, 228, 236)     # a zone of the published view: all alike (no shade from true counts)
+ZONE_WORDS = "zone with a published flow"
+CELL_LABEL = "Zones: chance at least one flow leaving is published (analysis: true counts, do not share)"
+PLACE_LABELS = 12              # the largest places named on an exported map (where the zones have names)
 
 
 def count_label_text(a: float, b: float) -> str:
@@ -301,252 +307,511 @@ def _wrap(text: str, width: int) -> str:
 
 
 def flow_map_figure(cells: pd.DataFrame, flows: pd.DataFrame, *, title: str, count_label: str = "count",
-                    cell_label: str = "P(a flow leaving it is published)", subtitle: str = "",
+                    cell_label: str = CELL_LABEL, subtitle: str = "",
                     projector: bool = False, empty_note: str | None = None, locations: pd.DataFrame | None = None,
-                    class_edges=None, level: str = "", water: bool = True) -> go.Figure:
-    """The flow map as a plotly figure, the same picture as the dashboard's map: zones shaded by the chance that a
-    flow leaving them is published (five classes), flows as curved arrows in four count classes (width and
-    colour), places as circles sized by their totals, suppressed flows thin and grey, a scale bar; the legend in a
-    column of its own right of the map (:data:`LEGEND_PX` wide at any size, every class listed, type ≥ 7.5 pt).
+                    class_edges=None, level: str = "", water: bool = True, zone_words: str = ZONE_WORDS,
+                    size: FigureSize | None = None) -> go.Figure:
+    """The flow map as a plotly figure laid out for ``size``, the same picture as the dashboard's map: flows as
+    curved arrows in four count classes (width and colour, the dashboard's geometry:
+    :func:`odcore.report.flows.arrows`), places as circles sized by their totals, suppressed flows thin and grey,
+    zones under them, water, a scale bar; the legend below the map (``size.legend == "below"``) or in a column right
+    of it, never over the data area, type at least 7 pt.
+
+    Drawn at the size's own scale: the data area is fitted to the places and arrows, each circle's radius is limited
+    so that no circle covers another flow's arrow (nor its own arrow's start or end), and arrows start and end at
+    their circles' edges. The figure carries its inputs (``layout.meta``), so :func:`for_paper` and
+    :func:`image_bytes` draw it again at another size rather than scale a picture made for this one.
 
     Parameters
     ----------
     cells
-        ``DataFrame[cell, polygon, value]``: ``polygon`` is a list of ``[lon, lat]`` corners
-        (:func:`odcore.space.grid.SquareGrid.polygons`), ``value`` in [0, 1] shades the cell (NaN: outline only).
+        ``DataFrame[cell, polygon, value]``: ``polygon`` a list of ``[lon, lat]`` corners, ``value`` in [0, 1] shades
+        the zone in five classes (legend: ``cell_label``); a ``value`` of NaN everywhere (or no such column) draws
+        every zone alike (legend: ``zone_words``): the published view, which must not be shaded from true counts.
     flows
         ``DataFrame[o_lon, o_lat, d_lon, d_lat, count]`` (one row per drawn flow); a ``released`` column, where
         present, marks the suppressed flows (False), drawn thin and grey.
-    title, subtitle
-        Figure title and a smaller line under it (settings).
+    title, subtitle, level
+        Title, and the settings and level shown, in a smaller line under it.
     count_label
         What ``count`` is (legend title of the arrows).
     empty_note
-        Text written over the map when ``flows`` is empty (why, and what to change).
+        Text written over the map when no flow is drawn (why, and what to change); the legend then lists no class.
     locations
-        ``DataFrame[lon, lat, total]``: the places' circles (area ∝ total); by default each flow end, sized by the
-        counts drawn.
+        ``DataFrame[lon, lat, total]`` (and ``label``, a short name written by the largest places): the places'
+        circles (area ∝ total); by default each published flow's ends, sized by the counts drawn.
     class_edges
-        The count classes' edges (default: four equal classes of the drawn counts,
-        :func:`odcore.report.flows.class_bounds`).
-    level
-        What level is shown (zones, or nearby zones merged), written under the title.
+        The count classes' edges (default: four equal classes of the drawn counts).
     water
-        Draw water under the zones (the bundled Natural Earth coastline, :func:`odcore.report.basemap.water_rings`)
-        and list it in the legend, where the map's box has any.
+        Draw water under the zones (the bundled Natural Earth coastline) and list it in the legend, where any.
+    size
+        The figure's size, type and legend place (default :data:`MAP_SIZE`, the map's own 8 × 6 in).
     """
-    big = 1.3 if projector else 1.0
-    font = LEGEND_FONT_PX * big
+    args = {"cells": _jsonable_frame(cells, ("cell", "polygon", "value")),
+            "flows": _jsonable_frame(flows, ("o_lon", "o_lat", "d_lon", "d_lat", "count", "released", "o_place",
+                                             "d_place")),
+            "locations": None if locations is None else _jsonable_frame(locations, ("lon", "lat", "total", "label")),
+            "title": title, "count_label": count_label, "cell_label": cell_label, "subtitle": subtitle,
+            "projector": projector, "empty_note": empty_note,
+            "class_edges": None if class_edges is None else [float(v) for v in class_edges], "level": level,
+            "water": water, "zone_words": zone_words}
+    size = size or (MAP_SIZE_PROJECTOR if projector else MAP_SIZE)
+    cells = pd.DataFrame(args["cells"])
+    flows = pd.DataFrame(args["flows"])
+    locations = None if args["locations"] is None else pd.DataFrame(args["locations"])
+    W, H = size.width_px, size.height_px
+    fs = size.font_px
+    # legend and notes: never under 7 pt (rounded up: an SVG writes sizes to a few decimals)
+    note_fs = math.ceil(max(0.9 * fs, MIN_PAPER_PT * CSS_PX_PER_INCH / 72) * 100) / 100
+    title_fs = 1.15 * fs
+    s = note_fs / LEGEND_FONT_PX          # the marks' scale: 1 at the map's own size, larger on a slide
+    pad = round(0.6 * fs)
     fig = go.Figure()
-    polys = [np.asarray(p, float) for p in cells["polygon"]] if len(cells) else []
-    pts = [p for p in polys if len(p)]
-    if len(flows):
-        pts.append(flows[["o_lon", "o_lat"]].to_numpy(float))
-        pts.append(flows[["d_lon", "d_lat"]].to_numpy(float))
-    allp = np.concatenate(pts) if pts else np.zeros((1, 2))
-    lon0, lat0 = float(np.nanmean(allp[:, 0])), float(np.nanmean(allp[:, 1]))
-    kx, ky = km_per_deg_lon(lat0), KM_PER_DEG_LAT
 
-    def proj(lon, lat):
-        return (np.asarray(lon, float) - lon0) * kx, (np.asarray(lat, float) - lat0) * ky
+    # ---- what is drawn: places, published and suppressed flows ----------------------------------------------
+    if not len(flows):
+        flows = pd.DataFrame({c: np.zeros(0) for c in ("o_lon", "o_lat", "d_lon", "d_lat", "count")})
+    rel = flows["released"].to_numpy(bool) if "released" in flows.columns else np.ones(len(flows), bool)
+    pub = flows.loc[rel].reset_index(drop=True)
+    sup = flows.loc[~rel].reset_index(drop=True)
+    if locations is None:
+        ends = pd.concat([pub[["o_lon", "o_lat", "count"]].set_axis(["lon", "lat", "total"], axis=1),
+                          pub[["d_lon", "d_lat", "count"]].set_axis(["lon", "lat", "total"], axis=1)])
+        locations = ends.groupby(["lon", "lat"], as_index=False)["total"].sum()
+    locations = locations.loc[locations["total"].to_numpy(float) > 0].reset_index(drop=True)
+    polys = [np.asarray(p, float).reshape(-1, 2) for p in cells["polygon"]] if len(cells) else []
+    shade = "value" in cells.columns and len(cells) and np.isfinite(cells["value"].to_numpy(float)).any()
+    # the projection: about the places, else the zones
+    if len(locations):
+        ref = locations[["lon", "lat"]].to_numpy(float)
+    elif polys:
+        ref = np.concatenate(polys)
+    else:
+        ref = np.zeros((1, 2))
+    proj = fl.project(ref[:, 0], ref[:, 1])
+    key = {(round(a, 6), round(b, 6)): i for i, (a, b) in enumerate(zip(locations["lon"], locations["lat"],
+                                                                          strict=True))}
+    lx, ly = proj.xy(locations["lon"], locations["lat"])
 
-    ax, ay = proj(allp[:, 0], allp[:, 1])
-    x_lo, x_hi = float(np.nanmin(ax)), float(np.nanmax(ax))
-    y_lo, y_hi = float(np.nanmin(ay)), float(np.nanmax(ay))
-    span = max(x_hi - x_lo, y_hi - y_lo, 0.5)
-    km_px = span / 220          # km per px of a map about 220 px across (a 3.5 in figure); larger maps: finer
+    def ends(df):
+        """Place index of each flow's origin and destination (-1: a flow end that is no place)."""
+        o = np.array([key.get((round(a, 6), round(b, 6)), -1) for a, b in zip(df["o_lon"], df["o_lat"], strict=True)],
+                     dtype=np.int64)
+        d = np.array([key.get((round(a, 6), round(b, 6)), -1) for a, b in zip(df["d_lon"], df["d_lat"], strict=True)],
+                     dtype=np.int64)
+        return o, d
 
-    # water under everything (islands white again over it), where the bundled coastline has any in the map's box
+    po, pdst = ends(pub)
+    so, sdst = ends(sup)
+    both = pd.concat([pub, sup], ignore_index=True)
+    ox, oy = proj.xy(both["o_lon"], both["o_lat"])
+    dx_, dy_ = proj.xy(both["d_lon"], both["d_lat"])
+    fx, fy = np.r_[ox, dx_], np.r_[oy, dy_]
+
+    # ---- legend rows ---------------------------------------------------------------------------------------------
+    if class_edges is None:
+        lo, hi = (float(np.nanmin(pub["count"])), float(np.nanmax(pub["count"]))) if len(pub) else (0.0, 1.0)
+        class_edges = fl.class_bounds(lo, hi if hi > lo else lo + 1.0)
+    class_edges = np.asarray(class_edges, float)
+    rows: list[tuple] = []     # (kind, text, swatch)
+    if len(pub):
+        rows.append(("title", f"Flows: {count_label}", None))
+        for i, (a, b) in enumerate(itertools.pairwise(class_edges.tolist())):
+            rows.append(("line", count_label_text(a, b), i))
+    if len(sup):
+        rows.append(("sup", f"suppressed ({len(sup):,})", None))
+    if len(locations):
+        rows.append(("circle", "place (size: people)", None))
+    p_edges = np.linspace(0, 1, P_CLASSES + 1)
+    p_cols = [_rgb(mix(CELL_LOW_RGB, CELL_HIGH_RGB, np.array([(i + 0.5) / P_CLASSES]))[0]) for i in range(P_CLASSES)]
+    if polys and shade:
+        for part in wrap_words(cell_label, 13 * note_fs, note_fs):
+            rows.append(("title", part, None))
+        for i in range(P_CLASSES):
+            rows.append(("box", f"{p_edges[i]:.1f}–{p_edges[i + 1]:.1f}", p_cols[i]))
+    elif polys:
+        rows.append(("box", zone_words, _rgb(ZONE_RGB)))
+    row_h = 1.25 * note_fs
+    inner = 0.45 * note_fs
+    x_tx = 3.2 * note_fs          # a row's text after its swatch
+
+    def row_w(kind, text):
+        return (0 if kind == "title" else x_tx) + text_width(text, note_fs) * (1.1 if kind == "title" else 1.03)
+
+    # ---- title, legend and data area in px ---------------------------------------------------------------------
+    small = " · ".join(x for x in (subtitle, level) if x)
+    t_lines = wrap_words(title, W - 2 * pad, title_fs * 1.08)
+    s_lines = wrap_words(small, W - 2 * pad, note_fs) if small else []
+    # plotly spaces an annotation's lines by 1.3 × its own type size, a smaller span's lines too
+    top = pad + (len(t_lines) + len(s_lines)) * title_fs * 1.3 + 0.8 * pad
+    gap = 0.6 * note_fs
+
+    def legend_block(water_row: bool):
+        rr = rows + ([("water", "water (Natural Earth)", _rgb(WATER_RGB))] if water_row else [])
+        if not rr:
+            return rr, 0.0, 0.0, [0.0], 1
+        widths = [row_w(k, t) + note_fs for k, t, _ in rr]
+        if size.legend == "right":
+            return rr, max(widths) + 2 * inner, len(rr) * row_h + 2 * inner, 1, len(rr)
+        room = W - 2 * pad - 2 * inner
+        for n_col in range(len(rr), 0, -1):   # the most columns whose widest rows fit side by side
+            per = math.ceil(len(rr) / n_col)
+            cols = [max(widths[i:i + per]) for i in range(0, len(rr), per)]
+            if sum(cols) <= room or n_col == 1:
+                return rr, sum(cols) + 2 * inner, per * row_h + 2 * inner, cols, per
+        raise AssertionError  # pragma: no cover
+
+    def plot_box(lw, lh):
+        if size.legend == "right":
+            r_m = pad + (lw + gap if lw else 0)
+            h = max(H, round(top + lh + 2 * pad))
+            return pad, top, W - pad - r_m, h - top - pad, h
+        b_m = pad + (lh + gap if lh else 0)
+        # the figure grows rather than the map vanish: at least 0.45 of the width high, more for tall data (to
+        # 0.9 of the width), so that a tall city is not drawn in a strip
+        tall = (y1 - y0) / max(x1 - x0, 1e-9)
+        h = max(H, round(top + b_m + float(np.clip(tall, 0.45, 0.9)) * (W - 2 * pad)))
+        return pad, top, W - 2 * pad, h - top - b_m, h
+
+    if len(locations) or len(fx):
+        ex = np.r_[lx, fx]
+        ey = np.r_[ly, fy]
+        if len(ox):   # the curves bulge: their furthest points too
+            ex = np.r_[ex, (ox + dx_) / 2 + fl.BEND * 0.5 * (dy_ - oy)]
+            ey = np.r_[ey, (oy + dy_) / 2 - fl.BEND * 0.5 * (dx_ - ox)]
+    elif polys:
+        allp = np.concatenate(polys)
+        ex, ey = proj.xy(allp[:, 0], allp[:, 1])
+    else:
+        ex, ey = np.zeros(1), np.zeros(1)
+    x0, x1, y0, y1 = float(np.nanmin(ex)), float(np.nanmax(ex)), float(np.nanmin(ey)), float(np.nanmax(ey))
+    # the water row depends on the map's box, the box on the legend's room: the box with a water row first
+    rows_w, lw, lh, n_col, per = legend_block(water)
+    left, tp, pw, ph, Hf = plot_box(lw, lh)
+    bar_px = 2.6 * note_fs          # room for the scale bar under the data
+    margin_px = 14 * s + 4          # a circle's largest radius and a little more round the data
+    span = max(x1 - x0, y1 - y0, 0.5)
+    kpp = max((x1 - x0) / max(pw - 2 * margin_px, 20), (y1 - y0) / max(ph - 2 * margin_px - bar_px, 20),
+              span / max(pw, ph, 20) / 4, 1e-9)
+    cx = (x0 + x1) / 2
+    xr = (cx - pw / 2 * kpp, cx + pw / 2 * kpp)
+    y_top = (y0 + y1) / 2 + (ph - bar_px) / 2 * kpp
+    yr = (y_top - ph * kpp, y_top)
+
+    # water where the bundled coastline has any in the data area (and a little round it)
     sea = []
-    if water:   # the box and half its size again on every side: the axes keep the map's aspect, so may widen
-        lo_a, la_a = (x_lo - span / 2) / kx + lon0, (y_lo - span / 2) / ky + lat0
-        lo_b, la_b = (x_hi + span / 2) / kx + lon0, (y_hi + span / 2) / ky + lat0
-        sea = basemap.water_rings(lo_a, lo_b, la_a, la_b, tolerance=span / 600 / kx)
+    if water:
+        lo_a, la_a = proj.lonlat(xr[0], yr[0])
+        lo_b, la_b = proj.lonlat(xr[1], yr[1])
+        mlon, mlat = 0.1 * (float(lo_b) - float(lo_a)), 0.1 * (float(la_b) - float(la_a))
+        sea = basemap.water_rings(float(lo_a) - mlon, float(lo_b) + mlon, float(la_a) - mlat, float(la_b) + mlat,
+                                  tolerance=kpp / proj.kx / 2)
+    if not sea and water:    # no water: the legend without its row, and the data area as that gives
+        rows_w, lw, lh, n_col, per = legend_block(False)
+        left2, tp2, pw2, ph2, Hf2 = plot_box(lw, lh)
+        if (pw2, ph2) != (pw, ph):
+            k2 = max((x1 - x0) / max(pw2 - 2 * margin_px, 20), (y1 - y0) / max(ph2 - 2 * margin_px - bar_px, 20),
+                     span / max(pw2, ph2, 20) / 4, 1e-9)
+            left, tp, pw, ph, Hf, kpp = left2, tp2, pw2, ph2, Hf2, k2
+            xr = (cx - pw / 2 * kpp, cx + pw / 2 * kpp)
+            y_top = (y0 + y1) / 2 + (ph - bar_px) / 2 * kpp
+            yr = (y_top - ph * kpp, y_top)
+
     for k, colour in ((0, _rgb(WATER_RGB)), (1, "white")):
         xs, ys = [], []
         for poly in sea:
             for ring in (poly[:1] if k == 0 else poly[1:]):
                 a = np.asarray(ring, float)
-                x, y = proj(a[:, 0], a[:, 1])
+                x, y = proj.xy(a[:, 0], a[:, 1])
                 xs += [*x.tolist(), float(x[0]), None]
                 ys += [*y.tolist(), float(y[0]), None]
         if xs:
             fig.add_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=colour, hoverinfo="skip",
-                            line={"width": 0}, showlegend=False)
+                            line={"width": 0}, showlegend=False, name="water" if k == 0 else "land")
 
-    # zones: five shade classes of value, one filled trace each (None-separated rings)
-    vals = cells["value"].to_numpy(float) if len(cells) else np.zeros(0)
-    p_edges = np.linspace(0, 1, P_CLASSES + 1)
-    p_cols = [_rgb(mix(CELL_LOW_RGB, CELL_HIGH_RGB, np.array([(i + 0.5) / P_CLASSES]))[0]) for i in range(P_CLASSES)]
-    for i in range(P_CLASSES):
-        sel = np.flatnonzero((vals >= p_edges[i]) & ((vals < p_edges[i + 1]) | (i == P_CLASSES - 1)))
+    # zones: five shade classes of value, or all alike
+    vals = cells["value"].to_numpy(float) if shade else np.full(len(polys), np.nan)
+    groups = ([(np.flatnonzero((vals >= p_edges[i]) & ((vals < p_edges[i + 1]) | (i == P_CLASSES - 1))), p_cols[i])
+               for i in range(P_CLASSES)] if shade else [(np.arange(len(polys)), _rgb(ZONE_RGB))])
+    for sel, colour in groups:
+        xs, ys = [], []
+        for j in sel.tolist():
+            x, y = proj.xy(polys[j][:, 0], polys[j][:, 1])
+            xs += [*x.tolist(), float(x[0]), None]
+            ys += [*y.tolist(), float(y[0]), None]
+        if xs:
+            fig.add_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=colour, hoverinfo="skip", name="zones",
+                            line={"color": "rgba(255,255,255,0.9)", "width": 0.6 * s}, showlegend=False)
+
+    # places and arrows at this scale: circles no larger than leaves every other arrow clear
+    tot = locations["total"].to_numpy(float)
+    r_big = fl.place_radius_px(lx, ly, kpp, largest=14.0 * s, least=4.0 * s)
+    r = 2.5 * s + (r_big - 2.5 * s) * np.sqrt(tot / max(float(tot.max()), 1e-9)) if len(tot) else np.zeros(0)
+    pcls = fl.classes(pub["count"].to_numpy(float), class_edges) if len(pub) else np.zeros(0, np.int64)
+    w_px = np.r_[np.asarray([FIGURE_WIDTH_SCALE * w * s for w in FLOW_CLASS_WIDTH_PX])[pcls],
+                 np.full(len(sup), 1.0 * s)]
+    head_px = np.maximum(np.r_[3.0 * w_px[:len(pub)], np.full(len(sup), 0.0)], np.r_[np.full(len(pub), 8.0 * s),
+                                                                                       np.full(len(sup), 6.0 * s)])
+    ao, ad = np.r_[po, so], np.r_[pdst, sdst]
+    bends = np.r_[np.full(len(pub), fl.BEND), np.full(len(sup), 0.3)]
+    gap_px = 1.5 * s
+    def geometry(r_now):
+        g0 = np.where(ao >= 0, r_now[np.maximum(ao, 0)] + gap_px, 0.0) * kpp if len(r_now) else np.zeros(len(ao))
+        g1 = np.where(ad >= 0, r_now[np.maximum(ad, 0)] + gap_px, 0.0) * kpp if len(r_now) else np.zeros(len(ad))
+        out = [fl.arrows(ox[j:j + 1], oy[j:j + 1], dx_[j:j + 1], dy_[j:j + 1], w_px[j:j + 1] * kpp, gap0=g0[j:j + 1],
+                         gap1=g1[j:j + 1], head_len=head_px[j:j + 1] * kpp, bend=float(bends[j]), n=10)
+               for j in range(len(ao))]
+        return np.concatenate(out) if out else np.zeros((0, 2 * 10 + 3, 2))
+
+    r, arrow_polys = fl.clear_radii(lx, ly, r, geometry, kpp, least_px=1.5 * s)
+
+    # places: white circles with a dark ring (under the arrows)
+    show = np.flatnonzero(r > 0)
+    if len(show):
+        ring = fl.circles(lx[show], ly[show], r[show] * kpp, n=24)
+        xs, ys = [], []
+        for q in ring:
+            xs += [*q[:, 0].tolist(), float(q[0, 0]), None]
+            ys += [*q[:, 1].tolist(), float(q[0, 1]), None]
+        fig.add_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor="rgba(255,255,255,0.9)",
+                        line={"color": _rgb(LOCATION_RGB), "width": 1.0 * s, "simplify": False}, hoverinfo="skip", showlegend=False,
+                        name="places")
+    # arrows: suppressed (grey) under the published, each class a trace of filled outlines
+    classes_drawn = ([(np.arange(len(pub), len(ao)), _rgba(SUPPRESSED_RGB, 160), "suppressed flows")] +
+                     [(np.flatnonzero(pcls == c), _rgba(FLOW_CLASS_RGB[c], FLOW_CLASS_ALPHA[c]), f"flows class {c}")
+                      for c in range(len(class_edges) - 1)])
+    for sel, colour, name in classes_drawn:
         if not len(sel):
             continue
-        xs: list[float | None] = []
-        ys: list[float | None] = []
-        for j in sel:
-            x, y = proj(polys[j][:, 0], polys[j][:, 1])
-            xs += [*x.tolist(), float(x[0]), None]
-            ys += [*y.tolist(), float(y[0]), None]
-        fig.add_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=p_cols[i], hoverinfo="skip",
-                        line={"color": "rgba(255,255,255,0.8)", "width": 0.4}, showlegend=False)
-    outline = np.flatnonzero(np.isnan(vals))
-    if len(outline):
         xs, ys = [], []
-        for j in outline:
-            x, y = proj(polys[j][:, 0], polys[j][:, 1])
-            xs += [*x.tolist(), float(x[0]), None]
-            ys += [*y.tolist(), float(y[0]), None]
-        fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": "rgba(90,90,90,0.35)", "width": 0.5},
-                        hoverinfo="skip", showlegend=False)
+        for q in arrow_polys[sel]:
+            xs += [*q[:, 0].tolist(), float(q[0, 0]), None]
+            ys += [*q[:, 1].tolist(), float(q[0, 1]), None]
+        fig.add_scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=colour,
+                        line={"width": 0, "simplify": False}, hoverinfo="skip", showlegend=False, name=name)
+    # the largest places' names, where the data gives them: right of the circle, each only where it meets no
+    # other name, circle or the data area's edge (largest places first)
+    if "label" in locations.columns and len(show):
+        lab = locations["label"].astype(str).to_numpy()
+        placed: list[tuple[float, float, float, float]] = []
+        keep, texts = [], []
+        for i in show[np.argsort(-tot[show], kind="stable")].tolist():
+            if len(keep) >= PLACE_LABELS or not lab[i] or lab[i] == "nan":
+                continue
+            text = lab[i][:24]
+            bx0_ = lx[i] + (r[i] + 1.5 * s) * kpp
+            box = (bx0_, ly[i] - 0.6 * note_fs * kpp, bx0_ + text_width(text, note_fs) * kpp,
+                   ly[i] + 0.6 * note_fs * kpp)
+            clash = any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed)
+            near = (np.clip(lx[show], box[0], box[2]) - lx[show]) ** 2 + (np.clip(ly[show], box[1], box[3])
+                                                                           - ly[show]) ** 2
+            hits = np.flatnonzero(near < (r[show] * kpp) ** 2)
+            if clash or len(hits) or box[2] > xr[1] or box[1] < yr[0] or box[3] > yr[1]:
+                continue
+            placed.append(box)
+            keep.append(i)
+            texts.append(text)
+        if keep:
+            fig.add_scatter(x=lx[keep] + (r[keep] + 1.5 * s) * kpp, y=ly[keep], mode="text", name="place names",
+                            text=[html_escape(t) for t in texts], textposition="middle right",
+                            textfont={"size": note_fs, "color": INK}, hoverinfo="skip", showlegend=False)
 
-    # places: circles, area ∝ total (under the arrows)
-    rel = flows["released"].to_numpy(bool) if "released" in flows.columns else np.ones(len(flows), bool)
-    pub = flows.loc[rel]
-    if locations is None and len(pub):
-        ends = pd.concat([pub[["o_lon", "o_lat", "count"]].set_axis(["lon", "lat", "total"], axis=1),
-                          pub[["d_lon", "d_lat", "count"]].set_axis(["lon", "lat", "total"], axis=1)])
-        locations = ends.groupby(["lon", "lat"], as_index=False)["total"].sum()
-    r_of = {}
-    if locations is not None and len(locations):
-        tot = locations["total"].to_numpy(float)
-        r = (2.5 + 7.0 * np.sqrt(tot / max(float(tot.max()), 1e-9))) * big
-        lx, ly = proj(locations["lon"], locations["lat"])
-        fig.add_scatter(x=lx, y=ly, mode="markers", hoverinfo="skip", showlegend=False,
-                        marker={"size": 2 * r, "color": "rgba(255,255,255,0.85)",
-                                "line": {"color": _rgb(LOCATION_RGB), "width": 1.2}})
-        r_of = {(round(a, 6), round(b, 6)): float(v) for a, b, v in
-                zip(locations["lon"], locations["lat"], r, strict=True)}
+    # scale bar: bottom left, in the room kept under the data (none over an empty map: a distance between nothing)
+    if len(locations) or polys:
+        bar = nice_km(pw * kpp)
+        bx0 = xr[0] + 8 * s * kpp
+        by0 = yr[0] + 0.6 * bar_px * kpp - 0.35 * note_fs * kpp
+        tick = 0.35 * note_fs * kpp
+        fig.add_scatter(x=[bx0, bx0, bx0 + bar, bx0 + bar], y=[by0 + tick, by0, by0, by0 + tick], mode="lines",
+                        line={"color": INK, "width": 1.3 * s}, hoverinfo="skip", showlegend=False, name="scale bar")
+        fig.add_annotation(x=bx0 + bar + 0.4 * note_fs * kpp, y=by0, text=f"{bar:g} km", showarrow=False,
+                           xanchor="left", yanchor="middle", font={"size": note_fs, "color": INK}, name="scale bar")
+    if empty_note and not len(pub):
+        fig.add_annotation(xref="paper", yref="paper", x=0.5, y=0.55, text=_wrap(html_escape(empty_note), 48),
+                           showarrow=False, bgcolor="rgba(255,255,255,0.92)", bordercolor="#9aa3ad", borderwidth=1,
+                           font={"size": note_fs * 1.1, "color": INK}, name="empty note")
 
-    # flows: curved arrows, a line per count class and a head at the destination's circle
-    if class_edges is None:
-        lo, hi = (float(np.nanmin(pub["count"])), float(np.nanmax(pub["count"]))) if len(pub) else (0.0, 1.0)
-        class_edges = fl.class_bounds(lo, hi if hi > lo else lo + 1.0)
-    class_edges = np.asarray(class_edges, float)
+    # ---- title (the first annotation, where for_paper and the tests find it) and legend, placed in px --------
+    def px_to_paper(x, y):
+        return (x - left) / pw, 1 - (y - tp) / ph
 
-    def draw(sub, cls, widths, colours, head_px):
-        ox, oy = proj(sub["o_lon"], sub["o_lat"])
-        dx, dy = proj(sub["d_lon"], sub["d_lat"])
-        g0 = np.array([r_of.get((round(a, 6), round(b, 6)), 0.0) for a, b in zip(sub["o_lon"], sub["o_lat"],
-                                                                                   strict=True)]) * km_px
-        g1 = np.array([r_of.get((round(a, 6), round(b, 6)), 0.0) for a, b in zip(sub["d_lon"], sub["d_lat"],
-                                                                                   strict=True)]) * km_px
-        cx, cy = fl.curves(ox, oy, dx, dy, gap0=g0, gap1=g1)
-        for c in np.unique(cls):
-            sel = np.flatnonzero(cls == c)
-            xs, ys = [], []
-            for j in sel:
-                xs += [*cx[j].tolist(), None]
-                ys += [*cy[j].tolist(), None]
-            fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": colours[c], "width": widths[c] * big},
-                            hoverinfo="skip", showlegend=False)
-            ux, uy = cx[sel, -1] - cx[sel, -3], cy[sel, -1] - cy[sel, -3]
-            un = np.hypot(ux, uy)
-            un = np.where(un > 0, un, 1.0)
-            size = max(head_px, 2.2 * widths[c]) * big
-            back = 0.4 * size * km_px   # the triangle's centre a little before the end: its tip on the end
-            fig.add_scatter(x=cx[sel, -1] - ux / un * back, y=cy[sel, -1] - uy / un * back, mode="markers",
-                            hoverinfo="skip", showlegend=False,
-                            marker={"symbol": "triangle-up", "size": size, "color": colours[c],
-                                    "angle": (90 - np.degrees(np.arctan2(uy, ux))).tolist(), "line": {"width": 0}})
-
-    sup = flows.loc[~rel]
-    if len(sup):
-        draw(sup, np.zeros(len(sup), int), [1.0], [_rgba(SUPPRESSED_RGB, 150)], 5.0)
-    if len(pub):
-        cls = fl.classes(pub["count"].to_numpy(float), class_edges)
-        draw(pub, cls, [FIGURE_WIDTH_SCALE * w for w in FLOW_CLASS_WIDTH_PX], [_rgba(c, a) for c, a in zip(FLOW_CLASS_RGB, FLOW_CLASS_ALPHA,
-                                                                                 strict=True)], 7.0)
-
-    # scale bar (bottom left, under the data)
-    pad = 0.03 * span
-    bar = nice_km(x_hi - x_lo)
-    bx0, by0 = x_lo, y_lo - 2.0 * pad
-    tick = 0.3 * pad
-    fig.add_scatter(x=[bx0, bx0, bx0 + bar, bx0 + bar], y=[by0 + tick, by0, by0, by0 + tick], mode="lines",
-                    line={"color": INK, "width": 1.5 * big}, hoverinfo="skip", showlegend=False)
-    # its label from the bar's left end (centred on a short bar, it ran out of the map's area at the left)
-    fig.add_annotation(x=bx0, y=by0, yshift=2, text=f"{bar:g} km", showarrow=False, xanchor="left",
-                       yanchor="bottom", font={"size": font, "color": INK})
-    if empty_note:
-        fig.add_annotation(x=(x_lo + x_hi) / 2, y=(y_lo + y_hi) / 2, text=empty_note, showarrow=False,
-                           bgcolor="rgba(255,255,255,0.9)", bordercolor="#9aa3ad", borderwidth=1,
-                           font={"size": font + 1, "color": INK})
-
-    # the title as an annotation over the plot area's top left corner, the first of the figure's annotations (where
-    # for_paper finds it): it grows upwards, line by line
-    head = f"<b>{_wrap(title, 44)}</b>"
-    small = " · ".join(x for x in (subtitle, level) if x)
-    if small:
-        head += f"<br><span style='font-size:{font:.1f}px'>{_wrap(small, 54)}</span>"
-    n_lines = 1 + head.count("<br>")
+    tx, ty = px_to_paper(pad, pad)
+    head = "<br>".join(f"<b>{html_escape(t)}</b>" for t in t_lines)
+    if s_lines:
+        head += "<br>" + "<br>".join(f"<span style='font-size:{note_fs:.2f}px'>{html_escape(t)}</span>"
+                                     for t in s_lines)
     fig.layout.annotations = [go.layout.Annotation(
-        name="figure title", xref="paper", yref="paper", x=0, y=1, xanchor="left", yanchor="bottom", yshift=4,
-        showarrow=False, align="left", text=head, font={"size": 12 * big, "color": INK}), *fig.layout.annotations]
+        name="figure title", xref="paper", yref="paper", x=tx, y=ty, xanchor="left", yanchor="top",
+        showarrow=False, align="left", text=head, font={"size": title_fs, "color": INK}),
+        *fig.layout.annotations]
+    legend_box = None
+    if rows_w:
+        if size.legend == "right":
+            lx0, ly0 = left + pw + gap, tp
+        else:
+            lx0, ly0 = left, tp + ph + gap
+        legend_box = (lx0, ly0, lx0 + lw, ly0 + lh)
+        fx0, fy0 = px_to_paper(lx0, ly0)
+        # the frame: an annotation without text or fill (annotations lie over shapes: a filled one would hide the
+        # swatches), as wide and high as the rows
+        fig.add_annotation(name="legend", xref="paper", yref="paper", x=fx0, y=fy0, xanchor="left", yanchor="top",
+                           text=" ", width=lw, height=lh, borderpad=0, showarrow=False, bgcolor="rgba(0,0,0,0)",
+                           bordercolor="#9aa3ad", borderwidth=0.8, font={"size": note_fs, "color": INK})
+        col_x = np.r_[0.0, np.cumsum(n_col)]
+        for k, (kind, text, sw) in enumerate(rows_w):
+            c, rr = divmod(k, per)
+            x_row = lx0 + inner + col_x[c] + 0.3 * note_fs
+            y_row = ly0 + inner + (rr + 0.5) * row_h
+            xa, ya = px_to_paper(x_row + (0 if kind == "title" else x_tx), y_row)
+            fig.add_annotation(name="legend", xref="paper", yref="paper", x=xa, y=ya, xanchor="left",
+                               yanchor="middle", showarrow=False, align="left",
+                               text=f"<b>{html_escape(text)}</b>" if kind == "title" else html_escape(text),
+                               font={"size": note_fs, "color": INK})
+            sx0, sy0 = px_to_paper(x_row, y_row - 0.38 * note_fs)
+            sx1, sy1 = px_to_paper(x_row + 2.4 * note_fs, y_row + 0.38 * note_fs)
+            _, ym = px_to_paper(0, y_row)
+            common = {"name": "legend", "xref": "paper", "yref": "paper", "layer": "above"}
+            if kind == "line":
+                w = FIGURE_WIDTH_SCALE * FLOW_CLASS_WIDTH_PX[sw] * s
+                fig.add_shape(type="line", x0=sx0, x1=sx1, y0=ym, y1=ym,
+                              line={"color": _rgb(FLOW_CLASS_RGB[sw]), "width": w}, **common)
+            elif kind == "sup":
+                fig.add_shape(type="line", x0=sx0, x1=sx1, y0=ym, y1=ym,
+                              line={"color": _rgb(SUPPRESSED_RGB), "width": 1.0 * s}, **common)
+            elif kind == "circle":
+                cx0, _ = px_to_paper(x_row + 0.75 * note_fs, 0)
+                cx1, _ = px_to_paper(x_row + 1.6 * note_fs, 0)
+                cy0 = px_to_paper(0, y_row + 0.42 * note_fs)[1]
+                cy1 = px_to_paper(0, y_row - 0.42 * note_fs)[1]
+                fig.add_shape(type="circle", x0=cx0, x1=cx1, y0=cy0, y1=cy1,
+                              line={"color": _rgb(LOCATION_RGB), "width": 1.0 * s}, fillcolor="white", **common)
+            elif kind in ("box", "water"):
+                fig.add_shape(type="rect", x0=sx0, x1=sx1, y0=sy1, y1=sy0, line={"color": "#9aa3ad", "width": 0.5},
+                              fillcolor=sw, **common)
 
-    # the legend: a framed column of px-placed rows right of the map (anchored at the plot area's top right corner,
-    # outside the data area); the frame is an annotation without text or fill (name "legend"; annotations lie over
-    # shapes, so a filled frame would hide the swatches), the rows' texts and swatches
-    # are named "legend" too, so that for_paper can scale them to a paper's type
-    rows: list[tuple] = []     # (kind, text, swatch)
-    rows.append(("title", f"Flows: {count_label}", None))
-    for i, (a, b) in enumerate(itertools.pairwise(class_edges.tolist())):
-        rows.append(("line", count_label_text(a, b), (i, FLOW_CLASS_WIDTH_PX[i])))
-    if len(sup):
-        rows.append(("sup", f"suppressed ({len(sup):,})", None))
-    rows.append(("circle", "place (size: people)", None))
-    rows.append(("title", "Zones: chance at least", None))   # the words of the dashboard's legend and tooltips
-    rows.append(("title", "one flow leaving is published", None))
-    for i in range(P_CLASSES):
-        rows.append(("box", f"{p_edges[i]:.1f}–{p_edges[i + 1]:.1f}", i))
-    if sea:
-        rows.append(("water", "water (Natural Earth)", None))
-    row_h = LEGEND_ROW_PX * big
-    gap, inner = LEGEND_GAP_PX * big, 4 * big      # plot area to frame; frame to its rows
-    x_sw, x_tx = gap + 8 * big, gap + 35 * big
-    # the frame fits its widest row (bold titles ~10 % wider than text_width's regular type, and a margin for a
-    # screen font a little wider than the paper's)
-    frame_w = max((x_sw if kind == "title" else x_tx) - gap + text_width(text, font) * (1.1 if kind == "title"
-                                                                                       else 1.04)
-                  for kind, text, _ in rows) + 8 * big
-    frame_h = len(rows) * row_h + 2 * inner
-    fig.add_annotation(name="legend", xref="paper", yref="paper", x=1, y=1, xanchor="left", yanchor="top",
-                       xshift=gap, text=" ", width=frame_w, height=frame_h, borderpad=0, showarrow=False,
-                       bgcolor="rgba(0,0,0,0)", bordercolor="#9aa3ad", borderwidth=1, font={"size": font, "color": INK})
-    for k, (kind, text, sw) in enumerate(rows):
-        yc = -(k + 0.5) * row_h - inner
-        fig.add_annotation(name="legend", xref="paper", yref="paper", x=1, y=1, xanchor="left", yanchor="middle",
-                           xshift=x_sw if kind == "title" else x_tx, yshift=yc, showarrow=False,
-                           text=f"<b>{text}</b>" if kind == "title" else text,
-                           font={"size": font, "color": INK})
-        common = {"name": "legend", "xref": "paper", "yref": "paper", "xsizemode": "pixel", "ysizemode": "pixel",
-                  "xanchor": 1, "yanchor": 1}
-        if kind == "line":
-            i, w = sw
-            fig.add_shape(type="line", x0=x_sw, x1=x_sw + 22 * big, y0=yc, y1=yc,
-                          line={"color": _rgb(FLOW_CLASS_RGB[i]), "width": FIGURE_WIDTH_SCALE * w * big}, **common)
-        elif kind == "sup":
-            fig.add_shape(type="line", x0=x_sw, x1=x_sw + 22 * big, y0=yc, y1=yc,
-                          line={"color": _rgb(SUPPRESSED_RGB), "width": 1.0 * big}, **common)
-        elif kind == "circle":
-            fig.add_shape(type="circle", x0=x_sw + 6 * big, x1=x_sw + 15 * big, y0=yc - 4.5 * big,
-                          y1=yc + 4.5 * big, line={"color": _rgb(LOCATION_RGB), "width": 1.2},
-                          fillcolor="white", **common)
-        elif kind in ("box", "water"):
-            fig.add_shape(type="rect", x0=x_sw, x1=x_sw + 22 * big, y0=yc - 4.5 * big, y1=yc + 4.5 * big,
-                          line={"color": "#9aa3ad", "width": 0.5},
-                          fillcolor=p_cols[sw] if kind == "box" else _rgb(WATER_RGB), **common)
-
-    style(fig, None, height=max(640, round(frame_h + 60 + 14.5 * big * n_lines)), projector=projector)
+    for i, t in enumerate(fig.data):   # ids of our own: plotly.js would draw random ones into an SVG
+        t.uid = f"map{i}"
+    style(fig, None, height=Hf, projector=projector)
     fig.update_layout(
-        xaxis={"visible": False, "range": [x_lo - pad, x_hi + pad], "showgrid": False},
-        yaxis={"visible": False, "range": [by0 - 1.5 * pad, y_hi + pad], "scaleanchor": "x", "scaleratio": 1,
-               "showgrid": False},
+        template=template(False), width=W, height=Hf, autosize=False,
+        font={"family": PAPER_FONT, "size": fs, "color": INK}, title={"text": ""},
+        xaxis={"visible": False, "range": list(xr), "showgrid": False, "fixedrange": True},
+        yaxis={"visible": False, "range": list(yr), "showgrid": False, "fixedrange": True},
         showlegend=False,
-        margin={"l": 4, "r": round(gap + frame_w + 4 * big), "t": 10 + 14.5 * big * n_lines, "b": 4},
-        meta={FLOW_MAP_META: {"font_px": font, "legend_width_px": gap + frame_w, "legend_height_px": frame_h}},
+        margin={"l": left, "r": W - left - pw, "t": tp, "b": Hf - tp - ph, "pad": 0, "autoexpand": False},
+        meta={FLOW_MAP_META: {"args": args, "font_px": note_fs, "plot_px": [left, tp, pw, ph],
+                              "legend_px": list(legend_box) if legend_box else None, "km_per_px": kpp}},
     )
     return fig
+
+
+def _jsonable_frame(df: pd.DataFrame | None, columns: tuple[str, ...]) -> dict:
+    """The columns of ``df`` that exist, as plain lists (a figure carries its inputs in ``layout.meta``)."""
+    if df is None:
+        return {}
+    if isinstance(df, dict):
+        df = pd.DataFrame(df)
+    out = {}
+    for c in columns:
+        if c not in df.columns:
+            continue
+        v = df[c].tolist()
+        if c == "polygon":
+            v = [np.asarray(q, float).reshape(-1, 2).tolist() for q in v]
+        elif c in ("label", "o_place", "d_place"):
+            v = ["" if x is None or x != x else str(x) for x in v]
+        elif c == "released":
+            v = [bool(x) for x in v]
+        elif c != "cell":
+            v = [float(x) for x in v]
+        else:
+            v = [x if isinstance(x, str) else int(x) for x in v]
+        out[c] = v
+    return out
+
+
+def flow_map_at(fig: go.Figure, size: FigureSize) -> go.Figure:
+    """A :func:`flow_map_figure` drawn again at ``size`` from the inputs it carries (any other figure as it is)."""
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    if FLOW_MAP_META not in meta or "args" not in meta[FLOW_MAP_META]:
+        return fig
+    return flow_map_figure(**meta[FLOW_MAP_META]["args"], size=size)
+
+
+def is_flow_map(fig: go.Figure) -> bool:
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    return FLOW_MAP_META in meta
+
+
+def published_map_frames(table: pd.DataFrame, centroids: pd.DataFrame, polygons, *, top_n: int | None = None,
+                         min_count: float = 0.0, cell=None, merge: bool = True,
+                         view_px: tuple[int, int] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Any]:
+    """What the published map draws, from the published rows of a release table alone: ``(zones, flows, places,
+    picture)``. Only ``origin, destination, noisy_count`` of the rows with ``released`` are read, and only the zones
+    of published pairs are drawn, all alike: two data sets that publish the same table give the same map (a true
+    count, a suppressed pair or a zone where only suppressed flows start changes nothing). The places and flows
+    are the dashboard's at the same settings (:func:`odcore.report.flows.flow_picture` at the page's map size,
+    :data:`odcore.report.flows.SCREEN_MAP_PX`).
+
+    ``polygons(cells)``: the zones' outlines (a list of ``[lon, lat]`` rings) for an array of zone ids;
+    ``centroids``: ``cell, lat, lon`` (and ``name``) of the zone system (its geometry, not the data's)."""
+    rel = table["released"].to_numpy(bool)
+    pub = pd.DataFrame({"origin": table["origin"].to_numpy()[rel], "destination": table["destination"].to_numpy()[rel],
+                        "noisy_count": table["noisy_count"].to_numpy(float)[rel]})
+    pub = pub.sort_values(["origin", "destination"], kind="stable").reset_index(drop=True)
+    pub["released"] = True            # and no true count, no release probability: the map knows none
+    used = np.unique(np.r_[pub["origin"].to_numpy(), pub["destination"].to_numpy()])
+    cent = centroids.loc[centroids["cell"].isin(used)].sort_values("cell", kind="stable").reset_index(drop=True)
+    pic = fl.flow_picture(pub, cent, value="noisy_count", keep=np.ones(len(pub), bool), top_n=top_n or None,
+                          min_count=min_count, cell=cell,
+                          view_px=(view_px or fl.SCREEN_MAP_PX) if merge else None)
+    zones = pd.DataFrame({"cell": cent["cell"].to_numpy(), "polygon": list(polygons(cent["cell"].to_numpy())),
+                          "value": np.nan})
+    names = (dict(zip(cent["cell"].tolist(), cent["name"].tolist(), strict=True)) if "name" in cent.columns else {})
+    pl, fw = pic.places, pic.flows
+    flows = pd.DataFrame({"o_lon": pl["lon"].to_numpy()[fw["o"]], "o_lat": pl["lat"].to_numpy()[fw["o"]],
+                          "d_lon": pl["lon"].to_numpy()[fw["d"]], "d_lat": pl["lat"].to_numpy()[fw["d"]],
+                          "count": fw["count"].to_numpy(dtype=float), "released": True})
+    places = pl.loc[pl["total"].to_numpy() > 0, ["lon", "lat", "total", "members"]].reset_index(drop=True)
+    places["label"] = [place_label(m, names) for m in places["members"]]
+    if not places["label"].astype(bool).any():   # no names (grid squares, H3): numbered, largest first
+        rank = np.argsort(np.argsort(-places["total"].to_numpy(float), kind="stable"), kind="stable") + 1
+        places["label"] = [str(int(k)) for k in rank]
+    at = {(round(a, 6), round(b, 6)): t for a, b, t in zip(places["lon"], places["lat"], places["label"], strict=True)}
+    flows["o_place"] = [at.get((round(a, 6), round(b, 6)), "") for a, b in zip(flows["o_lon"], flows["o_lat"],
+                                                                                strict=True)]
+    flows["d_place"] = [at.get((round(a, 6), round(b, 6)), "") for a, b in zip(flows["d_lon"], flows["d_lat"],
+                                                                                strict=True)]
+    return zones, flows, places.drop(columns="members"), pic
+
+
+def published_map_figure(table: pd.DataFrame, centroids: pd.DataFrame, polygons, *, title: str, settings: str,
+                         top_n: int | None = None, min_count: float = 0.0, cell=None, merge: bool = True,
+                         size: FigureSize | None = None, projector: bool = False, water: bool = True) -> go.Figure:
+    """The published map as a figure: :func:`published_map_frames` drawn by :func:`flow_map_figure`, with the
+    settings (``settings``: ε, threshold, zones, in words) and what is drawn under the title; when nothing is
+    published, a map that says so and a legend without count classes. What it reads of ``table`` is the published
+    rows' pairs and noisy counts alone (release --map, figures, the OD release page's download)."""
+    zones, flows, places, pic = published_map_frames(table, centroids, polygons, top_n=top_n, min_count=min_count,
+                                                     cell=cell, merge=merge)
+    shown = pic.shown_words() if len(flows) else ""
+    note = None if len(flows) else "Nothing published at these settings: no flow to draw."
+    return flow_map_figure(zones, flows, title=title, count_label="noisy count",
+                           subtitle=settings + (f", {shown}" if shown else ""), empty_note=note, locations=places,
+                           class_edges=pic.class_edges if len(flows) else None,
+                           level=pic.level_words(short=True) if len(flows) else "", size=size, projector=projector,
+                           water=water)
+
+
+def place_label(members: list, names: dict) -> str:
+    """A place's name on a map: its heaviest zone's name from the zone file (with "+ k" for the zones merged into
+    it); empty where zones have no names (grid squares, H3 cells)."""
+    if not members:
+        return ""
+    nm = names.get(members[0])
+    if nm is None or nm != nm or not str(nm).strip():
+        return ""
+    return str(nm) if len(members) == 1 else f"{nm} + {len(members) - 1}"
 
 
 def _rgba(c, alpha: int) -> str:
@@ -611,6 +876,9 @@ def image_bytes(fig: go.Figure, fmt: str, *, width_in: float = 7.0, height_in: f
         raise ValueError(f"dpi must be 50 to 1200, got dpi={dpi}.")
     require_browser()
     w, h = round(width_in * CSS_PX_PER_INCH), round(height_in * CSS_PX_PER_INCH)
+    if is_flow_map(fig):   # drawn again at this size (it may grow taller to hold its legend)
+        fig = flow_map_at(fig, map_size(width_in, height_in, dpi))
+        h = int(fig.layout.height)
     out = fig.to_image(format=fmt, width=w, height=h, scale=dpi / CSS_PX_PER_INCH if fmt == "png" else 1)
     if fmt == "png":
         out = _png_with_dpi(out, dpi)
@@ -624,16 +892,21 @@ _SVG_UID = re.compile(r"(defs-|legend|clip|trace)([0-9a-f]{6})(?![0-9a-f])")
 
 def stable_svg_ids(svg: bytes) -> bytes:
     """``svg`` with plotly's random element ids (the figure's and each trace's six-hex uid, drawn anew on every
-    render) numbered in order of appearance: the same figure gives the same bytes on every render.
+    render) replaced by a digest of the rest and a number in order of appearance: the same figure gives the same
+    bytes on every render, and two figures in one page keep ids of their own.
 
-    >>> stable_svg_ids(b'<g id="clip3f41a1xy"/><g class="traced653e7"/><use href="url(#clip3f41a1xy)"/>')
-    b'<g id="clip000001xy"/><g class="trace000002"/><use href="url(#clip000001xy)"/>'
+    >>> a = stable_svg_ids(b'<g id="clip3f41a1xy"/><g class="traced653e7"/><use href="url(#clip3f41a1xy)"/>')
+    >>> a == stable_svg_ids(b'<g id="clip9e0b22xy"/><g class="trace0c1d2e"/><use href="url(#clip9e0b22xy)"/>')
+    True
+    >>> a.count(b"clip"), a.split(b"clip")[1][:9] == a.split(b"clip")[2][:9]
+    (2, True)
     """
     text = svg.decode("utf-8")
+    digest = hashlib.blake2b(_SVG_UID.sub(r"\1", text).encode("utf-8"), digest_size=3).hexdigest()
     seen: dict[str, str] = {}
 
     def number(m: re.Match) -> str:
-        return m.group(1) + seen.setdefault(m.group(2), f"{len(seen) + 1:06d}")
+        return m.group(1) + digest + seen.setdefault(m.group(2), f"{len(seen) + 1:03d}")
 
     return _SVG_UID.sub(number, text).encode("utf-8")
 
@@ -823,6 +1096,16 @@ class FigureSize:
         return size if dpi is None else cls(size.width_in, size.height_in, dpi, size.font_pt, size.legend)
 
 
+MAP_SIZE = FigureSize(8.0, 6.0, 300, 7.5, "right")
+"""The flow map's own size (``release --map-size`` 8x6, the app's custom size): legend right of the map."""
+MAP_SIZE_PROJECTOR = FigureSize(8.0, 6.0, 300, 9.75, "right")
+
+
+def map_size(width_in: float, height_in: float, dpi: int = 300) -> FigureSize:
+    """A flow map's size for ``width_in`` × ``height_in``: the legend right of a map at least 5 in wide, else below."""
+    return FigureSize(width_in, height_in, dpi, 7.5, "right" if width_in >= 5 else "below")
+
+
 SIZE_PRESETS = {
     # a journal's single column (~8.9 cm) and full page width (~17.8 cm), 8 pt type; a 16:9 slide, 20 pt type
     "single-column": FigureSize(3.5, 2.8, 600, 8.0, "below"),
@@ -887,8 +1170,8 @@ def for_paper(fig: go.Figure, size: FigureSize, title: str | None = None) -> go.
     parts = [re.sub(r"<[^>]+>", "", part) for part in re.split(r"<br\s*/?>", title or "")]
     lines = [line for part in parts if part.strip() for line in wrap_words(part, width - 2 * pad, title_fs)]
     top = round(len(lines) * title_fs * 1.3 + 2 * pad) if lines else pad * 2
-    if isinstance(fig.layout.meta, dict) and FLOW_MAP_META in fig.layout.meta:
-        return flow_map_for_paper(fig, size, lines, top)
+    if is_flow_map(fig):   # a flow map is drawn again at the size, from what it carries
+        return flow_map_at(fig, size)
     shown = [t for t in fig.data if t.name and t.showlegend is not False]
     show_legend = len(shown) > 1 or (len(shown) == 1 and fig.layout.showlegend is True)
     # legend entries wrapped at spaces to the room they have (beside a 40 px symbol), never wider than the figure
@@ -956,48 +1239,6 @@ def for_paper(fig: go.Figure, size: FigureSize, title: str | None = None) -> go.
     return fig
 
 
-def flow_map_for_paper(fig: go.Figure, size: FigureSize, title_lines: list[str], top: int) -> go.Figure:
-    """:func:`for_paper` for a :func:`flow_map_figure`: its framed legend column (annotations and shapes named
-    ``legend``) scaled to the paper's annotation type (never under 7 pt), the right margin made as wide as the
-    column, the figure taller where the column is longer than the map, the title (``title_lines``, ``top`` px
-    high) wrapped above the map. Changes and returns ``fig``."""
-    fs = size.font_px
-    pad = round(fs * 0.6)
-    meta = fig.layout.meta[FLOW_MAP_META]
-    note_fs = max(fs * 0.9, MIN_PAPER_PT * CSS_PX_PER_INCH / 72)
-    k = note_fs / float(meta["font_px"])
-    notes = []
-    for a in fig.layout.annotations:
-        if a.name == "figure title":
-            continue
-        if a.name == "legend":
-            a.update(xshift=(a.xshift or 0) * k, yshift=(a.yshift or 0) * k)
-            if a.width:
-                a.update(width=a.width * k, height=a.height * k)
-        notes.append(a)
-    for sh in fig.layout.shapes:
-        if sh.name == "legend":
-            sh.update(x0=sh.x0 * k, x1=sh.x1 * k, y0=sh.y0 * k, y1=sh.y1 * k,
-                      line_width=(sh.line.width if sh.line.width is not None else 1) * k)
-    right = round(float(meta["legend_width_px"]) * k + pad)
-    height = max(size.height_px, round(top + float(meta["legend_height_px"]) * k + 2 * pad))
-    plot_h = max(height - top - pad, 10)
-    if title_lines:
-        notes.insert(0, go.layout.Annotation(
-            name="figure title", text="<br>".join(title_lines), showarrow=False, align="left",
-            xref="paper", x=0, xanchor="left", yref="paper", y=1 + (pad * 0.6) / plot_h,
-            yanchor="bottom", font={"size": fs * 1.15, "family": PAPER_FONT, "color": INK}))
-    for a in notes[1 if title_lines else 0:]:
-        a.font.size = note_fs
-    fig.update_layout(
-        template=template(False), width=size.width_px, height=height, autosize=False,
-        font={"family": PAPER_FONT, "size": fs, "color": INK}, title={"text": ""}, showlegend=False,
-        margin={"t": top, "b": pad, "l": pad, "r": right, "pad": 0, "autoexpand": False},
-    )
-    fig.layout.annotations = notes
-    return fig
-
-
 def embed_svg_fonts(svg: bytes) -> bytes:
     """``svg`` with :data:`PAPER_FONT` embedded: the glyphs its text uses, as an ``@font-face`` data URL (so the
     file looks the same on a machine without the font). Unchanged when the font is missing."""
@@ -1014,7 +1255,7 @@ def embed_svg_fonts(svg: bytes) -> bytes:
         faces.append((PAPER_FONT_BOLD_FILE, "bold"))
     face = "<style>"
     for file, weight in faces:
-        font = TTFont(file, recalcTimestamp=False)   # the font's own dates: the same file on every run
+        font = TTFont(file, recalcTimestamp=False)   # the same file every time: no "modified" time in it
         sub = subset.Subsetter(options=subset.Options(name_IDs=["*"], notdef_outline=True))
         sub.populate(text=used)
         sub.subset(font)
@@ -1031,6 +1272,20 @@ def figure_bytes(fig: go.Figure, fmt: str, size: FigureSize) -> bytes:
     """``fig`` laid out by :func:`for_paper` at ``size`` as PNG (at ``size.dpi``), SVG (fonts embedded,
     :func:`embed_svg_fonts`) or PDF (Chromium embeds the fonts it uses). ``fig`` itself is not changed."""
     out = for_paper(go.Figure(fig), size)
+    if is_flow_map(out):   # laid out for the size already: image_bytes must not draw it again at another
+        return _flow_map_bytes(out, fmt, size)
     data = image_bytes(out, fmt, width_in=size.width_in, height_in=out.layout.height / CSS_PX_PER_INCH,
                        dpi=size.dpi)
-    return embed_svg_fonts(data) if fmt.lower().lstrip(".") == "svg" else data
+    return stable_svg_ids(embed_svg_fonts(data)) if fmt.lower().lstrip(".") == "svg" else data
+
+
+def _flow_map_bytes(fig: go.Figure, fmt: str, size: FigureSize) -> bytes:
+    fmt = fmt.lower().lstrip(".")
+    if fmt not in IMAGE_FORMATS:
+        raise ValueError(f"image format must be one of {', '.join(IMAGE_FORMATS)}, got {fmt!r}.")
+    require_browser()
+    out = fig.to_image(format=fmt, width=size.width_px, height=int(fig.layout.height),
+                       scale=size.dpi / CSS_PX_PER_INCH if fmt == "png" else 1)
+    if fmt == "png":
+        return _png_with_dpi(out, size.dpi)
+    return stable_svg_ids(embed_svg_fonts(out)) if fmt == "svg" else out

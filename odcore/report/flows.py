@@ -24,6 +24,7 @@ KM_PER_DEG_LON_EQUATOR = 111.320
 TILE_PX = 512                  # deck.gl's world is 512·2^zoom px wide
 N_CLASSES = 4                  # count classes of the flows (width and colour)
 BEND = 0.16                    # control point offset of a flow's curve, × its length, to the right of travel
+SCREEN_MAP_PX = (580, 460)     # the OD release page's narrowest map (a 1024 px window, sidebar open): its level
 
 
 @dataclass(frozen=True)
@@ -388,6 +389,49 @@ def place_radius_px(x: np.ndarray, y: np.ndarray, km_per_px: float, largest: flo
     return float(np.clip(0.55 * np.median(near), least, largest))
 
 
+def inside_polygons(pts: np.ndarray, polys: np.ndarray) -> np.ndarray:
+    """``(k, m)``: whether each of ``k`` points lies inside each of ``m`` polygons ``(m, n, 2)`` (even-odd rule)."""
+    a = polys[None]
+    b = np.roll(polys, -1, axis=1)[None]
+    px, py = pts[:, None, None, 0], pts[:, None, None, 1]
+    dy = np.where(b[..., 1] != a[..., 1], b[..., 1] - a[..., 1], 1e-18)
+    cross = ((a[..., 1] > py) != (b[..., 1] > py)) & (px < (b[..., 0] - a[..., 0]) * (py - a[..., 1]) / dy + a[..., 0])
+    return (cross.sum(axis=-1) % 2) == 1
+
+
+def clearance_px(x: np.ndarray, y: np.ndarray, polys: np.ndarray, km_per_px: float) -> np.ndarray:
+    """For each point, the distance (px) to the nearest outline of the polygons ``(m, n, 2)`` (0 inside one)."""
+    if not len(polys) or not len(x):
+        return np.full(len(x), np.inf)
+    a = polys[None]
+    ab = np.roll(polys, -1, axis=1)[None] - a
+    p = np.stack([np.asarray(x, float), np.asarray(y, float)], axis=-1)[:, None, None, :]
+    t = np.clip(((p - a) * ab).sum(-1) / np.maximum((ab * ab).sum(-1), 1e-18), 0, 1)
+    d = np.hypot(*(p - (a + t[..., None] * ab)).transpose(3, 0, 1, 2)).min(axis=2) / km_per_px
+    d = np.where(inside_polygons(p[:, 0, 0, :], polys), 0.0, d)
+    return d.min(axis=1)
+
+
+def clear_radii(x: np.ndarray, y: np.ndarray, r_px: np.ndarray, make_arrows, km_per_px: float, *,
+                least_px: float = 1.5, rounds: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """Place circles that cover no arrow: each radius (px) at most the distance from the place's centre to the
+    nearest arrow outline less 1 px (its own arrows included: they start and end at its edge), 0 (no circle) where
+    that leaves less than ``least_px``. ``make_arrows(r_px)`` draws the arrows for radii ``r_px`` (their ends pulled
+    in to the circles' edges); a smaller circle moves its arrows' ends, so it is drawn again, at most ``rounds``
+    times, and the radii are checked once more against the arrows returned. Returns ``(radii, arrows)``."""
+    r = np.asarray(r_px, float).copy()
+    polys = make_arrows(r)
+    for _ in range(rounds):
+        cap = clearance_px(x, y, polys, km_per_px) - 1.0
+        new = np.where(cap >= least_px, np.minimum(r, cap), 0.0)
+        if np.allclose(new, r):
+            return r, polys
+        r = new
+        polys = make_arrows(r)
+    cap = clearance_px(x, y, polys, km_per_px) - 1.0
+    return np.where(cap >= least_px, np.minimum(r, cap), 0.0), polys
+
+
 def curves(x0, y0, x1, y1, *, gap0=0.0, gap1=0.0, bend: float = BEND, n: int = 17) -> tuple[np.ndarray, np.ndarray]:
     """The centre lines of :func:`arrows` (ends pulled in by ``gap0``/``gap1``, bulging right of travel): arrays
     ``(m, n)`` of x and y, for a figure that draws each flow as a line of a width in px and a head marker."""
@@ -457,7 +501,8 @@ class FlowPicture:
 
 def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, keep: np.ndarray, top_n: int | None,
                  min_count: float = 0.0, cell=None, km_per_px: float | None = None,
-                 view_px: tuple[int, int] | None = None, with_suppressed: bool = False) -> FlowPicture:
+                 view_px: tuple[int, int] | None = None, with_suppressed: bool = False,
+                 suppressed_on_places: bool = False) -> FlowPicture:
     """The flows of a release table to draw: the pairs where ``keep`` with ``value >= min_count`` (touching ``cell``
     if given), summed between places, the ``top_n`` largest kept (``top_n`` None or 0: as many as :func:`auto_top`
     says, structure first).
@@ -466,7 +511,9 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
     fitted to :attr:`FlowPicture.box`), and no ``cell``, nearby zones are merged as :func:`choose_radius` says;
     otherwise every zone is its own place. ``table``: a release table (``origin,
     destination, true_count, noisy_count, release_prob, released``); ``centroids``: ``cell, lat, lon``. Sums of
-    published noisy counts are post-processing of the release."""
+    published noisy counts are post-processing of the release. ``suppressed_on_places``: the places (and so the
+    level and the first view) are those of the kept flows alone, and only the suppressed flows between two of them
+    are kept (a side-by-side view: the same places on both maps)."""
     cent = centroids.drop_duplicates("cell")
     ids = cent["cell"].to_numpy()
     proj = project(cent["lon"], cent["lat"])
@@ -499,6 +546,8 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
     if with_suppressed:
         srows = np.flatnonzero(~table["released"].to_numpy(bool) & touch)
         so_z, sd_z, ok = where(srows)
+        if suppressed_on_places:
+            ok &= need[so_z] & need[sd_z]
         srows, so_z, sd_z = srows[ok], so_z[ok], sd_z[ok]
         need[so_z] = True
         need[sd_z] = True
@@ -534,13 +583,16 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
     key = lab[oi] * max(k, 1) + lab[di]
     u, inv = np.unique(key, return_inverse=True)
     n_u = len(u)
-    p = sub["release_prob"].to_numpy(float)
+    # a published table alone has neither (odcore.report.figures.published_map_frames): NaN, never guessed
+    p = sub["release_prob"].to_numpy(float) if "release_prob" in sub.columns else np.full(len(sub), np.nan)
+    tc = sub["true_count"].to_numpy(float) if "true_count" in sub.columns else np.full(len(sub), np.nan)
     p_min, p_max = np.full(n_u, np.inf), np.full(n_u, -np.inf)
-    np.minimum.at(p_min, inv, p)
-    np.maximum.at(p_max, inv, p)
+    np.fmin.at(p_min, inv, p)
+    np.fmax.at(p_max, inv, p)
+    p_min[np.isinf(p_min)], p_max[np.isinf(p_max)] = np.nan, np.nan
     agg = pd.DataFrame({
         "o": u // max(k, 1), "d": u % max(k, 1), "count": np.bincount(inv, c, n_u),
-        "true_count": np.bincount(inv, sub["true_count"].to_numpy(float), n_u),
+        "true_count": np.bincount(inv, tc, n_u),
         "noisy_count": np.bincount(inv, np.where(rel, sub["noisy_count"].to_numpy(float), 0.0), n_u),
         "p_min": p_min, "p_max": p_max, "released": np.bincount(inv, rel.astype(float), n_u) > 0,
         "pairs": np.bincount(inv, minlength=n_u)})
@@ -572,9 +624,11 @@ def flow_picture(table: pd.DataFrame, centroids: pd.DataFrame, *, value: str, ke
         sa = pd.DataFrame({"o": u // max(k, 1), "d": u % max(k, 1),
                            "count": np.bincount(inv, s_t["true_count"].to_numpy(float)[bt], len(u)), "p": ps,
                            "pairs": np.bincount(inv, minlength=len(u))})
-        top = np.argsort(-sa["count"].to_numpy(), kind="stable")[:int(top_n)]
+        # as many as the published flows drawn (Top N); with none drawn, as many as Top N "auto" takes of these
+        cap = int(top_n) if top_n else auto_top(sa["count"].to_numpy())
+        top = np.argsort(-sa["count"].to_numpy(), kind="stable")[:cap]
         sup = sa.iloc[top].reset_index(drop=True)
-    return FlowPicture(proj, places, flows, sup, class_bounds(lo, hi), radius, len(ids), len(bc), share, auto,
+    return FlowPicture(proj, places, flows, sup, class_bounds(lo, hi), radius, len(active), len(bc), share, auto,
                        box)
 
 
