@@ -181,11 +181,10 @@ def after(ctx, work=None) -> bool:
         return False
 
     def job():
-        from odapp import cache
-        from odapp.state import HEADLINE_DELTA
+        from odapp import facts_view
 
         c = context_for(ctx, nxt)
-        cache.headline(c.settings, c.od_config, HEADLINE_DELTA, _od=c.od)   # every page's guarantee card
+        facts_view.of(c)   # every page's guarantee card
         if work is not None:
             work(c)
 

@@ -284,7 +284,7 @@ def test_per_user_mode_on_every_page(at):
 
 # page -> a page-specific headline metric that must change with the unit (besides the shared unit headline)
 UNIT_HEADLINES = {"pages/2_OD_release.py": "Noise scale", "pages/3_Attack.py": "Success with k = 3 trips",
-                  "pages/4_Privacy_budget.py": "Best posterior"}
+                  "pages/4_Privacy_budget.py": "Attacker right at most"}
 # Knock Knock shows no OD guarantee card: its ε is its defence's (odapp.layout.page(headline=False)).
 HEADLINE_PAGES = [p for p in PAGES if p != "pages/5_Knock_Knock.py"]
 
@@ -293,7 +293,7 @@ def _headline(at) -> dict:
     labels = [m.label for m in at.metric]
     unit = next(lb for lb in labels if lb.startswith("ε per "))
     return {"unit": unit, "typical": _metric(at, "Typical person's week: ε"),
-            "posterior": _metric(at, "Attacker's best posterior")}
+            "bound": _metric(at, "Bound on any attacker")}
 
 
 def test_unit_switch_changes_every_page_headline(at):
@@ -312,7 +312,7 @@ def test_unit_switch_changes_every_page_headline(at):
         assert old_head["unit"] == "ε per count"
         assert head["unit"] == "ε per person and week"
         assert head["typical"] != old_head["typical"]
-        assert head["posterior"] != old_head["posterior"]
+        assert head["bound"] != old_head["bound"]
         if specific is not None:
             assert specific != old_specific, page
     # the sidebar speaks the unit and proposes the threshold that fits the noise, with its δ

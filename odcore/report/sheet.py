@@ -10,6 +10,8 @@ from __future__ import annotations
 import html
 import math
 
+from odcore.report.numbers import number_text, percent_text
+
 __all__ = ["SEED_WORDS", "budget_sheet", "data_fingerprint", "guarantee_sheet", "number_text", "percent_text",
            "posterior_with_delta", "release_record", "software_version"]
 
@@ -24,45 +26,7 @@ th{background:#f2f4f7}.big{font-size:1.15em;font-weight:bold}.note{color:#555;fo
 """
 
 
-def number_text(x) -> str:
-    """Compact human number, as the pages write it (``odapp.words.num`` is this): thousands separators for whole
-    numbers, one decimal from 1,000, ``1.23e-04`` below 0.001, else 3 significant digits; "–" for none.
-
-    >>> number_text(46333), number_text(0.6612), number_text(2402.4), number_text(1e-6), number_text(None)
-    ('46,333', '0.661', '2,402.4', '1.00e-06', '–')
-    """
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "–"
-    if isinstance(x, bool):
-        x = int(x)
-    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
-        return f"{int(x):,}"
-    if abs(x) >= 1000:
-        return f"{x:,.1f}"
-    if abs(x) < 1e-3 and x != 0:
-        return f"{x:.2e}"
-    return f"{x:.3g}"
-
-
 _num = number_text
-
-
-def percent_text(p, digits: int = 1) -> str:
-    """A probability as a percentage with ``digits`` decimals, and more where those would round a value below 1 up
-    to 100 % or one above 0 down to 0 % (the page and the sheet both use this, so they read the same).
-
-    >>> percent_text(0.7054), percent_text(0.99952), percent_text(0.9999996), percent_text(1.0)
-    ('70.5 %', '99.95 %', '99.99996 %', '100.0 %')
-    """
-    if p is None or not math.isfinite(p):
-        return "–"
-    p = float(p)
-    d = digits
-    while d < 12 and ((p < 1 and round(100 * p, d) >= 100) or (p > 0 and round(100 * p, d) <= 0)):
-        d += 1
-    return f"{100 * p:.{d}f} %"
-
-
 _pct = percent_text
 
 

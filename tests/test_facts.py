@@ -1,0 +1,126 @@
+"""One source per quantity: the facts layer (odcore.report.facts) against independent references, and every reader
+of a fact (the guarantee card of each page, Home, the Attack and Privacy budget pages, the command line's --json)
+showing the same number or its labelled reason."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from odcore.paths import REPO_ROOT
+from odcore.report.facts import BOUND_WHY, success_bound, typical_person
+from odcore.report.numbers import expected_count_text, number_text, percent_text
+from odcore.report.sheet import posterior_with_delta
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.mark.parametrize(("eps", "delta", "prior"), [(0.66, 0.0, 0.5), (0.66, 1e-3, 0.5), (2.0, 0.05, 0.2),
+                                                     (0.1, 0.2, 0.9), (13.4, 1e-6, 0.5), (1.0, 0.0, 0.7)])
+def test_success_bound_is_the_linear_programme_over_the_dp_region(eps, delta, prior):
+    # independent: maximise π·TPR + (1 − π)(1 − FPR) over the (ε, δ) trade-off region with scipy's LP solver
+    # constraints: TPR ≤ e^ε·FPR + δ and 1 − FPR ≤ e^ε·(1 − TPR) + δ
+    e = math.exp(eps)
+    res = linprog(c=[1 - prior, -prior],   # variables (FPR, TPR): minimise −(π·TPR − (1 − π)·FPR)
+                  A_ub=[[-e, 1], [-1, e]], b_ub=[delta, e - 1 + delta], bounds=[(0, 1), (0, 1)])
+    assert res.success
+    assert success_bound(eps, delta, prior) == pytest.approx(-res.fun + 1 - prior, abs=1e-9)
+
+
+def test_success_bound_at_even_prior_is_the_sheets_posterior_with_delta():
+    for eps, d in [(0.66, 0.0), (0.66, 0.1), (5.0, 1e-6), (13.4, 2e-6)]:
+        assert success_bound(eps, d) == pytest.approx(posterior_with_delta(eps, d), abs=1e-12)
+
+
+def test_chances_below_one_never_read_as_100_percent_nor_as_a_dozen_decimals():
+    for p in [0.999, 0.99952, 1 - 1e-6, 1 - 1e-9, 1 - 1e-15, 0.5, 1e-3, 1e-9]:
+        t = percent_text(p)
+        assert not t.startswith("100"), t
+        assert len(t.split(" ")[-2].split(".")[-1]) <= 4, t   # at most digits + 3 decimals
+        assert not t.startswith("0.0 ")
+        assert t != "0 %"
+    assert percent_text(1 - 1e-15) == "> 99.9999 %"
+    assert percent_text(1.0) == "100.0 %"
+    assert expected_count_text(7.3e-06) == "< 0.1"
+    assert "e-" not in expected_count_text(1e-12)
+    assert number_text(1e-6) == "1.00e-06"
+
+
+def test_typical_person_is_the_nearest_rank_median_first_by_id():
+    import pandas as pd
+
+    s = pd.Series([5, 1, 9, 5, 3, 7], index=[10, 3, 8, 2, 4, 1])
+    # sorted by id: 1→7, 2→5, 3→1, 4→3, 8→9, 10→5; nearest-rank median of [1,3,5,5,7,9] is 5; first id with 5 is 2
+    assert typical_person(s) == (2, 5)
+    assert typical_person(pd.Series(dtype=int)) == (None, None)
+
+
+def _cli_facts(*args: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "odcore", "facts", "--json", *args], cwd=REPO_ROOT,
+                         capture_output=True, text=True, check=True, timeout=240)
+    return json.loads(out.stdout)["facts"]
+
+
+def _metric(at, label: str):
+    m = [x for x in at.metric if x.label == label]
+    assert m, (label, [x.label for x in at.metric])
+    return m[0]
+
+
+PAGES_WITH_CARD = ["pages/1_Data.py", "pages/2_OD_release.py", "pages/3_Attack.py", "pages/4_Privacy_budget.py",
+                   "pages/6_Release_designer.py", "pages/8_See_the_noise.py", "pages/9_Audit.py"]
+
+
+def test_every_reader_shows_the_same_facts_on_the_bundled_city(at):
+    cli = _cli_facts()
+    # the quantities a person reads, each with its value and its labelled reason
+    for key in ("people_data", "people_week", "typical_trips", "epsilon_count", "threshold", "epsilon_person_week",
+                "delta_noise", "delta_threshold", "delta_person_week", "bound_typical", "attack_typical",
+                "attack_typical_plain", "attack_example"):
+        assert cli.get(key, {}).get("why"), key
+        assert cli[key]["text"], key
+    assert cli["bound_typical"]["why"] == BOUND_WHY
+    # a bound, and an attack that succeeds less: both there, labelled apart
+    assert cli["attack_typical"]["value"] < cli["attack_typical_plain"]["value"] <= cli["bound_typical"]["value"]
+    for page in PAGES_WITH_CARD:
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.message for e in at.exception])
+        assert _metric(at, "Typical person's week: ε").value == cli["epsilon_person_week"]["text"], page
+        assert _metric(at, "Bound on any attacker").value == cli["bound_typical"]["text"], page
+        attack = _metric(at, "Attack on the typical person")
+        assert attack.value == cli["attack_typical"]["text"], page
+        assert cli["attack_typical_plain"]["text"] in attack.proto.delta, page
+        assert attack.proto.delta.startswith(f"with suppression; {cli['attack_typical_plain']['text']} without")
+        assert _metric(at, "Typical person's week: ε").proto.delta.startswith(f"{cli['typical_trips']['text']} "
+                                                                             "unique trips")
+        if page == "pages/3_Attack.py":   # its "typical" person is the card's person, with the same two numbers
+            assert _metric(at, "User").value == cli["typical_user"]["text"]
+            assert _metric(at, "Attack success on this user").value == cli["attack_typical"]["text"]
+            assert _metric(at, "Without suppression").value == cli["attack_typical_plain"]["text"]
+        if page == "pages/4_Privacy_budget.py":   # the typical person's trips in the n help
+            assert f"has {cli['typical_trips']['text']}." in at.number_input(key="budget_trips").help
+    at.switch_page("pages/0_Home.py").run()
+    home = " ".join(i.value for i in at.info)
+    # Home's 32-trip example and the typical person's attack: both there, each saying which it is
+    assert cli["attack_example"]["text"] in home
+    assert "example, not a person of this data" in home
+    assert f"**{cli['attack_typical']['text']}** with suppression" in home
+    assert cli["bound_typical"]["text"] in home
+
+
+@pytest.mark.slow
+def test_cli_facts_on_a_real_folder(shared_data):
+    folder = shared_data / "cabspotting_sf"
+    if not folder.exists():
+        pytest.skip("no Cabspotting folder")
+    f = _cli_facts("--input", str(folder))
+    assert f["people_data"]["value"] >= f["people_week"]["value"] > 0
+    assert f["attack_typical"]["value"] <= f["attack_typical_plain"]["value"] + 1e-9
+    assert f["bound_typical"]["value"] >= f["attack_typical_plain"]["value"] - 1e-9
+    assert np.isfinite(f["epsilon_person_week"]["value"])
