@@ -124,3 +124,44 @@ def test_cli_facts_on_a_real_folder(shared_data):
     assert f["attack_typical"]["value"] <= f["attack_typical_plain"]["value"] + 1e-9
     assert f["bound_typical"]["value"] >= f["attack_typical_plain"]["value"] - 1e-9
     assert np.isfinite(f["epsilon_person_week"]["value"])
+
+
+def test_audit_sentence_holds_for_its_numbers():
+    from odcore.privacy.audit import one_run_epsilon_lower
+    from odcore.report.facts import audit_most_shown, audit_sentence
+
+    # independent: 500 of 500 right is the most 500 guesses show; p^500 = 0.05 with p = e^ε/(1+e^ε)
+    p = 0.05 ** (1 / 500)
+    assert audit_most_shown(500) == pytest.approx(math.log(p / (1 - p)), rel=1e-6)
+    assert audit_most_shown(500) == pytest.approx(5.11, abs=0.01)
+    assert one_run_epsilon_lower(500, 500) == audit_most_shown(500)
+    below = {"count": {"epsilon_lower": 0.52, "epsilon_theory": 0.66, "guesses": 775},
+             "person": {"epsilon_lower": 3.85, "epsilon_theory": 13.41, "guesses": 500}}
+    above = {"count": {"epsilon_lower": 0.678, "epsilon_theory": 0.66, "guesses": 775}}   # audit --seed 14
+    for results in (below, above):
+        text = audit_sentence(results, 0.66)
+        assert "as it must" not in text
+        assert "about 5 % of seeds" in text
+    assert "at or below the promised 0.66" in audit_sentence(below, 0.66)
+    assert "above the promised 0.66" in audit_sentence(above, 0.66)
+    assert "500 guesses can never show more than 5.11" in audit_sentence(below, 0.66)
+
+
+def test_selection_rows_name_their_mechanism():
+    import pandas as pd
+
+    from odcore.privacy.selection import MECHANISMS, compare_selection
+
+    rng = np.random.default_rng(0)
+    rows = [(0, u, int(o), int(o) + 1) for u in range(600) for o in {int(x) for x in rng.integers(0, 6, size=3)}]
+    t = compare_selection(pd.DataFrame(rows, columns=["week", "user", "origin", "destination"]), epsilon=1.0,
+                          max_pairs=3, rng=1, pipeline_dp=False)
+    for strategy, mechanism in zip(t["strategy"], t["mechanism"], strict=True):
+        noise = "Gaussian" if "Gaussian" in strategy else "Laplace"   # the strategy's own words
+        assert noise in mechanism, (strategy, mechanism)
+        assert ("one count" in mechanism) == ("one noisy count" in strategy), (strategy, mechanism)
+    # PipelineDP's one-count Gaussian sits beside the lab's, named the same way (mechanism for mechanism)
+    assert MECHANISMS["PipelineDP: gaussian (post-aggregation thresholding)"] == t.set_index("strategy").loc[
+        "lab: Gaussian then tau (one noisy count)", "mechanism"]
+    assert MECHANISMS["PipelineDP: laplace (post-aggregation thresholding)"] == t.set_index("strategy").loc[
+        "lab: Laplace then tau (one noisy count)", "mechanism"]

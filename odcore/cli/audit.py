@@ -139,18 +139,18 @@ def run_selection(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     if args.markdown:
-        print("| m | strategy | pairs (expected) | user-trips | error: total / bounding / noise | why |")
-        print("|---|---|---|---|---|---|")
+        print("| m | strategy | mechanism | pairs (expected) | user-trips | error: total / bounding / noise | why |")
+        print("|---|---|---|---|---|---|---|")
         for m, tab in out["tables"].items():
             for r in tab["rows"]:
                 r = {k: (math.nan if v is None else v) for k, v in r.items()}
                 if "pairs_published" not in r:
-                    print(f"| {m} | {r['strategy']} | | | | {r.get('why', '')} |")
+                    print(f"| {m} | {r['strategy']} | {r.get('mechanism', '–')} | | | | {r.get('why', '')} |")
                     continue
                 exp = "" if math.isnan(r["pairs_expected"]) else f" ({r['pairs_expected']:.1f})"
                 err = "–" if math.isnan(r["mre_total"]) else (f"{r['mre_total']:.1%} / {r['mre_bounding']:.1%} / "
                                                               f"{r['mre_noise']:.1%}")
-                print(f"| {m} | {r['strategy']} | {r['pairs_published']}{exp} | {r['user_trips_published']:,} | "
+                print(f"| {m} | {r['strategy']} | {r['mechanism']} | {r['pairs_published']}{exp} | {r['user_trips_published']:,} | "
                       f"{err} | {r['why']} |")
         return 0
     for m, tab in out["tables"].items():
@@ -166,7 +166,7 @@ def run_selection(args: argparse.Namespace) -> int:
             exp = "" if math.isnan(r["pairs_expected"]) else f" (expected {r['pairs_expected']:.1f})"
             err = "" if math.isnan(r["mre_total"]) else (f", error {r['mre_total']:.1%} (bounding "
                                                          f"{r['mre_bounding']:.1%}, noise {r['mre_noise']:.1%})")
-            print(f"  {r['strategy']:<55} {r['pairs_published']:>5} pairs{exp}, "
+            print(f"  {r['strategy']:<55} [{r['mechanism']}] {r['pairs_published']:>5} pairs{exp}, "
                   f"{r['user_trips_published']:,} user-trips{err}")
     return 0
 

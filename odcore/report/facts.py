@@ -32,6 +32,7 @@ from odcore.constants import USER
 from odcore.errors import check_prob
 from odcore.privacy.accounting import person_week
 from odcore.privacy.attack import bounded_success_curve, person_others, success_curve, user_risk
+from odcore.privacy.audit import one_run_epsilon_lower
 from odcore.privacy.release import Mode, ReleaseConfig
 from odcore.report.numbers import number_text, percent_text
 
@@ -200,3 +201,39 @@ def week_facts(week_pairs: pd.DataFrame | None, *, week: int, release: ReleaseCo
 def facts_json(facts: dict[str, Fact]) -> dict:
     """The facts as the command line prints them (``--json``): key → :meth:`Fact.to_dict`."""
     return {k: f.to_dict() for k, f in facts.items()}
+
+
+def audit_most_shown(guesses: int, confidence: float = 0.95) -> float:
+    """The largest ε a one-run audit with ``guesses`` guesses can ever show: every guess right
+    (:func:`odcore.privacy.audit.one_run_epsilon_lower`); 500 guesses never show more than 5.11 at 95 %."""
+    return one_run_epsilon_lower(int(guesses), int(guesses), confidence)
+
+
+def audit_sentence(results: dict[str, dict], epsilon: float, confidence: float = 0.95) -> str:
+    """What the one-run audits of a week say, in words that hold for their numbers (``results``: unit → the
+    :meth:`odcore.privacy.audit.AuditResult.to_dict` of ``count`` and/or ``person``). The bound is a valid
+    ``confidence`` lower bound: for a mechanism as tight as Laplace it passes the true ε by chance in about
+    1 − ``confidence`` of seeds, so a count bound above ε is said to be that, not a failure nor impossible; a
+    person bound is set beside the most its guesses could show."""
+    level = percent_text(confidence, 0)
+    chance = percent_text(1 - confidence, 0)
+    out = []
+    c = results.get("count")
+    if c is not None:
+        lo, th = c["epsilon_lower"], c["epsilon_theory"]
+        head = (f"Per count the measured ε is a {level} lower bound: for a mechanism as tight as Laplace it passes "
+                f"the true ε by chance in about {chance} of seeds.")
+        if lo <= th:
+            out.append(f"{head} Here it is {number_text(round(lo, 3))}, at or below the promised "
+                       f"{number_text(round(th, 3))}.")
+        else:
+            out.append(f"{head} Here it is {number_text(round(lo, 3))}, above the promised {number_text(round(th, 3))}"
+                       f": one of those seeds (another seed, or a higher confidence, tells chance from a leak).")
+    p = results.get("person")
+    if p is not None:
+        most = audit_most_shown(p["guesses"], confidence)
+        out.append(f"Per person the same release lets the attacker show ε ≥ {number_text(round(p['epsilon_lower'], 2))}"
+                   f" against a per-count promise of {number_text(round(float(epsilon), 3))}; {p['guesses']} guesses "
+                   f"can never show more than {number_text(round(most, 2))} even all right, so the theory's "
+                   f"{number_text(round(p['epsilon_theory'], 2))} is out of this audit's reach, not refuted by it.")
+    return " ".join(out)
