@@ -11,7 +11,7 @@ import streamlit as st
 from odapp import ahead, cache, guide, page_work
 from odapp.errors import engine_errors
 from odapp.layout import metric, needs_pairs, page
-from odcore.report.facts import audit_most_shown, audit_sentence
+from odcore.report.facts import DELTA_SPLIT_DESIGNER, DELTA_SPLIT_SELECTION, audit_most_shown, audit_sentence
 
 ctx = page(
     "Audit",
@@ -85,6 +85,8 @@ with engine_errors("Could not compare the strategies", "Try another ε or max pa
         "why": t["why"],
     })
     st.dataframe(show, hide_index=True, width="stretch")
+    st.caption(f"At the same ε, max pairs and δ the Release designer's threshold, pairs and error differ: "
+               f"{DELTA_SPLIT_DESIGNER}; {DELTA_SPLIT_SELECTION}.")
     st.caption("Compare rows of the same mechanism: the lab's one-count Laplace with PipelineDP's post-aggregation "
                "Laplace, the lab's one-count Gaussian with PipelineDP's post-aggregation Gaussian, a separate "
                "selection with a separate count. PipelineDP itself on the same pairs: `python -m odcore selection` "

@@ -15,7 +15,7 @@ from scipy.optimize import linprog
 
 from odcore.paths import REPO_ROOT
 from odcore.report.facts import BOUND_WHY, success_bound, typical_person
-from odcore.report.numbers import expected_count_text, number_text, percent_text
+from odcore.numbers import expected_count_text, number_text, percent_text
 from odcore.report.sheet import posterior_with_delta
 
 pytestmark = pytest.mark.timeout(300)

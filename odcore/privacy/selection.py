@@ -25,6 +25,7 @@ import pandas as pd
 from odcore.constants import DESTINATION, ORIGIN, USER, WEEK
 from odcore.errors import ParameterError, check_max_pairs, check_positive, check_prob
 from odcore.privacy.release import PreparedPairs
+from odcore.privacy.utility import shapley_split
 
 __all__ = ["Strategy", "compare_selection", "gaussian_delta", "gaussian_one_count", "gaussian_sigma", "keep_probability",
            "run_pipeline_dp", "truncated_geometric_keep"]
@@ -211,8 +212,9 @@ def _row(name: str, reason: str, counts: pd.DataFrame, keep: np.ndarray, noisy: 
            "pairs_published": int(pub.sum()), "user_trips_published": int(raw[pub].sum())}
     if pub.any() and noisy is not None:
         row["mre_total"] = float(np.mean(np.abs(noisy[pub] - raw[pub]) / raw[pub]))
-        row["mre_bounding"] = float(np.mean((raw[pub] - n[pub]) / raw[pub]))
-        row["mre_noise"] = float(np.mean(np.abs(noisy[pub] - n[pub]) / raw[pub]))
+        alone_b = float(np.mean((raw[pub] - n[pub]) / raw[pub]))
+        alone_n = float(np.mean(np.abs(noisy[pub] - n[pub]) / raw[pub]))
+        row["mre_bounding"], row["mre_noise"] = shapley_split(row["mre_total"], alone_b, alone_n)
     else:
         row.update(mre_total=math.nan, mre_bounding=math.nan, mre_noise=math.nan)
     row["why"] = reason

@@ -30,11 +30,12 @@ import pandas as pd
 
 from odcore.constants import USER
 from odcore.errors import check_prob
+from odcore.numbers import number_text, percent_text
 from odcore.privacy.accounting import person_week
 from odcore.privacy.attack import bounded_success_curve, person_others, success_curve, user_risk
 from odcore.privacy.audit import one_run_epsilon_lower
 from odcore.privacy.release import Mode, ReleaseConfig
-from odcore.report.numbers import number_text, percent_text
+from odcore.privacy.risk import typical_trips
 
 __all__ = [
     "BOUND_WHY",
@@ -68,7 +69,7 @@ PEOPLE_DATA_WHY = "people in the loaded data, after the region and box filters, 
 @dataclass(frozen=True)
 class Fact:
     """One quantity as a person reads it: ``value`` (a number, None when the data cannot give it), ``text`` (as
-    written, :mod:`odcore.report.numbers`), ``name`` (its label), ``why`` (what it is, in the words used wherever it
+    written, :mod:`odcore.numbers`), ``name`` (its label), ``why`` (what it is, in the words used wherever it
     appears beside a number that differs from it by design) and ``definition`` (how it is computed)."""
 
     key: str
@@ -112,7 +113,7 @@ def typical_person(trips_per_person: pd.Series):
     if not len(s):
         return None, None
     ks = s.to_numpy()
-    target = int(np.quantile(ks, 0.5, method="nearest"))
+    target = typical_trips(ks)
     return s.index[int(np.flatnonzero(ks == target)[0])], target
 
 
@@ -237,3 +238,11 @@ def audit_sentence(results: dict[str, dict], epsilon: float, confidence: float =
                    f"can never show more than {number_text(round(most, 2))} even all right, so the theory's "
                    f"{number_text(round(p['epsilon_theory'], 2))} is out of this audit's reach, not refuted by it.")
     return " ".join(out)
+
+
+DELTA_SPLIT_DESIGNER = ("the Release designer splits δ: half to the tight ε of the noise, half to the threshold "
+                        "(rounded up to a whole count)")
+DELTA_SPLIT_SELECTION = ("the Audit page's comparison uses noise m/ε exactly (pure ε) and gives all of δ to the "
+                         "threshold")
+"""Why the designer and the Audit page's comparison give different thresholds, pairs and errors at the same (ε, max
+pairs, δ): said in these words on both pages."""

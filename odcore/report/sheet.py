@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import math
 
-from odcore.report.numbers import number_text, percent_text
+from odcore.numbers import number_text, percent_text
 
 __all__ = ["SEED_WORDS", "budget_sheet", "data_fingerprint", "guarantee_sheet", "number_text", "percent_text",
            "posterior_with_delta", "release_record", "software_version"]
@@ -230,7 +230,8 @@ def guarantee_sheet(report: dict, *, record: dict | None = None) -> str:
             f"<p class='note'>For comparison, Google's per-count setting (ε {goog['epsilon']} per count, threshold "
             f"{goog['threshold']}) gives the typical person ({goog['typical_trips']} trips) ε = "
             f"{_num(goog['epsilon_user_week_typical'])} per week and the busiest ({goog['max_trips']} trips) "
-            f"ε = {_num(goog['epsilon_user_week_max'])}.</p>")
+            f"ε = {_num(goog['epsilon_user_week_max'])}, tight at δ = {_num(r['goal']['delta'] / 2)} for the noise "
+            "(half of this design's δ; the app's guarantee card gives ε at δ = 10⁻⁶, slightly less).</p>")
     body += [
         f"<h2>What is published (week {r['week']} of the data) and what it costs</h2>",
         f"<table><tr><td>pairs published</td><td>{_num(r['pairs_published'])} of {_num(r['pairs_total'])}</td></tr>"
