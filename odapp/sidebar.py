@@ -54,6 +54,7 @@ from odapp.state import (
 )
 from odapp.words import epsilon_label, plain, sci
 from odapp.zones_ui import data_box, zone_controls, zone_spec
+from odcore.data.traces import region_left_out_words
 
 K_UPLOAD_GEN = "odlab.upload_generation"   # bumps after each good upload (fresh uploader widget)
 K_UPLOAD_PENDING = "odlab.upload_pending"   # UploadOptions of a pressed "Load this file" not read yet
@@ -311,6 +312,10 @@ def _place_caption(summary: dict) -> None:
                    f"home places around {r['lat']:.2f}, {r['lon']:.2f}." + (f" Others: {others}; pick one with "
                                                                              "Reading options → Region." if others
                                                                              else ""))
+    note = region_left_out_words(summary.get("region"), summary.get("region_left_out"),
+                                 "Reading options → Region → all")
+    if note:
+        st.caption(note)
     tz = summary.get("tz")
     if tz:
         st.caption(f"Local time: {plain(tz)} ({TZ_SOURCES.get(summary.get('tz_source'), 'as read')}).")

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
+from odcore.numbers import expected_count_text, number_text, percent_text
 from odcore.paths import REPO_ROOT
 from odcore.report.facts import BOUND_WHY, success_bound, typical_person
-from odcore.numbers import expected_count_text, number_text, percent_text
 from odcore.report.sheet import posterior_with_delta
 
 pytestmark = pytest.mark.timeout(300)
@@ -165,3 +165,39 @@ def test_selection_rows_name_their_mechanism():
         "lab: Gaussian then tau (one noisy count)", "mechanism"]
     assert MECHANISMS["PipelineDP: laplace (post-aggregation thresholding)"] == t.set_index("strategy").loc[
         "lab: Laplace then tau (one noisy count)", "mechanism"]
+
+
+@pytest.mark.realdata
+def test_region_default_says_what_it_leaves_out(shared_data):
+    """The Foursquare set spans the US: the default keeps its densest region, and the loader, the sidebar's words and
+    `trips --json` say how many fixes and people are left out and how to keep them; the counts checked against the
+    whole set read without a region."""
+
+    from odcore.constants import LAT, LON, USER
+    from odcore.data.traces import load_traces, region_left_out_words
+
+    folder = shared_data / "foursquare_us_liu2017_5k"
+    if not folder.exists():
+        pytest.skip("no Foursquare folder")
+    kw = {"tz": "America/New_York", "time_offset_s": 28800, "bbox": None}
+    kept = load_traces(folder, region="auto", **kw)
+    whole = load_traces(folder, region="all", **kw)
+    every = whole.df
+    s, w, n, e = kept.report.bbox_used
+    inside = every[LAT].between(s, n) & every[LON].between(w, e)
+    left = kept.report.region_left_out
+    # the rows of the file outside the region: the distinct fixes outside it, plus at most the duplicate rows
+    assert 0 < int((~inside).sum()) <= left["fixes"]
+    assert left["fixes"] - int((~inside).sum()) <= whole.report.rows_dropped.get("duplicate_row", 0)
+    people_in = set(every.loc[inside, USER])
+    assert left["people"] == len(set(every[USER]) - people_in)
+    assert kept.df[USER].nunique() == len(people_in)
+    words = region_left_out_words(kept.report.region, left, "Reading options → Region → all")
+    assert f"{left['fixes']:,} fixes outside it are left out" in words
+    assert "Reading options → Region → all" in words
+    out = subprocess.run([sys.executable, "-m", "odcore", "trips", "--json", "--input", str(folder), "--tz",
+                          "America/New_York", "--time-offset", "28800", "--bbox", "none"], cwd=REPO_ROOT,
+                         capture_output=True, text=True, check=True, timeout=240)
+    got = json.loads(out.stdout)
+    assert got["region_left_out"] == left
+    assert "--region all" in got["region_note"]
