@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
+from odapp import projector
 from odcore.report import figures
 
 # The one template of every chart (odcore.report.figures.template); projector=True gives large, high-contrast type.
@@ -34,8 +35,6 @@ K_EXPORT_SIZE = "odlab.export_size"   # the size chosen in the sidebar: every ch
 
 def projector_mode() -> bool:
     """Whether charts use the projector template (large type, high contrast): :func:`odapp.projector.on`."""
-    from odapp import projector
-
     return projector.on()
 
 
@@ -186,6 +185,8 @@ def export_buttons(name: str, *, fig: go.Figure | Callable[[], go.Figure] | None
     base = slug(name)
     key = key or base
     row = row if row is not None else button_row()
+    if projector.on():   # downloads are secondary controls: hidden in projector mode, as its switch says
+        return
     if fig is not None and figures.find_browser() is None:
         row.caption("PNG/SVG: no Chrome/Chromium found", help=figures.NO_BROWSER_MESSAGE)
     elif fig is not None:
@@ -227,11 +228,15 @@ def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config
     # contrast, and set the title's size over the projector's)
     st.plotly_chart(fig, width="stretch", key=f"chart_{key or slug(name)}", theme=None,
                     config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}})
-    from odapp import projector
-
     row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)
     if not projector.on():   # downloads are secondary controls: hidden in projector mode
         export_buttons(name, fig=fig, data=data, config=config, command=command, key=key, row=row)
+
+
+def code_caption(text: str) -> None:
+    """A caption that names the engine's functions (``odcore.…``): for the analyst, hidden in projector mode."""
+    if not projector.on():
+        st.caption(text)
 
 
 def opened_expander(label: str, key: str, *, icon: str | None = None):
@@ -250,6 +255,8 @@ def reproduce(items: list[tuple[str, str, dict]]) -> None:
     """
     from odapp.cli_config import COMMANDS, command_line
 
+    if projector.on():   # shell commands are for the analyst, not the class: hidden in projector mode
+        return
     box = opened_expander("Reproduce from the command line", "reproduce")
     if box is None:
         return

@@ -13,6 +13,7 @@ from odapp.nav import HOME_FILE, NAV
 from odapp.words import UNIT_COVERS, num, sci, unit_words
 from odcore.report.facts import TYPICAL_HOW
 
+CARD_KEY = "odlab_card"   # the guarantee card's block (its CSS class st-key-odlab_card greys it while stale)
 K_DECLARED = "odlab.navigation_declared"   # session_state: a run of this session ran under the app's navigation
 
 PAGE_FILES = [Path(__file__).resolve().parent.parent / e.file for e in NAV[1:]]   # the pages after Home (odapp.nav)
@@ -26,8 +27,7 @@ def page(title: str, intro: str, *, icon: str = "🗺️", live: tuple[str, ...]
     leaves the card out."""
     st.set_page_config(page_title=f"{title} · OD Privacy Lab", page_icon=icon, layout="wide")
     compact_top()
-    st.title(title)
-    st.markdown(intro)
+    st.title(title, help=intro)   # the page's plain-language intro behind its title, so it opens on its picture
     ctx = sidebar.render(live=live)
     if headline:
         unit_headline(ctx)
@@ -42,7 +42,13 @@ def unit_headline(ctx: sidebar.PageContext) -> dict:
     s = ctx.settings
     f = facts_view.of(ctx)
     unit = unit_words(s.mode)
-    with st.container(border=True):
+    summary = [f"ε {num(s.epsilon)} {unit}"]
+    if "epsilon_person_week" in f:
+        summary.append(f"typical person's week ε {f['epsilon_person_week'].text}")
+    if "attack_typical" in f:
+        summary.append(f"attack on them {f['attack_typical'].text} (bound {f['bound_typical'].text})")
+    # one line that opens on the whole card; greyed while a live slider is dragged and the card not yet redone
+    with st.container(key=CARD_KEY), st.expander("**Guarantee:** " + " · ".join(summary), expanded=False):
         c = st.columns([2, 1, 1, 1, 1])
         c[0].markdown(f"**Guarantee unit: {unit}** — ε covers {UNIT_COVERS[s.mode]}.")
         metric(c[1], f"ε {unit}", num(s.epsilon))
@@ -85,6 +91,8 @@ PAGE_CSS = """<style>
 [data-testid='stMetricDelta'] *{white-space:normal!important;overflow:visible!important;text-overflow:clip!important}
 [data-testid='stCaptionContainer']{opacity:1!important}
 [data-testid='stCaptionContainer'],[data-testid='stCaptionContainer'] *{color:#4a4f5c!important}
+body.odlab-stale .st-key-odlab_card{opacity:.45;filter:grayscale(1);transition:opacity .15s}
+body.odlab-stale .st-key-odlab_card summary::after{content:" — updates when the slider is released";font-style:italic}
 </style>"""
 
 

@@ -81,6 +81,7 @@ class PageContext:
     od: object   # odcore.od.oddata.ODData
     od_config: object  # odcore.od.oddata.ODConfig
     next: Settings | None = None   # the person's likely next setting (:func:`odapp.ahead.next_settings`)
+    tour: object = None   # the sidebar's first block, where the guided tour's step goes (:func:`odapp.guide.panel`)
 
 
 def _copy_to_persistent(key: str) -> None:
@@ -330,6 +331,7 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
 
     ss = st.session_state
     init_state(ss)
+    tour = st.sidebar.container()   # above the settings: the tour's step beside the page's picture, not above it
     with st.sidebar:
         st.header("Settings")
         st.button("Google/Bassolas 2019 setting", on_click=apply_preset, args=(ss,), type="primary",
@@ -431,6 +433,6 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
     if nxt is not None and nxt.cell_km2 != settings.cell_km2 and not ahead.grid_ahead(
             loaded, counts=ref.kind == DataSource.COUNTS):
         nxt = None
-    ctx = PageContext(settings=settings, loaded=loaded, od=od, od_config=od_config, next=nxt)
+    ctx = PageContext(settings=settings, loaded=loaded, od=od, od_config=od_config, next=nxt, tour=tour)
     ahead.after(ctx)   # at least the next grid's tables; a page with heavier work asks again with it
     return ctx

@@ -6,6 +6,7 @@ import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
 from odapp import ahead, facts_view, guide, sidebar
+from odapp.export import code_caption
 from odapp.layout import compact_top
 from odapp.nav import NAV
 from odapp.words import pct, plain, probability_words, unit_words
@@ -81,7 +82,7 @@ if "attack_typical" in f:
 st.info(f"Guarantee unit: **{unit_words(s.mode)}**. {guard} — {ex.why}.{typical} Data in use: "
         f"{plain(s.dataset.label)}.", icon=":material/lightbulb:")
 
-st.caption(f"odcore {__version__} · numbers computed by the `odcore` engine; see the README for where they come from.")
+code_caption(f"odcore {__version__} · numbers computed by the `odcore` engine; see the README for where they come from.")
 
 # While the person reads this page, the server computes what the OD release page shows first, so that it opens
 # without waiting for it (odapp.ahead).

@@ -32,6 +32,7 @@ ctx = page(
 )
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
+picture = st.container()   # the live curves first; the settings and the cards below them
 typical = facts_view.of(ctx)["typical_trips"].value or 0   # the typical person of every page (odcore.report.facts)
 
 c1, c2, c3, c4 = st.columns(4)
@@ -141,12 +142,13 @@ with right, st.container(border=True):
         if parts.warnings():   # the same words as the command line's warnings
             st.warning(" ".join(parts.warnings()) + " Switch on 'Fit the threshold' in the sidebar.")
         # in the card (there in both units), so the charts below keep their place (updated, not rebuilt)
-        st.download_button("Guarantee sheet (HTML, printable)", functools.partial(rv.budget_sheet_html, ctx, b,
-                                                                                  parts.to_dict()),
-                           file_name="guarantee_sheet.html", on_click="ignore",
-                           mime="text/html", key="budget_sheet",
-                           help="One page: unit of protection, ε and δ per week and per year, what an attacker can "
-                                "learn, in plain words.")
+        if not projector_mode():   # downloads hidden in projector mode
+            st.download_button("Guarantee sheet (HTML, printable)",
+                               functools.partial(rv.budget_sheet_html, ctx, b, parts.to_dict()),
+                               file_name="guarantee_sheet.html", on_click="ignore",
+                               mime="text/html", key="budget_sheet",
+                               help="One page: unit of protection, ε and δ per week and per year, what an attacker "
+                                    "can learn, in plain words.")
     else:
         st.markdown(f"#### A person's week, {unit_words('per_metric')} added up — what a person with "
                     f"n = {int(trips)} trips risks")
@@ -167,10 +169,11 @@ with right, st.container(border=True):
             f"({probability_words(pw)}; ε and δ of the week, from a {pct(prior, 0)} prior): the formal "
             "guarantee says almost nothing at this level.")
 
-st.subheader("ε of one user-week against the number of unique trips, and over weeks")
 projector = projector_mode()
-live_view.budget(s, trips=int(trips), weeks=int(weeks), delta=float(delta), trips_max=max(70, int(trips)),
-                 typical=typical, prior=float(prior), relative_step=WEEKS_RELATIVE_STEP)
+with picture:
+    st.subheader("ε of one user-week against the number of unique trips, and over weeks")
+    live_view.budget(s, trips=int(trips), weeks=int(weeks), delta=float(delta), trips_max=max(70, int(trips)),
+                     typical=typical, prior=float(prior), relative_step=WEEKS_RELATIVE_STEP)
 # the plotly charts are for the files only (the page draws the live curves): built when a button asks for them
 fig = functools.partial(charts.trips_chart, vs_trips, delta=float(delta), max_pairs=s.max_pairs, trips=int(trips),
                         typical=typical, week=s.week, e_count=float(e_count), epsilon=s.epsilon, user_mode=user_mode,

@@ -29,6 +29,7 @@ ctx = page(
 )
 needs_pairs(ctx, "The release designer (it bounds each person's pairs)")
 s = ctx.settings
+picture = st.container()   # the frontier first; the goal, the verdict and the settings below it
 GOAL_LABELS = {GoalKind.WEEK.value: "ε per person per week ≤ X",
                GoalKind.TOTAL.value: "ε per person over W weeks ≤ X",
                GoalKind.ATTACK.value: "an attacker who knows k trips is right at most p of the time",
@@ -149,9 +150,10 @@ st.table(compare.assign(**{c: [num(float(v)) for v in compare[c]] for c in
                                                    for v in compare["mean relative error"]]}),
          hide_index=True)
 
-st.subheader("Utility against per-person ε")
 cfg = design_config(s, ctx.loaded, goal, max_pairs=max_pairs, tune=bool(tune))
-live_view.frontier(frontier)   # drawn in the browser: a new design repaints it without plotly's redraw
+with picture:
+    st.subheader("Utility against per-person ε")
+    live_view.frontier(frontier)   # drawn in the browser: a new design repaints it without plotly's redraw
 if not projector.on():   # the files: plotly's chart and the table, made when a button is clicked (partials of
     # module functions: a function defined here would keep this page's namespace alive after the session closes)
     export_buttons("design_frontier", fig=functools.partial(page_work.frontier_figure, rep_key, rep),
@@ -162,17 +164,18 @@ st.caption("Each line: one max pairs, the release ε varied, the threshold fitte
            f"{pct(rep['error_level'])}), open points are not. Google's points: its per-count release, whose per-person "
            "ε depends on how many trips a person makes.")
 
-c = st.columns(2)
-# both made when clicked (a callable's data), not built and sent again on every rerun of the page
-c[0].download_button("Design report (JSON)",
-                     functools.partial(json.dumps, {k: v for k, v in rep.items() if k != "frontier"}, indent=2,
-                                       allow_nan=False),
-                     file_name="design.json", mime="application/json", key="design_json", on_click="ignore",
-                     help="The same keys as `python -m odcore design --json`.")
-c[1].download_button("Guarantee sheet (HTML, printable)", functools.partial(guarantee_sheet, rep),
-                     file_name="guarantee_sheet.html", mime="text/html", key="design_sheet", on_click="ignore",
-                     help="One page in plain words: who is protected, ε and δ per week and per year, what an "
-                          "attacker can learn, what is published and what it costs.")
+if not projector.on():   # downloads are hidden in projector mode, as its switch says
+    c = st.columns(2)
+    # both made when clicked (a callable's data), not built and sent again on every rerun of the page
+    c[0].download_button("Design report (JSON)",
+                         functools.partial(json.dumps, {k: v for k, v in rep.items() if k != "frontier"}, indent=2,
+                                           allow_nan=False),
+                         file_name="design.json", mime="application/json", key="design_json", on_click="ignore",
+                         help="The same keys as `python -m odcore design --json`.")
+    c[1].download_button("Guarantee sheet (HTML, printable)", functools.partial(guarantee_sheet, rep),
+                         file_name="guarantee_sheet.html", mime="text/html", key="design_sheet", on_click="ignore",
+                         help="One page in plain words: who is protected, ε and δ per week and per year, what an "
+                              "attacker can learn, what is published and what it costs.")
 box = opened_expander("Candidates tried: expected utility of every max pairs on this week (the frontier)",
                       "design_candidates")   # made when opened: closed, it sends nothing on a rerun
 if box is not None:

@@ -91,19 +91,21 @@ def success_bound(epsilon: float, delta: float = 0.0, prior: float = 0.5) -> flo
     (1, 1). At π = ½ it is ``(e^ε + δ)/(1 + e^ε)``; with δ = 0 it is at least Houssiau et al.'s posterior bound
     ``π e^ε/(π e^ε + 1 − π)`` and equal to it at π = ½.
 
-    >>> round(success_bound(0.66), 4), round(success_bound(0.66, 0.1), 4)
-    (0.6593, 0.6933)
+    >>> round(success_bound(0.66), 4), round(success_bound(0.66, 0.1), 4), success_bound(50.0) < 1
+    (0.6593, 0.6933, True)
     """
     pi = float(prior)
     if not 0 <= pi <= 1:
         raise ValueError(f"prior must be in [0, 1], got prior={prior}.")
     d = float(check_prob("delta", delta)) if delta else 0.0
-    if epsilon is None or not math.isfinite(epsilon) or epsilon > 700:
+    if epsilon is None or not math.isfinite(epsilon):
         return 1.0
-    e = math.exp(float(epsilon))
+    below_one = d < 1 and 0 < pi < 1   # then the bound is below 1, however close: never rounded up to it
+    e = math.exp(min(float(epsilon), 700.0))
     f = (1 - d) / (1 + e)
     corners = [(0.0, d), (f, min(1.0, e * f + d)), (1 - d, 1.0), (0.0, 0.0), (1.0, 1.0)]
-    return min(1.0, max(pi * t + (1 - pi) * (1 - x) for x, t in corners))
+    best = min(1.0, max(pi * t + (1 - pi) * (1 - x) for x, t in corners))
+    return math.nextafter(1.0, 0.0) if below_one and best >= 1.0 else best
 
 
 def typical_person(trips_per_person: pd.Series):

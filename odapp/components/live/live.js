@@ -651,6 +651,7 @@ function entry(component) {   // the curves' element (stub.js): false while its 
 
 function render(component, data) {
   const { parentElement, setStateValue } = component;
+  document.body.classList.remove("odlab-stale");   // a rerun drew the cards at the slider's value
   let st = parentElement.__odlive;
   if (!st) {
     const root = document.createElement("div");
@@ -695,6 +696,7 @@ function render(component, data) {
       const frame = () => { st.pending = false; paint(st); };
       input.addEventListener("input", () => {
         st.values[c.name] = parseFloat(input.value);
+        document.body.classList.add("odlab-stale");   // the page's cards show the released value: greyed (layout.py)
         if (!st.pending) { st.pending = true; requestAnimationFrame(frame); }
       });
       input.addEventListener("pointerdown", () => { st.dragging = true; });

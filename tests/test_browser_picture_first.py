@@ -1,0 +1,47 @@
+"""The picture first: on every page with a chart or map, its first one starts within the first screen, at 1024×768
+in projector mode and at 1440×900 (a headless Chromium measures the top of the first chart, map or live canvas);
+screenshots of each page's first screen at both sizes go to the screenshot folder."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import screenshot_dir
+from tests.test_browser_classroom import goto, open_app, settle
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
+
+SHOTS = screenshot_dir()
+# pages whose main picture is drawn on opening (Knock Knock and Audit draw theirs after a button; Home has none)
+PICTURE_PAGES = ["Data", "OD_release", "Attack", "Privacy_budget", "Release_designer", "Play_the_attacker",
+                 "See_the_noise"]
+PICTURES = ("[data-testid=stDeckGlJsonChart], [data-testid=stPlotlyChart], [data-testid=stVegaLiteChart], "
+            ".odlive canvas, [data-testid=stImage] img")
+MAIN = {"Play_the_attacker": "[data-testid=stDataFrame]"}   # the game's picture: the round's published counts
+FIRST_TOP = """(sel) => {
+    const els = [...document.querySelectorAll(`[data-testid=stMain] :is(${sel})`)]
+        .filter(e => e.getBoundingClientRect().height > 20);
+    const main = document.querySelector('[data-testid=stMain]');
+    if (main) main.scrollTop = 0;
+    return els.length ? Math.min(...els.map(e => e.getBoundingClientRect().top)) : null;
+}"""
+
+
+@pytest.mark.parametrize(("width", "height", "projector"), [(1024, 768, True), (1440, 900, False)],
+                         ids=["1024-projector", "1440-screen"])
+def test_first_picture_within_the_first_screen(streamlit_url, browser, width, height, projector):
+    ctx, page = open_app(browser, streamlit_url, width, height, projector=projector)
+    tops = {}
+    try:
+        for name in PICTURE_PAGES:
+            goto(page, name)
+            sel = MAIN.get(name, PICTURES)
+            page.locator(f"[data-testid=stMain] :is({sel})").first.wait_for(timeout=120_000)
+            settle(page)
+            tops[name] = page.evaluate(FIRST_TOP, sel)
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS / f"first_screen_{name}_{width}{'_projector' if projector else ''}.png"))
+    finally:
+        ctx.close()
+    late = {k: v for k, v in tops.items() if v is None or v >= height}
+    assert not late, f"first picture below the first screen at {width}×{height}: {late} (all: {tops})"
