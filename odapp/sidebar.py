@@ -334,7 +334,7 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
     tour = st.sidebar.container()   # above the settings: the tour's step beside the page's picture, not above it
     with st.sidebar:
         st.header("Settings")
-        st.button("Google/Bassolas 2019 setting", on_click=apply_preset, args=(ss,), type="primary",
+        st.button("Google/Bassolas 2019 setting", on_click=apply_preset, args=(ss,), type="primary", key="preset",
                   width="stretch",
                   help="ε = 0.66 per metric, noisy counts below 100 removed, ~1.3 km² grid cells: the release "
                        "Google shared with Bassolas et al. (their reply, Nature Communications 2022).")

@@ -96,7 +96,7 @@ def test_epsilon_moves_the_attack_curve_and_persists_across_pages(at):
 
 def test_threshold_changes_what_is_published_and_preset_restores(at):
     at.switch_page("pages/2_OD_release.py").run()
-    at.sidebar.button[0].click().run()          # the Google/Bassolas 2019 preset
+    at.sidebar.button(key="preset").click().run()          # the Google/Bassolas 2019 preset
     _no_errors(at)
     base = _metric(at, "Pairs published")
     assert at.session_state[K_EPSILON] == 0.66
@@ -106,7 +106,7 @@ def test_threshold_changes_what_is_published_and_preset_restores(at):
     _no_errors(at)
     lower = _metric(at, "Pairs published")
     assert int(lower.split("/")[0].replace(",", "")) > int(base.split("/")[0].replace(",", ""))
-    at.sidebar.button[0].click().run()
+    at.sidebar.button(key="preset").click().run()
     assert at.session_state[K_THRESHOLD] == 100
     assert _metric(at, "Pairs published") == base      # same seed, same noise, same release
 
@@ -175,7 +175,7 @@ def test_cell_area_rebuilds_the_grid(at):
     bigger = next(c.value for c in at.caption if "grid " in c.value and "cells" in c.value)
     assert "4.00 km²" in bigger
     assert bigger != cells
-    at.sidebar.button[0].click().run()      # the preset puts 1.3 km² back
+    at.sidebar.button(key="preset").click().run()      # the preset puts 1.3 km² back
     assert at.session_state[K_CELL_KM2] == 1.3
 
 

@@ -15,7 +15,13 @@ from scipy.optimize import linprog
 
 from odcore.numbers import expected_count_text, number_text, percent_text
 from odcore.paths import REPO_ROOT
-from odcore.report.facts import BOUND_WHY, success_bound, typical_person
+from odcore.report.facts import (
+    BOUND_WHY,
+    DELTA_SPLIT_DESIGNER,
+    DELTA_SPLIT_SELECTION,
+    success_bound,
+    typical_person,
+)
 from odcore.report.sheet import posterior_with_delta
 
 pytestmark = pytest.mark.timeout(300)
@@ -103,6 +109,14 @@ def test_every_reader_shows_the_same_facts_on_the_bundled_city(at):
             assert _metric(at, "User").value == cli["typical_user"]["text"]
             assert _metric(at, "Attack success on this user").value == cli["attack_typical"]["text"]
             assert _metric(at, "Without suppression").value == cli["attack_typical_plain"]["text"]
+        if page == "pages/6_Release_designer.py":   # Google's typical person is the card's, its δ said beside it
+            google = _metric(at, "Google's setting, typical person").proto.delta
+            assert f"({cli['typical_trips']['text']} trips at ε 0.66)" in google
+            assert f"{cli['epsilon_person_week']['text']} at δ" in google
+            assert "on the card above" in google
+            assert DELTA_SPLIT_SELECTION in _metric(at, "Threshold").proto.help
+        if page == "pages/9_Audit.py":   # why its comparison's threshold is not the designer's
+            assert any(DELTA_SPLIT_DESIGNER in c.value for c in at.caption)
         if page == "pages/4_Privacy_budget.py":   # the typical person's trips in the n help
             assert f"has {cli['typical_trips']['text']}." in at.number_input(key="budget_trips").help
     at.switch_page("pages/0_Home.py").run()
@@ -124,6 +138,7 @@ def test_cli_facts_on_a_real_folder(shared_data):
     assert f["attack_typical"]["value"] <= f["attack_typical_plain"]["value"] + 1e-9
     assert f["bound_typical"]["value"] >= f["attack_typical_plain"]["value"] - 1e-9
     assert np.isfinite(f["epsilon_person_week"]["value"])
+    assert f["bound_typical"]["text"] != "100.0 %"   # a bound below 1 never reads as certainty
 
 
 def test_audit_sentence_holds_for_its_numbers():

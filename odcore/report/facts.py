@@ -188,7 +188,8 @@ def week_facts(week_pairs: pd.DataFrame | None, *, week: int, release: ReleaseCo
         k = len(others)
         att = float(user_risk(list(np.sort(others)), eps_pair, float(release.threshold)).success) if k else 0.5
         plain = float(success_curve(eps_pair, max(k, 1))[k])
-        add("typical_user", "Typical person", str(user), str(user), TYPICAL_HOW, "pseudonymous id in the data")
+        uid = user.item() if isinstance(user, np.generic) else user
+        add("typical_user", "Typical person", uid, str(user), TYPICAL_HOW, "pseudonymous id in the data")
         add("attack_typical", "Attack on the typical person", att, percent_text(att),
             ATTACK_WHY + f" (threshold {number_text(release.threshold)})",
             "½ + ½·TV of what the release shows with and without them (attack.user_risk)")
