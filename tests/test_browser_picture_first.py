@@ -41,6 +41,10 @@ def test_first_picture_within_the_first_screen(streamlit_url, browser, width, he
             tops[name] = page.evaluate(FIRST_TOP, sel)
             SHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS / f"first_screen_{name}_{width}{'_projector' if projector else ''}.png"))
+        for name in ("", "Knock_Knock", "Audit"):   # no picture on opening: their first screens, to look at
+            goto(page, name)
+            page.screenshot(path=str(SHOTS / f"first_screen_{name or 'Home'}_{width}"
+                                              f"{'_projector' if projector else ''}.png"))
     finally:
         ctx.close()
     late = {k: v for k, v in tops.items() if v is None or v >= height}

@@ -111,7 +111,7 @@ def test_every_reader_shows_the_same_facts_on_the_bundled_city(at):
             assert _metric(at, "Without suppression").value == cli["attack_typical_plain"]["text"]
         if page == "pages/6_Release_designer.py":   # Google's typical person is the card's, its δ said beside it
             google = _metric(at, "Google's setting, typical person").proto.delta
-            assert f"({cli['typical_trips']['text']} trips at ε 0.66)" in google
+            assert f"{cli['typical_trips']['text']} trips at ε 0.66)" in google
             assert f"{cli['epsilon_person_week']['text']} at δ" in google
             assert "on the card above" in google
             assert DELTA_SPLIT_SELECTION in _metric(at, "Threshold").proto.help
@@ -216,3 +216,27 @@ def test_region_default_says_what_it_leaves_out(shared_data):
     got = json.loads(out.stdout)
     assert got["region_left_out"] == left
     assert "--region all" in got["region_note"]
+
+
+def test_the_live_curves_write_chances_and_bounds_as_the_server_does(tmp_path):
+    """The browser's readouts (live.js: fmt 'pct', successBound) against odcore.numbers.percent_text and
+    odcore.report.facts.success_bound, run in Node on the same inputs."""
+    import shutil
+
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("no Node.js to run the component's code")
+    src = (REPO_ROOT / "odapp" / "components" / "live" / "live.js").read_text(encoding="utf-8")
+    chances = [0.7054, 0.99952, 0.9999996, 1 - 1e-15, 3e-9, 0.5, 1e-3, 0.6593]
+    cases = [(0.66, 0.0, 0.5), (0.66, 1e-3, 0.5), (2.0, 0.05, 0.2), (13.4, 1e-6, 0.5), (50.0, 1e-6, 0.5),
+             (1.0, 0.0, 0.7)]
+    script = tmp_path / "probe.js"
+    script.write_text(src + f"\nconsole.log(JSON.stringify({{pct: {json.dumps(chances)}.map(v => fmt(v, 'pct')), "
+                      f"bound: {json.dumps(cases)}.map(([e, d, p]) => successBound(e, d, p))}}));\n",
+                      encoding="utf-8")
+    out = json.loads(subprocess.run([node, str(script)], capture_output=True, text=True, check=True,
+                                    timeout=60).stdout.strip().splitlines()[-1])
+    assert out["pct"] == [percent_text(p) for p in chances]
+    for (e, d, p), got in zip(cases, out["bound"], strict=True):
+        assert got == pytest.approx(success_bound(e, d, p), abs=1e-12)
+        assert got < 1
