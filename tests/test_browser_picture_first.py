@@ -4,6 +4,8 @@ screenshots of each page's first screen at both sizes go to the screenshot folde
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.conftest import screenshot_dir
@@ -47,5 +49,6 @@ def test_first_picture_within_the_first_screen(streamlit_url, browser, width, he
                                               f"{'_projector' if projector else ''}.png"))
     finally:
         ctx.close()
+    (SHOTS / f"first_picture_tops_{width}.json").write_text(json.dumps(tops, indent=1), encoding="utf-8")
     late = {k: v for k, v in tops.items() if v is None or v >= height}
     assert not late, f"first picture below the first screen at {width}×{height}: {late} (all: {tops})"

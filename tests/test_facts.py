@@ -240,3 +240,17 @@ def test_the_live_curves_write_chances_and_bounds_as_the_server_does(tmp_path):
     for (e, d, p), got in zip(cases, out["bound"], strict=True):
         assert got == pytest.approx(success_bound(e, d, p), abs=1e-12)
         assert got < 1
+
+
+def test_audit_command_says_what_its_guesses_can_show():
+    out = json.loads(subprocess.run([sys.executable, "-m", "odcore", "audit", "--json", "--seed", "0", "--canaries",
+                                     "200"], cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+                                    timeout=240).stdout)
+    from odcore.report.facts import audit_most_shown
+
+    for e in out["units"].values():
+        assert e["epsilon_lower"] <= e["epsilon_most_shown"] == pytest.approx(audit_most_shown(e["guesses"]))
+    assert "as it must" not in out["words"]
+    person = out["units"]["person"]
+    most = number_text(round(person["epsilon_most_shown"], 2))
+    assert f"{person['guesses']} guesses can never show more than {most}" in out["words"]

@@ -76,6 +76,7 @@ def run_audit(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args, require_pairs
     from odcore.privacy.audit import AuditConfig, audit_many_runs, audit_one_run
+    from odcore.report.facts import audit_most_shown, audit_sentence
 
     _traces, od = od_from_args(args)
     require_pairs(od, "audit inserts canary people among the week's people")
@@ -89,6 +90,7 @@ def run_audit(args: argparse.Namespace) -> int:
         r = audit_one_run(od.pairs, cfg, week=args.week, rng=args.seed)
         entry = {"epsilon_lower": r.epsilon_lower, "epsilon_theory": r.epsilon_theory, "trips": r.trips,
                  "guesses": r.guesses, "correct": r.correct, "canaries": r.canaries,
+                 "epsilon_most_shown": audit_most_shown(r.guesses, args.confidence),
                  "seconds": round(time.perf_counter() - t0, 2),
                  "details": {k: _finite(v) for k, v in r.details.items()}}
         if args.many_runs:
@@ -98,6 +100,8 @@ def run_audit(args: argparse.Namespace) -> int:
                                   "correct": mr.correct, "tested": mr.guesses,
                                   "seconds": round(time.perf_counter() - t0, 2)}
         out["units"][unit] = entry
+    if not args.no_noise:   # the page's words for these numbers (odcore.report.facts.audit_sentence)
+        out["words"] = audit_sentence(out["units"], args.epsilon, args.confidence)
     if args.json:
         print_json(out)
         return 0
@@ -111,6 +115,8 @@ def run_audit(args: argparse.Namespace) -> int:
         if "many_runs" in e:
             line += f"; many runs ({e['many_runs']['runs']}): {e['many_runs']['epsilon_lower']:.3f}"
         print(line)
+    if "words" in out:
+        print(out["words"])
     return 0
 
 
