@@ -58,13 +58,13 @@ def epsilon_words(epsilon: float) -> str:
 
 
 def pct(p: float, digits: int = 1) -> str:
-    """``0.7054 -> '70.5 %'``; never rounds a value below 1 up to 100 % (:func:`odcore.report.sheet.percent_text`,
+    """``0.7054 -> '70.5 %'``; never rounds a value below 1 up to 100 % (:func:`odcore.numbers.percent_text`,
     which the guarantee sheet uses too).
 
     >>> pct(0.7054), pct(0.99952)
     ('70.5 %', '99.95 %')
     """
-    from odcore.report.sheet import percent_text
+    from odcore.numbers import percent_text
 
     return percent_text(p, digits)
 
@@ -102,7 +102,7 @@ def num(x: float) -> str:
     >>> num(2402.4)
     '2,402.4'
     """
-    from odcore.report.sheet import number_text  # the guarantee sheet writes numbers the same way
+    from odcore.numbers import number_text  # the guarantee sheet writes numbers the same way
 
     return number_text(x)
 

@@ -52,3 +52,30 @@ def test_first_picture_within_the_first_screen(streamlit_url, browser, width, he
     (SHOTS / f"first_picture_tops_{width}.json").write_text(json.dumps(tops, indent=1), encoding="utf-8")
     late = {k: v for k, v in tops.items() if v is None or v >= height}
     assert not late, f"first picture below the first screen at {width}×{height}: {late} (all: {tops})"
+
+
+def test_guarantee_card_greys_while_the_live_slider_is_dragged(streamlit_url, browser):
+    """The card shows the released ε: while the live slider is held and moved it is greyed and says it updates on
+    release; after the release (one rerun) it is drawn at the new ε, not greyed."""
+    ctx, page = open_app(browser, streamlit_url, 1440, 900, projector=False)
+    try:
+        goto(page, "Attack")
+        card = page.locator(".st-key-odlab_card").first
+        before = card.inner_text()
+        opacity = "e => getComputedStyle(e).opacity"
+        assert float(card.evaluate(opacity)) == 1.0
+        box = page.locator(".odlive-range").first.bounding_box()
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] + box["width"] * 0.1, y)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=8)
+        page.wait_for_timeout(300)
+        assert float(card.evaluate(opacity)) < 0.6   # greyed while held
+        assert "updates when the slider is released" in card.evaluate(
+            "e => getComputedStyle(e.querySelector('summary'), '::after').content")
+        page.mouse.up()
+        settle(page)
+        assert float(card.evaluate(opacity)) == 1.0   # redrawn at the released value
+        assert card.inner_text() != before
+    finally:
+        ctx.close()
