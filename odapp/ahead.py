@@ -22,9 +22,9 @@ import os
 import threading
 import time
 
-from odapp import cache, release_view
+from odapp import cache, facts_view, release_view
 from odapp.data import grid_check
-from odapp.state import CELL_KM2_RANGE, HEADLINE_DELTA, SEED_MAX
+from odapp.state import CELL_KM2_RANGE, SEED_MAX
 from odapp.zones_ui import square_label
 from odcore.errors import ParameterError
 
@@ -179,7 +179,7 @@ def after(ctx, work=None) -> bool:
 
     def job():
         c = context_for(ctx, nxt)
-        cache.headline(c.settings, c.od_config, HEADLINE_DELTA, _od=c.od)   # every page's guarantee card
+        facts_view.of(c)   # every page's guarantee card
         if work is not None:
             work(c)
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import cache, charts, live_view
+from odapp import cache, charts, facts_view, live_view
 from odapp.cli_config import user_risk_config
 from odapp.errors import engine_errors
 from odapp.export import button_row, chart, export_buttons, projector_mode
@@ -24,12 +24,16 @@ from odapp.words import num, pct, plain, probability_words
 K_MAX = 70   # the page's curve: k = 0..70 (Houssiau et al. 2022, Fig. 1)
 
 
-PICKS = {"typical (median trips)": 0.5, "busiest": 1.0, "quiet (10th percentile)": 0.1}   # quantile of unique trips
+TYPICAL = "typical (median trips)"
+PICKS = {TYPICAL: 0.5, "busiest": 1.0, "quiet (10th percentile)": 0.1}   # quantile of unique trips
 
 
-def choose_user(per_user, pick: str, uid_text: str | None):
+def choose_user(per_user, pick: str, uid_text: str | None, typical=None):
     """The user the page attacks (``per_user``: unique pairs of each user of the week): the one at the quantile of
-    ``pick`` (:data:`PICKS`), or for "by id" the one whose id is ``uid_text`` (None when no user has it)."""
+    ``pick`` (:data:`PICKS`), or for "by id" the one whose id is ``uid_text`` (None when no user has it). The
+    typical person is every page's (``typical``: :mod:`odcore.report.facts`' ``typical_user``) when given."""
+    if pick == TYPICAL and typical is not None and typical in per_user.index:
+        return typical
     if pick == "by id":
         match = [u for u in per_user.index[:200_000] if str(u) == str(uid_text).strip()]
         return match[0] if match else None
@@ -63,10 +67,17 @@ def person_tables(ctx, pick: str, uid_text: str | None, fit: bool) -> None:
         return
     key = cache.pairs_key(rcfg, s.seed)
     per_user = cache.attack_users(s.dataset.id, ctx.od_config, s.week, key, _pairs=pairs)
-    user = choose_user(per_user, pick, uid_text if uid_text is not None else str(per_user.index[0]))
+    user = choose_user(per_user, pick, uid_text if uid_text is not None else str(per_user.index[0]),
+                       _typical_user(ctx))
     if user is not None:
         others_key = person_risk(ctx, rcfg, key, user, pairs, counts)[0]
         live_view.person_table(s, others_key, fit)
+
+
+def _typical_user(ctx):
+    """The typical person of the guarantee card (:func:`odapp.facts_view.of`), or None."""
+    f = facts_view.of(ctx).get("typical_user")
+    return None if f is None else f.value
 
 
 @st.fragment
@@ -98,7 +109,7 @@ def real_person(ctx, bound: float) -> None:
     if pick == "by id":
         uid_text = st.text_input("User id", value=str(per_user.index[0]), key="attack_uid",
                                  help="The pseudonymous id as in the data (see the Data page's CSV).")
-    user = choose_user(per_user, pick, uid_text)
+    user = choose_user(per_user, pick, uid_text, _typical_user(ctx))
     if user is None:
         st.error(f"No user with id {plain(repr(uid_text))} has trips in week {s.week}; try another id or a quick "
                  "pick.")

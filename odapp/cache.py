@@ -51,7 +51,6 @@ from odcore.od.trips import HourIndex, build_od
 from odcore.privacy import accounting as acc
 from odcore.privacy import attack, pld
 from odcore.privacy.accounting import budget as _budget
-from odcore.privacy.accounting import person_week as _person_week
 from odcore.privacy.attack import bounded_success_curve as _curve
 from odcore.privacy.attack import person_others, risk_by_origin, risk_summary, roc_plain
 from odcore.privacy.attack import user_risk as risk
@@ -199,15 +198,6 @@ def counts_folder(dataset_id: str, path: str):
 
 # ---- budget (odcore.privacy.accounting) --------------------------------------------------------------------------------
 
-def headline(s, od_config, delta: float, _od) -> tuple[int, dict]:
-    """The guarantee card's figures on every page (:func:`odapp.layout.unit_headline`) for the settings ``s``: the
-    typical person's unique trips in the week and :func:`person_week` of them (both cached)."""
-    median = median_trips(s.dataset.id, od_config, s.week, _od=_od)
-    typical = 1 if median is None else round(median)
-    return typical, person_week(s.mode, s.epsilon, s.threshold, typical,
-                                s.max_pairs if s.mode == "user_level" else None, delta)
-
-
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")
 def budget(config) -> dict:
     return _kept("budget", _budget, config)
@@ -220,12 +210,6 @@ def median_trips(dataset_id: str, od_config, week: int, _od) -> float | None:
     uw = _od.user_week
     trips = uw.loc[uw["week"].to_numpy() == week, "unique_trips"]
     return float(trips.median()) if len(trips) else None
-
-
-@_data_cache(max_entries=128, show_spinner=False)
-def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pairs: int | None, delta: float) -> dict:
-    """:func:`odcore.privacy.accounting.person_week` (one week of one person, in the chosen unit)."""
-    return _person_week(mode, epsilon, threshold, trips, max_pairs, delta)
 
 
 @_data_cache(max_entries=64, show_spinner="Computing exact budgets (privacy-loss distributions)…")

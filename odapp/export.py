@@ -186,6 +186,8 @@ def export_buttons(name: str, *, fig: go.Figure | Callable[[], go.Figure] | None
     base = slug(name)
     key = key or base
     row = row if row is not None else button_row()
+    if projector.on():   # downloads are secondary controls: hidden in projector mode, as its switch says
+        return
     if fig is not None and figures.find_browser() is None:
         row.caption("PNG/SVG: no Chrome/Chromium found", help=figures.NO_BROWSER_MESSAGE)
     elif fig is not None:
@@ -228,6 +230,12 @@ def chart(fig: go.Figure, name: str, *, data: pd.DataFrame | None = None, config
         export_buttons(name, fig=fig, data=data, config=config, command=command, key=key, row=row)
 
 
+def code_caption(text: str) -> None:
+    """A caption that names the engine's functions (``odcore.…``): for the analyst, hidden in projector mode."""
+    if not projector.on():
+        st.caption(text)
+
+
 def opened_expander(label: str, key: str, *, icon: str | None = None):
     """An expander whose content is made only when it is open (opening it reruns the page): the container if open,
     else None. Closed, it sends nothing to the browser: the shell commands' code blocks would otherwise make every
@@ -242,6 +250,8 @@ def reproduce(items: list[tuple[str, str, dict]]) -> None:
 
     For commands whose ``--config`` reads the exported JSON the short form is shown too.
     """
+    if projector.on():   # shell commands are for the analyst, not the class: hidden in projector mode
+        return
     box = opened_expander("Reproduce from the command line", "reproduce")
     if box is None:
         return

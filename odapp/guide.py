@@ -119,7 +119,8 @@ def worksheet(settings, od=None, pool=None, od_config=None) -> str:
 
 
 def panel(page_file: str, ctx=None) -> None:
-    """Show this page's step of the tour (nothing when the tour is closed or the page has no step)."""
+    """Show this page's step of the tour (nothing when the tour is closed or the page has no step), at the top of
+    the sidebar (``ctx.tour``), so that the page opens on its picture."""
     i = _index(page_file)
     if i is None or not is_open():
         return
@@ -127,6 +128,11 @@ def panel(page_file: str, ctx=None) -> None:
     n = len(STEPS)
     if i == 0:
         _start()
+    with (ctx.tour if ctx is not None and ctx.tour is not None else st.container()):   # beside the picture
+        _panel(i, step, n, ctx)
+
+
+def _panel(i: int, step: Step, n: int, ctx) -> None:
     if not st.session_state.get(K_STARTED, False):
         # A first visit that lands straight on a deeper page: offer the tour in one line rather than push the
         # page's content (the OD release map) below the first screen.

@@ -10,12 +10,13 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from odapp import cache, sidebar
+from odapp import facts_view, sidebar
 from odapp.nav import HOME_FILE, NAV, declare
-from odapp.state import HEADLINE_DELTA
-from odapp.words import UNIT_COVERS, num, pct, sci, unit_words
+from odapp.words import UNIT_COVERS, num, sci, unit_words
 from odcore.od.odtable import NO_PAIRS_REASON
+from odcore.report.facts import TYPICAL_HOW
 
+CARD_KEY = "odlab_card"   # the guarantee card's block (its CSS class st-key-odlab_card greys it while stale)
 K_DECLARED = "odlab.navigation_declared"   # session_state: a run of this session ran under the app's navigation
 
 PAGE_FILES = [Path(__file__).resolve().parent.parent / e.file for e in NAV[1:]]   # the pages after Home (odapp.nav)
@@ -29,8 +30,7 @@ def page(title: str, intro: str, *, icon: str = "🗺️", live: tuple[str, ...]
     leaves the card out."""
     st.set_page_config(page_title=f"{title} · OD Privacy Lab", page_icon=icon, layout="wide")
     compact_top()
-    st.title(title)
-    st.markdown(intro)
+    st.title(title, help=intro)   # the page's plain-language intro behind its title, so it opens on its picture
     ctx = sidebar.render(live=live)
     if headline:
         unit_headline(ctx)
@@ -38,23 +38,40 @@ def page(title: str, intro: str, *, icon: str = "🗺️", live: tuple[str, ...]
 
 
 def unit_headline(ctx: sidebar.PageContext) -> dict:
-    """The guarantee in the chosen unit, at the top of every page: what the ε covers and what a typical person of
-    the week risks (tight ε of their week, :func:`odcore.privacy.accounting.person_week`). Returns the figures."""
+    """The guarantee in the chosen unit, at the top of every page, from the week's facts
+    (:mod:`odcore.report.facts`, read through :func:`odapp.facts_view.of`): what the ε covers, the typical person's
+    ε per week, the **bound** on any attacker about their week and the optimal **attack** on them in this release
+    (with and without suppression), each named as what it is. Returns the facts."""
     s = ctx.settings
-    typical, g = cache.headline(s, ctx.od_config, HEADLINE_DELTA, _od=ctx.od)
+    f = facts_view.of(ctx)
     unit = unit_words(s.mode)
-    with st.container(border=True):
-        c = st.columns([2, 1, 1, 1])
+    summary = [f"ε {num(s.epsilon)} {unit}"]
+    if "epsilon_person_week" in f:
+        summary.append(f"typical person's week ε {f['epsilon_person_week'].text}")
+    if "attack_typical" in f:
+        summary.append(f"attack on them {f['attack_typical'].text} (bound {f['bound_typical'].text})")
+    # one line that opens on the whole card; greyed while a live slider is dragged and the card not yet redone
+    with st.container(key=CARD_KEY), st.expander("**Guarantee:** " + " · ".join(summary), expanded=False):
+        c = st.columns([2, 1, 1, 1, 1])
         c[0].markdown(f"**Guarantee unit: {unit}** — ε covers {UNIT_COVERS[s.mode]}.")
         metric(c[1], f"ε {unit}", num(s.epsilon))
-        metric(c[2], "Typical person's week: ε", num(round(g["epsilon_person_week"], 3)),
-               f"{typical} unique trips; tight, δ {sci(g['delta_person_week'])}",
-               help="Tight ε of one week of the median person of the week (exact privacy-loss distribution): per "
-                    "count it adds up over their trips; per person it is bounded whatever they do.")
-        post = g["posterior_person_week"]
-        metric(c[3], "Attacker's best posterior", "> 99.9 %" if post > 0.999 else pct(post),
-               "from 50 %, about that person's week", help="e^ε/(1+e^ε) at the typical person's weekly ε.")
-    return g
+        if "epsilon_person_week" in f:
+            e, d = f["epsilon_person_week"], f["delta_person_week"]
+            trips = f["typical_trips"].text if f["typical_trips"].value is not None else "any number of"
+            metric(c[2], "Typical person's week: ε", e.text, f"{trips} unique trips; tight, δ {sci(d.value)}",
+                   help=f"The typical person: {TYPICAL_HOW}. Tight ε of their week (exact privacy-loss "
+                        f"distribution) at {e.why}; δ = {d.why}. Per count it adds up over their trips; per "
+                        "person it is bounded whatever they do.")
+            b = f["bound_typical"]
+            metric(c[3], "Bound on any attacker", b.text, "about the typical person's week, from its ε and δ",
+                   help=b.why.capitalize() + f": {b.definition}.")
+        if "attack_typical" in f:
+            a, p = f["attack_typical"], f["attack_typical_plain"]
+            metric(c[4], "Attack on the typical person", a.text,
+                   f"with suppression; {p.text} without",
+                   help=f"{a.why.capitalize()}. {p.why.capitalize()}: {p.text}. The bound beside it holds for any "
+                        "attacker and any week of that person; this attack is one attacker on this release.")
+    return f
 
 
 def metric(col, label: str, value: str, words: str | None = None, help: str | None = None) -> None:
@@ -77,6 +94,8 @@ PAGE_CSS = """<style>
 [data-testid='stMetricDelta'] *{white-space:normal!important;overflow:visible!important;text-overflow:clip!important}
 [data-testid='stCaptionContainer']{opacity:1!important}
 [data-testid='stCaptionContainer'],[data-testid='stCaptionContainer'] *{color:#4a4f5c!important}
+body.odlab-stale .st-key-odlab_card{opacity:.45;filter:grayscale(1);transition:opacity .15s}
+body.odlab-stale .st-key-odlab_card summary::after{content:" — updates when the slider is released";font-style:italic}
 </style>"""
 
 

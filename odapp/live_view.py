@@ -78,8 +78,9 @@ def budget(s, *, trips: int, weeks: int, delta: float, trips_max: int, typical: 
                    "vlines": marks, "hlines": [{"y": 7, "label": "ε = 7, top of the usual range"}],
                    "legend": "top", "height": 380,
                    "readouts": [{"label": f"tight ε at n = {int(trips)}", "series": 3, "x": int(trips)},
-                                {"label": "best posterior (one week, tight)", "series": 3, "x": int(trips),
-                                 "fmt": "pct", "posterior": float(prior)}]}
+                                {"label": f"attacker right at most (one week, ε and δ {delta:.0e})", "series": 3,
+                                 "x": int(trips), "fmt": "pct",
+                                 "success": {"delta": float(delta), "prior": float(prior)}}]}
     s2 = [formula_series("basic W·n·ε", "basic", w, key="basic", args={"mult": int(trips)}),
           formula_series("advanced", "advanced", w, key="advanced", args={"mult": int(trips), "delta": delta}),
           table_series("Rényi-DP bound", wt["rdp"], key="rdp"),

@@ -67,7 +67,7 @@ from odapp.state import (
 )
 from odapp.words import epsilon_label, plain, sci
 from odapp.zones_ui import data_box, zone_controls, zone_spec
-from odcore.data.traces import TraceFormat
+from odcore.data.traces import TraceFormat, region_left_out_words
 from odcore.errors import ODCoreError, ParameterError
 from odcore.od.odtable import MANIFEST, is_counts_folder
 from odcore.od.trips import ODConfig
@@ -98,6 +98,7 @@ class PageContext:
     od: object   # odcore.od.oddata.ODData
     od_config: object  # odcore.od.oddata.ODConfig
     next: Settings | None = None   # the person's likely next setting (:func:`odapp.ahead.next_settings`)
+    tour: object = None   # the sidebar's first block, where the guided tour's step goes (:func:`odapp.guide.panel`)
 
 
 def _copy_to_persistent(key: str) -> None:
@@ -376,6 +377,10 @@ def _place_caption(summary: dict) -> None:
                    f"home places around {r['lat']:.2f}, {r['lon']:.2f}." + (f" Others: {others}; pick one with "
                                                                              "Reading options → Region." if others
                                                                              else ""))
+    note = region_left_out_words(summary.get("region"), summary.get("region_left_out"),
+                                 "Reading options → Region → all")
+    if note:
+        st.caption(note)
     tz = summary.get("tz")
     if tz:
         st.caption(f"Local time: {plain(tz)} ({TZ_SOURCES.get(summary.get('tz_source'), 'as read')}).")
@@ -416,9 +421,10 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
     ss = st.session_state
     init_state(ss)
     _session_files(ss)
+    tour = st.sidebar.container()   # above the settings: the tour's step beside the page's picture, not above it
     with st.sidebar:
         st.header("Settings")
-        st.button("Google/Bassolas 2019 setting", on_click=apply_preset, args=(ss,), type="primary",
+        st.button("Google/Bassolas 2019 setting", on_click=apply_preset, args=(ss,), type="primary", key="preset",
                   width="stretch",
                   help="ε = 0.66 per metric, noisy counts below 100 removed, ~1.3 km² grid cells: the release "
                        "Google shared with Bassolas et al. (their reply, Nature Communications 2022).")
@@ -517,6 +523,6 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
     if nxt is not None and nxt.cell_km2 != settings.cell_km2 and not ahead.grid_ahead(
             loaded, counts=ref.kind == DataSource.COUNTS):
         nxt = None
-    ctx = PageContext(settings=settings, loaded=loaded, od=od, od_config=od_config, next=nxt)
+    ctx = PageContext(settings=settings, loaded=loaded, od=od, od_config=od_config, next=nxt, tour=tour)
     ahead.after(ctx)   # at least the next grid's tables; a page with heavier work asks again with it
     return ctx

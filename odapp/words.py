@@ -9,12 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from odcore.numbers import number_text, percent_text  # the guarantee sheet writes numbers the same way
 from odcore.paths import REPO_ROOT
 from odcore.privacy.release import release_probability
-from odcore.report.sheet import (
-    number_text,  # the guarantee sheet writes numbers the same way
-    percent_text,
-)
 
 
 def probability_words(p: float) -> str:
@@ -69,7 +66,7 @@ def epsilon_words(epsilon: float) -> str:
 
 
 def pct(p: float, digits: int = 1) -> str:
-    """``0.7054 -> '70.5 %'``; never rounds a value below 1 up to 100 % (:func:`odcore.report.sheet.percent_text`,
+    """``0.7054 -> '70.5 %'``; never rounds a value below 1 up to 100 % (:func:`odcore.numbers.percent_text`,
     which the guarantee sheet uses too).
 
     >>> pct(0.7054), pct(0.99952)
@@ -210,7 +207,8 @@ def short_path(path) -> str:
     """A data file as a reader needs it: relative to the repository (or ``../shared``), else its name only;
     never the machine's absolute path.
 
-    >>> from odcore.paths import REPO_ROOT
+    >>> from odcore.numbers import number_text, percent_text  # the guarantee sheet writes numbers the same way
+from odcore.paths import REPO_ROOT
     >>> short_path(REPO_ROOT / "sample_data" / "synthetic_city.parquet")
     'sample_data/synthetic_city.parquet'
     >>> short_path("/home/someone/private/trips.csv")

@@ -5,12 +5,13 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
-from odapp import ahead, guide, sidebar
+from odapp import ahead, facts_view, guide, sidebar
+from odapp.export import code_caption
 from odapp.layout import compact_top
 from odapp.nav import NAV
 from odapp.words import pct, plain, probability_words, unit_words
 from odcore import __version__
-from odcore.privacy.attack import bounded_success_curve, posterior_bound, success_curve
+from odcore.privacy.attack import posterior_bound, success_curve
 
 st.set_page_config(page_title="OD Privacy Lab", page_icon="🗺️", layout="wide")
 compact_top()
@@ -63,21 +64,25 @@ for e in NAV[1:]:
     c2.markdown(PAGE_NOTES.get(e.file.removeprefix("pages/"), ""))
 
 s = ctx.settings
-p = success_curve(s.epsilon, 32)
-bound = posterior_bound(s.epsilon)
+f = facts_view.of(ctx)   # the numbers every page reads (odcore.report.facts), with their labels
+ex = f["attack_example"]
 if s.mode == "user_level":
-    pb = float(bounded_success_curve(s.epsilon, s.max_pairs, 32)[32])
-    st.info(f"Guarantee unit: **{unit_words(s.mode)}**. With at most {s.max_pairs} pairs per person and noise "
-            f"{s.max_pairs}/ε, an attacker who knows 32 of someone's trips is right at most **{pct(pb)}** of the time "
-            f"({probability_words(pb)}); with the same ε {unit_words('per_metric')} they would be right "
-            f"{pct(float(p[32]))}. Data in use: {plain(s.dataset.label)}.", icon=":material/lightbulb:")
+    guard = (f"With at most {s.max_pairs} pairs per person and noise {s.max_pairs}/ε, an attacker who knows 32 of "
+             f"someone's trips is right at most **{ex.text}** of the time ({probability_words(ex.value)})")
 else:
-    st.info(f"Guarantee unit: **{unit_words(s.mode)}**. At ε = {s.epsilon:g} the promise for one trip is an "
-            f"attacker right at most **{pct(bound)}** of the time ({probability_words(bound)}); against someone with "
-            f"32 unique trips the same release lets the attacker be right **{pct(float(p[32]))}** of the time "
-            f"({probability_words(float(p[32]))}). Data in use: {plain(s.dataset.label)}.", icon=":material/lightbulb:")
+    bound = posterior_bound(s.epsilon)
+    guard = (f"At ε = {s.epsilon:g} the promise for one trip is an attacker right at most **{pct(bound)}** of the "
+             f"time ({probability_words(bound)}); against someone with 32 unique trips the same release lets the "
+             f"attacker be right **{ex.text}** of the time ({probability_words(ex.value)})")
+typical = ""
+if "attack_typical" in f:
+    typical = (f" In the data in use, the typical person of week {s.week} ({f['typical_trips'].text} unique trips): "
+               f"**{f['attack_typical'].text}** with suppression, {f['attack_typical_plain'].text} without "
+               f"(the Attack page); the bound on any attacker about their week is {f['bound_typical'].text}.")
+st.info(f"Guarantee unit: **{unit_words(s.mode)}**. {guard} — {ex.why}.{typical} Data in use: "
+        f"{plain(s.dataset.label)}.", icon=":material/lightbulb:")
 
-st.caption(f"odcore {__version__} · numbers computed by the `odcore` engine; see the README for where they come from.")
+code_caption(f"odcore {__version__} · numbers computed by the `odcore` engine; see the README for where they come from.")
 
 # While the person reads this page, the server computes what the OD release page shows first, so that it opens
 # without waiting for it (odapp.ahead).

@@ -11,7 +11,7 @@ import streamlit as st
 from odapp import ahead, cache, charts, guide, live_view, maps, page_work
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
-from odapp.export import button_row, chart, export_buttons, projector_mode, reproduce
+from odapp.export import button_row, chart, code_caption, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import num, plain, short_path
 from odapp.zones_ui import data_box, export_spec, zone_file
@@ -29,6 +29,7 @@ s = ctx.settings
 summ = ctx.loaded.summary
 od = ctx.od
 ods, density = page_work.data_summary_and_map(ctx)
+picture = st.container()   # the map first; what was loaded below it
 
 st.subheader("What was loaded")
 c = st.columns(5)
@@ -61,7 +62,8 @@ if not od.stats.get("pairs_available", True):   # an OD counts folder: no traces
 
 st.subheader("Where the traces are, on the grid" if s.zones is None else "Where the traces are, by zone")
 deck, most, outside = density
-st.pydeck_chart(deck, height=480, key="data_map")
+with picture:
+    st.pydeck_chart(deck, height=480, key="data_map")
 empty_words = ("not drawn" if not cache.empty_zones_drawn(od.grid)
                else "drawn as outlines" if maps.outline_style(od.grid) == "lines" else "drawn pale grey")
 outside_words = "outside the grid" if getattr(od.grid, "kind", "square") != "polygons" else "outside every zone"
@@ -148,6 +150,6 @@ if st.session_state.get("zones_compare_on"):
                                       "user-trips published", "median_unique_pairs": "median k",
                                       "median_success": "attack median", "share_above_90pct": "users > 90 %"}),
                  hide_index=True, width="stretch")
-    st.caption("Numbers from `odcore.report.zone_compare.compare_zones`: `odcore.od.trips.build_od` on each zone system, "
+    code_caption("Numbers from `odcore.report.zone_compare.compare_zones`: `odcore.od.trips.build_od` on each zone system, "
                "`odcore.privacy.release.release` (seeded) and `odcore.privacy.attack.week_risk` for every user of the week.")
 ahead.after(ctx, page_work.data_summary_and_map)   # the next grid step or seed, while the person reads this one

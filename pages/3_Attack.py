@@ -11,7 +11,7 @@ import streamlit as st
 from odapp import ahead, attack_view, cache, charts, guide, learned_view, live_view
 from odapp.cli_config import attack_curve_config, user_risk_config
 from odapp.errors import engine_errors
-from odapp.export import button_row, export_buttons, projector_mode, reproduce
+from odapp.export import button_row, code_caption, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, needs_pairs, page
 from odapp.words import bound_label, comparison_label, pct, probability_words, unit_words
 from odcore.privacy.attack import simulate_attack
@@ -30,6 +30,7 @@ ctx = page(
 needs_pairs(ctx, "The per-person attack")
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
+picture = st.container()   # the live curve first; the prior and the readings below it
 c1, c2 = st.columns([1, 3])
 prior = c1.slider("Attacker's prior that you are in", 0.05, 0.95, 0.5, 0.05, key="attack_prior",
                   help="0.5 is the paper's setting (a coin flip before the attack). Other priors show the "
@@ -94,7 +95,8 @@ fig = functools.partial(charts.curve_chart, curve, mc if show_mc else None, mode
                         max_pairs=s.max_pairs, prior=float(prior), reps=int(reps), p3=p3, p32=p32,
                         projector=projector_mode())
 curve_data = curve if mc is None else curve.merge(mc, on="k", how="left")
-live_view.attack(s, curve, k_max=K_MAX, prior=float(prior), mc=mc if show_mc else None, reps=int(reps))
+with picture:
+    live_view.attack(s, curve, k_max=K_MAX, prior=float(prior), mc=mc if show_mc else None, reps=int(reps))
 row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)
 if not projector_mode():   # the curve at the page's ε, as files (plotly)
     export_buttons("attack_success_curve", fig=fig, data=curve_data,
@@ -104,7 +106,7 @@ if not projector_mode():   # the curve at the page's ε, as files (plotly)
 
 # ---- a real user of the week ------------------------------------------------------------------------------------
 attack_view.real_person(ctx, bound)   # its own fragment (odapp.attack_view)
-st.caption("Curves: `odcore.privacy.attack.success_curve` (exact, from the privacy-loss distribution of `odcore.privacy.pld`), "
+code_caption("Curves: `odcore.privacy.attack.success_curve` (exact, from the privacy-loss distribution of `odcore.privacy.pld`), "
            "`simulate_attack` (the paper's Monte Carlo), `user_risk` / `week_risk` (the thresholded release).")
 reproduce([("The p_k curve" + (" with the Monte Carlo" if mc is not None else ""), "attack-curve",
             attack_curve_config(s, k_max=K_MAX, prior=float(prior), monte_carlo=int(reps) if mc is not None else None)),

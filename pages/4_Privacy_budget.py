@@ -7,7 +7,7 @@ import functools
 import pandas as pd
 import streamlit as st
 
-from odapp import cache, callbacks, charts, guide, live_view
+from odapp import cache, callbacks, charts, facts_view, guide, live_view
 from odapp import release_view as rv
 from odapp.cli_config import budget_config
 from odapp.errors import engine_errors
@@ -18,9 +18,9 @@ from odcore.privacy.accounting import (
     WEEKS_RELATIVE_STEP,
     BudgetConfig,
     delta_parts,
-    posterior_bound,
     weeks_interval,
 )
+from odcore.report.facts import TYPICAL_HOW, success_bound
 
 ctx = page(
     "Privacy budget",
@@ -32,14 +32,15 @@ ctx = page(
 )
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
-median = cache.median_trips(s.dataset.id, ctx.od_config, s.week, _od=ctx.od)
-typical = 0 if median is None else int(median)
+picture = st.container()   # the live curves first; the settings and the cards below them
+typical = facts_view.of(ctx)["typical_trips"].value or 0   # the typical person of every page (odcore.report.facts)
 
 c1, c2, c3, c4 = st.columns(4)
 trips = c1.number_input(
     "Unique trips of the user per week (n)", min_value=1, max_value=500, value=70, step=1, key="budget_trips",
     help="Distinct origin–destination pairs a person contributes in a week. Houssiau et al. take 70 (10 a day) as "
-         f"a conservative bound; in the loaded data the median user of week {s.week} has {typical}.")
+         f"a conservative bound; in the loaded data the typical person of week {s.week} ({TYPICAL_HOW}) has "
+         f"{typical}.")
 weeks = c2.number_input("Weeks released (W)", min_value=1, max_value=520, value=52, step=1, key="budget_weeks",
                         help="Number of weekly releases the person appears in (one year = 52).")
 delta = c3.select_slider(
@@ -75,10 +76,9 @@ NBSP = "\u00a0"
 
 
 def posterior_text(p: float) -> str:
-    """A posterior bound as the cards write it: to 0.1 % (more digits where that would round up to 100 %), and
-    "over 99.99 %" beyond, rather than the dozen decimals that would tell it from 100 %; a no-break space before
-    "%", so that a line never ends at the number."""
-    return (pct(p) if p < 0.9999 else "over 99.99 %").replace(" %", NBSP + "%")
+    """A bound on the attacker as the cards write it (:func:`odapp.words.pct`, the one formatter of chances), with
+    a no-break space before "%", so that a line never ends at the number."""
+    return pct(p).replace(" %", NBSP + "%")
 
 
 def tight_or_rdp(span: str) -> tuple[float, str]:
@@ -107,12 +107,14 @@ with left, st.container(border=True):
     d_count = b["delta_partition_week_bounded"] if user_mode else b["delta_per_metric"]
     metric(b_, "δ per count" if not user_mode else "δ of thresholding", f"{d_count:.1e}",
            "chance the threshold leaks a pair")
-    p = float(posterior_bound(e_count, prior))
-    metric(c, "Best posterior", posterior_text(p), probability_words(p),
-           help="e^ε·π / (e^ε·π + 1 − π) for prior π (Houssiau et al., Methods, Theoretical bounds).")
+    p = success_bound(e_count, d_count, prior)
+    metric(c, "Attacker right at most", posterior_text(p), probability_words(p),
+           help="The most often any attacker who starts from prior π is right, under (ε, δ): the corner of the "
+                "(ε, δ) region (Kairouz, Oh and Viswanath 2015); (e^ε + δ)/(1 + e^ε) at π = ½.")
     st.markdown(
         f"Covers: *did this person travel from A to B in week W?* — an attacker who knows everyone else's trips "
-        f"moves from {pct(prior, 0).replace(' ', NBSP)} to at most **{posterior_text(p)}**. "
+        f"and starts from {pct(prior, 0).replace(' ', NBSP)} is right at most **{posterior_text(p)}** of the time "
+        f"(ε and δ of one count). "
         "Does **not** cover: *is this person in the data at all*, *where else did they go*, or anything spanning "
         "several trips or weeks.")
 with right, st.container(border=True):
@@ -131,26 +133,28 @@ with right, st.container(border=True):
                help=f"Tight ε of the {int(weeks)}·{s.max_pairs}-fold composition (upper end of a guaranteed "
                     f"bracket; the true value is ≥ {b['epsilon_user_total_bounded_tight_lower']:.3g}); "
                     f"δ {b['delta_user_total_bounded_tight']:.1e}.")
-        pw = float(posterior_bound(week_tight, prior))
+        pw = success_bound(week_tight, b["delta_user_week_bounded_tight"], prior)
         st.markdown(
             f"Covers the whole week of any person, however many trips they make: whether they are in the data at "
-            f"all. After one week the attacker's posterior is at most **{posterior_text(pw)}** ({probability_words(pw)}); "
+            f"all. After one week an attacker is right at most **{posterior_text(pw)}** of the time "
+            f"({probability_words(pw)}; ε and δ of the week, from a {pct(prior, 0)} prior); "
             f"noise scale {num(b['noise_scale_bounded'])} instead of {num(1 / s.epsilon)}.")
         if parts.warnings():   # the same words as the command line's warnings
             st.warning(" ".join(parts.warnings()) + " Switch on 'Fit the threshold' in the sidebar.")
         # in the card (there in both units), so the charts below keep their place (updated, not rebuilt)
-        st.download_button("Guarantee sheet (HTML, printable)", functools.partial(rv.budget_sheet_html, ctx, b,
-                                                                                  parts.to_dict()),
-                           file_name="guarantee_sheet.html", on_click="ignore",
-                           mime="text/html", key="budget_sheet",
-                           help="One page that may be shared: unit of protection, ε and δ per week and per year, "
-                                "what an attacker can learn, in plain words. It names no figure of the data.")
-        st.download_button("Sheet with the data's record — do not share (HTML)",
-                           functools.partial(rv.private_sheet_html, ctx, b, parts.to_dict()),
-                           file_name="DO_NOT_SHARE_guarantee_sheet.html", on_click="ignore", mime="text/html",
-                           key="budget_sheet_private", type="tertiary",
-                           help="For you only: the same sheet with the data's name, content fingerprint, rows and "
-                                "people, exact figures the release does not protect.")
+        if not projector_mode():   # downloads hidden in projector mode
+            st.download_button("Guarantee sheet (HTML, printable)", functools.partial(rv.budget_sheet_html, ctx, b,
+                                                                                      parts.to_dict()),
+                               file_name="guarantee_sheet.html", on_click="ignore",
+                               mime="text/html", key="budget_sheet",
+                               help="One page that may be shared: unit of protection, ε and δ per week and per year, "
+                                    "what an attacker can learn, in plain words. It names no figure of the data.")
+            st.download_button("Sheet with the data's record — do not share (HTML)",
+                               functools.partial(rv.private_sheet_html, ctx, b, parts.to_dict()),
+                               file_name="DO_NOT_SHARE_guarantee_sheet.html", on_click="ignore", mime="text/html",
+                               key="budget_sheet_private", type="tertiary",
+                               help="For you only: the same sheet with the data's name, content fingerprint, rows and "
+                                    "people, exact figures the release does not protect.")
     else:
         st.markdown(f"#### A person's week, {unit_words('per_metric')} added up — what a person with "
                     f"n = {int(trips)} trips risks")
@@ -164,16 +168,18 @@ with right, st.container(border=True):
         metric(c, f"ε, {int(weeks)} weeks, basic", num(b["epsilon_user_total"]),
                epsilon_words(b["epsilon_user_total"]),
                help="W·n·ε (Houssiau et al. 2402.4 for 52 weeks of 70 trips).")
-        pw = float(posterior_bound(week_tight, prior))
+        pw = success_bound(week_tight, b["delta_user_week_tight"], prior)
         st.markdown(
-            f"Covers the whole week of the person: whether they are in the data at all. With these numbers the "
-            f"attacker's posterior bound after one week is **{posterior_text(pw)}** ({probability_words(pw)}): the formal "
+            f"Covers the whole week of the person: whether they are in the data at all. With these numbers an "
+            f"attacker is right at most **{posterior_text(pw)}** of the time after one week "
+            f"({probability_words(pw)}; ε and δ of the week, from a {pct(prior, 0)} prior): the formal "
             "guarantee says almost nothing at this level.")
 
-st.subheader("ε of one user-week against the number of unique trips, and over weeks")
 projector = projector_mode()
-live_view.budget(s, trips=int(trips), weeks=int(weeks), delta=float(delta), trips_max=max(70, int(trips)),
-                 typical=typical, prior=float(prior), relative_step=WEEKS_RELATIVE_STEP)
+with picture:
+    st.subheader("ε of one user-week against the number of unique trips, and over weeks")
+    live_view.budget(s, trips=int(trips), weeks=int(weeks), delta=float(delta), trips_max=max(70, int(trips)),
+                     typical=typical, prior=float(prior), relative_step=WEEKS_RELATIVE_STEP)
 # the plotly charts are for the files only (the page draws the live curves): built when a button asks for them
 fig = functools.partial(charts.trips_chart, vs_trips, delta=float(delta), max_pairs=s.max_pairs, trips=int(trips),
                         typical=typical, week=s.week, e_count=float(e_count), epsilon=s.epsilon, user_mode=user_mode,
@@ -198,29 +204,32 @@ if not projector:   # the curves at the page's ε, as files (plotly)
                        command="budget", key="eps_delta")
 
 st.subheader("What each ε means for an attacker")
-rows = [("one count (per metric)", b["epsilon_per_metric"]),
-        (f"one user-week, basic (n = {int(trips)})", b["epsilon_user_week"]),
-        (f"one user-week, {tight_or_rdp('week')[1]} (δ = {sci(delta, '.0e')})", tight_or_rdp("week")[0]),
-        (f"{int(weeks)} weeks, basic", b["epsilon_user_total"]),
-        (f"{int(weeks)} weeks, {tight_or_rdp('total')[1]} (δ = {sci(delta, '.0e')})", tight_or_rdp("total")[0])]
+rows = [("one count (per metric)", b["epsilon_per_metric"], b["delta_per_metric"]),
+        (f"one user-week, basic (n = {int(trips)})", b["epsilon_user_week"], b["delta_user_week"]),
+        (f"one user-week, {tight_or_rdp('week')[1]} (δ = {sci(delta, '.0e')})", tight_or_rdp("week")[0],
+         b["delta_user_week_tight"]),
+        (f"{int(weeks)} weeks, basic", b["epsilon_user_total"], b["delta_user_total"]),
+        (f"{int(weeks)} weeks, {tight_or_rdp('total')[1]} (δ = {sci(delta, '.0e')})", tight_or_rdp("total")[0],
+         b["delta_user_total_tight"])]
 if user_mode:   # the unit in use first; the per-count release at the same ε is the comparison, and says so
-    rows = [(f"one count ({s.max_pairs} pairs share ε)", e_count),
+    rows = [(f"one count ({s.max_pairs} pairs share ε)", e_count, b["delta_partition_week_bounded"]),
             (f"one person-week, {unit_words('user_level')} (max {s.max_pairs} pairs, tight)",
-             b["epsilon_user_week_bounded_tight"]),
-            (f"{int(weeks)} weeks, {unit_words('user_level')} (tight, ≤)", b["epsilon_user_total_bounded_tight"]),
-            *[(comparison_label(r), e) for r, e in rows]]
-post = posterior_bound([e for _, e in rows], prior)
-reading = pd.DataFrame({
-    "guarantee": [r for r, _ in rows], "epsilon": [num(e) for _, e in rows],   # written as on the cards
-    "best posterior": post,
-    "in words": [probability_words(float(x)) for x in post],
-    "on the usual scale": [epsilon_words(e) for _, e in rows],
-})
+             b["epsilon_user_week_bounded_tight"], b["delta_user_week_bounded_tight"]),
+            (f"{int(weeks)} weeks, {unit_words('user_level')} (tight, ≤)", b["epsilon_user_total_bounded_tight"],
+             b["delta_user_total_bounded_tight"]),
+            *[(comparison_label(r), e, d_) for r, e, d_ in rows]]
+post = [success_bound(e, min(float(d_), 1.0), prior) for _, e, d_ in rows]
 # a table whose text wraps to the content's width, in both modes (the scrolling grid cut its last column and showed
-# a posterior below 1 as "100%"); posteriors written as the cards write them
-st.table(reading.assign(**{"best posterior": [posterior_text(float(x)) for x in post]})
-         .rename(columns={"epsilon": "ε"}), hide_index=True)
-st.caption(f"Best posterior of an attacker starting from a {pct(prior, 0)} prior, $e^{{ε}}π/(e^{{ε}}π + 1 − π)$ "
-           "(Houssiau et al. 2022, Methods; δ ignored). Budgets from `odcore.privacy.accounting`; the tight values come "
-           "from the exact privacy-loss distribution of the Laplace mechanism (`odcore.privacy.pld`).")
+# a chance below 1 as "100%"); chances written as the cards write them
+st.table(pd.DataFrame({
+    "guarantee": [r for r, _, _ in rows], "ε": [num(e) for _, e, _ in rows],   # written as on the cards
+    "δ": [num(float(d_)) for _, _, d_ in rows],
+    "attacker right at most": [posterior_text(x) for x in post],
+    "in words": [probability_words(x) for x in post],
+    "on the usual scale": [epsilon_words(e) for _, e, _ in rows],
+}), hide_index=True)
+st.caption(f"The most often any attacker starting from a {pct(prior, 0)} prior is right under (ε, δ): the corner "
+           "of the (ε, δ) region (Kairouz, Oh and Viswanath 2015; (e^ε + δ)/(1 + e^ε) at a 50 % prior, Houssiau et "
+           "al.'s e^ε/(1 + e^ε) when δ = 0). Budgets from `odcore.privacy.accounting`; the tight values come from the "
+           "exact privacy-loss distribution of the Laplace mechanism (`odcore.privacy.pld`).")
 reproduce([("Every budget figure of this page", "budget", cli_config)])

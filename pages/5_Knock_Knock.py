@@ -45,7 +45,10 @@ ts_config = TimeSeriesConfig(tz=ctx.loaded.tz)
 with engine_errors("Could not build the location time-series", "Load data with at least one full week."):
     ts = cache.knock_series(s.dataset.id, ts_config, _df=ctx.loaded.df)
 summ = ts.summary()
-st.caption(f"{summ['users']:,} users · {summ['rois'] - 1} {AREAS_WORD} (ROIs; one more slot holds “elsewhere”) · {summ['slots']:,} hourly slots "
+left_out = int(ts.report.get("users_dropped_no_report_in_rois", 0))
+people_note = (f" (of {summ['users'] + left_out:,} in the data: {left_out:,} with no hourly location inside the "
+               "areas are left out, as the paper drops 2 cabs)" if left_out else "")
+st.caption(f"{summ['users']:,} users{people_note} · {summ['rois'] - 1} {AREAS_WORD} (ROIs; one more slot holds “elsewhere”) · {summ['slots']:,} hourly slots "
            f"({summ['slots'] // 168} full weeks) · grid cells of {summ['grid']['cell_km2']:.1f} km²")
 
 with st.form("knock_form"):

@@ -8,13 +8,15 @@ import json
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, callbacks, live_view, page_work, projector
+from odapp import ahead, callbacks, facts_view, live_view, page_work, projector
 from odapp.cli_config import design_config
 from odapp.errors import engine_errors
 from odapp.export import export_buttons, opened_expander, reproduce
 from odapp.layout import metric, needs_pairs, page
-from odapp.words import comparison_label, num, pct, probability_words, unit_words
+from odapp.words import comparison_label, num, pct, probability_words, sci, unit_words
+from odcore.privacy.accounting import partition_threshold
 from odcore.privacy.design import DEFAULT_MAX_PAIRS, Goal, GoalKind, verdict_rows
+from odcore.report.facts import DELTA_SPLIT_DESIGNER, DELTA_SPLIT_SELECTION
 from odcore.report.sheet import guarantee_sheet
 
 ctx = page(
@@ -27,6 +29,7 @@ ctx = page(
 )
 needs_pairs(ctx, "The release designer (it bounds each person's pairs)")
 s = ctx.settings
+picture = st.container()   # the frontier first; the goal, the verdict and the settings below it
 GOAL_LABELS = {GoalKind.WEEK.value: "ε per person per week ≤ X",
                GoalKind.TOTAL.value: "ε per person over W weeks ≤ X",
                GoalKind.ATTACK.value: "an attacker who knows k trips is right at most p of the time",
@@ -91,7 +94,12 @@ metric(c[0], "Max pairs per person and week", num(rep["max_pairs"]),
        "tuned on this week's data" if rep["tuned_on_data"] else "fixed in advance")
 metric(c[1], "Noise scale", num(round(rep["noise_scale"], 2)), f"Laplace, ε {num(round(rep['epsilon'], 3))} "
        f"{unit_words('user_level')}")
-metric(c[2], "Threshold", num(rep["threshold"]), f"thresholding δ {rep['delta_partition_week']:.1e} per week")
+pure_tau = partition_threshold(rep["goal"]["epsilon"], rep["max_pairs"], rep["goal"]["delta"]) \
+    if rep["goal"]["kind"] == GoalKind.WEEK.value and rep["goal"].get("epsilon") else None
+metric(c[2], "Threshold", num(rep["threshold"]), f"thresholding δ {sci(rep['delta_partition_week'])} per week"
+       + (f"; {num(round(pure_tau, 1))} on the Audit page" if pure_tau else ""),
+       help=f"Why the Audit page's comparison differs at the same goal: {DELTA_SPLIT_DESIGNER}; "
+            f"{DELTA_SPLIT_SELECTION}.")
 metric(c[3], "ε per person and week", num(round(rep["epsilon_user_week"], 3)),
        f"δ {rep['delta_user_week']:.1e} (tight)")
 c = st.columns(4)
@@ -103,8 +111,15 @@ metric(c[2], f"Attack on the busiest ({rep['busy_trips']} trips)", pct(rep["atta
        probability_words(rep["attack_success_busy"]))
 g = rep["google"]
 google_trips = f"{g['typical_trips']} trips at ε {g['epsilon']}"   # Google's per-count release, the comparison
+card_facts = facts_view.of(ctx)
+card = card_facts.get("epsilon_person_week") if ctx.settings.mode == "per_metric" else None
+same_as_card = (card is not None and ctx.settings.epsilon == g["epsilon"] and ctx.settings.threshold == g["threshold"])
 metric(c[3], "Google's setting, typical person", f"ε {num(round(g['epsilon_user_week_typical'], 2))}",
-       f"per week ({comparison_label(google_trips)})")
+       f"per week at δ {sci(rep['goal']['delta'] / 2)}, half of D ({comparison_label(google_trips)})"
+       + (f"; {card.text} at δ {sci(card_facts['delta_noise'].value)} on the card above" if same_as_card else ""),
+       help="Tight ε of the typical person's week under Google's per-count release, at the designer's δ for the "
+            "noise (half of D). The guarantee card at the top gives the same person's ε at δ 10⁻⁶ for the noise: "
+            "a smaller δ gives a slightly larger ε.")
 
 st.subheader(f"What the release keeps in week {rep['week']}")
 c = st.columns(4)
@@ -135,9 +150,10 @@ st.table(compare.assign(**{c: [num(float(v)) for v in compare[c]] for c in
                                                    for v in compare["mean relative error"]]}),
          hide_index=True)
 
-st.subheader("Utility against per-person ε")
 cfg = design_config(s, ctx.loaded, goal, max_pairs=max_pairs, tune=bool(tune))
-live_view.frontier(frontier)   # drawn in the browser: a new design repaints it without plotly's redraw
+with picture:
+    st.subheader("Utility against per-person ε")
+    live_view.frontier(frontier)   # drawn in the browser: a new design repaints it without plotly's redraw
 if not projector.on():   # the files: plotly's chart and the table, made when a button is clicked (partials of
     # module functions: a function defined here would keep this page's namespace alive after the session closes)
     export_buttons("design_frontier", fig=functools.partial(page_work.frontier_figure, rep_key, rep),
@@ -148,17 +164,18 @@ st.caption("Each line: one max pairs, the release ε varied, the threshold fitte
            f"{pct(rep['error_level'])}), open points are not. Google's points: its per-count release, whose per-person "
            "ε depends on how many trips a person makes.")
 
-c = st.columns(2)
-# both made when clicked (a callable's data), not built and sent again on every rerun of the page
-c[0].download_button("Design report (JSON)",
-                     functools.partial(json.dumps, {k: v for k, v in rep.items() if k != "frontier"}, indent=2,
-                                       allow_nan=False),
-                     file_name="design.json", mime="application/json", key="design_json", on_click="ignore",
-                     help="The same keys as `python -m odcore design --json`.")
-c[1].download_button("Guarantee sheet (HTML, printable)", functools.partial(guarantee_sheet, rep),
-                     file_name="guarantee_sheet.html", mime="text/html", key="design_sheet", on_click="ignore",
-                     help="One page in plain words: who is protected, ε and δ per week and per year, what an "
-                          "attacker can learn, what is published and what it costs.")
+if not projector.on():   # downloads are hidden in projector mode, as its switch says
+    c = st.columns(2)
+    # both made when clicked (a callable's data), not built and sent again on every rerun of the page
+    c[0].download_button("Design report (JSON)",
+                         functools.partial(json.dumps, {k: v for k, v in rep.items() if k != "frontier"}, indent=2,
+                                           allow_nan=False),
+                         file_name="design.json", mime="application/json", key="design_json", on_click="ignore",
+                         help="The same keys as `python -m odcore design --json`.")
+    c[1].download_button("Guarantee sheet (HTML, printable)", functools.partial(guarantee_sheet, rep),
+                         file_name="guarantee_sheet.html", mime="text/html", key="design_sheet", on_click="ignore",
+                         help="One page in plain words: who is protected, ε and δ per week and per year, what an "
+                              "attacker can learn, what is published and what it costs.")
 box = opened_expander("Candidates tried: expected utility of every max pairs on this week (the frontier)",
                       "design_candidates")   # made when opened: closed, it sends nothing on a rerun
 if box is not None:

@@ -6,7 +6,7 @@ import streamlit as st
 
 from odapp import charts, guide, live_view, projector
 from odapp.errors import engine_errors
-from odapp.export import button_row, export_buttons, projector_mode
+from odapp.export import button_row, code_caption, export_buttons, projector_mode
 from odapp.layout import metric, page
 from odapp.words import pct
 from odcore.report.teaching import noise_picture
@@ -59,5 +59,5 @@ metric(c[2], "95 % of weeks between", f"{pic.low:.1f} – {pic.high:.1f}", f"noi
 metric(c[3], f"A count of {other}", pct(pic2.p_published), "published",
        help="The same for the second count.")
 
-st.caption("Computed by `odcore.report.teaching.noise_picture` from the release's mechanism: Laplace noise of scale "
+code_caption("Computed by `odcore.report.teaching.noise_picture` from the release's mechanism: Laplace noise of scale "
            "sensitivity/ε, published iff the noisy count ≥ threshold (`odcore.privacy.release.release_probability`).")

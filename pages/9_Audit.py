@@ -11,6 +11,7 @@ import streamlit as st
 from odapp import ahead, cache, guide, page_work
 from odapp.errors import engine_errors
 from odapp.layout import metric, needs_pairs, page
+from odcore.report.facts import DELTA_SPLIT_DESIGNER, DELTA_SPLIT_SELECTION, audit_most_shown, audit_sentence
 
 ctx = page(
     "Audit",
@@ -23,6 +24,7 @@ ctx = page(
 guide.panel(__file__, ctx)
 needs_pairs(ctx, "The audit")
 s = ctx.settings
+UNITS = (("count", "per count"), ("person", "per person and week"))
 c1, c2, c3 = st.columns(3)
 canaries = int(c1.select_slider("Canaries", options=[200, 500, 1000, 2000], value=1000, key="audit_canaries",
                                 help="More canaries give a tighter bound (the bound cannot exceed about "
@@ -39,22 +41,22 @@ if run or st.session_state.get("audit_done"):
     st.session_state["audit_done"] = True
     rows = []
     with engine_errors("Could not audit this week", "Try fewer canaries, or the other placement."):
-        for unit, label in (("count", "per count"), ("person", "per person and week")):
+        for unit, label in UNITS:
             r = cache.audit(s.dataset.id, ctx.od_config, s.week, float(s.epsilon), float(s.threshold), unit,
                             placement, canaries, int(s.seed), _od=ctx.od)
             rows.append((label, r))
     if rows:
         cols = st.columns(len(rows))
         for col, (label, r) in zip(cols, rows, strict=True):
+            most = audit_most_shown(r["guesses"])
             metric(col, f"Measured ε, {label}", f"≥ {r['epsilon_lower']:.2f}",
-                   f"theory {r['epsilon_theory']:.2f} ({r['trips']} pair{'s' if r['trips'] > 1 else ''} a canary)",
+                   f"theory {r['epsilon_theory']:.2f}; {r['guesses']} guesses show at most {most:.2f} "
+                   f"({r['trips']} pair{'s' if r['trips'] > 1 else ''} a canary)",
                    help=f"{r['correct']} right of {r['guesses']} guesses on {r['canaries']} canaries; the 95 % "
-                        "lower bound of Steinke, Nasr and Jagielski (2023), Theorem 3.1.")
-        st.caption(
-            "Per count the measured ε stays below the promised one, as it must. Per person the same release lets the "
-            f"attacker learn far more than ε = {float(s.epsilon):.2f}: the per-count promise does not cover a person with several "
-            f"trips (Houssiau et al. 2022), and here it is measured, not computed. `python -m odcore audit --seed {int(s.seed)}` "
-            "gives the same numbers.")
+                        "lower bound of Steinke, Nasr and Jagielski (2023), Theorem 3.1. Even with every guess "
+                        f"right it cannot pass {most:.2f}.")
+        st.caption(audit_sentence({unit: r for (unit, _), (_, r) in zip(UNITS, rows, strict=False)}, float(s.epsilon))
+                   + f" `python -m odcore audit --seed {int(s.seed)}` gives the same numbers.")
 
 st.subheader("Which pairs survive: the lab's cut beside the libraries' partition selection")
 st.markdown(
@@ -73,6 +75,7 @@ with engine_errors("Could not compare the strategies", "Try another ε or max pa
     t = work(ctx)
     show = pd.DataFrame({
         "strategy": t["strategy"],
+        "mechanism": t["mechanism"],
         "pairs published (expected)": [f"{p} ({e:.1f})" for p, e in zip(t["pairs_published"], t["pairs_expected"],
                                                                         strict=True)],
         "user-trips published": t["user_trips_published"],
@@ -82,6 +85,10 @@ with engine_errors("Could not compare the strategies", "Try another ε or max pa
         "why": t["why"],
     })
     st.dataframe(show, hide_index=True, width="stretch")
-    st.caption("PipelineDP itself on the same pairs: `python -m odcore selection` (with `pip install pipeline-dp`); "
-               "the measured table is in docs/audit.md.")
+    st.caption(f"At the same ε, max pairs and δ the Release designer's threshold, pairs and error differ: "
+               f"{DELTA_SPLIT_DESIGNER}; {DELTA_SPLIT_SELECTION}.")
+    st.caption("Compare rows of the same mechanism: the lab's one-count Laplace with PipelineDP's post-aggregation "
+               "Laplace, the lab's one-count Gaussian with PipelineDP's post-aggregation Gaussian, a separate "
+               "selection with a separate count. PipelineDP itself on the same pairs: `python -m odcore selection` "
+               "(with `pip install pipeline-dp`); the measured table is in docs/audit.md.")
 ahead.after(ctx, work)   # the next grid step or seed, while the person reads this one

@@ -98,7 +98,7 @@ def test_epsilon_moves_the_attack_curve_and_persists_across_pages(at):
 
 def test_threshold_changes_what_is_published_and_preset_restores(at):
     at.switch_page("pages/2_OD_release.py").run()
-    at.sidebar.button[0].click().run()          # the Google/Bassolas 2019 preset
+    at.sidebar.button(key="preset").click().run()          # the Google/Bassolas 2019 preset
     _no_errors(at)
     base = _metric(at, "Pairs published")
     assert at.session_state[K_EPSILON] == 0.66
@@ -108,7 +108,7 @@ def test_threshold_changes_what_is_published_and_preset_restores(at):
     _no_errors(at)
     lower = _metric(at, "Pairs published")
     assert int(lower.split("/")[0].replace(",", "")) > int(base.split("/")[0].replace(",", ""))
-    at.sidebar.button[0].click().run()
+    at.sidebar.button(key="preset").click().run()
     assert at.session_state[K_THRESHOLD] == 100
     assert _metric(at, "Pairs published") == base      # same seed, same noise, same release
 
@@ -191,7 +191,7 @@ def test_cell_area_rebuilds_the_grid(at):
     bigger = next(c.value for c in at.caption if "grid " in c.value and "cells" in c.value)
     assert "4.00 km²" in bigger
     assert bigger != cells
-    at.sidebar.button[0].click().run()      # the preset puts 1.3 km² back
+    at.sidebar.button(key="preset").click().run()      # the preset puts 1.3 km² back
     assert at.session_state[K_CELL_KM2] == 1.3
 
 
@@ -300,7 +300,7 @@ def test_per_user_mode_on_every_page(at):
 
 # page -> a page-specific headline metric that must change with the unit (besides the shared unit headline)
 UNIT_HEADLINES = {"pages/2_OD_release.py": "Noise scale", "pages/3_Attack.py": "Success with k = 3 trips",
-                  "pages/4_Privacy_budget.py": "Best posterior"}
+                  "pages/4_Privacy_budget.py": "Attacker right at most"}
 # Knock Knock shows no OD guarantee card: its ε is its defence's (odapp.layout.page(headline=False)).
 HEADLINE_PAGES = [p for p in PAGES if p != "pages/5_Knock_Knock.py"]
 
@@ -309,7 +309,7 @@ def _headline(at) -> dict:
     labels = [m.label for m in at.metric]
     unit = next(lb for lb in labels if lb.startswith("ε per "))
     return {"unit": unit, "typical": _metric(at, "Typical person's week: ε"),
-            "posterior": _metric(at, "Attacker's best posterior")}
+            "bound": _metric(at, "Bound on any attacker")}
 
 
 def test_unit_switch_changes_every_page_headline(at):
@@ -328,7 +328,7 @@ def test_unit_switch_changes_every_page_headline(at):
         assert old_head["unit"] == "ε per count"
         assert head["unit"] == "ε per person and week"
         assert head["typical"] != old_head["typical"]
-        assert head["posterior"] != old_head["posterior"]
+        assert head["bound"] != old_head["bound"]
         if specific is not None:
             assert specific != old_specific, page
     # the sidebar speaks the unit and proposes the threshold that fits the noise, with its δ

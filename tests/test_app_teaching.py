@@ -117,7 +117,7 @@ def test_class_code_gives_the_same_rounds_and_refuses_other_settings(at):
     at.run()                                                # at 50): the same code must be refused
     at.button(key="game_join").click().run()
     assert any("other settings" in e.value for e in at.error)
-    at.sidebar.button[0].click().run()                     # back to the Google/Bassolas setting
+    at.sidebar.button(key="preset").click().run()                     # back to the Google/Bassolas setting
     assert at.session_state["odlab.threshold"] == 100
 
 

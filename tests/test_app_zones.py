@@ -52,7 +52,7 @@ def test_bundled_districts_on_every_page(at):
     at.sidebar.number_input(key="w.h3_res").set_value(7).run()
     _no_errors(at)
     assert any("resolution 7" in c.value for c in at.caption)
-    at.sidebar.button[0].click().run()      # the Google/Bassolas preset puts the square grid back
+    at.sidebar.button(key="preset").click().run()      # the Google/Bassolas preset puts the square grid back
     assert at.session_state[K_ZONE_KIND] == "square"
 
 

@@ -38,7 +38,8 @@ LAYOUT = r"""() => {
   const texts = [];
   for (const m of main.querySelectorAll('[data-testid=stMetric]')) {
     for (const sel of ['[data-testid=stMetricLabel] p', '[data-testid=stMetricValue] > div', '[data-testid=stMetricDelta] > div']) {
-      const e = m.querySelector(sel); if (e && e.offsetWidth) texts.push({text: e.innerText, box: box(e)}); } }
+      // a card's metrics in a closed expander (the guarantee card) are laid out but not shown: no text to overlap
+      const e = m.querySelector(sel); if (e && e.offsetWidth && e.innerText.trim()) texts.push({text: e.innerText, box: box(e)}); } }
   const charts = [];
   for (const c of main.querySelectorAll('.js-plotly-plot')) {
     const t = c.querySelector('.gtitle'); const svg = c.querySelector('.main-svg');

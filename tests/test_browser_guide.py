@@ -24,7 +24,7 @@ def _step_panel(page, i: int):
 
 
 def _shot(page, i: int) -> None:
-    """The first screen of the page (the step's panel sits under the page's intro), 1400 × 1000."""
+    """The first screen of the page (the step's panel sits at the top of the sidebar, beside the page), 1400 × 1000."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.mouse.move(5, 5)
     _step_panel(page, i).evaluate("e => e.scrollIntoView({block: 'nearest'})")

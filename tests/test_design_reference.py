@@ -65,8 +65,11 @@ def reference_expected_error(raw, true, epsilon, threshold, sensitivity=1, *, we
         "trips_published_expected": trips_pub,
         "trips_published_frac": trips_pub / trips_all if trips_all else nan,
         "relative_error": float(err_total.sum() / n_pub) if n_pub > 0 else nan,
-        "relative_error_bounding": float(err_bound.sum() / n_pub) if n_pub > 0 else nan,
-        "relative_error_noise": float(err_noise.sum() / n_pub) if n_pub > 0 else nan,
+        # the Shapley split of the total between the two causes: the mean of what each adds first and second
+        "relative_error_bounding": float((err_total.sum() - err_noise.sum() + err_bound.sum()) / 2 / n_pub)
+        if n_pub > 0 else nan,
+        "relative_error_noise": float((err_total.sum() - err_bound.sum() + err_noise.sum()) / 2 / n_pub)
+        if n_pub > 0 else nan,
         "mostly_noise_expected": float(mostly_noise.sum()),
     }
 

@@ -65,10 +65,13 @@ def test_expected_error_matches_monte_carlo_and_rejects_wrong_noise():
         z = np.random.default_rng(4).laplace(0.0, scale, size=(400_000, raw.size))
         pub = true + z >= tau
         n = pub.sum()
+        total = np.abs(true + z - raw) / raw * pub
+        noise_alone, bounding_alone = np.abs(z) / raw * pub, (raw - true) / raw * pub
+        # Shapley split: each cause, the mean of what it adds first and second; the parts add up to the total
         return {"pairs_published_expected": n / 400_000,
-                "relative_error": (np.abs(true + z - raw) / raw * pub).sum() / n,
-                "relative_error_noise": (np.abs(z) / raw * pub).sum() / n,
-                "relative_error_bounding": ((raw - true) / raw * pub).sum() / n,
+                "relative_error": total.sum() / n,
+                "relative_error_noise": (total - bounding_alone + noise_alone).sum() / 2 / n,
+                "relative_error_bounding": (total - noise_alone + bounding_alone).sum() / 2 / n,
                 "mostly_noise_expected": (pub & (np.abs(z) > true)).sum() / 400_000}
 
     sim = simulate(m / eps)
@@ -76,7 +79,9 @@ def test_expected_error_matches_monte_carlo_and_rejects_wrong_noise():
         assert e[k] == pytest.approx(v, rel=0.01), k
     wrong = simulate(1.3 * m / eps)
     assert any(abs(e[k] - v) > 0.02 * abs(v) for k, v in wrong.items())
-    assert e["relative_error"] <= e["relative_error_bounding"] + e["relative_error_noise"] + 1e-12
+    assert e["relative_error"] == pytest.approx(e["relative_error_bounding"] + e["relative_error_noise"], rel=1e-12)
+    assert e["relative_error"] >= max(e["relative_error_bounding"], e["relative_error_noise"])
+    assert min(e["relative_error_bounding"], e["relative_error_noise"]) >= 0
     # grouped counts (weights) give the same figures as the pairs one by one
     g = expected_error(np.r_[raw, raw], np.r_[true, true], eps, tau, m)
     w = expected_error(raw, true, eps, tau, m, weights=np.full(raw.size, 2.0))

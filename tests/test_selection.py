@@ -101,7 +101,11 @@ def test_pipeline_dp_runs_on_the_same_pairs():
     wk = _week(n_users=800)
     t = compare_selection(wk, epsilon=1.0, delta=1e-6, max_pairs=2, rng=1).set_index("strategy")
     peer = t.loc[t.index.str.startswith("PipelineDP")]
-    assert len(peer) == 4
+    assert len(peer) == 5   # truncated geometric, Laplace, Gaussian; Laplace and Gaussian on one count
+    # mechanism for mechanism: PipelineDP's one-count Gaussian beside the lab's, named alike
+    gauss = t.loc["PipelineDP: gaussian (post-aggregation thresholding)"]
+    assert gauss["mechanism"] == t.loc[str(Strategy.LAB_GAUSSIAN_ONE_COUNT), "mechanism"]
+    assert gauss["pairs_published"] >= 5
     assert (peer["pairs_published"] <= t.attrs["pairs"]).all()
     # the busy pairs have ~300 people: every strategy publishes them
     assert (peer["pairs_published"] >= 5).all()

@@ -76,6 +76,7 @@ def run_audit(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args, require_pairs
     from odcore.privacy.audit import AuditConfig, audit_many_runs, audit_one_run
+    from odcore.report.facts import audit_most_shown, audit_sentence
 
     _traces, od = od_from_args(args)
     require_pairs(od, "audit inserts canary people among the week's people")
@@ -89,6 +90,7 @@ def run_audit(args: argparse.Namespace) -> int:
         r = audit_one_run(od.pairs, cfg, week=args.week, rng=args.seed)
         entry = {"epsilon_lower": r.epsilon_lower, "epsilon_theory": r.epsilon_theory, "trips": r.trips,
                  "guesses": r.guesses, "correct": r.correct, "canaries": r.canaries,
+                 "epsilon_most_shown": audit_most_shown(r.guesses, args.confidence),
                  "seconds": round(time.perf_counter() - t0, 2),
                  "details": {k: _finite(v) for k, v in r.details.items()}}
         if args.many_runs:
@@ -98,6 +100,8 @@ def run_audit(args: argparse.Namespace) -> int:
                                   "correct": mr.correct, "tested": mr.guesses,
                                   "seconds": round(time.perf_counter() - t0, 2)}
         out["units"][unit] = entry
+    if not args.no_noise:   # the page's words for these numbers (odcore.report.facts.audit_sentence)
+        out["words"] = audit_sentence(out["units"], args.epsilon, args.confidence)
     if args.json:
         print_json(out)
         return 0
@@ -111,6 +115,8 @@ def run_audit(args: argparse.Namespace) -> int:
         if "many_runs" in e:
             line += f"; many runs ({e['many_runs']['runs']}): {e['many_runs']['epsilon_lower']:.3f}"
         print(line)
+    if "words" in out:
+        print(out["words"])
     return 0
 
 
@@ -139,18 +145,18 @@ def run_selection(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     if args.markdown:
-        print("| m | strategy | pairs (expected) | user-trips | error: total / bounding / noise | why |")
-        print("|---|---|---|---|---|---|")
+        print("| m | strategy | mechanism | pairs (expected) | user-trips | error: total / bounding / noise | why |")
+        print("|---|---|---|---|---|---|---|")
         for m, tab in out["tables"].items():
             for r in tab["rows"]:
                 r = {k: (math.nan if v is None else v) for k, v in r.items()}
                 if "pairs_published" not in r:
-                    print(f"| {m} | {r['strategy']} | | | | {r.get('why', '')} |")
+                    print(f"| {m} | {r['strategy']} | {r.get('mechanism', '–')} | | | | {r.get('why', '')} |")
                     continue
                 exp = "" if math.isnan(r["pairs_expected"]) else f" ({r['pairs_expected']:.1f})"
                 err = "–" if math.isnan(r["mre_total"]) else (f"{r['mre_total']:.1%} / {r['mre_bounding']:.1%} / "
                                                               f"{r['mre_noise']:.1%}")
-                print(f"| {m} | {r['strategy']} | {r['pairs_published']}{exp} | {r['user_trips_published']:,} | "
+                print(f"| {m} | {r['strategy']} | {r['mechanism']} | {r['pairs_published']}{exp} | {r['user_trips_published']:,} | "
                       f"{err} | {r['why']} |")
         return 0
     for m, tab in out["tables"].items():
@@ -166,7 +172,7 @@ def run_selection(args: argparse.Namespace) -> int:
             exp = "" if math.isnan(r["pairs_expected"]) else f" (expected {r['pairs_expected']:.1f})"
             err = "" if math.isnan(r["mre_total"]) else (f", error {r['mre_total']:.1%} (bounding "
                                                          f"{r['mre_bounding']:.1%}, noise {r['mre_noise']:.1%})")
-            print(f"  {r['strategy']:<55} {r['pairs_published']:>5} pairs{exp}, "
+            print(f"  {r['strategy']:<55} [{r['mechanism']}] {r['pairs_published']:>5} pairs{exp}, "
                   f"{r['user_trips_published']:,} user-trips{err}")
     return 0
 

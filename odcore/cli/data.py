@@ -137,6 +137,7 @@ def run_trips(args: argparse.Namespace) -> int:
         streams_cabs,
         zones_note,
     )
+    from odcore.data.traces import region_left_out_words
     from odcore.errors import ParameterError
     from odcore.od.engines import build_od
     from odcore.od.odtable import (
@@ -206,6 +207,9 @@ def run_trips(args: argparse.Namespace) -> int:
         **({} if traces is None else {
             "tz_source": traces.report.tz_source, "region": traces.report.region,
             "regions": [dict(r) for r in traces.report.regions[:5]],
+            "region_left_out": getattr(traces.report, "region_left_out", None),
+            "region_note": region_left_out_words(getattr(traces.report, "region", None),
+                                                 getattr(traces.report, "region_left_out", None), "--region all"),
             "rows_adjusted": dict(traces.report.rows_adjusted), "encoding": traces.report.encoding,
             "time_unit": traces.report.time_unit, **time_range(traces)}),
         "rows_read": rows_read,

@@ -303,6 +303,9 @@ class LoadReport:
     """Dense regions of a trace set wider than a metropolitan area (:func:`odcore.data.regions.find_regions`)."""
     region: int | None = None
     """Rank of the region kept (its box is :attr:`bbox_used`), or None when every region is kept."""
+    region_left_out: dict[str, int] | None = None
+    """With a region kept (:attr:`region`): ``fixes`` outside its box and ``people`` with no fix inside it, left out
+    (:func:`region_left_out_words`)."""
 
 
 @dataclass(frozen=True)
@@ -341,7 +344,24 @@ class Traces:
             "tz_source": self.report.tz_source,
             "regions": [dict(r) for r in self.report.regions],
             "region": self.report.region,
+            "region_left_out": self.report.region_left_out,
         }
+
+
+def region_left_out_words(region: int | None, left_out: dict | None, keep_them: str) -> str | None:
+    """What keeping one region of a wider trace set leaves out, and how to keep it (``keep_them``: the control or
+    flag that keeps every region), or None when nothing is left out.
+
+    >>> region_left_out_words(1, {"fixes": 3917, "people": 2}, "--region all")
+    'Region #1 kept: 3,917 fixes outside it are left out (with their trips), and 2 people who have none inside it. To keep them: --region all.'
+    """
+    if region is None or not left_out or not left_out.get("fixes"):
+        return None
+    people = left_out.get("people", 0)
+    who = (f", and {people:,} {'person' if people == 1 else 'people'} who {'has' if people == 1 else 'have'} none "
+           "inside it" if people else "")
+    return (f"Region #{region} kept: {left_out['fixes']:,} fixes outside it are left out (with their trips){who}. "
+            f"To keep them: {keep_them}.")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -1015,12 +1035,19 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
         else:
             box = BBox.parse(bbox)
     box, regions, region_rank = _region_box(df, keep, lat, lon, box, region)
+    left_out = None
     if box is not None:
         bbox_used = box.as_tuple()
         inside = (lat >= box.south) & (lat <= box.north) & (lon >= box.west) & (lon <= box.east)
         out = keep & ~inside
         if out.any():
             drops[DROP_BBOX] = int(out.sum())
+        if region_rank is not None:   # a region kept: who and what it leaves out, said where the data is named
+            codes = pd.factorize(df[USER])[0]
+            had, has = np.zeros(int(codes.max()) + 1, bool), np.zeros(int(codes.max()) + 1, bool)
+            had[codes[keep]] = True
+            has[codes[keep & inside]] = True
+            left_out = {"fixes": int(out.sum()), "people": int((had & ~has).sum())}
         keep &= inside
     if start is not None or end is not None:
         in_range = np.ones(len(t), bool)
@@ -1115,7 +1142,8 @@ def finalize_traces(df: pd.DataFrame, *, source: str, fmt: str, rows_read: int, 
                         rows_dropped={k: v for k, v in drops.items() if v}, bbox_used=bbox_used,
                         rows_adjusted={k: v for k, v in info.get("adjusted", {}).items() if v},
                         encoding=info.get("encoding"), time_unit=info.get("time_unit"), tz=tz,
-                        regions=tuple(r.as_dict() for r in regions), region=region_rank)
+                        regions=tuple(r.as_dict() for r in regions), region=region_rank,
+                        region_left_out=left_out)
     return Traces(out, report)
 
 

@@ -754,7 +754,8 @@ def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pai
     the ``trips``-fold Laplace(ε) composition and δ adds the thresholding event ``1 − (1 − δ₁)^trips``.
     ``user_level``: the m-fold Laplace(ε/m) composition (:func:`user_level_budget`, one week), whatever ``trips``.
 
-    Returns ``{"unit_epsilon", "epsilon_person_week", "delta_person_week", "posterior_person_week", "trips"}``:
+    Returns ``{"unit_epsilon", "epsilon_person_week", "delta_person_week", "delta_threshold_week",
+    "posterior_person_week", "trips"}`` (``delta_threshold_week``: the thresholding part of ``delta_person_week``):
     ``unit_epsilon`` is the ε the unit promises (per count, or per person and week); ``epsilon_person_week`` the
     tight ε of this person's week at ``delta`` (δ of the thresholding added in ``delta_person_week``).
     """
@@ -766,11 +767,13 @@ def person_week(mode: str, epsilon: float, threshold: float, trips: int, max_pai
         e_week = float(tight_epsilon(d, m, eps / m)) if m <= TIGHT_K_MAX else float(rdp_epsilon(d, m, eps / m))
         d1 = float(release_probability(1.0, eps, threshold, m))
         eta = min(-m * math.log1p(-d1), 1.0) if d1 < 1 else 1.0
-        out = {"unit_epsilon": eps, "epsilon_person_week": e_week, "delta_person_week": min(d + eta, 1.0)}
+        out = {"unit_epsilon": eps, "epsilon_person_week": e_week, "delta_person_week": min(d + eta, 1.0),
+               "delta_threshold_week": eta}
     elif mode == "per_metric":
         e_week = float(tight_epsilon(d, n, eps)) if n <= TIGHT_K_MAX else float(rdp_epsilon(d, n, eps))
-        out = {"unit_epsilon": eps, "epsilon_person_week": e_week,
-               "delta_person_week": min(d + threshold_delta(eps, threshold, 1, n), 1.0)}
+        eta = threshold_delta(eps, threshold, 1, n)
+        out = {"unit_epsilon": eps, "epsilon_person_week": e_week, "delta_person_week": min(d + eta, 1.0),
+               "delta_threshold_week": eta}
     else:
         raise ParameterError(f"mode must be 'per_metric' or 'user_level', got mode={mode!r}.")
     out["posterior_person_week"] = posterior_bound(e_week) if e_week > 0 else 0.5

@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from odcore.errors import ParameterError, check_int, check_positive
+from odcore.numbers import expected_count_text, percent_text
 from odcore.od.pairs import PreparedPairs, prepare_pairs
 from odcore.privacy import pld
 from odcore.privacy.accounting import (
@@ -58,8 +59,13 @@ from odcore.privacy.accounting import (
     user_level_budget,
 )
 from odcore.privacy.attack import bounded_success_curve
-from odcore.privacy.release import Mode, ReleaseConfig, release_probability, release_with_report
-from odcore.privacy.risk import Attacker, attacker_words, largest_pair_epsilon, risk_measures
+from odcore.privacy.release import (
+    Mode,
+    ReleaseConfig,
+    release_probability,
+    release_with_report,
+)
+from odcore.privacy.risk import Attacker, attacker_words, largest_pair_epsilon, risk_measures, typical_trips
 from odcore.privacy.utility import (
     expected_error,
     expected_errors,
@@ -716,7 +722,7 @@ def google_point(week_pairs: pd.DataFrame | WeekIndex, user_trips: np.ndarray, *
     # one probability per distinct count (the same float per pair as computing it pair by pair)
     p = release_probability(week.raw_values.astype(float), GOOGLE_EPSILON, GOOGLE_THRESHOLD)[week.raw_code]
     trips = np.asarray(user_trips, dtype=int)
-    n_typ = int(max(1, round(float(np.median(trips))))) if trips.size else 1
+    n_typ = max(1, typical_trips(trips))
     n_max = int(max(1, trips.max())) if trips.size else 1
     eps = {n: float(_tight(delta / 2, n, GOOGLE_EPSILON)) if n <= 400 else n * GOOGLE_EPSILON
            for n in {n_typ, n_max}}
@@ -866,7 +872,7 @@ def design_report(goal: Goal, week_pairs: pd.DataFrame | WeekIndex, user_trips, 
     best, default, cands = design(goal, week_pairs, max_pairs=max_pairs, tune=tune, rng=rng, level=level,
                                   _ranked=ranked)
     trips = np.asarray(user_trips, dtype=int)
-    n_typ = round(float(np.median(trips))) if trips.size else 0
+    n_typ = typical_trips(trips)
     n_busy = int(trips.max()) if trips.size else 0
     k = goal.known_trips if goal.known_trips is not None else n_typ
 
@@ -910,19 +916,20 @@ def verdict_rows(rep: dict) -> list[tuple[str, str]]:
     both show the same figures): utility with its split, the attacker the goal bounds, and the risk measures of the
     two attackers."""
     def pct(x, d: int = 1) -> str:
-        return "–" if x is None or not math.isfinite(x) else f"{100 * x:.{d}f} %"
+        return "–" if x is None or not math.isfinite(x) else percent_text(x, d)
 
     rk = rep["risk"]
     rows = [
         ("Verdict", "useful" if rep["useful"] else ("goal NOT met" if not rep["goal_met"] else "not useful")),
         ("Expected relative error of published counts", f"{pct(rep['relative_error'])} (useful at most "
                                                         f"{pct(rep['error_level'], 0)})"),
-        ("… from contribution bounding (people cut from the pair)", pct(rep["relative_error_bounding"])),
-        ("… from noise", pct(rep["relative_error_noise"])),
-        ("Pairs expected to be published", f"{rep['pairs_published_expected']:,.1f} of {rep['pairs_total']:,} "
+        ("… of which contribution bounding (people cut from the pair)", pct(rep["relative_error_bounding"])),
+        ("… of which noise (the two parts add up to the error)", pct(rep["relative_error_noise"])),
+        ("Pairs expected to be published", f"{expected_count_text(rep['pairs_published_expected'])} of "
+                                           f"{rep['pairs_total']:,} "
                                            f"({pct(rep['pairs_published_frac_expected'], 3)})"),
         ("User-trips on published pairs (expected)", pct(rep["trips_published_frac_expected"])),
-        ("Published pairs that are mostly noise (expected)", f"{rep['mostly_noise_expected']:.2g}"),
+        ("Published pairs that are mostly noise (expected)", expected_count_text(rep["mostly_noise_expected"])),
         ("The goal bounds", rep["goal"]["attacker_words"]),
     ]
     for key in ("known", "full"):

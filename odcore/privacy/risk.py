@@ -35,12 +35,27 @@ import math
 from enum import StrEnum
 from functools import lru_cache
 
+import numpy as np
+
 from odcore.errors import ParameterError, check_int, check_positive
 from odcore.privacy import pld
 from odcore.privacy.accounting import partition_selection_delta
 from odcore.privacy.attack import tpr_at_fpr
 
-__all__ = ["Attacker", "attacker_words", "largest_pair_epsilon", "posterior", "risk_measures", "tpr_bound"]
+__all__ = ["Attacker", "attacker_words", "largest_pair_epsilon", "posterior", "risk_measures", "tpr_bound",
+           "typical_trips"]
+
+
+def typical_trips(trips) -> int:
+    """Unique trips of the typical person of a week: the median of the people's unique trips by nearest rank (a
+    number a person of the week has; 0 for a week without people). Every page, the designer and the command line
+    take the typical person this way (:mod:`odcore.report.facts`).
+
+    >>> typical_trips([1, 3, 5, 5, 7, 9]), typical_trips([20, 21]), typical_trips([])
+    (5, 20, 0)
+    """
+    t = np.asarray(trips)
+    return int(np.quantile(t, 0.5, method="nearest")) if t.size else 0
 
 
 class Attacker(StrEnum):

@@ -33,9 +33,25 @@ from odcore.od.bounding import bounding_key
 from odcore.od.pairs import PreparedPairs, bounded_counts, prepare_pairs
 from odcore.privacy.accounting import partition_threshold
 from odcore.privacy.release import TRUE_COUNT, release_probability
+from odcore.privacy.utility import shapley_split
 
 __all__ = ["Strategy", "compare_selection", "gaussian_delta", "gaussian_one_count", "gaussian_sigma", "keep_probability",
            "run_pipeline_dp", "truncated_geometric_keep"]
+
+
+MECHANISMS = {
+    "lab: Laplace then tau (one noisy count)": "Laplace, one count",
+    "lab: Gaussian then tau (one noisy count)": "Gaussian, one count",
+    "truncated geometric + separate count": "truncated geometric selection + Laplace count",
+    "Laplace thresholding + separate count": "Laplace selection + Laplace count",
+    "PipelineDP: truncated_geometric": "truncated geometric selection + Laplace count",
+    "PipelineDP: laplace": "Laplace selection + Laplace count",
+    "PipelineDP: gaussian": "Gaussian selection + Gaussian count",
+    "PipelineDP: laplace (post-aggregation thresholding)": "Laplace, one count",
+    "PipelineDP: gaussian (post-aggregation thresholding)": "Gaussian, one count",
+}
+"""The noise mechanism of each row of :func:`compare_selection`, so that rows are compared mechanism for mechanism
+(the lab's one-count Laplace beside PipelineDP's post-aggregation Laplace, Gaussian beside Gaussian)."""
 
 
 class Strategy(StrEnum):
@@ -190,8 +206,9 @@ def _row(name: str, reason: str, counts: pd.DataFrame, keep: np.ndarray, noisy: 
            "pairs_published": int(pub.sum()), "user_trips_published": int(raw[pub].sum())}
     if pub.any() and noisy is not None:
         row["mre_total"] = float(np.mean(np.abs(noisy[pub] - raw[pub]) / raw[pub]))
-        row["mre_bounding"] = float(np.mean((raw[pub] - n[pub]) / raw[pub]))
-        row["mre_noise"] = float(np.mean(np.abs(noisy[pub] - n[pub]) / raw[pub]))
+        alone_b = float(np.mean((raw[pub] - n[pub]) / raw[pub]))
+        alone_n = float(np.mean(np.abs(noisy[pub] - n[pub]) / raw[pub]))
+        row["mre_bounding"], row["mre_noise"] = shapley_split(row["mre_total"], alone_b, alone_n)
     else:
         row.update(mre_total=math.nan, mre_bounding=math.nan, mre_noise=math.nan)
     row["why"] = reason
@@ -284,7 +301,7 @@ def compare_selection(pairs: pd.DataFrame | PreparedPairs, *, epsilon: float = 1
         wk = prep.pairs.frame()   # the week's unique rows
         key = counts.set_index([WEEK, ORIGIN, DESTINATION])
         for strategy, post in (("truncated_geometric", False), ("laplace", False), ("gaussian", False),
-                               ("laplace", True)):
+                               ("laplace", True), ("gaussian", True)):
             name = f"PipelineDP: {strategy}" + (" (post-aggregation thresholding)" if post else "")
             try:
                 got = run_pipeline_dp(wk, eps, delta, m, strategy, post)
@@ -305,6 +322,7 @@ def compare_selection(pairs: pd.DataFrame | PreparedPairs, *, epsilon: float = 1
                 why += "; Gaussian noise calibrated to (epsilon, delta) per pair of the m a person may touch"
             rows.append(_row(name, why, counts, None, nz, publ, "PipelineDP", "PipelineDP"))
     out = pd.DataFrame(rows)
+    out.insert(1, "mechanism", out["strategy"].map(MECHANISMS).fillna("–"))
     out.attrs.update({"week": week, "epsilon": eps, "delta": delta, "max_pairs": m, "people": len(prep.pairs.users),
                       "user_pairs": len(prep), "pairs": int(live.sum())})
     return out

@@ -243,6 +243,22 @@ def _abs_dev_above(a, tail_a, t, tail_t) -> np.ndarray:
     return above
 
 
+def shapley_split(total, bounding_alone, noise_alone):
+    """The total error split between its two causes so that the parts add up to it: each cause gets the mean of
+    what it adds first and what it adds second (the Shapley value of the two), ``((T − N) + B)/2`` and
+    ``((T − B) + N)/2`` for total T, bounding alone B and noise alone N.
+
+    The causes partly cancel: a count published only because its noise pushed it over the threshold is too high,
+    and bounding, which removes people, pulls it back; so T can be below N alone (a split that reported N beside T
+    showed a total smaller than its noise part). Pair by pair ``|Z − c| ≥ ||Z| − c|`` (triangle inequality), so
+    both parts are ≥ 0 and neither exceeds the total.
+
+    >>> shapley_split(4.0, 1.0, 4.5)
+    (0.25, 3.75)
+    """
+    return (total - noise_alone + bounding_alone) / 2, (total - bounding_alone + noise_alone) / 2
+
+
 def expected_errors(raw, true, epsilons, thresholds, sensitivity: float = 1, *, weights=None, scales=None,
                     n_pairs: float | None = None, trips_total=None, split: bool = True) -> dict[str, np.ndarray]:
     """:func:`expected_error` at many settings in one pass of array arithmetic: setting ``i`` is ε ``epsilons[i]``,
@@ -287,14 +303,15 @@ def expected_errors(raw, true, epsilons, thresholds, sensitivity: float = 1, *, 
     err_noise = w * _abs_dev_above(zero, _laplace_tail(zero, b), t, tail_t) / raw
     err_bound = w * cut * p / raw
     mostly_noise = w * _laplace_tail(np.maximum(true, t), b)[0]
+    tot, alone_b, alone_n = err_total.sum(axis=1), err_bound.sum(axis=1), err_noise.sum(axis=1)
     trips_pub = (w * raw * p).sum(axis=1)
     nan = np.full(eps.shape, np.nan)
     out.update({
         "pairs_published_frac": n_pub / n_all if n_all else nan,
         "trips_published_expected": trips_pub,
         "trips_published_frac": np.where(trips_all != 0, trips_pub / np.where(trips_all != 0, trips_all, 1.0), nan),
-        "relative_error_bounding": np.where(pos, err_bound.sum(axis=1) / safe, np.nan),
-        "relative_error_noise": np.where(pos, err_noise.sum(axis=1) / safe, np.nan),
+        "relative_error_bounding": np.where(pos, shapley_split(tot, alone_b, alone_n)[0] / safe, np.nan),
+        "relative_error_noise": np.where(pos, shapley_split(tot, alone_b, alone_n)[1] / safe, np.nan),
         "mostly_noise_expected": mostly_noise.sum(axis=1),
     })
     return out
@@ -319,8 +336,8 @@ def expected_error(raw, true, epsilon: float, threshold: float, sensitivity: flo
     Pair j has ``raw[j]`` users before contribution bounding and ``true[j]`` after; it is published when
     ``true + Z >= τ`` with ``Z ~ Lap(0, sensitivity/ε)`` and then reads ``true + Z``. Its relative error against the
     real count is ``|true + Z − raw| / raw``; the part due to **contribution bounding** is ``(raw − true) / raw``
-    (people whose trips on the pair were cut) and the part due to **noise** ``|Z| / raw``. The total is at most
-    their sum. All expectations are closed forms of the Laplace law (``E[|Z − a|; Z >= t]`` from its two partial
+    (people whose trips on the pair were cut) and the part due to **noise** ``|Z| / raw``, each alone; the two parts
+    reported are their Shapley split (:func:`shapley_split`), which adds up to the total. All expectations are closed forms of the Laplace law (``E[|Z − a|; Z >= t]`` from its two partial
     moments); error figures are ratios of expectations over published pairs,
     ``Σ_j E[err_j; published_j] / Σ_j P(published_j)`` — what a release's mean over published pairs averages to
     when many pairs are published (PipelineDP's utility analysis reports error per partition the same way, from the

@@ -16,6 +16,7 @@ import subprocess
 import pandas as pd
 
 from odcore import __version__
+from odcore.numbers import number_text, percent_text
 from odcore.paths import REPO_ROOT
 from odcore.privacy.accounting import DELTA_NO_GUARANTEE, loss_exceeds_probability
 from odcore.privacy.design import verdict_rows
@@ -34,45 +35,7 @@ th{background:#f2f4f7}.big{font-size:1.15em;font-weight:bold}.note{color:#555;fo
 """
 
 
-def number_text(x) -> str:
-    """Compact human number, as the pages write it (``odapp.words.num`` is this): thousands separators for whole
-    numbers, one decimal from 1,000, ``1.23e-04`` below 0.001, else 3 significant digits; "–" for none.
-
-    >>> number_text(46333), number_text(0.6612), number_text(2402.4), number_text(1e-6), number_text(None)
-    ('46,333', '0.661', '2,402.4', '1.00e-06', '–')
-    """
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "–"
-    if isinstance(x, bool):
-        x = int(x)
-    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
-        return f"{int(x):,}"
-    if abs(x) >= 1000:
-        return f"{x:,.1f}"
-    if abs(x) < 1e-3 and x != 0:
-        return f"{x:.2e}"
-    return f"{x:.3g}"
-
-
 _num = number_text
-
-
-def percent_text(p, digits: int = 1) -> str:
-    """A probability as a percentage with ``digits`` decimals, and more where those would round a value below 1 up
-    to 100 % or one above 0 down to 0 % (the page and the sheet both use this, so they read the same).
-
-    >>> percent_text(0.7054), percent_text(0.99952), percent_text(0.9999996), percent_text(1.0)
-    ('70.5 %', '99.95 %', '99.99996 %', '100.0 %')
-    """
-    if p is None or not math.isfinite(p):
-        return "–"
-    p = float(p)
-    d = digits
-    while d < 12 and ((p < 1 and round(100 * p, d) >= 100) or (p > 0 and round(100 * p, d) <= 0)):
-        d += 1
-    return f"{100 * p:.{d}f} %"
-
-
 _pct = percent_text
 
 
@@ -274,7 +237,8 @@ def guarantee_sheet(report: dict, *, record: dict | None = None) -> str:
             f"<p class='note'>For comparison, Google's per-count setting (ε {goog['epsilon']} per count, threshold "
             f"{goog['threshold']}) gives the typical person ({goog['typical_trips']} trips) ε = "
             f"{_num(goog['epsilon_user_week_typical'])} per week and the busiest ({goog['max_trips']} trips) "
-            f"ε = {_num(goog['epsilon_user_week_max'])}.</p>")
+            f"ε = {_num(goog['epsilon_user_week_max'])}, tight at δ = {_num(r['goal']['delta'] / 2)} for the noise "
+            "(half of this design's δ; the app's guarantee card gives ε at δ = 10⁻⁶, slightly less).</p>")
     body += [
         f"<h2>What is published (week {r['week']} of the data) and what it costs</h2>",
         f"<table><tr><td>pairs published</td><td>{_num(r['pairs_published'])} of {_num(r['pairs_total'])}</td></tr>"

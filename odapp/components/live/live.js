@@ -50,6 +50,17 @@ function center(a, v) {
 
 function posterior(value, prior) { return FORMULAS.bound(0, { epsilon: value }, { prior }); }
 
+// The most often any attacker starting from `prior` is right under (ε, δ): the largest π·TPR + (1 − π)(1 − FPR) over
+// the corners of the (ε, δ) region (Kairouz, Oh and Viswanath 2015), as odcore.report.facts.success_bound; below 1
+// whenever δ < 1, however close.
+function successBound(eps, delta, prior) {
+  const d = delta || 0, p = prior === undefined ? 0.5 : prior, e = Math.exp(Math.min(eps, 700));
+  const f = (1 - d) / (1 + e);
+  const corners = [[0, d], [f, Math.min(1, e * f + d)], [1 - d, 1], [0, 0], [1, 1]];
+  const best = Math.min(1, Math.max(...corners.map(([x, t]) => p * t + (1 - p) * (1 - x))));
+  return best >= 1 && d < 1 && p > 0 && p < 1 ? 1 - Number.EPSILON : best;
+}
+
 function linspace(lo, hi, n) { return Array.from({ length: n }, (_, i) => lo + (hi - lo) * i / (n - 1)); }
 
 function resolve(y, v) {   // a number, the name of a control, or a true count ({center, shift}: see center())
@@ -118,10 +129,12 @@ function expected(pairs, v) {
 
 function fmt(v, how) {
   if (!Number.isFinite(v)) return "–";
-  if (how === "pct") {   // never 100.0 % for a chance below 1, nor 0.0 % above 0 (as odapp.words.pct)
-    if (v < 1 && 100 * v >= 99.95) return "> 99.9 %";
-    if (v > 0 && 100 * v < 0.05) return "< 0.1 %";
-    return (100 * v).toFixed(1) + " %";
+  if (how === "pct") {   // as odcore.numbers.percent_text: more decimals, up to 4, then "> 99.9999 %"
+    for (let d = 1; d <= 4; d++) {
+      const t = (100 * v).toFixed(d);
+      if (!((v < 1 && parseFloat(t) >= 100) || (v > 0 && parseFloat(t) <= 0))) return t + " %";
+    }
+    return v > 0.5 ? "> 99.9999 %" : "< 0.0001 %";
   }
   if (how === "one") return v.toFixed(1);
   if (Math.abs(v) >= 1000) return Math.round(v).toLocaleString("en");
@@ -363,7 +376,7 @@ function drawChart(c, spec, v, dark, pairs, projector) {
   for (const m of hls) { const p = [L, m.py, L + pw, m.py]; occ.line(p, 2); drawn.push(p); }
   const reads = [];
   for (const r of spec.readouts || []) {   // a readout of a formula or a sum: text only
-    if (r.series === undefined || r.posterior !== undefined) continue;
+    if (r.series === undefined || r.posterior !== undefined || r.success !== undefined) continue;
     const d = data[r.series], j = d.x.indexOf(r.x);
     if (j < 0 || !Number.isFinite(d.y[j])) continue;
     const p = [X(r.x), Y(d.y[j])];
@@ -651,6 +664,7 @@ function entry(component) {   // the curves' element (stub.js): false while its 
 
 function render(component, data) {
   const { parentElement, setStateValue } = component;
+  document.body.classList.remove("odlab-stale");   // a rerun drew the cards at the slider's value
   let st = parentElement.__odlive;
   if (!st) {
     const root = document.createElement("div");
@@ -695,6 +709,7 @@ function render(component, data) {
       const frame = () => { st.pending = false; paint(st); };
       input.addEventListener("input", () => {
         st.values[c.name] = parseFloat(input.value);
+        document.body.classList.add("odlab-stale");   // the page's cards show the released value: greyed (layout.py)
         if (!st.pending) { st.pending = true; requestAnimationFrame(frame); }
       });
       input.addEventListener("pointerdown", () => { st.dragging = true; });
@@ -809,7 +824,9 @@ function paint(st) {
         if (j < 0) continue;
         y = d[r.series].y[j];
       }
-      const text = fmt(r.posterior === undefined ? y : posterior(y, r.posterior), r.fmt).replace(/ /g, "\u00a0");
+      const read = r.success !== undefined ? successBound(y, r.success.delta, r.success.prior)
+        : r.posterior !== undefined ? posterior(y, r.posterior) : y;
+      const text = fmt(read, r.fmt).replace(/ /g, "\u00a0");
       if (r.join && reads.length) reads[reads.length - 1] += ` ${r.join} ${text}`;   // "between a – b"
       else reads.push(`${r.label}:\u00a0${text}`);   // a value never starts a line
     }
