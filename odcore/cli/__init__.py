@@ -37,6 +37,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "odcore.cli.zones",
     "odcore.cli.design",
     "odcore.cli.figures",
+    "odcore.cli.report",
 )
 
 

@@ -14,6 +14,7 @@ The file makes no outside request: inline CSS, system fonts, the map as a ``data
 from __future__ import annotations
 
 import base64
+import functools
 import html
 from dataclasses import asdict, dataclass
 
@@ -116,10 +117,20 @@ class PublicSettings:
 # Figures from the settings alone
 # ---------------------------------------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=32)
+def _guarantee(s: PublicSettings) -> dict:
+    return _guarantee_rows(s)
+
+
 def guarantee_rows(s: PublicSettings) -> dict:
     """The guarantee in both units from the settings alone: ``per_count`` (ε, δ of one count) and ``per_person``
     (rows of ε, δ per week and over ``weeks`` weeks, and the attacker's best success (e^ε + δ)/(1 + e^ε)), each in
-    the tight accounting of :mod:`odcore.privacy.accounting`."""
+    the tight accounting of :mod:`odcore.privacy.accounting` (computed once per settings)."""
+    g = _guarantee(s)
+    return {"per_count": dict(g["per_count"]), "per_person": [dict(r) for r in g["per_person"]]}
+
+
+def _guarantee_rows(s: PublicSettings) -> dict:
     if s.mode == "user_level":
         m = s.max_pairs
         b = user_level_budget(s.epsilon, m, s.threshold, s.weeks, s.delta)
