@@ -26,7 +26,7 @@ from odcore.report.private_report import PRIVATE_NOTICE, release_reports
 from tests.conftest import screenshot_dir
 
 WRITTEN = re.compile(r"Written \(UTC\) [^<]*")
-OUTSIDE = re.compile(r"https?:|@import|url\((?!'?\"?data:)|(?:src|href)\s*=\s*['\"]?(?!data:|#)", re.IGNORECASE)
+OUTSIDE = re.compile(r"https?:|@import|url\((?!['\"]?data:)|(?:src|href)\s*=\s*(?!['\"]?(?:data:|#))", re.IGNORECASE)
 CFG = ReleaseConfig(epsilon=2.0, threshold=15, mode=Mode.USER_LEVEL, max_pairs=5)
 
 

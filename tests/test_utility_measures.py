@@ -99,8 +99,8 @@ def test_emd_over_zones_equals_pot_exact_transport(seed):
 
 def test_emd_zones_refuses_too_many_zones_by_name():
     w = np.ones(5)
-    with pytest.raises(ParameterError, match="max_zones=3"):
-        um.emd_zones(np.arange(5.0), np.zeros(5), w, np.arange(5.0), np.zeros(5), w, max_zones=3)
+    with pytest.raises(ParameterError, match="max_pairs=24"):
+        um.emd_zones(np.arange(5.0), np.zeros(5), w, np.arange(5.0), np.zeros(5), w, max_pairs=24)
 
 
 def test_compare_flows_aligns_pairs_and_reads_identical_releases_as_equal():

@@ -114,7 +114,7 @@ def _design_html(rep: dict | None, note: str | None = None) -> str:
     return ("<h2>Designer's verdict</h2>"
             f"<p class=big>{_e(v['headline'])}</p>"
             + (f"<p>What would change it:</p><ul>{change}</ul>" if change else "")
-            + _table(["", ""], rows)
+            + _table(["Figure", "Value"], rows)
             + f"<p class=note>{_e(rep['tuning_note'])} Expected figures: exact means over the noise on the true data "
               "of the week.</p>")
 

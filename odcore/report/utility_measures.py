@@ -49,7 +49,7 @@ from odcore.privacy.release import RAW_COUNT
 
 __all__ = [
     "EARTH_RADIUS_KM",
-    "MAX_EMD_ZONES",
+    "MAX_EMD_PAIRS",
     "TOP_N",
     "align_flows",
     "compare_flows",
@@ -69,7 +69,8 @@ __all__ = [
 
 EARTH_RADIUS_KM = 6371.0088     # mean Earth radius (IUGG)
 TOP_N = (10, 50, 100)           # dp-mobility-report's default top_n_ranking
-MAX_EMD_ZONES = 600             # zones with mass on one side above which the zone EMD is not computed (said so)
+MAX_EMD_PAIRS = 100_000         # (zone of one side, zone of the other) pairs above which the zone EMD is not computed
+                                # (said so): one variable each, a few seconds at this size
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -211,16 +212,16 @@ def haversine_km(lat1, lon1, lat2, lon2) -> np.ndarray:
     return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(h, 0.0, 1.0)))
 
 
-def emd_zones(a_lat, a_lon, a_weight, b_lat, b_lon, b_weight, *, max_zones: int = MAX_EMD_ZONES) -> float:
+def emd_zones(a_lat, a_lon, a_weight, b_lat, b_lon, b_weight, *, max_pairs: int = MAX_EMD_PAIRS) -> float:
     """Earth mover's distance in km between two distributions over places (zone centres; the two sides may use
     different zones): the least mean great-circle distance over which the shares of ``a`` must move to become those
     of ``b``, solved exactly as a transport linear programme (HiGHS). Places with no mass are left out; more than
-    ``max_zones`` places with mass on one side raise :class:`ParameterError`."""
+    ``max_pairs`` pairs of places with mass (one side's times the other's) raise :class:`ParameterError`."""
     aw, bw = _vec("a_weight", a_weight), _vec("b_weight", b_weight)
     ka, kb = aw > 0, bw > 0
-    if ka.sum() > max_zones or kb.sum() > max_zones:
-        raise ParameterError(f"emd_zones: {int(ka.sum())} and {int(kb.sum())} zones with mass; at most "
-                             f"max_zones={max_zones} on a side (the programme has one variable per pair of them).")
+    if int(ka.sum()) * int(kb.sum()) > max_pairs:
+        raise ParameterError(f"emd_zones: {int(ka.sum())} × {int(kb.sum())} zones with mass; at most "
+                             f"max_pairs={max_pairs:,} pairs of them (the programme has one variable per pair).")
     pa, pb = _shares("a_weight", aw)[ka], _shares("b_weight", bw)[kb]
     cost = haversine_km(np.asarray(a_lat, float)[ka][:, None], np.asarray(a_lon, float)[ka][:, None],
                         np.asarray(b_lat, float)[kb][None, :], np.asarray(b_lon, float)[kb][None, :])
@@ -299,7 +300,7 @@ def _zone_mass(df: pd.DataFrame, value: str, cen: tuple[np.ndarray, ...]) -> pd.
 def compare_flows(base: pd.DataFrame, other: pd.DataFrame, *, base_value: str = NOISY_COUNT,
                   other_value: str = NOISY_COUNT, centroids_base: pd.DataFrame | None = None,
                   centroids_other: pd.DataFrame | None = None, top_n=TOP_N, same_zones: bool = True,
-                  max_emd_zones: int = MAX_EMD_ZONES) -> dict:
+                  max_emd_pairs: int = MAX_EMD_PAIRS) -> dict:
     """Every measure of ``other`` against ``base`` (a release against the truth, or two releases).
 
     Parameters
@@ -363,7 +364,7 @@ def compare_flows(base: pd.DataFrame, other: pd.DataFrame, *, base_value: str = 
         zb, zo = _zone_mass(b, base_value, cb), _zone_mass(o, other_value, co)
         try:
             out["emd_zones_km"] = emd_zones(zb["lat"], zb["lon"], zb["w"], zo["lat"], zo["lon"], zo["w"],
-                                            max_zones=max_emd_zones)
+                                            max_pairs=max_emd_pairs)
         except ParameterError as exc:
             out["emd_zones_note"] = str(exc)
     return out
@@ -449,7 +450,7 @@ def expected_rmse_parts(raw, true, epsilon: float, threshold: float, sensitivity
 
 def release_vs_truth(table: pd.DataFrame, centroids: pd.DataFrame | None = None, *, top_n=TOP_N,
                      epsilon: float | None = None, threshold: float | None = None, sensitivity: float = 1,
-                     max_emd_zones: int = MAX_EMD_ZONES) -> dict:
+                     max_emd_pairs: int = MAX_EMD_PAIRS) -> dict:
     """Every measure of a release against the truth (DO NOT SHARE: it reads the true counts).
 
     The truth is the true count before bounding (``raw_count``) of every observed pair; the release is the noisy
@@ -465,7 +466,7 @@ def release_vs_truth(table: pd.DataFrame, centroids: pd.DataFrame | None = None,
     pub = table.loc[rel, keep].copy()
     pub["count"] = noisy[rel]
     out = compare_flows(truth, pub, base_value="count", other_value="count", centroids_base=centroids,
-                        centroids_other=centroids, top_n=top_n, max_emd_zones=max_emd_zones)
+                        centroids_other=centroids, top_n=top_n, max_emd_pairs=max_emd_pairs)
     n = raw.size
     out.update({
         "pairs_total": n, "pairs_published": int(rel.sum()),
