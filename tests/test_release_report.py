@@ -158,3 +158,23 @@ def test_shareable_file_with_its_map_is_byte_identical_for_neighbouring_datasets
     b = release_reports(od2, 0, CFG, goal_epsilon=2.0, seed=3, audit=False, written="T")
     assert a.public_html == b.public_html
     assert np.char.count(a.public_html, "data:image/png") == 1
+
+
+def test_page_download_is_the_commands_report(monkeypatch):
+    """The OD release page's buttons hand over the same documents as odcore's release_reports at the page's seed."""
+    from types import SimpleNamespace
+
+    from odapp import release_view as rv
+    from odapp.state import USER_DELTA, USER_WEEKS
+
+    monkeypatch.setattr(rv.figures, "find_browser", lambda: None)   # no map: the test stays fast
+    od = city()
+    ctx = SimpleNamespace(settings=SimpleNamespace(dataset=SimpleNamespace(id="quarter-city"), seed=5),
+                          od_config=ODConfig(), od=od)
+    pub = rv.report_html(ctx, CFG, 0, "public")
+    priv = rv.report_html(ctx, CFG, 0, "private")
+    ref = release_reports(od, 0, CFG, weeks=USER_WEEKS, delta=USER_DELTA, seed=5, with_map=False, audit=False,
+                          verdict=False, written="T")
+    assert WRITTEN.sub("", pub) == WRITTEN.sub("", ref.public_html)
+    assert "DO NOT SHARE" in priv
+    assert "Audit on the week" in priv
