@@ -1,4 +1,5 @@
-"""What people take away: figures, the guarantee sheet, the zone-size comparison and the teaching pages' numbers.
+"""What people take away: figures, the guarantee sheet, the release reports (shareable and do-not-share), utility in
+the field's measures, the zone-size comparison and the teaching pages' numbers.
 
 Everything here reads results of :mod:`odcore.privacy` and :mod:`odcore.od`; nothing below imports it.
 """
