@@ -201,7 +201,7 @@ def release_reports(od, week: int, config: ReleaseConfig, *, weeks: int = 52, de
                               zones=zs["spec"] or f"{od.grid.cell_km2:g} km² squares", title=title,
                               goal_epsilon=goal_epsilon)
     written = written or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    png = published_map_png(published, od.grid, settings) if with_map else None
+    png = published_map_png(published, od.grid, settings) if with_map and len(published) else None
     public = public_report_html(published, settings, map_png=png, written=written)
 
     # DO NOT SHARE from here: the true counts, the people, the audit on the data

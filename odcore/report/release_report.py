@@ -384,7 +384,9 @@ def _published_html(published: pd.DataFrame, map_png: bytes | None) -> str:
     sm = published_summary(published)
     q = sm["quantiles"]
     parts = ["<h2>What is published</h2>"]
-    if map_png:
+    if not sm["pairs"]:
+        parts.append("<p class=big>Nothing is published: no pair's noisy count reached the threshold.</p>")
+    elif map_png:
         uri = "data:image/png;base64," + base64.b64encode(map_png).decode("ascii")
         parts.append(f"<figure><img src='{uri}' alt='Map of the published origin–destination flows'>"
                      "<figcaption>The published flows: arrows by noisy count, the published zones outlined, places "
