@@ -178,3 +178,13 @@ def test_page_download_is_the_commands_report(monkeypatch):
     assert WRITTEN.sub("", pub) == WRITTEN.sub("", ref.public_html)
     assert "DO NOT SHARE" in priv
     assert "Audit on the week" in priv
+
+
+def test_nothing_published_is_said_in_words():
+    cols = ["week", "week_start", "origin", "destination", "noisy_count", "origin_lat", "origin_lon",
+            "destination_lat", "destination_lon"]
+    empty = pd.DataFrame({c: pd.Series(dtype=float) for c in cols})
+    s = rr.PublicSettings(epsilon=1.0, threshold=100, max_pairs=10, weeks=4)
+    page = rr.public_report_html(empty, s, map_png=None, written="T")
+    assert "Nothing is published" in page
+    assert "<img" not in page
