@@ -140,6 +140,20 @@ def lab_release(od, week: int, epsilon: float, seed: int, max_pairs: int | None)
     return rep, pub.rename(columns={"noisy_count": "flow"})
 
 
+def lab_public_domain(od, week: int, epsilon: float, seed: int, max_pairs: int = DPMR_CAP) -> pd.DataFrame:
+    """The lab's release with dp-mobility-report's assumption that every pair of the zones is public: noise
+    Laplace(m/ε) on every pair of the squares holding data, observed or not, threshold 1 (no partition selection, so
+    no δ: pure ε per person and week, as dp-mobility-report's). The published flows."""
+    cells = np.asarray(od.cells, dtype=np.int64)
+    o, d = np.meshgrid(cells, cells, indexing="ij")
+    keep = o != d   # a trip goes to another square: no pair from a square to itself exists in either table
+    domain = pd.DataFrame({"week": week, "origin": o[keep], "destination": d[keep]})
+    cfg = ReleaseConfig(epsilon=epsilon, threshold=1, mode=Mode.USER_LEVEL, max_pairs=max_pairs)
+    t = release_with_report(od.week_pairs(week).assign(week=week), cfg, rng=seed, domain=domain).table
+    pub = t.loc[t["released"].to_numpy(bool), ["origin", "destination", "noisy_count"]]
+    return pub.rename(columns={"noisy_count": "flow"})
+
+
 def scores(truth: pd.DataFrame, flows: pd.DataFrame) -> dict:
     if not len(flows):
         return {"smape": 2.0, "jsd": math.sqrt(math.log(2)), "pairs": 0, **{f"cov{n}": 0.0 for n in TOP_N}}
@@ -189,16 +203,23 @@ def run(quick: bool, seeds: int | None = None, log=print) -> list[dict]:
                                      f"{rep['threshold']} (ε per person-week {rep['epsilon_user_week']:.3g}, "
                                      f"δ {rep['delta_user_week']:.2g})")
                     results.setdefault(key, []).append({**scores(truth, lab), "file": fl.name})
+                lab = lab_public_domain(od, week, eps, s)
+                fl = folder / f"lab_flows_eps{eps:g}_public_domain_seed{s}.csv"
+                lab.to_csv(fl, index=False)
+                key = (eps, f"lab, every square pair public, m = {DPMR_CAP}")
+                settings[key] = (f"noise scale {DPMR_CAP / eps:.3g} on all {len(od.cells) * (len(od.cells) - 1):,} "
+                                 "pairs of distinct squares, threshold 1 (pure ε per person-week, δ 0)")
+                results.setdefault(key, []).append({**scores(truth, lab), "file": fl.name})
         r = subprocess.run([str(py), str(SIDE), "--dir", str(folder), "--score", "--top-n",
                             ",".join(str(n) for n in TOP_N)], capture_output=True, text=True, check=True)
         theirs = json.loads(r.stdout.strip().splitlines()[-1])["scores"]
         for (eps, tool), runs in results.items():
             both = [(x, theirs[x["file"]]) for x in runs if theirs[x["file"]]["smape"] is not None]
-            agree = max((abs(x["smape"] - t["smape"]) + abs(x["jsd"] - t["jsd"])
-                         + max(abs(x[f"cov{n}"] - t["coverage"][str(n)]) for n in TOP_N) for x, t in both),
-                        default=None)
+            agree = max((max(abs(x["smape"] - t["smape"]), abs(x["jsd"] - t["jsd"])) for x, t in both), default=None)
+            cov = max((max(abs(x[f"cov{n}"] - t["coverage"][str(n)]) for n in TOP_N) for x, t in both), default=None)
             note = (f"{settings[(eps, tool)]}; mean of {len(runs)} seeds; "
-                    + (f"|ours − dp-mobility-report's code| ≤ {agree:.1e}" if agree is not None else
+                    + (f"SMAPE and JSD equal dp-mobility-report's code within {agree:.0e}, top-N coverage within "
+                       f"{cov:.2f} (ties at the N-th flow broken otherwise)" if agree is not None else
                        "nothing published (SMAPE 2, JSD √ln 2 by the definition's limit)"))
             case = f"{name}, ε {eps:g}, {tool}"
             for metric in ("pairs", "smape", "jsd", *[f"cov{n}" for n in TOP_N]):
