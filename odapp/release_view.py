@@ -18,14 +18,15 @@ import time
 import streamlit as st
 
 from odapp import cache, maps
-from odapp.export import image_export, projector_mode
+from odapp.export import button_row, image_export, projector_mode
 from odapp.maps import ZONE, zone_label
-from odapp.state import DataSource
+from odapp.state import USER_DELTA, USER_WEEKS, DataSource
 from odapp.words import empty_release_advice, num
 from odcore.data.fingerprint import trace_fingerprint
 from odcore.od.engines.cab_stream import fix_density_cabspotting
 from odcore.privacy.release import published_table, release_csv_table
 from odcore.report import figures
+from odcore.report.private_report import release_reports
 from odcore.report.published import (
     RELEASE_DEFAULTS,
     document_text,
@@ -143,6 +144,44 @@ def published_csv(ctx, rcfg, week: int):
     """The week's published pairs, as the CLI's published.csv (the page's main download: what may be shared)."""
     return add_zone_names(published_table(week_release(ctx, week, rcfg).table, centroids(ctx), ctx.od.week_starts),
                           ctx.od.grid)
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def _release_reports(dataset_id: str, od_config, week: int, rcfg, seed: int, with_map: bool, _od) -> tuple[str, str]:
+    """Both reports of the week's release (:func:`odcore.report.private_report.release_reports`, the page's seed so
+    the same table): (may be shared, do not share)."""
+    r = release_reports(_od, week, rcfg, weeks=USER_WEEKS, delta=USER_DELTA, seed=seed, with_map=with_map)
+    return r.public_html, r.private_html
+
+
+def report_html(ctx, rcfg, week: int, which: str) -> str:
+    """``which`` = ``"public"`` (built from the published table and the public settings only) or ``"private"``
+    (with the truth: do not share), made when a button asks for it (a minute with the map and the audit)."""
+    s = ctx.settings
+    pub, priv = _release_reports(s.dataset.id, ctx.od_config, week, rcfg, s.seed, figures.find_browser() is not None,
+                                 _od=ctx.od)
+    return pub if which == "public" else priv
+
+
+def report_buttons(ctx, rcfg, week: int) -> None:
+    """The two HTML reports of the week's release as downloads (the CLI's ``report``)."""
+    if not ctx.od.stats.get("pairs_available", True):
+        st.caption("The release report needs each person's pairs (traces), not an OD counts folder.")
+        return
+    row = button_row()
+    row.download_button("Release report (HTML)", data=functools.partial(report_html, ctx, rcfg, week, "public"),
+                        file_name=f"report_week{week}.html", mime="text/html", key="rel_report_public",
+                        icon=":material/description:",
+                        help="One printable page that may be shared: the published map and table, the guarantee per "
+                             "count and per person, the verdict on the guarantee, the attack summary. Built from the "
+                             "published table and the settings only.")
+    row.download_button("Report with the truth — do not share (HTML)",
+                        data=functools.partial(report_html, ctx, rcfg, week, "private"),
+                        file_name=f"DO_NOT_SHARE_report_week{week}.html", mime="text/html", key="rel_report_private",
+                        icon=":material/lock:",
+                        help="For you only: adds the release against the true counts (SMAPE, Jensen–Shannon, earth "
+                             "mover's distance, top-N flows, the RMSE split), the designer's full verdict and the "
+                             "audit on this week's data.")
 
 
 def analysis_csv(ctx, rcfg, week: int):

@@ -103,8 +103,10 @@ export_buttons(f"DO_NOT_SHARE_analysis_week{s.week}", data=functools.partial(rv.
                key="rel_analysis", csv_label="Analysis table — do not share (CSV)", csv_first_line=ANALYSIS_NOTICE,
                csv_help="For you only: every observed pair (published or not) with its true count, noise, noisy "
                         "count and exact release probability. It discloses what the release protects.")
-st.caption("The published table is what may leave the building. The analysis table holds every observed pair with "
-           "its true count and noise, as the command line's analysis table does: do not share it.")
+rv.report_buttons(ctx, rcfg, s.week)
+st.caption("The published table and the release report are what may leave the building. The analysis table holds "
+           "every observed pair with its true count and noise, as the command line's analysis table does, and the "
+           "report with the truth compares the release with those counts: do not share them.")
 reproduce([("The week's release (published.csv, release.json, guarantee_sheet.html)", "release", cli_config)])
 # the next grid step or seed, while the person reads this one: what this page shows, with the map's options as drawn
 ahead.after(ctx, functools.partial(rv.page_view, o=dict(st.session_state.get(rv.K_MAP_OPTIONS, rv.MAP_DEFAULTS)),

@@ -115,6 +115,9 @@ def test_threshold_changes_what_is_published_and_preset_restores(at):
 
 def test_release_views_and_filters(at):
     at.switch_page("pages/2_OD_release.py").run()
+    labels = [b.label for b in at.get("download_button")]   # the week's two reports (odcore report)
+    assert "Release report (HTML)" in labels
+    assert "Report with the truth — do not share (HTML)" in labels
     for view in ("Raw counts", "Side by side", "Published"):
         at.selectbox(key="rel_view").set_value(view).run()
         _no_errors(at)

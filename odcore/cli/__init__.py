@@ -39,6 +39,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "odcore.cli.design",
     "odcore.cli.figures",
     "odcore.cli.facts",
+    "odcore.cli.report",
 )
 
 
