@@ -882,13 +882,14 @@ def map_context(zbox: tuple[tuple[float, float], tuple[float, float]], lon=None,
     """The offline base layer round the zones' box ``zbox`` (:func:`zones_box`): water from the bundled Natural
     Earth coastline (:func:`odcore.report.basemap.water_rings`) over the box and a margin three times its size on
     every side (the widest window, and room to pan), and, when the traces' fixes ``lon, lat`` are given, an image of how many fixes fall on each
-    spot (:func:`odcore.report.basemap.fix_density`; on dense GPS, the streets the traces run on) over the box and
+    spot (:func:`odcore.space.density.fix_density`; on dense GPS, the streets the traces run on) over the box and
     ``pad`` of it on every side. The image goes to the browser inside the map's JSON (a ``data:`` URL): nothing is
     fetched. ``fixes(box, width_px)``, in place of ``lon, lat``, gives that image's counts itself (a streamed folder:
     :func:`odcore.od.engines.cab_stream.fix_density_cabspotting`)."""
     import base64
 
     from odcore.report import basemap
+    from odcore.space.density import fix_density
 
     (lo0, lo1), (la0, la1) = zbox
     dx, dy = max(lo1 - lo0, 1e-3), max(la1 - la0, 1e-3)
@@ -905,7 +906,7 @@ def map_context(zbox: tuple[tuple[float, float], tuple[float, float]], lon=None,
     if fixes is not None or (lon is not None and len(lon)):
         box = (lo0 - pad * dx, la0 - pad * dy, lo1 + pad * dx, la1 + pad * dy)
         counts = (fixes(box, FIXES_WIDTH_PX) if fixes is not None
-                  else basemap.fix_density(lon, lat, box, FIXES_WIDTH_PX))
+                  else fix_density(lon, lat, box, FIXES_WIDTH_PX))
         png = basemap.png_grey_alpha(basemap.density_alpha(counts, FIXES_MAX_ALPHA), FIXES_GREY)
         if counts.any():
             over.append(EncodedLayer(pdk.Layer(

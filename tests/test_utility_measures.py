@@ -13,7 +13,8 @@ from scipy.stats import entropy, kendalltau, wasserstein_distance
 from sklearn.metrics.pairwise import haversine_distances
 
 from odcore.errors import ParameterError
-from odcore.privacy.release import Mode, ReleaseConfig, bounded_counts, release_bounded_counts_with_report
+from odcore.od.pairs import bounded_counts
+from odcore.privacy.release import Mode, ReleaseConfig, release_bounded_counts_with_report
 from odcore.report import utility_measures as um
 
 ot = pytest.importorskip("ot")   # POT (requirements-dev.txt): the exact transport solver the zone EMD is checked with

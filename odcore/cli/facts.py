@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
     from odcore.errors import ParameterError
-    from odcore.privacy.release import Mode, ReleaseConfig, bound_contributions
+    from odcore.od.pairs import bound_contributions
+    from odcore.privacy.release import Mode, ReleaseConfig
     from odcore.report.facts import facts_json, week_facts
 
     cfg = ReleaseConfig(epsilon=args.epsilon, threshold=args.threshold, mode=args.mode, max_pairs=args.max_pairs)

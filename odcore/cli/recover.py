@@ -203,7 +203,8 @@ def run_learned(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args, require_pairs
     from odcore.errors import ParameterError
-    from odcore.privacy.release import Mode, ReleaseConfig, bound_contributions
+    from odcore.od.pairs import bound_contributions
+    from odcore.privacy.release import Mode, ReleaseConfig
     from odcore.recover.learned import LearnedConfig, learned_vs_exact, people_of_week
 
     cfg = ReleaseConfig(epsilon=args.epsilon, threshold=args.threshold, mode=args.mode, max_pairs=args.max_pairs)

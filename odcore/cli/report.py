@@ -63,12 +63,12 @@ def _owned(path: Path) -> bool:
 def run(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
-    from odcore.cli.release import jsonable
     from odcore.constants import UNIQUE_TRIPS, WEEK
     from odcore.paths import atomic_folder, check_folder_replaceable
     from odcore.privacy.design import Goal, design_report
     from odcore.privacy.release import Mode, ReleaseConfig
     from odcore.report.figures import require_browser
+    from odcore.report.plain_json import jsonable
     from odcore.report.private_report import release_reports
 
     if not args.out:
