@@ -58,13 +58,16 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
-def streamlit_url():
-    """Start ``streamlit run app.py`` on a free local port for the whole session; yield its URL."""
+def streamlit_url(tmp_path_factory):
+    """Start ``streamlit run app.py`` on a free local port, once for the whole session (once per xdist worker), and
+    yield its URL: every browser test of the worker uses this one server. Its log goes to the session's temporary
+    folder, not into the working tree."""
+    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
     try:
-        with live.streamlit_server(REPO_ROOT / ".pytest_cache_streamlit.log") as url:
+        with live.streamlit_server(log) as url:
             yield url
     except RuntimeError as e:
-        pytest.fail(f"{e}; see .pytest_cache_streamlit.log")
+        pytest.fail(f"{e}; see {log}")
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +87,8 @@ def at():
 
 @pytest.fixture(scope="session")
 def browser():
-    """A headless Debian Chromium driven by Playwright (never Playwright's own browser download)."""
+    """A headless Debian Chromium driven by Playwright (never Playwright's own browser download), started once for
+    the whole session (once per xdist worker); each test opens a context of its own in it."""
     exe = live.chromium_executable()
     if exe is None:
         pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it; "

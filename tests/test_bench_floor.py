@@ -80,6 +80,7 @@ def test_the_table_reads_a_results_file_and_refuses_another(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
+@pytest.mark.slow   # the benchmark harness run end to end: a Streamlit server per app and Chromium
 @pytest.mark.timeout(300)
 def test_a_page_run_measures_the_floor_before_and_after_its_controls(tmp_path, monkeypatch):
     """The whole page loop in Chromium on a one-slider app: its control's median gets a ratio to a floor that was
@@ -147,6 +148,7 @@ def test_rounds_alternate_after_one_warm_up_each(tmp_path, capsys, monkeypatch):
     assert got[str(b)]["unchanged"] == [104.0, 105.0]
 
 
+@pytest.mark.slow   # the A/B harness end to end: two checkouts, each on a fresh server, in Chromium
 @pytest.mark.timeout(300)
 def test_before_and_after_measured_in_a_real_browser(tmp_path, capsys):
     """``python -m benchmarks.ab_browser`` end to end: each checkout on a fresh server, the medians printed and

@@ -44,6 +44,7 @@ def test_reference_app_draws_a_new_figure_on_each_epsilon(tmp_path, name):
         assert all(a != b for a, b in zip(after[kind], before[kind], strict=True)), kind
 
 
+@pytest.mark.slow   # the harness's reference run: a Streamlit server and Chromium of its own
 def test_a_press_on_the_floor_app_is_measured(monkeypatch):
     if live.chromium_executable() is None:
         pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")

@@ -32,6 +32,7 @@ APP = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow   # waves of sessions on a server of its own, then the closed sessions' expiry
 def test_waves_report_memory_after_each_wave_and_errors_by_kind(tmp_path, monkeypatch):
     (tmp_path / "app.py").write_text(APP)
     monkeypatch.setenv("STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL", "1")   # the server's and the benchmark's wait

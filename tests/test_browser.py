@@ -1,8 +1,8 @@
 """The dashboard in a real headless Chromium: every page draws, nothing is requested from another host, the pydeck
 map canvas is drawn and its tooltips are plain text, the base map fails softly offline (the live curves and their ε
-slider: test_browser_live), an unreadable upload shows an error; screenshots of every page at 1440×900 (the first
-screen and the whole page) and 1024×768 (the first screen; the whole page too with ``make screenshots``, which
-updates docs/screenshots/) go to the screenshot folder (``tests.conftest.screenshot_dir``)."""
+slider: test_browser_live), an unreadable upload shows an error; screenshots of every page's first screen at
+1440×900 and 1024×768 go to the screenshot folder (``tests.conftest.screenshot_dir``), and of the whole page too with
+``make screenshots``, which updates docs/screenshots/."""
 
 from __future__ import annotations
 
@@ -72,9 +72,9 @@ def _frames(page, n: int = 2) -> None:
 
 def _screenshot(page, name: str, size: str = "1440") -> None:
     """Screenshot at a viewport width of 1440 or 1024 px: the first screen alone (viewport height 900 or 768) as
-    ``NAME_screen*.png``, and the full page as ``NAME.png`` / ``NAME_1024.png``. A test run that does not update
-    the committed pictures (``$ODLAB_SHOTS`` unset) takes the full page at 1440 px only: at 1024 px the first
-    screen is drawn and checked, the long picture would only be thrown away."""
+    ``NAME_screen*.png``, and, when the committed pictures are updated (``$ODLAB_SHOTS`` set, ``make screenshots``),
+    the full page as ``NAME.png`` / ``NAME_1024.png``. A test run draws and checks the first screens; the long
+    pictures (a page laid out again up to 7000 px tall, every map redrawn) would only be thrown away."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     w, vh = SIZES[size]
     suffix = "" if size == "1440" else "_1024"
@@ -84,7 +84,7 @@ def _screenshot(page, name: str, size: str = "1440") -> None:
     _settle(page)
     _maps_drawn(page)
     page.screenshot(path=str(SHOTS / f"{name}_screen{suffix or '_1440'}.png"))
-    if size != "1440" and not os.environ.get(SHOTS_ENV):
+    if not os.environ.get(SHOTS_ENV):
         return
     h = page.evaluate("""() => Math.max(...['stMain', 'stMainBlockContainer', 'stAppViewContainer']
         .map(id => document.querySelector(`[data-testid="${id}"]`)).filter(Boolean)
@@ -135,7 +135,9 @@ def test_every_page_and_screenshots(streamlit_url, page):
             assert page.locator("[data-testid='stException']").count() == 0
         for size in SIZES:
             _screenshot(page, shot.removesuffix(".png"), size)
-        assert (SHOTS / shot).stat().st_size > 20_000
+        stem = shot.removesuffix(".png")
+        for name in [f"{stem}_screen_1440.png", *([shot] if os.environ.get(SHOTS_ENV) else [])]:
+            assert (SHOTS / name).stat().st_size > 20_000, name
         assert page.outside() == [], f"{path or 'home'}: requests to another host: {page.outside()}"
 
 

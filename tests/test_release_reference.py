@@ -1,8 +1,13 @@
-"""The prepared week, the contribution-bounding ranks, the keyed hash and the partition-selection table against plain
-formulations of the same rules, kept here as the reference: a lexsort of the rows, the ``%`` form of the hash (the
-form the SQL engines run), pandas group-bys and ``scipy.stats.norm``. Bitwise the same arrays and frames on the
-bundled city at three grids and several seeds, and on inputs that take the general paths (string ids, duplicates,
-several weeks, ids too wide to pack, a user-week too large for one sort of packed values)."""
+"""The prepared week, the contribution-bounding ranks and the keyed hash against plain formulations of their rules (a
+lexsort of the rows, the ``%`` form of the hash that the SQL engines run, pandas group-bys): bitwise the same arrays
+on the bundled city at three grids and several seeds, and on inputs that take the general paths (string ids,
+duplicates, several weeks, ids too wide to pack, a user-week too large for one sort of packed values).
+
+The partition-selection table against each strategy's definition: Google's Laplace thresholding found by bisection
+on the chance that a lone person's pairs appear, the analytic Gaussian mechanism (Balle and Wang 2018) with
+``scipy.stats.norm``, the truncated geometric selection by the DP constraints it must meet and be tight on
+(Desfontaines et al. 2022), expected counts summed over the plain bounded counts, and the published counts against
+those expectations over many seeds."""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import optimize
+from scipy.stats import laplace, norm
 
 from odcore.od import bounding
 from odcore.od.pairs import (
@@ -23,7 +30,6 @@ from odcore.od.pairs import (
     prepare_pairs,
 )
 from odcore.paths import REPO_ROOT
-from odcore.privacy.release import release_probability
 from odcore.privacy.selection import (
     Strategy,
     compare_selection,
@@ -95,108 +101,68 @@ def plain_ranks(w, o, d, u, users, key):
     return rank, np.diff(np.append(starts, len(w)))
 
 
-def plain_gaussian_delta(sigma, epsilon, l2=1.0):
-    from scipy.stats import norm
+def paper_one_count_threshold(epsilon, delta, m):
+    """Google's Laplace thresholding, by bisection on its definition: the smallest τ at which a person who alone makes
+    each of their m pairs (count 1, noise Lap(m/ε)) has at most a chance δ that any of them is published:
+    1 − (1 − P(1 + Lap(m/ε) >= τ))^m <= δ; at least 1."""
+    b = m / epsilon
 
+    def leak(tau):
+        return 1 - (1 - laplace.sf(tau, loc=1, scale=b)) ** m
+
+    if leak(1.0) <= delta:
+        return 1.0
+    lo, hi = 1.0, 2.0
+    while leak(hi) > delta:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if leak(mid) <= delta else (mid, hi)
+    return hi
+
+
+def paper_gaussian_delta(sigma, epsilon, l2):
+    """δ(ε) of the Gaussian mechanism (Balle and Wang 2018, Theorem 8), with scipy.stats.norm."""
     a, b = l2 / (2 * sigma), epsilon * sigma / l2
     return float(norm.cdf(a - b) - math.exp(epsilon) * norm.cdf(-a - b))
 
 
-def plain_gaussian_one_count(epsilon, delta, m):
-    from scipy import optimize
-    from scipy.stats import norm
-
-    d, l2 = delta / 2, math.sqrt(m)
+def paper_gaussian_one_count(epsilon, delta, m):
+    """σ for (ε, δ/2) at L2 sensitivity sqrt(m), and τ such that each of a lone person's m pairs is published with
+    chance 1 − (1 − δ/2)^(1/m) (so all m together: δ/2)."""
+    l2 = math.sqrt(m)
     hi = 1.0
-    while plain_gaussian_delta(hi, epsilon, l2) > d:
+    while paper_gaussian_delta(hi, epsilon, l2) > delta / 2:
         hi *= 2
-    sigma = float(optimize.brentq(lambda s: plain_gaussian_delta(s, epsilon, l2) - d, 1e-9, hi, xtol=1e-12,
-                                  rtol=1e-12))
-    d1 = -math.expm1(math.log1p(-delta / 2) / m)
-    return sigma, 1.0 + sigma * float(norm.isf(d1))
+    sigma = optimize.brentq(lambda x: paper_gaussian_delta(x, epsilon, l2) - delta / 2, 1e-9, hi, xtol=1e-13,
+                            rtol=1e-13)
+    per_pair = 1 - (1 - delta / 2) ** (1 / m)
+    return sigma, float(norm.isf(per_pair, loc=1, scale=sigma))
 
 
-def plain_keep(s, n, eps, delta, m, share=0.5):
-    from scipy.stats import norm
-
-    from odcore.privacy.accounting import partition_threshold
-
+def paper_keep(s, n, eps, delta, m, share=0.5):
+    """Chance that a pair with n people (after bounding) is published, from each strategy's definition."""
     n = np.asarray(n, dtype=float)
     if s is Strategy.LAB_ONE_COUNT:
-        return release_probability(n, eps, partition_threshold(eps, m, delta), m)
+        return laplace.sf(paper_one_count_threshold(eps, delta, m), loc=n, scale=m / eps)
     if s is Strategy.LAB_GAUSSIAN_ONE_COUNT:
-        sigma, tau = plain_gaussian_one_count(eps, delta, m)
-        return norm.sf((tau - n) / sigma)
+        sigma, tau = paper_gaussian_one_count(eps, delta, m)
+        return norm.sf(tau, loc=n, scale=sigma)
     es = eps * share
-    if s is Strategy.TRUNCATED_GEOMETRIC:
-        return truncated_geometric_keep(n.astype(np.int64), es, delta, m)
-    return release_probability(n, es, partition_threshold(es, m, delta), m)
+    if s is Strategy.LAPLACE_THRESHOLDING:
+        return laplace.sf(paper_one_count_threshold(es, delta, m), loc=n, scale=m / es)
+    raise AssertionError(s)   # the truncated geometric: checked by its constraints below
 
 
-def plain_row(name, reason, counts, keep, noisy, pub, eps_sel, eps_count):
-    raw = counts["raw_count"].to_numpy(float)
-    n = counts["count"].to_numpy(float)
-    row = {"strategy": name, "epsilon_selection": eps_sel, "epsilon_count": eps_count,
-           "pairs_expected": float(keep.sum()), "user_trips_expected": float((keep * raw).sum()),
-           "pairs_published": int(pub.sum()), "user_trips_published": int(raw[pub].sum())}
-    if pub.any():
-        row["mre_total"] = float(np.mean(np.abs(noisy[pub] - raw[pub]) / raw[pub]))
-        row["mre_bounding"] = float(np.mean((raw[pub] - n[pub]) / raw[pub]))
-        row["mre_noise"] = float(np.mean(np.abs(noisy[pub] - n[pub]) / raw[pub]))
-    else:
-        row.update(mre_total=math.nan, mre_bounding=math.nan, mre_noise=math.nan)
-    row["why"] = reason
-    return row
-
-
-def plain_selection(pairs, epsilon, delta, m, week, seed, share=0.5) -> pd.DataFrame:
-    """compare_selection without PipelineDP as it was written with pandas: drop_duplicates, the kept rows, two
-    group-bys, scipy.stats.norm."""
-    from odcore.privacy.accounting import partition_threshold
-
-    rng = np.random.default_rng(seed)
+def plain_counts(pairs, week, m, seed):
+    """Distinct people per pair of the week before and after bounding by the plain ranks: (raw, bounded) arrays."""
     wk = pairs.loc[pairs["week"].to_numpy() == week, ["week", "user", "origin", "destination"]].drop_duplicates()
-    key = bounding.bounding_key(rng)
+    key = bounding.bounding_key(np.random.default_rng(seed))
     w, o, d, u, users, _ = plain_prepared(wk)
     rank, _ = plain_ranks(w, o, d, u, users, key)
-    kept = rank < m
-    bounded = pd.DataFrame({"week": w[kept], "user": users[u[kept]], "origin": o[kept], "destination": d[kept]})
-    keys = ["week", "origin", "destination"]
-    raw = wk.groupby(keys, sort=True).size().rename("raw_count")
-    cnt = bounded.groupby(keys, sort=True).size().rename("count")
-    counts = pd.concat([raw, cnt], axis=1).fillna(0).astype(np.int64).reset_index()
-    n = counts["count"].to_numpy(float)
-    live = n > 0
-    rows = []
-    tau = partition_threshold(epsilon, m, delta)
-    noisy = n + rng.laplace(0.0, m / epsilon, size=n.size)
-    pub = live & (noisy >= tau)
-    keep = np.where(live, plain_keep(Strategy.LAB_ONE_COUNT, n, epsilon, delta, m), 0.0)
-    rows.append(plain_row(str(Strategy.LAB_ONE_COUNT), f"all of epsilon on one count; tau = {tau:.1f} fitted to delta "
-                          "(Google's Laplace thresholding with the same noisy count published)",
-                          counts, keep, noisy, pub, epsilon, "same count"))
-    sigma, tau_g = plain_gaussian_one_count(epsilon, delta, m)
-    noisy = n + rng.normal(0.0, sigma, size=n.size)
-    pub = live & (noisy >= tau_g)
-    keep = np.where(live, plain_keep(Strategy.LAB_GAUSSIAN_ONE_COUNT, n, epsilon, delta, m), 0.0)
-    rows.append(plain_row(str(Strategy.LAB_GAUSSIAN_ONE_COUNT),
-                          f"Gaussian noise sigma = {sigma:.1f} on one count (L2 sensitivity sqrt(m) grows slower than "
-                          f"Laplace's m), delta split evenly between the noise and tau = {tau_g:.1f}",
-                          counts, keep, noisy, pub, epsilon, "same count"))
-    es, ec = epsilon * share, epsilon * (1 - share)
-    for s in (Strategy.TRUNCATED_GEOMETRIC, Strategy.LAPLACE_THRESHOLDING):
-        keep = np.where(live, plain_keep(s, n, epsilon, delta, m, share), 0.0)
-        sel = live & (rng.random(n.size) < keep)
-        noisy = n + rng.laplace(0.0, m / ec, size=n.size)
-        why = (f"selection gets {share:.0%} of epsilon ({es:g}) and all of delta, the count the rest "
-               f"({ec:g}): the threshold moves up by the factor {1 / share:g} in noise scale")
-        if s is Strategy.TRUNCATED_GEOMETRIC:
-            why += "; optimal for the selection alone (Desfontaines et al.), so it keeps more than Laplace here"
-        rows.append(plain_row(str(s), why, counts, keep, noisy, sel, es, ec))
-    out = pd.DataFrame(rows)
-    out.attrs.update({"week": week, "epsilon": epsilon, "delta": delta, "max_pairs": m,
-                      "people": int(wk["user"].nunique()), "user_pairs": len(wk), "pairs": int(live.sum())})
-    return out
+    rows = pd.DataFrame({"week": w, "origin": o, "destination": d, "kept": rank < m})
+    g = rows.groupby(["week", "origin", "destination"], sort=True)["kept"]
+    return g.size().to_numpy(float), g.sum().to_numpy(float)
 
 
 def assert_prepared(p, pairs):
@@ -238,19 +204,76 @@ def test_city_weeks_prepare_and_rank_as_the_plain_sort(city):
 
 
 @pytest.mark.parametrize("km", GRIDS)
-def test_city_selection_table_is_the_pandas_one(city, km):
-    """compare_selection on the week's pairs and on the week prepared once: the frame (and its attrs) of the pandas
-    formulation, at several seeds, ε and max pairs."""
+def test_city_selection_table_expects_what_the_definitions_give(city, km):
+    """compare_selection on the week's pairs and on the week prepared once: per strategy, the expected pairs and
+    user-trips published are the sums of each definition's keep probability over the plain bounded counts (the
+    truncated geometric's: of its own keep probabilities, checked against the DP constraints below)."""
     pairs = city[km]
     week = int(pairs["week"].iloc[0])
     prep = prepare_pairs(pairs)
     for seed, eps, m in ((1, 1.0, 10), (7, 0.5, 3), (123, 2.0, 1)):
-        want = plain_selection(pairs, eps, 1e-6, m, week, seed)
-        for got in (compare_selection(pairs, epsilon=eps, max_pairs=m, week=week, rng=seed, pipeline_dp=False),
-                    compare_selection(prep, epsilon=eps, max_pairs=m, week=week, rng=seed, pipeline_dp=False),
-                    compare_selection(prep, epsilon=eps, max_pairs=m, rng=seed, pipeline_dp=False)):
-            pd.testing.assert_frame_equal(got, want)
-            assert got.attrs == want.attrs
+        raw, n = plain_counts(pairs, week, m, seed)
+        live = n > 0
+        tables = [compare_selection(pairs, epsilon=eps, max_pairs=m, week=week, rng=seed, pipeline_dp=False),
+                  compare_selection(prep, epsilon=eps, max_pairs=m, week=week, rng=seed, pipeline_dp=False)]
+        pd.testing.assert_frame_equal(tables[0], tables[1])
+        got = tables[0].set_index("strategy")
+        assert tables[0].attrs["pairs"] == int(live.sum())
+        assert tables[0].attrs["user_pairs"] == int(raw.sum())
+        for s in Strategy:
+            keep = np.where(live, (paper_keep(s, n, eps, 1e-6, m) if s is not Strategy.TRUNCATED_GEOMETRIC
+                                   else truncated_geometric_keep(n.astype(np.int64), eps / 2, 1e-6, m)), 0.0)
+            row = got.loc[str(s)]
+            assert row["pairs_expected"] == pytest.approx(keep.sum(), rel=1e-9, abs=1e-12), (s, seed)
+            assert row["user_trips_expected"] == pytest.approx((keep * raw).sum(), rel=1e-9, abs=1e-12), (s, seed)
+
+
+def test_city_selection_publishes_as_many_pairs_as_expected(city):
+    """Over 8 seeds, each strategy's published pairs and user-trips against their expectations (sums of independent
+    Bernoulli draws: within 5 standard deviations), and the same check rejects the lab's one-count strategy at an ε
+    30 % off."""
+    pairs = city[GRIDS[0]]
+    week = int(pairs["week"].iloc[0])
+    prep = prepare_pairs(pairs)
+    eps, m = 1.0, 5
+    sums = {s: np.zeros(6) for s in Strategy}
+    for seed in range(8):
+        raw, n = plain_counts(pairs, week, m, seed)
+        live = n > 0
+        got = compare_selection(prep, epsilon=eps, max_pairs=m, week=week, rng=seed, pipeline_dp=False)
+        got = got.set_index("strategy")
+        for s in Strategy:
+            keep = np.where(live, (paper_keep(s, n, eps, 1e-6, m) if s is not Strategy.TRUNCATED_GEOMETRIC
+                                   else truncated_geometric_keep(n.astype(np.int64), eps / 2, 1e-6, m)), 0.0)
+            off = np.where(live, paper_keep(Strategy.LAB_ONE_COUNT, n, eps * 1.3, 1e-6, m), 0.0)
+            row = got.loc[str(s)]
+            sums[s] += [row["pairs_published"] - keep.sum(), (keep * (1 - keep)).sum(),
+                        row["user_trips_published"] - (keep * raw).sum(), (raw**2 * keep * (1 - keep)).sum(),
+                        row["pairs_published"] - off.sum(), (off * (1 - off)).sum()]
+    for s, (d_pairs, v_pairs, d_trips, v_trips, d_off, v_off) in sums.items():
+        assert abs(d_pairs) <= 5 * math.sqrt(v_pairs), s
+        assert abs(d_trips) <= 5 * math.sqrt(v_trips), s
+        if s is Strategy.LAB_ONE_COUNT:
+            assert abs(d_off) > 5 * math.sqrt(v_off)
+
+
+def test_truncated_geometric_keep_is_the_largest_dp_selection():
+    """Desfontaines et al. 2022, Theorem 1: the keep probabilities π(n) of the optimal (ε, δ) partition selection
+    meet, for every n >= 1, both DP constraints between neighbours n − 1 and n, π(n) <= e^ε·π(n−1) + δ and
+    1 − π(n−1) <= e^ε·(1 − π(n)) + δ, with π(0) = 0, and each π(n) is as large as they allow (one of the two is
+    tight, or π(n) = 1). A person in m partitions gives each ε/m and 1 − (1 − δ)^(1/m), which compose to (ε, δ)."""
+    for eps, delta, m in ((1.0, 1e-6, 1), (0.3, 1e-5, 4), (2.0, 1e-9, 10)):
+        pi = truncated_geometric_keep(np.arange(0, 4000), eps, delta, m)
+        e, d = eps / m, 1 - (1 - delta) ** (1 / m)
+        assert 1 - (1 - d) ** m == pytest.approx(delta, rel=1e-9)
+        assert pi[0] == 0.0
+        prev, cur = pi[:-1], pi[1:]
+        assert np.all(cur <= math.exp(e) * prev + d + 1e-12)
+        assert np.all(1 - prev <= math.exp(e) * (1 - cur) + d + 1e-12)
+        largest = np.minimum.reduce([math.exp(e) * prev + d, 1 - (1 - prev - d) / math.exp(e), np.ones_like(prev)])
+        np.testing.assert_allclose(cur, largest, rtol=1e-12, atol=1e-15)
+        assert pi[-1] == 1.0
+        assert np.all(np.diff(pi) >= 0)
 
 
 def test_city_bounded_rows_and_counts_are_the_plain_ones(city):
@@ -273,14 +296,20 @@ def test_city_bounded_rows_and_counts_are_the_plain_ones(city):
                                           fill_value=0).to_numpy())
 
 
-def test_keep_probability_of_integer_counts_is_the_norm_formulas():
-    """Integer counts (each distinct value computed once) and the ndtr forms give scipy.stats.norm's floats."""
+def test_keep_probability_is_each_definition():
+    """Integer and float counts: the lab's two one-count strategies and Laplace thresholding against their
+    definitions (scipy.stats' Laplace and normal laws, the thresholds found by bisection)."""
     n = np.random.default_rng(0).integers(0, 3000, 20_000)
-    for s in Strategy:
+    for s in (Strategy.LAB_ONE_COUNT, Strategy.LAB_GAUSSIAN_ONE_COUNT, Strategy.LAPLACE_THRESHOLDING):
         for eps, m in ((1.0, 10), (0.3, 1), (4.0, 25)):
-            want = plain_keep(s, n, eps, 1e-6, m)
-            np.testing.assert_array_equal(keep_probability(s, n, eps, 1e-6, m), want)
-            np.testing.assert_array_equal(keep_probability(s, n.astype(float), eps, 1e-6, m), want)
+            want = paper_keep(s, n, eps, 1e-6, m)
+            np.testing.assert_allclose(keep_probability(s, n, eps, 1e-6, m), want, rtol=1e-7, atol=1e-300)
+            np.testing.assert_allclose(keep_probability(s, n.astype(float), eps, 1e-6, m), want, rtol=1e-7,
+                                       atol=1e-300)
+    # a pair of one person is published with the chance the thresholds were fitted to: 1 − (1 − p)^m = δ
+    for eps, m in ((1.0, 10), (0.5, 3)):
+        p = keep_probability(Strategy.LAB_ONE_COUNT, np.array([1]), eps, 1e-6, m)[0]
+        assert 1 - (1 - p) ** m == pytest.approx(1e-6, rel=1e-6)
 
 
 # ---- the general paths ------------------------------------------------------------------------------------------------
@@ -346,7 +375,10 @@ def test_selection_from_a_prepared_table_of_several_weeks():
         pd.testing.assert_frame_equal(a, b)
         assert a.attrs == b.attrs
         if week is not None:
-            pd.testing.assert_frame_equal(a, plain_selection(pairs, 1.0, 1e-6, 4, week, 5))
+            _raw, n = plain_counts(pairs, week, 4, 5)
+            keep = paper_keep(Strategy.LAB_ONE_COUNT, n[n > 0], 1.0, 1e-6, 4)
+            assert a.set_index("strategy").loc[str(Strategy.LAB_ONE_COUNT), "pairs_expected"] == pytest.approx(
+                keep.sum(), rel=1e-9)
     with pytest.raises(ParameterError, match="week=9 has no pairs"):
         compare_selection(prep, week=9, rng=1, pipeline_dp=False)
 

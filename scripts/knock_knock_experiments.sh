@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Reproduces docs/knock_knock_results.md: Pyrgelis et al. 2018 (Knock Knock) SFC experiments on the real
 # Cabspotting data in ../shared/data/cabspotting_sf. Writes one JSON per run into $OUT (not the repo: the JSON
-# holds per-cab results) and then prints the tables with docs/knock_knock_table.py.
-#   usage: bash docs/knock_knock_experiments.sh [subset|rfe|past|mre|defences|backward|all]   (default all)
+# holds per-cab results) and then prints the tables with scripts/knock_knock_table.py.
+#   usage: bash scripts/knock_knock_experiments.sh [subset|rfe|past|mre|defences|backward|all]   (default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -61,4 +61,4 @@ if [[ $what == backward || $what == all ]]; then # FPA/EFPAG with unnormalised t
     done
   done
 fi
-[[ -f docs/knock_knock_table.py ]] && $PY docs/knock_knock_table.py "$OUT"
+[[ -f scripts/knock_knock_table.py ]] && $PY scripts/knock_knock_table.py "$OUT"

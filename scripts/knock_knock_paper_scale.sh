@@ -4,8 +4,8 @@
 # §VI-A (subset of locations, alpha = 0.2, m = 10 and 100) and §VI-C (length of the inference period: same-groups
 # prior, beta = 150, m = 100, MLP; one week, one day and 8 hours, on a Monday and on a Saturday of the third week,
 # observed on the same weekday of the weeks before).
-#   usage: bash docs/knock_knock_paper_scale.sh [subset|periods|all]   then
-#          .venv/bin/python docs/knock_knock_paper_scale_table.py "$OUT"
+#   usage: bash scripts/knock_knock_paper_scale.sh [subset|periods|all]   then
+#          .venv/bin/python scripts/knock_knock_paper_scale_table.py "$OUT"
 # Every run writes its JSON (per-target AUC, means, seconds) to $OUT; the load average after each run goes to
 # $OUT/load.log.
 set -euo pipefail

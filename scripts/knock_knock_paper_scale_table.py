@@ -1,10 +1,10 @@
-"""Print the markdown table of docs/knock_knock.md from the runs of docs/knock_knock_paper_scale.sh.
+"""Print the markdown table of docs/knock_knock.md from the runs of scripts/knock_knock_paper_scale.sh.
 
 A finished run is read from its JSON; an interrupted one from its log, whose progress lines give each finished
 target's AUC (to 3 decimals; targets are played in turn from the three mobility thirds, so the finished ones are a
 balanced sample).
 
-usage: .venv/bin/python docs/knock_knock_paper_scale_table.py /tmp/knock_paper_scale
+usage: .venv/bin/python scripts/knock_knock_paper_scale_table.py /tmp/knock_paper_scale
 """
 
 from __future__ import annotations

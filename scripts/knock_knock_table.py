@@ -1,6 +1,6 @@
 """Print the markdown tables of docs/knock_knock_results.md from the JSON written by knock_knock_experiments.sh.
 
-usage: .venv/bin/python docs/knock_knock_table.py /tmp/knock_results
+usage: .venv/bin/python scripts/knock_knock_table.py /tmp/knock_results
 """
 
 from __future__ import annotations
