@@ -306,6 +306,39 @@ def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows, worker
         "duplicate_row", load_traces(path, **opts).report.rows_dropped["duplicate_row"])
 
 
+@pytest.mark.parametrize(("shard_rows", "batch_rows"), [(300, 50), (10**9, 10**6)])
+def test_memory_engine_on_a_file_grouped_by_user_reads_it_in_runs(tmp_path, shard_rows, batch_rows):
+    """A file whose users each come in one run of rows (duplicates inside a run, missing values, a glitch, rows
+    outside the box) is cut into chunks of whole users: the loader's tables and drops; a user whose rows come back
+    in a later batch sends the file to the user shards, with the same tables."""
+    df = _random_city(40, 5)
+    dup = df.iloc[[10, 11, 12]]
+    df = pd.concat([df.iloc[:13], dup, df.iloc[13:]], ignore_index=True)     # 3 exact duplicates in u000's run
+    df.loc[3, "lat"] = np.nan
+    df.loc[60, "user"] = None
+    df.loc[70, "lat"], df.loc[70, "lon"] = 40.0, -100.0
+    path = tmp_path / "grouped.parquet"
+    df.to_parquet(path, index=False, row_group_size=70)
+    opts = {"tz": "Europe/Paris", "bbox": "36.0,-123.0,39.0,-122.0"}
+    cfg = ODConfig(tz="Europe/Paris")
+    m = build_od(file_source(str(path), **opts), cfg, engine="memory", shard_rows=shard_rows, batch_rows=batch_rows)
+    assert m.stats["pool"] == "user runs"
+    assert (m.stats["shards"] > 2) == (shard_rows == 300)
+    tr = load_traces(str(path), **opts)
+    assert_same(m, build_od(tr, cfg, engine="memory"))
+    assert m.stats["rows_dropped"] == {**tr.report.rows_dropped}
+    assert m.stats["rows_dropped"]["duplicate_row"] == 3
+
+    split = pd.concat([df, df[df["user"] == "u001"].assign(time=lambda x: x["time"] + pd.Timedelta(days=1))],
+                      ignore_index=True)                                      # u001 again, after every other
+    path2 = tmp_path / "split.parquet"
+    split.to_parquet(path2, index=False, row_group_size=70)
+    m2 = build_od(file_source(str(path2), **opts), cfg, engine="memory", shard_rows=shard_rows,
+                  batch_rows=batch_rows)
+    assert m2.stats["pool"] != "user runs"
+    assert_same(m2, build_od(load_traces(str(path2), **opts), cfg, engine="memory"))
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_memory_engine_worker_processes_split_the_files(tmp_path, fmt):
     """Worker processes each read a part of the files (Parquet row groups, or whole CSV files) and compute whole
