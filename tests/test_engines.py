@@ -244,12 +244,17 @@ def _hours_city(kind: str, n_users: int = 120, seed: int = 5) -> pd.DataFrame:
     return _traces(rows)
 
 
-@pytest.mark.parametrize("kind", ["sparse", "mixed", "dense"])
+@pytest.mark.parametrize("kind", ["sparse", "mixed", "dense", "dense distinct", "dense distinct shuffled"])
 def test_duckdb_stage_b_paths_match_memory_on_files(tmp_path, kind):
     """DuckDB's per-shard paths (one window over the rows when every user-hour has one row; otherwise the hour
-    aggregate, with duplicate removal and per-cell counts for the hours with several rows or for all rows) give
-    the memory engine's tables and duplicate count, over several user shards."""
-    df = _hours_city(kind)
+    aggregate, with duplicate removal and per-cell counts for the hours with several rows or for all rows; rows
+    counted by user, hour and cell when their order proves that none is a duplicate) give the memory engine's
+    tables and duplicate count, over several user shards."""
+    df = _hours_city(kind.split()[0])
+    if "distinct" in kind:
+        df = df.drop_duplicates(ignore_index=True)
+    if "shuffled" in kind:   # the same rows in another order: the order proves nothing
+        df = df.sample(frac=1.0, random_state=3, ignore_index=True)
     path = tmp_path / f"{kind}.parquet"
     df.to_parquet(path, index=False)
     cfg = ODConfig(tz="Europe/Paris")
@@ -260,11 +265,13 @@ def test_duckdb_stage_b_paths_match_memory_on_files(tmp_path, kind):
     assert_same(m, d)
     dup = m.stats["rows_dropped"].get("duplicate_row", 0)
     assert d.stats["rows_dropped"].get("duplicate_row", 0) == dup
-    assert (dup > 0) == (kind != "sparse")
+    assert (dup > 0) == (kind in ("mixed", "dense"))
     assert d.stats["rows_used"] == m.stats["rows_used"]
     taken = {k for k, v in d.stats["shard_paths"].items() if v}
     assert taken == {"sparse": {"one row per user-hour"}, "mixed": {"several-row hours apart"},
-                     "dense": {"all rows deduplicated"}}[kind]
+                     "dense": {"all rows deduplicated"},
+                     "dense distinct": {"rows counted by user, hour and cell"},
+                     "dense distinct shuffled": {"all rows deduplicated"}}[kind]
 
 
 def test_duckdb_big_batches_keep_each_user_in_one_shard(tmp_path):

@@ -46,11 +46,13 @@ BATCH_ROWS = 1_000_000
 SHARD_ROWS = 12_000_000
 
 
-def _connect(memory_limit: str, threads: int | None, temp_dir: str):
+def _connect(memory_limit: str, threads: int | None, temp_dir: str, in_order: bool = False):
+    """A DuckDB connection; ``in_order``: scans return the rows in the files' order (what :class:`RowOrder` reads
+    a proof from), else in any order."""
     import duckdb
 
     cfg: dict[str, Any] = {"memory_limit": memory_limit, "temp_directory": temp_dir,
-                           "preserve_insertion_order": False}
+                           "preserve_insertion_order": in_order}
     if threads:
         cfg["threads"] = int(threads)
     con = duckdb.connect(config=cfg)
@@ -218,6 +220,7 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
         user, t, lat, lon, slot, cell = user.take(pa.array(idx)), t[idx], lat[idx], lon[idx], slot[idx], cell[idx]
     if isinstance(user, pa.ChunkedArray):
         user = user.combine_chunks()
+    st.order = _order_facts(user, t, slot)
     tbl = pa.table([user, pa.array(t), pa.array(lat), pa.array(lon), pa.array(slot), pa.array(cell)],
                    names=[USER, K.T_S, LAT, LON, K.SLOT, "cell"])
     if n_shards == 1 or not len(tbl):
@@ -241,6 +244,77 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
                                                                             strict=True)) if n] + out_part, st
 
 
+def _order_facts(user, t: np.ndarray, slot: np.ndarray) -> dict[str, Any] | None:
+    """How a batch's rows (in the source's order) come: whether each user's rows are in time order within their
+    runs, how many rows follow a row of the same user with the same time (``same_time``) or the same hour
+    (``same_hour``), the runs' user ids, and the first and last row's (user, t, slot), for :class:`RowOrder`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(t)
+    if n == 0:
+        return None
+    if n > 1:
+        same = pc.fill_null(pc.equal(user.slice(1), user.slice(0, n - 1)), False).to_numpy(zero_copy_only=False)
+        dt = t[1:] - t[:-1]
+        in_order = bool((~same | (dt >= 0)).all())
+        same_time = int((same & (dt == 0)).sum())
+        same_hour = int((same & (slot[1:] == slot[:-1])).sum())
+        starts = np.r_[0, np.flatnonzero(~same) + 1]
+    else:
+        in_order, same_time, same_hour, starts = True, 0, 0, np.zeros(1, np.int64)
+    return {"in_order": in_order, "same_time": same_time, "same_hour": same_hour,
+            "ids": user.take(pa.array(starts)),
+            "first": (user[0].as_py(), int(t[0]), int(slot[0])), "last": (user[n - 1].as_py(), int(t[-1]),
+                                                                            int(slot[-1]))}
+
+
+class RowOrder:
+    """What the order of the kept rows proves, added batch by batch in the source's order: when every user's rows
+    form one run in time order and no row follows one of the same user and time, no two rows are exact duplicates
+    (:attr:`no_duplicates`); when, moreover, none follows one of the same user and hour, every user-hour has one
+    row (:attr:`one_row_hours`). Only a proof is used: an order that proves nothing leaves stage B as it is."""
+
+    def __init__(self) -> None:
+        self.ok = True
+        self.ids: list = []
+        self.last = None
+        self.same_time = self.same_hour = 0
+
+    def add(self, f: dict[str, Any] | None) -> None:
+        if f is None or not self.ok:
+            return
+        if not f["in_order"] or (None in (f["first"][0], f["last"][0])):
+            self.ok = False
+            return
+        ids = f["ids"]
+        if self.last is not None and self.last[0] == f["first"][0]:
+            if f["first"][1] < self.last[1]:
+                self.ok = False
+                return
+            self.same_time += f["first"][1] == self.last[1]
+            self.same_hour += f["first"][2] == self.last[2]
+            ids = ids.slice(1)
+        self.ids.append(ids)
+        self.last = f["last"]
+        self.same_time += f["same_time"]
+        self.same_hour += f["same_hour"]
+
+    def _grouped(self) -> bool:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not self.ok or not self.ids:
+            return False
+        ids = pa.chunked_array(self.ids)
+        return ids.null_count == 0 and pc.count_distinct(ids).as_py() == len(ids)
+
+    def facts(self) -> tuple[bool, bool]:
+        """``(no_duplicates, one_row_hours)``."""
+        no_dup = self.same_time == 0 and self._grouped()
+        return no_dup, no_dup and self.same_hour == 0
+
+
 def _threaded(fn, items, workers: int):
     """``map(fn, items)`` in order on ``workers`` threads, at most ``workers + 1`` items in flight (memory stays
     that of a few batches). The per-row work is numpy and pyproj, which release the GIL on whole arrays, so a
@@ -262,12 +336,14 @@ def _threaded(fn, items, workers: int):
 
 
 def prepared_batches(scan: _Scan, grid, tz: str, filters: K.Filters | None, st: K.PrepStats, workers: int = 1,
-                     n_shards: int = 1, outside: bool = False):
+                     n_shards: int = 1, outside: bool = False, order: RowOrder | None = None):
     """Yield, per source batch, ``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the kept rows,
     prepared on ``workers`` threads (what was read and dropped is added to ``st``; ``outside``: as
-    :func:`_prepare`)."""
+    :func:`_prepare`; ``order``: receives the batches' :func:`_order_facts`, in the source's order)."""
     for parts, bst in _threaded(lambda b: _prepare(b, scan, grid, tz, filters, n_shards, outside),
                                 scan.raw_batches(), workers):
+        if order is not None:
+            order.add(getattr(bst, "order", None))
         st.merge(bst)
         yield parts
 
@@ -301,9 +377,11 @@ class _ShardFiles:
         return sorted(self.writers)
 
     def read(self, k: int, keep: bool = False):
+        """Shard ``k``'s rows, memory-mapped: DuckDB scans only the columns a query names, so only their pages are
+        read into memory."""
         import pyarrow as pa
 
-        with pa.OSFile(str(self.path(k)), "rb") as f:
+        with pa.memory_map(str(self.path(k)), "r") as f:
             tbl = pa.ipc.open_stream(f).read_all()
         if not keep:
             self.path(k).unlink()
@@ -332,11 +410,12 @@ def _winners_sql(src: str, dedupe: bool, packed: bool) -> str:
     return f"SELECT user, slot, arg_max(cell, (n, -cell)) AS cell, sum(n)::BIGINT AS n FROM ({pts}) GROUP BY ALL"
 
 
-SHARD_PATHS = ("one row per user-hour", "hours aggregated", "several-row hours apart", "all rows deduplicated")
+SHARD_PATHS = ("one row per user-hour", "hours aggregated", "several-row hours apart", "all rows deduplicated",
+               "rows counted by user, hour and cell")
 
 
 def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows_window: bool,
-               bounded_sql: str | None = None) -> str:
+               bounded_sql: str | None = None, no_duplicates: bool = False) -> str:
     """The per-shard pipeline (user-hours -> winners -> trips -> unique pairs), appended into the result tables.
 
     With ``rows_window``, one window over the shard's rows (each user's rows by hour, the next row's hour
@@ -346,7 +425,9 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
     row's cell as winner, and only the rows of hours with several rows go through duplicate removal and the
     per-cell count (:func:`_winners_sql`), or all rows when most are in such hours (dense GPS traces); the window
     then runs over the winners. Returns the path taken (:data:`SHARD_PATHS`); the caller tries the one window again
-    on the next shard only if it held.
+    on the next shard only if it held. ``no_duplicates`` (the rows' order proved that no two rows are exact
+    duplicates, :class:`RowOrder`) with ``rows_window`` False: the rows are cut first, counted by (user, hour,
+    cell), and the winners and the window come from those counts (about 50 fixes a user-hour become a few rows).
     """
     nxt = "lead(slot) OVER u AS nslot, lead(cell) OVER u AS ncell"
     single = False
@@ -358,6 +439,12 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
         single = same_hour == 0
     if single:
         n_dedup, path = n_rows, SHARD_PATHS[0]
+    elif no_duplicates:
+        path = SHARD_PATHS[4]
+        con.execute(f"CREATE OR REPLACE TEMP TABLE win AS {_winners_sql(src, False, packed)}")
+        n_rows = n_dedup = int(con.execute("SELECT sum(n) FROM win").fetchall()[0][0] or 0)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE lw AS SELECT user, slot, cell, {nxt} FROM win "
+                    "WINDOW u AS (PARTITION BY user ORDER BY slot)")
     else:
         con.execute(f"CREATE OR REPLACE TEMP TABLE hrs AS SELECT user, slot, count(*) AS c, min(cell) AS cell "
                     f"FROM {src} GROUP BY user, slot")
@@ -435,7 +522,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
     timings: dict[str, float] = {}
     try:
         con = _connect(memory_limit, threads, str(work / "spill"))
-        src_con = _connect(memory_limit, threads, str(work / "spill-src"))
+        src_con = _connect(memory_limit, threads, str(work / "spill-src"), in_order=True)
         if isinstance(source, FileSource):
             scan = _Scan(src_con, source, batch_rows)
             scan.check_numbers()
@@ -474,7 +561,8 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         # windows and aggregates (shard tables inside DuckDB filled memory_limit once the input outgrew it, and
         # were then spilled, read back, and left stage B to spill its own work too). With ``describe``, the rows no
         # zone takes go to shard -1.
-        for parts in prepared_batches(scan, grid, tz, filters, st, workers, n_shards, outside=describe):
+        order = RowOrder()
+        for parts in prepared_batches(scan, grid, tz, filters, st, workers, n_shards, outside=describe, order=order):
             for k, part_tbl in parts:
                 shards.append(k, part_tbl)
             n_batches += 1
@@ -524,10 +612,14 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         dedupe = isinstance(source, FileSource)
         packed = grid.n_cells < 2**31
         paths = dict.fromkeys(SHARD_PATHS, 0)
-        path = SHARD_PATHS[0]   # the one window is tried first, and again only while it holds
+        no_dup, one_row_hours = order.facts()
+        # the one window is tried first, and again only while it holds, unless the rows' order proved that some
+        # user-hour has several rows and no row is a duplicate: then the rows are counted by user, hour and cell
+        path = SHARD_PATHS[0] if one_row_hours or not no_dup else SHARD_PATHS[4]
         for k in created:
             con.register("shard_rows", shards.read(k))
-            path = _run_shard(con, "shard_rows", dedupe, keep_pairs, packed, path == SHARD_PATHS[0], bounded_sql)
+            path = _run_shard(con, "shard_rows", dedupe and not no_dup, keep_pairs, packed, path == SHARD_PATHS[0],
+                              bounded_sql, no_duplicates=no_dup)
             con.unregister("shard_rows")
             paths[path] += 1
         timings["stage_b"] = time.perf_counter() - t0 - timings["grid"] - timings["stage_a"]
