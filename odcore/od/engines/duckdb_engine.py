@@ -224,7 +224,7 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
     tbl = pa.table([user, pa.array(t), pa.array(lat), pa.array(lon), pa.array(slot), pa.array(cell)],
                    names=[USER, K.T_S, LAT, LON, K.SLOT, "cell"])
     if n_shards == 1 or not len(tbl):
-        return [(0, tbl), *out_part], st
+        return _with_runs([(0, tbl)], st) + out_part, st
     if pa.types.is_integer(user.type):   # integer ids: a splitmix64 hash in numpy
         sh = (K.mix64(user.to_numpy().astype(np.int64).view(np.uint64)) % np.uint64(n_shards)).astype(np.int32)
     else:                                # text ids: DuckDB's hash; the row number goes along, because the
@@ -236,12 +236,37 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
         sh[got["i"]] = got["s"]
     if n_shards <= 4:                    # a few shards: one mask each is cheaper than sorting the batch
         parts = [(k, tbl.filter(pa.array(sh == k))) for k in range(n_shards)]
-        return [(k, p) for k, p in parts if len(p)] + out_part, st
+        return _with_runs([(k, p) for k, p in parts if len(p)], st) + out_part, st
     order = np.argsort(sh, kind="stable")
     ends = np.cumsum(np.bincount(sh, minlength=n_shards))
     tbl = tbl.take(pa.array(order))
-    return [(k, tbl.slice(int(e - n), int(n))) for k, (e, n) in enumerate(zip(ends, np.diff(ends, prepend=0),
-                                                                            strict=True)) if n] + out_part, st
+    return _with_runs([(k, tbl.slice(int(e - n), int(n))) for k, (e, n) in enumerate(zip(
+        ends, np.diff(ends, prepend=0), strict=True)) if n], st) + out_part, st
+
+
+def _with_runs(parts: list, st: K.PrepStats) -> list:
+    """``parts`` and, when the batch's rows are in order (:func:`_order_facts`), each part's rows counted by runs
+    of equal (user, slot, cell) (``(("runs", k), Arrow table user, slot, cell, n)``): what stage B reads instead of
+    the rows once the order has proved that no row is a duplicate."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    f = getattr(st, "order", None)
+    if f is None or not f["in_order"]:
+        return parts
+    out = list(parts)
+    for k, tbl in parts:
+        n = len(tbl)
+        user = tbl.column(USER).combine_chunks()
+        slot = tbl.column(K.SLOT).to_numpy()
+        cell = tbl.column("cell").to_numpy()
+        same = pc.fill_null(pc.equal(user.slice(1), user.slice(0, n - 1)), False).to_numpy(zero_copy_only=False)
+        same &= (slot[1:] == slot[:-1]) & (cell[1:] == cell[:-1])
+        starts = np.r_[0, np.flatnonzero(~same) + 1]
+        out.append((("runs", k), pa.table([user.take(pa.array(starts)), pa.array(slot[starts]),
+                                           pa.array(cell[starts]), pa.array(np.diff(np.r_[starts, n]))],
+                                          names=[USER, K.SLOT, "cell", "n"])))
+    return out
 
 
 def _order_facts(user, t: np.ndarray, slot: np.ndarray) -> dict[str, Any] | None:
@@ -392,18 +417,20 @@ _B32 = 4294967296   # 2**32: the winner's (count, -cell) packed in one BIGINT
 ROWS_COLS = "user, t, lat, lon, slot, cell"
 
 
-def _winners_sql(src: str, dedupe: bool, packed: bool) -> str:
+def _winners_sql(src: str, dedupe: bool, packed: bool, counted: bool = False) -> str:
     """Winner of every user-hour of ``src`` (rows ``user, t, lat, lon, slot, cell``) as ``user, slot, cell, n``
     (``n``: the hour's rows after duplicate removal).
 
     Houssiau et al. 2022, Methods: winner takes all per user-hour, ties to the lower cell id. Exact duplicate rows
     (same user, time and coordinates: their slot and cell are then equal too) count once. ``packed`` (cell ids
     below 2**31): the winner is the integer ``max(n * 2**32 + (2**32 - 1 - cell))`` (most records, then the lowest
-    cell id), about twice as fast as ``arg_max`` over a struct, with the same result.
+    cell id), about twice as fast as ``arg_max`` over a struct, with the same result. ``counted``: ``src`` holds
+    the counts already (``user, slot, cell, n``, one row per user, slot and cell).
     """
     rows = (f"(SELECT user, any_value(slot) AS slot, any_value(cell) AS cell FROM {src} GROUP BY user, t, lat, lon)"
             if dedupe else src)
-    pts = f"SELECT user, slot, cell, count(*) AS n FROM {rows} GROUP BY ALL"
+    pts = f"SELECT user, slot, cell, n FROM {src}" if counted else \
+        f"SELECT user, slot, cell, count(*) AS n FROM {rows} GROUP BY ALL"
     if packed:
         return (f"SELECT user, slot, {_B32 - 1} - max(n * {_B32} + ({_B32 - 1} - cell)) % {_B32} AS cell, "
                 f"sum(n)::BIGINT AS n FROM ({pts}) GROUP BY user, slot")
@@ -439,9 +466,10 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
         single = same_hour == 0
     if single:
         n_dedup, path = n_rows, SHARD_PATHS[0]
-    elif no_duplicates:
+    elif no_duplicates:   # src: the rows counted by runs (user, slot, cell, n), summed per (user, slot, cell)
         path = SHARD_PATHS[4]
-        con.execute(f"CREATE OR REPLACE TEMP TABLE win AS {_winners_sql(src, False, packed)}")
+        pts = f"(SELECT user, slot, cell, sum(n)::BIGINT AS n FROM {src} GROUP BY ALL)"
+        con.execute(f"CREATE OR REPLACE TEMP TABLE win AS {_winners_sql(pts, False, packed, counted=True)}")
         n_rows = n_dedup = int(con.execute("SELECT sum(n) FROM win").fetchall()[0][0] or 0)
         con.execute(f"CREATE OR REPLACE TEMP TABLE lw AS SELECT user, slot, cell, {nxt} FROM win "
                     "WINDOW u AS (PARTITION BY user ORDER BY slot)")
@@ -484,7 +512,8 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
 
 def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memory_limit: str = "3GB",
                     threads: int | None = None, temp_dir: str | None = None, shard_rows: int = SHARD_ROWS,
-                    batch_rows: int = BATCH_ROWS, bound: tuple[int, int] | None = None, describe: bool = False):
+                    batch_rows: int = BATCH_ROWS, bound: tuple[int, int] | None = None, describe: bool = False,
+                    fingerprint: bool = True):
     """Weekly unique OD counts of ``source`` (a trace DataFrame or a :class:`FileSource`) computed in DuckDB.
 
     Parameters
@@ -514,7 +543,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         (after the filters, exact duplicates once, zones not applied): ``stats["traces"]``,
         ``stats["loader_drops"]`` and ``stats["fingerprint"]``, as :func:`odcore.od.engines.spark_engine.build_od_spark`
         gives them; the rows no zone takes are kept in one more table for it, and the distinct rows are read back
-        once, in batches, to be hashed.
+        once, in batches, to be hashed (``fingerprint`` False: not hashed, ``stats["fingerprint"]`` None).
     """
     describe = describe and isinstance(source, FileSource)
     tz = config.tz
@@ -562,15 +591,21 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         # were then spilled, read back, and left stage B to spill its own work too). With ``describe``, the rows no
         # zone takes go to shard -1.
         order = RowOrder()
+        runs = _ShardFiles(work / "runs")
         for parts in prepared_batches(scan, grid, tz, filters, st, workers, n_shards, outside=describe, order=order):
             for k, part_tbl in parts:
-                shards.append(k, part_tbl)
+                if isinstance(k, tuple):    # counts by runs: kept only while the order may still prove something
+                    if order.ok:
+                        runs.append(k[1], part_tbl)
+                else:
+                    shards.append(k, part_tbl)
             n_batches += 1
             del parts
         if n_batches == 0:
             raise TraceFormatError("no trace rows.")
         scan.close()
         created = set(shards.finish())
+        runs.finish()
         timings["stage_a"] = time.perf_counter() - t0 - timings["grid"]
         cpu["stage_a"] = time.process_time() - c0 - cpu["grid"]
         described = None
@@ -580,7 +615,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
                 con.register("part_tbl", shards.read(k, keep=True))
                 con.execute(f"CREATE TEMP TABLE {name} AS SELECT {ROWS_COLS} FROM part_tbl")
                 con.unregister("part_tbl")
-            described = _describe_kept(con, sorted(created), workers)
+            described = _describe_kept(con, sorted(created), workers, fingerprint)
             for name in names.values():
                 con.execute(f"DROP TABLE {name}")
             if -1 in created:
@@ -617,7 +652,8 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         # user-hour has several rows and no row is a duplicate: then the rows are counted by user, hour and cell
         path = SHARD_PATHS[0] if one_row_hours or not no_dup else SHARD_PATHS[4]
         for k in created:
-            con.register("shard_rows", shards.read(k))
+            by_runs = no_dup and not one_row_hours
+            con.register("shard_rows", runs.read(k) if by_runs else shards.read(k))
             path = _run_shard(con, "shard_rows", dedupe and not no_dup, keep_pairs, packed, path == SHARD_PATHS[0],
                               bounded_sql, no_duplicates=no_dup)
             con.unregister("shard_rows")
@@ -671,7 +707,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
                       user_like=like)
 
 
-def _describe_kept(con, tables: list[int], workers: int = 1) -> dict[str, Any]:
+def _describe_kept(con, tables: list[int], workers: int = 1, fingerprint: bool = True) -> dict[str, Any]:
     """``stats["traces"]``, ``stats["loader_drops"]`` and ``stats["fingerprint"]`` of ``describe``, from the shard
     tables ``rows_k`` and ``rows_out`` (k = -1) of stage A: every row the filters keep, each distinct row once."""
     from odcore.data.fingerprint import TraceFingerprint, row_hashes
@@ -685,15 +721,16 @@ def _describe_kept(con, tables: list[int], workers: int = 1) -> dict[str, Any]:
                             ).fetchall()[0][0] or 0)
     a = con.execute("SELECT count(*), count(DISTINCT user), sum(far), min(t), max(t), min(lat), max(lat), min(lon), "
                     "max(lon) FROM kept_fixes").fetchall()[0]
-    fp = TraceFingerprint()
-    reader = con.sql("SELECT user, t, lat, lon FROM kept_fixes").to_arrow_reader(BATCH_ROWS)
+    fp = TraceFingerprint() if fingerprint else None
+    if fp is not None:
+        reader = con.sql("SELECT user, t, lat, lon FROM kept_fixes").to_arrow_reader(BATCH_ROWS)
 
-    def hashes(b):
-        return row_hashes(b.column(0).to_pandas(), b.column(1).to_numpy() * 1_000_000_000, b.column(2).to_numpy(),
-                          b.column(3).to_numpy())
+        def hashes(b):
+            return row_hashes(b.column(0).to_pandas(), b.column(1).to_numpy() * 1_000_000_000,
+                              b.column(2).to_numpy(), b.column(3).to_numpy())
 
-    for h in _threaded(hashes, reader, workers):
-        fp.add(h)
+        for h in _threaded(hashes, reader, workers):
+            fp.add(h)
     con.execute("DROP TABLE kept_fixes")
     rows = int(a[0])
     iso = K.iso_second
@@ -702,7 +739,7 @@ def _describe_kept(con, tables: list[int], workers: int = 1) -> dict[str, Any]:
               "lat_range": [float(a[5]), float(a[6])] if rows else None,
               "lon_range": [float(a[7]), float(a[8])] if rows else None}
     return {"traces": traces, "loader_drops": {DROP_DUPLICATE: n_raw - rows} if n_raw > rows else {},
-            "fingerprint": fp.hexdigest()}
+            "fingerprint": None if fp is None else fp.hexdigest()}
 
 
 _COLS = (WEEK, ORIGIN, DESTINATION, COUNT, TRIPS, UNIQUE_TRIPS)  # documented output columns
