@@ -346,6 +346,36 @@ def test_memory_engine_on_a_file_grouped_by_user_reads_it_in_runs(tmp_path, shar
     assert_same(m2, build_od(load_traces(str(path2), **opts), cfg, engine="memory"))
 
 
+@pytest.mark.parametrize("order", ["by user and time", "shuffled"])
+def test_parquet_with_a_generic_column_mapping_same_in_every_engine(tmp_path, order):
+    """A Parquet file whose columns the loader does not recognise by name (``vehicle, ts, lat_deg, lon_deg``), read
+    with a column mapping: the memory and DuckDB engines give the loader's tables and drops, whether the file comes
+    sorted by user and time (each user one run, no repeated time: chunks of whole users, rows counted by user, hour
+    and cell) or in any order (the user shards, duplicate removal over the rows)."""
+    df = _hours_city("dense").drop_duplicates(ignore_index=True)
+    if order == "shuffled":
+        df = df.sample(frac=1.0, random_state=4, ignore_index=True)
+    df.loc[5, "lat"] = np.nan
+    mapping = {"user": "vehicle", "time": "ts", "lat": "lat_deg", "lon": "lon_deg"}
+    path = tmp_path / "generic.parquet"
+    df.rename(columns={"user": "vehicle", "time": "ts", "lat": "lat_deg", "lon": "lon_deg"}).to_parquet(
+        path, index=False, row_group_size=500)
+    opts = {"tz": "Europe/Paris", "bbox": "36.0,-123.0,39.0,-122.0", "mapping": mapping}
+    cfg = ODConfig(tz="Europe/Paris")
+    tr = load_traces(str(path), **opts)
+    ref = build_od(tr, cfg, grid=GRID, engine="memory")
+    src = file_source(str(path), **opts)
+    m = build_od(src, cfg, grid=GRID, engine="memory", shard_rows=700, batch_rows=300)
+    d = build_od(src, cfg, grid=GRID, engine="duckdb", shard_rows=1_500, batch_rows=1_000)
+    assert m.stats["pool"] == ("user runs" if order != "shuffled" else "processes")
+    taken = {k for k, v in d.stats["shard_paths"].items() if v}
+    assert taken == ({"rows counted by user, hour and cell"} if order != "shuffled" else {"all rows deduplicated"})
+    for od in (m, d):
+        assert_same(od, ref)
+        assert od.stats["rows_dropped"] == {k: v for k, v in tr.report.rows_dropped.items()
+                                            if k != "duplicate_row"}
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_memory_engine_worker_processes_split_the_files(tmp_path, fmt):
     """Worker processes each read a part of the files (Parquet row groups, or whole CSV files) and compute whole

@@ -231,6 +231,7 @@ def source_place(src, bbox, region, found: dict | None = None) -> tuple:
     found = {} if found is None else found
     found.update({"regions": [], "region": None})
     import numpy as np
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
     from odcore.data.traces import BBox, RobustBoxCounts, resolve_mapping
@@ -264,12 +265,18 @@ def source_place(src, bbox, region, found: dict | None = None) -> tuple:
         users, lats, lons = [], [], []
         for b in data.to_batches(columns=cols):
             ok, lat, lon = usable(b)
-            users.append(b.column(0).to_numpy(zero_copy_only=False)[ok])
+            users.append(b.column(0).filter(pa.array(ok)))
             lats.append(lat[ok])
             lons.append(lon[ok])
         import pandas as pd
 
-        u = pd.factorize(np.concatenate(users))[0]
+        ids = pa.chunked_array(users, type=users[0].type if users else pa.int64()).combine_chunks()
+        if pa.types.is_integer(ids.type):
+            u = pd.factorize(ids.to_numpy(zero_copy_only=False))[0]
+        else:   # codes in order of first appearance, as pandas.factorize gives them, without a Python str per row
+            if pa.types.is_dictionary(ids.type):
+                ids = ids.cast(ids.type.value_type)
+            u = ids.dictionary_encode().indices.to_numpy(zero_copy_only=False).astype(np.int64)
         la, lo = np.concatenate(lats), np.concatenate(lons)
         if str(region).strip().lower() != "auto" or spans_metro(box or BBox.robust(la, lo)):
             regions = find_regions(u, la, lo)
