@@ -186,7 +186,8 @@ def _resolve_bbox(scan: _Scan, source, workers: int = 1) -> tuple[float, float, 
     return BBox.parse(source.bbox).as_tuple()
 
 
-def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shards: int, outside: bool = False):
+def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shards: int, outside: bool = False,
+             runs: bool = True):
     """One batch of :meth:`_Scan.raw_batches` -> (``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the
     kept rows, its :class:`~odcore.od.engines.kernel.PrepStats`). The shard of a row is a hash of its user modulo
     ``n_shards`` (integer ids: :func:`~odcore.od.engines.kernel.mix64`; text: DuckDB's ``hash`` on a cursor of this
@@ -220,7 +221,7 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
         user, t, lat, lon, slot, cell = user.take(pa.array(idx)), t[idx], lat[idx], lon[idx], slot[idx], cell[idx]
     if isinstance(user, pa.ChunkedArray):
         user = user.combine_chunks()
-    st.order = _order_facts(user, t, slot)
+    st.order = _order_facts(user, t, slot) if runs else None
     tbl = pa.table([user, pa.array(t), pa.array(lat), pa.array(lon), pa.array(slot), pa.array(cell)],
                    names=[USER, K.T_S, LAT, LON, K.SLOT, "cell"])
     if n_shards == 1 or not len(tbl):
@@ -365,7 +366,7 @@ def prepared_batches(scan: _Scan, grid, tz: str, filters: K.Filters | None, st: 
     """Yield, per source batch, ``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the kept rows,
     prepared on ``workers`` threads (what was read and dropped is added to ``st``; ``outside``: as
     :func:`_prepare`; ``order``: receives the batches' :func:`_order_facts`, in the source's order)."""
-    for parts, bst in _threaded(lambda b: _prepare(b, scan, grid, tz, filters, n_shards, outside),
+    for parts, bst in _threaded(lambda b: _prepare(b, scan, grid, tz, filters, n_shards, outside, order is not None),
                                 scan.raw_batches(), workers):
         if order is not None:
             order.add(getattr(bst, "order", None))
@@ -400,6 +401,13 @@ class _ShardFiles:
         for w in self.writers.values():
             w.close()
         return sorted(self.writers)
+
+    def remove(self) -> None:
+        """Close and delete every file (the folder stays)."""
+        for k in self.finish():
+            self.path(k).unlink(missing_ok=True)
+        self.writers.clear()
+        self.schema = None
 
     def read(self, k: int, keep: bool = False):
         """Shard ``k``'s rows, memory-mapped: DuckDB scans only the columns a query names, so only their pages are
@@ -458,7 +466,7 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
     """
     nxt = "lead(slot) OVER u AS nslot, lead(cell) OVER u AS ncell"
     single = False
-    if rows_window:
+    if rows_window:   # (over the run counts when no_duplicates: one run per row when the window holds)
         con.execute(f"CREATE OR REPLACE TEMP TABLE lw AS SELECT user, slot, cell, {nxt} FROM {src} "
                     "WINDOW u AS (PARTITION BY user ORDER BY slot)")
         same_hour, n_rows = con.execute(
@@ -590,22 +598,37 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         # windows and aggregates (shard tables inside DuckDB filled memory_limit once the input outgrew it, and
         # were then spilled, read back, and left stage B to spill its own work too). With ``describe``, the rows no
         # zone takes go to shard -1.
-        order = RowOrder()
-        runs = _ShardFiles(work / "runs")
-        for parts in prepared_batches(scan, grid, tz, filters, st, workers, n_shards, outside=describe, order=order):
-            for k, part_tbl in parts:
-                if isinstance(k, tuple):    # counts by runs: kept only while the order may still prove something
-                    if order.ok:
-                        runs.append(k[1], part_tbl)
-                else:
-                    shards.append(k, part_tbl)
-            n_batches += 1
-            del parts
+        # First in the hope that the rows' order proves no duplicate (RowOrder): then only the rows counted by runs
+        # are written (and the rows too with ``describe``, which reads them). Once the order proves nothing, stage A
+        # starts again and writes the rows (in files of another order this shows in the first batch).
+        order: RowOrder | None = RowOrder()
+        while True:
+            runs = _ShardFiles(work / "runs")
+            batches = prepared_batches(scan, grid, tz, filters, st, workers, n_shards, outside=describe, order=order)
+            for parts in batches:
+                if order is not None and not order.ok and not describe:
+                    batches.close()     # the batches in flight are dropped; the scan starts again below
+                    break
+                for k, part_tbl in parts:
+                    if isinstance(k, tuple):    # counts by runs: kept only while the order may still prove something
+                        if order is not None and order.ok:
+                            runs.append(k[1], part_tbl)
+                    elif describe or order is None:
+                        shards.append(k, part_tbl)
+                n_batches += 1
+                del parts
+            if order is None or describe or order.facts()[0]:
+                break
+            runs.remove()
+            shards.remove()
+            order, st, n_batches = None, K.PrepStats(), 0
+            shards = _ShardFiles(work / "shards")
         if n_batches == 0:
             raise TraceFormatError("no trace rows.")
         scan.close()
         created = set(shards.finish())
-        runs.finish()
+        no_dup, one_row_hours = order.facts() if order is not None else (False, False)
+        run_keys = sorted(runs.finish())
         timings["stage_a"] = time.perf_counter() - t0 - timings["grid"]
         cpu["stage_a"] = time.process_time() - c0 - cpu["grid"]
         described = None
@@ -621,13 +644,13 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
             if -1 in created:
                 shards.path(-1).unlink()
         created.discard(-1)
-        created = sorted(created)
+        created = run_keys if no_dup else sorted(created)
         if st.slot_min == K.IMIN or not created:
             raise TraceFormatError("no trace row falls inside the grid.")
         con.register("sw", K.slot_week_table(st.slot_min, st.slot_max, tz))
         con.execute("CREATE TEMP TABLE slot_week AS SELECT * FROM sw")
         con.unregister("sw")
-        con.register("schema_tbl", shards.schema.empty_table())
+        con.register("schema_tbl", (runs if no_dup else shards).schema.empty_table())
         utype = con.execute("DESCRIBE SELECT user FROM schema_tbl").fetchall()[0][1]
         con.unregister("schema_tbl")
         con.execute("CREATE TEMP TABLE r_counts (week BIGINT, o BIGINT, d BIGINT, n BIGINT)")
@@ -647,13 +670,12 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         dedupe = isinstance(source, FileSource)
         packed = grid.n_cells < 2**31
         paths = dict.fromkeys(SHARD_PATHS, 0)
-        no_dup, one_row_hours = order.facts()
         # the one window is tried first, and again only while it holds, unless the rows' order proved that some
-        # user-hour has several rows and no row is a duplicate: then the rows are counted by user, hour and cell
+        # user-hour has several rows and no row is a duplicate: then the rows are counted by user, hour and cell.
+        # With the proof, stage B reads the rows counted by runs (one row per row when every user-hour has one).
         path = SHARD_PATHS[0] if one_row_hours or not no_dup else SHARD_PATHS[4]
         for k in created:
-            by_runs = no_dup and not one_row_hours
-            con.register("shard_rows", runs.read(k) if by_runs else shards.read(k))
+            con.register("shard_rows", runs.read(k) if no_dup else shards.read(k))
             path = _run_shard(con, "shard_rows", dedupe and not no_dup, keep_pairs, packed, path == SHARD_PATHS[0],
                               bounded_sql, no_duplicates=no_dup)
             con.unregister("shard_rows")
