@@ -34,7 +34,7 @@ __all__ = ["CountsSum", "ShardMerger", "build_od_memory_stream", "duplicate_rows
 
 BATCH_ROWS = 1_000_000
 SHARD_ROWS = 2_000_000
-RUN_BATCH_ROWS = 131_072
+RUN_BATCH_ROWS = 65_536
 RUN_CHUNK_ROWS = 250_000
 """Read batches and chunks of whole users of an input grouped by user (:func:`_grouped_by_user`): small, as
 nothing else is in memory and the kernel's temporaries of two chunks at a time are its peak."""
