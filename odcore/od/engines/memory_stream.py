@@ -148,10 +148,15 @@ class _ScanJob:
         """(user Arrow array, time pandas Series, lat, lon) of every non-empty batch, one batch in flight."""
         import pyarrow as pa
         import pyarrow.compute as pc
+        import pyarrow.dataset as ds
 
+        # Parquet without pre-buffering: the reader fetches each column chunk as it decodes it rather than a whole
+        # row group's ranges ahead (about 100 MiB less at the peak for a few % more CPU)
+        no_prebuffer = {"fragment_scan_options": ds.ParquetFragmentScanOptions(pre_buffer=False)}
         for frag in self.pieces:
             for b in frag.to_batches(schema=self.schema, columns=list(self.cols), batch_size=self.batch_rows,
-                                     batch_readahead=1, fragment_readahead=1):
+                                     batch_readahead=1, fragment_readahead=1,
+                                     **(no_prebuffer if isinstance(frag, ds.ParquetFileFragment) else {})):
                 if b.num_rows == 0:
                     continue
                 try:
