@@ -20,6 +20,16 @@ Command line (each run is one process, so the scale benchmark measures its wall 
 A folder of trace Parquet files (``python -m odcore synth --out DIR``) is read by :data:`PEER_SQL_PARQUET` on the
 synthetic city's fixed box (:data:`SYNTH_BOX`, UTC); ``peer``, ``memory`` and ``duckdb`` take it as ``--input``.
 
+The Cabspotting folder as one Parquet file of generic column names (:data:`CAB_PARQUET_MAPPING`: ``vehicle, ts,
+lat_deg, lon_deg``; 10,006,896 fixes, sorted by cab and time, as an operator's export would be) is written by
+``make-cab-parquet``; ``peer``, ``memory`` and ``duckdb`` read it with that column mapping on the Cabspotting box
+and grid (``--place cabspotting``), and ``floor`` is the read-and-sort floor (DuckDB reads the four columns and
+sorts them by user and time; the rows are handed over and dropped)::
+
+    python -m benchmarks.peer_od make-cab-parquet --input /work/shared/data/cabspotting_sf --out /tmp/cabs.parquet
+    python -m benchmarks.peer_od peer --input /tmp/cabs.parquet --place cabspotting --out peer.parquet
+    python -m benchmarks.peer_od floor --input /tmp/cabs.parquet --place cabspotting
+
 Every run writes the table ``week_start, origin, destination, count`` sorted by those columns.
 """
 
@@ -101,10 +111,14 @@ WITH fixes AS (                         -- one row per GPS fix; exact duplicate 
 
 _FIXES_PARQUET = """
 WITH fixes AS (                         -- one row per fix of the trace Parquet files (user, time, lat, lon)
-    SELECT user AS cab, epoch_ms(time) // 1000 AS t, lat, lon
+    SELECT "{user}" AS cab, epoch_ms("{time}") // 1000 AS t, "{lat}" AS lat, "{lon}" AS lon
     FROM read_parquet($files)
-    WHERE lat BETWEEN $south AND $north AND lon BETWEEN $west AND $east
+    WHERE "{lat}" BETWEEN $south AND $north AND "{lon}" BETWEEN $west AND $east
 ),"""
+NAMES = {"user": "user", "time": "time", "lat": "lat", "lon": "lon"}
+CAB_PARQUET_MAPPING = {"user": "vehicle", "time": "ts", "lat": "lat_deg", "lon": "lon_deg"}
+"""Column names of the Cabspotting Parquet file (:func:`write_cab_parquet`): none of them is a name the loader
+recognises by itself, so every reader is given this mapping."""
 
 _REST = """
 cells AS (                              -- hour and grid cell of each fix
@@ -133,10 +147,47 @@ ORDER BY ALL
 """
 PEER_SQL = _FIXES_CAB + _REST
 
-PEER_SQL_PARQUET = _FIXES_PARQUET + _REST
+PEER_SQL_PARQUET = _FIXES_PARQUET.format(**NAMES) + _REST
 """The same query on trace Parquet files (a ``synth --out`` folder): the user column as the cab, Unix seconds of
-the timestamp. No DISTINCT of the fixes: the synthetic city has one fix per user-hour at most (the engines find no
-duplicate row in it)."""
+the timestamp. No DISTINCT of the fixes: the synthetic city has one fix per user-hour at most, and the
+Cabspotting file none twice (the engines find no duplicate row in either)."""
+
+
+def peer_sql_parquet(mapping: dict[str, str] | None = None) -> str:
+    """:data:`PEER_SQL_PARQUET` on files whose columns are named by ``mapping`` (``user, time, lat, lon`` keys)."""
+    return _FIXES_PARQUET.format(**{**NAMES, **(mapping or {})}) + _REST
+
+
+def write_cab_parquet(folder: str | Path, out: str | Path, mapping: dict[str, str] = CAB_PARQUET_MAPPING) -> int:
+    """The cab files of ``folder`` as one Parquet file ``out`` (user id from the file name, time as a UTC
+    timestamp, lat, lon; columns named by ``mapping``), sorted by user and time; returns its rows."""
+    import duckdb
+
+    m = {**NAMES, **mapping}
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    tmp = Path(str(out) + ".tmp")
+    con.execute(f"""COPY (SELECT regexp_extract(filename, 'new_([^/]*?)\\.txt', 1) AS "{m['user']}",
+                        to_timestamp(t) AS "{m['time']}", lat AS "{m['lat']}", lon AS "{m['lon']}"
+                   FROM read_csv($files, delim = ' ', header = false, auto_detect = false, filename = true,
+                                 columns = {{'lat': 'DOUBLE', 'lon': 'DOUBLE', 'occupancy': 'TINYINT', 't': 'BIGINT'}})
+                   ORDER BY 1, 2) TO '{tmp}' (FORMAT parquet)""", {"files": cab_files(folder)})
+    tmp.replace(out)
+    return int(con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchall()[0][0])
+
+
+def floor_rows(files: list[str], mapping: dict[str, str] | None = None, batch_rows: int = 1_000_000) -> int:
+    """The read-and-sort floor: DuckDB reads the four columns of ``files`` and sorts them by user and time; the
+    sorted rows come to Python in Arrow batches, which are dropped. Returns the rows."""
+    import duckdb
+
+    m = {**NAMES, **(mapping or {})}
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    listed = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
+    reader = con.sql(f'SELECT "{m["user"]}", epoch_ms("{m["time"]}") // 1000 AS t, "{m["lat"]}", "{m["lon"]}" '
+                     f"FROM read_parquet({listed}) ORDER BY 1, 2").to_arrow_reader(batch_rows)
+    return sum(b.num_rows for b in reader)
 
 
 PEER_SQL_NO_DEDUPE = PEER_SQL.replace("SELECT DISTINCT regexp_extract", "SELECT regexp_extract", 1)
@@ -149,12 +200,20 @@ def cab_files(folder: str | Path) -> list[str]:
 
 
 def parquet_files(folder: str | Path) -> list[str]:
+    if Path(folder).is_file():
+        return [str(folder)]
     return sorted(str(p) for p in Path(folder).glob("*.parquet"))
 
 
 def is_parquet_folder(folder: str | Path) -> bool:
-    """A folder of trace Parquet files (``odcore synth --out``) rather than of cab files."""
+    """A trace Parquet file, or a folder of them (``odcore synth --out``), rather than cab files."""
+    if Path(folder).is_file():
+        return str(folder).lower().endswith(".parquet")
     return bool(parquet_files(folder)) and not cab_files(folder)
+
+
+PLACES = {"synth": (SYNTH_BOX, SYNTH_TZ, None), "cabspotting": (CABSPOTTING_BOX, CABSPOTTING_TZ, CAB_PARQUET_MAPPING)}
+"""Box, time zone and column mapping of a Parquet input (``--place``)."""
 
 
 def peer_params(files: list[str], grid: DegreeGrid, box=CABSPOTTING_BOX, tz: str = CABSPOTTING_TZ) -> dict:
@@ -164,15 +223,16 @@ def peer_params(files: list[str], grid: DegreeGrid, box=CABSPOTTING_BOX, tz: str
 
 
 def peer_table(files: list[str], grid: DegreeGrid, *, box=CABSPOTTING_BOX, tz: str = CABSPOTTING_TZ,
-               threads: int | None = None, dedupe: bool = True, parquet: bool = False):
-    """:data:`PEER_SQL` (``dedupe=False``: :data:`PEER_SQL_NO_DEDUPE`; ``parquet``: :data:`PEER_SQL_PARQUET`) on
-    ``files`` -> pandas ``week_start, origin, destination, count``."""
+               threads: int | None = None, dedupe: bool = True, parquet: bool = False,
+               mapping: dict[str, str] | None = None):
+    """:data:`PEER_SQL` (``dedupe=False``: :data:`PEER_SQL_NO_DEDUPE`; ``parquet``: :data:`PEER_SQL_PARQUET`, its
+    columns named by ``mapping``) on ``files`` -> pandas ``week_start, origin, destination, count``."""
     import duckdb
 
     con = duckdb.connect()
     if threads:
         con.execute(f"SET threads = {int(threads)}")
-    sql = PEER_SQL_PARQUET if parquet else PEER_SQL if dedupe else PEER_SQL_NO_DEDUPE
+    sql = peer_sql_parquet(mapping) if parquet else PEER_SQL if dedupe else PEER_SQL_NO_DEDUPE
     df = con.execute(sql, peer_params(files, grid, box, tz)).df()
     df["week_start"] = df["week_start"].astype(str)
     return df[COLUMNS].astype({"origin": np.int64, "destination": np.int64, "count": np.int64})
@@ -180,7 +240,7 @@ def peer_table(files: list[str], grid: DegreeGrid, *, box=CABSPOTTING_BOX, tz: s
 
 def engine_table(folder: str | Path, grid: DegreeGrid, engine: str, *, box=CABSPOTTING_BOX,
                  tz: str = CABSPOTTING_TZ, workers: int | None = None, group_bytes: int | None = None,
-                 pool: str = "threads"):
+                 pool: str = "threads", mapping: dict[str, str] | None = None):
     """``engine`` on the same box and grid -> the table of :func:`peer_table`.
 
     ``memory`` streams the folder in groups of cab files on ``workers`` threads (``memory-processes``: worker
@@ -188,15 +248,15 @@ def engine_table(folder: str | Path, grid: DegreeGrid, engine: str, *, box=CABSP
     (:func:`odcore.data.traces.load_traces`) and runs the memory engine on the table; ``duckdb`` takes the loaded
     table too. A folder of trace Parquet files (:func:`is_parquet_folder`) is streamed by the engine itself
     (``memory``: :func:`odcore.od.engines.memory_stream.build_od_memory_stream`; ``duckdb``: its own scan), with
-    the box as a fixed ``bbox`` filter."""
+    the box as a fixed ``bbox`` filter and ``mapping`` as the column mapping)."""
     from odcore.od.trips import ODConfig
 
     if is_parquet_folder(folder):
         from odcore.od.engines import build_od, file_source
 
         opts = {"workers": workers} if workers and engine == "memory" else {}
-        od = build_od(file_source(folder, bbox=box, tz=tz), ODConfig(tz=tz), grid=grid, engine=engine,
-                      keep_pairs=False, **opts)
+        od = build_od(file_source(folder, bbox=box, tz=tz, mapping=mapping), ODConfig(tz=tz), grid=grid,
+                      engine=engine, keep_pairs=False, **opts)
     elif engine in ("memory", "memory-processes"):
         from odcore.od.engines.cab_stream import GROUP_BYTES, build_od_cabspotting
 
@@ -218,24 +278,40 @@ def engine_table(folder: str | Path, grid: DegreeGrid, engine: str, *, box=CABSP
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.peer_od", description=__doc__.split("\n\n")[0])
-    ap.add_argument("who", choices=["peer", "memory", "memory-processes", "memory-loaded", "duckdb"])
-    ap.add_argument("--input", required=True, help="Cabspotting folder (new_<cab>.txt[.gz] files) or a folder of "
-                    "trace Parquet files (odcore synth --out; box SYNTH_BOX, UTC)")
+    ap.add_argument("who", choices=["peer", "memory", "memory-processes", "memory-loaded", "duckdb", "floor",
+                                    "make-cab-parquet"])
+    ap.add_argument("--input", required=True, help="Cabspotting folder (new_<cab>.txt[.gz] files), a trace "
+                    "Parquet file or a folder of them (odcore synth --out)")
+    ap.add_argument("--place", choices=sorted(PLACES), default="synth",
+                    help="a Parquet input's box, time zone and column mapping (default: %(default)s)")
     ap.add_argument("--out", default=None, help="write the table here (.parquet)")
     ap.add_argument("--no-dedupe", action="store_true", help="peer: the query without DISTINCT of the fixes")
     ap.add_argument("--workers", type=int, default=None, help="memory: worker threads or processes (default 2)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if a.who == "make-cab-parquet":
+        if not a.out:
+            ap.error("make-cab-parquet needs --out FILE.parquet")
+        rows = write_cab_parquet(a.input, a.out)
+        print(json.dumps({"who": a.who, "rows": rows, "out": a.out, "seconds": round(time.perf_counter() - t0, 3)}))
+        return 0
     if is_parquet_folder(a.input):
-        if a.who not in ("peer", "memory", "duckdb"):
+        if a.who not in ("peer", "memory", "duckdb", "floor"):
             ap.error(f"{a.who} reads Cabspotting folders only")
-        box, tz = SYNTH_BOX, SYNTH_TZ
+        box, tz, mapping = PLACES[a.place]
         grid = DegreeGrid.of_box(box)
+        if a.who == "floor":
+            rows = floor_rows(parquet_files(a.input), mapping)
+            print(json.dumps({"who": a.who, "rows": rows, "seconds": round(time.perf_counter() - t0, 3),
+                              "cpus": os.cpu_count()}))
+            return 0
         if a.who == "peer":
-            df = peer_table(parquet_files(a.input), grid, box=box, tz=tz, parquet=True)
+            df = peer_table(parquet_files(a.input), grid, box=box, tz=tz, parquet=True, mapping=mapping)
         else:
-            df = engine_table(a.input, grid, a.who, box=box, tz=tz, workers=a.workers)
+            df = engine_table(a.input, grid, a.who, box=box, tz=tz, workers=a.workers, mapping=mapping)
     else:
+        if a.who == "floor":
+            ap.error("floor reads Parquet inputs only")
         grid = DegreeGrid.of_box(CABSPOTTING_BOX)
         if a.who == "peer":
             df = peer_table(cab_files(a.input), grid, dedupe=not a.no_dedupe)

@@ -244,12 +244,17 @@ def _hours_city(kind: str, n_users: int = 120, seed: int = 5) -> pd.DataFrame:
     return _traces(rows)
 
 
-@pytest.mark.parametrize("kind", ["sparse", "mixed", "dense"])
+@pytest.mark.parametrize("kind", ["sparse", "mixed", "dense", "dense distinct", "dense distinct shuffled"])
 def test_duckdb_stage_b_paths_match_memory_on_files(tmp_path, kind):
     """DuckDB's per-shard paths (one window over the rows when every user-hour has one row; otherwise the hour
-    aggregate, with duplicate removal and per-cell counts for the hours with several rows or for all rows) give
-    the memory engine's tables and duplicate count, over several user shards."""
-    df = _hours_city(kind)
+    aggregate, with duplicate removal and per-cell counts for the hours with several rows or for all rows; rows
+    counted by user, hour and cell when their order proves that none is a duplicate) give the memory engine's
+    tables and duplicate count, over several user shards."""
+    df = _hours_city(kind.split()[0])
+    if "distinct" in kind:
+        df = df.drop_duplicates(ignore_index=True)
+    if "shuffled" in kind:   # the same rows in another order: the order proves nothing
+        df = df.sample(frac=1.0, random_state=3, ignore_index=True)
     path = tmp_path / f"{kind}.parquet"
     df.to_parquet(path, index=False)
     cfg = ODConfig(tz="Europe/Paris")
@@ -260,11 +265,13 @@ def test_duckdb_stage_b_paths_match_memory_on_files(tmp_path, kind):
     assert_same(m, d)
     dup = m.stats["rows_dropped"].get("duplicate_row", 0)
     assert d.stats["rows_dropped"].get("duplicate_row", 0) == dup
-    assert (dup > 0) == (kind != "sparse")
+    assert (dup > 0) == (kind in ("mixed", "dense"))
     assert d.stats["rows_used"] == m.stats["rows_used"]
     taken = {k for k, v in d.stats["shard_paths"].items() if v}
     assert taken == {"sparse": {"one row per user-hour"}, "mixed": {"several-row hours apart"},
-                     "dense": {"all rows deduplicated"}}[kind]
+                     "dense": {"all rows deduplicated"},
+                     "dense distinct": {"rows counted by user, hour and cell"},
+                     "dense distinct shuffled": {"all rows deduplicated"}}[kind]
 
 
 def test_duckdb_big_batches_keep_each_user_in_one_shard(tmp_path):
@@ -304,6 +311,69 @@ def test_memory_engine_streams_files_in_user_shards(tmp_path, shard_rows, worker
     assert_same(m, ref)
     assert m.stats["rows_dropped"]["duplicate_row"] == ref.stats.get("rows_dropped", {}).get(
         "duplicate_row", load_traces(path, **opts).report.rows_dropped["duplicate_row"])
+
+
+@pytest.mark.parametrize(("shard_rows", "batch_rows"), [(300, 50), (10**9, 10**6)])
+def test_memory_engine_on_a_file_grouped_by_user_reads_it_in_runs(tmp_path, shard_rows, batch_rows):
+    """A file whose users each come in one run of rows (duplicates inside a run, missing values, a glitch, rows
+    outside the box) is cut into chunks of whole users: the loader's tables and drops; a user whose rows come back
+    in a later batch sends the file to the user shards, with the same tables."""
+    df = _random_city(40, 5)
+    dup = df.iloc[[10, 11, 12]]
+    df = pd.concat([df.iloc[:13], dup, df.iloc[13:]], ignore_index=True)     # 3 exact duplicates in u000's run
+    df.loc[3, "lat"] = np.nan
+    df.loc[60, "user"] = None
+    df.loc[70, "lat"], df.loc[70, "lon"] = 40.0, -100.0
+    path = tmp_path / "grouped.parquet"
+    df.to_parquet(path, index=False, row_group_size=70)
+    opts = {"tz": "Europe/Paris", "bbox": "36.0,-123.0,39.0,-122.0"}
+    cfg = ODConfig(tz="Europe/Paris")
+    m = build_od(file_source(str(path), **opts), cfg, engine="memory", shard_rows=shard_rows, batch_rows=batch_rows)
+    assert m.stats["pool"] == "user runs"
+    assert (m.stats["shards"] > 2) == (shard_rows == 300)
+    tr = load_traces(str(path), **opts)
+    assert_same(m, build_od(tr, cfg, engine="memory"))
+    assert m.stats["rows_dropped"] == {**tr.report.rows_dropped}
+    assert m.stats["rows_dropped"]["duplicate_row"] == 3
+
+    split = pd.concat([df, df[df["user"] == "u001"].assign(time=lambda x: x["time"] + pd.Timedelta(days=1))],
+                      ignore_index=True)                                      # u001 again, after every other
+    path2 = tmp_path / "split.parquet"
+    split.to_parquet(path2, index=False, row_group_size=70)
+    m2 = build_od(file_source(str(path2), **opts), cfg, engine="memory", shard_rows=shard_rows,
+                  batch_rows=batch_rows)
+    assert m2.stats["pool"] != "user runs"
+    assert_same(m2, build_od(load_traces(str(path2), **opts), cfg, engine="memory"))
+
+
+@pytest.mark.parametrize("order", ["by user and time", "shuffled"])
+def test_parquet_with_a_generic_column_mapping_same_in_every_engine(tmp_path, order):
+    """A Parquet file whose columns the loader does not recognise by name (``vehicle, ts, lat_deg, lon_deg``), read
+    with a column mapping: the memory and DuckDB engines give the loader's tables and drops, whether the file comes
+    sorted by user and time (each user one run, no repeated time: chunks of whole users, rows counted by user, hour
+    and cell) or in any order (the user shards, duplicate removal over the rows)."""
+    df = _hours_city("dense").drop_duplicates(ignore_index=True)
+    if order == "shuffled":
+        df = df.sample(frac=1.0, random_state=4, ignore_index=True)
+    df.loc[5, "lat"] = np.nan
+    mapping = {"user": "vehicle", "time": "ts", "lat": "lat_deg", "lon": "lon_deg"}
+    path = tmp_path / "generic.parquet"
+    df.rename(columns={"user": "vehicle", "time": "ts", "lat": "lat_deg", "lon": "lon_deg"}).to_parquet(
+        path, index=False, row_group_size=500)
+    opts = {"tz": "Europe/Paris", "bbox": "36.0,-123.0,39.0,-122.0", "mapping": mapping}
+    cfg = ODConfig(tz="Europe/Paris")
+    tr = load_traces(str(path), **opts)
+    ref = build_od(tr, cfg, grid=GRID, engine="memory")
+    src = file_source(str(path), **opts)
+    m = build_od(src, cfg, grid=GRID, engine="memory", shard_rows=700, batch_rows=300)
+    d = build_od(src, cfg, grid=GRID, engine="duckdb", shard_rows=1_500, batch_rows=1_000)
+    assert m.stats["pool"] == ("user runs" if order != "shuffled" else "processes")
+    taken = {k for k, v in d.stats["shard_paths"].items() if v}
+    assert taken == ({"rows counted by user, hour and cell"} if order != "shuffled" else {"all rows deduplicated"})
+    for od in (m, d):
+        assert_same(od, ref)
+        assert od.stats["rows_dropped"] == {k: v for k, v in tr.report.rows_dropped.items()
+                                            if k != "duplicate_row"}
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])

@@ -231,6 +231,7 @@ def source_place(src, bbox, region, found: dict | None = None) -> tuple:
     found = {} if found is None else found
     found.update({"regions": [], "region": None})
     import numpy as np
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
     from odcore.data.regions import find_regions, pick_region, spans_metro, zone_of_box
@@ -264,12 +265,18 @@ def source_place(src, bbox, region, found: dict | None = None) -> tuple:
         users, lats, lons = [], [], []
         for b in data.to_batches(columns=cols):
             ok, lat, lon = usable(b)
-            users.append(b.column(0).to_numpy(zero_copy_only=False)[ok])
+            users.append(b.column(0).filter(pa.array(ok)))
             lats.append(lat[ok])
             lons.append(lon[ok])
         import pandas as pd
 
-        u = pd.factorize(np.concatenate(users))[0]
+        ids = pa.chunked_array(users, type=users[0].type if users else pa.int64()).combine_chunks()
+        if pa.types.is_integer(ids.type):
+            u = pd.factorize(ids.to_numpy(zero_copy_only=False))[0]
+        else:   # codes in order of first appearance, as pandas.factorize gives them, without a Python str per row
+            if pa.types.is_dictionary(ids.type):
+                ids = ids.cast(ids.type.value_type)
+            u = ids.dictionary_encode().indices.to_numpy(zero_copy_only=False).astype(np.int64)
         la, lo = np.concatenate(lats), np.concatenate(lons)
         if str(region).strip().lower() != "auto" or spans_metro(box or BBox.robust(la, lo)):
             regions = find_regions(u, la, lo)
@@ -360,7 +367,7 @@ def engine_streams(args: argparse.Namespace) -> bool:
             and is_streamable(getattr(args, "input", None), _format_of(args)))
 
 
-def engine_traces_from_args(args: argparse.Namespace, **build_options):
+def engine_traces_from_args(args: argparse.Namespace, *, fingerprint: bool = False, **build_options):
     """``(traces, od)`` of Parquet/CSV files read by ``--engine duckdb|spark`` itself: what
     :func:`traces_from_args` and :func:`odcore.od.engines.build_od` of the loaded table give (the same OD data,
     load report, summary, people and fingerprint), ``traces`` a :class:`odcore.od.engines.SourceTraces` whose
@@ -368,7 +375,8 @@ def engine_traces_from_args(args: argparse.Namespace, **build_options):
     fixes). This process reads the input's schema, its first batch (the time unit) and, for the robust box and
     the time zone, its coordinates batch by batch (:func:`source_place`); never the whole table. Not counted:
     the report's ``rows_adjusted`` (naive times read by a daylight-saving rule or next to times with offsets),
-    left empty."""
+    left empty. ``fingerprint``: the engine also hashes the kept fixes for the release's record
+    (``traces.fingerprint``; else None)."""
     from odcore.data.traces import LoadReport
     from odcore.errors import TraceFormatError
     from odcore.od.engines import SourceTraces, build_od
@@ -377,7 +385,7 @@ def engine_traces_from_args(args: argparse.Namespace, **build_options):
     src = stream_source_from_args(args)
     cfg = od_config_from_args(args, src.format)
     od = build_od(src, cfg, engine=getattr(args, "engine", "memory") or "memory", describe=True,
-                  **engine_options(args), **build_options)
+                  fingerprint=fingerprint, **engine_options(args), **build_options)
     kept = od.stats["traces"]
     if kept["users"] < 2:
         raise TraceFormatError(f"only {kept['users']} user(s) after loading; weekly OD counts and attacks need at "
@@ -448,9 +456,10 @@ def od_from_args(args: argparse.Namespace, *, fingerprint: bool = False, **build
 
     An OD counts folder (``trips --counts-out DIR``) as ``--input`` gives its table directly (no per-person pairs:
     ``od.stats["pairs_available"]`` is False) and a :class:`odcore.od.odtable.CountsInput` in place of the traces.
-    A Cabspotting folder with the memory engine is streamed (:func:`cabs_from_args`; ``fingerprint`` asks it for
-    the release record's hash of the fixes). Parquet/CSV files with ``--engine duckdb|spark`` are read by the engine
-    (:func:`engine_traces_from_args`: the load report, people and fingerprint computed there, never loaded here). ``build_options`` go to :func:`odcore.od.engines.build_od`
+    A Cabspotting folder with the memory engine is streamed (:func:`cabs_from_args`). Parquet/CSV files with
+    ``--engine duckdb|spark`` are read by the engine (:func:`engine_traces_from_args`: the load report and people
+    computed there, never loaded here). ``fingerprint`` asks a streamed input for the release record's hash of the
+    fixes (a loaded table has its own). ``build_options`` go to :func:`odcore.od.engines.build_od`
     (``keep_pairs``, ``bound``).
     """
     from odcore.od.engines import build_od
@@ -462,7 +471,7 @@ def od_from_args(args: argparse.Namespace, *, fingerprint: bool = False, **build
     if streams_cabs(args):
         return cabs_from_args(args, fingerprint=fingerprint, **build_options)
     if engine_streams(args):
-        return engine_traces_from_args(args, **build_options)
+        return engine_traces_from_args(args, fingerprint=fingerprint, **build_options)
     traces = traces_from_args(args)
     cfg = od_config_from_args(args, traces.report.format)
     zones_note(traces.df, cfg)

@@ -312,10 +312,10 @@ def run_release(args: argparse.Namespace) -> int:
 
         if s.get("seed") is None:
             s["seed"] = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
-        traces, od = od_from_args(ns, keep_pairs=False,
+        traces, od = od_from_args(ns, keep_pairs=False, fingerprint=True,
                                   bound=(cfg.max_pairs, bounding_key(np.random.default_rng(s["seed"]))))
     elif engine == "spark" and engine_streams(ns):   # per metric from the counts: no per-person table comes back
-        traces, od = od_from_args(ns, keep_pairs=False, aggregates_only=True)
+        traces, od = od_from_args(ns, keep_pairs=False, aggregates_only=True, fingerprint=True)
     else:
         traces, od = od_from_args(ns, fingerprint=True)
     pairs = od.pairs

@@ -52,10 +52,15 @@ def winners(u: np.ndarray, slot_abs: np.ndarray, cell: np.ndarray, n_users: int,
         if n_users * n_slots * n_cells >= BIG_KEY:
             raise ParameterError("too many users x hours x cells for 63-bit keys; split the input by time.")
     # --- winner-takes-all per (user, hour) -------------------------------------------------------------------
-    key = (u * n_slots + s) * n_cells + cell
-    del u, s, cell
-    if not bool((key[1:] >= key[:-1]).all()):     # rows often come by user and time already
-        key.sort()
+    key = u * n_slots + s
+    del u, s
+    by_hour = bool((key[1:] >= key[:-1]).all())   # rows often come by user and time already
+    key *= n_cells
+    key += cell
+    del cell
+    if not bool((key[1:] >= key[:-1]).all()):
+        # by user-hour already, only the cells within each hour out of order: a merge sort finds the sorted runs
+        key.sort(kind="stable" if by_hour else "quicksort")
     wus, wc = modes(key, n_cells)
     del key
     if cells_map is not None:

@@ -34,7 +34,8 @@ __all__ = ["ENGINES", "FileSource", "SourceTraces", "bound_and_trim", "build_od"
 
 
 def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", keep_pairs: bool = True,
-             bound: tuple[int, int] | None = None, describe: bool = False, **engine_options: Any):
+             bound: tuple[int, int] | None = None, describe: bool = False, fingerprint: bool = True,
+             **engine_options: Any):
     """Weekly unique OD data of ``traces`` computed by ``engine``.
 
     Parameters
@@ -69,6 +70,9 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
         fixes it keeps, computed by the engine (``stats["traces"]``, ``stats["loader_drops"]``,
         ``stats["fingerprint"]``; :class:`~odcore.od.engines.sources.SourceTraces` shows them as a loaded
         table's summary). The memory engine ignores it (its callers load or stream the input themselves).
+    fingerprint:
+        With ``describe``: also hash the kept fixes (``stats["fingerprint"]``, for the release's private record);
+        False skips that pass and leaves it None.
     engine_options:
         ``duckdb``: ``memory_limit``, ``threads``, ``temp_dir``, ``shard_rows``; ``spark``: ``spark`` (a session),
         ``master``, ``driver_memory``; ``memory``: ``shard_rows``, ``workers``, ``pool`` (files only).
@@ -100,12 +104,12 @@ def build_od(traces: Any, config=None, *, grid=None, engine: str = "memory", kee
                              "engine='memory', or pass the table of odcore.data.traces.load_traces.")
     if engine == "duckdb":
         return build_od_duckdb(traces, config, grid=grid, keep_pairs=keep_pairs, bound=bound, describe=describe,
-                               **engine_options)
+                               fingerprint=fingerprint, **engine_options)
     if importlib.util.find_spec("pyspark") is None:
         raise ParameterError("engine='spark' needs PySpark, an optional extra: pip install 'odlab[spark]' (or "
                              "pip install pyspark; Java 17+ too).")
     return build_od_spark(traces, config, grid=grid, keep_pairs=keep_pairs, bound=bound, describe=describe,
-                          **engine_options)
+                          fingerprint=fingerprint, **engine_options)
 
 
 def bound_and_trim(od, *, keep_pairs: bool = True, bound: tuple[int, int] | None = None):

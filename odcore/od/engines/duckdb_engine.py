@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from odcore.constants import COUNT, DESTINATION, LAT, LON, ORIGIN, TIME, TRIPS, UNIQUE_TRIPS, USER, WEEK
 from odcore.data.fingerprint import TraceFingerprint, row_hashes
@@ -53,11 +54,13 @@ BATCH_ROWS = 1_000_000
 SHARD_ROWS = 12_000_000
 
 
-def _connect(memory_limit: str, threads: int | None, temp_dir: str):
+def _connect(memory_limit: str, threads: int | None, temp_dir: str, in_order: bool = False):
+    """A DuckDB connection; ``in_order``: scans return the rows in the files' order (what :class:`RowOrder` reads
+    a proof from), else in any order."""
     import duckdb
 
     cfg: dict[str, Any] = {"memory_limit": memory_limit, "temp_directory": temp_dir,
-                           "preserve_insertion_order": False}
+                           "preserve_insertion_order": in_order}
     if threads:
         cfg["threads"] = int(threads)
     con = duckdb.connect(config=cfg)
@@ -185,7 +188,8 @@ def _resolve_bbox(scan: _Scan, source, workers: int = 1) -> tuple[float, float, 
     return BBox.parse(source.bbox).as_tuple()
 
 
-def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shards: int, outside: bool = False):
+def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shards: int, outside: bool = False,
+             runs: bool = True):
     """One batch of :meth:`_Scan.raw_batches` -> (``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the
     kept rows, its :class:`~odcore.od.kernel.PrepStats`). The shard of a row is a hash of its user modulo
     ``n_shards`` (integer ids: :func:`~odcore.od.kernel.mix64`; text: DuckDB's ``hash`` on a cursor of this
@@ -217,10 +221,11 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
         user, t, lat, lon, slot, cell = user.take(pa.array(idx)), t[idx], lat[idx], lon[idx], slot[idx], cell[idx]
     if isinstance(user, pa.ChunkedArray):
         user = user.combine_chunks()
+    st.order = _order_facts(user, t, slot) if runs else None
     tbl = pa.table([user, pa.array(t), pa.array(lat), pa.array(lon), pa.array(slot), pa.array(cell)],
                    names=[USER, K.T_S, LAT, LON, K.SLOT, "cell"])
     if n_shards == 1 or not len(tbl):
-        return [(0, tbl), *out_part], st
+        return _with_runs([(0, tbl)], st) + out_part, st
     if pa.types.is_integer(user.type):   # integer ids: a splitmix64 hash in numpy
         sh = (K.mix64(user.to_numpy().astype(np.int64).view(np.uint64)) % np.uint64(n_shards)).astype(np.int32)
     else:                                # text ids: DuckDB's hash; the row number goes along, because the
@@ -232,12 +237,102 @@ def _prepare(raw, scan: _Scan, grid, tz: str, filters: K.Filters | None, n_shard
         sh[got["i"]] = got["s"]
     if n_shards <= 4:                    # a few shards: one mask each is cheaper than sorting the batch
         parts = [(k, tbl.filter(pa.array(sh == k))) for k in range(n_shards)]
-        return [(k, p) for k, p in parts if len(p)] + out_part, st
+        return _with_runs([(k, p) for k, p in parts if len(p)], st) + out_part, st
     order = np.argsort(sh, kind="stable")
     ends = np.cumsum(np.bincount(sh, minlength=n_shards))
     tbl = tbl.take(pa.array(order))
-    return [(k, tbl.slice(int(e - n), int(n))) for k, (e, n) in enumerate(zip(ends, np.diff(ends, prepend=0),
-                                                                            strict=True)) if n] + out_part, st
+    return _with_runs([(k, tbl.slice(int(e - n), int(n))) for k, (e, n) in enumerate(zip(
+        ends, np.diff(ends, prepend=0), strict=True)) if n], st) + out_part, st
+
+
+def _with_runs(parts: list, st: K.PrepStats) -> list:
+    """``parts`` and, when the batch's rows are in order (:func:`_order_facts`), each part's rows counted by runs
+    of equal (user, slot, cell) (``(("runs", k), Arrow table user, slot, cell, n)``): what stage B reads instead of
+    the rows once the order has proved that no row is a duplicate."""
+
+    f = getattr(st, "order", None)
+    if f is None or not f["in_order"]:
+        return parts
+    out = list(parts)
+    for k, tbl in parts:
+        n = len(tbl)
+        user = tbl.column(USER).combine_chunks()
+        slot = tbl.column(K.SLOT).to_numpy()
+        cell = tbl.column("cell").to_numpy()
+        same = pc.fill_null(pc.equal(user.slice(1), user.slice(0, n - 1)), False).to_numpy(zero_copy_only=False)
+        same &= (slot[1:] == slot[:-1]) & (cell[1:] == cell[:-1])
+        starts = np.r_[0, np.flatnonzero(~same) + 1]
+        out.append((("runs", k), pa.table([user.take(pa.array(starts)), pa.array(slot[starts]),
+                                           pa.array(cell[starts]), pa.array(np.diff(np.r_[starts, n]))],
+                                          names=[USER, K.SLOT, "cell", "n"])))
+    return out
+
+
+def _order_facts(user, t: np.ndarray, slot: np.ndarray) -> dict[str, Any] | None:
+    """How a batch's rows (in the source's order) come: whether each user's rows are in time order within their
+    runs, how many rows follow a row of the same user with the same time (``same_time``) or the same hour
+    (``same_hour``), the runs' user ids, and the first and last row's (user, t, slot), for :class:`RowOrder`."""
+
+    n = len(t)
+    if n == 0:
+        return None
+    if n > 1:
+        same = pc.fill_null(pc.equal(user.slice(1), user.slice(0, n - 1)), False).to_numpy(zero_copy_only=False)
+        dt = t[1:] - t[:-1]
+        in_order = bool((~same | (dt >= 0)).all())
+        same_time = int((same & (dt == 0)).sum())
+        same_hour = int((same & (slot[1:] == slot[:-1])).sum())
+        starts = np.r_[0, np.flatnonzero(~same) + 1]
+    else:
+        in_order, same_time, same_hour, starts = True, 0, 0, np.zeros(1, np.int64)
+    return {"in_order": in_order, "same_time": same_time, "same_hour": same_hour,
+            "ids": user.take(pa.array(starts)),
+            "first": (user[0].as_py(), int(t[0]), int(slot[0])), "last": (user[n - 1].as_py(), int(t[-1]),
+                                                                            int(slot[-1]))}
+
+
+class RowOrder:
+    """What the order of the kept rows proves, added batch by batch in the source's order: when every user's rows
+    form one run in time order and no row follows one of the same user and time, no two rows are exact duplicates
+    (:attr:`no_duplicates`); when, moreover, none follows one of the same user and hour, every user-hour has one
+    row (:attr:`one_row_hours`). Only a proof is used: an order that proves nothing leaves stage B as it is."""
+
+    def __init__(self) -> None:
+        self.ok = True
+        self.ids: list = []
+        self.last = None
+        self.same_time = self.same_hour = 0
+
+    def add(self, f: dict[str, Any] | None) -> None:
+        if f is None or not self.ok:
+            return
+        if not f["in_order"] or (None in (f["first"][0], f["last"][0])):
+            self.ok = False
+            return
+        ids = f["ids"]
+        if self.last is not None and self.last[0] == f["first"][0]:
+            if f["first"][1] < self.last[1]:
+                self.ok = False
+                return
+            self.same_time += f["first"][1] == self.last[1]
+            self.same_hour += f["first"][2] == self.last[2]
+            ids = ids.slice(1)
+        self.ids.append(ids)
+        self.last = f["last"]
+        self.same_time += f["same_time"]
+        self.same_hour += f["same_hour"]
+
+    def _grouped(self) -> bool:
+
+        if not self.ok or not self.ids:
+            return False
+        ids = pa.chunked_array(self.ids)
+        return ids.null_count == 0 and pc.count_distinct(ids).as_py() == len(ids)
+
+    def facts(self) -> tuple[bool, bool]:
+        """``(no_duplicates, one_row_hours)``."""
+        no_dup = self.same_time == 0 and self._grouped()
+        return no_dup, no_dup and self.same_hour == 0
 
 
 def _threaded(fn, items, workers: int):
@@ -258,12 +353,14 @@ def _threaded(fn, items, workers: int):
 
 
 def prepared_batches(scan: _Scan, grid, tz: str, filters: K.Filters | None, st: K.PrepStats, workers: int = 1,
-                     n_shards: int = 1, outside: bool = False):
+                     n_shards: int = 1, outside: bool = False, order: RowOrder | None = None):
     """Yield, per source batch, ``[(shard, Arrow table user, t, lat, lon, slot, cell)]`` of the kept rows,
     prepared on ``workers`` threads (what was read and dropped is added to ``st``; ``outside``: as
-    :func:`_prepare`)."""
-    for parts, bst in _threaded(lambda b: _prepare(b, scan, grid, tz, filters, n_shards, outside),
+    :func:`_prepare`; ``order``: receives the batches' :func:`_order_facts`, in the source's order)."""
+    for parts, bst in _threaded(lambda b: _prepare(b, scan, grid, tz, filters, n_shards, outside, order is not None),
                                 scan.raw_batches(), workers):
+        if order is not None:
+            order.add(getattr(bst, "order", None))
         st.merge(bst)
         yield parts
 
@@ -294,8 +391,17 @@ class _ShardFiles:
             w.close()
         return sorted(self.writers)
 
+    def remove(self) -> None:
+        """Close and delete every file (the folder stays)."""
+        for k in self.finish():
+            self.path(k).unlink(missing_ok=True)
+        self.writers.clear()
+        self.schema = None
+
     def read(self, k: int, keep: bool = False):
-        with pa.OSFile(str(self.path(k)), "rb") as f:
+        """Shard ``k``'s rows, memory-mapped: DuckDB scans only the columns a query names, so only their pages are
+        read into memory."""
+        with pa.memory_map(str(self.path(k)), "r") as f:
             tbl = pa.ipc.open_stream(f).read_all()
         if not keep:
             self.path(k).unlink()
@@ -306,29 +412,32 @@ _B32 = 4294967296   # 2**32: the winner's (count, -cell) packed in one BIGINT
 ROWS_COLS = "user, t, lat, lon, slot, cell"
 
 
-def _winners_sql(src: str, dedupe: bool, packed: bool) -> str:
+def _winners_sql(src: str, dedupe: bool, packed: bool, counted: bool = False) -> str:
     """Winner of every user-hour of ``src`` (rows ``user, t, lat, lon, slot, cell``) as ``user, slot, cell, n``
     (``n``: the hour's rows after duplicate removal).
 
     Houssiau et al. 2022, Methods: winner takes all per user-hour, ties to the lower cell id. Exact duplicate rows
     (same user, time and coordinates: their slot and cell are then equal too) count once. ``packed`` (cell ids
     below 2**31): the winner is the integer ``max(n * 2**32 + (2**32 - 1 - cell))`` (most records, then the lowest
-    cell id), about twice as fast as ``arg_max`` over a struct, with the same result.
+    cell id), about twice as fast as ``arg_max`` over a struct, with the same result. ``counted``: ``src`` holds
+    the counts already (``user, slot, cell, n``, one row per user, slot and cell).
     """
     rows = (f"(SELECT user, any_value(slot) AS slot, any_value(cell) AS cell FROM {src} GROUP BY user, t, lat, lon)"
             if dedupe else src)
-    pts = f"SELECT user, slot, cell, count(*) AS n FROM {rows} GROUP BY ALL"
+    pts = f"SELECT user, slot, cell, n FROM {src}" if counted else \
+        f"SELECT user, slot, cell, count(*) AS n FROM {rows} GROUP BY ALL"
     if packed:
         return (f"SELECT user, slot, {_B32 - 1} - max(n * {_B32} + ({_B32 - 1} - cell)) % {_B32} AS cell, "
                 f"sum(n)::BIGINT AS n FROM ({pts}) GROUP BY user, slot")
     return f"SELECT user, slot, arg_max(cell, (n, -cell)) AS cell, sum(n)::BIGINT AS n FROM ({pts}) GROUP BY ALL"
 
 
-SHARD_PATHS = ("one row per user-hour", "hours aggregated", "several-row hours apart", "all rows deduplicated")
+SHARD_PATHS = ("one row per user-hour", "hours aggregated", "several-row hours apart", "all rows deduplicated",
+               "rows counted by user, hour and cell")
 
 
 def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows_window: bool,
-               bounded_sql: str | None = None) -> str:
+               bounded_sql: str | None = None, no_duplicates: bool = False) -> str:
     """The per-shard pipeline (user-hours -> winners -> trips -> unique pairs), appended into the result tables.
 
     With ``rows_window``, one window over the shard's rows (each user's rows by hour, the next row's hour
@@ -338,11 +447,13 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
     row's cell as winner, and only the rows of hours with several rows go through duplicate removal and the
     per-cell count (:func:`_winners_sql`), or all rows when most are in such hours (dense GPS traces); the window
     then runs over the winners. Returns the path taken (:data:`SHARD_PATHS`); the caller tries the one window again
-    on the next shard only if it held.
+    on the next shard only if it held. ``no_duplicates`` (the rows' order proved that no two rows are exact
+    duplicates, :class:`RowOrder`) with ``rows_window`` False: the rows are cut first, counted by (user, hour,
+    cell), and the winners and the window come from those counts (about 50 fixes a user-hour become a few rows).
     """
     nxt = "lead(slot) OVER u AS nslot, lead(cell) OVER u AS ncell"
     single = False
-    if rows_window:
+    if rows_window:   # (over the run counts when no_duplicates: one run per row when the window holds)
         con.execute(f"CREATE OR REPLACE TEMP TABLE lw AS SELECT user, slot, cell, {nxt} FROM {src} "
                     "WINDOW u AS (PARTITION BY user ORDER BY slot)")
         same_hour, n_rows = con.execute(
@@ -350,6 +461,13 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
         single = same_hour == 0
     if single:
         n_dedup, path = n_rows, SHARD_PATHS[0]
+    elif no_duplicates:   # src: the rows counted by runs (user, slot, cell, n), summed per (user, slot, cell)
+        path = SHARD_PATHS[4]
+        pts = f"(SELECT user, slot, cell, sum(n)::BIGINT AS n FROM {src} GROUP BY ALL)"
+        con.execute(f"CREATE OR REPLACE TEMP TABLE win AS {_winners_sql(pts, False, packed, counted=True)}")
+        n_rows = n_dedup = int(con.execute("SELECT sum(n) FROM win").fetchall()[0][0] or 0)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE lw AS SELECT user, slot, cell, {nxt} FROM win "
+                    "WINDOW u AS (PARTITION BY user ORDER BY slot)")
     else:
         con.execute(f"CREATE OR REPLACE TEMP TABLE hrs AS SELECT user, slot, count(*) AS c, min(cell) AS cell "
                     f"FROM {src} GROUP BY user, slot")
@@ -389,7 +507,8 @@ def _run_shard(con, src: str, dedupe: bool, keep_pairs: bool, packed: bool, rows
 
 def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memory_limit: str = "3GB",
                     threads: int | None = None, temp_dir: str | None = None, shard_rows: int = SHARD_ROWS,
-                    batch_rows: int = BATCH_ROWS, bound: tuple[int, int] | None = None, describe: bool = False):
+                    batch_rows: int = BATCH_ROWS, bound: tuple[int, int] | None = None, describe: bool = False,
+                    fingerprint: bool = True):
     """Weekly unique OD counts of ``source`` (a trace DataFrame or a :class:`FileSource`) computed in DuckDB.
 
     Parameters
@@ -419,7 +538,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         (after the filters, exact duplicates once, zones not applied): ``stats["traces"]``,
         ``stats["loader_drops"]`` and ``stats["fingerprint"]``, as :func:`odcore.od.engines.spark_engine.build_od_spark`
         gives them; the rows no zone takes are kept in one more table for it, and the distinct rows are read back
-        once, in batches, to be hashed.
+        once, in batches, to be hashed (``fingerprint`` False: not hashed, ``stats["fingerprint"]`` None).
     """
     describe = describe and isinstance(source, FileSource)
     tz = config.tz
@@ -427,7 +546,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
     timings: dict[str, float] = {}
     try:
         con = _connect(memory_limit, threads, str(work / "spill"))
-        src_con = _connect(memory_limit, threads, str(work / "spill-src"))
+        src_con = _connect(memory_limit, threads, str(work / "spill-src"), in_order=True)
         if isinstance(source, FileSource):
             scan = _Scan(src_con, source, batch_rows)
             scan.check_numbers()
@@ -466,15 +585,37 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         # windows and aggregates (shard tables inside DuckDB filled memory_limit once the input outgrew it, and
         # were then spilled, read back, and left stage B to spill its own work too). With ``describe``, the rows no
         # zone takes go to shard -1.
-        for parts in prepared_batches(scan, grid, tz, filters, st, workers, n_shards, outside=describe):
-            for k, part_tbl in parts:
-                shards.append(k, part_tbl)
-            n_batches += 1
-            del parts
+        # First in the hope that the rows' order proves no duplicate (RowOrder): then only the rows counted by runs
+        # are written (and the rows too with ``describe``, which reads them). Once the order proves nothing, stage A
+        # starts again and writes the rows (in files of another order this shows in the first batch).
+        order: RowOrder | None = RowOrder()
+        while True:
+            runs = _ShardFiles(work / "runs")
+            batches = prepared_batches(scan, grid, tz, filters, st, workers, n_shards, outside=describe, order=order)
+            for parts in batches:
+                if order is not None and not order.ok and not describe:
+                    batches.close()     # the batches in flight are dropped; the scan starts again below
+                    break
+                for k, part_tbl in parts:
+                    if isinstance(k, tuple):    # counts by runs: kept only while the order may still prove something
+                        if order is not None and order.ok:
+                            runs.append(k[1], part_tbl)
+                    elif describe or order is None:
+                        shards.append(k, part_tbl)
+                n_batches += 1
+                del parts
+            if order is None or describe or order.facts()[0]:
+                break
+            runs.remove()
+            shards.remove()
+            order, st, n_batches = None, K.PrepStats(), 0
+            shards = _ShardFiles(work / "shards")
         if n_batches == 0:
             raise TraceFormatError("no trace rows.")
         scan.close()
         created = set(shards.finish())
+        no_dup, one_row_hours = order.facts() if order is not None else (False, False)
+        run_keys = sorted(runs.finish())
         timings["stage_a"] = time.perf_counter() - t0 - timings["grid"]
         cpu["stage_a"] = time.process_time() - c0 - cpu["grid"]
         described = None
@@ -484,19 +625,19 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
                 con.register("part_tbl", shards.read(k, keep=True))
                 con.execute(f"CREATE TEMP TABLE {name} AS SELECT {ROWS_COLS} FROM part_tbl")
                 con.unregister("part_tbl")
-            described = _describe_kept(con, sorted(created), workers)
+            described = _describe_kept(con, sorted(created), workers, fingerprint)
             for name in names.values():
                 con.execute(f"DROP TABLE {name}")
             if -1 in created:
                 shards.path(-1).unlink()
         created.discard(-1)
-        created = sorted(created)
+        created = run_keys if no_dup else sorted(created)
         if st.slot_min == K.IMIN or not created:
             raise TraceFormatError("no trace row falls inside the grid.")
         con.register("sw", K.slot_week_table(st.slot_min, st.slot_max, tz))
         con.execute("CREATE TEMP TABLE slot_week AS SELECT * FROM sw")
         con.unregister("sw")
-        con.register("schema_tbl", shards.schema.empty_table())
+        con.register("schema_tbl", (runs if no_dup else shards).schema.empty_table())
         utype = con.execute("DESCRIBE SELECT user FROM schema_tbl").fetchall()[0][1]
         con.unregister("schema_tbl")
         con.execute("CREATE TEMP TABLE r_counts (week BIGINT, o BIGINT, d BIGINT, n BIGINT)")
@@ -514,10 +655,14 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
         dedupe = isinstance(source, FileSource)
         packed = grid.n_cells < 2**31
         paths = dict.fromkeys(SHARD_PATHS, 0)
-        path = SHARD_PATHS[0]   # the one window is tried first, and again only while it holds
+        # the one window is tried first, and again only while it holds, unless the rows' order proved that some
+        # user-hour has several rows and no row is a duplicate: then the rows are counted by user, hour and cell.
+        # With the proof, stage B reads the rows counted by runs (one row per row when every user-hour has one).
+        path = SHARD_PATHS[0] if one_row_hours or not no_dup else SHARD_PATHS[4]
         for k in created:
-            con.register("shard_rows", shards.read(k))
-            path = _run_shard(con, "shard_rows", dedupe, keep_pairs, packed, path == SHARD_PATHS[0], bounded_sql)
+            con.register("shard_rows", runs.read(k) if no_dup else shards.read(k))
+            path = _run_shard(con, "shard_rows", dedupe and not no_dup, keep_pairs, packed, path == SHARD_PATHS[0],
+                              bounded_sql, no_duplicates=no_dup)
             con.unregister("shard_rows")
             paths[path] += 1
         timings["stage_b"] = time.perf_counter() - t0 - timings["grid"] - timings["stage_a"]
@@ -567,7 +712,7 @@ def build_od_duckdb(source, config, *, grid=None, keep_pairs: bool = True, memor
                       user_like=like)
 
 
-def _describe_kept(con, tables: list[int], workers: int = 1) -> dict[str, Any]:
+def _describe_kept(con, tables: list[int], workers: int = 1, fingerprint: bool = True) -> dict[str, Any]:
     """``stats["traces"]``, ``stats["loader_drops"]`` and ``stats["fingerprint"]`` of ``describe``, from the shard
     tables ``rows_k`` and ``rows_out`` (k = -1) of stage A: every row the filters keep, each distinct row once."""
     names = [f"rows_{k}" if k >= 0 else "rows_out" for k in tables]
@@ -578,15 +723,16 @@ def _describe_kept(con, tables: list[int], workers: int = 1) -> dict[str, Any]:
                             ).fetchall()[0][0] or 0)
     a = con.execute("SELECT count(*), count(DISTINCT user), sum(far), min(t), max(t), min(lat), max(lat), min(lon), "
                     "max(lon) FROM kept_fixes").fetchall()[0]
-    fp = TraceFingerprint()
-    reader = con.sql("SELECT user, t, lat, lon FROM kept_fixes").to_arrow_reader(BATCH_ROWS)
+    fp = TraceFingerprint() if fingerprint else None
+    if fp is not None:
+        reader = con.sql("SELECT user, t, lat, lon FROM kept_fixes").to_arrow_reader(BATCH_ROWS)
 
-    def hashes(b):
-        return row_hashes(b.column(0).to_pandas(), b.column(1).to_numpy() * 1_000_000_000, b.column(2).to_numpy(),
-                          b.column(3).to_numpy())
+        def hashes(b):
+            return row_hashes(b.column(0).to_pandas(), b.column(1).to_numpy() * 1_000_000_000,
+                              b.column(2).to_numpy(), b.column(3).to_numpy())
 
-    for h in _threaded(hashes, reader, workers):
-        fp.add(h)
+        for h in _threaded(hashes, reader, workers):
+            fp.add(h)
     con.execute("DROP TABLE kept_fixes")
     rows = int(a[0])
     iso = K.iso_second
@@ -595,7 +741,7 @@ def _describe_kept(con, tables: list[int], workers: int = 1) -> dict[str, Any]:
               "lat_range": [float(a[5]), float(a[6])] if rows else None,
               "lon_range": [float(a[7]), float(a[8])] if rows else None}
     return {"traces": traces, "loader_drops": {DROP_DUPLICATE: n_raw - rows} if n_raw > rows else {},
-            "fingerprint": fp.hexdigest()}
+            "fingerprint": None if fp is None else fp.hexdigest()}
 
 
 _COLS = (WEEK, ORIGIN, DESTINATION, COUNT, TRIPS, UNIQUE_TRIPS)  # documented output columns

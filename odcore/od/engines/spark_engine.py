@@ -168,6 +168,7 @@ def _box_counts_fn(batches):
 
 def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=None, master: str = "local[2]",
                    driver_memory: str = "2g", bound: tuple[int, int] | None = None, describe: bool = False,
+                   fingerprint: bool = True,
                    aggregates_only: bool | None = None):
     """Weekly unique OD counts of ``source`` (a trace DataFrame or a :class:`FileSource`) computed by Spark.
 
@@ -235,7 +236,7 @@ def build_od_spark(source, config, *, grid=None, keep_pairs: bool = True, spark=
                                  "False.")
         od = _stage_b(spark, source, config, grid, rows, keep_pairs, bbox, bound, aggregates_only)
         if describe and isinstance(source, FileSource):
-            od = replace(od, stats={**od.stats, **describe_kept(rows)})
+            od = replace(od, stats={**od.stats, **describe_kept(rows, fingerprint)})
         return od
     finally:
         rows.unpersist()
@@ -250,10 +251,11 @@ def _fingerprint_fn(batches):
         yield pd.DataFrame({k: [v] for k, v in fp.partial().items()})
 
 
-def describe_kept(rows) -> dict[str, Any]:
+def describe_kept(rows, fingerprint: bool = True) -> dict[str, Any]:
     """``stats["traces"]``, ``stats["loader_drops"]`` and ``stats["fingerprint"]`` of :func:`build_od_spark`'s
     ``describe``, from the prepared rows (``user, t, lat, lon, slot, cell, reason``): the loader keeps the rows of
-    reason 0 (in a zone) and 4 (outside every zone: the zones drop them after loading), each distinct row once."""
+    reason 0 (in a zone) and 4 (outside every zone: the zones drop them after loading), each distinct row once.
+    ``fingerprint`` False: no fingerprint (``stats["fingerprint"]`` None; one Spark job fewer)."""
     from pyspark.sql import functions as F
 
     raw = rows.where(F.col("reason").isin(0, 4))
@@ -266,18 +268,18 @@ def describe_kept(rows) -> dict[str, Any]:
                      ).collect()[0].asDict()
         cols = ["n"] + [f"l{k}_{h}" for k in range(len(LANE_KEYS)) for h in ("hi", "lo")]
         sums = (kept.select(USER, K.T_S, LAT, LON).mapInPandas(_fingerprint_fn, ", ".join(f"{c} long" for c in cols))
-                .agg(*[F.sum(c).alias(c) for c in cols]).collect()[0].asDict())
+                .agg(*[F.sum(c).alias(c) for c in cols]).collect()[0].asDict()) if fingerprint else None
     finally:
         kept.unpersist()
     n_raw = int(raw.count()) if a["rows"] else 0
-    fp = TraceFingerprint.from_halves({k: v or 0 for k, v in sums.items()})
+    fp = TraceFingerprint.from_halves({k: v or 0 for k, v in sums.items()}) if fingerprint else None
     iso = K.iso_second
     traces = {"rows": int(a["rows"]), "users": int(a["users"]), "outside_zones": int(a["outside"] or 0),
               "time_min": iso(a["t_min"]) if a["rows"] else None, "time_max": iso(a["t_max"]) if a["rows"] else None,
               "lat_range": [float(a["lat_min"]), float(a["lat_max"])] if a["rows"] else None,
               "lon_range": [float(a["lon_min"]), float(a["lon_max"])] if a["rows"] else None}
     drops = {DROP_DUPLICATE: n_raw - int(a["rows"])} if n_raw > a["rows"] else {}
-    return {"traces": traces, "loader_drops": drops, "fingerprint": fp.hexdigest()}
+    return {"traces": traces, "loader_drops": drops, "fingerprint": fp.hexdigest() if fp is not None else None}
 
 
 def _stage_b(spark, source, config, grid, rows, keep_pairs: bool, bbox, bound=None, aggregates_only=False):
