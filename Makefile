@@ -46,7 +46,7 @@ test-all: $(VENV)/.dev-installed
 
 # Update the committed screenshots in docs/screenshots (the browser tests otherwise write to a temporary folder).
 screenshots: $(VENV)/.dev-installed
-	ODLAB_SHOTS=docs/screenshots $(PY) -m pytest -m browser tests/test_browser.py tests/test_browser_guide.py tests/test_browser_map.py
+	ODLAB_SHOTS=docs/screenshots $(PY) -m pytest -m browser tests/browser/test_browser.py tests/browser/test_browser_guide.py tests/browser/test_browser_map.py
 
 lint: $(VENV)/.dev-installed
 	$(PY) -m ruff check .

@@ -30,7 +30,7 @@ live charts (``odapp/components/live``) whose drawn values or layout changed, an
 that drew between the input and the painted frame. :func:`reference_for` names the reference app with that content
 (below), and ``python -m benchmarks.browser_table`` holds each control to it: a median within 150 ms of that
 reference's median in the same run (at least 300 ms), the slowest within twice that. The reference apps' own
-presses are recorded the same way, a check of the detector (``tests/test_bench_floor.py``).
+presses are recorded the same way, a check of the detector (``tests/benchmarks/test_bench_floor.py``).
 
 Breakdown of each press (medians): *to server* = input -> first WebSocket message of the rerun (the widget message
 reaches the server and the run starts); *server* = that message -> the run's end (``notRunning``): script,

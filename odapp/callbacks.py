@@ -5,7 +5,7 @@ that a dropped connection comes back with its state. A function defined in a pag
 namespace alive with it: the session's release, maps and tables, ~8 MB on the OD release page. So the pages define
 none: what they hand over is defined here (or in :mod:`odapp.release_view`, :mod:`odapp.attack_view` for the
 fragments), and gets only small arguments; anything large is fetched again from the caches when it is called.
-``tests/test_session_memory.py`` checks this in a real server.
+``tests/serve/test_session_memory.py`` checks this in a real server.
 """
 
 from __future__ import annotations

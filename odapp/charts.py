@@ -7,7 +7,7 @@ page's script time on every rerun and ~40 % of the Attack page's, also when noth
 projector mode), so a rerun with the same arguments gets the same figure object from the cache, Streamlit sends the
 same spec and the browser does not redraw it. A builder must not read anything else (session state, settings): what
 it does not take cannot change its chart. The figures are shared by reruns and sessions: nothing may change them
-after they are returned (:func:`odapp.export.chart` only reads them). ``tests/test_charts.py`` checks that every
+after they are returned (:func:`odapp.export.chart` only reads them). ``tests/app/test_charts.py`` checks that every
 page draws the same specs as building the figures afresh would.
 """
 
@@ -170,7 +170,7 @@ def roc_chart(others: tuple, eps_pair: float, threshold: float, user: str, *, pr
 # Each chart's layout (the lab's template, title, axes, legend) depends on projector mode only, not on the data: it is
 # made once (kept for the server's life, one per mode; never changed: a figure copies it) and every new grid's,
 # week's or dataset's chart starts from it (building it again took half of each chart's ~10 ms).
-# ``tests/test_charts.py`` checks that the charts equal those built in one go.
+# ``tests/app/test_charts.py`` checks that the charts equal those built in one go.
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def trips_hist_chart(hist: pd.DataFrame, *, projector: bool) -> go.Figure:

@@ -6,7 +6,7 @@ Nothing leaves the machine by default. ``pdk.Deck(map_style=None)`` does *not* m
 ``st.pydeck_chart`` then fills in a CARTO style JSON (fetched by the browser from CARTO's servers). pydeck's own
 default ``map_style`` is the ``"__MAP_STYLE__"`` placeholder; with ``map_provider=None`` pydeck leaves it as it is
 and Streamlit's map component reads it as "no style": no base map is drawn and nothing is fetched
-(``tests/test_browser.py`` records every request of every page and fails on one to another host). The grid itself
+(``tests/browser/test_browser.py`` records every request of every page and fails on one to another host). The grid itself
 is the background. A base map (:data:`BASEMAP`) is drawn only when the user turns it on.
 """
 
@@ -247,7 +247,7 @@ def outline_edges(polygons, tol: float = 10.0 ** -DIGITS) -> np.ndarray:
     degrees (10⁻⁵ ≈ 1 m, the precision the map is sent with) from it: the same outlines, far fewer segments.
 
     Made on every new grid or zone map (the Data page's map, the release map's cells), so it works on arrays: the
-    greedy loops it replaces (kept in ``tests/test_app_maps.py`` as the reference it must equal, byte for byte) took
+    greedy loops it replaces (kept in ``tests/app/test_app_maps.py`` as the reference it must equal, byte for byte) took
     60–140 ms of a grid press on the bundled city."""
     polys = polygons if isinstance(polygons, list) else list(polygons)
     if not polys:
@@ -585,7 +585,7 @@ def line_layer(flows: pd.DataFrame, color: list, *, layer_id: str, width: float 
 
 
 # The words the maps' tooltips and their legends share, so that the legend names what a tooltip shows the same way
-# (tests/test_app_maps.py reads both): every area is a "zone" (a grid square, a hexagon or a zone of a file), its
+# (tests/app/test_app_maps.py reads both): every area is a "zone" (a grid square, a hexagon or a zone of a file), its
 # shade the chance that at least one flow leaving it is published.
 ZONE = "zone"
 ZONE_SHADE = "chance at least one flow leaving is published"

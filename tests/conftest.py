@@ -23,7 +23,7 @@ if not os.environ.get(CACHE_ENV):
     atexit.register(shutil.rmtree, os.environ[CACHE_ENV], ignore_errors=True)
 
 # The app computes a person's likely next press in a background thread once a run ends (odapp.ahead.after); in the
-# test process that thread would race AppTest's next run, so it is off here (tests/test_ahead.py turns it on). The
+# test process that thread would race AppTest's next run, so it is off here (tests/app/test_ahead.py turns it on). The
 # servers the browser tests start have it on, as every launch of the app.
 ahead.enabled = False
 

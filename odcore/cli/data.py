@@ -11,7 +11,7 @@ from odcore.constants import DEFAULT_SAMPLE_SEED
 from odcore.paths import atomic_output, pause_for_test
 
 # The defaults of odcore.data.synth.SynthConfig that the synth command shows, written out so that parsing arguments
-# does not import the generator (and pandas); tests/test_cli_data.py checks that they agree.
+# does not import the generator (and pandas); tests/odcore/cli/test_cli_data.py checks that they agree.
 SYNTH_DEFAULTS = {"users": 25_000, "weeks": 1, "center": (33.7490, -84.3880), "extent_km": 20.0,
                   "start": "2024-01-08", "tz": "UTC"}
 

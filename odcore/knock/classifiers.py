@@ -12,7 +12,7 @@ The MLP trains in float32 by default (``float32=True``): the features are standa
 weights and gradients are float32, which halves the cost of its matrix products. Its scores are then computed in
 float64 from the trained weights, so that confident outputs near 0 or 1 keep their order (a float32 sigmoid rounds
 them to ties). On the SFC games the float32 and float64 networks stop after the same number of epochs and give the
-same AUC to 1e-3 (``tests/test_knock_experiment.py``).
+same AUC to 1e-3 (``tests/odcore/knock/test_knock_experiment.py``).
 """
 
 from __future__ import annotations

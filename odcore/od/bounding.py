@@ -5,7 +5,7 @@ hash ``h(key, user, week, origin, destination)`` below, and the user keeps the `
 ``(h, origin, destination)``. The kept set is a function of the user's own pairs and the key only, so the L1
 sensitivity of the weekly count vector is ``m`` whatever the key (Google differential-privacy library,
 ``max_partitions_contributed``); the key only makes the kept subset look uniformly random, which
-``tests/test_release.py`` checks statistically. Because the rule needs nothing but integer ``+ * %`` and ``md5``,
+``tests/odcore/privacy/test_release.py`` checks statistically. Because the rule needs nothing but integer ``+ * %`` and ``md5``,
 every engine computes it in place (:func:`bounded_counts_sql`), keeps exactly the same pairs for a key, and sends
 the driver per-pair counts only, never a per-person table.
 

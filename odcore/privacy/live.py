@@ -5,7 +5,7 @@ points the browser interpolates linearly, either in (ε, value) (``"lin"``: prob
 (``"loglog"``: budgets that grow like a power of ε). :func:`interpolate` is the same arithmetic in Python: the
 tests compare it with the exact engine at ε between the grid points.
 
-Grids and their error (``tests/test_live_tables.py`` measures it at the midpoints, where linear interpolation is
+Grids and their error (``tests/odcore/privacy/test_live_tables.py`` measures it at the midpoints, where linear interpolation is
 worst, and at random ε):
 
 - :data:`ATTACK_GRID`, 90 ε log-spaced over [0.05, 5], ``"lin"``: p_k within 0.1 percentage point (measured

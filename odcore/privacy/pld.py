@@ -107,7 +107,7 @@ def _gauss_legendre(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     Newton's iteration on the Legendre polynomial from the asymptotic guesses ``cos(pi (i + 3/4) / (n + 1/2))``,
     all nodes at once (Press et al., Numerical Recipes, 3rd ed., section 4.6, ``gauleg``): numpy only and a few
     milliseconds, where numpy's ``leggauss`` (an eigenvalue problem) took a third of a command-line call's CPU.
-    Agrees with scipy to 1e-14 (tests/test_cli_startup.py); weights to a relative 1e-11 up to 100 nodes, as
+    Agrees with scipy to 1e-14 (tests/odcore/cli/test_cli_startup.py); weights to a relative 1e-11 up to 100 nodes, as
     ``leggauss`` does. Above 100 nodes (``k_max > 120``) scipy's ``roots_legendre``, whose weights stay relatively
     exact near the ends.
     """

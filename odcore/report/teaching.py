@@ -377,7 +377,7 @@ def round_success(others, rules: GameRules, resolution: int = 64) -> np.ndarray:
     and at half of it, and the two TVs are Richardson-extrapolated and clipped as there. Here every round has ``k``
     pairs, a silent pair composes as a point mass at loss 0 (shifting the sum by one grid step per pair instead of
     leaving it out), each distinct multiset of pair types is composed once, and all of them in one batched FFT: the
-    results agree with ``user_risk`` to rounding (``tests/test_teaching.py`` checks 1e-12).
+    results agree with ``user_risk`` to rounding (``tests/odcore/report/test_teaching.py`` checks 1e-12).
     """
     c = np.asarray(others, dtype=float)
     if c.ndim != 2 or c.shape[0] == 0 or c.shape[1] == 0:

@@ -203,7 +203,7 @@ CASES: list[Case] = [
     Case("time_all_text", "words.csv", lambda: _t(table(times=lambda i, t: "noon")), error="row 1, column 'time'"),
     Case("iso_mixed_offsets", "mixoff.csv", lambda: _t(table(times=_mixed_offsets))),
     # naive times read in UTC here, where the case is their layout; the default (--tz auto: the zone at the data's
-    # centre, San Francisco here) is tested in tests/test_regions.py
+    # centre, San Francisco here) is tested in tests/odcore/data/test_regions.py
     Case("iso_z_and_naive", "mixz.csv", lambda: _t(table(times=_z_and_naive)),
          adjusted={"naive_times_read_in_tz": N // 2}, cli=("--tz", "UTC")),
     Case("iso_fraction_seconds", "frac.csv", lambda: _t(table(times=lambda i, t: iso(t) + ".250")), cli=("--tz", "UTC")),

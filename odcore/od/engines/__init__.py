@@ -5,7 +5,7 @@ Every engine implements the same definition (Houssiau et al. 2022, Methods; Bass
 point from the zone object's ``assign``, winner takes all per user-hour with ties to the lower cell id, trips to a
 distinct cell in the next hour counted in the week of the origin hour, distinct users per (week, origin,
 destination). The per-row parts are shared code (:mod:`odcore.od.kernel`); the engines differ only in how they
-group rows, and ``tests/test_engines.py`` requires identical tables.
+group rows, and ``tests/odcore/od/test_engines.py`` requires identical tables.
 
 >>> from odcore.od.engines import ENGINES
 >>> ENGINES

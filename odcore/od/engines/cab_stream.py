@@ -10,7 +10,7 @@ memory holds about ``workers`` groups, never the whole folder; the groups are me
 do not depend on ``workers`` or on threads versus processes.
 
 The rules are those of :func:`odcore.data.traces.load_traces` followed by the memory engine, which
-``tests/test_peer_od.py`` checks table for table: ``bbox="auto"`` is the robust box of every usable fix's counts
+``tests/benchmarks/test_peer_od.py`` checks table for table: ``bbox="auto"`` is the robust box of every usable fix's counts
 (:class:`~odcore.data.traces.RobustBoxCounts`), and zones not given are fitted to the kept fixes' min/max; for these,
 a first pass parses each group once and keeps its raw fixes in temporary files for the later passes (or in
 ``keep_dir``, for later calls on the same files). ``region`` follows the loader too: the cabs' home cells are found

@@ -1,0 +1,1 @@
+"""Tests of the dashboard's pages (AppTest) and odapp."""

@@ -1,0 +1,152 @@
+"""The Data page's map of trace points on the bundled city: the deck it sends is byte for byte the deck the first
+version of :func:`odapp.maps.trace_density_deck` made (kept below as the reference), on square grids of three sizes,
+H3 hexagons and the bundled districts; and the outlines of the bundled city's squares are the ones the greedy
+reference of ``tests/app/test_app_maps.py`` draws."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from odapp import maps
+from odapp.words import num
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _reference_trace_density_deck(cells_df, grid):
+    """trace_density_deck as it was before its tooltips and colours were made from arrays (and with empty squares
+    drawn by their outlines alone)."""
+    logp = np.log10(cells_df["points"].to_numpy() + 1)
+    vmax = float(logp.max()) if len(logp) else 1.0
+    empty = cells_df["points"].to_numpy() == 0
+    outline = maps.outline_style(grid)
+    blank = [255, 255, 255, 0] if outline == "lines" else maps.EMPTY_ZONE_RGBA
+    cells_df = cells_df.copy()
+    cells_df["color"] = [blank if e else c for c, e in zip(maps.ramp(logp, 0, vmax, alpha=190), empty, strict=True)]
+    square = getattr(grid, "kind", "square") == "square"
+    cells_df["tip"] = [f"{maps.zone_label(c, None if square else n)}\n{num(int(p))} trace points" for n, c, p in
+                       zip(cells_df["name"], cells_df["cell"], cells_df["points"], strict=True)]
+    cent = grid.centroids(cells_df.loc[~empty, "cell"].to_numpy())
+    edges = None
+    if outline == "lines":   # empty squares: every cell's outline, no polygon
+        edges = maps.outline_edges(cells_df["polygon"].tolist())
+        cells_df = cells_df[~empty]
+    d = maps.deck([*maps.grid_layers(cells_df, outline=outline, edges=edges),
+                   *maps.scale_bar_layers(cent["lat"], cent["lon"])],
+                  maps.view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
+    return d, vmax
+
+
+@pytest.fixture(scope="module")
+def city():
+    from odapp import data
+    from odcore.od.trips import HourIndex
+
+    if not data.SAMPLE_FILE.is_file():
+        pytest.skip("bundled sample missing (make sample-data)")
+    df = data.load_sample().df
+    return df, HourIndex.of(df, "UTC")
+
+
+def _map_rows(city, spec: str):
+    """The rows the Data page maps (``cell, name, polygon, points``) and the zones, for a zone spec or a cell area."""
+    from odapp.zones_ui import zone_polygons
+    from odcore.od.oddata import ODConfig
+    from odcore.od.trips import grid_of_frame
+
+    df, hours = city
+    config = ODConfig(cell_km2=float(spec), tz="UTC") if spec[0].isdigit() else ODConfig(tz="UTC", zones=spec)
+    grid = grid_of_frame(df, config)
+    cells = hours.cells(grid)
+    points = np.bincount(cells[cells >= 0], minlength=grid.n_cells)
+    shapes = zone_polygons(grid, np.arange(grid.n_cells))
+    return shapes.assign(points=points[shapes["cell"].to_numpy()]), grid
+
+
+@pytest.mark.parametrize("spec", ["1.5", "1.6", "0.5", "h3:8", "sample_data/districts.geojson"])
+def test_data_map_deck_is_the_reference_deck_byte_for_byte(city, spec):
+    rows, grid = _map_rows(city, spec)
+    got, vmax = maps.trace_density_deck(rows, grid)
+    want, want_vmax = _reference_trace_density_deck(rows, grid)
+    assert vmax == want_vmax
+    assert got.to_json() == want.to_json()
+    assert ('"id":"cells_edges"' in got.to_json()) == spec[0].isdigit()   # squares' outlines as lines
+
+
+@pytest.mark.parametrize("spec", ["1.5", "1.3"])
+def test_bundled_city_outlines_equal_the_greedy_reference(city, spec):
+    from tests.app.test_app_maps import reference_outline_edges
+
+    rows, _ = _map_rows(city, spec)
+    polys = rows["polygon"].tolist()
+    got, want = maps.outline_edges(polys), reference_outline_edges(polys)
+    assert len(got) < len(polys)            # the grid lines joined: far fewer segments than cells
+    assert got.tobytes() == want.tobytes()
+
+
+def test_unique_rows_is_numpys_unique_rows():
+    """By lexsort when no -0.0 or NaN can make equal rows differ in their bytes, else by np.unique itself."""
+    rng = np.random.default_rng(3)
+    for trial in range(60):
+        x = np.round(rng.integers(0, 4, size=(int(rng.integers(0, 40)), 4)) * 0.5 - 1, 1)
+        if trial % 3 == 1:
+            x[rng.random(x.shape) < 0.2] = -0.0
+        if trial % 3 == 2:
+            x[rng.random(x.shape) < 0.05] = np.nan
+        got, want = maps.unique_rows(x), np.unique(x, axis=0)
+        assert got.shape == want.shape
+        assert got.tobytes() == want.tobytes(), trial
+
+
+@pytest.mark.parametrize("cells", [[0, 3, 3, 9], [-1, 3, -1, 9, 0], [], [-1]])
+def test_cell_density_counts_the_rows_of_each_cell_and_those_outside(monkeypatch, cells):
+    from types import SimpleNamespace
+
+    from odapp import cache
+
+    cells = np.asarray(cells, dtype=np.int64)
+    hours = SimpleNamespace(cells=lambda grid: cells)
+    monkeypatch.setattr(cache, "hour_index", lambda *a, **k: hours)
+    density, outside = cache.cell_density.__wrapped__("x", SimpleNamespace(tz="UTC"), None,
+                                                      SimpleNamespace(n_cells=10))
+    np.testing.assert_array_equal(density["points"].to_numpy(), np.bincount(cells[cells >= 0], minlength=10))
+    np.testing.assert_array_equal(density["cell"].to_numpy(), np.arange(10))
+    assert outside == int((cells < 0).sum())
+
+
+def test_empty_squares_are_drawn_by_their_outlines_alone(city):
+    """On squares an empty cell sends no polygon (it would be transparent: only a "0 trace points" tooltip); every
+    cell's outline is still drawn, the empty ones' included. Where zones are told apart by gaps, an empty zone the
+    deck is given is drawn pale grey (the Data page gives it a zone file's, not H3's: test_empty_zones_drawn)."""
+    import json
+
+    rows, grid = _map_rows(city, "1.3")
+    empty = rows["points"].to_numpy() == 0
+    assert empty.sum() > 100
+    layers = {x["id"]: x for x in json.loads(maps.trace_density_deck(rows, grid)[0].to_json())["layers"]}
+    cells = layers["cells"]["data"]
+    assert len(cells) == int((~empty).sum())
+    assert not [r for r in cells if r["tip"].endswith("\n0 trace points")]
+    edges = np.array([[*e["s"], *e["t"]] for e in layers["cells_edges"]["data"]])
+    assert edges.tobytes() == maps.outline_edges(rows["polygon"].tolist()).tobytes()
+    assert len(edges) > len(maps.outline_edges(rows.loc[~empty, "polygon"].tolist()))   # more than the filled ones'
+    rows, grid = _map_rows(city, "h3:8")
+    cells = json.loads(maps.trace_density_deck(rows, grid)[0].to_json())["layers"][0]["data"]
+    assert len(cells) == len(rows)
+    assert any(r["tip"].endswith("\n0 trace points") for r in cells)
+
+
+def test_empty_zones_drawn():
+    """The Data map draws the empty zones of squares (outlines) and of a zone file (pale grey), not the empty H3
+    hexagons of the box fitted around the data, and none above MAX_GRID_CELLS_DRAWN zones; the page's legend
+    follows the same function."""
+    from types import SimpleNamespace
+
+    from odapp import cache
+
+    assert cache.empty_zones_drawn(SimpleNamespace(kind="square", n_cells=1_000))
+    assert cache.empty_zones_drawn(SimpleNamespace(kind="polygons", n_cells=40))
+    assert not cache.empty_zones_drawn(SimpleNamespace(kind="h3", n_cells=1_000))
+    assert not cache.empty_zones_drawn(SimpleNamespace(kind="square", n_cells=cache.MAX_GRID_CELLS_DRAWN + 1))
+    assert cache.empty_zones_drawn(SimpleNamespace(kind="square", n_cells=cache.MAX_GRID_CELLS_DRAWN))

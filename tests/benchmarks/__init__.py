@@ -1,0 +1,1 @@
+"""Checks of the benchmark harness's own tools (benchmarks/)."""

@@ -1,0 +1,1 @@
+"""Tests of the dashboard in headless Chromium (Playwright)."""

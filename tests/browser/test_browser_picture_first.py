@@ -1,0 +1,81 @@
+"""The picture first: on every page with a chart or map, its first one starts within the first screen, at 1024×768
+in projector mode and at 1440×900 (a headless Chromium measures the top of the first chart, map or live canvas);
+screenshots of each page's first screen at both sizes go to the screenshot folder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.browser.test_browser_classroom import goto, open_app, settle
+from tests.conftest import screenshot_dir
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
+
+SHOTS = screenshot_dir()
+# pages whose main picture is drawn on opening (Knock Knock and Audit draw theirs after a button; Home has none)
+PICTURE_PAGES = ["Data", "OD_release", "Attack", "Privacy_budget", "Release_designer", "Play_the_attacker",
+                 "See_the_noise"]
+PICTURES = ("[data-testid=stDeckGlJsonChart], [data-testid=stPlotlyChart], [data-testid=stVegaLiteChart], "
+            ".odlive canvas, [data-testid=stImage] img")
+MAIN = {"Play_the_attacker": "[data-testid=stDataFrame]"}   # the game's picture: the round's published counts
+FIRST_TOP = """(sel) => {
+    const els = [...document.querySelectorAll(`[data-testid=stMain] :is(${sel})`)]
+        .filter(e => e.getBoundingClientRect().height > 20);
+    const main = document.querySelector('[data-testid=stMain]');
+    if (main) main.scrollTop = 0;
+    return els.length ? Math.min(...els.map(e => e.getBoundingClientRect().top)) : null;
+}"""
+
+
+@pytest.mark.parametrize(("width", "height", "projector"), [(1024, 768, True), (1440, 900, False)],
+                         ids=["1024-projector", "1440-screen"])
+def test_first_picture_within_the_first_screen(streamlit_url, browser, width, height, projector):
+    ctx, page = open_app(browser, streamlit_url, width, height, projector=projector)
+    tops = {}
+    try:
+        for name in PICTURE_PAGES:
+            goto(page, name)
+            sel = MAIN.get(name, PICTURES)
+            page.locator(f"[data-testid=stMain] :is({sel})").first.wait_for(timeout=120_000)
+            settle(page)
+            tops[name] = page.evaluate(FIRST_TOP, sel)
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS / f"first_screen_{name}_{width}{'_projector' if projector else ''}.png"))
+        for name in ("", "Knock_Knock", "Audit"):   # no picture on opening: their first screens, to look at
+            goto(page, name)
+            page.screenshot(path=str(SHOTS / f"first_screen_{name or 'Home'}_{width}"
+                                              f"{'_projector' if projector else ''}.png"))
+    finally:
+        ctx.close()
+    (SHOTS / f"first_picture_tops_{width}.json").write_text(json.dumps(tops, indent=1), encoding="utf-8")
+    late = {k: v for k, v in tops.items() if v is None or v >= height}
+    assert not late, f"first picture below the first screen at {width}×{height}: {late} (all: {tops})"
+
+
+def test_guarantee_card_greys_while_the_live_slider_is_dragged(streamlit_url, browser):
+    """The card shows the released ε: while the live slider is held and moved it is greyed and says it updates on
+    release; after the release (one rerun) it is drawn at the new ε, not greyed."""
+    ctx, page = open_app(browser, streamlit_url, 1440, 900, projector=False)
+    try:
+        goto(page, "Attack")
+        card = page.locator(".st-key-odlab_card").first
+        before = card.inner_text()
+        opacity = "e => getComputedStyle(e).opacity"
+        assert float(card.evaluate(opacity)) == 1.0
+        box = page.locator(".odlive-range").first.bounding_box()
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] + box["width"] * 0.1, y)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=8)
+        page.wait_for_timeout(300)
+        assert float(card.evaluate(opacity)) < 0.6   # greyed while held
+        assert "updates when the slider is released" in card.evaluate(
+            "e => getComputedStyle(e.querySelector('summary'), '::after').content")
+        page.mouse.up()
+        settle(page)
+        assert float(card.evaluate(opacity)) == 1.0   # redrawn at the released value
+        assert card.inner_text() != before
+    finally:
+        ctx.close()

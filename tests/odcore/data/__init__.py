@@ -1,0 +1,1 @@
+"""Tests of reading traces: loaders, validation, regions, the synthetic city, hostile files."""

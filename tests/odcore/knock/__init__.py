@@ -1,0 +1,1 @@
+"""Tests of Knock Knock (odcore.knock)."""

@@ -1,0 +1,1 @@
+"""Tests of counting: trips, OD tables and the engines (odcore.od)."""

@@ -1,0 +1,1 @@
+"""Tests of the release, accounting, attack, designer and utility (odcore.privacy)."""

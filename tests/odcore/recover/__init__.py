@@ -1,0 +1,1 @@
+"""Tests of trajectory recovery (odcore.recover)."""

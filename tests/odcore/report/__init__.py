@@ -1,0 +1,1 @@
+"""Tests of figures, flow maps, teaching and what is handed over (odcore.report)."""

@@ -1,0 +1,1 @@
+"""Tests of grids and zones (odcore.space)."""

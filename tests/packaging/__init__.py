@@ -1,0 +1,1 @@
+"""Tests of the package: metadata, entry point, layering and the house's rules."""

@@ -1,0 +1,1 @@
+"""Tests of the class server (odapp.serve) and what a closed session keeps."""
