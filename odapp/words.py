@@ -207,8 +207,7 @@ def short_path(path) -> str:
     """A data file as a reader needs it: relative to the repository (or ``../shared``), else its name only;
     never the machine's absolute path.
 
-    >>> from odcore.numbers import number_text, percent_text  # the guarantee sheet writes numbers the same way
-from odcore.paths import REPO_ROOT
+    >>> from odcore.paths import REPO_ROOT
     >>> short_path(REPO_ROOT / "sample_data" / "synthetic_city.parquet")
     'sample_data/synthetic_city.parquet'
     >>> short_path("/home/someone/private/trips.csv")

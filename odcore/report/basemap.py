@@ -22,7 +22,6 @@ import numpy as np
 import shapely
 
 from odcore.paths import SAMPLE_DATA_DIR
-from odcore.space.density import fix_density as fix_density
 
 LAND_FILE = SAMPLE_DATA_DIR / "natural_earth_land_10m.npz"
 LAND_SOURCE = "Natural Earth 1:10m land (public domain), via the world-atlas TopoJSON"

@@ -12,17 +12,11 @@ Cell ids are ``row * n_cols + col`` (int64) inside the fitted extent; points out
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
-import geopandas as gpd
 import numpy as np
 import pandas as pd
-import pyproj
-import shapely
-from pyproj import CRS
-from pyproj.exceptions import CRSError
 
 from odcore.constants import CELL, LAT, LON
 from odcore.errors import ParameterError, check_positive
@@ -42,6 +36,9 @@ def crs_label(crs: str) -> str:
     >>> crs_label("+proj=laea +lat_0=39 +lon_0=-98 +datum=WGS84 +units=m")
     'Lambert Azimuthal Equal Area centred on 39°, -98° (custom PROJ definition)'
     """
+    from pyproj import CRS
+    from pyproj.exceptions import CRSError
+
     try:
         c = CRS.from_user_input(crs)
     except CRSError:
@@ -49,6 +46,8 @@ def crs_label(crs: str) -> str:
     code = c.to_epsg()
     if code is not None:
         return f"EPSG:{code} ({c.name})"
+    import warnings
+
     with warnings.catch_warnings():   # "you will likely lose information": only its parameters are read here
         warnings.simplefilter("ignore", UserWarning)
         p = c.to_dict()
@@ -71,6 +70,8 @@ def utm_epsg(lat: float, lon: float) -> int:
 
 @lru_cache(maxsize=32)
 def transformer(crs: str, inverse: bool):
+    import pyproj
+
     if inverse:
         return pyproj.Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
     return pyproj.Transformer.from_crs("EPSG:4326", crs, always_xy=True)
@@ -338,6 +339,9 @@ class SquareGrid:
 
     def polygons(self, cells=None):
         """``GeoDataFrame[cell, geometry]`` (EPSG:4326) of the cell squares, for maps."""
+        import geopandas as gpd
+        import shapely
+
         c = self._check_cells(cells)
         x, y = self.cell_xy(c)
         h = self.side_m / 2

@@ -48,17 +48,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-import geopandas as gpd
-import h3
 import numpy as np
 import pandas as pd
-import shapely
-from h3.api.numpy_int import latlng_to_cell
-from scipy import ndimage
 
 from odcore.constants import CELL, DEFAULT_DISTRICTS, DEFAULT_DISTRICTS_SEED, LAT, LON
 from odcore.errors import ODCoreError, ParameterError
-from odcore.space.grid import SquareGrid, transformer, utm_epsg
+from odcore.space.grid import SquareGrid
 
 __all__ = ["MAX_ZONES", "OUTSIDE", "OUTSIDE_REASON", "H3Zones", "PolygonZones", "ZoneFileError", "ZoneSpec",
            "ZoneSystem", "add_zone_names", "make_zones", "parse_zone_spec", "read_zone_file", "voronoi_districts",
@@ -230,6 +225,8 @@ class H3Zones:
 
     @classmethod
     def fit(cls, lat, lon, resolution: int = 8) -> H3Zones:
+        import h3
+
         lat, lon = _coords(lat, lon)
         res = int(parse_zone_spec(f"h3:{resolution}").value)
         ok = np.isfinite(lat) & np.isfinite(lon)
@@ -264,6 +261,8 @@ class H3Zones:
     @property
     def cell_km2(self) -> float:
         """Average hexagon area at this resolution (km²)."""
+        import h3
+
         return float(h3.average_hexagon_area(self.resolution, unit="km^2"))
 
     @property
@@ -287,12 +286,18 @@ class H3Zones:
         return np.asarray([format(int(v), "x") for v in self.cells[c]], dtype=object)
 
     def centroids(self, cells=None) -> pd.DataFrame:
+        import h3
+
         c = _check_ids(cells, self.n_cells)
         ll = np.array([h3.cell_to_latlng(format(int(v), "x")) for v in self.cells[c]], dtype=np.float64)
         ll = ll.reshape(-1, 2)
         return pd.DataFrame({CELL: c, LAT: ll[:, 0], LON: ll[:, 1]})
 
     def polygons(self, cells=None):
+        import geopandas as gpd
+        import h3
+        import shapely
+
         c = _check_ids(cells, self.n_cells)
         geoms = [shapely.Polygon([(lo, la) for la, lo in h3.cell_to_boundary(format(int(v), "x"))])
                  for v in self.cells[c]]
@@ -309,6 +314,8 @@ class H3Zones:
 
 def _h3_ints(lat: np.ndarray, lon: np.ndarray, res: int) -> np.ndarray:
     """h3 v4 ``latlng_to_cell`` (integer API) over arrays; 0 where a coordinate is not finite."""
+    from h3.api.numpy_int import latlng_to_cell
+
     out = np.zeros(lat.size, dtype=np.uint64)
     ok = np.isfinite(lat) & np.isfinite(lon) & (np.abs(lat) <= 90)
     idx = np.flatnonzero(ok)
@@ -347,6 +354,8 @@ class PolygonZones:
     outside_reason = OUTSIDE_REASON
 
     def __post_init__(self) -> None:
+        import shapely
+
         g = np.asarray(self.geometries, dtype=object).ravel()
         n = np.asarray(self.zone_names, dtype=object).ravel()
         if g.size == 0:
@@ -374,6 +383,8 @@ class PolygonZones:
     def from_geodataframe(cls, gdf, *, name_column: str | None = None, source: str = "",
                           max_zones: int = MAX_ZONES) -> PolygonZones:
         """Zones from a GeoDataFrame in any CRS (reprojected to EPSG:4326; no CRS = taken as EPSG:4326)."""
+        import shapely
+
         src = source or "zones"
         if len(gdf) == 0:
             raise ZoneFileError(f"{src}: no features; expected polygons (districts, tracts, zones).")
@@ -446,11 +457,15 @@ class PolygonZones:
 
     def centroids(self, cells=None) -> pd.DataFrame:
         """``DataFrame[cell, lat, lon]``: a point inside each zone (shapely ``point_on_surface``)."""
+        import shapely
+
         c = _check_ids(cells, self.n_cells)
         p = shapely.point_on_surface(self.geometries[c])
         return pd.DataFrame({CELL: c, LAT: shapely.get_y(p), LON: shapely.get_x(p)})
 
     def polygons(self, cells=None):
+        import geopandas as gpd
+
         c = _check_ids(cells, self.n_cells)
         return gpd.GeoDataFrame({CELL: c, "name": self.zone_names[c]}, geometry=list(self.geometries[c]),
                                 crs="EPSG:4326")
@@ -466,18 +481,24 @@ class PolygonZones:
         return float(np.median(self.area_km2()))
 
     def to_dict(self) -> dict:
+        import shapely
+
         return {"kind": "polygons", "spec": self.source, "n_cells": self.n_cells,
                 "names": [str(n) for n in self.zone_names],
                 "wkb_hex": [str(w) for w in shapely.to_wkb(self.geometries, hex=True)]}
 
     @classmethod
     def from_dict(cls, d: dict) -> PolygonZones:
+        import shapely
+
         return cls(np.asarray(shapely.from_wkb(d["wkb_hex"]), dtype=object), np.asarray(d["names"], dtype=object),
                    d.get("spec", ""))
 
 
 def _polygonal(g):
     """Keep the polygon part of a ``make_valid`` result (which can return a GeometryCollection)."""
+    import shapely
+
     if shapely.get_type_id(g) in (3, 6):
         return g
     parts = [p for p in shapely.get_parts(g) if shapely.get_type_id(p) in (3, 6)]
@@ -498,6 +519,9 @@ class _PolygonIndex:
     """
 
     def __init__(self, geoms: np.ndarray) -> None:
+        import shapely
+        from scipy import ndimage
+
         self.geoms = geoms
         shapely.prepare(geoms)
         self.tree = shapely.STRtree(geoms)
@@ -563,6 +587,8 @@ class _PolygonIndex:
 
     def _lowest(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Exact: the lowest id of the zones covering each point (``STRtree`` query), -1 where none does."""
+        import shapely
+
         p, z = self.tree.query(shapely.points(x, y), predicate="intersects")
         low = np.full(x.size, np.iinfo(np.int64).max)
         np.minimum.at(low, p, z)
@@ -588,6 +614,8 @@ def read_zone_file(source, *, name: str | None = None, name_column: str | None =
         With a one-line message naming the file: missing, unreadable, no features, a feature that is not a
         polygon, more than ``max_zones`` zones, coordinates that are not degrees and no CRS.
     """
+    import geopandas as gpd
+
     if isinstance(source, (str, Path)):
         path = Path(source)
         label = name or str(path)
@@ -628,6 +656,11 @@ def voronoi_districts(lat, lon, n: int = 40, *, rng=None, radius_quantile: float
     holding ``radius_quantile`` of the points: the few points beyond it fall outside every district (the app and
     CLI report them as dropped).
     """
+    import geopandas as gpd
+    import shapely
+
+    from odcore.space.grid import transformer, utm_epsg
+
     rng = np.random.default_rng(rng)
     lat, lon = _coords(lat, lon)
     if n < 2:

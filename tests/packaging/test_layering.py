@@ -34,10 +34,14 @@ OPTIONAL_HEAVY = frozenset({"pyspark", "duckdb", "kaleido", "choreographer", "pi
 """Packages imported inside the function that needs them: an engine or an export a person may never run (Spark,
 DuckDB, kaleido and its browser finder ``choreographer``; PipelineDP, installed for the tests' comparison only)."""
 
-LIGHT_START = ("odcore.cli", "odcore.errors", "odcore.privacy.attack", "odcore.privacy.pld", "odapp.maps")
+LIGHT_START = ("odcore.cli", "odcore.errors", "odcore.privacy.attack", "odcore.privacy.pld", "odcore.space.grid", "odcore.od.oddata",
+               "odcore.data.synth",
+               "odcore.space.zones", "odapp.maps")
 """Modules whose imports may also sit in the function that needs them. The command line's ``--help`` loads no numpy
-and ``attack-curve`` numpy only (tests/odcore/cli/test_cli_startup.py), so each subcommand loads its engine when it runs; the
-map module loads shapely and pydeck's JSON encoder when a map is drawn."""
+and ``attack-curve`` numpy only (tests/odcore/cli/test_cli_startup.py), so each subcommand loads its engine when it
+runs; the zone systems load geopandas, pyproj, shapely, h3 and scipy for the zones that need them, so that counting
+trips on squares stays under 300 MB (tests/odcore/data/test_hostile.py), the OD data its sparse matrices and the
+synthetic city its k-d tree; the map module loads shapely and pydeck's JSON encoder when a map is drawn."""
 
 SOURCES = ("odcore", "odapp", "pages", "app.py")
 

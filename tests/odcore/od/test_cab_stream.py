@@ -365,7 +365,7 @@ def test_kept_fixes_are_read_back_instead_of_parsing_again(cabs, tmp_path, monke
     called) and gives the tables of a fresh streamed call; changed files are parsed again."""
     import shutil
 
-    import odcore.data.traces as tr
+    import odcore.od.engines.cab_stream as cs
     from odcore.od.engines.cab_stream import fix_density_cabspotting, stream_cabspotting
     from odcore.od.trips import ODConfig
     from odcore.space.density import fix_density
@@ -378,7 +378,7 @@ def test_kept_fixes_are_read_back_instead_of_parsing_again(cabs, tmp_path, monke
     box = (-122.45, 37.74, -122.38, 37.81)
     image = fix_density(first.df["lon"], first.df["lat"], box, 200)
     with monkeypatch.context() as m:
-        m.setattr(tr, "read_cab_file", lambda *a, **k: (_ for _ in ()).throw(AssertionError("parsed again")))
+        m.setattr(cs, "read_cab_file", lambda *a, **k: (_ for _ in ()).throw(AssertionError("parsed again")))
         for c, ref in fresh.items():
             traces, od = stream_cabspotting(cabs, ODConfig(tz=TZ, cell_km2=c), keep_dir=keep, **kw)
             same_od(od, ref)
@@ -390,6 +390,6 @@ def test_kept_fixes_are_read_back_instead_of_parsing_again(cabs, tmp_path, monke
     shutil.copytree(cabs, other)
     (other / "new_cab07.txt").write_text((other / "new_cab07.txt").read_text()[:2000].rsplit("\n", 1)[0] + "\n")
     with monkeypatch.context() as m:
-        m.setattr(tr, "read_cab_file", lambda *a, **k: (_ for _ in ()).throw(AssertionError("parsed again")))
+        m.setattr(cs, "read_cab_file", lambda *a, **k: (_ for _ in ()).throw(AssertionError("parsed again")))
         with pytest.raises(AssertionError, match="parsed again"):
             stream_cabspotting(other, keep_dir=keep, **kw)
