@@ -74,7 +74,7 @@ fig, curve = rv.release_curve(ctx, rcfg, table, s.week, projector_mode())
 live_view.release(ctx, rcfg, table)
 row = button_row()   # there in both modes, so what follows keeps its place (updated, not rebuilt)
 if not projector_mode():   # the curve at the page's ε and threshold, as files (plotly)
-    export_buttons(f"release_probability_week{s.week}", fig=fig, data=curve, config=cli_config, command="release",
+    export_buttons(f"DO_NOT_SHARE_release_probability_week{s.week}", fig=fig, data=curve, config=cli_config, command="release",
                    key="rel_prob", row=row)
 
 st.subheader("The published table")
@@ -90,8 +90,10 @@ if released.any():
                                     "release_prob": st.column_config.NumberColumn(format="%.3f")})
 else:
     st.info("Empty: no pair reached the threshold this week (see the note above the map for what to change).")
+# no settings file beside the published table: its seed would let anyone take the noise off, its input names the
+# data; the command line's settings come with the analysis table (do not share), the public record is release.json
 export_buttons(f"published_week{s.week}", data=functools.partial(rv.published_csv, ctx, rcfg, s.week),
-               config=cli_config, command="release", key="rel_table", csv_label="Published table (CSV)",
+               key="rel_table", csv_label="Published table (CSV)",
                csv_help="What may be shared: the published pairs only, with their noisy counts, names and centres "
                         "(as the CLI's published.csv). Nothing about unpublished pairs, no true counts, no noise.")
 st.download_button("release.json", functools.partial(rv.release_json, ctx, rcfg, s.week),
@@ -100,7 +102,7 @@ st.download_button("release.json", functools.partial(rv.release_json, ctx, rcfg,
                    help="What may be shared beside the published table: its record (week, zones, settings but the "
                         "seed) and guarantee, as the command line's release.json. No figure of the data.")
 export_buttons(f"DO_NOT_SHARE_analysis_week{s.week}", data=functools.partial(rv.analysis_csv, ctx, rcfg, s.week),
-               key="rel_analysis", csv_label="Analysis table — do not share (CSV)", csv_first_line=ANALYSIS_NOTICE,
+               config=cli_config, command="release", key="rel_analysis", csv_label="Analysis table — do not share (CSV)", csv_first_line=ANALYSIS_NOTICE,
                csv_help="For you only: every observed pair (published or not) with its true count, noise, noisy "
                         "count and exact release probability. It discloses what the release protects.")
 rv.report_buttons(ctx, rcfg, s.week)

@@ -172,10 +172,12 @@ if not projector.on():   # downloads are hidden in projector mode, as its switch
                                            allow_nan=False),
                          file_name="design.json", mime="application/json", key="design_json", on_click="ignore",
                          help="The same keys as `python -m odcore design --json`.")
-    c[1].download_button("Guarantee sheet (HTML, printable)", functools.partial(guarantee_sheet, rep),
-                         file_name="guarantee_sheet.html", mime="text/html", key="design_sheet", on_click="ignore",
-                         help="One page in plain words: who is protected, ε and δ per week and per year, what an "
-                              "attacker can learn, what is published and what it costs.")
+    c[1].download_button("Design sheet — do not share (HTML)", functools.partial(guarantee_sheet, rep),
+                         file_name="DO_NOT_SHARE_design_sheet.html", mime="text/html", key="design_sheet",
+                         on_click="ignore",
+                         help="For you: who is protected, ε and δ per week and per year, what an attacker can learn, "
+                              "what is published and what it costs, with the typical and busiest person and the "
+                              "verdict computed on the true data. The sheet to share is the Privacy budget page's.")
 box = opened_expander("Candidates tried: expected utility of every max pairs on this week (the frontier)",
                       "design_candidates")   # made when opened: closed, it sends nothing on a rerun
 if box is not None:

@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "10 %%, the one publishing most user-trips (that choice uses the data)")
     g.add_argument("--week", type=int, default=None, help="week whose data measures utility (default: the first)")
     g.add_argument("--seed", type=int, default=0, help="seed of the bounding and noise (default %(default)s)")
-    g.add_argument("--sheet", default=None, metavar="FILE.html", help="also write the guarantee sheet (HTML)")
+    g.add_argument("--sheet", default=None, metavar="FILE.html", help="also write the designer's guarantee sheet (HTML; do not share: it holds figures of the true data)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run, _config_ignored=_IGNORED)
 

@@ -197,15 +197,22 @@ def _delta_parts_html(dp: dict | None) -> str:
             f"<b>{_num(dp['delta_total'])}</b>.</p>{warn}")
 
 
-def guarantee_sheet(report: dict, *, record: dict | None = None) -> str:
+DESIGN_SHEET_NOTICE = ("DO NOT SHARE: this sheet is computed on the true data (its typical and busiest person, "
+                       "the expected error and the verdict), which the release's guarantee does not protect. Share "
+                       "the release's public guarantee sheet instead.")
+
+
+def guarantee_sheet(report: dict, *, record: dict | None = None, notice: str | None = DESIGN_SHEET_NOTICE) -> str:
     """The guarantee sheet of a designed release (the dict of :func:`odcore.privacy.design.design_report`), with
-    its record (:func:`release_record`) when given."""
+    its record (:func:`release_record`) when given; ``notice`` heads the page (by default, that the sheet holds
+    figures of the true data and is not to be shared)."""
     r = report
     g = r["goal"]
     m, tau, scale, w = r["max_pairs"], r["threshold"], r["noise_scale"], r["weeks"]
     e = html.escape
     body = [
         "<h1>Guarantee sheet: weekly origin–destination counts</h1>",
+        *([f"<p class='big'>⚠ {e(notice)}</p>"] if notice else []),
         f"<p class='note'>Goal asked for: {e(g['words'])} — {'met' if r['goal_met'] else 'NOT met'}.</p>",
         _record_html(record),
         *_verdict_part(r),

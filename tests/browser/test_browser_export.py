@@ -96,11 +96,12 @@ def test_designer_files_say_what_the_page_shows(streamlit_url, page, tmp_path):
     assert num(rep["threshold"]) == shown["Threshold"]
     assert "frontier" not in rep
     assert rep["goal"]["words"]
-    data, name = download("Guarantee sheet")
-    assert name == "guarantee_sheet.html"
+    data, name = download("Design sheet")
+    assert name == "DO_NOT_SHARE_design_sheet.html"   # it holds figures of the true data (typical person, verdict)
     text = data.decode()
     assert text.startswith("<!DOCTYPE html>") or "<html" in text[:200]
     assert "Guarantee sheet" in text
+    assert "DO NOT SHARE" in text
     assert rep["goal"]["words"] in text
 
 

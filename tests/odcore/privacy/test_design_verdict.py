@@ -245,6 +245,8 @@ def test_sheet_shows_the_verdict_rows(city):
     rep = jsonable(design_report(Goal(GoalKind.TPR, risk=0.05, fpr=0.01, known_trips=10), pairs, trips, rng=0))
     text = guarantee_sheet(rep)
     assert html.escape(rep["verdict"]["headline"]) in text
+    # computed on the true data (typical and busiest person, verdict): the page says so before anything else
+    assert text.index("DO NOT SHARE") < text.index("Goal asked for")
     for label, value in verdict_rows(rep):
         assert html.escape(label) in text
         assert html.escape(value) in text
