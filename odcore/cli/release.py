@@ -20,8 +20,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from odcore.constants import PRIVATE_RECORD, PRIVATE_SHEET, PUBLISHED_FILES, PUBLISHED_KIND
 from odcore.errors import ParameterError
 from odcore.paths import atomic_output, pause_for_test
@@ -503,6 +501,8 @@ def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
 def published_map(t, od, cfg, *, title: str, top_n: int | None, size=None):
     """The week's published map (:func:`odcore.report.figures.published_map_figure`: the published rows only, the
     places and flows of the OD release page at the same settings), shared by ``release --map`` and ``figures``."""
+    import numpy as np
+
     from odcore.report import figures
 
     def polygons(cells):
