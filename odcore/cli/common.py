@@ -227,9 +227,10 @@ def source_place(src, bbox, region, found: dict | None = None) -> tuple:
     (:func:`odcore.data.regions.find_regions`, on the usable rows' user, lat and lon); the zone a zone-aware
     Parquet time column states, else the zone at the centre of the box kept. ``box`` is ``bbox`` unchanged when no
     region applies, else the region's ``"S,W,N,E"``. ``found`` (a dict) receives what the loader's report says of
-    them: ``tz_source`` (``file`` or ``coordinates``), ``regions`` (dicts) and ``region`` (the rank kept)."""
+    them: ``tz_source`` (``file`` or ``coordinates``), ``regions`` (dicts), ``region`` (the rank kept) and
+    ``region_left_out`` (the usable fixes outside its box and the people with none inside it)."""
     found = {} if found is None else found
-    found.update({"regions": [], "region": None})
+    found.update({"regions": [], "region": None, "region_left_out": None})
     import numpy as np
     import pyarrow as pa
     import pyarrow.dataset as ds
@@ -283,7 +284,11 @@ def source_place(src, bbox, region, found: dict | None = None) -> tuple:
             r = pick_region(regions, region)
             box = BBox(*r.bbox)
             out = ",".join(str(v) for v in r.bbox)
-            found.update({"regions": [x.as_dict() for x in regions], "region": r.rank})
+            inside = (la >= box.south) & (la <= box.north) & (lo >= box.west) & (lo <= box.east)
+            had = np.bincount(u, minlength=int(u.max()) + 1 if len(u) else 0) > 0
+            has = np.bincount(u[inside], minlength=len(had)) > 0
+            found.update({"regions": [x.as_dict() for x in regions], "region": r.rank,
+                          "region_left_out": {"fixes": int((~inside).sum()), "people": int((had & ~has).sum())}})
     if stated:
         found["tz_source"] = "file"
         return out, str(stated)
@@ -404,7 +409,8 @@ def engine_traces_from_args(args: argparse.Namespace, *, fingerprint: bool = Fal
                         rows_kept=int(kept["rows"]), rows_dropped=loader,
                         bbox_used=None if bbox is None else tuple(float(v) for v in bbox), encoding=encoding,
                         time_unit=unit, tz=cfg.tz, tz_source=place.get("tz_source") or "given",
-                        regions=tuple(place.get("regions") or ()), region=place.get("region"))
+                        regions=tuple(place.get("regions") or ()), region=place.get("region"),
+                        region_left_out=place.get("region_left_out"))
     options = {"format": _format_of(args), "tz": cfg.tz if place.get("tz_source") == "given" else "auto",
                "time_offset_s": getattr(args, "time_offset", 0.0) or 0.0, "bbox": src.bbox, "start": src.start,
                "end": src.end, "mapping": mapping_from_args(args), "region": getattr(args, "region", None)}

@@ -114,6 +114,7 @@ class _Job:
     image: tuple | None = None     # (box, width_px) of a fix-density image (stage ``fixes``)
     reuse: bool = False            # ``keep_file`` was written by an earlier call: read it instead of parsing
     keep: bool = False             # leave ``keep_file`` for later calls
+    region_kept: bool = False      # a region's box is kept: count the cabs it leaves out (stage ``run``)
 
 
 def _read_group(job: _Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -182,6 +183,9 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
     if job.stage == "homes":
         ok = (t != K.IMIN) & ~(np.isnan(lat) | np.isnan(lon))
         return home_cells(codes[ok], lat[ok], lon[ok]), st
+    left_out = None
+    if job.stage == "run" and job.region_kept:
+        left_out = _people_left_out(codes - job.first_code, t, lat, lon, job.filters.bbox, len(sizes))
     codes, t, lat, lon = _filter(job, codes, t, lat, lon, sizes, st)
     if job.stage == "bounds":
         st.bounds.update(lat, lon)
@@ -193,11 +197,25 @@ def _group_task(job: _Job) -> tuple[Any, K.PrepStats]:
         for k in _KEPT:
             os.unlink(f"{job.keep_file}.{k}.npy")
     kept = kept_summary(codes, t, lat, lon, job.labels, job.first_code, job.fingerprint)
+    kept["people_left_out"] = left_out
     if len(t) == 0:
         return (None, kept), st
     tbl = pa.table({USER: codes, K.T_S: t, "lat": lat, "lon": lon})
     del codes, t, lat, lon
     return (run_shard(tbl, job.grid, job.filters.tz, job.keep_pairs, st, cell_points=job.cell_points), kept), st
+
+
+def _people_left_out(rel: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndarray,
+                     box: tuple[float, float, float, float], n_cabs: int) -> int:
+    """Cabs of a group (``rel``: their codes from 0) with a usable fix (no missing value) but none inside ``box``
+    (south, west, north, east): the people a kept region leaves out, as the loader counts them
+    (:attr:`odcore.data.traces.LoadReport.region_left_out`)."""
+    ok = (t != K.IMIN) & ~(np.isnan(lat) | np.isnan(lon))
+    s, w, n, e = box
+    inside = ok & (lat >= s) & (lat <= n) & (lon >= w) & (lon <= e)
+    had = np.bincount(rel[ok], minlength=n_cabs) > 0
+    has = np.bincount(rel[inside], minlength=n_cabs) > 0
+    return int((had & ~has).sum())
 
 
 def kept_summary(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.ndarray, labels: tuple[str, ...],
@@ -438,14 +456,16 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
             if check_bounds is not None:
                 check_bounds(bounds.lat_min, bounds.lat_max, bounds.lon_min, bounds.lon_max)
             grid = K.fit_zones(bounds, config)
-        run = [replace(j, stage="run", grid=grid, keep_pairs=keep_pairs, cell_points=cell_points) for j in jobs]
+        run = [replace(j, stage="run", grid=grid, keep_pairs=keep_pairs, cell_points=cell_points,
+                       region_kept=region_rank is not None) for j in jobs]
         merged = ShardMerger(keep_pairs)
-        kept = {"rows": 0, "users": 0, "t_min": None, "t_max": None, "bounds": K.Bounds()}
+        kept = {"rows": 0, "users": 0, "t_min": None, "t_max": None, "bounds": K.Bounds(), "people_left_out": 0}
         fp = TraceFingerprint() if fingerprint else None
         for (part, info), gst in _run_jobs(run, ex, n_workers):
             st.merge(gst)
             kept["rows"] += info["rows"]
             kept["users"] += info["users"]        # a cab is in one group
+            kept["people_left_out"] += info["people_left_out"] or 0
             kept["bounds"].merge(info["bounds"])
             for k, pick in (("t_min", min), ("t_max", max)):
                 if info[k] is not None:
@@ -470,7 +490,9 @@ def build_od_cabspotting(source: str | Path, config, *, grid=None, bbox: Any = N
     report = LoadReport(source=disp, format="cabspotting", rows_read=st.rows_read, rows_kept=kept["rows"],
                         rows_dropped={k: v for k, v in loader_drops.items() if v},
                         bbox_used=None if box is None else tuple(float(v) for v in box), tz=tz,
-                        regions=tuple(r.as_dict() for r in regions), region=region_rank)
+                        regions=tuple(r.as_dict() for r in regions), region=region_rank,
+                        region_left_out=None if region_rank is None else {
+                            "fixes": st.dropped.get(DROP_BBOX, 0), "people": kept["people_left_out"]})
     b = kept["bounds"]
     traces = {"users": kept["users"], "rows": kept["rows"], "time_min": _iso(kept["t_min"]),
               "time_max": _iso(kept["t_max"]), "lat_range": [b.lat_min, b.lat_max],

@@ -165,7 +165,7 @@ class SourceTraces:
                 "time_max": k["time_max"], "lat_range": _listed(k["lat_range"]),
                 "lon_range": _listed(k["lon_range"]),
                 "has_loc": self.has_loc, "tz": r.tz, "tz_source": r.tz_source, "regions": [dict(x) for x in r.regions],
-                "region": r.region}
+                "region": r.region, "region_left_out": r.region_left_out}
 
 
 def _listed(pair):
