@@ -72,7 +72,9 @@ def test_navigation_in_a_browser(browser, tmp_path):
         page.goto(url.rstrip("/") + "/Attack", wait_until="domcontentloaded")
         page.get_by_role("heading", name="Attack", exact=True).first.wait_for(timeout=180_000)
         _settle(page)
-        page.locator("[data-testid=stMetric]").first.wait_for(timeout=180_000)
+        # the page's own cards (the guarantee card's metrics above them are in a closed expander, hidden)
+        page.locator("[data-testid=stMetric]").filter(has_text="Success with k = 3 trips").first.wait_for(
+            timeout=180_000)
         assert page.locator("[data-testid='stException']").count() == 0
         names, hrefs = entries()
         assert names == [e.title for e in NAV], names

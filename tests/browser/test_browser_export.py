@@ -136,8 +136,10 @@ def test_designer_frontier_drawn_is_the_one_exported(streamlit_url, page, tmp_pa
         assert np.allclose(got["x"][key], grp["epsilon_user_week"].to_numpy(), rtol=1e-12), m
         assert np.allclose(got["y"][key], grp["trips_published_frac"].to_numpy(), rtol=1e-12), m
     assert got["layout"]["title"].startswith("Share of user-trips published against ε")
-    # the pointer on a point shows its text
-    box = page.locator(".odlive[data-page=design] canvas").first.bounding_box()
+    # the pointer on a point shows its text (the chart is drawn first, above the goal and the downloads: back to it)
+    canvas = page.locator(".odlive[data-page=design] canvas").first
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
     x, y, _ = got["layout"]["dots"][0]
     page.mouse.move(box["x"] + x, box["y"] + y)
     tip = page.locator(".odlive[data-page=design] .odlive-tip").first
