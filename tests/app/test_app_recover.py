@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from odcore.paths import REPO_ROOT
+
 pytestmark = pytest.mark.timeout(900)
 
 
 def _open(page: str) -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=600).run()
+    at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=600).run()
     at.switch_page(page).run()
     assert not at.exception, [e.message for e in at.exception]
     return at
