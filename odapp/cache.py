@@ -119,7 +119,7 @@ def release_session_files(folder: str) -> None:
     private.remove(p)
 
 
-@st.cache_resource(scope="session", on_release=release_session_files, show_spinner=False)
+@_resource(scope="session", on_release=release_session_files, show_spinner=False)
 def session_files(existing: str = "") -> str:
     """This session's private folder: ``existing`` (the one its state names, made before this run) or a new one
     (:func:`odapp.private.new_session_folder`); removed by :func:`release_session_files` when the session's

@@ -128,18 +128,19 @@ def panel(page_file: str, ctx=None) -> None:
     n = len(STEPS)
     if i == 0:
         _start()
-    with (ctx.tour if ctx is not None and ctx.tour is not None else st.container()):   # beside the picture
-        _panel(i, step, n, ctx)
+    slot = ctx.tour if ctx is not None and ctx.tour is not None else st   # beside the picture
+    _panel(i, step, n, ctx, slot)
 
 
-def _panel(i: int, step: Step, n: int, ctx) -> None:
+def _panel(i: int, step: Step, n: int, ctx, slot) -> None:
+    """The step's box, made in ``slot`` (the sidebar's slot for it, or where the page is)."""
     if not st.session_state.get(K_STARTED, False):
         # A first visit that lands straight on a deeper page: offer the tour in one line rather than push the
         # page's content (the OD release map) below the first screen.
-        with st.expander(f":material/school: Guided tour · step {i + 1} of {n}: {step.title}", expanded=False):
+        with slot.expander(f":material/school: Guided tour · step {i + 1} of {n}: {step.title}", expanded=False):
             _step_body(i, step, n, ctx)
         return
-    with st.container(border=True, key=f"guide_step_{i + 1}"):
+    with slot.container(border=True, key=f"guide_step_{i + 1}"):
         st.markdown(f"#### :material/school: Guided tour · step {i + 1} of {n}: {step.title}")
         _step_body(i, step, n, ctx)
 

@@ -50,8 +50,9 @@ def unit_headline(ctx: sidebar.PageContext) -> dict:
         summary.append(f"typical person's week ε {f['epsilon_person_week'].text}")
     if "attack_typical" in f:
         summary.append(f"attack on them {f['attack_typical'].text} (bound {f['bound_typical'].text})")
-    # one line that opens on the whole card; greyed while a live slider is dragged and the card not yet redone
-    with st.container(key=CARD_KEY), st.expander("**Guarantee:** " + " · ".join(summary), expanded=False):
+    # one line that opens on the whole card; greyed while a live slider is dragged and the card not yet redone (the
+    # expander's own key gives it the CSS class: no container around it, one message fewer on every rerun)
+    with st.expander("**Guarantee:** " + " · ".join(summary), expanded=False, key=CARD_KEY):
         c = st.columns([2, 1, 1, 1, 1])
         c[0].markdown(f"**Guarantee unit: {unit}** — ε covers {UNIT_COVERS[s.mode]}.")
         metric(c[1], f"ε {unit}", num(s.epsilon))

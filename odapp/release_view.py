@@ -163,19 +163,22 @@ def report_html(ctx, rcfg, week: int, which: str) -> str:
     return pub if which == "public" else priv
 
 
-def report_buttons(ctx, rcfg, week: int) -> None:
-    """The two HTML reports of the week's release as downloads (the CLI's ``report``)."""
+def report_buttons(ctx, rcfg, week: int, shared=None, private=None) -> None:
+    """The two HTML reports of the week's release as downloads (the CLI's ``report``): the one that may be shared
+    in ``shared``, the one with the truth in ``private`` (:func:`odapp.export.button_row` rows, the page's rows of
+    files that may leave the building and of those that may not; one new row for both if not given)."""
+    if shared is None or private is None:
+        shared = private = button_row()
     if not ctx.od.stats.get("pairs_available", True):
-        st.caption("The release report needs each person's pairs (traces), not an OD counts folder.")
+        shared.caption("The release report needs each person's pairs (traces), not an OD counts folder.")
         return
-    row = button_row()
-    row.download_button("Release report (HTML)", data=functools.partial(report_html, ctx, rcfg, week, "public"),
+    shared.download_button("Release report (HTML)", data=functools.partial(report_html, ctx, rcfg, week, "public"),
                         file_name=f"report_week{week}.html", mime="text/html", key="rel_report_public",
                         icon=":material/description:",
                         help="One printable page that may be shared: the published map and table, the guarantee per "
                              "count and per person, the verdict on the guarantee, the attack summary. Built from the "
                              "published table and the settings only.")
-    row.download_button("Report with the truth — do not share (HTML)",
+    private.download_button("Report with the truth — do not share (HTML)",
                         data=functools.partial(report_html, ctx, rcfg, week, "private"),
                         file_name=f"DO_NOT_SHARE_report_week{week}.html", mime="text/html", key="rel_report_private",
                         icon=":material/lock:",

@@ -98,7 +98,7 @@ class PageContext:
     od: object   # odcore.od.oddata.ODData
     od_config: object  # odcore.od.oddata.ODConfig
     next: Settings | None = None   # the person's likely next setting (:func:`odapp.ahead.next_settings`)
-    tour: object = None   # the sidebar's first block, where the guided tour's step goes (:func:`odapp.guide.panel`)
+    tour: object = None   # the sidebar's first slot, where the guided tour's step goes (:func:`odapp.guide.panel`)
 
 
 def _copy_to_persistent(key: str) -> None:
@@ -421,7 +421,9 @@ def render(live: tuple[str, ...] = ()) -> PageContext:
     ss = st.session_state
     init_state(ss)
     _session_files(ss)
-    tour = st.sidebar.container()   # above the settings: the tour's step beside the page's picture, not above it
+    # above the settings: the tour's step beside the page's picture, not above it; a slot its box takes the place of
+    # (a container would wrap that box in a block of its own: one more message on every rerun)
+    tour = st.sidebar.empty()
     with st.sidebar:
         st.header("Settings")
         st.button("Google/Bassolas 2019 setting", on_click=apply_preset, args=(ss,), type="primary", key="preset",

@@ -35,6 +35,7 @@ released = table["released"].to_numpy()
 rv.map_section(ctx, rcfg)   # the map, its options and export: a fragment of its own (odapp.release_view)
 
 st.subheader(f"Week {s.week}: what is published")
+# six metrics in three columns, two to a column (two rows of columns made fourteen elements and blocks, these ten)
 c = st.columns(3)
 metric(c[0], "Pairs published", num(util["pairs_published"]),
        f"of {num(util['pairs_total'])} observed pairs ({pct(util['pairs_published_frac'])})" if util["pairs_total"]
@@ -46,7 +47,6 @@ metric(c[1], "Trips published", num(util["trips_published"]),
        help="Unique user trips on the published pairs (each person counts once per pair).")
 metric(c[2], "Mean rel. error", pct(util["mean_relative_error"]) if util["pairs_published"] else "–",
        "of the published counts", help="Mean |noisy − true| / true over published pairs.")
-c = st.columns(3)
 metric(c[0], "Expected published", num(round(util.get("pairs_published_expected", float("nan")), 1)),
        "pairs, averaged over noise draws",
        help="Sum of the exact release probabilities: what the count above averages to over noise draws.")
@@ -90,22 +90,27 @@ if released.any():
                                     "release_prob": st.column_config.NumberColumn(format="%.3f")})
 else:
     st.info("Empty: no pair reached the threshold this week (see the note above the map for what to change).")
+# the files in two rows, one block each: what may leave the building, then what may not
+shared, private = button_row(), button_row()
 # no settings file beside the published table: its seed would let anyone take the noise off, its input names the
 # data; the command line's settings come with the analysis table (do not share), the public record is release.json
 export_buttons(f"published_week{s.week}", data=functools.partial(rv.published_csv, ctx, rcfg, s.week),
                key="rel_table", csv_label="Published table (CSV)",
                csv_help="What may be shared: the published pairs only, with their noisy counts, names and centres "
-                        "(as the CLI's published.csv). Nothing about unpublished pairs, no true counts, no noise.")
-st.download_button("release.json", functools.partial(rv.release_json, ctx, rcfg, s.week),
-                   file_name=f"release_week{s.week}.json", mime="application/json", on_click="ignore",
-                   key="rel_record", icon=":material/description:",
-                   help="What may be shared beside the published table: its record (week, zones, settings but the "
-                        "seed) and guarantee, as the command line's release.json. No figure of the data.")
+                        "(as the CLI's published.csv). Nothing about unpublished pairs, no true counts, no noise.",
+               row=shared)
+shared.download_button("release.json", functools.partial(rv.release_json, ctx, rcfg, s.week),
+                       file_name=f"release_week{s.week}.json", mime="application/json", on_click="ignore",
+                       key="rel_record", icon=":material/description:",
+                       help="What may be shared beside the published table: its record (week, zones, settings but "
+                            "the seed) and guarantee, as the command line's release.json. No figure of the data.")
 export_buttons(f"DO_NOT_SHARE_analysis_week{s.week}", data=functools.partial(rv.analysis_csv, ctx, rcfg, s.week),
-               config=cli_config, command="release", key="rel_analysis", csv_label="Analysis table — do not share (CSV)", csv_first_line=ANALYSIS_NOTICE,
+               config=cli_config, command="release", key="rel_analysis",
+               csv_label="Analysis table — do not share (CSV)", csv_first_line=ANALYSIS_NOTICE,
                csv_help="For you only: every observed pair (published or not) with its true count, noise, noisy "
-                        "count and exact release probability. It discloses what the release protects.")
-rv.report_buttons(ctx, rcfg, s.week)
+                        "count and exact release probability. It discloses what the release protects.",
+               row=private)
+rv.report_buttons(ctx, rcfg, s.week, shared, private)
 st.caption("The published table and the release report are what may leave the building. The analysis table holds "
            "every observed pair with its true count and noise, as the command line's analysis table does, and the "
            "report with the truth compares the release with those counts: do not share them.")

@@ -31,7 +31,9 @@ needs_pairs(ctx, "The per-person attack")
 guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
 s = ctx.settings
 picture = st.container()   # the live curve first; the prior and the readings below it
-c1, c2 = st.columns([1, 3])
+# the prior and the three readings in four equal columns (one row: a row of three inside the last three quarters
+# drew the same and made two blocks more on every rerun)
+c1, *c = st.columns(4)
 prior = c1.slider("Attacker's prior that you are in", 0.05, 0.95, 0.5, 0.05, key="attack_prior",
                   help="0.5 is the paper's setting (a coin flip before the attack). Other priors show the "
                        "Bayes-optimal attacker's success.")
@@ -44,21 +46,19 @@ if user_mode:   # the bounded release: a person's week adds min(n, m) counts, ea
 head = curve["success_per_person"] if user_mode else curve["success"]
 p3, p32, bound = float(head[3]), float(head[32]), float(curve["bound"][0])
 pm3, pm32 = float(curve["success"][3]), float(curve["success"][32])
-with c2:
-    c = st.columns(3)
-    metric(c[0], bound_label(s.mode), pct(bound), probability_words(bound),
-           help="e^ε/(1+e^ε): the most an ε-DP release lets an attacker be right about what ε covers (one trip "
-                "per count; a person's whole week per person and week), from a 50/50 prior.")
-    unit = unit_words(s.mode)
-    metric(c[1], "Success with k = 3 trips", pct(p3),
-           f"{probability_words(p3)} ({unit}; {comparison_label(pct(pm3))})" if user_mode else probability_words(p3),
-           help="Exact success against the release in the chosen unit. Per count: p_3 (Houssiau et al. report "
-                "70.5 % by Monte Carlo at ε = 0.66). Per person: the bounded release, min(3, max pairs) counts "
-                "each with noise max_pairs/ε.")
-    metric(c[2], "Success with k = 32 trips", pct(p32),
-           f"{probability_words(p32)} ({unit}; {comparison_label(pct(pm32))})" if user_mode else probability_words(p32),
-           help="Exact success for the author's 32 unique trips (Houssiau et al.: 95.4 % per count at ε = 0.66); "
-                "per person it stops growing at max pairs.")
+metric(c[0], bound_label(s.mode), pct(bound), probability_words(bound),
+       help="e^ε/(1+e^ε): the most an ε-DP release lets an attacker be right about what ε covers (one trip "
+            "per count; a person's whole week per person and week), from a 50/50 prior.")
+unit = unit_words(s.mode)
+metric(c[1], "Success with k = 3 trips", pct(p3),
+       f"{probability_words(p3)} ({unit}; {comparison_label(pct(pm3))})" if user_mode else probability_words(p3),
+       help="Exact success against the release in the chosen unit. Per count: p_3 (Houssiau et al. report "
+            "70.5 % by Monte Carlo at ε = 0.66). Per person: the bounded release, min(3, max pairs) counts "
+            "each with noise max_pairs/ε.")
+metric(c[2], "Success with k = 32 trips", pct(p32),
+       f"{probability_words(p32)} ({unit}; {comparison_label(pct(pm32))})" if user_mode else probability_words(p32),
+       help="Exact success for the author's 32 unique trips (Houssiau et al.: 95.4 % per count at ε = 0.66); "
+            "per person it stops growing at max pairs.")
 
 with st.expander("Monte Carlo check (the paper's simulation)", expanded=False):
     m1, m2, m3 = st.columns([1, 1, 2])

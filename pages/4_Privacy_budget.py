@@ -197,8 +197,9 @@ if not projector:   # the curves at the page's ε, as files (plotly)
             s.max_pairs if user_mode else None, vs_trips, total_interval)
         export_buttons("epsilon_over_weeks", fig=fig, data=over_weeks_csv, config=cli_config, command="budget",
                        key="eps_weeks")
-    left, _ = st.columns(2)
-    with left:   # ε against δ at the page's ε, as files: computed when a button asks
+    # ε against δ at the page's ε, as files: computed when a button asks; under the first row, in its column (a
+    # second pair of columns with one empty made three blocks more on every rerun)
+    with left:
         export_buttons("epsilon_delta", fig=functools.partial(charts.delta_figure, s.epsilon, int(trips), projector),
                        data=functools.partial(cache.epsilon_delta_curve, s.epsilon, int(trips)), config=cli_config,
                        command="budget", key="eps_delta")
