@@ -392,7 +392,7 @@ def test_release_designer_page(at, tmp_path):
     tuned_m = True
     assert tuned_m
     labels = [b.label for b in at.get("download_button")]
-    assert "Guarantee sheet (HTML, printable)" in labels
+    assert "Design sheet — do not share (HTML)" in labels
 
 
 def test_audit_page_runs_the_audit_and_matches_the_engine(at):

@@ -260,7 +260,7 @@ def test_designer_sends_its_candidates_and_files_only_when_asked(at):
     assert not at.exception, [e.message for e in at.exception]
     assert not at.dataframe
     buttons = {b.label: b for b in at.get("download_button")}
-    for label in ("Design report (JSON)", "Guarantee sheet (HTML, printable)"):
+    for label in ("Design report (JSON)", "Design sheet — do not share (HTML)"):
         assert buttons[label].proto.deferred_file_id, label          # made on the click, not on the rerun
     at.session_state["design_candidates"] = True          # what opening it in the browser sets
     at.run()
