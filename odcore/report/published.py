@@ -21,13 +21,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from odcore.constants import PRIVATE_RECORD, PRIVATE_SHEET, PUBLISHED_FILES, PUBLISHED_KIND
 from odcore.errors import ParameterError
 from odcore.od.odtable import sha256_file
 from odcore.privacy.accounting import BudgetConfig, budget, delta_parts
+from odcore.report.plain_json import jsonable
 from odcore.report.safe_csv import write_csv
 from odcore.report.sheet import SEED_WORDS, budget_sheet, software_version
 from odcore.space.zones import write_zone_geometry
@@ -171,7 +171,7 @@ def settings_guarantee(*, epsilon: float, threshold: float, mode: str, max_pairs
                         trips=trips)
     b = budget(BudgetConfig(epsilon=epsilon, threshold=threshold, trips=trips, weeks=weeks,
                             max_pairs=max_pairs if user else None, delta=parts.laplace))
-    return _plain(parts.to_dict()), _plain(b)
+    return jsonable(parts.to_dict()), jsonable(b)
 
 
 def release_document(published: pd.DataFrame, *, record: dict[str, Any], release: dict[str, Any],
@@ -192,28 +192,9 @@ def release_document(published: pd.DataFrame, *, record: dict[str, Any], release
     }
 
 
-def _plain(o: Any) -> Any:
-    if isinstance(o, dict):
-        return {str(k): _plain(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_plain(v) for v in o]
-    if isinstance(o, (bool, np.bool_)):
-        return bool(o)
-    if isinstance(o, (int, np.integer)):
-        return int(o)
-    if isinstance(o, (float, np.floating)):
-        f = float(o)
-        return f if np.isfinite(f) else None
-    if o is None or isinstance(o, str):
-        return o
-    if hasattr(o, "value") and isinstance(o.value, str):
-        return o.value
-    return str(o)
-
-
 def document_text(doc: dict[str, Any]) -> str:
     """A record as JSON text (NaN and infinities as null; the same dict gives the same bytes)."""
-    return json.dumps(_plain(doc), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    return json.dumps(jsonable(doc), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
 
 
 def public_sheet(budget: dict[str, Any], *, record: dict[str, Any], delta_parts: dict[str, Any] | None) -> str:
