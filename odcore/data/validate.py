@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from odcore.constants import TIME
 from odcore.data.params import (  # noqa: F401  (the parameter rules, re-exported where they were first defined)
     MAX_MONTE_CARLO_DRAWS,
     PARAMETERS,
@@ -520,6 +521,20 @@ MAX_GRID_CELLS = 10_000_000_000
 (only used cells are stored), so below this a large grid is a warning, not an error."""
 WARN_GRID_CELLS = 1_000_000
 """Above this a grid is continent-wide for the cell size (Foursquare US at 1.3 km²: ~9 million cells): warn."""
+
+
+def check_trace_table(df: pd.DataFrame, need: list[str], what: str) -> None:
+    """Raise unless ``df`` has the columns ``need``, tz-aware times and at least one row; ``what`` names what the
+    table is for, in the message (a :class:`TraceFormatError` names the column; an empty table is a
+    :class:`ParameterError`)."""
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise TraceFormatError(f"trace table lacks column(s) {missing}; expected {need}.", column=missing[0])
+    if not isinstance(df[TIME].dtype, pd.DatetimeTZDtype):
+        raise TraceFormatError(f"column 'time' must be tz-aware datetimes, got dtype {df[TIME].dtype}.",
+                               column=TIME)
+    if len(df) == 0:
+        raise ParameterError(f"trace table is empty: no rows to build {what} from.")
 
 
 def check_grid_size(lat: Iterable[float], lon: Iterable[float], cell_km2: float, *,

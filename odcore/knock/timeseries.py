@@ -21,8 +21,8 @@ import pandas as pd
 import scipy.sparse as sp
 
 from odcore.constants import LAT, LOC, LON, TIME, USER
-from odcore.data.validate import check_param
-from odcore.errors import ParameterError, TraceFormatError, check_positive, coerce_enum
+from odcore.data.validate import check_param, check_trace_table
+from odcore.errors import ParameterError, check_positive, coerce_enum
 
 #: Mean Earth radius used for the small-box degree <-> km conversion (km).
 EARTH_RADIUS_KM = 6371.0088
@@ -397,17 +397,10 @@ def build_timeseries(df: pd.DataFrame, config: TimeSeriesConfig | None = None) -
     """
     config = config or TimeSeriesConfig()
     need = [USER, TIME] + ([LOC] if config.grid == GridKind.LOC else [LAT, LON])
-    missing = [c for c in need if c not in df.columns]
-    if missing:
-        raise TraceFormatError(f"trace table lacks column(s) {missing}; expected {need} (grid={config.grid.value}).",
-                               column=missing[0])
+    check_trace_table(df, need, f"location time-series (grid={config.grid.value})")
     times = df[TIME]
-    if not isinstance(times.dtype, pd.DatetimeTZDtype):
-        raise TraceFormatError(f"column 'time' must be tz-aware datetimes, got dtype {times.dtype}.", column=TIME)
     rows_in = len(df)
     drops: dict[str, int] = {}
-    if rows_in == 0:
-        raise ParameterError("trace table is empty: no rows to build location time-series from.")
 
     slot = pd.Timedelta(minutes=int(config.slot_minutes))
     if config.start is not None:

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from odcore.constants import CELL, LAT, LON, TIME, USER
+from odcore.data.validate import check_trace_table
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.knock.timeseries import EARTH_RADIUS_KM, GridKind, ROIGrid, TimeSeriesConfig, build_grid
 from odcore.od.hourly import modes
@@ -180,15 +181,8 @@ def build_population(df: pd.DataFrame, config: SlotConfig | None = None) -> Popu
     """One cell per person per slot from a trace table (``user, time, lat, lon``); see the module docstring."""
     config = config or SlotConfig()
     sc = config.series
-    missing = [c for c in (USER, TIME, LAT, LON) if c not in df.columns]
-    if missing:
-        raise TraceFormatError(f"trace table lacks column(s) {missing}; expected user, time, lat, lon.",
-                               column=missing[0])
+    check_trace_table(df, [USER, TIME, LAT, LON], "cell sequences")
     times = df[TIME]
-    if not isinstance(times.dtype, pd.DatetimeTZDtype):
-        raise TraceFormatError(f"column 'time' must be tz-aware datetimes, got dtype {times.dtype}.", column=TIME)
-    if len(df) == 0:
-        raise ParameterError("trace table is empty: no rows to build cell sequences from.")
     slot = pd.Timedelta(minutes=sc.slot_minutes)
     if sc.start is not None:
         start = pd.Timestamp(sc.start)
