@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks import bench_browser as bb
-from odapp import live
+from benchmarks import harness
 
 MAP_CANVAS = "[data-testid=stDeckGlJsonChart] canvas"
 # the page's animation frames from now on, [time, interval since the frame before] in ms, at most 600
@@ -75,7 +75,7 @@ async def drag_frames(tab, steps: int = 30, step_px: tuple[float, float] = (8.0,
 
 async def _round(browser, app_dir: Path, page: str, control: dict, presses: int, log: Path,
                  setup: dict | None = None, drag: bool = False, first_open: bool = False) -> dict:
-    with live.streamlit_server(log, app_dir=app_dir, timeout_s=120) as url:
+    with harness.streamlit_server(log, app_dir=app_dir, timeout_s=120) as url:
         ctx, tab = await bb._new_page(browser)
         try:
             opened = None
@@ -109,7 +109,7 @@ async def compare(dirs: list[Path], *, page: str, control: str, kind: str, round
     step, :func:`drag_frames`, per round), rounds in alternating order."""
     from playwright.async_api import async_playwright
 
-    exe = live.chromium_executable()
+    exe = harness.chromium_executable()
     if exe is None:
         raise RuntimeError("no Chromium on this machine (Debian package 'chromium')")
     ctl = {"kind": kind, "index": 0, "label": control}
@@ -118,7 +118,7 @@ async def compare(dirs: list[Path], *, page: str, control: str, kind: str, round
                     **({"open": [], "map": []} if first_open else {})} for d in dirs}
     with tempfile.TemporaryDirectory(prefix="odlab_ab_") as tmp, bb._run_cache():
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)
+            browser = await p.chromium.launch(executable_path=exe, headless=True, args=harness.CHROMIUM_ARGS)
             try:
                 for d in dirs:   # not counted: fills the run's disk cache (see the module's docstring)
                     await _round(browser, d, page, ctl, presses, Path(tmp) / "server.log", first, drag, first_open)

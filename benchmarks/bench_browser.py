@@ -1,7 +1,7 @@
 """The dashboard in a real browser: input-to-paint of every sidebar control on every page, cold start, N sessions.
 
 ``python -m benchmarks -k browser`` drives Debian's headless Chromium (``/usr/bin/chromium``, Playwright's Python
-package, the flags of ``odapp.live.CHROMIUM_ARGS``) against ``streamlit run app.py`` on 127.0.0.1.
+package, the flags of ``benchmarks.harness.CHROMIUM_ARGS``) against ``streamlit run app.py`` on 127.0.0.1.
 
 What is timed
 -------------
@@ -42,7 +42,7 @@ ms, ``PerformanceObserver('longtask')``) between the input and the painted frame
 
 Cold start = from launching the server process to the landing page's painted frame (the browser is already open),
 once with an empty disk cache (a first launch: the bundled city is validated and its OD tables built) and then
-``FIRST_OPENS`` times for every page with the tables read back from the disk cache (``odapp.data.disk_cached``, as
+``FIRST_OPENS`` times for every page with the tables read back from the disk cache (``odapp.data.loading.disk_cached``, as
 on every later launch), each on a freshly started server (median and slowest). The whole run uses a disk cache
 folder of its own (:func:`_run_cache`, unless ``ODLAB_CACHE_DIR`` is set), filled when the run opens the app
 the first time: a grid or zone press then builds the new grid's tables the first time a page asks for them, in
@@ -106,7 +106,7 @@ own, as for a class exploring independently), then every session presses ε one 
   sockets, pages that never opened;
 * *server RSS peak* of the server's process tree (sampled every 0.25 s) and its RSS 5 s after the sessions closed;
 * *CPU used*: of the server's process tree and of the benchmark side (Chromium, Playwright's driver and this
-  process with the protocol clients; ``odapp.live.tree_cpu_seconds``), from the first page open to the last press;
+  process with the protocol clients; ``benchmarks.harness.tree_cpu_seconds``), from the first page open to the last press;
 * *server CPU per press*: the server's CPU from the release of the first press to the end of the last one, divided
   by the number of presses (all sessions): what one press costs the server.
 
@@ -136,12 +136,12 @@ Environment knobs: ``ODLAB_BENCH_WAVES`` (``WAVESxSESSIONS``, e.g. ``10x10``; em
 page, no cold start, only the sessions), ``ODLAB_BENCH_CONTROLS`` (comma-separated parts of control labels, e.g.
 ``ε,Threshold``), ``ODLAB_BENCH_SESSIONS`` (e.g. ``1,5``; empty: no sessions), ``ODLAB_BENCH_CLASS`` (``class``, the
 default, or ``browsers``), ``ODLAB_BENCH_TIMEOUT_S`` (how long one wait may take, default 120),
-``ODLAB_BENCH_WORKERS`` (the class on ``python -m odapp.serve --workers K``: K server processes behind its relay,
+``ODLAB_BENCH_WORKERS`` (the class on ``python -m odserve.launcher --workers K``: K server processes behind its relay,
 each protocol client connecting from its own loopback address 127.0.0.2, …, as other machines; default 1: one plain
 server), ``ODLAB_BENCH_APP_DIR`` (measure another checkout, e.g. a baseline ``git worktree``),
 ``ODLAB_BENCH_PAUSE_MS`` (how long the person looks at a press's painted frame before the next press of the same
 control, default 0: pressed again at once, the hardest case for a press whose computation the server does ahead,
-:mod:`odapp.ahead`; each control's note says the pause when there is one). Only the class of 1,
+:mod:`odapp.shared.ahead`; each control's note says the pause when there is one). Only the class of 1,
 5, 10:
 ``ODLAB_BENCH_PAGES=none ODLAB_BENCH_SESSIONS=1,5,10 python -m benchmarks --quick -k browser``.
 """
@@ -159,7 +159,7 @@ import threading
 import time
 from pathlib import Path
 
-from odapp import live
+from benchmarks import harness
 from odcore.paths import REPO_ROOT
 
 WARMUP, REPEAT, ROUNDS = 2, 7, 3
@@ -531,7 +531,7 @@ def _page_name(href_path: str) -> str:
 def _run_cache():
     """A new, empty disk cache folder (``ODLAB_CACHE_DIR``) for the servers this run starts, removed afterwards;
     an ``ODLAB_CACHE_DIR`` already set is kept. Yields the folder in use."""
-    from odapp.data import CACHE_ENV
+    from odapp.data.loading import CACHE_ENV
 
     if os.environ.get(CACHE_ENV):
         yield os.environ[CACHE_ENV]
@@ -548,7 +548,7 @@ async def _first_launch(browser, app_dir: Path, log: Path) -> list[dict]:
     """Cold start with an empty disk cache (``ODLAB_CACHE_DIR`` set to a new empty folder): the first launch on a
     new machine, when the bundled city is validated and its OD tables are built (the other cold starts read them
     back from the run's disk cache folder, :func:`_run_cache`, as every later launch does from ``~/.cache/odlab``)."""
-    from odapp.data import CACHE_ENV
+    from odapp.data.loading import CACHE_ENV
 
     old = os.environ.get(CACHE_ENV)
     with tempfile.TemporaryDirectory(prefix="odlab-empty-cache-") as empty:
@@ -556,7 +556,7 @@ async def _first_launch(browser, app_dir: Path, log: Path) -> list[dict]:
         ctx, page = await _new_page(browser)
         try:
             proc, _, cold = await _cold_start(page, app_dir, log)
-            live.stop_server(proc)
+            harness.stop_server(proc)
         finally:
             await ctx.close()
             if old is None:
@@ -572,12 +572,12 @@ async def _cold_start(page, app_dir: Path, log: Path):
     """Launch a server and open its landing page in ``page``: ``(process, url, ms from launch to painted)``. The
     server is stopped here only if it never drew the page."""
     t_launch = time.time() * 1000
-    proc, url = live.start_server(log, app_dir=app_dir)
+    proc, url = harness.start_server(log, app_dir=app_dir)
     try:
-        await asyncio.to_thread(live.wait_healthy, proc, url, 120)
+        await asyncio.to_thread(harness.wait_healthy, proc, url, 120)
         r = await _goto_drawn(page, url)
     except BaseException:
-        live.stop_server(proc)
+        harness.stop_server(proc)
         raise
     return proc, url, r["origin"] + r["paint"] - t_launch
 
@@ -617,7 +617,7 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
                 drawn += [d] if d is not None else []
         finally:
             await ctx.close()
-            live.stop_server(proc)
+            harness.stop_server(proc)
     try:
         rows.append({"case": f"cold start (for {_page_name(path)})", "metric": "launch to landing page painted",
                      "value": _med(colds), "unit": "ms", "baseline": None, "ratio": None,
@@ -694,7 +694,7 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
         if floor_now:
             rows.append(_floor_beside(_page_name(path), floor_before, await _floor_presses(floor_now), rows[n_before:]))
     finally:
-        live.stop_server(proc)
+        harness.stop_server(proc)
     return rows
 
 
@@ -707,7 +707,7 @@ class _RssSampler:
 
     def _run(self):
         while not self._stop.is_set():
-            self.peak = max(self.peak, live.tree_rss_bytes(self.pid))
+            self.peak = max(self.peak, harness.tree_rss_bytes(self.pid))
             self._stop.wait(0.25)
 
     def __enter__(self):
@@ -832,17 +832,17 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
     # the protocol clients fetch the page's files in threads: as many at once as there are clients
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=max(sessions, default=1) + 4))
     workers = int(os.environ.get("ODLAB_BENCH_WORKERS") or 1)
-    if workers > 1:   # odapp.serve: K servers behind its relay; each client connects from its own address
-        port = live.free_port()
-        out_file = open(log, "w")   # closed by live.stop_server
-        proc = subprocess.Popen([sys.executable, "-m", "odapp.serve", "--workers", str(workers), "--port", str(port),
+    if workers > 1:   # odserve.launcher: K servers behind its relay; each client connects from its own address
+        port = harness.free_port()
+        out_file = open(log, "w")   # closed by harness.stop_server
+        proc = subprocess.Popen([sys.executable, "-m", "odserve.launcher", "--workers", str(workers), "--port", str(port),
                                  "--app-dir", str(app_dir)], cwd=app_dir, stdout=out_file, stderr=subprocess.STDOUT)
         proc._odlab_log = out_file
         url = f"http://127.0.0.1:{port}"
     else:
-        proc, url = live.start_server(log, app_dir=app_dir)
+        proc, url = harness.start_server(log, app_dir=app_dir)
     try:
-        await asyncio.to_thread(live.wait_healthy, proc, url, 120)
+        await asyncio.to_thread(harness.wait_healthy, proc, url, 120)
         ctx, page = await _new_page(browser)
         await _goto_drawn(page, f"{url}/{path}")     # load the bundled city once
         await ctx.close()
@@ -850,32 +850,32 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
             out = {"open": [], "press": [], "bytes": [], "errors": [], "exceptions": 0}   # browser sessions
             cout = {"open": [], "press": [], "bytes": [], "errors": []}          # protocol clients
             at_first_press: list[float] = []   # the server's CPU when the first press is released
-            barrier = _Barrier(n, on_first=lambda mark=at_first_press: mark.append(live.tree_cpu_seconds(proc.pid)))
+            barrier = _Barrier(n, on_first=lambda mark=at_first_press: mark.append(harness.tree_cpu_seconds(proc.pid)))
             n_browsers = n if mode == "browsers" else min(n, 1)
-            rss_before = live.tree_rss_bytes(proc.pid)
-            cpu0 = (live.tree_cpu_seconds(proc.pid), live.tree_cpu_seconds(os.getpid(), exclude=proc.pid),
+            rss_before = harness.tree_rss_bytes(proc.pid)
+            cpu0 = (harness.tree_cpu_seconds(proc.pid), harness.tree_cpu_seconds(os.getpid(), exclude=proc.pid),
                     time.perf_counter(), time.process_time())
             with _RssSampler(proc.pid) as rss:
                 await asyncio.gather(
                     *(_session(browser, url, path, 1000 * n + i, rounds, barrier, out) for i in range(n_browsers)),
                     *(_client_session(url, path, 1000 * n + i, rounds, barrier, cout,
                                       f"127.0.0.{2 + i}" if workers > 1 else None) for i in range(n_browsers, n)))
-            cpu_end = live.tree_cpu_seconds(proc.pid)
+            cpu_end = harness.tree_cpu_seconds(proc.pid)
             cpu = (cpu_end - cpu0[0],
-                   live.tree_cpu_seconds(os.getpid(), exclude=proc.pid) - cpu0[1], time.perf_counter() - cpu0[2],
+                   harness.tree_cpu_seconds(os.getpid(), exclude=proc.pid) - cpu0[1], time.perf_counter() - cpu0[2],
                    time.process_time() - cpu0[3])   # this process alone: the protocol clients, Playwright's client
             presses = len(out["press"]) + len(cout["press"])
             press_cpu = (cpu_end - at_first_press[0]) / presses if presses and at_first_press else None
             await asyncio.sleep(5)
-            rss_after = live.tree_rss_bytes(proc.pid)
+            rss_after = harness.tree_rss_bytes(proc.pid)
             common = dict(path=path, n=n, rounds=rounds, rss=(rss_before, rss.peak, rss_after), cpu=cpu,
                           press_cpu=press_cpu)
             new = _class_rows(out, cout, **common) if mode == "class" else _browsers_rows(out, **common)
             for r in new if workers > 1 else ():
-                r["case"] += f", odapp.serve with {workers} server processes"
+                r["case"] += f", odserve.launcher with {workers} server processes"
             rows += new
     finally:
-        live.stop_server(proc)
+        harness.stop_server(proc)
     return rows
 
 
@@ -903,7 +903,7 @@ async def _waves(app_dir: Path, waves: int, n: int, log: Path, *, path: str = "O
     case = f"sessions come and go ({path}, {waves} waves of {n})"
     # the protocol clients fetch the page's files in threads: as many at once as there are clients
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=n + 4))
-    proc, url = live.start_server(log, app_dir=app_dir)
+    proc, url = harness.start_server(log, app_dir=app_dir)
     rows, rss, errors, presses = [], [], [], []
 
     async def wave(w: int) -> None:
@@ -920,16 +920,16 @@ async def _waves(app_dir: Path, waves: int, n: int, log: Path, *, path: str = "O
         await asyncio.sleep(2)   # the closing sessions' last messages
 
     try:
-        await asyncio.to_thread(live.wait_healthy, proc, url, 120)
+        await asyncio.to_thread(harness.wait_healthy, proc, url, 120)
         for w in range(waves + 1):
             await wave(w)
-            rss.append(live.tree_rss_bytes(proc.pid))
+            rss.append(harness.tree_rss_bytes(proc.pid))
             print(f"  wave {w}: RSS {rss[-1] / 2**20:.0f} MiB, errors so far {len(errors)}", file=sys.stderr)
         await asyncio.sleep(ttl_s + 10)
         await wave(0)   # Streamlit drops expired sessions when it next looks them up
-        expired = live.tree_rss_bytes(proc.pid)
+        expired = harness.tree_rss_bytes(proc.pid)
     finally:
-        live.stop_server(proc)
+        harness.stop_server(proc)
     mib = [b / 2**20 for b in rss]
     seeds = f"each session a new seed (100000 + its number), 2 ε presses; errors: {_error_kinds(errors)}"
     rows.append(_row(case, "server RSS after loading", mib[0], "MiB", "one session opened the page and closed"))
@@ -1016,7 +1016,7 @@ def _reference_server(name: str, log: Path):
     its URL."""
     with tempfile.TemporaryDirectory(prefix="odlab_ref_") as tmp:
         d = write_small_app(Path(tmp), REFERENCE_APPS[name][1])
-        with live.streamlit_server(log, app_dir=d, timeout_s=120) as url:
+        with harness.streamlit_server(log, app_dir=d, timeout_s=120) as url:
             yield url
 
 
@@ -1168,7 +1168,7 @@ def _browsers_rows(out: dict, *, path: str, n: int, rounds: int, rss, cpu, press
 async def _run(quick: bool) -> list[dict]:
     from playwright.async_api import async_playwright
 
-    exe = live.chromium_executable()
+    exe = harness.chromium_executable()
     if exe is None:
         raise RuntimeError("no Chromium on this machine (Debian package 'chromium')")
     app_dir = _app_dir()
@@ -1182,7 +1182,7 @@ async def _run(quick: bool) -> list[dict]:
     no_pages = wanted is not None and wanted.strip().lower() == "none"
     _class_mode()   # a wrong ODLAB_BENCH_CLASS is said before anything runs
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)
+        browser = await p.chromium.launch(executable_path=exe, headless=True, args=harness.CHROMIUM_ARGS)
         try:
             rows += await _measure(browser, app_dir, warmup, repeat, rounds, sessions, waves, wanted, no_pages, log)
         finally:
@@ -1235,7 +1235,7 @@ async def _measure(browser, app_dir: Path, warmup: int, repeat: int, rounds: int
 
 async def _discover_pages(browser, app_dir: Path, log: Path) -> list[str]:
     """URL paths of every page in the app's navigation ('' = the landing page), in navigation order."""
-    with live.streamlit_server(log, app_dir=app_dir, timeout_s=120) as url:
+    with harness.streamlit_server(log, app_dir=app_dir, timeout_s=120) as url:
         ctx, page = await _new_page(browser)
         await _goto_drawn(page, url)
         hrefs = await page.locator("[data-testid=stSidebarNav] a").evaluate_all("els => els.map(e => e.href)")

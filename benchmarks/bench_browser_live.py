@@ -40,7 +40,7 @@ import statistics
 import time
 from pathlib import Path
 
-from odapp import live
+from benchmarks import harness
 
 # (url path, the component's page name, the slider dragged, from, to)
 DRAGS = (("Attack", "attack", "epsilon", 0.3, 3.0), ("Privacy_budget", "budget", "epsilon", 0.3, 3.0),
@@ -265,12 +265,12 @@ def run(quick: bool = False) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
     rows: list[dict] = []
-    exe = live.chromium_executable()
+    exe = harness.chromium_executable()
     if exe is None:
         return [{"case": "live drag", "metric": "skipped", "value": None, "unit": "", "note": "no Chromium"}]
     log = Path("/tmp") / "bench_browser_live.log"
-    with live.streamlit_server(log) as url, sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)
+    with harness.streamlit_server(log) as url, sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, headless=True, args=harness.CHROMIUM_ARGS)
         pg = b.new_page(viewport={"width": 1400, "height": 1000})
         only = [p for p in os.environ.get(PAGES_ENV, "").split(",") if p]
         for path, name, control, start, stop in DRAGS:

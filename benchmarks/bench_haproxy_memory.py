@@ -1,6 +1,6 @@
 """HAProxy's memory through floods of connections, on glibc's allocator and on jemalloc.
 
-``python -m benchmarks -k haproxy_memory`` starts HAProxy alone with the configuration :mod:`odapp.serve` writes,
+``python -m benchmarks -k haproxy_memory`` starts HAProxy alone with the configuration :mod:`odserve.launcher` writes,
 in front of one small local HTTP server (a stand-in for a Streamlit server, answering every request at once), and
 floods it ``WAVES`` times (default 3, ``--quick`` 1): 1,500 connections that send part of a request and 300 that
 send one whole request and stay idle, all opened at once, held 1 s, then closed by the client. After each wave it
@@ -12,7 +12,7 @@ Three ways of running it:
 - ``glibc``: HAProxy on glibc's allocator, as Debian starts it;
 - ``glibc, then SIGQUIT``: the same, then HAProxy's own way to give memory back (its management guide, "Memory
   management": on SIGQUIT it empties its pools, writes them to its standard error and calls ``malloc_trim``);
-- ``jemalloc``: as :func:`odapp.serve.haproxy_launch` starts it when libjemalloc2 is installed.
+- ``jemalloc``: as :func:`odserve.launcher.haproxy_launch` starts it when libjemalloc2 is installed.
 
 Reported for each: RSS before, at the peak, after every wave (and after SIGQUIT), and HAProxy's CPU seconds.
 """
@@ -29,7 +29,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from odapp import live, serve
+from benchmarks import harness
+from odserve import launcher as serve
 
 WAVES = 3
 QUICK_WAVES = 1
@@ -96,7 +97,7 @@ def _one(way: str, waves: int, tmp: Path) -> list[dict]:
     backend = _Backend(("127.0.0.1", 0), _Ok)
     threading.Thread(target=backend.serve_forever, daemon=True).start()
     run = Path(tempfile.mkdtemp(prefix="run_", dir=tmp))
-    port = live.free_port()
+    port = harness.free_port()
     cfg = run / "haproxy.cfg"
     # every connection of the flood comes from one address: no per-address cap here (this measures the memory a
     # held connection costs, which the caps would keep from being held)

@@ -1,7 +1,7 @@
 """A class dragging at once: one person drags ε in a real browser while the rest of the class presses ε too.
 
-``python -m benchmarks -k live_crowd`` starts ``python -m odapp.serve --workers 2`` (HAProxy in front of two
-Streamlit servers, as for a class: :mod:`odapp.serve`, ``benchmarks/bench_class.py``) on 127.0.0.1, opens the OD
+``python -m benchmarks -k live_crowd`` starts ``python -m odserve.launcher --workers 2`` (HAProxy in front of two
+Streamlit servers, as for a class: :mod:`odserve.launcher`, ``benchmarks/bench_class.py``) on 127.0.0.1, opens the OD
 release page once so the city is loaded (the teacher's tab), then:
 
 - **the others**: ``N - 1`` protocol clients (:class:`benchmarks.protocol_client.ProtocolClient`: what a browser tab
@@ -9,7 +9,7 @@ release page once so the city is loaded (the teacher's tab), then:
   (``127.0.0.2``, ...: other laptops), open OD release and press its live ε slider one step (the component's
   release: one rerun), wait for the run to finish, think 1-3 s (each its own seeded generator) and press again,
   until the person below is done;
-- **the person**: headless Debian Chromium (:mod:`odapp.live`) opens OD release, then Attack, and on each drags ε
+- **the person**: headless Debian Chromium (:mod:`benchmarks.harness`) opens OD release, then Attack, and on each drags ε
   with real pointer moves every 16 ms for 2 s (:func:`benchmarks.bench_browser_live.drag`), lets go, waits for the
   page's rerun and its paint, and drags again; the drags end in turn on two values
   (:func:`benchmarks.bench_browser_live.drag_plan`), so that every release is a real rerun. Last, one "in-page"
@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import harness
 from benchmarks.bench_browser_live import (
     drag,
     drag_in_page,
@@ -56,7 +57,6 @@ from benchmarks.bench_browser_live import (
     shown_after_release,
 )
 from benchmarks.protocol_client import ProtocolClient
-from odapp import live
 from odcore.paths import REPO_ROOT
 
 SESSIONS = 10
@@ -75,17 +75,17 @@ TWO_FRAMES_JS = "() => new Promise((done) => requestAnimationFrame(() => request
 
 @contextmanager
 def class_server(tmp: Path, workers: int = WORKERS):
-    """``python -m odapp.serve --workers`` on a free port of 127.0.0.1, logs in ``tmp``; yields its URL."""
-    port = live.free_port()
+    """``python -m odserve.launcher --workers`` on a free port of 127.0.0.1, logs in ``tmp``; yields its URL."""
+    port = harness.free_port()
     out_path = tmp / "serve.out"
     with open(out_path, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "odapp.serve", "--workers", str(workers), "--port", str(port),
+        proc = subprocess.Popen([sys.executable, "-m", "odserve.launcher", "--workers", str(workers), "--port", str(port),
                                  "--log-dir", str(tmp / "logs")], cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
             t0 = time.monotonic()
             while "OD Privacy Lab:" not in out_path.read_text():
                 if proc.poll() is not None or time.monotonic() - t0 > 300:
-                    raise RuntimeError(f"odapp.serve did not start: {out_path.read_text()}")
+                    raise RuntimeError(f"odserve.launcher did not start: {out_path.read_text()}")
                 time.sleep(0.5)
             yield f"http://127.0.0.1:{port}"
         finally:
@@ -194,7 +194,7 @@ def person(url: str, drags_per_page: int) -> dict:
 
     out: dict = {"pages": {}, "exceptions": 0}
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=live.chromium_executable(), headless=True, args=live.CHROMIUM_ARGS)
+        b = p.chromium.launch(executable_path=harness.chromium_executable(), headless=True, args=harness.CHROMIUM_ARGS)
         pg = b.new_page(viewport={"width": 1400, "height": 1000})
         for path, name in PAGES:
             pg.goto(f"{url}/{path}")
@@ -246,7 +246,7 @@ def _run(n: int, drags_per_page: int) -> list[dict]:
             async with ProtocolClient(url) as first:   # the city loaded once, as the teacher's tab would
                 return await first.open(OTHERS_PAGE)
 
-        opened = live.run_async(teacher())
+        opened = harness.run_async(teacher())
         if opened.errors:
             raise RuntimeError(f"the page did not open: {opened.errors}")
         others = Others(url, n - 1)
@@ -259,7 +259,7 @@ def _run(n: int, drags_per_page: int) -> list[dict]:
             others.stop()
         wall = time.monotonic() - t0
     load_after, load_peak = os.getloadavg()[0], sampler.stop()
-    case = f"{n} sessions (1 Chromium dragging + {n - 1} pressing), odapp.serve --workers {WORKERS}"
+    case = f"{n} sessions (1 Chromium dragging + {n - 1} pressing), odserve.launcher --workers {WORKERS}"
     load = f"load average (1 min) {load_before:.1f} before, {load_after:.1f} after, {load_peak:.1f} at most"
     rows: list[dict] = []
     releases: list[float] = []
@@ -311,7 +311,7 @@ def _run(n: int, drags_per_page: int) -> list[dict]:
 
 
 def run(quick: bool = False) -> list[dict]:
-    if live.chromium_executable() is None:
+    if harness.chromium_executable() is None:
         return [{"case": "live crowd", "metric": "skipped", "value": None, "unit": "", "note": "no Chromium"}]
     n = int(os.environ.get(SESSIONS_ENV) or (QUICK_SESSIONS if quick else SESSIONS))
     if n < 1:

@@ -1,6 +1,6 @@
 """Load: N concurrent browser sessions on one server, each uploading a ~50 MB trace file and moving a slider.
 
-``python -m benchmarks -k load`` starts ``streamlit run app.py`` on 127.0.0.1 (:mod:`odapp.live`, the server of the
+``python -m benchmarks -k load`` starts ``streamlit run app.py`` on 127.0.0.1 (:mod:`benchmarks.harness`, the server of the
 browser tests), writes one CSV of synthetic traces (``odcore.data.synth``, ISO times, ~50 MB) and opens ``N`` (default
 10, ``ODLAB_BENCH_LOAD_SESSIONS``) headless Chromium sessions at once. Every session uploads its own copy of the file
 (same rows, its own name, so each upload is a different dataset with its own caches, as ten people with ten files
@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import harness
 from benchmarks.bench_browser import (
     SIDEBAR,
     STARTED_JS,
@@ -42,7 +43,6 @@ from benchmarks.bench_browser import (
     _RssSampler,
     _wait_done,
 )
-from odapp import live
 from odcore.report.safe_csv import csv_text, write_csv
 
 SESSIONS = 10
@@ -229,7 +229,7 @@ async def _heartbeat(sessions: list[_Session], pid: int, t0: float) -> None:
         for s in sessions:
             if not s.done:
                 steps[s.step] = steps.get(s.step, 0) + 1
-        rss = live.tree_rss_bytes(pid) / 2**20
+        rss = harness.tree_rss_bytes(pid) / 2**20
         _say(f"  t={time.monotonic() - t0:4.0f} s: {sum(s.done for s in sessions)}/{len(sessions)} done; "
              f"running {dict(sorted(steps.items()))}; server RSS {rss:.0f} MiB")
 
@@ -239,14 +239,14 @@ def _med(xs):
 
 
 def _session_folders() -> set[str]:
-    # a server's session folders live in its private folder (odapp.private.server_root)
+    # a server's session folders live in its private folder (odapp.data.private.server_root)
     return {str(p) for p in Path(tempfile.gettempdir()).glob("odlab-server-*/session-*")}
 
 
 async def _run(quick: bool) -> list[dict]:
     from playwright.async_api import async_playwright
 
-    exe = live.chromium_executable()
+    exe = harness.chromium_executable()
     if exe is None:
         raise RuntimeError("no Chromium on this machine (Debian package 'chromium')")
     n = int(os.environ.get("ODLAB_BENCH_LOAD_SESSIONS") or (QUICK_SESSIONS if quick else SESSIONS))
@@ -275,16 +275,16 @@ async def _run(quick: bool) -> list[dict]:
     # a server that has to be stopped with SIGABRT writes every thread's Python stack into its log
     fault = os.environ.get("PYTHONFAULTHANDLER")
     os.environ["PYTHONFAULTHANDLER"] = "1"
-    proc, url = live.start_server(log)
+    proc, url = harness.start_server(log)
     if fault is None:
         os.environ.pop("PYTHONFAULTHANDLER")
     else:
         os.environ["PYTHONFAULTHANDLER"] = fault
     try:
-        await asyncio.to_thread(live.wait_healthy, proc, url, 120)
-        rss_before = live.tree_rss_bytes(proc.pid)
+        await asyncio.to_thread(harness.wait_healthy, proc, url, 120)
+        rss_before = harness.tree_rss_bytes(proc.pid)
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)
+            browser = await p.chromium.launch(executable_path=exe, headless=True, args=harness.CHROMIUM_ARGS)
             try:
                 barrier = _Barrier(n, BARRIER_WAIT_S)
                 t_start = time.monotonic()
@@ -301,14 +301,14 @@ async def _run(quick: bool) -> list[dict]:
             finally:
                 await browser.close()
         await asyncio.sleep(5)
-        rss_after = live.tree_rss_bytes(proc.pid)
+        rss_after = harness.tree_rss_bytes(proc.pid)
         if proc.poll() is not None:
             sessions[0].errors.append(("crash", "server", f"the server exited with code {proc.returncode}"))
         elif any(k == "timeout" for s in sessions for k, _, _ in s.errors):
             os.kill(proc.pid, signal.SIGABRT)   # where the server's threads are (faulthandler, into server.log)
             await asyncio.sleep(2)
     finally:
-        live.stop_server(proc)
+        harness.stop_server(proc)
     left = len(_session_folders() - folders_before)   # folders of this server not removed at its exit
     errors = [(s.i, *e) for s in sessions for e in s.errors]
     not_loaded = sum(s.load_ms is None for s in sessions)

@@ -50,8 +50,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.harness import tree_rss_bytes
 from benchmarks.peer_od import COLUMNS as PEER_COLUMNS
-from odapp.live import tree_rss_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("ODCORE_BENCH_DATA", "/tmp/odcore-bench"))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     import odapp.cache  # noqa: F401  (both runs import Streamlit, as the app has it)
-    import odapp.data as data
+    import odapp.data.loading as data
     from odcore.od.trips import ODConfig
 
     path, mode = Path(argv[0]), argv[1]

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks import bench_browser as bb
-from odapp import live
+from benchmarks import harness
 
 BODY = """
 import json, os
@@ -75,7 +75,7 @@ async def one(browser, deck: Path, drop: str, presses: int, log: Path) -> dict:
     os.environ["ODLAB_MAP_DECK"], os.environ["ODLAB_MAP_DROP"] = str(deck.resolve()), drop
     with tempfile.TemporaryDirectory(prefix="odlab_map_") as tmp:
         d = bb.write_small_app(Path(tmp), BODY)
-        with live.streamlit_server(log, app_dir=d, timeout_s=120) as url:
+        with harness.streamlit_server(log, app_dir=d, timeout_s=120) as url:
             ctx, page = await bb._new_page(browser)
             try:
                 c0 = chromium_cpu_s()
@@ -98,8 +98,8 @@ async def compare(variants: list[tuple[Path, str]], rounds: int, presses: int) -
     out = {f"{p}:{d}": [] for p, d in variants}
     with tempfile.TemporaryDirectory(prefix="odlab_map_log_") as tmp:
         async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=live.chromium_executable(), headless=True,
-                                               args=live.CHROMIUM_ARGS)
+            browser = await pw.chromium.launch(executable_path=harness.chromium_executable(), headless=True,
+                                               args=harness.CHROMIUM_ARGS)
             try:
                 for r in range(rounds):
                     for p, d in variants if r % 2 == 0 else variants[::-1]:

@@ -24,9 +24,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import data as _data
-from odapp import private
-from odapp.export import styled
+from odapp.data import loading as _data
+from odapp.data import private
+from odapp.data.zones_ui import zone_polygons
 from odapp.maps import (
     RISK_COLOR,
     cell_layers,
@@ -41,8 +41,8 @@ from odapp.maps import (
     zones_box,
 )
 from odapp.maps import map_context as _map_context
-from odapp.words import num, pct, unit_words
-from odapp.zones_ui import zone_polygons
+from odapp.shared.export import styled
+from odapp.shared.words import num, pct, unit_words
 from odcore.knock import build_timeseries, mre_table
 from odcore.od.engines.cab_stream import build_od_cabspotting, zone_drops_only
 from odcore.od.odtable import read_counts_folder
@@ -95,7 +95,7 @@ _data_cache = functools.partial(st.cache_data, hash_funcs=HASH_FUNCS)
 
 
 def _kept(kind: str, build, *args, **kwargs):
-    """``build(*args, **kwargs)``, kept on disk between launches (:func:`odapp.data.disk_cached`, keyed on the
+    """``build(*args, **kwargs)``, kept on disk between launches (:func:`odapp.data.loading.disk_cached`, keyed on the
     ``repr`` of the arguments): only for results that depend on numbers alone, not on any data (the privacy-loss
     tables take seconds and are the same on every server, for every person)."""
     return _data.disk_cached(kind, repr((args, sorted(kwargs.items()))), lambda: build(*args, **kwargs))
@@ -122,7 +122,7 @@ def release_session_files(folder: str) -> None:
 @_resource(scope="session", on_release=release_session_files, show_spinner=False)
 def session_files(existing: str = "") -> str:
     """This session's private folder: ``existing`` (the one its state names, made before this run) or a new one
-    (:func:`odapp.private.new_session_folder`); removed by :func:`release_session_files` when the session's
+    (:func:`odapp.data.private.new_session_folder`); removed by :func:`release_session_files` when the session's
     connection closes."""
     return existing or str(private.new_session_folder())
 
@@ -134,7 +134,7 @@ def sample_traces(dataset_id: str) -> _data.Loaded:
 
 @_resource(max_entries=12, show_spinner="Reading the uploaded traces…")
 def upload_traces(path: str) -> _data.Loaded:
-    """An upload's traces, read once from its session's Parquet file (:class:`odapp.data.StoredUpload`);
+    """An upload's traces, read once from its session's Parquet file (:class:`odapp.data.loading.StoredUpload`);
     at most 12 uploads are held in memory server-wide (~32 MB per million rows each), others are read again when
     used. Fewer entries than sessions working at once would make every rerun a miss (least recently used goes
     first, and the sessions take turns), so this is sized for ten people at once."""
@@ -143,7 +143,7 @@ def upload_traces(path: str) -> _data.Loaded:
 
 @_resource(max_entries=2, show_spinner="Reading every fix of the uploaded cab files…")
 def upload_cab_traces(cabs) -> _data.Loaded:
-    """The table of fixes of a streamed Cabspotting upload (:class:`odapp.data.StreamedCabs`), read by the loader
+    """The table of fixes of a streamed Cabspotting upload (:class:`odapp.data.loading.StreamedCabs`), read by the loader
     only for the pages that need every fix (Knock Knock series, the zone comparison); the weekly counts never ask
     for it (:func:`streamed_od`)."""
     return _data.StoredUpload(cabs.folder, {}, {}, cabs).load()
@@ -293,7 +293,7 @@ def empty_zones_drawn(grid) -> bool:
 @_resource(max_entries=16, show_spinner=False)
 def cell_shapes(dataset_id: str, od_config, cells: tuple[int, ...] | None, _grid):
     """Outlines (``cell, name, polygon``) of ``cells`` (all cells when None) for pydeck: squares, hexagons or the
-    user's polygons (:func:`odapp.zones_ui.zone_polygons`)."""
+    user's polygons (:func:`odapp.data.zones_ui.zone_polygons`)."""
     c = np.arange(_grid.n_cells) if cells is None else np.asarray(cells, dtype=np.int64)
     return zone_polygons(_grid, c)
 
@@ -658,7 +658,7 @@ def _finite(values) -> list:
 @_resource(max_entries=16, show_spinner=False)
 def frontier_chart(report_key: tuple, _rep: dict) -> dict:
     """The Release designer's frontier chart of one report as the live component draws it
-    (:func:`odapp.live_view.frontier`; ``report_key``: the arguments of ``cache.design_report``): the same traces,
+    (:func:`odapp.live.view.frontier`; ``report_key``: the arguments of ``cache.design_report``): the same traces,
     names, colours and axes as :func:`frontier_figure`, which stays for the PNG/SVG files. Drawn on a canvas, a
     press that changes the design repaints it in a few milliseconds instead of plotly's ~140 ms. Read-only."""
     g, d = _rep["google"], _rep["goal"]["delta"]

@@ -23,7 +23,7 @@ import pandas as pd
 import pydeck as pdk
 from pydeck.bindings import deck as _pdk_deck
 
-from odapp.words import coord, num
+from odapp.shared.words import coord, num
 from odcore.report import figures
 
 # pydeck's Deck() asks five times whether its Jupyter widget can be made (has_jupyter_extra), and without ipywidgets

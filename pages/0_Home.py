@@ -5,11 +5,12 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
-from odapp import ahead, facts_view, guide, sidebar
-from odapp.export import code_caption
-from odapp.layout import compact_top
-from odapp.nav import NAV
-from odapp.words import pct, plain, probability_words, unit_words
+from odapp.facts import view as facts_view
+from odapp.shared import ahead, guide, sidebar
+from odapp.shared.export import code_caption
+from odapp.shared.layout import compact_top
+from odapp.shared.nav import NAV
+from odapp.shared.words import pct, plain, probability_words, unit_words
 from odcore import __version__
 from odcore.privacy.attack import posterior_bound, success_curve
 
@@ -41,7 +42,7 @@ OD flows on a map, and watch the attack-success and privacy-budget curves move.
 )
 
 ctx = sidebar.render()   # the shared settings (data, week, grid, ε, threshold, seed) live in the sidebar
-guide.panel(__file__, ctx)   # step 1 of the guided tour (odapp.guide)
+guide.panel(__file__, ctx)   # step 1 of the guided tour (odapp.shared.guide)
 
 PAGE_NOTES = {
     "1_Data.py": "what was loaded, where, on which grid; total vs unique trips per person",
@@ -85,5 +86,5 @@ st.info(f"Guarantee unit: **{unit_words(s.mode)}**. {guard} — {ex.why}.{typica
 code_caption(f"odcore {__version__} · numbers computed by the `odcore` engine; see the README for where they come from.")
 
 # While the person reads this page, the server computes what the OD release page shows first, so that it opens
-# without waiting for it (odapp.ahead).
+# without waiting for it (odapp.shared.ahead).
 ahead.start(ctx)

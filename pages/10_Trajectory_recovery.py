@@ -6,10 +6,10 @@ import math
 
 import streamlit as st
 
-from odapp import recover_view
-from odapp.errors import engine_errors
-from odapp.layout import metric, needs_pairs, page
-from odapp.words import pct
+from odapp.recovery import view as recover_view
+from odapp.shared.errors import engine_errors
+from odapp.shared.layout import metric, needs_pairs, page
+from odapp.shared.words import pct
 from odcore.recover.defences import Defence, DefenceSpec
 from odcore.recover.experiment import SweepConfig
 

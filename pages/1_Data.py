@@ -8,13 +8,15 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, charts, guide, live_view, maps, page_work
-from odapp.cli_config import release_config
-from odapp.errors import engine_errors
-from odapp.export import button_row, chart, code_caption, export_buttons, projector_mode, reproduce
-from odapp.layout import metric, page
-from odapp.words import num, plain, short_path
-from odapp.zones_ui import data_box, export_spec, zone_file
+from odapp import cache, maps
+from odapp.data.zones_ui import data_box, export_spec, zone_file
+from odapp.live import view as live_view
+from odapp.shared import ahead, charts, guide, page_work
+from odapp.shared.cli_config import release_config
+from odapp.shared.errors import engine_errors
+from odapp.shared.export import button_row, chart, code_caption, export_buttons, projector_mode, reproduce
+from odapp.shared.layout import metric, page
+from odapp.shared.words import num, plain, short_path
 from odcore.space.grid import crs_label
 
 ctx = page(
@@ -24,7 +26,7 @@ ctx = page(
     "What Google counted is **unique** trips: a commute made five times in a week counts once.",
     icon="📍",
 )
-guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
+guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.shared.guide)
 s = ctx.settings
 summ = ctx.loaded.summary
 od = ctx.od

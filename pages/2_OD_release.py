@@ -6,13 +6,14 @@ import functools
 
 import streamlit as st
 
-from odapp import ahead, guide, live_view
-from odapp import release_view as rv
-from odapp.cli_config import release_config
-from odapp.errors import engine_errors
-from odapp.export import button_row, export_buttons, projector_mode, reproduce
-from odapp.layout import metric, page
-from odapp.words import num, pct, unit_words
+from odapp.live import view as live_view
+from odapp.release import view as rv
+from odapp.shared import ahead, guide
+from odapp.shared.cli_config import release_config
+from odapp.shared.errors import engine_errors
+from odapp.shared.export import button_row, export_buttons, projector_mode, reproduce
+from odapp.shared.layout import metric, page
+from odapp.shared.words import num, pct, unit_words
 from odcore.privacy.release import ANALYSIS_NOTICE, PUBLISHED_COLUMNS
 from odcore.privacy.utility import noise_dominated, release_utility
 
@@ -23,7 +24,7 @@ ctx = page(
     "unchanged; small flows — the ones that could single someone out — mostly disappear.",
     icon="🧭", live=("epsilon", "threshold"),
 )
-guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
+guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.shared.guide)
 s = ctx.settings
 with engine_errors("Could not release the week", "Check ε and the threshold (above the curves) and the guarantee unit in the sidebar."):
     rcfg = s.release_config()
@@ -32,7 +33,7 @@ table = res.table
 util = release_utility(table)
 released = table["released"].to_numpy()
 
-rv.map_section(ctx, rcfg)   # the map, its options and export: a fragment of its own (odapp.release_view)
+rv.map_section(ctx, rcfg)   # the map, its options and export: a fragment of its own (odapp.release.view)
 
 st.subheader(f"Week {s.week}: what is published")
 # six metrics in three columns, two to a column (two rows of columns made fourteen elements and blocks, these ten)

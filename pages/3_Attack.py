@@ -8,12 +8,16 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, attack_view, cache, charts, guide, learned_view, live_view
-from odapp.cli_config import attack_curve_config, user_risk_config
-from odapp.errors import engine_errors
-from odapp.export import button_row, code_caption, export_buttons, projector_mode, reproduce
-from odapp.layout import metric, needs_pairs, page
-from odapp.words import bound_label, comparison_label, pct, probability_words, unit_words
+from odapp import cache
+from odapp.attack import learned as learned_view
+from odapp.attack import view as attack_view
+from odapp.live import view as live_view
+from odapp.shared import ahead, charts, guide
+from odapp.shared.cli_config import attack_curve_config, user_risk_config
+from odapp.shared.errors import engine_errors
+from odapp.shared.export import button_row, code_caption, export_buttons, projector_mode, reproduce
+from odapp.shared.layout import metric, needs_pairs, page
+from odapp.shared.words import bound_label, comparison_label, pct, probability_words, unit_words
 from odcore.privacy.attack import simulate_attack
 
 K_MAX = attack_view.K_MAX   # Houssiau et al. 2022, Fig. 1: k = 0..70
@@ -28,7 +32,7 @@ ctx = page(
     icon="🎯", live=("epsilon",),
 )
 needs_pairs(ctx, "The per-person attack")
-guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
+guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.shared.guide)
 s = ctx.settings
 picture = st.container()   # the live curve first; the prior and the readings below it
 # the prior and the three readings in four equal columns (one row: a row of three inside the last three quarters
@@ -105,14 +109,14 @@ if not projector_mode():   # the curve at the page's ε, as files (plotly)
                    command="attack-curve", key="attack_curve", row=row)
 
 # ---- a real user of the week ------------------------------------------------------------------------------------
-attack_view.real_person(ctx, bound)   # its own fragment (odapp.attack_view)
+attack_view.real_person(ctx, bound)   # its own fragment (odapp.attack.view)
 code_caption("Curves: `odcore.privacy.attack.success_curve` (exact, from the privacy-loss distribution of `odcore.privacy.pld`), "
            "`simulate_attack` (the paper's Monte Carlo), `user_risk` / `week_risk` (the thresholded release).")
 reproduce([("The p_k curve" + (" with the Monte Carlo" if mc is not None else ""), "attack-curve",
             attack_curve_config(s, k_max=K_MAX, prior=float(prior), monte_carlo=int(reps) if mc is not None else None)),
            (f"Every user of week {s.week} (add --user ID for one user's ROC)", "user-risk",
             user_risk_config(s, ctx.loaded))])
-# ---- learned attacks beside the exact optimum (odapp.learned_view) ----------------------------------------------------
+# ---- learned attacks beside the exact optimum (odapp.attack.learned) ----------------------------------------------------
 learned_view.section(ctx)
 # the next grid step or seed, while the person reads this one: the same person pick, on the next tables
 ahead.after(ctx, functools.partial(attack_view.person_tables, pick=st.session_state.get("attack_pick", next(iter(attack_view.PICKS))),

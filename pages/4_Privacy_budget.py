@@ -7,13 +7,16 @@ import functools
 import pandas as pd
 import streamlit as st
 
-from odapp import cache, callbacks, charts, facts_view, guide, live_view
-from odapp import release_view as rv
-from odapp.cli_config import budget_config
-from odapp.errors import engine_errors
-from odapp.export import export_buttons, projector_mode, reproduce
-from odapp.layout import metric, page
-from odapp.words import comparison_label, epsilon_words, num, pct, probability_words, sci, unit_words
+from odapp import cache
+from odapp.facts import view as facts_view
+from odapp.live import view as live_view
+from odapp.release import view as rv
+from odapp.shared import callbacks, charts, guide
+from odapp.shared.cli_config import budget_config
+from odapp.shared.errors import engine_errors
+from odapp.shared.export import export_buttons, projector_mode, reproduce
+from odapp.shared.layout import metric, page
+from odapp.shared.words import comparison_label, epsilon_words, num, pct, probability_words, sci, unit_words
 from odcore.privacy.accounting import (
     WEEKS_RELATIVE_STEP,
     BudgetConfig,
@@ -30,7 +33,7 @@ ctx = page(
     "into the best an attacker could do.",
     icon="🧮", live=("epsilon",),
 )
-guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.guide)
+guide.panel(__file__, ctx)   # this page's step of the guided tour (odapp.shared.guide)
 s = ctx.settings
 picture = st.container()   # the live curves first; the settings and the cards below them
 typical = facts_view.of(ctx)["typical_trips"].value or 0   # the typical person of every page (odcore.report.facts)
@@ -76,7 +79,7 @@ NBSP = "\u00a0"
 
 
 def posterior_text(p: float) -> str:
-    """A bound on the attacker as the cards write it (:func:`odapp.words.pct`, the one formatter of chances), with
+    """A bound on the attacker as the cards write it (:func:`odapp.shared.words.pct`, the one formatter of chances), with
     a no-break space before "%", so that a line never ends at the number."""
     return pct(p).replace(" %", NBSP + "%")
 

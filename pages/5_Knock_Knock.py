@@ -7,12 +7,13 @@ import functools
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, callbacks, charts, page_work
-from odapp.cli_config import command_line, knock_config
-from odapp.errors import engine_errors
-from odapp.export import chart, export_buttons, opened_expander, projector_mode
-from odapp.layout import metric, needs_pairs, page
-from odapp.words import AREAS_WORD, pct, probability_words
+from odapp import cache
+from odapp.shared import ahead, callbacks, charts, page_work
+from odapp.shared.cli_config import command_line, knock_config
+from odapp.shared.errors import engine_errors
+from odapp.shared.export import chart, export_buttons, opened_expander, projector_mode
+from odapp.shared.layout import metric, needs_pairs, page
+from odapp.shared.words import AREAS_WORD, pct, probability_words
 from odcore.knock import (
     Classifier,
     KnockConfig,

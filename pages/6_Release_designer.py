@@ -8,12 +8,14 @@ import json
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, callbacks, facts_view, live_view, page_work, projector
-from odapp.cli_config import design_config
-from odapp.errors import engine_errors
-from odapp.export import export_buttons, opened_expander, reproduce
-from odapp.layout import metric, needs_pairs, page
-from odapp.words import comparison_label, num, pct, probability_words, sci, unit_words
+from odapp.facts import view as facts_view
+from odapp.live import view as live_view
+from odapp.shared import ahead, callbacks, page_work, projector
+from odapp.shared.cli_config import design_config
+from odapp.shared.errors import engine_errors
+from odapp.shared.export import export_buttons, opened_expander, reproduce
+from odapp.shared.layout import metric, needs_pairs, page
+from odapp.shared.words import comparison_label, num, pct, probability_words, sci, unit_words
 from odcore.privacy.accounting import partition_threshold
 from odcore.privacy.design import DEFAULT_MAX_PAIRS, Goal, GoalKind, verdict_rows
 from odcore.report.facts import DELTA_SPLIT_DESIGNER, DELTA_SPLIT_SELECTION

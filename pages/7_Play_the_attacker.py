@@ -8,11 +8,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, callbacks, charts, guide, live_view, page_work, projector
-from odapp.errors import engine_errors
-from odapp.export import chart, projector_mode
-from odapp.layout import metric, needs_pairs, page
-from odapp.words import pct, plain, probability_words
+from odapp import cache
+from odapp.live import view as live_view
+from odapp.shared import ahead, callbacks, charts, guide, page_work, projector
+from odapp.shared.errors import engine_errors
+from odapp.shared.export import chart, projector_mode
+from odapp.shared.layout import metric, needs_pairs, page
+from odapp.shared.words import pct, plain, probability_words
 from odcore.privacy.attack import wilson_interval
 from odcore.report.teaching import (
     LADDER,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from odapp import charts, guide, live_view, projector
-from odapp.errors import engine_errors
-from odapp.export import button_row, code_caption, export_buttons, projector_mode
-from odapp.layout import metric, page
-from odapp.words import pct
+from odapp.live import view as live_view
+from odapp.shared import charts, guide, projector
+from odapp.shared.errors import engine_errors
+from odapp.shared.export import button_row, code_caption, export_buttons, projector_mode
+from odapp.shared.layout import metric, page
+from odapp.shared.words import pct
 from odcore.report.teaching import noise_picture
 
 ctx = page(
@@ -21,7 +22,7 @@ ctx = page(
 guide.panel(__file__, ctx)
 s = ctx.settings
 ss = st.session_state
-# The true count and ε are dragged on the picture itself (odapp.live_view.noise); ε starts at the sidebar's.
+# The true count and ε are dragged on the picture itself (odapp.live.view.noise); ε starts at the sidebar's.
 ss.setdefault("noise_count", 120)
 ss.setdefault("noise_eps", float(s.epsilon))
 count, eps = int(ss["noise_count"]), float(ss["noise_eps"])

@@ -8,9 +8,10 @@ import functools
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, guide, page_work
-from odapp.errors import engine_errors
-from odapp.layout import metric, needs_pairs, page
+from odapp import cache
+from odapp.shared import ahead, guide, page_work
+from odapp.shared.errors import engine_errors
+from odapp.shared.layout import metric, needs_pairs, page
 from odcore.report.facts import DELTA_SPLIT_DESIGNER, DELTA_SPLIT_SELECTION, audit_most_shown, audit_sentence
 
 ctx = page(

@@ -11,18 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from odapp import ahead, live
-from odapp.data import CACHE_ENV
+from benchmarks import harness
+from odapp.data.loading import CACHE_ENV
+from odapp.shared import ahead
 from odcore.paths import REPO_ROOT, SHARED_DATA_DIR
 
-# The app keeps the bundled city's tables on disk between launches (odapp.data.disk_cached); the tests use a
+# The app keeps the bundled city's tables on disk between launches (odapp.data.loading.disk_cached); the tests use a
 # folder of their own (the servers they start and the xdist workers inherit it), not the user's ~/.cache/odlab,
 # removed when the run ends (a run fills it with ~200 MB of tables).
 if not os.environ.get(CACHE_ENV):
     os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="odlab-test-cache-")
     atexit.register(shutil.rmtree, os.environ[CACHE_ENV], ignore_errors=True)
 
-# The app computes a person's likely next press in a background thread once a run ends (odapp.ahead.after); in the
+# The app computes a person's likely next press in a background thread once a run ends (odapp.shared.ahead.after); in the
 # test process that thread would race AppTest's next run, so it is off here (tests/app/test_ahead.py turns it on). The
 # servers the browser tests start have it on, as every launch of the app.
 ahead.enabled = False
@@ -64,7 +65,7 @@ def streamlit_url(tmp_path_factory):
     folder, not into the working tree."""
     log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
     try:
-        with live.streamlit_server(log) as url:
+        with harness.streamlit_server(log) as url:
             yield url
     except RuntimeError as e:
         pytest.fail(f"{e}; see {log}")
@@ -89,13 +90,13 @@ def at():
 def browser():
     """A headless Debian Chromium driven by Playwright (never Playwright's own browser download), started once for
     the whole session (once per xdist worker); each test opens a context of its own in it."""
-    exe = live.chromium_executable()
+    exe = harness.chromium_executable()
     if exe is None:
         pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it; "
                     "ODLAB_BROWSER=none simulates its absence)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright's Python package is not installed")
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, headless=True, args=live.CHROMIUM_ARGS)
+        b = p.chromium.launch(executable_path=exe, headless=True, args=harness.CHROMIUM_ARGS)
         yield b
         b.close()
 

@@ -33,7 +33,7 @@ from odcore.privacy import accounting as acc
 from odcore.privacy import attack, pld
 from odcore.privacy.attack import success_grid
 
-EPSILON_SPAN = (0.05, 5.0)   # the ε slider's range (odapp.state.EPSILON_RANGE)
+EPSILON_SPAN = (0.05, 5.0)   # the ε slider's range (odapp.shared.state.EPSILON_RANGE)
 ATTACK_GRID = np.geomspace(*EPSILON_SPAN, 90)
 BUDGET_GRID = np.geomspace(*EPSILON_SPAN, 60)
 WEEKS_GRID = np.geomspace(*EPSILON_SPAN, 24)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import plotly.graph_objects as go
 
 UNITS = {"per_metric": "per count", "user_level": "per person and week"}
-"""How each guarantee unit is said in a figure (the app's :data:`odapp.words.UNIT_WORDS` say the same)."""
+"""How each guarantee unit is said in a figure (the app's :data:`odapp.shared.words.UNIT_WORDS` say the same)."""
 
 # Houssiau et al. 2022, Fig. 1 (Monte Carlo, 10,000 repetitions, ε = 0.66 per count): 70.5 % at k = 3, 95.4 % at 32
 HOUSSIAU_POINTS = ((3, 0.705), (32, 0.954))

@@ -1,4 +1,4 @@
-"""The next press computed ahead (odapp.ahead): which setting is next, the worker's manners, and that a page's press
+"""The next press computed ahead (odapp.shared.ahead): which setting is next, the worker's manners, and that a page's press
 onto the setting computed ahead computes nothing its work named."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from odapp import ahead
-from odapp.state import CELL_KM2_RANGE, SEED_MAX, DatasetRef, Settings
-from odapp.zones_ui import square_label
+from odapp.data.zones_ui import square_label
+from odapp.shared import ahead
+from odapp.shared.state import CELL_KM2_RANGE, SEED_MAX, DatasetRef, Settings
 from odcore.paths import REPO_ROOT
 
 SAMPLE = REPO_ROOT / "sample_data" / "synthetic_city.parquet"
@@ -165,8 +165,8 @@ def test_a_grid_step_onto_a_very_large_grid_is_not_built_ahead(monkeypatch):
     import pandas as pd
 
     from odapp import cache
-    from odapp.data import Loaded
-    from odapp.sidebar import PageContext
+    from odapp.data.loading import Loaded
+    from odapp.shared.sidebar import PageContext
     from odcore.errors import ParameterError
 
     monkeypatch.setattr(cache, "od_data", lambda *a, **k: pytest.fail("the grid was built ahead"))
@@ -180,7 +180,7 @@ def test_a_grid_step_onto_a_very_large_grid_is_not_built_ahead(monkeypatch):
 def test_the_next_grid_is_built_ahead_only_for_a_trace_table_of_modest_size(monkeypatch):
     import pandas as pd
 
-    from odapp.data import Loaded, StreamedLoaded
+    from odapp.data.loading import Loaded, StreamedLoaded
 
     small = Loaded(pd.DataFrame({"lat": [1.0] * 10}), {}, {})
     assert ahead.grid_ahead(small)

@@ -1,4 +1,4 @@
-"""The dashboard's upload of Cabspotting cab files (a zip, or one cab file) streams them (odapp.data.stream_upload,
+"""The dashboard's upload of Cabspotting cab files (a zip, or one cab file) streams them (odapp.data.loading.stream_upload,
 odcore.od.engines.cab_stream): the same load report, weekly tables, map of points per zone, image of the fixes and
 data fingerprint as reading the upload into a table, without reading it into a table."""
 
@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from odapp.data import UploadOptions, apply_upload, read_upload
-from odapp.state import K_SOURCE, K_UPLOAD_TRACES, DataSource
+from odapp.data.loading import UploadOptions, apply_upload, read_upload
+from odapp.shared.state import K_SOURCE, K_UPLOAD_TRACES, DataSource
 from odcore.paths import REPO_ROOT
 from tests.app.test_app_regions import zip_folder
 from tests.odcore.od.test_cab_stream import TZ, write_cabs
@@ -108,7 +108,7 @@ def _pages(cab_zip, streamed: bool, monkeypatch) -> dict:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    import odapp.data as data
+    import odapp.data.loading as data
 
     st.cache_resource.clear()
     st.cache_data.clear()
@@ -157,7 +157,7 @@ def test_pages_that_need_every_fix_read_the_table_when_they_ask(cab_zip):
     """Knock Knock series and the zone comparison take the table of fixes: read from the unpacked cab files by
     the loader, equal to the table of the loaded upload, only when asked for."""
     from odapp import cache
-    from odapp.data import StreamedLoaded
+    from odapp.data.loading import StreamedLoaded
 
     state: dict = {}
     assert apply_upload(state, cab_zip, "cabs.zip")

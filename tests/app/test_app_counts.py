@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from odapp.state import K_COUNTS_DIR, K_SOURCE, DataSource
+from odapp.shared.state import K_COUNTS_DIR, K_SOURCE, DataSource
 from odcore.cli import main
 from odcore.paths import REPO_ROOT
 

@@ -1,4 +1,4 @@
-"""The disk cache of the bundled city's tables and of the number-only privacy tables (odapp.data.disk_cached):
+"""The disk cache of the bundled city's tables and of the number-only privacy tables (odapp.data.loading.disk_cached):
 built once, read back, rebuilt when damaged, keyed on the engine's source, switched off by ODLAB_CACHE_DIR=none,
 never used for uploads, each kind keeping its own most recent files."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from odapp import data
+from odapp.data import loading as data
 
 
 def test_built_once_then_read_back(tmp_path, monkeypatch):
@@ -98,7 +98,7 @@ def test_the_bundled_districts_are_kept_by_content_and_an_uploaded_zone_file_is_
     import shutil
 
     from odapp import cache
-    from odapp.zones_ui import BUNDLED_ZONES
+    from odapp.data.zones_ui import BUNDLED_ZONES
     from odcore.od.trips import ODConfig
 
     monkeypatch.setenv(data.CACHE_ENV, str(tmp_path / "cache"))

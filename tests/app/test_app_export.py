@@ -11,11 +11,11 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from odapp import cli_config
-from odapp.data import load_sample
-from odapp.export import figure_image, slug, styled, to_json_text
-from odapp.state import Settings
-from odapp.words import epsilon_words, num, pct, probability_words
+from odapp.data.loading import load_sample
+from odapp.shared import cli_config
+from odapp.shared.export import figure_image, slug, styled, to_json_text
+from odapp.shared.state import Settings
+from odapp.shared.words import epsilon_words, num, pct, probability_words
 from odcore.paths import REPO_ROOT
 from odcore.report.figures import find_browser
 
@@ -73,7 +73,7 @@ def test_slug_and_words():
 
 
 def _settings(**kw) -> Settings:
-    from odapp.data import sample_ref
+    from odapp.data.loading import sample_ref
 
     base = {"dataset": sample_ref(), "week": 0, "cell_km2": 1.3, "epsilon": 0.66, "threshold": 100, "seed": 7}
     return Settings(**{**base, **kw})
@@ -183,7 +183,7 @@ def test_a_path_without_chromium_skips_the_browser_tests_with_the_reason():
 
     env = {k: v for k, v in os.environ.items() if k != "ODLAB_BROWSER"}
     env["PATH"] = str(Path(sys.executable).parent)   # the virtual environment's scripts only: no chromium
-    probe = subprocess.run([sys.executable, "-c", "from odapp.live import chromium_executable as c; print(c())"],
+    probe = subprocess.run([sys.executable, "-c", "from benchmarks.harness import chromium_executable as c; print(c())"],
                            env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert probe.stdout.strip() == "None", probe
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/browser/test_browser.py"],
@@ -195,7 +195,7 @@ def test_a_path_without_chromium_skips_the_browser_tests_with_the_reason():
 
 
 def test_chart_image_sizes_are_the_figures_command_presets():
-    from odapp.export import EXPORT_SIZE_WORDS, EXPORT_SIZES, SCREEN, chart_image
+    from odapp.shared.export import EXPORT_SIZE_WORDS, EXPORT_SIZES, SCREEN, chart_image
     from odcore.constants import SIZE_PRESET_NAMES
 
     assert EXPORT_SIZES == (SCREEN, *SIZE_PRESET_NAMES)
@@ -206,7 +206,7 @@ def test_chart_image_sizes_are_the_figures_command_presets():
 
 def test_one_image_size_choice_for_every_chart(at):
     """The size chosen in the sidebar is the size of every chart's downloads, on every page; one element per page."""
-    from odapp.export import EXPORT_SIZE_WORDS, K_EXPORT_SIZE, SCREEN
+    from odapp.shared.export import EXPORT_SIZE_WORDS, K_EXPORT_SIZE, SCREEN
 
     at.switch_page("pages/8_See_the_noise.py").run()
     box = at.sidebar.selectbox(key="w.export_size")

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from odapp import maps
-from odapp.words import num
+from odapp.shared.words import num
 from odcore.report import figures
 from odcore.report import flows as fl
 
@@ -526,7 +526,7 @@ def test_grid_layers_tell_zones_apart_by_lines_or_by_gaps():
 
 
 def test_outline_style_by_zone_kind():
-    from odapp.zones_ui import BUNDLED_ZONES
+    from odapp.data.zones_ui import BUNDLED_ZONES
     from odcore.space.zones import make_zones, read_zone_file
 
     lat, lon = np.array([33.70, 33.80]), np.array([-84.45, -84.35])
@@ -550,7 +550,7 @@ def test_inset_moves_every_side_inward_by_one_distance():
     outline segments; the bundled districts all inset, with no segments left."""
     import shapely
 
-    from odapp.zones_ui import BUNDLED_ZONES, zone_polygons
+    from odapp.data.zones_ui import BUNDLED_ZONES, zone_polygons
     from odcore.space.zones import read_zone_file
 
     lat0 = 33.75

@@ -1,4 +1,4 @@
-"""The navigation (``app.py``, :mod:`odapp.nav`): the first entry is "Home", every page keeps the address Streamlit
+"""The navigation (``app.py``, :mod:`odapp.shared.nav`): the first entry is "Home", every page keeps the address Streamlit
 gave its file before the navigation was declared (bookmarks and links still work), every file of ``pages/`` is an
 entry, and each page file still runs on its own (``AppTest.from_file``) as well as through the navigation. In a
 browser: the entries' names and addresses, and a page opened by its own address."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from odapp.nav import HOME_FILE, NAV, PAGES_DIR, nav_entries
+from odapp.shared.nav import HOME_FILE, NAV, PAGES_DIR, nav_entries
 from odcore.paths import REPO_ROOT
 
 # The addresses of the pages when Streamlit derived them from the file names (pages/N_Name.py -> /Name).
@@ -56,8 +56,8 @@ def test_each_page_file_runs_on_its_own(entry):
 @pytest.mark.timeout(600)
 def test_navigation_in_a_browser(browser, tmp_path):
     """On a server of its own, so that a bookmark of a page is the server's first visit (Streamlit's navigation from
-    the pages/ folder, first entry "app", until a run has declared the app's: odapp.layout.declared_navigation)."""
-    from odapp import live
+    the pages/ folder, first entry "app", until a run has declared the app's: odapp.shared.layout.declared_navigation)."""
+    from benchmarks import harness
     from tests.browser.test_browser import _settle
 
     def entries():
@@ -66,7 +66,7 @@ def test_navigation_in_a_browser(browser, tmp_path):
         return ([t.strip() for t in nav.all_inner_texts()],
                 nav.evaluate_all("els => els.map(e => e.getAttribute('href') || '')"))
 
-    with live.streamlit_server(tmp_path / "streamlit.log") as url:
+    with harness.streamlit_server(tmp_path / "streamlit.log") as url:
         page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
         # a page opened by its own address, first: its page, under the app's navigation
         page.goto(url.rstrip("/") + "/Attack", wait_until="domcontentloaded")

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from odapp.nav import HOME_FILE
-from odapp.state import (
+from odapp.shared.nav import HOME_FILE
+from odapp.shared.state import (
     K_CELL_KM2,
     K_EPSILON,
     K_SOURCE,
@@ -216,8 +216,8 @@ def test_attack_person_is_the_engines_pick(at):
     import numpy as np
 
     from odapp import cache
-    from odapp.data import load_sample
-    from odapp.words import pct
+    from odapp.data.loading import load_sample
+    from odapp.shared.words import pct
     from odcore.od.trips import ODConfig, build_od
     from odcore.privacy.attack import user_risk
     from odcore.report.figures import thin_curve
@@ -241,7 +241,7 @@ def test_attack_person_is_the_engines_pick(at):
         expected = user_risk(others, float(at.session_state[K_EPSILON]), float(at.session_state[K_THRESHOLD]),
                              roc=True)
         assert _metric(at, "Attack success on this user") == pct(expected.success)
-        # their ROC, drawn on the canvas (odapp.live_view.roc): the engine's vertices, thinned as the plotly figure's
+        # their ROC, drawn on the canvas (odapp.live.view.roc): the engine's vertices, thinned as the plotly figure's
         roc = _live_spec(at, "attack_roc")["charts"][0]["series"][0]
         keep = thin_curve(expected.roc.fpr, expected.roc.tpr)
         np.testing.assert_allclose(roc["x"], expected.roc.fpr[keep], rtol=0, atol=1e-6)
@@ -304,7 +304,7 @@ def test_per_user_mode_on_every_page(at):
 # page -> a page-specific headline metric that must change with the unit (besides the shared unit headline)
 UNIT_HEADLINES = {"pages/2_OD_release.py": "Noise scale", "pages/3_Attack.py": "Success with k = 3 trips",
                   "pages/4_Privacy_budget.py": "Attacker right at most"}
-# Knock Knock shows no OD guarantee card: its ε is its defence's (odapp.layout.page(headline=False)).
+# Knock Knock shows no OD guarantee card: its ε is its defence's (odapp.shared.layout.page(headline=False)).
 HEADLINE_PAGES = [p for p in PAGES if p != "pages/5_Knock_Knock.py"]
 
 
@@ -396,7 +396,7 @@ def test_release_designer_page(at, tmp_path):
 
 
 def test_audit_page_runs_the_audit_and_matches_the_engine(at):
-    from odapp.state import K_SEED
+    from odapp.shared.state import K_SEED
     from odcore.data.traces import load_traces
     from odcore.od.trips import ODConfig, build_od
     from odcore.privacy.audit import AuditConfig, audit_one_run

@@ -10,8 +10,8 @@ import zipfile
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from odapp.data import UploadOptions, apply_upload
-from odapp.state import K_SOURCE, K_WEEK, DataSource
+from odapp.data.loading import UploadOptions, apply_upload
+from odapp.shared.state import K_SOURCE, K_WEEK, DataSource
 from odcore.paths import REPO_ROOT
 
 

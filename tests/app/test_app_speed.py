@@ -36,7 +36,7 @@ def test_full_collection_after_a_run_skips_the_frozen_modules():
     # What Streamlit's post-run gc.collect(2) scans: far fewer objects once the modules are frozen.
     code = (
         "import gc\n"
-        "import odapp.sidebar, odapp.maps, odcore.privacy.attack, plotly.graph_objects\n"
+        "import odapp.shared.sidebar, odapp.maps, odcore.privacy.attack, plotly.graph_objects\n"
         "before = len(gc.get_objects())\n"
         "from odapp import layout\n"
         "layout.freeze_long_lived()\n"
@@ -53,18 +53,18 @@ def test_tree_cpu_seconds_counts_children_and_excludes_a_subtree():
     import os
     import time
 
-    from odapp import live
+    from benchmarks import harness
 
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\ntime.sleep(30)"
     p = subprocess.Popen([sys.executable, "-c", burn])
     try:
         deadline = time.time() + 60
-        while live.tree_cpu_seconds(p.pid) < 0.35 and time.time() < deadline:
+        while harness.tree_cpu_seconds(p.pid) < 0.35 and time.time() < deadline:
             time.sleep(0.1)
-        assert live.tree_cpu_seconds(p.pid) >= 0.35
-        mine = live.tree_cpu_seconds(os.getpid())
-        assert mine - live.tree_cpu_seconds(os.getpid(), exclude=p.pid) >= 0.34   # 0.01 s ticks, float subtraction
-        assert live.tree_rss_bytes(p.pid) > 1_000_000
+        assert harness.tree_cpu_seconds(p.pid) >= 0.35
+        mine = harness.tree_cpu_seconds(os.getpid())
+        assert mine - harness.tree_cpu_seconds(os.getpid(), exclude=p.pid) >= 0.34   # 0.01 s ticks, float subtraction
+        assert harness.tree_rss_bytes(p.pid) > 1_000_000
     finally:
         p.kill()
         p.wait()
@@ -147,7 +147,7 @@ def test_data_map_keeps_its_place_when_zones_drop_points(at):
 def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
     """The landing page has the OD release page's first view computed (in the server's idle time): opening that page
     then computes nothing — the same functions, arguments and cache entries as the page (its map widgets' defaults
-    are :data:`odapp.release_view.MAP_DEFAULTS`). If the page asked for anything else, it would compute it here."""
+    are :data:`odapp.release.view.MAP_DEFAULTS`). If the page asked for anything else, it would compute it here."""
     import collections
 
     import streamlit as st
@@ -156,7 +156,7 @@ def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
     import odapp.cache
     import odcore.privacy.release
     import odcore.report.figures
-    from odapp import ahead
+    from odapp.shared import ahead
 
     if not (REPO_ROOT / "sample_data" / "synthetic_city.parquet").is_file():
         pytest.skip("bundled sample missing (make sample-data)")
@@ -273,7 +273,7 @@ def test_designer_sends_its_candidates_and_files_only_when_asked(at):
 
 
 def test_map_image_box_is_made_only_when_opened_and_draws_the_map(at):
-    """The OD release map's image export (odapp.export.image_export) sends its eleven controls only while it is open;
+    """The OD release map's image export (odapp.shared.export.image_export) sends its eleven controls only while it is open;
     opened, it draws the map to an SVG through kaleido and offers it for download."""
     from odcore.report.figures import find_browser
 
@@ -320,7 +320,7 @@ def test_a_rerun_sends_few_elements(at, page):
     assert not at.exception, [e.message for e in at.exception]
     n = _nodes(at.main) + _nodes(at.sidebar)
     assert n <= MESSAGE_BUDGET, f"{page}: {n} elements and blocks in one rerun"
-    assert not _metric_then_caption(at.main), "a metric's reading is a caption of its own (use odapp.layout.metric)"
+    assert not _metric_then_caption(at.main), "a metric's reading is a caption of its own (use odapp.shared.layout.metric)"
 
 
 def _metric_then_caption(node) -> list:

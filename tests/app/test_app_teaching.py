@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from odapp import guide
-from odapp.nav import HOME_FILE
-from odapp.projector import K_PROJECTOR
+from odapp.shared import guide
+from odapp.shared.nav import HOME_FILE
+from odapp.shared.projector import K_PROJECTOR
 from odcore.paths import REPO_ROOT
 from odcore.privacy.attack import pair_llr, success_curve
 from odcore.report.teaching import AttackerPool, GameRules, binomial_interval, expected_success
@@ -132,7 +132,7 @@ def test_noise_page_sentence_and_per_user_mode(at):
     assert _metric(at, "Published") == "50.0 %"
     at.toggle(key="noise_per_user").set_value(True).run()
     _no_errors(at)
-    # the metric's reading underneath (its delta, odapp.layout.metric): 10 / 0.66
+    # the metric's reading underneath (its delta, odapp.shared.layout.metric): 10 / 0.66
     assert "noise scale 15.2" in next(m.delta for m in at.metric if "noise scale" in m.delta)
 
 
@@ -183,7 +183,7 @@ def test_projector_mode_keeps_the_game(at):
 
 
 def test_worksheet_answers_come_from_the_lab(at):
-    from odapp.state import Settings
+    from odapp.shared.state import Settings
 
     at.switch_page("pages/4_Privacy_budget.py").run()
     assert any("step 7 of 7" in m.value for m in at.markdown)
@@ -202,7 +202,7 @@ def test_noise_picture_lines_are_the_ones_add_vline_draws():
 
     import plotly.graph_objects as go
 
-    from odapp import charts
+    from odapp.shared import charts
 
     tau = 100
     fig, _ = charts.noise_chart(120, 95, 0.66, tau, 1, projector=False)

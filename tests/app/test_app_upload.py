@@ -6,8 +6,8 @@ import html
 
 import pytest
 
-from odapp.data import UploadOptions, apply_upload, read_upload, sample_ref
-from odapp.state import K_DATASET, K_SOURCE, K_UPLOAD_ERROR, K_UPLOAD_TRACES
+from odapp.data.loading import UploadOptions, apply_upload, read_upload, sample_ref
+from odapp.shared.state import K_DATASET, K_SOURCE, K_UPLOAD_ERROR, K_UPLOAD_TRACES
 from odcore.errors import TraceFormatError
 
 GOOD = (b"uid,timestamp,latitude,longitude\n"
@@ -90,9 +90,9 @@ def test_same_bytes_same_dataset_id():
 def _app_with_bad_upload():
     import streamlit as st
 
-    from odapp import sidebar
-    from odapp.data import apply_upload
-    from odapp.state import K_SOURCE
+    from odapp.data.loading import apply_upload
+    from odapp.shared import sidebar
+    from odapp.shared.state import K_SOURCE
 
     if "did_upload" not in st.session_state:
         st.session_state["did_upload"] = True
@@ -143,7 +143,7 @@ def test_parse_queue_reads_one_upload_at_a_time_and_says_how_many_are_ahead():
     import threading
     import time
 
-    from odapp.data import ParseQueue
+    from odapp.data.loading import ParseQueue
 
     q = ParseQueue(slots=1, poll_s=0.01)
     inside, most, order, told = [0], [0], [], {}
@@ -179,7 +179,7 @@ def test_parse_queue_reads_one_upload_at_a_time_and_says_how_many_are_ahead():
 def test_parse_queue_lets_a_stopped_waiter_leave():
     """A session stopped while waiting (its script raises in on_wait) leaves the queue; the next one goes on."""
 
-    from odapp.data import ParseQueue
+    from odapp.data.loading import ParseQueue
 
     q = ParseQueue(slots=1, poll_s=0.01)
     t, release = _hold(q)
@@ -201,7 +201,7 @@ def test_parse_queue_lets_a_stopped_waiter_leave():
 def test_apply_upload_waits_in_the_queue_and_reports_it():
     """apply_upload goes through the queue it is given; while another upload holds the slot it calls on_wait."""
 
-    from odapp.data import ParseQueue
+    from odapp.data.loading import ParseQueue
 
     q = ParseQueue(slots=1, poll_s=0.01)
     t, release = _hold(q)
@@ -224,7 +224,7 @@ def test_parse_queue_keeps_the_place_of_an_interrupted_wait():
     import threading
     import time
 
-    from odapp.data import ParseQueue
+    from odapp.data.loading import ParseQueue
 
     q = ParseQueue(slots=1, poll_s=0.01, lease_s=0.5)
     order, told = [], []

@@ -9,10 +9,10 @@ import geopandas as gpd
 import pytest
 import shapely
 
-from odapp.cli_config import release_config
-from odapp.data import load_sample, sample_ref
-from odapp.state import K_ZONE_ERROR, K_ZONE_FILE, K_ZONE_KIND, K_ZONE_LABEL, Settings
-from odapp.zones_ui import BUNDLED_ZONES, apply_zone_upload, export_spec, zone_polygons, zone_spec
+from odapp.data.loading import load_sample, sample_ref
+from odapp.data.zones_ui import BUNDLED_ZONES, apply_zone_upload, export_spec, zone_polygons, zone_spec
+from odapp.shared.cli_config import release_config
+from odapp.shared.state import K_ZONE_ERROR, K_ZONE_FILE, K_ZONE_KIND, K_ZONE_LABEL, Settings
 from odcore.paths import REPO_ROOT
 from odcore.space.zones import OUTSIDE_REASON, read_zone_file
 
@@ -190,7 +190,7 @@ def test_zone_upload_good_and_bad(tmp_path):
 
 
 def test_too_many_zones_are_refused(monkeypatch, tmp_path):
-    import odapp.zones_ui as zu
+    import odapp.data.zones_ui as zu
 
     monkeypatch.setattr(zu, "MAX_APP_ZONES", 10)
     state: dict = {}
@@ -233,7 +233,7 @@ def test_zone_polygons_for_maps_handle_multipolygons():
 def test_every_page_runs_on_hexagons_and_on_the_zone_file(at, kind):
     """Every page, with the sidebar on H3 hexagons or the bundled districts, draws without an error (the Release
     designer's comparison table once failed on a release that publishes nothing, as H3 res 8 does on the city)."""
-    from odapp.layout import PAGE_FILES
+    from odapp.shared.layout import PAGE_FILES
 
     at.switch_page("pages/0_Home.py").run()
     at.sidebar.radio(key="w.zone_kind").set_value(kind).run()

@@ -1,4 +1,4 @@
-"""The pages' charts come from builders cached across reruns and sessions (odapp.charts). A builder that does not take
+"""The pages' charts come from builders cached across reruns and sessions (odapp.shared.charts). A builder that does not take
 something its chart shows would return a stale chart once that thing changes. So each page is walked through
 settings that change its charts, and at every step the spec each chart sent is compared with the spec of a rerun
 with the builders' caches emptied (every figure built afresh): they must be the same. A builder made to ignore one
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import streamlit as st
 
-from odapp import charts
+from odapp.shared import charts
 
 BUILDERS = [f for _, f in inspect.getmembers(charts) if hasattr(f, "clear") and callable(f)]
 

@@ -1,4 +1,4 @@
-"""Serving a class (``python -m odapp.serve`` sets :data:`odapp.private.CLASS_ENV`): no path on the server can be named
+"""Serving a class (``python -m odserve.launcher`` sets :data:`odapp.data.private.CLASS_ENV`): no path on the server can be named
 in the app, and each session's files are private to it (0700) and removed when it ends."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from odapp import cache, private
-from odapp.data import K_UPLOAD_DIR, UploadOptions, apply_upload, session_folder, unpack_counts_zip
-from odapp.state import K_COUNTS_DIR, K_SOURCE, K_ZONE_FILE, DataSource
-from odapp.zones_ui import apply_zone_upload
+from odapp import cache
+from odapp.data import private
+from odapp.data.loading import K_UPLOAD_DIR, UploadOptions, apply_upload, session_folder, unpack_counts_zip
+from odapp.data.zones_ui import apply_zone_upload
+from odapp.shared.state import K_COUNTS_DIR, K_SOURCE, K_ZONE_FILE, DataSource
 from odcore.cli import main
 from odcore.errors import TraceFormatError
 from odcore.paths import REPO_ROOT

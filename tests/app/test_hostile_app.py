@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from odapp.data import StoredUpload, UploadOptions, apply_upload
-from odapp.state import K_DATASET, K_SOURCE, K_UPLOAD_ERROR, K_UPLOAD_TRACES, DataSource
+from odapp.data.loading import StoredUpload, UploadOptions, apply_upload
+from odapp.shared.state import K_DATASET, K_SOURCE, K_UPLOAD_ERROR, K_UPLOAD_TRACES, DataSource
 from odcore.paths import REPO_ROOT
 from tests.hostile.generator import CASES, rows
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from odapp.data import UploadOptions, apply_upload
-from odapp.state import K_SOURCE, K_UPLOAD_TRACES, DataSource
-from odapp.zones_ui import apply_zone_upload
+from odapp.data.loading import UploadOptions, apply_upload
+from odapp.data.zones_ui import apply_zone_upload
+from odapp.shared.state import K_SOURCE, K_UPLOAD_TRACES, DataSource
 from odcore.paths import REPO_ROOT
 from tests.hostile import names
 
@@ -55,7 +55,7 @@ def _run(at, page: str | None = None):
 
 def test_the_checks_find_markup_from_data():
     # the checks themselves: each payload written as it is would be found, written through the helpers it is not
-    from odapp.words import chart_text, plain
+    from odapp.shared.words import chart_text, plain
 
     for p in names.PAYLOADS:
         assert names.markdown_findings(f"Round 1 · person {p}'s trips"), p

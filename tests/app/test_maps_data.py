@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from odapp import maps
-from odapp.words import num
+from odapp.shared.words import num
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -40,7 +40,7 @@ def _reference_trace_density_deck(cells_df, grid):
 
 @pytest.fixture(scope="module")
 def city():
-    from odapp import data
+    from odapp.data import loading as data
     from odcore.od.trips import HourIndex
 
     if not data.SAMPLE_FILE.is_file():
@@ -51,7 +51,7 @@ def city():
 
 def _map_rows(city, spec: str):
     """The rows the Data page maps (``cell, name, polygon, points``) and the zones, for a zone spec or a cell area."""
-    from odapp.zones_ui import zone_polygons
+    from odapp.data.zones_ui import zone_polygons
     from odcore.od.oddata import ODConfig
     from odcore.od.trips import grid_of_frame
 

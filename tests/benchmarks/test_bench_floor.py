@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks import bench_browser as bb
 from benchmarks import browser_table as bt
-from odapp import live
+from benchmarks import harness
 from odcore.paths import REPO_ROOT
 
 
@@ -85,7 +85,7 @@ def test_the_table_reads_a_results_file_and_refuses_another(tmp_path, capsys):
 def test_a_page_run_measures_the_floor_before_and_after_its_controls(tmp_path, monkeypatch):
     """The whole page loop in Chromium on a one-slider app: its control's median gets a ratio to a floor that was
     really pressed (the floor app on a server of its own) before and after it."""
-    if live.chromium_executable() is None:
+    if harness.chromium_executable() is None:
         pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
     app = bb.write_small_app(tmp_path / "app")
     for k, v in {"ODLAB_BENCH_APP_DIR": str(app), "ODLAB_BENCH_PAGES": "home", "ODLAB_BENCH_SESSIONS": "",
@@ -124,7 +124,7 @@ def test_rounds_alternate_after_one_warm_up_each(tmp_path, capsys, monkeypatch):
     cache), then each checkout every round, in alternating order (A B, then B A)."""
     from benchmarks import ab_browser
 
-    if live.chromium_executable() is None:
+    if harness.chromium_executable() is None:
         pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
     a, b = (bb.write_small_app(tmp_path / n) for n in "ab")
     done = []
@@ -157,7 +157,7 @@ def test_before_and_after_measured_in_a_real_browser(tmp_path, capsys):
     :func:`test_rounds_alternate_after_one_warm_up_each`.)"""
     from benchmarks import ab_browser
 
-    if live.chromium_executable() is None:
+    if harness.chromium_executable() is None:
         pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
     body = 'mode = st.sidebar.radio("Mode", ["text", "map"])\nif mode == "map":\n' + "".join(
         f"    {line}\n" for line in bb.REFERENCE_APPS["one map"][1].strip().splitlines())
@@ -183,7 +183,7 @@ def test_before_and_after_measured_in_a_real_browser(tmp_path, capsys):
 def test_a_run_has_a_disk_cache_of_its_own(monkeypatch, tmp_path):
     """A run's servers read and write an empty cache folder of the run (what a grid press costs must not depend on
     what ran on the machine before); a folder the person chose is kept."""
-    from odapp.data import CACHE_ENV
+    from odapp.data.loading import CACHE_ENV
 
     monkeypatch.delenv(CACHE_ENV, raising=False)
     with bb._run_cache() as d:
@@ -222,8 +222,8 @@ def test_a_floor_that_cannot_be_measured_keeps_the_pages_rows():
     async def broken():
         raise RuntimeError("server gone")
 
-    assert live.run_async(bb._floor_presses(broken)) == []
-    assert live.run_async(bb._floor_presses(None)) == []
+    assert harness.run_async(bb._floor_presses(broken)) == []
+    assert harness.run_async(bb._floor_presses(None)) == []
 
 
 def test_each_press_is_held_to_the_reference_content_it_redrew():
@@ -269,14 +269,14 @@ def test_each_reference_app_is_found_to_redraw_what_it_holds(tmp_path):
 
     from playwright.async_api import async_playwright
 
-    if live.chromium_executable() is None:
+    if harness.chromium_executable() is None:
         pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
 
     async def main():
         out = {}
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=live.chromium_executable(), headless=True,
-                                              args=live.CHROMIUM_ARGS)
+            browser = await p.chromium.launch(executable_path=harness.chromium_executable(), headless=True,
+                                              args=harness.CHROMIUM_ARGS)
             try:
                 for name in bb.REFERENCE_APPS:
                     with bb._reference_server(name, tmp_path / "ref.log") as url:

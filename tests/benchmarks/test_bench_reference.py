@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from benchmarks import bench_browser as bb
-from odapp import live
+from benchmarks import harness
 from odcore.paths import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(300)
@@ -46,7 +46,7 @@ def test_reference_app_draws_a_new_figure_on_each_epsilon(tmp_path, name):
 
 @pytest.mark.slow   # the harness's reference run: a Streamlit server and Chromium of its own
 def test_a_press_on_the_floor_app_is_measured(monkeypatch):
-    if live.chromium_executable() is None:
+    if harness.chromium_executable() is None:
         pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
     monkeypatch.setattr(bb, "REFERENCE_APPS", {"floor": bb.REFERENCE_APPS["floor"]})
 
@@ -54,15 +54,15 @@ def test_a_press_on_the_floor_app_is_measured(monkeypatch):
         from playwright.async_api import async_playwright
 
         async with async_playwright() as p:
-            br = await p.chromium.launch(executable_path=live.chromium_executable(), headless=True,
-                                         args=live.CHROMIUM_ARGS)
+            br = await p.chromium.launch(executable_path=harness.chromium_executable(), headless=True,
+                                         args=harness.CHROMIUM_ARGS)
             try:
                 return await bb._reference_rows(br, 1, 3, log)
             finally:
                 await br.close()
 
     with tempfile.TemporaryDirectory() as d:
-        rows = live.run_async(go(Path(d) / "server.log"))
+        rows = harness.run_async(go(Path(d) / "server.log"))
     (row,) = rows
     assert row["case"] == "reference: floor"
     assert 0 < row["value"] < 60_000
@@ -73,15 +73,15 @@ def test_a_canvas_fallback_change_is_not_a_change_of_the_page():
     """The "done" check waits for the painted frame after the page's last DOM change. A dataframe rewrites the
     copy of its cells for screen readers, inside its canvas (fallback content, never painted), ~200 ms after its
     canvas was redrawn; that must not count. A change outside a canvas, and a canvas's own size, do count."""
-    if live.chromium_executable() is None:
+    if harness.chromium_executable() is None:
         pytest.skip("no Chromium on this machine (Debian package 'chromium'; .ci/run installs it)")
 
     async def go():
         from playwright.async_api import async_playwright
 
         async with async_playwright() as p:
-            br = await p.chromium.launch(executable_path=live.chromium_executable(), headless=True,
-                                         args=live.CHROMIUM_ARGS)
+            br = await p.chromium.launch(executable_path=harness.chromium_executable(), headless=True,
+                                         args=harness.CHROMIUM_ARGS)
             try:
                 page = await br.new_page()
                 await page.set_content('<div id="d">a</div><canvas id="c" width="10" height="10">'
@@ -101,5 +101,5 @@ def test_a_canvas_fallback_change_is_not_a_change_of_the_page():
             finally:
                 await br.close()
 
-    got = live.run_async(go())
+    got = harness.run_async(go())
     assert got == {"cell text": False, "cell added": False, "div text": True, "canvas size": True, "unpainted": 2}

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from benchmarks import bench_browser as bb
-from odapp import live
+from benchmarks import harness
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -37,7 +37,7 @@ def test_waves_report_memory_after_each_wave_and_errors_by_kind(tmp_path, monkey
     (tmp_path / "app.py").write_text(APP)
     monkeypatch.setenv("STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL", "1")   # the server's and the benchmark's wait
 
-    rows = live.run_async(bb._waves(tmp_path, 3, 2, tmp_path / "log", path=""))
+    rows = harness.run_async(bb._waves(tmp_path, 3, 2, tmp_path / "log", path=""))
     metrics = [r["metric"] for r in rows]
     assert metrics == ["server RSS after loading", "server RSS after wave 1", "server RSS after wave 2",
                        "server RSS after wave 3", "server RSS after the closed sessions expired",

@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
+from benchmarks import harness
 from benchmarks.protocol_client import ProtocolClient
-from odapp import live
-from odapp.words import num
+from odapp.shared.words import num
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -64,7 +64,7 @@ def test_od_release_rerun_with_the_new_epsilon(streamlit_url):
             assert c.widget("number_input", "Seed").number_input.value == 4321
             assert _noise(seeded) == num(1 / eps1)    # the seed kept ε: every widget's state was sent
 
-    live.run_async(go())
+    harness.run_async(go())
 
 
 TINY_APP = textwrap.dedent("""
@@ -88,12 +88,12 @@ TINY_APP = textwrap.dedent("""
 @pytest.fixture
 def tiny_server(tmp_path):
     (tmp_path / "app.py").write_text(TINY_APP)
-    proc, url = live.start_server(tmp_path / "server.log", app_dir=tmp_path)
+    proc, url = harness.start_server(tmp_path / "server.log", app_dir=tmp_path)
     try:
-        live.wait_healthy(proc, url, 60)
+        harness.wait_healthy(proc, url, 60)
         yield proc, url
     finally:
-        live.stop_server(proc)
+        harness.stop_server(proc)
 
 
 def test_exception_timeout_and_closed_socket_are_errors(tiny_server):
@@ -114,11 +114,11 @@ def test_exception_timeout_and_closed_socket_are_errors(tiny_server):
             assert after.errors[:1] == ["socket closed: an earlier run timed out"]
         async with ProtocolClient(url, fetch_assets=False) as c:
             assert not (await c.open("")).errors
-            live.stop_server(proc)
+            harness.stop_server(proc)
             gone = await c.rerun()
             assert [e.split(":")[0] for e in gone.errors] == ["socket closed"], gone.errors
 
-    live.run_async(go())
+    harness.run_async(go())
 
 
 def test_the_class_benchmark_counts_a_clients_exception(tiny_server):
@@ -127,7 +127,7 @@ def test_the_class_benchmark_counts_a_clients_exception(tiny_server):
 
     _, url = tiny_server
     cout = {"open": [], "press": [], "bytes": [], "errors": []}
-    live.run_async(bb._client_session(url, "", 1001, 2, bb._Barrier(1), cout))
+    harness.run_async(bb._client_session(url, "", 1001, 2, bb._Barrier(1), cout))
     assert cout["errors"] == ["exception: ValueError: boom"]   # the first press raised; the session stopped there
     assert len(cout["press"]) == 1
     assert len(cout["open"]) == 1

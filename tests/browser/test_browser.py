@@ -164,7 +164,7 @@ def test_pydeck_map_canvas_is_drawn(streamlit_url, page):
 
 
 def test_command_line_box_shows_the_command_when_opened(streamlit_url, page):
-    """The "Reproduce from the command line" box is made when opened (odapp.export.opened_expander): closed, the page
+    """The "Reproduce from the command line" box is made when opened (odapp.shared.export.opened_expander): closed, the page
     has no code block; a click opens it and shows the command."""
     _open(page, f"{streamlit_url}/OD_release", "OD release")
     assert page.locator("[data-testid='stCode']").count() == 0

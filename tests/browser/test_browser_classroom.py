@@ -27,7 +27,7 @@ PAGES = ["", "Data", "OD_release", "Attack", "Privacy_budget", "Knock_Knock", "R
          "Play_the_attacker", "See_the_noise", "Audit"]
 SHOTS = screenshot_dir() / "classroom"
 LIVE_PAGES = {"Data", "OD_release", "Attack", "Privacy_budget", "Play_the_attacker", "See_the_noise",
-              "Release_designer"}   # odapp.live_view
+              "Release_designer"}   # odapp.live.view
 
 # The cards' texts (metric label, value, reading; the guarantee card), the chart titles and their frames, the live
 # curves' readings, slider labels and canvases, the content width, and every word of those texts that the browser

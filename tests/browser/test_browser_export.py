@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from odapp.export import EXPORT_SIZE_WORDS
+from odapp.shared.export import EXPORT_SIZE_WORDS
 from odcore.report import figures
 from tests.browser.test_browser import _settle
 
@@ -71,7 +71,7 @@ def test_designer_files_say_what_the_page_shows(streamlit_url, page, tmp_path):
     same max pairs, threshold and goal), the sheet names them."""
     import json
 
-    from odapp.words import num
+    from odapp.shared.words import num
 
     page.goto(streamlit_url.rstrip("/") + "/Release_designer", wait_until="domcontentloaded")
     page.get_by_role("heading", name="Release designer", exact=True).first.wait_for(timeout=180_000)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from odapp.guide import STEPS
-from odapp.nav import HOME_FILE
+from odapp.shared.guide import STEPS
+from odapp.shared.nav import HOME_FILE
 from tests.browser.test_browser import _settle
 from tests.conftest import screenshot_dir
 

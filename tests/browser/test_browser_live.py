@@ -260,7 +260,7 @@ def test_noise_picture_follows_the_pointer(streamlit_url, page):
     """See the noise: while ε or the true count is dragged, the picture is the exact Laplace density of what is
     published (the same points as the page's plotly export) and the readouts are the release probability and the
     95 % range; on release the page's metrics show the same numbers."""
-    from odapp.words import pct
+    from odapp.shared.words import pct
     from odcore.privacy.release import release_probability
     from odcore.report.teaching import noise_picture
 

@@ -350,8 +350,8 @@ CASES: list[Case] = [
 
 
 def upload_options(case: Case):
-    """The dashboard's :class:`odapp.data.UploadOptions` equivalent to the case's command-line flags."""
-    from odapp.data import UploadOptions
+    """The dashboard's :class:`odapp.data.loading.UploadOptions` equivalent to the case's command-line flags."""
+    from odapp.data.loading import UploadOptions
 
     kw: dict = {}
     mapping: list[tuple[str, str]] = []

@@ -25,7 +25,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("odcore.recover",),   # trajectory recovery: the aggregates, the defences and the attacks of the floor below
     ("odcore.report",),
     ("odcore.cli", "odapp"),
-    ("odcore.__main__", "app", "pages"),   # the entry points: ``python -m odcore``, ``streamlit run app.py``
+    ("odcore.__main__", "app", "pages", "odserve"),   # the entry points: ``python -m odcore``, ``streamlit run app.py``,
+    # ``python -m odserve`` (the class launcher)
 )
 """Lowest first. A module may import a package on a lower floor, or its own package; never a higher floor, nor a
 neighbour on its own floor (the command line and the dashboard's code share nothing but the engine)."""
@@ -43,7 +44,7 @@ runs; the zone systems load geopandas, pyproj, shapely, h3 and scipy for the zon
 trips on squares stays under 300 MB (tests/odcore/data/test_hostile.py), the OD data its sparse matrices and the
 synthetic city its k-d tree; the map module loads shapely and pydeck's JSON encoder when a map is drawn."""
 
-SOURCES = ("odcore", "odapp", "pages", "app.py")
+SOURCES = ("odcore", "odapp", "odserve", "pages", "app.py")
 
 
 def module_name(path: Path, root: Path) -> str:

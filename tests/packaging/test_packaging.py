@@ -31,7 +31,7 @@ def test_dependencies_are_requirements_txt_and_spark_is_an_extra():
 
 def test_every_package_folder_is_shipped_with_the_bundled_city():
     st = _pyproject()["tool"]["setuptools"]
-    found = sorted(".".join(p.parent.relative_to(REPO_ROOT).parts) for top in ("odcore", "odapp")
+    found = sorted(".".join(p.parent.relative_to(REPO_ROOT).parts) for top in ("odcore", "odapp", "odserve")
                    for p in (REPO_ROOT / top).rglob("__init__.py"))
     assert sorted(x for x in st["packages"] if x != "odcore.sample_data") == found
     data = st["package-dir"]["odcore.sample_data"]

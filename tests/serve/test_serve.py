@@ -1,6 +1,6 @@
-"""``python -m odapp.serve``: Streamlit servers behind HAProxy, under a supervisor.
+"""``python -m odserve.launcher``: Streamlit servers behind HAProxy, under a supervisor.
 
-Each test starts the real command (``python -m odapp.serve``, its servers and HAProxy) on 127.0.0.1 and records
+Each test starts the real command (``python -m odserve.launcher``, its servers and HAProxy) on 127.0.0.1 and records
 every connection its processes make to anything but this machine, two ways: a Python audit hook in every Python
 process of the tree (``sitecustomize`` on ``PYTHONPATH``: each ``socket.connect``, ``sendto`` and name lookup), and
 ``/proc/net/{tcp,tcp6,udp,udp6}`` polled every 0.25 s (a connection attempt that gets no answer waits longer)
@@ -27,10 +27,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import harness
 from benchmarks.outgoing import OutgoingRecorder, audit_env, foreign_sockets, tree
 from benchmarks.protocol_client import ProtocolClient
-from odapp import live, serve
 from odcore.paths import REPO_ROOT
+from odserve import launcher as serve
 
 pytestmark = [pytest.mark.timeout(400),
               pytest.mark.skipif(serve.find_haproxy() is None,
@@ -79,16 +80,16 @@ def test_the_recorder_sees_a_connection_to_another_address():
 
 # -- the class, started as a teacher starts it --------------------------------------------------------------------
 class Class:
-    """``python -m odapp.serve`` on a free port with its logs in ``log_dir``; outgoing connections recorded."""
+    """``python -m odserve.launcher`` on a free port with its logs in ``log_dir``; outgoing connections recorded."""
 
     def __init__(self, tmp: Path, app_dir: Path, workers: int, *extra: str):
-        self.port = live.free_port()
+        self.port = harness.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_dir = tmp / "logs"
         env, self.audit = audit_env(tmp)
         self.out = open(tmp / "serve.out", "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "odapp.serve", "--workers", str(workers), "--port", str(self.port),
+            [sys.executable, "-m", "odserve.launcher", "--workers", str(workers), "--port", str(self.port),
              "--app-dir", str(app_dir), "--log-dir", str(self.log_dir), *extra],
             cwd=REPO_ROOT, env=env, stdout=self.out, stderr=subprocess.STDOUT)
         self.recorder = OutgoingRecorder(self.proc.pid)
@@ -97,7 +98,7 @@ class Class:
         while "OD Privacy Lab:" not in (tmp / "serve.out").read_text():
             if self.proc.poll() is not None or time.time() > deadline:
                 self.stop()
-                raise AssertionError(f"odapp.serve did not start: {(tmp / 'serve.out').read_text()}")
+                raise AssertionError(f"odserve.launcher did not start: {(tmp / 'serve.out').read_text()}")
             time.sleep(0.2)
 
     @property
@@ -280,7 +281,7 @@ def test_each_browser_keeps_its_server_and_new_ones_spread(tmp_path):
                 assert _metric(pressed, "ε seen") == "0.67"
                 return _metric(opened, "Server"), _metric(pressed, "Server")
 
-        a = live.run_async(session())
+        a = harness.run_async(session())
         assert a[0] == a[1]
         assert int(a[0]) in {w["pid"] for w in c.state["workers"]}
         assert (c.log_dir / "error.log").exists()
@@ -411,7 +412,7 @@ def test_a_killed_server_is_replaced_and_the_other_ones_clients_never_notice(tmp
             await got[0].close()
             return back, max(t for _, _, t in new)
 
-        back, slowest_new = live.run_async(go())
+        back, slowest_new = harness.run_async(go())
         print(f"slowest new client after the kill {slowest_new:.2f} s; w0 back in HAProxy after {back:.1f} s")
         assert back < 30
         assert slowest_new < 5
@@ -673,7 +674,7 @@ def _flood_and_a_newcomer(c, n: int, websockets: int) -> None:
                 run = await pc.open("")
                 return run, time.perf_counter() - t0
 
-        run, secs = live.run_async(newcomer())
+        run, secs = harness.run_async(newcomer())
         assert not run.errors, run.errors
         assert _metric(run, "Server")                                # a working page
         print(f"{n} WebSockets from one address: {len(held)} held, {refused} refused; the new person's page in "

@@ -4,7 +4,7 @@ Streamlit keeps a closed session for two minutes (``server.disconnectedSessionTT
 its last run: its fragments, its widgets' format functions and callbacks, its deferred downloads. A function defined
 in a page script takes that page's whole namespace with it (on the OD release page: the session's release, maps and
 tables, ~8 MB), so in a class every student who left in the last two minutes would still weigh on the server. The
-pages therefore define none (``odapp.callbacks``, ``odapp.release_view``, ``odapp.attack_view``).
+pages therefore define none (``odapp.shared.callbacks``, ``odapp.release.view``, ``odapp.attack.view``).
 
 The check runs inside the server: a ``sitecustomize`` on its ``PYTHONPATH`` writes, on SIGUSR2, how many page
 namespaces (other than ``app.py``'s) are still reachable from a function. A small app with a lambda as a format
@@ -22,8 +22,8 @@ import time
 
 import pytest
 
+from benchmarks import harness
 from benchmarks.protocol_client import ProtocolClient
-from odapp import live
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -90,18 +90,18 @@ def _kept_namespaces(tmp_path, monkeypatch, app_dir, pages: list[str], sessions:
             time.sleep(0.1)
         return json.loads(out.read_text())
 
-    proc, url = live.start_server(tmp_path / "server.log", app_dir=app_dir)
+    proc, url = harness.start_server(tmp_path / "server.log", app_dir=app_dir)
     kept = {}
     try:
-        live.wait_healthy(proc, url, 120)
+        harness.wait_healthy(proc, url, 120)
         for i, page in enumerate(pages):
             for j in range(sessions):
-                live.run_async(session(url, page, 1000 + 10 * i + j))
+                harness.run_async(session(url, page, 1000 + 10 * i + j))
             time.sleep(0.5)   # the last close reaches the server
             kept[page] = sum(n for f, n in count(proc).items() if f.split(".")[0].split("_", 1)[-1] == page)
         return kept
     finally:
-        live.stop_server(proc)
+        harness.stop_server(proc)
 
 
 def test_the_check_sees_a_page_kept_by_a_format_function(tmp_path, monkeypatch):
@@ -122,27 +122,27 @@ SESSIONS = 2
 def test_closed_sessions_keep_no_page_namespace(tmp_path, monkeypatch):
     pages = ["OD_release", "Attack", "Privacy_budget", "Knock_Knock", "Release_designer", "Play_the_attacker",
              "See_the_noise", "Data"]
-    kept = _kept_namespaces(tmp_path, monkeypatch, live.REPO_ROOT, pages, sessions=SESSIONS)
+    kept = _kept_namespaces(tmp_path, monkeypatch, harness.REPO_ROOT, pages, sessions=SESSIONS)
     # at most one: the server's last run can leave its namespace until a later run (seen on Privacy budget), the
     # same one however many sessions came and went
     assert all(n <= 1 for n in kept.values()), f"page namespaces kept after {SESSIONS} closed sessions: {kept}"
 
 
 def test_deferred_downloads_give_the_data_of_their_own_run(at, monkeypatch):
-    """The downloads the pages defer (``odapp.callbacks``, ``odapp.release_view.published_csv``) take only small
+    """The downloads the pages defer (``odapp.shared.callbacks``, ``odapp.release.view.published_csv``) take only small
     arguments and fetch the data again when called: what they give is still the data of the run that drew them,
     after ε has moved on."""
-    import odapp.export
+    import odapp.shared.export
     from odapp import cache
 
     made = {}
-    real = odapp.export.export_buttons
+    real = odapp.shared.export.export_buttons
 
     def recording(name, *, data=None, **kw):
         made[name] = data
         return real(name, data=data, **kw)
 
-    monkeypatch.setattr(odapp.export, "export_buttons", recording)
+    monkeypatch.setattr(odapp.shared.export, "export_buttons", recording)
     at.switch_page("pages/2_OD_release.py").run()
     assert not at.exception, [e.message for e in at.exception]
     shown = int(next(m.value for m in at.metric if m.label == "Pairs published").replace(",", ""))

@@ -2,7 +2,7 @@
 
 ``live_curves(...)`` mounts it. Python gives it plain data (``LiveTable.to_json`` tables and closed-form names), never
 markup. On release the component's value is copied into the page's persistent setting by the ``on_change`` callback,
-which runs before the rerun (as the sidebar's widgets do, :mod:`odapp.sidebar`).
+which runs before the rerun (as the sidebar's widgets do, :mod:`odapp.shared.sidebar`).
 
 Two elements: the tables (and the OD release's noise draws) and the drawing code (``live.js``) do not change when
 the slider moves, while the slider's value does. So they travel in an invisible element of their own
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from odapp import projector
+from odapp.shared import projector
 
 HERE = Path(__file__).resolve().parent
 NAME = "odlab_live_curves"
@@ -137,7 +137,7 @@ def live_curves(*, controls: list[dict], charts: list[dict], page: str, key: str
     ("a – b"). ``pairs``: :func:`odcore.privacy.live.coherent_draws`. ``fixed``: settings the
     formulas read that have no slider here (the per-person threshold).
 
-    In projector mode (:func:`odapp.projector.on`) the charts are drawn with the type sizes of the plotly charts'
+    In projector mode (:func:`odapp.shared.projector.on`) the charts are drawn with the type sizes of the plotly charts'
     projector template (``odcore.report.figures.template``) and their legend under the plot; a chart narrower
     than 560 px puts its legend there too. Titles wrap at spaces to the chart's width in both modes."""
 

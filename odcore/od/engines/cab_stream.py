@@ -21,7 +21,7 @@ kept, drops by reason, box, regions; ``stats["traces"]``: the kept fixes' cabs, 
 extent; optionally the release record's fingerprint of the table of fixes), so every entry point can stream a
 folder and still show the same report: :func:`stream_cabspotting` returns them as a :class:`StreamedTraces` (the
 table itself read only if asked for), used by the command line (``odcore.cli.common.cabs_from_args``) and the
-dashboard's upload (``odapp.data.stream_upload``).
+dashboard's upload (``odapp.data.loading.stream_upload``).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def test_budget_config_file_and_precedence(capsys, tmp_path):
 
 
 def test_budget_accepts_dashboard_config(capsys, tmp_path):
-    # odapp.state.Settings.as_dict(): the dashboard's export; per_metric with max_pairs set is fine (ignored)
+    # odapp.shared.state.Settings.as_dict(): the dashboard's export; per_metric with max_pairs set is fine (ignored)
     cfg = tmp_path / "dash.json"
     cfg.write_text(json.dumps({"dataset": {"id": "synthetic", "kind": "sample"}, "week": 0, "cell_km2": 1.3,
                                "epsilon": 0.66, "threshold": 100, "seed": 0, "mode": "per_metric", "max_pairs": 10}))

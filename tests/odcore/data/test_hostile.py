@@ -2,7 +2,7 @@
 
 Each file either gives exit code 2 and one line ``error: ...`` containing the expected fragment (no traceback, no
 hang), or loads with exactly the expected users, rows kept, rows dropped / adjusted and first time. The same file
-through :func:`odapp.data.apply_upload` (what the upload button calls) gives the same message or the same figures.
+through :func:`odapp.data.loading.apply_upload` (what the upload button calls) gives the same message or the same figures.
 Bad parameter values are checked the same way. The bombs run once, in a subprocess whose peak memory is measured.
 """
 
@@ -77,8 +77,8 @@ def test_cli(case, files, capsys):
 
 @pytest.mark.parametrize("case", [c for c in LIGHT if c.app], ids=lambda c: c.name)
 def test_app_upload_path(case, files):
-    from odapp.data import apply_upload
-    from odapp.state import K_UPLOAD_ERROR, K_UPLOAD_TRACES
+    from odapp.data.loading import apply_upload
+    from odapp.shared.state import K_UPLOAD_ERROR, K_UPLOAD_TRACES
 
     state: dict = {}
     with deadline(60, case.name):
@@ -254,8 +254,8 @@ def test_bomb_stops_at_the_cap_fast_and_small(name, make, tmp_path):
 _BOMB_UPLOAD_SCRIPT = """
 import sys
 from pathlib import Path
-from odapp.data import apply_upload
-from odapp.state import K_UPLOAD_ERROR
+from odapp.data.loading import apply_upload
+from odapp.shared.state import K_UPLOAD_ERROR
 p = Path(sys.argv[1])
 state = {}
 ok = apply_upload(state, p.read_bytes(), p.name)

@@ -399,7 +399,7 @@ def test_week_risk_on_real_checkins(shared_data):
 
 @pytest.mark.parametrize("epsilon", [0.05, 0.66, 1.7])
 def test_success_curve_values_do_not_depend_on_k_max(epsilon):
-    """The Attack page reads a person's p_k from the page's curve to k = 70 (odapp.attack_view), not from a curve to
+    """The Attack page reads a person's p_k from the page's curve to k = 70 (odapp.attack.view), not from a curve to
     the person's own k: the same numbers only if p_k does not depend on where the curve stops."""
     full = np.asarray(attack.success_curve(epsilon, 70))
     for k_max in (1, 3, 32, 65):

@@ -189,8 +189,8 @@ def reference_frontier_figure(projector_on: bool, rep: dict):
     import pandas as pd
     import plotly.graph_objects as go
 
-    from odapp.export import styled
-    from odapp.words import unit_words
+    from odapp.shared.export import styled
+    from odapp.shared.words import unit_words
     from odcore.report.figures import legend_at, readable_log_ticks
 
     g, d = rep["google"], rep["goal"]["delta"]
@@ -284,7 +284,7 @@ def test_the_page_draws_the_frontier_the_files_hold(city):
     traces point for point (checked above against a trace-by-trace build), with their names, colours and markers,
     and its title and axes; each point's hover text names its max pairs, ε, share and expected error."""
     from odapp import cache
-    from odapp.words import pct
+    from odapp.shared.words import pct
     from odcore.od.trips import ODConfig, build_od
 
     od = build_od(city, ODConfig(cell_km2=2.0))

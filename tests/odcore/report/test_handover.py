@@ -303,7 +303,7 @@ def test_fingerprint_changes_with_the_data(capsys, tmp_path, hostile_city):
 
 
 def test_sheet_numbers_are_the_pages_numbers():
-    from odapp.words import num, pct
+    from odapp.shared.words import num, pct
     from odcore.privacy.accounting import BudgetConfig, budget
     from odcore.report.sheet import budget_sheet, posterior_with_delta
 
@@ -483,9 +483,9 @@ def test_kill_release(tmp_path, small_city, tries):
 def test_app_downloads_are_the_published_table_and_a_recorded_sheet(hostile_city):
     from types import SimpleNamespace
 
-    from odapp import release_view as rv
-    from odapp.data import Loaded
-    from odapp.state import DatasetRef, Settings
+    from odapp.data.loading import Loaded
+    from odapp.release import view as rv
+    from odapp.shared.state import DatasetRef, Settings
     from odcore.data.traces import load_traces
     from odcore.od.engines import build_od
     from odcore.od.oddata import ODConfig

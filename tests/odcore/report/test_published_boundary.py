@@ -156,8 +156,8 @@ def test_release_bundle_is_the_same_for_neighbours(root, tmp_path, capsys, mode,
 
 
 def _ctx(df: pd.DataFrame, label: str, tau: float):
-    from odapp.data import Loaded
-    from odapp.state import DatasetRef, Settings
+    from odapp.data.loading import Loaded
+    from odapp.shared.state import DatasetRef, Settings
 
     od = build_od(df, ODConfig(tz="America/New_York"))
     s = Settings(dataset=DatasetRef(id=f"test:{label}", kind="upload", label=f"Upload: {label}.parquet"),
@@ -169,7 +169,7 @@ def _ctx(df: pd.DataFrame, label: str, tau: float):
 def test_app_published_view_downloads_are_the_same_for_neighbours(root, mode):
     """What the OD release and Privacy budget pages hand out as shareable: the published table (CSV), the
     guarantee sheet and release.json, through the functions the pages call."""
-    from odapp import release_view as rv
+    from odapp.release import view as rv
     from odcore.privacy.accounting import BudgetConfig, budget, delta_parts
     from odcore.report.safe_csv import csv_text
 

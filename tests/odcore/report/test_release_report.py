@@ -164,8 +164,8 @@ def test_page_download_is_the_commands_report(monkeypatch):
     """The OD release page's buttons hand over the same documents as odcore's release_reports at the page's seed."""
     from types import SimpleNamespace
 
-    from odapp import release_view as rv
-    from odapp.state import USER_DELTA, USER_WEEKS
+    from odapp.release import view as rv
+    from odapp.shared.state import USER_DELTA, USER_WEEKS
 
     monkeypatch.setattr(rv.figures, "find_browser", lambda: None)   # no map: the test stays fast
     od = city()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-PAGES_DIR = Path(__file__).resolve().parent.parent / "pages"
+PAGES_DIR = Path(__file__).resolve().parents[2] / "pages"
 HOME_FILE = "pages/0_Home.py"
 
 

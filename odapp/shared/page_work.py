@@ -1,13 +1,14 @@
-"""What a page computes from its context, in one function the page itself calls and :func:`odapp.ahead.after`
+"""What a page computes from its context, in one function the page itself calls and :func:`odapp.shared.ahead.after`
 calls for the next grid step or seed: same function, same arguments, same cache entries. They live here, not in the
 pages: a function defined in a page script would keep that page's whole namespace alive while a job holds it
-(docs/architecture.md). Each takes the page context ``ctx`` (:class:`odapp.sidebar.PageContext`) first and small
+(docs/architecture.md). Each takes the page context ``ctx`` (:class:`odapp.shared.sidebar.PageContext`) first and small
 arguments after (the page's own widgets' values), and reads nothing else: no session state, since it may run in the
-background thread of :mod:`odapp.ahead`."""
+background thread of :mod:`odapp.shared.ahead`."""
 
 from __future__ import annotations
 
-from odapp import cache, callbacks
+from odapp import cache
+from odapp.shared import callbacks
 from odcore.knock import MREConfig
 
 

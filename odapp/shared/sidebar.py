@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, export, guide, private, projector
-from odapp.data import (
+from odapp import cache
+from odapp.data import private
+from odapp.data.loading import (
     K_UPLOAD_DIR,
     Loaded,
     StreamedLoaded,
@@ -27,8 +28,10 @@ from odapp.data import (
     synth_ref,
     unpack_counts_zip,
 )
-from odapp.errors import engine_errors
-from odapp.state import (
+from odapp.data.zones_ui import data_box, zone_controls, zone_spec
+from odapp.shared import ahead, export, guide, projector
+from odapp.shared.errors import engine_errors
+from odapp.shared.state import (
     DATA_SOURCE_LABELS,
     EPSILON_RANGE,
     K_BEFORE,
@@ -65,8 +68,7 @@ from odapp.state import (
     is_bassolas_preset,
     widget_key,
 )
-from odapp.words import epsilon_label, plain, sci
-from odapp.zones_ui import data_box, zone_controls, zone_spec
+from odapp.shared.words import epsilon_label, plain, sci
 from odcore.data.traces import TraceFormat, region_left_out_words
 from odcore.errors import ODCoreError, ParameterError
 from odcore.od.odtable import MANIFEST, is_counts_folder
@@ -97,8 +99,8 @@ class PageContext:
     loaded: Loaded
     od: object   # odcore.od.oddata.ODData
     od_config: object  # odcore.od.oddata.ODConfig
-    next: Settings | None = None   # the person's likely next setting (:func:`odapp.ahead.next_settings`)
-    tour: object = None   # the sidebar's first slot, where the guided tour's step goes (:func:`odapp.guide.panel`)
+    next: Settings | None = None   # the person's likely next setting (:func:`odapp.shared.ahead.next_settings`)
+    tour: object = None   # the sidebar's first slot, where the guided tour's step goes (:func:`odapp.shared.guide.panel`)
 
 
 def _copy_to_persistent(key: str) -> None:
@@ -157,7 +159,7 @@ K_COUNTS_ERROR = "odlab.counts_error"
 
 def _class_counts_controls() -> None:
     """Serving a class: a counts folder comes as an upload (a zip of the folder), or from the folder the teacher
-    named at start (``python -m odapp.serve --counts-dir``); no path on the server can be typed."""
+    named at start (``python -m odserve.launcher --counts-dir``); no path on the server can be typed."""
     ss = st.session_state
     choices = class_counts_choices()
     if choices:
@@ -211,7 +213,7 @@ def _counts_path(ss) -> str:
 def _upload_controls() -> None:
     ss = st.session_state
     # A new key after each good upload: the widget lets go of the file's bytes (the traces are kept once, as
-    # Parquet in the session folder; see odapp.data.StoredUpload).
+    # Parquet in the session folder; see odapp.data.loading.StoredUpload).
     up = st.file_uploader("Trace file", key=f"w.upload_file.{ss.get(K_UPLOAD_GEN, 0)}",
                           help="One row per location fix or check-in with a user id, a time, a latitude and a "
                                "longitude: CSV (optionally gzipped), Parquet, Cabspotting cab files or a "

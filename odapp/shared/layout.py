@@ -10,16 +10,17 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from odapp import facts_view, sidebar
-from odapp.nav import HOME_FILE, NAV, declare
-from odapp.words import UNIT_COVERS, num, sci, unit_words
+from odapp.facts import view as facts_view
+from odapp.shared import sidebar
+from odapp.shared.nav import HOME_FILE, NAV, declare
+from odapp.shared.words import UNIT_COVERS, num, sci, unit_words
 from odcore.od.odtable import NO_PAIRS_REASON
 from odcore.report.facts import TYPICAL_HOW
 
 CARD_KEY = "odlab_card"   # the guarantee card's block (its CSS class st-key-odlab_card greys it while stale)
 K_DECLARED = "odlab.navigation_declared"   # session_state: a run of this session ran under the app's navigation
 
-PAGE_FILES = [Path(__file__).resolve().parent.parent / e.file for e in NAV[1:]]   # the pages after Home (odapp.nav)
+PAGE_FILES = [Path(__file__).resolve().parents[2] / e.file for e in NAV[1:]]   # the pages after Home (odapp.shared.nav)
 
 
 def page(title: str, intro: str, *, icon: str = "🗺️", live: tuple[str, ...] = (),
@@ -39,7 +40,7 @@ def page(title: str, intro: str, *, icon: str = "🗺️", live: tuple[str, ...]
 
 def unit_headline(ctx: sidebar.PageContext) -> dict:
     """The guarantee in the chosen unit, at the top of every page, from the week's facts
-    (:mod:`odcore.report.facts`, read through :func:`odapp.facts_view.of`): what the ε covers, the typical person's
+    (:mod:`odcore.report.facts`, read through :func:`odapp.facts.view.of`): what the ε covers, the typical person's
     ε per week, the **bound** on any attacker about their week and the optimal **attack** on them in this release
     (with and without suppression), each named as what it is. Returns the facts."""
     s = ctx.settings
@@ -108,7 +109,7 @@ def declared_navigation() -> None:
     way: a session that opens a page by its own address (a bookmark of ``/Attack``) as the server's first visit runs
     that file alone, under a navigation whose first entry is "app", and every session does so until one opens the
     app's root (``AppTest`` starts every run that way). Such a run is told by its page registry, which holds the
-    entry script itself; the page then declares the app's navigation itself (:func:`odapp.nav.declare`, which also
+    entry script itself; the page then declares the app's navigation itself (:func:`odapp.shared.nav.declare`, which also
     ends the old way for the server), which replaces the sidebar's and keeps this page: a page's address gives it
     the same id both ways. The run goes on (a rerun would lose a button's click), except in a session's first run,
     which has no click to lose: its widgets were registered under the folder's navigation, and the first submit of

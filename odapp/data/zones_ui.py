@@ -3,7 +3,7 @@
 The zone system in use is named by an :mod:`odcore.space.zones` spec string (``"h3:8"``, a file path) inside the frozen
 :class:`odcore.od.oddata.ODConfig`, so every cache keyed on the OD config follows a change of zones. An uploaded zone
 file is checked with :func:`odcore.space.zones.read_zone_file` and saved as GeoJSON under a content-addressed name in the
-session's private folder (:func:`odapp.data.session_folder`, removed with the session); the bundled
+session's private folder (:func:`odapp.data.loading.session_folder`, removed with the session); the bundled
 ``sample_data/districts.geojson`` is the zone file offered before any upload.
 """
 
@@ -22,8 +22,8 @@ import pandas as pd
 import shapely
 import streamlit as st
 
-from odapp.data import session_folder
-from odapp.state import (
+from odapp.data.loading import session_folder
+from odapp.shared.state import (
     CELL_KM2_RANGE,
     K_CELL_KM2,
     K_H3_RES,
@@ -32,7 +32,7 @@ from odapp.state import (
     K_ZONE_KIND,
     K_ZONE_LABEL,
 )
-from odapp.words import plain
+from odapp.shared.words import plain
 from odcore.errors import ODCoreError
 from odcore.paths import REPO_ROOT, SAMPLE_DATA_DIR
 from odcore.space.zones import read_zone_file
@@ -175,7 +175,7 @@ def zone_polygons(zones, cells) -> pd.DataFrame:
 
 def zone_controls(ss, bound, box=None) -> None:
     """Sidebar: zone kind, then the cell area, the H3 resolution or the zone file (``bound`` draws a widget whose
-    value persists across pages, :func:`odapp.sidebar._bound`)."""
+    value persists across pages, :func:`odapp.shared.sidebar._bound`)."""
     bound(K_ZONE_KIND, st.radio, label="Zones", options=list(ZONE_KINDS), format_func=ZONE_KINDS.get,
           horizontal=False,
           help="What origins and destinations are: square cells of a chosen area (Google used ~1.3 km²), Uber's "

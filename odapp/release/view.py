@@ -1,4 +1,4 @@
-"""What the OD release page computes for a week, in one place: the page draws it, and :mod:`odapp.ahead` has its
+"""What the OD release page computes for a week, in one place: the page draws it, and :mod:`odapp.shared.ahead` has its
 first view computed while the person is still on the landing page.
 
 Everything here goes through :mod:`odapp.cache` (shared by every session with the same data and settings), so a
@@ -18,10 +18,10 @@ import time
 import streamlit as st
 
 from odapp import cache, maps
-from odapp.export import button_row, image_export, projector_mode
 from odapp.maps import ZONE, zone_label
-from odapp.state import USER_DELTA, USER_WEEKS, DataSource
-from odapp.words import empty_release_advice, num
+from odapp.shared.export import button_row, image_export, projector_mode
+from odapp.shared.state import USER_DELTA, USER_WEEKS, DataSource
+from odapp.shared.words import empty_release_advice, num
 from odcore.data.fingerprint import trace_fingerprint
 from odcore.od.engines.cab_stream import fix_density_cabspotting
 from odcore.privacy.release import published_table, release_csv_table
@@ -165,7 +165,7 @@ def report_html(ctx, rcfg, week: int, which: str) -> str:
 
 def report_buttons(ctx, rcfg, week: int, shared=None, private=None) -> None:
     """The two HTML reports of the week's release as downloads (the CLI's ``report``): the one that may be shared
-    in ``shared``, the one with the truth in ``private`` (:func:`odapp.export.button_row` rows, the page's rows of
+    in ``shared``, the one with the truth in ``private`` (:func:`odapp.shared.export.button_row` rows, the page's rows of
     files that may leave the building and of those that may not; one new row for both if not given)."""
     if shared is None or private is None:
         shared = private = button_row()

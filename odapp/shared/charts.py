@@ -7,7 +7,7 @@ page's script time on every rerun and ~40 % of the Attack page's, also when noth
 projector mode), so a rerun with the same arguments gets the same figure object from the cache, Streamlit sends the
 same spec and the browser does not redraw it. A builder must not read anything else (session state, settings): what
 it does not take cannot change its chart. The figures are shared by reruns and sessions: nothing may change them
-after they are returned (:func:`odapp.export.chart` only reads them). ``tests/app/test_charts.py`` checks that every
+after they are returned (:func:`odapp.shared.export.chart` only reads them). ``tests/app/test_charts.py`` checks that every
 page draws the same specs as building the figures afresh would.
 """
 
@@ -22,7 +22,7 @@ import streamlit as st
 
 from odapp import cache
 from odapp.maps import ramp_stops  # here: pydeck is imported only by the pages with a map
-from odapp.words import chart_text, comparison_label, num, pct, unit_words
+from odapp.shared.words import chart_text, comparison_label, num, pct, unit_words
 from odcore.report import figures
 from odcore.report.figures import thin_curve
 from odcore.report.teaching import noise_picture

@@ -14,7 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from odapp import cache
-from odapp.nav import HOME_FILE
+from odapp.shared.nav import HOME_FILE
 from odcore.report.teaching import THEORY_ROUNDS, worksheet_html, worksheet_items
 
 K_OPEN = "odlab.guide_open"     # the tour is shown (True on a first visit)

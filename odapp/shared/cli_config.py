@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import shlex
 
-from odapp.data import Loaded
-from odapp.state import Settings
-from odapp.zones_ui import export_spec
+from odapp.data.loading import Loaded
+from odapp.data.zones_ui import export_spec
+from odapp.shared.state import Settings
 
 
 def _dataset(s: Settings, loaded: Loaded) -> dict:

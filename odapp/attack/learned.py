@@ -8,9 +8,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from odapp import cache
-from odapp.errors import engine_errors
-from odapp.layout import metric
-from odapp.words import pct
+from odapp.shared.errors import engine_errors
+from odapp.shared.layout import metric
+from odapp.shared.words import pct
 from odcore.privacy.attack import success_curve
 from odcore.recover.learned import LearnedConfig, learned_vs_exact, people_of_week
 

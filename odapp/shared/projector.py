@@ -1,7 +1,7 @@
 """Projector mode: one session flag for a class in front of a wall screen.
 
 Large fonts, high-contrast colours and fewer controls. Everything reads the flag through :func:`on`: the page CSS
-(:func:`apply`, called by the sidebar), the charts (``odapp.export.styled`` picks ``odcore.report.figures.template(projector=True)``)
+(:func:`apply`, called by the sidebar), the charts (``odapp.shared.export.styled`` picks ``odcore.report.figures.template(projector=True)``)
 and the pages, which hide their secondary controls (seeds, downloads, fine settings) with ``if not projector.on():``.
 """
 
@@ -46,7 +46,7 @@ button p { font-size: 1.15rem !important; font-weight: 700 !important; }
 a { color: #003f88 !important; text-decoration: underline !important; }
 [data-testid="stPageLink"] p, [data-testid="stPageLink"] span { font-size: 1.15rem !important; }
 /* a select box shows its choice on one line (an input never wraps): smaller type and padding there, and short
-   choices in projector mode (odapp.sidebar.MODE_LABELS_PROJECTOR, week_label), so the whole choice shows */
+   choices in projector mode (odapp.shared.sidebar.MODE_LABELS_PROJECTOR, week_label), so the whole choice shows */
 [data-testid="stSidebar"] [data-testid="stSelectbox"] input { font-size: 0.85rem !important; text-overflow: clip !important;
   padding-left: 0.4rem !important; padding-right: 0 !important; }
 </style>

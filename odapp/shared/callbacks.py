@@ -3,7 +3,7 @@
 A session keeps these after its run, and for two minutes after it closes (``server.disconnectedSessionTTL``), so
 that a dropped connection comes back with its state. A function defined in a page script keeps that page's whole
 namespace alive with it: the session's release, maps and tables, ~8 MB on the OD release page. So the pages define
-none: what they hand over is defined here (or in :mod:`odapp.release_view`, :mod:`odapp.attack_view` for the
+none: what they hand over is defined here (or in :mod:`odapp.release.view`, :mod:`odapp.attack.view` for the
 fragments), and gets only small arguments; anything large is fetched again from the caches when it is called.
 ``tests/serve/test_session_memory.py`` checks this in a real server.
 """

@@ -22,6 +22,6 @@ def facts(dataset_id: str, od_config, week: int, release_config, seed: int, _od)
 
 
 def of(ctx) -> dict:
-    """The facts of a page's context (:class:`odapp.sidebar.PageContext`)."""
+    """The facts of a page's context (:class:`odapp.shared.sidebar.PageContext`)."""
     s = ctx.settings
     return facts(s.dataset.id, ctx.od_config, s.week, s.release_config(), int(s.seed), _od=ctx.od)

@@ -40,7 +40,7 @@ K_CELL_KM2 = "odlab.cell_km2"
 K_EPSILON = "odlab.epsilon"
 K_THRESHOLD = "odlab.threshold"
 K_SEED = "odlab.seed"
-K_BEFORE = "odlab.settings_before"   # the settings of the session's previous run (odapp.ahead.next_settings)
+K_BEFORE = "odlab.settings_before"   # the settings of the session's previous run (odapp.shared.ahead.next_settings)
 K_MODE = "odlab.mode"
 K_MAX_PAIRS = "odlab.max_pairs"          # contribution bound of the per-user mode
 K_FIT_THRESHOLD = "odlab.fit_threshold"  # per-user mode: threshold fitted to the noise (default) or set by hand
@@ -90,7 +90,7 @@ USER_WEEKS = 52
 """Weekly releases the fitted threshold's δ covers (the CLI's ``release`` and ``budget`` ``--weeks`` default)."""
 CELL_KM2_RANGE = (0.1, 25.0, 0.1)
 SEED_MAX = 2**31 - 1
-HEADLINE_DELTA = 1e-6   # δ of the tight per-person figure in every page's headline (odapp.layout.unit_headline)
+HEADLINE_DELTA = 1e-6   # δ of the tight per-person figure in every page's headline (odapp.shared.layout.unit_headline)
 
 
 def widget_key(key: str) -> str:

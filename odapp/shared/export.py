@@ -18,8 +18,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
-from odapp import projector
-from odapp.cli_config import COMMANDS, command_line
+from odapp.shared import projector
+from odapp.shared.cli_config import COMMANDS, command_line
 from odcore.report import figures
 from odcore.report.safe_csv import csv_text
 
@@ -37,7 +37,7 @@ K_EXPORT_SIZE = "odlab.export_size"   # the size chosen in the sidebar: every ch
 
 
 def projector_mode() -> bool:
-    """Whether charts use the projector template (large type, high contrast): :func:`odapp.projector.on`."""
+    """Whether charts use the projector template (large type, high contrast): :func:`odapp.shared.projector.on`."""
     return projector.on()
 
 
@@ -181,7 +181,7 @@ def export_buttons(name: str, *, fig: go.Figure | Callable[[], go.Figure] | None
     The CSV is spreadsheet-safe (:func:`odcore.report.safe_csv.csv_text`: no cell starts a formula);
     ``csv_first_line`` (e.g. a do-not-share notice) is written before its header as a ``#`` line.
 
-    ``command`` names the ``python -m odcore`` subcommand that accepts the JSON (:data:`odapp.cli_config.COMMANDS`).
+    ``command`` names the ``python -m odcore`` subcommand that accepts the JSON (:data:`odapp.shared.cli_config.COMMANDS`).
     """
     base = slug(name)
     key = key or base

@@ -1,7 +1,7 @@
 """The dashboard for a class: several Streamlit servers behind HAProxy, each person kept on one of them.
 
 One Streamlit server runs every session's script in one Python process, so it uses one core however many the
-machine has (docs/benchmarks.md, "A class on the OD release page"). ``python -m odapp.serve --workers K`` (or
+machine has (docs/benchmarks.md, "A class on the OD release page"). ``python -m odserve.launcher --workers K`` (or
 ``make class``) starts ``K`` servers of this app on 127.0.0.1 and HAProxy (Debian's ``haproxy`` package) on one
 address in front of them, and watches them all: a server that dies is started again on its port, and HAProxy, which
 checks every server's ``/_stcore/health`` every second, sends no new connection to it meanwhile.
@@ -16,7 +16,7 @@ connections first, so that a flood from one address does not keep a newcomer wai
 is not the address itself) and a ``Host`` that is not one of this machine's names (:func:`allowed_hosts`) are
 refused with 403 before they reach Streamlit.
 
-The servers run in class mode (:mod:`odapp.private`): no folder of this machine can be named in the app (a counts
+The servers run in class mode (:mod:`odapp.data.private`): no folder of this machine can be named in the app (a counts
 folder is uploaded as a zip, or is one of ``--counts-dir``), and each session's files are kept in its own 0700 folder
 under ``--log-dir``/private, removed when its connection closes. Every request is
 logged to ``access.log``, errors and servers going down or up to ``error.log``, and the supervisor's own lines
@@ -50,7 +50,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from odapp import private
+from odapp.data import private
 from odcore.paths import REPO_ROOT
 
 COOKIE = "odlab_server"      # HAProxy's cookie naming the server a browser is kept on
@@ -318,7 +318,7 @@ def worker_command(app_dir: Path, port: int, hosts: list[str] | None = None) -> 
 
 def worker_env(private_dir: Path | None = None, counts_dir: Path | None = None) -> dict[str, str]:
     """A server's environment: every web request to a closed local port; serving a class (no server path typed into
-    the app), its sessions' folders in ``private_dir``, the teacher's ``counts_dir`` (:mod:`odapp.private`)."""
+    the app), its sessions' folders in ``private_dir``, the teacher's ``counts_dir`` (:mod:`odapp.data.private`)."""
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         env[k] = env[k.lower()] = NO_OUTSIDE_PROXY
@@ -534,7 +534,7 @@ def _accepts(address: str, port: int) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m odapp.serve", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m odserve.launcher", description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="Streamlit server processes (default: the number of cores, %(default)s here)")
     p.add_argument("--address", default="127.0.0.1",

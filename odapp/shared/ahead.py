@@ -7,7 +7,7 @@ Two kinds:
 * **The OD release page's first view** (:func:`start`). Opening the OD release page for the first time after the
   server started would compute its week's release, cells, map and chart; the landing page starts that work in a
   background thread, once per process for each dataset, with the settings of that first landing run (not again for
-  another grid or any other slider step on the landing page). It calls :func:`odapp.release_view.first_view`.
+  another grid or any other slider step on the landing page). It calls :func:`odapp.release.view.first_view`.
   The Data page's map is not computed ahead: it needs the dataset's hour index (:func:`odapp.cache.hour_index`, ~1 s
   of CPU), and computing it in the background made the first open of whichever page a person opened right after the
   landing page slower (in the browser benchmark, Data's map was drawn after 7.4 s instead of 4.9 s).
@@ -22,10 +22,12 @@ import os
 import threading
 import time
 
-from odapp import cache, facts_view, release_view
-from odapp.data import grid_check
-from odapp.state import CELL_KM2_RANGE, SEED_MAX
-from odapp.zones_ui import square_label
+from odapp import cache
+from odapp.data.loading import grid_check
+from odapp.data.zones_ui import square_label
+from odapp.facts import view as facts_view
+from odapp.release import view as release_view
+from odapp.shared.state import CELL_KM2_RANGE, SEED_MAX
 from odcore.errors import ParameterError
 
 _log = logging.getLogger(__name__)
@@ -54,7 +56,7 @@ def _quietly(ctx) -> None:
 
 
 def start(ctx, *, background: bool = True) -> bool:
-    """Compute :func:`odapp.release_view.first_view` (in a background thread unless ``background`` is false), once
+    """Compute :func:`odapp.release.view.first_view` (in a background thread unless ``background`` is false), once
     per process for the context's dataset. Returns whether it started."""
     if ctx.od is None:
         return False
@@ -129,7 +131,7 @@ def submit(job) -> bool:
 
 
 def next_settings(before, now):
-    """The setting a person who went from ``before`` to ``now`` (:class:`odapp.state.Settings`) is likely to press
+    """The setting a person who went from ``before`` to ``now`` (:class:`odapp.shared.state.Settings`) is likely to press
     next: one more step of the grid or seed the same way, when that was the only change (else None)."""
     if before is None or before == now:
         return None
@@ -158,7 +160,7 @@ def grid_ahead(loaded, *, counts: bool = False) -> bool:
 
 
 def context_for(ctx, settings):
-    """``ctx`` (:class:`odapp.sidebar.PageContext`) with ``settings`` instead of its own, and the OD tables of its
+    """``ctx`` (:class:`odapp.shared.sidebar.PageContext`) with ``settings`` instead of its own, and the OD tables of its
     grid (from :func:`odapp.cache.od_data`, the entry the page's sidebar reads for that grid)."""
     od, od_config = ctx.od, ctx.od_config
     if settings.cell_km2 != ctx.settings.cell_km2:

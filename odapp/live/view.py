@@ -8,10 +8,18 @@ import numpy as np
 import streamlit as st
 from plotly.colors import hex_to_rgb
 
-from odapp import cache, release_view
+from odapp import cache
 from odapp.components.live import control, fit_spec, formula_series, live_curves, table_series
-from odapp.state import EPSILON_RANGE, K_EPSILON, K_FIT_THRESHOLD, K_THRESHOLD, THRESHOLD_RANGE, USER_DELTA
-from odapp.words import epsilon_label, unit_words
+from odapp.release import view as release_view
+from odapp.shared.state import (
+    EPSILON_RANGE,
+    K_EPSILON,
+    K_FIT_THRESHOLD,
+    K_THRESHOLD,
+    THRESHOLD_RANGE,
+    USER_DELTA,
+)
+from odapp.shared.words import epsilon_label, unit_words
 from odcore.privacy.accounting import DELTA_AXIS, default_user_threshold
 from odcore.privacy.live import ATTACK_GRID
 from odcore.report.figures import PALETTE, thin_curve
@@ -189,7 +197,7 @@ def roc(ur, roc_plain, user: str) -> None:
     """The Attack page's real person: the ROC of the attack on them at the page's settings (``ur``: their
     :class:`~odcore.privacy.attack.UserRisk` with its ROC; ``roc_plain``: the same person with every pair published),
     drawn on the browser's canvas like the live curves: a threshold press redraws it with no plotly figure (the
-    files are made from :func:`odapp.charts.roc_chart` when a download button asks). Drawn with the points that
+    files are made from :func:`odapp.shared.charts.roc_chart` when a download button asks). Drawn with the points that
     show (:func:`odcore.report.figures.thin_curve`); the CSV keeps every vertex."""
     def points(r) -> dict:
         keep = thin_curve(r.fpr, r.tpr)
@@ -279,7 +287,7 @@ def _rgba(colour: str, alpha: float) -> str:
 
 def trips_hist(hist) -> None:
     """The Data page's users by trips in the week, total and unique (``hist``: ``trips_in_week, users_total,
-    users_unique``), as step outlines filled to zero (:func:`odapp.charts.trips_hist_chart` drawn on a canvas: a new
+    users_unique``), as step outlines filled to zero (:func:`odapp.shared.charts.trips_hist_chart` drawn on a canvas: a new
     grid repaints it without plotly's redraw; plotly still makes its files). A step's text shows under the
     pointer."""
     x = [int(v) for v in hist["trips_in_week"]]

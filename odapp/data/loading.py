@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from odapp import private
-from odapp.state import (
+from odapp.data import private
+from odapp.shared.state import (
     K_DATASET,
     K_SOURCE,
     K_UPLOAD_ERROR,
@@ -92,10 +92,11 @@ def cache_dir() -> Path | None:
 
 @lru_cache(maxsize=1)
 def code_stamp() -> str:
-    """Hash of the engine's source (``odcore/**/*.py``), of this module and of ``odapp/cache.py`` (which says what
-    each kept table is): a cached table built by other code is never read back."""
+    """Hash of the engine's source (``odcore/**/*.py``), of this module and of the app's ``cache.py`` modules (which
+    say what each kept table is): a cached table built by other code is never read back."""
     h = hashlib.sha256()
-    for f in [*sorted((REPO_ROOT / "odcore").rglob("*.py")), Path(__file__), Path(__file__).with_name("cache.py")]:
+    for f in [*sorted((REPO_ROOT / "odcore").rglob("*.py")), Path(__file__),
+              *sorted((REPO_ROOT / "odapp").rglob("cache.py"))]:
         h.update(f.relative_to(REPO_ROOT).as_posix().encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
@@ -313,7 +314,7 @@ def stream_upload(state: MutableMapping, data: bytes, name: str, options: Upload
 
 
 K_SESSION_UID = "odlab.session_uid"    # a random id of this session (its place in the upload queue)
-K_UPLOAD_DIR = "odlab.upload_dir"       # the path of this session's private folder (odapp.private)
+K_UPLOAD_DIR = "odlab.upload_dir"       # the path of this session's private folder (odapp.data.private)
 
 
 @dataclass(frozen=True)
@@ -340,7 +341,7 @@ class StoredUpload:
 
 
 def session_folder(state: MutableMapping) -> Path:
-    """This session's private folder (0700, inside the server's: :mod:`odapp.private`), created on first use. The app
+    """This session's private folder (0700, inside the server's: :mod:`odapp.data.private`), created on first use. The app
     names it at each run (:func:`odapp.cache.session_files`, removed when the browser's connection closes); a
     session without one (a test's state) gets a new one, removed by the sweeper or when the process exits."""
     d = state.get(K_UPLOAD_DIR)

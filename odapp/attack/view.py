@@ -14,12 +14,15 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import cache, charts, facts_view, live_view
-from odapp.cli_config import user_risk_config
-from odapp.errors import engine_errors
-from odapp.export import button_row, chart, export_buttons, projector_mode
-from odapp.layout import metric
-from odapp.words import num, pct, plain, probability_words
+from odapp import cache
+from odapp.facts import view as facts_view
+from odapp.live import view as live_view
+from odapp.shared import charts
+from odapp.shared.cli_config import user_risk_config
+from odapp.shared.errors import engine_errors
+from odapp.shared.export import button_row, chart, export_buttons, projector_mode
+from odapp.shared.layout import metric
+from odapp.shared.words import num, pct, plain, probability_words
 
 K_MAX = 70   # the page's curve: k = 0..70 (Houssiau et al. 2022, Fig. 1)
 
@@ -59,7 +62,7 @@ def person_risk(ctx, rcfg, key, user, pairs, counts):
 
 def person_tables(ctx, pick: str, uid_text: str | None, fit: bool) -> None:
     """Compute into the caches what :func:`real_person` shows for ``ctx`` with the person picked by ``pick`` and
-    ``uid_text`` and ``fit`` (:func:`odapp.live_view.fitted`): for the next grid step or seed, computed ahead."""
+    ``uid_text`` and ``fit`` (:func:`odapp.live.view.fitted`): for the next grid step or seed, computed ahead."""
     s = ctx.settings
     rcfg = s.release_config()
     pairs, counts = cache.attack_pairs(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
@@ -75,7 +78,7 @@ def person_tables(ctx, pick: str, uid_text: str | None, fit: bool) -> None:
 
 
 def _typical_user(ctx):
-    """The typical person of the guarantee card (:func:`odapp.facts_view.of`), or None."""
+    """The typical person of the guarantee card (:func:`odapp.facts.view.of`), or None."""
     f = facts_view.of(ctx).get("typical_user")
     return None if f is None else f.value
 

@@ -1,0 +1,1 @@
+"""The Attack page: the per-person attack, the learned attacker, and their cached computations."""

@@ -1,0 +1,1 @@
+"""The facts view: the guarantee card every page shows, read from one source of quantities."""

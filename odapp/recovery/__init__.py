@@ -1,0 +1,1 @@
+"""The trajectory recovery page: the recovered paths on the map."""
