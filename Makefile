@@ -34,7 +34,7 @@ run: $(VENV)/.app-installed
 # make class WORKERS=4 ADDRESS=0.0.0.0 LOGDIR=class_logs: share it on the network on purpose, logs kept there;
 # COUNTS_DIR=dir: counts folders the class may open (no other folder can be named in the app)
 class: $(VENV)/.app-installed
-	$(PY) -m odserve.launcher --workers $(WORKERS) --address $(ADDRESS) --port $(PORT) $(if $(LOGDIR),--log-dir $(LOGDIR)) $(if $(COUNTS_DIR),--counts-dir $(COUNTS_DIR))
+	$(PY) -m odserve --workers $(WORKERS) --address $(ADDRESS) --port $(PORT) $(if $(LOGDIR),--log-dir $(LOGDIR)) $(if $(COUNTS_DIR),--counts-dir $(COUNTS_DIR))
 
 test: $(VENV)/.dev-installed
 	$(PY) -m ruff check .

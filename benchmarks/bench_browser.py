@@ -42,7 +42,7 @@ ms, ``PerformanceObserver('longtask')``) between the input and the painted frame
 
 Cold start = from launching the server process to the landing page's painted frame (the browser is already open),
 once with an empty disk cache (a first launch: the bundled city is validated and its OD tables built) and then
-``FIRST_OPENS`` times for every page with the tables read back from the disk cache (``odapp.data.loading.disk_cached``, as
+``FIRST_OPENS`` times for every page with the tables read back from the disk cache (``odapp.data.disk_cache.disk_cached``, as
 on every later launch), each on a freshly started server (median and slowest). The whole run uses a disk cache
 folder of its own (:func:`_run_cache`, unless ``ODLAB_CACHE_DIR`` is set), filled when the run opens the app
 the first time: a grid or zone press then builds the new grid's tables the first time a page asks for them, in
@@ -126,7 +126,7 @@ other, as a day of classes: each session of a wave opens the OD release page, se
 presses ε one step up twice (all at once) and closes. Rows ``sessions come and go``: the server's RSS before the
 first wave, after each wave, and once the closed sessions have expired (Streamlit keeps a closed session's state for
 ``server.disconnectedSessionTTL``, 120 s, so that a dropped connection can come back; the wait is that plus 10 s).
-Every wave asks for new releases, maps and charts, so what stays is what the caches keep (``odapp.cache``: each
+Every wave asks for new releases, maps and charts, so what stays is what the caches keep (the app's ``cache`` modules: each
 function's ``max_entries``): memory rises while they fill, and while the closed sessions of the last
 ``server.disconnectedSessionTTL`` seconds are still kept, then levels off. The ``level`` row gives the growth per
 wave over the last quarter of the waves against the first quarter.
@@ -136,7 +136,7 @@ Environment knobs: ``ODLAB_BENCH_WAVES`` (``WAVESxSESSIONS``, e.g. ``10x10``; em
 page, no cold start, only the sessions), ``ODLAB_BENCH_CONTROLS`` (comma-separated parts of control labels, e.g.
 ``ε,Threshold``), ``ODLAB_BENCH_SESSIONS`` (e.g. ``1,5``; empty: no sessions), ``ODLAB_BENCH_CLASS`` (``class``, the
 default, or ``browsers``), ``ODLAB_BENCH_TIMEOUT_S`` (how long one wait may take, default 120),
-``ODLAB_BENCH_WORKERS`` (the class on ``python -m odserve.launcher --workers K``: K server processes behind its relay,
+``ODLAB_BENCH_WORKERS`` (the class on ``python -m odserve --workers K``: K server processes behind its relay,
 each protocol client connecting from its own loopback address 127.0.0.2, …, as other machines; default 1: one plain
 server), ``ODLAB_BENCH_APP_DIR`` (measure another checkout, e.g. a baseline ``git worktree``),
 ``ODLAB_BENCH_PAUSE_MS`` (how long the person looks at a press's painted frame before the next press of the same
@@ -531,7 +531,7 @@ def _page_name(href_path: str) -> str:
 def _run_cache():
     """A new, empty disk cache folder (``ODLAB_CACHE_DIR``) for the servers this run starts, removed afterwards;
     an ``ODLAB_CACHE_DIR`` already set is kept. Yields the folder in use."""
-    from odapp.data.loading import CACHE_ENV
+    from odapp.data.disk_cache import CACHE_ENV
 
     if os.environ.get(CACHE_ENV):
         yield os.environ[CACHE_ENV]
@@ -548,7 +548,7 @@ async def _first_launch(browser, app_dir: Path, log: Path) -> list[dict]:
     """Cold start with an empty disk cache (``ODLAB_CACHE_DIR`` set to a new empty folder): the first launch on a
     new machine, when the bundled city is validated and its OD tables are built (the other cold starts read them
     back from the run's disk cache folder, :func:`_run_cache`, as every later launch does from ``~/.cache/odlab``)."""
-    from odapp.data.loading import CACHE_ENV
+    from odapp.data.disk_cache import CACHE_ENV
 
     old = os.environ.get(CACHE_ENV)
     with tempfile.TemporaryDirectory(prefix="odlab-empty-cache-") as empty:
@@ -832,10 +832,10 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
     # the protocol clients fetch the page's files in threads: as many at once as there are clients
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=max(sessions, default=1) + 4))
     workers = int(os.environ.get("ODLAB_BENCH_WORKERS") or 1)
-    if workers > 1:   # odserve.launcher: K servers behind its relay; each client connects from its own address
+    if workers > 1:   # odserve: K servers behind its relay; each client connects from its own address
         port = harness.free_port()
         out_file = open(log, "w")   # closed by harness.stop_server
-        proc = subprocess.Popen([sys.executable, "-m", "odserve.launcher", "--workers", str(workers), "--port", str(port),
+        proc = subprocess.Popen([sys.executable, "-m", "odserve", "--workers", str(workers), "--port", str(port),
                                  "--app-dir", str(app_dir)], cwd=app_dir, stdout=out_file, stderr=subprocess.STDOUT)
         proc._odlab_log = out_file
         url = f"http://127.0.0.1:{port}"
@@ -872,7 +872,7 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
                           press_cpu=press_cpu)
             new = _class_rows(out, cout, **common) if mode == "class" else _browsers_rows(out, **common)
             for r in new if workers > 1 else ():
-                r["case"] += f", odserve.launcher with {workers} server processes"
+                r["case"] += f", odserve with {workers} server processes"
             rows += new
     finally:
         harness.stop_server(proc)
@@ -968,11 +968,13 @@ for i in range({n}):
 _MAP = """
 import numpy as np
 import pandas as pd
-from odapp import maps
+from odapp.maps import deck as map_deck
+from odapp.maps import flows as map_flows
+from odapp.maps import zones as map_zones
 i, j = np.divmod(np.arange(1_200), 40)
 lon, lat, d = 13.2 + j * 0.016, 52.35 + i * 0.0105, 0.016
 polygons = [[[x, y], [x + d, y], [x + d, y + 0.0105], [x, y + 0.0105]] for x, y in zip(lon, lat)]
-edges = st.cache_resource(maps.outline_edges)(polygons)
+edges = st.cache_resource(map_zones.outline_edges)(polygons)
 rng = np.random.default_rng(0)
 cells = pd.DataFrame({"polygon": polygons, "value": np.clip(rng.random(1_200) * eps, 0, 1)})
 cells["tip"] = [f"cell {k}\\ncentre {y:.5f}, {x:.5f}\\n{v:.3f}" for k, x, y, v in
@@ -981,8 +983,8 @@ a, b = rng.integers(0, 1_200, 300), rng.integers(0, 1_200, 300)
 flows = pd.DataFrame({"o_lon": lon[a], "o_lat": lat[a], "d_lon": lon[b], "d_lat": lat[b],
                       "f": rng.random(300) * min(eps, 1.0)})
 flows["tip"] = [f"{x} -> {y}: {f:.3f}" for x, y, f in zip(a, b, flows["f"])]
-layers = [*maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",), edges=edges), maps.arc_layer(flows)]
-st.pydeck_chart(maps.deck(layers, maps.view_state(lat, lon, pitch=30, height_px=460), height=460), height=460,
+layers = [*map_zones.grid_layers(cells, map_flows.CELL_COLOR, columns=("value",), edges=edges), map_deck.arc_layer(flows)]
+st.pydeck_chart(map_deck.deck(layers, map_deck.view_state(lat, lon, pitch=30, height_px=460), height=460), height=460,
                 key="map")
 """
 # name -> (what it adds to the floor, the rest of its script). The last two are what the slowest pages must redraw on

@@ -51,7 +51,7 @@ SYMBOLS = {"epsilon": "ε", "threshold": "τ", "count": "c"}
 PAGES_ENV = "ODLAB_BENCH_LIVE_PAGES"   # e.g. "Attack,OD_release": only the drags of these pages (default: all)
 DRAG_S = 2.0
 MOVE_MS = 16
-STEPS = {"epsilon": 0.01, "threshold": 1, "count": 1}   # the live sliders' steps (odapp/live_view.py)
+STEPS = {"epsilon": 0.01, "threshold": 1, "count": 1}   # the live sliders' steps (odapp/live/view.py)
 SECOND_END = 0.2   # the other end of every second drag: this share of the way back from ``stop`` towards ``start``
 
 

@@ -1,7 +1,7 @@
-"""A class through the proxy: N sessions moving the ε slider for a few minutes on ``python -m odserve.launcher``.
+"""A class through the proxy: N sessions moving the ε slider for a few minutes on ``python -m odserve``.
 
-``python -m benchmarks -k class`` starts ``python -m odserve.launcher --workers 2`` (two Streamlit servers behind HAProxy,
-:mod:`odserve.launcher`) on 127.0.0.1 and opens ``N`` (default 30, ``ODLAB_BENCH_CLASS_SESSIONS``) protocol clients
+``python -m benchmarks -k class`` starts ``python -m odserve --workers 2`` (two Streamlit servers behind HAProxy,
+:mod:`odserve`) on 127.0.0.1 and opens ``N`` (default 30, ``ODLAB_BENCH_CLASS_SESSIONS``) protocol clients
 (:class:`benchmarks.protocol_client.ProtocolClient`: the page's files, the WebSocket and the reruns a browser tab
 asks for) on the OD release page, each from its own loopback address as other laptops would be. For ``DURATION_S``
 seconds (default 120, ``ODLAB_BENCH_CLASS_S``) every session presses ε one step, waits for the run to finish,
@@ -76,7 +76,7 @@ async def _run(n: int, duration_s: float) -> list[dict]:
     url = f"http://127.0.0.1:{port}"
     out_file = open(tmp / "serve.out", "w")
     env, audit_log = audit_env(tmp)
-    proc = subprocess.Popen([sys.executable, "-m", "odserve.launcher", "--workers", str(WORKERS), "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "odserve", "--workers", str(WORKERS), "--port", str(port),
                              "--log-dir", str(tmp / "logs")], cwd=REPO_ROOT, stdout=out_file,
                             stderr=subprocess.STDOUT, env=env)
     recorder = OutgoingRecorder(proc.pid)
@@ -85,7 +85,7 @@ async def _run(n: int, duration_s: float) -> list[dict]:
         t_start = time.monotonic()
         while "OD Privacy Lab:" not in (tmp / "serve.out").read_text():
             if proc.poll() is not None or time.monotonic() - t_start > 300:
-                raise RuntimeError(f"odserve.launcher did not start: {(tmp / 'serve.out').read_text()}")
+                raise RuntimeError(f"odserve did not start: {(tmp / 'serve.out').read_text()}")
             await asyncio.sleep(0.5)
         async with ProtocolClient(url) as first:        # the city loaded once, as the teacher's tab would
             opened = await first.open(PAGE)
@@ -113,7 +113,7 @@ async def _run(n: int, duration_s: float) -> list[dict]:
     bad = [line for line in log if not any(f" {s} " in line for s in (200, 101, 304))]
     presses = sorted(out["presses"])
     p95 = presses[min(len(presses) - 1, int(0.95 * len(presses)))] if presses else None
-    case = f"{n} sessions x {duration_s:.0f} s on OD release, odserve.launcher --workers {WORKERS} (HAProxy)"
+    case = f"{n} sessions x {duration_s:.0f} s on OD release, odserve --workers {WORKERS} (HAProxy)"
     print(f"  {len(presses)} presses in {wall:.0f} s, {len(out['errors'])} errors "
           f"{out['errors'][:5]}; RSS {rss_before / 2**20:.0f} -> {peak[0] / 2**20:.0f} -> {rss_after / 2**20:.0f} "
           f"MiB; HAProxy: {len(log)} requests logged, {len(bad)} not 200/101/304; connections off the machine: "

@@ -1,6 +1,6 @@
 """HAProxy's memory through floods of connections, on glibc's allocator and on jemalloc.
 
-``python -m benchmarks -k haproxy_memory`` starts HAProxy alone with the configuration :mod:`odserve.launcher` writes,
+``python -m benchmarks -k haproxy_memory`` starts HAProxy alone with the configuration :mod:`odserve.haproxy` writes,
 in front of one small local HTTP server (a stand-in for a Streamlit server, answering every request at once), and
 floods it ``WAVES`` times (default 3, ``--quick`` 1): 1,500 connections that send part of a request and 300 that
 send one whole request and stay idle, all opened at once, held 1 s, then closed by the client. After each wave it
@@ -12,7 +12,7 @@ Three ways of running it:
 - ``glibc``: HAProxy on glibc's allocator, as Debian starts it;
 - ``glibc, then SIGQUIT``: the same, then HAProxy's own way to give memory back (its management guide, "Memory
   management": on SIGQUIT it empties its pools, writes them to its standard error and calls ``malloc_trim``);
-- ``jemalloc``: as :func:`odserve.launcher.haproxy_launch` starts it when libjemalloc2 is installed.
+- ``jemalloc``: as :func:`odserve.haproxy.haproxy_launch` starts it when libjemalloc2 is installed.
 
 Reported for each: RSS before, at the peak, after every wave (and after SIGQUIT), and HAProxy's CPU seconds.
 """
@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from benchmarks import harness
-from odserve import launcher as serve
+from odserve import haproxy
 
 WAVES = 3
 QUICK_WAVES = 1
@@ -101,11 +101,11 @@ def _one(way: str, waves: int, tmp: Path) -> list[dict]:
     cfg = run / "haproxy.cfg"
     # every connection of the flood comes from one address: no per-address cap here (this measures the memory a
     # held connection costs, which the caps would keep from being held)
-    cfg.write_text(serve.haproxy_config([backend.server_address[1]], "127.0.0.1", port, run,
-                                        caps=serve.ClientCaps(1_000_000, 1_000_000, 1_000_000)))
-    argv, env = serve.haproxy_launch(serve.find_haproxy(), cfg)
+    cfg.write_text(haproxy.haproxy_config([backend.server_address[1]], "127.0.0.1", port, run,
+                                        caps=haproxy.ClientCaps(1_000_000, 1_000_000, 1_000_000)))
+    argv, env = haproxy.haproxy_launch(haproxy.find_haproxy(), cfg)
     if way != "jemalloc":
-        argv, env = [serve.find_haproxy(), "-db", "-f", str(cfg)], dict(os.environ)
+        argv, env = [haproxy.find_haproxy(), "-db", "-f", str(cfg)], dict(os.environ)
     with open(run / "haproxy.out", "wb") as out:
         hp = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -148,10 +148,10 @@ def _one(way: str, waves: int, tmp: Path) -> list[dict]:
 
 
 def run(quick: bool) -> list[dict]:
-    if serve.find_haproxy() is None:
+    if haproxy.find_haproxy() is None:
         return [{"case": "HAProxy memory", "metric": "skipped", "value": None, "unit": "",
                  "note": "HAProxy is not installed"}]
     waves = QUICK_WAVES if quick else WAVES
     tmp = Path(tempfile.mkdtemp(prefix="odlab_bench_haproxy_"))
-    ways = ["glibc", "glibc, then SIGQUIT"] + (["jemalloc"] if serve.find_jemalloc() else [])
+    ways = ["glibc", "glibc, then SIGQUIT"] + (["jemalloc"] if haproxy.find_jemalloc() else [])
     return [row for way in ways for row in _one(way, waves, tmp)]

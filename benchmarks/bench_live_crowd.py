@@ -1,7 +1,7 @@
 """A class dragging at once: one person drags ε in a real browser while the rest of the class presses ε too.
 
-``python -m benchmarks -k live_crowd`` starts ``python -m odserve.launcher --workers 2`` (HAProxy in front of two
-Streamlit servers, as for a class: :mod:`odserve.launcher`, ``benchmarks/bench_class.py``) on 127.0.0.1, opens the OD
+``python -m benchmarks -k live_crowd`` starts ``python -m odserve --workers 2`` (HAProxy in front of two
+Streamlit servers, as for a class: :mod:`odserve`, ``benchmarks/bench_class.py``) on 127.0.0.1, opens the OD
 release page once so the city is loaded (the teacher's tab), then:
 
 - **the others**: ``N - 1`` protocol clients (:class:`benchmarks.protocol_client.ProtocolClient`: what a browser tab
@@ -75,17 +75,17 @@ TWO_FRAMES_JS = "() => new Promise((done) => requestAnimationFrame(() => request
 
 @contextmanager
 def class_server(tmp: Path, workers: int = WORKERS):
-    """``python -m odserve.launcher --workers`` on a free port of 127.0.0.1, logs in ``tmp``; yields its URL."""
+    """``python -m odserve --workers`` on a free port of 127.0.0.1, logs in ``tmp``; yields its URL."""
     port = harness.free_port()
     out_path = tmp / "serve.out"
     with open(out_path, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "odserve.launcher", "--workers", str(workers), "--port", str(port),
+        proc = subprocess.Popen([sys.executable, "-m", "odserve", "--workers", str(workers), "--port", str(port),
                                  "--log-dir", str(tmp / "logs")], cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
             t0 = time.monotonic()
             while "OD Privacy Lab:" not in out_path.read_text():
                 if proc.poll() is not None or time.monotonic() - t0 > 300:
-                    raise RuntimeError(f"odserve.launcher did not start: {out_path.read_text()}")
+                    raise RuntimeError(f"odserve did not start: {out_path.read_text()}")
                 time.sleep(0.5)
             yield f"http://127.0.0.1:{port}"
         finally:
@@ -259,7 +259,7 @@ def _run(n: int, drags_per_page: int) -> list[dict]:
             others.stop()
         wall = time.monotonic() - t0
     load_after, load_peak = os.getloadavg()[0], sampler.stop()
-    case = f"{n} sessions (1 Chromium dragging + {n - 1} pressing), odserve.launcher --workers {WORKERS}"
+    case = f"{n} sessions (1 Chromium dragging + {n - 1} pressing), odserve --workers {WORKERS}"
     load = f"load average (1 min) {load_before:.1f} before, {load_after:.1f} after, {load_peak:.1f} at most"
     rows: list[dict] = []
     releases: list[float] = []

@@ -16,8 +16,8 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    import odapp.cache  # noqa: F401  (both runs import Streamlit, as the app has it)
-    import odapp.data.loading as data
+    import odapp.data.cache  # noqa: F401  (both runs import Streamlit, as the app has it)
+    from odapp.data import loading
     from odcore.od.trips import ODConfig
 
     path, mode = Path(argv[0]), argv[1]
@@ -27,9 +27,9 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     state: dict = {}
     if mode == "loaded":
-        data.stream_upload = lambda *a, **k: None       # the upload as it was: read into a table
-    assert data.apply_upload(state, raw, path.name)
-    stored = state[data.K_UPLOAD_TRACES]
+        loading.stream_upload = lambda *a, **k: None       # the upload as it was: read into a table
+    assert loading.apply_upload(state, raw, path.name)
+    stored = state[loading.K_UPLOAD_TRACES]
     cfg = ODConfig(tz=stored.cli["tz"])
     cfg2 = ODConfig(tz=cfg.tz, cell_km2=0.5)
     if mode == "loaded":
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
         c0, w0 = time.process_time(), time.perf_counter()
         od2 = build_od(df, cfg2, hours=hours)
     else:
-        from odapp.cache import streamed_od  # as the sidebar builds them (the function, not its cache)
+        from odapp.data.cache import streamed_od  # as the sidebar builds them (the function, not its cache)
 
         od = streamed_od.__wrapped__("upload", cfg, stored.cabs, stored.summary)
         c0, w0 = time.process_time(), time.perf_counter()

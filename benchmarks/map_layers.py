@@ -32,7 +32,7 @@ BODY = """
 import json, os
 from pathlib import Path
 import pydeck as pdk
-from odapp import maps
+from odapp.maps import deck as map_deck
 spec = json.loads(Path(os.environ["ODLAB_MAP_DECK"]).read_text())
 drop = set(filter(None, os.environ.get("ODLAB_MAP_DROP", "").split(",")))
 spec["layers"] = [x for x in spec["layers"] if x["id"] not in drop]
@@ -40,7 +40,7 @@ for x in spec["layers"]:
     for r in x.get("data") or []:
         if isinstance(r, dict) and "value" in r:
             r["value"] = round(min(1.0, r["value"] * eps / 0.66), 3)
-d = maps.deck([], pdk.ViewState(**spec["initialViewState"]), height=460)
+d = map_deck.deck([], pdk.ViewState(**spec["initialViewState"]), height=460)
 text = json.dumps(spec, separators=(",", ":"), ensure_ascii=False)
 d.to_json = lambda: text
 st.pydeck_chart(d, height=460, key="map")

@@ -5,7 +5,7 @@ sidebar slider or number input whose label contains ``LABEL`` ("Grid cell area",
 not profiled), then to each next value, and prints the wall and CPU milliseconds of each press and a cProfile of
 those presses sorted by cumulative time (``N`` lines, environment variable, default 60; ``N=0`` profiles nothing,
 for CPU times without the profiler's overhead). The OD tables of a grid are kept on disk
-(``odapp.data.loading.disk_cached``): give a run its own ``ODLAB_CACHE_DIR`` and warm it once so that every run reads them
+(``odapp.data.disk_cache.disk_cached``): give a run its own ``ODLAB_CACHE_DIR`` and warm it once so that every run reads them
 alike. What a person sees is measured by ``python -m benchmarks -k browser``; this tells where the server's part
 of a press goes."""
 

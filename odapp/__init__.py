@@ -1,7 +1,7 @@
-"""Streamlit-side helpers of the OD Privacy Lab dashboard.
+"""Streamlit-side code of the OD Privacy Lab dashboard, a folder per page or feature (``release``, ``attack``, ``budget``,
+``designer``, ``game``, ``knock``, ``audit``, ``recovery``, ``live``, ``facts``) beside what they share (``shared``,
+``data``, ``maps``, ``components``).
 
 Only this package, ``app.py`` and ``pages/`` import streamlit. The engine (:mod:`odcore`) does the arithmetic;
-this package holds the shared sidebar settings (explicit ``st.session_state`` keys), cached wrappers keyed on small
-things (dataset id, frozen configs, seed), export helpers (PNG/SVG via kaleido, CSV, CLI-ready JSON), number
-formatting in words and the display of engine errors.
+each folder's ``cache`` module holds its cached wrappers keyed on small things (dataset id, frozen configs, seed).
 """

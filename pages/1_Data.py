@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import cache, maps
+from odapp.data import cache as data_cache
 from odapp.data.zones_ui import data_box, export_spec, zone_file
 from odapp.live import view as live_view
+from odapp.maps import deck as map_deck
+from odapp.maps import zones as map_zones
 from odapp.shared import ahead, charts, guide, page_work
 from odapp.shared.cli_config import release_config
 from odapp.shared.errors import engine_errors
@@ -66,10 +68,10 @@ st.subheader("Where the traces are, on the grid" if s.zones is None else "Where 
 deck, most, outside = density
 with picture:
     st.pydeck_chart(deck, height=480, key="data_map")
-empty_words = ("not drawn" if not cache.empty_zones_drawn(od.grid)
-               else "drawn as outlines" if maps.outline_style(od.grid) == "lines" else "drawn pale grey")
+empty_words = ("not drawn" if not data_cache.empty_zones_drawn(od.grid)
+               else "drawn as outlines" if map_zones.outline_style(od.grid) == "lines" else "drawn pale grey")
 outside_words = "outside the grid" if getattr(od.grid, "kind", "square") != "polygons" else "outside every zone"
-st.markdown(maps.legend_html("Trace points per zone (log scale)", 1, max(most, 1),
+st.markdown(map_deck.legend_html("Trace points per zone (log scale)", 1, max(most, 1),
                              note=f"empty zones {empty_words} · {outside:,} points {outside_words}"
                                   + (f" · {words}" if (words := getattr(deck, "context_words", "")) else "")),
             unsafe_allow_html=True)
@@ -134,7 +136,7 @@ if st.button("Compare zone systems", key="zones_compare_go", disabled=not picked
 if st.session_state.get("zones_compare_on"):
     specs = st.session_state["zones_compare_on"]
     with engine_errors("Could not compare the zone systems", "Pick other zone systems or another week."):
-        comp = cache.zone_comparison(s.dataset.id, ctx.od_config.tz, specs, s.epsilon, s.threshold, s.week,
+        comp = data_cache.zone_comparison(s.dataset.id, ctx.od_config.tz, specs, s.epsilon, s.threshold, s.week,
                                      s.seed, _df=ctx.loaded.df)
     comp = comp.assign(label=[zone_choices.get(z, z) for z in specs])
     fig = charts.zones_compare_chart(comp, week=s.week, epsilon=s.epsilon, threshold=s.threshold,

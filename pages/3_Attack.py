@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import cache
+from odapp.attack import cache as attack_cache
 from odapp.attack import learned as learned_view
 from odapp.attack import view as attack_view
 from odapp.live import view as live_view
@@ -42,11 +42,11 @@ prior = c1.slider("Attacker's prior that you are in", 0.05, 0.95, 0.5, 0.05, key
                   help="0.5 is the paper's setting (a coin flip before the attack). Other priors show the "
                        "Bayes-optimal attacker's success.")
 with engine_errors("Could not compute the attack curve", "Check ε (above the curve)."):
-    curve = cache.success_curve(s.epsilon, K_MAX, float(prior))
+    curve = attack_cache.success_curve(s.epsilon, K_MAX, float(prior))
 user_mode = s.mode == "user_level"
 if user_mode:   # the bounded release: a person's week adds min(n, m) counts, each with Laplace(m/ε)
     with engine_errors("Could not compute the per-person curve", "Check ε (above the curve) and max pairs in the sidebar."):
-        curve["success_per_person"] = cache.bounded_success_curve(s.epsilon, s.max_pairs, K_MAX)
+        curve["success_per_person"] = attack_cache.bounded_success_curve(s.epsilon, s.max_pairs, K_MAX)
 head = curve["success_per_person"] if user_mode else curve["success"]
 p3, p32, bound = float(head[3]), float(head[32]), float(curve["bound"][0])
 pm3, pm32 = float(curve["success"][3]), float(curve["success"][32])

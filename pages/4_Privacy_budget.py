@@ -7,7 +7,7 @@ import functools
 import pandas as pd
 import streamlit as st
 
-from odapp import cache
+from odapp.budget import cache as budget_cache
 from odapp.facts import view as facts_view
 from odapp.live import view as live_view
 from odapp.release import view as rv
@@ -63,15 +63,15 @@ with engine_errors("Could not compute the budget"):
     parts = delta_parts(s.epsilon, float(delta), int(weeks), threshold=s.threshold, trips=int(trips),
                         max_pairs=s.max_pairs if s.mode == "user_level" else None)
     delta_asked, delta = float(delta), parts.laplace   # below, δ is the Laplace part: the δ at which ε is given
-    b = cache.budget(BudgetConfig(epsilon=s.epsilon, threshold=s.threshold, trips=int(trips), weeks=int(weeks),
+    b = budget_cache.budget(BudgetConfig(epsilon=s.epsilon, threshold=s.threshold, trips=int(trips), weeks=int(weeks),
                                   delta=delta, max_pairs=s.max_pairs if s.mode == "user_level" else None,
                                   total_interval=total_interval))
-    vs_trips, over_weeks = cache.budget_curves(s.epsilon, int(trips), int(weeks), float(delta),
+    vs_trips, over_weeks = budget_cache.budget_curves(s.epsilon, int(trips), int(weeks), float(delta),
                                                           max(70, int(trips)), total_interval)
 user_mode = s.mode == "user_level"
 if user_mode:   # the same curves for the bounded release (per person and week)
     with engine_errors("Could not compute the per-person curves"):
-        vs_trips, over_weeks = cache.person_curves(s.epsilon, s.max_pairs, float(delta), vs_trips, over_weeks)
+        vs_trips, over_weeks = budget_cache.person_curves(s.epsilon, s.max_pairs, float(delta), vs_trips, over_weeks)
 
 
 
@@ -204,7 +204,7 @@ if not projector:   # the curves at the page's ε, as files (plotly)
     # second pair of columns with one empty made three blocks more on every rerun)
     with left:
         export_buttons("epsilon_delta", fig=functools.partial(charts.delta_figure, s.epsilon, int(trips), projector),
-                       data=functools.partial(cache.epsilon_delta_curve, s.epsilon, int(trips)), config=cli_config,
+                       data=functools.partial(budget_cache.epsilon_delta_curve, s.epsilon, int(trips)), config=cli_config,
                        command="budget", key="eps_delta")
 
 st.subheader("What each ε means for an attacker")

@@ -7,7 +7,7 @@ import functools
 import pandas as pd
 import streamlit as st
 
-from odapp import cache
+from odapp.knock import cache as knock_cache
 from odapp.shared import ahead, callbacks, charts, page_work
 from odapp.shared.cli_config import command_line, knock_config
 from odapp.shared.errors import engine_errors
@@ -44,7 +44,7 @@ needs_pairs(ctx, "Knock Knock (it needs each person's traces)")
 s = ctx.settings
 ts_config = TimeSeriesConfig(tz=ctx.loaded.tz)
 with engine_errors("Could not build the location time-series", "Load data with at least one full week."):
-    ts = cache.knock_series(s.dataset.id, ts_config, _df=ctx.loaded.df)
+    ts = knock_cache.knock_series(s.dataset.id, ts_config, _df=ctx.loaded.df)
 summ = ts.summary()
 left_out = int(ts.report.get("users_dropped_no_report_in_rois", 0))
 people_note = (f" (of {summ['users'] + left_out:,} in the data: {left_out:,} with no hourly location inside the "

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import cache
+from odapp.attack import cache as attack_cache
 from odapp.live import view as live_view
 from odapp.shared import ahead, callbacks, charts, guide, page_work, projector
 from odapp.shared.errors import engine_errors
@@ -184,7 +184,7 @@ with engine_errors("Could not compute the game's theory"):
     theory_k = work(ctx)
 ks = list(theory_k)
 kmax = max(max(LADDER), *ks)
-no_threshold = cache.success_curve(rules.epsilon_pair, kmax, 0.5)["success"].to_numpy()
+no_threshold = attack_cache.success_curve(rules.epsilon_pair, kmax, 0.5)["success"].to_numpy()
 sc = None
 if n:
     rows = []

@@ -8,7 +8,7 @@ import functools
 import pandas as pd
 import streamlit as st
 
-from odapp import cache
+from odapp.audit import cache as audit_cache
 from odapp.shared import ahead, guide, page_work
 from odapp.shared.errors import engine_errors
 from odapp.shared.layout import metric, needs_pairs, page
@@ -43,7 +43,7 @@ if run or st.session_state.get("audit_done"):
     rows = []
     with engine_errors("Could not audit this week", "Try fewer canaries, or the other placement."):
         for unit, label in UNITS:
-            r = cache.audit(s.dataset.id, ctx.od_config, s.week, float(s.epsilon), float(s.threshold), unit,
+            r = audit_cache.audit(s.dataset.id, ctx.od_config, s.week, float(s.epsilon), float(s.threshold), unit,
                             placement, canaries, int(s.seed), _od=ctx.od)
             rows.append((label, r))
     if rows:

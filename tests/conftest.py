@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks import harness
-from odapp.data.loading import CACHE_ENV
+from odapp.data.disk_cache import CACHE_ENV
 from odapp.shared import ahead
 from odcore.paths import REPO_ROOT, SHARED_DATA_DIR
 
-# The app keeps the bundled city's tables on disk between launches (odapp.data.loading.disk_cached); the tests use a
+# The app keeps the bundled city's tables on disk between launches (odapp.data.disk_cache.disk_cached); the tests use a
 # folder of their own (the servers they start and the xdist workers inherit it), not the user's ~/.cache/odlab,
 # removed when the run ends (a run fills it with ~200 MB of tables).
 if not os.environ.get(CACHE_ENV):

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache
+from odapp.attack import cache as attack_cache
 from odapp.shared.errors import engine_errors
 from odapp.shared.layout import metric
 from odapp.shared.words import pct
@@ -48,7 +48,7 @@ def section(ctx) -> None:
     rcfg = s.release_config()
     eps_pair = 1.0 / rcfg.scale
     with engine_errors("Could not prepare the week for the attack"):
-        pairs, _ = cache.attack_pairs(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
+        pairs, _ = attack_cache.attack_pairs(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
     if pairs.empty:
         st.caption("No trips this week.")
         return

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import cache
+from odapp.attack import cache as attack_cache
 from odapp.facts import view as facts_view
 from odapp.live import view as live_view
 from odapp.shared import charts
@@ -47,16 +47,16 @@ def choose_user(per_user, pick: str, uid_text: str | None, typical=None):
 
 def person_risk(ctx, rcfg, key, user, pairs, counts):
     """``(others_key, user_risk, roc_plain, plain_k)`` of ``user``: the counts of their pairs without them, their
-    risk and ROC (:func:`odapp.cache.user_risk`) and p_k at their number of pairs for the release's own per-pair
+    risk and ROC (:func:`odapp.attack.cache.user_risk`) and p_k at their number of pairs for the release's own per-pair
     noise (1/scale: ε per count, or ε/max_pairs in the per-user mode; to K_MAX at least: the page's own curve at a
     50/50 prior, per metric, is then this same cache entry)."""
     s = ctx.settings
-    others = cache.attack_others(s.dataset.id, ctx.od_config, s.week, key, user, _pairs=pairs, _counts=counts)
+    others = attack_cache.attack_others(s.dataset.id, ctx.od_config, s.week, key, user, _pairs=pairs, _counts=counts)
     eps_pair = 1.0 / rcfg.scale
     others_key = tuple(np.sort(others).tolist())
-    ur, roc_plain = cache.user_risk(others_key, eps_pair, float(rcfg.threshold))
+    ur, roc_plain = attack_cache.user_risk(others_key, eps_pair, float(rcfg.threshold))
     k_user = len(others)
-    plain_k = float(cache.success_curve(eps_pair, max(k_user, K_MAX), 0.5)["success"][k_user]) if k_user else 0.5
+    plain_k = float(attack_cache.success_curve(eps_pair, max(k_user, K_MAX), 0.5)["success"][k_user]) if k_user else 0.5
     return others_key, ur, roc_plain, plain_k
 
 
@@ -65,11 +65,11 @@ def person_tables(ctx, pick: str, uid_text: str | None, fit: bool) -> None:
     ``uid_text`` and ``fit`` (:func:`odapp.live.view.fitted`): for the next grid step or seed, computed ahead."""
     s = ctx.settings
     rcfg = s.release_config()
-    pairs, counts = cache.attack_pairs(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
+    pairs, counts = attack_cache.attack_pairs(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
     if pairs.empty:
         return
-    key = cache.pairs_key(rcfg, s.seed)
-    per_user = cache.attack_users(s.dataset.id, ctx.od_config, s.week, key, _pairs=pairs)
+    key = attack_cache.pairs_key(rcfg, s.seed)
+    per_user = attack_cache.attack_users(s.dataset.id, ctx.od_config, s.week, key, _pairs=pairs)
     user = choose_user(per_user, pick, uid_text if uid_text is not None else str(per_user.index[0]),
                        _typical_user(ctx))
     if user is not None:
@@ -100,12 +100,12 @@ def real_person(ctx, bound: float) -> None:
                           f"{s.epsilon / s.max_pairs:.3g}.")
     rcfg = s.release_config()
     with engine_errors("Could not prepare the week for the attack"):
-        pairs, counts = cache.attack_pairs(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
+        pairs, counts = attack_cache.attack_pairs(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
     if pairs.empty:
         st.info("No trips this week: pick another week in the sidebar.")
         st.stop()
-    key = cache.pairs_key(rcfg, s.seed)   # the rows do not change with ε or the threshold
-    per_user = cache.attack_users(s.dataset.id, ctx.od_config, s.week, key, _pairs=pairs)
+    key = attack_cache.pairs_key(rcfg, s.seed)   # the rows do not change with ε or the threshold
+    per_user = attack_cache.attack_users(s.dataset.id, ctx.od_config, s.week, key, _pairs=pairs)
     pick = st.radio("Person", [*PICKS, "by id"], horizontal=True, key="attack_pick",
                     help="Which user of the week to attack: picked by their number of unique trips, or by id.")
     uid_text = None
@@ -152,7 +152,7 @@ def real_person(ctx, bound: float) -> None:
                         help="Exact success for each user (a few seconds for 25,000 users; cached per setting).")
         if pop:
             with engine_errors("Could not attack the population"):
-                risk, _report, summary = cache.week_risk(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed,
+                risk, _report, summary = attack_cache.week_risk(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed,
                                                         _pairs=pairs, _counts=counts)
             fig = charts.population_chart(risk["success"].to_numpy(), bound, float(ur.success), str(user),
                                           projector=projector_mode())

@@ -2,11 +2,11 @@
 it (0700), removed when the session ends; and what a class server lets a person open (no path typed into a page).
 
 A session's folder holds its uploads (traces as Parquet, unpacked cab files, zone files, unpacked counts folders).
-It is removed when the browser's connection closes (:func:`odapp.cache.session_files`, a session-scoped resource whose
+It is removed when the browser's connection closes (:func:`odapp.data.cache.session_files`, a session-scoped resource whose
 release Streamlit calls at the disconnect), by the sweeper when untouched for :data:`IDLE_S` seconds (a release that
 never ran: a crash in the middle of a run), and with the server's whole folder when the server process exits.
 
-``python -m odserve.launcher`` (a class) sets :data:`CLASS_ENV`, names the server's folder with :data:`ROOT_ENV` (under its
+``python -m odserve`` (a class) sets :data:`CLASS_ENV`, names the server's folder with :data:`ROOT_ENV` (under its
 run folder, removed when it stops or restarts a server) and the teacher's counts folder with :data:`COUNTS_ENV`.
 """
 
@@ -31,7 +31,7 @@ SWEEP_EVERY_S = 60.0
 
 
 def class_mode() -> bool:
-    """True when the app serves a class (``python -m odserve.launcher`` sets :data:`CLASS_ENV`)."""
+    """True when the app serves a class (``python -m odserve`` sets :data:`CLASS_ENV`)."""
     return os.environ.get(CLASS_ENV, "") == "1"
 
 

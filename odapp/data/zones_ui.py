@@ -175,7 +175,7 @@ def zone_polygons(zones, cells) -> pd.DataFrame:
 
 def zone_controls(ss, bound, box=None) -> None:
     """Sidebar: zone kind, then the cell area, the H3 resolution or the zone file (``bound`` draws a widget whose
-    value persists across pages, :func:`odapp.shared.sidebar._bound`)."""
+    value persists across pages, :func:`odapp.shared.persist.bound`)."""
     bound(K_ZONE_KIND, st.radio, label="Zones", options=list(ZONE_KINDS), format_func=ZONE_KINDS.get,
           horizontal=False,
           help="What origins and destinations are: square cells of a chosen area (Google used ~1.3 km²), Uber's "

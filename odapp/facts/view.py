@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from odapp import cache
+from odapp.attack import cache as attack_cache
+from odapp.shared import caching
 from odcore.report.facts import HEADLINE_DELTA, week_facts
 
 
-@st.cache_data(max_entries=64, show_spinner=False, hash_funcs=cache.HASH_FUNCS)
+@st.cache_data(max_entries=64, show_spinner=False, hash_funcs=caching.HASH_FUNCS)
 def facts(dataset_id: str, od_config, week: int, release_config, seed: int, _od) -> dict:
     """:func:`odcore.report.facts.week_facts` of the settings: the typical person is attacked on the rows the
-    release counts (:func:`odapp.cache.attack_pairs`, shared with the Attack page), so both show one number."""
+    release counts (:func:`odapp.attack.cache.attack_pairs`, shared with the Attack page), so both show one number."""
     if not _od.stats.get("pairs_available", True):
         return week_facts(None, week=week, release=release_config, delta=HEADLINE_DELTA)
-    pairs, counts = cache.attack_pairs(dataset_id, od_config, week, release_config, seed, _od=_od)
+    pairs, counts = attack_cache.attack_pairs(dataset_id, od_config, week, release_config, seed, _od=_od)
     return week_facts(_od.week_pairs(week), week=week, release=release_config, attack_pairs=pairs, counts=counts,
                       people_data=_od.n_users, delta=HEADLINE_DELTA)
 

@@ -1,6 +1,6 @@
 """The live curves of the Attack, Privacy budget, OD release, See the noise and Play the attacker pages: the page's
 ε slider and its curves, redrawn in the browser at every frame of a drag (:mod:`odapp.components.live`) from tables
-computed once (:mod:`odcore.privacy.live`, cached across sessions in :mod:`odapp.cache`) or from closed forms. Plotly stays for the exports (the buttons under the curves)."""
+computed once (:mod:`odcore.privacy.live`, cached across sessions in :mod:`odapp.live.cache`) or from closed forms. Plotly stays for the exports (the buttons under the curves)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import numpy as np
 import streamlit as st
 from plotly.colors import hex_to_rgb
 
-from odapp import cache
+from odapp.budget import cache as budget_cache
 from odapp.components.live import control, fit_spec, formula_series, live_curves, table_series
+from odapp.live import cache as live_cache
 from odapp.release import view as release_view
 from odapp.shared.state import (
     EPSILON_RANGE,
@@ -27,10 +28,10 @@ from odcore.report.figures import PALETTE, thin_curve
 
 def attack(s, curve, *, k_max: int, prior: float, mc=None, reps: int = 0) -> None:
     """The Attack page's p_k against k (both units) and the per-trip bound, live; the Bayes success at another
-    prior (``curve``: :func:`odapp.cache.success_curve` at the page's ε) and the Monte Carlo points are drawn at the
+    prior (``curve``: :func:`odapp.attack.cache.success_curve` at the page's ε) and the Monte Carlo points are drawn at the
     page's ε only."""
     user_mode = s.mode == "user_level"
-    t = cache.live_attack_tables(int(k_max), int(s.max_pairs) if user_mode else None)
+    t = live_cache.live_attack_tables(int(k_max), int(s.max_pairs) if user_mode else None)
     series = [table_series(f"exact success p_k, {unit_words('per_metric')} (50/50 prior)", t["success"],
                            key="success", width=3)]
     if user_mode:
@@ -66,8 +67,8 @@ def budget(s, *, trips: int, weeks: int, delta: float, trips_max: int, typical: 
     tight; per person in that unit), with the posterior bounds as readouts."""
     user_mode = s.mode == "user_level"
     m = int(s.max_pairs) if user_mode else None
-    tt = cache.live_trips_tables(int(trips_max), float(delta), m)
-    wt = cache.live_weeks_tables(int(trips), int(weeks), float(delta), float(relative_step), m)
+    tt = live_cache.live_trips_tables(int(trips_max), float(delta), m)
+    wt = live_cache.live_weeks_tables(int(trips), int(weeks), float(delta), float(relative_step), m)
     n = np.arange(1, int(trips_max) + 1)
     w = np.arange(1, int(weeks) + 1)
     person = f"{unit_words('user_level')}, max {s.max_pairs} pairs (tight)"
@@ -118,10 +119,10 @@ def delta_chart(s, trips: int, delta: float) -> dict:
     series = [formula_series("basic (any δ)", "basic_k", x, key="basic", args={"k": int(trips)}),
               formula_series("advanced", "advanced_at", x, key="advanced", args={"k": int(trips)})]
     if trips <= DELTA_TABLE_TRIPS:
-        t = cache.live_delta_tables(int(trips))
+        t = live_cache.live_delta_tables(int(trips))
         series += [table_series("Rényi-DP bound", t["rdp"], key="rdp"), table_series("tight", t["tight"], key="tight")]
     else:
-        exact = cache.epsilon_delta_curve(float(s.epsilon), int(trips))
+        exact = budget_cache.epsilon_delta_curve(float(s.epsilon), int(trips))
         for col, name in (("rdp", "Rényi-DP bound"), ("tight", "tight")):
             y = exact[col].to_numpy(dtype=float)
             series.append({"name": f"{name} (at ε = {s.epsilon:g})", "key": col, "x": x.tolist(),
@@ -166,12 +167,12 @@ def fitted(s) -> dict | None:
 
 
 def person_table(s, others: tuple, fit: bool) -> list:
-    """A real person's attack success on :data:`odcore.privacy.live.ATTACK_GRID` (:func:`odapp.cache.live_person`;
+    """A real person's attack success on :data:`odcore.privacy.live.ATTACK_GRID` (:func:`odapp.live.cache.live_person`;
     ``fit``: :func:`fitted`)."""
     m = int(s.max_pairs) if s.mode == "user_level" else 1
     taus = tuple(float(default_user_threshold(float(e), m, USER_DELTA)) for e in ATTACK_GRID) if fit \
         else float(s.threshold)
-    return cache.live_person(others, m, taus)
+    return live_cache.live_person(others, m, taus)
 
 
 def person(s, others: tuple, user: str, fit: bool) -> None:
@@ -276,8 +277,8 @@ def game(s, others, sensitivity: int) -> None:
 
 
 def frontier(chart: dict) -> None:
-    """The Release designer's frontier (:func:`odapp.cache.frontier_chart`): no slider; a point's text shows while
-    the pointer is on it. The PNG/SVG files are plotly's (:func:`odapp.cache.frontier_figure`)."""
+    """The Release designer's frontier (:func:`odapp.designer.cache.frontier_chart`): no slider; a point's text shows while
+    the pointer is on it. The PNG/SVG files are plotly's (:func:`odapp.designer.cache.frontier_figure`)."""
     live_curves(controls=[], charts=[chart], page="design", key="live_design")
 
 

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import pydeck as pdk
 import streamlit as st
 
-from odapp import maps
+from odapp.maps import deck as map_deck
 from odcore.knock.timeseries import TimeSeriesConfig
 from odcore.recover.aggregates import Population, SlotConfig, build_population
 from odcore.recover.defences import Defence, DefenceSpec, defend
@@ -20,7 +20,7 @@ from odcore.recover.phases import RecoveryConfig, day_bounds, recover
 from odcore.recover.score import chance_accuracy, score
 
 TRUE_RGB = [60, 60, 60]
-RECOVERED_RGB = list(maps.ORIGIN_RGB)
+RECOVERED_RGB = list(map_deck.ORIGIN_RGB)
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def paths_deck(frame: pd.DataFrame, pop: Population) -> pdk.Deck:
                       get_color="color", get_width="width", width_min_pixels=1, pickable=True)
     dots = pdk.Layer("ScatterplotLayer", data=frame, get_position="t", get_fill_color="color", get_radius=60,
                      radius_min_pixels=2, pickable=False)
-    return maps.deck([lines, dots], vs, height=460)
+    return map_deck.deck([lines, dots], vs, height=460)
 
 
 def per_slot_figure(per_slot: np.ndarray, chance: float) -> go.Figure:

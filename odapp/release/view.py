@@ -1,7 +1,7 @@
 """What the OD release page computes for a week, in one place: the page draws it, and :mod:`odapp.shared.ahead` has its
 first view computed while the person is still on the landing page.
 
-Everything here goes through :mod:`odapp.cache` (shared by every session with the same data and settings), so a
+Everything here goes through :mod:`odapp.release.cache` (shared by every session with the same data and settings), so a
 computation done ahead is exactly the one the page would do: same function, same arguments, same cache entry.
 
 The page's map section (:func:`map_section`, a fragment) and its downloads live here, not in the page script: a
@@ -17,8 +17,11 @@ import time
 
 import streamlit as st
 
-from odapp import cache, maps
-from odapp.maps import ZONE, zone_label
+from odapp.live import cache as live_cache
+from odapp.maps import deck as map_deck
+from odapp.maps import od_map
+from odapp.maps.flows import ZONE, zone_label
+from odapp.release import cache as release_cache
 from odapp.shared.export import button_row, image_export, projector_mode
 from odapp.shared.state import USER_DELTA, USER_WEEKS, DataSource
 from odapp.shared.words import empty_release_advice, num
@@ -55,31 +58,31 @@ def bounding_seed(settings) -> int | None:
 
 
 def week_release(ctx, week: int, rcfg):
-    """The week's release (:func:`odapp.cache.week_release`) for the context's data and seed."""
+    """The week's release (:func:`odapp.release.cache.week_release`) for the context's data and seed."""
     s = ctx.settings
-    return cache.week_release(s.dataset.id, ctx.od_config, week, rcfg, s.seed, _od=ctx.od)
+    return release_cache.week_release(s.dataset.id, ctx.od_config, week, rcfg, s.seed, _od=ctx.od)
 
 
 def centroids(ctx):
-    return cache.used_centroids(ctx.settings.dataset.id, ctx.od_config, _od=ctx.od)
+    return release_cache.used_centroids(ctx.settings.dataset.id, ctx.od_config, _od=ctx.od)
 
 
 def week_cells(ctx, rcfg, table, week: int, cent):
     """``(cell_p, cells_df, edges, layers)``: the week's cells shaded by the chance that one of their flows is
     published (exact probabilities, the same for every seed, so cached per week and release settings)."""
     s = ctx.settings
-    return cache.release_cells(s.dataset.id, ctx.od_config, week, rcfg, bounding_seed(s), _table=table,
+    return release_cache.release_cells(s.dataset.id, ctx.od_config, week, rcfg, bounding_seed(s), _table=table,
                                _grid=ctx.od.grid, _cent=cent)
 
 
 def flow_maps(ctx, rcfg, table, week: int, cent, cells, o: dict):
-    """The week's :class:`~odapp.maps.FlowMap` list for the map options ``o`` (keys of :data:`MAP_DEFAULTS`)."""
+    """The week's :class:`~odapp.maps.od_map.FlowMap` list for the map options ``o`` (keys of :data:`MAP_DEFAULTS`)."""
     s = ctx.settings
     context = bool(o.get("context", False))
     risk = bool(o.get("risk", False)) and ctx.od.stats.get("pairs_available", True)
-    base = cache.risk_cells(s.dataset.id, ctx.od_config, week, rcfg, s.seed, _cells=cells, _grid=ctx.od.grid,
+    base = release_cache.risk_cells(s.dataset.id, ctx.od_config, week, rcfg, s.seed, _cells=cells, _grid=ctx.od.grid,
                             _od=ctx.od)[1] if risk else cells[3]
-    return cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], int(o["top_n"] or 0),
+    return release_cache.release_map(s.dataset.id, ctx.od_config, week, rcfg, s.seed, o["view"], int(o["top_n"] or 0),
                              float(o["min_count"]), o["cell"], o["show_sup"], o["basemap"], o.get("level", "Auto"),
                              _table=table, _cent=cent,
                              _cells_df=cells[1], _edges=cells[2], _base_layers=base, context=context,
@@ -87,7 +90,7 @@ def flow_maps(ctx, rcfg, table, week: int, cent, cells, o: dict):
 
 
 def map_context(ctx, cells_df):
-    """The map's offline base layer (:func:`odapp.cache.map_context`): water, and the image of the traces' fixes for
+    """The map's offline base layer (:func:`odapp.release.cache.map_context`): water, and the image of the traces' fixes for
     uploaded traces only. A synthetic city's fixes are simulated stays round invented centres: their image is a
     speckle, not streets, and it cost the bundled city's map a textured layer (one more shader program to compile
     in a browser without a GPU) and a slower first draw and ε press in the browser benchmark (docs/flow_map.md)."""
@@ -95,15 +98,15 @@ def map_context(ctx, cells_df):
     if cabs is not None:      # a streamed Cabspotting upload: the image's counts read group by group, no table
         fixes = functools.partial(fix_density_cabspotting, cabs.folder, tz=ctx.loaded.tz,
                                   bbox=ctx.loaded.summary.get("bbox_used"), keep_dir=cabs.keep_dir)
-        return cache.map_context(ctx.settings.dataset.id, ctx.od_config, _cells_df=cells_df, _fixes=fixes)
+        return release_cache.map_context(ctx.settings.dataset.id, ctx.od_config, _cells_df=cells_df, _fixes=fixes)
     frame = getattr(ctx.loaded, "df", None) if ctx.settings.dataset.kind == DataSource.UPLOAD else None
-    return cache.map_context(ctx.settings.dataset.id, ctx.od_config, _cells_df=cells_df, _frame=frame)
+    return release_cache.map_context(ctx.settings.dataset.id, ctx.od_config, _cells_df=cells_df, _frame=frame)
 
 
 def release_curve(ctx, rcfg, table, week: int, projector: bool):
-    """``(figure, curve)``: release probability against the true count (:func:`odapp.cache.release_curve`)."""
+    """``(figure, curve)``: release probability against the true count (:func:`odapp.release.cache.release_curve`)."""
     s = ctx.settings
-    return cache.release_curve(s.dataset.id, ctx.od_config, week, rcfg, bounding_seed(s), projector,
+    return release_cache.release_curve(s.dataset.id, ctx.od_config, week, rcfg, bounding_seed(s), projector,
                                _true_counts=table["true_count"].to_numpy())
 
 
@@ -132,10 +135,10 @@ def page_view(ctx, o: dict, projector: bool) -> None:
 
 
 def live_tables(ctx, rcfg, table) -> dict:
-    """The live curves' tables of the week (:func:`odapp.cache.live_release`): the seed's unit draws by true count
+    """The live curves' tables of the week (:func:`odapp.live.cache.live_release`): the seed's unit draws by true count
     and the histogram of the true counts."""
     s = ctx.settings
-    return cache.live_release(s.dataset.id, ctx.od_config, s.week, s.mode,
+    return live_cache.live_release(s.dataset.id, ctx.od_config, s.week, s.mode,
                               s.max_pairs if s.mode == "user_level" else None, s.seed, float(rcfg.sensitivity),
                               _scale=float(rcfg.scale), _table=table)
 
@@ -272,7 +275,7 @@ def release_json(ctx, rcfg, week: int) -> str:
 
 def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
     """The week's map(s) with their legend, for the map options ``o`` (``cells``: :func:`week_cells`); returns the
-    drawn :class:`~odapp.maps.FlowMap` list."""
+    drawn :class:`~odapp.maps.od_map.FlowMap` list."""
     fms = flow_maps(ctx, rcfg, table, week, cent, cells, o)
     with st.container(border=True):   # the heading, the map(s), then the legend under them (the map starts high)
         heading = f"Week {week}" + (f": {fms[0].heading}" if len(fms) == 1 else "")
@@ -285,11 +288,11 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
                 "over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. Flows from "
                 "<code>odcore.privacy.release</code>, utility from <code>odcore.privacy.utility</code>."
                 + (" One week of data: no week player." if len(ctx.od.week_starts) <= 1 else ""))
-        st.markdown(maps.flow_legend_html(fms[-1],
+        st.markdown(od_map.flow_legend_html(fms[-1],
                                           heading=f"Week {week}" if len(fms) > 1 else "", note=note),
                     unsafe_allow_html=True)
         if o["basemap"]:
-            st.caption(maps.BASEMAP["caption"])
+            st.caption(map_deck.BASEMAP["caption"])
     return fms
 
 
@@ -307,7 +310,7 @@ def _map_image(ctx, rcfg, o: dict, projector: bool):
             settings=settings, top_n=int(o["top_n"] or 0) or None, min_count=float(o["min_count"]), cell=o["cell"],
             merge=o.get("level", "Auto") == "Auto", projector=projector, water=bool(o.get("context", False)))
     fm = flow_maps(ctx, rcfg, res.table, s.week, cent, cells, o)[-1]
-    return maps.map_figure(fm, cells[1], title=f"{maps.ANALYSIS_WORDS}: OD flows, week {s.week}, "
+    return od_map.map_figure(fm, cells[1], title=f"{od_map.ANALYSIS_WORDS}: OD flows, week {s.week}, "
                                                f"{fm.heading.lower()}",
                            subtitle=settings, projector=projector, empty_note=None if len(fm.flows) else
                            "No flow to draw: nothing is published", water=bool(o.get("context", False)))
@@ -332,7 +335,7 @@ def map_section(ctx, rcfg) -> None:
     d = MAP_DEFAULTS   # the defaults the landing page computes ahead
     # a week with nothing published opens side by side: the flows that exist, in grey, next to the empty release
     first_view = d["view"] if released.any() else "Side by side"
-    view = opt[0].selectbox("Map", maps.VIEWS, index=maps.VIEWS.index(first_view), key="rel_view",
+    view = opt[0].selectbox("Map", od_map.VIEWS, index=od_map.VIEWS.index(first_view), key="rel_view",
                             help="What is published (noisy, thresholded), the true counts before any protection, "
                                  "or what suppression removes next to what is published.")
     top_n = opt[1].number_input("Top N flows", 10, 5000, d["top_n"] or None, 10, key="rel_topn", placeholder="auto",
@@ -352,7 +355,7 @@ def map_section(ctx, rcfg) -> None:
                            help="On: when most of the largest flows are between neighbouring zones, nearby zones "
                                 "are merged into places and the flows between places are drawn (the legend says "
                                 "how far). Off, or with one zone chosen: every zone on its own.")
-    level = maps.LEVELS[0] if merge else maps.LEVELS[1]
+    level = od_map.LEVELS[0] if merge else od_map.LEVELS[1]
     show_sup = opt2[0].toggle("Suppressed", value=d["show_sup"], key="rel_faint",
                               help="Also draw pairs that were observed but not published, as thin grey arrows "
                                    "(the largest, up to Top N).")

@@ -8,7 +8,7 @@ Two kinds:
   server started would compute its week's release, cells, map and chart; the landing page starts that work in a
   background thread, once per process for each dataset, with the settings of that first landing run (not again for
   another grid or any other slider step on the landing page). It calls :func:`odapp.release.view.first_view`.
-  The Data page's map is not computed ahead: it needs the dataset's hour index (:func:`odapp.cache.hour_index`, ~1 s
+  The Data page's map is not computed ahead: it needs the dataset's hour index (:func:`odapp.data.cache.hour_index`, ~1 s
   of CPU), and computing it in the background made the first open of whichever page a person opened right after the
   landing page slower (in the browser benchmark, Data's map was drawn after 7.4 s instead of 4.9 s).
 * **The next step of the control a person just pressed** (:func:`after`): see below.
@@ -22,7 +22,7 @@ import os
 import threading
 import time
 
-from odapp import cache
+from odapp.data import cache as data_cache
 from odapp.data.loading import grid_check
 from odapp.data.zones_ui import square_label
 from odapp.facts import view as facts_view
@@ -161,13 +161,13 @@ def grid_ahead(loaded, *, counts: bool = False) -> bool:
 
 def context_for(ctx, settings):
     """``ctx`` (:class:`odapp.shared.sidebar.PageContext`) with ``settings`` instead of its own, and the OD tables of its
-    grid (from :func:`odapp.cache.od_data`, the entry the page's sidebar reads for that grid)."""
+    grid (from :func:`odapp.data.cache.od_data`, the entry the page's sidebar reads for that grid)."""
     od, od_config = ctx.od, ctx.od_config
     if settings.cell_km2 != ctx.settings.cell_km2:
         if grid_check(ctx.loaded, settings.cell_km2) is not None:   # raises over the limit
             raise ParameterError(f"a very large grid ({settings.cell_km2:g} km² cells) is built only when asked for")
         od_config = dataclasses.replace(ctx.od_config, cell_km2=settings.cell_km2)
-        od = cache.od_data(settings.dataset.id, od_config, _df=ctx.loaded.df)
+        od = data_cache.od_data(settings.dataset.id, od_config, _df=ctx.loaded.df)
     return dataclasses.replace(ctx, settings=settings, od=od, od_config=od_config, next=None)
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from odapp import cache
+from odapp.budget import cache as budget_cache
+from odapp.game import cache as game_cache
 from odcore.errors import ODCoreError
 from odcore.report.teaching import GameRules, deal, parse_class_code
 
@@ -31,9 +32,9 @@ def budget_over_weeks(epsilon: float, trips: int, weeks: int, delta: float, max_
                       total_interval: float):
     """The Privacy budget page's ε-over-weeks numbers with the lower end of the tight bracket too (composed only
     when downloaded); ``max_pairs``: the per-user bound, None per metric."""
-    full = cache.epsilon_over_weeks(epsilon, trips, weeks, delta, total_interval)
+    full = budget_cache.epsilon_over_weeks(epsilon, trips, weeks, delta, total_interval)
     if max_pairs is not None:
-        full = cache.person_curves(epsilon, max_pairs, delta, vs_trips, full)[1]
+        full = budget_cache.person_curves(epsilon, max_pairs, delta, vs_trips, full)[1]
     return full
 
 
@@ -58,7 +59,7 @@ def game_pool(ctx):
     """``(pool, rules)`` of the Play the attacker page: the week's people (cached) and the release's rules."""
     s = ctx.settings
     rcfg = s.release_config()
-    pool = cache.attacker_pool(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
+    pool = game_cache.attacker_pool(s.dataset.id, ctx.od_config, s.week, rcfg, s.seed, _od=ctx.od)
     return pool, GameRules(s.epsilon, s.threshold, rcfg.sensitivity)
 
 

@@ -20,8 +20,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from odapp import cache
-from odapp.maps import ramp_stops  # here: pydeck is imported only by the pages with a map
+from odapp.attack import cache as attack_cache
+from odapp.budget import cache as budget_cache
+from odapp.maps.deck import ramp_stops
 from odapp.shared.words import chart_text, comparison_label, num, pct, unit_words
 from odcore.report import figures
 from odcore.report.figures import thin_curve
@@ -103,7 +104,7 @@ def delta_chart(eps_delta: pd.DataFrame, *, trips: int, projector: bool) -> go.F
 
 def delta_figure(epsilon: float, trips: int, projector: bool) -> go.Figure:
     """:func:`delta_chart` of the exact ε(δ) at ``epsilon`` (for the page's files: the page draws the live chart)."""
-    return delta_chart(cache.epsilon_delta_curve(float(epsilon), int(trips)), trips=int(trips), projector=projector)
+    return delta_chart(budget_cache.epsilon_delta_curve(float(epsilon), int(trips)), trips=int(trips), projector=projector)
 
 
 # ---- Attack -----------------------------------------------------------------------------------------------------
@@ -111,7 +112,7 @@ def delta_figure(epsilon: float, trips: int, projector: bool) -> go.Figure:
 @st.cache_resource(max_entries=32, show_spinner=False)
 def curve_chart(curve: pd.DataFrame, mc: pd.DataFrame | None, *, mode: str, epsilon: float, max_pairs: int,
                 prior: float, reps: int, p3: float, p32: float, projector: bool) -> go.Figure:
-    """The membership attack's success against k (``curve``: :func:`odapp.cache.success_curve`, with the per-person
+    """The membership attack's success against k (``curve``: :func:`odapp.attack.cache.success_curve`, with the per-person
     column in the per-user mode), the Monte Carlo points ``mc`` if given, the k = 3 and k = 32 markers."""
     user_mode = mode == "user_level"
     fig = go.Figure()
@@ -145,9 +146,9 @@ def curve_chart(curve: pd.DataFrame, mc: pd.DataFrame | None, *, mode: str, epsi
 @st.cache_resource(max_entries=32, show_spinner=False)
 def roc_chart(others: tuple, eps_pair: float, threshold: float, user: str, *, projector: bool) -> go.Figure:
     """The ROC of the attack on ``user`` (whose pairs' other people are ``others``: the arguments of
-    :func:`odapp.cache.user_risk`, which gives the curves), beside every pair published and guessing; drawn with the
+    :func:`odapp.attack.cache.user_risk`, which gives the curves), beside every pair published and guessing; drawn with the
     points that show (thin_curve), the CSV keeps every vertex."""
-    ur, roc_plain = cache.user_risk(others, eps_pair, threshold)
+    ur, roc_plain = attack_cache.user_risk(others, eps_pair, threshold)
     fig = go.Figure()
     t1, t2 = thin_curve(ur.roc.fpr, ur.roc.tpr), thin_curve(roc_plain.fpr, roc_plain.tpr)
     fig.add_scatter(x=np.asarray(ur.roc.fpr)[t1], y=np.asarray(ur.roc.tpr)[t1], mode="lines",
@@ -323,7 +324,7 @@ def population_chart(success: np.ndarray, bound: float, user_success: float, use
 @st.cache_resource(max_entries=32, show_spinner=False)
 def zones_compare_chart(comp: pd.DataFrame, *, week: int, epsilon: float, threshold: float,
                         projector: bool) -> go.Figure:
-    """The Data page's zone systems compared (``comp``: :func:`odapp.cache.zone_comparison` with a ``label``
+    """The Data page's zone systems compared (``comp``: :func:`odapp.data.cache.zone_comparison` with a ``label``
     column): share of user-trips published, median and 90th-percentile attack success."""
     fig = go.Figure()
     labels = [chart_text(lb) for lb in comp["label"]]   # file names: the axis and the hover show them as text

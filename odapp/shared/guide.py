@@ -13,7 +13,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from odapp import cache
+from odapp.data import cache as data_cache
+from odapp.game import cache as game_cache
 from odapp.shared.nav import HOME_FILE
 from odcore.report.teaching import THEORY_ROUNDS, worksheet_html, worksheet_items
 
@@ -102,12 +103,12 @@ def worksheet(settings, od=None, pool=None, od_config=None) -> str:
     theory = {}
     median = None
     if od is not None:
-        median = cache.median_trips(settings.dataset.id, od_config, settings.week, _od=od)
+        median = data_cache.median_trips(settings.dataset.id, od_config, settings.week, _od=od)
         if pool is None:
-            pool = cache.attacker_pool(settings.dataset.id, od_config, settings.week, rcfg, settings.seed, _od=od)
+            pool = game_cache.attacker_pool(settings.dataset.id, od_config, settings.week, rcfg, settings.seed, _od=od)
         for k in (3, 32):
             if pool.eligible(k).size:
-                s = cache.game_theory(settings.dataset.id, od_config, settings.week, rcfg, settings.seed,
+                s = game_cache.game_theory(settings.dataset.id, od_config, settings.week, rcfg, settings.seed,
                                       settings.seed % 2 ** 20, k, THEORY_ROUNDS, _pool=pool)
                 theory[k] = float(s.mean())
     items = worksheet_items(settings.epsilon, settings.threshold,

@@ -14,6 +14,7 @@ from odapp.data.zones_ui import square_label
 from odapp.shared import ahead
 from odapp.shared.state import CELL_KM2_RANGE, SEED_MAX, DatasetRef, Settings
 from odcore.paths import REPO_ROOT
+from tests.app import cache_modules
 
 SAMPLE = REPO_ROOT / "sample_data" / "synthetic_city.parquet"
 S = Settings(dataset=DatasetRef(id="d", kind="sample", label="d"), week=0, cell_km2=1.3, epsilon=0.66,
@@ -78,14 +79,14 @@ def test_the_worker_waits_for_every_run_to_end_and_the_newest_wish_replaces_an_o
 
 
 class _Bodies:
-    """The functions of ``odapp/cache.py`` whose bodies ran during a page's run (a cached function's body runs only
+    """The functions of the app's ``cache.py`` modules whose bodies ran during a page's run (a cached function's body runs only
     on a miss), recorded in the script's thread."""
 
     def __init__(self):
         self.ran: set[str] = set()
 
     def _prof(self, frame, event, arg):
-        if event == "call" and frame.f_code.co_filename.endswith("odapp/cache.py"):
+        if event == "call" and frame.f_code.co_filename.endswith("/cache.py") and "/odapp/" in frame.f_code.co_filename:
             self.ran.add(frame.f_code.co_name)
 
     def __enter__(self):
@@ -126,10 +127,9 @@ def press_after_ahead(monkeypatch, page: str, key: str, values: list):
 
 
 def cached_functions() -> set[str]:
-    """The names of ``odapp.cache``'s cached functions (Streamlit's wrappers have ``clear``)."""
-    from odapp import cache
-
-    return {n for n, f in vars(cache).items() if callable(getattr(f, "clear", None)) and not isinstance(f, type)}
+    """The names of the app's cached functions (Streamlit's wrappers have ``clear``), in every ``cache`` module."""
+    return {n for m in cache_modules() for n, f in vars(m).items()
+            if callable(getattr(f, "clear", None)) and not isinstance(f, type)}
 
 
 PRESSES = [   # page, control, three steps (the last pressed after the work queued ahead), what a step computes
@@ -164,12 +164,12 @@ def test_a_grid_step_onto_a_very_large_grid_is_not_built_ahead(monkeypatch):
     only if the person asks for it (the sidebar then says why it is large), never speculatively."""
     import pandas as pd
 
-    from odapp import cache
+    from odapp.data import cache as data_cache
     from odapp.data.loading import Loaded
     from odapp.shared.sidebar import PageContext
     from odcore.errors import ParameterError
 
-    monkeypatch.setattr(cache, "od_data", lambda *a, **k: pytest.fail("the grid was built ahead"))
+    monkeypatch.setattr(data_cache, "od_data", lambda *a, **k: pytest.fail("the grid was built ahead"))
     for lat, lon in (([36.0, 60.0], [-10.0, 30.0]), ([-60.0, 70.0], [-180.0, 180.0])):   # Europe, the world
         loaded = Loaded(pd.DataFrame({"lat": lat, "lon": lon}), {}, {})
         ctx = PageContext(settings=grid(1.3), loaded=loaded, od=None, od_config=None)

@@ -59,11 +59,11 @@ def test_streamed_upload_tables_map_and_fingerprint_equal_the_loaded_ones(cab_zi
     state: dict = {}
     assert apply_upload(state, cab_zip, "cabs.zip")
     cabs = state[K_UPLOAD_TRACES].cabs
-    from odapp import cache
+    from odapp.data import cache as data_cache
 
     summary = state[K_UPLOAD_TRACES].summary
     for cfg in (ODConfig(tz=TZ), ODConfig(tz=TZ, cell_km2=0.4), ODConfig(tz=TZ, zones="h3:8")):
-        od = cache.streamed_od("upload:test", cfg, cabs, _summary=summary)    # as the sidebar builds them
+        od = data_cache.streamed_od("upload:test", cfg, cabs, _summary=summary)    # as the sidebar builds them
         _, fresh = stream_cabspotting(cabs.folder, cfg, name=cabs.name, cell_points=True, **cabs.load_options)
         ref = build_od(loaded.df, cfg)
         pd.testing.assert_frame_equal(fresh.counts, ref.counts)
@@ -108,7 +108,7 @@ def _pages(cab_zip, streamed: bool, monkeypatch) -> dict:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    import odapp.data.loading as data
+    from odapp.data import loading
 
     st.cache_resource.clear()
     st.cache_data.clear()
@@ -117,7 +117,7 @@ def _pages(cab_zip, streamed: bool, monkeypatch) -> dict:
     state: dict = {}
     with monkeypatch.context() as m:
         if not streamed:
-            m.setattr(data, "stream_upload", lambda *a, **k: None)
+            m.setattr(loading, "stream_upload", lambda *a, **k: None)
         assert apply_upload(state, cab_zip, "cabs.zip")
     for k, v in state.items():
         at.session_state[k] = v
@@ -156,7 +156,7 @@ def test_app_pages_from_a_streamed_cab_upload_equal_the_loaded_ones(cab_zip, mon
 def test_pages_that_need_every_fix_read_the_table_when_they_ask(cab_zip):
     """Knock Knock series and the zone comparison take the table of fixes: read from the unpacked cab files by
     the loader, equal to the table of the loaded upload, only when asked for."""
-    from odapp import cache
+    from odapp.data import cache as data_cache
     from odapp.data.loading import StreamedLoaded
 
     state: dict = {}
@@ -166,7 +166,7 @@ def test_pages_that_need_every_fix_read_the_table_when_they_ask(cab_zip):
 
     def load():
         asked.append(1)
-        return cache.upload_cab_traces(stored.cabs).df
+        return data_cache.upload_cab_traces(stored.cabs).df
 
     lazy = StreamedLoaded(stored.cabs, stored.summary, stored.cli, load)
     assert lazy.tz == TZ

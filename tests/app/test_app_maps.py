@@ -16,7 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from odapp import maps
+from odapp.maps import deck as map_deck
+from odapp.maps import flows as map_flows
+from odapp.maps import od_map
+from odapp.maps import zones as map_zones
 from odapp.shared.words import num
 from odcore.report import figures
 from odcore.report import flows as fl
@@ -45,14 +48,14 @@ def _layer(deck: dict, layer_id: str) -> dict:
 @pytest.mark.parametrize("p", [0.0, 0.013, 0.5, 0.999, 1.0])
 def test_cell_colour_expression_is_the_old_colour(p):
     old = [*figures.mix(figures.CELL_LOW_RGB, figures.CELL_HIGH_RGB, np.array([p]))[0], 170]
-    assert _expr(maps.CELL_COLOR, value=p) == pytest.approx(old, abs=1e-9)
+    assert _expr(map_flows.CELL_COLOR, value=p) == pytest.approx(old, abs=1e-9)
 
 
 @pytest.mark.parametrize("f", [0.0, 0.25, 1.0])
 def test_arc_colour_and_width_expressions(f):
-    assert _expr(maps._alpha_expr(maps.ORIGIN_RGB), f=f) == pytest.approx([*maps.ORIGIN_RGB, 120 + 120 * f])
-    assert _expr(maps._alpha_expr(maps.DESTINATION_RGB), f=f) == pytest.approx([*maps.DESTINATION_RGB, 120 + 120 * f])
-    layer = maps.arc_layer(maps.flows_frame(_pairs(), _centroids(), value="noisy_count", color_range=(10, 50)))
+    assert _expr(map_deck._alpha_expr(map_deck.ORIGIN_RGB), f=f) == pytest.approx([*map_deck.ORIGIN_RGB, 120 + 120 * f])
+    assert _expr(map_deck._alpha_expr(map_deck.DESTINATION_RGB), f=f) == pytest.approx([*map_deck.DESTINATION_RGB, 120 + 120 * f])
+    layer = map_deck.arc_layer(map_flows.flows_frame(_pairs(), _centroids(), value="noisy_count", color_range=(10, 50)))
     assert _expr(layer.get_width.removeprefix("@@="), f=f) == pytest.approx(1.5 + 10.5 * f)
 
 
@@ -70,8 +73,8 @@ def _centroids():
 
 
 def test_arc_rows_send_only_what_is_drawn_and_read():
-    flows = maps.flows_frame(_pairs(), _centroids(), value="noisy_count", color_range=(10.0, 50.26))
-    rows = maps.arc_layer(flows).data
+    flows = map_flows.flows_frame(_pairs(), _centroids(), value="noisy_count", color_range=(10.0, 50.26))
+    rows = map_deck.arc_layer(flows).data
     assert list(rows[0]) == ["ox", "oy", "dx", "dy", "f", "tip"]
     assert rows[0]["ox"] == 7.98765                                      # 5 decimals, about 1 m
     assert rows[0]["oy"] == 45.12346
@@ -102,7 +105,7 @@ def test_bundled_release_map_is_small_and_its_tooltips_carry_the_numbers(at):
         assert int(zone.split()[-1]) in used
         assert centre.startswith("centre ")
         assert words == figures.ZONE_WORDS
-        assert all(len(str(x).split(".")[-1]) <= maps.DIGITS for pt in r["polygon"] for x in pt)
+        assert all(len(str(x).split(".")[-1]) <= map_deck.DIGITS for pt in r["polygon"] for x in pt)
     # the arrows: a filled outline, a colour and a tooltip per flow; as many as the legend says were drawn
     assert {tuple(r) for r in arcs["data"]} == {("color", "polygon", "tip")}   # sent sorted by name
     said = [int((a or b).replace(",", "")) for m in at.markdown
@@ -134,7 +137,7 @@ def test_bundled_release_map_by_zones_draws_the_largest_published_flows(at):
         assert at.dataframe[0].value["noisy_count"].tolist() == table["noisy_count"].tolist()
         pub = table.loc[table["origin"] != table["destination"]]
         best = pub.loc[pub["noisy_count"].idxmax()]
-        darkest = [r for r in arcs["data"] if r["color"][:3] == list(maps.FLOW_CLASS_RGB[-1])]
+        darkest = [r for r in arcs["data"] if r["color"][:3] == list(od_map.FLOW_CLASS_RGB[-1])]
         assert any(f"noisy count: {num(round(float(best['noisy_count']), 1))} (published)" in r["tip"]
                    and f"true count: {num(int(best['true_count']))} people" in r["tip"] for r in darkest)
         assert any("Level: zones as published" in m.value for m in at.markdown)
@@ -156,7 +159,7 @@ def _screen_px(lon, lat, vs: dict, width: int, height: int) -> tuple[np.ndarray,
 
 
 def test_first_view_is_flat_and_holds_every_drawn_flow_place_and_the_zones(at):
-    """In the narrowest map the page draws (a 1024 px window with the sidebar open: maps.MAP_WIDTH_PX × 460), the
+    """In the narrowest map the page draws (a 1024 px window with the sidebar open: od_map.MAP_WIDTH_PX × 460), the
     first view shows every arrow, every place and the centre of every zone with a published flow, untilted."""
     at.switch_page("pages/2_OD_release.py").run()
     for merged in (True, False):
@@ -168,9 +171,9 @@ def test_first_view_is_flat_and_holds_every_drawn_flow_place_and_the_zones(at):
         for layer_id in ("flows", "locations"):
             pts = np.array([pt for r in _layer(deck, layer_id)["data"] for pt in r["polygon"]])
             assert len(pts)
-            x, y = _screen_px(pts[:, 0], pts[:, 1], vs, maps.MAP_WIDTH_PX, 460)
+            x, y = _screen_px(pts[:, 0], pts[:, 1], vs, od_map.MAP_WIDTH_PX, 460)
             assert x.min() >= 0
-            assert x.max() <= maps.MAP_WIDTH_PX
+            assert x.max() <= od_map.MAP_WIDTH_PX
             assert y.min() >= 0
             assert y.max() <= 460
         table = at.dataframe[0].value                                   # the published pairs
@@ -178,8 +181,8 @@ def test_first_view_is_flat_and_holds_every_drawn_flow_place_and_the_zones(at):
         centres = np.array([np.mean(r["polygon"], axis=0) for r in _layer(deck, "cells")["data"]
                             if int(r["tip"].split("\n")[0].split()[-1]) in used])
         assert len(centres) == len(used)
-        x, y = _screen_px(centres[:, 0], centres[:, 1], vs, maps.MAP_WIDTH_PX, 460)
-        assert 0 <= x.min() <= x.max() <= maps.MAP_WIDTH_PX
+        x, y = _screen_px(centres[:, 0], centres[:, 1], vs, od_map.MAP_WIDTH_PX, 460)
+        assert 0 <= x.min() <= x.max() <= od_map.MAP_WIDTH_PX
         assert 0 <= y.min() <= y.max() <= 460
     at.toggle(key="rel_level").set_value(True).run()
 
@@ -197,8 +200,8 @@ def test_maps_tooltips_and_legends_name_things_the_same_way(at):
         assert not at.exception, [e.message for e in at.exception]
         deck = _decks(at)[0]
         legend = next(m.value for m in at.markdown if "flows between places" in m.value)
-        for words in (figures.ZONE_WORDS, "place: " + maps.PLACE_TOTALS, maps.SUPPRESSED_WORDS,
-                      maps.ANALYSIS_WORDS):     # suppressed flows shown: a view of true counts, said so
+        for words in (figures.ZONE_WORDS, "place: " + map_flows.PLACE_TOTALS, map_flows.SUPPRESSED_WORDS,
+                      od_map.ANALYSIS_WORDS):     # suppressed flows shown: a view of true counts, said so
             assert words in legend, words
         tips = {name: [r["tip"] for r in _layer(deck, name)["data"]] for name in ("cells", "flows", "locations",
                                                                                   "suppressed")}
@@ -210,22 +213,22 @@ def test_maps_tooltips_and_legends_name_things_the_same_way(at):
         for t in tips["locations"]:
             assert re.fullmatch(rf"place: {ZONE_NAME}\nnoisy count: [\d,]+ leaving, [\d,]+ arriving, [\d,]+ within", t), t
         for t in tips["suppressed"]:
-            assert re.match(rf"{ZONE_NAME} → {ZONE_NAME}\n{maps.SUPPRESSED_WORDS}\n", t), t
+            assert re.match(rf"{ZONE_NAME} → {ZONE_NAME}\n{map_flows.SUPPRESSED_WORDS}\n", t), t
         words = [legend, *(t for v in tips.values() for t in v)]
         assert not [w for w in words if re.search(r"\bcells?\b", w)]
     finally:
         at.toggle(key="rel_faint").set_value(False).run()
     at.switch_page("pages/1_Data.py").run()
     legend = next(m.value for m in at.markdown if "Trace points per" in m.value)
-    assert f"Trace points per {maps.ZONE}" in legend
+    assert f"Trace points per {map_flows.ZONE}" in legend
     for r in _layer(_decks(at)[0], "cells")["data"]:
         assert re.fullmatch(r"zone \d+\n[\d,]+ trace points", r["tip"]), r["tip"]
 
 
 def test_zone_label():
-    assert maps.zone_label(12) == "zone 12"
-    assert maps.zone_label(2, "District 03") == "District 03 (zone 2)"
-    assert maps.zone_label(2, float("nan")) == "zone 2"
+    assert map_flows.zone_label(12) == "zone 12"
+    assert map_flows.zone_label(2, "District 03") == "District 03 (zone 2)"
+    assert map_flows.zone_label(2, float("nan")) == "zone 2"
 
 
 def test_data_page_map_sends_outline_colour_and_tooltip_only(at):
@@ -252,24 +255,24 @@ def _on_a_segment(points: np.ndarray, seg: np.ndarray, tol: float) -> np.ndarray
 
 
 def test_outline_edges_join_straight_runs_and_keep_every_edge():
-    e = maps.outline_edges([_sq(0, 0), _sq(1, 0), _sq(0, 1), _sq(1, 1), _sq(5, 5)])
+    e = map_zones.outline_edges([_sq(0, 0), _sq(1, 0), _sq(0, 1), _sq(1, 1), _sq(5, 5)])
     assert len(e) == 6 + 4            # a 2 × 2 block: three lines each way; a lone square: its four sides
     assert sorted(map(tuple, e[:6].tolist())) == [(0, 0, 0, 2), (0, 0, 2, 0), (0, 1, 2, 1), (0, 2, 2, 2),
                                                   (1, 0, 1, 2), (2, 0, 2, 2)]
-    bent = maps.outline_edges([[[0, 0], [1, 0], [2, 0.001], [1, 1]]])      # 0.001 off the line: not joined
+    bent = map_zones.outline_edges([[[0, 0], [1, 0], [2, 0.001], [1, 1]]])      # 0.001 off the line: not joined
     assert len(bent) == 4
 
 
 def reference_outline_edges(polygons, tol=1e-5):
     """outline_edges as it was first written (greedy loops over dicts and lists): the specification the array version
-    in odapp.maps must equal, byte for byte."""
+    in odapp.maps.zones must equal, byte for byte."""
     polys = [np.asarray(q, dtype=float).reshape(-1, 2) for q in polygons]
     if not polys:
         return np.zeros((0, 4))
     a = np.concatenate(polys)
     b = np.concatenate([np.roll(q, -1, axis=0) for q in polys])
     swap = (a[:, 0] > b[:, 0]) | ((a[:, 0] == b[:, 0]) & (a[:, 1] > b[:, 1]))
-    e = np.unique(np.round(np.where(swap[:, None], np.hstack([b, a]), np.hstack([a, b])), maps.DIGITS), axis=0)
+    e = np.unique(np.round(np.where(swap[:, None], np.hstack([b, a]), np.hstack([a, b])), map_deck.DIGITS), axis=0)
     e = e[(e[:, 0] != e[:, 2]) | (e[:, 1] != e[:, 3])]
 
     def runs(p):
@@ -352,10 +355,10 @@ def test_outline_edges_equal_the_greedy_reference_byte_for_byte():
     for trial in range(150):
         rings = _random_rings(rng, trial % 5)
         for tol in (1e-5, 1e-3, 0.2):
-            got, want = maps.outline_edges(rings, tol), reference_outline_edges(rings, tol)
+            got, want = map_zones.outline_edges(rings, tol), reference_outline_edges(rings, tol)
             assert got.shape == want.shape, (trial, tol)
             assert got.tobytes() == want.tobytes(), (trial, tol)
-    assert maps.outline_edges([]).shape == (0, 4)
+    assert map_zones.outline_edges([]).shape == (0, 4)
 
 
 def test_bundled_release_map_tells_its_squares_apart_by_gaps(at):
@@ -367,15 +370,15 @@ def test_bundled_release_map_tells_its_squares_apart_by_gaps(at):
     at.selectbox(key="rel_view").set_value("Raw counts").run()     # every zone with an observed pair
     deck = _decks(at)[0]
     at.selectbox(key="rel_view").set_value("Published").run()
-    assert not any(maps.ANALYSIS_WORDS in m.value for m in at.markdown)    # the published view is no analysis
+    assert not any(od_map.ANALYSIS_WORDS in m.value for m in at.markdown)    # the published view is no analysis
     assert "cells_edges" not in {layer["id"] for layer in deck["layers"]}
     cells = _layer(deck, "cells")
     assert cells["stroked"] is False
     drawn = shapely.polygons([r["polygon"] for r in cells["data"]])
     full = shapely.polygons([np.mean(r["polygon"], axis=0) + (np.asarray(r["polygon"]) - np.mean(r["polygon"], axis=0))
-                             / maps.GAP_SCALE for r in cells["data"]])
+                             / map_zones.GAP_SCALE for r in cells["data"]])
     side = float(np.median(np.sqrt(shapely.area(full))))
-    gap = (1 - maps.GAP_SCALE) * side                                  # ~0.0013° on the bundled city
+    gap = (1 - map_zones.GAP_SCALE) * side                                  # ~0.0013° on the bundled city
     a, b = shapely.STRtree(drawn).query(drawn, predicate="dwithin", distance=0.5 * gap)
     assert (a == b).all()                                             # nothing drawn within half a gap of another
     a, b = shapely.STRtree(full).query(full, predicate="dwithin", distance=0.05 * gap)
@@ -404,19 +407,19 @@ def test_bundled_release_map_uses_one_kind_of_layer_and_the_legend_gives_the_sca
     thick = np.ptp(np.asarray(bar[1]["polygon"])[:, 1]) * figures.KM_PER_DEG_LAT      # the bar's thickness
     v = deck["initialViewState"]
     km_px = 40_075 * math.cos(math.radians(v["latitude"])) / (512 * 2 ** v["zoom"])
-    assert thick / km_px == pytest.approx(maps.SCALE_BAR_PX, rel=0.05)             # 3 px at the first view
+    assert thick / km_px == pytest.approx(map_deck.SCALE_BAR_PX, rel=0.05)             # 3 px at the first view
     # about a fifth of what the first view shows (Web Mercator: 40,075 km · cos(lat) / (512 · 2^zoom) per pixel
     # in deck.gl's 512-pixel tiles), not a few pixels of it
     v = deck["initialViewState"]
-    view_km = 40_075 * math.cos(math.radians(v["latitude"])) / (512 * 2 ** v["zoom"]) * maps.MAP_WIDTH_PX
+    view_km = 40_075 * math.cos(math.radians(v["latitude"])) / (512 * 2 ** v["zoom"]) * od_map.MAP_WIDTH_PX
     assert said[0] == figures.nice_km(view_km), (said[0], view_km)
 
 
 def test_layer_rows_are_the_frames_records_with_floats_rounded():
     df = pd.DataFrame({"polygon": [[[0.1234567, 1.0]], [[2.0, 3.0]]], "v": [0.1234567, np.nan], "n": [1, 2],
                        "b": [True, False], "tip": ["a", "b"], "other": [9, 9]})
-    rows = maps.layer_rows(df, {"p": "polygon", "v": "v", "n": "n", "b": "b", "tip": "tip"})
-    ref = df.assign(v=df["v"].round(maps.DIGITS)).rename(columns={"polygon": "p"})[["p", "v", "n", "b", "tip"]]
+    rows = map_deck.layer_rows(df, {"p": "polygon", "v": "v", "n": "n", "b": "b", "tip": "tip"})
+    ref = df.assign(v=df["v"].round(map_deck.DIGITS)).rename(columns={"polygon": "p"})[["p", "v", "n", "b", "tip"]]
     assert json.dumps(rows) == json.dumps(ref.to_dict(orient="records"))
     assert [type(x) for x in rows[0].values()] == [list, float, int, bool, str]
 
@@ -427,10 +430,10 @@ def test_a_frozen_deck_makes_its_json_once_and_lets_go_of_its_rows():
     polygons = [[[x, 0.0], [x + 1.0, 0.0], [x + 1.0, 1.0], [x, 1.0]] for x in range(60)]
     cells = pd.DataFrame({"polygon": polygons, "value": np.linspace(0, 1, 60)})
     cells["tip"] = [f"cell {k}" for k in range(60)]
-    vs = maps.view_state(np.array([0.0, 1.0]), np.array([0.0, 60.0]))
+    vs = map_deck.view_state(np.array([0.0, 1.0]), np.array([0.0, 60.0]))
 
     def made(frozen: bool):
-        return maps.deck(maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",)), vs, frozen=frozen)
+        return map_deck.deck(map_zones.grid_layers(cells, map_flows.CELL_COLOR, columns=("value",)), vs, frozen=frozen)
 
     frozen, compact = made(True), made(False)
     # made with the deck (inside the cached function): a session never sees a shared deck without its JSON
@@ -452,26 +455,26 @@ def test_a_deck_writes_an_encoded_layer_as_the_layer_itself():
     cells["tip"] = [f"cell {k}: \"quoted\", é" for k in range(40)]
     flows = pd.DataFrame({"o_lon": [0.5, 3.5], "o_lat": [0.5, 0.5], "d_lon": [20.5, 30.5], "d_lat": [0.5, 0.5],
                           "f": [1.0, 0.25], "tip": ["a → b", "c → d"]})
-    vs = maps.view_state(np.array([0.0, 1.0]), np.array([0.0, 40.0]))
-    plain = maps.cell_layers(cells)
-    encoded = maps.cell_layers(cells, encoded=True)
+    vs = map_deck.view_state(np.array([0.0, 1.0]), np.array([0.0, 40.0]))
+    plain = map_zones.cell_layers(cells)
+    encoded = map_zones.cell_layers(cells, encoded=True)
     assert [x.id for x in encoded] == ["cells", "cells_edges"]
-    arcs = maps.arc_layer(flows)
+    arcs = map_deck.arc_layer(flows)
     for frozen in (False, True):
         for order in ((0, 1, 2), (2, 0, 1), (0, 2, 1)):
             ref = [[*plain, arcs][i] for i in order]
             mixed = [[*encoded, arcs][i] for i in order]
-            text = maps.deck(mixed, vs, frozen=frozen).to_json()
-            assert text == maps.deck(ref, vs, frozen=frozen).to_json()
+            text = map_deck.deck(mixed, vs, frozen=frozen).to_json()
+            assert text == map_deck.deck(ref, vs, frozen=frozen).to_json()
             assert [x["id"] for x in json.loads(text)["layers"]] == [x.id for x in ref]
-    one = maps.deck(encoded, vs)
+    one = map_deck.deck(encoded, vs)
     one.to_json()
     assert one.layers == encoded                          # a deck that is not frozen keeps its layers
 
 
 def test_pydecks_jupyter_check_is_made_once():
     """pydeck's Deck() asks five times whether its Jupyter widget can be made; without ipywidgets each answer was a
-    failed import (2.8 ms of a Deck()'s 3 ms). odapp.maps asks it once."""
+    failed import (2.8 ms of a Deck()'s 3 ms). odapp.maps.deck asks it once."""
     import pydeck as pdk
     from pydeck.bindings import deck as pdk_deck
 
@@ -494,35 +497,35 @@ def test_shrunk_cells_sit_inside_their_zone_at_the_gap_scale():
     import shapely
 
     rings = [*_hexagons(), _sq(3, 4)]                            # six, five and four corners in one call
-    got = maps.shrunk(rings)
+    got = map_zones.shrunk(rings)
     assert [len(r) for r in got] == [len(r) for r in rings]
     for ring, small in zip(rings, got, strict=True):
         a = np.asarray(ring)
         c = a.mean(axis=0)                                       # the reference: one ring at a time
-        assert np.asarray(small) == pytest.approx(c + (a - c) * maps.GAP_SCALE, abs=0.51 * 10.0 ** -maps.DIGITS)
-        assert all(len(repr(x).split(".")[-1]) <= maps.DIGITS for pt in small for x in pt)
+        assert np.asarray(small) == pytest.approx(c + (a - c) * map_zones.GAP_SCALE, abs=0.51 * 10.0 ** -map_deck.DIGITS)
+        assert all(len(repr(x).split(".")[-1]) <= map_deck.DIGITS for pt in small for x in pt)
         big, inner = shapely.Polygon(ring), shapely.Polygon(small)
         assert big.contains(inner)                               # a gap all round: the background shows
-        assert inner.area / big.area == pytest.approx(maps.GAP_SCALE ** 2, rel=2e-3 if big.area > 1e-3 else 0.05)
-    assert maps.shrunk([]) == []
+        assert inner.area / big.area == pytest.approx(map_zones.GAP_SCALE ** 2, rel=2e-3 if big.area > 1e-3 else 0.05)
+    assert map_zones.shrunk([]) == []
 
 
 def test_grid_layers_tell_zones_apart_by_lines_or_by_gaps():
     rings = _hexagons()
     cells = pd.DataFrame({"polygon": rings, "value": np.linspace(0, 1, len(rings)), "tip": ["t"] * len(rings)})
-    lines = maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",))
-    gaps = maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",), outline="gaps")
+    lines = map_zones.grid_layers(cells, map_flows.CELL_COLOR, columns=("value",))
+    gaps = map_zones.grid_layers(cells, map_flows.CELL_COLOR, columns=("value",), outline="gaps")
     assert [x.id for x in lines] == ["cells", "cells_edges"]
     assert [x.id for x in gaps] == ["cells"]                     # no segments to draw on every frame
     assert [r["polygon"] for r in lines[0].data] == rings
-    assert [r["polygon"] for r in gaps[0].data] == maps.shrunk(rings, digits=maps.SHAPE_DIGITS)
+    assert [r["polygon"] for r in gaps[0].data] == map_zones.shrunk(rings, digits=od_map.SHAPE_DIGITS)
     assert [r["value"] for r in gaps[0].data] == [r["value"] for r in lines[0].data]
     assert cells["polygon"].tolist() == rings                    # the frame itself is left as it was (exports)
-    plain = maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",), line=False, outline="gaps")
+    plain = map_zones.grid_layers(cells, map_flows.CELL_COLOR, columns=("value",), line=False, outline="gaps")
     assert [x.id for x in plain] == ["cells"]
     assert plain[0].data[0]["polygon"] == rings[0]               # no line: full size
     with pytest.raises(ValueError, match="outline="):
-        maps.grid_layers(cells, outline="dots")
+        map_zones.grid_layers(cells, outline="dots")
 
 
 def test_outline_style_by_zone_kind():
@@ -530,14 +533,14 @@ def test_outline_style_by_zone_kind():
     from odcore.space.zones import make_zones, read_zone_file
 
     lat, lon = np.array([33.70, 33.80]), np.array([-84.45, -84.35])
-    assert maps.outline_style(make_zones("square:1.3", lat, lon)) == "lines"
-    assert maps.outline_style(make_zones("h3:8", lat, lon)) == "gaps"
-    assert maps.outline_style(read_zone_file(BUNDLED_ZONES)) == "insets"    # moved inward, not scaled
-    assert maps.outline_style(object()) == "lines"               # a plain grid without a kind: squares
+    assert map_zones.outline_style(make_zones("square:1.3", lat, lon)) == "lines"
+    assert map_zones.outline_style(make_zones("h3:8", lat, lon)) == "gaps"
+    assert map_zones.outline_style(read_zone_file(BUNDLED_ZONES)) == "insets"    # moved inward, not scaled
+    assert map_zones.outline_style(object()) == "lines"               # a plain grid without a kind: squares
 
 
 def _metres(ring, lat0: float) -> np.ndarray:
-    """A [lon, lat] ring in metres on the local equirectangular projection :func:`odapp.maps.inset` works in."""
+    """A [lon, lat] ring in metres on the local equirectangular projection :func:`odapp.maps.zones.inset` works in."""
     from odcore.report import figures
 
     return np.asarray(ring, dtype=float) * (1000 * figures.km_per_deg_lon(lat0), 1000 * figures.KM_PER_DEG_LAT)
@@ -558,22 +561,22 @@ def test_inset_moves_every_side_inward_by_one_distance():
     rest = [[0.02, 0], [0.04, 0], [0.04, 0.02], [0.01, 0.02], [0.01, 0.01], [0.02, 0.01]]   # fills the L's notch
     sliver = [[0.04, 0], [0.04001, 0], [0.04001, 0.02], [0.04, 0.02]]                        # ~1 m wide
     rings = [[[x - 84.4, y + lat0] for x, y in r] for r in (ell, rest, sliver)]
-    got = maps.inset(rings)
+    got = map_zones.inset(rings)
     zones = [shapely.Polygon(_metres(r, lat0)) for r in rings]
     drawn = [shapely.Polygon(_metres(r, lat0)) for r in got.rings]
-    d = maps.INSET_FRACTION * np.sqrt(np.median([z.area for z in zones]))
+    d = map_zones.INSET_FRACTION * np.sqrt(np.median([z.area for z in zones]))
     for z, q in zip(zones[:2], drawn[:2], strict=True):
         assert z.contains(q)
         assert q.area == pytest.approx(z.buffer(-d, join_style="mitre").area, rel=1e-3)
     assert len(got.rings[0]) == len(ell)                         # six corners: each side moved, none cut
     assert drawn[0].distance(drawn[1]) == pytest.approx(2 * d, abs=2.5)   # rows rounded to 1e-5° (~1 m)
-    assert got.rings[2] == np.round(rings[2], maps.DIGITS).tolist()   # too thin: drawn as it is ...
-    np.testing.assert_array_equal(got.edges, maps.outline_edges([rings[2]]))   # ... with its outline
+    assert got.rings[2] == np.round(rings[2], map_deck.DIGITS).tolist()   # too thin: drawn as it is ...
+    np.testing.assert_array_equal(got.edges, map_zones.outline_edges([rings[2]]))   # ... with its outline
     districts = zone_polygons(read_zone_file(BUNDLED_ZONES), np.arange(40))["polygon"].tolist()
-    inner = maps.inset(districts)
+    inner = map_zones.inset(districts)
     assert inner.edges.shape == (0, 4)
     assert all(shapely.Polygon(r).contains(shapely.Polygon(q)) for r, q in zip(districts, inner.rings, strict=True))
-    assert maps.inset([]).rings == []
+    assert map_zones.inset([]).rings == []
 
 
 def test_inset_simplifies_a_wiggly_boundary_within_half_the_gap():
@@ -582,14 +585,14 @@ def test_inset_simplifies_a_wiggly_boundary_within_half_the_gap():
     import shapely
 
     lat0 = 33.75
-    kx, ky = 1 / (1000 * maps.figures.km_per_deg_lon(lat0)), 1 / (1000 * maps.figures.KM_PER_DEG_LAT)
+    kx, ky = 1 / (1000 * figures.km_per_deg_lon(lat0)), 1 / (1000 * figures.KM_PER_DEG_LAT)
     x = np.linspace(0, 1000, 101)
     wiggle = 500 + 6 * np.sin(x / 7)                             # the shared boundary, metres
     south = [[0, 0], [1000, 0], *zip(x[::-1], wiggle[::-1], strict=True)]
     north = [*zip(x, wiggle, strict=True), [1000, 1000], [0, 1000]]
     rings = [[[-84.4 + a * kx, lat0 + b * ky] for a, b in r] for r in (south, north)]
-    exact, simple = maps.inset(rings, simplify=0), maps.inset(rings)
-    d = maps.INSET_FRACTION * np.sqrt(np.median([shapely.Polygon(_metres(r, lat0)).area for r in rings]))
+    exact, simple = map_zones.inset(rings, simplify=0), map_zones.inset(rings)
+    d = map_zones.INSET_FRACTION * np.sqrt(np.median([shapely.Polygon(_metres(r, lat0)).area for r in rings]))
     assert sum(map(len, simple.rings)) < 0.5 * sum(map(len, exact.rings))
     zones = [shapely.Polygon(_metres(r, lat0)) for r in rings]
     drawn = [shapely.Polygon(_metres(r, lat0)) for r in simple.rings]
@@ -604,14 +607,14 @@ def test_inset_keeps_the_largest_part_of_a_zone_that_splits():
 
     # a dumbbell: two 1 km squares joined by a 5 m neck, among 1 km squares (d ≈ 27 m cuts the neck)
     lat0 = 33.75
-    kx, ky = 1 / (1000 * maps.figures.km_per_deg_lon(lat0)), 1 / (1000 * maps.figures.KM_PER_DEG_LAT)
+    kx, ky = 1 / (1000 * figures.km_per_deg_lon(lat0)), 1 / (1000 * figures.KM_PER_DEG_LAT)
     metres = [[0, 0], [1000, 0], [1000, 497], [1500, 497], [1500, 0], [2600, 0], [2600, 1000], [1500, 1000],
               [1500, 502], [1000, 502], [1000, 1000], [0, 1000]]
     dumbbell = [[-84.4 + x * kx, lat0 + y * ky] for x, y in metres]
     squares = [[[-84.4 + (x + dx) * kx, lat0 + (3000 + dy) * ky] for dx, dy in ((0, 0), (1000, 0), (1000, 1000),
                                                                                (0, 1000))]
                for x in (0, 1000, 2000)]
-    got = maps.inset([dumbbell, *squares])
+    got = map_zones.inset([dumbbell, *squares])
     part = shapely.Polygon(_metres(got.rings[0], lat0))
     assert part.area == pytest.approx((1100 - 2 * 27) * (1000 - 2 * 27), rel=0.02)   # the right, larger square
     assert part.centroid.x / 1000 == pytest.approx(_metres([[-84.4 + 2050 * kx, lat0]], lat0)[0, 0] / 1000, abs=0.01)
@@ -622,16 +625,16 @@ def test_grid_layers_draw_insets_and_only_the_thin_zones_lines():
     rings = [[[0, 0], [0.01, 0], [0.01, 0.01], [0, 0.01]], [[0.01, 0], [0.02, 0], [0.02, 0.01], [0.01, 0.01]],
              [[0.02, 0], [0.02001, 0], [0.02001, 0.01], [0.02, 0.01]]]
     cells = pd.DataFrame({"polygon": rings, "value": [0.1, 0.5, 0.9], "tip": ["a", "b", "c"]})
-    ins = maps.inset(rings)
-    layers = maps.grid_layers(cells, maps.CELL_COLOR, columns=("value",), outline="insets")
+    ins = map_zones.inset(rings)
+    layers = map_zones.grid_layers(cells, map_flows.CELL_COLOR, columns=("value",), outline="insets")
     assert [x.id for x in layers] == ["cells", "cells_edges"]     # the sliver's four sides, nothing else
     assert [r["polygon"] for r in layers[0].data] == ins.rings
     assert [[*r["s"], *r["t"]] for r in layers[1].data] == ins.edges.tolist()
-    made = maps.grid_layers(cells.iloc[:2], maps.CELL_COLOR, columns=("value",), outline="insets",
-                            edges=maps.inset(rings[:2]))
+    made = map_zones.grid_layers(cells.iloc[:2], map_flows.CELL_COLOR, columns=("value",), outline="insets",
+                            edges=map_zones.inset(rings[:2]))
     assert [x.id for x in made] == ["cells"]                      # every zone inset: no segments at all
     with pytest.raises(ValueError, match="Inset of 2 zones for 3 rows"):
-        maps.grid_layers(cells, outline="insets", edges=maps.inset(rings[:2]))
+        map_zones.grid_layers(cells, outline="insets", edges=map_zones.inset(rings[:2]))
     assert cells["polygon"].tolist() == rings                    # the frame itself is left as it was (exports)
 
 
@@ -642,14 +645,14 @@ def test_per_person_risk_shades_the_zones_and_the_tooltips_say_it(at):
     at.toggle(key="rel_risk").set_value(True).run()
     assert not at.exception, [e.message for e in at.exception]
     cells = _layer(_decks(at)[0], "cells")
-    assert cells["getFillColor"] == "@@=" + maps.RISK_COLOR
+    assert cells["getFillColor"] == "@@=" + map_flows.RISK_COLOR
     shown = [r for r in cells["data"] if "attacker's success on them" in r["tip"]]
     assert len(shown) > 0.5 * len(cells["data"])
     for r in shown:                               # the shading is the median's distance from a coin flip
         med = float(re.search(r"median (\d+)%", r["tip"]).group(1)) / 100
         assert abs(r["value"] - (med - 0.5) / 0.5) <= 0.011
     assert any("per-person risk" in m.value for m in at.markdown)
-    assert any(maps.ANALYSIS_WORDS in m.value for m in at.markdown)      # from true people: for the lab only
+    assert any(od_map.ANALYSIS_WORDS in m.value for m in at.markdown)      # from true people: for the lab only
     at.toggle(key="rel_risk").set_value(False).run()
     assert _layer(_decks(at)[0], "cells")["getFillColor"] == [*figures.ZONE_RGB, 200]
 
@@ -672,10 +675,10 @@ def test_side_by_side_compares_the_same_places_in_the_same_view(at):
         assert len(_layer(left, "suppressed")["data"]) > 0
         legends = [m.value for m in at.markdown if "flows between places" in m.value]
         assert len(legends) == 1
-        assert maps.SUPPRESSED_WORDS in legends[0]
+        assert map_flows.SUPPRESSED_WORDS in legends[0]
         heads = [m.value for m in at.markdown if m.value.startswith("**")]
         assert any("Suppressed" in h and "grey" in h for h in heads)
-        assert maps.ANALYSIS_WORDS in legends[0]
+        assert od_map.ANALYSIS_WORDS in legends[0]
         assert any("Published" in h for h in heads)
     finally:
         at.selectbox(key="rel_view").set_value("Published").run()
@@ -706,7 +709,7 @@ def test_data_page_map_draws_the_flow_maps_water_where_there_is_some():
     def deck_at(lon, lat):
         cells = pd.DataFrame({"cell": [0, 1], "name": ["a", "b"], "points": [10, 0],
                               "polygon": [_square(lon, lat), _square(lon + 0.03, lat + 0.01)]})
-        return maps.trace_density_deck(cells, _Zones(cells))[0]
+        return map_zones.trace_density_deck(cells, _Zones(cells))[0]
 
     sf = json.loads(deck_at(-122.42, 37.78).to_json())
     assert sf["layers"][0]["id"] == "water"

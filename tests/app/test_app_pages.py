@@ -210,12 +210,12 @@ def test_attack_population_and_user_picks(at):
 
 
 def test_attack_person_is_the_engines_pick(at):
-    """The real person of the week (its lookups cached per week, release and seed: odapp.cache.attack_users,
+    """The real person of the week (its lookups cached per week, release and seed: odapp.attack.cache.attack_users,
     attack_others) against the engine on the same week: the busiest and the quietest user, their number of unique
     trips, and the exact success of odcore.privacy.attack.user_risk on the counts of everyone else."""
     import numpy as np
 
-    from odapp import cache
+    from odapp.attack import cache as attack_cache
     from odapp.data.loading import load_sample
     from odapp.shared.words import pct
     from odcore.od.trips import ODConfig, build_od
@@ -248,18 +248,18 @@ def test_attack_person_is_the_engines_pick(at):
         np.testing.assert_allclose(roc["y"], expected.roc.tpr[keep], rtol=0, atol=1e-6)
         assert f"AUC {expected.roc.auc:.3f}" in roc["name"]
         # the cached lookup itself, exactly (the page rounds to 0.1 %, which hides an off-by-one in the counts)
-        got = cache.attack_others("test", od.config, week, ("per_metric",), user, _pairs=pairs,
+        got = attack_cache.attack_others("test", od.config, week, ("per_metric",), user, _pairs=pairs,
                                   _counts=od.counts.loc[od.counts["week"] == week])
         np.testing.assert_array_equal(np.sort(got), np.sort(others))
         # user-level rows (no counts given): the others' count is the rows' own count of each pair, minus one
         bounded = pairs.loc[pairs["origin"] != pairs["origin"].iloc[0]]
         own = bounded.groupby(["origin", "destination"]).size()
         mine_b = bounded.loc[bounded["user"] == user]
-        got = cache.attack_others("test-bounded", od.config, week, ("user_level", 0, 0), user, _pairs=bounded,
+        got = attack_cache.attack_others("test-bounded", od.config, week, ("user_level", 0, 0), user, _pairs=bounded,
                                   _counts=None)
         want = own.loc[list(zip(mine_b["origin"], mine_b["destination"], strict=True))].to_numpy(float) - 1.0
         np.testing.assert_array_equal(np.sort(got), np.sort(want))
-    assert cache.attack_users("test", od.config, week, ("per_metric",), _pairs=pairs).equals(per_user)
+    assert attack_cache.attack_users("test", od.config, week, ("per_metric",), _pairs=pairs).equals(per_user)
     at.radio(key="attack_pick").set_value("typical (median trips)").run()
 
 

@@ -12,13 +12,14 @@ import sys
 import pytest
 
 from odcore.paths import REPO_ROOT
+from tests.app import cache_modules
 
 
 def test_freeze_long_lived_freezes_once_per_new_modules():
     # In a fresh interpreter: the first call freezes, a second with no new module does not, a new import does.
     code = (
         "import gc, sys\n"
-        "from odapp import layout\n"
+        "from odapp.shared import layout\n"
         "assert gc.get_freeze_count() == 0\n"
         "assert layout.freeze_long_lived() and gc.get_freeze_count() > 1000\n"
         "n = gc.get_freeze_count()\n"
@@ -36,9 +37,9 @@ def test_full_collection_after_a_run_skips_the_frozen_modules():
     # What Streamlit's post-run gc.collect(2) scans: far fewer objects once the modules are frozen.
     code = (
         "import gc\n"
-        "import odapp.shared.sidebar, odapp.maps, odcore.privacy.attack, plotly.graph_objects\n"
+        "import odapp.shared.sidebar, odapp.maps.od_map, odcore.privacy.attack, plotly.graph_objects\n"
         "before = len(gc.get_objects())\n"
-        "from odapp import layout\n"
+        "from odapp.shared import layout\n"
         "layout.freeze_long_lived()\n"
         "after = len(gc.get_objects())\n"
         "assert before > 50_000 and after < before / 10, (before, after)\n"
@@ -153,7 +154,7 @@ def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    import odapp.cache
+    import odapp.release.cache
     import odcore.privacy.release
     import odcore.report.figures
     from odapp.shared import ahead
@@ -172,8 +173,8 @@ def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
         return counted
 
     # patched where the dashboard's cache calls them (it imports the names)
-    for mod, name in [(odapp.cache, "release_with_report"), (odapp.cache, "cell_release_probability"),
-                      (odapp.cache, "release_maps"), (odcore.report.figures, "release_curve_figure")]:
+    for mod, name in [(odapp.release.cache, "release_with_report"), (odapp.release.cache, "cell_release_probability"),
+                      (odapp.release.cache, "release_maps"), (odcore.report.figures, "release_curve_figure")]:
         monkeypatch.setattr(mod, name, counting(getattr(mod, name), name))
     st.cache_resource.clear()
     at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=300).run()
@@ -200,16 +201,18 @@ def test_another_seed_draws_its_arcs_on_the_cells_layers_made_before(at, monkeyp
     """A new seed (each person in a class has their own) changes the release's noise, so the map's arcs and the
     published view's zones (those of published pairs), but not the shaded zones of the analysis views: their
     layers, and their JSON, are made once per week and release settings."""
-    import odapp.maps
+    import odapp.maps.od_map
+    import odapp.maps.zones
 
     made = collections.Counter()
-    real = odapp.maps.grid_layers
+    real = odapp.maps.zones.grid_layers
 
     def counted(*a, **k):
         made["grid_layers"] += 1
         return real(*a, **k)
 
-    monkeypatch.setattr(odapp.maps, "grid_layers", counted)
+    for module in (odapp.maps.zones, odapp.maps.od_map):   # the zone layers of the analysis and published views
+        monkeypatch.setattr(module, "grid_layers", counted)
     at.switch_page("pages/2_OD_release.py").run()
     assert not at.exception, [e.message for e in at.exception]
     first = json.loads(at.get("deck_gl_json_chart")[0].proto.json)
@@ -332,7 +335,7 @@ def _metric_then_caption(node) -> list:
 
 
 def test_the_cached_functions_key_a_config_on_every_field_of_it():
-    # odapp.cache hashes the frozen configs by their fields' repr (Streamlit's dataclasses.asdict took ~0.1 ms a
+    # odapp.shared.caching hashes the frozen configs by their fields' repr (Streamlit's dataclasses.asdict took ~0.1 ms a
     # config): the names must be the configs' real types, every field must count, and every cached function of the
     # module must use the hashing.
     import dataclasses
@@ -341,11 +344,11 @@ def test_the_cached_functions_key_a_config_on_every_field_of_it():
     from streamlit import type_util
     from streamlit.runtime.caching.cache_utils import CachedFunc
 
-    from odapp import cache
+    from odapp.shared import caching
     from odcore.od.trips import ODConfig
     from odcore.privacy.release import Mode, ReleaseConfig
 
-    for name in cache.CONFIG_TYPES:
+    for name in caching.CONFIG_TYPES:
         module, cls = name.rsplit(".", 1)
         assert type_util.get_fqn_type(getattr(importlib.import_module(module), cls)()) == name
     user = ReleaseConfig(mode=Mode.USER_LEVEL, max_pairs=2)
@@ -358,12 +361,12 @@ def test_the_cached_functions_key_a_config_on_every_field_of_it():
     for a, b in pairs:   # each pair differs in one field (two for the mode: per person needs max pairs)
         changed = {f.name for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)}
         covered[type(a)] |= changed
-        assert cache.config_key(a) != cache.config_key(b), changed
-        assert cache.config_key(a) == cache.config_key(dataclasses.replace(a))
+        assert caching.config_key(a) != caching.config_key(b), changed
+        assert caching.config_key(a) == caching.config_key(dataclasses.replace(a))
     for cls in (ODConfig, ReleaseConfig):   # a new field needs a pair here
         assert covered[cls] == {f.name for f in dataclasses.fields(cls)}
-    assert cache.config_key(ReleaseConfig(epsilon=0.66)) != cache.config_key(ReleaseConfig(epsilon=0.6600000001))
-    assert cache.config_key(ODConfig()) != cache.config_key(ReleaseConfig())
-    funcs = [f for f in vars(cache).values() if isinstance(f, CachedFunc)]
+    assert caching.config_key(ReleaseConfig(epsilon=0.66)) != caching.config_key(ReleaseConfig(epsilon=0.6600000001))
+    assert caching.config_key(ODConfig()) != caching.config_key(ReleaseConfig())
+    funcs = [f for m in cache_modules() for f in vars(m).values() if isinstance(f, CachedFunc)]
     assert len(funcs) >= 38
-    assert all(f._info.hash_funcs == cache.HASH_FUNCS for f in funcs)
+    assert all(f._info.hash_funcs == caching.HASH_FUNCS for f in funcs)

@@ -57,13 +57,13 @@ def test_bundled_districts_on_every_page(at):
 
 
 def test_h3_maps_tell_hexagons_apart_by_gaps_not_outline_segments(at):
-    """H3 maps draw each hexagon at maps.GAP_SCALE of its size and no outline layer (thousands of segments cost
+    """H3 maps draw each hexagon at map_zones.GAP_SCALE of its size and no outline layer (thousands of segments cost
     every redraw in a browser without a GPU); the Data map draws only the hexagons that hold trace points, each
     with its count, and its legend says the empty ones are not drawn."""
     import h3
     import numpy as np
 
-    from odapp import maps
+    from odapp.maps import zones as map_zones
 
     def decks():
         return [json.loads(el.proto.json) for el in at.get("deck_gl_json_chart")]
@@ -80,7 +80,7 @@ def test_h3_maps_tell_hexagons_apart_by_gaps_not_outline_segments(at):
     rows = deck["layers"][ids(deck).index("cells")]["data"]
     assert len(rows) > 300
     assert not [r for r in rows if r["tip"].endswith("\n0 trace points")]
-    assert maps.EMPTY_ZONE_RGBA not in [r["color"] for r in rows]
+    assert map_zones.EMPTY_ZONE_RGBA not in [r["color"] for r in rows]
     used = re.search(r"\(([\d,]+) used\)", " ".join(c.value for c in at.caption)).group(1)
     assert len(rows) == int(used.replace(",", ""))   # every hexagon with a trace point, and no other
     assert any("empty zones not drawn" in m.value for m in at.markdown)
@@ -99,7 +99,7 @@ def test_h3_maps_tell_hexagons_apart_by_gaps_not_outline_segments(at):
             cell = r["tip"].split(" ", 1)[0]
             ring = np.array([[lng, lat] for lat, lng in h3.cell_to_boundary(cell)])
             c = ring.mean(axis=0)
-            assert np.asarray(r["polygon"]) == pytest.approx(c + (ring - c) * maps.GAP_SCALE, abs=6e-5)   # to 1e-4°
+            assert np.asarray(r["polygon"]) == pytest.approx(c + (ring - c) * map_zones.GAP_SCALE, abs=6e-5)   # to 1e-4°
 
     # the published view draws only the zones of published pairs (a few dozen here), the raw counts view every
     # observed zone: over 300 at the resolution the module's sessions left (7 or 8)
@@ -120,7 +120,7 @@ def test_h3_maps_tell_hexagons_apart_by_gaps_not_outline_segments(at):
 
 def test_zone_file_maps_draw_each_zone_inset_without_outline_segments(at):
     """The bundled districts (a zone file) on the Data and OD release maps: each zone drawn inside its district,
-    moved inward (maps.inset), no outline layer (every district is wide enough), empty zones pale grey."""
+    moved inward (map_zones.inset), no outline layer (every district is wide enough), empty zones pale grey."""
     import numpy as np
 
     def decks():

@@ -230,7 +230,7 @@ def _reference_trips_tu_chart(pairs_tu, hi, *, projector):
     import numpy as np
     import plotly.graph_objects as go
 
-    from odapp.maps import ramp_stops
+    from odapp.maps.deck import ramp_stops
     from odcore.report import figures
 
     t = pairs_tu["trips"].to_numpy(dtype=int)

@@ -1,4 +1,4 @@
-"""Serving a class (``python -m odserve.launcher`` sets :data:`odapp.data.private.CLASS_ENV`): no path on the server can be named
+"""Serving a class (``python -m odserve`` sets :data:`odapp.data.private.CLASS_ENV`): no path on the server can be named
 in the app, and each session's files are private to it (0700) and removed when it ends."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from odapp import cache
+from odapp.data import cache as data_cache
 from odapp.data import private
 from odapp.data.loading import K_UPLOAD_DIR, UploadOptions, apply_upload, session_folder, unpack_counts_zip
 from odapp.data.zones_ui import apply_zone_upload
@@ -129,11 +129,11 @@ def test_the_end_of_a_session_removes_its_files_and_their_cache():
     assert apply_upload(state, generator.table().encode(), "t.csv", UploadOptions())
     folder = session_folder(state)
     parquet = next(folder.glob("*.parquet"))
-    assert len(cache.upload_traces(str(parquet)).df) == generator.N
-    cache.release_session_files(str(folder))                    # what Streamlit calls when the connection closes
+    assert len(data_cache.upload_traces(str(parquet)).df) == generator.N
+    data_cache.release_session_files(str(folder))                    # what Streamlit calls when the connection closes
     assert not folder.exists()
     with pytest.raises(FileNotFoundError):                      # the table left the cache with its file
-        cache.upload_traces(str(parquet))
+        data_cache.upload_traces(str(parquet))
 
 
 def test_the_sweeper_removes_folders_untouched_for_its_idle_time():
@@ -152,7 +152,7 @@ def test_a_session_back_after_its_folder_was_removed_is_told_to_upload_again():
     the upload is forgotten, the page opens on the bundled city and says why."""
     state: dict = {}
     assert apply_upload(state, generator.table().encode(), "t.csv", UploadOptions())
-    cache.release_session_files(state[K_UPLOAD_DIR])
+    data_cache.release_session_files(state[K_UPLOAD_DIR])
     at = _app(state)
     assert "Bundled synthetic city" in _data_caption(at)
     assert any("removed from the server when your connection closed" in e.value for e in at.error), \

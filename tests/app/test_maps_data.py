@@ -1,5 +1,5 @@
 """The Data page's map of trace points on the bundled city: the deck it sends is byte for byte the deck the first
-version of :func:`odapp.maps.trace_density_deck` made (kept below as the reference), on square grids of three sizes,
+version of :func:`odapp.maps.zones.trace_density_deck` made (kept below as the reference), on square grids of three sizes,
 H3 hexagons and the bundled districts; and the outlines of the bundled city's squares are the ones the greedy
 reference of ``tests/app/test_app_maps.py`` draws."""
 
@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from odapp import maps
+from odapp.maps import deck as map_deck
+from odapp.maps import flows as map_flows
+from odapp.maps import zones as map_zones
 from odapp.shared.words import num
 
 pytestmark = pytest.mark.timeout(300)
@@ -20,32 +22,32 @@ def _reference_trace_density_deck(cells_df, grid):
     logp = np.log10(cells_df["points"].to_numpy() + 1)
     vmax = float(logp.max()) if len(logp) else 1.0
     empty = cells_df["points"].to_numpy() == 0
-    outline = maps.outline_style(grid)
-    blank = [255, 255, 255, 0] if outline == "lines" else maps.EMPTY_ZONE_RGBA
+    outline = map_zones.outline_style(grid)
+    blank = [255, 255, 255, 0] if outline == "lines" else map_zones.EMPTY_ZONE_RGBA
     cells_df = cells_df.copy()
-    cells_df["color"] = [blank if e else c for c, e in zip(maps.ramp(logp, 0, vmax, alpha=190), empty, strict=True)]
+    cells_df["color"] = [blank if e else c for c, e in zip(map_deck.ramp(logp, 0, vmax, alpha=190), empty, strict=True)]
     square = getattr(grid, "kind", "square") == "square"
-    cells_df["tip"] = [f"{maps.zone_label(c, None if square else n)}\n{num(int(p))} trace points" for n, c, p in
+    cells_df["tip"] = [f"{map_flows.zone_label(c, None if square else n)}\n{num(int(p))} trace points" for n, c, p in
                        zip(cells_df["name"], cells_df["cell"], cells_df["points"], strict=True)]
     cent = grid.centroids(cells_df.loc[~empty, "cell"].to_numpy())
     edges = None
     if outline == "lines":   # empty squares: every cell's outline, no polygon
-        edges = maps.outline_edges(cells_df["polygon"].tolist())
+        edges = map_zones.outline_edges(cells_df["polygon"].tolist())
         cells_df = cells_df[~empty]
-    d = maps.deck([*maps.grid_layers(cells_df, outline=outline, edges=edges),
-                   *maps.scale_bar_layers(cent["lat"], cent["lon"])],
-                  maps.view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
+    d = map_deck.deck([*map_zones.grid_layers(cells_df, outline=outline, edges=edges),
+                   *map_deck.scale_bar_layers(cent["lat"], cent["lon"])],
+                  map_deck.view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
     return d, vmax
 
 
 @pytest.fixture(scope="module")
 def city():
-    from odapp.data import loading as data
+    from odapp.data import loading
     from odcore.od.trips import HourIndex
 
-    if not data.SAMPLE_FILE.is_file():
+    if not loading.SAMPLE_FILE.is_file():
         pytest.skip("bundled sample missing (make sample-data)")
-    df = data.load_sample().df
+    df = loading.load_sample().df
     return df, HourIndex.of(df, "UTC")
 
 
@@ -67,7 +69,7 @@ def _map_rows(city, spec: str):
 @pytest.mark.parametrize("spec", ["1.5", "1.6", "0.5", "h3:8", "sample_data/districts.geojson"])
 def test_data_map_deck_is_the_reference_deck_byte_for_byte(city, spec):
     rows, grid = _map_rows(city, spec)
-    got, vmax = maps.trace_density_deck(rows, grid)
+    got, vmax = map_zones.trace_density_deck(rows, grid)
     want, want_vmax = _reference_trace_density_deck(rows, grid)
     assert vmax == want_vmax
     assert got.to_json() == want.to_json()
@@ -80,7 +82,7 @@ def test_bundled_city_outlines_equal_the_greedy_reference(city, spec):
 
     rows, _ = _map_rows(city, spec)
     polys = rows["polygon"].tolist()
-    got, want = maps.outline_edges(polys), reference_outline_edges(polys)
+    got, want = map_zones.outline_edges(polys), reference_outline_edges(polys)
     assert len(got) < len(polys)            # the grid lines joined: far fewer segments than cells
     assert got.tobytes() == want.tobytes()
 
@@ -94,7 +96,7 @@ def test_unique_rows_is_numpys_unique_rows():
             x[rng.random(x.shape) < 0.2] = -0.0
         if trial % 3 == 2:
             x[rng.random(x.shape) < 0.05] = np.nan
-        got, want = maps.unique_rows(x), np.unique(x, axis=0)
+        got, want = map_zones.unique_rows(x), np.unique(x, axis=0)
         assert got.shape == want.shape
         assert got.tobytes() == want.tobytes(), trial
 
@@ -103,12 +105,12 @@ def test_unique_rows_is_numpys_unique_rows():
 def test_cell_density_counts_the_rows_of_each_cell_and_those_outside(monkeypatch, cells):
     from types import SimpleNamespace
 
-    from odapp import cache
+    from odapp.data import cache as data_cache
 
     cells = np.asarray(cells, dtype=np.int64)
     hours = SimpleNamespace(cells=lambda grid: cells)
-    monkeypatch.setattr(cache, "hour_index", lambda *a, **k: hours)
-    density, outside = cache.cell_density.__wrapped__("x", SimpleNamespace(tz="UTC"), None,
+    monkeypatch.setattr(data_cache, "hour_index", lambda *a, **k: hours)
+    density, outside = data_cache.cell_density.__wrapped__("x", SimpleNamespace(tz="UTC"), None,
                                                       SimpleNamespace(n_cells=10))
     np.testing.assert_array_equal(density["points"].to_numpy(), np.bincount(cells[cells >= 0], minlength=10))
     np.testing.assert_array_equal(density["cell"].to_numpy(), np.arange(10))
@@ -124,15 +126,15 @@ def test_empty_squares_are_drawn_by_their_outlines_alone(city):
     rows, grid = _map_rows(city, "1.3")
     empty = rows["points"].to_numpy() == 0
     assert empty.sum() > 100
-    layers = {x["id"]: x for x in json.loads(maps.trace_density_deck(rows, grid)[0].to_json())["layers"]}
+    layers = {x["id"]: x for x in json.loads(map_zones.trace_density_deck(rows, grid)[0].to_json())["layers"]}
     cells = layers["cells"]["data"]
     assert len(cells) == int((~empty).sum())
     assert not [r for r in cells if r["tip"].endswith("\n0 trace points")]
     edges = np.array([[*e["s"], *e["t"]] for e in layers["cells_edges"]["data"]])
-    assert edges.tobytes() == maps.outline_edges(rows["polygon"].tolist()).tobytes()
-    assert len(edges) > len(maps.outline_edges(rows.loc[~empty, "polygon"].tolist()))   # more than the filled ones'
+    assert edges.tobytes() == map_zones.outline_edges(rows["polygon"].tolist()).tobytes()
+    assert len(edges) > len(map_zones.outline_edges(rows.loc[~empty, "polygon"].tolist()))   # more than the filled ones'
     rows, grid = _map_rows(city, "h3:8")
-    cells = json.loads(maps.trace_density_deck(rows, grid)[0].to_json())["layers"][0]["data"]
+    cells = json.loads(map_zones.trace_density_deck(rows, grid)[0].to_json())["layers"][0]["data"]
     assert len(cells) == len(rows)
     assert any(r["tip"].endswith("\n0 trace points") for r in cells)
 
@@ -143,10 +145,10 @@ def test_empty_zones_drawn():
     follows the same function."""
     from types import SimpleNamespace
 
-    from odapp import cache
+    from odapp.data import cache as data_cache
 
-    assert cache.empty_zones_drawn(SimpleNamespace(kind="square", n_cells=1_000))
-    assert cache.empty_zones_drawn(SimpleNamespace(kind="polygons", n_cells=40))
-    assert not cache.empty_zones_drawn(SimpleNamespace(kind="h3", n_cells=1_000))
-    assert not cache.empty_zones_drawn(SimpleNamespace(kind="square", n_cells=cache.MAX_GRID_CELLS_DRAWN + 1))
-    assert cache.empty_zones_drawn(SimpleNamespace(kind="square", n_cells=cache.MAX_GRID_CELLS_DRAWN))
+    assert data_cache.empty_zones_drawn(SimpleNamespace(kind="square", n_cells=1_000))
+    assert data_cache.empty_zones_drawn(SimpleNamespace(kind="polygons", n_cells=40))
+    assert not data_cache.empty_zones_drawn(SimpleNamespace(kind="h3", n_cells=1_000))
+    assert not data_cache.empty_zones_drawn(SimpleNamespace(kind="square", n_cells=data_cache.MAX_GRID_CELLS_DRAWN + 1))
+    assert data_cache.empty_zones_drawn(SimpleNamespace(kind="square", n_cells=data_cache.MAX_GRID_CELLS_DRAWN))

@@ -183,7 +183,7 @@ def test_before_and_after_measured_in_a_real_browser(tmp_path, capsys):
 def test_a_run_has_a_disk_cache_of_its_own(monkeypatch, tmp_path):
     """A run's servers read and write an empty cache folder of the run (what a grid press costs must not depend on
     what ran on the machine before); a folder the person chose is kept."""
-    from odapp.data.loading import CACHE_ENV
+    from odapp.data.disk_cache import CACHE_ENV
 
     monkeypatch.delenv(CACHE_ENV, raising=False)
     with bb._run_cache() as d:

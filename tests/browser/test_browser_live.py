@@ -112,7 +112,7 @@ def test_attack_curve_follows_the_pointer(streamlit_url, page):
     assert page.locator("[data-testid='stSidebar'] strong").filter(has_text=f"{e:g}").count() == 1
 
 
-ATTACK_Y = (0.45, 1.01)   # the Attack chart's y axis (odapp/live_view.py, attack: "ymin", "ymax")
+ATTACK_Y = (0.45, 1.01)   # the Attack chart's y axis (odapp/live/view.py, attack: "ymin", "ymax")
 BLUE = np.array([31, 119, 180])   # the p_k curve: the component's first colour (live.js PALETTE[0]), on white
 
 

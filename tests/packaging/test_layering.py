@@ -117,7 +117,7 @@ def project_files(root: Path = REPO_ROOT) -> dict[str, tuple[str, bool]]:
 @pytest.fixture(scope="module")
 def found():
     files = project_files()
-    assert {"odcore.od.pairs", "odcore.privacy.release", "odapp.cache", "app"} <= set(files)
+    assert {"odcore.od.pairs", "odcore.privacy.release", "odapp.data.cache", "app"} <= set(files)
     return problems(files)
 
 
@@ -144,11 +144,11 @@ def test_the_checker_sees_an_upward_a_sideways_and_a_function_level_import():
         "odcore.od.engines": ("from .. import pairs\nfrom ...privacy import rdp\n", True),       # own, up
         "odcore.privacy.attack": ("import numpy\nfrom odcore.od import pairs\n", False),         # down: fine
         "odcore.knock.game": ("from odcore.privacy import attack\n", False),                    # sideways
-        "odapp.cache": ("from odcore.cli.release import run\n", False),                         # sideways
+        "odapp.data.cache": ("from odcore.cli.release import run\n", False),                         # sideways
         "odcore.report.sheet": ("def f():\n    import duckdb\n    from odcore.od import trips\n", False),
-        "pages.x": ("import odapp.cache\nimport odcore\n", False),                              # down: fine
+        "pages.x": ("import odapp.data.cache\nimport odcore\n", False),                              # down: fine
     }
     upward, local = problems(files)
-    assert [u.split(":")[0] for u in upward] == ["odapp.cache", "odcore.knock.game", "odcore.od.engines",
+    assert [u.split(":")[0] for u in upward] == ["odapp.data.cache", "odcore.knock.game", "odcore.od.engines",
                                                   "odcore.od.trips"]
     assert local == ["odcore.report.sheet:3 imports odcore.od inside a function"]

@@ -1,1 +1,1 @@
-"""Tests of the class server (odserve.launcher) and what a closed session keeps."""
+"""Tests of the class server (odserve) and what a closed session keeps."""

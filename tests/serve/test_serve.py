@@ -1,6 +1,6 @@
-"""``python -m odserve.launcher``: Streamlit servers behind HAProxy, under a supervisor.
+"""``python -m odserve``: Streamlit servers behind HAProxy, under a supervisor.
 
-Each test starts the real command (``python -m odserve.launcher``, its servers and HAProxy) on 127.0.0.1 and records
+Each test starts the real command (``python -m odserve``, its servers and HAProxy) on 127.0.0.1 and records
 every connection its processes make to anything but this machine, two ways: a Python audit hook in every Python
 process of the tree (``sitecustomize`` on ``PYTHONPATH``: each ``socket.connect``, ``sendto`` and name lookup), and
 ``/proc/net/{tcp,tcp6,udp,udp6}`` polled every 0.25 s (a connection attempt that gets no answer waits longer)
@@ -31,10 +31,10 @@ from benchmarks import harness
 from benchmarks.outgoing import OutgoingRecorder, audit_env, foreign_sockets, tree
 from benchmarks.protocol_client import ProtocolClient
 from odcore.paths import REPO_ROOT
-from odserve import launcher as serve
+from odserve import haproxy, launcher, supervisor
 
 pytestmark = [pytest.mark.timeout(400),
-              pytest.mark.skipif(serve.find_haproxy() is None,
+              pytest.mark.skipif(haproxy.find_haproxy() is None,
                                  reason="HAProxy is not installed (Debian package 'haproxy'; .ci/run installs it)")]
 
 # Says which server process ran it.
@@ -80,7 +80,7 @@ def test_the_recorder_sees_a_connection_to_another_address():
 
 # -- the class, started as a teacher starts it --------------------------------------------------------------------
 class Class:
-    """``python -m odserve.launcher`` on a free port with its logs in ``log_dir``; outgoing connections recorded."""
+    """``python -m odserve`` on a free port with its logs in ``log_dir``; outgoing connections recorded."""
 
     def __init__(self, tmp: Path, app_dir: Path, workers: int, *extra: str):
         self.port = harness.free_port()
@@ -89,7 +89,7 @@ class Class:
         env, self.audit = audit_env(tmp)
         self.out = open(tmp / "serve.out", "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "odserve.launcher", "--workers", str(workers), "--port", str(self.port),
+            [sys.executable, "-m", "odserve", "--workers", str(workers), "--port", str(self.port),
              "--app-dir", str(app_dir), "--log-dir", str(self.log_dir), *extra],
             cwd=REPO_ROOT, env=env, stdout=self.out, stderr=subprocess.STDOUT)
         self.recorder = OutgoingRecorder(self.proc.pid)
@@ -98,7 +98,7 @@ class Class:
         while "OD Privacy Lab:" not in (tmp / "serve.out").read_text():
             if self.proc.poll() is not None or time.time() > deadline:
                 self.stop()
-                raise AssertionError(f"odserve.launcher did not start: {(tmp / 'serve.out').read_text()}")
+                raise AssertionError(f"odserve did not start: {(tmp / 'serve.out').read_text()}")
             time.sleep(0.2)
 
     @property
@@ -106,7 +106,7 @@ class Class:
         return json.loads((self.log_dir / "state.json").read_text())
 
     def servers(self) -> dict[str, str]:
-        return serve.server_states(self.log_dir / "haproxy.sock")
+        return haproxy.server_states(self.log_dir / "haproxy.sock")
 
     def access_log(self) -> list[str]:
         return (self.log_dir / "access.log").read_text().splitlines()
@@ -170,8 +170,8 @@ def _get_or_none(url: str) -> int | None:
 # -- configuration ------------------------------------------------------------------------------------------------
 def test_the_generated_configuration_is_valid_haproxy(tmp_path):
     cfg = tmp_path / "haproxy.cfg"
-    cfg.write_text(serve.haproxy_config([9001, 9002, 9003], "0.0.0.0", 8501, tmp_path, max_connections=50))
-    check = subprocess.run([serve.find_haproxy(), "-c", "-f", str(cfg)], capture_output=True, text=True)
+    cfg.write_text(haproxy.haproxy_config([9001, 9002, 9003], "0.0.0.0", 8501, tmp_path, max_connections=50))
+    check = subprocess.run([haproxy.find_haproxy(), "-c", "-f", str(cfg)], capture_output=True, text=True)
     assert check.returncode == 0, check.stderr + check.stdout
     text = cfg.read_text()
     assert "bind 0.0.0.0:8501" in text
@@ -181,35 +181,35 @@ def test_the_generated_configuration_is_valid_haproxy(tmp_path):
     assert "set-priority-offset sc0_conn_cur" in text            # a flood's address queues behind a newcomer's
     assert "check inter 1s" in text
     with pytest.raises(ValueError, match="worker port"):
-        serve.haproxy_config([], "127.0.0.1", 8501, tmp_path)
+        haproxy.haproxy_config([], "127.0.0.1", 8501, tmp_path)
     with pytest.raises(ValueError, match="max_connections"):
-        serve.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, max_connections=0)
+        haproxy.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, max_connections=0)
     with pytest.raises(ValueError, match="http_request"):
-        serve.Timeouts(http_request=0)
+        haproxy.Timeouts(http_request=0)
     # each address's caps and this machine's names
     assert "tcp-request connection reject if { sc0_conn_cur gt 300 } || { sc0_conn_rate gt 1500 }" in text
     assert "{ sc1_conn_cur gt 150 }" in text
     assert "http-request deny deny_status 403 if !allowed_host" in text
-    names = serve.allowed_hosts("0.0.0.0", ["lab.school.example"])
+    names = haproxy.allowed_hosts("0.0.0.0", ["lab.school.example"])
     assert {"localhost", "127.0.0.1", "::1", "lab.school.example"} <= set(names)
-    cfg.write_text(serve.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, caps=serve.ClientCaps(5, 2, 50),
+    cfg.write_text(haproxy.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, caps=haproxy.ClientCaps(5, 2, 50),
                                         hosts=["localhost", "::1"]))
     assert "'^(localhost|\\[::1\\])(:8501)?$'" in cfg.read_text()
     assert "{ sc1_conn_cur gt 2 }" in cfg.read_text()
     with pytest.raises(ValueError, match="websockets"):
-        serve.ClientCaps(websockets=0)
+        haproxy.ClientCaps(websockets=0)
     with pytest.raises(ValueError, match="host name"):
-        serve.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, hosts=["a b"])
-    assert serve.main(["--workers", "1", "--allowed-host", "x)|.*"]) == 2
+        haproxy.haproxy_config([9001], "127.0.0.1", 8501, tmp_path, hosts=["a b"])
+    assert launcher.main(["--workers", "1", "--allowed-host", "x)|.*"]) == 2
 
 
 def test_haproxy_runs_on_jemalloc_when_it_is_installed(tmp_path, monkeypatch):
     """jemalloc (libjemalloc2) gives back the memory of connections that ended; HAProxy accepts the settings that go
     with it, and without the library it runs on glibc's allocator, with none of them."""
     cfg = tmp_path / "haproxy.cfg"
-    cfg.write_text(serve.haproxy_config([9001], "127.0.0.1", 8501, tmp_path))
-    argv, env = serve.haproxy_launch(serve.find_haproxy(), cfg)
-    if serve.find_jemalloc() is None:
+    cfg.write_text(haproxy.haproxy_config([9001], "127.0.0.1", 8501, tmp_path))
+    argv, env = haproxy.haproxy_launch(haproxy.find_haproxy(), cfg)
+    if haproxy.find_jemalloc() is None:
         pytest.skip("libjemalloc2 is not installed (.ci/run installs it)")
     assert env["LD_PRELOAD"].split()[0].endswith("libjemalloc.so.2")
     assert "background_thread:true" in env["MALLOC_CONF"]
@@ -217,14 +217,14 @@ def test_haproxy_runs_on_jemalloc_when_it_is_installed(tmp_path, monkeypatch):
     check = subprocess.run([*argv[:-2], "-c", *argv[-2:]], env=env, capture_output=True, text=True)
     assert check.returncode == 0, check.stderr + check.stdout
     assert "<jemalloc>" not in check.stderr, check.stderr          # jemalloc took every setting
-    monkeypatch.setattr(serve, "find_jemalloc", lambda: None)
-    argv, env = serve.haproxy_launch("haproxy", cfg)
+    monkeypatch.setattr(haproxy, "find_jemalloc", lambda: None)
+    argv, env = haproxy.haproxy_launch("haproxy", cfg)
     assert argv == ["haproxy", "-db", "-f", str(cfg)]
     assert "MALLOC_CONF" not in env
 
 
 def test_it_listens_on_this_machine_only_by_default():
-    args = serve.build_parser().parse_args([])
+    args = launcher.build_parser().parse_args([])
     assert args.address == "127.0.0.1"
     assert args.workers >= 1
 
@@ -234,20 +234,20 @@ def test_a_taken_port_or_a_missing_haproxy_is_said_plainly(tmp_path, monkeypatch
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert serve.main(["--workers", "1", "--port", str(port), "--log-dir", str(tmp_path / "a")]) == 1
+        assert launcher.main(["--workers", "1", "--port", str(port), "--log-dir", str(tmp_path / "a")]) == 1
     assert f"Could not listen on 127.0.0.1:{port}: Address already in use" in capsys.readouterr().err
-    monkeypatch.setattr(serve, "find_haproxy", lambda: None)
-    assert serve.main(["--workers", "1", "--log-dir", str(tmp_path / "b")]) == 1
+    monkeypatch.setattr(supervisor, "find_haproxy", lambda: None)
+    assert launcher.main(["--workers", "1", "--log-dir", str(tmp_path / "b")]) == 1
     assert "HAProxy is not installed" in capsys.readouterr().err
-    assert serve.main(["--workers", "0"]) == 2
+    assert launcher.main(["--workers", "0"]) == 2
 
 
 def test_the_servers_make_no_outside_request():
     """The servers run with usage statistics off and every web request of theirs sent to a closed local port."""
-    cmd = serve.worker_command(REPO_ROOT, 1234)
+    cmd = supervisor.worker_command(REPO_ROOT, 1234)
     assert "--browser.gatherUsageStats=false" in cmd
     assert "--server.address=127.0.0.1" in cmd
-    env = serve.worker_env()
+    env = supervisor.worker_env()
     assert env["HTTPS_PROXY"].startswith("http://127.0.0.1:")
     assert env["https_proxy"] == env["HTTPS_PROXY"]
     assert "127.0.0.1" in env["NO_PROXY"]
@@ -260,11 +260,11 @@ def test_each_browser_keeps_its_server_and_new_ones_spread(tmp_path):
         status2, h2, _ = _get(c.url + "/")
         assert status == status2 == 200
         cookies = [h["set-cookie"].split(";")[0] for h in (h1, h2)]
-        assert sorted(cookies) == [f"{serve.COOKIE}=w0", f"{serve.COOKIE}=w1"]     # two new browsers, two servers
+        assert sorted(cookies) == [f"{haproxy.COOKIE}=w0", f"{haproxy.COOKIE}=w1"]     # two new browsers, two servers
         for _ in range(5):   # the first browser comes back with its cookie: always its server, and no new cookie
             status, h, _ = _get(c.url + "/_stcore/health", {"Cookie": cookies[0]})
             assert status == 200
-            assert serve.COOKIE not in h.get("set-cookie", "")
+            assert haproxy.COOKIE not in h.get("set-cookie", "")
         time.sleep(0.3)
         lines = c.access_log()
         kept = [line for line in lines if "GET /_stcore/health" in line][-5:]
@@ -478,7 +478,7 @@ def test_half_open_and_idle_connections_are_closed_and_a_new_client_is_served(tm
     its memory come back to where they were once they stop, and a new client is served in under 1 s every half
     second throughout."""
     half_open, idle, hold_s = 1500, 300, 30
-    assert serve.find_jemalloc(), "jemalloc is not installed (Debian package libjemalloc2; .ci/run installs it)"
+    assert haproxy.find_jemalloc(), "jemalloc is not installed (Debian package libjemalloc2; .ci/run installs it)"
     # one address opens them all: its caps raised out of the way (this measures the timeouts and the memory of
     # connections that are held; test_one_address_cannot_take_the_class, the caps)
     with running(tmp_path, WORKERS_FLOODED, "--client-connections", "100000", "--client-rate", "1000000") as c:
@@ -594,10 +594,10 @@ def test_the_dashboard_through_the_proxy_in_a_browser(browser, tmp_path):
                 "'Noise scale') && !m.innerText.includes(b))", arg=before, timeout=120_000)
             assert page.locator("[data-testid='stException']").count() == 0
             cookies = {k["name"]: k["value"] for k in ctx.cookies()}
-            assert cookies.get(serve.COOKIE) in ("w0", "w1")      # the browser is kept on one server
+            assert cookies.get(haproxy.COOKIE) in ("w0", "w1")      # the browser is kept on one server
             served = {line.split(" workers/")[1].split()[0] for line in c.access_log()[before_page:]
                       if " workers/w" in line}
-            assert served == {cookies[serve.COOKIE]}, served       # every page file from that server
+            assert served == {cookies[haproxy.COOKIE]}, served       # every page file from that server
         finally:
             ctx.close()
 
@@ -699,7 +699,7 @@ def test_a_thousand_idle_websockets_from_one_address_leave_room_for_a_newcomer(t
     """The class as a teacher starts it (default caps, two servers): 1,000 idle WebSockets from one address, and a
     new person still gets a working page within 2 s."""
     with running(tmp_path, WORKERS_FLOODED) as c:
-        _flood_and_a_newcomer(c, 1000, serve.ClientCaps().websockets)
+        _flood_and_a_newcomer(c, 1000, haproxy.ClientCaps().websockets)
 
 
 @pytest.mark.slow

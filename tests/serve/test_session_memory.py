@@ -133,7 +133,7 @@ def test_deferred_downloads_give_the_data_of_their_own_run(at, monkeypatch):
     arguments and fetch the data again when called: what they give is still the data of the run that drew them,
     after ε has moved on."""
     import odapp.shared.export
-    from odapp import cache
+    from odapp.budget import cache as budget_cache
 
     made = {}
     real = odapp.shared.export.export_buttons
@@ -161,7 +161,7 @@ def test_deferred_downloads_give_the_data_of_their_own_run(at, monkeypatch):
     at.switch_page("pages/4_Privacy_budget.py").run()
     assert not at.exception, [e.message for e in at.exception]
     weeks = made["epsilon_over_weeks"]()
-    direct = cache.epsilon_over_weeks(2.0, 70, 52, 1e-6, 2e-2)   # the page's settings
+    direct = budget_cache.epsilon_over_weeks(2.0, 70, 52, 1e-6, 2e-2)   # the page's settings
     assert list(weeks["weeks"]) == list(direct["weeks"])
     assert weeks["basic"].to_numpy() == pytest.approx(direct["basic"].to_numpy())
     at.session_state["odlab.epsilon"] = 0.66   # the page's ε is its live curves' slider (odapp.components.live)

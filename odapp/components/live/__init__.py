@@ -47,7 +47,7 @@ _ENCODED_MAX = 256
 
 
 def _encoded(value) -> tuple[str, str]:
-    """``(name, JSON text)`` of a table. The tables come from resource caches (:mod:`odapp.cache`): the same object
+    """``(name, JSON text)`` of a table. The tables come from resource caches (:mod:`odapp.live.cache`): the same object
     on every rerun, so its JSON is written once, not on every press (~20 ms for the OD release page's draws). The
     table is kept with its entry, so its ``id`` cannot be another object's while the entry lives."""
     hit = _ENCODED.get(id(value))

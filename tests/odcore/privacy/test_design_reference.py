@@ -229,17 +229,17 @@ def reference_frontier_figure(projector_on: bool, rep: dict):
 def test_frontier_figure_is_the_one_built_trace_by_trace(city):
     """The designer's chart, built from plain trace dicts with one layout update, is the same figure (the same JSON
     text) as the one built with add_scatter and an update per setting, on a screen and on a projector."""
-    from odapp import cache
+    from odapp.designer import cache as designer_cache
     from odcore.od.trips import ODConfig, build_od
 
     od = build_od(city, ODConfig(cell_km2=2.0))
     for seed, projector_on in ((0, False), (5, True)):
         rep = json.loads(_report(od, Goal(), seed))
-        fig, front = cache.frontier_figure(("reference", seed, projector_on), projector_on, _rep=rep)
+        fig, front = designer_cache.frontier_figure(("reference", seed, projector_on), projector_on, _rep=rep)
         assert fig.to_json() == reference_frontier_figure(projector_on, rep).to_json()
         assert len(front) == len(rep["frontier"])
     moved = {**rep, "google": {**rep["google"], "typical_trips": rep["google"]["typical_trips"] + 1}}
-    fig, _ = cache.frontier_figure(("reference", "moved"), True, _rep=moved)   # the comparison can fail
+    fig, _ = designer_cache.frontier_figure(("reference", "moved"), True, _rep=moved)   # the comparison can fail
     assert fig.to_json() != reference_frontier_figure(True, rep).to_json()
 
 
@@ -280,18 +280,18 @@ def frontier_chart_problems(chart: dict, fig) -> list[str]:
 
 
 def test_the_page_draws_the_frontier_the_files_hold(city):
-    """The frontier the designer draws in the browser (:func:`odapp.cache.frontier_chart`) has the plotly figure's
+    """The frontier the designer draws in the browser (:func:`odapp.designer.cache.frontier_chart`) has the plotly figure's
     traces point for point (checked above against a trace-by-trace build), with their names, colours and markers,
     and its title and axes; each point's hover text names its max pairs, ε, share and expected error."""
-    from odapp import cache
+    from odapp.designer import cache as designer_cache
     from odapp.shared.words import pct
     from odcore.od.trips import ODConfig, build_od
 
     od = build_od(city, ODConfig(cell_km2=2.0))
     for seed in (0, 5):
         rep = json.loads(_report(od, Goal(), seed))
-        chart = cache.frontier_chart(("reference", seed), _rep=rep)
-        fig, _ = cache.frontier_figure(("reference", seed, False), False, _rep=rep)
+        chart = designer_cache.frontier_chart(("reference", seed), _rep=rep)
+        fig, _ = designer_cache.frontier_figure(("reference", seed, False), False, _rep=rep)
         assert not frontier_chart_problems(chart, fig)
         first = chart["series"][0]
         row = next(r for r in rep["frontier"] if r["max_pairs"] == int(first["key"].rsplit("_", 1)[1]))
@@ -302,4 +302,4 @@ def test_the_page_draws_the_frontier_the_files_hold(city):
     # the comparison can fail: another report's chart against this figure
     moved = {**rep, "frontier": [{**r, "trips_published_frac": r["trips_published_frac"] * 1.1}
                                  for r in rep["frontier"]]}
-    assert frontier_chart_problems(cache.frontier_chart(("reference", "moved"), _rep=moved), fig)
+    assert frontier_chart_problems(designer_cache.frontier_chart(("reference", "moved"), _rep=moved), fig)

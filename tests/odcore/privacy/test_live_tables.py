@@ -90,7 +90,7 @@ def weeks_exact(e: float, trips: int, weeks: int, delta: float, interval: float 
 
 
 def person_exact(e: float, m: int, weeks: int, delta: float) -> np.ndarray:
-    """The page's per-person curve over 1..weeks weeks (odapp.cache.person_columns) at ``e``."""
+    """The page's per-person curve over 1..weeks weeks (odapp.budget.cache.person_columns) at ``e``."""
     from odcore.privacy import pld
 
     w = np.arange(1, weeks + 1)

@@ -106,11 +106,11 @@ def test_risk_by_origin_counts_each_person_once_per_zone():
 
 
 def test_map_context_sends_water_and_the_fixes_image_inline():
-    from odapp import maps
+    from odapp.maps import context as map_base
 
     rng = np.random.default_rng(3)
     lon, lat = rng.uniform(-122.45, -122.38, 5000), rng.uniform(37.74, 37.80, 5000)
-    mc = maps.map_context(((-122.5, -122.3), (37.7, 37.85)), lon, lat)
+    mc = map_base.map_context(((-122.5, -122.3), (37.7, 37.85)), lon, lat)
     assert [x.id for x in mc.under] == ["water"]
     assert [x.id for x in mc.over] == ["fixes"]
     fixes = json.loads(mc.over[0].json)
@@ -123,7 +123,7 @@ def test_map_context_sends_water_and_the_fixes_image_inline():
     assert top > 37.85
     assert "water" in mc.words
     assert "GPS fixes" in mc.words
-    inland = maps.map_context(((-84.5, -84.3), (33.7, 33.8)))              # no water, no traces: nothing drawn
+    inland = map_base.map_context(((-84.5, -84.3), (33.7, 33.8)))              # no water, no traces: nothing drawn
     assert inland.under == ()
     assert inland.over == ()
     assert inland.words == ""

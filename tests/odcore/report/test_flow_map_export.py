@@ -120,8 +120,8 @@ def test_check_map_finds_a_circle_on_an_arrow():
 
 def test_published_map_draws_the_pages_places_and_flows(week):
     """Export = screen: the places and flows of the published map are those the OD release page draws at the same
-    settings (odapp.maps.release_maps, Published, Top N auto, merged at the page's map size)."""
-    from odapp.maps import release_maps
+    settings (odapp.maps.od_map.release_maps, Published, Top N auto, merged at the page's map size)."""
+    from odapp.maps.od_map import release_maps
 
     od, table, cfg = week
     cent = od.centroids()

@@ -1,0 +1,1 @@
+"""The Audit page: its cached one-run audit and partition-selection comparison."""

@@ -1,0 +1,1 @@
+"""The Privacy budget page: its cached exact budgets."""

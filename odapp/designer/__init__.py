@@ -1,0 +1,1 @@
+"""The Release designer: its cached search and frontier."""

@@ -1,0 +1,1 @@
+"""Play the attacker: its cached pool of people and rounds."""

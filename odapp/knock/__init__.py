@@ -1,0 +1,1 @@
+"""The Knock Knock page: its cached location time-series and defences' error."""
