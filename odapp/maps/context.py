@@ -3,6 +3,7 @@ round the zones' box; nothing is fetched."""
 
 from __future__ import annotations
 
+import base64
 import itertools
 from dataclasses import dataclass
 
@@ -10,7 +11,8 @@ import numpy as np
 import pydeck as pdk
 
 from odapp.maps.deck import DIGITS, EncodedLayer
-from odcore.report import figures
+from odcore.report import basemap, figures
+from odcore.space.density import fix_density
 
 WATER_RGBA = [*figures.WATER_RGB, 255]   # water: a pale blue under the zones (as in the exported image)
 FIXES_GREY = 40                       # the fixes' image: one dark grey, its opacity by density
@@ -38,11 +40,6 @@ def map_context(zbox: tuple[tuple[float, float], tuple[float, float]], lon=None,
     ``pad`` of it on every side. The image goes to the browser inside the map's JSON (a ``data:`` URL): nothing is
     fetched. ``fixes(box, width_px)``, in place of ``lon, lat``, gives that image's counts itself (a streamed folder:
     :func:`odcore.od.engines.cab_stream.fix_density_cabspotting`)."""
-    import base64
-
-    from odcore.report import basemap
-    from odcore.space.density import fix_density
-
     (lo0, lo1), (la0, la1) = zbox
     dx, dy = max(lo1 - lo0, 1e-3), max(la1 - la0, 1e-3)
     under, over, words = [], [], []

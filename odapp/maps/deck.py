@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pydeck as pdk
 from pydeck.bindings import deck as _pdk_deck
+from pydeck.bindings.json_tools import default_serialize
 
 from odcore.report import figures
 
@@ -82,8 +83,6 @@ def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0, *, width_px: 
 
 
 def _compact_json(obj) -> str:
-    from pydeck.bindings.json_tools import default_serialize
-
     return json.dumps(obj, sort_keys=True, default=default_serialize, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -107,8 +106,6 @@ class CompactDeck(pdk.Deck):
     """
 
     def to_json(self) -> str:
-        from pydeck.bindings.json_tools import default_serialize
-
         spec = default_serialize(self)   # a new dict: the deck itself is not changed (it may be shared)
         encoded = {i: x.json for i, x in enumerate(spec["layers"]) if isinstance(x, EncodedLayer)}
         mark = "@@odlab-encoded-layer-{}"   # a string no layer's JSON holds, replaced by the layer's JSON

@@ -25,6 +25,7 @@ from odapp.maps.flows import (
 from odapp.maps.zones import Inset, cell_layers, grid_layers
 from odapp.shared.words import coord, num
 from odcore.report import figures
+from odcore.report import flows as fl
 
 
 def flow_legend_html(fm: FlowMap, *, heading: str = "", note: str = "") -> str:
@@ -144,7 +145,6 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
     map); ``context``: the offline base layer (:func:`map_context`), water under the zones and the fixes' image
     over their fill; ``risk``: the zones in ``base_layers`` are shaded by the attack success on their people
     (:func:`risk_cells_frame`), which the legend then says."""
-    from odcore.report import flows as fl
 
     released = table["released"].to_numpy(dtype=bool)
     everything = np.ones(len(table), dtype=bool)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pydeck as pdk
+import shapely
 
 from odapp.maps.context import MapContext, map_context, zones_box
 from odapp.maps.deck import (
@@ -30,8 +31,6 @@ def cell_polygons(grid, cells: np.ndarray) -> pd.DataFrame:
     """``DataFrame[cell, polygon]``: each cell's outline (``grid.polygons()``) as a list of [lon, lat] (for a
     PolygonLayer and :func:`odcore.report.figures.flow_map_figure`); squares, hexagons or any zone polygon."""
     gdf = grid.polygons(np.asarray(cells, dtype=np.int64))
-    import shapely
-
     geoms = shapely.get_exterior_ring(gdf.geometry.to_numpy())
     xy, idx = shapely.get_coordinates(geoms, return_index=True)
     xy = np.round(xy, DIGITS)
@@ -329,7 +328,6 @@ def inset(polygons, fraction: float = INSET_FRACTION, simplify: float = 0.5) -> 
     at most ``d/2`` from the inset ring, so still inside its zone and at least ``d`` from its neighbours, with fewer
     vertices for the browser to draw where a zone's boundary wiggles (a street, a river). Rounded to :data:`DIGITS`
     decimals like the rest of a layer's rows."""
-    import shapely
 
     polys = polygons if isinstance(polygons, list) else list(polygons)
     if not polys:

@@ -37,12 +37,12 @@ DuckDB, kaleido and its browser finder ``choreographer``; PipelineDP, installed 
 
 LIGHT_START = ("odcore.cli", "odcore.errors", "odcore.privacy.attack", "odcore.privacy.pld", "odcore.space.grid", "odcore.od.oddata",
                "odcore.data.synth",
-               "odcore.space.zones", "odapp.maps")
+               "odcore.space.zones")
 """Modules whose imports may also sit in the function that needs them. The command line's ``--help`` loads no numpy
 and ``attack-curve`` numpy only (tests/odcore/cli/test_cli_startup.py), so each subcommand loads its engine when it
 runs; the zone systems load geopandas, pyproj, shapely, h3 and scipy for the zones that need them, so that counting
 trips on squares stays under 300 MB (tests/odcore/data/test_hostile.py), the OD data its sparse matrices and the
-synthetic city its k-d tree; the map module loads shapely and pydeck's JSON encoder when a map is drawn."""
+synthetic city its k-d tree."""
 
 SOURCES = ("odcore", "odapp", "odserve", "pages", "app.py")
 
