@@ -16,8 +16,9 @@ from odapp.maps import zones as map_zones
 from odapp.shared import ahead, charts, guide, page_work
 from odapp.shared.cli_config import release_config
 from odapp.shared.errors import engine_errors
-from odapp.shared.export import button_row, chart, code_caption, export_buttons, projector_mode, reproduce
+from odapp.shared.export import button_row, chart, code_caption, export_buttons, reproduce
 from odapp.shared.layout import metric, page
+from odapp.shared.styling import projector_mode
 from odapp.shared.words import num, plain, short_path
 from odcore.space.grid import crs_label
 

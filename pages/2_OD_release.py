@@ -11,8 +11,9 @@ from odapp.release import view as rv
 from odapp.shared import ahead, guide
 from odapp.shared.cli_config import release_config
 from odapp.shared.errors import engine_errors
-from odapp.shared.export import button_row, export_buttons, projector_mode, reproduce
+from odapp.shared.export import button_row, export_buttons, reproduce
 from odapp.shared.layout import metric, page
+from odapp.shared.styling import projector_mode
 from odapp.shared.words import num, pct, unit_words
 from odcore.privacy.release import ANALYSIS_NOTICE, PUBLISHED_COLUMNS
 from odcore.privacy.utility import noise_dominated, release_utility

@@ -15,8 +15,9 @@ from odapp.live import view as live_view
 from odapp.shared import ahead, charts, guide
 from odapp.shared.cli_config import attack_curve_config, user_risk_config
 from odapp.shared.errors import engine_errors
-from odapp.shared.export import button_row, code_caption, export_buttons, projector_mode, reproduce
+from odapp.shared.export import button_row, code_caption, export_buttons, reproduce
 from odapp.shared.layout import metric, needs_pairs, page
+from odapp.shared.styling import projector_mode
 from odapp.shared.words import bound_label, comparison_label, pct, probability_words, unit_words
 from odcore.privacy.attack import simulate_attack
 

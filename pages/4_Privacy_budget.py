@@ -14,8 +14,9 @@ from odapp.release import view as rv
 from odapp.shared import callbacks, charts, guide
 from odapp.shared.cli_config import budget_config
 from odapp.shared.errors import engine_errors
-from odapp.shared.export import export_buttons, projector_mode, reproduce
+from odapp.shared.export import export_buttons, reproduce
 from odapp.shared.layout import metric, page
+from odapp.shared.styling import projector_mode
 from odapp.shared.words import comparison_label, epsilon_words, num, pct, probability_words, sci, unit_words
 from odcore.privacy.accounting import (
     WEEKS_RELATIVE_STEP,

@@ -11,8 +11,9 @@ from odapp.knock import cache as knock_cache
 from odapp.shared import ahead, callbacks, charts, page_work
 from odapp.shared.cli_config import command_line, knock_config
 from odapp.shared.errors import engine_errors
-from odapp.shared.export import chart, export_buttons, opened_expander, projector_mode
+from odapp.shared.export import chart, export_buttons, opened_expander
 from odapp.shared.layout import metric, needs_pairs, page
+from odapp.shared.styling import projector_mode
 from odapp.shared.words import AREAS_WORD, pct, probability_words
 from odcore.knock import (
     Classifier,

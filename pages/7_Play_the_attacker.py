@@ -12,8 +12,9 @@ from odapp.attack import cache as attack_cache
 from odapp.live import view as live_view
 from odapp.shared import ahead, callbacks, charts, guide, page_work, projector
 from odapp.shared.errors import engine_errors
-from odapp.shared.export import chart, projector_mode
+from odapp.shared.export import chart
 from odapp.shared.layout import metric, needs_pairs, page
+from odapp.shared.styling import projector_mode
 from odapp.shared.words import pct, plain, probability_words
 from odcore.privacy.attack import wilson_interval
 from odcore.report.teaching import (

@@ -7,8 +7,9 @@ import streamlit as st
 from odapp.live import view as live_view
 from odapp.shared import charts, guide, projector
 from odapp.shared.errors import engine_errors
-from odapp.shared.export import button_row, code_caption, export_buttons, projector_mode
+from odapp.shared.export import button_row, code_caption, export_buttons
 from odapp.shared.layout import metric, page
+from odapp.shared.styling import projector_mode
 from odapp.shared.words import pct
 from odcore.report.teaching import noise_picture
 

@@ -20,8 +20,9 @@ from odapp.live import view as live_view
 from odapp.shared import charts
 from odapp.shared.cli_config import user_risk_config
 from odapp.shared.errors import engine_errors
-from odapp.shared.export import button_row, chart, export_buttons, projector_mode
+from odapp.shared.export import button_row, chart, export_buttons
 from odapp.shared.layout import metric
+from odapp.shared.styling import projector_mode
 from odapp.shared.words import num, pct, plain, probability_words
 
 K_MAX = 70   # the page's curve: k = 0..70 (Houssiau et al. 2022, Fig. 1)

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from odapp.data.cache import week_pairs_prepared
 from odapp.shared.caching import cache_data, cache_resource
-from odapp.shared.export import styled
+from odapp.shared.styling import styled
 from odapp.shared.words import pct, unit_words
 from odcore.privacy.design import WeekIndex
 from odcore.privacy.design import design_report as _design_report

@@ -22,8 +22,9 @@ from odapp.maps import deck as map_deck
 from odapp.maps import od_map
 from odapp.maps.flows import ZONE, zone_label
 from odapp.release import cache as release_cache
-from odapp.shared.export import button_row, image_export, projector_mode
+from odapp.shared.export import button_row, image_export
 from odapp.shared.state import USER_DELTA, USER_WEEKS, DataSource
+from odapp.shared.styling import projector_mode
 from odapp.shared.words import empty_release_advice, num
 from odcore.data.fingerprint import trace_fingerprint
 from odcore.od.engines.cab_stream import fix_density_cabspotting

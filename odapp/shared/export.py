@@ -23,8 +23,6 @@ from odapp.shared.cli_config import COMMANDS, command_line
 from odcore.report import figures
 from odcore.report.safe_csv import csv_text
 
-# The one template of every chart (odcore.report.figures.template); projector=True gives large, high-contrast type.
-TEMPLATE = figures.template(False)
 EXPORT_SIZE = {"width": 900, "height": 540, "scale": 2}
 MIME = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}
 # The sizes a chart's image is downloaded at: the screen's (900 × 540 px, PNG at twice that) or one of the paper
@@ -33,17 +31,9 @@ SCREEN = "screen"
 EXPORT_SIZES = (SCREEN, *figures.SIZE_PRESETS)
 EXPORT_SIZE_WORDS = {SCREEN: "Screen (900 × 540 px)", "single-column": "Single column (3.5 in, 8 pt)",
                      "double-column": "Double column (7 in, 9 pt)", "slide": "Slide (16:9, 20 pt)"}
+
+
 K_EXPORT_SIZE = "odlab.export_size"   # the size chosen in the sidebar: every chart's downloads follow it
-
-
-def projector_mode() -> bool:
-    """Whether charts use the projector template (large type, high contrast): :func:`odapp.shared.projector.on`."""
-    return projector.on()
-
-
-def styled(fig: go.Figure, title: str | None = None, *, height: int = 440) -> go.Figure:
-    """Apply the lab's template (:func:`odcore.report.figures.template`, projector mode if on) and a title to ``fig``."""
-    return figures.style(fig, title, height=height, projector=projector_mode())
 
 
 def slug(text: str) -> str:

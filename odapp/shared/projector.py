@@ -1,7 +1,7 @@
 """Projector mode: one session flag for a class in front of a wall screen.
 
 Large fonts, high-contrast colours and fewer controls. Everything reads the flag through :func:`on`: the page CSS
-(:func:`apply`, called by the sidebar), the charts (``odapp.shared.export.styled`` picks ``odcore.report.figures.template(projector=True)``)
+(:func:`apply`, called by the sidebar), the charts (``odapp.shared.styling.styled`` picks ``odcore.report.figures.template(projector=True)``)
 and the pages, which hide their secondary controls (seeds, downloads, fine settings) with ``if not projector.on():``.
 """
 

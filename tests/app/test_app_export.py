@@ -13,8 +13,9 @@ import pytest
 
 from odapp.data.loading import load_sample
 from odapp.shared import cli_config
-from odapp.shared.export import figure_image, slug, styled, to_json_text
+from odapp.shared.export import figure_image, slug, to_json_text
 from odapp.shared.state import Settings
+from odapp.shared.styling import styled
 from odapp.shared.words import epsilon_words, num, pct, probability_words
 from odcore.paths import REPO_ROOT
 from odcore.report.figures import find_browser

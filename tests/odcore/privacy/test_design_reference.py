@@ -189,7 +189,7 @@ def reference_frontier_figure(projector_on: bool, rep: dict):
     import pandas as pd
     import plotly.graph_objects as go
 
-    from odapp.shared.export import styled
+    from odapp.shared.styling import styled
     from odapp.shared.words import unit_words
     from odcore.report.figures import legend_at, readable_log_ticks
 
