@@ -74,6 +74,7 @@ from odcore.privacy.release import (
 )
 from odcore.privacy.selection import compare_selection
 from odcore.report import figures
+from odcore.report.facts import week_trips
 from odcore.report.figures import PALETTE, integer_bins, legend_at, readable_log_ticks
 from odcore.report.plain_json import jsonable
 from odcore.report.teaching import AttackerPool, GameRules, round_others, round_success
@@ -467,8 +468,7 @@ def design_week(dataset_id: str, od_config, week: int, _od):
 def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | None, seed: int, _od,
                   tune: bool = False) -> dict:
     """:func:`odcore.privacy.design.design_report` on one week of the data (with the frontier), JSON-able."""
-    uw = _od.user_week
-    trips = uw.loc[uw["week"] == week, "unique_trips"].to_numpy()
+    trips = week_trips(_od.user_week, week)   # the week's people: those with a trip (odcore.report.facts)
     return jsonable(_design_report(goal, design_week(dataset_id, od_config, week, _od=_od), trips, week=week,
                                     max_pairs=max_pairs, tune=tune, rng=seed, with_frontier=True))
 

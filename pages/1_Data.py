@@ -8,13 +8,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from odapp import ahead, cache, charts, guide, live_view, maps, page_work
+from odapp import ahead, cache, charts, facts_view, guide, live_view, maps, page_work
 from odapp.cli_config import release_config
 from odapp.errors import engine_errors
 from odapp.export import button_row, chart, code_caption, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
 from odapp.words import num, plain, short_path
 from odapp.zones_ui import data_box, export_spec, zone_file
+from odcore.report.facts import PEOPLE_DATA_WHY
 from odcore.space.grid import crs_label
 
 ctx = page(
@@ -33,7 +34,10 @@ picture = st.container()   # the map first; what was loaded below it
 
 st.subheader("What was loaded")
 c = st.columns(5)
-metric(c[0], "Users", num(ods["users"]), help="Distinct pseudonymous users with at least one hourly location.")
+facts = facts_view.of(ctx)   # one source for the people counted (odcore.report.facts)
+people = facts.get("people_data")
+metric(c[0], "People in the data", people.text if people else num(ods["users"]),
+       help=f"{PEOPLE_DATA_WHY.capitalize()}: distinct pseudonymous people with at least one hourly location.")
 metric(c[1], "Weeks", num(ods["weeks"]), f"from {od.week_starts[0]}" if od.week_starts else None,
        help="Monday-to-Sunday weeks covered by the traces.")
 metric(c[2], "Rows read", num(summ["rows_read"] if "rows_read" in summ else len(ctx.loaded.df)),
@@ -77,7 +81,10 @@ uw = od.user_week
 wk = uw[uw["week"] == s.week]
 trips, uniq = wk["trips"].to_numpy(), wk["unique_trips"].to_numpy()
 c = st.columns(4)
-metric(c[0], "Users active this week", num(len(wk)))
+located, people_week = facts["people_located_week"], facts["people_week"]
+metric(c[0], "People located this week", located.text, f"{people_week.text} with a trip: the week's people",
+       help=f"{located.why.capitalize()}. The week's people ({people_week.text}) are those the guarantee card, the "
+            "Attack page and the Release designer count.")
 metric(c[1], "Median trips", num(float(np.median(trips))) if len(wk) else "–",
        help="All moves to another cell in the next hour, repeats included.")
 metric(c[2], "Median unique trips", num(float(np.median(uniq))) if len(wk) else "–",

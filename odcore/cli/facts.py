@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from odcore.errors import ParameterError
     from odcore.od.pairs import bound_contributions
     from odcore.privacy.release import Mode, ReleaseConfig
-    from odcore.report.facts import facts_json, week_facts
+    from odcore.report.facts import facts_json, located_in_week, week_facts
 
     cfg = ReleaseConfig(epsilon=args.epsilon, threshold=args.threshold, mode=args.mode, max_pairs=args.max_pairs)
     _traces, od = od_from_args(args)
@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     elif has_pairs:
         counts = od.counts.loc[od.counts["week"].to_numpy() == week]
     facts = week_facts(pairs, week=week, release=cfg, attack_pairs=attack_pairs, counts=counts,
-                       people_data=od.n_users if has_pairs else None)
+                       people_data=od.n_users if has_pairs else None,
+                       people_located=located_in_week(od.user_week, week) if has_pairs else None)
     if args.json:
         print_json({"input": str(args.input), "week": week, "release": cfg.to_dict(), "facts": facts_json(facts)})
         return 0
