@@ -2,7 +2,8 @@
 
 Large fonts, high-contrast colours and fewer controls. Everything reads the flag through :func:`on`: the page CSS
 (:func:`apply`, called by the sidebar), the charts (``odapp.export.styled`` picks ``odcore.report.figures.template(projector=True)``)
-and the pages, which hide their secondary controls (seeds, downloads, fine settings) with ``if not projector.on():``.
+and the pages, which hide their secondary controls (seeds, downloads, fine settings) and the engine's function names
+with ``if not projector.on():``; the sidebar is narrower, so the picture gets the width.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ html, body, .stApp, .stMarkdown, .stMarkdown p, .stMarkdown li, [data-testid="st
 [data-testid="stCaptionContainer"] { opacity: 1 !important; }
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] * { color: #1f1f1f !important; }
 .stApp { background: #fff !important; }
+/* a narrower sidebar (Streamlit's 300 px took a third of 1,024): the picture gets the width; the settings and the
+   tour stay in it, their labels wrapping */
+[data-testid="stSidebar"] { width: 236px !important; min-width: 236px !important; max-width: 236px !important; }
+[data-testid="stSidebarContent"] { padding-left: 0 !important; padding-right: 0 !important; }
 h1 { font-size: 2.6rem !important; color: #000 !important; }
 h2, h3 { font-size: 1.9rem !important; color: #000 !important; }
 /* words wrap between words, never inside one; long words shrink the type rather than break */

@@ -169,6 +169,8 @@ def report_buttons(ctx, rcfg, week: int, shared=None, private=None) -> None:
     files that may leave the building and of those that may not; one new row for both if not given)."""
     if shared is None or private is None:
         shared = private = button_row()
+    if projector_mode():   # downloads are secondary controls: hidden in projector mode, as its switch says
+        return
     if not ctx.od.stats.get("pairs_available", True):
         shared.caption("The release report needs each person's pairs (traces), not an OD counts folder.")
         return
@@ -282,8 +284,9 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
             col.pydeck_chart(fm.deck, height=460, key=None if week != ctx.settings.week else f"map_{i}")
         n_sup = int((~table["released"].to_numpy(bool)).sum())
         note = (f"{num(n_sup)} observed pairs suppressed (noisy count below {num(ctx.settings.threshold)}). Hover "
-                "over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. Flows from "
-                "<code>odcore.privacy.release</code>, utility from <code>odcore.privacy.utility</code>."
+                "over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom."
+                + ("" if projector_mode() else " Flows from <code>odcore.privacy.release</code>, utility from "
+                                               "<code>odcore.privacy.utility</code>.")
                 + (" One week of data: no week player." if len(ctx.od.week_starts) <= 1 else ""))
         st.markdown(maps.flow_legend_html(fms[-1],
                                           heading=f"Week {week}" if len(fms) > 1 else "", note=note),

@@ -111,7 +111,8 @@ with right:
     chart(fig, f"trips_total_unique_week{s.week}", data=pairs_tu, config=release_config(s, ctx.loaded),
           command="release", key="trips_total_unique")
 st.caption("Houssiau et al. (2022): one author's 39 trips in a typical week were 32 unique trips, so 7 repeats "
-           "were discarded; each unique trip is one count he is in. Numbers from `odcore.od.trips.build_od`.")
+           "were discarded; each unique trip is one count he is in."
+           + ("" if projector_mode() else " Numbers from `odcore.od.trips.build_od`."))
 trips_cfg = {k: v for k, v in release_config(s, ctx.loaded).items()
              if k in ("input", "format", "tz", "time_offset", "bbox", "cell_km2", "zones", "dataset")}
 reproduce([("Loading, grid, hourly cells, trips and weekly unique OD counts (summary)", "trips", trips_cfg)])

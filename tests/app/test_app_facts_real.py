@@ -18,14 +18,14 @@ from odapp.state import K_SOURCE, DataSource
 from odcore.paths import REPO_ROOT
 from odcore.report.facts import PEOPLE_LOCATED_WHY, PEOPLE_WEEK_WHY
 
-pytestmark = [pytest.mark.realdata, pytest.mark.slow, pytest.mark.timeout(900)]   # ~25 s: seven pages twice loaded
+pytestmark = [pytest.mark.realdata, pytest.mark.slow, pytest.mark.timeout(900)]   # ~25 s: seven pages on real uploaded cabs
 
 CABS = 12
 """Cab files of the subset: the first twelve by name, three weeks of them, a few seconds to stream..."""
 TRIPLESS = ("ayshowg", "eotcue", "idjoat", "idjojwa", "ockoac", "egoiwroi", "ifeshce", "elvgid", "inhiala", "isnthli")
 """... and the cabs that, in the whole folder, are located in a week without making a trip in it: they make the
 people located in a week more than the week's people (521 and 518 in the whole folder's week 2; 21 and 16 in the
-subset's week 0), and a designer that counted them took a typical person of 53 trips where the facts say 72."""
+subset's week 0), and a designer counting them would take a typical person of 53 trips where the facts say 72."""
 
 PAGES_WITH_CARD = ["pages/1_Data.py", "pages/2_OD_release.py", "pages/3_Attack.py", "pages/4_Privacy_budget.py",
                    "pages/6_Release_designer.py", "pages/8_See_the_noise.py", "pages/9_Audit.py"]
