@@ -36,6 +36,12 @@ h2, h3 { font-size: 1.9rem !important; color: #000 !important; }
 /* charts and maps beside each other stack too: a chart keeps the content's width */
 [data-testid="stMain"] [data-testid="stHorizontalBlock"]:has([data-testid="stPlotlyChart"], [data-testid="stDeckGlJsonChart"], .odlive)
   > [data-testid="stColumn"] { flex: 1 1 100% !important; min-width: 100% !important; }
+/* the OD release map's options stay in two rows, in smaller type, so the map starts on the first screen */
+.st-key-rel_map_options [data-testid="stHorizontalBlock"] { flex-wrap: nowrap !important; }
+.st-key-rel_map_options [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] { flex: 1 1 0 !important;
+  min-width: 0 !important; }
+.st-key-rel_map_options [data-testid="stWidgetLabel"] p, .st-key-rel_map_options label p { font-size: 1rem !important; }
+.st-key-rel_map_options input { font-size: 1rem !important; }
 [data-testid="stMainBlockContainer"] { padding-left: 1.5rem !important; padding-right: 1.5rem !important;
   max-width: 100% !important; }
 [data-testid="stMetricValue"] { font-size: clamp(1.9rem, 3.4vw, 3rem) !important; color: #000 !important;

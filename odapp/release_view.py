@@ -331,7 +331,8 @@ def map_section(ctx, rcfg) -> None:
     released = table["released"].to_numpy()
     n_weeks = max(1, len(ctx.od.week_starts))
 
-    opt = st.columns([1.5, 1, 1, 1.3])
+    options = st.container(key="rel_map_options")   # projector mode keeps them in two rows (odapp.projector)
+    opt = options.columns([1.5, 1, 1, 1.3])
     d = MAP_DEFAULTS   # the defaults the landing page computes ahead
     # a week with nothing published opens side by side: the flows that exist, in grey, next to the empty release
     first_view = d["view"] if released.any() else "Side by side"
@@ -349,7 +350,7 @@ def map_section(ctx, rcfg) -> None:
     cell = opt[3].selectbox("One zone", [None, *busiest], key="rel_cell", format_func=_cell_label,
                             help="Show only the flows that start or end in this zone (the 500 zones with the most "
                                  "observed pairs; hover a zone on the map for its id).")
-    opt2 = st.columns([1.1, 1, 1.6])   # what is drawn (the base layer's switches are under the map: it starts on the
+    opt2 = options.columns([1.1, 1, 1.6])   # what is drawn (the base layer's switches are under the map: it starts on the
     # first screen at 1024×768)
     merge = opt2[2].toggle("Merge nearby zones", value=d["level"] == "Auto", key="rel_level",
                            help="On: when most of the largest flows are between neighbouring zones, nearby zones "

@@ -1,7 +1,7 @@
 """One number per quantity on real data: Cabspotting cab files uploaded in the app (a zip of cab files, the upload
 the sidebar offers) and the same files given to ``python -m odcore facts --json``: every page's guarantee card, the
 Data page's people, the Attack page's typical person and the Release designer's people and typical person read the
-same numbers as the command line, or each carries its labelled reason."""
+same numbers as the command line, or each carries its labelled reason; Home's example and typical person too."""
 
 from __future__ import annotations
 
@@ -16,7 +16,12 @@ import pytest
 from odapp.data import apply_upload
 from odapp.state import K_SOURCE, DataSource
 from odcore.paths import REPO_ROOT
-from odcore.report.facts import PEOPLE_LOCATED_WHY, PEOPLE_WEEK_WHY
+from odcore.report.facts import (
+    DELTA_SPLIT_DESIGNER,
+    DELTA_SPLIT_SELECTION,
+    PEOPLE_LOCATED_WHY,
+    PEOPLE_WEEK_WHY,
+)
 
 pytestmark = [pytest.mark.realdata, pytest.mark.slow, pytest.mark.timeout(900)]   # ~25 s: seven pages on real uploaded cabs
 
@@ -101,6 +106,18 @@ def test_every_page_reads_the_command_lines_facts_on_real_cabs(cabs):
         if page == "pages/6_Release_designer.py":   # its people and typical person are the week's
             google = _metric(at, "Google's setting, typical person").proto.delta
             assert f"{cli['typical_trips']['text']} trips at ε 0.66)" in google
+            assert f"{cli['epsilon_person_week']['text']} at δ" in google
+            assert DELTA_SPLIT_SELECTION in _metric(at, "Threshold").proto.help
+        if page == "pages/9_Audit.py":
+            assert any(DELTA_SPLIT_DESIGNER in c.value for c in at.caption)
+        if page == "pages/4_Privacy_budget.py":
+            assert f"has {cli['typical_trips']['text']}." in at.number_input(key="budget_trips").help
+    at.switch_page("pages/0_Home.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    home = " ".join(i.value for i in at.info)   # the 32-trip example and the typical person, each saying which
+    assert cli["attack_example"]["text"] in home
+    assert f"**{cli['attack_typical']['text']}** with suppression" in home
+    assert cli["bound_typical"]["text"] in home
     # the labelled reasons of the two weekly counts of people, as the command line gives them
     assert cli["people_week"]["why"] == PEOPLE_WEEK_WHY
     assert cli["people_located_week"]["why"] == PEOPLE_LOCATED_WHY

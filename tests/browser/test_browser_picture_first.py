@@ -59,7 +59,7 @@ def test_first_picture_within_the_first_screen(streamlit_url, browser, width, he
                 faults[name] = projector_faults(page)
             SHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS / f"first_screen_{name}_{width}{'_projector' if projector else ''}.png"))
-        for name in ("", "Knock_Knock", "Audit"):   # no picture on opening: their first screens, to look at
+        for name in ("", "Knock_Knock", "Audit", "Trajectory_recovery"):   # no picture on opening: to look at
             goto(page, name)
             page.screenshot(path=str(SHOTS / f"first_screen_{name or 'Home'}_{width}"
                                               f"{'_projector' if projector else ''}.png"))
