@@ -23,7 +23,7 @@ from odcore.report.facts import (
     PEOPLE_WEEK_WHY,
 )
 
-pytestmark = [pytest.mark.realdata, pytest.mark.slow, pytest.mark.timeout(900)]   # ~25 s: seven pages on real uploaded cabs
+pytestmark = [pytest.mark.realdata, pytest.mark.slow, pytest.mark.timeout(900)]   # ~30–60 s on 2 shared cores: eight pages on real uploaded cabs
 
 CABS = 12
 """Cab files of the subset: the first twelve by name, three weeks of them, a few seconds to stream..."""
@@ -60,9 +60,9 @@ def cabs(shared_data, tmp_path_factory):
     return folder, buf.getvalue()
 
 
-def _cli_facts(folder) -> dict:
-    out = subprocess.run([sys.executable, "-m", "odcore", "facts", "--json", "--input", str(folder)], cwd=REPO_ROOT,
-                         capture_output=True, text=True, check=True, timeout=600)
+def _cli(*args: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "odcore", *args, "--json"], cwd=REPO_ROOT, capture_output=True,
+                         text=True, check=True, timeout=600)
     return json.loads(out.stdout)
 
 
@@ -71,8 +71,12 @@ def test_every_page_reads_the_command_lines_facts_on_real_cabs(cabs):
     from streamlit.testing.v1 import AppTest
 
     folder, raw = cabs
-    got = _cli_facts(folder)
+    got = _cli("facts", "--input", str(folder))
     cli = got["facts"]
+    # the designer's command counts the week's people and takes its typical person as the facts do
+    design = _cli("design", "--input", str(folder), "--week", str(got["week"]))
+    assert design["people"] == cli["people_week"]["value"]
+    assert design["typical_trips"] == cli["typical_trips"]["value"]
     st.cache_data.clear()
     st.cache_resource.clear()
     at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=600)
