@@ -33,7 +33,8 @@ people located in a week more than the week's people (521 and 518 in the whole f
 subset's week 0), and a designer counting them would take a typical person of 53 trips where the facts say 72."""
 
 PAGES_WITH_CARD = ["pages/1_Data.py", "pages/2_OD_release.py", "pages/3_Attack.py", "pages/4_Privacy_budget.py",
-                   "pages/6_Release_designer.py", "pages/8_See_the_noise.py", "pages/9_Audit.py"]
+                   "pages/6_Release_designer.py", "pages/7_Play_the_attacker.py", "pages/8_See_the_noise.py",
+                   "pages/9_Audit.py"]
 
 
 def _metric(at, label: str):

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
 SHOTS = screenshot_dir()
 # pages whose main picture is drawn on opening (Knock Knock and Audit draw theirs after a button; Home has none)
 PICTURE_PAGES = ["Data", "OD_release", "Attack", "Privacy_budget", "Release_designer", "Play_the_attacker",
-                 "See_the_noise"]
+                 "See_the_noise", "Trajectory_recovery"]
 PICTURES = ("[data-testid=stDeckGlJsonChart], [data-testid=stPlotlyChart], [data-testid=stVegaLiteChart], "
             ".odlive canvas, [data-testid=stImage] img")
 MAIN = {"Play_the_attacker": "[data-testid=stDataFrame]"}   # the game's picture: the round's published counts
@@ -59,7 +59,7 @@ def test_first_picture_within_the_first_screen(streamlit_url, browser, width, he
                 faults[name] = projector_faults(page)
             SHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS / f"first_screen_{name}_{width}{'_projector' if projector else ''}.png"))
-        for name in ("", "Knock_Knock", "Audit", "Trajectory_recovery"):   # no picture on opening: to look at
+        for name in ("", "Knock_Knock", "Audit"):   # no picture on opening: their first screens, to look at
             goto(page, name)
             page.screenshot(path=str(SHOTS / f"first_screen_{name or 'Home'}_{width}"
                                               f"{'_projector' if projector else ''}.png"))

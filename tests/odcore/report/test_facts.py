@@ -80,7 +80,8 @@ def _metric(at, label: str):
 
 
 PAGES_WITH_CARD = ["pages/1_Data.py", "pages/2_OD_release.py", "pages/3_Attack.py", "pages/4_Privacy_budget.py",
-                   "pages/6_Release_designer.py", "pages/8_See_the_noise.py", "pages/9_Audit.py"]
+                   "pages/6_Release_designer.py", "pages/7_Play_the_attacker.py", "pages/8_See_the_noise.py",
+                   "pages/9_Audit.py"]
 
 
 @pytest.fixture(scope="module")
