@@ -27,7 +27,7 @@ DATA_FIGURES = frozenset({"release_probability", "zone_comparison", "knock_auc"}
 FORMATS = ("svg", "pdf", "png")
 MANIFEST = "figures_manifest.json"
 KIND = "odcore-figures"
-_NOT_CONFIG = frozenset({"out", "config", "func", "json"})
+_NOT_CONFIG = frozenset({"out", "config", "func", "json", "tz_found"})   # tz_found: what the loader found
 
 
 TYPICAL = "typical"

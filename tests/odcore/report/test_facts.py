@@ -289,6 +289,8 @@ def test_the_figures_read_the_facts_of_the_week(city_facts):
     assert number_text(round(float(table["tight"].iloc[0]), 1)) == f["epsilon_person_week"]["text"]
     assert F.file_stem("budget_weeks", args.trips) == "DO_NOT_SHARE_budget_weeks"   # drawn from the data
     assert F.file_stem("budget_weeks", 21) == "budget_weeks"
+    # its JSON draws it again: it holds the command's flags only, not what the loader found (tz_found)
+    assert set(F.settings(args)) <= {a.dest for a in parser._subparsers._group_actions[0].choices["figures"]._actions}
     _, curve = F.build("fig1_per_count", args, data)
     k = f["typical_trips"]["value"]
     assert float(curve.loc[curve["k"] == k, "success_per_count"].iloc[0]) == pytest.approx(
