@@ -7,6 +7,7 @@ import math
 import streamlit as st
 
 from odapp.recovery import view as recover_view
+from odapp.shared import projector
 from odapp.shared.errors import engine_errors
 from odapp.shared.layout import metric, needs_pairs, page
 from odapp.shared.words import pct
@@ -78,8 +79,10 @@ else:
     st.dataframe(recover_view.chance_table(result), hide_index=True)
 with st.expander("How the attack works and how it is scored"):
     st.markdown(
-        "- **Input**: counts per cell per hour (`python -m odcore recover --write-counts DIR` writes them as "
-        "`counts.csv` and `cells.csv`, so another implementation can run on the same numbers).\n"
+        "- **Input**: counts per cell per hour"
+        + ("" if projector.on() else " (`python -m odcore recover --write-counts DIR` writes them as `counts.csv` "
+                                     "and `cells.csv`, so another implementation can run on the same numbers)")
+        + ".\n"
         "- **Night (0–6 h)**: each trajectory continues to the nearest location among that hour's counts; "
         "**day**: to the one nearest its velocity prediction; **across days**: pieces are joined where the "
         "entropy of the person's visited cells grows least. Each step is one assignment problem (Hungarian).\n"

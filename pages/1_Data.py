@@ -10,6 +10,7 @@ import streamlit as st
 
 from odapp.data import cache as data_cache
 from odapp.data.zones_ui import data_box, export_spec, zone_file
+from odapp.facts import view as facts_view
 from odapp.live import view as live_view
 from odapp.maps import deck as map_deck
 from odapp.maps import zones as map_zones
@@ -20,6 +21,7 @@ from odapp.shared.export import button_row, chart, code_caption, export_buttons,
 from odapp.shared.layout import metric, page
 from odapp.shared.styling import projector_mode
 from odapp.shared.words import num, plain, short_path
+from odcore.report.facts import PEOPLE_DATA_WHY
 from odcore.space.grid import crs_label
 
 ctx = page(
@@ -38,7 +40,10 @@ picture = st.container()   # the map first; what was loaded below it
 
 st.subheader("What was loaded")
 c = st.columns(5)
-metric(c[0], "Users", num(ods["users"]), help="Distinct pseudonymous users with at least one hourly location.")
+facts = facts_view.of(ctx)   # one source for the people counted (odcore.report.facts)
+people = facts.get("people_data")
+metric(c[0], "People in the data", people.text if people else num(ods["users"]),
+       help=f"{PEOPLE_DATA_WHY.capitalize()}: distinct pseudonymous people with at least one hourly location.")
 metric(c[1], "Weeks", num(ods["weeks"]), f"from {od.week_starts[0]}" if od.week_starts else None,
        help="Monday-to-Sunday weeks covered by the traces.")
 metric(c[2], "Rows read", num(summ["rows_read"] if "rows_read" in summ else len(ctx.loaded.df)),
@@ -82,7 +87,10 @@ uw = od.user_week
 wk = uw[uw["week"] == s.week]
 trips, uniq = wk["trips"].to_numpy(), wk["unique_trips"].to_numpy()
 c = st.columns(4)
-metric(c[0], "Users active this week", num(len(wk)))
+located, people_week = facts["people_located_week"], facts["people_week"]
+metric(c[0], "People located this week", located.text, f"{people_week.text} with a trip: the week's people",
+       help=f"{located.why.capitalize()}. The week's people ({people_week.text}) are those the guarantee card, the "
+            "Attack page and the Release designer count.")
 metric(c[1], "Median trips", num(float(np.median(trips))) if len(wk) else "–",
        help="All moves to another cell in the next hour, repeats included.")
 metric(c[2], "Median unique trips", num(float(np.median(uniq))) if len(wk) else "–",
@@ -109,7 +117,8 @@ with right:
     chart(fig, f"trips_total_unique_week{s.week}", data=pairs_tu, config=release_config(s, ctx.loaded),
           command="release", key="trips_total_unique")
 st.caption("Houssiau et al. (2022): one author's 39 trips in a typical week were 32 unique trips, so 7 repeats "
-           "were discarded; each unique trip is one count he is in. Numbers from `odcore.od.trips.build_od`.")
+           "were discarded; each unique trip is one count he is in."
+           + ("" if projector_mode() else " Numbers from `odcore.od.trips.build_od`."))
 trips_cfg = {k: v for k, v in release_config(s, ctx.loaded).items()
              if k in ("input", "format", "tz", "time_offset", "bbox", "cell_km2", "zones", "dataset")}
 reproduce([("Loading, grid, hourly cells, trips and weekly unique OD counts (summary)", "trips", trips_cfg)])

@@ -101,11 +101,13 @@ export_buttons(f"published_week{s.week}", data=functools.partial(rv.published_cs
                csv_help="What may be shared: the published pairs only, with their noisy counts, names and centres "
                         "(as the CLI's published.csv). Nothing about unpublished pairs, no true counts, no noise.",
                row=shared)
-shared.download_button("release.json", functools.partial(rv.release_json, ctx, rcfg, s.week),
-                       file_name=f"release_week{s.week}.json", mime="application/json", on_click="ignore",
-                       key="rel_record", icon=":material/description:",
-                       help="What may be shared beside the published table: its record (week, zones, settings but "
-                            "the seed) and guarantee, as the command line's release.json. No figure of the data.")
+if not projector_mode():   # downloads hidden in projector mode
+    shared.download_button("release.json", functools.partial(rv.release_json, ctx, rcfg, s.week),
+                           file_name=f"release_week{s.week}.json", mime="application/json", on_click="ignore",
+                           key="rel_record", icon=":material/description:",
+                           help="What may be shared beside the published table: its record (week, zones, settings "
+                                "but the seed) and guarantee, as the command line's release.json. No figure of the "
+                                "data.")
 export_buttons(f"DO_NOT_SHARE_analysis_week{s.week}", data=functools.partial(rv.analysis_csv, ctx, rcfg, s.week),
                config=cli_config, command="release", key="rel_analysis",
                csv_label="Analysis table — do not share (CSV)", csv_first_line=ANALYSIS_NOTICE,

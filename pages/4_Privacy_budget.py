@@ -235,6 +235,7 @@ st.table(pd.DataFrame({
 }), hide_index=True)
 st.caption(f"The most often any attacker starting from a {pct(prior, 0)} prior is right under (ε, δ): the corner "
            "of the (ε, δ) region (Kairouz, Oh and Viswanath 2015; (e^ε + δ)/(1 + e^ε) at a 50 % prior, Houssiau et "
-           "al.'s e^ε/(1 + e^ε) when δ = 0). Budgets from `odcore.privacy.accounting`; the tight values come from the "
-           "exact privacy-loss distribution of the Laplace mechanism (`odcore.privacy.pld`).")
+           "al.'s e^ε/(1 + e^ε) when δ = 0). The tight values come from the exact privacy-loss distribution of the "
+           "Laplace mechanism" + ("." if projector_mode() else " (`odcore.privacy.pld`); budgets from "
+                                                               "`odcore.privacy.accounting`."))
 reproduce([("Every budget figure of this page", "budget", cli_config)])

@@ -202,7 +202,8 @@ curve = pd.DataFrame({"k": np.arange(kmax + 1), "p_k_no_threshold": no_threshold
 chart(fig, "play_the_attacker_score", data=curve, key="game_score")
 st.caption("Why the game's theory is below p_k: most of a person's pairs carry few people and are suppressed in both "
            "cases, and a suppressed pair tells the attacker almost nothing. The dashed curve is what the attacker "
-           "would reach if every pair were published. Rounds: `odcore.report.teaching.deal`; verdict: "
-           "`odcore.privacy.attack.pair_llr`; theory: `odcore.privacy.attack.user_risk` per round.")
+           "would reach if every pair were published."
+           + ("" if projector_mode() else " Rounds: `odcore.report.teaching.deal`; verdict: "
+              "`odcore.privacy.attack.pair_llr`; theory: `odcore.privacy.attack.user_risk` per round."))
 # the next grid step or seed, while the person reads this one: the week's people and the theory of this game
 ahead.after(ctx, work)

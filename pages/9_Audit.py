@@ -9,9 +9,10 @@ import pandas as pd
 import streamlit as st
 
 from odapp.audit import cache as audit_cache
-from odapp.shared import ahead, guide, page_work
+from odapp.shared import ahead, guide, page_work, projector
 from odapp.shared.errors import engine_errors
 from odapp.shared.layout import metric, needs_pairs, page
+from odcore.numbers import number_text
 from odcore.report.facts import DELTA_SPLIT_DESIGNER, DELTA_SPLIT_SELECTION, audit_most_shown, audit_sentence
 
 ctx = page(
@@ -79,7 +80,7 @@ with engine_errors("Could not compare the strategies", "Try another ε or max pa
         "mechanism": t["mechanism"],
         "pairs published (expected)": [f"{p} ({e:.1f})" for p, e in zip(t["pairs_published"], t["pairs_expected"],
                                                                         strict=True)],
-        "user-trips published": t["user_trips_published"],
+        "user-trips published": [number_text(int(v)) for v in t["user_trips_published"]],
         "error (bounding / noise)": [("–" if pd.isna(a) else f"{a:.0%} ({b:.0%} / {c:.0%})")
                                      for a, b, c in zip(t["mre_total"], t["mre_bounding"], t["mre_noise"],
                                                         strict=True)],
@@ -90,6 +91,7 @@ with engine_errors("Could not compare the strategies", "Try another ε or max pa
                f"{DELTA_SPLIT_DESIGNER}; {DELTA_SPLIT_SELECTION}.")
     st.caption("Compare rows of the same mechanism: the lab's one-count Laplace with PipelineDP's post-aggregation "
                "Laplace, the lab's one-count Gaussian with PipelineDP's post-aggregation Gaussian, a separate "
-               "selection with a separate count. PipelineDP itself on the same pairs: `python -m odcore selection` "
-               "(with `pip install pipeline-dp`); the measured table is in docs/audit.md.")
+               "selection with a separate count."
+               + ("" if projector.on() else " PipelineDP itself on the same pairs: `python -m odcore selection` "
+                                            "(with `pip install pipeline-dp`); the measured table is in docs/audit.md."))
 ahead.after(ctx, work)   # the next grid step or seed, while the person reads this one

@@ -167,5 +167,5 @@ def real_person(ctx, bound: float) -> None:
                 f"bound, {pct(share['0.9'])} above 90 %. Median effective k {summary['median_effective_k']:.1f} "
                 f"for a median of {summary['median_k']:.0f} unique trips.")
         else:
-            st.caption("Switch on to compute the attack's success for every user of the week "
-                       "(`odcore.privacy.attack.week_risk`).")
+            st.caption("Switch on to compute the attack's success for every user of the week"
+                       + ("." if projector_mode() else " (`odcore.privacy.attack.week_risk`)."))

@@ -14,6 +14,7 @@ from odapp.shared.styling import styled
 from odapp.shared.words import pct, unit_words
 from odcore.privacy.design import WeekIndex
 from odcore.privacy.design import design_report as _design_report
+from odcore.report.facts import week_trips
 from odcore.report.figures import PALETTE, legend_at, readable_log_ticks
 from odcore.report.plain_json import jsonable
 
@@ -28,8 +29,7 @@ def design_week(dataset_id: str, od_config, week: int, _od):
 def design_report(dataset_id: str, od_config, week: int, goal, max_pairs: int | None, seed: int, _od,
                   tune: bool = False) -> dict:
     """:func:`odcore.privacy.design.design_report` on one week of the data (with the frontier), JSON-able."""
-    uw = _od.user_week
-    trips = uw.loc[uw["week"] == week, "unique_trips"].to_numpy()
+    trips = week_trips(_od.user_week, week)   # the week's people: those with a trip (odcore.report.facts)
     return jsonable(_design_report(goal, design_week(dataset_id, od_config, week, _od=_od), trips, week=week,
                                     max_pairs=max_pairs, tune=tune, rng=seed, with_frontier=True))
 

@@ -8,7 +8,7 @@ import streamlit as st
 
 from odapp.attack import cache as attack_cache
 from odapp.shared import caching
-from odcore.report.facts import HEADLINE_DELTA, week_facts
+from odcore.report.facts import HEADLINE_DELTA, located_in_week, week_facts
 
 
 @st.cache_data(max_entries=64, show_spinner=False, hash_funcs=caching.HASH_FUNCS)
@@ -19,7 +19,8 @@ def facts(dataset_id: str, od_config, week: int, release_config, seed: int, _od)
         return week_facts(None, week=week, release=release_config, delta=HEADLINE_DELTA)
     pairs, counts = attack_cache.attack_pairs(dataset_id, od_config, week, release_config, seed, _od=_od)
     return week_facts(_od.week_pairs(week), week=week, release=release_config, attack_pairs=pairs, counts=counts,
-                      people_data=_od.n_users, delta=HEADLINE_DELTA)
+                      people_data=_od.n_users,
+                      people_located=located_in_week(_od.user_week, week), delta=HEADLINE_DELTA)
 
 
 def of(ctx) -> dict:

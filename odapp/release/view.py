@@ -173,6 +173,8 @@ def report_buttons(ctx, rcfg, week: int, shared=None, private=None) -> None:
     files that may leave the building and of those that may not; one new row for both if not given)."""
     if shared is None or private is None:
         shared = private = button_row()
+    if projector_mode():   # downloads are secondary controls: hidden in projector mode, as its switch says
+        return
     if not ctx.od.stats.get("pairs_available", True):
         shared.caption("The release report needs each person's pairs (traces), not an OD counts folder.")
         return
@@ -286,8 +288,9 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
             col.pydeck_chart(fm.deck, height=460, key=None if week != ctx.settings.week else f"map_{i}")
         n_sup = int((~table["released"].to_numpy(bool)).sum())
         note = (f"{num(n_sup)} observed pairs suppressed (noisy count below {num(ctx.settings.threshold)}). Hover "
-                "over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. Flows from "
-                "<code>odcore.privacy.release</code>, utility from <code>odcore.privacy.utility</code>."
+                "over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom."
+                + ("" if projector_mode() else " Flows from <code>odcore.privacy.release</code>, utility from "
+                                               "<code>odcore.privacy.utility</code>.")
                 + (" One week of data: no week player." if len(ctx.od.week_starts) <= 1 else ""))
         st.markdown(od_map.flow_legend_html(fms[-1],
                                           heading=f"Week {week}" if len(fms) > 1 else "", note=note),
@@ -332,7 +335,8 @@ def map_section(ctx, rcfg) -> None:
     released = table["released"].to_numpy()
     n_weeks = max(1, len(ctx.od.week_starts))
 
-    opt = st.columns([1.5, 1, 1, 1.3])
+    options = st.container(key="rel_map_options")   # projector mode keeps them in two rows (odapp.shared.projector)
+    opt = options.columns([1.5, 1, 1, 1.3])
     d = MAP_DEFAULTS   # the defaults the landing page computes ahead
     # a week with nothing published opens side by side: the flows that exist, in grey, next to the empty release
     first_view = d["view"] if released.any() else "Side by side"
@@ -350,7 +354,7 @@ def map_section(ctx, rcfg) -> None:
     cell = opt[3].selectbox("One zone", [None, *busiest], key="rel_cell", format_func=_cell_label,
                             help="Show only the flows that start or end in this zone (the 500 zones with the most "
                                  "observed pairs; hover a zone on the map for its id).")
-    opt2 = st.columns([1.1, 1, 1.6])   # what is drawn (the base layer's switches are under the map: it starts on the
+    opt2 = options.columns([1.1, 1, 1.6])   # what is drawn (the base layer's switches are under the map: it starts on the
     # first screen at 1024×768)
     merge = opt2[2].toggle("Merge nearby zones", value=d["level"] == "Auto", key="rel_level",
                            help="On: when most of the largest flows are between neighbouring zones, nearby zones "

@@ -15,6 +15,7 @@ import streamlit as st
 
 from odapp.data import cache as data_cache
 from odapp.game import cache as game_cache
+from odapp.shared import projector
 from odapp.shared.nav import HOME_FILE
 from odcore.report.teaching import THEORY_ROUNDS, worksheet_html, worksheet_items
 
@@ -157,7 +158,7 @@ def _step_body(i: int, step: Step, n: int, ctx) -> None:
         if row.button(f"Next: {STEPS[i + 1].title} →", key="guide_next", type="primary",
                       help=f"Step {i + 2} of {n}, on its page.", on_click=_start):
             st.switch_page(STEPS[i + 1].page)
-    elif ctx is not None:
+    elif ctx is not None and not projector.on():   # a download: hidden in projector mode, as its switch says
         row.download_button(
             "Worksheet (HTML, printable)", key="guide_worksheet", on_click="ignore", icon=":material/print:",
             data=lambda: worksheet(ctx.settings, ctx.od, od_config=ctx.od_config),

@@ -2,7 +2,8 @@
 
 Large fonts, high-contrast colours and fewer controls. Everything reads the flag through :func:`on`: the page CSS
 (:func:`apply`, called by the sidebar), the charts (``odapp.shared.styling.styled`` picks ``odcore.report.figures.template(projector=True)``)
-and the pages, which hide their secondary controls (seeds, downloads, fine settings) with ``if not projector.on():``.
+and the pages, which hide their secondary controls (seeds, downloads, fine settings) and the engine's function names
+with ``if not projector.on():``; the sidebar is narrower, so the picture gets the width.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ html, body, .stApp, .stMarkdown, .stMarkdown p, .stMarkdown li, [data-testid="st
 [data-testid="stCaptionContainer"] { opacity: 1 !important; }
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] * { color: #1f1f1f !important; }
 .stApp { background: #fff !important; }
+/* a narrower sidebar (Streamlit's 300 px took a third of 1,024): the picture gets the width; the settings and the
+   tour stay in it, their labels wrapping */
+[data-testid="stSidebar"] { width: 236px !important; min-width: 236px !important; max-width: 236px !important; }
+[data-testid="stSidebarContent"] { padding-left: 0 !important; padding-right: 0 !important; }
 h1 { font-size: 2.6rem !important; color: #000 !important; }
 h2, h3 { font-size: 1.9rem !important; color: #000 !important; }
 /* words wrap between words, never inside one; long words shrink the type rather than break */
@@ -31,6 +36,12 @@ h2, h3 { font-size: 1.9rem !important; color: #000 !important; }
 /* charts and maps beside each other stack too: a chart keeps the content's width */
 [data-testid="stMain"] [data-testid="stHorizontalBlock"]:has([data-testid="stPlotlyChart"], [data-testid="stDeckGlJsonChart"], .odlive)
   > [data-testid="stColumn"] { flex: 1 1 100% !important; min-width: 100% !important; }
+/* the OD release map's options stay in two rows, in smaller type, so the map starts on the first screen */
+.st-key-rel_map_options [data-testid="stHorizontalBlock"] { flex-wrap: nowrap !important; }
+.st-key-rel_map_options [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] { flex: 1 1 0 !important;
+  min-width: 0 !important; }
+.st-key-rel_map_options [data-testid="stWidgetLabel"] p, .st-key-rel_map_options label p { font-size: 1rem !important; }
+.st-key-rel_map_options input { font-size: 1rem !important; }
 [data-testid="stMainBlockContainer"] { padding-left: 1.5rem !important; padding-right: 1.5rem !important;
   max-width: 100% !important; }
 [data-testid="stMetricValue"] { font-size: clamp(1.9rem, 3.4vw, 3rem) !important; color: #000 !important;

@@ -74,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
 
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
-    from odcore.constants import UNIQUE_TRIPS, WEEK
+    from odcore.constants import WEEK
     from odcore.privacy.design import Goal, design_report
+    from odcore.report.facts import week_trips
     from odcore.report.plain_json import jsonable
     from odcore.report.sheet import guarantee_sheet
 
@@ -98,8 +99,7 @@ def run(args: argparse.Namespace) -> int:
     week = weeks_present[0] if args.week is None else int(args.week)
     if week not in weeks_present:
         raise ParameterError(f"--week={week} has no trips; weeks with trips: {weeks_present}.")
-    uw = od.user_week
-    trips = uw.loc[uw[WEEK] == week, UNIQUE_TRIPS].to_numpy()
+    trips = week_trips(od.user_week, week)   # the week's people: those with a trip (odcore.report.facts)
     rep = jsonable(design_report(goal, od.week_pairs(week), trips, week=week, max_pairs=args.max_pairs,
                                   tune=args.tune, rng=args.seed))
     if args.sheet:

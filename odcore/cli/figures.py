@@ -27,16 +27,34 @@ DATA_FIGURES = frozenset({"release_probability", "zone_comparison", "knock_auc"}
 FORMATS = ("svg", "pdf", "png")
 MANIFEST = "figures_manifest.json"
 KIND = "odcore-figures"
-_NOT_CONFIG = frozenset({"out", "config", "func", "json"})
+_NOT_CONFIG = frozenset({"out", "config", "func", "json", "tz_found"})   # tz_found: what the loader found
 
 
-def file_stem(name: str) -> str:
-    """The files' name of figure ``name``: ``DO_NOT_SHARE_`` + name for a figure drawn from the data itself.
+TYPICAL = "typical"
+"""``--trips typical``: the budget figure's person is the typical person of the data's week (the facts layer)."""
 
-    >>> file_stem("flow_map"), file_stem("zone_comparison")
-    ('flow_map', 'DO_NOT_SHARE_zone_comparison')
+
+def file_stem(name: str, trips: int | str | None = None) -> str:
+    """The files' name of figure ``name``: ``DO_NOT_SHARE_`` + name for a figure drawn from the data itself (the
+    budget figure too when its person is the data's typical person, ``trips`` = :data:`TYPICAL`).
+
+    >>> file_stem("flow_map"), file_stem("zone_comparison"), file_stem("budget_weeks", "typical")
+    ('flow_map', 'DO_NOT_SHARE_zone_comparison', 'DO_NOT_SHARE_budget_weeks')
     """
-    return f"DO_NOT_SHARE_{name}" if name in DATA_FIGURES else name
+    return f"DO_NOT_SHARE_{name}" if name in DATA_FIGURES or (name == "budget_weeks" and trips == TYPICAL) else name
+
+
+def trips_value(text: str) -> int | str:
+    """``--trips``: a whole number of unique trips (at least 1) or :data:`TYPICAL`."""
+    if str(text).strip().lower() == TYPICAL:
+        return TYPICAL
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 or '{TYPICAL}', got {text!r}")
+    return n
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,9 +79,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(Fig. 1 is drawn in both) (default %(default)s)")
     g.add_argument("--max-pairs", type=int, default=10, help="pairs kept per person and week (default %(default)s)")
     g.add_argument("--threshold", type=float, default=100, help="publish iff noisy count >= this (default 100)")
-    g.add_argument("--trips", type=int, default=21,
-                   help="unique trips a week of the person of the budget figure (default %(default)s, the bundled "
-                        "city's median)")
+    g.add_argument("--trips", type=trips_value, default=21,
+                   help="unique trips a week of the person of the budget figure: a number (default %(default)s, the "
+                        "typical person of the bundled city, as `python -m odcore facts` gives it) or 'typical': the "
+                        "typical person of the data's week, from the facts layer (the figure is then one drawn from "
+                        "the data: DO_NOT_SHARE_budget_weeks)")
     g.add_argument("--weeks", type=int, default=52, help="weeks released in the budget figure (default 52)")
     g.add_argument("--week", type=int, default=None, help="week of the release and map (default: the first)")
     g.add_argument("--seed", type=int, default=None,
@@ -114,8 +134,14 @@ def build(name: str, args: argparse.Namespace, data: dict):
     if name == "fig1_per_person":
         return paper.attack_curve_figure(args.epsilon, "user_level", max_pairs=args.max_pairs)
     if name == "budget_weeks":
-        return paper.budget_weeks_figure(args.epsilon, args.mode, trips=args.trips, weeks=args.weeks,
-                                         max_pairs=args.max_pairs)
+        who = None
+        trips = args.trips
+        if trips == TYPICAL:   # the person every page calls typical (odcore.report.facts)
+            f, wk = week_facts(args, data)
+            trips = f["typical_trips"].value
+            who = f"the typical person of week {wk}"
+        return paper.budget_weeks_figure(args.epsilon, args.mode, trips=trips, weeks=args.weeks,
+                                         max_pairs=args.max_pairs, who=who)
     if name in ("release_probability", "flow_map"):
         table, od, cfg, wk = week_release(args, data)
         if name == "release_probability":
@@ -145,6 +171,17 @@ def build(name: str, args: argparse.Namespace, data: dict):
         rows = [{"target": t.target, "classifier": c, "auc": a} for t in res.per_target for c, a in t.auc.items()]
         return paper.knock_auc_figure(pd.DataFrame(rows))
     raise AssertionError(name)  # pragma: no cover - names are checked before
+
+
+def week_facts(args: argparse.Namespace, data: dict):
+    """``(facts, week)``: the facts of the figures' week (:func:`odcore.cli.facts.facts_of`, what ``facts --json``
+    prints for the same data, week and settings)."""
+    if "facts" not in data:
+        from odcore.cli.facts import facts_of
+
+        _, od, cfg, wk = week_release(args, data)
+        data["facts"] = (facts_of(od, wk, cfg, args.seed), wk)
+    return data["facts"]
 
 
 def week_release(args: argparse.Namespace, data: dict):
@@ -219,12 +256,12 @@ def run_figures(args: argparse.Namespace) -> int:
         for name in names:
             print(f"drawing {name}…", file=sys.stderr, flush=True)
             fig, table = build(name, args, data)
-            stem = file_stem(name)
+            stem = file_stem(name, args.trips)
             for fmt in fmts:
                 files[f"{stem}.{fmt}"] = figures.figure_bytes(fig, fmt, size)
             files[f"{stem}.csv"] = csv_text(table).encode("utf-8")   # spreadsheet-safe (no formula cell)
             cfg = {**settings(args), "only": name}
-            if name not in DATA_FIGURES:   # what may be shared: no data path, no seed
+            if not stem.startswith("DO_NOT_SHARE_"):   # what may be shared: no data path, no seed
                 cfg = public_settings(cfg)
             files[f"{stem}.json"] = (json.dumps(cfg, indent=2, default=str) + "\n").encode("utf-8")
     manifest = {"kind": KIND, "files": sorted(files),

@@ -63,10 +63,11 @@ def _owned(path: Path) -> bool:
 def run(args: argparse.Namespace) -> int:
     from odcore.cli import print_json
     from odcore.cli.common import od_from_args
-    from odcore.constants import UNIQUE_TRIPS, WEEK
+    from odcore.constants import WEEK
     from odcore.paths import atomic_folder, check_folder_replaceable
     from odcore.privacy.design import Goal, design_report
     from odcore.privacy.release import Mode, ReleaseConfig
+    from odcore.report.facts import week_trips
     from odcore.report.figures import require_browser
     from odcore.report.plain_json import jsonable
     from odcore.report.private_report import release_reports
@@ -88,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if week not in weeks_present:
         raise ParameterError(f"--week={week} has no trips; weeks with trips: {weeks_present}.")
     goal = Goal(kind="week", epsilon=args.target_epsilon, delta=args.target_delta, weeks=args.weeks)
-    uw = od.user_week
-    trips = uw.loc[uw[WEEK] == week, UNIQUE_TRIPS].to_numpy()
+    trips = week_trips(od.user_week, week)   # the week's people: those with a trip (odcore.report.facts)
     rep = design_report(goal, od.week_pairs(week), trips, week=week, max_pairs=args.max_pairs, rng=args.seed)
     cfg = ReleaseConfig(epsilon=rep["epsilon"], threshold=rep["threshold"], mode=Mode.USER_LEVEL,
                         max_pairs=rep["max_pairs"])

@@ -11,7 +11,9 @@ attacker if every pair were published. Home's **32-trip example** is a person of
 Definitions
 -----------
 - *people in the week*: distinct people with at least one trip in the week (``people_data``: in the loaded data
-  after the region and box filters, with at least one kept fix).
+  after the region and box filters, with at least one kept fix; ``people_located_week``: with at least one hourly
+  location in the week, a trip or not: a person seen in one cell all week is located but makes no trip, is in no
+  count and is not one of the week's people). The designer's people are these (:func:`week_trips`).
 - *the typical person*: the person of the week whose number of unique trips is the median (nearest rank, the
   first by id among equals; :func:`typical_person`). The Attack page's "typical" pick is this person.
 - *ε per person and week*: tight ε of the typical person's week at δ = :data:`HEADLINE_DELTA` for the noise
@@ -28,7 +30,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from odcore.constants import USER
+from odcore.constants import UNIQUE_TRIPS, USER, WEEK
 from odcore.errors import check_prob
 from odcore.numbers import number_text, percent_text
 from odcore.privacy.accounting import person_week
@@ -43,9 +45,11 @@ __all__ = [
     "HEADLINE_DELTA",
     "TYPICAL_HOW",
     "Fact",
+    "located_in_week",
     "success_bound",
     "typical_person",
     "week_facts",
+    "week_trips",
 ]
 
 HEADLINE_DELTA = 1e-6
@@ -63,6 +67,8 @@ PLAIN_WHY = "attack without suppression: the same attacker if every one of the p
 EXAMPLE_WHY = (f"example, not a person of this data: someone with {EXAMPLE_TRIPS} unique trips (Houssiau et al.), "
                "every pair published")
 PEOPLE_WEEK_WHY = "people with at least one trip in the week (the data hold more people over all weeks)"
+PEOPLE_LOCATED_WHY = ("people with at least one hourly location in the week, a trip or not; only those with a trip "
+                      "are in the counts and are the week's people")
 PEOPLE_DATA_WHY = "people in the loaded data, after the region and box filters, over all weeks"
 
 
@@ -119,13 +125,27 @@ def typical_person(trips_per_person: pd.Series):
     return s.index[int(np.flatnonzero(ks == target)[0])], target
 
 
+def week_trips(user_week: pd.DataFrame, week: int) -> np.ndarray:
+    """Unique trips of each of the week's people (at least one trip; sorted by person): what the designer's typical
+    and busiest person are taken from, so that its people are the facts' people of the week."""
+    wk = user_week.loc[user_week[WEEK].to_numpy() == int(week)].sort_values(USER, kind="stable")
+    trips = wk[UNIQUE_TRIPS].to_numpy()
+    return trips[trips > 0]
+
+
+def located_in_week(user_week: pd.DataFrame, week: int) -> int:
+    """People with at least one hourly location in ``week`` (``user_week`` holds one row per such person)."""
+    return int(user_week.loc[user_week[WEEK].to_numpy() == int(week), USER].nunique())
+
+
 def _fact(key, name, value, text, why, definition) -> Fact:
     return Fact(key, name, value, text, why, definition)
 
 
 def week_facts(week_pairs: pd.DataFrame | None, *, week: int, release: ReleaseConfig,
                attack_pairs: pd.DataFrame | None = None, counts: pd.DataFrame | None = None,
-               people_data: int | None = None, delta: float = HEADLINE_DELTA) -> dict[str, Fact]:
+               people_data: int | None = None, people_located: int | None = None,
+               delta: float = HEADLINE_DELTA) -> dict[str, Fact]:
     """Every named quantity of ``week`` under ``release`` (each a :class:`Fact`).
 
     Parameters
@@ -156,6 +176,10 @@ def week_facts(week_pairs: pd.DataFrame | None, *, week: int, release: ReleaseCo
     add("people_week", f"People in week {week}", len(per_person) if has_pairs else None,
         number_text(len(per_person)) if has_pairs else "–", PEOPLE_WEEK_WHY,
         "distinct people with at least one unique trip in the week")
+    if people_located is not None:
+        add("people_located_week", f"People located in week {week}", int(people_located),
+            number_text(int(people_located)), PEOPLE_LOCATED_WHY,
+            "distinct people with at least one hourly location in the week")
     user, typical = typical_person(per_person)
     add("typical_trips", "Typical person's unique trips", typical, number_text(typical), TYPICAL_HOW,
         "unique (origin, destination) pairs of that person in the week")

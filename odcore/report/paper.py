@@ -17,7 +17,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from odcore.privacy.accounting import epsilon_over_weeks
-from odcore.privacy.attack import bounded_success_curve, posterior_bound, success_curve
+from odcore.privacy.attack import bounded_success_curve, success_curve
+from odcore.report.facts import success_bound
 from odcore.report.figures import INK, PALETTE, marker_lines, readable_log_ticks, release_curve_figure, style
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,7 +55,7 @@ def attack_curve_figure(epsilon: float, mode: str, *, max_pairs: int = 10, k_max
     if mode == "per_metric":
         fig.add_scatter(x=k, y=per_count, mode="lines", name=f"exact success, ε = {epsilon:g} per count",
                         line={"width": 2.5, "color": PALETTE[0]})
-        bound = posterior_bound(epsilon)
+        bound = success_bound(epsilon)   # the facts layer's bound, for one trip (δ = 0)
         data["bound_one_trip"] = bound
         fig.add_scatter(x=[0, k_max], y=[bound, bound], mode="lines", line={"dash": "dash", "color": PALETTE[1]},
                         name="bound promised for one trip, e^ε/(1+e^ε)")
@@ -79,14 +80,15 @@ def attack_curve_figure(epsilon: float, mode: str, *, max_pairs: int = 10, k_max
 
 
 def budget_weeks_figure(epsilon: float, mode: str, *, trips: int = 21, weeks: int = 52, max_pairs: int = 10,
-                        delta: float = 1e-6) -> tuple[go.Figure, pd.DataFrame]:
+                        delta: float = 1e-6, who: str | None = None) -> tuple[go.Figure, pd.DataFrame]:
     """Cumulative ε of one person over 1..``weeks`` weekly releases (basic, advanced, Rényi-DP and tight
     composition), log axis labelled 1-2-5 in plain numbers. Per count a person with ``trips`` unique trips a week
-    spends ``trips`` counts of ε a week; per person and week at most ``max_pairs`` counts of ε/max_pairs."""
+    spends ``trips`` counts of ε a week; per person and week at most ``max_pairs`` counts of ε/max_pairs. ``who``
+    names the person (the typical person of a week, :mod:`odcore.report.facts`) in the title."""
     check_mode(mode)
     if mode == "per_metric":
         data = epsilon_over_weeks(epsilon, trips, weeks, delta, interval=1e-3, lower=False)
-        sub = f"{trips} unique trips a week, ε = {epsilon:g} per count"
+        sub = (f"{who}, " if who else "") + f"{trips} unique trips a week, ε = {epsilon:g} per count"
     else:
         data = epsilon_over_weeks(epsilon / max_pairs, max_pairs, weeks, delta, interval=1e-3, lower=False)
         sub = f"ε = {epsilon:g} per person and week (≤ {max_pairs} pairs)"

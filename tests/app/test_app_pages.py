@@ -168,7 +168,7 @@ def test_data_source_synth_and_week(at):
     _no_errors(at)
     assert at.session_state[K_SYNTH_USERS] == 300
     assert at.session_state[K_SYNTH_WEEKS] == 2
-    assert _metric(at, "Users") == "300"
+    assert _metric(at, "People in the data") == "300"
     assert _metric(at, "Weeks") == "2"
     assert len(at.sidebar.selectbox(key="w.week").options) == 2
     at.sidebar.selectbox(key="w.week").set_value(1).run()

@@ -183,7 +183,7 @@ def test_total_vs_unique_heatmap_shows_every_user_once():
 
 
 def test_data_page_heatmap_counts_the_active_users(fresh_at):
-    """On the bundled city, the heatmap's users add up to the page's "Users active this week"."""
+    """On the bundled city, the heatmap's users add up to the page's "People located this week"."""
     import json
 
     import numpy as np
@@ -192,7 +192,7 @@ def test_data_page_heatmap_counts_the_active_users(fresh_at):
     at.switch_page("pages/1_Data.py").run()
     spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
                 if json.loads(c.proto.spec)["data"][0]["type"] == "heatmap")
-    active = next(m for m in at.metric if m.label == "Users active this week")
+    active = next(m for m in at.metric if m.label == "People located this week")
     assert np.nansum(_decoded(spec["data"][0]["customdata"])) == int(active.value.replace(",", ""))
 
 

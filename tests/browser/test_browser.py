@@ -188,7 +188,7 @@ def test_map_image_box_shows_its_controls_when_opened(streamlit_url, page):
 
 def test_unreadable_upload_shows_error_and_keeps_data(streamlit_url, page, tmp_path):
     _open(page, f"{streamlit_url}/Data", "Data")
-    users_before = _metric(page, "Users")
+    users_before = _metric(page, "People in the data")
     page.locator("[data-testid='stSidebar']").get_by_text("Upload a file").click()
     _settle(page)
     bad = tmp_path / "broken.csv"
@@ -202,7 +202,7 @@ def test_unreadable_upload_shows_error_and_keeps_data(streamlit_url, page, tmp_p
     _settle(page)
     assert "previous data stays loaded" in err.first.inner_text()
     assert page.locator("[data-testid='stException']").count() == 0
-    assert _metric(page, "Users") == users_before
+    assert _metric(page, "People in the data") == users_before
 
 
 def _hover_until(page, deck, needle: str, step: int = 14):

@@ -80,11 +80,20 @@ def _metric(at, label: str):
 
 
 PAGES_WITH_CARD = ["pages/1_Data.py", "pages/2_OD_release.py", "pages/3_Attack.py", "pages/4_Privacy_budget.py",
-                   "pages/6_Release_designer.py", "pages/8_See_the_noise.py", "pages/9_Audit.py"]
+                   "pages/6_Release_designer.py", "pages/7_Play_the_attacker.py", "pages/8_See_the_noise.py",
+                   "pages/9_Audit.py"]
 
 
-def test_every_reader_shows_the_same_facts_on_the_bundled_city(at):
-    cli = _cli_facts()
+@pytest.fixture(scope="module")
+def city_facts() -> dict:
+    """``facts --json`` on the bundled city (its busiest week), once for the module."""
+    out = subprocess.run([sys.executable, "-m", "odcore", "facts", "--json"], cwd=REPO_ROOT, capture_output=True,
+                         text=True, check=True, timeout=240)
+    return json.loads(out.stdout)
+
+
+def test_every_reader_shows_the_same_facts_on_the_bundled_city(at, city_facts):
+    cli = city_facts["facts"]
     # the quantities a person reads, each with its value and its labelled reason
     for key in ("people_data", "people_week", "typical_trips", "epsilon_count", "threshold", "epsilon_person_week",
                 "delta_noise", "delta_threshold", "delta_person_week", "bound_typical", "attack_typical",
@@ -254,3 +263,39 @@ def test_audit_command_says_what_its_guesses_can_show():
     person = out["units"]["person"]
     most = number_text(round(person["epsilon_most_shown"], 2))
     assert f"{person['guesses']} guesses can never show more than {most}" in out["words"]
+
+
+def test_the_figures_read_the_facts_of_the_week(city_facts):
+    """``figures``: the budget figure's person is the facts' typical person (``--trips typical``; the default 21 is
+    the bundled city's, as its help says), its first week's tight ε the typical person's ε per week, and Fig. 1's
+    curve at that person's k the facts' attack without suppression, its bound the facts' bound for one trip."""
+    import argparse
+
+    from odcore.cli import figures as F
+
+    parser = argparse.ArgumentParser()
+    F.register(parser.add_subparsers())
+    week = city_facts["week"]
+    f = city_facts["facts"]
+    assert parser.parse_args(["figures", "--out", "x"]).trips == f["typical_trips"]["value"]
+    args = parser.parse_args(["figures", "--out", "x", "--trips", "typical", "--week", str(week), "--seed", "0"])
+    data: dict = {}
+    fig, table = F.build("budget_weeks", args, data)
+    assert int(table["k"].iloc[0]) == f["typical_trips"]["value"]
+    title = fig.layout.title.text.replace("<br>", " ")
+    assert f"the typical person of week {week}, {f['typical_trips']['text']} unique trips" in title
+    # both the exact privacy-loss distribution at δ 1e-6; the figure's an upper bracket on a 1e-3 loss grid
+    assert float(table["tight"].iloc[0]) == pytest.approx(f["epsilon_person_week"]["value"], abs=2e-3)
+    assert number_text(round(float(table["tight"].iloc[0]), 1)) == f["epsilon_person_week"]["text"]
+    assert F.file_stem("budget_weeks", args.trips) == "DO_NOT_SHARE_budget_weeks"   # drawn from the data
+    assert F.file_stem("budget_weeks", 21) == "budget_weeks"
+    # its JSON draws it again: it holds the command's flags only, not what the loader found (tz_found)
+    assert set(F.settings(args)) <= {a.dest for a in parser._subparsers._group_actions[0].choices["figures"]._actions}
+    _, curve = F.build("fig1_per_count", args, data)
+    k = f["typical_trips"]["value"]
+    assert float(curve.loc[curve["k"] == k, "success_per_count"].iloc[0]) == pytest.approx(
+        f["attack_typical_plain"]["value"], abs=1e-12)
+    # the bound of one trip: the facts' bound at the ε of one count and δ 0, e^ε/(1 + e^ε) written independently
+    e = math.exp(f["epsilon_count"]["value"])
+    assert float(curve["bound_one_trip"].iloc[0]) == pytest.approx(e / (1 + e), abs=1e-12)
+    assert float(curve["bound_one_trip"].iloc[0]) == success_bound(f["epsilon_count"]["value"])
