@@ -49,7 +49,7 @@ from odcore.od.odtable import read_counts_folder
 from odcore.od.pairs import bound_contributions, prepare_pairs
 from odcore.od.trips import HourIndex, build_od
 from odcore.privacy import accounting as acc
-from odcore.privacy import attack, pld
+from odcore.privacy import attack, pld, pld_weeks
 from odcore.privacy.accounting import budget as _budget
 from odcore.privacy.attack import bounded_success_curve as _curve
 from odcore.privacy.attack import person_others, risk_by_origin, risk_summary, roc_plain
@@ -451,7 +451,7 @@ def person_columns(epsilon: float, max_pairs: int, delta: float, trips_max: int,
         week = np.asarray(pld.epsilon_for_delta(delta, n, epsilon / m), dtype=float)
         w = np.arange(1, weeks + 1)
         step = acc.person_weeks_interval(epsilon, weeks)
-        _, hi = pld.composed_epsilon_curve(delta, m, epsilon / m, w, interval=step)
+        _, hi = pld_weeks.composed_epsilon_curve(delta, m, epsilon / m, w, interval=step)
         return week, np.minimum(hi, w * epsilon)
 
     return _kept("personcolsrel", build, float(epsilon), int(max_pairs), float(delta), int(trips_max), int(weeks))

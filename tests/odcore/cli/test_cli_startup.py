@@ -86,7 +86,7 @@ def test_attack_curve_leaves_numpy_s_lazy_parts_unloaded():
 
 
 def test_printed_defaults_agree_with_their_modules():
-    from odcore.cli.data import SYNTH_DEFAULTS
+    from odcore.cli.parser import SYNTH_DEFAULTS
     from odcore.constants import DEFAULT_COMPARE_SPECS, DEFAULT_DISTRICTS, DEFAULT_DISTRICTS_SEED
     from odcore.data.synth import DEFAULT_SAMPLE_CONFIG, DEFAULT_SAMPLE_SEED
     from odcore.report import zone_compare
@@ -107,7 +107,7 @@ def test_attack_curve_unchanged_by_the_light_quadrature():
     from odcore.privacy import attack, pld
 
     curve = attack.success_curve(0.66, 70)
-    x, w = pld._gauss_legendre(96)   # the cached node set itself, against scipy's
+    x, w = pld.gauss_legendre(96)   # the cached node set itself, against scipy's
     xs, ws = special.roots_legendre(96)
     assert abs(x - 0.5 * (xs + 1)).max() < 1e-14
     assert abs(w - 0.5 * ws).max() < 1e-14
