@@ -106,7 +106,7 @@ def grid_note(df, cell_km2: float) -> None:
 
 def zones_note(df, cfg) -> None:
     """:func:`grid_note` for square zones (``--cell-km2`` or ``--zones square:KM2``); H3 covers and zone files have
-    their own limits (:data:`odcore.space.zones.MAX_H3_CELLS`, :data:`odcore.space.zones.MAX_ZONES`)."""
+    their own limits (:data:`odcore.space.hexagons.MAX_H3_CELLS`, :data:`odcore.space.zones.MAX_ZONES`)."""
     spec = parse_zone_spec(cfg.zones) if cfg.zones is not None else None
     if spec is None or spec.kind == "square":
         grid_note(df, cfg.cell_km2 if spec is None else spec.value)

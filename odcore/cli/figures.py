@@ -1,14 +1,7 @@
 """``python -m odcore figures --out DIR [--preset ...]``: the paper set, each figure with the JSON that redraws it.
 
-Figures (names for ``--only``): Houssiau et al.'s Fig. 1 per count and per person and week (``fig1_per_count``,
-``fig1_per_person``), a person's ε over weeks (``budget_weeks``), the release probability (``release_probability``),
-the week's flow map (``flow_map``), the zone comparison (``zone_comparison``) and a Knock Knock AUC chart
-(``knock_auc``). Each is written as ``NAME.svg`` (fonts embedded), ``NAME.pdf`` and ``NAME.png`` at a size preset
-(``single-column`` 3.5 in, ``double-column`` 7 in, ``slide`` 16:9) or ``--size WxH`` and ``--dpi``, with
-``NAME.csv`` (the numbers drawn) and ``NAME.json``: ``python -m odcore figures --config NAME.json`` draws that
-figure again. Every file is written at the end, all or nothing.
+What the command does, as its ``--help`` says it: :data:`odcore.cli.parser.FIGURES_DESCRIPTION`.
 """
-
 from __future__ import annotations
 
 import argparse

@@ -1,10 +1,7 @@
 """``python -m odcore knock`` and ``python -m odcore defences`` (Pyrgelis et al. 2018, Knock Knock).
 
-``knock`` plays the membership-inference game for sampled targets and prints per-target AUCs, mean AUC and
-privacy loss per classifier (optionally under a DP defence: AUC on raw and noisy releases, privacy gain).
-``defences`` prints the MRE table of the DP mechanisms (the paper's Tables II/III).
+What the command does, as its ``--help`` says it: :data:`odcore.cli.parser.KNOCK_DESCRIPTION`.
 """
-
 from __future__ import annotations
 
 import argparse

@@ -30,7 +30,7 @@ from odcore.paths import SAMPLE_DATA_DIR
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("odcore.cli.info", "run"),
-    "synth": ("odcore.cli.data", "run_synth"),
+    "synth": ("odcore.cli.synth", "run_synth"),
     "trips": ("odcore.cli.data", "run_trips"),
     "budget": ("odcore.cli.release", "run_budget"),
     "release": ("odcore.cli.release", "run_release"),

@@ -1,12 +1,8 @@
 """``python -m odcore recover``: rebuild whole trajectories from counts per cell per slot (Xu et al. 2017,
 "Trajectory Recovery From Ash") and score them against the true traces, with and without the lab's defences.
 
-Input: traces (``--input``, any format the lab reads; the counts are built from them) or the plain files
-``--counts counts.csv --cells cells.csv`` (format in docs/recover.md), with ``--truth truth_do_not_share.csv`` to
-score. Outputs: ``--write-counts DIR`` (counts.csv, cells.csv, truth_do_not_share.csv), ``--out recovered.csv``
-(``trajectory,slot,cell``), ``--epsilon``/``--defences`` for accuracy against ε.
+What the command does, as its ``--help`` says it: :data:`odcore.cli.parser.RECOVER_DESCRIPTION`.
 """
-
 from __future__ import annotations
 
 import argparse

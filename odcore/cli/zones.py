@@ -13,7 +13,7 @@ from odcore.errors import ParameterError
 from odcore.paths import atomic_output
 from odcore.report.safe_csv import write_csv
 from odcore.report.zone_compare import compare_zones
-from odcore.space.zones import write_districts
+from odcore.space.polygons import write_districts
 
 
 def run_districts(args: argparse.Namespace) -> int:

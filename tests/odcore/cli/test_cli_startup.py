@@ -90,12 +90,12 @@ def test_printed_defaults_agree_with_their_modules():
     from odcore.constants import DEFAULT_COMPARE_SPECS, DEFAULT_DISTRICTS, DEFAULT_DISTRICTS_SEED
     from odcore.data.synth import DEFAULT_SAMPLE_CONFIG, DEFAULT_SAMPLE_SEED
     from odcore.report import zone_compare
-    from odcore.space import zones
+    from odcore.space import polygons
 
     assert {k: getattr(DEFAULT_SAMPLE_CONFIG, k) for k in SYNTH_DEFAULTS} == SYNTH_DEFAULTS
     assert DEFAULT_SAMPLE_SEED == 2022          # the bundled sample's seed (sample_data/README)
-    assert zones.write_districts.__defaults__ == (DEFAULT_DISTRICTS,)
-    assert zones.write_districts.__kwdefaults__ == {"rng": DEFAULT_DISTRICTS_SEED}
+    assert polygons.write_districts.__defaults__ == (DEFAULT_DISTRICTS,)
+    assert polygons.write_districts.__kwdefaults__ == {"rng": DEFAULT_DISTRICTS_SEED}
     assert zone_compare.DEFAULT_COMPARE_SPECS is DEFAULT_COMPARE_SPECS
 
 
