@@ -141,6 +141,7 @@ def composed_epsilon_bounds(delta: float, k: int, epsilon: float, weeks: int, *,
     Examples
     --------
     >>> lo, hi = composed_epsilon_bounds(1e-6, 5, 0.66, 4)
+    >>> from odcore.privacy.pld import epsilon_for_delta
     >>> exact = epsilon_for_delta(1e-6, 20, 0.66)
     >>> bool(lo <= exact <= hi) and hi - lo < 0.01
     True
