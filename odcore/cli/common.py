@@ -19,13 +19,13 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from odcore.constants import FORMAT_TZ
+from odcore.data import traces as trace_files
 from odcore.data.regions import find_regions, pick_region, spans_metro, zone_of_box
 from odcore.data.traces import (
     BBox,
     LoadReport,
     RobustBoxCounts,
     Traces,
-    load_traces,
     resolve_mapping,
     trace_format,
 )
@@ -80,7 +80,7 @@ def traces_from_args(args: argparse.Namespace) -> Traces:
     if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
         bbox = None
     tz = getattr(args, "tz", "auto") or "auto"
-    tr = load_traces(args.input, format=fmt, tz=tz, time_offset_s=getattr(args, "time_offset", 0.0) or 0.0,
+    tr = trace_files.load_traces(args.input, format=fmt, tz=tz, time_offset_s=getattr(args, "time_offset", 0.0) or 0.0,
                      bbox=bbox, start=getattr(args, "start", None), end=getattr(args, "end", None),
                      poi_source=getattr(args, "poi", None), mapping=mapping_from_args(args),
                      region=getattr(args, "region", None))

@@ -6,13 +6,12 @@ import argparse
 import time
 from pathlib import Path
 
-from odcore.cli import print_json
+from odcore.cli import common, print_json
 from odcore.cli.common import (
     cabs_from_args,
     engine_options,
     od_config_from_args,
     stream_source_from_args,
-    streams_cabs,
     traces_from_args,
     zones_note,
 )
@@ -73,7 +72,7 @@ def run_trips(args: argparse.Namespace) -> int:
         dropped = {}
         bbox_used = None
     elif src is None:   # the loader reads the input (any format; a Cabspotting folder is streamed, same report)
-        if streams_cabs(args):
+        if common.streams_cabs(args):
             traces, od = cabs_from_args(args, keep_pairs=not folder_out)
             t1 = t0
             cfg = od.config

@@ -1,8 +1,8 @@
 """The command line's parser: every command's name, arguments and the module that runs it, in one light module.
 
-Parsing an argument list (and ``--help``) imports nothing but this module, the standard library and the numpy-free
-names of :mod:`odcore.constants`, :mod:`odcore.paths` and :mod:`odcore.data.params`; :func:`odcore.cli.main` loads
-the module named in :data:`COMMANDS` only when its command runs, and that module imports its engine at its top.
+Building the parser imports nothing but the standard library, :mod:`odcore.constants` and :mod:`odcore.paths` (no
+numpy); :func:`odcore.cli.main` imports the module named in :data:`COMMANDS` only when its command runs, and that
+module imports its engine at its top.
 
 >>> p = build_parser()
 >>> a = p.parse_args(["trips", "--input", "x.csv", "--cell-km2", "2"])
