@@ -112,10 +112,10 @@ def bounded_success_curve(epsilon: float, max_pairs: int, n_max: int, threshold:
     """Success of the best membership attacker against the contribution-bounded (per-person) release, n = 0..n_max.
 
     Without ``threshold``: :func:`odcore.privacy.attack_curve.user_level_success_curve` (the ``min(n, m)``-fold
-    Laplace(ε/m) pair; flat from n = m on). With ``threshold`` the release is also thresholded; the attacker sees the published pairs only, and the
-    success is at most the value above plus ½·δ_ps, the chance that a pair only this person makes is published
-    (:func:`odcore.privacy.accounting.partition_selection_delta`; TV is sub-additive and thresholding is post-processing):
-    that upper bound is returned.
+    Laplace(ε/m) pair; flat from n = m on). With ``threshold`` the release is also thresholded; the attacker sees
+    the published pairs only, and the success is at most the value above plus ½·δ_ps, the chance that a pair only
+    this person makes is published (:func:`odcore.privacy.accounting.partition_selection_delta`; TV is sub-additive
+    and thresholding is post-processing): that upper bound is returned.
 
     Examples
     --------
