@@ -1,6 +1,6 @@
 """Points into zones: ``odcore.space.zones`` against geopandas' plain ``sjoin`` on the same data.
 
-Input: 2,000 Voronoi districts of a city (``odcore.space.zones.voronoi_districts`` on a synthetic city of 1.2 M points
+Input: 2,000 Voronoi districts of a city (``odcore.space.polygons.voronoi_districts`` on a synthetic city of 1.2 M points
 around Atlanta, so districts are small in the dense centre and large outside) and 10 million points (1 million
 with ``--quick``) drawn from the same city plus 3 % uniform over a box 20 % wider than the districts (many fall
 outside every district). Ours: :meth:`PolygonZones.assign` (index built inside the timing). Baseline: geopandas
@@ -53,7 +53,8 @@ def _sjoin_lowest(gdf, lat, lon) -> np.ndarray:
 
 def run(quick: bool) -> list[dict]:
     from odcore.space.grid import SquareGrid
-    from odcore.space.zones import H3Zones, PolygonZones, voronoi_districts
+    from odcore.space.hexagons import H3Zones
+    from odcore.space.polygons import PolygonZones, voronoi_districts
 
     rng = np.random.default_rng(16)
     n_points = 1_000_000 if quick else 10_000_000

@@ -46,7 +46,7 @@ FORMAT_TZ = {"cabspotting": "America/Los_Angeles"}
 DEFAULT_SAMPLE_SEED = 2022
 """Seed of the bundled ``sample_data/synthetic_city.parquet`` (:mod:`odcore.data.synth`)."""
 DEFAULT_DISTRICTS = 40
-"""Voronoi districts of the bundled ``sample_data/districts.geojson`` (:func:`odcore.space.zones.write_districts`)."""
+"""Voronoi districts of the bundled ``sample_data/districts.geojson`` (:func:`odcore.space.polygons.write_districts`)."""
 DEFAULT_DISTRICTS_SEED = 16
 DEFAULT_COMPARE_SPECS = ("square:0.5", "square:1.3", "square:5", "h3:9", "h3:8", "h3:7")
 """Zone systems compared when none are named (the bundled districts are added by the CLI and the app)."""

@@ -6,10 +6,6 @@ Pages catch :class:`ODCoreError` and show ``st.error``; the CLI prints the messa
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover - numpy is imported where used, so the command line starts without it
-    import numpy as np
 
 
 class ODCoreError(Exception):
@@ -138,20 +134,6 @@ def check_prob(name: str, value, *, open_low: bool = True) -> float:
         bound = "(0, 1)" if open_low else "[0, 1)"
         raise ParameterError(f"{name} must be in {bound}, got {name}={value!r}.")
     return v
-
-
-def check_count(name: str, k) -> np.ndarray:
-    """Return ``k`` as int64 array when every entry is a whole number >= 1 (a count of trips, weeks, folds)."""
-    import numpy as np
-
-    arr = np.asarray(k)
-    try:
-        f = arr.astype(float)
-    except (TypeError, ValueError):
-        raise ParameterError(f"{name} must be integer(s) >= 1, got {name}={k!r}.") from None
-    if f.size == 0 or not np.all(np.isfinite(f)) or np.any(f < 1) or np.any(f != np.floor(f)):
-        raise ParameterError(f"{name} must be integer(s) >= 1, got {name}={k!r}.")
-    return f.astype(np.int64)
 
 
 def check_threshold(threshold) -> float:

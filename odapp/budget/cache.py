@@ -7,7 +7,7 @@ import numpy as np
 
 from odapp.shared.caching import cache_data, kept
 from odcore.privacy import accounting as acc
-from odcore.privacy import pld
+from odcore.privacy import pld, pld_weeks
 from odcore.privacy.accounting import budget as _budget
 
 
@@ -61,7 +61,7 @@ def person_columns(epsilon: float, max_pairs: int, delta: float, trips_max: int,
         week = np.asarray(pld.epsilon_for_delta(delta, n, epsilon / m), dtype=float)
         w = np.arange(1, weeks + 1)
         step = acc.person_weeks_interval(epsilon, weeks)
-        _, hi = pld.composed_epsilon_curve(delta, m, epsilon / m, w, interval=step)
+        _, hi = pld_weeks.composed_epsilon_curve(delta, m, epsilon / m, w, interval=step)
         return week, np.minimum(hi, w * epsilon)
 
     return kept("personcolsrel", build, float(epsilon), int(max_pairs), float(delta), int(trips_max), int(weeks))

@@ -2,7 +2,7 @@
 
 The zone system in use is named by an :mod:`odcore.space.zones` spec string (``"h3:8"``, a file path) inside the frozen
 :class:`odcore.od.oddata.ODConfig`, so every cache keyed on the OD config follows a change of zones. An uploaded zone
-file is checked with :func:`odcore.space.zones.read_zone_file` and saved as GeoJSON under a content-addressed name in the
+file is checked with :func:`odcore.space.polygons.read_zone_file` and saved as GeoJSON under a content-addressed name in the
 session's private folder (:func:`odapp.data.loading.session_folder`, removed with the session); the bundled
 ``sample_data/districts.geojson`` is the zone file offered before any upload.
 """
@@ -35,7 +35,7 @@ from odapp.shared.state import (
 from odapp.shared.words import plain
 from odcore.errors import ODCoreError
 from odcore.paths import REPO_ROOT, SAMPLE_DATA_DIR
-from odcore.space.zones import read_zone_file
+from odcore.space.polygons import read_zone_file
 
 BUNDLED_ZONES = SAMPLE_DATA_DIR / "districts.geojson"
 BUNDLED_LABEL = "Bundled districts (40 Voronoi districts of the synthetic city)"

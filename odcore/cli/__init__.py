@@ -1,7 +1,8 @@
 """Command line: ``python -m odcore SUBCOMMAND ...``.
 
-Each module in :data:`SUBCOMMAND_MODULES` exposes ``register(subparsers)``, which adds its
-subcommands with ``set_defaults(func=...)``; ``func(args)`` returns an exit code. Domain errors
+The parser (:mod:`odcore.cli.parser`) holds every command's name, arguments and the module that runs it
+(:data:`odcore.cli.parser.COMMANDS`); :func:`main` imports that module only when its command runs, so ``--help`` and
+argument parsing load no numpy, and each command module imports its engine at its top. Domain errors
 (:class:`odcore.errors.ODCoreError`) are printed as one line on stderr with exit code 2, never a traceback.
 Numeric parameters (ε, δ, τ, cell area, k, resolution, Monte Carlo size, seed, weeks, ...) are checked once, here,
 against :data:`odcore.data.params.PARAMETERS` (the same rule the engine's configs use), whether they come from a flag
@@ -19,55 +20,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from odcore import __version__
+from odcore.cli.parser import COMMANDS, build_parser
+from odcore.data.params import check_params
 from odcore.errors import ODCoreError, ParameterError
 
-# One line per family of subcommands (each module owns its own parser code).
-SUBCOMMAND_MODULES: tuple[str, ...] = (
-    "odcore.cli.info",
-    "odcore.cli.data",
-    "odcore.cli.release",
-    "odcore.cli.knock",
-    "odcore.cli.recover",
-    "odcore.cli.attack",
-    "odcore.cli.audit",
-    "odcore.cli.zones",
-    "odcore.cli.design",
-    "odcore.cli.figures",
-    "odcore.cli.facts",
-    "odcore.cli.report",
-)
-
-
-def prog_name() -> str:
-    """``odlab`` when run as the installed console command, else ``python -m odcore``."""
-    return "odlab" if Path(sys.argv[0]).name == "odlab" else "python -m odcore"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog_name(),
-        description="OD Privacy Lab engine: weekly origin-destination releases, their differential-privacy "
-                    "budget and membership attacks on them.",
-    )
-    parser.add_argument("--version", action="version", version=f"odcore {__version__}")
-    sub = parser.add_subparsers(title="subcommands", metavar="SUBCOMMAND")
-    for name in SUBCOMMAND_MODULES:
-        importlib.import_module(name).register(sub)
-    for command, p in sub.choices.items():
-        if not any("--config" in a.option_strings for a in p._actions):
-            p.add_argument("--config", default=None, metavar="FILE.json",
-                           help="JSON object of settings; keys = flag names in snake_case (explicit flags win)")
-        p.set_defaults(_parser=p, _command=command)
-    return parser
-
-
 _UNSET = object()
-_NOT_SETTINGS = frozenset({"help", "config", "json", "func"})
+_NOT_SETTINGS = frozenset({"help", "config", "json"})
 ALWAYS_IGNORED = frozenset({"dataset"})  # informative key of the dashboard's exports
 
 
@@ -112,13 +75,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not hasattr(args, "func"):
+    if not hasattr(args, "_command"):
         parser.print_help()
         return 0
     try:
         args = _apply_config(args, argv)
         _check_parameters(args)
-        return int(args.func(args) or 0)
+        module, function = COMMANDS[args._command]
+        return int(getattr(importlib.import_module(module), function)(args) or 0)
     except ODCoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -127,10 +91,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check_parameters(args: argparse.Namespace) -> None:
     """Every known parameter (flag or ``--config`` value) against the one rule of :data:`odcore.data.params.PARAMETERS`,
     before any work and before any output is written."""
-    import re
-
-    from odcore.data.params import check_params
-
     typed = {a.dest for a in args._parser._actions if a.type in (int, float)}
     numeric_list = re.compile(r"^\s*[-+0-9.eE]+(\s*,\s*[-+0-9.eE]+)*\s*$")
     # numeric flags, and untyped ones holding numbers (comma lists such as --epsilon 0.1,1,10); not word choices
@@ -144,20 +104,12 @@ def _check_parameters(args: argparse.Namespace) -> None:
 
 
 def print_json(obj: object) -> None:
-    """Print ``obj`` as JSON on stdout (numpy scalars and arrays converted)."""
+    """Print ``obj`` as JSON on stdout (numpy scalars and arrays converted, without importing numpy)."""
     print(json.dumps(obj, indent=2, default=_json_default, allow_nan=False))
 
 
 def _json_default(o: object):
-    import numpy as np
-
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.bool_):
-        return bool(o)
-    if isinstance(o, np.ndarray):
+    if type(o).__module__ == "numpy" and hasattr(o, "tolist"):   # numpy scalars and arrays: Python numbers, lists
         return o.tolist()
     if hasattr(o, "isoformat"):
         return o.isoformat()

@@ -9,75 +9,18 @@ theory gives for that unit.
 from __future__ import annotations
 
 import argparse
+import math
+import time
 
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "audit", help="empirical lower bound on epsilon from canaries in the release, beside the theory",
-        description="Insert canary people (each included by a fair coin) into one week, release it once with the "
-                    "Laplace + threshold mechanism, guess each canary's membership from the published table with "
-                    "the likelihood-ratio score of the Attack page, and turn the guesses into a lower bound on "
-                    "epsilon at the stated confidence (Steinke, Nasr and Jagielski 2023). Per count a canary has "
-                    "one pair; per person it has the week's median number of unique pairs.")
-    from odcore.cli.common import add_grid_args, add_loader_args
-
-    add_loader_args(p)
-    add_grid_args(p)
-    g = p.add_argument_group("audit")
-    g.add_argument("--epsilon", type=float, default=0.66, help="Laplace epsilon per count (default %(default)s)")
-    g.add_argument("--threshold", type=float, default=100, help="publication threshold (default %(default)s)")
-    g.add_argument("--unit", default="both", choices=["count", "person", "both"],
-                   help="what a canary is: one count, one person with the typical unique pairs, or both "
-                        "(default %(default)s)")
-    g.add_argument("--canaries", type=int, default=1000, help="canaries per run (default %(default)s)")
-    g.add_argument("--trips", type=int, default=None,
-                   help="unique pairs of a canary person (default: the week's median)")
-    g.add_argument("--placement", default="visible", choices=["visible", "typical"],
-                   help="visible: canary pairs published (a known background of others on fresh pairs); "
-                        "typical: pairs drawn as a random person's, mostly suppressed (default %(default)s)")
-    g.add_argument("--guess-share", type=float, default=0.5,
-                   help="share of canaries guessed on, the most confident (default %(default)s)")
-    g.add_argument("--confidence", type=float, default=0.95, help="confidence of the bound (default %(default)s)")
-    g.add_argument("--delta", type=float, default=1e-6,
-                   help="delta of the theoretical per-person epsilon and of the many-run bound (default %(default)s)")
-    g.add_argument("--no-noise", action="store_true",
-                   help="audit a release without noise (the check that the audit finds a leak)")
-    g.add_argument("--many-runs", type=int, default=None, metavar="R",
-                   help="also the many-run audit of one target with R releases of its pairs")
-    g.add_argument("--week", type=int, default=None, help="week audited (default: the one with most pairs)")
-    g.add_argument("--seed", type=int, default=None, help="random seed (canaries, coins, noise)")
-    g.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.set_defaults(func=run_audit)
-
-    s = sub.add_parser(
-        "selection", help="pairs and user-trips each partition-selection strategy keeps, at equal (eps, delta)",
-        description="One week, per person and week (epsilon, delta) and at most --max-pairs pairs a person: the "
-                    "lab's Laplace-then-threshold release (one noisy count), its Gaussian variant, the truncated "
-                    "geometric and Laplace thresholding selections with a separate count, and PipelineDP on the "
-                    "same pairs (when installed): pairs and user-trips kept, error split into bounding and noise.")
-    add_loader_args(s)
-    add_grid_args(s)
-    g = s.add_argument_group("selection")
-    g.add_argument("--epsilon", type=float, default=1.0, help="epsilon per person and week (default %(default)s)")
-    g.add_argument("--delta", type=float, default=1e-6, help="delta per person and week (default %(default)s)")
-    g.add_argument("--max-pairs", default="1,5,10,20", help="pairs a person keeps, comma-separated list "
-                   "(default %(default)s)")
-    g.add_argument("--no-pipeline-dp", action="store_true", help="leave PipelineDP out (it takes ~30 s a run)")
-    g.add_argument("--week", type=int, default=None, help="week (default: the one with most pairs)")
-    g.add_argument("--seed", type=int, default=None, help="random seed of the lab's bounding and noise")
-    g.add_argument("--json", action="store_true", help="print JSON instead of text")
-    g.add_argument("--markdown", action="store_true", help="print one Markdown table (for docs) instead of text")
-    s.set_defaults(func=run_selection)
+from odcore.cli import print_json
+from odcore.cli.common import od_from_args, require_pairs
+from odcore.errors import ParameterError
+from odcore.privacy.audit import AuditConfig, audit_many_runs, audit_one_run
+from odcore.privacy.selection import compare_selection
+from odcore.report.facts import audit_most_shown, audit_sentence
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    import time
-
-    from odcore.cli import print_json
-    from odcore.cli.common import od_from_args, require_pairs
-    from odcore.privacy.audit import AuditConfig, audit_many_runs, audit_one_run
-    from odcore.report.facts import audit_most_shown, audit_sentence
-
     _traces, od = od_from_args(args)
     require_pairs(od, "audit inserts canary people among the week's people")
     units = ["count", "person"] if args.unit == "both" else [args.unit]
@@ -121,13 +64,6 @@ def run_audit(args: argparse.Namespace) -> int:
 
 
 def run_selection(args: argparse.Namespace) -> int:
-    import math
-
-    from odcore.cli import print_json
-    from odcore.cli.common import od_from_args, require_pairs
-    from odcore.errors import ParameterError
-    from odcore.privacy.selection import compare_selection
-
     try:
         ms = [int(x) for x in str(args.max_pairs).split(",") if x.strip()]
     except ValueError:
@@ -179,6 +115,4 @@ def run_selection(args: argparse.Namespace) -> int:
 
 def _finite(v):
     """None for a NaN or infinite float (JSON has neither), the value otherwise."""
-    import math
-
     return None if isinstance(v, float) and not math.isfinite(v) else v

@@ -1,98 +1,45 @@
-"""Command-line options shared by every subcommand that reads traces or builds weekly OD counts.
-
->>> import argparse
->>> p = argparse.ArgumentParser()
->>> add_loader_args(p); add_grid_args(p)
->>> a = p.parse_args(["--input", "x.csv", "--cell-km2", "2"])
->>> (a.format, a.cell_km2, a.tz)
-('auto', 2.0, 'auto')
+"""What every subcommand that reads traces or builds weekly OD counts does with its options (added by
+:func:`odcore.cli.parser.add_loader_args` and :func:`odcore.cli.parser.add_grid_args`): the traces, the zones, the
+engine and the week's OD data.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import re
+import sys
+import zipfile
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
 
 from odcore.constants import FORMAT_TZ
-from odcore.paths import SAMPLE_DATA_DIR
+from odcore.data import traces as trace_files
+from odcore.data.regions import find_regions, pick_region, spans_metro, zone_of_box
+from odcore.data.traces import (
+    BBox,
+    LoadReport,
+    RobustBoxCounts,
+    Traces,
+    resolve_mapping,
+    trace_format,
+)
+from odcore.data.validate import check_grid_size, parse_times
+from odcore.errors import ParameterError, TraceFormatError
+from odcore.od.engines import SourceTraces, bound_and_trim, build_od, file_source, is_streamable
+from odcore.od.engines.cab_stream import stream_cabspotting
+from odcore.od.kernel import DROP_CODES
+from odcore.od.odtable import NO_PAIRS_REASON, CountsInput, is_counts_folder, read_counts_folder
+from odcore.od.trips import ODConfig, ODData
+from odcore.space.zones import parse_zone_spec
 
-if TYPE_CHECKING:  # pragma: no cover
-    from odcore.data.traces import Traces
-    from odcore.od.trips import ODData
-
-DEFAULT_INPUT = SAMPLE_DATA_DIR / "synthetic_city.parquet"
 STREAM_BYTES = 256 * 2**20   # the memory engine streams generic Parquet/CSV inputs from this size (and folders)
 
-
-
-def add_loader_args(parser: argparse.ArgumentParser) -> None:
-    """Add ``--input --format --tz --time-offset --poi --bbox --start --end`` and the column mapping
-    (``--user-col --time-col --lat-col --lon-col --loc-col --time-unit``) to ``parser``."""
-    g = parser.add_argument_group("input traces")
-    g.add_argument("--input", default=str(DEFAULT_INPUT),
-                   help="trace file, folder or zip (default: the bundled synthetic city %(default)s)")
-    g.add_argument("--format", default="auto", choices=["auto", "csv", "parquet", "cabspotting", "checkins"],
-                   help="input format (default: detect from names / first line)")
-    g.add_argument("--tz", default="auto",
-                   help="IANA time zone for naive times, hours and Monday-00:00 week starts; 'auto' = the "
-                        "format's documented zone (Cabspotting: America/Los_Angeles), else the zone a zone-aware "
-                        "time column states, else the zone at the centre of the kept points (offline lookup) "
-                        "(default: %(default)s)")
-    g.add_argument("--time-offset", type=float, default=0.0, metavar="SECONDS",
-                   help="seconds added to every time (the shared check-in sets are 8 h early: 28800)")
-    g.add_argument("--poi", default=None, metavar="PATH",
-                   help="check-ins: POI coordinates file 'poi lat lon' (found automatically in a folder/zip)")
-    g.add_argument("--bbox", default="auto", metavar="S,W,N,E",
-                   help="keep points inside south,west,north,east; 'auto' = robust percentile box that clips "
-                        "far GPS glitches; 'none' keeps all (default: %(default)s)")
-    g.add_argument("--region", default="auto", metavar="auto|all|N|S,W,N,E",
-                   help="when the data spans more than a metropolitan area: 'auto' keeps the densest region of "
-                        "users' homes, N the N-th densest, 'all' everything (a continent-wide grid), or a box "
-                        "(default: %(default)s)")
-    g.add_argument("--start", default=None, help="keep times >= this date/time (naive = in --tz)")
-    g.add_argument("--end", default=None, help="keep times < this date/time (naive = in --tz)")
-    m = parser.add_argument_group("column mapping (generic CSV / Parquet; default: detect common names)")
-    for role, what in (("user", "user id"), ("time", "timestamp"), ("lat", "latitude"), ("lon", "longitude"),
-                       ("loc", "optional precomputed location id")):
-        m.add_argument(f"--{role}-col", default=None, metavar="NAME", help=f"column holding the {what}")
-    m.add_argument("--time-unit", default=None, choices=["auto", "iso", "s", "ms"],
-                   help="times as ISO text, Unix seconds or milliseconds (default: auto)")
-
-
-def add_grid_args(parser: argparse.ArgumentParser) -> None:
-    """Add ``--zones`` (square grid, H3 hexagons or a zone file) and ``--cell-km2`` (shorthand for ``square:KM2``,
-    default 1.3 km² as in Bassolas et al.'s reply)."""
-    g = parser.add_argument_group("zones (origins and destinations)")
-    g.add_argument("--zones", default=None, metavar="SPEC",
-                   help="square:KM2 (square cells), h3:RES (H3 hexagons, res 8 ≈ 0.74 km²) or a zone file "
-                        "(.geojson, .gpkg, zipped Shapefile; any CRS; a 'name' column labels zones); points "
-                        "outside every zone are dropped and counted (default: square:--cell-km2)")
-    g.add_argument("--cell-km2", type=float, default=1.3,
-                   help="square grid cell area in km², same as --zones square:KM2 (default %(default)s, "
-                        "Bassolas et al. 2022 reply)")
-    e = parser.add_argument_group("OD engine (identical results; odcore.od.engines)")
-    e.add_argument("--engine", default="memory", choices=["memory", "duckdb", "spark"],
-                   help="memory: numpy in this process; duckdb: embedded, out of core (streams Parquet/CSV with "
-                        "bounded memory); spark: PySpark, local mode or spark-submit (default %(default)s)")
-    e.add_argument("--memory-limit", default="3GB", metavar="SIZE",
-                   help="duckdb: memory limit before spilling to disk (default %(default)s)")
-    e.add_argument("--spark-master", default="local[2]", metavar="URL",
-                   help="spark: master when no session exists (default %(default)s; spark-submit sets its own)")
-
-
-def add_release_args(group) -> None:
-    """Add ``--epsilon --threshold --mode --max-pairs`` (the Laplace + threshold release) to a parser or group."""
-    group.add_argument("--epsilon", type=float, default=0.66, help="Laplace epsilon (default %(default)s)")
-    group.add_argument("--threshold", type=float, default=100,
-                       help="publish iff noisy count >= this (default %(default)s)")
-    group.add_argument("--mode", default="per_metric", choices=["per_metric", "user_level"],
-                       help="per_metric: noise 1/eps (Bassolas); user_level: each user keeps --max-pairs unique "
-                            "pairs per week (smallest keyed hash: the same pairs in every engine for a seed), noise "
-                            "max_pairs/eps (default %(default)s)")
-    group.add_argument("--max-pairs", type=int, default=None,
-                       help="user-level contribution bound (needs --mode user_level)")
 
 
 def _format_of(args: argparse.Namespace) -> str:
@@ -124,11 +71,7 @@ def mapping_from_args(args: argparse.Namespace) -> dict[str, str] | None:
 
 
 def traces_from_args(args: argparse.Namespace) -> Traces:
-    """Load the traces named by :func:`add_loader_args` options."""
-    from odcore.data.traces import load_traces
-    from odcore.errors import ParameterError
-    from odcore.od.odtable import NO_PAIRS_REASON, is_counts_folder
-
+    """Load the traces named by :func:`odcore.cli.parser.add_loader_args` options."""
     if is_counts_folder(getattr(args, "input", None)):
         raise ParameterError(f"--input {args.input}: this command needs traces, but {NO_PAIRS_REASON}")
 
@@ -137,7 +80,7 @@ def traces_from_args(args: argparse.Namespace) -> Traces:
     if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
         bbox = None
     tz = getattr(args, "tz", "auto") or "auto"
-    tr = load_traces(args.input, format=fmt, tz=tz, time_offset_s=getattr(args, "time_offset", 0.0) or 0.0,
+    tr = trace_files.load_traces(args.input, format=fmt, tz=tz, time_offset_s=getattr(args, "time_offset", 0.0) or 0.0,
                      bbox=bbox, start=getattr(args, "start", None), end=getattr(args, "end", None),
                      poi_source=getattr(args, "poi", None), mapping=mapping_from_args(args),
                      region=getattr(args, "region", None))
@@ -147,9 +90,6 @@ def traces_from_args(args: argparse.Namespace) -> Traces:
 
 def od_config_from_args(args: argparse.Namespace, fmt: str | None = None):
     """The :class:`odcore.od.oddata.ODConfig` of ``--zones`` (or ``--cell-km2``) and ``--tz``."""
-    from odcore.errors import ParameterError
-    from odcore.od.trips import ODConfig
-
     zones = getattr(args, "zones", None) or None
     explicit = getattr(args, "_explicit", frozenset())
     if zones is not None and "cell_km2" in explicit and "zones" in explicit:
@@ -159,10 +99,6 @@ def od_config_from_args(args: argparse.Namespace, fmt: str | None = None):
 
 def grid_note(df, cell_km2: float) -> None:
     """Refuse a grid over :data:`odcore.data.validate.MAX_GRID_CELLS` cells; note on stderr a continent-wide one."""
-    import sys
-
-    from odcore.data.validate import check_grid_size
-
     _, warning = check_grid_size(df["lat"].to_numpy(), df["lon"].to_numpy(), cell_km2)
     if warning:
         print(f"note: {warning}", file=sys.stderr)
@@ -170,9 +106,7 @@ def grid_note(df, cell_km2: float) -> None:
 
 def zones_note(df, cfg) -> None:
     """:func:`grid_note` for square zones (``--cell-km2`` or ``--zones square:KM2``); H3 covers and zone files have
-    their own limits (:data:`odcore.space.zones.MAX_H3_CELLS`, :data:`odcore.space.zones.MAX_ZONES`)."""
-    from odcore.space.zones import parse_zone_spec
-
+    their own limits (:data:`odcore.space.hexagons.MAX_H3_CELLS`, :data:`odcore.space.zones.MAX_ZONES`)."""
     spec = parse_zone_spec(cfg.zones) if cfg.zones is not None else None
     if spec is None or spec.kind == "square":
         grid_note(df, cfg.cell_km2 if spec is None else spec.value)
@@ -192,8 +126,6 @@ def stream_source_from_args(args: argparse.Namespace):
     """A :class:`odcore.od.engines.FileSource` when ``--input`` names generic Parquet/CSV files the engine reads
     itself: always for duckdb/spark; for the memory engine when they are big (a folder of Parquet files or
     >= :data:`STREAM_BYTES`), streamed in user shards. Else None (the loader reads the input)."""
-    from odcore.od.engines import file_source, is_streamable
-
     if not is_streamable(args.input, _format_of(args)):
         return None
     if (getattr(args, "engine", "memory") or "memory") == "memory":
@@ -231,12 +163,6 @@ def source_place(src, bbox, region, found: dict | None = None) -> tuple:
     ``region_left_out`` (the usable fixes outside its box and the people with none inside it)."""
     found = {} if found is None else found
     found.update({"regions": [], "region": None, "region_left_out": None})
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-
-    from odcore.data.regions import find_regions, pick_region, spans_metro, zone_of_box
-    from odcore.data.traces import BBox, RobustBoxCounts, resolve_mapping
 
     data = ds.dataset(list(src.paths), format="parquet" if src.format == "parquet" else "csv")
     mp = resolve_mapping(list(data.schema.names), src.mapping, src.display)
@@ -269,7 +195,6 @@ def source_place(src, bbox, region, found: dict | None = None) -> tuple:
             users.append(b.column(0).filter(pa.array(ok)))
             lats.append(lat[ok])
             lons.append(lon[ok])
-        import pandas as pd
 
         ids = pa.chunked_array(users, type=users[0].type if users else pa.int64()).combine_chunks()
         if pa.types.is_integer(ids.type):
@@ -306,9 +231,6 @@ def require_pairs(od, what: str) -> None:
     """Refuse, in one line, a command that needs each person's pairs when the input is an OD counts folder
     (``what``: what the command does with them, e.g. "audit inserts canary people among the week's people")."""
     if not od.stats.get("pairs_available", True):
-        from odcore.errors import ParameterError
-        from odcore.od.odtable import NO_PAIRS_REASON
-
         raise ParameterError(f"{what}, but {NO_PAIRS_REASON}")
 
 
@@ -316,11 +238,6 @@ def streams_cabs(args: argparse.Namespace) -> bool:
     """True when ``--input`` is a Cabspotting folder (or one cab file; not a zip) and ``--engine`` is ``memory``:
     then the engine streams it in groups of cab files (:mod:`odcore.od.engines.cab_stream`) instead of loading it,
     with the same tables and load report."""
-    import zipfile
-
-    from odcore.data.traces import trace_format
-    from odcore.od.odtable import is_counts_folder
-
     inp = getattr(args, "input", None)
     if (getattr(args, "engine", "memory") or "memory") != "memory" or not isinstance(inp, (str, Path)):
         return False
@@ -341,11 +258,6 @@ def cabs_from_args(args: argparse.Namespace, *, keep_pairs: bool = True, bound: 
     :func:`traces_from_args` and :func:`odcore.od.engines.build_od` give, ``traces`` a
     :class:`~odcore.od.engines.cab_stream.StreamedTraces` (its ``df`` is read only if a command needs the fixes).
     ``fingerprint``: hash the kept fixes as the release record does."""
-    import pandas as pd
-
-    from odcore.od.engines import bound_and_trim
-    from odcore.od.engines.cab_stream import stream_cabspotting
-
     bbox = getattr(args, "bbox", None)
     if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
         bbox = None
@@ -366,8 +278,6 @@ def cabs_from_args(args: argparse.Namespace, *, keep_pairs: bool = True, bound: 
 def engine_streams(args: argparse.Namespace) -> bool:
     """True when ``--engine`` is ``duckdb`` or ``spark`` and ``--input`` names generic Parquet/CSV files: then the
     engine reads them itself (:func:`engine_traces_from_args`), and this process never holds the table of fixes."""
-    from odcore.od.engines import is_streamable
-
     return ((getattr(args, "engine", "memory") or "memory") in ("duckdb", "spark")
             and is_streamable(getattr(args, "input", None), _format_of(args)))
 
@@ -382,11 +292,6 @@ def engine_traces_from_args(args: argparse.Namespace, *, fingerprint: bool = Fal
     the report's ``rows_adjusted`` (naive times read by a daylight-saving rule or next to times with offsets),
     left empty. ``fingerprint``: the engine also hashes the kept fixes for the release's record
     (``traces.fingerprint``; else None)."""
-    from odcore.data.traces import LoadReport
-    from odcore.errors import TraceFormatError
-    from odcore.od.engines import SourceTraces, build_od
-    from odcore.od.kernel import DROP_CODES
-
     src = stream_source_from_args(args)
     cfg = od_config_from_args(args, src.format)
     od = build_od(src, cfg, engine=getattr(args, "engine", "memory") or "memory", describe=True,
@@ -414,15 +319,12 @@ def engine_traces_from_args(args: argparse.Namespace, *, fingerprint: bool = Fal
     options = {"format": _format_of(args), "tz": cfg.tz if place.get("tz_source") == "given" else "auto",
                "time_offset_s": getattr(args, "time_offset", 0.0) or 0.0, "bbox": src.bbox, "start": src.start,
                "end": src.end, "mapping": mapping_from_args(args), "region": getattr(args, "region", None)}
-    from dataclasses import replace
 
     od = replace(od, stats={**od.stats, "rows_dropped": zone})
     return SourceTraces(report, kept, options, od.stats["fingerprint"], has_loc=has_loc), od
 
 
 def _range_frame(kept: dict):
-    import pandas as pd
-
     return pd.DataFrame({"lat": kept["lat_range"], "lon": kept["lon_range"]})
 
 
@@ -431,11 +333,6 @@ def first_batch_facts(src) -> tuple[str | None, str | None, bool]:
     batch: the unit :func:`odcore.data.validate.parse_times` finds in the first 10,000 times, the CSV's encoding from
     its byte-order mark (else ``utf-8``: DuckDB and Spark read CSV as UTF-8), and whether the column mapping finds
     a location id column."""
-    import pyarrow.dataset as ds
-
-    from odcore.data.traces import resolve_mapping
-    from odcore.data.validate import parse_times
-
     if "://" in src.paths[0]:
         return None, None, False
     data = ds.dataset(list(src.paths[:1]), format="parquet" if src.format == "parquet" else "csv")
@@ -448,8 +345,6 @@ def first_batch_facts(src) -> tuple[str | None, str | None, bool]:
             break
     encoding = None
     if src.format == "csv":
-        import codecs
-
         with open(src.paths[0], "rb") as fh:
             head = fh.read(4)
         encoding = ("utf-8-sig" if head.startswith(codecs.BOM_UTF8) else
@@ -468,9 +363,6 @@ def od_from_args(args: argparse.Namespace, *, fingerprint: bool = False, **build
     fixes (a loaded table has its own). ``build_options`` go to :func:`odcore.od.engines.build_od`
     (``keep_pairs``, ``bound``).
     """
-    from odcore.od.engines import build_od
-    from odcore.od.odtable import CountsInput, is_counts_folder, read_counts_folder
-
     if is_counts_folder(getattr(args, "input", None)):
         od = read_counts_folder(args.input)
         return CountsInput(od), od

@@ -12,74 +12,22 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
+from odcore.cli import print_json
+from odcore.cli.common import od_from_args
+from odcore.cli.parser import DEFAULT_KNOWN_TRIPS
+from odcore.constants import WEEK
 from odcore.errors import ParameterError
-
-# Goal attack without --known-trips: the attacker knows this many trips (Houssiau et al. 2022 report p_k up to
-# k = 32); the output says that this default was used.
-DEFAULT_KNOWN_TRIPS = 32
-_IGNORED = frozenset({"dataset", "epsilon", "threshold", "mode"})   # dashboard keys the designer chooses itself
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    from odcore.cli.common import add_grid_args, add_loader_args
-
-    p = sub.add_parser(
-        "design", help="design a per-person release (max_pairs, noise scale, threshold) that meets a privacy goal",
-        description="Search contribution bound, noise scale and threshold for a release whose per-person guarantee "
-                    "meets the goal, measure what it keeps on one week of the data, and compare with Google's "
-                    "per-metric setting. The budget agrees with `budget --mode user_level` on the settings found.")
-    add_loader_args(p)
-    add_grid_args(p)
-    g = p.add_argument_group("goal")
-    g.add_argument("--goal", default="week", choices=["week", "total", "attack", "tpr", "advantage", "posterior"],
-                   help="week: epsilon per person and week; total: over --weeks; attack: attacker's success; tpr: "
-                        "attacker's true-positive rate at --fpr; advantage: TPR - FPR; posterior: attacker's belief "
-                        "from --prior (default %(default)s)")
-    g.add_argument("--target-epsilon", type=float, default=1.0,
-                   help="largest epsilon per person (goals week/total; default %(default)s)")
-    g.add_argument("--target-delta", type=float, default=1e-6,
-                   help="largest delta, partition selection included (default %(default)s)")
-    g.add_argument("--weeks", type=int, default=52, help="weekly releases the total covers (default %(default)s)")
-    g.add_argument("--known-trips", type=int, default=None,
-                   help=f"k: trips the attacker knows (goal attack; default {DEFAULT_KNOWN_TRIPS}, said in the output)")
-    g.add_argument("--success", type=float, default=0.6,
-                   help="p: largest success of that attacker, in (0.5, 1) (goal attack; default %(default)s)")
-    g.add_argument("--tpr", type=float, default=None, help="goal tpr: largest TPR at --fpr, in (fpr, 1)")
-    g.add_argument("--advantage", type=float, default=None, help="goal advantage: largest TPR - FPR, in (0, 1)")
-    g.add_argument("--posterior", type=float, default=None,
-                   help="goal posterior: largest belief that the person is in the data, in (prior, 1)")
-    g.add_argument("--fpr", type=float, default=0.01,
-                   help="false-positive rate the TPR is read at (default %(default)s)")
-    g.add_argument("--prior", type=float, default=0.5,
-                   help="attacker's prior that the person is in the data (default %(default)s)")
-    g.add_argument("--attacker", default="known", choices=["known", "full"],
-                   help="risk goals: known = knows --known-trips of the person's trips and everyone else's data; "
-                        "full = knows the person's whole week too (default %(default)s)")
-    g.add_argument("--max-pairs", type=int, default=None,
-                   help="fix the contribution bound; default: the data-independent default (10)")
-    g.add_argument("--tune", action="store_true",
-                   help="choose max_pairs on the week's data: of the candidates whose expected error is at most "
-                        "10 %%, the one publishing most user-trips (that choice uses the data)")
-    g.add_argument("--week", type=int, default=None, help="week whose data measures utility (default: the first)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the bounding and noise (default %(default)s)")
-    g.add_argument("--sheet", default=None, metavar="FILE.html", help="also write the designer's guarantee sheet (HTML; do not share: it holds figures of the true data)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.set_defaults(func=run, _config_ignored=_IGNORED)
+from odcore.paths import atomic_output
+from odcore.privacy.design import Goal, design_report
+from odcore.report.facts import week_trips
+from odcore.report.plain_json import jsonable
+from odcore.report.sheet import guarantee_sheet
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from odcore.cli import print_json
-    from odcore.cli.common import od_from_args
-    from odcore.constants import WEEK
-    from odcore.privacy.design import Goal, design_report
-    from odcore.report.facts import week_trips
-    from odcore.report.plain_json import jsonable
-    from odcore.report.sheet import guarantee_sheet
-
     risk_goal = args.goal in ("tpr", "advantage", "posterior")
     default_k = (args.goal == "attack" or risk_goal) and args.known_trips is None
     if default_k:
@@ -105,8 +53,6 @@ def run(args: argparse.Namespace) -> int:
     if args.sheet:
         path = Path(args.sheet)
         try:
-            from odcore.paths import atomic_output
-
             with atomic_output(path) as tmp:
                 tmp.write_text(guarantee_sheet(rep), encoding="utf-8")
         except OSError as exc:

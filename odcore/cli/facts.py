@@ -5,32 +5,17 @@ from __future__ import annotations
 
 import argparse
 
-from odcore.cli.common import add_grid_args, add_loader_args, add_release_args, od_from_args
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "facts", help="the named quantities of a week's release (people, typical person, ε, δ, bound, attack)",
-        description="People in the data and in the week, the typical person and how they are chosen, ε per count "
-                    "and per person and week with its δ parts, the bound on any attacker and the optimal attack "
-                    "on the typical person with and without suppression: the numbers every page of the app reads.")
-    add_loader_args(p)
-    add_grid_args(p)
-    g = p.add_argument_group("release")
-    add_release_args(g)
-    g.add_argument("--week", type=int, default=None, help="week (default: the busiest, as the app opens on)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the per-person bounding (default %(default)s)")
-    g.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.set_defaults(func=run)
+from odcore.cli import print_json
+from odcore.cli.common import od_from_args
+from odcore.errors import ParameterError
+from odcore.od.pairs import bound_contributions
+from odcore.privacy.release import Mode, ReleaseConfig
+from odcore.report.facts import facts_json, located_in_week, week_facts
 
 
 def facts_of(od, week: int, cfg, seed: int | None) -> dict:
     """The facts of ``week`` of the OD data ``od`` under the release ``cfg`` (``seed``: of the per-person bounding):
     what ``facts`` prints and the figures of ``figures`` read."""
-    from odcore.od.pairs import bound_contributions
-    from odcore.privacy.release import Mode
-    from odcore.report.facts import located_in_week, week_facts
-
     has_pairs = od.stats.get("pairs_available", True)
     pairs = od.week_pairs(week) if has_pairs else None
     attack_pairs, counts = pairs, None
@@ -44,11 +29,6 @@ def facts_of(od, week: int, cfg, seed: int | None) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from odcore.cli import print_json
-    from odcore.errors import ParameterError
-    from odcore.privacy.release import ReleaseConfig
-    from odcore.report.facts import facts_json
-
     cfg = ReleaseConfig(epsilon=args.epsilon, threshold=args.threshold, mode=args.mode, max_pairs=args.max_pairs)
     _traces, od = od_from_args(args)
     week = od.busiest_week()[0] if args.week is None else int(args.week)

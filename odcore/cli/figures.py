@@ -1,14 +1,7 @@
 """``python -m odcore figures --out DIR [--preset ...]``: the paper set, each figure with the JSON that redraws it.
 
-Figures (names for ``--only``): Houssiau et al.'s Fig. 1 per count and per person and week (``fig1_per_count``,
-``fig1_per_person``), a person's ε over weeks (``budget_weeks``), the release probability (``release_probability``),
-the week's flow map (``flow_map``), the zone comparison (``zone_comparison``) and a Knock Knock AUC chart
-(``knock_auc``). Each is written as ``NAME.svg`` (fonts embedded), ``NAME.pdf`` and ``NAME.png`` at a size preset
-(``single-column`` 3.5 in, ``double-column`` 7 in, ``slide`` 16:9) or ``--size WxH`` and ``--dpi``, with
-``NAME.csv`` (the numbers drawn) and ``NAME.json``: ``python -m odcore figures --config NAME.json`` draws that
-figure again. Every file is written at the end, all or nothing.
+What the command does, as its ``--help`` says it: :data:`odcore.cli.parser.FIGURES_DESCRIPTION`.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -16,22 +9,31 @@ import json
 import sys
 from pathlib import Path
 
-from odcore.cli.common import add_grid_args, add_loader_args
-from odcore.paths import pause_for_test
+import numpy as np
+import pandas as pd
 
-FIGURES = ("fig1_per_count", "fig1_per_person", "budget_weeks", "release_probability", "flow_map",
-           "zone_comparison", "knock_auc")
+from odcore.cli.common import od_from_args, resolve_tz, traces_from_args
+from odcore.cli.facts import facts_of
+from odcore.cli.parser import FIGURES, FORMATS, TYPICAL
+from odcore.cli.release import published_map
+from odcore.constants import WEEK
+from odcore.errors import ParameterError
+from odcore.knock.experiment import KnockConfig, run_experiment
+from odcore.knock.timeseries import TimeSeriesConfig, build_timeseries
+from odcore.paths import atomic_folder, check_folder_replaceable, pause_for_test
+from odcore.privacy.release import Mode, ReleaseConfig, release_with_report
+from odcore.report import figures, paper
+from odcore.report.figures import FigureSize
+from odcore.report.published import public_settings
+from odcore.report.safe_csv import csv_text
+from odcore.report.zone_compare import compare_zones
+
 # Drawn from the data itself (true counts, every person's traces): their files are named DO_NOT_SHARE_NAME.*. The
 # others are drawn from the settings alone or from the published flows only, and may be shared.
 DATA_FIGURES = frozenset({"release_probability", "zone_comparison", "knock_auc"})
-FORMATS = ("svg", "pdf", "png")
 MANIFEST = "figures_manifest.json"
 KIND = "odcore-figures"
 _NOT_CONFIG = frozenset({"out", "config", "func", "json", "tz_found"})   # tz_found: what the loader found
-
-
-TYPICAL = "typical"
-"""``--trips typical``: the budget figure's person is the typical person of the data's week (the facts layer)."""
 
 
 def file_stem(name: str, trips: int | str | None = None) -> str:
@@ -44,72 +46,12 @@ def file_stem(name: str, trips: int | str | None = None) -> str:
     return f"DO_NOT_SHARE_{name}" if name in DATA_FIGURES or (name == "budget_weeks" and trips == TYPICAL) else name
 
 
-def trips_value(text: str) -> int | str:
-    """``--trips``: a whole number of unique trips (at least 1) or :data:`TYPICAL`."""
-    if str(text).strip().lower() == TYPICAL:
-        return TYPICAL
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 or '{TYPICAL}', got {text!r}")
-    return n
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    from odcore.constants import (
-        SIZE_PRESET_NAMES,  # not odcore.report.figures: --help stays free of plotly/pandas
-    )
-
-    p = sub.add_parser("figures", help="write the paper set of figures (SVG/PDF/PNG at a size preset) with configs",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
-    p.add_argument("--preset", default="single-column", choices=list(SIZE_PRESET_NAMES),
-                   help="figure size: single-column 3.5 in, double-column 7 in, slide 16:9 (default %(default)s)")
-    p.add_argument("--size", default=None, metavar="WxH", help="width x height in inches instead of the preset's")
-    p.add_argument("--dpi", type=int, default=None, help="PNG resolution (default: the preset's)")
-    p.add_argument("--formats", default=",".join(FORMATS), help="comma-separated among svg,pdf,png (default all)")
-    p.add_argument("--only", default=",".join(FIGURES), metavar="NAME[,NAME]",
-                   help="figures to draw (default all: " + ", ".join(FIGURES) + ")")
-    g = p.add_argument_group("settings drawn")
-    g.add_argument("--epsilon", type=float, default=0.66, help="ε (default %(default)s, Bassolas et al.)")
-    g.add_argument("--mode", default="per_metric", choices=["per_metric", "user_level"],
-                   help="unit of the budget and release figures: per count or per person and week "
-                        "(Fig. 1 is drawn in both) (default %(default)s)")
-    g.add_argument("--max-pairs", type=int, default=10, help="pairs kept per person and week (default %(default)s)")
-    g.add_argument("--threshold", type=float, default=100, help="publish iff noisy count >= this (default 100)")
-    g.add_argument("--trips", type=trips_value, default=21,
-                   help="unique trips a week of the person of the budget figure: a number (default %(default)s, the "
-                        "typical person of the bundled city, as `python -m odcore facts` gives it) or 'typical': the "
-                        "typical person of the data's week, from the facts layer (the figure is then one drawn from "
-                        "the data: DO_NOT_SHARE_budget_weeks)")
-    g.add_argument("--weeks", type=int, default=52, help="weeks released in the budget figure (default 52)")
-    g.add_argument("--week", type=int, default=None, help="week of the release and map (default: the first)")
-    g.add_argument("--seed", type=int, default=None,
-                   help="random seed of the noise and the experiments (default: a fresh one; a seed anyone knows "
-                        "lets them take the noise off the map's published counts, so it is written only in the "
-                        "DO_NOT_SHARE figures' configs)")
-    g.add_argument("--map-top", type=int, default=0,
-                   help="flows drawn on the map (default 0: as many as the OD release page draws, 'auto')")
-    g.add_argument("--compare-zones", default="square:1.3,h3:8,square:5",
-                   help="zone systems compared (default %(default)s)")
-    g.add_argument("--knock-targets", type=int, default=3, help="Knock Knock targets (default %(default)s)")
-    g.add_argument("--knock-classifiers", default="lr,knn,rf", help="Knock Knock classifiers (default %(default)s)")
-    add_loader_args(p)
-    add_grid_args(p)
-    p.set_defaults(func=run_figures)
-
-
 def settings(args: argparse.Namespace) -> dict:
     """The command's settings as a ``--config`` object (flag names in snake_case), without the output folder."""
     return {k: v for k, v in vars(args).items() if not k.startswith("_") and k not in _NOT_CONFIG}
 
 
 def figure_size(args: argparse.Namespace):
-    from odcore.errors import ParameterError
-    from odcore.report.figures import FigureSize
-
     try:
         size = FigureSize.preset(args.preset, dpi=args.dpi)
         if args.size:
@@ -125,10 +67,6 @@ def figure_size(args: argparse.Namespace):
 
 def build(name: str, args: argparse.Namespace, data: dict):
     """Figure ``name`` and the table it draws (``data`` caches the loaded traces and OD data between figures)."""
-    import pandas as pd
-
-    from odcore.report import paper
-
     if name == "fig1_per_count":
         return paper.attack_curve_figure(args.epsilon, "per_metric", max_pairs=args.max_pairs)
     if name == "fig1_per_person":
@@ -149,9 +87,6 @@ def build(name: str, args: argparse.Namespace, data: dict):
                                                     args.mode, max_pairs=args.max_pairs)
         return flow_map(table, od, cfg, wk, args.map_top)
     if name == "zone_comparison":
-        from odcore.cli.common import resolve_tz, traces_from_args
-        from odcore.report.zone_compare import compare_zones
-
         traces = data.get("traces") or traces_from_args(args)
         data["traces"] = traces
         specs = [z.strip() for z in str(args.compare_zones).split(",") if z.strip()]
@@ -159,10 +94,6 @@ def build(name: str, args: argparse.Namespace, data: dict):
                               tz=resolve_tz(args, traces.report.format), rng=args.seed)
         return paper.zone_comparison_figure(table, args.epsilon, args.threshold)
     if name == "knock_auc":
-        from odcore.cli.common import resolve_tz, traces_from_args
-        from odcore.knock.experiment import KnockConfig, run_experiment
-        from odcore.knock.timeseries import TimeSeriesConfig, build_timeseries
-
         traces = data.get("traces") or traces_from_args(args)
         data["traces"] = traces
         ts = build_timeseries(traces.df, TimeSeriesConfig(tz=resolve_tz(args, traces.report.format)))
@@ -177,8 +108,6 @@ def week_facts(args: argparse.Namespace, data: dict):
     """``(facts, week)``: the facts of the figures' week (:func:`odcore.cli.facts.facts_of`, what ``facts --json``
     prints for the same data, week and settings)."""
     if "facts" not in data:
-        from odcore.cli.facts import facts_of
-
         _, od, cfg, wk = week_release(args, data)
         data["facts"] = (facts_of(od, wk, cfg, args.seed), wk)
     return data["facts"]
@@ -188,10 +117,6 @@ def week_release(args: argparse.Namespace, data: dict):
     """The week's release table (one draw shared by the release-probability chart and the map)."""
     if "release" in data:
         return data["release"]
-    from odcore.cli.common import od_from_args
-    from odcore.constants import WEEK
-    from odcore.errors import ParameterError
-    from odcore.privacy.release import Mode, ReleaseConfig, release_with_report
 
     traces, od = od_from_args(args)
     data.setdefault("traces", traces)
@@ -210,11 +135,6 @@ def week_release(args: argparse.Namespace, data: dict):
 def flow_map(table, od, cfg, wk: int, top: int):
     """The week's published map, as ``release --map`` and the OD release page draw it
     (:func:`odcore.cli.release.published_map`); its table: the places drawn, numbered, and the flows between them."""
-    import pandas as pd
-
-    from odcore.cli.release import published_map
-    from odcore.report import figures
-
     t = table.loc[table["week"].to_numpy() == wk]
     fig = published_map(t, od, cfg, title=f"Published OD flows, week {wk}", top_n=top or None)
     return fig, pd.DataFrame(fig.layout.meta[figures.FLOW_MAP_META]["args"]["flows"])
@@ -229,14 +149,6 @@ def _owned(path: Path) -> bool:
 
 
 def run_figures(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from odcore.errors import ParameterError
-    from odcore.paths import atomic_folder, check_folder_replaceable
-    from odcore.report import figures
-    from odcore.report.published import public_settings
-    from odcore.report.safe_csv import csv_text
-
     names = [n.strip() for n in str(args.only).split(",") if n.strip()]
     bad = [n for n in names if n not in FIGURES]
     if bad or not names:

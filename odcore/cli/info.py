@@ -6,18 +6,11 @@ import argparse
 import os
 
 from odcore import __version__
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("info", help="print the engine version, core count and bundled sample data")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.set_defaults(func=run)
+from odcore.cli import print_json
+from odcore.paths import SAMPLE_DATA_DIR
 
 
 def run(args: argparse.Namespace) -> int:
-    from odcore.cli import print_json
-    from odcore.paths import SAMPLE_DATA_DIR
-
     info = {
         "version": __version__,
         "cores": os.cpu_count(),

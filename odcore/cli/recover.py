@@ -1,85 +1,45 @@
 """``python -m odcore recover``: rebuild whole trajectories from counts per cell per slot (Xu et al. 2017,
 "Trajectory Recovery From Ash") and score them against the true traces, with and without the lab's defences.
 
-Input: traces (``--input``, any format the lab reads; the counts are built from them) or the plain files
-``--counts counts.csv --cells cells.csv`` (format in docs/recover.md), with ``--truth truth_do_not_share.csv`` to
-score. Outputs: ``--write-counts DIR`` (counts.csv, cells.csv, truth_do_not_share.csv), ``--out recovered.csv``
-(``trajectory,slot,cell``), ``--epsilon``/``--defences`` for accuracy against ε.
+What the command does, as its ``--help`` says it: :data:`odcore.cli.parser.RECOVER_DESCRIPTION`.
 """
-
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from odcore.cli.common import add_grid_args, add_loader_args, add_release_args
+import numpy as np
+import pandas as pd
 
-DEFENCES = "laplace,threshold,bounding,lpa"
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("recover", help="trajectory recovery from per-cell, per-slot counts (Xu et al. 2017), "
-                                       "scored against the true traces, under the lab's defences",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_loader_args(p)
-    g = p.add_argument_group("cells and slots (from traces)")
-    g.add_argument("--grid", default="auto", choices=["auto", "sfc", "bbox"],
-                   help="cells: 'auto' = grid over the box of the central 98%% of points; 'sfc' = Knock Knock's "
-                        "downtown San Francisco grid; 'bbox' = --grid-bbox (default %(default)s)")
-    g.add_argument("--grid-bbox", default=None, metavar="S,W,N,E", help="grid box for --grid bbox")
-    g.add_argument("--grid-shape", default="20x20", metavar="ROWSxCOLS", help="grid shape (default %(default)s)")
-    g.add_argument("--slot-minutes", type=int, default=60, help="slot length, divides a day (default %(default)s)")
-    g.add_argument("--days", type=int, default=None, help="keep the first DAYS whole days (default: all)")
-    g.add_argument("--min-coverage", type=float, default=0.0,
-                   help="keep people with a record in at least this share of slots (default %(default)s)")
-    g.add_argument("--people", type=int, default=None,
-                   help="draw this many people at random (seed --seed) to fit time (default: everyone)")
-    f = p.add_argument_group("plain files")
-    f.add_argument("--counts", default=None, metavar="counts.csv", help="read counts from this file, not traces")
-    f.add_argument("--cells", default=None, metavar="cells.csv", help="cell centres for --counts")
-    f.add_argument("--truth", default=None, metavar="truth.csv", help="true sequences to score --counts against")
-    f.add_argument("--recovered", default=None, metavar="recovered.csv",
-                   help="score this recovery (trajectory,slot,cell; e.g. another implementation's) instead of "
-                        "running the attack on --counts")
-    f.add_argument("--write-counts", default=None, metavar="DIR",
-                   help="write counts.csv, cells.csv and truth_do_not_share.csv built from the traces")
-    f.add_argument("--out", default=None, metavar="recovered.csv", help="write the recovered sequences")
-    a = p.add_argument_group("attack and defences")
-    a.add_argument("--night", default="0-6", metavar="H0-H1", help="night phase hours (default %(default)s)")
-    a.add_argument("--no-link", action="store_true", help="skip the linking of days (phase 3)")
-    a.add_argument("--epsilon", default=None, metavar="E1,E2,...",
-                   help="run the defences at these epsilons (e.g. 0.1,1,10,100); default: no defence only")
-    a.add_argument("--defences", default=DEFENCES,
-                   help=f"subset of laplace,threshold,bounding,lpa,gsm,fpa,efpag (default {DEFENCES})")
-    a.add_argument("--threshold", type=float, default=5.0, help="threshold defence: tau (default %(default)s)")
-    a.add_argument("--max-slots", type=int, default=24,
-                   help="bounding defence: slots kept per person (default %(default)s)")
-    a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=run_recover)
-
-    q = sub.add_parser("attack-learned", help="learned membership attacks (two-threshold, one-threshold, Knock "
-                                              "Knock's classifiers) beside the exact p_k for people of a week",
-                       description="For people of the week of the OD release (their k unique pairs), the exact "
-                                   "success p_k of the optimal attacker and the test success of attackers that learn "
-                                   "their rule from simulated releases (odcore.recover.learned); the gap in points.")
-    add_loader_args(q)
-    add_grid_args(q)
-    g = q.add_argument_group("release and attack")
-    add_release_args(g)
-    g.add_argument("--week", type=int, default=0, help="week number (default %(default)s)")
-    g.add_argument("--people", type=int, default=20, help="people drawn from the week (default %(default)s)")
-    g.add_argument("--n-train", type=int, default=2000, help="simulated releases to learn from (default 2000)")
-    g.add_argument("--n-test", type=int, default=4000, help="simulated releases to score on (default 4000)")
-    g.add_argument("--classifiers", default="lr,knn,rf,mlp", help="Knock Knock's classifiers (default all)")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--json", action="store_true", help="print JSON")
-    q.set_defaults(func=run_learned)
+from odcore.cli import print_json
+from odcore.cli.common import (
+    od_from_args,
+    require_pairs,
+    resolve_tz,
+    traces_from_args,
+)
+from odcore.cli.knock import series_grid_args
+from odcore.errors import ParameterError
+from odcore.knock.timeseries import TimeSeriesConfig
+from odcore.od.pairs import bound_contributions
+from odcore.paths import atomic_output
+from odcore.privacy.release import Mode, ReleaseConfig
+from odcore.recover.aggregates import (
+    SlotConfig,
+    build_population,
+    read_counts,
+    read_sequences,
+    write_counts,
+    write_truth,
+)
+from odcore.recover.experiment import SweepConfig, run_sweep
+from odcore.recover.learned import LearnedConfig, learned_vs_exact, people_of_week
+from odcore.recover.phases import RecoveryConfig, day_bounds, recover
+from odcore.recover.score import chance_accuracy, score
 
 
 def _hours(text: str) -> tuple[int, int]:
-    from odcore.errors import ParameterError
-
     try:
         h0, h1 = (float(x) for x in str(text).split("-"))
     except ValueError:
@@ -89,12 +49,6 @@ def _hours(text: str) -> tuple[int, int]:
 
 def population_from_args(args: argparse.Namespace):
     """Traces -> :class:`~odcore.recover.aggregates.Population` (first ``--days``, ``--people`` drawn)."""
-    from odcore.cli.common import resolve_tz, traces_from_args
-    from odcore.cli.knock import series_grid_args
-    from odcore.errors import ParameterError
-    from odcore.knock.timeseries import TimeSeriesConfig
-    from odcore.recover.aggregates import SlotConfig, build_population
-
     bbox, shape = series_grid_args(args)
     if args.days is not None and args.days < 1:
         raise ParameterError(f"--days must be >= 1, got --days {args.days}.")
@@ -112,19 +66,6 @@ def population_from_args(args: argparse.Namespace):
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    import numpy as np
-    import pandas as pd
-
-    from odcore.cli import print_json
-    from odcore.errors import ParameterError
-    from odcore.paths import atomic_output
-    from odcore.recover.aggregates import read_counts, read_sequences, write_counts, write_truth
-    from odcore.recover.experiment import SweepConfig, run_sweep
-    from odcore.recover.phases import RecoveryConfig, day_bounds, recover
-    from odcore.recover.score import chance_accuracy, score
-
     night = _hours(args.night)
     rcfg = RecoveryConfig(night_start=night[0], night_end=night[1], link=not args.no_link)
     out: dict = {}
@@ -200,13 +141,6 @@ def run_recover(args: argparse.Namespace) -> int:
 
 
 def run_learned(args: argparse.Namespace) -> int:
-    from odcore.cli import print_json
-    from odcore.cli.common import od_from_args, require_pairs
-    from odcore.errors import ParameterError
-    from odcore.od.pairs import bound_contributions
-    from odcore.privacy.release import Mode, ReleaseConfig
-    from odcore.recover.learned import LearnedConfig, learned_vs_exact, people_of_week
-
     cfg = ReleaseConfig(epsilon=args.epsilon, threshold=args.threshold, mode=args.mode, max_pairs=args.max_pairs)
     if args.people < 1:
         raise ParameterError(f"--people must be >= 1, got --people {args.people}.")

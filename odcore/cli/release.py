@@ -20,84 +20,47 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from odcore.constants import PRIVATE_RECORD, PRIVATE_SHEET, PUBLISHED_FILES, PUBLISHED_KIND
+import numpy as np
+
+from odcore.cli import print_json
+from odcore.cli.common import engine_streams, od_from_args
+from odcore.constants import CELL, PRIVATE_RECORD, PRIVATE_SHEET, PUBLISHED_FILES, PUBLISHED_KIND, USER, WEEK
+from odcore.data.fingerprint import trace_fingerprint
 from odcore.errors import ParameterError
-from odcore.paths import atomic_output, pause_for_test
+from odcore.od.bounding import bounding_key
+from odcore.od.odtable import is_counts_folder
+from odcore.paths import atomic_folder, atomic_output, check_folder_replaceable, pause_for_test
+from odcore.privacy.accounting import BudgetConfig, budget, delta_parts
+from odcore.privacy.release import (
+    ANALYSIS_NOTICE,
+    Mode,
+    ReleaseConfig,
+    published_table,
+    release_bounded_counts_with_report,
+    release_counts_with_report,
+    release_csv_table,
+    release_with_report,
+)
+from odcore.privacy.utility import release_utility, utility_by_week
+from odcore.report import figures
+from odcore.report.plain_json import jsonable
+from odcore.report.published import (
+    document_text,
+    guarantee_part,
+    private_record,
+    private_sheet,
+    public_record,
+    public_sheet,
+    published_hashes,
+    published_weeks,
+    release_document,
+    write_published,
+)
+from odcore.report.safe_csv import write_csv
+from odcore.report.sheet import data_fingerprint
+from odcore.space.zones import add_zone_names, zones_summary
 
-# Keys the dashboard exports that a command does not use: accepted in --config, reported on stderr, ignored.
-_IGNORED_BUDGET = frozenset({"dataset", "week", "cell_km2", "zones", "seed"})
-_IGNORED_RELEASE = frozenset({"dataset"})
 _NOT_CONFIG = frozenset({"help", "config", "json", "func"})  # not settings
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    pb = sub.add_parser(
-        "budget", help="privacy budget of the weekly OD release for one user (per metric, per week, total)",
-        description="Privacy budget of the Laplace + threshold weekly OD release: per metric (Bassolas et al.), "
-                    "per user-week and over weeks by basic, advanced (Dwork-Rothblum-Vadhan) and tight (exact "
-                    "privacy-loss distribution) composition, and the posterior bound e^eps/(1+e^eps).")
-    pb.add_argument("--epsilon", type=float, default=0.66, help="per-metric Laplace epsilon (default %(default)s)")
-    pb.add_argument("--threshold", type=float, default=100, help="publish iff noisy count >= this (default %(default)s)")
-    pb.add_argument("--trips", type=int, default=70,
-                    help="unique trips of one user in one week (default %(default)s, Houssiau et al.)")
-    pb.add_argument("--weeks", type=int, default=52, help="number of weekly releases (default %(default)s)")
-    pb.add_argument("--delta", type=float, default=1e-6,
-                    help="delta for the advanced and tight epsilon (default %(default)s)")
-    pb.add_argument("--mode", default="per_metric", choices=["per_metric", "user_level"],
-                    help="user_level adds the budget of the contribution-bounded release (default %(default)s)")
-    pb.add_argument("--max-pairs", type=int, default=None,
-                    help="user-level contribution bound (unique pairs per user-week); needs --mode user_level")
-    pb.add_argument("--total-interval", type=float, default=1e-3,
-                    help="loss-grid step of the tight epsilon over many weeks (bracket width <= 2*weeks*step; "
-                         "0 skips it; default %(default)s)")
-    _common_flags(pb)
-    pb.set_defaults(func=run_budget, _config_ignored=_IGNORED_BUDGET)
-
-    pr = sub.add_parser(
-        "release", help="run the Laplace + threshold release on traces; write the OD table and a JSON summary",
-        description="Load traces, build weekly unique OD pairs on a square grid, add Laplace noise to the "
-                    "distinct-user counts and publish pairs whose noisy count is >= the threshold. Writes the "
-                    "published pairs only (published.csv, published.parquet, zones.geojson, release.json, "
-                    "guarantee_sheet.html) to --out; the analysis table with true counts only with --analysis-out.")
-    from odcore.cli.common import add_grid_args, add_loader_args, add_release_args
-
-    add_loader_args(pr)
-    add_grid_args(pr)
-    g = pr.add_argument_group("release")
-    add_release_args(g)
-    g.add_argument("--week", type=int, default=None, help="release only this week number (default: every week)")
-    g.add_argument("--seed", type=int, default=None, help="random seed (same seed, same output)")
-    g.add_argument("--out", default=None,
-                   help="folder for what may be shared (created; required): published.csv and .parquet (published "
-                        "pairs only, noisy counts), zones.geojson, release.json (the record and the guarantee), "
-                        "guarantee_sheet.html. Must be new, empty or an earlier --out of this command")
-    g.add_argument("--analysis-out", default=None, metavar="DIR",
-                   help="also write the analysis table (true counts, noise, unpublished pairs; DO NOT SHARE) and the "
-                        "full summary to this separate folder")
-    g.add_argument("--delta", type=float, default=1e-6,
-                   help="the person's delta over --weeks weeks, every part included (default %(default)s)")
-    g.add_argument("--weeks", type=int, default=52,
-                   help="weekly releases the guarantee covers, as budget --weeks; user_level fits the threshold "
-                        "over them (default %(default)s)")
-    g.add_argument("--trips", type=int, default=70,
-                   help="unique trips a week of the person the per-count guarantee describes, as budget --trips: the "
-                        "publisher's assumption, stated on the public sheet and in release.json (the data's own "
-                        "median is not published: it is not protected). Default %(default)s (Houssiau et al.)")
-    m = pr.add_argument_group("flow map image")
-    m.add_argument("--map", default=None, metavar="FILE[,FILE]",
-                   help="also draw the published flows of the week (--week, default the first) as FILE.png, .svg or "
-                        ".pdf, with legend, scale bar and title; several files separated by commas")
-    m.add_argument("--map-top", type=int, default=0,
-                   help="draw the N largest flows (default 0: as many as the OD release page draws, 'auto')")
-    m.add_argument("--map-size", default="8x6", metavar="WxH",
-                   help="image size in inches (default %(default)s)")
-    m.add_argument("--map-dpi", type=int, default=300, help="PNG resolution (default %(default)s)")
-    _common_flags(pr)
-    pr.set_defaults(func=run_release, _config_ignored=_IGNORED_RELEASE)
-
-
-def _common_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
 def _settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
@@ -123,9 +86,6 @@ def _note(notes: list[str]) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 def run_budget(args: argparse.Namespace) -> int:
-    from odcore.cli import print_json
-    from odcore.privacy.accounting import BudgetConfig, budget
-
     s, notes = _settings(args)
     given = getattr(args, "_explicit", frozenset()) | getattr(args, "_from_config", frozenset())
     if s["mode"] == "user_level" and s.get("max_pairs") is None:
@@ -150,8 +110,6 @@ def delta_rule(s: dict, given: frozenset, notes: list[str]):
     """The release's δ split (:func:`odcore.privacy.accounting.delta_parts`) from the settings ``s`` (``epsilon``,
     ``delta``, ``weeks``, ``mode``, ``max_pairs``, ``threshold``, optionally ``trips``): the threshold is fitted in
     user-level mode unless given (``"threshold"`` in ``given``), and ``s["threshold"]`` is set to the one used."""
-    from odcore.privacy.accounting import delta_parts
-
     user = s["mode"] == "user_level"
     tau = s["threshold"] if ("threshold" in given or not user) else None
     parts = delta_parts(s["epsilon"], s["delta"], s["weeks"], max_pairs=s["max_pairs"] if user else None,
@@ -238,46 +196,10 @@ def _folder_of(kind: str, files: tuple[str, ...]):
 
 
 def _is_counts_input(s: dict) -> bool:
-    from odcore.od.odtable import is_counts_folder
-
     return is_counts_folder(s.get("input"))
 
 
 def run_release(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from odcore.cli import print_json
-    from odcore.cli.common import engine_streams, od_from_args
-    from odcore.constants import CELL, USER, WEEK
-    from odcore.data.fingerprint import trace_fingerprint
-    from odcore.paths import atomic_folder, check_folder_replaceable
-    from odcore.privacy.accounting import BudgetConfig, budget
-    from odcore.privacy.release import (
-        ANALYSIS_NOTICE,
-        Mode,
-        ReleaseConfig,
-        published_table,
-        release_csv_table,
-        release_with_report,
-    )
-    from odcore.privacy.utility import release_utility, utility_by_week
-    from odcore.report.plain_json import jsonable
-    from odcore.report.published import (
-        document_text,
-        guarantee_part,
-        private_record,
-        private_sheet,
-        public_record,
-        public_sheet,
-        published_hashes,
-        published_weeks,
-        release_document,
-        write_published,
-    )
-    from odcore.report.safe_csv import write_csv
-    from odcore.report.sheet import data_fingerprint
-    from odcore.space.zones import add_zone_names, zones_summary
-
     s, notes = _settings(args)
     given = getattr(args, "_explicit", frozenset()) | getattr(args, "_from_config", frozenset())
     if not s.get("out"):
@@ -306,7 +228,6 @@ def run_release(args: argparse.Namespace) -> int:
     engine = s.get("engine") or "memory"
     in_engine = mode is Mode.USER_LEVEL and engine != "memory" and not _is_counts_input(s)
     if in_engine:   # the engine bounds each person's pairs in SQL; only per-pair counts come back
-        from odcore.od.bounding import bounding_key
 
         if s.get("seed") is None:
             s["seed"] = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
@@ -324,8 +245,6 @@ def run_release(args: argparse.Namespace) -> int:
             raise ParameterError(f"--week={week} has no trips; weeks with trips: {weeks_present}.")
         pairs = pairs[pairs[WEEK] == int(week)]
     if in_engine:
-        from odcore.privacy.release import release_bounded_counts_with_report
-
         bounded = od.stats["bounded_counts"]
         if week is not None:
             bounded = bounded[bounded[WEEK] == int(week)]
@@ -335,7 +254,6 @@ def run_release(args: argparse.Namespace) -> int:
     elif od.stats.get("pairs_available", True):
         res = release_with_report(pairs, cfg, rng=s["seed"])
     else:   # an OD counts folder, or Spark's counts: the per-metric release from them (same draws as from the pairs)
-        from odcore.privacy.release import release_counts_with_report
 
         counts = od.counts if week is None else od.counts[od.counts[WEEK] == int(week)]
         res = release_counts_with_report(counts, cfg, rng=s["seed"])
@@ -470,8 +388,6 @@ def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
     Checks the flags and draws the figure; returns ``(path, write)`` pairs, where ``write(path, tmp)`` renders the
     image into the temporary file ``tmp`` (the caller renames it to ``path`` once every output is written)."""
 
-    from odcore.report import figures
-
     try:
         w_in, h_in = (float(v) for v in str(s["map_size"]).lower().split("x"))
     except ValueError:
@@ -501,10 +417,6 @@ def _map_images(s: dict, od, table, cfg, week) -> list[tuple[Path, Any]]:
 def published_map(t, od, cfg, *, title: str, top_n: int | None, size=None):
     """The week's published map (:func:`odcore.report.figures.published_map_figure`: the published rows only, the
     places and flows of the OD release page at the same settings), shared by ``release --map`` and ``figures``."""
-    import numpy as np
-
-    from odcore.report import figures
-
     def polygons(cells):
         g = od.grid.polygons(cells)
         return [np.asarray(q.exterior.coords)[:-1].tolist() for q in g.geometry]

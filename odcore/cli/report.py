@@ -13,40 +13,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from odcore.cli.common import add_grid_args, add_loader_args
+from odcore.cli import print_json
+from odcore.cli.common import od_from_args
+from odcore.constants import WEEK
 from odcore.errors import ParameterError
+from odcore.paths import atomic_folder, check_folder_replaceable
+from odcore.privacy.design import Goal, design_report
+from odcore.privacy.release import Mode, ReleaseConfig
+from odcore.report.facts import week_trips
+from odcore.report.figures import require_browser
+from odcore.report.plain_json import jsonable
+from odcore.report.private_report import release_reports
 
 REPORT_FILES = ("report.html", "DO_NOT_SHARE_report.html")
 _MARK = "by OD Privacy Lab (odcore.report.release_report)"
-_IGNORED = frozenset({"dataset", "epsilon", "threshold", "mode"})   # dashboard keys the designer chooses itself
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "report", help="design a per-person release of one week and write its report (shareable + do-not-share HTML)",
-        description="Choose per-person settings with the release designer, release one week with them and write "
-                    "report.html (may be shared: the published map and table, the guarantee in both units, the "
-                    "verdict on the guarantee, the attack summary) and DO_NOT_SHARE_report.html (adds the release "
-                    "against the truth, the designer's full verdict and the audit) to --out.")
-    add_loader_args(p)
-    add_grid_args(p)
-    g = p.add_argument_group("report")
-    g.add_argument("--target-epsilon", type=float, default=1.0,
-                   help="largest epsilon per person and week the designer may use (default %(default)s)")
-    g.add_argument("--target-delta", type=float, default=1e-6,
-                   help="largest delta per person over --weeks, threshold part included (default %(default)s)")
-    g.add_argument("--weeks", type=int, default=52, help="weekly releases the guarantee covers (default %(default)s)")
-    g.add_argument("--max-pairs", type=int, default=None,
-                   help="fix the contribution bound (default: the designer's data-independent default)")
-    g.add_argument("--week", type=int, default=None, help="week to release (default: the first with trips)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the bounding, noise and audit (default %(default)s)")
-    g.add_argument("--title", default="Weekly origin–destination counts", help="the release's name in the reports")
-    g.add_argument("--no-map", action="store_true", help="leave the map out (drawing it needs Chrome or Chromium)")
-    g.add_argument("--no-audit", action="store_true", help="leave the audit out of the do-not-share report")
-    g.add_argument("--out", default=None, help="folder for the two HTML files (created; required). Must be new, "
-                                               "empty or an earlier --out of this command")
-    p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
-    p.set_defaults(func=run, _config_ignored=_IGNORED)
 
 
 def _owned(path: Path) -> bool:
@@ -61,17 +41,6 @@ def _owned(path: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from odcore.cli import print_json
-    from odcore.cli.common import od_from_args
-    from odcore.constants import WEEK
-    from odcore.paths import atomic_folder, check_folder_replaceable
-    from odcore.privacy.design import Goal, design_report
-    from odcore.privacy.release import Mode, ReleaseConfig
-    from odcore.report.facts import week_trips
-    from odcore.report.figures import require_browser
-    from odcore.report.plain_json import jsonable
-    from odcore.report.private_report import release_reports
-
     if not args.out:
         raise ParameterError("--out DIR is required (the folder for report.html and DO_NOT_SHARE_report.html).")
     out = Path(args.out)

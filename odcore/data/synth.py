@@ -29,14 +29,20 @@ Nature Physics 6, 818-823 (2010): rho = 0.6, gamma = 0.21, beta = 0.55 (defaults
 
 from __future__ import annotations
 
+import importlib
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from odcore.constants import DEFAULT_SAMPLE_SEED, LAT, LON, TIME, USER
 from odcore.errors import ParameterError, check_positive
+from odcore.paths import atomic_folder
 
 __all__ = ["DEFAULT_SAMPLE_CONFIG", "DEFAULT_SAMPLE_SEED", "SynthConfig", "generate_city", "write_city_chunked",
            "write_sample"]
@@ -224,16 +230,19 @@ def generate_city(config: SynthConfig | None = None, rng: np.random.Generator | 
     return _simulate(cfg, rng, _city(cfg, rng), int(cfg.users), 0)
 
 
+VENUE_INDEX_MODULE = "odcore.data.venues"
+"""The module of the venues' nearest-neighbour index (scipy's k-d tree), imported when a city is generated: loading
+this module (the dashboard does, for its synthetic-city control) keeps scipy out of memory."""
+
+
 def _city(cfg: SynthConfig, rng: np.random.Generator) -> tuple:
     """Space shared by every user: sub-centres, venues (km offsets from the centre), their popularity and index."""
-    from scipy.spatial import cKDTree
-
     subs = _subcentres(cfg, rng)
     e = cfg.extent_km
     venues = _mixture(cfg.n_venues, cfg, subs, w_core=0.45, core_scale=e / 20, sub_scale=e / 40, w_spread=0.15,
                       rng=rng)
     v_pop = rng.pareto(1.0, cfg.n_venues) + 1.0              # Zipf-like popularity
-    return subs, venues, v_pop, cKDTree(venues)
+    return subs, venues, v_pop, importlib.import_module(VENUE_INDEX_MODULE).venue_index(venues)
 
 
 def _simulate(cfg: SynthConfig, rng: np.random.Generator, city: tuple, U: int, first_user: int) -> pd.DataFrame:
@@ -369,8 +378,6 @@ def _simulate(cfg: SynthConfig, rng: np.random.Generator, city: tuple, U: int, f
 
 
 def _arrow_table(df: pd.DataFrame):
-    import pyarrow as pa
-
     # Seconds resolution + delta encoding keep the time column small (it dominates the file otherwise).
     return pa.table({
         USER: pa.array(df[USER].to_numpy(np.int64 if df[USER].max() >= 2**31 else np.int32)),
@@ -387,9 +394,6 @@ SYNTH_MANIFEST = ".odcore-synth.json"
 
 def is_synth_folder(folder) -> bool:
     """True when ``folder`` holds exactly what :func:`write_city_chunked` wrote there (its manifest and parts)."""
-    import json
-    from pathlib import Path
-
     p = Path(folder)
     try:
         files = json.loads((p / SYNTH_MANIFEST).read_text(encoding="utf-8"))["files"]
@@ -415,14 +419,6 @@ def write_city_chunked(folder, config: SynthConfig | None = None, seed: int = DE
 
     Returns ``{"files", "rows", "users"}``.
     """
-    import json
-    from pathlib import Path
-
-    import pyarrow.parquet as pq
-
-    from odcore.errors import ParameterError
-    from odcore.paths import atomic_folder
-
     cfg = config or DEFAULT_SAMPLE_CONFIG
     if int(chunk_users) < 1:
         raise ParameterError(f"chunk_users must be >= 1, got chunk_users={chunk_users}.")
@@ -450,8 +446,6 @@ def write_city_chunked(folder, config: SynthConfig | None = None, seed: int = DE
 
 def write_sample(path, config: SynthConfig | None = None, seed: int = DEFAULT_SAMPLE_SEED) -> pd.DataFrame:
     """Generate a city and write it as zstd-compressed Parquet (used for ``sample_data/``)."""
-    import pyarrow.parquet as pq
-
     df = generate_city(config or DEFAULT_SAMPLE_CONFIG, seed)
     table = _arrow_table(df)
     pq.write_table(table, str(path), compression="zstd", compression_level=19, use_dictionary=[USER, LAT, LON],

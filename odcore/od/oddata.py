@@ -17,6 +17,7 @@ import pandas as pd
 from odcore.constants import COUNT, DESTINATION, ORIGIN, TRIPS, UNIQUE_TRIPS, USER, USER_WEEKS, WEEK
 from odcore.errors import AggregatesOnlyError, ParameterError, check_positive
 from odcore.space.grid import SquareGrid
+from odcore.space.zones import parse_zone_spec
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,6 @@ class ODConfig:
             raise ParameterError(f"tz must be an IANA time zone such as 'UTC' or 'Europe/London', got tz={self.tz!r}.") \
                 from None
         if self.zones is not None:
-            from odcore.space.zones import parse_zone_spec
-
             object.__setattr__(self, "zones", str(parse_zone_spec(self.zones)))
 
 
@@ -251,15 +250,6 @@ class ODData:
         w = self._check_week(w)
         c = self.counts
         return c.loc[c[WEEK].to_numpy() == w].reset_index(drop=True)
-
-    def week_matrix(self, w: int):
-        """Week ``w`` as a ``scipy.sparse.coo_matrix`` of shape (n_cells, n_cells) indexed by grid cell ids."""
-        from scipy import sparse
-
-        c = self.week_counts(w)
-        n = self.grid.n_cells
-        return sparse.coo_matrix((c[COUNT].to_numpy(), (c[ORIGIN].to_numpy(), c[DESTINATION].to_numpy())),
-                                 shape=(n, n))
 
     def user_pairs(self, user, week: int | None = None) -> pd.DataFrame:
         """Unique pairs of one user (all weeks, or one week)."""

@@ -39,14 +39,13 @@ import pandas as pd
 from odcore.data.validate import check_param
 from odcore.errors import (
     ParameterError,
-    check_count,
     check_max_pairs,
     check_positive,
     check_prob,
     check_threshold,
 )
-from odcore.privacy import pld
-from odcore.privacy.rdp import rdp_epsilon
+from odcore.privacy import pld, pld_weeks
+from odcore.privacy.rdp import check_count, rdp_epsilon
 from odcore.privacy.release import release_probability, threshold_delta
 
 __all__ = [
@@ -201,7 +200,7 @@ class BudgetConfig:
         (:class:`odcore.privacy.release.Mode` ``user_level``, noise max_pairs/ε).
     total_interval:
         Loss-grid step of the tight ε over many weeks when ``weeks·trips`` exceeds :data:`TIGHT_K_MAX`
-        (:func:`odcore.privacy.pld.composed_epsilon_bounds`: the exact weekly law, rounded both ways and composed by FFT;
+        (:func:`odcore.privacy.pld_weeks.composed_epsilon_bounds`: the exact weekly law, rounded both ways and composed by FFT;
         the bracket is at most ``2·weeks·total_interval`` wide). 0 skips it (then only the Rényi bound is given).
     """
 
@@ -235,7 +234,7 @@ def _tight_total(c: BudgetConfig) -> tuple[float | None, float | None, str | Non
     if n <= TIGHT_K_MAX and c.total_interval > 0:
         # the grid is capped at 5e7 points: a coarser step still gives a valid (wider) bracket
         h = max(c.total_interval, 2.0 * w * n * c.epsilon / 4e7)
-        lo, hi = pld.composed_epsilon_bounds(c.delta, n, c.epsilon, w, interval=h)
+        lo, hi = pld_weeks.composed_epsilon_bounds(c.delta, n, c.epsilon, w, interval=h)
         return lo, min(hi, n * w * c.epsilon), "bracket"
     return None, None, None
 
@@ -263,7 +262,7 @@ def budget(config: BudgetConfig | None = None) -> dict:
     - ``epsilon_user_week_tight``: exact ε of the n-fold Laplace composition at δ = ``delta`` (odcore.privacy.pld), with
       ``delta_user_week_tight`` = ``delta`` + 1 − (1 − δ)^n (the thresholding event); ``epsilon_user_total_tight``
       for the W·n-fold composition: exact when W·n <= :data:`TIGHT_K_MAX`, else the upper end of a guaranteed
-      bracket (``epsilon_user_total_tight_lower`` is its lower end; :func:`odcore.privacy.pld.composed_epsilon_bounds`,
+      bracket (``epsilon_user_total_tight_lower`` is its lower end; :func:`odcore.privacy.pld_weeks.composed_epsilon_bounds`,
       ``tight_total_method`` says which); the Rényi-DP bounds ``epsilon_user_week_rdp`` /
       ``epsilon_user_total_rdp`` are always given (>= tight);
     - ``posterior_bound_user_week`` / ``_total`` (basic ε);
@@ -376,7 +375,7 @@ def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, 
     """Cumulative ε of one user after 1..W weekly releases of ``trips`` unique trips each (k = w·trips).
 
     With ``interval`` (a loss-grid step) the tight ε of every week count comes from
-    :func:`odcore.privacy.pld.composed_epsilon_curve` (one weekly law, one FFT): ``tight_lower`` ≤ true ε ≤ ``tight``,
+    :func:`odcore.privacy.pld_weeks.composed_epsilon_curve` (one weekly law, one FFT): ``tight_lower`` ≤ true ε ≤ ``tight``,
     a guaranteed bracket at most ``2·w·interval`` wide, for any k (without it, ``tight`` is NaN where
     k > :data:`TIGHT_K_MAX`, near week 5 at 70 trips).
 
@@ -392,7 +391,7 @@ def epsilon_over_weeks(epsilon: float = 0.66, trips: int = 70, weeks: int = 52, 
                         "advanced": advanced_composition(epsilon, k, delta)[0],
                         "rdp": rdp_epsilon(delta, k, epsilon)})
     if interval is not None and n <= TIGHT_K_MAX:
-        lo, hi = pld.composed_epsilon_curve(delta, n, epsilon, w, interval=interval, lower=lower)
+        lo, hi = pld_weeks.composed_epsilon_curve(delta, n, epsilon, w, interval=interval, lower=lower)
         out["tight"] = np.minimum(hi, out["basic"].to_numpy())
         if lower:
             out["tight_lower"] = np.minimum(lo, out["tight"].to_numpy())
@@ -670,7 +669,7 @@ def user_level_budget(epsilon: float, max_pairs: int, threshold: float, weeks: i
     - Rényi: :func:`rdp_epsilon` of the m·W-fold composition at ``delta``.
     - tight: the exact ε(δ = ``delta``) of the m-fold (per week) and m·W-fold compositions (:mod:`odcore.privacy.pld`):
       exact when the number of coordinates is <= :data:`TIGHT_K_MAX`, else a guaranteed bracket
-      (:func:`odcore.privacy.pld.composed_epsilon_bounds`: exact weekly law rounded up and down on a loss grid of step
+      (:func:`odcore.privacy.pld_weeks.composed_epsilon_bounds`: exact weekly law rounded up and down on a loss grid of step
       ``min(total_interval, 2·W·ε/USER_GRID_POINTS)``, composed by FFT); ``..._tight`` is its upper end (a valid
       guarantee), ``..._tight_lower`` the lower end. Cross-checked against dp_accounting's pessimistic PLD: at
       ε = 0.66, δ = 1e-6, 52 weeks: 5.20 at m = 20, 11.42 at m = 5; one week at m = 20: 0.555.
@@ -732,7 +731,7 @@ def user_level_budget(epsilon: float, max_pairs: int, threshold: float, weeks: i
     elif m <= TIGHT_K_MAX and h_max > 0:
         # at most 4e7 grid points (pld caps at 5e7): a coarser step still gives a valid, wider bracket
         h = max(min(h_max, 2.0 * w * eps / USER_GRID_POINTS), 2.0 * w * eps / 4e7)
-        lo, hi = pld.composed_epsilon_bounds(d, m, e1, w, interval=h)
+        lo, hi = pld_weeks.composed_epsilon_bounds(d, m, e1, w, interval=h)
         hi = min(hi, w * eps)
         method = "bracket"
     out["epsilon_user_total_tight"] = hi

@@ -4,13 +4,10 @@ Model (Houssiau et al. 2022, Methods, "Performing the attack"): the attacker kno
 the victim's ``k`` unique weekly trips. Subtracting the known counts leaves ``k`` coordinates, each
 ``Lap(0, 1/ε)`` (victim out) or ``Lap(1, 1/ε)`` (victim in); a likelihood-ratio test decides. What this module gives:
 
-- :func:`success_curve`: the exact success ``p_k`` of the optimal attacker (equal priors) for ``k = 0..k_max``
-  (``½ + ½·TV``, via :mod:`odcore.privacy.pld`; the paper's Fig. 1 reports Monte Carlo estimates of it).
-- :func:`simulate_attack`: the paper's Monte Carlo (noise drawn, LLR computed, decision taken), vectorised, with
-  Wilson intervals; LLR ties (possible with positive probability: the per-coordinate LLR has atoms at ±ε) are
-  detected exactly and broken by a fair coin.
-- :func:`bayes_success`, :func:`posterior_bound`: priors other than ½ (Methods, "Theoretical bounds").
-- :func:`roc_plain`, :func:`tpr_at_fpr`: the attacker's full ROC curve (TPR at each FPR).
+- The closed forms, from :mod:`odcore.privacy.attack_curve` (numpy only; named here too): :func:`success_curve`
+  (the exact success ``p_k`` of the optimal attacker), :func:`simulate_attack` (the paper's Monte Carlo),
+  :func:`bayes_success`, :func:`posterior_bound` (priors other than ½), :func:`roc_plain`, :func:`tpr_at_fpr`.
+- :func:`bounded_success_curve`: the success against the per-person release, thresholded or not.
 - Beyond the paper — the attack against a real, thresholded release: :func:`pair_loss_pmf`, :func:`user_risk`,
   :func:`week_risk`, :func:`risk_summary`. Each of the victim's pairs is observed as "suppressed" or as its noisy
   count, under "out" (others' true count ``c``) and "in" (``c + 1``); the optimal test's success is
@@ -51,18 +48,31 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from statistics import NormalDist
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
+from scipy import fft as sfft
+from scipy import sparse
 
 from odcore.constants import COUNT, DESTINATION, ORIGIN, USER, WEEK
-from odcore.errors import ParameterError, check_int, check_positive
-from odcore.privacy import pld
-
-if TYPE_CHECKING:  # pragma: no cover - pandas and scipy are imported where used, so `import odcore.privacy.attack` is fast
-    import pandas as pd
-    from scipy import sparse
+from odcore.errors import ParameterError, check_max_pairs, check_positive
+from odcore.privacy.accounting import partition_selection_delta
+from odcore.privacy.attack_curve import (
+    ROC,
+    SimulationResult,
+    bayes_success,
+    cached_success_curve,
+    check_k_max,
+    check_prior,
+    posterior_bound,
+    roc_plain,
+    simulate_attack,
+    success_curve,
+    tpr_at_fpr,
+    tpr_curve,
+    user_level_success_curve,
+    wilson_interval,
+)
 
 __all__ = [
     "ROC",
@@ -83,6 +93,7 @@ __all__ = [
     "success_curve",
     "tpr_at_fpr",
     "tpr_curve",
+    "user_level_success_curve",
     "user_risk",
     "week_risk",
     "wilson_interval",
@@ -93,68 +104,18 @@ POPULATION_RESOLUTION = 16  # per ε for a whole week (fast: error <= ~5e-5, upw
 DEFAULT_TOL = 1e-10        # per-pair tolerance for "silent" / "never suppressed" pairs
 
 
-def _check_k_max(k_max) -> int:
-    k = check_int("k_max", k_max)
-    if k > 2000:
-        raise ParameterError(f"k_max must be <= 2000, got k_max={k_max!r}.")
-    return k
-
-
-def _check_prior(prior) -> float:
-    try:
-        p = float(prior)
-    except (TypeError, ValueError):
-        raise ParameterError(f"prior must be a probability in (0, 1), got prior={prior!r}.") from None
-    if not (0.0 < p < 1.0):
-        raise ParameterError(f"prior must be a probability in (0, 1), got prior={prior!r}.")
-    return p
-
-
 # ---------------------------------------------------------------------------------------------------------------
-# Exact curve, priors
+# Contribution-bounded release
 # ---------------------------------------------------------------------------------------------------------------
-
-def success_curve(epsilon: float, k_max: int) -> np.ndarray:
-    """Exact success ``p_k`` of the optimal membership attack, equal priors, for ``k = 0..k_max``.
-
-    ``p_k = ½ + ½·TV(Lap(0,1/ε)^k, Lap(1,1/ε)^k)`` (Le Cam); Houssiau et al. 2022, Fig. 1 plots Monte Carlo
-    estimates (p_3 = 70.5 %, p_32 = 95.4 % at ε = 0.66; exact: 70.71 %, 95.52 %).
-
-    Returns
-    -------
-    numpy.ndarray, shape ``(k_max + 1,)``.
-
-    Examples
-    --------
-    >>> [round(float(p), 4) for p in success_curve(0.66, 3)]
-    [0.5, 0.6405, 0.6563, 0.7071]
-    """
-    km = _check_k_max(k_max)
-    return _success_curve(float(epsilon), km).copy()
-
-
-@lru_cache(maxsize=256)
-def _success_curve(epsilon: float, k_max: int) -> np.ndarray:
-    """:func:`success_curve`, remembered per (ε, k_max) (read-only): every user's effective k reads it."""
-    out = np.asarray(pld.optimal_accuracy(np.arange(k_max + 1), epsilon), dtype=float).reshape(k_max + 1)
-    out.setflags(write=False)
-    return out
-
 
 def bounded_success_curve(epsilon: float, max_pairs: int, n_max: int, threshold: float | None = None) -> np.ndarray:
     """Success of the best membership attacker against the contribution-bounded (per-person) release, n = 0..n_max.
 
-    Neighbouring relation: one person in or out. With contribution bounding a person's week adds 1 to
-    ``min(n, m)`` counts (their kept pairs), each with Laplace noise of scale ``m/ε`` (parameter ε/m). The attacker
-    of Houssiau et al. knows everyone else's data and all n of the person's trips, and (worst case for the person)
-    which ``min(n, m)`` pairs were kept; the best test then has success ``½ + ½·TV`` of the ``min(n, m)``-fold
-    Laplace(ε/m) pair, computed exactly (:func:`odcore.privacy.pld.optimal_accuracy`). The curve grows with n and is
-    **flat from n = m on**: trips beyond m add nothing.
-
-    With ``threshold`` the release is also thresholded; the attacker sees the published pairs only, and the
-    success is at most the value above plus ½·δ_ps, the chance that a pair only this person makes is published
-    (:func:`odcore.privacy.accounting.partition_selection_delta`; TV is sub-additive and thresholding is post-processing):
-    that upper bound is returned.
+    Without ``threshold``: :func:`odcore.privacy.attack_curve.user_level_success_curve` (the ``min(n, m)``-fold
+    Laplace(ε/m) pair; flat from n = m on). With ``threshold`` the release is also thresholded; the attacker sees
+    the published pairs only, and the success is at most the value above plus ½·δ_ps, the chance that a pair only
+    this person makes is published (:func:`odcore.privacy.accounting.partition_selection_delta`; TV is sub-additive
+    and thresholding is post-processing): that upper bound is returned.
 
     Examples
     --------
@@ -162,266 +123,11 @@ def bounded_success_curve(epsilon: float, max_pairs: int, n_max: int, threshold:
     >>> round(float(c[20]), 4) == round(float(c[40]), 4)
     True
     """
-    from odcore.errors import check_max_pairs
-
-    m = check_max_pairs(max_pairs)
-    km = _check_k_max(n_max)
-    n = np.minimum(np.arange(km + 1), m)
-    out = np.asarray(pld.optimal_accuracy(n, float(epsilon) / m), dtype=float).reshape(km + 1)
+    out = user_level_success_curve(epsilon, max_pairs, n_max)
     if threshold is not None:
-        from odcore.privacy.accounting import partition_selection_delta
-
+        m = check_max_pairs(max_pairs)
+        n = np.minimum(np.arange(out.size), m)
         out = np.where(n > 0, np.minimum(out + 0.5 * partition_selection_delta(epsilon, threshold, m), 1.0), out)
-    return out
-
-
-def posterior_bound(epsilon: float, prior: float = 0.5) -> float:
-    """Largest posterior ``P(in | output)`` an ε-DP mechanism allows from prior π: ``π e^ε / (π e^ε + 1 − π)``.
-
-    Houssiau et al. 2022, Methods, "Theoretical bounds" (π = ½ gives ``e^ε/(1 + e^ε)``, the 65.9 % of
-    Bassolas et al. at ε = 0.66). For ``k`` trips under basic composition pass ``k·ε``.
-
-    Examples
-    --------
-    >>> round(posterior_bound(0.66), 3)
-    0.659
-    """
-    eps = check_positive("epsilon", epsilon)
-    p = _check_prior(prior)
-    # written with exp(-ε) to stay finite for large ε
-    return p / (p + (1.0 - p) * math.exp(-eps))
-
-
-def bayes_success(k, epsilon: float, prior: float = 0.5):
-    """Success of the Bayes-optimal attacker when the victim is in with prior probability π.
-
-    ``P(correct) = Σ max(π·q, (1−π)·p) = (1 − π) + π·δ(log((1−π)/π))`` with ``δ`` the hockey-stick divergence of
-    :func:`odcore.privacy.pld.hockey_stick_delta` (symmetric pair). Never below ``max(π, 1 − π)`` (always guessing the
-    likelier side); equals :func:`success_curve` at π = ½.
-
-    Examples
-    --------
-    >>> round(float(bayes_success(3, 0.66, 0.5)), 4)
-    0.7071
-    """
-    p = _check_prior(prior)
-    d = pld.hockey_stick_delta(math.log((1.0 - p) / p), k, epsilon)
-    return (1.0 - p) + p * d
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Monte Carlo, as the paper ran it
-# ---------------------------------------------------------------------------------------------------------------
-
-def wilson_interval(successes, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval for a binomial proportion (vectorised)."""
-    if not (0.0 < float(confidence) < 1.0):
-        raise ParameterError(f"confidence must be in (0, 1), got confidence={confidence!r}.")
-    s = np.asarray(successes, dtype=float)
-    n = np.asarray(n, dtype=float)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)   # the normal quantile (Wichura's AS241, ~1e-16)
-    phat = s / n
-    denom = 1.0 + z * z / n
-    centre = (phat + z * z / (2 * n)) / denom
-    half = z * np.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / denom
-    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
-
-
-@dataclass(frozen=True)
-class SimulationResult:
-    """Monte Carlo estimate of the attack's success per k (fields are arrays aligned with ``k``)."""
-
-    epsilon: float
-    reps: int
-    k: np.ndarray
-    success: np.ndarray
-    ci_low: np.ndarray
-    ci_high: np.ndarray
-    ties: np.ndarray  # number of exact LLR ties (broken by a fair coin)
-    confidence: float = 0.95
-
-    def to_dict(self) -> dict:
-        return {"epsilon": self.epsilon, "reps": self.reps, "confidence": self.confidence,
-                "k": self.k.tolist(), "success": self.success.tolist(), "ci_low": self.ci_low.tolist(),
-                "ci_high": self.ci_high.tolist(), "ties": self.ties.tolist()}
-
-
-def simulate_attack(epsilon: float, k_values, reps: int = 10_000, rng=None,
-                    confidence: float = 0.95) -> SimulationResult:
-    """The paper's Monte Carlo: draw membership and noise, compute the LLR, decide; repeat ``reps`` times per k.
-
-    Houssiau et al. 2022, Methods, "Performing the attack": for each repetition the victim is in or out with
-    probability ½, the attacker sees ``A(u)·[in] + Lap(0, 1/ε)`` on the victim's ``k`` trips and runs the
-    likelihood-ratio test between ``L(0, 1/ε)`` and ``L(A(u), 1/ε)``.
-
-    Ties: the per-coordinate LLR ``ε(|y| − |y − 1|)`` equals exactly ``−ε`` for ``y <= 0`` and ``+ε`` for
-    ``y >= 1``; the LLR is computed in units of ε as ``2·Σ clip(y, 0, 1) − k`` where atoms contribute the exact
-    integers 0 and 1, so a sum of atoms that cancels (e.g. k = 2, one coordinate each side) is an exact tie,
-    broken by a fair coin (floating-point sums of ±ε would make it a coin toss on rounding errors).
-
-    Parameters
-    ----------
-    epsilon:
-        Laplace parameter ε > 0.
-    k_values:
-        Iterable of non-negative integers.
-    reps:
-        Repetitions per k (the paper: 10,000).
-    rng:
-        ``numpy.random.Generator | int | None``.
-    confidence:
-        Level of the Wilson interval.
-    """
-    eps = check_positive("epsilon", epsilon)
-    ks = np.atleast_1d(np.asarray(k_values))
-    try:
-        kf = ks.astype(float)
-    except (TypeError, ValueError):
-        raise ParameterError(f"k_values must be non-negative integers, got {k_values!r}.") from None
-    if ks.dtype == bool or np.any(~np.isfinite(kf)) or np.any(kf < 0) or np.any(kf != np.round(kf)):
-        raise ParameterError(f"k_values must be non-negative integers, got {k_values!r}.")
-    ks = kf.astype(np.int64)
-    if isinstance(reps, bool) or not float(reps).is_integer() or int(reps) < 1:
-        raise ParameterError(f"reps must be an integer >= 1, got reps={reps!r}.")
-    reps = int(reps)
-    rng = np.random.default_rng(rng)
-    scale = 1.0 / eps
-    succ = np.zeros(ks.size, dtype=np.int64)
-    ties = np.zeros(ks.size, dtype=np.int64)
-    chunk_cells = 4_000_000
-    for i, k in enumerate(ks):
-        rows = max(1, chunk_cells // max(int(k), 1))
-        done = 0
-        while done < reps:
-            n = min(rows, reps - done)
-            member = rng.random(n) < 0.5
-            y = rng.laplace(0.0, scale, size=(n, int(k))) + member[:, None]
-            c = np.clip(y, 0.0, 1.0)
-            # LLR(in vs out) / ε = Σ (|y| − |y − 1|) = Σ (2c − 1) = 2·Σc − k; atoms contribute exact 0 / 1
-            s2 = 2.0 * c.sum(axis=1) - k
-            all_atoms = np.all((c == 0.0) | (c == 1.0), axis=1)
-            tie = (s2 == 0.0) | (all_atoms & (np.rint(s2) == 0.0))
-            coin = rng.random(n) < 0.5
-            decide_in = np.where(tie, coin, s2 > 0.0)
-            succ[i] += int(np.sum(decide_in == member))
-            ties[i] += int(np.sum(tie))
-            done += n
-    lo, hi = wilson_interval(succ, reps, confidence)
-    return SimulationResult(eps, reps, ks, succ / reps, lo, hi, ties, float(confidence))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# ROC of the plain k-fold attacker
-# ---------------------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ROC:
-    """Receiver operating characteristic of the optimal (likelihood-ratio) attacker.
-
-    ``fpr``/``tpr`` are increasing arrays starting at (0, 0) and ending at (1, 1); between points the curve is
-    linear (randomised tests).
-    """
-
-    fpr: np.ndarray
-    tpr: np.ndarray
-
-    @property
-    def auc(self) -> float:
-        return float(np.trapezoid(self.tpr, self.fpr))
-
-    def tpr_at(self, fpr) -> np.ndarray:
-        return np.interp(np.asarray(fpr, dtype=float), self.fpr, self.tpr)
-
-    def to_dict(self, max_points: int = 201) -> dict:
-        idx = np.unique(np.linspace(0, self.fpr.size - 1, min(max_points, self.fpr.size)).round().astype(int))
-        return {"fpr": self.fpr[idx].tolist(), "tpr": self.tpr[idx].tolist(), "auc": self.auc,
-                "tpr_at_fpr_1pct": float(self.tpr_at(0.01)), "tpr_at_fpr_0.1pct": float(self.tpr_at(0.001))}
-
-
-def _state(k: int, epsilon: float) -> pld.LaplaceKFold:
-    *_, st = pld.iter_k_fold(k, epsilon)
-    return st
-
-
-def roc_plain(k: int, epsilon: float, n_points: int = 400) -> ROC:
-    """ROC of the optimal test for ``k`` plain Laplace coordinates (exact points, linear in between).
-
-    The test "declare in when ``T = Σ clip(y, 0, 1) > t``" is the likelihood-ratio test (the LLR is
-    ``ε(2T − k)``); the curve is traced over ``t`` with both sides of every atom of ``T`` (integers) included, so
-    the segments across atoms are the exact randomised tests; ``n_points`` points on the continuous parts.
-    """
-    kk = int(pld._check_k_array(k))
-    eps = check_positive("epsilon", epsilon)
-    if kk == 0:
-        return ROC(np.array([0.0, 1.0]), np.array([0.0, 1.0]))
-    st = _state(kk, eps)
-    ints = np.arange(kk + 1, dtype=float)
-    # k/2 is the LLR = 0 threshold (the equal-prior Bayes test, where TPR − FPR = TV)
-    t = np.unique(np.concatenate([np.linspace(-0.5, kk + 0.5, n_points), ints - 1e-12, ints + 1e-12, ints,
-                                  [kk / 2.0]]))
-    p, q = st.tails(t[::-1])
-    fpr = np.concatenate([[0.0], p, [1.0]])
-    tpr = np.concatenate([[0.0], q, [1.0]])
-    order = np.lexsort((tpr, fpr))
-    return ROC(np.maximum.accumulate(fpr[order]), np.maximum.accumulate(tpr[order]))
-
-
-def _check_fpr(fpr) -> np.ndarray:
-    alphas = np.atleast_1d(np.asarray(fpr, dtype=float))
-    if np.any(~np.isfinite(alphas)) or np.any((alphas < 0) | (alphas > 1)):
-        raise ParameterError(f"fpr must be in [0, 1], got fpr={fpr!r}.")
-    return alphas
-
-
-def tpr_at_fpr(k: int, epsilon: float, fpr) -> np.ndarray:
-    """Exact TPR of the most powerful test at false-positive rate(s) ``fpr`` (Neyman–Pearson, randomised at atoms).
-
-    Solves ``P(T > t) = α`` for ``t`` by bisection (vectorised over α); if α falls in an atom of ``T`` the test
-    is randomised there.
-    """
-    kk = int(pld._check_k_array(k))
-    eps = check_positive("epsilon", epsilon)
-    alphas = _check_fpr(fpr)
-    if kk == 0:
-        return alphas.copy()
-    return _tpr_at(_state(kk, eps), alphas)
-
-
-def tpr_curve(epsilon: float, k_max: int, fpr=(0.01, 0.001)) -> np.ndarray:
-    """``TPR[k, j]`` of the optimal attacker at FPR ``fpr[j]`` for ``k = 0..k_max`` (one recursion for all k)."""
-    km = _check_k_max(k_max)
-    eps = check_positive("epsilon", epsilon)
-    alphas = _check_fpr(fpr)
-    out = np.empty((km + 1, alphas.size))
-    for st in pld.iter_k_fold(km, eps):
-        out[st.k] = alphas if st.k == 0 else _tpr_at(st, alphas)
-    return out
-
-
-def _tpr_at(st: pld.LaplaceKFold, alphas: np.ndarray) -> np.ndarray:
-    k = st.k
-    a = np.clip(alphas, 0.0, 1.0)
-    lo = np.full(a.shape, -1.0)            # P(T > lo) = 1 >= α
-    hi = np.full(a.shape, float(k) + 1.0)  # P(T > hi) = 0 <= α
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        above = st.tails(mid)[0] > a
-        lo = np.where(above, mid, lo)
-        hi = np.where(above, hi, mid)
-    _, q_hi = st.tails(hi)
-    out = q_hi.copy()
-    n = np.rint(hi).astype(np.int64)
-    on_atom = (np.abs(hi - n) < 1e-9) & (n >= 0) & (n <= k)
-    if np.any(on_atom):
-        nn = n[on_atom]
-        atom = st.atoms[nn]
-        ok = atom > 0
-        # α inside the jump of the atom at n: P(T > n) <= α <= P(T >= n); randomise on T = n
-        p_gt, q_gt = st.tails(nn.astype(float))
-        q_atom = st.atoms[k - nn]          # Q(T = n) = P(T = k − n) (reflection c -> 1 − c)
-        frac = np.clip((a[on_atom] - p_gt) / np.where(ok, atom, 1.0), 0.0, 1.0)
-        out[on_atom] = np.where(ok, np.minimum(q_gt + frac * q_atom, 1.0), out[on_atom])
-    out = np.where(a <= 0.0, 0.0, np.where(a >= 1.0, 1.0, out))
     return out
 
 
@@ -655,8 +361,6 @@ def _compose(type_values: np.ndarray, mult: np.ndarray, eps: float, tau: float, 
              want_q: bool = False, pm: np.ndarray | None = None):
     """PMF of the total loss (P, and optionally Q) for ``mult[i]`` pairs of type ``type_values[i]`` (``pm``: their
     rows of :func:`pair_loss_pmf`, when already at hand)."""
-    from scipy import fft as sfft
-
     K = int(mult.sum())
     n = 2 * K * R + 1
     if pm is None:
@@ -681,7 +385,7 @@ def _tv_from_p(p: np.ndarray, K: int, R: int, eps: float) -> float:
 
 
 def _effective_k(success, k_hi: int, eps: float) -> np.ndarray:
-    curve = _success_curve(float(eps), _check_k_max(max(int(k_hi), 1)))
+    curve = cached_success_curve(float(eps), check_k_max(max(int(k_hi), 1)))
     s = np.asarray(success, dtype=float)
     return np.interp(np.minimum(s, curve[-1]), curve, np.arange(curve.size, dtype=float))
 
@@ -730,11 +434,11 @@ def user_risk(others_counts, epsilon: float, threshold: float, *, resolution: in
     typ, err, _, _ = _classify(others, eps, tau, tol)
     if typ.size == 0:
         r = ROC(np.array([0.0, 1.0]), np.array([0.0, 1.0])) if roc else None
-        sp = None if prior is None else max(_check_prior(prior), 1.0 - _check_prior(prior))
+        sp = None if prior is None else max(check_prior(prior), 1.0 - check_prior(prior))
         return UserRisk(k, 0, 0.5, max(0.5 - err, 0.0), min(0.5 + err, 1.0), err, 0.0, eps, tau, r, sp)
     vals, mult = np.unique(typ, return_counts=True)
     R = int(resolution)
-    pri = None if prior is None else _check_prior(prior)
+    pri = None if prior is None else check_prior(prior)
     p, q, K = _compose(vals, mult, eps, tau, R, "connect_dots", want_q=roc or pri is not None)
     succ_hi = 0.5 + 0.5 * _tv_from_p(p, K, R, eps)          # pessimistic: an upper bound (up to error_bound)
     p_half, _, _ = _compose(vals, mult, eps, tau, R // 2, "connect_dots")
@@ -817,8 +521,6 @@ def _tv_batch(pm: np.ndarray, rows: np.ndarray, mult: np.ndarray, eps: np.ndarra
     """:func:`_tv_from_p` of :func:`_compose` for several settings at once: ``pm`` holds every setting's pair-type
     laws (row ``j`` of setting ``rows[j]``, ``mult[j]`` pairs of it); ``totals``: (setting, its number of pairs K).
     One FFT size for all (the largest needed), the products per setting, one batched inverse transform."""
-    from scipy import fft as sfft
-
     n_max = max(2 * k * R + 1 for _, k in totals)
     size = sfft.next_fast_len(n_max, real=True)
     spec = sfft.rfft(pm, n=size, axis=1)
@@ -903,8 +605,6 @@ def _pairs_with_counts_by_codes(pairs: pd.DataFrame, counts: pd.DataFrame | None
     front. ``pairs`` as ``ODData`` makes them are sorted and distinct, which one pass over the keys tells; otherwise
     duplicates are found by hashing the keys (the first row of each kept, as ``drop_duplicates``).
     """
-    import pandas as pd
-
     if not all(_signed_int(pairs[c]) for c in (WEEK, USER, ORIGIN, DESTINATION)):
         return None
     if counts is not None and not (all(c in counts.columns for c in (WEEK, ORIGIN, DESTINATION, COUNT))
@@ -973,8 +673,6 @@ def person_others(pairs: pd.DataFrame, counts: pd.DataFrame | None, week: int, u
     week's table); so only the person's pairs are checked against ``counts``. Ids that are not signed integers, and
     any disagreement on the person's pairs, take :func:`user_pairs_with_counts` (its result, its errors).
     """
-    import pandas as pd
-
     need = [WEEK, USER, ORIGIN, DESTINATION]
     if (any(c not in pairs.columns or not _signed_int(pairs[c]) for c in need)
             or not isinstance(user, (int, np.integer)) or isinstance(user, bool)
@@ -1046,8 +744,6 @@ def _person_others_of_week(pairs: pd.DataFrame, counts: pd.DataFrame | None, wee
 def _pairs_with_counts_frames(pairs: pd.DataFrame, counts: pd.DataFrame | None,
                               week: int) -> tuple[pd.DataFrame, dict]:
     """:func:`user_pairs_with_counts` with pandas (drop_duplicates, groupby, merge): any ids, every error."""
-    import pandas as pd
-
     need = [WEEK, USER, ORIGIN, DESTINATION]
     wk = pairs.loc[pairs[WEEK] == week, need]
     if wk.empty:
@@ -1083,9 +779,6 @@ def _unique_rows(mult: sparse.csr_matrix) -> tuple[sparse.csr_matrix, np.ndarray
     week of 10⁵ users × hundreds of pair types never becomes a dense matrix. The grouping is verified exactly
     (every row equals its group's representative) and falls back to ``np.unique`` on a hash collision.
     """
-    import pandas as pd
-    from scipy import sparse
-
     n = mult.shape[0]
     if n == 0:
         return mult.copy(), np.zeros(0, dtype=np.int64)
@@ -1112,9 +805,6 @@ def _signature_success(sig, types: np.ndarray, eps: float, tau: float, R: int,
 
     ``single``: the per-user products in complex64 (2× faster; adds ~1e-6 rounding error, used in fast mode).
     """
-    from scipy import fft as sfft
-    from scipy import sparse
-
     sig = sparse.csr_matrix(sig)
     sig_k = np.asarray(sig.sum(axis=1)).reshape(-1)
     out = np.full(sig.shape[0], 0.5)
@@ -1189,9 +879,6 @@ def week_risk(pairs: pd.DataFrame, week: int, epsilon: float, threshold: float, 
     number of informative pairs and composed in batches (one matrix product of log-spectra, one batched inverse
     FFT), so there is no Python loop over users.
     """
-    import pandas as pd
-    from scipy import sparse
-
     eps = check_positive("epsilon", epsilon)
     tau = check_positive("threshold", threshold)
     R = int(resolution)
@@ -1242,8 +929,6 @@ def risk_by_origin(pairs: pd.DataFrame, risk: pd.DataFrame, week: int) -> pd.Dat
     Returns ``DataFrame[origin, people, median, p90, max]`` (success: the optimal attacker's chance of telling
     whether the person is in the data, at equal priors; 0.5 is a coin flip), one row per origin zone with a pair.
     """
-    import pandas as pd
-
     missing = [c for c in (WEEK, USER, ORIGIN) if c not in pairs.columns]
     missing += [f"risk.{c}" for c in (USER, "success") if c not in risk.columns]
     if missing:

@@ -49,7 +49,7 @@ import pandas as pd
 from odcore.errors import ParameterError, check_int, check_positive
 from odcore.numbers import expected_count_text, percent_text
 from odcore.od.pairs import PreparedPairs, prepare_pairs
-from odcore.privacy import pld
+from odcore.privacy import pld, pld_weeks
 from odcore.privacy.accounting import (
     TIGHT_K_MAX,
     USER_GRID_POINTS,
@@ -310,7 +310,7 @@ def achieved(goal: Goal, epsilon: float, max_pairs: int, *, coarse: bool = False
         if k <= TIGHT_K_MAX and not coarse:
             return float(_tight(goal.pld_delta, k, e1))
         h = min(1e-3, 2.0 * goal.weeks * epsilon / (2**14 if coarse else USER_GRID_POINTS))
-        return min(pld.composed_epsilon_bounds(goal.pld_delta, max_pairs, e1, goal.weeks, interval=h)[1],
+        return min(pld_weeks.composed_epsilon_bounds(goal.pld_delta, max_pairs, e1, goal.weeks, interval=h)[1],
                    goal.weeks * epsilon)
     if goal.kind in RISK_GOALS:
         return _risk_value(goal, epsilon, max_pairs)

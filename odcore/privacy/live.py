@@ -30,7 +30,7 @@ import numpy as np
 
 from odcore.errors import ParameterError
 from odcore.privacy import accounting as acc
-from odcore.privacy import attack, pld
+from odcore.privacy import attack, pld, pld_weeks
 from odcore.privacy.attack import success_grid
 
 EPSILON_SPAN = (0.05, 5.0)   # the ε slider's range (odapp.shared.state.EPSILON_RANGE)
@@ -153,7 +153,7 @@ def weeks_tables(trips: int, weeks: int, delta: float, relative_step: float | No
         vals = []
         for e in WEEKS_GRID:
             step = acc.person_weeks_interval(float(e), int(weeks))
-            _, hi = pld.composed_epsilon_curve(delta, m, float(e) / m, w, interval=step)
+            _, hi = pld_weeks.composed_epsilon_curve(delta, m, float(e) / m, w, interval=step)
             vals.append(np.minimum(hi, w * float(e)))
         out["person_tight"] = LiveTable(WEEKS_GRID, w, np.array(vals), "loglog")
     return out

@@ -11,9 +11,21 @@ from functools import lru_cache
 
 import numpy as np
 
-from odcore.errors import ParameterError, check_count, check_positive, check_prob
+from odcore.errors import ParameterError, check_positive, check_prob
 
 RDP_ORDERS = np.concatenate([np.linspace(1.01, 10.0, 300), np.logspace(1.0, 5.0, 300)[1:]])
+
+
+def check_count(name: str, k) -> np.ndarray:
+    """Return ``k`` as int64 array when every entry is a whole number >= 1 (a count of trips, weeks, folds)."""
+    arr = np.asarray(k)
+    try:
+        f = arr.astype(float)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be integer(s) >= 1, got {name}={k!r}.") from None
+    if f.size == 0 or not np.all(np.isfinite(f)) or np.any(f < 1) or np.any(f != np.floor(f)):
+        raise ParameterError(f"{name} must be integer(s) >= 1, got {name}={k!r}.")
+    return f.astype(np.int64)
 
 
 def rdp_epsilon(delta: float, k, epsilon: float, orders=None):

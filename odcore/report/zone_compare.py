@@ -44,7 +44,7 @@ def compare_zones(traces_df: pd.DataFrame, zones: Sequence[Any], *, epsilon: flo
         Trace table (``user, time, lat, lon``).
     zones:
         Zone specs (``"square:1.3"``, ``"h3:8"``, a file path) or zone-system objects (e.g. an uploaded file's
-        :class:`odcore.space.zones.PolygonZones`).
+        :class:`odcore.space.polygons.PolygonZones`).
     epsilon, threshold:
         Laplace ε per count (noise scale 1/ε) and publication threshold τ on the noisy count.
     week:

@@ -11,17 +11,26 @@ Cell ids are ``row * n_cols + col`` (int64) inside the fitted extent; points out
 
 from __future__ import annotations
 
+import importlib
 import math
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+import pyproj
+from pyproj import CRS
+from pyproj.exceptions import CRSError
 
 from odcore.constants import CELL, LAT, LON
 from odcore.errors import ParameterError, check_positive
 
 __all__ = ["SquareGrid", "crs_label", "utm_epsg"]
+
+GEOMETRY_MODULE = "odcore.space.polygons"
+"""The module that turns squares into shapely polygons in a GeoDataFrame (geopandas, shapely), imported when a map
+asks for a grid's polygons: counting trips on squares never loads it (tests/odcore/data/test_hostile.py)."""
 
 _SURROGATE_TOL_M = 1e-3
 
@@ -36,9 +45,6 @@ def crs_label(crs: str) -> str:
     >>> crs_label("+proj=laea +lat_0=39 +lon_0=-98 +datum=WGS84 +units=m")
     'Lambert Azimuthal Equal Area centred on 39°, -98° (custom PROJ definition)'
     """
-    from pyproj import CRS
-    from pyproj.exceptions import CRSError
-
     try:
         c = CRS.from_user_input(crs)
     except CRSError:
@@ -46,7 +52,6 @@ def crs_label(crs: str) -> str:
     code = c.to_epsg()
     if code is not None:
         return f"EPSG:{code} ({c.name})"
-    import warnings
 
     with warnings.catch_warnings():   # "you will likely lose information": only its parameters are read here
         warnings.simplefilter("ignore", UserWarning)
@@ -70,8 +75,6 @@ def utm_epsg(lat: float, lon: float) -> int:
 
 @lru_cache(maxsize=32)
 def transformer(crs: str, inverse: bool):
-    import pyproj
-
     if inverse:
         return pyproj.Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
     return pyproj.Transformer.from_crs("EPSG:4326", crs, always_xy=True)
@@ -338,19 +341,16 @@ class SquareGrid:
         return pd.DataFrame({CELL: c, LAT: np.asarray(lat), LON: np.asarray(lon)})
 
     def polygons(self, cells=None):
-        """``GeoDataFrame[cell, geometry]`` (EPSG:4326) of the cell squares, for maps."""
-        import geopandas as gpd
-        import shapely
-
+        """``GeoDataFrame[cell, geometry]`` (EPSG:4326) of the cell squares, for maps (built by
+        :data:`GEOMETRY_MODULE`'s ``polygon_frame``)."""
         c = self._check_cells(cells)
         x, y = self.cell_xy(c)
         h = self.side_m / 2
         xs = np.stack([x - h, x + h, x + h, x - h, x - h], axis=1)
         ys = np.stack([y - h, y - h, y + h, y + h, y - h], axis=1)
         lon, lat = transformer(self.crs, True).transform(xs.ravel(), ys.ravel())
-        coords = np.stack([np.asarray(lon), np.asarray(lat)], axis=1).reshape(len(c), 5, 2)
-        geoms = shapely.polygons(coords)
-        return gpd.GeoDataFrame({CELL: c}, geometry=geoms, crs="EPSG:4326")
+        rings = np.stack([np.asarray(lon), np.asarray(lat)], axis=1).reshape(len(c), 5, 2)
+        return importlib.import_module(GEOMETRY_MODULE).polygon_frame({CELL: c}, rings)
 
     @property
     def spec(self) -> str:

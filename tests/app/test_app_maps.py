@@ -530,7 +530,8 @@ def test_grid_layers_tell_zones_apart_by_lines_or_by_gaps():
 
 def test_outline_style_by_zone_kind():
     from odapp.data.zones_ui import BUNDLED_ZONES
-    from odcore.space.zones import make_zones, read_zone_file
+    from odcore.space.polygons import read_zone_file
+    from odcore.space.zones import make_zones
 
     lat, lon = np.array([33.70, 33.80]), np.array([-84.45, -84.35])
     assert map_zones.outline_style(make_zones("square:1.3", lat, lon)) == "lines"
@@ -554,7 +555,7 @@ def test_inset_moves_every_side_inward_by_one_distance():
     import shapely
 
     from odapp.data.zones_ui import BUNDLED_ZONES, zone_polygons
-    from odcore.space.zones import read_zone_file
+    from odcore.space.polygons import read_zone_file
 
     lat0 = 33.75
     ell = [[0, 0], [0.02, 0], [0.02, 0.01], [0.01, 0.01], [0.01, 0.02], [0, 0.02]]       # concave

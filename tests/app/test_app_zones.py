@@ -14,7 +14,8 @@ from odapp.data.zones_ui import BUNDLED_ZONES, apply_zone_upload, export_spec, z
 from odapp.shared.cli_config import release_config
 from odapp.shared.state import K_ZONE_ERROR, K_ZONE_FILE, K_ZONE_KIND, K_ZONE_LABEL, Settings
 from odcore.paths import REPO_ROOT
-from odcore.space.zones import OUTSIDE_REASON, read_zone_file
+from odcore.space.polygons import read_zone_file
+from odcore.space.zones import OUTSIDE_REASON
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -218,7 +219,7 @@ def test_exported_config_runs_in_the_cli(capsys, tmp_path):
 
 
 def test_zone_polygons_for_maps_handle_multipolygons():
-    from odcore.space.zones import PolygonZones
+    from odcore.space.polygons import PolygonZones
 
     gdf = gpd.GeoDataFrame({"name": ["two parts", "one"]},
                            geometry=[shapely.MultiPolygon([shapely.box(0, 0, 1, 1), shapely.box(2, 0, 3, 1)]),

@@ -2,14 +2,18 @@
 released with noise, threshold and accounting (privacy, and the Knock Knock attacks beside it), reported (report)
 and shown (the command line, the dashboard's code, its pages). A module imports only from its own package or from a
 lower floor, and every import sits at the top of its module, except the optional heavy packages (pyspark, duckdb,
-kaleido), which load only when their engine or export runs.
+kaleido), which load only when their engine or export runs. A module that loads another by name with ``importlib``
+(the command line's table of commands, the zone kinds) names it in a string constant; such a name is checked like an
+import, so a table cannot reach a higher floor either.
 
 The order is written once, in :data:`FLOORS`; the checker is plain ``ast`` over the source files, and it is shown
-to catch an upward import and a function-level import on small sources of its own."""
+to catch an upward import, an upward module name in a table and a function-level import on small sources of its
+own."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -35,14 +39,11 @@ OPTIONAL_HEAVY = frozenset({"pyspark", "duckdb", "kaleido", "choreographer", "pi
 """Packages imported inside the function that needs them: an engine or an export a person may never run (Spark,
 DuckDB, kaleido and its browser finder ``choreographer``; PipelineDP, installed for the tests' comparison only)."""
 
-LIGHT_START = ("odcore.cli", "odcore.errors", "odcore.privacy.attack", "odcore.privacy.pld", "odcore.space.grid", "odcore.od.oddata",
-               "odcore.data.synth",
-               "odcore.space.zones")
-"""Modules whose imports may also sit in the function that needs them. The command line's ``--help`` loads no numpy
-and ``attack-curve`` numpy only (tests/odcore/cli/test_cli_startup.py), so each subcommand loads its engine when it
-runs; the zone systems load geopandas, pyproj, shapely, h3 and scipy for the zones that need them, so that counting
-trips on squares stays under 300 MB (tests/odcore/data/test_hostile.py), the OD data its sparse matrices and the
-synthetic city its k-d tree."""
+LIGHT_START: tuple[str, ...] = ()
+"""Modules whose imports may also sit in the function that needs them: none."""
+
+PROJECT_NAME = re.compile(r"^(odcore|odapp|pages)(\.[A-Za-z_]\w*)+$")
+"""A string constant of this form (not a docstring) names a project module, loaded by ``importlib`` from a table."""
 
 SOURCES = ("odcore", "odapp", "odserve", "pages", "app.py")
 
@@ -63,9 +64,22 @@ def home(module: str) -> tuple[int, str] | None:
     return best
 
 
+def named_modules(tree: ast.AST):
+    """Yield (module name, line) for every string constant of ``tree`` that names a project module (the entries of
+    an ``importlib`` dispatch table); docstrings are prose and are left out."""
+    prose = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose \
+                and PROJECT_NAME.match(node.value):
+            yield node.value, node.lineno
+
+
 def imports_of(source: str, module: str, is_package: bool):
-    """Yield (imported module, line, inside a function) for every import statement of ``source``."""
+    """Yield (imported module, line, inside a function) for every import statement of ``source``, and for every
+    module named in a string constant (:func:`named_modules`; never counted as inside a function)."""
     tree = ast.parse(source)
+    for name, line in named_modules(tree):
+        yield name, line, False
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -131,6 +145,16 @@ def test_imports_sit_at_the_top_of_their_modules(found):
     assert not local, "\n".join(local)
 
 
+def test_every_module_named_in_a_table_exists():
+    files = project_files()
+    named = [(module, name, line) for module, (source, _) in files.items()
+             for name, line in named_modules(ast.parse(source))]
+    assert {n for _, n, _ in named} >= {"odcore.cli.curve", "odcore.space.hexagons", "odcore.space.polygons"}
+    missing = [f"{module}:{line} names {name}" for module, name, line in named
+               if name not in files and name.rpartition(".")[0] not in files]   # a module, or a name in one
+    assert not missing, "\n".join(missing)
+
+
 def test_every_package_has_a_floor():
     for name in SOURCES:
         path = REPO_ROOT / name
@@ -138,7 +162,7 @@ def test_every_package_has_a_floor():
             assert home(module_name(f, REPO_ROOT)) is not None, f
 
 
-def test_the_checker_sees_an_upward_a_sideways_and_a_function_level_import():
+def test_the_checker_sees_an_upward_a_sideways_a_function_level_import_and_an_upward_table_entry():
     files = {
         "odcore.od.trips": ("from odcore.privacy.release import release\n", False),            # up
         "odcore.od.engines": ("from .. import pairs\nfrom ...privacy import rdp\n", True),       # own, up
@@ -147,8 +171,13 @@ def test_the_checker_sees_an_upward_a_sideways_and_a_function_level_import():
         "odapp.data.cache": ("from odcore.cli.release import run\n", False),                         # sideways
         "odcore.report.sheet": ("def f():\n    import duckdb\n    from odcore.od import trips\n", False),
         "pages.x": ("import odapp.data.cache\nimport odcore\n", False),                              # down: fine
+        "odcore.space.zones": ('"""See odcore.report.maps."""\nKINDS = {"h3": ("odcore.space.hexagons", "H"),\n'
+                               '         "map": ("odcore.report.maps", "M")}\n', False),     # a table: up
+        "odcore.cli.parser": ('COMMANDS = {"x": ("odcore.cli.x", "run"), "y": ("odcore.od.trips", "run")}\n',
+                              False),                                                          # table: own, down
     }
     upward, local = problems(files)
     assert [u.split(":")[0] for u in upward] == ["odapp.data.cache", "odcore.knock.game", "odcore.od.engines",
-                                                  "odcore.od.trips"]
+                                                  "odcore.od.trips", "odcore.space.zones"]
+    assert upward[-1].startswith("odcore.space.zones:3 (floor 2, odcore.space) imports odcore.report.maps")
     assert local == ["odcore.report.sheet:3 imports odcore.od inside a function"]

@@ -79,7 +79,7 @@ def test_errors_exit_2(capsys, argv, msg):
 
 
 def test_trips_default_input_is_the_bundled_sample(capsys):
-    from odcore.cli.common import DEFAULT_INPUT
+    from odcore.cli.parser import DEFAULT_INPUT
 
     if not DEFAULT_INPUT.exists():
         pytest.skip("bundled sample absent")

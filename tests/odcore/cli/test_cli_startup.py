@@ -86,16 +86,16 @@ def test_attack_curve_leaves_numpy_s_lazy_parts_unloaded():
 
 
 def test_printed_defaults_agree_with_their_modules():
-    from odcore.cli.data import SYNTH_DEFAULTS
+    from odcore.cli.parser import SYNTH_DEFAULTS
     from odcore.constants import DEFAULT_COMPARE_SPECS, DEFAULT_DISTRICTS, DEFAULT_DISTRICTS_SEED
     from odcore.data.synth import DEFAULT_SAMPLE_CONFIG, DEFAULT_SAMPLE_SEED
     from odcore.report import zone_compare
-    from odcore.space import zones
+    from odcore.space import polygons
 
     assert {k: getattr(DEFAULT_SAMPLE_CONFIG, k) for k in SYNTH_DEFAULTS} == SYNTH_DEFAULTS
     assert DEFAULT_SAMPLE_SEED == 2022          # the bundled sample's seed (sample_data/README)
-    assert zones.write_districts.__defaults__ == (DEFAULT_DISTRICTS,)
-    assert zones.write_districts.__kwdefaults__ == {"rng": DEFAULT_DISTRICTS_SEED}
+    assert polygons.write_districts.__defaults__ == (DEFAULT_DISTRICTS,)
+    assert polygons.write_districts.__kwdefaults__ == {"rng": DEFAULT_DISTRICTS_SEED}
     assert zone_compare.DEFAULT_COMPARE_SPECS is DEFAULT_COMPARE_SPECS
 
 
@@ -107,7 +107,7 @@ def test_attack_curve_unchanged_by_the_light_quadrature():
     from odcore.privacy import attack, pld
 
     curve = attack.success_curve(0.66, 70)
-    x, w = pld._gauss_legendre(96)   # the cached node set itself, against scipy's
+    x, w = pld.gauss_legendre(96)   # the cached node set itself, against scipy's
     xs, ws = special.roots_legendre(96)
     assert abs(x - 0.5 * (xs + 1)).max() < 1e-14
     assert abs(w - 0.5 * ws).max() < 1e-14

@@ -223,7 +223,8 @@ def test_od_from_args_streams_for_every_od_command(monkeypatch, cabs, no_loader)
     """attack user-risk, audit, design, figures and release build OD through od_from_args."""
     import argparse
 
-    from odcore.cli.common import add_grid_args, add_loader_args, od_from_args
+    from odcore.cli.common import od_from_args
+    from odcore.cli.parser import add_grid_args, add_loader_args
     from odcore.od.engines.cab_stream import StreamedTraces
 
     p = argparse.ArgumentParser()
@@ -238,7 +239,8 @@ def test_od_from_args_streams_for_every_od_command(monkeypatch, cabs, no_loader)
 def test_od_from_args_streamed_equals_loaded(monkeypatch, cabs):
     import argparse
 
-    from odcore.cli.common import add_grid_args, add_loader_args, od_from_args
+    from odcore.cli.common import od_from_args
+    from odcore.cli.parser import add_grid_args, add_loader_args
 
     p = argparse.ArgumentParser()
     add_loader_args(p)

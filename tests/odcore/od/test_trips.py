@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from odcore.errors import ParameterError, TraceFormatError
+from odcore.od.matrix import week_matrix
 from odcore.od.trips import HourIndex, ODConfig, build_od, hourly_locations, local_offsets
 from odcore.space.grid import SquareGrid
 
@@ -217,7 +218,7 @@ def test_oddata_helpers_and_summary():
     t0 = pd.Timestamp("2024-01-08 06:10", tz="UTC")
     rows = [(u, t0 + pd.Timedelta(hours=h), (h + k) % 3) for k, u in enumerate(["a", "b", "c"]) for h in range(5)]
     od = build_od(_traces(rows), ODConfig(), grid=GRID)
-    m = od.week_matrix(0)
+    m = week_matrix(od, 0)
     assert m.shape == (GRID.n_cells, GRID.n_cells)
     assert m.sum() == od.week_counts(0)["count"].sum() == len(od.week_pairs(0))
     s = od.summary(threshold=2)

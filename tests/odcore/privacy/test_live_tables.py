@@ -91,10 +91,10 @@ def weeks_exact(e: float, trips: int, weeks: int, delta: float, interval: float 
 
 def person_exact(e: float, m: int, weeks: int, delta: float) -> np.ndarray:
     """The page's per-person curve over 1..weeks weeks (odapp.budget.cache.person_columns) at ``e``."""
-    from odcore.privacy import pld
+    from odcore.privacy import pld_weeks
 
     w = np.arange(1, weeks + 1)
-    _, hi = pld.composed_epsilon_curve(delta, m, e / m, w, interval=acc.person_weeks_interval(e, weeks))
+    _, hi = pld_weeks.composed_epsilon_curve(delta, m, e / m, w, interval=acc.person_weeks_interval(e, weeks))
     return np.minimum(hi, w * e)
 
 

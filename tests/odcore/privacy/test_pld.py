@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from odcore.errors import ParameterError
-from odcore.privacy import pld
+from odcore.privacy import pld, pld_weeks
 
 dp_pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
 
@@ -240,7 +240,7 @@ def test_composed_bracket_contains_the_exact_value(k, weeks, eps):
     # the weekly law rounded up / down on a loss grid and composed by FFT brackets the exact k·weeks-fold value
     for delta in (1e-3, 1e-6, 1e-10):
         exact = pld.epsilon_for_delta(delta, k * weeks, eps)
-        lo, hi = pld.composed_epsilon_bounds(delta, k, eps, weeks, interval=1e-3)
+        lo, hi = pld_weeks.composed_epsilon_bounds(delta, k, eps, weeks, interval=1e-3)
         assert lo <= exact + 1e-9
         assert exact <= hi + 1e-9
         assert hi - lo <= 2 * weeks * 1e-3 + 1e-9
@@ -251,8 +251,8 @@ def test_composed_bracket_narrows_with_the_grid_and_a_year_of_weeks():
     # Renyi bound, and the finer grid's bracket sits inside the coarser one
     from odcore.privacy.accounting import rdp_epsilon
 
-    lo1, hi1 = pld.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=1e-2)
-    lo2, hi2 = pld.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=2e-3)
+    lo1, hi1 = pld_weeks.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=1e-2)
+    lo2, hi2 = pld_weeks.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=2e-3)
     assert lo1 <= lo2 <= hi2 <= hi1
     assert hi2 - lo2 <= 2 * 52 * 2e-3
     assert hi1 < rdp_epsilon(1e-6, 70 * 52, 0.66) < 2402.4
@@ -260,11 +260,11 @@ def test_composed_bracket_narrows_with_the_grid_and_a_year_of_weeks():
 
 def test_composed_bracket_errors():
     with pytest.raises(ParameterError, match="weeks"):
-        pld.composed_epsilon_bounds(1e-6, 5, 0.66, 0)
+        pld_weeks.composed_epsilon_bounds(1e-6, 5, 0.66, 0)
     with pytest.raises(ParameterError, match="delta"):
-        pld.composed_epsilon_bounds(0.0, 5, 0.66, 2)
+        pld_weeks.composed_epsilon_bounds(0.0, 5, 0.66, 2)
     with pytest.raises(ParameterError, match="interval"):
-        pld.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=1e-7)
+        pld_weeks.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=1e-7)
 
 
 def test_composed_bracket_upper_end_against_dp_accounting():
@@ -272,7 +272,7 @@ def test_composed_bracket_upper_end_against_dp_accounting():
     # compositions of the 70-fold Laplace) already gives delta <= 1e-6 at our upper end, which is therefore a
     # valid (eps, 1e-6) guarantee; its own eps(1e-6) is a little looser.
     dpl = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
-    lo, hi = pld.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=1e-3)
+    lo, hi = pld_weeks.composed_epsilon_bounds(1e-6, 70, 0.66, 52, interval=1e-3)
     p = dpl.from_laplace_mechanism(parameter=1 / 0.66, sensitivity=1, value_discretization_interval=1e-3)
     year = p.self_compose(70).self_compose(52)
     assert year.get_delta_for_epsilon(hi) <= 1e-6 * (1 + 1e-3)
@@ -281,11 +281,11 @@ def test_composed_bracket_upper_end_against_dp_accounting():
 
 def test_composed_curve_equals_the_bounds_one_week_count_at_a_time():
     weeks = [1, 3, 7]
-    lo, hi = pld.composed_epsilon_curve(1e-5, 9, 0.8, weeks, interval=2e-3)
+    lo, hi = pld_weeks.composed_epsilon_curve(1e-5, 9, 0.8, weeks, interval=2e-3)
     for i, w in enumerate(weeks):
-        assert (lo[i], hi[i]) == pytest.approx(pld.composed_epsilon_bounds(1e-5, 9, 0.8, w, interval=2e-3), abs=1e-9)
+        assert (lo[i], hi[i]) == pytest.approx(pld_weeks.composed_epsilon_bounds(1e-5, 9, 0.8, w, interval=2e-3), abs=1e-9)
     with pytest.raises(ParameterError, match="weeks"):
-        pld.composed_epsilon_curve(1e-5, 9, 0.8, [1, 2.5])
+        pld_weeks.composed_epsilon_curve(1e-5, 9, 0.8, [1, 2.5])
 
 
 def test_composed_window_equals_the_whole_support_composition():
@@ -294,8 +294,8 @@ def test_composed_window_equals_the_whole_support_composition():
     from scipy import fft
 
     delta, k, eps, h, weeks = 1e-6, 30, 0.66, 1e-2, np.array([1, 2, 5, 13, 26])
-    lo, hi = pld.composed_epsilon_curve(delta, k, eps, weeks, interval=h)
-    masses = pld._loss_bin_masses(pld._by_k(np.array([k]), eps)[k], h)
+    lo, hi = pld_weeks.composed_epsilon_curve(delta, k, eps, weeks, interval=h)
+    masses = pld_weeks._loss_bin_masses(pld.laws_by_k(np.array([k]), eps)[k], h)
     lower_pmf = np.append(masses[1:], 0.0)
     lower_pmf[0] += masses[0]
     for pmf, got in ((masses, hi), (lower_pmf, lo)):
@@ -303,9 +303,9 @@ def test_composed_window_equals_the_whole_support_composition():
         spec = fft.rfft(pmf, size)
         for w, g in zip(weeks, got, strict=True):
             full = np.maximum(fft.irfft(spec ** int(w), size)[: int(w) * (pmf.size - 1) + 1], 0.0)
-            assert g == pytest.approx(pld._epsilon_from_pmf(full, -int(w) * k * eps, h, delta), abs=1e-6)
+            assert g == pytest.approx(pld_weeks._epsilon_from_pmf(full, -int(w) * k * eps, h, delta), abs=1e-6)
     # the window is much smaller than the support at many weeks, and it holds all but a tiny tail
-    wlo, whi = pld._chernoff_window(masses, -k * eps, h, np.array([26]), 1e-15)
+    wlo, whi = pld_weeks._chernoff_window(masses, -k * eps, h, np.array([26]), 1e-15)
     assert (whi[0] - wlo[0]) < 0.5 * 26 * 2 * k * eps
 
 
@@ -316,7 +316,7 @@ def test_bernstein_eval_equals_the_basis_matrix(n):
     coef = rng.exponential(size=(7, n + 1))
     s = np.concatenate([rng.uniform(size=(7, 9)), np.tile([0.0, 0.5, 1.0], (7, 1))], axis=1)
     want = np.einsum("pnr,pr->pn", pld._bernstein_matrix(n, s), coef)
-    np.testing.assert_allclose(pld._bernstein_eval(coef, s), want, rtol=1e-11, atol=0)
+    np.testing.assert_allclose(pld.bernstein_eval(coef, s), want, rtol=1e-11, atol=0)
 
 
 def _horner_both_sides(cc, cc_rev, n, s):
@@ -362,9 +362,9 @@ def test_horner_on_each_rows_side_only_gives_the_same_values(per_row_degree):
 def test_composed_curve_in_small_batches_gives_the_same_values(monkeypatch):
     # the w-fold laws go back from their spectra a batch at a time; batches of one give the same values, in order
     args = (1e-6, 20, 0.5, np.array([9, 1, 4, 30, 2, 17]))
-    lo, hi = pld.composed_epsilon_curve(*args, interval=5e-3)
-    monkeypatch.setattr(pld, "IFFT_BATCH_BYTES", 1)
-    lo1, hi1 = pld.composed_epsilon_curve(*args, interval=5e-3)
+    lo, hi = pld_weeks.composed_epsilon_curve(*args, interval=5e-3)
+    monkeypatch.setattr(pld_weeks, "IFFT_BATCH_BYTES", 1)
+    lo1, hi1 = pld_weeks.composed_epsilon_curve(*args, interval=5e-3)
     np.testing.assert_array_equal(lo1, lo)
     np.testing.assert_array_equal(hi1, hi)
     assert np.all(np.diff(hi[np.argsort(args[3])]) > 0)
@@ -377,7 +377,7 @@ def test_epsilon_from_pmf_against_the_direct_sum(delta):
     p = rng.exponential(size=3000) * np.exp(-np.linspace(0, 30, 3000) ** 1.3)
     p /= p.sum()
     l0, h = -5.0, 0.02
-    got = pld._epsilon_from_pmf(p, l0, h, delta)
+    got = pld_weeks._epsilon_from_pmf(p, l0, h, delta)
     grid = l0 + h * np.arange(p.size)
 
     def d(e: float) -> float:
@@ -388,3 +388,20 @@ def test_epsilon_from_pmf_against_the_direct_sum(delta):
     else:
         assert d(got) == pytest.approx(delta, rel=1e-9)
         assert d(got - 1e-6) > delta
+
+
+@pytest.mark.parametrize("n", [101, 150, 400, 1040])
+def test_many_node_gauss_legendre_is_exact_on_polynomials_and_agrees_with_scipy(n):
+    # above 100 nodes (k_max > 120) the nodes come from Newton's iteration on the angle; an n-node rule integrates
+    # every polynomial of degree <= 2n - 1 exactly: ∫0^1 t^k dt = 1/(k+1), and by symmetry ∫0^1 (1-t)^k dt too
+    special = pytest.importorskip("scipy.special")
+    x, w = pld.gauss_legendre(n)
+    assert np.all(np.diff(x) > 0)
+    assert 0 < x[0] < x[-1] < 1
+    assert np.all(w > 0)
+    for k in (0, 1, 7, n, 2 * n - 1):
+        assert (w * x**k).sum() * (k + 1) == pytest.approx(1.0, abs=1e-11)
+        assert (w * (1 - x) ** k).sum() * (k + 1) == pytest.approx(1.0, abs=1e-11)
+    xs, ws = special.roots_legendre(n)
+    np.testing.assert_allclose(x, 0.5 * (xs + 1), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(w, 0.5 * ws, rtol=1e-7)

@@ -16,17 +16,15 @@ import shapely
 
 from odcore.paths import SAMPLE_DATA_DIR
 from odcore.space.grid import SquareGrid
+from odcore.space.hexagons import H3Zones
+from odcore.space.polygons import PolygonZones, read_zone_file, voronoi_districts
 from odcore.space.zones import (
     OUTSIDE,
     OUTSIDE_REASON,
-    H3Zones,
-    PolygonZones,
     ZoneFileError,
     ZoneSpec,
     make_zones,
     parse_zone_spec,
-    read_zone_file,
-    voronoi_districts,
     zones_from_dict,
 )
 
