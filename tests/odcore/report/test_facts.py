@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
+from odcore.cli import figures as F
+from odcore.cli.parser import build_parser
 from odcore.numbers import expected_count_text, number_text, percent_text
 from odcore.paths import REPO_ROOT
 from odcore.report.facts import (
@@ -269,12 +271,7 @@ def test_the_figures_read_the_facts_of_the_week(city_facts):
     """``figures``: the budget figure's person is the facts' typical person (``--trips typical``; the default 21 is
     the bundled city's, as its help says), its first week's tight ε the typical person's ε per week, and Fig. 1's
     curve at that person's k the facts' attack without suppression, its bound the facts' bound for one trip."""
-    import argparse
-
-    from odcore.cli import figures as F
-
-    parser = argparse.ArgumentParser()
-    F.register(parser.add_subparsers())
+    parser = build_parser()
     week = city_facts["week"]
     f = city_facts["facts"]
     assert parser.parse_args(["figures", "--out", "x"]).trips == f["typical_trips"]["value"]
