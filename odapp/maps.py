@@ -81,6 +81,17 @@ def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0, *, width_px: 
     return pdk.ViewState(latitude=float((la0 + la1) / 2), longitude=float((lo0 + lo1) / 2), zoom=zoom, pitch=pitch)
 
 
+def points_box(lat: np.ndarray, lon: np.ndarray, pad_px: float = 24) -> list[float] | None:
+    """The box :func:`view_state` fits (the points' 0.5th to 99.5th percentiles) as a deck's ``fit``:
+    ``[lon_min, lat_min, lon_max, lat_max, pad_px]``; none for no points."""
+    lat, lon = np.asarray(lat, dtype=float), np.asarray(lon, dtype=float)
+    if lat.size == 0:
+        return None
+    la0, la1 = np.nanpercentile(lat, [0.5, 99.5])
+    lo0, lo1 = np.nanpercentile(lon, [0.5, 99.5])
+    return [float(lo0), float(la0), float(lo1), float(la1), pad_px]
+
+
 def cell_polygons(grid, cells: np.ndarray) -> pd.DataFrame:
     """``DataFrame[cell, polygon]``: each cell's outline (``grid.polygons()``) as a list of [lon, lat] (for a
     PolygonLayer and :func:`odcore.report.figures.flow_map_figure`); squares, hexagons or any zone polygon."""
@@ -120,8 +131,14 @@ class CompactDeck(pdk.Deck):
 
     pydeck indents its JSON, which forces Python's pure-Python encoder: ~10× slower on a map of a thousand cell
     polygons, too slow for a slider change to redraw within 300 ms. Its layers may be :class:`EncodedLayer`s: their
-    JSON goes in as it is.
+    JSON goes in as it is. ``fit``: ``[lon_min, lat_min, lon_max, lat_max, pad_px]``, the box the map element
+    (:mod:`odapp.components.map`) fits its first view to at its real size in the browser (sent as the deck's
+    ``fit``).
     """
+
+    def __init__(self, *args, fit=None, **kwargs):
+        self.fit = [round(float(v), DIGITS) for v in fit] if fit is not None else None
+        super().__init__(*args, **kwargs)
 
     def to_json(self) -> str:
         from pydeck.bindings.json_tools import default_serialize
@@ -197,7 +214,7 @@ def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
     ctx = map_context(zones_box(cells_df["polygon"].tolist())) if len(cells_df) else MapContext()
     d = deck([*ctx.under, *grid_layers(cells_df, outline=outline, edges=edges),
               *scale_bar_layers(cent["lat"], cent["lon"])],
-             view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
+             view_state(cent["lat"], cent["lon"], height_px=480), frozen=True, fit=points_box(cent["lat"], cent["lon"]))
     d.context_words = ctx.words    # the legend's line about it (empty: no water in the box)
     return d, vmax
 
@@ -218,14 +235,15 @@ DESTINATION_RGB = list(figures.DESTINATION_RGB)
 
 
 def deck(layers: list, vs: pdk.ViewState, tooltip: bool = True, height: int = 560, *,
-         basemap: bool = False, frozen: bool = False) -> pdk.Deck:
+         basemap: bool = False, frozen: bool = False, fit=None) -> pdk.Deck:
     """A deck with no base map (nothing fetched from outside) unless ``basemap``; tooltips show each object's
-    ``tip`` field as plain text (Streamlit escapes field values inside an ``html`` tooltip, so markup would show)."""
+    ``tip`` field as plain text. ``fit``: the box ``[lon_min, lat_min, lon_max, lat_max, pad_px]`` the map element
+    fits its first view to at the element's real width and height (else the view is ``vs``)."""
     tip = {"text": "{tip}", "style": TOOLTIP_STYLE} if tooltip else False
     kw = ({"map_provider": BASEMAP["provider"], "map_style": BASEMAP["style"]} if basemap
           else {"map_provider": None})   # map_style stays pydeck's placeholder: no style at all
     return (FrozenDeck if frozen else CompactDeck)(layers=layers, initial_view_state=vs, tooltip=tip, height=height,
-                                                   **kw)
+                                                   fit=fit, **kw)
 
 
 def layer_rows(df: pd.DataFrame, columns: dict[str, str], digits: int = DIGITS) -> list[dict]:
@@ -1045,6 +1063,7 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         bar = scale_bar(*bar_box)
         by0 = min(by0, bar[0][1][1])
         v1 = fl.fit_view(bx0, bx1, by0, by1, width_px=w_px, height_px=height, pad_px=34)
+        fit = [bx0, by0, bx1, by1, 34]
         kpp = v1.km_per_px
         total = places["total"].to_numpy()
         tmax = float(total.max()) if len(total) and total.max() > 0 else 1.0
@@ -1057,9 +1076,9 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
             head_len=np.maximum(3.0 * wpx, 9.0) * kpp), kpp, least_px=2.5)
         if len(sel):   # the curves bulge: fit once more to what is drawn
             g_lon, g_lat = proj.lonlat(polys[..., 0], polys[..., 1])
-            v1 = fl.fit_view(min(bx0, float(g_lon.min())), max(bx1, float(g_lon.max())),
-                             min(by0, float(g_lat.min())), max(by1, float(g_lat.max())), width_px=w_px,
-                             height_px=height, pad_px=14)
+            fit = [min(bx0, float(g_lon.min())), min(by0, float(g_lat.min())), max(bx1, float(g_lon.max())),
+                   max(by1, float(g_lat.max())), 14]
+            v1 = fl.fit_view(fit[0], fit[2], fit[1], fit[3], width_px=w_px, height_px=height, pad_px=14)
         flows = pd.DataFrame({
             "origin": [first[i] for i in so], "destination": [first[i] for i in sd],
             "o_lon": llon[so], "o_lat": llat[so], "d_lon": llon[sd], "d_lat": llat[sd],
@@ -1131,6 +1150,9 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                     filled=True, pickable=True, auto_highlight=True))
         else:
             flows = flows.iloc[:0]
+        if len(show):
+            layers.append(place_label_layer(places["members"].iloc[show].tolist(), total[show], names,
+                                            *proj.lonlat(lx[show] + (r_px[show] + 3.0) * kpp, ly[show])))
         # a fifth of what the view shows, not of the data: flows between a few places in a wide view (a city
         # beside a bay) had a bar of a few pixels
         if (km_view := figures.nice_km(v1.km_per_px * w_px)) > bar[2]:
@@ -1141,7 +1163,8 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         all_flows = flows if sup_frame is None else pd.concat([flows, sup_frame], ignore_index=True)
         lo, hi = float(edges_[0]), float(edges_[-1])
         n_pub = int(flows["released"].sum()) if value == "noisy_count" else -1
-        return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen), all_flows, label,
+        return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen, fit=fit), all_flows,
+                       label,
                        lo, hi, bar[2], sup_frame is not None,
                        pd.DataFrame({"lon": llon[listed], "lat": llat[listed], "total": total[listed],
                                      "r": r_px[listed]}),
@@ -1166,6 +1189,24 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
 
 
 ANALYSIS_WORDS = "Analysis (true counts, do not share)"
+PLACE_LABEL_PX = 12
+
+
+def place_label_layer(members: list, totals: np.ndarray, names: dict, lon: np.ndarray, lat: np.ndarray) -> pdk.Layer:
+    """The largest places' names on the map (:data:`odcore.report.figures.PLACE_LABELS` of them, as the exported
+    map): a zone file's names (:func:`odcore.report.figures.place_label`), else numbers, largest place first.
+    Each is drawn right of its circle (``lon, lat``: the label's left end) where it meets no other label."""
+    totals = np.asarray(totals, dtype=float)
+    order = np.argsort(-totals, kind="stable")[:figures.PLACE_LABELS]
+    labels = [figures.place_label(members[i], names)[:24] for i in order.tolist()]
+    if not any(labels):
+        labels = [str(k + 1) for k in range(len(order))]
+    rows = [{"position": [round(float(lon[i]), SHAPE_DIGITS), round(float(lat[i]), SHAPE_DIGITS)], "text": t}
+            for i, t in zip(order.tolist(), labels, strict=True) if t]
+    return pdk.Layer("TextLayer", data=rows, id="place_labels", get_position="position", get_text="text",
+                     get_size=PLACE_LABEL_PX, get_color=SCALE_BAR_RGBA, get_text_anchor="'start'", get_alignment_baseline="'center'",
+                     font_family="'DejaVu Sans', Arial, sans-serif", font_weight=600, outline_width=3,
+                     outline_color=[255, 255, 255, 230], pickable=False)
 
 
 def published_zone_layers(cells_df: pd.DataFrame, edges, used) -> list:

@@ -18,6 +18,7 @@ import time
 import streamlit as st
 
 from odapp import cache, maps
+from odapp.components.map import deck_map
 from odapp.export import button_row, image_export, projector_mode
 from odapp.maps import ZONE, zone_label
 from odapp.state import USER_DELTA, USER_WEEKS, DataSource
@@ -279,7 +280,7 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
         cols = st.columns(len(fms)) if len(fms) > 1 else [st.container()]
         for i, (col, fm) in enumerate(zip(cols, fms, strict=True)):
             col.markdown(f"**{fm.heading if len(fms) > 1 else heading}**")
-            col.pydeck_chart(fm.deck, height=460, key=None if week != ctx.settings.week else f"map_{i}")
+            deck_map(fm.deck, height=460, key=None if week != ctx.settings.week else f"map_{i}", where=col)
         n_sup = int((~table["released"].to_numpy(bool)).sum())
         note = (f"{num(n_sup)} observed pairs suppressed (noisy count below {num(ctx.settings.threshold)}). Hover "
                 "over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom. Flows from "

@@ -10,6 +10,7 @@ import streamlit as st
 
 from odapp import ahead, cache, charts, guide, live_view, maps, page_work
 from odapp.cli_config import release_config
+from odapp.components.map import deck_map
 from odapp.errors import engine_errors
 from odapp.export import button_row, chart, code_caption, export_buttons, projector_mode, reproduce
 from odapp.layout import metric, page
@@ -63,7 +64,7 @@ if not od.stats.get("pairs_available", True):   # an OD counts folder: no traces
 st.subheader("Where the traces are, on the grid" if s.zones is None else "Where the traces are, by zone")
 deck, most, outside = density
 with picture:
-    st.pydeck_chart(deck, height=480, key="data_map")
+    deck_map(deck, height=480, key="data_map")
 empty_words = ("not drawn" if not cache.empty_zones_drawn(od.grid)
                else "drawn as outlines" if maps.outline_style(od.grid) == "lines" else "drawn pale grey")
 outside_words = "outside the grid" if getattr(od.grid, "kind", "square") != "polygons" else "outside every zone"
