@@ -81,14 +81,18 @@ def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0, *, width_px: 
     return pdk.ViewState(latitude=float((la0 + la1) / 2), longitude=float((lo0 + lo1) / 2), zoom=zoom, pitch=pitch)
 
 
-def points_box(lat: np.ndarray, lon: np.ndarray, pad_px: float = 24) -> list[float] | None:
+def points_box(lat: np.ndarray, lon: np.ndarray, pad_px: float = 24, *, also_lat: float | None = None
+               ) -> list[float] | None:
     """The box :func:`view_state` fits (the points' 0.5th to 99.5th percentiles) as a deck's ``fit``:
-    ``[lon_min, lat_min, lon_max, lat_max, pad_px]``; none for no points."""
+    ``[lon_min, lat_min, lon_max, lat_max, pad_px]``, reaching down to ``also_lat`` (a scale bar under the points)
+    when given; none for no points."""
     lat, lon = np.asarray(lat, dtype=float), np.asarray(lon, dtype=float)
     if lat.size == 0:
         return None
     la0, la1 = np.nanpercentile(lat, [0.5, 99.5])
     lo0, lo1 = np.nanpercentile(lon, [0.5, 99.5])
+    if also_lat is not None:
+        la0 = min(la0, also_lat)
     return [float(lo0), float(la0), float(lo1), float(la1), pad_px]
 
 
@@ -214,7 +218,7 @@ def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
     ctx = map_context(zones_box(cells_df["polygon"].tolist())) if len(cells_df) else MapContext()
     d = deck([*ctx.under, *grid_layers(cells_df, outline=outline, edges=edges),
               *scale_bar_layers(cent["lat"], cent["lon"])],
-             view_state(cent["lat"], cent["lon"], height_px=480), frozen=True, fit=points_box(cent["lat"], cent["lon"]))
+             view_state(cent["lat"], cent["lon"], height_px=480), frozen=True, fit=points_box(cent["lat"], cent["lon"], also_lat=scale_bar(cent["lat"], cent["lon"])[0][1][1]))
     d.context_words = ctx.words    # the legend's line about it (empty: no water in the box)
     return d, vmax
 
@@ -1118,6 +1122,9 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                                                          "tip": "tip"}),
                                 id="locations", get_polygon="polygon", get_fill_color="color",
                                 stroked=False, filled=True, pickable=True, auto_highlight=True))
+        if len(show):   # the largest places' names, under the arrows (an arrow is never hidden by a name)
+            layers.append(place_label_layer(places["members"].iloc[show].tolist(), total[show], names,
+                                            *proj.lonlat(lx[show] + (r_px[show] + 3.0) * kpp, ly[show])))
         n_sup, sup_total, sup_frame = 0, 0.0, None
         if sup is not None and len(sup):
             po, pd_ = sup["o"].to_numpy(), sup["d"].to_numpy()
@@ -1150,9 +1157,6 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                     filled=True, pickable=True, auto_highlight=True))
         else:
             flows = flows.iloc[:0]
-        if len(show):
-            layers.append(place_label_layer(places["members"].iloc[show].tolist(), total[show], names,
-                                            *proj.lonlat(lx[show] + (r_px[show] + 3.0) * kpp, ly[show])))
         # a fifth of what the view shows, not of the data: flows between a few places in a wide view (a city
         # beside a bay) had a bar of a few pixels
         if (km_view := figures.nice_km(v1.km_per_px * w_px)) > bar[2]:

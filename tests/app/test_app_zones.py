@@ -15,6 +15,7 @@ from odapp.state import K_ZONE_ERROR, K_ZONE_FILE, K_ZONE_KIND, K_ZONE_LABEL, Se
 from odapp.zones_ui import BUNDLED_ZONES, apply_zone_upload, export_spec, zone_polygons, zone_spec
 from odcore.paths import REPO_ROOT
 from odcore.space.zones import OUTSIDE_REASON, read_zone_file
+from tests.app.map_element import decks as map_decks
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -42,7 +43,7 @@ def test_bundled_districts_on_every_page(at):
         _no_errors(at)
         if page == "pages/2_OD_release.py":
             # zone outlines and names in the map's tooltips (cells and flows)
-            deck = str(json.loads(at.get("deck_gl_json_chart")[0].proto.json))
+            deck = str(map_decks(at)[0])
             assert "'District 01 (zone 0)\\n" in deck
             assert " → District " in deck
     at.switch_page("pages/1_Data.py").run()
@@ -66,7 +67,7 @@ def test_h3_maps_tell_hexagons_apart_by_gaps_not_outline_segments(at):
     from odapp import maps
 
     def decks():
-        return [json.loads(el.proto.json) for el in at.get("deck_gl_json_chart")]
+        return map_decks(at)
 
     def ids(deck):
         return [layer["id"] for layer in deck["layers"]]
@@ -124,7 +125,7 @@ def test_zone_file_maps_draw_each_zone_inset_without_outline_segments(at):
     import numpy as np
 
     def decks():
-        return [json.loads(el.proto.json) for el in at.get("deck_gl_json_chart")]
+        return map_decks(at)
 
     def ids(deck):
         return [layer["id"] for layer in deck["layers"]]

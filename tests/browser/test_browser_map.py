@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1200)]
 SHOTS = screenshot_dir()
 DATA = Path(os.environ.get("ODLAB_SHARED_DATA", SHARED_DATA_DIR))   # the real data (../shared/data by default)
 SIZES = ((1440, 900), (1024, 768))
-DECK = "[data-testid='stDeckGlJsonChart']"
+MAP = ".odmap"   # the lab's map element (odapp.components.map)
 
 
 CAB_WEEK = datetime(2008, 5, 19, tzinfo=ZoneInfo("America/Los_Angeles"))   # a Monday of the Cabspotting weeks
@@ -55,10 +55,10 @@ def _sidebar_choice(page, text: str) -> None:
 
 def _map_into_view(page) -> None:
     """Scroll so the map's box (heading, map and the legend under it) ends at the bottom of the window."""
-    page.locator(DECK).first.locator("canvas").first.wait_for(timeout=120_000)
+    page.locator(MAP).first.locator("canvas").first.wait_for(timeout=120_000)
     page.evaluate("""() => { const legend = [...document.querySelectorAll("[data-testid='stMarkdownContainer']")]
             .find(e => e.innerText.includes("Level:"));
-        const d = legend || document.querySelector("[data-testid='stDeckGlJsonChart']");
+        const d = legend || document.querySelector(".odmap");
         const r = d.getBoundingClientRect();
         const sc = document.querySelector("[data-testid='stMain']") || document.scrollingElement;
         sc.scrollBy(0, r.bottom - window.innerHeight + 16); }""")

@@ -418,6 +418,10 @@ export default function (component) {
     if (!st.view) st.view = firstView(st);
     schedule(st);
   }
+  st.record.rows = (id) => {   // the rows a layer was given (for tests)
+    const L = st.model.layers.find((x) => x.id === id);
+    return L ? L.rows : null;
+  };
   st.record.project = (lon, lat) => {   // px within the map of a point (for tests and the benchmark)
     const k = 2 ** st.view.zoom;
     return [(mercX(lon) - st.model.origin[0] - st.view.cx) * k + st.width / 2,
