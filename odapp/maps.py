@@ -16,6 +16,7 @@ import functools
 import itertools
 import json
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -1194,16 +1195,18 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
 
 ANALYSIS_WORDS = "Analysis (true counts, do not share)"
 PLACE_LABEL_PX = 12
+H3_INDEX = re.compile(r"[0-9a-f]{15}")   # an H3 cell's index (the "name" H3 zones carry in tooltips)
 
 
 def place_label_layer(members: list, totals: np.ndarray, names: dict, lon: np.ndarray, lat: np.ndarray) -> pdk.Layer:
     """The largest places' names on the map (:data:`odcore.report.figures.PLACE_LABELS` of them, as the exported
     map): a zone file's names (:func:`odcore.report.figures.place_label`), else numbers, largest place first.
-    Each is drawn right of its circle (``lon, lat``: the label's left end) where it meets no other label."""
+    Each is drawn right of its circle (``lon, lat``: the label's left end) where it meets no other label. H3
+    hexagons are numbered too: their index is no name to read aloud."""
     totals = np.asarray(totals, dtype=float)
     order = np.argsort(-totals, kind="stable")[:figures.PLACE_LABELS]
     labels = [figures.place_label(members[i], names)[:24] for i in order.tolist()]
-    if not any(labels):
+    if not any(labels) or all(H3_INDEX.fullmatch(t.split(" + ")[0]) for t in labels if t):   # an H3 index is no name
         labels = [str(k + 1) for k in range(len(order))]
     rows = [{"position": [round(float(lon[i]), SHAPE_DIGITS), round(float(lat[i]), SHAPE_DIGITS)], "text": t}
             for i, t in zip(order.tolist(), labels, strict=True) if t]

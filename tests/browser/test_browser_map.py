@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import zipfile
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from odapp.sidebar import MODE_LABELS
 from odcore.paths import SHARED_DATA_DIR
 from tests.browser.test_browser import _open, _settle, _watch_requests
 from tests.conftest import screenshot_dir
@@ -81,7 +83,7 @@ def _shots(page, name: str) -> None:
         assert legend.is_visible()
 
 
-@pytest.mark.parametrize("data", ["city", "h3", "districts", "cabspotting"])
+@pytest.mark.parametrize("data", ["city", "h3", "districts", "cabspotting", "nothing"])
 def test_release_map_on_four_kinds_of_data(streamlit_url, browser, data, tmp_path):
     if data == "cabspotting" and not (DATA / "cabspotting_sf").is_dir():
         pytest.skip(f"real data not available: {DATA / 'cabspotting_sf'} is absent")
@@ -93,6 +95,17 @@ def test_release_map_on_four_kinds_of_data(streamlit_url, browser, data, tmp_pat
         _sidebar_choice(page, "H3 hexagons")
     elif data == "districts":
         _sidebar_choice(page, "Zone file (your polygons)")
+    elif data == "nothing":     # per person, 200 pairs each: the fitted threshold publishes no flow
+        side = page.locator("[data-testid='stSidebar']")
+        unit = side.get_by_label("Guarantee unit").first
+        unit.scroll_into_view_if_needed()
+        unit.click()
+        page.get_by_role("option", name=MODE_LABELS["user_level"]).click()
+        _settle(page, 300)
+        pairs = side.get_by_label("Max pairs per user and week")
+        pairs.fill("200")
+        pairs.press("Enter")
+        _settle(page, 300)
     elif data == "cabspotting":
         z = tmp_path / "cabspotting_week.zip"
         z.write_bytes(cabspotting_week_zip(DATA / "cabspotting_sf"))
@@ -105,5 +118,15 @@ def test_release_map_on_four_kinds_of_data(streamlit_url, browser, data, tmp_pat
     page.get_by_role("heading", name="OD release", exact=True).first.wait_for(timeout=600_000)
     _settle(page, 600)
     _shots(page, data)
+    legend = page.locator("[data-testid='stMarkdownContainer']").filter(has_text="Level:").first.inner_text()
+    if data == "nothing":
+        assert "Nothing published at these settings" in legend
+        assert not re.findall(r"\d–\d", legend), legend      # no count classes of nothing
+    else:                       # count classes, none of them empty (a class "0–0" is no class)
+        classes = re.findall(r"([\d,]+)–([\d,]+)", legend)
+        assert classes, legend
+        assert all(int(b.replace(",", "")) > int(a.replace(",", "")) for a, b in classes), classes
+    names = page.evaluate("() => (window.odmap.map_0 || {}).drawn")
+    assert data == "nothing" or names["place_labels"] > 0, names    # named (or numbered) places
     assert page.outside() == [], f"requests to another host: {page.outside()}"
     ctx.close()
