@@ -36,32 +36,23 @@ def _drawn(page, key: str) -> dict:
     return _record(page, key)
 
 
-def idle_share(page, seconds: float = IDLE_S, settle_s: float = 40.0) -> float:
+def idle_share(page, seconds: float = IDLE_S, settle_s: float = 20.0) -> float:
     """The page's main-thread task time over ``seconds`` of wall time, as a share of one core (Chrome DevTools
     Protocol ``Performance.getMetrics``, ``TaskDuration``), with the pointer outside the map, once the page has
-    settled. Chromium collects the garbage a load leaves some 8 to 16 s after it, on every page (the Attack page,
-    which has no map, too): 0.2-1 s of main-thread time, no script, the JS heap a few hundred kB smaller. That
-    one-off is not the page's idle cost: the measurement starts once it has happened (or after ``settle_s``) and
-    the next 2 s are quiet."""
+    settled: from ``settle_s`` after the call and a quiet 2 s (under 1 %; at most 10 s more are waited for one).
+    Chromium collects the garbage a load leaves some 8 to 16 s after it, on every page (the Attack page, which has
+    no map, too): 0.2-1 s of main-thread time, no script, the JS heap a few hundred kB smaller. That one-off is not
+    the page's idle cost."""
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable")
     page.mouse.move(2, 2)
 
-    def metric(name: str) -> float:
-        return next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == name)
-
     def task_s() -> float:
-        return metric("TaskDuration")
+        return next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "TaskDuration")
 
-    end = time.monotonic() + settle_s
-    heap = metric("JSHeapUsedSize")
+    page.wait_for_timeout(settle_s * 1000)
+    end = time.monotonic() + 10
     while time.monotonic() < end:
-        page.wait_for_timeout(1000)
-        now = metric("JSHeapUsedSize")
-        if now < heap - 150_000:       # the collection after the load
-            break
-        heap = max(heap, now)
-    while time.monotonic() < end + 10:
         t0, w0 = task_s(), time.monotonic()
         page.wait_for_timeout(2000)
         if (task_s() - t0) / (time.monotonic() - w0) < 0.01:

@@ -312,8 +312,10 @@ function hoverAt(st, px, py) {
   const text = h && t && t.text ? tipText(t.text, h.item.row) : "";
   if (text) {
     if (tip.textContent !== text) tip.textContent = text;
-    tip.style.left = `${px}px`; tip.style.top = `${py}px`;
     tip.hidden = false;
+    // centred under the pointer (its style's translate), kept inside the map left and right
+    const half = tip.offsetWidth / 2;
+    tip.style.left = `${Math.max(half, Math.min(st.width - half, px))}px`; tip.style.top = `${py}px`;
   } else if (!tip.hidden) tip.hidden = true;
   st.record.tip = text;
   if (!same) drawHover(st);   // the highlight on its own canvas: the map itself is not drawn again
