@@ -1163,6 +1163,13 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         if (km_view := figures.nice_km(v1.km_per_px * w_px)) > bar[2]:
             bar = scale_bar(*bar_box, km=km_view)
         layers.append(scale_bar_polygon_layer(bar, v1.km_per_px))
+        if not len(flows) and sup_frame is None:   # an empty map says so where the flows would be
+            note = "Nothing published at these settings" if value == "noisy_count" else "No flow to draw"
+            layers.append(pdk.Layer("TextLayer", data=[{"position": [(fit[0] + fit[2]) / 2, (fit[1] + fit[3]) / 2],
+                                                        "text": note}], id="empty_note", get_position="position",
+                                    get_text="text", get_size=16, get_color=[92, 99, 112, 255],
+                                    get_text_anchor="'middle'", get_alignment_baseline="'center'",
+                                    font_family="'DejaVu Sans', Arial, sans-serif", font_weight=600, pickable=False))
         words = pic.level_words() + f" · {pic.shown_words()}" + (" (Top N: auto)" if pic.auto_top else "")
         vs = pdk.ViewState(latitude=v1.lat, longitude=v1.lon, zoom=v1.zoom, pitch=0, bearing=0)
         all_flows = flows if sup_frame is None else pd.concat([flows, sup_frame], ignore_index=True)

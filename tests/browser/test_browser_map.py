@@ -18,7 +18,6 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from odapp.sidebar import MODE_LABELS
 from odcore.paths import SHARED_DATA_DIR
 from tests.browser.test_browser import _open, _settle, _watch_requests
 from tests.conftest import screenshot_dir
@@ -95,17 +94,12 @@ def test_release_map_on_four_kinds_of_data(streamlit_url, browser, data, tmp_pat
         _sidebar_choice(page, "H3 hexagons")
     elif data == "districts":
         _sidebar_choice(page, "Zone file (your polygons)")
-    elif data == "nothing":     # per person, 200 pairs each: the fitted threshold publishes no flow
+    elif data == "nothing":     # a synthesised city of 100 people: no pair's noisy count reaches the threshold
+        _sidebar_choice(page, "Synthesise a new city")
         side = page.locator("[data-testid='stSidebar']")
-        unit = side.get_by_label("Guarantee unit").first
-        unit.scroll_into_view_if_needed()
-        unit.click()
-        page.get_by_role("option", name=MODE_LABELS["user_level"]).click()
-        _settle(page, 300)
-        pairs = side.get_by_label("Max pairs per user and week")
-        pairs.fill("200")
-        pairs.press("Enter")
-        _settle(page, 300)
+        side.get_by_role("spinbutton", name="Users").fill("100")
+        side.get_by_role("button", name="Generate city").click()
+        _settle(page, 600)
     elif data == "cabspotting":
         z = tmp_path / "cabspotting_week.zip"
         z.write_bytes(cabspotting_week_zip(DATA / "cabspotting_sf"))
