@@ -24,5 +24,7 @@ def deck_text(el) -> str:
 
 
 def decks(at) -> list[dict]:
-    """The decks of the page's map elements."""
-    return [json.loads(deck_text(e)) for e in map_elements(at)]
+    """The decks of the page's maps: its map elements', then those drawn by ``st.pydeck_chart`` (the online base map
+    on, :func:`odapp.components.map.deck_map`)."""
+    return ([json.loads(deck_text(e)) for e in map_elements(at)]
+            + [json.loads(e.proto.json) for e in at.get("deck_gl_json_chart")])
