@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import statistics
 import time
 
 import numpy as np
@@ -36,13 +37,16 @@ def _drawn(page, key: str) -> dict:
     return _record(page, key)
 
 
-def idle_share(page, seconds: float = IDLE_S, settle_s: float = 20.0) -> float:
-    """The page's main-thread task time over ``seconds`` of wall time, as a share of one core (Chrome DevTools
-    Protocol ``Performance.getMetrics``, ``TaskDuration``), with the pointer outside the map, once the page has
-    settled: from ``settle_s`` after the call and a quiet 2 s (under 1 %; at most 10 s more are waited for one).
-    Chromium collects the garbage a load leaves some 8 to 16 s after it, on every page (the Attack page, which has
-    no map, too): 0.2-1 s of main-thread time, no script, the JS heap a few hundred kB smaller. That one-off is not
-    the page's idle cost: a full collection is asked for (``HeapProfiler.collectGarbage``) before the window."""
+def idle_shares(page, windows: int = 3, seconds: float = IDLE_S, settle_s: float = 20.0) -> list[float]:
+    """The page's main-thread task time in ``windows`` consecutive windows of ``seconds`` of wall time, each as a
+    share of one core (Chrome DevTools Protocol ``Performance.getMetrics``, ``TaskDuration``), with the pointer
+    outside the map, from ``settle_s`` after the call, after a full garbage collection (``HeapProfiler.
+    collectGarbage``) and a quiet 2 s (under 1 %; at most 10 s more are waited for one).
+
+    Chromium collects garbage some 8 to 16 s after a load and at times after that, on every page (the Attack page,
+    which has no map, too): 0.2-1 s of main-thread time at once, no script. Such a one-off falls in one window; a
+    loop that runs while nothing moves (deck.gl's) costs in every window, so the median window is the page's idle
+    cost."""
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable")
     page.mouse.move(2, 2)
@@ -51,18 +55,20 @@ def idle_share(page, seconds: float = IDLE_S, settle_s: float = 20.0) -> float:
         return next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "TaskDuration")
 
     page.wait_for_timeout(settle_s * 1000)
-    cdp.send("HeapProfiler.collectGarbage")   # what the load left, collected now rather than inside the window
+    cdp.send("HeapProfiler.collectGarbage")
     end = time.monotonic() + 10
     while time.monotonic() < end:
         t0, w0 = task_s(), time.monotonic()
         page.wait_for_timeout(2000)
         if (task_s() - t0) / (time.monotonic() - w0) < 0.01:
             break
-    t0, w0 = task_s(), time.monotonic()
-    page.wait_for_timeout(seconds * 1000)
-    t1, w1 = task_s(), time.monotonic()
+    out = []
+    for _ in range(windows):
+        t0, w0 = task_s(), time.monotonic()
+        page.wait_for_timeout(seconds * 1000)
+        out.append((task_s() - t0) / (time.monotonic() - w0))
     cdp.detach()
-    return (t1 - t0) / (w1 - w0)
+    return out
 
 
 @pytest.mark.parametrize(("path", "heading", "key"), [("OD_release", "OD release", "map_0"),
@@ -73,12 +79,13 @@ def test_an_idle_map_page_costs_no_cpu(streamlit_url, browser, path, heading, ke
     _open(page, f"{streamlit_url}/{path}", heading)
     before = _drawn(page, key)
     draws = before["draws"]
-    share = idle_share(page)
+    shares = idle_shares(page)
     after = _record(page, key)
     ctx.close()
     assert before["drawn"], "the map drew nothing"
     assert after["draws"] == draws, "the map drew while nothing changed"
-    assert share < IDLE_MAX, f"{path}: an idle page used {share:.1%} of a core over {IDLE_S:g} s"
+    share = statistics.median(shares)
+    assert share < IDLE_MAX, f"{path}: an idle page used {share:.1%} of a core over {IDLE_S:g} s ({shares})"
 
 
 def _screen(lon, lat, view: dict) -> tuple[np.ndarray, np.ndarray]:
