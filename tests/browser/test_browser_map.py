@@ -1,5 +1,6 @@
 """The OD release map in a real headless Chromium on four kinds of data: the bundled city (square cells), an uploaded
-Cabspotting week (real GPS traces of San Francisco taxis), H3 hexagons and the bundled districts (a zone file). Each
+Cabspotting week (real GPS traces of San Francisco taxis), H3 hexagons and the bundled districts (a zone file), and
+a synthesised city of 100 people, where nothing is published. Each
 map is drawn with its offline base layer on (the default: the zones' outlines, water from the bundled coastline, the
 image of the data's GPS fixes, sent inline), and nothing is requested from another host.
 Screenshots of the map at 1440×900 and 1024×768 go to the screenshot folder as ``2_od_release_map_<data>_<width>.png``
