@@ -260,6 +260,14 @@ INSTRUMENT_JS = r"""
       };
     }
   }
+  // the lab's map element (Canvas 2D, odapp/components/map): its fills on the map's canvas
+  const fill = CanvasRenderingContext2D.prototype.fill;
+  CanvasRenderingContext2D.prototype.fill = function (...a) {
+    if (this.canvas.classList && this.canvas.classList.contains('odmap-base')) {
+      B.draws++; B.lastDraw = performance.now(); B.glAt.set(this.canvas, B.lastDraw);
+    }
+    return fill.apply(this, a);
+  };
 })();
 """
 
@@ -590,7 +598,7 @@ async def _first_open(page, path: str) -> tuple[dict, float | None]:
     await link.click()
     r = _split(await _wait_done(page))
     try:   # a map can arrive after the DOM was first quiet (the page's run is still streaming)
-        await page.locator("[data-testid=stDeckGlJsonChart] canvas").first.wait_for(timeout=10_000)
+        await page.locator(".odmap canvas, [data-testid=stDeckGlJsonChart] canvas").first.wait_for(timeout=10_000)
     except Exception:  # playwright's TimeoutError: no map on this page
         return r, None
     return r, await _map_drawn(page)

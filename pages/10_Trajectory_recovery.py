@@ -6,6 +6,7 @@ import math
 
 import streamlit as st
 
+from odapp.components.map import deck_map
 from odapp.recovery import view as recover_view
 from odapp.shared import projector
 from odapp.shared.errors import engine_errors
@@ -45,7 +46,7 @@ with engine_errors("The attack failed"):
     res = recover_view.recovery(s.dataset.id, rs, spec, _pop=pop)
 sc = res["score"]
 frame = recover_view.path_frame(pop, res["recovered"], res["matching"], recover_view.most_moving(pop, 4))
-st.pydeck_chart(recover_view.paths_deck(frame, pop), height=460, key="recover_map")
+deck_map(recover_view.paths_deck(frame, pop), height=460, key="recover_map")
 m = st.columns(4)
 metric(m[0], "Accuracy", pct(sc["accuracy"]), "person-hours in the right cell",
        help="Recovered trajectories matched one-to-one to people by the assignment that maximises agreeing hours "

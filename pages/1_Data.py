@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from odapp.components.map import deck_map
 from odapp.data import cache as data_cache
 from odapp.data.zones_ui import data_box, export_spec, zone_file
 from odapp.facts import view as facts_view
@@ -73,7 +74,7 @@ if not od.stats.get("pairs_available", True):   # an OD counts folder: no traces
 st.subheader("Where the traces are, on the grid" if s.zones is None else "Where the traces are, by zone")
 deck, most, outside = density
 with picture:
-    st.pydeck_chart(deck, height=480, key="data_map")
+    deck_map(deck, height=480, key="data_map")
 empty_words = ("not drawn" if not data_cache.empty_zones_drawn(od.grid)
                else "drawn as outlines" if map_zones.outline_style(od.grid) == "lines" else "drawn pale grey")
 outside_words = "outside the grid" if getattr(od.grid, "kind", "square") != "polygons" else "outside every zone"

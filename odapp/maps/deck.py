@@ -82,6 +82,21 @@ def view_state(lat: np.ndarray, lon: np.ndarray, pitch: float = 0, *, width_px: 
     return pdk.ViewState(latitude=float((la0 + la1) / 2), longitude=float((lo0 + lo1) / 2), zoom=zoom, pitch=pitch)
 
 
+def points_box(lat: np.ndarray, lon: np.ndarray, pad_px: float = 24, *, also_lat: float | None = None
+               ) -> list[float] | None:
+    """The box :func:`view_state` fits (the points' 0.5th to 99.5th percentiles) as a deck's ``fit``:
+    ``[lon_min, lat_min, lon_max, lat_max, pad_px]``, reaching down to ``also_lat`` (a scale bar under the points)
+    when given; none for no points."""
+    lat, lon = np.asarray(lat, dtype=float), np.asarray(lon, dtype=float)
+    if lat.size == 0:
+        return None
+    la0, la1 = np.nanpercentile(lat, [0.5, 99.5])
+    lo0, lo1 = np.nanpercentile(lon, [0.5, 99.5])
+    if also_lat is not None:
+        la0 = min(la0, also_lat)
+    return [float(lo0), float(la0), float(lo1), float(la1), pad_px]
+
+
 def _compact_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, default=default_serialize, separators=(",", ":"), ensure_ascii=False)
 
@@ -102,8 +117,14 @@ class CompactDeck(pdk.Deck):
 
     pydeck indents its JSON, which forces Python's pure-Python encoder: ~10× slower on a map of a thousand cell
     polygons, too slow for a slider change to redraw within 300 ms. Its layers may be :class:`EncodedLayer`s: their
-    JSON goes in as it is.
+    JSON goes in as it is. ``fit``: ``[lon_min, lat_min, lon_max, lat_max, pad_px]``, the box the map element
+    (:mod:`odapp.components.map`) fits its first view to at its real size in the browser (sent as the deck's
+    ``fit``).
     """
+
+    def __init__(self, *args, fit=None, **kwargs):
+        self.fit = [round(float(v), DIGITS) for v in fit] if fit is not None else None
+        super().__init__(*args, **kwargs)
 
     def to_json(self) -> str:
         spec = default_serialize(self)   # a new dict: the deck itself is not changed (it may be shared)
@@ -158,14 +179,15 @@ DESTINATION_RGB = list(figures.DESTINATION_RGB)
 
 
 def deck(layers: list, vs: pdk.ViewState, tooltip: bool = True, height: int = 560, *,
-         basemap: bool = False, frozen: bool = False) -> pdk.Deck:
+         basemap: bool = False, frozen: bool = False, fit=None) -> pdk.Deck:
     """A deck with no base map (nothing fetched from outside) unless ``basemap``; tooltips show each object's
-    ``tip`` field as plain text (Streamlit escapes field values inside an ``html`` tooltip, so markup would show)."""
+    ``tip`` field as plain text. ``fit``: the box ``[lon_min, lat_min, lon_max, lat_max, pad_px]`` the map element
+    fits its first view to at the element's real width and height (else the view is ``vs``)."""
     tip = {"text": "{tip}", "style": TOOLTIP_STYLE} if tooltip else False
     kw = ({"map_provider": BASEMAP["provider"], "map_style": BASEMAP["style"]} if basemap
           else {"map_provider": None})   # map_style stays pydeck's placeholder: no style at all
     return (FrozenDeck if frozen else CompactDeck)(layers=layers, initial_view_state=vs, tooltip=tip, height=height,
-                                                   **kw)
+                                                   fit=fit, **kw)
 
 
 def layer_rows(df: pd.DataFrame, columns: dict[str, str], digits: int = DIGITS) -> list[dict]:

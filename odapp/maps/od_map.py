@@ -5,6 +5,7 @@ published zones' layers and the same map as an image (:func:`map_figure`).
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,7 +13,7 @@ import pandas as pd
 import pydeck as pdk
 
 from odapp.maps.context import MapContext, zones_box
-from odapp.maps.deck import SHAPE_DIGITS, deck, layer_rows, scale_bar, scale_bar_polygon_layer
+from odapp.maps.deck import SCALE_BAR_RGBA, SHAPE_DIGITS, deck, layer_rows, scale_bar, scale_bar_polygon_layer
 from odapp.maps.flows import (
     PLACE_TOTALS,
     RISK_HIGH_RGB,
@@ -183,6 +184,7 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         bar = scale_bar(*bar_box)
         by0 = min(by0, bar[0][1][1])
         v1 = fl.fit_view(bx0, bx1, by0, by1, width_px=w_px, height_px=height, pad_px=34)
+        fit = [bx0, by0, bx1, by1, 34]
         kpp = v1.km_per_px
         total = places["total"].to_numpy()
         tmax = float(total.max()) if len(total) and total.max() > 0 else 1.0
@@ -195,9 +197,9 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
             head_len=np.maximum(3.0 * wpx, 9.0) * kpp), kpp, least_px=2.5)
         if len(sel):   # the curves bulge: fit once more to what is drawn
             g_lon, g_lat = proj.lonlat(polys[..., 0], polys[..., 1])
-            v1 = fl.fit_view(min(bx0, float(g_lon.min())), max(bx1, float(g_lon.max())),
-                             min(by0, float(g_lat.min())), max(by1, float(g_lat.max())), width_px=w_px,
-                             height_px=height, pad_px=14)
+            fit = [min(bx0, float(g_lon.min())), min(by0, float(g_lat.min())), max(bx1, float(g_lon.max())),
+                   max(by1, float(g_lat.max())), 14]
+            v1 = fl.fit_view(fit[0], fit[2], fit[1], fit[3], width_px=w_px, height_px=height, pad_px=14)
         flows = pd.DataFrame({
             "origin": [first[i] for i in so], "destination": [first[i] for i in sd],
             "o_lon": llon[so], "o_lat": llat[so], "d_lon": llon[sd], "d_lat": llat[sd],
@@ -237,6 +239,9 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                                                          "tip": "tip"}),
                                 id="locations", get_polygon="polygon", get_fill_color="color",
                                 stroked=False, filled=True, pickable=True, auto_highlight=True))
+        if len(show):   # the largest places' names, under the arrows (an arrow is never hidden by a name)
+            layers.append(place_label_layer(places["members"].iloc[show].tolist(), total[show], names,
+                                            *proj.lonlat(lx[show] + (r_px[show] + 3.0) * kpp, ly[show])))
         n_sup, sup_total, sup_frame = 0, 0.0, None
         if sup is not None and len(sup):
             po, pd_ = sup["o"].to_numpy(), sup["d"].to_numpy()
@@ -274,12 +279,20 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
         if (km_view := figures.nice_km(v1.km_per_px * w_px)) > bar[2]:
             bar = scale_bar(*bar_box, km=km_view)
         layers.append(scale_bar_polygon_layer(bar, v1.km_per_px))
+        if not len(flows) and sup_frame is None:   # an empty map says so where the flows would be
+            note = "Nothing published at these settings" if value == "noisy_count" else "No flow to draw"
+            layers.append(pdk.Layer("TextLayer", data=[{"position": [(fit[0] + fit[2]) / 2, (fit[1] + fit[3]) / 2],
+                                                        "text": note}], id="empty_note", get_position="position",
+                                    get_text="text", get_size=16, get_color=[92, 99, 112, 255],
+                                    get_text_anchor="'middle'", get_alignment_baseline="'center'",
+                                    font_family="'DejaVu Sans', Arial, sans-serif", font_weight=600, pickable=False))
         words = pic.level_words() + f" · {pic.shown_words()}" + (" (Top N: auto)" if pic.auto_top else "")
         vs = pdk.ViewState(latitude=v1.lat, longitude=v1.lon, zoom=v1.zoom, pitch=0, bearing=0)
         all_flows = flows if sup_frame is None else pd.concat([flows, sup_frame], ignore_index=True)
         lo, hi = float(edges_[0]), float(edges_[-1])
         n_pub = int(flows["released"].sum()) if value == "noisy_count" else -1
-        return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen), all_flows, label,
+        return FlowMap(heading, deck(layers, vs, height=height, basemap=basemap, frozen=frozen, fit=fit), all_flows,
+                       label,
                        lo, hi, bar[2], sup_frame is not None,
                        pd.DataFrame({"lon": llon[listed], "lat": llat[listed], "total": total[listed],
                                      "r": r_px[listed]}),
@@ -304,6 +317,26 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
 
 
 ANALYSIS_WORDS = "Analysis (true counts, do not share)"
+PLACE_LABEL_PX = 12
+H3_INDEX = re.compile(r"[0-9a-f]{15}")   # an H3 cell's index (the "name" H3 zones carry in tooltips)
+
+
+def place_label_layer(members: list, totals: np.ndarray, names: dict, lon: np.ndarray, lat: np.ndarray) -> pdk.Layer:
+    """The largest places' names on the map (:data:`odcore.report.figures.PLACE_LABELS` of them, as the exported
+    map): a zone file's names (:func:`odcore.report.figures.place_label`), else numbers, largest place first.
+    Each is drawn right of its circle (``lon, lat``: the label's left end) where it meets no other label. H3
+    hexagons are numbered too: their index is no name to read aloud."""
+    totals = np.asarray(totals, dtype=float)
+    order = np.argsort(-totals, kind="stable")[:figures.PLACE_LABELS]
+    labels = [figures.place_label(members[i], names)[:24] for i in order.tolist()]
+    if not any(labels) or all(H3_INDEX.fullmatch(t.split(" + ")[0]) for t in labels if t):   # an H3 index is no name
+        labels = [str(k + 1) for k in range(len(order))]
+    rows = [{"position": [round(float(lon[i]), SHAPE_DIGITS), round(float(lat[i]), SHAPE_DIGITS)], "text": t}
+            for i, t in zip(order.tolist(), labels, strict=True) if t]
+    return pdk.Layer("TextLayer", data=rows, id="place_labels", get_position="position", get_text="text",
+                     get_size=PLACE_LABEL_PX, get_color=SCALE_BAR_RGBA, get_text_anchor="'start'", get_alignment_baseline="'center'",
+                     font_family="'DejaVu Sans', Arial, sans-serif", font_weight=600, outline_width=3,
+                     outline_color=[255, 255, 255, 230], pickable=False)
 
 
 def published_zone_layers(cells_df: pd.DataFrame, edges, used) -> list:

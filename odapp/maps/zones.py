@@ -19,7 +19,9 @@ from odapp.maps.deck import (
     EncodedLayer,
     deck,
     layer_rows,
+    points_box,
     ramp_rgba,
+    scale_bar,
     scale_bar_layers,
     view_state,
 )
@@ -81,7 +83,8 @@ def trace_density_deck(cells_df: pd.DataFrame, grid) -> tuple[pdk.Deck, float]:
     ctx = map_context(zones_box(cells_df["polygon"].tolist())) if len(cells_df) else MapContext()
     d = deck([*ctx.under, *grid_layers(cells_df, outline=outline, edges=edges),
               *scale_bar_layers(cent["lat"], cent["lon"])],
-             view_state(cent["lat"], cent["lon"], height_px=480), frozen=True)
+             view_state(cent["lat"], cent["lon"], height_px=480), frozen=True,
+             fit=points_box(cent["lat"], cent["lon"], also_lat=scale_bar(cent["lat"], cent["lon"])[0][1][1]))
     d.context_words = ctx.words    # the legend's line about it (empty: no water in the box)
     return d, vmax
 

@@ -17,6 +17,7 @@ import time
 
 import streamlit as st
 
+from odapp.components.map import deck_map
 from odapp.live import cache as live_cache
 from odapp.maps import deck as map_deck
 from odapp.maps import od_map
@@ -285,7 +286,7 @@ def _draw(ctx, rcfg, table, week: int, cent, cells, o: dict):
         cols = st.columns(len(fms)) if len(fms) > 1 else [st.container()]
         for i, (col, fm) in enumerate(zip(cols, fms, strict=True)):
             col.markdown(f"**{fm.heading if len(fms) > 1 else heading}**")
-            col.pydeck_chart(fm.deck, height=460, key=None if week != ctx.settings.week else f"map_{i}")
+            deck_map(fm.deck, height=460, key=None if week != ctx.settings.week else f"map_{i}", where=col)
         n_sup = int((~table["released"].to_numpy(bool)).sum())
         note = (f"{num(n_sup)} observed pairs suppressed (noisy count below {num(ctx.settings.threshold)}). Hover "
                 "over an arrow, a circle or a zone for its numbers; drag to pan, scroll to zoom."

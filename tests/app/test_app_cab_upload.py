@@ -15,6 +15,7 @@ import pytest
 from odapp.data.loading import UploadOptions, apply_upload, read_upload
 from odapp.shared.state import K_SOURCE, K_UPLOAD_TRACES, DataSource
 from odcore.paths import REPO_ROOT
+from tests.app.map_element import deck_text, decks, map_elements
 from tests.app.test_app_regions import zip_folder
 from tests.odcore.od.test_cab_stream import TZ, write_cabs
 
@@ -130,11 +131,11 @@ def _pages(cab_zip, streamed: bool, monkeypatch) -> dict:
         at.switch_page("pages/1_Data.py").run()
         assert not at.exception, [e.message for e in at.exception]
         out = {"metrics": [(x.label, x.value) for x in at.metric],
-               "data_maps": [el.proto.json for el in at.get("deck_gl_json_chart")],
+               "data_maps": [deck_text(el) for el in map_elements(at)],
                "tables": [x.value.to_dict() for x in at.dataframe]}
         at.switch_page("pages/2_OD_release.py").run()
         assert not at.exception, [e.message for e in at.exception]
-        out["release_maps"] = [json.loads(el.proto.json) for el in at.get("deck_gl_json_chart")]
+        out["release_maps"] = decks(at)
     assert at.session_state[K_UPLOAD_TRACES].cabs is not None if streamed else True
     return out
 

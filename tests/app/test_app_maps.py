@@ -23,6 +23,7 @@ from odapp.maps import zones as map_zones
 from odapp.shared.words import num
 from odcore.report import figures
 from odcore.report import flows as fl
+from tests.app.map_element import deck_text, decks, map_elements
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -38,7 +39,7 @@ def _expr(expr: str, **row) -> list[float]:
 
 
 def _decks(at) -> list[dict]:
-    return [json.loads(el.proto.json) for el in at.get("deck_gl_json_chart")]
+    return decks(at)
 
 
 def _layer(deck: dict, layer_id: str) -> dict:
@@ -91,7 +92,7 @@ def test_bundled_release_map_is_small_and_its_tooltips_carry_the_numbers(at):
     at.switch_page("pages/2_OD_release.py").run()
     assert not at.exception, [e.message for e in at.exception]
     (deck,) = _decks(at)
-    size = len(at.get("deck_gl_json_chart")[0].proto.json.encode())
+    size = len(deck_text(map_elements(at)[0]).encode())
     assert size < DECK_BYTES_MAX, f"the map's deck JSON is {size:,} bytes"
     cells, arcs = _layer(deck, "cells"), _layer(deck, "flows")
     # the published view: the zones of published pairs only, all alike (no shade from a true count)
@@ -158,6 +159,20 @@ def _screen_px(lon, lat, vs: dict, width: int, height: int) -> tuple[np.ndarray,
             height / 2 - (y(lat) - y(vs["latitude"])) / (2 * np.pi) * scale)
 
 
+def _fitted(fit: list, width: int, height: int) -> dict:
+    """The view that fits the box ``fit`` (lon0, lat0, lon1, lat1, pad px) in ``width`` × ``height`` px: the largest
+    zoom at which the box's Web Mercator extent, padded, fits both ways, centred on the box's Mercator centre."""
+    lon0, lat0, lon1, lat1, pad = fit
+
+    def merc(lat):
+        return np.log(np.tan(np.pi / 4 + np.radians(lat) / 2))
+
+    zoom = min(math.log2((width - 2 * pad) * 360 / (512 * (lon1 - lon0))),
+               math.log2((height - 2 * pad) * 2 * np.pi / (512 * (merc(lat1) - merc(lat0)))))
+    lat_c = math.degrees(2 * math.atan(math.exp((merc(lat0) + merc(lat1)) / 2)) - np.pi / 2)
+    return {"longitude": (lon0 + lon1) / 2, "latitude": lat_c, "zoom": zoom}
+
+
 def test_first_view_is_flat_and_holds_every_drawn_flow_place_and_the_zones(at):
     """In the narrowest map the page draws (a 1024 px window with the sidebar open: od_map.MAP_WIDTH_PX × 460), the
     first view shows every arrow, every place and the centre of every zone with a published flow, untilted."""
@@ -171,6 +186,12 @@ def test_first_view_is_flat_and_holds_every_drawn_flow_place_and_the_zones(at):
         for layer_id in ("flows", "locations"):
             pts = np.array([pt for r in _layer(deck, layer_id)["data"] for pt in r["polygon"]])
             assert len(pts)
+            # the map element's first view at its real size (its box fitted in the browser): the sidebar's
+            # narrowest map, a 1440 px window's and a tall one's
+            for w, h in ((od_map.MAP_WIDTH_PX, 460), (948, 460), (948, 700)):
+                x, y = _screen_px(pts[:, 0], pts[:, 1], _fitted(deck["fit"], w, h), w, h)
+                assert 0 <= x.min() <= x.max() <= w
+                assert 0 <= y.min() <= y.max() <= h
             x, y = _screen_px(pts[:, 0], pts[:, 1], vs, od_map.MAP_WIDTH_PX, 460)
             assert x.min() >= 0
             assert x.max() <= od_map.MAP_WIDTH_PX
@@ -395,7 +416,7 @@ def test_bundled_release_map_uses_one_kind_of_layer_and_the_legend_gives_the_sca
     upload's do: ``map_context``)."""
     at.switch_page("pages/2_OD_release.py").run()
     deck = _decks(at)[0]
-    assert {layer["@@type"] for layer in deck["layers"]} == {"PolygonLayer"}
+    assert {layer["@@type"] for layer in deck["layers"]} == {"PolygonLayer", "TextLayer"}   # + the places' names
     assert not {"water", "fixes"} & {layer["id"] for layer in deck["layers"]}
     assert not any("base:" in m.value for m in at.markdown)
     bar = _layer(deck, "scale_bar")["data"]
@@ -667,6 +688,7 @@ def test_side_by_side_compares_the_same_places_in_the_same_view(at):
         assert not at.exception, [e.message for e in at.exception]
         left, right = _decks(at)
         assert left["initialViewState"] == right["initialViewState"]
+        assert left["fit"] == right["fit"]   # the box the element fits at its real size
         assert _layer(left, "locations")["data"] == _layer(right, "locations")["data"]
         ids = [{layer["id"] for layer in d["layers"]} for d in (left, right)]
         assert "suppressed" in ids[0]

@@ -20,6 +20,7 @@ from odapp.shared.state import (
     K_WEEK,
 )
 from odcore.paths import REPO_ROOT
+from tests.app.map_element import decks as map_decks
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -38,7 +39,6 @@ def _metric(at, label_start: str) -> str:
 
 def _live_spec(at, page: str) -> dict:
     """What the live component of ``page`` (its name in ``live_curves``) was sent: its sliders and charts."""
-    import json
 
     for e in at.get("bidi_component"):
         if e.proto.component_name == "odlab_live_curves":
@@ -149,7 +149,7 @@ def test_release_nothing_published_is_explained(at):
     view = at.selectbox(key="rel_view").value
     at.selectbox(key="rel_view").set_value("Side by side").run()
     try:
-        decks = [json.loads(el.proto.json) for el in at.get("deck_gl_json_chart")]
+        decks = map_decks(at)
         assert len(decks) == 2
         assert any(layer["id"] == "suppressed" and layer["data"] for layer in decks[0]["layers"])
         assert "Nothing published at these settings" in next(m.value for m in at.markdown if "Level:" in m.value)

@@ -6,6 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from odcore.paths import REPO_ROOT
+from tests.app.map_element import map_elements
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -27,7 +28,7 @@ def test_recovery_page_opens_on_the_map_with_scores():
     acc = float(_metric(at, "Accuracy").rstrip(" %"))
     chance = float(_metric(at, "Chance").rstrip(" %"))
     assert acc > chance + 10          # the bundled city, 150 people over 2 days: ~44 % against ~9 %
-    assert at.get("deck_gl_json_chart")   # the map
+    assert map_elements(at)   # the map
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ week, and the OD release page draws flows without any setting touched."""
 from __future__ import annotations
 
 import io
-import json
 import zipfile
 
 import pytest
@@ -13,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from odapp.data.loading import UploadOptions, apply_upload
 from odapp.shared.state import K_SOURCE, K_WEEK, DataSource
 from odcore.paths import REPO_ROOT
+from tests.app.map_element import decks
 
 
 def zip_folder(folder) -> bytes:
@@ -52,8 +52,8 @@ def test_checkin_set_opens_on_its_densest_region_and_busiest_week(shared_data, f
     assert not at.exception, [e.message for e in at.exception]
     assert at.session_state[K_WEEK] == week
     drawn = 0
-    for el in at.get("deck_gl_json_chart"):
-        for layer in json.loads(el.proto.json).get("layers", []):
+    for deck in decks(at):
+        for layer in deck.get("layers", []):
             if layer.get("@@type") == "ArcLayer" or "suppressed" in str(layer.get("id", "")):
                 drawn = max(drawn, len(layer.get("data", [])))
     assert drawn >= 50, drawn     # flows on the map (published arcs, or the suppressed ones side by side)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import gc
 import itertools
-import json
 import subprocess
 import sys
 
@@ -13,6 +12,7 @@ import pytest
 
 from odcore.paths import REPO_ROOT
 from tests.app import cache_modules
+from tests.app.map_element import decks, map_elements
 
 
 def test_freeze_long_lived_freezes_once_per_new_modules():
@@ -189,9 +189,10 @@ def test_landing_page_computes_the_od_release_first_view_ahead(monkeypatch):
     calls.clear()
     at.switch_page("pages/2_OD_release.py").run()
     assert not at.exception, [e.message for e in at.exception]
-    assert len(at.get("deck_gl_json_chart")) == 1
+    assert len(map_elements(at)) == 1
     # the live curves and their code and tables (the plotly figure is for the downloads)
-    assert sorted(e.proto.component_name for e in at.get("bidi_component")) == ["odlab_live_curves", "odlab_live_data"]
+    assert sorted(e.proto.component_name for e in at.get("bidi_component")) == ["odlab_live_curves", "odlab_live_data",
+                                                                                 "odlab_map"]
     assert sum(calls.values()) == 0, calls                # all of it was ready
     at.number_input(key="rel_topn").set_value(310).run()  # the check itself can fail: a new map is computed
     assert calls == {"release_maps": 1}
@@ -215,21 +216,21 @@ def test_another_seed_draws_its_arcs_on_the_cells_layers_made_before(at, monkeyp
         monkeypatch.setattr(module, "grid_layers", counted)
     at.switch_page("pages/2_OD_release.py").run()
     assert not at.exception, [e.message for e in at.exception]
-    first = json.loads(at.get("deck_gl_json_chart")[0].proto.json)
+    first = decks(at)[0]
     made.clear()
     seed = at.sidebar.number_input(key="w.seed")
     seed.set_value(seed.value + 1).run()
     assert not at.exception, [e.message for e in at.exception]
-    after = json.loads(at.get("deck_gl_json_chart")[0].proto.json)
+    after = decks(at)[0]
     assert made["grid_layers"] == 1                  # the published zones of the new release, nothing else
     assert [x for x in first["layers"] if x["id"] == "flows"] != [x for x in after["layers"] if x["id"] == "flows"]
     at.selectbox(key="rel_view").set_value("Raw counts").run()      # every observed zone, shaded
     try:
-        first = json.loads(at.get("deck_gl_json_chart")[0].proto.json)
+        first = decks(at)[0]
         made.clear()
         seed.set_value(seed.value + 1).run()
         assert not at.exception, [e.message for e in at.exception]
-        after = json.loads(at.get("deck_gl_json_chart")[0].proto.json)
+        after = decks(at)[0]
         assert made["grid_layers"] == 0
         cells = [x for x in first["layers"] if x["id"].startswith("cells")]
         assert cells

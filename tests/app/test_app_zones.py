@@ -16,6 +16,7 @@ from odapp.shared.state import K_ZONE_ERROR, K_ZONE_FILE, K_ZONE_KIND, K_ZONE_LA
 from odcore.paths import REPO_ROOT
 from odcore.space.polygons import read_zone_file
 from odcore.space.zones import OUTSIDE_REASON
+from tests.app.map_element import decks as map_decks
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -43,7 +44,7 @@ def test_bundled_districts_on_every_page(at):
         _no_errors(at)
         if page == "pages/2_OD_release.py":
             # zone outlines and names in the map's tooltips (cells and flows)
-            deck = str(json.loads(at.get("deck_gl_json_chart")[0].proto.json))
+            deck = str(map_decks(at)[0])
             assert "'District 01 (zone 0)\\n" in deck
             assert " → District " in deck
     at.switch_page("pages/1_Data.py").run()
@@ -67,7 +68,7 @@ def test_h3_maps_tell_hexagons_apart_by_gaps_not_outline_segments(at):
     from odapp.maps import zones as map_zones
 
     def decks():
-        return [json.loads(el.proto.json) for el in at.get("deck_gl_json_chart")]
+        return map_decks(at)
 
     def ids(deck):
         return [layer["id"] for layer in deck["layers"]]
@@ -125,7 +126,7 @@ def test_zone_file_maps_draw_each_zone_inset_without_outline_segments(at):
     import numpy as np
 
     def decks():
-        return [json.loads(el.proto.json) for el in at.get("deck_gl_json_chart")]
+        return map_decks(at)
 
     def ids(deck):
         return [layer["id"] for layer in deck["layers"]]

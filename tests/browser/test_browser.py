@@ -17,6 +17,9 @@ from tests.conftest import SHOTS_ENV, screenshot_dir
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
 SHOTS = screenshot_dir()
+MAP = ".odmap"                                   # the lab's map element (odapp.components.map)
+DECK = "[data-testid='stDeckGlJsonChart']"       # a pydeck map: the online base map on
+MAPS = f"{MAP}, {DECK}"
 PAGES = [  # (url path, heading, screenshot name)
     ("", "OD Privacy Lab", "0_home.png"),
     ("Data", "Data", "1_data.png"),
@@ -98,9 +101,9 @@ def _screenshot(page, name: str, size: str = "1440") -> None:
 
 
 def _maps_drawn(page) -> None:
-    """Every pydeck map has its canvas and has painted since the last resize (deck.gl redraws on the next
-    animation frames; a few more frames and a short pause let its tiles of arrows finish)."""
-    decks = page.locator("[data-testid='stDeckGlJsonChart']").all()
+    """Every map has its canvas and has painted since the last resize (the lab's map element draws on the next
+    animation frame; a pydeck map with the online base map a few frames later)."""
+    decks = page.locator(MAPS).all()
     for deck in decks:
         deck.locator("canvas").first.wait_for(timeout=60_000)
     if decks:
@@ -141,15 +144,15 @@ def test_every_page_and_screenshots(streamlit_url, page):
         assert page.outside() == [], f"{path or 'home'}: requests to another host: {page.outside()}"
 
 
-def test_pydeck_map_canvas_is_drawn(streamlit_url, page):
+def test_map_canvas_is_drawn(streamlit_url, page):
     from PIL import Image
 
     _open(page, f"{streamlit_url}/OD_release", "OD release")
-    deck = page.locator("[data-testid='stDeckGlJsonChart']").first
+    deck = page.locator(MAP).first
     canvas = deck.locator("canvas").first
     canvas.wait_for(timeout=60_000)
-    # a new canvas is 300×150 until deck.gl sizes it to the map, which can come a frame after it appears
-    page.wait_for_function("""() => { const c = document.querySelector("[data-testid='stDeckGlJsonChart'] canvas");
+    # a new canvas is 300×150 until the element sizes it to the map, which can come a frame after it appears
+    page.wait_for_function("""() => { const c = document.querySelector(".odmap canvas");
         const r = c && c.getBoundingClientRect(); return r && r.width > 300 && r.height > 300; }""", timeout=60_000)
     box = canvas.bounding_box()
     assert box is not None
@@ -206,11 +209,12 @@ def test_unreadable_upload_shows_error_and_keeps_data(streamlit_url, page, tmp_p
 
 
 def _hover_until(page, deck, needle: str, step: int = 14):
-    """Move the pointer over the map on a grid until the deck.gl tooltip shows ``needle``; return it or None."""
+    """Move the pointer over the map on a grid until its tooltip (the lab's map element's, or deck.gl's with the
+    online base map) shows ``needle``; return it or None."""
     deck.scroll_into_view_if_needed()
     page.wait_for_timeout(300)
     box = deck.locator("canvas").first.bounding_box()
-    tip = deck.locator(".deck-tooltip")
+    tip = deck.locator(".odmap-tip, .deck-tooltip")
     for fy in [0.5 + d for d in (0, 0.05, -0.05, 0.1, -0.1, 0.15, -0.15, 0.2, -0.2, 0.25, -0.25)]:
         for i in range(step):
             fx = 0.2 + 0.6 * i / (step - 1)
@@ -226,7 +230,7 @@ def test_map_tooltips_are_plain_text_and_nothing_leaves(streamlit_url, browser):
     page = ctx.new_page()
     _watch_requests(page, streamlit_url)
     _open(page, f"{streamlit_url}/OD_release", "OD release")
-    deck = page.locator("[data-testid='stDeckGlJsonChart']").first
+    deck = page.locator(MAP).first
     deck.locator("canvas").first.wait_for(timeout=60_000)
     assert deck.bounding_box()["y"] < 768, "the map starts below the first screen at 1024×768"
     page.wait_for_timeout(1500)
@@ -257,7 +261,7 @@ def test_map_tooltips_are_plain_text_and_nothing_leaves(streamlit_url, browser):
     assert any("cartocdn" in u for u in page.outside()), "the base map toggle did not request a style"
     assert page.locator("[data-testid='stException']").count() == 0
     assert page.get_by_text("CARTO Positron").first.is_visible()
-    deck = page.locator("[data-testid='stDeckGlJsonChart']").first
+    deck = page.locator(DECK).first      # the online base map: deck.gl's map
     assert _hover_until(page, deck, "→") is not None, "with the base map failing, the arcs are not drawn"
     ctx.close()
 

@@ -18,8 +18,8 @@ SHOTS = screenshot_dir()
 # pages whose main picture is drawn on opening (Knock Knock and Audit draw theirs after a button; Home has none)
 PICTURE_PAGES = ["Data", "OD_release", "Attack", "Privacy_budget", "Release_designer", "Play_the_attacker",
                  "See_the_noise", "Trajectory_recovery"]
-PICTURES = ("[data-testid=stDeckGlJsonChart], [data-testid=stPlotlyChart], [data-testid=stVegaLiteChart], "
-            ".odlive canvas, [data-testid=stImage] img")
+PICTURES = (".odmap, [data-testid=stDeckGlJsonChart], [data-testid=stPlotlyChart], "
+            "[data-testid=stVegaLiteChart], .odlive canvas, [data-testid=stImage] img")
 MAIN = {"Play_the_attacker": "[data-testid=stDataFrame]"}   # the game's picture: the round's published counts
 FIRST_TOP = """(sel) => {
     const els = [...document.querySelectorAll(`[data-testid=stMain] :is(${sel})`)]

@@ -139,7 +139,8 @@ def element_findings(proto) -> list[str]:
         where = f"{kind}.{'.'.join(path)}"
         if kind == "PlotlyChart" and key == "spec":
             out += [f"{where}: {x!r}" for x in plotly_findings(s)]
-        elif kind == "DeckGlJsonChart" and key == "json":
+        elif (kind == "DeckGlJsonChart" or (kind == "BidiComponent" and d.get("component_name") == "odlab_map")) \
+                and key == "json":       # a map's tooltip: plain text only (the lab's map element sets textContent)
             tip = json.loads(s).get("tooltip") or {}
             if isinstance(tip, dict) and "html" in tip:
                 out.append(f"{where}: an html tooltip")

@@ -585,7 +585,7 @@ def test_the_dashboard_through_the_proxy_in_a_browser(browser, tmp_path):
             noise = page.locator("[data-testid='stMetric']").filter(has_text="Noise scale").first
             noise.wait_for(timeout=120_000)
             before = noise.locator("[data-testid='stMetricValue']").inner_text()
-            page.locator("[data-testid='stDeckGlJsonChart'] canvas").first.wait_for(timeout=120_000)
+            page.locator(".odmap canvas").first.wait_for(timeout=120_000)
             page.wait_for_function("() => window.odlive && window.odlive['release']", timeout=120_000)
             hold_at(page, "release", 0.93)            # the page's live ε slider, dragged and let go
             page.mouse.up()
