@@ -34,7 +34,8 @@ from odcore.constants import (
     WEEK,
 )
 from odcore.data.fingerprint import mix64
-from odcore.data.traces import DROP_BBOX, DROP_DATES, DROP_MISSING, RobustBoxCounts, parse_time
+from odcore.data.traces import DROP_BBOX, DROP_DATES, DROP_MISSING, RobustBoxCounts
+from odcore.data.validate import parse_times
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.hours import hour_slots, time_seconds, week_of_slots
 from odcore.od.oddata import HISTOGRAM_COLUMNS, ODData, WithheldTable
@@ -160,17 +161,28 @@ def fit_grid_bounds(b: Bounds, cell_km2: float) -> SquareGrid:
 
 @dataclass
 class PrepStats:
-    """What the batch preparation read, dropped (reason -> rows) and saw (slot range, bounds)."""
+    """What the batch preparation read, dropped (reason -> rows) and saw (slot range, bounds; the kept rows' time
+    range and the times read by a stated rule, ``adjusted``, as the loader's report counts them)."""
 
     rows_read: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
     slot_min: int = IMIN
     slot_max: int = IMIN
     bounds: Bounds = field(default_factory=Bounds)
+    t_min: int = IMIN
+    t_max: int = IMIN
+    adjusted: dict[str, int] = field(default_factory=dict)
 
     def drop(self, reason: str, n: int) -> None:
         if n:
             self.dropped[reason] = self.dropped.get(reason, 0) + int(n)
+
+    def kept_times(self, t: np.ndarray) -> None:
+        """Widen the kept rows' time range (Unix seconds) by ``t``."""
+        if len(t):
+            lo, hi = int(t.min()), int(t.max())
+            self.t_min = lo if self.t_min == IMIN else min(self.t_min, lo)
+            self.t_max = hi if self.t_max == IMIN else max(self.t_max, hi)
 
     def slots(self, s: np.ndarray) -> None:
         if len(s):
@@ -184,6 +196,10 @@ class PrepStats:
             self.drop(k, v)
         if other.slot_min != IMIN:
             self.slots(np.array([other.slot_min, other.slot_max]))
+        if other.t_min != IMIN:
+            self.kept_times(np.array([other.t_min, other.t_max]))
+        for k, v in other.adjusted.items():
+            self.adjusted[k] = self.adjusted.get(k, 0) + v
         self.bounds.merge(other.bounds)
 
 
@@ -252,7 +268,10 @@ def filter_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Fil
     [-90, 90] x [-180, 180] raise :class:`TraceFormatError` (they usually mean swapped columns).
     """
     st.rows_read += len(lat)
-    t = parse_time(time, f.time_unit, f.tz, f.source, TIME)
+    t, info = parse_times(time, f.time_unit, f.tz, f.source, TIME)
+    for k, v in info.adjusted.items():
+        if v:
+            st.adjusted[k] = st.adjusted.get(k, 0) + int(v)
     missing = (t == IMIN) | np.isnan(lat) | np.isnan(lon) | _user_missing(user)
     _check_ranges(lat, lon, f)
     return filter_codes(t, missing, lat, lon, f, st)

@@ -260,6 +260,7 @@ def scatter(batches, f: K.Filters, shards: _Shards, st: K.PrepStats) -> None:
             continue
         lat, lon = lat[idx], lon[idx]
         st.bounds.update(lat, lon)      # the zones, when not given, come from the kept rows' min/max
+        st.kept_times(t[idx])
         u = _user_array(user)
         if idx.size < len(code):
             u = u.take(pa.array(idx))
@@ -454,6 +455,7 @@ def _grouped_chunks(batches, f: K.Filters, st: K.PrepStats, shard_rows: int, see
         if idx.size < len(code):
             codes, t, lat, lon = codes[idx], t[idx], lat[idx], lon[idx]
         st.bounds.update(lat, lon)
+        st.kept_times(t)
         pending.append(pa.record_batch([pa.array(codes), pa.array(t), pa.array(lat), pa.array(lon)],
                                        names=[USER, K.T_S, "lat", "lon"]))
         n_pending += len(codes)
@@ -572,7 +574,7 @@ class ShardMerger:
         self.counts = CountsSum()
         self.acc: dict[str, list] = {k: [] for k in ("a_week", "a_user", "trips", "uniq", "used_cells", "p_week",
                                                       "p_user", "p_o", "p_d")}
-        self.rows_used = self.user_hours = self.dups = 0
+        self.rows_used = self.user_hours = self.dups = self.users = 0
         self.cell_points = None
 
     def add(self, part: dict[str, Any] | None) -> None:
@@ -581,6 +583,7 @@ class ShardMerger:
         self.rows_used += part["rows"]
         self.user_hours += part["user_hours"]
         self.dups += part["dups"]
+        self.users += len(part["labels"])
         if "cell_points" in part:
             cp = part["cell_points"]
             self.cell_points = cp if self.cell_points is None else self.cell_points + cp
@@ -600,10 +603,10 @@ class ShardMerger:
     def result(self, grid, config, st: K.PrepStats, *, bbox, n_shards: int, engine: str = "memory"):
         if self.cell_points is not None:
             od = _merge(self.acc, self.counts.result(), grid, config, st, self.dups, self.rows_used, self.user_hours,
-                        bbox, n_shards, self.keep_pairs, engine)
+                        bbox, n_shards, self.keep_pairs, engine, self.users)
             return replace(od, stats={**od.stats, "cell_points": self.cell_points})
         return _merge(self.acc, self.counts.result(), grid, config, st, self.dups, self.rows_used, self.user_hours,
-                      bbox, n_shards, self.keep_pairs, engine)
+                      bbox, n_shards, self.keep_pairs, engine, self.users)
 
 
 def _run_shard_alone(tbl, grid, tz: str, keep_pairs: bool) -> tuple[dict[str, Any] | None, K.PrepStats]:
@@ -733,17 +736,29 @@ def duplicate_rows(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.nd
 
 
 def _merge(acc: dict[str, list], counts: pd.DataFrame, grid, config, st: K.PrepStats, n_dup: int, rows_used: int,
-           user_hours: int, bbox, n_shards: int, keep_pairs: bool, engine: str = "memory"):
+           user_hours: int, bbox, n_shards: int, keep_pairs: bool, engine: str = "memory", users: int = 0):
     user_week = pd.DataFrame({WEEK: np.concatenate(acc["a_week"]), USER: np.concatenate(acc["a_user"]),
                               TRIPS: np.concatenate(acc["trips"]), UNIQUE_TRIPS: np.concatenate(acc["uniq"])})
     pairs = None
     if keep_pairs:
         pairs = pd.DataFrame({WEEK: np.concatenate(acc["p_week"]), USER: np.concatenate(acc["p_user"]),
                               ORIGIN: np.concatenate(acc["p_o"]), DESTINATION: np.concatenate(acc["p_d"])})
-    dropped = dict(st.dropped)
+    # the loader's reasons in the loader's order (missing, box, dates, duplicates), then the zones'
+    loader_codes = (*K.DROP_CODES[:3], DROP_DUPLICATE)
+    dropped = {k: st.dropped[k] for k in K.DROP_CODES[:3] if st.dropped.get(k)}
     if n_dup:
         dropped[DROP_DUPLICATE] = n_dup
+    dropped.update({k: v for k, v in st.dropped.items() if k not in loader_codes and v})
+    kept = st.rows_read - sum(v for k, v in dropped.items() if k in loader_codes)
+    b = st.bounds
+    # what the loader's table would hold (every filter and duplicate removal applied, the zones not)
+    traces = {"rows": kept, "users": users, "outside_zones": sum(v for k, v in dropped.items() if k not in loader_codes),
+              "time_min": None if st.t_min == K.IMIN else K.iso_second(st.t_min),
+              "time_max": None if st.t_max == K.IMIN else K.iso_second(st.t_max),
+              "lat_range": [b.lat_min, b.lat_max] if kept else None,
+              "lon_range": [b.lon_min, b.lon_max] if kept else None}
     stats = {"rows_read": st.rows_read, "rows_used": rows_used, "rows_dropped": dropped, "user_hours": user_hours,
              "cells_used": np.unique(np.concatenate(acc["used_cells"])), "engine": engine, "shards": n_shards,
-             "bbox_used": bbox}
+             "bbox_used": bbox, "traces": traces, "loader_drops": {DROP_DUPLICATE: n_dup} if n_dup else {},
+             "rows_adjusted": {k: v for k, v in st.adjusted.items() if v}}
     return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats)
