@@ -82,6 +82,42 @@ def test_streamed_upload_tables_map_and_fingerprint_equal_the_loaded_ones(cab_zi
     assert cabs.fingerprint == trace_fingerprint(loaded.df)
 
 
+def _same_od(a, b) -> None:
+    pd.testing.assert_frame_equal(a.counts, b.counts)
+    pd.testing.assert_frame_equal(a.user_week, b.user_week)
+    pd.testing.assert_frame_equal(a.pairs, b.pairs)
+    assert a.stats["rows_dropped"] == b.stats["rows_dropped"]
+    np.testing.assert_array_equal(a.stats["cell_points"], b.stats["cell_points"])
+    assert a.grid.to_dict() == b.grid.to_dict()
+
+
+def _first_od_is_the_second_pass(raw: bytes, name: str, options: UploadOptions | None = None) -> None:
+    """The tables the upload's pass kept for its own zones are those the sidebar's pass builds (the second pass
+    over the kept fixes, :func:`odapp.cache.streamed_od` without them); another grid gets none of them."""
+    from pathlib import Path
+
+    from odapp import cache
+    from odapp.data import FIRST_OD
+    from odcore.od.trips import ODConfig
+
+    state: dict = {}
+    assert apply_upload(state, raw, name, options or UploadOptions())
+    stored = state[K_UPLOAD_TRACES]
+    cfg = ODConfig(tz=stored.summary["tz"])
+    first = stored.cabs.first_od(cfg)
+    assert first is not None
+    assert stored.cabs.first_od(ODConfig(tz=cfg.tz, cell_km2=0.4)) is None
+    (Path(stored.cabs.folder) / FIRST_OD).unlink()
+    assert stored.cabs.first_od(cfg) is None
+    second = cache.streamed_od.__wrapped__("upload:test", cfg, stored.cabs, stored.summary)
+    _same_od(first, second)
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_the_upload_pass_keeps_the_tables_of_its_zones(cab_zip, options):
+    _first_od_is_the_second_pass(cab_zip, "cabs.zip", options)
+
+
 def test_other_uploads_are_read_into_a_table(cab_zip, tmp_path):
     state: dict = {}
     assert apply_upload(state, cab_zip, "cabs.zip", UploadOptions(format="csv")) is False   # not a CSV
@@ -204,6 +240,7 @@ def test_real_cab_upload_is_streamed_with_the_loaded_summary_and_tables(shared_d
     ref = build_od(loaded.df, cfg)
     pd.testing.assert_frame_equal(od.counts, ref.counts)
     pd.testing.assert_frame_equal(od.user_week, ref.user_week)
+    _first_od_is_the_second_pass(raw, "cabs12.zip")
 
 
 @pytest.mark.slow
