@@ -17,8 +17,11 @@ The input is one week of the Cabspotting folder (``$ODCORE_BENCH_CABSPOTTING``, 
 - *trips*: ``python -m odcore trips --input cabspotting_week.zip --json`` in a fresh process: wall and CPU seconds
   (the process and the workers it waits for).
 
-Prints one line per run and the medians, with the app's map-drawn time as a multiple of ``trips``' wall in the same
-round.
+With ``--baseline DIR`` the app of another checkout (e.g. the main branch's worktree) runs in each round too, in
+the rotating order, so that a change is measured against the code it changes in the same run.
+
+Prints one line per round and the medians, with each app's map-drawn time as a multiple of ``trips``' wall in the
+same round.
 """
 
 from __future__ import annotations
@@ -70,10 +73,10 @@ def run_trips(z: Path) -> dict:
     return {"wall": wall, "cpu": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)}
 
 
-async def _app_round(z: Path, log: Path) -> dict:
+async def _app_round(z: Path, log: Path, app_dir: Path = REPO) -> dict:
     from playwright.async_api import async_playwright
 
-    proc, url = live.start_server(log, app_dir=REPO)
+    proc, url = live.start_server(log, app_dir=app_dir)
     try:
         live.wait_healthy(proc, url, 120)
         async with async_playwright() as pw:
@@ -118,30 +121,40 @@ async def _app_round(z: Path, log: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline", type=Path, default=None, metavar="DIR",
+                    help="also run the app of this checkout in each round (e.g. the main branch's worktree)")
     a = ap.parse_args(argv)
     z = week_zip()
     print(f"input {z} ({z.stat().st_size / 1e6:.1f} MB); machine load {os.getloadavg()[0]:.1f}", flush=True)
-    rows: list[tuple[dict, dict]] = []
+    apps = {"app": REPO, **({"baseline app": a.baseline.resolve()} if a.baseline else {})}
+    runs = (*apps, "trips")
+    rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="odlab-cabmap-") as tmp:
         for k in range(a.rounds):
-            order = ("app", "trips") if k % 2 == 0 else ("trips", "app")
+            order = runs[k % len(runs):] + runs[:k % len(runs)]
             got: dict = {}
             for who in order:
-                got[who] = (asyncio.run(_app_round(z, Path(tmp) / f"server{k}.log")) if who == "app"
+                got[who] = (asyncio.run(_app_round(z, Path(tmp) / f"server{k}.log", apps[who])) if who in apps
                             else run_trips(z))
-            app, tr = got["app"], got["trips"]
-            ratio = app["map"] / tr["wall"] if app["map"] else float("nan")
-            print(f"round {k + 1} ({' then '.join(order)}; load {os.getloadavg()[0]:.1f}): app page "
-                  f"{app['page']:.2f} s, map drawn {app['map'] or float('nan'):.2f} s, server CPU "
-                  f"{app['server_cpu']:.2f} s, errors {app['errors']}; trips {tr['wall']:.2f} s wall, "
-                  f"{tr['cpu']:.2f} s CPU; map / trips {ratio:.2f}", flush=True)
-            rows.append((app, tr))
+            tr = got["trips"]
+            parts = []
+            for who in apps:
+                app = got[who]
+                app["ratio"] = app["map"] / tr["wall"] if app["map"] else float("nan")
+                parts.append(f"{who} page {app['page']:.2f} s, map drawn {app['map'] or float('nan'):.2f} s "
+                             f"(x trips {app['ratio']:.2f}), server CPU {app['server_cpu']:.2f} s, errors "
+                             f"{app['errors']}")
+            print(f"round {k + 1} ({' then '.join(order)}; load {os.getloadavg()[0]:.1f}): {'; '.join(parts)}; "
+                  f"trips {tr['wall']:.2f} s wall, {tr['cpu']:.2f} s CPU", flush=True)
+            rows.append(got)
     med = statistics.median
-    maps = [a["map"] for a, _ in rows if a["map"]]
-    print(f"median: app map drawn {med(maps):.2f} s, page {med(a['page'] for a, _ in rows):.2f} s, server CPU "
-          f"{med(a['server_cpu'] for a, _ in rows):.2f} s; trips {med(t['wall'] for _, t in rows):.2f} s wall, "
-          f"{med(t['cpu'] for _, t in rows):.2f} s CPU; map / trips (per round) "
-          f"{med(a['map'] / t['wall'] for a, t in rows if a['map']):.2f}")
+    for who in apps:
+        got = [r[who] for r in rows if r[who]["map"]]
+        print(f"median {who}: map drawn {med(g['map'] for g in got):.2f} s, page "
+              f"{med(g['page'] for g in got):.2f} s, server CPU {med(g['server_cpu'] for g in got):.2f} s, "
+              f"map drawn x trips (per round) {med(g['ratio'] for g in got):.2f}")
+    print(f"median trips: {med(r['trips']['wall'] for r in rows):.2f} s wall, "
+          f"{med(r['trips']['cpu'] for r in rows):.2f} s CPU")
     return 0
 
 
