@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from odcore.od.trips import ODData
 
 DEFAULT_INPUT = SAMPLE_DATA_DIR / "synthetic_city.parquet"
-STREAM_BYTES = 256 * 2**20   # the memory engine streams generic Parquet/CSV inputs from this size (and folders)
+STREAM_BYTES = 256 * 2**20   # the memory engine streams CSV inputs from this size (Parquet: any size, and folders)
 
 
 

@@ -323,6 +323,12 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
     the shards run on ``workers`` threads (numpy releases the GIL on whole arrays, the Python between its calls
     does not). At most ``workers`` shards are in memory at a time, and their results are merged in shard order,
     so the tables depend on neither ``workers`` nor ``pool``.
+
+    The result's ``stats`` also say what :func:`odcore.data.traces.load_traces` would report of the input:
+    ``rows_dropped`` by reason in the loader's order (missing value, box, dates, exact duplicates), then the zones';
+    ``traces`` (the kept fixes' ``rows``, ``users``, ``time_min``, ``time_max``, ``lat_range``, ``lon_range`` and
+    ``outside_zones``); ``loader_drops`` (the duplicates) and ``rows_adjusted`` (naive times read by a
+    daylight-saving rule or next to times with offsets).
     """
     if pool not in POOLS:
         raise ValueError(f"pool must be one of {list(POOLS)}, got pool={pool!r}.")
