@@ -13,7 +13,8 @@ The input is one week of the Cabspotting folder (``$ODCORE_BENCH_CABSPOTTING``, 
   waits until "Load this file" can be pressed; then from the press (its ``mousedown``) to the painted frame after
   the rerun ends with the page quiet (*page*), and to the painted frame after deck.gl's last WebGL draw of the map
   (*map drawn*; :func:`benchmarks.bench_browser._map_drawn`). The server's CPU seconds over that span are read from
-  ``/proc`` (the server process and its children).
+  ``/proc`` (the server process and its children), and the browser's (this benchmark's process tree without the
+  server: Chromium and the driver).
 - *trips*: ``python -m odcore trips --input cabspotting_week.zip --json`` in a fresh process: wall and CPU seconds
   (the process and the workers it waits for).
 
@@ -102,6 +103,7 @@ async def _app_round(z: Path, log: Path, app_dir: Path = REPO) -> dict:
             await _wait_done(page, None, TIMEOUT_MS)
             await page.wait_for_timeout(1000)
             cpu0 = live.tree_cpu_seconds(proc.pid)
+            own0 = live.tree_cpu_seconds(os.getpid(), exclude=proc.pid)
             await page.evaluate("() => { window.__odb.inputT = null; }")
             await go.click()
             await page.locator(SIDEBAR).get_by_text(f"Data: Upload: {z.name}").first.wait_for(timeout=TIMEOUT_MS)
@@ -109,13 +111,14 @@ async def _app_round(z: Path, log: Path, app_dir: Path = REPO) -> dict:
             await page.locator("[data-testid=stDeckGlJsonChart] canvas").first.wait_for(timeout=TIMEOUT_MS)
             drawn = await _map_drawn(page)
             cpu1 = live.tree_cpu_seconds(proc.pid)
+            own1 = live.tree_cpu_seconds(os.getpid(), exclude=proc.pid)
             errors = await page.locator("[data-testid=stException], [data-testid=stAlertContentError]").count()
             await ctx.close()
             await browser.close()
     finally:
         live.stop_server(proc)
     return {"page": (r["paint"] - r["input"]) / 1000, "map": None if drawn is None else drawn / 1000,
-            "server_cpu": cpu1 - cpu0, "errors": errors}
+            "server_cpu": cpu1 - cpu0, "browser_cpu": own1 - own0, "errors": errors}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                 app = got[who]
                 app["ratio"] = app["map"] / tr["wall"] if app["map"] else float("nan")
                 parts.append(f"{who} page {app['page']:.2f} s, map drawn {app['map'] or float('nan'):.2f} s "
-                             f"(x trips {app['ratio']:.2f}), server CPU {app['server_cpu']:.2f} s, errors "
+                             f"(x trips {app['ratio']:.2f}), server CPU {app['server_cpu']:.2f} s, browser CPU "
+                             f"{app['browser_cpu']:.2f} s, errors "
                              f"{app['errors']}")
             print(f"round {k + 1} ({' then '.join(order)}; load {os.getloadavg()[0]:.1f}): {'; '.join(parts)}; "
                   f"trips {tr['wall']:.2f} s wall, {tr['cpu']:.2f} s CPU", flush=True)
@@ -151,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     for who in apps:
         got = [r[who] for r in rows if r[who]["map"]]
         print(f"median {who}: map drawn {med(g['map'] for g in got):.2f} s, page "
-              f"{med(g['page'] for g in got):.2f} s, server CPU {med(g['server_cpu'] for g in got):.2f} s, "
+              f"{med(g['page'] for g in got):.2f} s, server CPU {med(g['server_cpu'] for g in got):.2f} s, browser CPU "
+              f"{med(g['browser_cpu'] for g in got):.2f} s, "
               f"map drawn x trips (per round) {med(g['ratio'] for g in got):.2f}")
     print(f"median trips: {med(r['trips']['wall'] for r in rows):.2f} s wall, "
           f"{med(r['trips']['cpu'] for r in rows):.2f} s CPU")

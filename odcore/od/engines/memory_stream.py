@@ -271,32 +271,53 @@ def scatter(batches, f: K.Filters, shards: _Shards, st: K.PrepStats) -> None:
 
 class CountsSum:
     """Running sum of the shards' distinct-user counts by (week, origin, destination), compacted as it grows
-    (each shard repeats most pairs, so the pending rows are summed whenever they outgrow the running table)."""
+    (each shard repeats most pairs, so the pending rows are summed whenever they outgrow the running table).
+
+    A compaction packs (week, origin, destination) into one int64 key and sorts the keys with a stable sort, which
+    finds the sorted runs that the running table and each shard's counts already are (a merge, not a full sort), then
+    sums the runs of equal keys."""
 
     def __init__(self, min_rows: int = 1_000_000) -> None:
         self.min_rows = min_rows
-        self.total: pd.DataFrame | None = None
-        self.pending: list[pd.DataFrame] = []
+        self.total: tuple[np.ndarray, ...] | None = None
+        self.pending: list[tuple[np.ndarray, ...]] = []
         self.n_pending = 0
 
     def add(self, week, o, d, n) -> None:
-        self.pending.append(pd.DataFrame({WEEK: week, ORIGIN: o, DESTINATION: d, COUNT: n}))
+        self.pending.append(tuple(np.asarray(a, dtype=np.int64) for a in (week, o, d, n)))
         self.n_pending += len(week)
-        if self.n_pending > max(self.min_rows, 0 if self.total is None else len(self.total)):
+        if self.n_pending > max(self.min_rows, 0 if self.total is None else len(self.total[0])):
             self._compact()
 
     def _compact(self) -> None:
         parts = ([] if self.total is None else [self.total]) + self.pending
-        if len(parts) == 1:
-            self.total = parts[0]
-        elif parts:
-            c = pd.concat(parts, ignore_index=True)
-            self.total = c.groupby([WEEK, ORIGIN, DESTINATION], sort=True, as_index=False)[COUNT].sum()
         self.pending, self.n_pending = [], 0
+        if not parts:
+            return
+        w, o, d, n = (np.concatenate([p[i] for p in parts]) for i in range(4))
+        if len(w) == 0:
+            self.total = (w, o, d, n)
+            return
+        w0 = int(w.min())
+        side = int(max(o.max(), d.max())) + 1
+        if (int(w.max()) - w0 + 1) * side * side >= 2**62:       # no room for one key: sort the three columns
+            order = np.lexsort((d, o, w))
+            w, o, d, n = w[order], o[order], d[order], n[order]
+            new = np.r_[True, (w[1:] != w[:-1]) | (o[1:] != o[:-1]) | (d[1:] != d[:-1])]
+        else:
+            key = ((w - w0) * side + o) * side + d
+            order = np.argsort(key, kind="stable")
+            key, n = key[order], n[order]
+            new = np.r_[True, key[1:] != key[:-1]]
+            w, o, d = w[order], o[order], d[order]
+        starts = np.flatnonzero(new)
+        self.total = (w[starts], o[starts], d[starts], np.add.reduceat(n, starts))
 
     def result(self) -> pd.DataFrame:
         self._compact()
-        return self.total
+        if self.total is None:
+            return pd.DataFrame({c: np.empty(0, np.int64) for c in (WEEK, ORIGIN, DESTINATION, COUNT)})
+        return pd.DataFrame(dict(zip((WEEK, ORIGIN, DESTINATION, COUNT), self.total, strict=True)))
 
 
 POOLS = ("auto", "threads", "processes")

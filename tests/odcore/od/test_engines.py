@@ -404,7 +404,8 @@ def test_memory_engine_worker_processes_split_the_files(tmp_path, fmt):
     assert m.stats["rows_dropped"]["duplicate_row"] == loaded["duplicate_row"] > 0
 
 
-def test_running_counts_sum_equals_one_groupby():
+@pytest.mark.parametrize("zones", [6, 3_000_000_000])   # one packed key; zone ids too large for one key
+def test_running_counts_sum_equals_one_groupby(zones):
     """The memory engine's running sum of the shards' counts, compacted many times, equals one sum at the end."""
     from odcore.od.engines.memory_stream import CountsSum
 
@@ -413,8 +414,9 @@ def test_running_counts_sum_equals_one_groupby():
     parts = []
     for _ in range(40):
         n = int(rng.integers(1, 120))
-        p = pd.DataFrame({"week": rng.integers(2800, 2802, n), "origin": rng.integers(0, 6, n),
-                          "destination": rng.integers(0, 6, n), "count": rng.integers(1, 9, n)})
+        ids = rng.choice(np.array([0, 1, 2, 3, 4, zones - 1], np.int64), size=(2, n))
+        p = pd.DataFrame({"week": rng.integers(2800, 2802, n), "origin": ids[0],
+                          "destination": ids[1], "count": rng.integers(1, 9, n)})
         p = p.drop_duplicates(["week", "origin", "destination"])      # a shard's counts have unique keys
         parts.append(p)
         acc.add(*(p[c].to_numpy() for c in ("week", "origin", "destination", "count")))
