@@ -149,7 +149,8 @@ class _ScanJob:
         self.pieces, self.schema, self.cols, self.batch_rows, self.display = pieces, schema, cols, batch_rows, display
 
     def batches(self):
-        """(user Arrow array, time pandas Series, lat, lon) of every non-empty batch, one batch in flight."""
+        """(user Arrow array, time, lat, lon) of every non-empty batch, one batch in flight; the time a pandas Series,
+        or the Arrow array of a zone-aware timestamp column (:func:`odcore.od.kernel.filter_batch` reads both)."""
         # Parquet without pre-buffering: the reader fetches each column chunk as it decodes it rather than a whole
         # row group's ranges ahead (about 100 MiB less at the peak for a few % more CPU)
         no_prebuffer = {"fragment_scan_options": ds.ParquetFragmentScanOptions(pre_buffer=False)}
@@ -164,7 +165,9 @@ class _ScanJob:
                     lon = pc.cast(b.column(3), pa.float64()).to_numpy(zero_copy_only=False)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                     raise TraceFormatError("a coordinate is not a number.", file=self.display) from None
-                yield b.column(0), b.column(1).to_pandas(), np.asarray(lat, np.float64), np.asarray(lon, np.float64)
+                tm = b.column(1)     # zone-aware timestamps stay Arrow (UTC instants, read in numpy); others: pandas
+                yield (b.column(0), tm if K.is_zoned_arrow_time(tm) else tm.to_pandas(), np.asarray(lat, np.float64),
+                       np.asarray(lon, np.float64))
 
 
 def _user_array(user):

@@ -824,3 +824,34 @@ def test_cli_release_of_the_bundled_city_same_in_every_engine_without_the_loader
 
     _engines_print_memorys_release_without_the_loader(main, capsys, tmp_path, monkeypatch, driver_tables, argv, ref,
                                                       max_rows=ref[1]["od"]["od_pairs"])
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_filter_batch_reads_zone_aware_arrow_times_as_the_loader_reads_them(unit):
+    """A zone-aware timestamp column read as Arrow (the memory engine's stream) gives the codes, seconds (floored,
+    before 1970 too) and messages that parse_times gives the same column as pandas (the loader's reading)."""
+    import pyarrow as pa
+
+    from odcore.od import kernel as K
+
+    rng = np.random.default_rng(3)
+    f = K.Filters(source="x.parquet", tz="Europe/Paris", bbox=(-1.0, -1.0, 1.0, 1.0))
+    ms = rng.integers(-10**11, 2 * 10**12, 2000)
+    for tz in ("UTC", "America/Los_Angeles"):
+        s = pd.Series(pd.to_datetime(ms, unit="ms", utc=True)).dt.tz_convert(tz).astype(f"datetime64[{unit}, {tz}]")
+        s[7] = pd.NaT
+        lat = rng.uniform(-2, 2, len(s))
+        user = pa.array([f"u{i % 9}" for i in range(len(s))])
+        got = K.filter_batch(user, pa.array(s), lat, lat, f, K.PrepStats())
+        want = K.filter_batch(user, s, lat, lat, f, K.PrepStats())
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        assert got[0][7] == 1                                                    # the missing time
+    for bad in (["1850-01-01"] + ["2020-01-01"] * 5, ["1950-01-01"] * 5):      # out of range; implausible median
+        s = pd.Series(pd.to_datetime(bad, utc=True)).astype(f"datetime64[{unit}, UTC]")
+        z = np.zeros(len(s))
+        with pytest.raises(TraceFormatError) as want:
+            K.filter_batch(pa.array(["u"] * len(s)), s, z, z, f, K.PrepStats())
+        with pytest.raises(TraceFormatError) as got:
+            K.filter_batch(pa.array(["u"] * len(s)), pa.array(s), z, z, f, K.PrepStats())
+        assert str(got.value) == str(want.value)
