@@ -246,10 +246,14 @@ def _zoned_seconds(time, f: Filters) -> np.ndarray:
     checks: a time outside the valid years or an implausible median sends the batch through ``parse_times``,
     which reads it as the loader does and raises the loader's message naming the row."""
     v = pc.fill_null(time.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
-    ok = ~_time_missing(time)
-    t = np.where(ok, v // _PER_S[time.type.unit], IMIN)
-    if ok.any():
-        lo, hi, med = int(t[ok].min()), int(t[ok].max()), float(np.median(t[ok]))
+    per = _PER_S[time.type.unit]
+    t = v // per if per != 1 else v.copy()
+    ok = None if time.null_count == 0 else ~_time_missing(time)
+    if ok is not None:
+        t[~ok] = IMIN
+    kept = t if ok is None else t[ok]
+    if len(kept):
+        lo, hi, med = int(kept.min()), int(kept.max()), float(np.median(kept))
         try:   # the same checks on the extremes and the median
             parse_times(pd.Series(pd.to_datetime([lo, hi, int(med)], unit="s", utc=True)), "auto", f.tz, f.source,
                         TIME)
