@@ -72,7 +72,11 @@ def streamed_od(dataset_id: str, od_config, cabs, _summary: dict):
     (:func:`odcore.od.engines.cab_stream.build_od_cabspotting`: the tables of :func:`od_data` of the loaded table),
     with the fixes per zone for the Data page's map (``stats["cell_points"]``). The upload's pass found the box,
     the region and the kept fixes' extent (``_summary``, its load report) and kept the parsed fixes: this pass
-    filters them by that box and runs the kernel."""
+    filters them by that box and runs the kernel; on the upload pass's own zones its tables are read back instead
+    (:meth:`odapp.data.loading.StreamedCabs.first_od`)."""
+    first = cabs.first_od(od_config)
+    if first is not None:
+        return first
     lo = cabs.load_options
     return zone_drops_only(build_od_cabspotting(cabs.folder, od_config, bbox=_summary.get("bbox_used"),
                                 time_offset_s=lo.get("time_offset_s", 0.0), name=cabs.name, cell_points=True,

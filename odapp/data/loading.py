@@ -11,6 +11,7 @@ import ctypes.util
 import hashlib
 import io
 import json
+import pickle
 import shutil
 import threading
 import time
@@ -187,6 +188,27 @@ class StreamedCabs:
         reads them instead of parsing the cab files again)."""
         return str(Path(self.folder) / ".fixes")
 
+    def first_od(self, od_config):
+        """The weekly OD data the upload's own pass built (:func:`stream_upload`: the default zones, every pair and
+        the fixes per zone, as :func:`odapp.cache.streamed_od` builds them) when ``od_config`` is its config; else
+        None. The sidebar's first request after an upload then costs no second pass over the fixes."""
+        try:
+            with open(first_od_path(Path(self.folder)), "rb") as fh:
+                config, od = pickle.load(fh)
+        except (OSError, pickle.UnpicklingError, EOFError):
+            return None
+        return od if config == od_config else None
+
+
+FIRST_OD = ".first_od.pkl"
+"""The upload pass's OD data beside a Cabspotting upload's folder (written by the server, read by it)."""
+
+
+def first_od_path(folder: Path) -> Path:
+    """Where :func:`stream_upload` keeps the upload pass's OD data: beside the unpacked folder in the session's
+    private folder, never inside it, so no file of the upload can take its place."""
+    return folder.with_name(folder.name + FIRST_OD)
+
 
 class StreamedLoaded:
     """:class:`Loaded` of a streamed Cabspotting upload: the loader's summary and flags without the table; ``df``
@@ -221,11 +243,21 @@ def stream_upload(state: MutableMapping, data: bytes, name: str, options: Upload
         tmp.replace(folder)
     lo = upload_load_options(options)
     try:
-        traces, _ = stream_cabspotting(folder, name=Path(name).name, keep_pairs=False, fingerprint=True,
-                                       keep_dir=folder / ".fixes", **lo)
+        # the pass that reads the report also builds the default zones' tables, as the sidebar asks for them
+        traces, od = stream_cabspotting(folder, name=Path(name).name, keep_pairs=True, fingerprint=True,
+                                        cell_points=True, keep_dir=folder / ".fixes", **lo)
     except ODCoreError:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+    kept = first_od_path(folder)
+    try:
+        tmp = kept.with_name(kept.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump((od.config, od), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(kept)
+    except OSError:   # not kept: the sidebar's request runs the pass again
+        kept.unlink(missing_ok=True)
+    del od
     cabs = StreamedCabs(str(folder), Path(name).name, tuple(sorted(lo.items())), traces.fingerprint or "")
     return StoredUpload(str(folder), traces.summary(), upload_cli(name, "cabspotting", traces.report.tz, options),
                         cabs)

@@ -38,7 +38,7 @@ from odcore.od.odtable import NO_PAIRS_REASON, CountsInput, is_counts_folder, re
 from odcore.od.trips import ODConfig, ODData
 from odcore.space.zones import parse_zone_spec
 
-STREAM_BYTES = 256 * 2**20   # the memory engine streams generic Parquet/CSV inputs from this size (and folders)
+STREAM_BYTES = 256 * 2**20   # the memory engine streams CSV inputs from this size (Parquet: any size, and folders)
 
 
 
@@ -124,13 +124,16 @@ def engine_options(args: argparse.Namespace) -> dict:
 
 def stream_source_from_args(args: argparse.Namespace):
     """A :class:`odcore.od.engines.FileSource` when ``--input`` names generic Parquet/CSV files the engine reads
-    itself: always for duckdb/spark; for the memory engine when they are big (a folder of Parquet files or
-    >= :data:`STREAM_BYTES`), streamed in user shards. Else None (the loader reads the input)."""
+    itself: always for duckdb/spark; for the memory engine Parquet files (without a location id column, which the
+    loader keeps) and CSV files of :data:`STREAM_BYTES` or more, streamed in chunks of whole users or user shards.
+    Else None (the loader reads the input)."""
     if not is_streamable(args.input, _format_of(args)):
         return None
     if (getattr(args, "engine", "memory") or "memory") == "memory":
-        src = file_source(args.input, format=_format_of(args))
-        if not (Path(args.input).is_dir() and src.format == "parquet") and src.n_bytes < STREAM_BYTES:
+        src = file_source(args.input, format=_format_of(args), mapping=mapping_from_args(args))
+        if src.format != "parquet" and src.n_bytes < STREAM_BYTES:
+            return None
+        if src.format == "parquet" and not Path(args.input).is_dir() and first_batch_facts(src)[2]:
             return None
     bbox = getattr(args, "bbox", None)
     if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
@@ -157,8 +160,9 @@ def source_place(src, bbox, region, found: dict | None = None) -> tuple:
     by the loader's rules: the robust box (:class:`odcore.data.traces.RobustBoxCounts` of every usable row) or the
     given box; the densest region (or rank N) of users' homes when that box spans more than a metropolitan area
     (:func:`odcore.data.regions.find_regions`, on the usable rows' user, lat and lon); the zone a zone-aware
-    Parquet time column states, else the zone at the centre of the box kept. ``box`` is ``bbox`` unchanged when no
-    region applies, else the region's ``"S,W,N,E"``. ``found`` (a dict) receives what the loader's report says of
+    Parquet time column states, else the zone at the centre of the box kept. ``box`` is the box's ``"S,W,N,E"``
+    (the robust box found, or the box given; None for none) when no region applies, else the region's, so that the
+    engine need not count the coordinates again. ``found`` (a dict) receives what the loader's report says of
     them: ``tz_source`` (``file`` or ``coordinates``), ``regions`` (dicts), ``region`` (the rank kept) and
     ``region_left_out`` (the usable fixes outside its box and the people with none inside it)."""
     found = {} if found is None else found
@@ -186,7 +190,7 @@ def source_place(src, bbox, region, found: dict | None = None) -> tuple:
         box = counts.box(source=src.display)
     else:
         box = BBox.parse(bbox)
-    out = bbox
+    out = bbox if box is None else ",".join(str(v) for v in box.as_tuple())
     named = region is not None and str(region).strip().lower() not in ("", "all", "none", "off")
     if named and (str(region).strip().lower() != "auto" or box is None or spans_metro(box)):
         users, lats, lons = [], [], []
@@ -282,17 +286,19 @@ def engine_streams(args: argparse.Namespace) -> bool:
             and is_streamable(getattr(args, "input", None), _format_of(args)))
 
 
-def engine_traces_from_args(args: argparse.Namespace, *, fingerprint: bool = False, **build_options):
-    """``(traces, od)`` of Parquet/CSV files read by ``--engine duckdb|spark`` itself: what
+def engine_traces_from_args(args: argparse.Namespace, *, fingerprint: bool = False, src=None, **build_options):
+    """``(traces, od)`` of Parquet/CSV files read by ``--engine`` itself (``src``: the source of
+    :func:`stream_source_from_args`, when already made): what
     :func:`traces_from_args` and :func:`odcore.od.engines.build_od` of the loaded table give (the same OD data,
     load report, summary, people and fingerprint), ``traces`` a :class:`odcore.od.engines.SourceTraces` whose
     figures the engine computed (``build_od(..., describe=True)``; its ``df`` is read only if a command needs the
     fixes). This process reads the input's schema, its first batch (the time unit) and, for the robust box and
-    the time zone, its coordinates batch by batch (:func:`source_place`); never the whole table. Not counted:
-    the report's ``rows_adjusted`` (naive times read by a daylight-saving rule or next to times with offsets),
-    left empty. ``fingerprint``: the engine also hashes the kept fixes for the release's record
-    (``traces.fingerprint``; else None)."""
-    src = stream_source_from_args(args)
+    the time zone, its coordinates batch by batch (:func:`source_place`); never the whole table. The memory
+    engine (:func:`odcore.od.engines.memory_stream.build_od_memory_stream`) counts the report's ``rows_adjusted``
+    (naive times read by a daylight-saving rule or next to times with offsets) too; DuckDB and Spark leave it empty.
+    ``fingerprint``: DuckDB and Spark also hash the kept fixes for the release's record (``traces.fingerprint``;
+    else None)."""
+    src = stream_source_from_args(args) if src is None else src
     cfg = od_config_from_args(args, src.format)
     od = build_od(src, cfg, engine=getattr(args, "engine", "memory") or "memory", describe=True,
                   fingerprint=fingerprint, **engine_options(args), **build_options)
@@ -313,6 +319,7 @@ def engine_traces_from_args(args: argparse.Namespace, *, fingerprint: bool = Fal
     report = LoadReport(source=str(args.input), format=src.format, rows_read=int(od.stats["rows_read"]),
                         rows_kept=int(kept["rows"]), rows_dropped=loader,
                         bbox_used=None if bbox is None else tuple(float(v) for v in bbox), encoding=encoding,
+                        rows_adjusted=dict(od.stats.get("rows_adjusted") or {}),
                         time_unit=unit, tz=cfg.tz, tz_source=place.get("tz_source") or "given",
                         regions=tuple(place.get("regions") or ()), region=place.get("region"),
                         region_left_out=place.get("region_left_out"))
@@ -321,7 +328,7 @@ def engine_traces_from_args(args: argparse.Namespace, *, fingerprint: bool = Fal
                "end": src.end, "mapping": mapping_from_args(args), "region": getattr(args, "region", None)}
 
     od = replace(od, stats={**od.stats, "rows_dropped": zone})
-    return SourceTraces(report, kept, options, od.stats["fingerprint"], has_loc=has_loc), od
+    return SourceTraces(report, kept, options, od.stats.get("fingerprint"), has_loc=has_loc), od
 
 
 def _range_frame(kept: dict):

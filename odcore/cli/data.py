@@ -10,6 +10,7 @@ from odcore.cli import common, print_json
 from odcore.cli.common import (
     cabs_from_args,
     engine_options,
+    engine_traces_from_args,
     od_config_from_args,
     stream_source_from_args,
     traces_from_args,
@@ -83,6 +84,14 @@ def run_trips(args: argparse.Namespace) -> int:
             zones_note(traces.df, cfg)
             od = build_od(traces.df, cfg, engine=engine, keep_pairs=engine == "memory" and not folder_out,
                           **engine_options(args))
+        rep = traces.report
+        source, fmt, rows_read, rows_kept = rep.source, rep.format, rep.rows_read, rep.rows_kept
+        dropped = dict(rep.rows_dropped)
+        bbox_used = rep.bbox_used
+    elif engine == "memory":   # streamed in chunks of whole users or user shards, with the loader's report
+        traces, od = engine_traces_from_args(args, src=src, keep_pairs=False)
+        t1 = t0
+        cfg = od.config
         rep = traces.report
         source, fmt, rows_read, rows_kept = rep.source, rep.format, rep.rows_read, rep.rows_kept
         dropped = dict(rep.rows_dropped)

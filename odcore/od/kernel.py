@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from odcore.constants import (
     COUNT,
@@ -34,7 +35,8 @@ from odcore.constants import (
     WEEK,
 )
 from odcore.data.fingerprint import mix64
-from odcore.data.traces import DROP_BBOX, DROP_DATES, DROP_MISSING, RobustBoxCounts, parse_time
+from odcore.data.traces import DROP_BBOX, DROP_DATES, DROP_MISSING, RobustBoxCounts
+from odcore.data.validate import parse_times
 from odcore.errors import ParameterError, TraceFormatError
 from odcore.od.hours import hour_slots, time_seconds, week_of_slots
 from odcore.od.oddata import HISTOGRAM_COLUMNS, ODData, WithheldTable
@@ -160,17 +162,28 @@ def fit_grid_bounds(b: Bounds, cell_km2: float) -> SquareGrid:
 
 @dataclass
 class PrepStats:
-    """What the batch preparation read, dropped (reason -> rows) and saw (slot range, bounds)."""
+    """What the batch preparation read, dropped (reason -> rows) and saw (slot range, bounds; the kept rows' time
+    range and the times read by a stated rule, ``adjusted``, as the loader's report counts them)."""
 
     rows_read: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
     slot_min: int = IMIN
     slot_max: int = IMIN
     bounds: Bounds = field(default_factory=Bounds)
+    t_min: int = IMIN
+    t_max: int = IMIN
+    adjusted: dict[str, int] = field(default_factory=dict)
 
     def drop(self, reason: str, n: int) -> None:
         if n:
             self.dropped[reason] = self.dropped.get(reason, 0) + int(n)
+
+    def kept_times(self, t: np.ndarray) -> None:
+        """Widen the kept rows' time range (Unix seconds) by ``t``."""
+        if len(t):
+            lo, hi = int(t.min()), int(t.max())
+            self.t_min = lo if self.t_min == IMIN else min(self.t_min, lo)
+            self.t_max = hi if self.t_max == IMIN else max(self.t_max, hi)
 
     def slots(self, s: np.ndarray) -> None:
         if len(s):
@@ -184,6 +197,10 @@ class PrepStats:
             self.drop(k, v)
         if other.slot_min != IMIN:
             self.slots(np.array([other.slot_min, other.slot_max]))
+        if other.t_min != IMIN:
+            self.kept_times(np.array([other.t_min, other.t_max]))
+        for k, v in other.adjusted.items():
+            self.adjusted[k] = self.adjusted.get(k, 0) + v
         self.bounds.merge(other.bounds)
 
 
@@ -207,6 +224,42 @@ def _user_missing(user) -> np.ndarray:
 
 
 DROP_CODES = ("missing_value", "outside_bbox", "outside_date_range", "outside_grid")   # reason code i + 1
+
+_PER_S = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+def is_zoned_arrow_time(time) -> bool:
+    """Whether a batch's time column is an Arrow timestamp with a time zone (UTC instants: read without pandas)."""
+    return (isinstance(time, (pa.Array, pa.ChunkedArray)) and pa.types.is_timestamp(time.type)
+            and time.type.tz is not None)
+
+
+def _time_missing(time) -> np.ndarray:
+    if isinstance(time, (pa.Array, pa.ChunkedArray)):
+        return np.asarray(time.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    return np.asarray(pd.isna(time), dtype=bool)
+
+
+def _zoned_seconds(time, f: Filters) -> np.ndarray:
+    """Unix seconds of a zone-aware Arrow timestamp column (floored, as
+    :func:`odcore.data.validate.parse_times` reads a zone-aware datetime column; missing: int64 min), with its
+    checks: a time outside the valid years or an implausible median sends the batch through ``parse_times``,
+    which reads it as the loader does and raises the loader's message naming the row."""
+    v = pc.fill_null(time.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    per = _PER_S[time.type.unit]
+    t = v // per if per != 1 else v.copy()
+    ok = None if time.null_count == 0 else ~_time_missing(time)
+    if ok is not None:
+        t[~ok] = IMIN
+    kept = t if ok is None else t[ok]
+    if len(kept):
+        lo, hi, med = int(kept.min()), int(kept.max()), float(np.median(kept))
+        try:   # the same checks on the extremes and the median
+            parse_times(pd.Series(pd.to_datetime([lo, hi, int(med)], unit="s", utc=True)), "auto", f.tz, f.source,
+                        TIME)
+        except (TraceFormatError, ValueError, OverflowError):   # out of range: the loader's reading and message
+            return parse_times(time.to_pandas(), f.time_unit, f.tz, f.source, TIME)[0]
+    return t
 
 
 def _check_ranges(lat: np.ndarray, lon: np.ndarray, f: Filters) -> None:
@@ -234,8 +287,9 @@ def kept_points(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Filt
     A datetime column without a date range needs no parsing to know which rows it keeps (a missing time is a
     null), so only then is the parse skipped; a bad time still raises in :func:`filter_batch` on the next pass.
     """
-    if f.start_ns is None and f.end_ns is None and pd.api.types.is_datetime64_any_dtype(time):
-        keep = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | time.isna().to_numpy())
+    if f.start_ns is None and f.end_ns is None and (is_zoned_arrow_time(time)
+                                                     or pd.api.types.is_datetime64_any_dtype(time)):
+        keep = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | _time_missing(time))
         _check_ranges(lat, lon, f)
         if f.bbox is not None:
             keep &= _in_bbox(lat, lon, f.bbox)
@@ -252,7 +306,15 @@ def filter_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, f: Fil
     [-90, 90] x [-180, 180] raise :class:`TraceFormatError` (they usually mean swapped columns).
     """
     st.rows_read += len(lat)
-    t = parse_time(time, f.time_unit, f.tz, f.source, TIME)
+    if is_zoned_arrow_time(time):      # UTC instants: no zone rule applies, nothing is adjusted
+        t = _zoned_seconds(time, f)
+    else:
+        if isinstance(time, (pa.Array, pa.ChunkedArray)):
+            time = time.to_pandas()
+        t, info = parse_times(time, f.time_unit, f.tz, f.source, TIME)
+        for k, v in info.adjusted.items():
+            if v:
+                st.adjusted[k] = st.adjusted.get(k, 0) + int(v)
     missing = (t == IMIN) | np.isnan(lat) | np.isnan(lon) | _user_missing(user)
     _check_ranges(lat, lon, f)
     return filter_codes(t, missing, lat, lon, f, st)
@@ -295,14 +357,14 @@ def box_counts_batch(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray, co
     :meth:`~odcore.data.traces.RobustBoxCounts.box` gives every engine and the loader the same box.
     """
     counts = RobustBoxCounts() if counts is None else counts
-    ok = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | np.asarray(pd.isna(time), dtype=bool))
+    ok = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | _time_missing(time))
     counts.add(lat[ok], lon[ok])
     return counts
 
 
 def sparse_box_counts(user, time: pd.Series, lat: np.ndarray, lon: np.ndarray) -> pd.DataFrame:
     """:func:`box_counts_batch` of one batch as a small ``DataFrame[axis, band, n]`` (for Spark partitions)."""
-    ok = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | np.asarray(pd.isna(time), dtype=bool))
+    ok = ~(np.isnan(lat) | np.isnan(lon) | _user_missing(user) | _time_missing(time))
     parts = []
     for axis, b in enumerate(RobustBoxCounts.bins(lat[ok], lon[ok])):
         band, n = np.unique(b, return_counts=True)

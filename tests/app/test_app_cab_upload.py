@@ -7,13 +7,16 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from odapp.data.loading import UploadOptions, apply_upload, read_upload
+from odapp.data import cache as data_cache
+from odapp.data.loading import UploadOptions, apply_upload, first_od_path, read_upload
 from odapp.shared.state import K_SOURCE, K_UPLOAD_TRACES, DataSource
+from odcore.od.trips import ODConfig
 from odcore.paths import REPO_ROOT
 from tests.app.map_element import deck_text, decks, map_elements
 from tests.app.test_app_regions import zip_folder
@@ -81,6 +84,39 @@ def test_streamed_upload_tables_map_and_fingerprint_equal_the_loaded_ones(cab_zi
     np.testing.assert_array_equal(img, fix_density(loaded.df["lon"], loaded.df["lat"], box, 300))
     assert img.sum() > 1000
     assert cabs.fingerprint == trace_fingerprint(loaded.df)
+
+
+def _same_od(a, b) -> None:
+    pd.testing.assert_frame_equal(a.counts, b.counts)
+    pd.testing.assert_frame_equal(a.user_week, b.user_week)
+    pd.testing.assert_frame_equal(a.pairs, b.pairs)
+    assert a.stats["rows_dropped"] == b.stats["rows_dropped"]
+    np.testing.assert_array_equal(a.stats["cell_points"], b.stats["cell_points"])
+    assert a.grid.to_dict() == b.grid.to_dict()
+
+
+def _first_od_is_the_second_pass(raw: bytes, name: str, options: UploadOptions | None = None) -> None:
+    """The tables the upload's pass kept for its own zones are those the sidebar's pass builds (the second pass
+    over the kept fixes, :func:`odapp.cache.streamed_od` without them); another grid gets none of them."""
+    state: dict = {}
+    assert apply_upload(state, raw, name, options or UploadOptions())
+    stored = state[K_UPLOAD_TRACES]
+    cfg = ODConfig(tz=stored.summary["tz"])
+    first = stored.cabs.first_od(cfg)
+    assert first is not None
+    assert stored.cabs.first_od(ODConfig(tz=cfg.tz, cell_km2=0.4)) is None
+    kept = first_od_path(Path(stored.cabs.folder))
+    assert kept.is_file()
+    assert Path(stored.cabs.folder) not in kept.parents   # no file of the upload can replace it
+    kept.unlink()
+    assert stored.cabs.first_od(cfg) is None
+    second = data_cache.streamed_od.__wrapped__("upload:test", cfg, stored.cabs, stored.summary)
+    _same_od(first, second)
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_the_upload_pass_keeps_the_tables_of_its_zones(cab_zip, options):
+    _first_od_is_the_second_pass(cab_zip, "cabs.zip", options)
 
 
 def test_other_uploads_are_read_into_a_table(cab_zip, tmp_path):
@@ -205,6 +241,7 @@ def test_real_cab_upload_is_streamed_with_the_loaded_summary_and_tables(shared_d
     ref = build_od(loaded.df, cfg)
     pd.testing.assert_frame_equal(od.counts, ref.counts)
     pd.testing.assert_frame_equal(od.user_week, ref.user_week)
+    _first_od_is_the_second_pass(raw, "cabs12.zip")
 
 
 @pytest.mark.slow

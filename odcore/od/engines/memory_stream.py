@@ -149,7 +149,8 @@ class _ScanJob:
         self.pieces, self.schema, self.cols, self.batch_rows, self.display = pieces, schema, cols, batch_rows, display
 
     def batches(self):
-        """(user Arrow array, time pandas Series, lat, lon) of every non-empty batch, one batch in flight."""
+        """(user Arrow array, time, lat, lon) of every non-empty batch, one batch in flight; the time a pandas Series,
+        or the Arrow array of a zone-aware timestamp column (:func:`odcore.od.kernel.filter_batch` reads both)."""
         # Parquet without pre-buffering: the reader fetches each column chunk as it decodes it rather than a whole
         # row group's ranges ahead (about 100 MiB less at the peak for a few % more CPU)
         no_prebuffer = {"fragment_scan_options": ds.ParquetFragmentScanOptions(pre_buffer=False)}
@@ -164,7 +165,9 @@ class _ScanJob:
                     lon = pc.cast(b.column(3), pa.float64()).to_numpy(zero_copy_only=False)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                     raise TraceFormatError("a coordinate is not a number.", file=self.display) from None
-                yield b.column(0), b.column(1).to_pandas(), np.asarray(lat, np.float64), np.asarray(lon, np.float64)
+                tm = b.column(1)     # zone-aware timestamps stay Arrow (UTC instants, read in numpy); others: pandas
+                yield (b.column(0), tm if K.is_zoned_arrow_time(tm) else tm.to_pandas(), np.asarray(lat, np.float64),
+                       np.asarray(lon, np.float64))
 
 
 def _user_array(user):
@@ -260,6 +263,7 @@ def scatter(batches, f: K.Filters, shards: _Shards, st: K.PrepStats) -> None:
             continue
         lat, lon = lat[idx], lon[idx]
         st.bounds.update(lat, lon)      # the zones, when not given, come from the kept rows' min/max
+        st.kept_times(t[idx])
         u = _user_array(user)
         if idx.size < len(code):
             u = u.take(pa.array(idx))
@@ -270,32 +274,53 @@ def scatter(batches, f: K.Filters, shards: _Shards, st: K.PrepStats) -> None:
 
 class CountsSum:
     """Running sum of the shards' distinct-user counts by (week, origin, destination), compacted as it grows
-    (each shard repeats most pairs, so the pending rows are summed whenever they outgrow the running table)."""
+    (each shard repeats most pairs, so the pending rows are summed whenever they outgrow the running table).
+
+    A compaction packs (week, origin, destination) into one int64 key and sorts the keys with a stable sort, which
+    finds the sorted runs that the running table and each shard's counts already are (a merge, not a full sort), then
+    sums the runs of equal keys."""
 
     def __init__(self, min_rows: int = 1_000_000) -> None:
         self.min_rows = min_rows
-        self.total: pd.DataFrame | None = None
-        self.pending: list[pd.DataFrame] = []
+        self.total: tuple[np.ndarray, ...] | None = None
+        self.pending: list[tuple[np.ndarray, ...]] = []
         self.n_pending = 0
 
     def add(self, week, o, d, n) -> None:
-        self.pending.append(pd.DataFrame({WEEK: week, ORIGIN: o, DESTINATION: d, COUNT: n}))
+        self.pending.append(tuple(np.asarray(a, dtype=np.int64) for a in (week, o, d, n)))
         self.n_pending += len(week)
-        if self.n_pending > max(self.min_rows, 0 if self.total is None else len(self.total)):
+        if self.n_pending > max(self.min_rows, 0 if self.total is None else len(self.total[0])):
             self._compact()
 
     def _compact(self) -> None:
         parts = ([] if self.total is None else [self.total]) + self.pending
-        if len(parts) == 1:
-            self.total = parts[0]
-        elif parts:
-            c = pd.concat(parts, ignore_index=True)
-            self.total = c.groupby([WEEK, ORIGIN, DESTINATION], sort=True, as_index=False)[COUNT].sum()
         self.pending, self.n_pending = [], 0
+        if not parts:
+            return
+        w, o, d, n = (np.concatenate([p[i] for p in parts]) for i in range(4))
+        if len(w) == 0:
+            self.total = (w, o, d, n)
+            return
+        w0 = int(w.min())
+        side = int(max(o.max(), d.max())) + 1
+        if (int(w.max()) - w0 + 1) * side * side >= 2**62:       # no room for one key: sort the three columns
+            order = np.lexsort((d, o, w))
+            w, o, d, n = w[order], o[order], d[order], n[order]
+            new = np.r_[True, (w[1:] != w[:-1]) | (o[1:] != o[:-1]) | (d[1:] != d[:-1])]
+        else:
+            key = ((w - w0) * side + o) * side + d
+            order = np.argsort(key, kind="stable")
+            key, n = key[order], n[order]
+            new = np.r_[True, key[1:] != key[:-1]]
+            w, o, d = w[order], o[order], d[order]
+        starts = np.flatnonzero(new)
+        self.total = (w[starts], o[starts], d[starts], np.add.reduceat(n, starts))
 
     def result(self) -> pd.DataFrame:
         self._compact()
-        return self.total
+        if self.total is None:
+            return pd.DataFrame({c: np.empty(0, np.int64) for c in (WEEK, ORIGIN, DESTINATION, COUNT)})
+        return pd.DataFrame(dict(zip((WEEK, ORIGIN, DESTINATION, COUNT), self.total, strict=True)))
 
 
 POOLS = ("auto", "threads", "processes")
@@ -322,6 +347,12 @@ def build_od_memory_stream(src: FileSource, config, *, grid=None, keep_pairs: bo
     the shards run on ``workers`` threads (numpy releases the GIL on whole arrays, the Python between its calls
     does not). At most ``workers`` shards are in memory at a time, and their results are merged in shard order,
     so the tables depend on neither ``workers`` nor ``pool``.
+
+    The result's ``stats`` also say what :func:`odcore.data.traces.load_traces` would report of the input:
+    ``rows_dropped`` by reason in the loader's order (missing value, box, dates, exact duplicates), then the zones';
+    ``traces`` (the kept fixes' ``rows``, ``users``, ``time_min``, ``time_max``, ``lat_range``, ``lon_range`` and
+    ``outside_zones``); ``loader_drops`` (the duplicates) and ``rows_adjusted`` (naive times read by a
+    daylight-saving rule or next to times with offsets).
     """
     if pool not in POOLS:
         raise ValueError(f"pool must be one of {list(POOLS)}, got pool={pool!r}.")
@@ -454,6 +485,7 @@ def _grouped_chunks(batches, f: K.Filters, st: K.PrepStats, shard_rows: int, see
         if idx.size < len(code):
             codes, t, lat, lon = codes[idx], t[idx], lat[idx], lon[idx]
         st.bounds.update(lat, lon)
+        st.kept_times(t)
         pending.append(pa.record_batch([pa.array(codes), pa.array(t), pa.array(lat), pa.array(lon)],
                                        names=[USER, K.T_S, "lat", "lon"]))
         n_pending += len(codes)
@@ -572,7 +604,7 @@ class ShardMerger:
         self.counts = CountsSum()
         self.acc: dict[str, list] = {k: [] for k in ("a_week", "a_user", "trips", "uniq", "used_cells", "p_week",
                                                       "p_user", "p_o", "p_d")}
-        self.rows_used = self.user_hours = self.dups = 0
+        self.rows_used = self.user_hours = self.dups = self.users = 0
         self.cell_points = None
 
     def add(self, part: dict[str, Any] | None) -> None:
@@ -581,6 +613,7 @@ class ShardMerger:
         self.rows_used += part["rows"]
         self.user_hours += part["user_hours"]
         self.dups += part["dups"]
+        self.users += len(part["labels"])
         if "cell_points" in part:
             cp = part["cell_points"]
             self.cell_points = cp if self.cell_points is None else self.cell_points + cp
@@ -600,10 +633,10 @@ class ShardMerger:
     def result(self, grid, config, st: K.PrepStats, *, bbox, n_shards: int, engine: str = "memory"):
         if self.cell_points is not None:
             od = _merge(self.acc, self.counts.result(), grid, config, st, self.dups, self.rows_used, self.user_hours,
-                        bbox, n_shards, self.keep_pairs, engine)
+                        bbox, n_shards, self.keep_pairs, engine, self.users)
             return replace(od, stats={**od.stats, "cell_points": self.cell_points})
         return _merge(self.acc, self.counts.result(), grid, config, st, self.dups, self.rows_used, self.user_hours,
-                      bbox, n_shards, self.keep_pairs, engine)
+                      bbox, n_shards, self.keep_pairs, engine, self.users)
 
 
 def _run_shard_alone(tbl, grid, tz: str, keep_pairs: bool) -> tuple[dict[str, Any] | None, K.PrepStats]:
@@ -733,17 +766,29 @@ def duplicate_rows(codes: np.ndarray, t: np.ndarray, lat: np.ndarray, lon: np.nd
 
 
 def _merge(acc: dict[str, list], counts: pd.DataFrame, grid, config, st: K.PrepStats, n_dup: int, rows_used: int,
-           user_hours: int, bbox, n_shards: int, keep_pairs: bool, engine: str = "memory"):
+           user_hours: int, bbox, n_shards: int, keep_pairs: bool, engine: str = "memory", users: int = 0):
     user_week = pd.DataFrame({WEEK: np.concatenate(acc["a_week"]), USER: np.concatenate(acc["a_user"]),
                               TRIPS: np.concatenate(acc["trips"]), UNIQUE_TRIPS: np.concatenate(acc["uniq"])})
     pairs = None
     if keep_pairs:
         pairs = pd.DataFrame({WEEK: np.concatenate(acc["p_week"]), USER: np.concatenate(acc["p_user"]),
                               ORIGIN: np.concatenate(acc["p_o"]), DESTINATION: np.concatenate(acc["p_d"])})
-    dropped = dict(st.dropped)
+    # the loader's reasons in the loader's order (missing, box, dates, duplicates), then the zones'
+    loader_codes = (*K.DROP_CODES[:3], DROP_DUPLICATE)
+    dropped = {k: st.dropped[k] for k in K.DROP_CODES[:3] if st.dropped.get(k)}
     if n_dup:
         dropped[DROP_DUPLICATE] = n_dup
+    dropped.update({k: v for k, v in st.dropped.items() if k not in loader_codes and v})
+    kept = st.rows_read - sum(v for k, v in dropped.items() if k in loader_codes)
+    b = st.bounds
+    # what the loader's table would hold (every filter and duplicate removal applied, the zones not)
+    traces = {"rows": kept, "users": users, "outside_zones": sum(v for k, v in dropped.items() if k not in loader_codes),
+              "time_min": None if st.t_min == K.IMIN else K.iso_second(st.t_min),
+              "time_max": None if st.t_max == K.IMIN else K.iso_second(st.t_max),
+              "lat_range": [b.lat_min, b.lat_max] if kept else None,
+              "lon_range": [b.lon_min, b.lon_max] if kept else None}
     stats = {"rows_read": st.rows_read, "rows_used": rows_used, "rows_dropped": dropped, "user_hours": user_hours,
              "cells_used": np.unique(np.concatenate(acc["used_cells"])), "engine": engine, "shards": n_shards,
-             "bbox_used": bbox}
+             "bbox_used": bbox, "traces": traces, "loader_drops": {DROP_DUPLICATE: n_dup} if n_dup else {},
+             "rows_adjusted": {k: v for k, v in st.adjusted.items() if v}}
     return K.assemble(grid=grid, config=config, counts=counts, user_week=user_week, pairs=pairs, stats=stats)

@@ -404,7 +404,8 @@ def test_memory_engine_worker_processes_split_the_files(tmp_path, fmt):
     assert m.stats["rows_dropped"]["duplicate_row"] == loaded["duplicate_row"] > 0
 
 
-def test_running_counts_sum_equals_one_groupby():
+@pytest.mark.parametrize("zones", [6, 3_000_000_000])   # one packed key; zone ids too large for one key
+def test_running_counts_sum_equals_one_groupby(zones):
     """The memory engine's running sum of the shards' counts, compacted many times, equals one sum at the end."""
     from odcore.od.engines.memory_stream import CountsSum
 
@@ -413,8 +414,9 @@ def test_running_counts_sum_equals_one_groupby():
     parts = []
     for _ in range(40):
         n = int(rng.integers(1, 120))
-        p = pd.DataFrame({"week": rng.integers(2800, 2802, n), "origin": rng.integers(0, 6, n),
-                          "destination": rng.integers(0, 6, n), "count": rng.integers(1, 9, n)})
+        ids = rng.choice(np.array([0, 1, 2, 3, 4, zones - 1], np.int64), size=(2, n))
+        p = pd.DataFrame({"week": rng.integers(2800, 2802, n), "origin": ids[0],
+                          "destination": ids[1], "count": rng.integers(1, 9, n)})
         p = p.drop_duplicates(["week", "origin", "destination"])      # a shard's counts have unique keys
         parts.append(p)
         acc.add(*(p[c].to_numpy() for c in ("week", "origin", "destination", "count")))
@@ -822,3 +824,34 @@ def test_cli_release_of_the_bundled_city_same_in_every_engine_without_the_loader
 
     _engines_print_memorys_release_without_the_loader(main, capsys, tmp_path, monkeypatch, driver_tables, argv, ref,
                                                       max_rows=ref[1]["od"]["od_pairs"])
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_filter_batch_reads_zone_aware_arrow_times_as_the_loader_reads_them(unit):
+    """A zone-aware timestamp column read as Arrow (the memory engine's stream) gives the codes, seconds (floored,
+    before 1970 too) and messages that parse_times gives the same column as pandas (the loader's reading)."""
+    import pyarrow as pa
+
+    from odcore.od import kernel as K
+
+    rng = np.random.default_rng(3)
+    f = K.Filters(source="x.parquet", tz="Europe/Paris", bbox=(-1.0, -1.0, 1.0, 1.0))
+    ms = rng.integers(-10**11, 2 * 10**12, 2000)
+    for tz in ("UTC", "America/Los_Angeles"):
+        s = pd.Series(pd.to_datetime(ms, unit="ms", utc=True)).dt.tz_convert(tz).astype(f"datetime64[{unit}, {tz}]")
+        s[7] = pd.NaT
+        lat = rng.uniform(-2, 2, len(s))
+        user = pa.array([f"u{i % 9}" for i in range(len(s))])
+        got = K.filter_batch(user, pa.array(s), lat, lat, f, K.PrepStats())
+        want = K.filter_batch(user, s, lat, lat, f, K.PrepStats())
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        assert got[0][7] == 1                                                    # the missing time
+    for bad in (["1850-01-01"] + ["2020-01-01"] * 5, ["1950-01-01"] * 5):      # out of range; implausible median
+        s = pd.Series(pd.to_datetime(bad, utc=True)).astype(f"datetime64[{unit}, UTC]")
+        z = np.zeros(len(s))
+        with pytest.raises(TraceFormatError) as want:
+            K.filter_batch(pa.array(["u"] * len(s)), s, z, z, f, K.PrepStats())
+        with pytest.raises(TraceFormatError) as got:
+            K.filter_batch(pa.array(["u"] * len(s)), pa.array(s), z, z, f, K.PrepStats())
+        assert str(got.value) == str(want.value)
