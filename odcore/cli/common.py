@@ -133,8 +133,13 @@ def stream_source_from_args(args: argparse.Namespace):
         src = file_source(args.input, format=_format_of(args), mapping=mapping_from_args(args))
         if src.format != "parquet" and src.n_bytes < STREAM_BYTES:
             return None
-        if src.format == "parquet" and not Path(args.input).is_dir() and first_batch_facts(src)[2]:
-            return None
+        if src.format == "parquet" and not Path(args.input).is_dir():
+            try:
+                loc_id = first_batch_facts(src)[2]
+            except (pa.ArrowException, OSError):   # not readable as Parquet: the loader says why, naming the file
+                return None
+            if loc_id:
+                return None
     bbox = getattr(args, "bbox", None)
     if isinstance(bbox, str) and bbox.strip().lower() in ("", "none", "off"):
         bbox = None

@@ -171,14 +171,14 @@ class _ScanJob:
 
 
 def _user_array(user):
-    """One Arrow array of user ids: integers as int64, text as large_string (one type for every batch)."""
+    """One Arrow array of user ids: integers as int64, text and uint64 as large_string (one type for every batch)."""
     if isinstance(user, pa.ChunkedArray):
         user = user.combine_chunks()
     if pa.types.is_dictionary(user.type):
         user = user.cast(user.type.value_type)
-    if pa.types.is_integer(user.type):
+    if pa.types.is_integer(user.type) and user.type != pa.uint64():
         return user.cast(pa.int64())
-    return user.cast(pa.large_string())
+    return user.cast(pa.large_string())   # text, and unsigned 64-bit ids (beyond int64 from 2**63)
 
 
 class _Shards:
