@@ -13,7 +13,8 @@ LOGDIR ?=
 
 .PHONY: run class test test-all lint bench screenshots sample-data districts clean
 
-# Both cores; one test file per worker at a time (module fixtures such as the AppTest session are built once).
+# Both cores; one test file per worker at a time (module fixtures such as the AppTest session are built once), the
+# longest files first (tests/longest_first.py).
 PYTEST_PAR ?= -n 2 --dist loadfile --durations=15
 
 $(PY):

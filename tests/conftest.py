@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import sys
@@ -15,6 +16,7 @@ from benchmarks import harness
 from odapp.data.disk_cache import CACHE_ENV
 from odapp.shared import ahead
 from odcore.paths import REPO_ROOT, SHARED_DATA_DIR
+from odcore.report import figures
 
 # The app keeps the bundled city's tables on disk between launches (odapp.data.disk_cache.disk_cached); the tests use a
 # folder of their own (the servers they start and the xdist workers inherit it), not the user's ~/.cache/odlab,
@@ -31,12 +33,31 @@ ahead.enabled = False
 SHOTS_ENV = "ODLAB_SHOTS"
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (``make test``) hands out the longest test files first (tests/longest_first.py)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.longest_first import LongestFileFirst  # pytest-xdist: only a parallel run gets here
+
+    return LongestFileFirst(config, log)
+
+
 def screenshot_dir() -> Path:
     """Where the browser tests write their screenshots: ``$ODLAB_SHOTS`` when set (``make screenshots`` sets it to
     docs/screenshots to update the committed ones), else a folder under the system's temporary directory, so a
     test run leaves the working tree clean."""
     d = os.environ.get(SHOTS_ENV)
     return Path(d) if d else Path(tempfile.gettempdir()) / "odlab-screenshots"
+
+
+def keep_screenshot(target, name: str) -> None:
+    """A picture for the docs, taken only under ``make screenshots`` (``$ODLAB_SHOTS`` set): ``target`` (a Playwright
+    page or locator) drawn into ``screenshot_dir() / name``. A test run takes none; what a test asserts on a picture
+    it takes itself."""
+    if os.environ.get(SHOTS_ENV):
+        d = screenshot_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        target.screenshot(path=str(d / name))
 
 
 @pytest.fixture(autouse=True)
@@ -69,6 +90,19 @@ def streamlit_url(tmp_path_factory):
             yield url
     except RuntimeError as e:
         pytest.fail(f"{e}; see {log}")
+
+
+@pytest.fixture(scope="module")
+def image_server():
+    """One kaleido Chromium for every image a test module draws (``odcore.report.figures.image_server``) instead of
+    one started and stopped per image; the commands' own ``image_server`` blocks run inside it and leave it open.
+    A module that draws several PNG/SVG/PDF files asks for it with ``pytestmark = pytest.mark.usefixtures(...)``."""
+    if figures.find_browser() is None:   # the tests that draw skip themselves
+        yield
+        return
+    with figures.image_server(), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(figures, "image_server", contextlib.nullcontext)
+        yield
 
 
 @pytest.fixture(scope="module")

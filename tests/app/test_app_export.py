@@ -20,6 +20,9 @@ from odapp.shared.words import epsilon_words, num, pct, probability_words
 from odcore.paths import REPO_ROOT
 from odcore.report.figures import find_browser
 
+# one kaleido Chromium for the module's images (tests/conftest.py: image_server)
+pytestmark = pytest.mark.usefixtures("image_server")
+
 SAMPLE = REPO_ROOT / "sample_data" / "synthetic_city.parquet"
 
 

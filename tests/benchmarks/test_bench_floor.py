@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -135,8 +136,12 @@ def test_rounds_alternate_after_one_warm_up_each(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(ab_browser, "_round", fake_round)
     out = tmp_path / "ab.json"
-    assert ab_browser.main([str(a), str(b), "--page", "", "--rounds", "2", "--presses", "1", "--drag",
-                            "--json", str(out)]) == 0
+    # in a thread of its own: its asyncio.run would meet the event loop that Playwright's sync API (the browser
+    # tests' session fixture) keeps running in the main thread when a browser test ran earlier on this worker
+    with ThreadPoolExecutor(1) as ex:
+        rc = ex.submit(ab_browser.main, [str(a), str(b), "--page", "", "--rounds", "2", "--presses", "1", "--drag",
+                                         "--json", str(out)]).result()
+    assert rc == 0
     printed = capsys.readouterr().out
     rounds = [ln.split(":")[0] for ln in printed.splitlines() if ln.startswith(("round", "warm-up"))]
     assert rounds == [f"warm-up round {a}", f"warm-up round {b}",

@@ -12,7 +12,8 @@ from benchmarks import harness
 from benchmarks.protocol_client import ProtocolClient
 from odapp.shared.words import num
 
-pytestmark = pytest.mark.timeout(300)
+# the benchmark harness's own client, checked against real servers: the slow tier (make test-all)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def _noise(run) -> str:

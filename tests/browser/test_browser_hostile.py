@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.test_browser import _open, _settle
-from tests.conftest import screenshot_dir
+from tests.conftest import keep_screenshot
 from tests.hostile import names
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
@@ -37,10 +37,9 @@ def test_game_page_on_a_hostile_upload_requests_nothing_outside(streamlit_url, p
     page.get_by_role("heading").filter(has_text="Round 2 ").first.wait_for(timeout=120_000)
     _settle(page, after_ms=1500)
     assert page.locator("[data-testid='stException']").count() == 0
-    screenshot_dir().mkdir(parents=True, exist_ok=True)
     round2 = page.get_by_role("heading").filter(has_text="Round 2 ").first
     round2.scroll_into_view_if_needed()
-    page.screenshot(path=str(screenshot_dir() / "hostile_game.png"))     # the heading with the person's id
+    keep_screenshot(page, "hostile_game.png")     # the heading with the person's id
     for sel in (f"img[src*='{names.HOST}']", f"a[href*='{names.HOST}']", "main .katex",
                 "main span[style*='color: red']"):
         assert page.locator(sel).count() == 0, sel

@@ -1,7 +1,7 @@
 """The live curves in a real headless Chromium: while ε is dragged the browser draws, between two grid points of the
 server's tables, the values of the exact engine within the stated error (odcore.privacy.live); on release the page
-reruns once with the new ε. Screenshots taken during the drag go to the screenshot folder (``live_*.png``); one of
-them is read pixel by pixel. The browser benchmark's drags end on a new value each time (every release a rerun)."""
+reruns once with the new ε. One screenshot taken during the drag is read pixel by pixel; the others (``live_*.png``)
+are taken for the docs, under ``make screenshots``. The browser benchmark's drags end on a new value each time (every release a rerun)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from benchmarks.bench_browser_live import DRAGS, STEPS, drag_plan, thumb_x
 from odcore.privacy import accounting as acc
 from odcore.privacy import attack, live
 from tests.browser.test_browser import _metric, _open, _settle
-from tests.conftest import screenshot_dir
+from tests.conftest import keep_screenshot, screenshot_dir
 
 
 def browser_test(f):
@@ -89,7 +89,7 @@ def test_attack_curve_follows_the_pointer(streamlit_url, page):
     e = float(got["settings"]["epsilon"])
     assert abs(e - TARGET) < 0.03
     assert between_grid_points(live.ATTACK_GRID, e)
-    page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / "live_attack_drag.png"))
+    keep_screenshot(page.locator(".odlive").first, "live_attack_drag.png")
     drawn = np.asarray(got["values"]["attack"]["success"])
     exact = attack.success_curve(e, 70)
     assert np.max(np.abs(drawn - exact)) <= live.ATTACK_ERROR
@@ -105,7 +105,7 @@ def test_attack_curve_follows_the_pointer(streamlit_url, page):
     assert person["settings"]["epsilon"] == pytest.approx(e)
     xs, ys = person["x"]["person"]["person"], person["values"]["person"]["person"]
     assert person["values"]["person"]["person@epsilon"] == pytest.approx(float(np.interp(e, xs, ys)), abs=1e-9)
-    page.locator(".odlive").nth(1).screenshot(path=str(screenshot_dir() / "live_attack_person_drag.png"))
+    keep_screenshot(page.locator(".odlive").nth(1), "live_attack_person_drag.png")
     assert _metric(page, "Success with k = 3 trips") == "70.7 %"   # the page waits for the release
     let_go(page, "metric", f"{100 * attack.success_curve(e, 3)[3]:.1f} %")   # release: the page's ε, one rerun
     assert page.locator("[data-testid='stException']").count() == 0
@@ -207,7 +207,7 @@ def test_budget_curves_follow_the_pointer(streamlit_url, page):
     e = float(got["settings"]["epsilon"])
     assert between_grid_points(live.BUDGET_GRID, e)
     assert between_grid_points(live.WEEKS_GRID, e)
-    page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / "live_budget_drag.png"))
+    keep_screenshot(page.locator(".odlive").first, "live_budget_drag.png")
     trips = acc.epsilon_vs_trips(e, 70, 1e-6)
     v = got["values"]["trips"]
     assert relative_error(v["tight"], trips["tight"]) <= live.BUDGET_ERROR
@@ -243,7 +243,7 @@ def test_release_curve_and_published_counts_follow_both_sliders(streamlit_url, p
         got = hold_at(page, "release", target, control, start)
         v = got["settings"]
         assert abs(v[control] - target) < (0.05 if control == "epsilon" else 8)
-        page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / f"live_release_{control}_drag.png"))
+        keep_screenshot(page.locator(".odlive").first, f"live_release_{control}_drag.png")
         x = np.asarray(got["x"]["release"]["release_prob"])
         drawn = np.asarray(got["values"]["release"]["release_prob"])
         assert x.max() >= 2 * v["threshold"] - 1e-9   # the axis follows τ
@@ -271,7 +271,7 @@ def test_noise_picture_follows_the_pointer(streamlit_url, page):
         v = got["settings"]
         assert abs(v[control] - target) < (0.05 if control == "epsilon" else 3)
         assert v["threshold"] == 100
-        page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / f"live_noise_{control}_drag.png"))
+        keep_screenshot(page.locator(".odlive").first, f"live_noise_{control}_drag.png")
         c, e = v["count"], v["epsilon"]
         pic, other = noise_picture(c, e, 100), noise_picture(95, e, 100)   # the second count: threshold − 5
         dens = pic.density()
@@ -302,7 +302,7 @@ def test_game_pairs_follow_both_sliders(streamlit_url, page):
         got = hold_at(page, "game", target, control, start)
         v = got["settings"]
         assert abs(v[control] - target) < (0.05 if control == "epsilon" else 8)
-        page.locator(".odlive").first.screenshot(path=str(screenshot_dir() / f"live_game_{control}_drag.png"))
+        keep_screenshot(page.locator(".odlive").first, f"live_game_{control}_drag.png")
         g = got["values"]["game"]
         c = np.asarray(g["out#counts"], dtype=float)
         if counts is not None:

@@ -14,7 +14,8 @@ from odcore.cli import main
 from odcore.cli.figures import DATA_FIGURES, FIGURES, file_stem
 from odcore.report import figures
 
-pytestmark = [pytest.mark.timeout(900)]
+# one kaleido Chromium for the module's images (tests/conftest.py: image_server)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("image_server")]
 
 # The boxes of the title (the first annotation: odcore.report.figures.for_paper), the legend, the canvas, every
 # bar, and 201 points along every plotted line, in the page's pixels.

@@ -16,6 +16,9 @@ import pytest
 from odcore.paths import REPO_ROOT
 from odcore.report import figures
 
+# one kaleido Chromium for the module's images (tests/conftest.py: image_server)
+pytestmark = pytest.mark.usefixtures("image_server")
+
 NEEDS_BROWSER = pytest.mark.skipif(figures.find_browser() is None, reason="no Chrome/Chromium on this machine: "
                                    "kaleido cannot draw PNG/SVG (Debian package 'chromium'; .ci/run installs it)")
 

@@ -25,6 +25,9 @@ from odcore.od.trips import ODConfig
 from odcore.privacy.release import ReleaseConfig, published_table, release_with_report
 from odcore.report import figures
 
+# one kaleido Chromium for the module's images (tests/conftest.py: image_server)
+pytestmark = pytest.mark.usefixtures("image_server")
+
 EPSILON, THRESHOLD, SEED, MAX_PAIRS = 1.0, 6, 5, 3
 TAU_EMPTY = 500   # no count of a 250-person city reaches it (noise scale 1)
 CITY_SEEDS = (3, 8, 21)
