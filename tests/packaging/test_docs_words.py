@@ -44,19 +44,9 @@ def narrative_sentences(text: str, name: str = "") -> list[str]:
 
 
 DOCS = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")])
-# docs/scaling.md:687 says "is now"; the engines' record in that file is rewritten with its next measurement, which
-# rewords it (strict: the mark fails the run once the sentence is gone, so it is removed with it).
-REWORDED_WITH_ITS_RECORD = {"docs/scaling.md"}
 
 
-def _doc_param(p):
-    name = str(p.relative_to(REPO_ROOT))
-    marks = [pytest.mark.xfail(reason=f"{name}: one sentence reworded with its record", strict=True)] \
-        if name in REWORDED_WITH_ITS_RECORD else []
-    return pytest.param(p, id=name, marks=marks)
-
-
-@pytest.mark.parametrize("path", [_doc_param(p) for p in DOCS])
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_no_narrative_sentence_in_the_docs(path):
     name = str(path.relative_to(REPO_ROOT))
     found = narrative_sentences(path.read_text(encoding="utf-8"), name)
