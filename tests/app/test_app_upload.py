@@ -143,7 +143,7 @@ def test_parse_queue_reads_one_upload_at_a_time_and_says_how_many_are_ahead():
     import threading
     import time
 
-    from odapp.data.loading import ParseQueue
+    from odapp.data.parse_queue import ParseQueue
 
     q = ParseQueue(slots=1, poll_s=0.01)
     inside, most, order, told = [0], [0], [], {}
@@ -179,7 +179,7 @@ def test_parse_queue_reads_one_upload_at_a_time_and_says_how_many_are_ahead():
 def test_parse_queue_lets_a_stopped_waiter_leave():
     """A session stopped while waiting (its script raises in on_wait) leaves the queue; the next one goes on."""
 
-    from odapp.data.loading import ParseQueue
+    from odapp.data.parse_queue import ParseQueue
 
     q = ParseQueue(slots=1, poll_s=0.01)
     t, release = _hold(q)
@@ -201,7 +201,7 @@ def test_parse_queue_lets_a_stopped_waiter_leave():
 def test_apply_upload_waits_in_the_queue_and_reports_it():
     """apply_upload goes through the queue it is given; while another upload holds the slot it calls on_wait."""
 
-    from odapp.data.loading import ParseQueue
+    from odapp.data.parse_queue import ParseQueue
 
     q = ParseQueue(slots=1, poll_s=0.01)
     t, release = _hold(q)
@@ -224,7 +224,7 @@ def test_parse_queue_keeps_the_place_of_an_interrupted_wait():
     import threading
     import time
 
-    from odapp.data.loading import ParseQueue
+    from odapp.data.parse_queue import ParseQueue
 
     q = ParseQueue(slots=1, poll_s=0.01, lease_s=0.5)
     order, told = [], []
