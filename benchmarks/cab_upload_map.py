@@ -9,7 +9,7 @@ The input is one week of the Cabspotting folder (``$ODCORE_BENCH_CABSPOTTING``, 
 ``$ODCORE_BENCH_DATA/cabspotting_week.zip``. Each round, in alternating order:
 
 - *app*: a freshly started ``streamlit run app.py`` (no cache holds the upload), Debian's headless Chromium (the
-  flags of :data:`odapp.live.CHROMIUM_ARGS`) opens the OD release page, picks "Upload a file", sends the zip and
+  flags of :data:`benchmarks.harness.CHROMIUM_ARGS`) opens the OD release page, picks "Upload a file", sends the zip and
   waits until "Load this file" can be pressed; then from the press (its ``mousedown``) to the painted frame after
   the rerun ends with the page quiet (*page*), and to the painted frame after deck.gl's last WebGL draw of the map
   (*map drawn*; :func:`benchmarks.bench_browser._map_drawn`). The server's CPU seconds over that span are read from

@@ -186,7 +186,7 @@ class StreamedCabs:
 
     def first_od(self, od_config):
         """The weekly OD data the upload's own pass built (:func:`stream_upload`: the default zones, every pair and
-        the fixes per zone, as :func:`odapp.cache.streamed_od` builds them) when ``od_config`` is its config; else
+        the fixes per zone, as :func:`odapp.data.cache.streamed_od` builds them) when ``od_config`` is its config; else
         None. The sidebar's first request after an upload then costs no second pass over the fixes."""
         try:
             with open(first_od_path(Path(self.folder)), "rb") as fh:

@@ -97,7 +97,7 @@ def _same_od(a, b) -> None:
 
 def _first_od_is_the_second_pass(raw: bytes, name: str, options: UploadOptions | None = None) -> None:
     """The tables the upload's pass kept for its own zones are those the sidebar's pass builds (the second pass
-    over the kept fixes, :func:`odapp.cache.streamed_od` without them); another grid gets none of them."""
+    over the kept fixes, :func:`odapp.data.cache.streamed_od` without them); another grid gets none of them."""
     state: dict = {}
     assert apply_upload(state, raw, name, options or UploadOptions())
     stored = state[K_UPLOAD_TRACES]
