@@ -39,8 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import harness
 from benchmarks.bench_browser import SIDEBAR, _map_drawn, _new_page, _wait_done
-from odapp import live
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("ODCORE_BENCH_DATA", "/tmp/odcore-bench"))
@@ -77,11 +77,11 @@ def run_trips(z: Path) -> dict:
 async def _app_round(z: Path, log: Path, app_dir: Path = REPO) -> dict:
     from playwright.async_api import async_playwright
 
-    proc, url = live.start_server(log, app_dir=app_dir)
+    proc, url = harness.start_server(log, app_dir=app_dir)
     try:
-        live.wait_healthy(proc, url, 120)
+        harness.wait_healthy(proc, url, 120)
         async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=shutil.which("chromium"), args=live.CHROMIUM_ARGS)
+            browser = await pw.chromium.launch(executable_path=shutil.which("chromium"), args=harness.CHROMIUM_ARGS)
             ctx, page = await _new_page(browser, {"width": 1440, "height": 900})
             await page.goto(f"{url}/OD_release", wait_until="commit")
             await page.locator(f"{SIDEBAR} [data-testid=stWidgetLabel]").first.wait_for(timeout=TIMEOUT_MS)
@@ -102,21 +102,21 @@ async def _app_round(z: Path, log: Path, app_dir: Path = REPO) -> dict:
             await go.wait_for(timeout=TIMEOUT_MS)
             await _wait_done(page, None, TIMEOUT_MS)
             await page.wait_for_timeout(1000)
-            cpu0 = live.tree_cpu_seconds(proc.pid)
-            own0 = live.tree_cpu_seconds(os.getpid(), exclude=proc.pid)
+            cpu0 = harness.tree_cpu_seconds(proc.pid)
+            own0 = harness.tree_cpu_seconds(os.getpid(), exclude=proc.pid)
             await page.evaluate("() => { window.__odb.inputT = null; }")
             await go.click()
             await page.locator(SIDEBAR).get_by_text(f"Data: Upload: {z.name}").first.wait_for(timeout=TIMEOUT_MS)
             r = await _wait_done(page, None, TIMEOUT_MS)
             await page.locator("[data-testid=stDeckGlJsonChart] canvas").first.wait_for(timeout=TIMEOUT_MS)
             drawn = await _map_drawn(page)
-            cpu1 = live.tree_cpu_seconds(proc.pid)
-            own1 = live.tree_cpu_seconds(os.getpid(), exclude=proc.pid)
+            cpu1 = harness.tree_cpu_seconds(proc.pid)
+            own1 = harness.tree_cpu_seconds(os.getpid(), exclude=proc.pid)
             errors = await page.locator("[data-testid=stException], [data-testid=stAlertContentError]").count()
             await ctx.close()
             await browser.close()
     finally:
-        live.stop_server(proc)
+        harness.stop_server(proc)
     return {"page": (r["paint"] - r["input"]) / 1000, "map": None if drawn is None else drawn / 1000,
             "server_cpu": cpu1 - cpu0, "browser_cpu": own1 - own0, "errors": errors}
 
