@@ -11,7 +11,7 @@ The input is one week of the Cabspotting folder (``$ODCORE_BENCH_CABSPOTTING``, 
 - *app*: a freshly started ``streamlit run app.py`` (no cache holds the upload), Debian's headless Chromium (the
   flags of :data:`benchmarks.harness.CHROMIUM_ARGS`) opens the OD release page, picks "Upload a file", sends the zip and
   waits until "Load this file" can be pressed; then from the press (its ``mousedown``) to the painted frame after
-  the rerun ends with the page quiet (*page*), and to the painted frame after deck.gl's last WebGL draw of the map
+  the rerun ends with the page quiet (*page*), and to the painted frame after the map element's last draw
   (*map drawn*; :func:`benchmarks.bench_browser._map_drawn`). The server's CPU seconds over that span are read from
   ``/proc`` (the server process and its children), and the browser's (this benchmark's process tree without the
   server: Chromium and the driver).
@@ -108,7 +108,7 @@ async def _app_round(z: Path, log: Path, app_dir: Path = REPO) -> dict:
             await go.click()
             await page.locator(SIDEBAR).get_by_text(f"Data: Upload: {z.name}").first.wait_for(timeout=TIMEOUT_MS)
             r = await _wait_done(page, None, TIMEOUT_MS)
-            await page.locator("[data-testid=stDeckGlJsonChart] canvas").first.wait_for(timeout=TIMEOUT_MS)
+            await page.locator(".odmap canvas, [data-testid=stDeckGlJsonChart] canvas").first.wait_for(timeout=TIMEOUT_MS)
             drawn = await _map_drawn(page)
             cpu1 = harness.tree_cpu_seconds(proc.pid)
             own1 = harness.tree_cpu_seconds(os.getpid(), exclude=proc.pid)
