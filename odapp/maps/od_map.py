@@ -24,7 +24,7 @@ from odapp.maps.flows import (
     zone_label,
 )
 from odapp.maps.zones import Inset, cell_layers, grid_layers
-from odapp.shared.words import coord, num
+from odapp.shared.words import coord, num, plain
 from odcore.report import figures
 from odcore.report import flows as fl
 
@@ -68,7 +68,23 @@ def flow_legend_html(fm: FlowMap, *, heading: str = "", note: str = "") -> str:
     row = "<div style='display:flex;flex-wrap:wrap;gap:0 0.9rem'>{}</div>"
     tail = f"<div style='color:#5c6370;font-size:0.8rem'>{note}</div>" if note else ""
     return ("<div style='font-size:0.85rem;line-height:1.45;color:#1b1f24;margin:0 0 0.1rem 0'>"
-            + "".join(row.format("".join(p)) for p in (top, mid, low)) + tail + "</div>")
+            + "".join(row.format("".join(p)) for p in (top, mid, low)) + tail + places_html(fm.places_named)
+            + "</div>")
+
+
+def places_html(named: pd.DataFrame | None) -> str:
+    """The places labelled on the map (:func:`places_table`) as a table that opens under the legend: which zones
+    "place 3" is, for a class pointing at the map. Names from the data go through :func:`odapp.shared.words.plain`;
+    in the legend's element, so a rerun sends no element more."""
+    if named is None or not len(named):
+        return ""
+    cell = "<td style='padding:0 0.8rem 0 0;vertical-align:top'>{}</td>"
+    head = "".join(f"<th style='text-align:left;padding:0 0.8rem 0 0'>{plain(c)}</th>" for c in named.columns)
+    body = "".join("<tr>" + "".join(cell.format(num(v) if isinstance(v, (int, np.integer)) else plain(v)) for v in r)
+                   + "</tr>"
+                   for r in named.itertuples(index=False))
+    return (f"<details style='margin-top:0.2rem'><summary>The {len(named)} places labelled on the map</summary>"
+            f"<table style='font-size:0.8rem;border:0'><tr>{head}</tr>{body}</table></details>")
 
 
 SUPPRESSED_RGB = list(figures.SUPPRESSED_RGB)
@@ -108,6 +124,7 @@ class FlowMap:
     zones_published: bool = False     # zones drawn: those of published pairs, all alike (not shaded from true counts)
     analysis: bool = False            # drawn from true counts (raw counts, suppressed flows): for the lab only
     published_drawn: int = -1         # published flows drawn (-1: not a published view)
+    places_named: pd.DataFrame | None = None   # the places labelled on the map (places_table)
 
     @property
     def class_labels(self) -> list[str]:
@@ -239,9 +256,12 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                                                          "tip": "tip"}),
                                 id="locations", get_polygon="polygon", get_fill_color="color",
                                 stroked=False, filled=True, pickable=True, auto_highlight=True))
+        named = None
         if len(show):   # the largest places' names, under the arrows (an arrow is never hidden by a name)
             layers.append(place_label_layer(places["members"].iloc[show].tolist(), total[show], names,
                                             *proj.lonlat(lx[show] + (r_px[show] + 3.0) * kpp, ly[show])))
+            named = places_table(places["members"].iloc[show].tolist(), total[show], names,
+                                 f"{label}: {PLACE_TOTALS}")
         n_sup, sup_total, sup_frame = 0, 0.0, None
         if sup is not None and len(sup):
             po, pd_ = sup["o"].to_numpy(), sup["d"].to_numpy()
@@ -298,7 +318,7 @@ def release_maps(table: pd.DataFrame, centroids: pd.DataFrame, cells_df: pd.Data
                                      "r": r_px[listed]}),
                        tuple(edges_.tolist()), words, n_sup, sup_total, pic.level_words(short=True),
                        context.words if context is not None else "", risk, pub_zones is not None,
-                       analysis or risk or sup_frame is not None, n_pub)
+                       analysis or risk or sup_frame is not None, n_pub, named)
 
     if view == "Raw counts":
         return [one(f"{ANALYSIS_WORDS}: raw counts, never published", "true_count", everything, "true count",
@@ -321,16 +341,36 @@ PLACE_LABEL_PX = 12
 H3_INDEX = re.compile(r"[0-9a-f]{15}")   # an H3 cell's index (the "name" H3 zones carry in tooltips)
 
 
-def place_label_layer(members: list, totals: np.ndarray, names: dict, lon: np.ndarray, lat: np.ndarray) -> pdk.Layer:
-    """The largest places' names on the map (:data:`odcore.report.figures.PLACE_LABELS` of them, as the exported
-    map): a zone file's names (:func:`odcore.report.figures.place_label`), else numbers, largest place first.
-    Each is drawn right of its circle (``lon, lat``: the label's left end) where it meets no other label. H3
-    hexagons are numbered too: their index is no name to read aloud."""
+def place_labels(members: list, totals: np.ndarray, names: dict) -> tuple[np.ndarray, list[str]]:
+    """``(order, labels)``: the largest places (indices into ``members``, largest first, at most
+    :data:`odcore.report.figures.PLACE_LABELS`) and their labels on the map: a zone file's names
+    (:func:`odcore.report.figures.place_label`), else numbers 1, 2, … (an H3 index is no name to read aloud)."""
     totals = np.asarray(totals, dtype=float)
     order = np.argsort(-totals, kind="stable")[:figures.PLACE_LABELS]
     labels = [figures.place_label(members[i], names)[:24] for i in order.tolist()]
     if not any(labels) or all(H3_INDEX.fullmatch(t.split(" + ")[0]) for t in labels if t):   # an H3 index is no name
         labels = [str(k + 1) for k in range(len(order))]
+    return order, labels
+
+
+PLACE_COLUMN = "place on the map"
+
+
+def places_table(members: list, totals: np.ndarray, names: dict, count_words: str) -> pd.DataFrame:
+    """The places labelled on the map (:func:`place_labels`), as the table the page shows under it: each label, the
+    zones merged into the place (names and ids) and the place's count of the flows drawn (``count_words``)."""
+    order, labels = place_labels(members, totals, names)
+    zones = [", ".join(zone_label(c, names.get(c)) for c in members[i]) for i in order.tolist()]
+    return pd.DataFrame({PLACE_COLUMN: labels, "zones": zones,
+                         count_words: np.asarray(totals, dtype=float)[order].round().astype(int)})
+
+
+def place_label_layer(members: list, totals: np.ndarray, names: dict, lon: np.ndarray, lat: np.ndarray) -> pdk.Layer:
+    """The largest places' names on the map (:data:`odcore.report.figures.PLACE_LABELS` of them, as the exported
+    map): a zone file's names (:func:`odcore.report.figures.place_label`), else numbers, largest place first.
+    Each is drawn right of its circle (``lon, lat``: the label's left end) where it meets no other label. H3
+    hexagons are numbered too: their index is no name to read aloud."""
+    order, labels = place_labels(members, totals, names)
     rows = [{"position": [round(float(lon[i]), SHAPE_DIGITS), round(float(lat[i]), SHAPE_DIGITS)], "text": t}
             for i, t in zip(order.tolist(), labels, strict=True) if t]
     return pdk.Layer("TextLayer", data=rows, id="place_labels", get_position="position", get_text="text",

@@ -740,3 +740,32 @@ def test_data_page_map_draws_the_flow_maps_water_where_there_is_some():
     atl = deck_at(-84.40, 33.75)
     assert "water" not in {layer["id"] for layer in json.loads(atl.to_json())["layers"]}
     assert atl.context_words == ""
+
+
+def test_the_places_labelled_on_the_map_are_listed_under_it(at):
+    """The numbers on the bundled city's map (squares: no names) are listed in a table that opens under its legend,
+    largest place first: each number's zones (the place's members, as the hover says them) and its count."""
+    at.switch_page("pages/2_OD_release.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    (deck,) = _decks(at)
+    drawn = sorted((r["text"] for r in _layer(deck, "place_labels")["data"]), key=int)
+    (legend,) = [m.value for m in at.markdown if "places labelled on the map</summary>" in m.value]
+    rows = re.findall(r"<tr><td[^>]*>([^<]*)</td><td[^>]*>([^<]*)</td><td[^>]*>([^<]*)</td></tr>", legend)
+    assert [r[0] for r in rows] == [str(k + 1) for k in range(len(rows))] == drawn   # numbered, as on the map
+    counts = [int(r[2].replace(",", "")) for r in rows]
+    assert counts == sorted(counts, reverse=True)                                       # largest place first
+    assert all(z.startswith(f"{map_flows.ZONE} ") for r in rows for z in r[1].split(", "))
+    assert f"The {len(rows)} places labelled on the map" in legend
+
+
+def test_places_table_names_the_zones_of_each_labelled_place():
+    members = [[5, 7], [3], [9]]
+    names = {5: "North", 7: "Mill", 3: None, 9: "Harbour"}
+    t = od_map.places_table(members, np.array([10.4, 30.2, 20.0]), names, "noisy count")
+    assert t[od_map.PLACE_COLUMN].tolist() == ["", "Harbour", "North + 1"]   # a zone file's names, largest first
+    assert t["zones"].tolist() == ["zone 3", "Harbour (zone 9)", "North (zone 5), Mill (zone 7)"]
+    assert t["noisy count"].tolist() == [30, 20, 10]
+    t = od_map.places_table(members, np.array([10.4, 30.2, 20.0]), {}, "noisy count")
+    assert t[od_map.PLACE_COLUMN].tolist() == ["1", "2", "3"]                 # no names: numbered
+    html_text = od_map.places_html(od_map.places_table([[1]], np.array([5.0]), {1: "<b>x</b>"}, "count"))
+    assert "<b>x</b>" not in html_text                                          # a zone's name is shown as text
