@@ -18,6 +18,7 @@ from odapp.data.loading import UploadOptions, apply_upload, first_od_path, read_
 from odapp.shared.state import K_SOURCE, K_UPLOAD_TRACES, DataSource
 from odcore.od.trips import ODConfig
 from odcore.paths import REPO_ROOT
+from tests.app import app_on_upload
 from tests.app.map_element import deck_text, decks, map_elements
 from tests.app.test_app_regions import zip_folder
 from tests.odcore.od.test_cab_stream import TZ, write_cabs
@@ -248,15 +249,8 @@ def test_real_cab_upload_is_streamed_with_the_loaded_summary_and_tables(shared_d
 def test_every_page_runs_from_a_streamed_cab_upload(cab_zip):
     """Pages that need every fix (Knock Knock) read the table on their own; the others run from the streamed
     tables."""
-    from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=600)
-    at.run()
-    state: dict = {}
-    assert apply_upload(state, cab_zip, "cabs.zip")
-    for k, v in state.items():
-        at.session_state[k] = v
-    at.session_state[K_SOURCE] = DataSource.UPLOAD.value
+    at = app_on_upload(cab_zip, "cabs.zip")
     for page in sorted((REPO_ROOT / "pages").glob("*.py")):
         at.switch_page(f"pages/{page.name}").run()
         assert not at.exception, (page.name, [e.message for e in at.exception])

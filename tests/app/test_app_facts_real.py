@@ -13,8 +13,6 @@ import zipfile
 
 import pytest
 
-from odapp.data.loading import apply_upload
-from odapp.shared.state import K_SOURCE, DataSource
 from odcore.paths import REPO_ROOT
 from odcore.report.facts import (
     DELTA_SPLIT_DESIGNER,
@@ -22,6 +20,7 @@ from odcore.report.facts import (
     PEOPLE_LOCATED_WHY,
     PEOPLE_WEEK_WHY,
 )
+from tests.app import app_on_upload
 
 pytestmark = [pytest.mark.realdata, pytest.mark.slow, pytest.mark.timeout(900)]   # ~30–60 s on 2 shared cores: eight pages on real uploaded cabs
 
@@ -69,7 +68,6 @@ def _cli(*args: str) -> dict:
 
 def test_every_page_reads_the_command_lines_facts_on_real_cabs(cabs):
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
 
     folder, raw = cabs
     got = _cli("facts", "--input", str(folder))
@@ -80,13 +78,7 @@ def test_every_page_reads_the_command_lines_facts_on_real_cabs(cabs):
     assert design["typical_trips"] == cli["typical_trips"]["value"]
     st.cache_data.clear()
     st.cache_resource.clear()
-    at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=600)
-    at.run()
-    state: dict = {}
-    assert apply_upload(state, raw, "cabs.zip")
-    for k, v in state.items():
-        at.session_state[k] = v
-    at.session_state[K_SOURCE] = DataSource.UPLOAD.value
+    at = app_on_upload(raw, "cabs.zip")
     for page in PAGES_WITH_CARD:
         at.switch_page(page).run()
         assert not at.exception, (page, [e.message for e in at.exception])
