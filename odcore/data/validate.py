@@ -85,7 +85,8 @@ class ArchiveLimits:
         Data files in one folder or zip (default 20,000; Cabspotting has 536 cab files).
     max_ratio:
         Decompressed / compressed size of one member, checked once it has produced ``ratio_after`` bytes
-        (default 100; CSV and Cabspotting text compress 3-20x, a file of zeros ~1000x).
+        (default 100; CSV and Cabspotting text compress 3-20x, a file of zeros ~1000x). A gzip member is checked
+        as it is read, against the compressed bytes read so far, so a bomb stops after a few ``ratio_after``.
     ratio_after:
         Bytes a member may produce before the ratio is checked (default 16 MiB: small files of repeated rows
         may compress very well and are harmless).
@@ -152,9 +153,11 @@ class Inflation:
     def gunzip(self, raw: bytes, name: str) -> bytes:
         """Decompress gzip bytes (several concatenated members allowed) under the caps.
 
-        ``zlib`` inflates up to :data:`_GZIP_STEP` bytes a call, capped at what the limits still allow (the
-        remaining total and the file's ratio cap), so a bomb stops at the cap, and a file of up to that size is
-        inflated into one buffer, without the chunk copies of a stream reader."""
+        ``zlib`` inflates up to :data:`_GZIP_STEP` bytes a call (``ratio_after`` at first, then doubling), capped
+        at what the limits still allow (the remaining total and the file's ratio cap). After each call the bytes
+        produced are set against the compressed bytes read so far, so a bomb stops once it has produced about
+        ``2 * ratio_after``, and a file is inflated in a few large buffers, without the chunk copies of a stream
+        reader."""
         lim = self.limits
         cap = max(lim.ratio_after, int(lim.max_ratio * max(len(raw), 1)))
         parts: list[bytes] = []
@@ -165,18 +168,20 @@ class Inflation:
                 d = zlib.decompressobj(wbits=31)   # gzip wrapper: header, CRC-32 and size checked by zlib
                 while True:
                     allowed = min(cap - out, lim.max_bytes - self.used)
-                    chunk = d.decompress(data, min(max(allowed, 0) + 1, _GZIP_STEP))
+                    step = min(_GZIP_STEP, max(lim.ratio_after, out))
+                    chunk = d.decompress(data, min(max(allowed, 0) + 1, step))
                     out += len(chunk)
                     self.used += len(chunk)
-                    if len(chunk) > allowed:
+                    read = len(raw) - len(d.unused_data if d.eof else d.unconsumed_tail)
+                    if len(chunk) > allowed or (out > lim.ratio_after and out > lim.max_ratio * max(read, 1)):
                         if self.used > lim.max_bytes:
                             raise TraceFormatError(
                                 f"member {name!r}: decompressed data passes the cap of {lim.max_bytes / _MiB:,.0f} "
                                 "MiB (stopped while reading); split the input or raise ArchiveLimits.max_bytes.",
                                 file=self.source)
                         raise TraceFormatError(
-                            f"member {name!r} expands more than {lim.max_ratio:g}x ({len(raw):,} compressed bytes "
-                            f"gave over {out / _MiB:,.0f} MiB; stopped while reading): this looks like a "
+                            f"member {name!r} expands more than {lim.max_ratio:g}x (its first {read:,} compressed "
+                            f"bytes gave over {out / _MiB:,.0f} MiB; stopped while reading): this looks like a "
                             "decompression bomb.", file=self.source)
                     if chunk:
                         parts.append(chunk)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import zipfile
 from pathlib import Path
 
@@ -105,8 +106,12 @@ def test_gzip_members_padding_truncation_and_bomb_cap():
         Inflation("x").gunzip(gzip.compress(a) + b"garbage!", "m")
     zeros = gzip.compress(bytes(5 << 20))
     lim = ArchiveLimits(ratio_after=1 << 20, max_ratio=100)
-    with pytest.raises(TraceFormatError, match="decompression bomb"):
+    with pytest.raises(TraceFormatError, match="decompression bomb") as bomb:
         Inflation("x", lim).gunzip(zeros, "m")
+    gave = int(re.search(r"gave over (\d+) MiB", str(bomb.value)).group(1))
+    assert gave <= 2                   # stopped by about 2 x ratio_after, not at the end of the file's 5 MiB
+    text = ("".join(f"{u},2020-01-0{1 + u % 7},37.{u},-122.{u}\n" for u in range(100_000))).encode()
+    assert Inflation("x", lim).gunzip(gzip.compress(text), "m") == text   # ordinary text passes the check
     inf = Inflation("x", ArchiveLimits(max_bytes=3 << 20))
     with pytest.raises(TraceFormatError, match="cap of 3 MiB"):
         inf.gunzip(zeros, "m")
