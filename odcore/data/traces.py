@@ -49,6 +49,7 @@ from odcore.data.validate import (
     MISSING_TIME,
     PLAUSIBLE_YEARS,
     ArchiveLimits,
+    CountedReads,
     Inflation,
     TimeInfo,
     check_member_name,
@@ -449,8 +450,10 @@ def _not_a_broken_zip(head: bytes, disp: str) -> None:
 def _zip_members(src: Any, disp: str, inf: Inflation) -> list[_Member]:
     """Members of a zip, each decompressed in chunks under the caps of ``inf`` (checked before and while reading)."""
     out = []
+    own = None if hasattr(src, "read") else open(src, "rb")   # closed below
+    counted = CountedReads(own or src)
     try:
-        with zipfile.ZipFile(src) as z:
+        with zipfile.ZipFile(counted) as z:
             for i in z.infolist():
                 check_member_name(i.filename, disp)
             infos = [i for i in z.infolist()
@@ -464,14 +467,18 @@ def _zip_members(src: Any, disp: str, inf: Inflation) -> list[_Member]:
                 raise TraceFormatError(f"the archive declares {declared / (1 << 20):,.0f} MiB of data, over the cap "
                                        f"of {inf.limits.max_bytes / (1 << 20):,.0f} MiB.", file=disp)
             for i in infos:
+                start = counted.count
                 with z.open(i) as f:
-                    data = inf.read(f, i.filename, i.compress_size)
+                    data = inf.read(f, i.filename, i.compress_size, lambda s=start: counted.count - s)
                 out.append(_Member(_base(i.filename), data=data, inflation=inf))
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
         raise TraceFormatError(f"corrupt or unsupported zip archive ({exc}).", file=disp) from None
     except RuntimeError as exc:   # encrypted members
         raise TraceFormatError(f"cannot read the zip archive ({exc}); encrypted archives are not read.",
                                file=disp) from None
+    finally:
+        if own is not None:
+            own.close()
     if not out:
         raise TraceFormatError("the zip archive holds no data files.", file=disp)
     if len({m.name for m in out}) != len(out):

@@ -30,7 +30,7 @@ import math
 import re
 import warnings
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
@@ -86,7 +86,8 @@ class ArchiveLimits:
     max_ratio:
         Decompressed / compressed size of one member, checked once it has produced ``ratio_after`` bytes
         (default 100; CSV and Cabspotting text compress 3-20x, a file of zeros ~1000x). A gzip member is checked
-        as it is read, against the compressed bytes read so far, so a bomb stops after a few ``ratio_after``.
+        as it is read, against the compressed bytes read so far (a zip member too, when its reader counts them),
+        so a bomb stops after a few ``ratio_after``.
     ratio_after:
         Bytes a member may produce before the ratio is checked (default 16 MiB: small files of repeated rows
         may compress very well and are harmless).
@@ -108,7 +109,25 @@ class ArchiveLimits:
 
 DEFAULT_LIMITS = ArchiveLimits()
 _CHUNK = 1 * _MiB
+_FIRST_CHUNK = 64 * 1024
 _GZIP_STEP = 64 * _MiB
+
+
+class CountedReads:
+    """A binary file (for :class:`zipfile.ZipFile`) that counts the bytes read from it: how much of a member's
+    compressed data its reader has taken, for :meth:`Inflation.read`'s ratio check."""
+
+    def __init__(self, f: Any) -> None:
+        self._f = f
+        self.count = 0
+
+    def read(self, n: int = -1) -> bytes:
+        b = self._f.read(n)
+        self.count += len(b)
+        return b
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
 
 
 @dataclass
@@ -127,13 +146,18 @@ class Inflation:
                 f"more than {self.limits.max_members:,} data files; the limit keeps memory bounded "
                 f"(member {name!r}). Merge the files or raise ArchiveLimits.max_members.", file=self.source)
 
-    def read(self, stream: Any, name: str, compressed: int) -> bytes:
-        """Read ``stream`` to the end in chunks, stopping at the caps (``compressed`` = bytes it came from)."""
+    def read(self, stream: Any, name: str, compressed: int, read_so_far: Callable[[], int] | None = None) -> bytes:
+        """Read ``stream`` to the end in chunks, stopping at the caps (``compressed`` = bytes it came from).
+
+        ``read_so_far()``, when given, says how many compressed bytes the stream has read: the ratio is then
+        checked against them as the member is read (in chunks of 64 KiB until ``2 * ratio_after``, which keeps the
+        zip reader from taking more compressed bytes than it needs, so a zip member that is a bomb stops soon after
+        ``ratio_after``, as a gzip one does), else against the member's whole size."""
         buf = io.BytesIO()
         out = 0
         lim = self.limits
         while True:
-            chunk = stream.read(_CHUNK)
+            chunk = stream.read(_FIRST_CHUNK if read_so_far and out <= 2 * lim.ratio_after else _CHUNK)
             if not chunk:
                 break
             out += len(chunk)
@@ -142,9 +166,11 @@ class Inflation:
                 raise TraceFormatError(
                     f"member {name!r}: decompressed data passes the cap of {lim.max_bytes / _MiB:,.0f} MiB "
                     "(stopped while reading); split the input or raise ArchiveLimits.max_bytes.", file=self.source)
-            if out > lim.ratio_after and out > lim.max_ratio * max(compressed, 1):
+            seen = min(read_so_far(), compressed) if read_so_far else compressed
+            if out > lim.ratio_after and out > lim.max_ratio * max(seen, 1):
+                first = "its first " if seen < compressed else ""
                 raise TraceFormatError(
-                    f"member {name!r} expands more than {lim.max_ratio:g}x ({compressed:,} compressed bytes gave "
+                    f"member {name!r} expands more than {lim.max_ratio:g}x ({first}{seen:,} compressed bytes gave "
                     f"over {out / _MiB:,.0f} MiB; stopped while reading): this looks like a decompression bomb.",
                     file=self.source)
             buf.write(chunk)

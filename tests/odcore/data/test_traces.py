@@ -118,6 +118,31 @@ def test_gzip_members_padding_truncation_and_bomb_cap():
     assert Inflation("x", ArchiveLimits(max_bytes=5 << 20)).gunzip(zeros, "m") == bytes(5 << 20)
 
 
+def test_zip_member_ratio_is_checked_against_the_compressed_bytes_read_so_far(tmp_path):
+    """8 MiB of four letters (~3.5x smaller compressed) under a 2x ratio cap checked after 1 MiB: the member is
+    stopped after about 1 MiB, from the path and from an upload's bytes, where a check against the member's whole
+    compressed size (~2.3 MiB) would let it produce ~5 MiB first; an ordinary member is read whole."""
+    from odcore.data.traces import load_traces
+    from odcore.data.validate import ArchiveLimits
+
+    letters = np.random.default_rng(0).choice(np.frombuffer(b"ACGT", np.uint8), 8 << 20).tobytes()
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("letters.csv", letters)
+    assert 2 << 20 < zipfile.ZipFile(bomb).infolist()[0].compress_size < 3 << 20
+    lim = ArchiveLimits(ratio_after=1 << 20, max_ratio=2)
+    for source in (bomb, io.BytesIO(bomb.read_bytes())):
+        with pytest.raises(TraceFormatError, match="decompression bomb") as err:
+            load_traces(source, limits=lim)
+        assert "its first" in str(err.value)
+        assert int(re.search(r"gave over (\d+) MiB", str(err.value)).group(1)) <= 2
+    rows = "".join(f"{u % 997},{1_600_000_000 + 61 * u},37.{u % 89:02d},-122.{u % 83:02d}\n" for u in range(200_000))
+    ok = tmp_path / "ok.zip"
+    with zipfile.ZipFile(ok, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("t.csv", "user,time,lat,lon\n" + rows)
+    assert len(load_traces(ok, limits=ArchiveLimits(ratio_after=1 << 20)).df) == 200_000
+
+
 # --- check-ins ---------------------------------------------------------------------------------------------------
 
 def test_checkins_folder_with_offset_and_unknown_poi():
