@@ -76,7 +76,7 @@ async def drag_frames(tab, steps: int = 30, step_px: tuple[float, float] = (8.0,
 async def _round(browser, app_dir: Path, page: str, control: dict, presses: int, log: Path,
                  setup: dict | None = None, drag: bool = False, first_open: bool = False) -> dict:
     with harness.streamlit_server(log, app_dir=app_dir, timeout_s=120) as url:
-        ctx, tab = await bb._new_page(browser)
+        ctx, tab = await bb.new_page(browser)
         try:
             opened = None
             if first_open and page:   # the page opened from the landing page's navigation, as a person does
@@ -85,9 +85,9 @@ async def _round(browser, app_dir: Path, page: str, control: dict, presses: int,
             else:
                 await bb._goto_drawn(tab, f"{url}/{page}")
             if setup is not None:
-                await bb._press(tab, setup, 0)
+                await bb.press(tab, setup, 0)
             unchanged = [await bb._rerun_unchanged(tab) for _ in range(presses + 1)][1:]
-            pressed = [await bb._press(tab, control, i) for i in range(presses + 1)][1:]
+            pressed = [await bb.press(tab, control, i) for i in range(presses + 1)][1:]
             dragged = await drag_frames(tab) if drag else None
         finally:
             await ctx.close()

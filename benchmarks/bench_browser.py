@@ -90,7 +90,7 @@ mostly the browsers: in the last round they used 14-37 times the server's CPU.
 
 All sessions open the OD release page at once, each sets its own seed (1000·N + i, so each session's release is its
 own, as for a class exploring independently), then every session presses ε one slider step up at the same moment
-(``_Barrier``), ``ROUNDS`` times (``--quick``: ``QUICK_ROUNDS``). Reported for each N (rows ``class of N``):
+(``Barrier``), ``ROUNDS`` times (``--quick``: ``QUICK_ROUNDS``). Reported for each N (rows ``class of N``):
 
 * *browser: median / worst input-to-paint*: the Chromium session's key press on ε to the painted frame, exactly as
   for a single control above (what the person at that laptop sees);
@@ -331,7 +331,7 @@ def _app_dir() -> Path:
     return Path(os.environ.get("ODLAB_BENCH_APP_DIR") or REPO_ROOT).resolve()
 
 
-async def _wait_done(page, since: float | None = None, timeout_ms: float = TIMEOUT_MS) -> dict:
+async def wait_done(page, since: float | None = None, timeout_ms: float = TIMEOUT_MS) -> dict:
     try:
         h = await page.wait_for_function(DONE_JS, arg=[QUIET_MS, since], timeout=timeout_ms, polling=50)
     except Exception as e:  # playwright's TimeoutError, or the page went away
@@ -358,7 +358,7 @@ MAP_DRAWN_JS = r"""
 """
 
 
-async def _map_drawn(page) -> float | None:
+async def map_drawn(page) -> float | None:
     """Milliseconds from the input to the painted frame after the map's last WebGL draw call (deck.gl's first
     frames, shaders compiled in software), once no draw has followed for ``QUIET_MS``; None if it never draws."""
     try:
@@ -375,7 +375,7 @@ def _split(r: dict) -> dict:
             "busy": r["busy"], "bytes": r["bytes"], "exceptions": r["exceptions"], "redrew": r.get("redrew")}
 
 
-async def _new_page(browser, viewport=VIEWPORT):
+async def new_page(browser, viewport=VIEWPORT):
     ctx = await browser.new_context(viewport=viewport)
     await ctx.add_init_script(INSTRUMENT_JS)
     return ctx, await ctx.new_page()
@@ -386,7 +386,7 @@ async def _goto_drawn(page, url: str) -> dict:
     await page.goto(url, wait_until="commit")
     for css in ("[data-testid=stMain] h1", f"{SIDEBAR} [data-testid=stWidgetLabel]"):
         await page.locator(css).first.wait_for(timeout=TIMEOUT_MS)
-    return await _wait_done(page, 0)
+    return await wait_done(page, 0)
 
 
 async def _discover_controls(page) -> list[dict]:
@@ -446,11 +446,11 @@ async def _timed(page, act, tries: int = 3) -> dict:
             await page.wait_for_function(STARTED_JS, timeout=10_000, polling=50)
         except Exception:  # playwright's TimeoutError: no rerun started, try the input again
             continue
-        return _split(await _wait_done(page))
+        return _split(await wait_done(page))
     raise Timeout(f"no rerun started after {tries} inputs")
 
 
-async def _press(page, ctl: dict, i: int = 0) -> dict:
+async def press(page, ctl: dict, i: int = 0) -> dict:
     """Focus the control, press its keys (the last key is the input timed), wait for the painted frame. A select
     box goes one option down on even ``i`` and back up on odd ``i`` (its list does not wrap around)."""
     _, block, focus, keys = next(k for k in CONTROL_KINDS if k[0] == ctl["kind"])
@@ -561,7 +561,7 @@ async def _first_launch(browser, app_dir: Path, log: Path) -> list[dict]:
     old = os.environ.get(CACHE_ENV)
     with tempfile.TemporaryDirectory(prefix="odlab-empty-cache-") as empty:
         os.environ[CACHE_ENV] = empty
-        ctx, page = await _new_page(browser)
+        ctx, page = await new_page(browser)
         try:
             proc, _, cold = await _cold_start(page, app_dir, log)
             harness.stop_server(proc)
@@ -596,12 +596,12 @@ async def _first_open(page, path: str) -> tuple[dict, float | None]:
     link = page.locator(f"[data-testid=stSidebarNav] a[href$='/{path}']").first
     await page.evaluate("() => { window.__odb.inputT = null; }")
     await link.click()
-    r = _split(await _wait_done(page))
+    r = _split(await wait_done(page))
     try:   # a map can arrive after the DOM was first quiet (the page's run is still streaming)
         await page.locator(".odmap canvas, [data-testid=stDeckGlJsonChart] canvas").first.wait_for(timeout=10_000)
     except Exception:  # playwright's TimeoutError: no map on this page
         return r, None
-    return r, await _map_drawn(page)
+    return r, await map_drawn(page)
 
 
 async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int, log: Path,
@@ -613,7 +613,7 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
     rows: list[dict] = []
     colds, opens, drawn = [], [], []
     for i in range(FIRST_OPENS):
-        ctx, page = await _new_page(browser)
+        ctx, page = await new_page(browser)
         proc, url, cold = await _cold_start(page, app_dir, log)
         colds.append(cold)
         if i == FIRST_OPENS - 1:
@@ -650,7 +650,7 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
         await ctx.close()
         floor_before = await _floor_presses(floor_now)
         n_before = len(rows)
-        ctx, page = await _new_page(browser)
+        ctx, page = await new_page(browser)
         await _goto_drawn(page, f"{url}/{path}")
         controls = await _stable_controls(page)
         base_runs = [await _rerun_unchanged(page) for _ in range(warmup + repeat)][warmup:]
@@ -672,14 +672,14 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
                              "unit": "", "baseline": None, "ratio": None,
                              "note": f"{ctl['kind']} with {ctl['options']} option: nothing to change"})
                 continue
-            ctx, page = await _new_page(browser)
+            ctx, page = await new_page(browser)
             runs = []
             try:
                 await _goto_drawn(page, f"{url}/{path}")
                 for i in range(warmup + repeat):
                     if i and PAUSE_MS:
                         await page.wait_for_timeout(PAUSE_MS)
-                    runs.append(await _press(page, ctl, i))
+                    runs.append(await press(page, ctl, i))
             except Exception as e:  # a control that fails is reported, the others are still measured
                 rows.append({"case": f"{_page_name(path)}: {ctl['label']}", "metric": "error", "value": None,
                              "unit": "", "baseline": None, "ratio": None,
@@ -706,7 +706,7 @@ async def _one_page(browser, app_dir: Path, path: str, warmup: int, repeat: int,
     return rows
 
 
-class _RssSampler:
+class RssSampler:
     """Peak resident memory of the server's process tree, sampled every 0.25 s in a thread."""
 
     def __init__(self, pid: int):
@@ -728,7 +728,7 @@ class _RssSampler:
 
 
 async def _session(browser, url: str, path: str, seed: int, rounds: int, barrier, out: dict):
-    ctx, page = await _new_page(browser, {"width": 1200, "height": 900})
+    ctx, page = await new_page(browser, {"width": 1200, "height": 900})
     try:
         t = time.time() * 1000
         r = await _goto_drawn(page, f"{url}/{path}")
@@ -737,7 +737,7 @@ async def _session(browser, url: str, path: str, seed: int, rounds: int, barrier
         await seed_box.fill(str(seed), timeout=TIMEOUT_MS)   # the same patience as for opening the page
         await page.evaluate("() => { window.__odb.inputT = null; }")
         await seed_box.press("Enter", timeout=TIMEOUT_MS)
-        await _wait_done(page)
+        await wait_done(page)
         ctl = {"kind": "slider", "index": 0}
         eps = page.locator(f"{SIDEBAR} [data-testid=stSlider]").filter(has_text="ε")
         ctl["index"] = await page.locator(f"{SIDEBAR} [data-testid=stSlider]").evaluate_all(
@@ -748,7 +748,7 @@ async def _session(browser, url: str, path: str, seed: int, rounds: int, barrier
         assert await eps.count()
         for _ in range(rounds):
             await barrier()
-            r = await _press(page, ctl)
+            r = await press(page, ctl)
             out["press"].append(r["total"])
             out["bytes"].append(r["bytes"])
             out["exceptions"] += r["exceptions"]
@@ -759,7 +759,7 @@ async def _session(browser, url: str, path: str, seed: int, rounds: int, barrier
         await barrier(leave=True)
 
 
-class _Barrier:
+class Barrier:
     """All live sessions press at the same moment; a session that ends leaves the barrier. With ``wait_s`` none waits
     longer than that for the others (a stuck session must not turn every other session into a timeout).
     ``on_first`` is called when the first press is released (where the press phase starts)."""
@@ -851,19 +851,19 @@ async def _concurrency(browser, app_dir: Path, sessions: tuple[int, ...], rounds
         proc, url = harness.start_server(log, app_dir=app_dir)
     try:
         await asyncio.to_thread(harness.wait_healthy, proc, url, 120)
-        ctx, page = await _new_page(browser)
+        ctx, page = await new_page(browser)
         await _goto_drawn(page, f"{url}/{path}")     # load the bundled city once
         await ctx.close()
         for n in sessions:
             out = {"open": [], "press": [], "bytes": [], "errors": [], "exceptions": 0}   # browser sessions
             cout = {"open": [], "press": [], "bytes": [], "errors": []}          # protocol clients
             at_first_press: list[float] = []   # the server's CPU when the first press is released
-            barrier = _Barrier(n, on_first=lambda mark=at_first_press: mark.append(harness.tree_cpu_seconds(proc.pid)))
+            barrier = Barrier(n, on_first=lambda mark=at_first_press: mark.append(harness.tree_cpu_seconds(proc.pid)))
             n_browsers = n if mode == "browsers" else min(n, 1)
             rss_before = harness.tree_rss_bytes(proc.pid)
             cpu0 = (harness.tree_cpu_seconds(proc.pid), harness.tree_cpu_seconds(os.getpid(), exclude=proc.pid),
                     time.perf_counter(), time.process_time())
-            with _RssSampler(proc.pid) as rss:
+            with RssSampler(proc.pid) as rss:
                 await asyncio.gather(
                     *(_session(browser, url, path, 1000 * n + i, rounds, barrier, out) for i in range(n_browsers)),
                     *(_client_session(url, path, 1000 * n + i, rounds, barrier, cout,
@@ -918,11 +918,11 @@ async def _waves(app_dir: Path, waves: int, n: int, log: Path, *, path: str = "O
         """Wave ``w`` (0: one session opens the page and closes, as before a class or to expire old sessions)."""
         out = {"open": [], "press": [], "bytes": [], "errors": []}
         if w:
-            barrier = _Barrier(n)
+            barrier = Barrier(n)
             await asyncio.gather(*(_client_session(url, path, 100_000 + (w - 1) * n + i, 2, barrier, out)
                                    for i in range(n)))
         else:
-            await _client_session(url, path, 1, 0, _Barrier(1), out)
+            await _client_session(url, path, 1, 0, Barrier(1), out)
         errors.extend(out["errors"])
         presses.extend(out["press"])
         await asyncio.sleep(2)   # the closing sessions' last messages
@@ -1036,10 +1036,10 @@ EPS_SLIDER = {"kind": "slider", "index": 0, "label": "ε"}
 async def _eps_presses(browser, url: str, warmup: int, repeat: int) -> list[dict]:
     """``warmup + repeat`` presses of the ε slider of the app at ``url`` in a fresh browser session; the timed parts
     of the last ``repeat``."""
-    ctx, page = await _new_page(browser)
+    ctx, page = await new_page(browser)
     try:
         await _goto_drawn(page, url)
-        return [await _press(page, EPS_SLIDER, i) for i in range(warmup + repeat)][warmup:]
+        return [await press(page, EPS_SLIDER, i) for i in range(warmup + repeat)][warmup:]
     finally:
         await ctx.close()
 
@@ -1246,7 +1246,7 @@ async def _measure(browser, app_dir: Path, warmup: int, repeat: int, rounds: int
 async def _discover_pages(browser, app_dir: Path, log: Path) -> list[str]:
     """URL paths of every page in the app's navigation ('' = the landing page), in navigation order."""
     with harness.streamlit_server(log, app_dir=app_dir, timeout_s=120) as url:
-        ctx, page = await _new_page(browser)
+        ctx, page = await new_page(browser)
         await _goto_drawn(page, url)
         hrefs = await page.locator("[data-testid=stSidebarNav] a").evaluate_all("els => els.map(e => e.href)")
         await ctx.close()

@@ -37,11 +37,11 @@ from benchmarks import harness
 from benchmarks.bench_browser import (
     SIDEBAR,
     STARTED_JS,
-    _Barrier,
-    _new_page,
-    _press,
-    _RssSampler,
-    _wait_done,
+    Barrier,
+    RssSampler,
+    new_page,
+    press,
+    wait_done,
 )
 from odcore.report.safe_csv import csv_text, write_csv
 
@@ -111,13 +111,13 @@ class _Session:
 
 
 async def _upload_session(browser, url: str, s: _Session, rounds: int, barrier) -> None:
-    ctx, page = await _new_page(browser, {"width": 1200, "height": 900})
+    ctx, page = await new_page(browser, {"width": 1200, "height": 900})
 
     async def steps():
         s.step = "open page"
         await page.goto(url, wait_until="commit", timeout=s.left_ms())
         await page.locator(f"{SIDEBAR} [data-testid=stWidgetLabel]").first.wait_for(timeout=s.left_ms())
-        await _wait_done(page, 0, s.left_ms())
+        await wait_done(page, 0, s.left_ms())
         s.step = "pick upload"
         picker = page.locator("[data-testid=stFileUploaderDropzoneInput]")
         for k in range(5):   # a click can be lost while the page is busy: click again until the picker is there
@@ -130,14 +130,14 @@ async def _upload_session(browser, url: str, s: _Session, rounds: int, barrier) 
                 if time.monotonic() > s.deadline:
                     raise
         s.step = "pick upload (page settles)"
-        await _wait_done(page, 0, s.left_ms())
+        await wait_done(page, 0, s.left_ms())
         s.step = "send file"
         await picker.set_input_files(str(s.file), timeout=s.left_ms())
         await page.locator("[data-testid=stFileChipName]").first.wait_for(timeout=s.left_ms())
         await page.locator("[data-testid=stFileChipIconSpinner]").wait_for(state="detached", timeout=s.left_ms())
         go = page.get_by_role("button", name="Load this file")
         await go.wait_for(timeout=s.left_ms())
-        await _wait_done(page, None, s.left_ms())   # the rerun the upload caused (it enables the button)
+        await wait_done(page, None, s.left_ms())   # the rerun the upload caused (it enables the button)
         s.step = "load file"
         t0 = time.time() * 1000
         for k in range(5):   # a press can be lost while the page is busy: press again until a rerun starts
@@ -166,7 +166,7 @@ async def _upload_session(browser, url: str, s: _Session, rounds: int, barrier) 
         if not await loaded.count():
             s.errors.append(("refused", s.step, (await failed.first.inner_text())[:150]))
             return
-        r = await _wait_done(page, None, s.left_ms())
+        r = await wait_done(page, None, s.left_ms())
         s.load_ms = r["origin"] + r["paint"] - t0
         s.step = "move ε"
         idx = await page.locator(f"{SIDEBAR} [data-testid=stSlider]").evaluate_all(
@@ -178,7 +178,7 @@ async def _upload_session(browser, url: str, s: _Session, rounds: int, barrier) 
             s.step = f"wait for the others (round {k + 1})"
             await barrier()
             s.step = f"move ε (round {k + 1})"
-            r = await _press(page, {"kind": "slider", "index": idx})
+            r = await press(page, {"kind": "slider", "index": idx})
             s.press.append(r["total"])
             if r["exceptions"]:
                 s.errors.append(("exception", s.step, f"{r['exceptions']} exception(s) drawn in the page"))
@@ -286,12 +286,12 @@ async def _run(quick: bool) -> list[dict]:
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=exe, headless=True, args=harness.CHROMIUM_ARGS)
             try:
-                barrier = _Barrier(n, BARRIER_WAIT_S)
+                barrier = Barrier(n, BARRIER_WAIT_S)
                 t_start = time.monotonic()
                 for s in sessions:
                     s.deadline = t_start + s.budget
                 beat = asyncio.create_task(_heartbeat(sessions, proc.pid, t_start))
-                with _RssSampler(proc.pid) as rss:
+                with RssSampler(proc.pid) as rss:
                     try:
                         await asyncio.gather(*(_upload_session(browser, url, s, ROUNDS, barrier) for s in sessions))
                     finally:

@@ -12,7 +12,7 @@ The input is one week of the Cabspotting folder (``$ODCORE_BENCH_CABSPOTTING``, 
   flags of :data:`benchmarks.harness.CHROMIUM_ARGS`) opens the OD release page, picks "Upload a file", sends the zip and
   waits until "Load this file" can be pressed; then from the press (its ``mousedown``) to the painted frame after
   the rerun ends with the page quiet (*page*), and to the painted frame after the map element's last draw
-  (*map drawn*; :func:`benchmarks.bench_browser._map_drawn`). The server's CPU seconds over that span are read from
+  (*map drawn*; :func:`benchmarks.bench_browser.map_drawn`). The server's CPU seconds over that span are read from
   ``/proc`` (the server process and its children), and the browser's (this benchmark's process tree without the
   server: Chromium and the driver).
 - *trips*: ``python -m odcore trips --input cabspotting_week.zip --json`` in a fresh process: wall and CPU seconds
@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from benchmarks import harness
-from benchmarks.bench_browser import SIDEBAR, _map_drawn, _new_page, _wait_done
+from benchmarks.bench_browser import SIDEBAR, map_drawn, new_page, wait_done
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("ODCORE_BENCH_DATA", "/tmp/odcore-bench"))
@@ -82,10 +82,10 @@ async def _app_round(z: Path, log: Path, app_dir: Path = REPO) -> dict:
         harness.wait_healthy(proc, url, 120)
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=shutil.which("chromium"), args=harness.CHROMIUM_ARGS)
-            ctx, page = await _new_page(browser, {"width": 1440, "height": 900})
+            ctx, page = await new_page(browser, {"width": 1440, "height": 900})
             await page.goto(f"{url}/OD_release", wait_until="commit")
             await page.locator(f"{SIDEBAR} [data-testid=stWidgetLabel]").first.wait_for(timeout=TIMEOUT_MS)
-            await _wait_done(page, 0, TIMEOUT_MS)
+            await wait_done(page, 0, TIMEOUT_MS)
             picker = page.locator("[data-testid=stFileUploaderDropzoneInput]")
             for _ in range(5):      # a click can be lost while the page is busy
                 await page.locator(SIDEBAR).get_by_text("Upload a file").click()
@@ -94,22 +94,22 @@ async def _app_round(z: Path, log: Path, app_dir: Path = REPO) -> dict:
                     break
                 except Exception:  # playwright's TimeoutError: the click started no rerun
                     continue
-            await _wait_done(page, 0, TIMEOUT_MS)
+            await wait_done(page, 0, TIMEOUT_MS)
             await picker.set_input_files(str(z))
             await page.locator("[data-testid=stFileChipName]").first.wait_for(timeout=TIMEOUT_MS)
             await page.locator("[data-testid=stFileChipIconSpinner]").wait_for(state="detached", timeout=TIMEOUT_MS)
             go = page.get_by_role("button", name="Load this file")
             await go.wait_for(timeout=TIMEOUT_MS)
-            await _wait_done(page, None, TIMEOUT_MS)
+            await wait_done(page, None, TIMEOUT_MS)
             await page.wait_for_timeout(1000)
             cpu0 = harness.tree_cpu_seconds(proc.pid)
             own0 = harness.tree_cpu_seconds(os.getpid(), exclude=proc.pid)
             await page.evaluate("() => { window.__odb.inputT = null; }")
             await go.click()
             await page.locator(SIDEBAR).get_by_text(f"Data: Upload: {z.name}").first.wait_for(timeout=TIMEOUT_MS)
-            r = await _wait_done(page, None, TIMEOUT_MS)
+            r = await wait_done(page, None, TIMEOUT_MS)
             await page.locator(".odmap canvas, [data-testid=stDeckGlJsonChart] canvas").first.wait_for(timeout=TIMEOUT_MS)
-            drawn = await _map_drawn(page)
+            drawn = await map_drawn(page)
             cpu1 = harness.tree_cpu_seconds(proc.pid)
             own1 = harness.tree_cpu_seconds(os.getpid(), exclude=proc.pid)
             errors = await page.locator("[data-testid=stException], [data-testid=stAlertContentError]").count()

@@ -76,15 +76,15 @@ async def one(browser, deck: Path, drop: str, presses: int, log: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="odlab_map_") as tmp:
         d = bb.write_small_app(Path(tmp), BODY)
         with harness.streamlit_server(log, app_dir=d, timeout_s=120) as url:
-            ctx, page = await bb._new_page(browser)
+            ctx, page = await bb.new_page(browser)
             try:
                 c0 = chromium_cpu_s()
                 await bb._goto_drawn(page, url)
-                drawn = await bb._map_drawn(page)
+                drawn = await bb.map_drawn(page)
                 c1 = chromium_cpu_s()
-                await bb._press(page, bb.EPS_SLIDER, 0)
+                await bb.press(page, bb.EPS_SLIDER, 0)
                 c2 = chromium_cpu_s()
-                runs = [await bb._press(page, bb.EPS_SLIDER, i) for i in range(1, presses + 1)]
+                runs = [await bb.press(page, bb.EPS_SLIDER, i) for i in range(1, presses + 1)]
                 c3 = chromium_cpu_s()
             finally:
                 await ctx.close()

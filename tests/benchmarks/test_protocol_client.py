@@ -129,7 +129,7 @@ def test_the_class_benchmark_counts_a_clients_exception(tiny_server):
 
     _, url = tiny_server
     cout = {"open": [], "press": [], "bytes": [], "errors": []}
-    harness.run_async(bb._client_session(url, "", 1001, 2, bb._Barrier(1), cout))
+    harness.run_async(bb._client_session(url, "", 1001, 2, bb.Barrier(1), cout))
     assert cout["errors"] == ["exception: ValueError: boom"]   # the first press raised; the session stopped there
     assert len(cout["press"]) == 1
     assert len(cout["open"]) == 1
