@@ -112,9 +112,10 @@ def _settle(page, timeout_s: float = 120, since: int = -1) -> None:
 
 
 def _painted(page, timeout_s: float = 60) -> None:
-    """Wait until every chart on the screen has its drawing (``PAINTED_JS``) and two animation frames have passed:
-    what was laid out has been painted."""
+    """Wait until the page's fonts are loaded, every chart on the screen has its drawing (``PAINTED_JS``) and two
+    animation frames have passed: what was laid out has been painted."""
     _frames(page)    # a resize or a new element reaches its observers within a frame and asks for a draw
+    page.evaluate("() => document.fonts.ready.then(() => true)")
     page.wait_for_function(PAINTED_JS, timeout=timeout_s * 1000, polling="raf")
     _frames(page)
 
