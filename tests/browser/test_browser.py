@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+from contextlib import contextmanager
 
 import pytest
 
@@ -49,15 +50,74 @@ def _watch_requests(page, base: str) -> list[str]:
     return seen
 
 
-def _settle(page, timeout_s: float = 120, before_ms: int = 300, after_ms: int = 500) -> None:
-    """Wait until the script run is over: Streamlit marks ``stApp`` with ``data-test-script-state``; ``after_ms``
-    lets charts and the map finish drawing."""
-    page.wait_for_timeout(before_ms)
-    page.wait_for_function(
-        "() => { const a = document.querySelector('[data-testid=stApp]'); "
-        "return a && !['running', 'initial'].includes(a.getAttribute('data-test-script-state')); }",
-        timeout=timeout_s * 1000)
-    page.wait_for_timeout(after_ms)
+# Streamlit marks ``stApp`` with ``data-test-script-state``: "running" (or "rerunRequested", "stopRequested", and
+# "initial" before the first run) while a script run is on. A run may start a few ms after the action that asks for
+# it, so the page counts the runs that have ended (a MutationObserver on that attribute, on every document the page
+# opens): "a run ended since the action and none is running" is the end of the action's run.
+RUNS_JS = """(() => {
+  if (window.__odRuns) return;
+  const busy = new Set(["initial", "running", "rerunRequested", "stopRequested"]);
+  const runs = window.__odRuns = { ended: 0 };
+  new MutationObserver((recs) => {
+    recs.forEach((r, i) => {
+      const next = recs.slice(i + 1).find((q) => q.target === r.target);
+      const now = next ? next.oldValue : r.target.getAttribute("data-test-script-state");
+      if (busy.has(r.oldValue) && !busy.has(now)) runs.ended += 1;
+    });
+  }).observe(document, { subtree: true, attributes: true, attributeOldValue: true,
+                         attributeFilter: ["data-test-script-state"] });
+})()"""
+IDLE_JS = """(since) => {
+  const a = document.querySelector("[data-testid=stApp]");
+  return !!a && !!window.__odRuns && window.__odRuns.ended > since
+    && !["initial", "running", "rerunRequested", "stopRequested"].includes(a.getAttribute("data-test-script-state"));
+}"""
+# Every chart on the screen has its drawing: a plotly chart its SVG, a Vega chart its canvas or SVG, a pydeck map
+# its canvas, the lab's map element its first draw and no draw pending (odapp/components/map/map.js marks its root
+# with ``data-draws`` and ``data-pending``). Charts of zero size (a closed expander, another tab) draw nothing.
+PAINTED_JS = """() => [...document.querySelectorAll(
+    "[data-testid=stPlotlyChart], [data-testid=stVegaLiteChart], [data-testid=stDeckGlJsonChart], .odmap")]
+  .filter((e) => e.getBoundingClientRect().width > 0 && e.getBoundingClientRect().height > 0)
+  .every((e) => e.classList.contains("odmap") ? e.hasAttribute("data-draws") && !e.hasAttribute("data-pending")
+    : e.querySelector(e.matches("[data-testid=stPlotlyChart]") ? ".main-svg" : "canvas, svg") !== null)"""
+
+
+def _watch_runs(page) -> int:
+    """Count the page's ended script runs from now on (in this document and every one the page opens next); returns
+    the count so far."""
+    if not getattr(page, "_od_runs", False):
+        page.add_init_script(RUNS_JS)
+        page._od_runs = True
+    page.evaluate(RUNS_JS)
+    return page.evaluate("() => window.__odRuns.ended")
+
+
+@contextmanager
+def _run(page, timeout_s: float = 120):
+    """The ``with`` block's action (a click, a choice, an upload) asks for a script run: on leaving, wait until a run
+    has ended since the block began and none is running, and until what it drew is painted (:func:`_painted`)."""
+    since = _watch_runs(page)
+    yield
+    _settle(page, timeout_s, since=since)
+
+
+def _settle(page, timeout_s: float = 120, since: int = -1) -> None:
+    """Wait until no script run is on and more than ``since`` runs have ended (the count of :func:`_watch_runs`
+    taken before the action; -1: whatever has ended), then until what the run drew is painted. Without ``since``,
+    call it when the run's end is all that is left to wait for: after the element the run makes has shown, or after
+    a page load (the first run)."""
+    _watch_runs(page)
+    page.wait_for_function(IDLE_JS, arg=since, timeout=timeout_s * 1000)
+    _painted(page)
+
+
+def _painted(page, timeout_s: float = 60) -> None:
+    """Wait until the page's fonts are loaded, every chart on the screen has its drawing (``PAINTED_JS``) and two
+    animation frames have passed: what was laid out has been painted."""
+    _frames(page)    # a resize or a new element reaches its observers within a frame and asks for a draw
+    page.evaluate("() => document.fonts.ready.then(() => true)")
+    page.wait_for_function(PAINTED_JS, timeout=timeout_s * 1000, polling="raf")
+    _frames(page)
 
 
 def _open(page, url: str, heading: str) -> None:
@@ -84,9 +144,6 @@ def _screenshot(page, name: str, size: str = "1440") -> bytes:
     page.mouse.move(5, 5)          # no hover tooltip in the picture
     if page.viewport_size != {"width": w, "height": vh}:
         page.set_viewport_size({"width": w, "height": vh})
-        _frames(page)
-        _settle(page)
-    _frames(page)
     _maps_drawn(page)
     if not keep:
         return page.screenshot()
@@ -96,8 +153,6 @@ def _screenshot(page, name: str, size: str = "1440") -> bytes:
         .map(id => document.querySelector(`[data-testid="${id}"]`)).filter(Boolean)
         .map(e => e.scrollHeight + e.getBoundingClientRect().top), document.body.scrollHeight)""")
     page.set_viewport_size({"width": w, "height": int(min(max(h + 40, vh), 7000))})
-    _frames(page)
-    _settle(page)
     _maps_drawn(page)
     page.screenshot(path=str(SHOTS / f"{name}{suffix}.png"), full_page=True)
     page.set_viewport_size({"width": w, "height": vh})
@@ -105,14 +160,14 @@ def _screenshot(page, name: str, size: str = "1440") -> bytes:
 
 
 def _maps_drawn(page) -> None:
-    """Every map has its canvas and has painted since the last resize (the lab's map element draws on the next
-    animation frame; a pydeck map with the online base map a few frames later)."""
+    """Every map has its canvas and has painted since the last resize (the lab's map element marks its draws and a
+    draw to come, :data:`PAINTED_JS`; a pydeck map with the online base map draws a few frames after its canvas)."""
     decks = page.locator(MAPS).all()
     for deck in decks:
         deck.locator("canvas").first.wait_for(timeout=60_000)
-    if decks:
+    _painted(page)
+    if page.locator(DECK).count():
         _frames(page, 4)
-        page.wait_for_timeout(400)
 
 
 def _metric(page, label: str) -> str:
@@ -172,7 +227,7 @@ def test_map_canvas_is_drawn(streamlit_url, page):
     assert box is not None
     assert box["width"] > 300
     assert box["height"] > 300
-    page.wait_for_timeout(800)
+    _painted(page)                          # drawn at that size
     img = Image.open(io.BytesIO(deck.screenshot())).convert("L")
     lo, hi = img.getextrema()
     assert hi - lo > 50, "the map area is blank"
@@ -206,13 +261,12 @@ def test_map_image_box_shows_its_controls_when_opened(streamlit_url, page):
 def test_unreadable_upload_shows_error_and_keeps_data(streamlit_url, page, tmp_path):
     _open(page, f"{streamlit_url}/Data", "Data")
     users_before = _metric(page, "People in the data")
-    page.locator("[data-testid='stSidebar']").get_by_text("Upload a file").click()
-    _settle(page)
+    with _run(page):
+        page.locator("[data-testid='stSidebar']").get_by_text("Upload a file").click()
     bad = tmp_path / "broken.csv"
     bad.write_bytes(b"\x00\x01garbage\xff\xfe")
-    page.locator("[data-testid='stSidebar'] input[type='file']").set_input_files(str(bad))
-    page.wait_for_timeout(800)
-    _settle(page)
+    with _run(page):    # the file is sent, then the uploader's new value reruns the script
+        page.locator("[data-testid='stSidebar'] input[type='file']").set_input_files(str(bad))
     page.locator("[data-testid='stSidebar']").get_by_role("button", name="Load this file").click()
     err = page.locator("[data-testid='stSidebar'] [data-testid='stAlert']").filter(has_text="broken.csv")
     err.first.wait_for(timeout=60_000)
@@ -226,14 +280,14 @@ def _hover_until(page, deck, needle: str, step: int = 14):
     """Move the pointer over the map on a grid until its tooltip (the lab's map element's, or deck.gl's with the
     online base map) shows ``needle``; return it or None."""
     deck.scroll_into_view_if_needed()
-    page.wait_for_timeout(300)
+    _painted(page)
     box = deck.locator("canvas").first.bounding_box()
     tip = deck.locator(".odmap-tip, .deck-tooltip")
     for fy in [0.5 + d for d in (0, 0.05, -0.05, 0.1, -0.1, 0.15, -0.15, 0.2, -0.2, 0.25, -0.25)]:
         for i in range(step):
             fx = 0.2 + 0.6 * i / (step - 1)
             page.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
-            page.wait_for_timeout(40)
+            _frames(page)     # the lab's map shows its tooltip on the move; deck.gl picks on the next frame
             if tip.count() and tip.first.is_visible() and needle in tip.first.inner_text():
                 return tip.first
     return None
@@ -247,7 +301,7 @@ def test_map_tooltips_are_plain_text_and_nothing_leaves(streamlit_url, browser):
     deck = page.locator(MAP).first
     deck.locator("canvas").first.wait_for(timeout=60_000)
     assert deck.bounding_box()["y"] < 768, "the map starts below the first screen at 1024×768"
-    page.wait_for_timeout(1500)
+    _painted(page)
     found = {}
     for needle in ("→", figures.ZONE_WORDS):        # an arc, a zone of a published pair
         tip = _hover_until(page, deck, needle)
@@ -266,12 +320,8 @@ def test_map_tooltips_are_plain_text_and_nothing_leaves(streamlit_url, browser):
     assert "centre" in found[figures.ZONE_WORDS]
     assert page.outside() == [], f"requests to another host: {page.outside()}"
     # the base map on: the browser asks CARTO for the style; offline (aborted here) the flows are still drawn
-    page.get_by_text("Base map", exact=True).click()
-    _settle(page)
-    for _ in range(120):                     # the map redraws after the rerun; a loaded machine is slow
-        if any("cartocdn" in u for u in page.outside()):
-            break
-        page.wait_for_timeout(500)
+    with page.expect_request(lambda r: "cartocdn" in r.url, timeout=120_000), _run(page):
+        page.get_by_text("Base map", exact=True).click()
     assert any("cartocdn" in u for u in page.outside()), "the base map toggle did not request a style"
     assert page.locator("[data-testid='stException']").count() == 0
     assert page.get_by_text("CARTO Positron").first.is_visible()
@@ -307,13 +357,13 @@ def test_names_from_the_data_show_as_text_and_fetch_nothing(streamlit_url, page)
     side = page.locator("[data-testid='stSidebar']")
     for body in (b"\x00\x01garbage\xff\xfe", good):
         _open(page, f"{streamlit_url}/Data", "Data")
-        side.get_by_text("Upload a file").click()
-        _settle(page)
-        side.locator("input[type='file']").set_input_files({"name": name, "mimeType": "text/csv", "buffer": body})
-        page.wait_for_timeout(800)
-        _settle(page)
-        side.get_by_role("button", name="Load this file").click()
-        _settle(page)
+        with _run(page):
+            side.get_by_text("Upload a file").click()
+        with _run(page):    # the file is sent, then the uploader's new value reruns the script
+            side.locator("input[type='file']").set_input_files({"name": name, "mimeType": "text/csv",
+                                                                "buffer": body})
+        with _run(page):
+            side.get_by_role("button", name="Load this file").click()
         if body is not good:
             err = side.locator("[data-testid='stAlert']").filter(has_text="beacon.png")
             err.first.wait_for(timeout=60_000)

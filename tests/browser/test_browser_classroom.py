@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.test_browser import _settle
+from tests.browser.test_browser import _painted, _run, _settle
 from tests.conftest import screenshot_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -198,7 +198,8 @@ def test_live_check_can_fail():
 
 
 def settle(page, timeout_s: float = 180) -> None:
-    _settle(page, timeout_s, before_ms=400, after_ms=1200)   # projector type redraws the charts: a longer pause
+    """The page's first run is over and its charts drawn (:func:`tests.browser.test_browser._settle`)."""
+    _settle(page, timeout_s)
 
 
 def open_app(browser, url: str, width: int, height: int, *, projector: bool, unit: str = "per_metric"):
@@ -207,14 +208,14 @@ def open_app(browser, url: str, width: int, height: int, *, projector: bool, uni
     page.goto(url, wait_until="domcontentloaded")
     settle(page)
     if projector:
-        page.locator("[data-testid=stSidebar] label").filter(has_text="Projector mode").first.click()
-        settle(page)
+        with _run(page, 180):
+            page.locator("[data-testid=stSidebar] label").filter(has_text="Projector mode").first.click()
     if unit == "user_level":
         page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(
             has_text="Guarantee unit").first.locator("input").first.click()
         page.keyboard.type("per user")
-        page.keyboard.press("Enter")
-        settle(page)
+        with _run(page, 180):
+            page.keyboard.press("Enter")
     return ctx, page
 
 
@@ -222,8 +223,8 @@ def goto(page, name: str) -> None:
     """Open a page through the navigation, so the session (projector mode, unit) is kept."""
     nav = page.locator("[data-testid=stSidebarNav] a")
     hrefs = nav.evaluate_all("els => els.map(e => e.getAttribute('href') || '')")
-    nav.nth(0 if not name else next(i for i, h in enumerate(hrefs) if h.rstrip("/").endswith(f"/{name}"))).click()
-    settle(page)
+    with _run(page, 180):
+        nav.nth(0 if not name else next(i for i, h in enumerate(hrefs) if h.rstrip("/").endswith(f"/{name}"))).click()
     assert page.locator("[data-testid='stException']").count() == 0, f"{name or 'home'}: exception shown"
 
 
@@ -237,10 +238,10 @@ def shot(page, name: str) -> None:
         .map(id => document.querySelector(`[data-testid="${id}"]`)).filter(Boolean)
         .map(e => e.scrollHeight + e.getBoundingClientRect().top), document.body.scrollHeight)""")
     page.set_viewport_size({"width": size["width"], "height": int(min(max(h + 40, size["height"]), 9000))})
-    settle(page)
+    _painted(page)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
     page.set_viewport_size(size)
-    settle(page)
+    _painted(page)
 
 
 def overlapping(texts: list[dict]) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ import pytest
 
 from odapp.shared.export import EXPORT_SIZE_WORDS
 from odcore.report import figures
-from tests.browser.test_browser import _settle
+from tests.browser.test_browser import _run, _settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -34,8 +34,8 @@ def _choose(page, words: str) -> None:
     box.scroll_into_view_if_needed()
     box.locator("input").first.click()
     page.keyboard.type(words)
-    page.keyboard.press("Enter")
-    _settle(page)
+    with _run(page):
+        page.keyboard.press("Enter")
 
 
 def test_svg_download_has_the_chosen_size(streamlit_url, page, tmp_path):

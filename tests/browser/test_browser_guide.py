@@ -11,7 +11,7 @@ import pytest
 
 from odapp.shared.guide import STEPS
 from odapp.shared.nav import HOME_FILE
-from tests.browser.test_browser import _settle
+from tests.browser.test_browser import _frames, _run, _settle
 from tests.conftest import SHOTS_ENV, screenshot_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
@@ -32,7 +32,7 @@ def _shot(page, i: int) -> None:
     page.mouse.move(5, 5)
     _step_panel(page, i).evaluate("e => e.scrollIntoView({block: 'nearest'})")
     if os.environ.get(SHOTS_ENV):
-        page.wait_for_timeout(800)     # the scroll has ended in the picture
+        _frames(page)     # the scroll is painted
         SHOTS.mkdir(parents=True, exist_ok=True)
     png = page.screenshot(**({"path": str(SHOTS / f"guide_{i}.png")} if os.environ.get(SHOTS_ENV) else {}))
     assert len(png) > 20_000
@@ -72,8 +72,8 @@ def test_guided_tour_end_to_end(streamlit_url, page, tmp_path):
             assert "70.7 %" in html             # exact p_3 at ε = 0.66
             assert "In the game, against the real thresholded release" in html
     panel = _step_panel(page, len(STEPS))
-    panel.get_by_role("button", name="Close the tour").click()
-    _settle(page)
+    with _run(page):
+        panel.get_by_role("button", name="Close the tour").click()
     assert _step_panel(page, len(STEPS)).count() == 0
     page.locator("[data-testid='stSidebar']").get_by_role("button", name="Guided tour").click()
     _step_panel(page, 1).wait_for(timeout=180_000)

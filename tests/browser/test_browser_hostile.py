@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.test_browser import _open, _settle
+from tests.browser.test_browser import _open, _run, _settle
 from tests.conftest import keep_screenshot
 from tests.hostile import names
 
@@ -18,12 +18,11 @@ def test_game_page_on_a_hostile_upload_requests_nothing_outside(streamlit_url, p
     body = names.traces_csv().replace(names.USER_COLUMN.encode(), b"user", 1)   # ids hostile, columns detected
     side = page.locator("[data-testid='stSidebar']")
     _open(page, f"{streamlit_url}/Data", "Data")
-    side.get_by_text("Upload a file").click()
-    _settle(page)
-    side.locator("input[type='file']").set_input_files({"name": names.FILE_NAME, "mimeType": "text/csv",
-                                                        "buffer": body})
-    page.wait_for_timeout(800)
-    _settle(page)
+    with _run(page):
+        side.get_by_text("Upload a file").click()
+    with _run(page):    # the file is sent, then the uploader's new value reruns the script
+        side.locator("input[type='file']").set_input_files({"name": names.FILE_NAME, "mimeType": "text/csv",
+                                                            "buffer": body})
     side.get_by_role("button", name="Load this file").click()
     side.locator("[data-testid='stCaptionContainer']").filter(has_text="Upload:").first.wait_for(timeout=120_000)
     _settle(page)
@@ -35,7 +34,7 @@ def test_game_page_on_a_hostile_upload_requests_nothing_outside(streamlit_url, p
     assert names.HOST in text, text           # the person's id, shown as its characters
     page.get_by_role("button", name="In", exact=True).click()
     page.get_by_role("heading").filter(has_text="Round 2 ").first.wait_for(timeout=120_000)
-    _settle(page, after_ms=1500)
+    _settle(page)
     assert page.locator("[data-testid='stException']").count() == 0
     round2 = page.get_by_role("heading").filter(has_text="Round 2 ").first
     round2.scroll_into_view_if_needed()

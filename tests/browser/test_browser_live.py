@@ -13,7 +13,7 @@ import pytest
 from benchmarks.bench_browser_live import DRAGS, STEPS, drag_plan, thumb_x
 from odcore.privacy import accounting as acc
 from odcore.privacy import attack, live
-from tests.browser.test_browser import _metric, _open, _settle
+from tests.browser.test_browser import _frames, _metric, _open, _run
 from tests.conftest import keep_screenshot, screenshot_dir
 
 
@@ -41,16 +41,27 @@ def test_benchmark_drags_end_on_a_new_value_each_time():
 TARGET = 0.93   # the pointer stops near here: near the middle of a grid cell of every table (odcore.privacy.live)
 
 
+# The live component ``name`` has painted at its slider ``control``'s value (odapp/components/live/live.js: an input
+# event asks for a frame; the frame's paint records its settings in ``window.odlive[name]``).
+PAINTED_AT_JS = """([name, control]) => {
+  const i = document.querySelector(`.odlive[data-page='${name}'] .odlive-control[data-name='${control}'] .odlive-range`);
+  const r = (window.odlive || {})[name];
+  return !!i && !!r && !!r.settings && r.settings[control] === parseFloat(i.value);
+}"""
+
+
 def hold_at(page, name: str, value: float, control: str = "epsilon", start: float = 0.66) -> dict:
-    """Press the thumb at ``start``, move the pointer to ``value`` and keep holding; what the browser drew."""
+    """Press the thumb at ``start``, move the pointer to ``value`` in 11 steps, one frame each, and keep holding;
+    what the browser drew once it has painted at the last step (and the components that follow it with it)."""
     x0, y, _ = thumb_x(page, name, start, control)
     x1, _, _ = thumb_x(page, name, value, control)
     page.mouse.move(x0, y)
     page.mouse.down()
     for f in np.linspace(0, 1, 12)[1:]:
         page.mouse.move(x0 + (x1 - x0) * f, y)
-        page.wait_for_timeout(16)
-    page.wait_for_timeout(200)
+        _frames(page, 1)
+    page.wait_for_function(PAINTED_AT_JS, arg=[name, control], timeout=60_000, polling="raf")
+    _frames(page)   # the followers repaint on the leader's event, in the next frame
     return page.evaluate(f"() => window.odlive['{name}']")
 
 
@@ -63,9 +74,9 @@ SHOWN = {  # where a released value shows: in a metric, or as the sidebar's bold
 def let_go(page, where: str, text: str) -> None:
     """Let go of the thumb (the page's setting, one rerun) and wait until the page shows ``text`` (in a metric, or
     as the sidebar's bold value) and its run is over."""
-    page.mouse.up()
-    page.wait_for_function(SHOWN[where], arg=text, timeout=120_000)
-    _settle(page)
+    with _run(page):
+        page.mouse.up()
+        page.wait_for_function(SHOWN[where], arg=text, timeout=120_000)
 
 
 def between_grid_points(grid: np.ndarray, e: float) -> bool:

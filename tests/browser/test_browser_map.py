@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from odcore.paths import SHARED_DATA_DIR
-from tests.browser.test_browser import _open, _settle, _watch_requests
+from tests.browser.test_browser import _open, _painted, _run, _settle, _watch_requests
 from tests.conftest import screenshot_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -51,8 +51,8 @@ def cabspotting_week_zip(folder, start: datetime = CAB_WEEK, days: int = 7) -> b
 def _sidebar_choice(page, text: str) -> None:
     choice = page.locator("[data-testid='stSidebar']").get_by_text(text, exact=True).first
     choice.scroll_into_view_if_needed()
-    choice.click()
-    _settle(page, 300)
+    with _run(page, 300):
+        choice.click()
 
 
 def _map_into_view(page) -> None:
@@ -65,15 +65,13 @@ def _map_into_view(page) -> None:
         const sc = document.querySelector("[data-testid='stMain']") || document.scrollingElement;
         sc.scrollBy(0, r.bottom - window.innerHeight + 16); }""")
     page.mouse.move(2, 2)             # no tooltip in the picture
-    page.wait_for_timeout(2500)       # the map draws its frame
+    _painted(page)                    # the map draws its frame
 
 
 def _shots(page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     for w, h in SIZES:
         page.set_viewport_size({"width": w, "height": h})
-        page.wait_for_timeout(800)
-        _settle(page)
         _map_into_view(page)
         path = SHOTS / f"2_od_release_map_{name}_{w}.png"
         page.screenshot(path=str(path))
@@ -99,17 +97,16 @@ def test_release_map_on_four_kinds_of_data(streamlit_url, browser, data, tmp_pat
         _sidebar_choice(page, "Synthesise a new city")
         side = page.locator("[data-testid='stSidebar']")
         side.get_by_role("spinbutton", name="Users").fill("100")
-        side.get_by_role("button", name="Generate city").click()
-        _settle(page, 600)
+        with _run(page, 600):
+            side.get_by_role("button", name="Generate city").click()
     elif data == "cabspotting":
         z = tmp_path / "cabspotting_week.zip"
         z.write_bytes(cabspotting_week_zip(DATA / "cabspotting_sf"))
         _sidebar_choice(page, "Upload a file")
-        page.locator("[data-testid='stSidebar'] input[type='file']").first.set_input_files(str(z))
-        page.wait_for_timeout(1500)
-        page.locator("[data-testid='stSidebar']").get_by_role("button", name="Load this file").click()
-        page.wait_for_timeout(1500)
-        _settle(page, 600)
+        with _run(page):    # the file is sent, then the uploader's new value reruns the script
+            page.locator("[data-testid='stSidebar'] input[type='file']").first.set_input_files(str(z))
+        with _run(page, 600):
+            page.locator("[data-testid='stSidebar']").get_by_role("button", name="Load this file").click()
     page.get_by_role("heading", name="OD release", exact=True).first.wait_for(timeout=600_000)
     _settle(page, 600)
     _shots(page, data)

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 from shapely.geometry import Point, Polygon
 
-from tests.browser.test_browser import _open
+from tests.browser.test_browser import _frames, _open, _painted
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -33,7 +33,7 @@ def _record(page, key: str) -> dict:
 def _drawn(page, key: str) -> dict:
     page.wait_for_function("k => { const r = (window.odmap || {})[k]; return r && r.draws > 0; }", arg=key,
                            timeout=120_000)
-    page.wait_for_timeout(300)
+    _painted(page)     # no draw to come (a resize as the page settles)
     return _record(page, key)
 
 
@@ -107,7 +107,7 @@ def test_arrows_drawn_are_the_described_flows_and_hover_drag_wheel_redraw(stream
     rec = _drawn(page, "map_0")
     el = page.locator(MAP).first
     el.scroll_into_view_if_needed()
-    page.wait_for_timeout(500)
+    _painted(page)
     rows = page.evaluate("() => window.odmap.map_0.rows('flows')")
     legend = page.locator("[data-testid='stMarkdownContainer']").filter(has_text="Level:").first.inner_text()
     shown = re.search(r"top (\d+) of (\d+) flows", legend)
@@ -132,7 +132,7 @@ def test_arrows_drawn_are_the_described_flows_and_hover_drag_wheel_redraw(stream
         red, _g, blue = img.getpixel((round(px), round(py)))
         assert red - blue > 40, f"arrow {i}: no arrow colour at its shaft ({red}, {_g}, {blue})"
         page.mouse.move(px, py)
-        page.wait_for_timeout(60)
+        _frames(page, 1)     # the tooltip is set on the move; the highlight drawn with it
         tip = page.locator(".odmap-tip").first
         assert tip.is_visible(), f"arrow {i}: no tooltip over its shaft"
         text = tip.inner_text()
@@ -153,7 +153,7 @@ def test_arrows_drawn_are_the_described_flows_and_hover_drag_wheel_redraw(stream
     page.mouse.down()
     page.mouse.move(cx + 60, cy + 40, steps=4)
     page.mouse.up()
-    page.wait_for_timeout(300)
+    _painted(page)     # the move's frame drawn, no draw to come
     moved = _record(page, "map_0")
     assert moved["draws"] > draws
     gx, gy = _screen(view["longitude"], view["latitude"], moved["view"])
@@ -162,7 +162,7 @@ def test_arrows_drawn_are_the_described_flows_and_hover_drag_wheel_redraw(stream
     page.mouse.move(cx, cy)
     before = moved["view"]
     page.mouse.wheel(0, -200)
-    page.wait_for_timeout(300)
+    _painted(page)
     zoomed = _record(page, "map_0")
     assert zoomed["view"]["zoom"] > before["zoom"] + 0.5
     assert zoomed["draws"] > moved["draws"]

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from tests.browser.test_browser import _run
 from tests.browser.test_browser_classroom import goto, open_app, settle
 from tests.conftest import screenshot_dir
 
@@ -89,12 +90,14 @@ def test_guarantee_card_greys_while_the_live_slider_is_dragged(streamlit_url, br
         page.mouse.move(box["x"] + box["width"] * 0.1, y)
         page.mouse.down()
         page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=8)
-        page.wait_for_timeout(300)
+        # the card greys as the slider moves (a CSS transition on the opacity): at most 0.6 within 10 s
+        page.wait_for_function("e => getComputedStyle(e).opacity < 0.6", arg=card.element_handle(),
+                               timeout=10_000, polling="raf")
         assert float(card.evaluate(opacity)) < 0.6   # greyed while held
         assert "updates when the slider is released" in card.evaluate(
             "e => getComputedStyle(e.querySelector('summary'), '::after').content")
-        page.mouse.up()
-        settle(page)
+        with _run(page, 180):
+            page.mouse.up()
         assert float(card.evaluate(opacity)) == 1.0   # redrawn at the released value
         assert card.inner_text() != before
     finally:

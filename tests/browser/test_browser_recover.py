@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.browser.test_browser import LOCAL_SCHEMES
+from tests.browser.test_browser import LOCAL_SCHEMES, _settle
 from tests.conftest import screenshot_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -23,7 +23,7 @@ def test_recovery_page_opens_on_its_map(streamlit_url, page):
     page.goto(f"{streamlit_url}/Trajectory_recovery")
     canvas = page.locator(MAP).first.locator("canvas").first
     canvas.wait_for(timeout=300_000)
-    page.wait_for_timeout(3000)          # the map element sizes its canvas and draws
+    _settle(page, 300)                   # the run is over; the map element has sized its canvas and drawn
     box = page.locator(MAP).first.bounding_box()
     assert box is not None
     assert box["y"] < 768                # the picture starts within the first screen
@@ -37,6 +37,6 @@ def test_recovery_page_opens_on_its_map(streamlit_url, page):
     # below the map: the scores and the accuracy in every hour
     page.evaluate("""() => { const sc = document.querySelector("[data-testid='stMain']") || document.scrollingElement;
         sc.scrollBy(0, 700); }""")
-    page.wait_for_timeout(1500)
+    _settle(page)                        # painted after the scroll
     page.screenshot(path=str(shots / "10_trajectory_recovery_below_1024.png"))
     assert hosts <= {urlparse(streamlit_url).hostname}, hosts

@@ -28,9 +28,11 @@ from benchmarks.protocol_client import ProtocolClient
 pytestmark = pytest.mark.timeout(420)
 
 HOOK = textwrap.dedent('''
-    import collections, gc, json, os, signal, types
+    import collections, gc, json, os, signal, threading, types
 
     def _report(sig, frame):
+        from streamlit.runtime import Runtime   # imported when asked: this hook loads before streamlit
+
         gc.collect()
         spaces = {id(f.__globals__): os.path.basename(str(f.__globals__.get("__file__")))
                   for f in gc.get_objects()
@@ -38,7 +40,10 @@ HOOK = textwrap.dedent('''
                   and os.path.basename(str(f.__globals__.get("__file__"))) != "app.py"}
         out = os.environ["ODLAB_TEST_KEPT"]
         with open(out + ".tmp", "w") as fh:
-            json.dump(collections.Counter(spaces.values()), fh)
+            json.dump({"kept": collections.Counter(spaces.values()),
+                       # sessions whose connection the server has not seen close, runs still on
+                       "open": Runtime.instance()._session_mgr.num_active_sessions(),
+                       "runs": sum(t.name == "ScriptRunner.scriptThread" for t in threading.enumerate())}, fh)
         os.replace(out + ".tmp", out)
 
     signal.signal(signal.SIGUSR2, _report)
@@ -82,13 +87,21 @@ def _kept_namespaces(tmp_path, monkeypatch, app_dir, pages: list[str], sessions:
         finally:
             await client.close()
 
-    def count(proc) -> dict[str, int]:
+    def report(proc) -> dict:
         out.unlink(missing_ok=True)
         os.kill(proc.pid, signal.SIGUSR2)
         deadline = time.time() + 60
         while not out.exists() and time.time() < deadline:
-            time.sleep(0.1)
+            time.sleep(0.02)
         return json.loads(out.read_text())
+
+    def count(proc) -> dict[str, int]:
+        """The namespaces kept once the server has seen every session close and no run is on."""
+        deadline = time.time() + 60
+        while (r := report(proc))["open"] or r["runs"]:
+            assert time.time() < deadline, f"sessions still open or running after 60 s: {r}"
+            time.sleep(0.05)
+        return r["kept"]
 
     proc, url = harness.start_server(tmp_path / "server.log", app_dir=app_dir)
     kept = {}
@@ -97,7 +110,6 @@ def _kept_namespaces(tmp_path, monkeypatch, app_dir, pages: list[str], sessions:
         for i, page in enumerate(pages):
             for j in range(sessions):
                 harness.run_async(session(url, page, 1000 + 10 * i + j))
-            time.sleep(0.5)   # the last close reaches the server
             kept[page] = sum(n for f, n in count(proc).items() if f.split(".")[0].split("_", 1)[-1] == page)
         return kept
     finally:

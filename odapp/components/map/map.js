@@ -143,6 +143,9 @@ function firstView(st) {
 
 function draw(st) {
   st.pending = false;
+  // the marks tests wait on: drawn (data-draws), and no draw to come (data-pending: a frame or an image to decode)
+  if (st.model.layers.some((L) => L.pending && !L.pending.complete)) st.root.setAttribute("data-pending", "");
+  else st.root.removeAttribute("data-pending");
   const t0 = performance.now();
   const { canvas, ctx, width: W, height: H, view } = st;
   const dpr = window.devicePixelRatio || 1;
@@ -240,6 +243,7 @@ function draw(st) {
   st.record.drawMs.push(Math.round(ms * 10) / 10);
   if (st.record.drawMs.length > 50) st.record.drawMs.shift();
   st.record.drawn = counts;
+  st.root.dataset.draws = String(st.record.draws);
   st.record.view = { longitude: lonOf(view.cx + st.model.origin[0]), latitude: latOf(view.cy + st.model.origin[1]),
                      zoom: view.zoom, width: W, height: H };
 }
@@ -262,7 +266,11 @@ function drawHover(st) {
 }
 
 function schedule(st) {   // one frame for a change; nothing when nothing changed
-  if (!st.pending) { st.pending = true; requestAnimationFrame(() => draw(st)); }
+  if (!st.pending) {
+    st.pending = true;
+    st.root.setAttribute("data-pending", "");
+    requestAnimationFrame(() => draw(st));
+  }
 }
 
 // ---- picking: the top pickable object under a point (px from the canvas's top left)
