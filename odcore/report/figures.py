@@ -1000,6 +1000,8 @@ class _ImageBrowser:
             else:
                 if ok:
                     return value
+                if watch_process and (_browser_closed(value) or not self.alive()):
+                    raise _BrowserGone("stopped") from value
                 raise value
             gone = not self._thread.is_alive() or (watch_process and not self.alive())
             if gone or time.monotonic() > deadline:
@@ -1032,6 +1034,13 @@ class _ImageBrowser:
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)
+
+
+def _browser_closed(e: BaseException) -> bool:
+    """Whether ``e`` is choreographer saying the browser or its pipe closed (Chromium ended during the call)."""
+    from choreographer.errors import BrowserClosedError, ChannelClosedError
+
+    return isinstance(e, (BrowserClosedError, ChannelClosedError))
 
 
 def _plotly_topojson() -> str | None:
@@ -1135,9 +1144,15 @@ def release_image_browser() -> None:
 
 
 def image_browser_running() -> bool:
-    """Whether a kept image browser is running now (for the dashboard's status line and the tests)."""
+    """Whether a kept image browser is running now."""
+    return image_browser_pid() is not None
+
+
+def image_browser_pid() -> int | None:
+    """Process id of the kept image browser while it runs (kaleido starts Chromium under a small wrapper process:
+    this is the wrapper's), else ``None``: two images drawn in the same browser give the same number."""
     b = _kept["browser"]
-    return b is not None and b.alive()
+    return b.process().pid if b is not None and b.alive() else None
 
 
 def write_image(fig: go.Figure, path: str | Path, **kw: Any) -> Path:
