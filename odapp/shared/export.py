@@ -20,6 +20,7 @@ import streamlit as st
 
 from odapp.shared import projector
 from odapp.shared.cli_config import COMMANDS, command_line
+from odcore.errors import ODCoreError
 from odcore.report import figures
 from odcore.report.safe_csv import csv_text
 
@@ -85,10 +86,16 @@ def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in
             figures.keep_image_browser()   # the first image starts Chromium, the next ones reuse it
             with st.status(f"Drawing the {fmt.upper()} ({w:g} × {h:g} in"
                            f"{f', {dpi} dpi' if fmt == 'png' else ''})…", expanded=False) as status:
-                data = (figures.image_bytes(build(), fmt, width_in=w, height_in=h, dpi=int(dpi)) if preset == "custom"
-                        else figures.figure_bytes(build(), fmt, figures.SIZE_PRESETS[preset]))
-                status.update(label=f"{fmt.upper()} ready: {len(data) / 1024:,.0f} KiB", state="complete")
-            ss[f"img_data_{key}"] = (want, data)
+                try:
+                    data = (figures.image_bytes(build(), fmt, width_in=w, height_in=h, dpi=int(dpi))
+                            if preset == "custom" else figures.figure_bytes(build(), fmt, figures.SIZE_PRESETS[preset]))
+                except ODCoreError as e:   # no browser, one that would not start or answer: say so, keep the page
+                    data = None
+                    status.update(label=f"No {fmt.upper()}: {e}", state="error")
+                else:
+                    status.update(label=f"{fmt.upper()} ready: {len(data) / 1024:,.0f} KiB", state="complete")
+            if data is not None:
+                ss[f"img_data_{key}"] = (want, data)
         made = ss.get(f"img_data_{key}")
         if made and made[0] == want:
             mime = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}[fmt]

@@ -258,6 +258,27 @@ def test_map_image_at_a_paper_preset(at):
         at.run()
 
 
+def test_a_browser_that_will_not_start_is_said_on_the_page(at, monkeypatch):
+    """ODLAB_BROWSER naming a program that is not a browser: the map's image box says in its status line that the
+    browser did not start, the page keeps working, and no image is offered."""
+    at.switch_page("pages/2_OD_release.py").run()
+    at.session_state["img_open_od_map"] = True
+    at.run()
+    try:
+        with monkeypatch.context() as m:
+            m.setenv("ODLAB_BROWSER", "/bin/false")
+            at.radio(key="img_fmt_od_map").set_value("pdf").run()
+            at.button(key="img_go_od_map").click().run()
+        assert not at.exception, [e.message for e in at.exception]
+        [status] = [s for s in at.status if s.label.startswith("No PDF")]
+        assert status.state == "error"
+        assert "(/bin/false) did not start" in status.label
+        assert not [b for b in at.get("download_button") if b.proto.label.endswith(".pdf")]
+    finally:
+        at.session_state["img_open_od_map"] = False
+        at.run()
+
+
 def test_published_view_downloads_are_offered_with_their_do_not_share_twins(at):
     """The OD release page offers release.json beside the published table; the Privacy budget page (per person)
     the shareable guarantee sheet and, apart and named so, the sheet with the data's record. The files themselves
