@@ -208,6 +208,7 @@ def test_chart_image_sizes_are_the_figures_command_presets():
         chart_image(go.Figure().to_json(), "svg", "a4")
 
 
+@pytest.mark.skipif(find_browser() is None, reason="no Chrome/Chromium: the charts offer no PNG/SVG buttons")
 def test_one_image_size_choice_for_every_chart(at):
     """The size chosen in the sidebar is the size of every chart's downloads, on every page; one element per page."""
     from odapp.shared.export import EXPORT_SIZE_WORDS, K_EXPORT_SIZE, SCREEN

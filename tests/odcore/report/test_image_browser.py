@@ -180,6 +180,9 @@ def test_a_browser_that_never_answers_gives_an_error_in_time(no_kept_browser, mo
     with pytest.raises(ImageExportError, match=r"did not answer within 2 s"):
         _png(_chart("#a6761d", 3), timeout=2)
     assert time.monotonic() - t0 < 30
+    deadline = time.monotonic() + 10                  # stopped: the wrapper passes the signal on, then it ends
+    while _descendants("sleep") and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert _descendants("sleep") == []
 
 
