@@ -20,6 +20,10 @@ class MissingBrowserError(ODCoreError, RuntimeError):
     """PNG/SVG/PDF export needs a local Chrome or Chromium (kaleido draws with it) and none was found."""
 
 
+class ImageExportError(ODCoreError, RuntimeError):
+    """The Chrome/Chromium that draws PNG/SVG/PDF images did not start, stopped, or gave no image in time."""
+
+
 class AggregatesOnlyError(ODCoreError, LookupError):
     """A per-person table was asked of OD data that holds aggregates only (the Spark engine's user-level path brings
     no per-person table to the driver); the message names what to use or do instead."""

@@ -20,6 +20,7 @@ import streamlit as st
 
 from odapp.shared import projector
 from odapp.shared.cli_config import COMMANDS, command_line
+from odcore.errors import ODCoreError
 from odcore.report import figures
 from odcore.report.safe_csv import csv_text
 
@@ -49,8 +50,9 @@ def slug(text: str) -> str:
 def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in: float = 4.5,
                  label: str = "Download as an image (PNG, SVG, PDF)") -> None:
     """An expander to render ``build()`` (a plotly figure) as PNG/SVG/PDF at a chosen size and DPI, with a status
-    line while kaleido works (5–20 s the first time), then a download button. Its controls are made only while it
-    is open (:func:`opened_expander`): closed, it is one element instead of eleven on every rerun."""
+    line while kaleido works (5–20 s for the first image of the process, about a second after), then a download
+    button. Its controls are made only while it is open (:func:`opened_expander`): closed, it is one element instead
+    of eleven on every rerun."""
     ss = st.session_state
     box = opened_expander(label, f"img_open_{key}", icon=":material/download:")
     if box is None:
@@ -81,12 +83,19 @@ def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in
             return
         if st.button(f"Make the {fmt.upper()}", key=f"img_go_{key}", icon=":material/image:",
                      help="Draw the image (a few seconds: plotly renders it in a headless browser)."):
+            figures.keep_image_browser()   # the first image starts Chromium, the next ones reuse it
             with st.status(f"Drawing the {fmt.upper()} ({w:g} × {h:g} in"
                            f"{f', {dpi} dpi' if fmt == 'png' else ''})…", expanded=False) as status:
-                data = (figures.image_bytes(build(), fmt, width_in=w, height_in=h, dpi=int(dpi)) if preset == "custom"
-                        else figures.figure_bytes(build(), fmt, figures.SIZE_PRESETS[preset]))
-                status.update(label=f"{fmt.upper()} ready: {len(data) / 1024:,.0f} KiB", state="complete")
-            ss[f"img_data_{key}"] = (want, data)
+                try:
+                    data = (figures.image_bytes(build(), fmt, width_in=w, height_in=h, dpi=int(dpi))
+                            if preset == "custom" else figures.figure_bytes(build(), fmt, figures.SIZE_PRESETS[preset]))
+                except ODCoreError as e:   # no browser, one that would not start or answer: say so, keep the page
+                    data = None
+                    status.update(label=f"No {fmt.upper()}: {e}", state="error")
+                else:
+                    status.update(label=f"{fmt.upper()} ready: {len(data) / 1024:,.0f} KiB", state="complete")
+            if data is not None:
+                ss[f"img_data_{key}"] = (want, data)
         made = ss.get(f"img_data_{key}")
         if made and made[0] == want:
             mime = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}[fmt]
@@ -96,11 +105,14 @@ def image_export(build, name: str, *, key: str, width_in: float = 7.0, height_in
 
 
 def figure_image(fig_json: str, fmt: str) -> bytes:
-    """Render a figure (its JSON) to ``png`` or ``svg`` bytes through kaleido."""
+    """Render a figure (its JSON) to ``png`` or ``svg`` bytes through kaleido, in the browser the dashboard keeps
+    (:func:`odcore.report.figures.keep_image_browser`: only the first image of the process starts Chromium)."""
     figures.require_browser()
     fig = pio.from_json(fig_json)
     fig.update_layout(height=EXPORT_SIZE["height"], width=EXPORT_SIZE["width"])
-    return fig.to_image(format=fmt, scale=EXPORT_SIZE["scale"] if fmt == "png" else 1)
+    figures.keep_image_browser()
+    return figures.render_image(fig, fmt, width=EXPORT_SIZE["width"], height=EXPORT_SIZE["height"],
+                                scale=EXPORT_SIZE["scale"] if fmt == "png" else 1)
 
 
 def chart_image(fig_json: str, fmt: str, size: str = SCREEN) -> bytes:
@@ -112,6 +124,7 @@ def chart_image(fig_json: str, fmt: str, size: str = SCREEN) -> bytes:
     if size not in figures.SIZE_PRESETS:
         raise ValueError(f"export size must be one of {', '.join(EXPORT_SIZES)}, got size={size!r}.")
     figures.require_browser()
+    figures.keep_image_browser()
     return figures.figure_bytes(pio.from_json(fig_json), fmt, figures.FigureSize.preset(size))
 
 

@@ -12,7 +12,10 @@ cell square and the scale bar true to within 0.5 % over a city (cos φ changes b
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import base64
+import concurrent.futures
 import hashlib
 import html
 import io
@@ -22,8 +25,9 @@ import math
 import os
 import re
 import shutil
+import subprocess
+import threading
 import time
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,11 +39,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 from fontTools import subset
 from fontTools.ttLib import TTFont
 from PIL import Image
 
-from odcore.errors import MissingBrowserError
+from odcore.errors import ImageExportError, MissingBrowserError
 from odcore.privacy.release import release_probability
 from odcore.report import basemap
 from odcore.report import flows as fl
@@ -879,7 +884,7 @@ def image_bytes(fig: go.Figure, fmt: str, *, width_in: float = 7.0, height_in: f
     if is_flow_map(fig):   # drawn again at this size (it may grow taller to hold its legend)
         fig = flow_map_at(fig, map_size(width_in, height_in, dpi))
         h = int(fig.layout.height)
-    out = fig.to_image(format=fmt, width=w, height=h, scale=dpi / CSS_PX_PER_INCH if fmt == "png" else 1)
+    out = render_image(fig, fmt, width=w, height=h, scale=dpi / CSS_PX_PER_INCH if fmt == "png" else 1)
     if fmt == "png":
         out = _png_with_dpi(out, dpi)
     elif fmt == "svg":
@@ -918,24 +923,236 @@ def _png_with_dpi(data: bytes, dpi: int) -> bytes:
     return buf.getvalue()
 
 
-@contextmanager
-def image_server() -> Iterator[None]:
-    """Keep one headless browser for the images drawn inside the block (kaleido's sync server): ~10 s saved per
-    image after the first, where each image otherwise starts its own Chromium. Without kaleido's server API the
-    block runs as it is."""
-    try:
+# ---- the image browser ------------------------------------------------------------------------------------------
+# Every PNG/SVG/PDF of the lab is drawn by :func:`render_image`, one image at a time in the whole process (a lock):
+# the dashboard's sessions each run in their own thread, and a render that is half done must not be given to another.
+# A browser is started for one image, or kept for several (:func:`image_server`, a block of the command line) or
+# for the life of the process (:func:`keep_image_browser`, the dashboard: the first image starts Chromium, the next
+# ones take about a second). The kept browser runs on a thread of its own with its own asyncio loop; each render is
+# waited for with a deadline while the thread and the Chromium process are watched, so a browser that died (crashed,
+# killed, never started) is seen within a fraction of a second, dropped, and replaced.
+
+IMAGE_TIMEOUT_S = 180.0
+"""Longest wait for one image (a 600 dpi map on a loaded machine takes tens of seconds), start of Chromium included."""
+_POLL_S = 0.2          # how often a waiting render looks at the browser's thread and process
+
+_IMAGE_LOCK = threading.RLock()   # one render at a time in the process; image_server() blocks take it too
+_kept: dict[str, Any] = {"browser": None, "holds": 0, "forever": False}
+
+
+class _BrowserGone(Exception):
+    """The image browser's thread or Chromium process ended (or the deadline passed) before the image came back."""
+
+    def __init__(self, what: str, *, timed_out: bool = False) -> None:
+        super().__init__(what)
+        self.timed_out = timed_out
+
+
+class _ImageBrowser:
+    """One headless Chromium (a ``kaleido.Kaleido``) owned by a daemon thread running its asyncio loop."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self.path = path
+        self._kaleido: Any = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="odlab-image-browser", daemon=True)
+        self._thread.start()
+        try:
+            self._wait(self._submit(self._open()), timeout, watch_process=False)
+        except BaseException:
+            self.close(timeout=2.0)   # half started: no need to wait long for a polite close
+            raise
+
+    async def _open(self) -> None:
         import kaleido
 
-        kaleido.start_sync_server(silence_warnings=True)
-    except (ImportError, AttributeError):  # pragma: no cover - kaleido < 1.0
-        yield
-        return
+        # mathjax=False: no script fetched from a CDN (nothing leaves the machine; the lab's labels are not LaTeX);
+        # timeout=None: the deadline is kept by _wait, one clock for start and render
+        self._kaleido = kaleido.Kaleido(n=1, timeout=None, path=self.path, mathjax=False)
+        await self._kaleido.open()
+
+    def _submit(self, coro) -> concurrent.futures.Future:
+        """Run ``coro`` on the browser's loop; its future holds ``(True, result)`` or ``(False, exception)``, so an
+        error raised after the caller stopped waiting is still taken (asyncio would log it as never retrieved)."""
+        async def outcome():
+            try:
+                return True, await coro
+            except BaseException as e:   # handed to the waiting thread, which raises it
+                return False, e
+
+        return asyncio.run_coroutine_threadsafe(outcome(), self._loop)
+
+    def process(self):
+        """The Chromium process as started (``subprocess.Popen``), or None before it is."""
+        return getattr(self._kaleido, "subprocess", None)
+
+    def alive(self) -> bool:
+        proc = self.process()
+        return self._thread.is_alive() and proc is not None and proc.poll() is None
+
+    def _wait(self, fut: concurrent.futures.Future, timeout: float, *, watch_process: bool = True) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                ok, value = fut.result(timeout=_POLL_S)
+            except concurrent.futures.TimeoutError:
+                pass
+            else:
+                if ok:
+                    return value
+                if watch_process and (_browser_closed(value) or not self.alive()):
+                    raise _BrowserGone("stopped") from value
+                raise value
+            gone = not self._thread.is_alive() or (watch_process and not self.alive())
+            if gone or time.monotonic() > deadline:
+                fut.cancel()
+                raise _BrowserGone("stopped" if gone else f"did not answer within {timeout:g} s", timed_out=not gone)
+
+    def render(self, fig_dict: dict, opts: dict, timeout: float) -> bytes:
+        if not self.alive():
+            raise _BrowserGone("stopped")
+        coro = self._kaleido.calc_fig(fig_dict, opts=opts, topojson=_plotly_topojson())
+        return self._wait(self._submit(coro), timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Close Chromium, stop the loop and its thread; kill the process if it does not go within ``timeout``."""
+        k = self._kaleido
+        if k is not None and self._thread.is_alive():
+            try:
+                ok, e = self._submit(k.close()).result(timeout=timeout)
+                if not ok:
+                    logging.getLogger(__name__).debug("image browser close: %r", e)
+            except concurrent.futures.TimeoutError:   # a broken browser may not close: the kill below is the backstop
+                logging.getLogger(__name__).debug("image browser did not close within %g s", timeout)
+        proc = self.process()
+        if proc is not None and proc.poll() is None:
+            proc.terminate()   # choreographer's wrapper passes it on to Chromium
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)
+
+
+def _browser_closed(e: BaseException) -> bool:
+    """Whether ``e`` is choreographer saying the browser or its pipe closed (Chromium ended during the call)."""
+    from choreographer.errors import BrowserClosedError, ChannelClosedError
+
+    return isinstance(e, (BrowserClosedError, ChannelClosedError))
+
+
+def _plotly_topojson() -> str | None:
+    """plotly's ``pio.defaults.topojson`` (where geo maps find their outlines), as ``fig.to_image`` passes it."""
+    return getattr(getattr(pio, "defaults", None), "topojson", None)
+
+
+def _start_browser(path: str, timeout: float) -> _ImageBrowser:
+    """A new image browser, or the error a person can act on (no browser at that path, one that will not start)."""
+    from choreographer.errors import BrowserFailedError, ChromeNotFoundError
+
     try:
-        with warnings.catch_warnings():   # plotly notes that the server ignores per-call browser options: none given
-            warnings.filterwarnings("ignore", message="The kopts argument is ignored")
-            yield
+        return _ImageBrowser(path, timeout)
+    except (ChromeNotFoundError, FileNotFoundError, PermissionError) as e:
+        raise MissingBrowserError(f"{NO_BROWSER_MESSAGE} (tried {path!r})") from e
+    except (BrowserFailedError, _BrowserGone) as e:
+        why = str(e.args[0] if e.args else e).rstrip(".")   # choreographer's message is a tuple of sentences
+        raise ImageExportError(f"the browser that draws images ({path}) did not start: {why}. Check that it runs "
+                               f"(`{path} --headless --version`), or set {BROWSER_ENV} to another Chrome/Chromium.") \
+            from e
+
+
+def _drop_kept_browser() -> None:
+    b, _kept["browser"] = _kept["browser"], None
+    if b is not None:
+        b.close()
+
+
+def render_image(fig: go.Figure, fmt: str, *, width: int, height: int, scale: float = 1.0,
+                 timeout: float = IMAGE_TIMEOUT_S) -> bytes:
+    """``fig`` drawn by Chromium (kaleido) as ``fmt`` (png, svg, pdf) bytes, ``width`` × ``height`` layout pixels,
+    PNG pixels ×``scale``: the one place the lab turns a figure into an image.
+
+    One image at a time in the process. The browser kept by :func:`image_server` or :func:`keep_image_browser` is
+    used when there is one (a new one is started if it is not running); else one is started for this image and
+    closed. A kept browser that stops while drawing (Chromium crashed or killed) is dropped and the image drawn
+    once more in a fresh one, which is kept in its place.
+
+    Raises :class:`odcore.errors.MissingBrowserError` when no Chrome/Chromium is found (:func:`find_browser`), and
+    :class:`odcore.errors.ImageExportError` when the browser does not start or gives no image within ``timeout``
+    seconds.
+    """
+    path = require_browser()
+    fig_dict = fig.to_dict()
+    opts = {"format": fmt, "width": int(width), "height": int(height), "scale": float(scale)}
+    with _IMAGE_LOCK:
+        keep = _kept["holds"] > 0 or _kept["forever"]
+        for attempt in (1, 2):
+            b = _kept["browser"]
+            if keep and (b is None or b.path != path or not b.alive()):
+                _drop_kept_browser()
+                b = _kept["browser"] = _start_browser(path, timeout)
+            elif not keep:
+                b = _start_browser(path, timeout)
+            try:
+                return b.render(fig_dict, opts, timeout)
+            except _BrowserGone as e:
+                logging.getLogger(__name__).warning("image browser %s (%s image, attempt %d)", e, fmt, attempt)
+                if keep:
+                    _drop_kept_browser()
+                if attempt == 2 or e.timed_out:
+                    raise ImageExportError(f"the browser drawing the {fmt.upper()} image {e}; nothing was "
+                                           "written. Try again; if it keeps failing, draw a smaller image.") from e
+            finally:
+                if not keep:
+                    b.close()
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@contextmanager
+def image_server() -> Iterator[None]:
+    """Keep one headless browser for the images drawn inside the block: ~10 s saved per image after the first, where
+    each image otherwise starts its own Chromium. Blocks nest; the browser closes when the last one ends (unless the
+    process keeps it, :func:`keep_image_browser`)."""
+    with _IMAGE_LOCK:
+        _kept["holds"] += 1
+    try:
+        yield
     finally:
-        kaleido.stop_sync_server(silence_warnings=True)
+        with _IMAGE_LOCK:
+            _kept["holds"] -= 1
+            if _kept["holds"] == 0 and not _kept["forever"]:
+                _drop_kept_browser()
+
+
+def keep_image_browser() -> None:
+    """Keep the image browser for the life of the process (the dashboard: the first image starts Chromium, the later
+    ones reuse it). It is closed when the process exits."""
+    with _IMAGE_LOCK:
+        if not _kept["forever"]:
+            _kept["forever"] = True
+            atexit.register(release_image_browser)
+
+
+def release_image_browser() -> None:
+    """Undo :func:`keep_image_browser`: close the kept browser (unless an :func:`image_server` block still holds it)."""
+    with _IMAGE_LOCK:
+        _kept["forever"] = False
+        if _kept["holds"] == 0:
+            _drop_kept_browser()
+
+
+def image_browser_running() -> bool:
+    """Whether a kept image browser is running now."""
+    return image_browser_pid() is not None
+
+
+def image_browser_pid() -> int | None:
+    """Process id of the kept image browser while it runs (kaleido starts Chromium under a small wrapper process:
+    this is the wrapper's), else ``None``: two images drawn in the same browser give the same number."""
+    b = _kept["browser"]
+    return b.process().pid if b is not None and b.alive() else None
 
 
 def write_image(fig: go.Figure, path: str | Path, **kw: Any) -> Path:
@@ -1284,7 +1501,7 @@ def _flow_map_bytes(fig: go.Figure, fmt: str, size: FigureSize) -> bytes:
     if fmt not in IMAGE_FORMATS:
         raise ValueError(f"image format must be one of {', '.join(IMAGE_FORMATS)}, got {fmt!r}.")
     require_browser()
-    out = fig.to_image(format=fmt, width=size.width_px, height=int(fig.layout.height),
+    out = render_image(fig, fmt, width=size.width_px, height=int(fig.layout.height),
                        scale=size.dpi / CSS_PX_PER_INCH if fmt == "png" else 1)
     if fmt == "png":
         return _png_with_dpi(out, size.dpi)

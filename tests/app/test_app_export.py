@@ -208,6 +208,7 @@ def test_chart_image_sizes_are_the_figures_command_presets():
         chart_image(go.Figure().to_json(), "svg", "a4")
 
 
+@pytest.mark.skipif(find_browser() is None, reason="no Chrome/Chromium: the charts offer no PNG/SVG buttons")
 def test_one_image_size_choice_for_every_chart(at):
     """The size chosen in the sidebar is the size of every chart's downloads, on every page; one element per page."""
     from odapp.shared.export import EXPORT_SIZE_WORDS, K_EXPORT_SIZE, SCREEN
@@ -253,6 +254,27 @@ def test_map_image_at_a_paper_preset(at):
         assert w == SIZE_PRESETS["single-column"].width_px
         assert h >= SIZE_PRESETS["single-column"].height_px
         assert [b for b in at.get("download_button") if b.proto.label.endswith("_single-column.svg")]
+    finally:
+        at.session_state["img_open_od_map"] = False
+        at.run()
+
+
+def test_a_browser_that_will_not_start_is_said_on_the_page(at, monkeypatch):
+    """ODLAB_BROWSER naming a program that is not a browser: the map's image box says in its status line that the
+    browser did not start, the page keeps working, and no image is offered."""
+    at.switch_page("pages/2_OD_release.py").run()
+    at.session_state["img_open_od_map"] = True
+    at.run()
+    try:
+        with monkeypatch.context() as m:
+            m.setenv("ODLAB_BROWSER", "/bin/false")
+            at.radio(key="img_fmt_od_map").set_value("pdf").run()
+            at.button(key="img_go_od_map").click().run()
+        assert not at.exception, [e.message for e in at.exception]
+        [status] = [s for s in at.status if s.label.startswith("No PDF")]
+        assert status.state == "error"
+        assert "(/bin/false) did not start" in status.label
+        assert not [b for b in at.get("download_button") if b.proto.label.endswith(".pdf")]
     finally:
         at.session_state["img_open_od_map"] = False
         at.run()
