@@ -190,7 +190,8 @@ def test_a_path_without_chromium_skips_the_browser_tests_with_the_reason():
     probe = subprocess.run([sys.executable, "-c", "from benchmarks.harness import chromium_executable as c; print(c())"],
                            env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert probe.stdout.strip() == "None", probe
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/browser/test_browser.py"],
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                        "tests/browser/test_browser.py"],
                        env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:]
     assert "no Chromium on this machine" in r.stdout
