@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -17,6 +19,7 @@ from odapp.shared.export import figure_image, slug, to_json_text
 from odapp.shared.state import Settings
 from odapp.shared.styling import styled
 from odapp.shared.words import epsilon_words, num, pct, probability_words
+from odcore.cli import main as cli_main
 from odcore.paths import REPO_ROOT
 from odcore.report.figures import find_browser
 
@@ -27,8 +30,12 @@ SAMPLE = REPO_ROOT / "sample_data" / "synthetic_city.parquet"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "odcore", *args], capture_output=True, text=True, cwd=REPO_ROOT,
-                          timeout=300)
+    """``python -m odcore ARGS`` from the repository's root, run by the command line's ``main`` in this process (what
+    is tested is what the command accepts and prints, not a start of Python)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(REPO_ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli_main(list(args))
+    return subprocess.CompletedProcess([sys.executable, "-m", "odcore", *args], rc, out.getvalue(), err.getvalue())
 
 
 def test_no_browser_gives_a_clear_error(monkeypatch):
@@ -190,7 +197,8 @@ def test_a_path_without_chromium_skips_the_browser_tests_with_the_reason():
     probe = subprocess.run([sys.executable, "-c", "from benchmarks.harness import chromium_executable as c; print(c())"],
                            env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert probe.stdout.strip() == "None", probe
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/browser/test_browser.py"],
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                        "tests/browser/test_browser.py"],
                        env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:]
     assert "no Chromium on this machine" in r.stdout

@@ -9,11 +9,14 @@ Bad parameter values are checked the same way. The bombs run once, in a subproce
 from __future__ import annotations
 
 import functools
+import gzip
+import io
 import json
 import re
 import signal
 import subprocess
 import sys
+import zipfile
 from contextlib import contextmanager
 
 import pytest
@@ -221,6 +224,25 @@ def test_release_text_mode_when_nothing_is_published(tmp_path, capsys):
 def _bomb(make) -> bytes:
     """1 GiB of zeros compressed by ``make`` (made once for the command-line and the upload test)."""
     return make(1 << 30)
+
+
+def test_the_bombs_are_gzip_and_zip_files_of_zeros():
+    """The bombs are read by Python's own gzip and zipfile modules as what they claim: whole on a few blocks, and at
+    1 GiB the declared size, the first MiB all zeros and ~1 MB on disk."""
+    n = 3 << 24
+    assert gzip.decompress(gzip_zeros(n)) == bytes(n)
+    with zipfile.ZipFile(io.BytesIO(zip_zeros(n))) as z:
+        assert z.testzip() is None
+        assert z.read("zeros.csv") == bytes(n)
+    big = _bomb(gzip_zeros)
+    assert len(big) < 2_000_000
+    with gzip.GzipFile(fileobj=io.BytesIO(big)) as g:
+        assert g.read(1 << 20) == bytes(1 << 20)
+    assert int.from_bytes(big[-4:], "little") == (1 << 30) % (1 << 32)   # RFC 1952 ISIZE
+    big = _bomb(zip_zeros)
+    with zipfile.ZipFile(io.BytesIO(big)) as z, z.open("zeros.csv") as f:
+        assert z.getinfo("zeros.csv").file_size == 1 << 30
+        assert f.read(1 << 20) == bytes(1 << 20)
 
 
 _BOMB_SCRIPT = """

@@ -165,10 +165,12 @@ def test_bundled_city_duckdb_identical():
 
 def test_bundled_city_other_grids_from_one_hour_index_match_duckdb(monkeypatch):
     """The dashboard's grid cell area control: one HourIndex of the traces serves every grid (and H3), and each
-    grid's tables are those of the DuckDB engine, which groups the rows itself."""
+    grid's tables are those of the DuckDB engine, which groups the rows itself. Every sixth person of the city, with
+    all their fixes, goes through the same code as the whole city."""
     from odcore.od.trips import HourIndex
 
     df = pd.read_parquet(SAMPLE_DATA_DIR / "synthetic_city.parquet")
+    df = df[df["user"].isin(df["user"].unique()[::6])].reset_index(drop=True)
     hours = HourIndex.of(df, "UTC")
     for cfg in (ODConfig(cell_km2=0.8), ODConfig(cell_km2=2.4), ODConfig(zones="h3:7")):
         m = build_memory(df, cfg, hours=hours)
@@ -455,9 +457,10 @@ def test_file_source_auto_bbox_and_errors(tmp_path):
         build_od(df, ODConfig(), engine="hadoop")
 
 
-def _glitchy_city(path, n_users: int = 1_500, per_user: int = 160, seed: int = 3) -> int:
-    """A city with 3 % far GPS glitches and 240,000 rows (more than any one batch), many on repeated places, so a
-    sample of the rows would give another box. Returns the row count."""
+def _glitchy_city(path, n_users: int = 500, per_user: int = 120, seed: int = 3) -> int:
+    """A city with 3 % far GPS glitches and 60,000 rows (more than one batch of each engine at the batch sizes of
+    :data:`GLITCHY_BATCH_ROWS`), many on repeated places, so a sample of the rows would give another box. Returns the
+    row count."""
     rng = np.random.default_rng(seed)
     n = n_users * per_user
     t0 = pd.Timestamp("2024-03-04", tz="UTC").value // 10**9
@@ -472,17 +475,29 @@ def _glitchy_city(path, n_users: int = 1_500, per_user: int = 160, seed: int = 3
     return n
 
 
+# Batch and shard sizes that split the glitchy city into several pieces in every engine (the defaults are 10^5–10^6
+# rows, the same code with bigger pieces).
+GLITCHY_BATCH_ROWS = 16_000
+
+
 def test_auto_bbox_on_a_big_input_gives_every_engine_the_loaders_box(tmp_path, spark):
     """``bbox="auto"`` is one rule (odcore.data.traces.RobustBoxCounts over every usable row): the loader, the
     memory engine in user shards, DuckDB and Spark clip the same rows and lay the same grid."""
     from odcore.data.traces import BBox, load_traces
 
     path = tmp_path / "glitchy.parquet"
-    _glitchy_city(path)
+    n = _glitchy_city(path)
+    assert n > 3 * GLITCHY_BATCH_ROWS
     src = file_source(path, bbox="auto")
-    m = build_od(src, ODConfig(), engine="memory", shard_rows=100_000)
-    d = build_od(src, ODConfig(), engine="duckdb")
-    s = build_od(src, ODConfig(), engine="spark", spark=spark)
+    m = build_od(src, ODConfig(), engine="memory", shard_rows=2 * GLITCHY_BATCH_ROWS, batch_rows=GLITCHY_BATCH_ROWS)
+    d = build_od(src, ODConfig(), engine="duckdb", batch_rows=GLITCHY_BATCH_ROWS)
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"   # the rows of one mapInPandas batch
+    was = spark.conf.get(key)
+    spark.conf.set(key, str(GLITCHY_BATCH_ROWS))
+    try:
+        s = build_od(src, ODConfig(), engine="spark", spark=spark)
+    finally:
+        spark.conf.set(key, was)
     df = pd.read_parquet(path)
     full = BBox.robust(df["lat"].to_numpy(), df["lon"].to_numpy()).as_tuple()
     loaded = load_traces(path, bbox="auto")

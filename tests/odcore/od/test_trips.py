@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import zipfile
@@ -44,13 +45,14 @@ def reference(df: pd.DataFrame, grid: SquareGrid, tz: str):
     """Loop implementation of Houssiau et al. (2022) Methods, for whole-hour UTC offsets."""
     cells = grid.assign(df["lat"].to_numpy(), df["lon"].to_numpy())
     per_hour: dict = defaultdict(Counter)
-    for u, t, c in zip(df["user"], df["time"], cells, strict=True):
-        per_hour[(u, t.floor("h"))][int(c)] += 1
+    for u, h, c in zip(df["user"], df["time"].dt.floor("h"), cells, strict=True):
+        per_hour[(u, h)][int(c)] += 1
     winners: dict = defaultdict(dict)
     for (u, h), cnt in per_hour.items():
         best = max(cnt.values())
         winners[u][h] = min(c for c, n in cnt.items() if n == best)
 
+    @functools.cache   # the same hours recur across people
     def week_of(h):
         loc = h.tz_convert(tz)
         return (loc.normalize() - pd.Timedelta(days=loc.weekday())).date().isoformat()

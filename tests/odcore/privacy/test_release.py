@@ -234,10 +234,19 @@ def test_bounding_subsets_of_two_are_uniform_across_users_and_seeds():
     from itertools import combinations
 
     subsets = {s: i for i, s in enumerate(combinations(range(5), 2))}
+    subset_of = np.full((5, 5), -1)          # (smaller origin, larger origin) -> the subset's index
+    for (a, b), i in subsets.items():
+        subset_of[a, b] = i
 
     def histogram(kept):
-        got = kept.groupby(["week", "user"])["origin"].agg(lambda s: subsets[tuple(sorted(s))])
-        return np.bincount(got.to_numpy(), minlength=10)
+        w, u, o = (kept[c].to_numpy() for c in ("week", "user", "origin"))
+        order = np.lexsort((o, u, w))
+        wu = np.c_[w, u][order].reshape(-1, 2, 2)
+        assert len(np.unique(np.c_[w, u], axis=0)) * 2 == len(kept)    # two rows kept per user-week ...
+        assert (wu[:, 0] == wu[:, 1]).all()
+        two = o[order].reshape(-1, 2)
+        assert (two[:, 0] < two[:, 1]).all()                            # ... of two distinct origins
+        return np.bincount(subset_of[two[:, 0], two[:, 1]], minlength=10)
 
     n = 20_000
     pairs = pd.DataFrame({"week": 0, "user": np.repeat(np.arange(n), 5), "origin": np.tile(np.arange(5), n),
@@ -477,11 +486,13 @@ def test_cell_release_probability_matches_simulation():
     table = release(pairs, cfg, rng=0)
     exact = cell_release_probability(table).set_index("cell")["release_prob_any"]
     rng = np.random.default_rng(1)
+    prep = prepare_pairs(pairs)   # the same releases as of the DataFrame (test_prepared_pairs_release_exactly_as_the_table)
     hits = np.zeros(2)
     n = 4000
     for _ in range(n):
-        t = release(pairs, cfg, rng=rng)
-        hits += t.groupby("origin")["released"].any().reindex([0, 1]).to_numpy()
+        t = release(prep, cfg, rng=rng)
+        origin, released = t["origin"].to_numpy(), t["released"].to_numpy()
+        hits += [released[origin == 0].any(), released[origin == 1].any()]
     # binomial tolerance at alpha ~ 1e-6 (5 standard errors)
     se = np.sqrt(exact.to_numpy() * (1 - exact.to_numpy()) / n)
     assert np.all(np.abs(hits / n - exact.to_numpy()) < 5 * se + 1e-9)

@@ -369,6 +369,13 @@ def _killed(cmd: list[str], after: float, watch: Path | None = None) -> None:
     p.wait(timeout=60)
 
 
+def _finish(cmd: list[str]) -> None:
+    """Run ``cmd`` (``python -m odcore ...``) to its end in this process: the same command, without a second start
+    of Python (only the runs that are killed need a process of their own)."""
+    assert cmd[:3] == [sys.executable, "-m", "odcore"], cmd
+    assert main(cmd[3:]) == 0, cmd
+
+
 def _timed(cmd: list[str]) -> float:
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)
@@ -404,7 +411,7 @@ def _kill_tries(tries: int, tmp_path: Path, seed: int, cmd_of, state_of, allowed
         assert in_write >= 1
     # runs that finish remove what killed runs left behind
     for j in range(finals):
-        subprocess.run(cmd_of(tries + 1 + j), cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)
+        _finish(cmd_of(tries + 1 + j))
     assert not [n for n in os.listdir(tmp_path) if ".odcore-tmp-" in n]
 
 
@@ -425,8 +432,7 @@ def test_kill_synth_folder(tmp_path, tries):
 @pytest.fixture(scope="module")
 def small_city(tmp_path_factory):
     p = tmp_path_factory.mktemp("city") / "city.parquet"
-    subprocess.run(_cli("synth", "--users", "1500", "--weeks", "1", "--seed", "5", "--out", str(p)),
-                   cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)
+    _finish(_cli("synth", "--users", "1500", "--weeks", "1", "--seed", "5", "--out", str(p)))
     return p
 
 
@@ -437,7 +443,7 @@ def test_kill_trips_counts_out(tmp_path, small_city, tries):
     def cmd(i):
         return _cli("trips", "--input", str(small_city), "--counts-out", str(folder if i % 2 == 0 else file))
 
-    subprocess.run(cmd(1), cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)   # both exist before
+    _finish(cmd(1))   # both exist before
 
     def state():
         from odcore.od.odtable import read_counts_folder
