@@ -925,7 +925,7 @@ def _png_with_dpi(data: bytes, dpi: int) -> bytes:
 
 # ---- the image browser ------------------------------------------------------------------------------------------
 # Every PNG/SVG/PDF of the lab is drawn by :func:`render_image`, one image at a time in the whole process (a lock):
-# the dashboard's sessions each run in their own thread, and a render that is half done must not be given to another.
+# each visitor of the dashboard runs in a thread of its own, and a render that is half done must not go to another.
 # A browser is started for one image, or kept for several (:func:`image_server`, a block of the command line) or
 # for the life of the process (:func:`keep_image_browser`, the dashboard: the first image starts Chromium, the next
 # ones take about a second). The kept browser runs on a thread of its own with its own asyncio loop; each render is
@@ -933,7 +933,8 @@ def _png_with_dpi(data: bytes, dpi: int) -> bytes:
 # killed, never started) is seen within a fraction of a second, dropped, and replaced.
 
 IMAGE_TIMEOUT_S = 180.0
-"""Longest wait for one image (a 600 dpi map on a loaded machine takes tens of seconds), start of Chromium included."""
+"""Longest wait, in seconds, for Chromium to start and then for one image (a 600 dpi map on a loaded machine takes
+tens of seconds)."""
 _POLL_S = 0.2          # how often a waiting render looks at the browser's thread and process
 
 _IMAGE_LOCK = threading.RLock()   # one render at a time in the process; image_server() blocks take it too
@@ -1132,7 +1133,7 @@ def keep_image_browser() -> None:
     with _IMAGE_LOCK:
         if not _kept["forever"]:
             _kept["forever"] = True
-            atexit.register(release_image_browser)
+            atexit.register(_close_at_exit)
 
 
 def release_image_browser() -> None:
@@ -1141,6 +1142,17 @@ def release_image_browser() -> None:
         _kept["forever"] = False
         if _kept["holds"] == 0:
             _drop_kept_browser()
+
+
+def _close_at_exit() -> None:
+    """Close the kept browser as the process ends; an image still being drawn on another thread gets 5 s."""
+    if _IMAGE_LOCK.acquire(timeout=5.0):
+        try:
+            _drop_kept_browser()
+        finally:
+            _IMAGE_LOCK.release()
+    elif (b := _kept["browser"]) is not None and (proc := b.process()) is not None:
+        proc.terminate()
 
 
 def image_browser_running() -> bool:
