@@ -49,8 +49,10 @@ MOST_CHARTS = {"pages/1_Data.py": 2, "pages/3_Attack.py": 1,
                "pages/5_Knock_Knock.py": 3, "pages/7_Play_the_attacker.py": 2}
 # page -> its walk: its own controls and actions, then (for most) the sidebar's
 PAGE_WALKS = {
+    # two zone systems of squares: the chart and its inputs as with hexagons, without H3's second of assignment at
+    # each step
     "pages/1_Data.py": [("zone systems compared", lambda at: at.multiselect(key="zones_compare_pick")
-                         .set_value(["square:1.3", "h3:7"])),
+                         .set_value(["square:1.3", "square:5"])),
                         ("compare", lambda at: at.button(key="zones_compare_go").click()),
                         *SIDEBAR_STEPS[:3], PROJECTOR_ON],
     "pages/3_Attack.py": [("prior", lambda at: at.slider(key="attack_prior").set_value(0.3)),

@@ -154,11 +154,25 @@ def paper_keep(s, n, eps, delta, m, share=0.5):
     raise AssertionError(s)   # the truncated geometric: checked by its constraints below
 
 
+_PLAIN_WEEKS: dict = {}
+
+
+def plain_week(pairs, week):
+    """:func:`plain_prepared` of the week's distinct rows, kept for the next seed of the same frame and week (the
+    entry holds the frame, so its ``id`` is not reused while it is kept; the last 3 kept)."""
+    hit = _PLAIN_WEEKS.get((id(pairs), week))
+    if hit is None or hit[0] is not pairs:
+        wk = pairs.loc[pairs["week"].to_numpy() == week, ["week", "user", "origin", "destination"]].drop_duplicates()
+        while len(_PLAIN_WEEKS) >= 3:
+            _PLAIN_WEEKS.pop(next(iter(_PLAIN_WEEKS)))
+        hit = _PLAIN_WEEKS[(id(pairs), week)] = (pairs, plain_prepared(wk))
+    return hit[1]
+
+
 def plain_counts(pairs, week, m, seed):
     """Distinct people per pair of the week before and after bounding by the plain ranks: (raw, bounded) arrays."""
-    wk = pairs.loc[pairs["week"].to_numpy() == week, ["week", "user", "origin", "destination"]].drop_duplicates()
     key = bounding.bounding_key(np.random.default_rng(seed))
-    w, o, d, u, users, _ = plain_prepared(wk)
+    w, o, d, u, users, _ = plain_week(pairs, week)
     rank, _ = plain_ranks(w, o, d, u, users, key)
     rows = pd.DataFrame({"week": w, "origin": o, "destination": d, "kept": rank < m})
     g = rows.groupby(["week", "origin", "destination"], sort=True)["kept"]

@@ -4,16 +4,18 @@ showing the same number or its labelled reason."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 from scipy.optimize import linprog
 
 from odcore.cli import figures as F
+from odcore.cli import main as cli_main
 from odcore.cli.parser import build_parser
 from odcore.numbers import expected_count_text, number_text, percent_text
 from odcore.paths import REPO_ROOT
@@ -69,10 +71,18 @@ def test_typical_person_is_the_nearest_rank_median_first_by_id():
     assert typical_person(pd.Series(dtype=int)) == (None, None)
 
 
+def _odcore_json(*args: str) -> dict:
+    """What ``python -m odcore ARGS`` prints (JSON) from the repository's root, run by the command line's ``main``
+    in this process."""
+    buf = io.StringIO()
+    with contextlib.chdir(REPO_ROOT), contextlib.redirect_stdout(buf):
+        rc = cli_main(list(args))
+    assert rc == 0, args
+    return json.loads(buf.getvalue())
+
+
 def _cli_facts(*args: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "odcore", "facts", "--json", *args], cwd=REPO_ROOT,
-                         capture_output=True, text=True, check=True, timeout=240)
-    return json.loads(out.stdout)["facts"]
+    return _odcore_json("facts", "--json", *args)["facts"]
 
 
 def _metric(at, label: str):
@@ -89,9 +99,7 @@ PAGES_WITH_CARD = ["pages/1_Data.py", "pages/2_OD_release.py", "pages/3_Attack.p
 @pytest.fixture(scope="module")
 def city_facts() -> dict:
     """``facts --json`` on the bundled city (its busiest week), once for the module."""
-    out = subprocess.run([sys.executable, "-m", "odcore", "facts", "--json"], cwd=REPO_ROOT, capture_output=True,
-                         text=True, check=True, timeout=240)
-    return json.loads(out.stdout)
+    return _odcore_json("facts", "--json")
 
 
 def test_every_reader_shows_the_same_facts_on_the_bundled_city(at, city_facts):
@@ -221,10 +229,8 @@ def test_region_default_says_what_it_leaves_out(shared_data):
     words = region_left_out_words(kept.report.region, left, "Reading options → Region → all")
     assert f"{left['fixes']:,} fixes outside it are left out" in words
     assert "Reading options → Region → all" in words
-    out = subprocess.run([sys.executable, "-m", "odcore", "trips", "--json", "--input", str(folder), "--tz",
-                          "America/New_York", "--time-offset", "28800", "--bbox", "none"], cwd=REPO_ROOT,
-                         capture_output=True, text=True, check=True, timeout=240)
-    got = json.loads(out.stdout)
+    got = _odcore_json("trips", "--json", "--input", str(folder), "--tz", "America/New_York", "--time-offset",
+                       "28800", "--bbox", "none")
     assert got["region_left_out"] == left
     assert "--region all" in got["region_note"]
 
@@ -254,9 +260,7 @@ def test_the_live_curves_write_chances_and_bounds_as_the_server_does(tmp_path):
 
 
 def test_audit_command_says_what_its_guesses_can_show():
-    out = json.loads(subprocess.run([sys.executable, "-m", "odcore", "audit", "--json", "--seed", "0", "--canaries",
-                                     "200"], cwd=REPO_ROOT, capture_output=True, text=True, check=True,
-                                    timeout=240).stdout)
+    out = _odcore_json("audit", "--json", "--seed", "0", "--canaries", "200")
     from odcore.report.facts import audit_most_shown
 
     for e in out["units"].values():
