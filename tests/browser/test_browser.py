@@ -50,22 +50,37 @@ def _watch_requests(page, base: str) -> list[str]:
     return seen
 
 
-# Streamlit marks ``stApp`` with ``data-test-script-state``: "running" (or "rerunRequested", "stopRequested", and
-# "initial" before the first run) while a script run is on. A run may start a few ms after the action that asks for
-# it, so the page counts the runs that have ended (a MutationObserver on that attribute, on every document the page
-# opens): "a run ended since the action and none is running" is the end of the action's run.
+# The end of a script run, as the server says it: a ForwardMsg whose ``script_finished`` (field 6, a varint) is set,
+# other than FINISHED_EARLY_FOR_RERUN (2: another run follows). The page counts them on its WebSocket (wrapped before
+# the app's code loads), so "a run ended since the action" holds however soon after the action the run starts and
+# however fast it is. (The ``data-test-script-state`` attribute of ``stApp`` can miss a short run: React renders the
+# run's start and end in one go, and the attribute never says "running".)
 RUNS_JS = """(() => {
   if (window.__odRuns) return;
-  const busy = new Set(["initial", "running", "rerunRequested", "stopRequested"]);
-  const runs = window.__odRuns = { ended: 0 };
-  new MutationObserver((recs) => {
-    recs.forEach((r, i) => {
-      const next = recs.slice(i + 1).find((q) => q.target === r.target);
-      const now = next ? next.oldValue : r.target.getAttribute("data-test-script-state");
-      if (busy.has(r.oldValue) && !busy.has(now)) runs.ended += 1;
-    });
-  }).observe(document, { subtree: true, attributes: true, attributeOldValue: true,
-                         attributeFilter: ["data-test-script-state"] });
+  const runs = window.__odRuns = { ended: 0, socket: false };
+  const finished = (b) => {   // the top-level field 6 of a protobuf message, or -1
+    let i = 0;
+    const varint = () => { let v = 0, k = 1, x; do { x = b[i++]; v += (x & 0x7f) * k; k *= 128; } while (x & 0x80); return v; };
+    while (i < b.length) {
+      const tag = varint(), field = Math.floor(tag / 8), wire = tag & 7;
+      if (field === 6 && wire === 0) return varint();
+      if (wire === 0) varint(); else if (wire === 2) i += varint(); else if (wire === 1) i += 8;
+      else if (wire === 5) i += 4; else return -1;
+    }
+    return -1;
+  };
+  const count = (buf) => { const f = finished(new Uint8Array(buf)); if (f >= 0 && f !== 2) runs.ended += 1; };
+  const Native = window.WebSocket;
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      runs.socket = true;
+      this.addEventListener("message", (ev) => {
+        if (ev.data instanceof ArrayBuffer) count(ev.data);
+        else if (ev.data instanceof Blob) ev.data.arrayBuffer().then(count);
+      });
+    }
+  };
 })()"""
 IDLE_JS = """(since) => {
   const a = document.querySelector("[data-testid=stApp]");
@@ -83,8 +98,8 @@ PAINTED_JS = """() => [...document.querySelectorAll(
 
 
 def _watch_runs(page) -> int:
-    """Count the page's ended script runs from now on (in this document and every one the page opens next); returns
-    the count so far."""
+    """Count the ended script runs of every document the page opens from now on (call it before ``goto``); returns
+    the count so far in this one."""
     if not getattr(page, "_od_runs", False):
         page.add_init_script(RUNS_JS)
         page._od_runs = True
@@ -97,6 +112,7 @@ def _run(page, timeout_s: float = 120):
     """The ``with`` block's action (a click, a choice, an upload) asks for a script run: on leaving, wait until a run
     has ended since the block began and none is running, and until what it drew is painted (:func:`_painted`)."""
     since = _watch_runs(page)
+    assert page.evaluate("() => window.__odRuns.socket"), "runs are counted on pages opened after _watch_runs"
     yield
     _settle(page, timeout_s, since=since)
 
@@ -121,6 +137,7 @@ def _painted(page, timeout_s: float = 60) -> None:
 
 
 def _open(page, url: str, heading: str) -> None:
+    _watch_runs(page)
     page.goto(url, wait_until="domcontentloaded")
     page.get_by_role("heading", name=heading, exact=True).first.wait_for(timeout=120_000)
     _settle(page)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.test_browser import _painted, _run, _settle
+from tests.browser.test_browser import _painted, _run, _settle, _watch_runs
 from tests.conftest import screenshot_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -205,6 +205,7 @@ def settle(page, timeout_s: float = 180) -> None:
 def open_app(browser, url: str, width: int, height: int, *, projector: bool, unit: str = "per_metric"):
     ctx = browser.new_context(viewport={"width": width, "height": height})
     page = ctx.new_page()
+    _watch_runs(page)
     page.goto(url, wait_until="domcontentloaded")
     settle(page)
     if projector:

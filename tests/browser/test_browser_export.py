@@ -10,7 +10,7 @@ import pytest
 
 from odapp.shared.export import EXPORT_SIZE_WORDS
 from odcore.report import figures
-from tests.browser.test_browser import _run, _settle
+from tests.browser.test_browser import _run, _settle, _watch_runs
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -39,6 +39,7 @@ def _choose(page, words: str) -> None:
 
 
 def test_svg_download_has_the_chosen_size(streamlit_url, page, tmp_path):
+    _watch_runs(page)
     page.goto(streamlit_url.rstrip("/") + "/See_the_noise", wait_until="domcontentloaded")
     page.get_by_role("heading", name="See the noise", exact=True).first.wait_for(timeout=180_000)
     page.locator("[data-testid=stDownloadButton]").filter(has_text="SVG").first.wait_for(timeout=180_000)

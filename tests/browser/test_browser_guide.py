@@ -11,7 +11,7 @@ import pytest
 
 from odapp.shared.guide import STEPS
 from odapp.shared.nav import HOME_FILE
-from tests.browser.test_browser import _frames, _run, _settle
+from tests.browser.test_browser import _frames, _run, _settle, _watch_runs
 from tests.conftest import SHOTS_ENV, screenshot_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
@@ -40,6 +40,7 @@ def _shot(page, i: int) -> None:
 
 def test_guided_tour_end_to_end(streamlit_url, page, tmp_path):
     assert STEPS[0].page == HOME_FILE
+    _watch_runs(page)
     page.goto(streamlit_url, wait_until="domcontentloaded")
     page.get_by_role("heading", name="OD Privacy Lab", exact=True).first.wait_for(timeout=180_000)
     _settle(page)
