@@ -706,23 +706,23 @@ def test_a_thousand_idle_websockets_from_one_address_leave_room_for_a_newcomer(t
 def test_a_closed_sessions_uploads_are_gone_within_seconds(browser, tmp_path):
     """The real app behind HAProxy: a person uploads traces and zones; their files sit in their session's private
     folder (0700) under the server's; the tab closes and the folder is gone within 10 s (docs/class.md)."""
-    from tests.browser.test_browser import _settle
+    from tests.browser.test_browser import _run, _settle, _watch_runs
 
     with running(tmp_path, 1, app_dir=REPO_ROOT) as c:
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = ctx.new_page()
+        _watch_runs(page)
         page.goto(f"{c.url}/Data", wait_until="domcontentloaded")
         page.get_by_role("heading", name="Data").first.wait_for(timeout=120_000)
         _settle(page)
         side = page.locator("[data-testid='stSidebar']")
-        side.get_by_text("Upload a file").click()
-        _settle(page)
+        with _run(page):
+            side.get_by_text("Upload a file").click()
         from tests.hostile.generator import table
 
-        side.locator("input[type='file']").first.set_input_files(
-            {"name": "mine.csv", "mimeType": "text/csv", "buffer": table().encode()})
-        page.wait_for_timeout(800)
-        _settle(page)
+        with _run(page):    # the file is sent, then the uploader's new value reruns the script
+            side.locator("input[type='file']").first.set_input_files(
+                {"name": "mine.csv", "mimeType": "text/csv", "buffer": table().encode()})
         side.get_by_role("button", name="Load this file").click()
         side.locator("[data-testid='stCaptionContainer']").filter(has_text="Upload:").first.wait_for(timeout=120_000)
         root = c.log_dir / "private" / "w0"
