@@ -210,78 +210,61 @@ def test_delta_figure_is_the_exact_curve_at_the_pages_epsilon():
         np.testing.assert_array_equal(np.asarray(trace.y), exact[col].to_numpy())
 
 
-def _reference_trips_hist_chart(hist, *, projector):
-    """trips_hist_chart built in one go (before its layout was made once per projector mode)."""
-    import plotly.graph_objects as go
-
-    from odcore.report import figures
-
-    fig = go.Figure()
-    fig.add_scatter(x=hist["trips_in_week"], y=hist["users_total"], name="total trips", mode="lines",
-                    line={"shape": "hvh", "width": 2}, fill="tozeroy")
-    fig.add_scatter(x=hist["trips_in_week"], y=hist["users_unique"], name="unique trips", mode="lines",
-                    line={"shape": "hvh", "width": 2}, fill="tozeroy")
-    figures.style(fig, "Distribution over users", projector=projector)
-    fig.update_layout(xaxis_title="trips in the week", yaxis_title="users", yaxis_rangemode="tozero",
-                      legend=figures.legend_at({"x": 0.99, "xanchor": "right"}, projector))
-    return fig
-
-
-def _reference_trips_tu_chart(pairs_tu, hi, *, projector):
-    """trips_tu_chart built in one go (before its layout was made once per projector mode)."""
-    import numpy as np
-    import plotly.graph_objects as go
-
-    from odapp.maps.deck import ramp_stops
-    from odcore.report import figures
-
-    t = pairs_tu["trips"].to_numpy(dtype=int)
-    u = pairs_tu["unique_trips"].to_numpy(dtype=int)
-    n = pairs_tu["users"].to_numpy(dtype=float)
-    nx, ny = max(int(t.max(initial=0)), hi, 1) + 1, max(int(u.max(initial=0)), 1) + 1
-    users = np.full((ny, nx), np.nan)
-    users[u, t] = n
-    top = max(float(np.log10(n.max(initial=1))), 1.0)
-    ticks = list(range(int(top) + 1))
-    fig = go.Figure()
-    fig.add_heatmap(x=np.arange(nx), y=np.arange(ny), z=np.log10(users), customdata=users, zmin=0, zmax=top,
-                    colorscale=[list(stop) for stop in ramp_stops()], hoverongaps=False, name="users",
-                    hovertemplate="%{x} trips, %{y} unique: %{customdata:,.0f} users<extra></extra>",
-                    colorbar={"title": {"text": "users"}, "tickvals": ticks,
-                              "ticktext": [f"{10 ** k:,}" for k in ticks], "thickness": 14})
-    fig.add_scatter(x=[0, hi], y=[0, hi], mode="lines", name="every trip unique", line={"dash": "dot"})
-    fig.add_scatter(x=[39], y=[32], mode="markers+text", name="Houssiau et al.: 39 → 32", text=["39 → 32"],
-                    textposition="top left",
-                    marker={"size": 14, "symbol": "star", "color": "white", "line": {"color": "black", "width": 1.5}})
-    figures.style(fig, "Total vs unique trips", projector=projector)
-    fig.update_layout(xaxis_title="total trips", yaxis_title="unique trips",
-                      legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yanchor": "bottom",
-                              "yref": "container"})
-    return fig
-
-
 @pytest.mark.parametrize("projector", [False, True])
-def test_trips_charts_equal_the_charts_built_in_one_go(projector):
-    """The Data page's two trips charts start from a layout made once per projector mode: the same figure (the same
-    spec, key for key and value for value) as building everything for each chart, for several data sets."""
+def test_trips_charts_draw_their_data_and_share_a_layout_no_data_changes(projector):
+    """The Data page's two trips charts start from a layout made once per projector mode. For several data sets:
+    the traces hold the data (read back against a pivot of the input), styling the finished figure again changes
+    nothing (the layout made without data is the one styling gives with the data in place), and drawing other data
+    in between leaves a chart's figure as it was (the shared layout is not changed by a call)."""
     import json
 
-    import numpy as np
     import pandas as pd
+    import plotly.graph_objects as go
     import plotly.io as pio
+
+    from odcore.report import figures
 
     def spec(fig):
         return json.loads(pio.to_json(fig, validate=False))
 
+    def restyled(fig, title):
+        """Layout of ``fig`` styled again with its data in place, and its own, without the legend (each chart
+        places its legend after styling; checked below)."""
+        again = go.Figure(fig)
+        figures.style(again, title, projector=projector)
+        return ({k: v for k, v in spec(again)["layout"].items() if k != "legend"},
+                {k: v for k, v in spec(fig)["layout"].items() if k != "legend"})
+
     rng = np.random.default_rng(8)
+    made = []
     for hi in (1, 12, 80):
-        edges = np.arange(hi + 1)
-        hist = pd.DataFrame({"trips_in_week": edges, "users_total": rng.integers(0, 900, hi + 1),
+        hist = pd.DataFrame({"trips_in_week": np.arange(hi + 1), "users_total": rng.integers(0, 900, hi + 1),
                              "users_unique": rng.integers(0, 900, hi + 1)})
         t = rng.integers(0, hi + 1, 50)
         tu = pd.DataFrame({"trips": t, "unique_trips": np.minimum(t, rng.integers(0, hi + 1, 50)),
                            "users": rng.integers(1, 5000, 50)}).drop_duplicates(["trips", "unique_trips"])
-        assert spec(charts.trips_hist_chart.__wrapped__(hist, projector=projector)) == \
-            spec(_reference_trips_hist_chart(hist, projector=projector))
-        assert spec(charts.trips_tu_chart.__wrapped__(tu, hi, projector=projector)) == \
-            spec(_reference_trips_tu_chart(tu, hi, projector=projector))
+        h = charts.trips_hist_chart.__wrapped__(hist, projector=projector)
+        assert [tr.name for tr in h.data] == ["total trips", "unique trips"]
+        np.testing.assert_array_equal(np.asarray(h.data[0].y), hist["users_total"])
+        np.testing.assert_array_equal(np.asarray(h.data[1].y), hist["users_unique"])
+        again, own = restyled(h, "Distribution over users")
+        assert again == own
+        placed = figures.legend_at({"x": 0.99, "xanchor": "right"}, projector)      # at the right, as the app's
+        assert {k: spec(h)["layout"]["legend"].get(k) for k in placed} == placed    # legends are placed
+        g = charts.trips_tu_chart.__wrapped__(tu, hi, projector=projector)
+        heat = g.data[0]
+        grid = tu.pivot(index="unique_trips", columns="trips", values="users")
+        users = np.asarray(heat.customdata, dtype=float)
+        for (u, tt), n in grid.stack().dropna().items():
+            assert users[u, tt] == n
+            assert np.asarray(heat.z, dtype=float)[u, tt] == pytest.approx(np.log10(n))
+        assert np.isnan(users).sum() == users.size - len(tu)            # every other square is empty
+        assert list(g.data[1].x) == [0, hi]                               # the diagonal up to hi
+        assert (list(g.data[2].x), list(g.data[2].y)) == ([39], [32])     # Houssiau et al.'s 39 -> 32
+        again, own = restyled(g, "Total vs unique trips")
+        assert again == own
+        assert (g.layout.legend.orientation, g.layout.legend.yref) == ("h", "container")   # under the axes
+        made.append(((hist, tu, hi), spec(h), spec(g)))
+    for (hist, tu, hi), h, g in made:                                     # drawn again after the other data sets
+        assert spec(charts.trips_hist_chart.__wrapped__(hist, projector=projector)) == h
+        assert spec(charts.trips_tu_chart.__wrapped__(tu, hi, projector=projector)) == g
