@@ -163,7 +163,7 @@ def test_projector_mode_and_guided_tour(at):
 
 def test_projector_mode_keeps_the_game(at):
     """Projector mode hides the game seed and rounds-per-level inputs; the game on the screen must stay the same game
-    (Streamlit drops a hidden widget's value, which used to start a new game on the next run)."""
+    (Streamlit drops a hidden widget's value; kept elsewhere, so the next run does not start a new game)."""
     at.sidebar.toggle(key="w.projector").set_value(False).run()
     _start_game(at, 4242)
     at.number_input(key="game_per_level").set_value(3).run()
@@ -197,7 +197,7 @@ def test_worksheet_answers_come_from_the_lab(at):
 
 def test_noise_picture_lines_are_the_ones_add_vline_draws():
     """The noise picture's export sets its threshold and count lines in one layout update: the same shapes and
-    labels as plotly's add_vline (which it no longer calls, for speed)."""
+    labels as plotly's add_vline (which it does not call, for speed)."""
     import json
 
     import plotly.graph_objects as go

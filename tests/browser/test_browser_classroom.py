@@ -160,9 +160,8 @@ def label_problems(label: str, charts: list[dict]) -> list[str]:
 
 
 def test_label_check_can_fail():
-    """The Privacy budget chart at 1024 px in projector mode (ε = 0.66, n up to 70): the "ε = 7" label where it
-    used to be drawn (at the left, 8 px above its line) lies on the advanced-composition curve; at the right,
-    above the line, it is clear."""
+    """The Privacy budget chart at 1024 px in projector mode (ε = 0.66, n up to 70): an "ε = 7" label at the left,
+    8 px above its line, would lie on the advanced-composition curve; at the right, above the line, it is clear."""
     advanced = [66, 334.5, 74.2, 326.2, 82.5, 319.3, 90.7, 313, 99, 307.2, 107.2, 301.8, 115.5, 296.5, 123.7, 291.5]
     chart = {"id": "trips", "plot": [66, 45, 635, 351], "curves": [advanced, [66, 322.8, 635, 322.8]], "dots": [],
              "labels": [{"text": "ε = 7, top of the usual range", "box": [406.3, 296.8, 629, 316.8]}]}

@@ -303,7 +303,7 @@ def test_bomb_upload_stops_at_the_cap_in_the_app_path(name, make, tmp_path):
 
 
 def test_cli_in_a_real_process_no_traceback(files):
-    """The installed entry point (not only main()): exit 2, one line, for a file that used to crash it."""
+    """The installed entry point (not only main()): exit 2, one line, for a file that could crash a reader."""
     r = subprocess.run([sys.executable, "-m", "odcore", "trips", "--input", str(files["iso_year_2300"])],
                        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert r.returncode == 2

@@ -339,8 +339,8 @@ def test_person_week_in_both_units():
 
 
 def test_epsilon_over_weeks_tight_runs_to_the_last_week():
-    # The cumulative-ε chart's tight line used to stop at k = TIGHT_K_MAX (week 5 at 70 trips); with a loss grid
-    # it is a guaranteed bracket at every week, and at 52 weeks it agrees with budget()'s year-long bracket.
+    # The cumulative-ε chart's tight line runs past k = TIGHT_K_MAX (week 5 at 70 trips): with a loss grid it is a
+    # guaranteed bracket at every week, and at 52 weeks it agrees with budget()'s year-long bracket.
     from odcore.privacy.accounting import BudgetConfig, budget, epsilon_over_weeks
 
     ow = epsilon_over_weeks(0.66, trips=70, weeks=52, delta=1e-6, interval=2e-2)
