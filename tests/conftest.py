@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import shutil
 import sys
@@ -95,13 +94,12 @@ def streamlit_url(tmp_path_factory):
 @pytest.fixture(scope="module")
 def image_server():
     """One kaleido Chromium for every image a test module draws (``odcore.report.figures.image_server``) instead of
-    one started and stopped per image; the commands' own ``image_server`` blocks run inside it and leave it open.
+    one started and stopped per image; the commands' own ``image_server`` blocks nest inside it and leave it open.
     A module that draws several PNG/SVG/PDF files asks for it with ``pytestmark = pytest.mark.usefixtures(...)``."""
     if figures.find_browser() is None:   # the tests that draw skip themselves
         yield
         return
-    with figures.image_server(), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(figures, "image_server", contextlib.nullcontext)
+    with figures.image_server():
         yield
 
 
